@@ -1,0 +1,85 @@
+package crdt
+
+// LikeRecord is one user's like state for one item: a last-writer-wins
+// register {Liked, HLC, Origin} and the per-user contribution vector. See the
+// package documentation for the rules.
+type LikeRecord struct {
+	Liked   bool
+	HLC     HLC
+	Origin  string // replica that wrote the winning action
+	Contrib Vector // Contrib[r]: what replica r added/removed for this user
+}
+
+// Wins reports whether r's register beats o's: larger HLC, ties broken by
+// origin id. Equal (HLC, Origin) is the same write; the last tie-break on
+// Liked only keeps Merge commutative should corrupt input ever disagree.
+func (r *LikeRecord) Wins(o *LikeRecord) bool {
+	if r.HLC != o.HLC {
+		return r.HLC > o.HLC
+	}
+	if r.Origin != o.Origin {
+		return r.Origin > o.Origin
+	}
+	return r.Liked && !o.Liked
+}
+
+// Merge folds o into r: the register by (HLC, Origin), Contrib entry-wise
+// max. It reports whether r changed. o is not modified.
+func (r *LikeRecord) Merge(o *LikeRecord) bool {
+	changed := false
+	if o.Wins(r) {
+		r.Liked, r.HLC, r.Origin = o.Liked, o.HLC, o.Origin
+		changed = true
+	}
+	var c bool
+	r.Contrib, c = r.Contrib.Merge(o.Contrib)
+	return changed || c
+}
+
+// Excess is d = Σ(P − N) over Contrib minus 1 if liked: how far the user's
+// contribution to the item count is from what it should be.
+func (r *LikeRecord) Excess() int64 {
+	d := r.Contrib.Value()
+	if r.Liked {
+		d--
+	}
+	return d
+}
+
+// Reconcile applies the winner's duty: if self is the record's Origin, it
+// brings the excess to zero by raising self's own N (excess > 0) or P
+// (excess < 0). It returns the change to self's item-vector entry, which the
+// caller must add to the item's vector in the same durable write.
+func (r *LikeRecord) Reconcile(self string) (delta int64) {
+	if r.Origin != self {
+		return 0
+	}
+	d := r.Excess()
+	if d == 0 {
+		return 0
+	}
+	r.Contrib = r.Contrib.Add(self, -d)
+	return -d
+}
+
+// Apply records a local like (liked = true) or unlike at replica self with a
+// fresh timestamp hlc, which must exceed every HLC self has seen (Clock.Now
+// after Observe). It reports whether the liked state changed in self's view
+// and the change to self's item-vector entry.
+func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delta int64) {
+	changed = r.Liked != liked
+	r.Liked, r.HLC, r.Origin = liked, hlc, self
+	return changed, r.Reconcile(self)
+}
+
+// Clone returns a deep copy.
+func (r *LikeRecord) Clone() *LikeRecord {
+	c := *r
+	c.Contrib = r.Contrib.Clone()
+	return &c
+}
+
+// Equal reports whether r and o are the same state.
+func (r *LikeRecord) Equal(o *LikeRecord) bool {
+	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Contrib.Equal(o.Contrib)
+}

@@ -1,0 +1,91 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Config configures a Replica.
+type Config struct {
+	// Region is the geography this replica serves, e.g. "us". Required.
+	Region string
+	// Replica is this replica's stable id, unique across all regions, e.g.
+	// "us-1". It must not change across restarts of the same data. Required.
+	Replica string
+	// Store holds the replica's state. Required; the Replica does not close it.
+	Store *storage.Store
+	// Logger for the replica. Default: a null logger.
+	Logger hclog.Logger
+	// Now is the wall clock. Default: time.Now.
+	Now func() time.Time
+	// MaxBatch caps the operations applied in one group commit. Default 4096.
+	MaxBatch int
+	// QueueDepth is how many operations may wait for the writer. Default 16384.
+	QueueDepth int
+	// CacheItems caps the vectors kept in memory. Default 100000.
+	CacheItems int
+	// HoldWrites starts the replica refusing writes (ErrNotReady) until
+	// AcceptWrites is called: a replica whose own entries must first be
+	// recovered from peers must not acknowledge anything before that.
+	HoldWrites bool
+	// OnCommit, if set, is called by the writer after every durable commit
+	// that changed state. It must not block; replication queues the changes.
+	OnCommit func(Changes)
+	// Registerer receives the replica's metrics. Default: none registered.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns a Config with every default filled in.
+func DefaultConfig() Config {
+	return Config{MaxBatch: 4096, QueueDepth: 16384, CacheItems: 100000}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if !crdt.ValidID(c.Region) {
+		errs = append(errs, fmt.Errorf("region: bad region id %q", c.Region))
+	}
+	if !crdt.ValidID(c.Replica) {
+		errs = append(errs, fmt.Errorf("region: bad replica id %q", c.Replica))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("region: Store is required"))
+	}
+	if c.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("region: MaxBatch %d < 1", c.MaxBatch))
+	}
+	if c.QueueDepth < 1 {
+		errs = append(errs, fmt.Errorf("region: QueueDepth %d < 1", c.QueueDepth))
+	}
+	if c.CacheItems < 1 {
+		errs = append(errs, fmt.Errorf("region: CacheItems %d < 1", c.CacheItems))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) ensureDefaults() {
+	d := DefaultConfig()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = d.MaxBatch
+	}
+	if c.QueueDepth == 0 {
+		c.QueueDepth = d.QueueDepth
+	}
+	if c.CacheItems == 0 {
+		c.CacheItems = d.CacheItems
+	}
+}

@@ -1,0 +1,34 @@
+// Package region is one tally replica: it applies likes, unlikes,
+// increments and remote merges to its state, persists them through storage,
+// and answers reads with per-replica vectors.
+//
+// # One writer
+//
+// Every change goes through a single writer goroutine. It takes whatever
+// operations are queued (up to Config.MaxBatch), applies them in order to an
+// overlay of the state they touch, writes the result as one storage batch,
+// commits it with an fsync, and only then publishes the new values to
+// readers, acknowledges the callers and hands the changes to replication.
+//
+// Why not let callers commit concurrently and rely on Pebble's own group
+// commit? A replica stores absolute values of its own entries (P[self] = 41,
+// then 42). Two concurrent commits may reach the WAL in either order, and a
+// later 41 would overwrite 42; worse, a commit of 42 could become durable
+// while the record of the 42nd like is not. A single writer keeps WAL order
+// equal to apply order, one batch is atomic, and the fsync is still shared by
+// every operation in the batch, so throughput grows with load instead of
+// paying one fsync per request.
+//
+// # What readers see
+//
+// Readers see only committed state: hot vectors from an in-memory cache that
+// only the writer fills (after each commit), everything else from Pebble. A
+// value a reader sees is therefore durable.
+//
+// # Remote state
+//
+// Remote entries arrive as absolute values (MergeVector, MergeRecord) and
+// are merged by max. A merged like record may make this replica the winner
+// of a conflicting record; the reconciliation rule of package crdt then runs
+// in the same batch, adjusting this replica's own entries.
+package region

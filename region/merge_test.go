@@ -1,0 +1,178 @@
+package region
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// mailbox collects a replica's commits so a test decides when to deliver.
+type mailbox struct {
+	mu  sync.Mutex // protects out
+	out []Changes
+}
+
+func (m *mailbox) onCommit(c Changes) {
+	m.mu.Lock()
+	m.out = append(m.out, c)
+	m.mu.Unlock()
+}
+
+func (m *mailbox) take() []Changes {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.out
+	m.out = nil
+	return out
+}
+
+// deliver sends everything from's mailbox holds to to, as replication would:
+// its own vector entries and its changed records.
+func deliver(t *testing.T, from *Replica, box *mailbox, to *Replica) {
+	t.Helper()
+	for _, c := range box.take() {
+		var vecs []VectorMerge
+		for _, v := range c.Vectors {
+			vecs = append(vecs, VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set(from.ID(), v.Own)})
+		}
+		var recs []RecordMerge
+		for _, r := range c.Records {
+			recs = append(recs, RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec})
+		}
+		if err := to.Merge(context.Background(), vecs, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// stepClock is a wall clock that advances 1 ms per reading, so every batch
+// gets a later HLC than the one before it, whichever replica reads it.
+type stepClock struct {
+	mu sync.Mutex // protects ms
+	ms int64
+}
+
+func (c *stepClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ms++
+	return time.UnixMilli(1_700_000_000_000 + c.ms)
+}
+
+func pair(t *testing.T) (a, b *Replica, boxA, boxB *mailbox) {
+	boxA, boxB = &mailbox{}, &mailbox{}
+	clock := &stepClock{}
+	a, _ = openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now = boxA.onCommit, clock.now })
+	b, _ = openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now = boxB.onCommit, clock.now })
+	return a, b, boxA, boxB
+}
+
+// exchange delivers until neither side has anything left to say.
+func exchange(t *testing.T, a, b *Replica, boxA, boxB *mailbox) {
+	t.Helper()
+	for range 10 {
+		deliver(t, a, boxA, b)
+		deliver(t, b, boxB, a)
+		boxA.mu.Lock()
+		idle := len(boxA.out) == 0
+		boxA.mu.Unlock()
+		boxB.mu.Lock()
+		idle = idle && len(boxB.out) == 0
+		boxB.mu.Unlock()
+		if idle {
+			return
+		}
+	}
+	t.Fatal("replicas did not go quiet")
+}
+
+// The worked example of DESIGN §4, through real replicas and stores.
+func TestConcurrentLikeReconciles(t *testing.T) {
+	a, b, boxA, boxB := pair(t)
+	ctx := context.Background()
+	if _, err := a.Like(ctx, "post", "u"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Like(ctx, "post", "u"); err != nil { // unaware of A's like
+		t.Fatal(err)
+	}
+	if got := mustLikes(t, a, "post").Value; got != 1 {
+		t.Fatalf("A before exchange: %d", got)
+	}
+	deliver(t, a, boxA, b) // B merges A's record and vector: both likes count for now
+	if rd := mustLikes(t, b, "post"); rd.Value != 1 || rd.Unreconciled != 0 {
+		// B wrote later, so B is the winner: it reconciles at once.
+		t.Fatalf("B after merge: %+v", rd)
+	}
+	exchange(t, a, b, boxA, boxB)
+	for _, r := range []*Replica{a, b} {
+		rd := mustLikes(t, r, "post")
+		if rd.Value != 1 || rd.Unreconciled != 0 {
+			t.Fatalf("%s converged to %+v, want 1", r.ID(), rd)
+		}
+	}
+	// Then u unlikes at A: the latest action wins everywhere.
+	if _, err := a.Unlike(ctx, "post", "u"); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, a, b, boxA, boxB)
+	for _, r := range []*Replica{a, b} {
+		if rd := mustLikes(t, r, "post"); rd.Value != 0 {
+			t.Fatalf("%s after unlike: %+v", r.ID(), rd)
+		}
+		if liked, _ := r.Liked("post", "u"); liked {
+			t.Fatalf("%s still says liked", r.ID())
+		}
+	}
+	ra, _, _ := a.Record("post", "u")
+	rb, _, _ := b.Record("post", "u")
+	if !ra.Equal(rb) {
+		t.Fatalf("records differ: %+v vs %+v", ra, rb)
+	}
+}
+
+// A replica that sees a conflicting record it did not win counts both likes
+// and marks the item unreconciled (so reads say approx) until the winner's
+// fix arrives.
+func TestUnreconciledMarksApprox(t *testing.T) {
+	a, b, boxA, boxB := pair(t)
+	ctx := context.Background()
+	_, _ = a.Like(ctx, "post", "u")
+	_, _ = b.Like(ctx, "post", "u") // later HLC: B wins
+	deliver(t, b, boxB, a)          // A sees B's winning record; only B may fix it
+	rd := mustLikes(t, a, "post")
+	if rd.Value != 2 || rd.Unreconciled != 1 {
+		t.Fatalf("A before the fix: %+v, want count 2 with 1 unreconciled", rd)
+	}
+	exchange(t, a, b, boxA, boxB)
+	for _, r := range []*Replica{a, b} {
+		if rd := mustLikes(t, r, "post"); rd.Value != 1 || rd.Unreconciled != 0 {
+			t.Fatalf("%s after exchange: %+v", r.ID(), rd)
+		}
+	}
+}
+
+func TestOwnEntryRecoveredFromPeer(t *testing.T) {
+	a, _ := openReplica(t, t.TempDir(), "A", nil)
+	peerView := crdt.Vector{}.Set("A", crdt.PN{P: 7}).Set("B", crdt.PN{P: 2, N: 1})
+	if err := a.Merge(context.Background(), []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: peerView}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Incr(context.Background(), "c", 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The new increment lands on top of the recovered entry, not under it.
+	if res.Value != 9 {
+		t.Fatalf("value %d, want 9 (7 recovered + 1 new + 2 - 1 from B)", res.Value)
+	}
+	// Merging an older view again changes nothing.
+	_ = a.Merge(context.Background(), []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: peerView}}, nil)
+	if rd, _ := a.Counter("c"); rd.Value != 9 {
+		t.Fatalf("replayed merge moved the value to %d", rd.Value)
+	}
+}

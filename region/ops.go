@@ -1,0 +1,144 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Errors returned by Replica methods. Callers match them with errors.Is.
+var (
+	// ErrClosed: the replica is shut down.
+	ErrClosed = errors.New("region: replica closed")
+	// ErrNotReady: the replica is recovering its own entries from peers and
+	// does not acknowledge writes yet.
+	ErrNotReady = errors.New("region: not accepting writes yet")
+	// ErrFailed: a commit failed; the replica stopped writing to protect
+	// what it has acknowledged. Restart it.
+	ErrFailed = errors.New("region: storage failed")
+	// ErrOverflow: the operation would push a counter entry past MaxEntry.
+	ErrOverflow = errors.New("region: counter would overflow")
+	// ErrInvalid: the operation is malformed (bad id, zero kind, ...).
+	ErrInvalid = errors.New("region: invalid operation")
+)
+
+// MaxEntry bounds each half of a replica's vector entry (2^53, the largest
+// integer JSON clients read exactly). Sums over up to 1024 replicas stay
+// inside int64, so no count can overflow.
+const MaxEntry = 1 << 53
+
+// MaxBy bounds the size of one increment.
+const MaxBy = 1 << 40
+
+// OpKind says what a local operation does.
+type OpKind uint8
+
+const (
+	// OpLike marks Item liked by User.
+	OpLike OpKind = iota + 1
+	// OpUnlike marks Item not liked by User.
+	OpUnlike
+	// OpIncr adds By to counter Item, at most once per IdemKey if set.
+	OpIncr
+)
+
+func (k OpKind) String() string {
+	switch k {
+	case OpLike:
+		return "like"
+	case OpUnlike:
+		return "unlike"
+	case OpIncr:
+		return "incr"
+	}
+	return fmt.Sprintf("op(%d)", uint8(k))
+}
+
+// Op is one local operation. Item is the item for likes and the counter key
+// for increments.
+type Op struct {
+	Kind    OpKind
+	Item    string
+	User    string
+	By      int64
+	IdemKey string
+}
+
+// Validate checks ids and bounds.
+func (o *Op) Validate() error {
+	if !crdt.ValidID(o.Item) {
+		return fmt.Errorf("%w: bad item or key %q", ErrInvalid, o.Item)
+	}
+	switch o.Kind {
+	case OpLike, OpUnlike:
+		if !crdt.ValidID(o.User) {
+			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		}
+	case OpIncr:
+		if o.By > MaxBy || o.By < -MaxBy {
+			return fmt.Errorf("%w: by %d outside ±%d", ErrInvalid, o.By, int64(MaxBy))
+		}
+		if o.IdemKey != "" && !crdt.ValidID(o.IdemKey) {
+			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
+		}
+	default:
+		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, o.Kind)
+	}
+	return nil
+}
+
+// Result is the outcome of one Op.
+type Result struct {
+	Err error
+	// Liked is the user's state after a like/unlike.
+	Liked bool
+	// Changed: a like/unlike changed the user's state in this replica's view.
+	Changed bool
+	// Value is the item's count or the counter's value after the op.
+	Value int64
+	// Duplicate: an increment whose idempotency key was already applied; Value
+	// is the value returned the first time.
+	Duplicate bool
+}
+
+// VectorMerge carries a remote view of a vector to merge by max.
+type VectorMerge struct {
+	Kind storage.Kind
+	Item string
+	Vec  crdt.Vector
+}
+
+// RecordMerge carries a remote like record to merge.
+type RecordMerge struct {
+	Item, User string
+	Rec        *crdt.LikeRecord
+}
+
+// Changes is what one commit changed, handed to replication.
+type Changes struct {
+	// Vectors whose own entry changed, with its new absolute value.
+	Vectors []VectorChange
+	// Records changed by a local action or by this replica's reconciliation,
+	// so their new state must spread. Each Rec is a private copy.
+	Records []RecordChange
+	// Merged counts records changed by merges only (nothing new to spread).
+	Merged int
+}
+
+// VectorChange is a replica's new own entry of one vector.
+type VectorChange struct {
+	Kind storage.Kind
+	Item string
+	Own  crdt.PN
+}
+
+// RecordChange is a like record's new state.
+type RecordChange struct {
+	Item, User string
+	Rec        *crdt.LikeRecord
+}
+
+// Empty reports whether c carries nothing.
+func (c *Changes) Empty() bool { return len(c.Vectors) == 0 && len(c.Records) == 0 }

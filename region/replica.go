@@ -1,0 +1,367 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Metadata keys this package keeps in the store.
+const (
+	metaReplica = "replica"     // this data dir's replica id, checked on open
+	metaRegion  = "region"      // its region
+	metaHLC     = "hlc-ceiling" // an upper bound on every HLC issued so far
+)
+
+// hlcLeaseMs is how far ahead of the clock the persisted HLC ceiling runs.
+// On restart the clock starts at the ceiling, so a wall clock that went
+// backwards cannot issue a timestamp below one issued before the crash.
+const hlcLeaseMs = 5000
+
+// Replica is one tally replica. All methods are safe for concurrent use.
+type Replica struct {
+	cfg     Config
+	self    string
+	store   *storage.Store
+	log     hclog.Logger
+	metrics *metrics
+	cache   *cache
+	fresh   bool // the store had no state when opened
+
+	reqs      chan *request
+	closeMu   sync.RWMutex // protects closed against concurrent submit
+	closed    bool
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	accepting atomic.Bool
+	failure   atomic.Pointer[error]
+
+	umu          sync.RWMutex   // protects unreconciled
+	unreconciled map[string]int // item -> records whose excess is not zero
+
+	// Owned by the writer goroutine (and New, before it starts).
+	clock      crdt.Clock
+	hlcCeiling int64 // wall ms of the persisted ceiling
+}
+
+// request is one submission to the writer: local ops or remote merges.
+type request struct {
+	ops     []Op
+	res     []Result
+	vmerges []VectorMerge
+	rmerges []RecordMerge
+	err     error // whole-request failure (commit failed, closed)
+	done    chan struct{}
+}
+
+func (q *request) size() int { return len(q.ops) + len(q.vmerges) + len(q.rmerges) }
+
+// New opens a replica on cfg.Store and starts its writer.
+func New(cfg Config) (*Replica, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Replica{
+		cfg:          cfg,
+		self:         cfg.Replica,
+		store:        cfg.Store,
+		log:          cfg.Logger.Named("replica"),
+		metrics:      newMetrics(cfg.Registerer),
+		cache:        newCache(cfg.CacheItems),
+		reqs:         make(chan *request, cfg.QueueDepth),
+		stop:         make(chan struct{}),
+		unreconciled: make(map[string]int),
+	}
+	if err := r.load(); err != nil {
+		return nil, err
+	}
+	r.accepting.Store(!cfg.HoldWrites)
+	r.wg.Add(1)
+	go r.run()
+	return r, nil
+}
+
+// load checks the store belongs to this replica and restores clock and
+// reconciliation state.
+func (r *Replica) load() error {
+	id, ok, err := r.store.Meta(metaReplica)
+	if err != nil {
+		return fmt.Errorf("load replica: %w", err)
+	}
+	r.fresh = !ok
+	if ok && string(id) != r.self {
+		return fmt.Errorf("load replica: data belongs to replica %q, not %q", id, r.self)
+	}
+	if ceil, ok, err := r.store.Meta(metaHLC); err != nil {
+		return fmt.Errorf("load replica: %w", err)
+	} else if ok {
+		e, err := crdt.DecodePN(ceil)
+		if err != nil {
+			return fmt.Errorf("load replica hlc: %w", err)
+		}
+		r.clock.Observe(crdt.HLC(e.P))
+		r.hlcCeiling = crdt.HLC(e.P).WallMs()
+	}
+	err = r.store.Markers(func(item, _ string) bool {
+		r.unreconciled[item]++
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("load replica: %w", err)
+	}
+	if r.fresh {
+		b := r.store.NewBatch()
+		defer b.Close()
+		b.PutMeta(metaReplica, []byte(r.self))
+		b.PutMeta(metaRegion, []byte(r.cfg.Region))
+		if err := b.Commit(); err != nil {
+			return fmt.Errorf("load replica: %w", err)
+		}
+	}
+	return nil
+}
+
+// ID is the replica id.
+func (r *Replica) ID() string { return r.self }
+
+// Region is the replica's region.
+func (r *Replica) Region() string { return r.cfg.Region }
+
+// Durability is the store's commit durability.
+func (r *Replica) Durability() storage.Durability { return r.store.Durability() }
+
+// Fresh reports whether the store held no state when the replica opened: a
+// new replica, or one whose data was lost.
+func (r *Replica) Fresh() bool { return r.fresh }
+
+// AcceptWrites lets the replica acknowledge writes (see Config.HoldWrites).
+func (r *Replica) AcceptWrites() { r.accepting.Store(true) }
+
+// Accepting reports whether local writes are accepted.
+func (r *Replica) Accepting() bool { return r.accepting.Load() && r.Err() == nil }
+
+// Err returns the storage failure that stopped the replica, if any.
+func (r *Replica) Err() error {
+	if p := r.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Close stops the writer after it finishes the batch in hand; queued
+// requests fail with ErrClosed. Close is idempotent and does not close the
+// store.
+func (r *Replica) Close() error {
+	r.closeMu.Lock()
+	already := r.closed
+	r.closed = true
+	r.closeMu.Unlock()
+	if already {
+		return nil
+	}
+	close(r.stop)
+	r.wg.Wait()
+	for {
+		select {
+		case q := <-r.reqs:
+			q.finish(ErrClosed)
+		default:
+			return nil
+		}
+	}
+}
+
+// Do applies local operations in order, durably, and returns one Result per
+// op. A nil error means every op was attempted; each Result carries its own
+// error. If ctx ends first the ops may or may not have been applied.
+func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
+	if !r.accepting.Load() {
+		return nil, ErrNotReady
+	}
+	q := &request{ops: ops, res: make([]Result, len(ops))}
+	if err := r.submit(ctx, q); err != nil {
+		return nil, err
+	}
+	return q.res, nil
+}
+
+// do1 runs a single op and folds its error into the return.
+func (r *Replica) do1(ctx context.Context, op Op) (Result, error) {
+	res, err := r.Do(ctx, []Op{op})
+	if err != nil {
+		return Result{}, err
+	}
+	return res[0], res[0].Err
+}
+
+// Like marks item liked by user.
+func (r *Replica) Like(ctx context.Context, item, user string) (Result, error) {
+	return r.do1(ctx, Op{Kind: OpLike, Item: item, User: user})
+}
+
+// Unlike marks item not liked by user.
+func (r *Replica) Unlike(ctx context.Context, item, user string) (Result, error) {
+	return r.do1(ctx, Op{Kind: OpUnlike, Item: item, User: user})
+}
+
+// Incr adds by to counter key, once per idem key if idem is not empty.
+func (r *Replica) Incr(ctx context.Context, key string, by int64, idem string) (Result, error) {
+	return r.do1(ctx, Op{Kind: OpIncr, Item: key, By: by, IdemKey: idem})
+}
+
+// Merge folds remote state in. It is idempotent and order-insensitive.
+func (r *Replica) Merge(ctx context.Context, vecs []VectorMerge, recs []RecordMerge) error {
+	if len(vecs) == 0 && len(recs) == 0 {
+		return nil
+	}
+	return r.submit(ctx, &request{vmerges: vecs, rmerges: recs})
+}
+
+func (r *Replica) submit(ctx context.Context, q *request) error {
+	if err := r.Err(); err != nil {
+		return err
+	}
+	q.done = make(chan struct{})
+	r.closeMu.RLock()
+	if r.closed {
+		r.closeMu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case r.reqs <- q:
+		r.closeMu.RUnlock()
+	case <-ctx.Done():
+		r.closeMu.RUnlock()
+		return fmt.Errorf("queue for writer: %w", ctx.Err())
+	}
+	select {
+	case <-q.done:
+		return q.err
+	case <-ctx.Done():
+		return fmt.Errorf("wait for commit: %w", ctx.Err())
+	}
+}
+
+func (q *request) finish(err error) {
+	q.err = err
+	close(q.done)
+}
+
+// run is the writer goroutine.
+func (r *Replica) run() {
+	defer r.wg.Done()
+	batch := make([]*request, 0, 64)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case q := <-r.reqs:
+			batch = append(batch[:0], q)
+			n := q.size()
+		fill:
+			for n < r.cfg.MaxBatch {
+				select {
+				case q := <-r.reqs:
+					batch = append(batch, q)
+					n += q.size()
+				default:
+					break fill
+				}
+			}
+			r.commit(batch)
+			clear(batch) // drop references for the GC
+		}
+	}
+}
+
+// commit applies a group of requests as one durable batch.
+func (r *Replica) commit(batch []*request) {
+	if err := r.Err(); err != nil {
+		for _, q := range batch {
+			q.finish(err)
+		}
+		return
+	}
+	tx := r.newTxn()
+	defer tx.close()
+	for _, q := range batch {
+		tx.apply(q)
+	}
+	changes, err := tx.commit()
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrFailed, err)
+		r.failure.CompareAndSwap(nil, &err)
+		r.log.Error("commit failed; replica stops writing", "error", err)
+		for _, q := range batch {
+			q.finish(err)
+		}
+		return
+	}
+	for _, q := range batch {
+		q.finish(nil)
+	}
+	if r.cfg.OnCommit != nil && (!changes.Empty() || changes.Merged > 0) {
+		r.cfg.OnCommit(changes)
+	}
+}
+
+// Read is a vector read.
+type Read struct {
+	Value  int64
+	Vector crdt.Vector
+	// Unreconciled counts like records of the item whose excess is not yet
+	// zero in this replica's view: the count may still move.
+	Unreconciled int
+}
+
+// Likes reads an item's like count.
+func (r *Replica) Likes(item string) (Read, error) {
+	rd, err := r.read(storage.Likes, item)
+	if err == nil {
+		r.umu.RLock()
+		rd.Unreconciled = r.unreconciled[item]
+		r.umu.RUnlock()
+	}
+	return rd, err
+}
+
+// Counter reads a counter.
+func (r *Replica) Counter(key string) (Read, error) { return r.read(storage.Counters, key) }
+
+func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
+	if !crdt.ValidID(item) {
+		return Read{}, fmt.Errorf("%w: bad id %q", ErrInvalid, item)
+	}
+	v, ok := r.cache.get(vkey{kind, item})
+	if !ok {
+		var err error
+		if v, err = r.store.Vector(kind, item); err != nil {
+			return Read{}, err
+		}
+	}
+	return Read{Value: v.Value(), Vector: v}, nil
+}
+
+// Liked reports whether user likes item in this replica's view.
+func (r *Replica) Liked(item, user string) (bool, error) {
+	if !crdt.ValidID(item) || !crdt.ValidID(user) {
+		return false, fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	rec, ok, err := r.store.LikeRecord(item, user)
+	if err != nil || !ok {
+		return false, err
+	}
+	return rec.Liked, nil
+}
+
+// Record returns a user's like record as this replica sees it.
+func (r *Replica) Record(item, user string) (*crdt.LikeRecord, bool, error) {
+	return r.store.LikeRecord(item, user)
+}

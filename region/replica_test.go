@@ -1,0 +1,284 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// openReplica opens a replica on a real Pebble dir; closing is registered
+// with t.Cleanup and may also be done early by the returned func.
+func openReplica(t *testing.T, dir, id string, mut func(*Config)) (*Replica, func()) {
+	t.Helper()
+	st, err := storage.Open(storage.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Region: "test", Replica: id, Store: st}
+	if mut != nil {
+		mut(&cfg)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		_ = st.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeFn := func() {
+		once.Do(func() {
+			if err := r.Close(); err != nil {
+				t.Error(err)
+			}
+			if err := st.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(closeFn)
+	return r, closeFn
+}
+
+func mustLikes(t *testing.T, r *Replica, item string) Read {
+	t.Helper()
+	rd, err := r.Likes(item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rd
+}
+
+func TestLikeUnlikeIdempotent(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "a", nil)
+	ctx := context.Background()
+	steps := []struct {
+		like    bool
+		user    string
+		changed bool
+		count   int64
+	}{
+		{true, "u1", true, 1},
+		{true, "u1", false, 1}, // liking twice counts once
+		{true, "u2", true, 2},
+		{false, "u1", true, 1},
+		{false, "u1", false, 1}, // unliking twice too
+		{false, "u3", false, 1}, // unlike of a never-liked user
+		{true, "u1", true, 2},
+	}
+	for i, s := range steps {
+		var res Result
+		var err error
+		if s.like {
+			res, err = r.Like(ctx, "post", s.user)
+		} else {
+			res, err = r.Unlike(ctx, "post", s.user)
+		}
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if res.Changed != s.changed || res.Value != s.count || res.Liked != s.like {
+			t.Fatalf("step %d: got %+v, want changed=%v count=%d liked=%v", i, res, s.changed, s.count, s.like)
+		}
+	}
+	if got := mustLikes(t, r, "post"); got.Value != 2 || got.Vector.Get("a") != (crdt.PN{P: 3, N: 1}) {
+		t.Fatalf("read %+v", got)
+	}
+	for user, want := range map[string]bool{"u1": true, "u2": true, "u3": false, "nobody": false} {
+		if got, err := r.Liked("post", user); err != nil || got != want {
+			t.Fatalf("Liked(%s) = %v, %v; want %v", user, got, err, want)
+		}
+	}
+}
+
+func TestConcurrentLikesExactAndDurable(t *testing.T) {
+	dir := t.TempDir()
+	r, closeR := openReplica(t, dir, "a", nil)
+	ctx := context.Background()
+	const users, workers = 1000, 16
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := w; u < users; u += workers {
+				// Every user likes twice: a retry must not count again.
+				for range 2 {
+					if _, err := r.Like(ctx, "hot", fmt.Sprintf("user%d", u)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := mustLikes(t, r, "hot").Value; got != users {
+		t.Fatalf("count %d, want %d", got, users)
+	}
+	closeR()
+
+	r2, _ := openReplica(t, dir, "a", nil)
+	if got := mustLikes(t, r2, "hot").Value; got != users {
+		t.Fatalf("after reopen: count %d, want %d", got, users)
+	}
+	for u := range 10 {
+		if _, err := r2.Unlike(ctx, "hot", fmt.Sprintf("user%d", u)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mustLikes(t, r2, "hot").Value; got != users-10 {
+		t.Fatalf("after unlikes: count %d, want %d", got, users-10)
+	}
+}
+
+func TestIncrIdempotencyKey(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "a", nil)
+	ctx := context.Background()
+	// Many concurrent retries of one keyed increment count once.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := r.Incr(ctx, "views", 5, "req-1"); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	res, err := r.Incr(ctx, "views", 5, "req-1")
+	if err != nil || !res.Duplicate || res.Value != 5 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if res, err = r.Incr(ctx, "views", -2, ""); err != nil || res.Value != 3 {
+		t.Fatalf("decrement: %+v %v", res, err)
+	}
+	rd, err := r.Counter("views")
+	if err != nil || rd.Value != 3 || rd.Vector.Get("a") != (crdt.PN{P: 5, N: 2}) {
+		t.Fatalf("read %+v %v", rd, err)
+	}
+}
+
+func TestBatchOpsOneCommitInOrder(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "a", nil)
+	ops := []Op{
+		{Kind: OpLike, Item: "i", User: "u"},
+		{Kind: OpLike, Item: "i", User: "u"},
+		{Kind: OpUnlike, Item: "i", User: "u"},
+		{Kind: OpIncr, Item: "c", By: 2, IdemKey: "k"},
+		{Kind: OpIncr, Item: "c", By: 2, IdemKey: "k"},
+		{Kind: OpIncr, Item: "bad/id", By: 1},
+		{Kind: OpIncr, Item: "c", By: MaxBy + 1},
+	}
+	res, err := r.Do(context.Background(), ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Result{
+		{Liked: true, Changed: true, Value: 1},
+		{Liked: true, Changed: false, Value: 1},
+		{Liked: false, Changed: true, Value: 0},
+		{Value: 2},
+		{Value: 2, Duplicate: true},
+	}
+	for i, w := range want {
+		if res[i] != w {
+			t.Errorf("op %d: got %+v want %+v", i, res[i], w)
+		}
+	}
+	for _, i := range []int{5, 6} {
+		if !errors.Is(res[i].Err, ErrInvalid) {
+			t.Errorf("op %d: err %v, want ErrInvalid", i, res[i].Err)
+		}
+	}
+}
+
+func TestOverflowRefused(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "a", nil)
+	ops := make([]Op, MaxEntry/MaxBy+1)
+	for i := range ops {
+		ops[i] = Op{Kind: OpIncr, Item: "big", By: MaxBy}
+	}
+	res, err := r.Do(context.Background(), ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := res[len(res)-1]
+	if !errors.Is(last.Err, ErrOverflow) {
+		t.Fatalf("last op: %+v, want ErrOverflow", last)
+	}
+	if rd, _ := r.Counter("big"); rd.Value != MaxEntry {
+		t.Fatalf("value %d, want %d", rd.Value, int64(MaxEntry))
+	}
+}
+
+func TestHoldWritesAndClose(t *testing.T) {
+	r, closeR := openReplica(t, t.TempDir(), "a", func(c *Config) { c.HoldWrites = true })
+	ctx := context.Background()
+	if _, err := r.Like(ctx, "i", "u"); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("held: %v", err)
+	}
+	if rd := mustLikes(t, r, "i"); rd.Value != 0 {
+		t.Fatalf("held write changed state: %+v", rd)
+	}
+	r.AcceptWrites()
+	if _, err := r.Like(ctx, "i", "u"); err != nil {
+		t.Fatal(err)
+	}
+	closeR()
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := r.Like(ctx, "i", "v"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestDataDirBelongsToReplica(t *testing.T) {
+	dir := t.TempDir()
+	_, closeR := openReplica(t, dir, "a", nil)
+	closeR()
+	st, err := storage.Open(storage.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := New(Config{Region: "test", Replica: "b", Store: st}); err == nil {
+		t.Fatal("opened replica b on replica a's data")
+	}
+}
+
+func TestClockNeverGoesBackAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	now := time.UnixMilli(1_000_000_000)
+	clock := func() time.Time { return now }
+	r, closeR := openReplica(t, dir, "a", func(c *Config) { c.Now = clock })
+	if _, err := r.Like(context.Background(), "i", "u"); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := r.Record("i", "u")
+	closeR()
+
+	now = now.Add(-time.Hour) // the wall clock jumped back while we were down
+	r2, _ := openReplica(t, dir, "a", func(c *Config) { c.Now = clock })
+	if _, err := r2.Unlike(context.Background(), "i", "u"); err != nil {
+		t.Fatal(err)
+	}
+	second, _, _ := r2.Record("i", "u")
+	if second.HLC <= first.HLC {
+		t.Fatalf("hlc went back: %v then %v", first.HLC, second.HLC)
+	}
+	if rd := mustLikes(t, r2, "i"); rd.Value != 0 {
+		t.Fatalf("unlike after restart lost to the earlier like: count %d", rd.Value)
+	}
+}

@@ -1,0 +1,300 @@
+package region
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// txn is the writer's overlay for one group commit: the vectors, records
+// and idempotency keys the batch touches, read once from committed state and
+// then changed in memory until the batch is written.
+type txn struct {
+	r      *Replica
+	b      *storage.Batch
+	nowMs  int64
+	vecs   map[vkey]*vecState
+	recs   map[rkey]*recState
+	idem   map[rkey]storage.IdemValue
+	order  []vkey // vectors in first-touch order, for deterministic writes
+	rorder []rkey
+}
+
+type rkey struct{ a, b string }
+
+type vecState struct {
+	orig crdt.Vector // committed value; never modified
+	cur  crdt.Vector
+}
+
+type recState struct {
+	rec     *crdt.LikeRecord
+	origEx  int64 // excess when read
+	existed bool
+	dirty   bool
+	spread  bool // changed by a local action or own reconciliation
+}
+
+func (r *Replica) newTxn() *txn {
+	return &txn{
+		r:     r,
+		b:     r.store.NewBatch(),
+		nowMs: r.cfg.Now().UnixMilli(),
+		vecs:  make(map[vkey]*vecState),
+		recs:  make(map[rkey]*recState),
+	}
+}
+
+func (t *txn) close() { t.b.Close() }
+
+// vector returns the overlay state of a vector, loading it on first touch.
+func (t *txn) vector(kind storage.Kind, item string) (*vecState, error) {
+	k := vkey{kind, item}
+	if s, ok := t.vecs[k]; ok {
+		return s, nil
+	}
+	v, ok := t.r.cache.peek(k)
+	if !ok {
+		var err error
+		if v, err = t.r.store.Vector(kind, item); err != nil {
+			return nil, err
+		}
+	}
+	s := &vecState{orig: v, cur: v.Clone()}
+	t.vecs[k] = s
+	t.order = append(t.order, k)
+	return s, nil
+}
+
+// record returns the overlay state of a like record (zero if none).
+func (t *txn) record(item, user string) (*recState, error) {
+	k := rkey{item, user}
+	if s, ok := t.recs[k]; ok {
+		return s, nil
+	}
+	rec, ok, err := t.r.store.LikeRecord(item, user)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		rec = &crdt.LikeRecord{}
+	}
+	s := &recState{rec: rec, origEx: rec.Excess(), existed: ok}
+	t.recs[k] = s
+	t.rorder = append(t.rorder, k)
+	return s, nil
+}
+
+// apply runs every part of one request against the overlay.
+func (t *txn) apply(q *request) {
+	for i := range q.ops {
+		q.res[i] = t.applyOp(&q.ops[i])
+	}
+	for i := range q.vmerges {
+		if err := t.mergeVector(&q.vmerges[i]); err != nil {
+			t.r.log.Warn("vector merge skipped", "item", q.vmerges[i].Item, "error", err)
+		}
+	}
+	for i := range q.rmerges {
+		if err := t.mergeRecord(&q.rmerges[i]); err != nil {
+			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
+		}
+	}
+}
+
+func (t *txn) applyOp(op *Op) Result {
+	if err := op.Validate(); err != nil {
+		return Result{Err: err}
+	}
+	t.r.metrics.ops.WithLabelValues(op.Kind.String()).Inc()
+	switch op.Kind {
+	case OpLike, OpUnlike:
+		return t.applyLike(op.Item, op.User, op.Kind == OpLike)
+	default:
+		return t.applyIncr(op)
+	}
+}
+
+func (t *txn) applyLike(item, user string, liked bool) Result {
+	rs, err := t.record(item, user)
+	if err != nil {
+		return Result{Err: err}
+	}
+	vs, err := t.vector(storage.Likes, item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	hlc := t.r.clock.Now(t.nowMs)
+	t.persistClock(hlc)
+	// A like moves the count by at most the number of replicas, so unlike
+	// increments it needs no overflow check.
+	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
+	vs.cur = vs.cur.Add(t.r.self, delta)
+	rs.dirty, rs.spread = true, true
+	return Result{Liked: liked, Changed: changed, Value: vs.cur.Value()}
+}
+
+func (t *txn) applyIncr(op *Op) Result {
+	ik := rkey{op.Item, op.IdemKey}
+	if op.IdemKey != "" {
+		if v, ok := t.idem[ik]; ok {
+			return Result{Value: v.Value, Duplicate: true}
+		}
+		v, ok, err := t.r.store.Idempotency(op.Item, op.IdemKey)
+		if err != nil {
+			return Result{Err: err}
+		}
+		if ok {
+			return Result{Value: v.Value, Duplicate: true}
+		}
+	}
+	vs, err := t.vector(storage.Counters, op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := checkEntry(vs.cur.Get(t.r.self), op.By); err != nil {
+		return Result{Err: err}
+	}
+	vs.cur = vs.cur.Add(t.r.self, op.By)
+	val := vs.cur.Value()
+	if op.IdemKey != "" {
+		if t.idem == nil {
+			t.idem = make(map[rkey]storage.IdemValue)
+		}
+		iv := storage.IdemValue{Value: val, AtMs: t.nowMs}
+		t.idem[ik] = iv
+		t.b.PutIdempotency(op.Item, op.IdemKey, iv)
+	}
+	return Result{Value: val}
+}
+
+// checkEntry refuses a change that would take either half of an own entry
+// past MaxEntry.
+func checkEntry(e crdt.PN, delta int64) error {
+	if delta > 0 && e.P+uint64(delta) > MaxEntry || delta < 0 && e.N+uint64(-delta) > MaxEntry {
+		return ErrOverflow
+	}
+	return nil
+}
+
+func (t *txn) mergeVector(m *VectorMerge) error {
+	if !m.Kind.Valid() || !crdt.ValidID(m.Item) {
+		return fmt.Errorf("%w: bad vector merge %c/%q", ErrInvalid, m.Kind, m.Item)
+	}
+	vs, err := t.vector(m.Kind, m.Item)
+	if err != nil {
+		return err
+	}
+	if own := m.Vec.Get(t.r.self); !vs.cur.Get(t.r.self).Covers(own) {
+		// A peer knows more of our own entry than we do: our state was lost
+		// or restored from an old copy. Max-merge adopts it, which is the
+		// repair; it is worth knowing about.
+		t.r.metrics.ownRecovered.Inc()
+		t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
+	}
+	vs.cur, _ = vs.cur.Merge(m.Vec)
+	return nil
+}
+
+func (t *txn) mergeRecord(m *RecordMerge) error {
+	if !crdt.ValidID(m.Item) || !crdt.ValidID(m.User) || m.Rec == nil {
+		return fmt.Errorf("%w: bad record merge %q/%q", ErrInvalid, m.Item, m.User)
+	}
+	rs, err := t.record(m.Item, m.User)
+	if err != nil {
+		return err
+	}
+	t.r.clock.Observe(m.Rec.HLC)
+	if !rs.rec.Merge(m.Rec) {
+		return nil
+	}
+	rs.dirty = true
+	if delta := rs.rec.Reconcile(t.r.self); delta != 0 {
+		vs, err := t.vector(storage.Likes, m.Item)
+		if err != nil {
+			return err
+		}
+		vs.cur = vs.cur.Add(t.r.self, delta)
+		rs.spread = true
+		t.r.metrics.reconciled.Inc()
+	}
+	return nil
+}
+
+// persistClock keeps the stored HLC ceiling ahead of every issued stamp.
+func (t *txn) persistClock(h crdt.HLC) {
+	if h.WallMs() < t.r.hlcCeiling-hlcLeaseMs/2 {
+		return
+	}
+	t.r.hlcCeiling = h.WallMs() + hlcLeaseMs
+	t.b.PutMeta(metaHLC, crdt.AppendPN(nil, crdt.PN{P: uint64(crdt.MakeHLC(t.r.hlcCeiling, 0))}))
+}
+
+// commit writes the overlay, fsyncs, and publishes it to readers.
+func (t *txn) commit() (Changes, error) {
+	var ch Changes
+	self := t.r.self
+	for _, k := range t.order {
+		vs := t.vecs[k]
+		for _, e := range vs.cur {
+			if vs.orig.Get(e.Replica) != e.PN {
+				t.b.PutVectorEntry(k.kind, k.item, e.Replica, e.PN)
+			}
+		}
+		if own := vs.cur.Get(self); own != vs.orig.Get(self) {
+			ch.Vectors = append(ch.Vectors, VectorChange{Kind: k.kind, Item: k.item, Own: own})
+		}
+	}
+	type markerChange struct {
+		item string
+		on   bool
+	}
+	var markers []markerChange
+	for _, k := range t.rorder {
+		rs := t.recs[k]
+		if !rs.dirty {
+			continue
+		}
+		t.b.PutLikeRecord(k.a, k.b, rs.rec)
+		if ex := rs.rec.Excess(); (ex != 0) != (rs.origEx != 0) {
+			t.b.SetMarker(k.a, k.b, ex != 0)
+			markers = append(markers, markerChange{k.a, ex != 0})
+		}
+		if rs.spread {
+			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec.Clone()})
+		} else {
+			ch.Merged++
+		}
+	}
+	if t.b.Len() == 0 {
+		return ch, nil
+	}
+	timer := prometheus.NewTimer(t.r.metrics.commitSeconds)
+	if err := t.b.Commit(); err != nil {
+		return Changes{}, err
+	}
+	timer.ObserveDuration()
+	t.r.metrics.batchWrites.Observe(float64(t.b.Len()))
+	// Publish: the commit is durable, so readers may see it.
+	for _, k := range t.order {
+		vs := t.vecs[k]
+		if !vs.cur.Equal(vs.orig) {
+			t.r.cache.put(k, vs.cur)
+		}
+	}
+	if len(markers) > 0 {
+		t.r.umu.Lock()
+		for _, m := range markers {
+			if m.on {
+				t.r.unreconciled[m.item]++
+			} else if t.r.unreconciled[m.item]--; t.r.unreconciled[m.item] <= 0 {
+				delete(t.r.unreconciled, m.item)
+			}
+		}
+		t.r.umu.Unlock()
+	}
+	return ch, nil
+}

@@ -1,0 +1,26 @@
+// Package storage keeps a replica's state in Pebble: one key per (vector,
+// replica) entry, one per like record, idempotency keys, reconciliation
+// markers and replica metadata.
+//
+// # Durability
+//
+// A Batch commits with a WAL fsync (pebble.Sync) unless the store was opened
+// with DurabilityNone, an explicit opt-in. Pebble's commit pipeline lets
+// concurrent syncing commits share one fsync; the region package adds its own
+// group commit on top, since it must order writes to a replica's own entries.
+//
+// # Key layout
+//
+// Ids never contain '/', so '/' separates key parts and a prefix scan of
+// "v/l/<item>/" sees exactly one item.
+//
+//	v/l/<item>/<replica>   crdt.PN     likes vector entry of one replica
+//	v/c/<key>/<replica>    crdt.PN     counter vector entry of one replica
+//	r/<item>/<user>        LikeRecord  one user's like record
+//	x/<item>/<user>        (empty)     record whose excess is not yet zero
+//	i/<key>/<idem>         idemValue   result of an applied idempotent increment
+//	m/<name>               bytes       replica metadata
+//
+// Remote entries are stored as absolute values and merged by max before they
+// are written; nothing is ever stored as a sum of deltas.
+package storage

@@ -1,0 +1,368 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// Durability says when a commit is acknowledged.
+type Durability int
+
+const (
+	// DurabilitySync acknowledges a commit after its WAL fsync. The default.
+	DurabilitySync Durability = iota
+	// DurabilityNone acknowledges once the write is in the OS page cache: it
+	// survives a process crash but not a power loss. Opt-in only.
+	DurabilityNone
+)
+
+func (d Durability) String() string {
+	if d == DurabilityNone {
+		return "none"
+	}
+	return "fsync"
+}
+
+// ParseDurability maps "fsync" and "none" to a Durability.
+func ParseDurability(s string) (Durability, error) {
+	switch s {
+	case "", "fsync", "sync":
+		return DurabilitySync, nil
+	case "none", "nosync":
+		return DurabilityNone, nil
+	}
+	return 0, fmt.Errorf("storage: unknown durability %q (want fsync or none)", s)
+}
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the Pebble directory. Required; created if missing.
+	Dir string
+	// Durability of commits. Default DurabilitySync.
+	Durability Durability
+	// CacheBytes is the block cache size. Default 64 MiB.
+	CacheBytes int64
+	// MemTableBytes is the memtable size. Default 32 MiB.
+	MemTableBytes uint64
+	// WALMinSyncInterval delays a WAL fsync by up to this long so that more
+	// commits share it. Default 0 (sync as soon as the previous sync ends).
+	WALMinSyncInterval time.Duration
+	// Logger receives Pebble's log lines. Default: a null logger.
+	Logger hclog.Logger
+	// FS overrides the filesystem; tests use a crashable in-memory FS.
+	// Default: the OS filesystem.
+	FS vfs.FS
+}
+
+// DefaultConfig returns a Config with every default filled in except Dir.
+func DefaultConfig() Config {
+	return Config{CacheBytes: 64 << 20, MemTableBytes: 32 << 20}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("storage: Dir is required"))
+	}
+	if c.Durability != DurabilitySync && c.Durability != DurabilityNone {
+		errs = append(errs, fmt.Errorf("storage: unknown durability %d", c.Durability))
+	}
+	if c.CacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("storage: CacheBytes %d < 0", c.CacheBytes))
+	}
+	if c.WALMinSyncInterval < 0 {
+		errs = append(errs, fmt.Errorf("storage: WALMinSyncInterval %s < 0", c.WALMinSyncInterval))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) ensureDefaults() {
+	d := DefaultConfig()
+	if c.CacheBytes == 0 {
+		c.CacheBytes = d.CacheBytes
+	}
+	if c.MemTableBytes == 0 {
+		c.MemTableBytes = d.MemTableBytes
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+// ErrClosed is returned by operations on a closed Store (operations that
+// race with Close are the caller's bug).
+var ErrClosed = errors.New("storage: closed")
+
+// Store is a replica's Pebble database. Reads and Batch commits are safe for
+// concurrent use; ordering between batches is the caller's business.
+type Store struct {
+	db    *pebble.DB
+	cache *pebble.Cache
+	wo    *pebble.WriteOptions
+	dur   Durability
+	// closed turns the panics Pebble raises on a closed DB into ErrClosed.
+	closed atomic.Bool
+}
+
+// Open opens (creating if needed) the store in cfg.Dir.
+func Open(cfg Config) (*Store, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cache := pebble.NewCache(cfg.CacheBytes)
+	defer cache.Unref() // the DB holds its own reference
+	opts := &pebble.Options{
+		Cache:                 cache,
+		MemTableSize:          cfg.MemTableBytes,
+		FormatMajorVersion:    pebble.FormatNewest,
+		Logger:                pebbleLogger{cfg.Logger},
+		FS:                    cfg.FS,
+		L0CompactionThreshold: 2,
+	}
+	if cfg.WALMinSyncInterval > 0 {
+		iv := cfg.WALMinSyncInterval
+		opts.WALMinSyncInterval = func() time.Duration { return iv }
+	}
+	for i := range opts.Levels {
+		// Most reads are point lookups of keys that do not exist yet (a
+		// user's first like): a bloom filter answers those without I/O.
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(cfg.Dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	wo := pebble.Sync
+	if cfg.Durability == DurabilityNone {
+		wo = pebble.NoSync
+	}
+	return &Store{db: db, wo: wo, dur: cfg.Durability}, nil
+}
+
+// Durability reports the store's commit durability.
+func (s *Store) Durability() Durability { return s.dur }
+
+// Close flushes nothing extra (the WAL already holds every commit) and
+// releases the database.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// Sync makes every write applied so far durable (a WAL fsync, shared with
+// any concurrent commits).
+func (s *Store) Sync() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
+	return nil
+}
+
+// get returns a copy of key's value, or nil, false if absent.
+func (s *Store) get(key []byte) ([]byte, bool, error) {
+	if s.closed.Load() {
+		return nil, false, ErrClosed
+	}
+	v, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	return out, true, closer.Close()
+}
+
+// Vector reads every replica's entry of one vector.
+func (s *Store) Vector(k Kind, item string) (crdt.Vector, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("read %s vector %s: %w", k, item, ErrClosed)
+	}
+	prefix := vectorPrefix(k, item)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("read %s vector %s: %w", k, item, err)
+	}
+	var v crdt.Vector
+	for it.First(); it.Valid(); it.Next() {
+		replica := string(it.Key()[len(prefix):])
+		e, err := crdt.DecodePN(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return nil, fmt.Errorf("read %s vector %s entry %s: %w", k, item, replica, err)
+		}
+		v = v.Set(replica, e) // keys iterate in replica order: appends
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("read %s vector %s: %w", k, item, err)
+	}
+	return v, nil
+}
+
+// LikeRecord reads one user's record; ok is false if there is none.
+func (s *Store) LikeRecord(item, user string) (r *crdt.LikeRecord, ok bool, err error) {
+	b, ok, err := s.get(recordKey(item, user))
+	if err != nil || !ok {
+		return nil, false, wrapRead(err, "like record", item, user)
+	}
+	r, err = crdt.DecodeLikeRecord(b)
+	if err != nil {
+		return nil, false, wrapRead(err, "like record", item, user)
+	}
+	return r, true, nil
+}
+
+// Idempotency reads the recorded result of an idempotent increment.
+func (s *Store) Idempotency(key, idem string) (IdemValue, bool, error) {
+	b, ok, err := s.get(idemKey(key, idem))
+	if err != nil || !ok {
+		return IdemValue{}, false, wrapRead(err, "idempotency key", key, idem)
+	}
+	v, err := DecodeIdemValue(b)
+	if err != nil {
+		return IdemValue{}, false, wrapRead(err, "idempotency key", key, idem)
+	}
+	return v, true, nil
+}
+
+// Meta reads a metadata value.
+func (s *Store) Meta(name string) ([]byte, bool, error) {
+	b, ok, err := s.get(metaKey(name))
+	return b, ok, wrapRead(err, "meta", name)
+}
+
+// Markers calls fn for every (item, user) whose record is marked
+// unreconciled, in key order, until fn returns false.
+func (s *Store) Markers(fn func(item, user string) bool) error {
+	if s.closed.Load() {
+		return fmt.Errorf("scan markers: %w", ErrClosed)
+	}
+	prefix := []byte{prefixMarker, '/'}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("scan markers: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		item, user, ok := strings.Cut(string(it.Key()[len(prefix):]), "/")
+		if !ok {
+			continue
+		}
+		if !fn(item, user) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("scan markers: %w", err)
+	}
+	return nil
+}
+
+func wrapRead(err error, what string, parts ...string) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("read %s %s: %w", what, strings.Join(parts, "/"), err)
+}
+
+// Batch is an atomic group of writes. It is not safe for concurrent use.
+type Batch struct {
+	s   *Store
+	b   *pebble.Batch
+	buf []byte
+}
+
+// NewBatch starts an empty batch.
+func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
+
+// PutVectorEntry writes replica's absolute entry of a vector.
+func (b *Batch) PutVectorEntry(k Kind, item, replica string, e crdt.PN) {
+	b.buf = crdt.AppendPN(b.buf[:0], e)
+	_ = b.b.Set(vectorEntryKey(k, item, replica), b.buf, nil)
+}
+
+// PutLikeRecord writes a user's record.
+func (b *Batch) PutLikeRecord(item, user string, r *crdt.LikeRecord) {
+	b.buf = crdt.AppendLikeRecord(b.buf[:0], r)
+	_ = b.b.Set(recordKey(item, user), b.buf, nil)
+}
+
+// SetMarker marks (on) or clears the unreconciled marker of a record.
+func (b *Batch) SetMarker(item, user string, on bool) {
+	if on {
+		_ = b.b.Set(markerKey(item, user), nil, nil)
+	} else {
+		_ = b.b.Delete(markerKey(item, user), nil)
+	}
+}
+
+// PutIdempotency records the result of an idempotent increment.
+func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
+	b.buf = AppendIdemValue(b.buf[:0], v)
+	_ = b.b.Set(idemKey(key, idem), b.buf, nil)
+}
+
+// PutMeta writes a metadata value.
+func (b *Batch) PutMeta(name string, v []byte) {
+	_ = b.b.Set(metaKey(name), v, nil)
+}
+
+// Len is the number of writes in the batch.
+func (b *Batch) Len() int { return int(b.b.Count()) }
+
+// Commit applies the batch atomically and, under DurabilitySync, returns
+// only after the WAL holding it is fsynced.
+func (b *Batch) Commit() error {
+	if b.s.closed.Load() {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), ErrClosed)
+	}
+	if err := b.b.Commit(b.s.wo); err != nil {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
+	}
+	return nil
+}
+
+// Close releases the batch. It must be called whether or not Commit was.
+func (b *Batch) Close() { _ = b.b.Close() }
+
+// pebbleLogger routes Pebble's logging into hclog.
+type pebbleLogger struct{ l hclog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug(fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error(fmt.Sprintf(format, args...))
+}
+
+// Fatalf logs and panics: Pebble calls it only for unrecoverable corruption,
+// and continuing would risk acknowledging writes that are not stored.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	p.l.Error(msg)
+	panic("pebble: " + msg)
+}
+
+var _ io.Closer = (*Store)(nil)
