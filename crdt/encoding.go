@@ -78,6 +78,9 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	if d.err == nil && (r.Origin == "") != (r.HLC == 0) {
 		d.fail("origin %q with hlc %d", r.Origin, r.HLC)
 	}
+	if d.err == nil && r.Liked && r.HLC == 0 {
+		d.fail("liked without a timestamp")
+	}
 	if d.err == nil && r.Origin != "" && !ValidID(r.Origin) {
 		d.fail("bad origin id")
 	}

@@ -5,11 +5,12 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the replica's Prometheus instruments. With no Registerer they
 // still count (tests read them) but are exported nowhere.
 type metrics struct {
-	ops           *prometheus.CounterVec
-	ownRecovered  prometheus.Counter
-	reconciled    prometheus.Counter
-	batchWrites   prometheus.Histogram
-	commitSeconds prometheus.Histogram
+	ops                *prometheus.CounterVec
+	ownRecovered       prometheus.Counter
+	reconciled         prometheus.Counter
+	clockDriftRejected prometheus.Counter
+	batchWrites        prometheus.Histogram
+	commitSeconds      prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_like_reconciliations_total",
 			Help: "Like records this replica reconciled as the winner of a conflict.",
 		}),
+		clockDriftRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_remote_clock_ahead_total",
+			Help: "Remote HLCs more than a minute ahead of the local wall clock, not followed.",
+		}),
 		batchWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tally_commit_batch_writes",
 			Help:    "Storage writes per group commit.",
@@ -39,7 +44,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		commitSeconds: commit,
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.batchWrites, commit)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit)
 	}
 	return m
 }

@@ -24,6 +24,10 @@ const (
 // backwards cannot issue a timestamp below one issued before the crash.
 const hlcLeaseMs = 5000
 
+// maxClockDriftMs is how far ahead of our wall clock a remote HLC may be and
+// still advance our clock.
+const maxClockDriftMs = 60_000
+
 // Replica is one tally replica. All methods are safe for concurrent use.
 type Replica struct {
 	cfg     Config

@@ -207,7 +207,14 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 	if err != nil {
 		return err
 	}
-	t.r.clock.Observe(m.Rec.HLC)
+	// A remote stamp far ahead of our wall clock is a broken clock or a
+	// corrupt record; following it would drag every later local action
+	// along. The record still merges; the clock ignores it.
+	if m.Rec.HLC.WallMs() <= t.nowMs+maxClockDriftMs {
+		t.r.clock.Observe(m.Rec.HLC)
+	} else {
+		t.r.metrics.clockDriftRejected.Inc()
+	}
 	if !rs.rec.Merge(m.Rec) {
 		return nil
 	}
