@@ -31,11 +31,11 @@ type vecState struct {
 }
 
 type recState struct {
-	rec     *crdt.LikeRecord
-	origEx  int64 // excess when read
-	existed bool
-	dirty   bool
-	spread  bool // changed by a local action or own reconciliation
+	rec    *crdt.LikeRecord
+	orig   *crdt.LikeRecord // committed record; nil if there was none
+	origEx int64            // excess of orig
+	dirty  bool
+	spread bool // changed by a local action or own reconciliation
 }
 
 func (r *Replica) newTxn() *txn {
@@ -79,10 +79,12 @@ func (t *txn) record(item, user string) (*recState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		rec = &crdt.LikeRecord{}
+	s := &recState{}
+	if ok {
+		s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
+	} else {
+		s.rec = &crdt.LikeRecord{}
 	}
-	s := &recState{rec: rec, origEx: rec.Excess(), existed: ok}
 	t.recs[k] = s
 	t.rorder = append(t.rorder, k)
 	return s, nil
@@ -248,7 +250,7 @@ func (t *txn) commit() (Changes, error) {
 		vs := t.vecs[k]
 		for _, e := range vs.cur {
 			if vs.orig.Get(e.Replica) != e.PN {
-				t.b.PutVectorEntry(k.kind, k.item, e.Replica, e.PN)
+				t.b.PutVectorEntry(k.kind, k.item, e.Replica, vs.orig.Get(e.Replica), e.PN)
 			}
 		}
 		if own := vs.cur.Get(self); own != vs.orig.Get(self) {
@@ -265,7 +267,7 @@ func (t *txn) commit() (Changes, error) {
 		if !rs.dirty {
 			continue
 		}
-		t.b.PutLikeRecord(k.a, k.b, rs.rec)
+		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
 		if ex := rs.rec.Excess(); (ex != 0) != (rs.origEx != 0) {
 			t.b.SetMarker(k.a, k.b, ex != 0)
 			markers = append(markers, markerChange{k.a, ex != 0})

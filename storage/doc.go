@@ -12,12 +12,16 @@
 // # Key layout
 //
 // Ids never contain '/', so '/' separates key parts and a prefix scan of
-// "v/l/<item>/" sees exactly one item.
+// "b<B>/v/l/<item>/" sees exactly one item. Replicated state lives under
+// "b<B>/", where <B> is the entry's anti-entropy bucket in three hex digits
+// (VectorBucket of the item, RecordBucket of item and user), so one bucket is
+// one contiguous key range that anti-entropy can page through. The store
+// keeps a digest per bucket (XOR of entry hashes), updated on every commit.
 //
-//	v/l/<item>/<replica>   crdt.PN     likes vector entry of one replica
-//	v/c/<key>/<replica>    crdt.PN     counter vector entry of one replica
-//	r/<item>/<user>        LikeRecord  one user's like record
-//	x/<item>/<user>        (empty)     record whose excess is not yet zero
+//	b<B>/v/l/<item>/<replica>  crdt.PN     likes vector entry of one replica
+//	b<B>/v/c/<key>/<replica>   crdt.PN     counter vector entry of one replica
+//	b<B>/r/<item>/<user>       LikeRecord  one user's like record
+//	x/<item>/<user>            (empty)     record whose excess is not yet zero
 //	i/<key>/<idem>         idemValue   result of an applied idempotent increment
 //	m/<name>               bytes       replica metadata
 //

@@ -24,12 +24,38 @@ func (k Kind) String() string {
 func (k Kind) Valid() bool { return k == Likes || k == Counters }
 
 const (
+	prefixBucket = 'b' // replicated state, by anti-entropy bucket
 	prefixVector = 'v'
 	prefixRecord = 'r'
 	prefixMarker = 'x'
 	prefixIdem   = 'i'
 	prefixMeta   = 'm'
 )
+
+// bucketPrefix is "b<3 hex digits>/": one anti-entropy bucket.
+func bucketPrefix(b int) []byte {
+	const hex = "0123456789abcdef"
+	return []byte{prefixBucket, hex[b>>8&0xf], hex[b>>4&0xf], hex[b&0xf], '/'}
+}
+
+// bucketOfKey parses the bucket of a replicated key.
+func bucketOfKey(k []byte) (int, bool) {
+	if len(k) < 5 || k[0] != prefixBucket || k[4] != '/' {
+		return 0, false
+	}
+	b := 0
+	for _, c := range k[1:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			b = b<<4 | int(c-'0')
+		case 'a' <= c && c <= 'f':
+			b = b<<4 | int(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return b, true
+}
 
 func appendKey(dst []byte, prefix byte, parts ...string) []byte {
 	dst = append(dst, prefix)
@@ -41,16 +67,20 @@ func appendKey(dst []byte, prefix byte, parts ...string) []byte {
 }
 
 func vectorEntryKey(k Kind, item, replica string) []byte {
-	return appendKey(make([]byte, 0, 5+len(item)+len(replica)), prefixVector, string(k), item, replica)
+	dst := append(make([]byte, 0, 10+len(item)+len(replica)), bucketPrefix(VectorBucket(item))...)
+	return appendKey(dst, prefixVector, string(k), item, replica)
 }
 
-// vectorPrefix is "v/<k>/<item>/": all replicas' entries of one vector.
+// vectorPrefix is "b<bucket>/v/<k>/<item>/": all replicas' entries of one
+// vector.
 func vectorPrefix(k Kind, item string) []byte {
-	return append(appendKey(nil, prefixVector, string(k), item), '/')
+	dst := append([]byte(nil), bucketPrefix(VectorBucket(item))...)
+	return append(appendKey(dst, prefixVector, string(k), item), '/')
 }
 
 func recordKey(item, user string) []byte {
-	return appendKey(make([]byte, 0, 3+len(item)+len(user)), prefixRecord, item, user)
+	dst := append(make([]byte, 0, 8+len(item)+len(user)), bucketPrefix(RecordBucket(item, user))...)
+	return appendKey(dst, prefixRecord, item, user)
 }
 
 func markerKey(item, user string) []byte {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,6 +115,9 @@ type Store struct {
 	dur   Durability
 	// closed turns the panics Pebble raises on a closed DB into ErrClosed.
 	closed atomic.Bool
+
+	dmu     sync.Mutex // protects digests
+	digests [Buckets]uint64
 }
 
 // Open opens (creating if needed) the store in cfg.Dir.
@@ -149,7 +153,12 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Durability == DurabilityNone {
 		wo = pebble.NoSync
 	}
-	return &Store{db: db, wo: wo, dur: cfg.Durability}, nil
+	s := &Store{db: db, wo: wo, dur: cfg.Durability}
+	if err := s.loadDigests(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	return s, nil
 }
 
 // Durability reports the store's commit durability.
@@ -287,25 +296,55 @@ func wrapRead(err error, what string, parts ...string) error {
 }
 
 // Batch is an atomic group of writes. It is not safe for concurrent use.
+//
+// Writes of replicated state take the value they replace, so the batch can
+// carry the change to the bucket digests along; the caller (one writer per
+// store) knows it already, and a read here would cost a lookup per write.
 type Batch struct {
 	s   *Store
 	b   *pebble.Batch
 	buf []byte
+	dx  map[int]uint64 // bucket -> digest change
 }
 
 // NewBatch starts an empty batch.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 
-// PutVectorEntry writes replica's absolute entry of a vector.
-func (b *Batch) PutVectorEntry(k Kind, item, replica string, e crdt.PN) {
-	b.buf = crdt.AppendPN(b.buf[:0], e)
-	_ = b.b.Set(vectorEntryKey(k, item, replica), b.buf, nil)
+func (b *Batch) digest(key, old, val []byte) {
+	bk, _ := bucketOfKey(key)
+	if b.dx == nil {
+		b.dx = make(map[int]uint64)
+	}
+	d := entryHash(key, val)
+	if old != nil {
+		d ^= entryHash(key, old)
+	}
+	b.dx[bk] ^= d
 }
 
-// PutLikeRecord writes a user's record.
-func (b *Batch) PutLikeRecord(item, user string, r *crdt.LikeRecord) {
+// PutVectorEntry writes replica's absolute entry of a vector, replacing old
+// (the zero PN if there was none).
+func (b *Batch) PutVectorEntry(k Kind, item, replica string, old, e crdt.PN) {
+	key := vectorEntryKey(k, item, replica)
+	var oldb []byte
+	if old != (crdt.PN{}) {
+		oldb = crdt.AppendPN(nil, old)
+	}
+	b.buf = crdt.AppendPN(b.buf[:0], e)
+	b.digest(key, oldb, b.buf)
+	_ = b.b.Set(key, b.buf, nil)
+}
+
+// PutLikeRecord writes a user's record, replacing old (nil if none).
+func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
+	key := recordKey(item, user)
+	var oldb []byte
+	if old != nil {
+		oldb = crdt.AppendLikeRecord(nil, old)
+	}
 	b.buf = crdt.AppendLikeRecord(b.buf[:0], r)
-	_ = b.b.Set(recordKey(item, user), b.buf, nil)
+	b.digest(key, oldb, b.buf)
+	_ = b.b.Set(key, b.buf, nil)
 }
 
 // SetMarker marks (on) or clears the unreconciled marker of a record.
@@ -339,6 +378,13 @@ func (b *Batch) Commit() error {
 	}
 	if err := b.b.Commit(b.s.wo); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
+	}
+	if len(b.dx) > 0 {
+		b.s.dmu.Lock()
+		for bk, d := range b.dx {
+			b.s.digests[bk] ^= d
+		}
+		b.s.dmu.Unlock()
 	}
 	return nil
 }

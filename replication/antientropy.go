@@ -1,0 +1,216 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// serveDigests answers a peer's digest request.
+func (r *Replicator) serveDigests([]byte) []byte {
+	return AppendDigests(nil, r.self, r.cfg.Store.Digests())
+}
+
+// servePage answers a peer's page request. An empty reply means failure.
+func (r *Replicator) servePage(data []byte) []byte {
+	q, err := DecodePageRequest(data)
+	if err != nil {
+		r.m.badMessages.Inc()
+		return nil
+	}
+	var pg Page
+	pg.Next, err = r.cfg.Store.ScanBucket(q.Bucket, q.After, r.cfg.MaxMessageBytes/2, storage.BucketVisitor{
+		Vector: func(k storage.Kind, item, replica string, e crdt.PN) {
+			pg.Entries = append(pg.Entries, Entry{Kind: k, Item: item, Replica: replica, PN: e})
+		},
+		Record: func(item, user string, rec *crdt.LikeRecord) {
+			pg.Records = append(pg.Records, Record{Item: item, User: user, Rec: rec})
+		},
+	})
+	if err != nil {
+		r.log.Error("serve page", "bucket", q.Bucket, "error", err)
+		return nil
+	}
+	return AppendPage(nil, &pg)
+}
+
+// runAntiEntropy compares digests with every peer each interval and pulls
+// what differs; until recovery is done it also decides when to accept writes.
+func (r *Replicator) runAntiEntropy(ctx context.Context) {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.AntiEntropyInterval)
+	defer tick.Stop()
+	// During recovery, look again sooner than a full interval.
+	fast := time.NewTicker(max(r.cfg.AntiEntropyInterval/5, 50*time.Millisecond))
+	defer fast.Stop()
+	for {
+		r.round(ctx)
+		if !r.recovered.Load() {
+			r.checkRecovered()
+		}
+		wait := tick.C
+		if !r.recovered.Load() {
+			wait = fast.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wait:
+		}
+	}
+}
+
+// round syncs from each known peer once.
+func (r *Replicator) round(ctx context.Context) {
+	r.mu.Lock()
+	ids := make([]string, 0, len(r.peers))
+	for id := range r.peers {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		differing, err := r.syncFrom(ctx, id)
+		now := r.cfg.Now()
+		r.mu.Lock()
+		p := r.peerLocked(id)
+		if err != nil {
+			p.lastErr = err.Error()
+			r.m.aeErrors.Inc()
+		} else {
+			p.lastErr = ""
+			p.synced = true
+			if differing == 0 && (p.comparedAt.IsZero() || p.differing != 0) {
+				p.inSyncSince = now
+			}
+			if differing != 0 {
+				p.inSyncSince = time.Time{}
+			}
+			p.differing = differing
+			p.comparedAt = now
+		}
+		r.mu.Unlock()
+	}
+	r.m.aeRounds.Inc()
+}
+
+// syncFrom compares digests with one peer and pulls every differing bucket.
+// It returns how many buckets differed at the comparison.
+func (r *Replicator) syncFrom(ctx context.Context, id string) (int, error) {
+	data, err := r.request(ctx, digestsSubject(id), nil)
+	if err != nil {
+		return 0, err
+	}
+	from, theirs, err := DecodeDigests(data)
+	if err != nil {
+		return 0, err
+	}
+	if from != id {
+		return 0, fmt.Errorf("digests from %q, asked %q", from, id)
+	}
+	ours := r.cfg.Store.Digests()
+	differing := 0
+	for b := range theirs {
+		if theirs[b] == ours[b] {
+			continue
+		}
+		differing++
+		if err := r.pullBucket(ctx, id, b); err != nil {
+			return differing, err
+		}
+	}
+	r.m.aeBuckets.Add(float64(differing))
+	return differing, nil
+}
+
+// pullBucket pages through one bucket of a peer and merges it.
+func (r *Replicator) pullBucket(ctx context.Context, id string, bucket int) error {
+	var after []byte
+	for {
+		data, err := r.request(ctx, pageSubject(id), AppendPageRequest(nil, &PageRequest{Bucket: bucket, After: after}))
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return fmt.Errorf("peer %s failed to serve bucket %d", id, bucket)
+		}
+		pg, err := DecodePage(data)
+		if err != nil {
+			return err
+		}
+		vecs := make([]region.VectorMerge, 0, len(pg.Entries))
+		for _, e := range pg.Entries {
+			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
+		}
+		recs := make([]region.RecordMerge, 0, len(pg.Records))
+		for _, rc := range pg.Records {
+			recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})
+		}
+		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil {
+			return fmt.Errorf("merge bucket %d from %s: %w", bucket, id, err)
+		}
+		if pg.Next == nil {
+			return nil
+		}
+		after = pg.Next
+	}
+}
+
+func (r *Replicator) request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	return r.cfg.Transport.Request(ctx, subject, data)
+}
+
+// errNotRecovered is logged while a replica waits for its peers.
+var errNotRecovered = errors.New("replication: waiting for peers before accepting writes")
+
+// checkRecovered accepts writes once every required peer has been synced
+// from: RecoveryPeers, plus every peer heard from recently. A store that had
+// data gives up waiting after RecoveryTimeout.
+func (r *Replicator) checkRecovered() {
+	now := r.cfg.Now()
+	elapsed := now.Sub(r.started)
+	// Give heartbeats a chance to reveal live peers before deciding.
+	if elapsed < 2*r.cfg.HeartbeatInterval {
+		return
+	}
+	required := map[string]bool{}
+	for _, id := range r.cfg.RecoveryPeers {
+		required[id] = true
+	}
+	var missing []string
+	r.mu.Lock()
+	for id, p := range r.peers {
+		if !r.staleLocked(p, now) {
+			required[id] = true
+		}
+		if required[id] && !p.synced {
+			missing = append(missing, id)
+		}
+	}
+	r.mu.Unlock()
+	delete(required, r.self)
+	fresh := r.cfg.Replica.Fresh()
+	switch {
+	case len(missing) == 0:
+		r.log.Info("recovery done; accepting writes", "synced_from", len(required), "fresh", fresh)
+	case !fresh && elapsed >= r.cfg.RecoveryTimeout:
+		r.log.Warn("recovery timed out; accepting writes with the local state", "missing", missing)
+	default:
+		if now.Sub(r.lastWaitLog) >= 5*time.Second {
+			r.lastWaitLog = now
+			r.log.Info(errNotRecovered.Error(), "missing", missing, "fresh", fresh)
+		}
+		return
+	}
+	r.recovered.Store(true)
+	r.cfg.Replica.AcceptWrites()
+}

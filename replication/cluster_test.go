@@ -1,0 +1,372 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// waitFor polls f until it returns nil or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startNATS runs one real embedded nats-server.
+func startNATS(t *testing.T) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// node is one replica with its store and replicator.
+type node struct {
+	id      string
+	dir     string
+	store   *storage.Store
+	replica *region.Replica
+	rep     *Replicator
+	nc      *nats.Conn
+	faults  *faultyTransport
+}
+
+func (n *node) close() {
+	n.rep.Close()
+	_ = n.replica.Close()
+	_ = n.store.Close()
+	n.nc.Close()
+}
+
+type clusterOpts struct {
+	peers []string
+}
+
+func startNode(t *testing.T, url, regionName, id, dir string, peers []string) *node {
+	t.Helper()
+	st, err := storage.Open(storage.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := NewOutbox()
+	rep, err := region.New(region.Config{Region: regionName, Replica: id, Store: st, HoldWrites: true, OnCommit: ob.Add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := Dial(DialConfig{URL: url, Name: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := &faultyTransport{Transport: NewNATS(nc)}
+	var others []string
+	for _, p := range peers {
+		if p != id {
+			others = append(others, p)
+		}
+	}
+	r, err := New(Config{
+		Replica: rep, Store: st, Outbox: ob, Transport: ft,
+		FlushInterval: 5 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+		AntiEntropyInterval: 200 * time.Millisecond, PeerTimeout: time.Second,
+		RecoveryPeers: others,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return &node{id: id, dir: dir, store: st, replica: rep, rep: r, nc: nc, faults: ft}
+}
+
+// startCluster starts one replica per region on one NATS server.
+func startCluster(t *testing.T, regions ...string) ([]*node, string) {
+	t.Helper()
+	s := startNATS(t)
+	var ids []string
+	for _, r := range regions {
+		ids = append(ids, r+"-1")
+	}
+	var nodes []*node
+	for i, r := range regions {
+		n := startNode(t, s.ClientURL(), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids)
+		nodes = append(nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.close()
+		}
+	})
+	for _, n := range nodes {
+		waitFor(t, 10*time.Second, func() error {
+			if !n.replica.Accepting() {
+				return fmt.Errorf("%s not accepting writes", n.id)
+			}
+			return nil
+		})
+	}
+	return nodes, s.ClientURL()
+}
+
+// converged waits until every node reads want for the item and all stores
+// have equal digests.
+func converged(t *testing.T, nodes []*node, item string, want int64, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, func() error {
+		for _, n := range nodes {
+			rd, err := n.replica.Likes(item)
+			if err != nil {
+				return err
+			}
+			if rd.Value != want || rd.Unreconciled != 0 {
+				return fmt.Errorf("%s reads %d (unreconciled %d), want %d", n.id, rd.Value, rd.Unreconciled, want)
+			}
+		}
+		root := nodes[0].store.Root()
+		for _, n := range nodes[1:] {
+			if n.store.Root() != root {
+				return fmt.Errorf("%s digest differs from %s", n.id, nodes[0].id)
+			}
+		}
+		return nil
+	})
+}
+
+func TestWritesEverywhereConvergeExactly(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu", "ap")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	const perNode = 200
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range perNode {
+				if _, err := n.replica.Like(ctx, "post", fmt.Sprintf("%s-user%d", n.id, u)); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, err := n.replica.Incr(ctx, "views", int64(i+1), ""); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	converged(t, nodes, "post", 3*perNode, 10*time.Second)
+	for _, n := range nodes {
+		rd, _ := n.replica.Counter("views")
+		if rd.Value != perNode*(1+2+3) {
+			t.Fatalf("%s views %d", n.id, rd.Value)
+		}
+	}
+}
+
+func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu", "ap")
+	ctx := context.Background()
+	// 50 users each like in us and eu at the same moment.
+	var wg sync.WaitGroup
+	for _, n := range nodes[:2] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range 50 {
+				if _, err := n.replica.Like(ctx, "clip", fmt.Sprintf("u%d", u)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	converged(t, nodes, "clip", 50, 10*time.Second)
+
+	// The latest action wins: u0 unlikes in ap, after both likes.
+	if _, err := nodes[2].replica.Unlike(ctx, "clip", "u0"); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, nodes, "clip", 49, 10*time.Second)
+	for _, n := range nodes {
+		if liked, _ := n.replica.Liked("clip", "u0"); liked {
+			t.Fatalf("%s still says u0 likes clip", n.id)
+		}
+	}
+}
+
+// faultyTransport drops, duplicates and delays (so reorders) publishes.
+type faultyTransport struct {
+	Transport
+	mu        sync.Mutex // protects the fields below
+	rng       *rand.Rand
+	drop, dup float64 // probabilities
+	delay     time.Duration
+	wg        sync.WaitGroup
+}
+
+func (f *faultyTransport) set(drop, dup float64, delay time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rng = rand.New(rand.NewPCG(7, 7))
+	f.drop, f.dup, f.delay = drop, dup, delay
+}
+
+func (f *faultyTransport) Publish(subject string, data []byte) error {
+	f.mu.Lock()
+	if f.rng == nil {
+		f.mu.Unlock()
+		return f.Transport.Publish(subject, data)
+	}
+	drop := f.rng.Float64() < f.drop
+	copies := 1
+	if f.rng.Float64() < f.dup {
+		copies = 2
+	}
+	var delay time.Duration
+	if f.delay > 0 {
+		delay = time.Duration(f.rng.Int64N(int64(f.delay)))
+	}
+	f.mu.Unlock()
+	if drop {
+		return nil
+	}
+	for range copies {
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			time.Sleep(delay)
+			_ = f.Transport.Publish(subject, data)
+		}()
+	}
+	return nil
+}
+
+func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu", "ap")
+	for _, n := range nodes {
+		n.faults.set(0.5, 0.3, 30*time.Millisecond)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 1))
+	model := map[string]bool{}
+	for i := range 600 {
+		n := nodes[rng.IntN(len(nodes))]
+		user := fmt.Sprintf("u%d", rng.IntN(80))
+		like := rng.IntN(3) != 0
+		var err error
+		if like {
+			_, err = n.replica.Like(ctx, "hot", user)
+		} else {
+			_, err = n.replica.Unlike(ctx, "hot", user)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Actions are sequential, so each one is the user's latest so far:
+		// with HLCs that never go back, it must win everywhere.
+		model[user] = like
+		if i%100 == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	want := int64(0)
+	for _, liked := range model {
+		if liked {
+			want++
+		}
+	}
+	converged(t, nodes, "hot", want, 15*time.Second)
+	for _, n := range nodes {
+		n.faults.wg.Wait()
+	}
+}
+
+func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
+	nodes, url := startCluster(t, "us", "eu", "ap")
+	ctx := context.Background()
+	us := nodes[0]
+	for i := range 100 {
+		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := us.replica.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	converged(t, nodes, "post", 100, 10*time.Second)
+
+	// us loses its disk.
+	us.close()
+	if err := os.RemoveAll(us.dir); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"us-1", "eu-1", "ap-1"}
+	fresh := startNode(t, url, "us", "us-1", us.dir, ids)
+	nodes[0] = fresh
+	t.Cleanup(fresh.close)
+	if !fresh.replica.Fresh() {
+		t.Fatal("wiped store not seen as fresh")
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if !fresh.replica.Accepting() {
+			return fmt.Errorf("not accepting yet")
+		}
+		return nil
+	})
+	// By the time it accepts writes, its own entries are back.
+	rd, err := fresh.replica.Counter("views")
+	if err != nil || rd.Value != 100 {
+		t.Fatalf("recovered views %d, %v; want 100", rd.Value, err)
+	}
+	// It counts on from there, and no increment is swallowed.
+	for range 10 {
+		if _, err := fresh.replica.Incr(ctx, "views", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fresh.replica.Like(ctx, "post", "new-user"); err != nil {
+		t.Fatal(err)
+	}
+	// Re-liking a recovered user does not count twice.
+	if res, err := fresh.replica.Like(ctx, "post", "u1"); err != nil || res.Changed {
+		t.Fatalf("re-like of recovered user: %+v %v", res, err)
+	}
+	converged(t, nodes, "post", 101, 10*time.Second)
+	for _, n := range nodes {
+		waitFor(t, 5*time.Second, func() error {
+			rd, _ := n.replica.Counter("views")
+			if rd.Value != 110 {
+				return fmt.Errorf("%s views %d, want 110", n.id, rd.Value)
+			}
+			return nil
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Config configures a Replicator.
+type Config struct {
+	// Replica is the local replica. Required. It should be opened with
+	// HoldWrites so that recovery runs before it acknowledges anything.
+	Replica *region.Replica
+	// Store is the replica's store, for digests and bucket pages. Required.
+	Store *storage.Store
+	// Outbox is the replica's OnCommit hook. Required.
+	Outbox *Outbox
+	// Transport carries messages. Required.
+	Transport Transport
+	// Logger. Default: a null logger.
+	Logger hclog.Logger
+	// Now is the wall clock. Default: time.Now.
+	Now func() time.Time
+
+	// FlushInterval is how often coalesced changes are published. Default 10ms.
+	FlushInterval time.Duration
+	// HeartbeatInterval: an idle replica still publishes this often. Default 1s.
+	HeartbeatInterval time.Duration
+	// AntiEntropyInterval is how often digests are compared with each peer.
+	// Default 1s.
+	AntiEntropyInterval time.Duration
+	// PeerTimeout: a peer unheard-from for longer is stale, and reads say
+	// approx. Default 5s. Peers are never forgotten: a replica cut off for a
+	// day still means counts may move.
+	PeerTimeout time.Duration
+	// RequestTimeout bounds one anti-entropy request. Default 2s.
+	RequestTimeout time.Duration
+	// MaxMessageBytes caps one published message or page. Default 256 KiB
+	// (NATS' default max_payload is 1 MiB).
+	MaxMessageBytes int
+
+	// RecoveryPeers are replicas that must have been synced from before a
+	// replica with a fresh (empty) store accepts writes. Others are
+	// discovered from their heartbeats.
+	RecoveryPeers []string
+	// RecoveryTimeout bounds how long a replica whose store has data waits
+	// for its peers before it accepts writes anyway. Default 10s. A fresh
+	// store waits for RecoveryPeers without limit.
+	RecoveryTimeout time.Duration
+
+	// Registerer receives replication metrics. Default: none.
+	Registerer prometheus.Registerer
+}
+
+// DefaultConfig returns a Config with every default filled in.
+func DefaultConfig() Config {
+	return Config{
+		FlushInterval:       10 * time.Millisecond,
+		HeartbeatInterval:   time.Second,
+		AntiEntropyInterval: time.Second,
+		PeerTimeout:         5 * time.Second,
+		RequestTimeout:      2 * time.Second,
+		MaxMessageBytes:     256 << 10,
+		RecoveryTimeout:     10 * time.Second,
+	}
+}
+
+func (c *Config) ensureDefaults() {
+	d := DefaultConfig()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	setDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setDur(&c.FlushInterval, d.FlushInterval)
+	setDur(&c.HeartbeatInterval, d.HeartbeatInterval)
+	setDur(&c.AntiEntropyInterval, d.AntiEntropyInterval)
+	setDur(&c.PeerTimeout, d.PeerTimeout)
+	setDur(&c.RequestTimeout, d.RequestTimeout)
+	setDur(&c.RecoveryTimeout, d.RecoveryTimeout)
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Replica == nil {
+		errs = append(errs, errors.New("replication: Replica is required"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("replication: Store is required"))
+	}
+	if c.Outbox == nil {
+		errs = append(errs, errors.New("replication: Outbox is required"))
+	}
+	if c.Transport == nil {
+		errs = append(errs, errors.New("replication: Transport is required"))
+	}
+	for name, d := range map[string]time.Duration{
+		"FlushInterval": c.FlushInterval, "HeartbeatInterval": c.HeartbeatInterval,
+		"AntiEntropyInterval": c.AntiEntropyInterval, "PeerTimeout": c.PeerTimeout,
+		"RequestTimeout": c.RequestTimeout, "RecoveryTimeout": c.RecoveryTimeout,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("replication: %s %s < 0", name, d))
+		}
+	}
+	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > 0 && c.MaxMessageBytes < 4096 {
+		errs = append(errs, fmt.Errorf("replication: MaxMessageBytes %d < 4096", c.MaxMessageBytes))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,39 @@
+// Package replication moves replica state between regions over NATS: a
+// fast path of coalesced absolute values, and anti-entropy that repairs
+// whatever the fast path lost.
+//
+// # Fast path
+//
+// The region writer hands every durable commit to an Outbox, which keeps
+// only the newest own entry per vector and the newest state per like record.
+// Every FlushInterval the flusher publishes what accumulated on the replica's
+// own subject, tally.delta.<region>.<replica>, in messages of at most
+// MaxMessageBytes. Values are absolute, so a lost message is repaired by any
+// later one and a duplicate changes nothing; receivers merge by max. When
+// nothing changed for HeartbeatInterval an empty delta goes out anyway, so
+// peers know the replica is alive and how far behind its clock the messages
+// arrive (lag). Publishing never blocks a local write: the writer only fills
+// the outbox, and if NATS is down the flusher drops what it cannot send.
+//
+// # Anti-entropy
+//
+// Storage cuts the replicated key space into storage.Buckets buckets and
+// keeps an XOR-of-hashes digest per bucket. Every AntiEntropyInterval a
+// replica asks each peer for its digests (tally.ae.<replica>.digests),
+// compares them with its own, and pages through each differing bucket
+// (tally.ae.<replica>.page), merging what it receives. Each side pulls, so
+// after a round in both directions the buckets agree. Lost messages, a
+// partition of any length, a restarted replica and a brand-new one all
+// converge this way, with no operator action.
+//
+// # Recovery before acknowledging
+//
+// A replica's own entries must never go backwards: if it lost its data and
+// counted on from zero, max-merge would silently swallow its new increments
+// until it passed the old value. So a replica starts with writes held, pulls
+// its peers' full state first (which carries its own entries as the peers saw
+// them), and only then accepts writes. A fresh store waits for every peer in
+// Config.RecoveryPeers, however long it takes (safety over liveness); a store
+// that has data waits at most RecoveryTimeout, since its fsynced state is
+// only at risk if it was restored from an old copy.
+package replication

@@ -1,0 +1,78 @@
+package replication
+
+import (
+	"sync"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Outbox coalesces committed changes until the next flush: one own entry
+// per vector and one state per like record, however many commits touched
+// them. Its Add method is the region's OnCommit hook and never blocks on the
+// network.
+type Outbox struct {
+	mu   sync.Mutex // protects vecs and recs
+	vecs map[outVec]crdt.PN
+	recs map[outRec]*crdt.LikeRecord
+}
+
+type outVec struct {
+	kind storage.Kind
+	item string
+}
+
+type outRec struct{ item, user string }
+
+// NewOutbox returns an empty outbox.
+func NewOutbox() *Outbox {
+	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]*crdt.LikeRecord)}
+}
+
+// Add queues one commit's changes. It is region.Config.OnCommit.
+func (o *Outbox) Add(c region.Changes) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, v := range c.Vectors {
+		k := outVec{v.Kind, v.Item}
+		o.vecs[k] = o.vecs[k].Merge(v.Own)
+	}
+	for _, r := range c.Records {
+		k := outRec{r.Item, r.User}
+		if cur, ok := o.recs[k]; ok {
+			cur.Merge(r.Rec)
+		} else {
+			o.recs[k] = r.Rec // a private copy, per region.Changes
+		}
+	}
+}
+
+// Len is how many entries wait for the next flush.
+func (o *Outbox) Len() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.vecs) + len(o.recs)
+}
+
+// take empties the outbox and returns what it held.
+func (o *Outbox) take() ([]OwnEntry, []Record) {
+	o.mu.Lock()
+	vecs, recs := o.vecs, o.recs
+	if len(vecs) == 0 && len(recs) == 0 {
+		o.mu.Unlock()
+		return nil, nil
+	}
+	o.vecs = make(map[outVec]crdt.PN, len(vecs))
+	o.recs = make(map[outRec]*crdt.LikeRecord, len(recs))
+	o.mu.Unlock()
+	ov := make([]OwnEntry, 0, len(vecs))
+	for k, pn := range vecs {
+		ov = append(ov, OwnEntry{Kind: k.kind, Item: k.item, PN: pn})
+	}
+	or := make([]Record, 0, len(recs))
+	for k, r := range recs {
+		or = append(or, Record{Item: k.item, User: k.user, Rec: r})
+	}
+	return ov, or
+}

@@ -1,0 +1,363 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+)
+
+// Subjects: tally.delta.<region>.<replica> for the fast path and
+// tally.ae.<replica>.{digests,page} for anti-entropy requests.
+const (
+	subjectDeltaPrefix = "tally.delta."
+	subjectAEPrefix    = "tally.ae."
+)
+
+func deltaSubject(region, replica string) string {
+	return subjectDeltaPrefix + token(region) + "." + token(replica)
+}
+
+func digestsSubject(replica string) string { return subjectAEPrefix + token(replica) + ".digests" }
+
+func pageSubject(replica string) string { return subjectAEPrefix + token(replica) + ".page" }
+
+// token makes an id safe as one NATS subject token: ids may hold '.', which
+// would split the token, so it is replaced by '_' (':' and '@' are fine).
+// Distinct ids could collide only if they differ in '.' vs '_' alone; the
+// id inside each message is authoritative.
+func token(id string) string { return strings.ReplaceAll(id, ".", "_") }
+
+// Replicator runs one replica's replication: fast path out and in,
+// anti-entropy, and recovery before writes are accepted.
+type Replicator struct {
+	cfg    Config
+	self   string
+	region string
+	log    hclog.Logger
+	m      *metrics
+
+	mu    sync.Mutex // protects peers
+	peers map[string]*peer
+
+	recovered   atomic.Bool
+	started     time.Time
+	lastWaitLog time.Time // owned by the anti-entropy goroutine
+	inbox       chan *Delta
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	unsubs    []func() error
+	closeOnce sync.Once
+}
+
+// peer is what this replica knows of another. Guarded by Replicator.mu.
+type peer struct {
+	id, region  string
+	lastHeard   time.Time
+	lagMs       int64
+	lastSeq     uint64
+	lost        uint64
+	root        uint64
+	comparedAt  time.Time
+	differing   int
+	inSyncSince time.Time
+	synced      bool // a full pull from it succeeded since start
+	lastErr     string
+}
+
+// New builds a Replicator; Start runs it.
+func New(cfg Config) (*Replicator, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Replicator{
+		cfg:    cfg,
+		self:   cfg.Replica.ID(),
+		region: cfg.Replica.Region(),
+		log:    cfg.Logger.Named("replication"),
+		m:      newMetrics(cfg.Registerer),
+		peers:  make(map[string]*peer),
+		inbox:  make(chan *Delta, 1024),
+	}
+	for _, id := range cfg.RecoveryPeers {
+		if id != r.self {
+			r.peers[id] = &peer{id: id}
+		}
+	}
+	return r, nil
+}
+
+// Start subscribes and starts the replicator's goroutines. They stop when
+// ctx ends or Close is called.
+func (r *Replicator) Start(ctx context.Context) error {
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.started = r.cfg.Now()
+	t := r.cfg.Transport
+	subs := []struct {
+		subject string
+		sub     func() (func() error, error)
+	}{
+		{subjectDeltaPrefix + ">", func() (func() error, error) { return t.Subscribe(subjectDeltaPrefix+">", r.receive) }},
+		{digestsSubject(r.self), func() (func() error, error) { return t.Respond(digestsSubject(r.self), r.serveDigests) }},
+		{pageSubject(r.self), func() (func() error, error) { return t.Respond(pageSubject(r.self), r.servePage) }},
+	}
+	for _, s := range subs {
+		unsub, err := s.sub()
+		if err != nil {
+			r.Close()
+			return fmt.Errorf("start replication: %w", err)
+		}
+		r.unsubs = append(r.unsubs, unsub)
+	}
+	r.wg.Add(3)
+	go r.runFlusher(ctx)
+	go r.runMerger(ctx)
+	go r.runAntiEntropy(ctx)
+	return nil
+}
+
+// Close stops every goroutine and unsubscribes. It is idempotent. It does
+// not close the replica, the store or the transport.
+func (r *Replicator) Close() {
+	r.closeOnce.Do(func() {
+		for _, u := range r.unsubs {
+			_ = u()
+		}
+		if r.cancel != nil {
+			r.cancel()
+		}
+		r.wg.Wait()
+	})
+}
+
+// runFlusher publishes the outbox every FlushInterval, and a heartbeat when
+// there was nothing to say for HeartbeatInterval.
+func (r *Replicator) runFlusher(ctx context.Context) {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.cfg.FlushInterval)
+	defer tick.Stop()
+	var seq uint64
+	var lastSent time.Time
+	subject := deltaSubject(r.region, r.self)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		vecs, recs := r.cfg.Outbox.take()
+		now := r.cfg.Now()
+		if len(vecs) == 0 && len(recs) == 0 && now.Sub(lastSent) < r.cfg.HeartbeatInterval {
+			continue
+		}
+		root := r.cfg.Store.Root()
+		for _, msg := range r.split(vecs, recs) {
+			seq++
+			msg.Replica, msg.Region, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, seq, now.UnixMilli(), root
+			data := AppendDelta(nil, msg)
+			if err := r.cfg.Transport.Publish(subject, data); err != nil {
+				// Anti-entropy repairs what the fast path drops.
+				r.m.publishErrors.Inc()
+				r.log.Debug("publish failed", "error", err)
+				continue
+			}
+			r.m.published.Inc()
+			r.m.publishedBytes.Add(float64(len(data)))
+		}
+		lastSent = now
+	}
+}
+
+// split packs entries into messages of at most MaxMessageBytes (roughly:
+// sizes are estimated from the encodings). Always at least one message.
+func (r *Replicator) split(vecs []OwnEntry, recs []Record) []*Delta {
+	limit := r.cfg.MaxMessageBytes - 256
+	out := []*Delta{{}}
+	size := 0
+	next := func(n int) *Delta {
+		cur := out[len(out)-1]
+		if size+n > limit && (len(cur.Vectors) > 0 || len(cur.Records) > 0) {
+			cur = &Delta{}
+			out = append(out, cur)
+			size = 0
+		}
+		size += n
+		return cur
+	}
+	for _, v := range vecs {
+		d := next(len(v.Item) + 24)
+		d.Vectors = append(d.Vectors, v)
+	}
+	for _, rc := range recs {
+		d := next(len(rc.Item) + len(rc.User) + 24 + len(rc.Rec.Contrib)*40)
+		d.Records = append(d.Records, rc)
+	}
+	return out
+}
+
+// receive runs on the transport's goroutine: decode, note the peer, queue
+// for merging. It never blocks; a full inbox drops the message for
+// anti-entropy to repair.
+func (r *Replicator) receive(data []byte) {
+	d, err := DecodeDelta(data)
+	if err != nil {
+		r.m.badMessages.Inc()
+		r.log.Warn("dropping bad delta", "error", err)
+		return
+	}
+	if d.Replica == r.self {
+		return
+	}
+	now := r.cfg.Now()
+	lag := now.UnixMilli() - d.SentAtMs
+	r.mu.Lock()
+	p := r.peerLocked(d.Replica)
+	p.region = d.Region
+	p.lastHeard = now
+	p.lagMs = lag
+	p.root = d.Root
+	if d.Seq > p.lastSeq+1 && p.lastSeq != 0 {
+		p.lost += d.Seq - p.lastSeq - 1
+		r.m.lostMessages.Add(float64(d.Seq - p.lastSeq - 1))
+	}
+	if d.Seq > p.lastSeq || d.Seq == 1 { // a restarted sender counts from 1 again
+		p.lastSeq = d.Seq
+	}
+	r.mu.Unlock()
+	r.m.received.Inc()
+	if len(d.Vectors) == 0 && len(d.Records) == 0 {
+		return
+	}
+	r.m.lag.Observe(float64(max(lag, 0)) / 1000)
+	select {
+	case r.inbox <- d:
+	default:
+		r.m.inboxDropped.Inc()
+	}
+}
+
+func (r *Replicator) peerLocked(id string) *peer {
+	p, ok := r.peers[id]
+	if !ok {
+		p = &peer{id: id}
+		r.peers[id] = p
+		r.log.Info("new peer", "replica", id)
+	}
+	return p
+}
+
+// runMerger applies received deltas, several per writer request.
+func (r *Replicator) runMerger(ctx context.Context) {
+	defer r.wg.Done()
+	for {
+		var batch []*Delta
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-r.inbox:
+			batch = append(batch, d)
+		}
+	fill:
+		for len(batch) < 64 {
+			select {
+			case d := <-r.inbox:
+				batch = append(batch, d)
+			default:
+				break fill
+			}
+		}
+		var vecs []region.VectorMerge
+		var recs []region.RecordMerge
+		for _, d := range batch {
+			for _, e := range d.Vectors {
+				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: e.PN}}})
+			}
+			for _, rc := range d.Records {
+				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})
+			}
+		}
+		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil && ctx.Err() == nil {
+			r.log.Warn("merge failed", "error", err)
+		}
+	}
+}
+
+// PeerStatus is one peer as this replica sees it.
+type PeerStatus struct {
+	Replica          string    `json:"replica"`
+	Region           string    `json:"region,omitempty"`
+	LastHeard        time.Time `json:"last_heard"`
+	LastHeardAgoMs   int64     `json:"last_heard_ago_ms"`
+	LagMs            int64     `json:"lag_ms"`
+	Stale            bool      `json:"stale"`
+	LostMessages     uint64    `json:"lost_messages"`
+	InSync           bool      `json:"in_sync"`
+	DifferingBuckets int       `json:"differing_buckets"`
+	ComparedAt       time.Time `json:"compared_at"`
+	InSyncSince      time.Time `json:"in_sync_since"`
+	Synced           bool      `json:"synced"`
+	Error            string    `json:"error,omitempty"`
+}
+
+// Peers reports every known peer, sorted by id.
+func (r *Replicator) Peers() []PeerStatus {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	out := make([]PeerStatus, 0, len(r.peers))
+	for _, p := range r.peers {
+		ps := PeerStatus{
+			Replica: p.id, Region: p.region, LastHeard: p.lastHeard, LagMs: p.lagMs,
+			Stale: r.staleLocked(p, now), LostMessages: p.lost,
+			InSync:           !p.comparedAt.IsZero() && p.differing == 0,
+			DifferingBuckets: p.differing, ComparedAt: p.comparedAt, InSyncSince: p.inSyncSince,
+			Synced: p.synced, Error: p.lastErr,
+		}
+		if !p.lastHeard.IsZero() {
+			ps.LastHeardAgoMs = now.Sub(p.lastHeard).Milliseconds()
+		} else {
+			ps.LastHeardAgoMs = -1
+		}
+		out = append(out, ps)
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Replica < out[j].Replica })
+	return out
+}
+
+func (r *Replicator) staleLocked(p *peer, now time.Time) bool {
+	return p.lastHeard.IsZero() || now.Sub(p.lastHeard) > r.cfg.PeerTimeout
+}
+
+// Stale reports whether some known peer is unheard-from past PeerTimeout,
+// or this replica has not finished recovery: either way a count may move.
+func (r *Replicator) Stale() bool {
+	if !r.recovered.Load() {
+		return true
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.peers {
+		if r.staleLocked(p, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// Recovered reports whether start-up recovery finished and writes are
+// accepted.
+func (r *Replicator) Recovered() bool { return r.recovered.Load() }
+
+// Pending is how many entries wait for the next flush.
+func (r *Replicator) Pending() int { return r.cfg.Outbox.Len() }

@@ -1,0 +1,351 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Wire messages. Each starts with a version byte and a type byte; integers
+// are uvarints, strings and blobs are length-prefixed, records are
+// crdt.AppendLikeRecord bytes. Decoders are strict (fuzzed) because any
+// process on the NATS account can publish to these subjects.
+const (
+	wireV1 = 1
+
+	typeDelta   = 1
+	typeDigests = 2
+	typePageReq = 3
+	typePage    = 4
+)
+
+// ErrBadMessage wraps every wire decoding failure.
+var ErrBadMessage = errors.New("replication: bad message")
+
+const (
+	maxWireEntries = 1 << 20
+	maxBlob        = 1 << 16
+)
+
+// Delta is a fast-path message: the sender's new absolute own entries and
+// its changed like records. With no entries it is a heartbeat.
+type Delta struct {
+	Replica  string
+	Region   string
+	Seq      uint64 // per-sender message counter, for loss accounting
+	SentAtMs int64  // sender's wall clock when flushed, for lag
+	Root     uint64 // sender's state digest when flushed
+	Vectors  []OwnEntry
+	Records  []Record
+}
+
+// OwnEntry is the sender's own entry of one vector.
+type OwnEntry struct {
+	Kind storage.Kind
+	Item string
+	PN   crdt.PN
+}
+
+// Record is one like record on the wire.
+type Record struct {
+	Item, User string
+	Rec        *crdt.LikeRecord
+}
+
+// Entry is any replica's entry of one vector (anti-entropy pages carry
+// everyone's entries, not only the sender's).
+type Entry struct {
+	Kind    storage.Kind
+	Item    string
+	Replica string
+	PN      crdt.PN
+}
+
+// PageRequest asks for the entries of one bucket after a cursor.
+type PageRequest struct {
+	Bucket int
+	After  []byte // resume after this storage key; nil from the start
+}
+
+// Page is one page of a bucket's entries.
+type Page struct {
+	Entries []Entry
+	Records []Record
+	Next    []byte // cursor for the next page; nil when the bucket is done
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBlob(b []byte, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+func appendRecords(b []byte, recs []Record) []byte {
+	b = binary.AppendUvarint(b, uint64(len(recs)))
+	for _, r := range recs {
+		b = appendStr(b, r.Item)
+		b = appendStr(b, r.User)
+		n := len(b)
+		b = append(b, 0) // placeholder length byte, fixed below
+		b = crdt.AppendLikeRecord(b, r.Rec)
+		b = fixLen(b, n)
+	}
+	return b
+}
+
+// fixLen replaces the one-byte placeholder at b[n] with the uvarint length
+// of b[n+1:], shifting the body if the length needs more than one byte.
+func fixLen(b []byte, n int) []byte {
+	body := len(b) - n - 1
+	var tmp [binary.MaxVarintLen64]byte
+	l := binary.PutUvarint(tmp[:], uint64(body))
+	if l == 1 {
+		b[n] = tmp[0]
+		return b
+	}
+	b = append(b, tmp[:l-1]...)
+	copy(b[n+l:], b[n+1:n+1+body])
+	copy(b[n:], tmp[:l])
+	return b
+}
+
+// AppendDelta encodes d.
+func AppendDelta(b []byte, d *Delta) []byte {
+	b = append(b, wireV1, typeDelta)
+	b = appendStr(b, d.Replica)
+	b = appendStr(b, d.Region)
+	b = binary.AppendUvarint(b, d.Seq)
+	b = binary.AppendUvarint(b, uint64(d.SentAtMs))
+	b = binary.LittleEndian.AppendUint64(b, d.Root)
+	b = binary.AppendUvarint(b, uint64(len(d.Vectors)))
+	for _, e := range d.Vectors {
+		b = append(b, byte(e.Kind))
+		b = appendStr(b, e.Item)
+		b = binary.AppendUvarint(b, e.PN.P)
+		b = binary.AppendUvarint(b, e.PN.N)
+	}
+	return appendRecords(b, d.Records)
+}
+
+// DecodeDelta decodes an AppendDelta encoding.
+func DecodeDelta(p []byte) (*Delta, error) {
+	r := reader{b: p}
+	r.header(typeDelta)
+	d := &Delta{Replica: r.id(), Region: r.id(), Seq: r.uvarint(), SentAtMs: int64(r.uvarint()), Root: r.u64()}
+	n := r.count()
+	for i := 0; i < n && r.err == nil; i++ {
+		e := OwnEntry{Kind: r.kind(), Item: r.id(), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}}
+		d.Vectors = append(d.Vectors, e)
+	}
+	d.Records = r.records()
+	return d, r.finish("delta")
+}
+
+// AppendDigests encodes a replica's bucket digests.
+func AppendDigests(b []byte, replica string, digests []uint64) []byte {
+	b = append(b, wireV1, typeDigests)
+	b = appendStr(b, replica)
+	b = binary.AppendUvarint(b, uint64(len(digests)))
+	for _, d := range digests {
+		b = binary.LittleEndian.AppendUint64(b, d)
+	}
+	return b
+}
+
+// DecodeDigests decodes an AppendDigests encoding.
+func DecodeDigests(p []byte) (replica string, digests []uint64, err error) {
+	r := reader{b: p}
+	r.header(typeDigests)
+	replica = r.id()
+	n := r.count()
+	if r.err == nil && n != storage.Buckets {
+		r.fail("%d digests, want %d", n, storage.Buckets)
+	}
+	for i := 0; i < n && r.err == nil; i++ {
+		digests = append(digests, r.u64())
+	}
+	return replica, digests, r.finish("digests")
+}
+
+// AppendPageRequest encodes q.
+func AppendPageRequest(b []byte, q *PageRequest) []byte {
+	b = append(b, wireV1, typePageReq)
+	b = binary.AppendUvarint(b, uint64(q.Bucket))
+	return appendBlob(b, q.After)
+}
+
+// DecodePageRequest decodes an AppendPageRequest encoding.
+func DecodePageRequest(p []byte) (*PageRequest, error) {
+	r := reader{b: p}
+	r.header(typePageReq)
+	q := &PageRequest{Bucket: int(r.uvarint())}
+	if r.err == nil && (q.Bucket < 0 || q.Bucket >= storage.Buckets) {
+		r.fail("bucket %d", q.Bucket)
+	}
+	q.After = r.blob()
+	return q, r.finish("page request")
+}
+
+// AppendPage encodes pg.
+func AppendPage(b []byte, pg *Page) []byte {
+	b = append(b, wireV1, typePage)
+	b = binary.AppendUvarint(b, uint64(len(pg.Entries)))
+	for _, e := range pg.Entries {
+		b = append(b, byte(e.Kind))
+		b = appendStr(b, e.Item)
+		b = appendStr(b, e.Replica)
+		b = binary.AppendUvarint(b, e.PN.P)
+		b = binary.AppendUvarint(b, e.PN.N)
+	}
+	b = appendRecords(b, pg.Records)
+	return appendBlob(b, pg.Next)
+}
+
+// DecodePage decodes an AppendPage encoding.
+func DecodePage(p []byte) (*Page, error) {
+	r := reader{b: p}
+	r.header(typePage)
+	pg := &Page{}
+	n := r.count()
+	for i := 0; i < n && r.err == nil; i++ {
+		pg.Entries = append(pg.Entries, Entry{Kind: r.kind(), Item: r.id(), Replica: r.id(), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}})
+	}
+	pg.Records = r.records()
+	pg.Next = r.blob()
+	return pg, r.finish("page")
+}
+
+// reader decodes wire messages, keeping the first error.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: "+format, append([]any{ErrBadMessage}, args...)...)
+	}
+}
+
+func (r *reader) header(typ byte) {
+	if len(r.b) < 2 {
+		r.fail("truncated header")
+		return
+	}
+	if r.b[0] != wireV1 || r.b[1] != typ {
+		r.fail("version %d type %d, want %d %d", r.b[0], r.b[1], wireV1, typ)
+	}
+	r.b = r.b[2:]
+}
+
+func (r *reader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	x, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad uvarint")
+		return 0
+	}
+	r.b = r.b[n:]
+	return x
+}
+
+func (r *reader) u64() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.fail("truncated")
+		return 0
+	}
+	x := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return x
+}
+
+func (r *reader) count() int {
+	n := r.uvarint()
+	if r.err == nil && (n > maxWireEntries || n > uint64(len(r.b))) {
+		r.fail("count %d", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (r *reader) blob() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > maxBlob || n > uint64(len(r.b)) {
+		r.fail("length %d", n)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	p := append([]byte(nil), r.b[:n]...)
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *reader) id() string {
+	p := r.blob()
+	if r.err == nil && !crdt.ValidID(string(p)) {
+		r.fail("bad id %q", p)
+	}
+	return string(p)
+}
+
+func (r *reader) kind() storage.Kind {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	k := storage.Kind(r.b[0])
+	r.b = r.b[1:]
+	if !k.Valid() {
+		r.fail("kind %d", k)
+	}
+	return k
+}
+
+func (r *reader) records() []Record {
+	n := r.count()
+	var out []Record
+	for i := 0; i < n && r.err == nil; i++ {
+		rec := Record{Item: r.id(), User: r.id()}
+		body := r.blob()
+		if r.err != nil {
+			break
+		}
+		var err error
+		if rec.Rec, err = crdt.DecodeLikeRecord(body); err != nil {
+			r.fail("record %s/%s: %v", rec.Item, rec.User, err)
+			break
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func (r *reader) finish(what string) error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d trailing bytes", len(r.b))
+	}
+	if r.err != nil {
+		return fmt.Errorf("decode %s: %w", what, r.err)
+	}
+	return nil
+}

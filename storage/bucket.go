@@ -1,0 +1,178 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// Buckets is how many anti-entropy buckets the replicated key space is cut
+// into. Every replica uses the same function from key to bucket, so two
+// replicas compare state bucket by bucket and exchange only what differs.
+const Buckets = 4096
+
+// VectorBucket is the bucket of every entry of one vector.
+func VectorBucket(item string) int { return int(fnv32(item) % Buckets) }
+
+// RecordBucket is the bucket of one like record.
+func RecordBucket(item, user string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(item))
+	_, _ = h.Write([]byte{'/'})
+	_, _ = h.Write([]byte(user))
+	return int(h.Sum32() % Buckets)
+}
+
+func fnv32(s string) uint32 {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return h.Sum32()
+}
+
+// entryHash is the digest contribution of one replicated key/value pair.
+// A bucket's digest is the XOR of its entries' hashes, so a write updates it
+// in O(1): digest ^= hash(key, old) ^ hash(key, new).
+func entryHash(key, value []byte) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write(key)
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write(value)
+	return mix64(h.Sum64())
+}
+
+// mix64 is the splitmix64 finalizer: FNV's low bits are weak, and XOR of
+// weak hashes cancels too easily.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// Digests returns a copy of every bucket's digest.
+func (s *Store) Digests() []uint64 {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	return append([]uint64(nil), s.digests[:]...)
+}
+
+// Root folds all bucket digests into one value: equal roots mean (almost
+// surely) equal replicated state.
+func (s *Store) Root() uint64 {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	return rootOf(s.digests[:])
+}
+
+func rootOf(d []uint64) uint64 {
+	var r uint64
+	for i, x := range d {
+		r ^= mix64(x + uint64(i)*0x9e3779b97f4a7c15)
+	}
+	return r
+}
+
+// RootOf folds a digest list the same way Root does.
+func RootOf(d []uint64) uint64 { return rootOf(d) }
+
+// loadDigests computes every bucket digest by scanning the replicated keys.
+func (s *Store) loadDigests() error {
+	prefix := []byte{prefixBucket}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("compute digests: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		b, ok := bucketOfKey(it.Key())
+		if !ok {
+			continue
+		}
+		s.digests[b] ^= entryHash(it.Key(), it.Value())
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("compute digests: %w", err)
+	}
+	return nil
+}
+
+// BucketVisitor receives the entries of a bucket.
+type BucketVisitor struct {
+	Vector func(k Kind, item, replica string, e crdt.PN)
+	Record func(item, user string, r *crdt.LikeRecord)
+}
+
+// ScanBucket visits a bucket's entries in key order, starting after the key
+// after (nil: from the start), until about maxBytes of keys and values were
+// visited. It returns the cursor to resume from, or nil when the bucket is
+// done.
+func (s *Store) ScanBucket(bucket int, after []byte, maxBytes int, v BucketVisitor) ([]byte, error) {
+	if bucket < 0 || bucket >= Buckets {
+		return nil, fmt.Errorf("scan bucket %d: out of range", bucket)
+	}
+	prefix := bucketPrefix(bucket)
+	lower := prefix
+	if after != nil {
+		if !bytes.HasPrefix(after, prefix) {
+			return nil, fmt.Errorf("scan bucket %d: cursor outside bucket", bucket)
+		}
+		lower = append(append([]byte(nil), after...), 0) // the next key after `after`
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("scan bucket %d: %w", bucket, err)
+	}
+	defer it.Close()
+	size := 0
+	for it.First(); it.Valid(); it.Next() {
+		if size >= maxBytes {
+			// Resume after the last key visited.
+			it.Prev()
+			return append([]byte(nil), it.Key()...), nil
+		}
+		key, val := it.Key(), it.Value()
+		size += len(key) + len(val)
+		if err := visit(key[len(prefix):], val, v); err != nil {
+			return nil, fmt.Errorf("scan bucket %d key %q: %w", bucket, key, err)
+		}
+	}
+	return nil, it.Error()
+}
+
+func visit(rest, val []byte, v BucketVisitor) error {
+	switch {
+	case len(rest) > 2 && rest[0] == prefixVector && rest[1] == '/':
+		// v/<kind>/<item>/<replica>
+		parts := strings.Split(string(rest[2:]), "/")
+		if len(parts) != 3 || len(parts[0]) != 1 {
+			return fmt.Errorf("malformed vector key")
+		}
+		e, err := crdt.DecodePN(val)
+		if err != nil {
+			return err
+		}
+		if v.Vector != nil {
+			v.Vector(Kind(parts[0][0]), parts[1], parts[2], e)
+		}
+	case len(rest) > 2 && rest[0] == prefixRecord && rest[1] == '/':
+		item, user, ok := strings.Cut(string(rest[2:]), "/")
+		if !ok {
+			return fmt.Errorf("malformed record key")
+		}
+		r, err := crdt.DecodeLikeRecord(val)
+		if err != nil {
+			return err
+		}
+		if v.Record != nil {
+			v.Record(item, user, r)
+		}
+	default:
+		return fmt.Errorf("unknown replicated key")
+	}
+	return nil
+}
