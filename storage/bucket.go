@@ -115,6 +115,9 @@ func (s *Store) ScanBucket(bucket int, after []byte, maxBytes int, v BucketVisit
 	if bucket < 0 || bucket >= Buckets {
 		return nil, fmt.Errorf("scan bucket %d: out of range", bucket)
 	}
+	if s.closed.Load() {
+		return nil, ErrClosed
+	}
 	prefix := bucketPrefix(bucket)
 	lower := prefix
 	if after != nil {

@@ -30,15 +30,25 @@ func DecodeIdemValue(b []byte) (IdemValue, error) {
 	b = b[1:]
 	var v IdemValue
 	var n int
-	if v.Value, n = binary.Varint(b); n <= 0 {
+	if v.Value, n = varint(b); n <= 0 {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: bad value", crdt.ErrCorrupt)
 	}
 	b = b[n:]
-	if v.AtMs, n = binary.Varint(b); n <= 0 {
+	if v.AtMs, n = varint(b); n <= 0 {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: bad time", crdt.ErrCorrupt)
 	}
 	if n != len(b) {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: trailing bytes", crdt.ErrCorrupt)
 	}
 	return v, nil
+}
+
+// varint is binary.Varint, but it also rejects a padded (non-minimal)
+// encoding, whose last byte is 0x00: every value has exactly one encoding.
+func varint(b []byte) (int64, int) {
+	x, n := binary.Varint(b)
+	if n > 1 && b[n-1] == 0 {
+		return 0, 0
+	}
+	return x, n
 }
