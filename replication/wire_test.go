@@ -1,0 +1,154 @@
+package replication
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+func randRecord(rng *rand.Rand) *crdt.LikeRecord {
+	r := &crdt.LikeRecord{Liked: rng.IntN(2) == 0, HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: fmt.Sprintf("r%d", rng.IntN(4))}
+	for i := range rng.IntN(4) {
+		r.Contrib = r.Contrib.Set(fmt.Sprintf("r%d", i), crdt.PN{P: rng.Uint64N(5) + 1, N: rng.Uint64N(3)})
+	}
+	return r
+}
+
+func randDelta(rng *rand.Rand, maxRecs int) *Delta {
+	d := &Delta{Replica: "us-1", Region: "us", Seq: rng.Uint64(), SentAtMs: rng.Int64N(1 << 50), Root: rng.Uint64()}
+	for i := range rng.IntN(5) {
+		d.Vectors = append(d.Vectors, OwnEntry{Kind: storage.Likes, Item: fmt.Sprintf("item%d", i), PN: crdt.PN{P: rng.Uint64(), N: rng.Uint64()}})
+	}
+	for i := range rng.IntN(maxRecs) { // enough to need multi-byte record lengths
+		d.Records = append(d.Records, Record{Item: "item", User: fmt.Sprintf("user%d", i), Rec: randRecord(rng)})
+	}
+	return d
+}
+
+func TestDeltaRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		d := randDelta(rng, 300)
+		got, err := DecodeDelta(AppendDelta(nil, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, d) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", got, d)
+		}
+	}
+}
+
+// A record body longer than 127 bytes needs a two-byte length: fixLen must
+// shift the body without corrupting it.
+func TestFixLenLongRecord(t *testing.T) {
+	rec := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "r1"}
+	for i := range 20 {
+		rec.Contrib = rec.Contrib.Set(fmt.Sprintf("replica-%02d", i), crdt.PN{P: 1})
+	}
+	d := &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "i", User: "u", Rec: rec}}}
+	got, err := DecodeDelta(AppendDelta(nil, d))
+	if err != nil || !got.Records[0].Rec.Equal(rec) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+func TestPagesAndDigestsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pg := &Page{Next: []byte("b001/r/x/y")}
+	for i := range 50 {
+		pg.Entries = append(pg.Entries, Entry{Kind: storage.Counters, Item: fmt.Sprintf("k%d", i), Replica: "eu-1", PN: crdt.PN{P: uint64(i)}})
+		pg.Records = append(pg.Records, Record{Item: "i", User: fmt.Sprintf("u%d", i), Rec: randRecord(rng)})
+	}
+	got, err := DecodePage(AppendPage(nil, pg))
+	if err != nil || !reflect.DeepEqual(got, pg) {
+		t.Fatalf("page round trip: %v", err)
+	}
+	q := &PageRequest{Bucket: 4095, After: []byte("b fff/r/a/b")}
+	gq, err := DecodePageRequest(AppendPageRequest(nil, q))
+	if err != nil || !reflect.DeepEqual(gq, q) {
+		t.Fatalf("page request round trip: %+v %v", gq, err)
+	}
+	dig := make([]uint64, storage.Buckets)
+	for i := range dig {
+		dig[i] = rng.Uint64()
+	}
+	from, gd, err := DecodeDigests(AppendDigests(nil, "ap-1", dig))
+	if err != nil || from != "ap-1" || !reflect.DeepEqual(gd, dig) {
+		t.Fatalf("digests round trip: %v", err)
+	}
+	if _, _, err := DecodeDigests(AppendDigests(nil, "ap-1", dig[:10])); !errors.Is(err, ErrBadMessage) {
+		t.Fatalf("short digest list accepted: %v", err)
+	}
+}
+
+func TestDecodersRejectGarbage(t *testing.T) {
+	good := AppendDelta(nil, &Delta{Replica: "a", Region: "b", Vectors: []OwnEntry{{Kind: storage.Likes, Item: "i", PN: crdt.PN{P: 1}}}})
+	cases := map[string][]byte{
+		"empty":         nil,
+		"wrong type":    append([]byte{wireV1, typePage}, good[2:]...),
+		"wrong version": append([]byte{9}, good[1:]...),
+		"truncated":     good[:len(good)-1],
+		"trailing":      append(append([]byte(nil), good...), 0),
+		"bad kind":      bytes.Replace(good, []byte{'l', 1, 'i'}, []byte{'z', 1, 'i'}, 1),
+		"bad id":        bytes.Replace(good, []byte{1, 'a'}, []byte{1, '/'}, 1),
+		"huge count":    append([]byte{wireV1, typeDelta, 1, 'a', 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}),
+	}
+	for name, data := range cases {
+		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
+			t.Errorf("%s: err %v, want ErrBadMessage", name, err)
+		}
+	}
+	if _, err := DecodePageRequest(AppendPageRequest(nil, &PageRequest{Bucket: storage.Buckets})); !errors.Is(err, ErrBadMessage) {
+		t.Errorf("out-of-range bucket accepted: %v", err)
+	}
+}
+
+// Decoders face whatever anyone on the NATS account publishes: they must
+// never panic, and what they accept must survive a re-encode.
+func FuzzDecodeDelta(f *testing.F) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for range 5 {
+		f.Add(AppendDelta(nil, randDelta(rng, 3)))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := DecodeDelta(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error not ErrBadMessage: %v", err)
+			}
+			return
+		}
+		again, err := DecodeDelta(AppendDelta(nil, d))
+		if err != nil || !reflect.DeepEqual(again, d) {
+			t.Fatalf("re-encode changed the delta: %v", err)
+		}
+	})
+}
+
+func FuzzDecodePage(f *testing.F) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	f.Add(AppendPage(nil, &Page{Entries: []Entry{{Kind: storage.Likes, Item: "i", Replica: "r", PN: crdt.PN{P: 1}}}, Records: []Record{{Item: "i", User: "u", Rec: randRecord(rng)}}, Next: []byte("k")}))
+	f.Add(AppendPageRequest(nil, &PageRequest{Bucket: 7, After: []byte("x")}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if pg, err := DecodePage(data); err == nil {
+			again, err := DecodePage(AppendPage(nil, pg))
+			if err != nil || !reflect.DeepEqual(again, pg) {
+				t.Fatalf("re-encode changed the page: %v", err)
+			}
+		}
+		if q, err := DecodePageRequest(data); err == nil {
+			again, err := DecodePageRequest(AppendPageRequest(nil, q))
+			if err != nil || !reflect.DeepEqual(again, q) {
+				t.Fatalf("re-encode changed the request: %v", err)
+			}
+		}
+		_, _, _ = DecodeDigests(data)
+	})
+}
