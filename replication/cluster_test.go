@@ -61,6 +61,7 @@ type node struct {
 
 func (n *node) close() {
 	n.rep.Close()
+	n.faults.close()
 	_ = n.replica.Close()
 	_ = n.store.Close()
 	n.nc.Close()
@@ -229,7 +230,17 @@ type faultyTransport struct {
 	rng       *rand.Rand
 	drop, dup float64 // probabilities
 	delay     time.Duration
-	wg        sync.WaitGroup
+	closed    bool
+	wg        sync.WaitGroup // delayed sends in flight
+}
+
+// close stops new sends and waits for the delayed ones. Adds happen under
+// mu and only while open, so none can race with the Wait.
+func (f *faultyTransport) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
 }
 
 func (f *faultyTransport) set(drop, dup float64, delay time.Duration) {
@@ -241,6 +252,10 @@ func (f *faultyTransport) set(drop, dup float64, delay time.Duration) {
 
 func (f *faultyTransport) Publish(subject string, data []byte) error {
 	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return nil
+	}
 	if f.rng == nil {
 		f.mu.Unlock()
 		return f.Transport.Publish(subject, data)
@@ -254,12 +269,13 @@ func (f *faultyTransport) Publish(subject string, data []byte) error {
 	if f.delay > 0 {
 		delay = time.Duration(f.rng.Int64N(int64(f.delay)))
 	}
-	f.mu.Unlock()
 	if drop {
+		f.mu.Unlock()
 		return nil
 	}
+	f.wg.Add(copies)
+	f.mu.Unlock()
 	for range copies {
-		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
 			time.Sleep(delay)
@@ -304,9 +320,6 @@ func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 		}
 	}
 	converged(t, nodes, "hot", want, 15*time.Second)
-	for _, n := range nodes {
-		n.faults.wg.Wait()
-	}
 }
 
 func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {

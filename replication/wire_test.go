@@ -98,7 +98,7 @@ func TestDecodersRejectGarbage(t *testing.T) {
 		"trailing":      append(append([]byte(nil), good...), 0),
 		"bad kind":      bytes.Replace(good, []byte{'l', 1, 'i'}, []byte{'z', 1, 'i'}, 1),
 		"bad id":        bytes.Replace(good, []byte{1, 'a'}, []byte{1, '/'}, 1),
-		"huge count":    append([]byte{wireV1, typeDelta, 1, 'a', 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}),
+		"huge count":    {wireV1, typeDelta, 1, 'a', 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 	}
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
