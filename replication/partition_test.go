@@ -1,0 +1,108 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/localnet"
+)
+
+// Three regions, each replica on its own region's nats-server, joined by
+// gateways through cuttable links: the topology of `tallyd local`.
+func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-region super-cluster")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	regions := []string{"us", "eu", "ap"}
+	cfg := localnet.DefaultConfig()
+	cfg.Regions, cfg.Dir = regions, t.TempDir()
+	cl, err := localnet.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+
+	ids := []string{"us-1", "eu-1", "ap-1"}
+	var nodes []*node
+	for i, r := range regions {
+		n := startNode(t, cl.ClientURL(r), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids)
+		nodes = append(nodes, n)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.close()
+		}
+	})
+	for _, n := range nodes {
+		waitFor(t, 30*time.Second, func() error {
+			if !n.replica.Accepting() {
+				return fmt.Errorf("%s not accepting", n.id)
+			}
+			return nil
+		})
+	}
+	us, eu, ap := nodes[0], nodes[1], nodes[2]
+	if _, err := us.replica.Like(ctx, "post", "warmup"); err != nil {
+		t.Fatal(err)
+	}
+	converged(t, nodes, "post", 1, 15*time.Second)
+
+	// Isolate us.
+	for _, other := range []string{"eu", "ap"} {
+		if err := cl.SetLink("us", other, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		for _, n := range []*node{us, eu} {
+			if _, err := n.replica.Like(ctx, "post", fmt.Sprintf("%s-u%d", n.id, i)); err != nil {
+				t.Fatalf("local write during partition failed at %s: %v", n.id, err)
+			}
+		}
+		// The same user likes on both sides of the cut.
+		for _, n := range []*node{us, ap} {
+			if _, err := n.replica.Like(ctx, "post", fmt.Sprintf("both-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := eu.replica.Incr(ctx, "views", 2, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// While cut off, us sees only its own side, and knows it.
+	waitFor(t, 10*time.Second, func() error {
+		if !us.rep.Stale() {
+			return fmt.Errorf("us does not consider its peers stale")
+		}
+		return nil
+	})
+	if rd, _ := us.replica.Likes("post"); rd.Value != 1+50+50 {
+		t.Fatalf("us during partition reads %d, want its own side only (101)", rd.Value)
+	}
+
+	healed := time.Now()
+	for _, other := range []string{"eu", "ap"} {
+		if err := cl.SetLink("us", other, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// warmup + us's 50 + eu's 50 + 50 users who liked on both sides.
+	converged(t, nodes, "post", 1+50+50+50, 20*time.Second)
+	t.Logf("converged %s after heal", time.Since(healed).Round(time.Millisecond))
+	for _, n := range nodes {
+		waitFor(t, 5*time.Second, func() error {
+			if rd, _ := n.replica.Counter("views"); rd.Value != 150 {
+				return fmt.Errorf("%s views %d, want 150", n.id, rd.Value)
+			}
+			return nil
+		})
+	}
+}
