@@ -346,7 +346,7 @@ func TestVectorCloneEqualCovers(t *testing.T) {
 			}
 			c = c.Add(pool[rng.IntN(len(pool))], 1)
 			c = c.Add("zz-new", 1)
-			if v.Get("zz-new") != (PN{}) {
+			if v.Get("zz-new") != (PN{}) || c.Get("zz-new") != (PN{P: 1}) {
 				t.Fatalf("#%d growing the clone changed the original", i)
 			}
 		}

@@ -79,14 +79,3 @@ func (c *cache) put(k vkey, v crdt.Vector) {
 	s.m[k] = v
 	s.mu.Unlock()
 }
-
-func (c *cache) len() int {
-	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
-	}
-	return n
-}

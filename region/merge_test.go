@@ -41,7 +41,7 @@ func deliver(t *testing.T, from *Replica, box *mailbox, to *Replica) {
 		}
 		var recs []RecordMerge
 		for _, r := range c.Records {
-			recs = append(recs, RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec})
+			recs = append(recs, RecordMerge(r))
 		}
 		if err := to.Merge(context.Background(), vecs, recs); err != nil {
 			t.Fatal(err)

@@ -44,6 +44,7 @@ type Replica struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	accepting atomic.Bool
+	shut      atomic.Bool // set by Close, for lock-free readers
 	failure   atomic.Pointer[error]
 
 	umu          sync.RWMutex   // protects unreconciled
@@ -149,7 +150,9 @@ func (r *Replica) Fresh() bool { return r.fresh }
 func (r *Replica) AcceptWrites() { r.accepting.Store(true) }
 
 // Accepting reports whether local writes are accepted.
-func (r *Replica) Accepting() bool { return r.accepting.Load() && r.Err() == nil }
+func (r *Replica) Accepting() bool {
+	return r.accepting.Load() && !r.shut.Load() && r.Err() == nil
+}
 
 // Err returns the storage failure that stopped the replica, if any.
 func (r *Replica) Err() error {
@@ -170,6 +173,7 @@ func (r *Replica) Close() error {
 	if already {
 		return nil
 	}
+	r.shut.Store(true)
 	close(r.stop)
 	r.wg.Wait()
 	for {
@@ -186,6 +190,9 @@ func (r *Replica) Close() error {
 // op. A nil error means every op was attempted; each Result carries its own
 // error. If ctx ends first the ops may or may not have been applied.
 func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
+	if r.shut.Load() {
+		return nil, ErrClosed
+	}
 	if !r.accepting.Load() {
 		return nil, ErrNotReady
 	}

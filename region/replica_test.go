@@ -236,6 +236,9 @@ func TestHoldWritesAndClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	closeR()
+	if r.Accepting() {
+		t.Fatal("a closed replica says it accepts writes")
+	}
 	if err := r.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}

@@ -67,10 +67,6 @@ func (n *node) close() {
 	n.nc.Close()
 }
 
-type clusterOpts struct {
-	peers []string
-}
-
 func startNode(t *testing.T, url, regionName, id, dir string, peers []string) *node {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: dir})

@@ -109,10 +109,9 @@ var ErrClosed = errors.New("storage: closed")
 // Store is a replica's Pebble database. Reads and Batch commits are safe for
 // concurrent use; ordering between batches is the caller's business.
 type Store struct {
-	db    *pebble.DB
-	cache *pebble.Cache
-	wo    *pebble.WriteOptions
-	dur   Durability
+	db  *pebble.DB
+	wo  *pebble.WriteOptions
+	dur Durability
 	// closed turns the panics Pebble raises on a closed DB into ErrClosed.
 	closed atomic.Bool
 

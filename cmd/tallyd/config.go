@@ -1,0 +1,289 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/gohcl"
+	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Config is what `tallyd serve` runs: one replica. It is read, in rising
+// precedence, from DefaultConfig, the HCL file given by --config, the
+// environment (tokens only), and flags given explicitly on the command line.
+// configs/tallyd.hcl documents every field.
+type Config struct {
+	// Region is the geography this replica serves, e.g. "us". Default "local".
+	Region string `hcl:"region,optional"`
+	// Replica is this replica's stable id, unique across all regions; it
+	// must not change for the same data. Default "<region>-1".
+	Replica string `hcl:"replica,optional"`
+	// DataDir is the Pebble directory, created if missing. Default
+	// "./data/<replica>".
+	DataDir string `hcl:"data_dir,optional"`
+	// Listen is the HTTP address, host:port. Port 0 picks a free port.
+	// Default "127.0.0.1:8080".
+	Listen string `hcl:"listen,optional"`
+	// Durability is "fsync" (acknowledge after the WAL fsync; the default)
+	// or "none" (acknowledge before the fsync: a power loss may lose
+	// acknowledged writes; /v1/status says so).
+	Durability string `hcl:"durability,optional"`
+	// WriteToken, if set, is required as a bearer token on write routes.
+	// Prefer the TALLY_WRITE_TOKEN environment variable to a file or flag.
+	WriteToken string `hcl:"write_token,optional"`
+	// AdminToken, if set, is required as a bearer token on admin routes and
+	// is also accepted on write routes. Env: TALLY_ADMIN_TOKEN.
+	AdminToken string `hcl:"admin_token,optional"`
+	// LogLevel is trace, debug, info, warn or error. Default "info"; debug
+	// logs every HTTP request.
+	LogLevel string `hcl:"log_level,optional"`
+	// LogJSON writes logs as JSON lines instead of text. Default false.
+	LogJSON bool `hcl:"log_json,optional"`
+	// MaxBodyBytes caps an HTTP request body, in bytes. Default 1048576.
+	MaxBodyBytes int64 `hcl:"max_body_bytes,optional"`
+	// RequestTimeout bounds how long a write waits for its durable commit
+	// before answering 503, as a Go duration. Default "10s".
+	RequestTimeout string `hcl:"request_timeout,optional"`
+	// ShutdownTimeout bounds how long shutdown waits for in-flight
+	// requests before closing their connections, as a Go duration. It
+	// should exceed RequestTimeout. Default "15s".
+	ShutdownTimeout string `hcl:"shutdown_timeout,optional"`
+}
+
+// DefaultConfig returns the defaults. Replica and DataDir are left empty:
+// they derive from Region and Replica once those are final (see derive).
+func DefaultConfig() Config {
+	return Config{
+		Region:          "local",
+		Listen:          "127.0.0.1:8080",
+		Durability:      "fsync",
+		LogLevel:        "info",
+		MaxBodyBytes:    1 << 20,
+		RequestTimeout:  "10s",
+		ShutdownTimeout: "15s",
+	}
+}
+
+// derive fills the fields whose defaults depend on others.
+func (c *Config) derive() {
+	if c.Replica == "" && c.Region != "" {
+		c.Replica = c.Region + "-1"
+	}
+	if c.DataDir == "" && c.Replica != "" {
+		c.DataDir = filepath.Join(".", "data", c.Replica)
+	}
+}
+
+// Validate reports every problem with c at once, one per line of the
+// joined error.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	const idRule = "1..128 bytes of [A-Za-z0-9_.:@-]"
+	if !crdt.ValidID(c.Region) {
+		bad("region %q: want %s", c.Region, idRule)
+	}
+	if !crdt.ValidID(c.Replica) {
+		bad("replica %q: want %s", c.Replica, idRule)
+	}
+	if c.DataDir == "" {
+		bad("data_dir is empty")
+	}
+	if err := checkListen(c.Listen); err != nil {
+		bad("listen %q: %v", c.Listen, err)
+	}
+	if _, err := storage.ParseDurability(c.Durability); err != nil || c.Durability == "" {
+		bad("durability %q: want fsync or none", c.Durability)
+	}
+	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+		bad("log_level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.MaxBodyBytes <= 0 {
+		bad("max_body_bytes %d: want > 0", c.MaxBodyBytes)
+	}
+	for _, d := range []struct{ name, v string }{
+		{"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
+	} {
+		if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
+			bad("%s %q: want a positive duration such as 10s", d.name, d.v)
+		}
+	}
+	for _, t := range []struct{ name, v string }{
+		{"write_token", c.WriteToken}, {"admin_token", c.AdminToken},
+	} {
+		if !validToken(t.v) {
+			bad("%s: must be printable ASCII without spaces (it is sent as a bearer token)", t.name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+func validToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// durability parses the validated Durability field.
+func (c Config) durability() storage.Durability {
+	d, _ := storage.ParseDurability(c.Durability)
+	return d
+}
+
+// duration parses a validated duration field.
+func duration(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// Environment variables read by serve.
+const (
+	envWriteToken = "TALLY_WRITE_TOKEN"
+	envAdminToken = "TALLY_ADMIN_TOKEN"
+)
+
+// bindFlags defines serve's flags on fs, writing into c. Each flag's
+// default is c's current value.
+func bindFlags(fs *flag.FlagSet, c *Config, configFile *string) {
+	fs.StringVar(configFile, "config", *configFile, "HCL config `file`; flags given explicitly override its values")
+	fs.StringVar(&c.Region, "region", c.Region, "region `name` this replica serves")
+	fs.StringVar(&c.Replica, "replica", c.Replica, "stable replica `id` (default <region>-1)")
+	fs.StringVar(&c.DataDir, "data", c.DataDir, "data `dir` for Pebble (default ./data/<replica>)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
+	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode`: fsync (ack after WAL fsync) or none (unsafe on power loss)")
+	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+")")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+")")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
+	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
+	fs.StringVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a write waits for its commit (`duration`)")
+	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
+}
+
+// loadConfig builds the serve Config from args, the config file they name
+// and the environment. Flags are parsed twice: once to find --config and
+// report flag errors, then again over the file's values, so only flags the
+// user actually gave override the file. A usage error (bad flag, bad file,
+// invalid values) is a *usageError; -h returns flag.ErrHelp after printing
+// usage to help.
+func loadConfig(args []string, getenv func(string) string, help io.Writer) (Config, error) {
+	var file string
+	first := DefaultConfig()
+	fs := newFlagSet("serve", func(fs *flag.FlagSet) { bindFlags(fs, &first, &file) })
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(help, fs)
+			return Config{}, err
+		}
+		return Config{}, usagef("serve: %v (run 'tallyd help serve')", err)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, usagef("serve: unexpected argument %q", fs.Arg(0))
+	}
+
+	cfg := DefaultConfig()
+	if file != "" {
+		if err := decodeFile(file, &cfg); err != nil {
+			return Config{}, &usageError{err}
+		}
+	}
+	if v := getenv(envWriteToken); v != "" {
+		cfg.WriteToken = v
+	}
+	if v := getenv(envAdminToken); v != "" {
+		cfg.AdminToken = v
+	}
+	second := newFlagSet("serve", func(fs *flag.FlagSet) { bindFlags(fs, &cfg, &file) })
+	if err := second.Parse(args); err != nil {
+		return Config{}, usagef("serve: %v", err) // cannot happen: the first parse passed
+	}
+	cfg.derive()
+	if err := cfg.Validate(); err != nil {
+		return Config{}, usagef("invalid config: %s", oneLine(err))
+	}
+	return cfg, nil
+}
+
+// decodeFile reads an HCL (or, by its .json extension, HCL JSON) file into
+// c. Attributes the file does not set keep c's values.
+func decodeFile(path string, c *Config) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	p := hclparse.NewParser()
+	var (
+		f     *hcl.File
+		diags hcl.Diagnostics
+	)
+	if strings.HasSuffix(path, ".json") {
+		f, diags = p.ParseJSONFile(path)
+	} else {
+		f, diags = p.ParseHCLFile(path)
+	}
+	if !diags.HasErrors() {
+		diags = gohcl.DecodeBody(f.Body, nil, c)
+	}
+	if diags.HasErrors() {
+		var src []byte
+		if f != nil {
+			src = f.Bytes
+		}
+		return fmt.Errorf("config file %s: %s", path, formatDiags(diags, src))
+	}
+	return nil
+}
+
+// formatDiags renders every error diagnostic on one line:
+// "file.hcl:3,1-4: Unsupported argument: An argument named ...".
+//
+// The offending source line is quoted, since some diagnostics (a value of
+// the wrong type) do not name the attribute.
+func formatDiags(diags hcl.Diagnostics, src []byte) string {
+	var parts []string
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		s := d.Summary
+		if d.Detail != "" {
+			s += ": " + d.Detail
+		}
+		if d.Subject != nil {
+			n := d.Subject.Start.Line
+			if lines := strings.Split(string(src), "\n"); n >= 1 && n <= len(lines) {
+				s = fmt.Sprintf("line %d (%s): %s", n, strings.TrimSpace(lines[n-1]), s)
+			} else {
+				s = fmt.Sprintf("line %d: %s", n, s)
+			}
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func noEnv(string) string { return "" }
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := loadConfig(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Region != "local" || cfg.Replica != "local-1" || cfg.DataDir != filepath.Join("data", "local-1") ||
+		cfg.Listen != "127.0.0.1:8080" || cfg.Durability != "fsync" || cfg.LogLevel != "info" ||
+		cfg.MaxBodyBytes != 1<<20 || cfg.WriteToken != "" {
+		t.Fatalf("%+v", cfg)
+	}
+	// The replica default follows the region, the data dir the replica.
+	cfg, err = loadConfig([]string{"--region", "eu"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Replica != "eu-1" || cfg.DataDir != filepath.Join("data", "eu-1") {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+func TestFileThenFlags(t *testing.T) {
+	path := writeFile(t, "t.hcl", `
+region         = "eu"
+replica        = "eu-7"
+data_dir       = "/var/lib/tally"
+listen         = "0.0.0.0:9000"
+durability     = "none"
+write_token    = "from-file"
+log_level      = "debug"
+log_json       = true
+max_body_bytes = "2048" # a string converts, as with gohcl
+request_timeout  = "3s"
+shutdown_timeout = "5s"
+`)
+	cfg, err := loadConfig([]string{"--config", path}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
+		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
+		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s",
+	}
+	if cfg != want {
+		t.Fatalf("file:\n got %+v\nwant %+v", cfg, want)
+	}
+
+	// Explicit flags win over the file, in any order relative to --config;
+	// flags not given leave the file's values, even where the file's value
+	// differs from the flag's default.
+	cfg, err = loadConfig([]string{"--listen", "127.0.0.1:1", "--config", path, "--durability", "fsync", "--log-json=false"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Listen, want.Durability, want.LogJSON = "127.0.0.1:1", "fsync", false
+	if cfg != want {
+		t.Fatalf("flags:\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestTokensFromEnv(t *testing.T) {
+	path := writeFile(t, "t.hcl", `write_token = "file"`)
+	e := env(map[string]string{envWriteToken: "env-w", envAdminToken: "env-a"})
+	cfg, err := loadConfig([]string{"--config", path}, e, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.WriteToken != "env-w" || cfg.AdminToken != "env-a" {
+		t.Fatalf("env must override the file: %+v", cfg)
+	}
+	cfg, err = loadConfig([]string{"--config", path, "--write-token", "flag"}, e, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.WriteToken != "flag" || cfg.AdminToken != "env-a" {
+		t.Fatalf("flag must override env: %+v", cfg)
+	}
+}
+
+func TestJSONConfigFile(t *testing.T) {
+	path := writeFile(t, "t.json", `{"region": "ap", "max_body_bytes": 10}`)
+	cfg, err := loadConfig([]string{"--config", path}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Region != "ap" || cfg.Replica != "ap-1" || cfg.MaxBodyBytes != 10 {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+// TestExampleConfig keeps configs/tallyd.hcl loadable and valid.
+func TestExampleConfig(t *testing.T) {
+	cfg, err := loadConfig([]string{"--config", filepath.Join("..", "..", "configs", "tallyd.hcl")}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Region != "us" || cfg.Replica != "us-1" {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		file string // if set, written and passed as --config
+		want []string
+	}{
+		{"unknown flag", []string{"--nope"}, "", []string{"flag provided but not defined: -nope"}},
+		{"bad flag value", []string{"--max-body-bytes", "lots"}, "", []string{"max-body-bytes"}},
+		{"stray argument", []string{"extra"}, "", []string{`unexpected argument "extra"`}},
+		{"missing file", []string{"--config", "/nonexistent/tallyd.hcl"}, "", []string{"/nonexistent/tallyd.hcl"}},
+		{"HCL syntax", nil, `region = `, []string{"line 1"}},
+		{"unknown attribute", nil, "region = \"us\"\nport = 1\n", []string{"line 2", `"port"`}},
+		{"wrong type", nil, `log_json = "maybe"`, []string{"log_json", "bool"}},
+		{"block", nil, "peer \"eu\" {}\n", []string{"line 1"}},
+		{
+			"every problem at once", []string{
+				"--region", "a/b", "--replica", "", "--listen", "nohost", "--durability", "fast",
+				"--log-level", "loud", "--max-body-bytes", "0", "--request-timeout", "soon",
+				"--shutdown-timeout", "-1s", "--write-token", "has space",
+			}, "",
+			[]string{
+				`region "a/b"`, `replica "a/b-1"`, `listen "nohost"`, `durability "fast"`, `log_level "loud"`,
+				"max_body_bytes 0", `request_timeout "soon"`, `shutdown_timeout "-1s"`, "write_token",
+			},
+		},
+		{"bad port", []string{"--listen", "127.0.0.1:99999"}, "", []string{"bad port"}},
+		{"bad region in file", nil, `region = "é"`, []string{`region "é"`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := c.args
+			if c.file != "" {
+				args = append([]string{"--config", writeFile(t, "c.hcl", c.file)}, args...)
+			}
+			_, err := loadConfig(args, noEnv, io.Discard)
+			var uerr *usageError
+			if !errors.As(err, &uerr) {
+				t.Fatalf("want a usage error, got %v", err)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "\n") {
+				t.Errorf("message spans lines: %q", msg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("message %q lacks %q", msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestServeHelp(t *testing.T) {
+	var out strings.Builder
+	_, err := loadConfig([]string{"-h"}, noEnv, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err %v, want flag.ErrHelp", err)
+	}
+	for _, w := range []string{"usage: tallyd serve", "-data", "-listen", "-durability", "-config", "TALLY_WRITE_TOKEN"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("help lacks %q:\n%s", w, out.String())
+		}
+	}
+}

@@ -1,0 +1,186 @@
+// Command tallyd runs tally, the multi-region CRDT like and counter
+// service: `tallyd serve` runs one replica with its HTTP API.
+//
+// Usage:
+//
+//	tallyd <command> [flags]
+//
+// Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+// Every failure is one line on stderr: "tallyd: <message>".
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// After the first signal, restore the default handling so a second one
+	// kills a shutdown that hangs.
+	context.AfterFunc(ctx, stop)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it dispatches args to a command and
+// returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr, getenv: os.Getenv}
+	return c.run(ctx, args)
+}
+
+// cli is what commands share: where output goes, the environment, and test
+// hooks.
+type cli struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	// onListen, if set, is called with the HTTP address once serve listens
+	// (tests bind port 0 and need the real port).
+	onListen func(net.Addr)
+}
+
+// command is one subcommand. run gets the arguments after the command name.
+type command struct {
+	summary string
+	run     func(c *cli, ctx context.Context, args []string) error
+}
+
+// commands is the subcommand table: adding a command is one line here.
+func commands() map[string]command {
+	return map[string]command{
+		"serve":   {"run one replica and its HTTP API", (*cli).serve},
+		"version": {"print the version", (*cli).version},
+		"help":    {"show help for tallyd or a command", (*cli).help},
+	}
+}
+
+func (c *cli) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		c.usage(c.stderr)
+		return 2
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "-help" {
+		name = "help"
+	}
+	cmd, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(c.stderr, "tallyd: unknown command %q (run 'tallyd help')\n", args[0])
+		return 2
+	}
+	err := cmd.run(c, ctx, args[1:])
+	var uerr *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &uerr):
+		fmt.Fprintf(c.stderr, "tallyd: %s\n", oneLine(err))
+		return 2
+	default:
+		fmt.Fprintf(c.stderr, "tallyd: %s\n", oneLine(err))
+		return 1
+	}
+}
+
+// usage lists the commands.
+func (c *cli) usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: tallyd <command> [flags]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "commands:")
+	cmds := commands()
+	for _, name := range slices.Sorted(maps.Keys(cmds)) {
+		fmt.Fprintf(w, "  %-10s %s\n", name, cmds[name].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "run 'tallyd help <command>' for a command's flags")
+}
+
+// help prints the command list, or a command's flags (by running it with -h).
+func (c *cli) help(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] == "help" {
+		c.usage(c.stdout)
+		return nil
+	}
+	cmd, ok := commands()[args[0]]
+	if !ok {
+		return usagef("help: unknown command %q", args[0])
+	}
+	return cmd.run(c, ctx, []string{"-h"})
+}
+
+func (c *cli) version(_ context.Context, args []string) error {
+	if len(args) > 0 {
+		return usagef("version: unexpected argument %q", args[0])
+	}
+	fmt.Fprintf(c.stdout, "tallyd %s %s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return nil
+}
+
+// buildVersion may be set at link time:
+// go build -ldflags "-X main.buildVersion=v1.2.3" ./cmd/tallyd
+var buildVersion string
+
+// version is buildVersion, else what the Go toolchain recorded.
+func version() string {
+	if buildVersion != "" {
+		return buildVersion
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += "+" + s.Value[:12]
+		}
+	}
+	if v == "" || v == "(devel)" {
+		return "dev"
+	}
+	return v
+}
+
+// usageError is a problem with how tallyd was invoked: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// newFlagSet returns a flag set that reports errors by return value only,
+// printing nothing (see printUsage for -h).
+func newFlagSet(name string, bind func(*flag.FlagSet)) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {} // the flag package calls it on every error, too
+	bind(fs)
+	return fs
+}
+
+// printUsage prints a command's usage and flags to w.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: tallyd %s [flags]\n\nflags:\n", fs.Name())
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }

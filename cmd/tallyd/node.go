@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// node is one running replica: its store, the replica, and its HTTP API on
+// a listener. `serve` runs one; `local` will run one per region in one
+// process, which is why each node has its own metrics registry and logger.
+type node struct {
+	cfg      Config
+	log      hclog.Logger
+	store    *storage.Store
+	replica  *region.Replica
+	api      *httpapi.Server
+	registry *prometheus.Registry
+	srv      *http.Server
+	ln       net.Listener
+
+	done     chan struct{} // closed when the HTTP serve loop returns
+	serveErr error         // why it returned; read after done is closed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// nodeOptions are the wiring a node's caller may add. The zero value runs a
+// standalone replica.
+type nodeOptions struct {
+	// Logger is the parent logger; the node logs under its replica id.
+	// Default: a null logger.
+	Logger hclog.Logger
+	// HoldWrites starts the replica refusing writes until AcceptWrites
+	// (replication sets it while it recovers own entries from peers).
+	HoldWrites bool
+	// OnCommit receives every commit's changes (replication's feed).
+	OnCommit func(region.Changes)
+	// API adjusts the HTTP API config before the server is built
+	// (replication sets Status, Approx and Ready).
+	API func(*httpapi.Config)
+}
+
+// startNode opens the store, starts the replica and serves its HTTP API on
+// cfg.Listen. cfg must be valid. On error nothing is left running. The
+// caller owns the node and must Close it.
+func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err error) {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	log := opts.Logger.Named(cfg.Replica)
+	// n is deliberately not the named result: "return nil, err" would clear
+	// it before the undo closures below run.
+	n := &node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry()}
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+
+	n.registry.MustRegister( // a fresh registry: cannot collide
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	log.Info("opening store", "dir", cfg.DataDir, "durability", cfg.Durability)
+	n.store, err = storage.Open(storage.Config{
+		Dir:        cfg.DataDir,
+		Durability: cfg.durability(),
+		Logger:     log.Named("pebble"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { _ = n.store.Close() })
+
+	n.replica, err = region.New(region.Config{
+		Region:     cfg.Region,
+		Replica:    cfg.Replica,
+		Store:      n.store,
+		Logger:     log,
+		HoldWrites: opts.HoldWrites,
+		OnCommit:   opts.OnCommit,
+		Registerer: n.registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start replica %s: %w", cfg.Replica, err)
+	}
+	undo = append(undo, func() { _ = n.replica.Close() })
+	if n.replica.Fresh() {
+		log.Info("new replica: the data directory held no state")
+	}
+
+	apiCfg := httpapi.Config{
+		Replica:        n.replica,
+		Logger:         log,
+		Registry:       n.registry,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		RequestTimeout: duration(cfg.RequestTimeout),
+		WriteToken:     cfg.WriteToken,
+		AdminToken:     cfg.AdminToken,
+		Version:        version(),
+	}
+	if opts.API != nil {
+		opts.API(&apiCfg)
+	}
+	if n.api, err = httpapi.New(apiCfg); err != nil {
+		return nil, fmt.Errorf("build HTTP API: %w", err)
+	}
+
+	var lc net.ListenConfig
+	if n.ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	n.srv = &http.Server{
+		Handler:           n.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Bodies are small (MaxBodyBytes); a client that dribbles one is
+		// cut off rather than holding a connection.
+		ReadTimeout:    30 * time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+	}
+	go n.serve()
+	log.Info("serving HTTP", "addr", n.ln.Addr().String())
+	return n, nil
+}
+
+// serve runs the HTTP server until Shutdown or a listener failure.
+func (n *node) serve() {
+	defer close(n.done)
+	if err := n.srv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
+		n.serveErr = fmt.Errorf("serve HTTP on %s: %w", n.ln.Addr(), err)
+	}
+}
+
+// Addr is the bound HTTP address (the real port when Listen asked for 0).
+func (n *node) Addr() net.Addr { return n.ln.Addr() }
+
+// Done is closed if the HTTP server stops on its own; Err then says why.
+func (n *node) Done() <-chan struct{} { return n.done }
+
+// Err is the HTTP server's failure, valid once Done is closed.
+func (n *node) Err() error { return n.serveErr }
+
+// Close stops the node in order: stop accepting HTTP and drain in-flight
+// requests (until ctx ends, then cut them off), close the replica (its
+// writer finishes the batch in hand), close the store. Each step runs even
+// if an earlier one failed. Close is idempotent.
+func (n *node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() {
+		var errs []error
+		n.log.Info("stopping HTTP server")
+		if err := n.srv.Shutdown(ctx); err != nil {
+			n.log.Warn("in-flight requests did not finish; closing their connections", "error", err)
+			if err := n.srv.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close HTTP server: %w", err))
+			}
+		}
+		<-n.done
+		if n.serveErr != nil {
+			errs = append(errs, n.serveErr)
+		}
+		n.log.Info("closing replica")
+		if err := n.replica.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close replica: %w", err))
+		}
+		n.log.Info("closing store")
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		n.closeErr = errors.Join(errs...)
+		if n.closeErr == nil {
+			n.log.Info("stopped")
+		}
+	})
+	return n.closeErr
+}

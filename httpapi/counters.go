@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/tally-dev/tally/region"
+)
+
+// incrRequest is the optional body of POST /v1/counters/{key}/incr.
+type incrRequest struct {
+	// By is the amount to add; negative subtracts. Absent or null means 1.
+	// Zero is accepted: it changes nothing and answers the current value
+	// (with an idempotency key, that answer is what a retry gets).
+	By *int64 `json:"by"`
+	// IdempotencyKey makes retries count once; the Idempotency-Key header
+	// is an alternative (if both are given they must be equal).
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+// incrResponse answers an increment.
+type incrResponse struct {
+	Key   string `json:"key"`
+	Value int64  `json:"value"`
+	// Duplicate: the idempotency key was seen before; nothing was added and
+	// Value is the value the first attempt returned.
+	Duplicate bool `json:"duplicate"`
+}
+
+// counterResponse answers a counter read.
+type counterResponse struct {
+	Key      string             `json:"key"`
+	Value    int64              `json:"value"`
+	Approx   bool               `json:"approx"`
+	Replicas map[string]entryPN `json:"replicas"`
+}
+
+// POST /v1/counters/{key}/incr {"by": n, "idempotency_key": "..."}
+func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	var body incrRequest
+	if err := s.decodeBody(w, r, &body); err != nil && !errors.Is(err, errEmptyBody) {
+		return err
+	}
+	by := int64(1)
+	if body.By != nil {
+		by = *body.By
+	}
+	if by > region.MaxBy || by < -region.MaxBy {
+		return newError(http.StatusBadRequest, CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
+	}
+	idem, err := idempotencyKey(r, body.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.rep.Incr(ctx, key, by, idem)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, incrResponse{Key: key, Value: res.Value, Duplicate: res.Duplicate})
+	return nil
+}
+
+// idempotencyKey merges the body's key and the Idempotency-Key header.
+func idempotencyKey(r *http.Request, fromBody *string) (string, error) {
+	header, inHeader := r.Header["Idempotency-Key"]
+	switch {
+	case inHeader && len(header) != 1:
+		return "", newError(http.StatusBadRequest, CodeBadRequest, "give one Idempotency-Key header, not %d", len(header))
+	case inHeader && fromBody != nil && header[0] != *fromBody:
+		return "", newError(http.StatusBadRequest, CodeBadRequest, "Idempotency-Key header and idempotency_key in the body differ")
+	case inHeader:
+		return header[0], checkID("Idempotency-Key header", header[0])
+	case fromBody != nil:
+		return *fromBody, checkID("idempotency_key", *fromBody)
+	}
+	return "", nil
+}
+
+// GET /v1/counters/{key}
+func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	rd, err := s.rep.Counter(key)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, counterResponse{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector)})
+	return nil
+}

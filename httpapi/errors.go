@@ -1,0 +1,129 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/tally-dev/tally/region"
+)
+
+// Error codes: the "code" field of every error body. They are part of the
+// API; messages are for humans and may change.
+const (
+	CodeBadID            = "bad_id"             // 400: an id is not 1..128 bytes of [A-Za-z0-9_.:@-]
+	CodeBadJSON          = "bad_json"           // 400: body is not one JSON object of the right shape
+	CodeUnknownField     = "unknown_field"      // 400: body has a field the route does not take
+	CodeMissingField     = "missing_field"      // 400: a required body field is absent
+	CodeBadRequest       = "bad_request"        // 400: fields conflict (e.g. both videoId and item)
+	CodeBadBy            = "bad_by"             // 400: |by| > region.MaxBy
+	CodeInvalid          = "invalid"            // 400: the replica rejected the operation
+	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"          // 404: no such route
+	CodeMethodNotAllowed = "method_not_allowed" // 405: route exists, method does not (see Allow)
+	CodeBodyTooLarge     = "body_too_large"     // 413: body over MaxBodyBytes
+	CodeOverflow         = "overflow"           // 422: the counter entry would pass region.MaxEntry
+	CodeInternal         = "internal"           // 500: a bug or an unexpected storage error; logged
+	CodeNotReady         = "not_ready"          // 503: replica recovering, retry (Retry-After)
+	CodeShuttingDown     = "shutting_down"      // 503: replica closing, retry elsewhere (Retry-After)
+	CodeStorageFailed    = "storage_failed"     // 503: a commit failed; the replica must restart
+	CodeTimeout          = "timeout"            // 503: no commit in time; the write may have applied
+)
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status     int
+	code       string
+	msg        string
+	retryAfter int // seconds; 0 = no Retry-After header
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func newError(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+var errNotFound = newError(http.StatusNotFound, CodeNotFound, "no such route")
+
+// errorBody is the JSON shape of every error.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// handlerFunc is a handler that returns its failure instead of writing it.
+type handlerFunc func(http.ResponseWriter, *http.Request) error
+
+func (h handlerFunc) with(s *Server) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// writeError maps err to a status and code and writes the JSON body.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := s.classify(r, err)
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
+	}
+	writeJSON(w, e.status, errorBody{Error: e.msg, Code: e.code})
+}
+
+// classify turns any error into an apiError. Replica errors get their own
+// codes; anything unknown is a 500 whose details go to the log, not to the
+// client, tagged with an id that appears in both.
+func (s *Server) classify(r *http.Request, err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, region.ErrNotReady):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
+			msg: "replica is recovering its state from peers and not accepting writes yet; retry shortly"}
+	case errors.Is(err, region.ErrClosed):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown, retryAfter: 1,
+			msg: "replica is shutting down; retry"}
+	case errors.Is(err, region.ErrFailed):
+		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
+			"replica storage failed; it stopped writing and must be restarted")
+	case errors.Is(err, region.ErrOverflow):
+		return newError(http.StatusUnprocessableEntity, CodeOverflow,
+			"this replica's counter entry would exceed %d; the increment was not applied", int64(region.MaxEntry))
+	case errors.Is(err, region.ErrInvalid):
+		return newError(http.StatusBadRequest, CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "region: "))
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeTimeout, retryAfter: 1,
+			msg: "timed out waiting for the durable commit; the operation may or may not have been applied " +
+				"(likes and unlikes are safe to retry; retry increments with the same idempotency key)"}
+	}
+	id := uuid.NewString()
+	s.log.Error("request failed", "id", id, "method", r.Method, "path", r.URL.Path, "error", err)
+	return newError(http.StatusInternalServerError, CodeInternal, "internal error (id %s)", id)
+}
+
+// writeJSON writes v as the JSON response body with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only our own response types reach here; they always marshal.
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal error: response encoding failed","code":"internal"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

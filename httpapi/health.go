@@ -1,0 +1,68 @@
+package httpapi
+
+import (
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/tally-dev/tally/storage"
+)
+
+// GET /healthz: liveness. 200 while the process serves requests, 503 once
+// the replica's storage failed: the replica then refuses every write until
+// it is restarted, which is exactly what a liveness probe is for.
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
+	if err := s.rep.Err(); err != nil {
+		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
+			"replica storage failed; it stopped writing and must be restarted")
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return nil
+}
+
+// GET /readyz: readiness. 200 only when the replica acknowledges writes and
+// the extra Ready check (if any) passes.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
+	if err := s.rep.Err(); err != nil {
+		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
+			"replica storage failed; it stopped writing and must be restarted")
+	}
+	if !s.rep.Accepting() {
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
+			msg: "replica is recovering its state from peers and not accepting writes yet"}
+	}
+	if s.cfg.Ready != nil {
+		if err := s.cfg.Ready(); err != nil {
+			return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
+				msg: "not ready: " + err.Error()}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return nil
+}
+
+// GET /v1/status: what this replica is and how it acknowledges writes, plus
+// whatever the Status hook adds (replication: peers, lag, pending).
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
+	out := make(map[string]any)
+	if s.cfg.Status != nil {
+		maps.Copy(out, s.cfg.Status())
+	}
+	dur := s.rep.Durability()
+	out["region"] = s.rep.Region()
+	out["replica"] = s.rep.ID()
+	out["durability"] = dur.String()
+	if dur == storage.DurabilityNone {
+		out["durability_warning"] = "writes are acknowledged before fsync: they survive a process crash but not a power loss"
+	}
+	out["accepting"] = s.rep.Accepting()
+	out["fresh"] = s.rep.Fresh()
+	out["version"] = s.cfg.Version
+	out["started_at"] = s.started.UTC().Format(time.RFC3339)
+	out["uptime_seconds"] = int64(time.Since(s.started).Seconds())
+	if err := s.rep.Err(); err != nil {
+		out["storage_error"] = err.Error()
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

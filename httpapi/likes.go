@@ -1,0 +1,208 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+)
+
+// likeResponse answers a like or unlike.
+type likeResponse struct {
+	Item    string `json:"item"`
+	User    string `json:"user"`
+	Liked   bool   `json:"liked"`
+	Changed bool   `json:"changed"` // the user's state changed in this replica's view
+	Count   int64  `json:"count"`   // the item's count after the operation
+}
+
+// likesResponse answers a read of an item's count.
+type likesResponse struct {
+	Item         string             `json:"item"`
+	Count        int64              `json:"count"`
+	Approx       bool               `json:"approx"`
+	Replicas     map[string]entryPN `json:"replicas"`
+	Unreconciled int                `json:"unreconciled"`
+}
+
+// likedResponse answers whether one user likes an item.
+type likedResponse struct {
+	Item  string `json:"item"`
+	User  string `json:"user"`
+	Liked bool   `json:"liked"`
+}
+
+// entryPN is one replica's entry of a vector.
+type entryPN struct {
+	P uint64 `json:"p"`
+	N uint64 `json:"n"`
+}
+
+func replicasJSON(v crdt.Vector) map[string]entryPN {
+	m := make(map[string]entryPN, len(v))
+	for _, e := range v {
+		m[e.Replica] = entryPN{P: e.P, N: e.N}
+	}
+	return m
+}
+
+// PUT /v1/likes/{item}/{user}
+func (s *Server) putLike(w http.ResponseWriter, r *http.Request) error {
+	ids, err := pathIDs(r, "item", "user")
+	if err != nil {
+		return err
+	}
+	return s.like(w, r, ids[0], ids[1], true)
+}
+
+// DELETE /v1/likes/{item}/{user}
+func (s *Server) deleteLike(w http.ResponseWriter, r *http.Request) error {
+	ids, err := pathIDs(r, "item", "user")
+	if err != nil {
+		return err
+	}
+	return s.like(w, r, ids[0], ids[1], false)
+}
+
+// seedLikeRequest is the body of the seed-style routes: POST /v1/likes names
+// the item in the body (as videoId or item, exactly one), DELETE
+// /v1/likes/{item} in the path (the body may repeat it).
+type seedLikeRequest struct {
+	VideoID *string `json:"videoId"`
+	Item    *string `json:"item"`
+	UserID  *string `json:"userId"`
+}
+
+// itemAndUser checks the body's ids. pathItem is "" when the item must come
+// from the body.
+func (b *seedLikeRequest) itemAndUser(pathItem string) (item, user string, err error) {
+	var field string
+	switch {
+	case b.VideoID != nil && b.Item != nil:
+		return "", "", newError(http.StatusBadRequest, CodeBadRequest, "give exactly one of videoId and item, not both")
+	case b.VideoID != nil:
+		field, item = "videoId", *b.VideoID
+	case b.Item != nil:
+		field, item = "item", *b.Item
+	case pathItem == "":
+		return "", "", newError(http.StatusBadRequest, CodeMissingField, "body needs videoId (or item) and userId")
+	}
+	if field != "" {
+		if err := checkID(field, item); err != nil {
+			return "", "", err
+		}
+		if pathItem != "" && item != pathItem {
+			return "", "", newError(http.StatusBadRequest, CodeBadRequest, "%s %q in the body differs from item %q in the path", field, item, pathItem)
+		}
+	}
+	if pathItem != "" {
+		item = pathItem
+	}
+	if b.UserID == nil {
+		return "", "", newError(http.StatusBadRequest, CodeMissingField, "body needs userId")
+	}
+	if err := checkID("userId", *b.UserID); err != nil {
+		return "", "", err
+	}
+	return item, *b.UserID, nil
+}
+
+// POST /v1/likes {"videoId"|"item": "...", "userId": "..."}
+func (s *Server) postLike(w http.ResponseWriter, r *http.Request) error {
+	var body seedLikeRequest
+	if err := s.decodeRequired(w, r, &body, `{"videoId":"...","userId":"..."}`); err != nil {
+		return err
+	}
+	item, user, err := body.itemAndUser("")
+	if err != nil {
+		return err
+	}
+	return s.like(w, r, item, user, true)
+}
+
+// DELETE /v1/likes/{item} {"userId": "..."}
+func (s *Server) deleteLikeBody(w http.ResponseWriter, r *http.Request) error {
+	pathItem, err := pathID(r, "item")
+	if err != nil {
+		return err
+	}
+	var body seedLikeRequest
+	if err := s.decodeRequired(w, r, &body, `{"userId":"..."}`); err != nil {
+		return err
+	}
+	item, user, err := body.itemAndUser(pathItem)
+	if err != nil {
+		return err
+	}
+	return s.like(w, r, item, user, false)
+}
+
+// decodeRequired decodes a body that must be present.
+func (s *Server) decodeRequired(w http.ResponseWriter, r *http.Request, dst any, want string) error {
+	err := s.decodeBody(w, r, dst)
+	if errors.Is(err, errEmptyBody) {
+		return newError(http.StatusBadRequest, CodeBadJSON, "request body is empty; want %s", want)
+	}
+	return err
+}
+
+// like applies a like (liked) or unlike durably and answers with the count.
+func (s *Server) like(w http.ResponseWriter, r *http.Request, item, user string, liked bool) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	var (
+		res region.Result
+		err error
+	)
+	if liked {
+		res, err = s.rep.Like(ctx, item, user)
+	} else {
+		res, err = s.rep.Unlike(ctx, item, user)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, likeResponse{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value})
+	return nil
+}
+
+// GET /v1/likes/{item}
+func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
+	item, err := pathID(r, "item")
+	if err != nil {
+		return err
+	}
+	rd, err := s.rep.Likes(item)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, likesResponse{
+		Item: item, Count: rd.Value, Approx: s.approx(rd),
+		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled,
+	})
+	return nil
+}
+
+// GET /v1/likes/{item}/{user}
+func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
+	ids, err := pathIDs(r, "item", "user")
+	if err != nil {
+		return err
+	}
+	liked, err := s.rep.Liked(ids[0], ids[1])
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, likedResponse{Item: ids[0], User: ids[1], Liked: liked})
+	return nil
+}
+
+// approx says whether a read may still move.
+func (s *Server) approx(rd region.Read) bool {
+	if s.cfg.Approx != nil {
+		return s.cfg.Approx(rd)
+	}
+	return rd.Unreconciled > 0
+}

@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/mux"
+)
+
+// reqInfo carries what the router learns about a request back out to
+// instrument, which runs outside the router.
+type reqInfo struct {
+	route string // route template, the metrics label
+}
+
+type reqInfoKey struct{}
+
+// unmatched labels requests no route matched (404 and 405), so unknown
+// paths cannot blow up the metrics' label cardinality.
+const unmatched = "unmatched"
+
+// instrument wraps every request: it recovers panics into a 500, counts and
+// times the request by route template and status, and logs it at Debug.
+func (s *Server) instrument(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	start := time.Now()
+	info := &reqInfo{route: unmatched}
+	sw := &statusWriter{ResponseWriter: w}
+	r = r.WithContext(context.WithValue(r.Context(), reqInfoKey{}, info))
+	s.metrics.inFlight.Inc()
+	defer func() {
+		p := recover()
+		aborted := p == http.ErrAbortHandler // net/http's own sentinel, compared as net/http does
+		if p != nil && !aborted {
+			s.recovered(sw, r, p)
+		}
+		s.metrics.inFlight.Dec()
+		status := sw.statusCode()
+		if aborted {
+			status = 499 // the client saw a broken response
+		}
+		elapsed := time.Since(start)
+		s.metrics.observe(info.route, r.Method, status, elapsed)
+		if s.log.IsDebug() {
+			s.log.Debug("request", "method", r.Method, "path", r.URL.EscapedPath(), "route", info.route,
+				"status", status, "bytes", sw.bytes, "duration", elapsed)
+		}
+		if aborted {
+			panic(p) // net/http then drops the connection quietly
+		}
+	}()
+	next.ServeHTTP(sw, r)
+}
+
+// recovered answers a panicking handler with a 500, if the response has not
+// started, and logs the panic with its stack under an id the client sees.
+func (s *Server) recovered(w *statusWriter, r *http.Request, p any) {
+	id := uuid.NewString()
+	s.log.Error("handler panicked", "id", id, "method", r.Method, "path", r.URL.EscapedPath(),
+		"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+	if w.wroteHeader {
+		return // too late for a clean error; the client gets a truncated body
+	}
+	writeJSON(w, http.StatusInternalServerError, errorBody{
+		Error: fmt.Sprintf("internal error (id %s)", id), Code: CodeInternal,
+	})
+}
+
+// routeLabel is router middleware: it records the matched route's template
+// for instrument. Templates are cleaned of their patterns once per route.
+func (s *Server) routeLabel(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info, ok := r.Context().Value(reqInfoKey{}).(*reqInfo); ok {
+			info.route = s.metrics.label(mux.CurrentRoute(r))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// varPattern matches "{name:pattern}" in a route template.
+var varPattern = regexp.MustCompile(`\{([^}:]+):[^}]*\}`)
+
+// labels caches cleaned route templates.
+type labels struct {
+	m sync.Map // *mux.Route -> string
+}
+
+func (l *labels) label(rt *mux.Route) string {
+	if rt == nil {
+		return unmatched
+	}
+	if v, ok := l.m.Load(rt); ok {
+		return v.(string)
+	}
+	tpl, err := rt.GetPathTemplate()
+	if err != nil {
+		tpl = "other" // a route without a path (host or header matchers only)
+	}
+	tpl = varPattern.ReplaceAllString(tpl, "{$1}")
+	l.m.Store(rt, tpl)
+	return tpl
+}
+
+// methodNotAllowed answers a known path with an unsupported method.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) error {
+	allow := s.allowedMethods(r)
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+		"method %s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))
+}
+
+// RequireWrite guards a write route: if Config.WriteToken is set, the
+// request must carry it (or the admin token) as a bearer token.
+func (s *Server) RequireWrite(h http.Handler) http.Handler {
+	if s.cfg.WriteToken == "" {
+		return h
+	}
+	return s.requireToken(h, "write", s.cfg.WriteToken, s.cfg.AdminToken)
+}
+
+// RequireAdmin guards an admin route: if Config.AdminToken is set, the
+// request must carry it as a bearer token.
+func (s *Server) RequireAdmin(h http.Handler) http.Handler {
+	if s.cfg.AdminToken == "" {
+		return h
+	}
+	return s.requireToken(h, "admin", s.cfg.AdminToken)
+}
+
+func (s *Server) requireToken(h http.Handler, kind string, tokens ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := bearer(r)
+		if !ok {
+			s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized,
+				"this route needs the %s token as 'Authorization: Bearer <token>'", kind))
+			return
+		}
+		for _, t := range tokens {
+			if t != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind))
+	})
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" header.
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// statusWriter records the status and size of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	bytes       int64
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.status, w.wroteHeader = code, true // 1xx informational headers are not the status
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = http.StatusOK, true
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+func (w *statusWriter) statusCode() int {
+	if !w.wroteHeader {
+		return http.StatusOK // net/http sends 200 for a handler that wrote nothing
+	}
+	return w.status
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush passes through so streaming handlers (added later) still stream.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,242 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+func TestLikeUnlike(t *testing.T) {
+	e := newEnv(t, envOpts{})
+
+	b := e.do("PUT", "/v1/likes/post1/alice", "").ok(t)
+	if b["item"] != "post1" || b["user"] != "alice" || b["liked"] != true || b["changed"] != true || num(t, b, "count") != 1 {
+		t.Fatalf("first like: %v", b)
+	}
+	b = e.do("PUT", "/v1/likes/post1/alice", "").ok(t)
+	if b["changed"] != false || num(t, b, "count") != 1 {
+		t.Fatalf("second like must not count again: %v", b)
+	}
+	b = e.do("PUT", "/v1/likes/post1/bob", "").ok(t)
+	if num(t, b, "count") != 2 {
+		t.Fatalf("bob's like: %v", b)
+	}
+
+	b = e.do("GET", "/v1/likes/post1", "").ok(t)
+	if b["item"] != "post1" || num(t, b, "count") != 2 || b["approx"] != false || num(t, b, "unreconciled") != 0 {
+		t.Fatalf("read: %v", b)
+	}
+	us1, _ := b["replicas"].(map[string]any)["us-1"].(map[string]any)
+	if us1 == nil || num(t, us1, "p") != 2 || num(t, us1, "n") != 0 {
+		t.Fatalf("replicas: %v", b["replicas"])
+	}
+
+	b = e.do("GET", "/v1/likes/post1/alice", "").ok(t)
+	if b["liked"] != true || b["item"] != "post1" || b["user"] != "alice" {
+		t.Fatalf("liked: %v", b)
+	}
+
+	b = e.do("DELETE", "/v1/likes/post1/alice", "").ok(t)
+	if b["liked"] != false || b["changed"] != true || num(t, b, "count") != 1 {
+		t.Fatalf("unlike: %v", b)
+	}
+	b = e.do("DELETE", "/v1/likes/post1/alice", "").ok(t)
+	if b["changed"] != false || num(t, b, "count") != 1 {
+		t.Fatalf("second unlike must not count: %v", b)
+	}
+	if b = e.do("GET", "/v1/likes/post1/alice", "").ok(t); b["liked"] != false {
+		t.Fatalf("liked after unlike: %v", b)
+	}
+	if e.likes("post1") != 1 {
+		t.Fatalf("replica count %d, want 1", e.likes("post1"))
+	}
+}
+
+func TestReadUnknownItem(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	b := e.do("GET", "/v1/likes/nothing", "").ok(t)
+	if num(t, b, "count") != 0 || b["approx"] != false {
+		t.Fatalf("%v", b)
+	}
+	if r, ok := b["replicas"].(map[string]any); !ok || len(r) != 0 {
+		t.Fatalf("replicas must be an empty object: %v", b["replicas"])
+	}
+	if b = e.do("GET", "/v1/likes/nothing/nobody", "").ok(t); b["liked"] != false {
+		t.Fatalf("%v", b)
+	}
+	if b = e.do("GET", "/v1/counters/nothing", "").ok(t); num(t, b, "value") != 0 {
+		t.Fatalf("%v", b)
+	}
+}
+
+func TestMaxLengthIDs(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	id := strings.Repeat("a", 128)
+	b := e.do("PUT", "/v1/likes/"+id+"/"+"Az09_.:@-", "").ok(t)
+	if b["item"] != id || b["user"] != "Az09_.:@-" {
+		t.Fatalf("%v", b)
+	}
+}
+
+func TestSeedStyleLikes(t *testing.T) {
+	e := newEnv(t, envOpts{})
+
+	b := e.do("POST", "/v1/likes", `{"videoId":"v1","userId":"alice"}`).ok(t)
+	if b["item"] != "v1" || b["user"] != "alice" || b["liked"] != true || b["changed"] != true || num(t, b, "count") != 1 {
+		t.Fatalf("seed like: %v", b)
+	}
+	b = e.do("POST", "/v1/likes", `{"item":"v1","userId":"alice"}`).ok(t)
+	if b["changed"] != false || num(t, b, "count") != 1 {
+		t.Fatalf("seed like with item, again: %v", b)
+	}
+	e.do("POST", "/v1/likes", `{"item":"v1","userId":"bob"}`).ok(t)
+
+	b = e.do("DELETE", "/v1/likes/v1", `{"userId":"alice"}`).ok(t)
+	if b["liked"] != false || b["changed"] != true || num(t, b, "count") != 1 {
+		t.Fatalf("seed unlike: %v", b)
+	}
+	// The body may repeat the item.
+	b = e.do("DELETE", "/v1/likes/v1", `{"videoId":"v1","userId":"bob"}`).ok(t)
+	if num(t, b, "count") != 0 {
+		t.Fatalf("seed unlike with videoId: %v", b)
+	}
+	if b = e.do("GET", "/v1/likes/v1", "").ok(t); num(t, b, "count") != 0 {
+		t.Fatalf("%v", b)
+	}
+}
+
+func TestCounters(t *testing.T) {
+	e := newEnv(t, envOpts{})
+
+	b := e.do("POST", "/v1/counters/views/incr", "").ok(t) // empty body: by 1
+	if b["key"] != "views" || num(t, b, "value") != 1 || b["duplicate"] != false {
+		t.Fatalf("%v", b)
+	}
+	if b = e.do("POST", "/v1/counters/views/incr", `{}`).ok(t); num(t, b, "value") != 2 {
+		t.Fatalf("%v", b)
+	}
+	if b = e.do("POST", "/v1/counters/views/incr", `{"by":10}`).ok(t); num(t, b, "value") != 12 {
+		t.Fatalf("%v", b)
+	}
+	if b = e.do("POST", "/v1/counters/views/incr", `{"by":-15}`).ok(t); num(t, b, "value") != -3 {
+		t.Fatalf("negative by: %v", b)
+	}
+	if b = e.do("POST", "/v1/counters/views/incr", `{"by":0}`).ok(t); num(t, b, "value") != -3 {
+		t.Fatalf("zero by: %v", b)
+	}
+	if b = e.do("POST", "/v1/counters/views/incr", `{"by":null}`).ok(t); num(t, b, "value") != -2 {
+		t.Fatalf("null by: %v", b)
+	}
+	max := `{"by":1099511627776}` // region.MaxBy
+	if b = e.do("POST", "/v1/counters/big/incr", max).ok(t); num(t, b, "value") != region.MaxBy {
+		t.Fatalf("MaxBy: %v", b)
+	}
+
+	b = e.do("GET", "/v1/counters/views", "").ok(t)
+	if b["key"] != "views" || num(t, b, "value") != -2 || b["approx"] != false {
+		t.Fatalf("%v", b)
+	}
+	us1 := b["replicas"].(map[string]any)["us-1"].(map[string]any)
+	if num(t, us1, "p") != 13 || num(t, us1, "n") != 15 {
+		t.Fatalf("replicas: %v", b["replicas"])
+	}
+}
+
+func TestIdempotentIncr(t *testing.T) {
+	e := newEnv(t, envOpts{})
+
+	// Key in the body.
+	for i := range 3 {
+		b := e.do("POST", "/v1/counters/c/incr", `{"by":5,"idempotency_key":"req-1"}`).ok(t)
+		if num(t, b, "value") != 5 || b["duplicate"] != (i > 0) {
+			t.Fatalf("attempt %d: %v", i, b)
+		}
+	}
+	// Key in the header.
+	for i := range 3 {
+		b := e.do("POST", "/v1/counters/c/incr", `{"by":2}`, "Idempotency-Key", "req-2").ok(t)
+		if num(t, b, "value") != 7 || b["duplicate"] != (i > 0) {
+			t.Fatalf("header attempt %d: %v", i, b)
+		}
+	}
+	// The same key in both places is one key; a retry through either counts once.
+	e.do("POST", "/v1/counters/c/incr", `{"by":1,"idempotency_key":"req-3"}`, "Idempotency-Key", "req-3").ok(t)
+	b := e.do("POST", "/v1/counters/c/incr", `{"by":1}`, "Idempotency-Key", "req-3").ok(t)
+	if num(t, b, "value") != 8 || b["duplicate"] != true {
+		t.Fatalf("header retry of a body key: %v", b)
+	}
+	// A different key counts.
+	if b = e.do("POST", "/v1/counters/c/incr", `{"by":1,"idempotency_key":"req-4"}`).ok(t); num(t, b, "value") != 9 {
+		t.Fatalf("%v", b)
+	}
+	if e.counter("c") != 9 {
+		t.Fatalf("replica value %d, want 9", e.counter("c"))
+	}
+}
+
+func TestOverflow(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	// Fill this replica's entry to MaxEntry in one group commit.
+	ops := make([]region.Op, region.MaxEntry/region.MaxBy)
+	for i := range ops {
+		ops[i] = region.Op{Kind: region.OpIncr, Item: "full", By: region.MaxBy}
+	}
+	res, err := e.rep.Do(context.Background(), ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	e.do("POST", "/v1/counters/full/incr", `{"by":1}`).isError(t, http.StatusUnprocessableEntity, CodeOverflow)
+	if got := e.counter("full"); got != region.MaxEntry {
+		t.Fatalf("value %d after refused increment, want %d", got, int64(region.MaxEntry))
+	}
+	// Subtracting is still fine.
+	e.do("POST", "/v1/counters/full/incr", `{"by":-1}`).ok(t)
+}
+
+func TestStatus(t *testing.T) {
+	e := newEnv(t, envOpts{api: func(c *Config) {
+		c.Status = func() map[string]any {
+			return map[string]any{"peers": []string{"eu-1"}, "region": "spoofed"}
+		}
+	}})
+	b := e.do("GET", "/v1/status", "").ok(t)
+	if b["region"] != "us" || b["replica"] != "us-1" || b["durability"] != "fsync" ||
+		b["accepting"] != true || b["version"] != "test" {
+		t.Fatalf("%v", b)
+	}
+	if _, ok := b["durability_warning"]; ok {
+		t.Fatalf("no warning expected under fsync: %v", b)
+	}
+	if p, _ := b["peers"].([]any); len(p) != 1 || p[0] != "eu-1" {
+		t.Fatalf("extras not merged: %v", b)
+	}
+}
+
+func TestStatusDurabilityNone(t *testing.T) {
+	e := newEnv(t, envOpts{durability: storage.DurabilityNone})
+	b := e.do("GET", "/v1/status", "").ok(t)
+	if b["durability"] != "none" || b["durability_warning"] == nil {
+		t.Fatalf("%v", b)
+	}
+}
+
+func TestApproxHook(t *testing.T) {
+	e := newEnv(t, envOpts{api: func(c *Config) {
+		c.Approx = func(region.Read) bool { return true }
+	}})
+	if b := e.do("GET", "/v1/likes/x", "").ok(t); b["approx"] != true {
+		t.Fatalf("%v", b)
+	}
+	if b := e.do("GET", "/v1/counters/x", "").ok(t); b["approx"] != true {
+		t.Fatalf("%v", b)
+	}
+}

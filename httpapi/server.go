@@ -1,0 +1,209 @@
+// Package httpapi serves tally's HTTP API for one replica: routes, JSON,
+// validation, errors.
+//
+// Every response is JSON. Every error is {"error": "...", "code": "..."} with
+// a stable machine code (see errors.go). Input is checked before it reaches
+// the replica: ids are validated, bodies are size-limited and decoded
+// strictly, so a malformed request gets a 4xx and never changes state
+// (DESIGN §3.9).
+//
+// The Server owns no goroutines and no listener: it is an http.Handler that
+// cmd/tallyd mounts on an http.Server. Later layers add routes through
+// Router() and contribute to /v1/status, /readyz and the approx flag through
+// the Config hooks, so this package does not import replication.
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tally-dev/tally/region"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMaxBodyBytes   = 1 << 20 // 1 MiB
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	// Replica answers every request. Required.
+	Replica *region.Replica
+	// Logger for request logs (Debug), handler errors and panics. Default: a
+	// null logger.
+	Logger hclog.Logger
+	// Registry receives the HTTP metrics and is served at /metrics. Default:
+	// a fresh registry (so /metrics shows only this Server's metrics).
+	Registry *prometheus.Registry
+	// MaxBodyBytes caps a request body; larger bodies get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// RequestTimeout bounds how long a write waits for its durable commit
+	// before answering 503 "timeout". Default 10s.
+	RequestTimeout time.Duration
+	// WriteToken, if set, is required as `Authorization: Bearer <token>` on
+	// write routes (likes, unlikes, increments). The admin token is accepted
+	// there too. Default: writes are open.
+	WriteToken string
+	// AdminToken, if set, is required on routes wrapped with RequireAdmin.
+	// Default: admin routes are open.
+	AdminToken string
+	// Version is reported by /v1/status. Default "dev".
+	Version string
+	// Status, if set, returns extra fields for /v1/status (replication adds
+	// its peers). The core fields win over extras of the same name.
+	Status func() map[string]any
+	// Approx, if set, decides whether a read may still move (replication
+	// knows which peers are stale). Default: approx iff read.Unreconciled > 0.
+	Approx func(read region.Read) bool
+	// Ready, if set, is an extra readiness check for /readyz; an error makes
+	// the replica not ready and is shown in the response.
+	Ready func() error
+}
+
+func (c *Config) ensureDefaults() {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Replica == nil {
+		errs = append(errs, errors.New("httpapi: Replica is required"))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("httpapi: MaxBodyBytes < 0"))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, errors.New("httpapi: RequestTimeout < 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the HTTP API of one replica. It implements http.Handler and is
+// safe for concurrent use.
+type Server struct {
+	cfg     Config
+	rep     *region.Replica
+	log     hclog.Logger
+	router  *mux.Router
+	metrics *httpMetrics
+	started time.Time
+}
+
+// New builds the Server and registers its metrics on cfg.Registry.
+func New(cfg Config) (*Server, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m, err := newHTTPMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		rep:     cfg.Replica,
+		log:     cfg.Logger.Named("http"),
+		metrics: m,
+		started: time.Now(),
+	}
+	s.router = s.newRouter()
+	return s, nil
+}
+
+// Router returns the router so later layers can add routes (admin links,
+// convergence). Routes added to it get the same panic recovery, logging and
+// metrics as the built-in ones; wrap writes in RequireWrite and admin
+// actions in RequireAdmin.
+func (s *Server) Router() *mux.Router { return s.router }
+
+// Handler adapts a handler that returns an error to http.Handler: a nil
+// error means the handler wrote its response; otherwise the error becomes a
+// JSON error response (see errors.go for the mapping). Later layers use it
+// so their routes answer errors the same way.
+func (s *Server) Handler(h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return handlerFunc(h).with(s)
+}
+
+// ServeHTTP serves one request through the recovery, logging and metrics
+// wrapper and then the router.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.instrument(w, r, s.router)
+}
+
+// seg is the pattern of one path variable. It admits empty segments so that
+// "/v1/likes//bob" reaches the handler and gets a 400 naming the empty id
+// instead of a bare 404.
+const seg = `:[^/]*}`
+
+func (s *Server) newRouter() *mux.Router {
+	rt := mux.NewRouter()
+	// Match on the escaped path and unescape each variable ourselves, so
+	// "a%2Fb" is one (invalid) id rather than two path segments, and do not
+	// clean paths: a 301 redirect of a PUT helps nobody.
+	rt.UseEncodedPath()
+	rt.SkipClean(true)
+	rt.NotFoundHandler = s.Handler(func(http.ResponseWriter, *http.Request) error {
+		return errNotFound
+	})
+	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
+	rt.Use(s.routeLabel)
+
+	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
+	w := s.RequireWrite
+
+	rt.Handle("/v1/likes/"+item+"/"+user, w(s.Handler(s.putLike))).Methods(http.MethodPut)
+	rt.Handle("/v1/likes/"+item+"/"+user, w(s.Handler(s.deleteLike))).Methods(http.MethodDelete)
+	rt.Handle("/v1/likes/"+item+"/"+user, s.Handler(s.getLiked)).Methods(http.MethodGet)
+	rt.Handle("/v1/likes", w(s.Handler(s.postLike))).Methods(http.MethodPost)
+	rt.Handle("/v1/likes/"+item, w(s.Handler(s.deleteLikeBody))).Methods(http.MethodDelete)
+	rt.Handle("/v1/likes/"+item, s.Handler(s.getLikes)).Methods(http.MethodGet)
+
+	rt.Handle("/v1/counters/"+key+"/incr", w(s.Handler(s.incr))).Methods(http.MethodPost)
+	rt.Handle("/v1/counters/"+key, s.Handler(s.getCounter)).Methods(http.MethodGet)
+
+	rt.Handle("/healthz", s.Handler(s.healthz)).Methods(http.MethodGet)
+	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)
+	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
+	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
+		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
+	})).Methods(http.MethodGet)
+	return rt
+}
+
+// allowedMethods lists the methods some route accepts for r's path, for the
+// Allow header of a 405. It asks the router itself, so routes added later
+// through Router() are included.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		var match mux.RouteMatch
+		if s.router.Match(probe, &match) && match.MatchErr == nil {
+			allow = append(allow, m)
+		}
+	}
+	return allow
+}
