@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"maps"
 	"net/http"
 	"time"
 
@@ -20,8 +19,8 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// GET /readyz: readiness. 200 only when the replica acknowledges writes and
-// the extra Ready check (if any) passes.
+// GET /readyz: readiness. 200 only when the replica acknowledges writes
+// (with replication: once it has recovered its state from its peers).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	if err := s.rep.Err(); err != nil {
 		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
@@ -31,23 +30,15 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
 			msg: "replica is recovering its state from peers and not accepting writes yet"}
 	}
-	if s.cfg.Ready != nil {
-		if err := s.cfg.Ready(); err != nil {
-			return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
-				msg: "not ready: " + err.Error()}
-		}
-	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
 }
 
 // GET /v1/status: what this replica is and how it acknowledges writes, plus
-// whatever the Status hook adds (replication: peers, lag, pending).
+// replication's view: peers with last-heard time and lag, pending work.
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	out := make(map[string]any)
-	if s.cfg.Status != nil {
-		maps.Copy(out, s.cfg.Status())
-	}
+	s.replicationStatus(out)
 	dur := s.rep.Durability()
 	out["region"] = s.rep.Region()
 	out["replica"] = s.rep.ID()

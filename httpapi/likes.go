@@ -198,11 +198,3 @@ func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
 	writeJSON(w, http.StatusOK, likedResponse{Item: ids[0], User: ids[1], Liked: liked})
 	return nil
 }
-
-// approx says whether a read may still move.
-func (s *Server) approx(rd region.Read) bool {
-	if s.cfg.Approx != nil {
-		return s.cfg.Approx(rd)
-	}
-	return rd.Unreconciled > 0
-}

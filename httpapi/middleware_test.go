@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,25 +104,6 @@ func TestReadyz(t *testing.T) {
 		t.Fatalf("%v", b)
 	}
 	e.do("PUT", "/v1/likes/p/u", "").ok(t)
-}
-
-func TestReadyHook(t *testing.T) {
-	var ready atomic.Bool
-	e := newEnv(t, envOpts{api: func(c *Config) {
-		c.Ready = func() error {
-			if !ready.Load() {
-				return errors.New("peers unheard")
-			}
-			return nil
-		}
-	}})
-	r := e.do("GET", "/readyz", "")
-	r.isError(t, http.StatusServiceUnavailable, CodeNotReady)
-	if !strings.Contains(r.body["error"].(string), "peers unheard") {
-		t.Errorf("%s", r.raw)
-	}
-	ready.Store(true)
-	e.do("GET", "/readyz", "").ok(t)
 }
 
 func TestClosedReplica(t *testing.T) {

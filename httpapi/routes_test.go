@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tally-dev/tally/region"
@@ -203,11 +205,7 @@ func TestOverflow(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	e := newEnv(t, envOpts{api: func(c *Config) {
-		c.Status = func() map[string]any {
-			return map[string]any{"peers": []string{"eu-1"}, "region": "spoofed"}
-		}
-	}})
+	e := newEnv(t, envOpts{})
 	b := e.do("GET", "/v1/status", "").ok(t)
 	if b["region"] != "us" || b["replica"] != "us-1" || b["durability"] != "fsync" ||
 		b["accepting"] != true || b["version"] != "test" {
@@ -216,8 +214,8 @@ func TestStatus(t *testing.T) {
 	if _, ok := b["durability_warning"]; ok {
 		t.Fatalf("no warning expected under fsync: %v", b)
 	}
-	if p, _ := b["peers"].([]any); len(p) != 1 || p[0] != "eu-1" {
-		t.Fatalf("extras not merged: %v", b)
+	if b["replication"] != "off" {
+		t.Fatalf("standalone replica reports replication %v", b["replication"])
 	}
 }
 
@@ -229,14 +227,64 @@ func TestStatusDurabilityNone(t *testing.T) {
 	}
 }
 
-func TestApproxHook(t *testing.T) {
-	e := newEnv(t, envOpts{api: func(c *Config) {
-		c.Approx = func(region.Read) bool { return true }
-	}})
-	if b := e.do("GET", "/v1/likes/x", "").ok(t); b["approx"] != true {
+// fakeLinks is a LinkAdmin over a map, computable by hand.
+type fakeLinks struct {
+	mu sync.Mutex // protects up
+	up map[[2]string]bool
+}
+
+func (f *fakeLinks) SetLink(a, b string, up bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := [2]string{min(a, b), max(a, b)}
+	if _, ok := f.up[k]; !ok {
+		return fmt.Errorf("%w: %s-%s", ErrUnknownLink, a, b)
+	}
+	f.up[k] = up
+	return nil
+}
+
+func (f *fakeLinks) Links() []Link {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Link
+	for k, up := range f.up {
+		out = append(out, Link{A: k[0], B: k[1], Up: up})
+	}
+	return out
+}
+
+func TestAdminLinks(t *testing.T) {
+	links := &fakeLinks{up: map[[2]string]bool{{"eu", "us"}: true}}
+	e := newEnv(t, envOpts{api: func(c *Config) { c.Links = links; c.AdminToken = "secret" }})
+	e.do("PUT", "/v1/admin/links/us/eu", `{"up":false}`).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	auth := []string{"Authorization", "Bearer secret"}
+	b := e.do("PUT", "/v1/admin/links/us/eu", `{"up":false}`, auth...).ok(t)
+	if b["up"] != false || b["a"] != "eu" {
 		t.Fatalf("%v", b)
 	}
-	if b := e.do("GET", "/v1/counters/x", "").ok(t); b["approx"] != true {
+	if links.up[[2]string{"eu", "us"}] {
+		t.Fatal("link still up")
+	}
+	e.do("PUT", "/v1/admin/links/us/ap", `{"up":false}`, auth...).isError(t, http.StatusNotFound, CodeNotFound)
+	e.do("PUT", "/v1/admin/links/us/eu", `{}`, auth...).isError(t, http.StatusBadRequest, CodeMissingField)
+	e.do("PUT", "/v1/admin/links/us/eu", `{"up":"no"}`, auth...).isError(t, http.StatusBadRequest, CodeBadJSON)
+	b = e.do("GET", "/v1/admin/links", "", auth...).ok(t)
+	if l, _ := b["links"].([]any); len(l) != 1 {
+		t.Fatalf("%v", b)
+	}
+}
+
+func TestNoLinkAdminOutsideLocal(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.do("GET", "/v1/admin/links", "").isError(t, http.StatusNotFound, CodeNotFound)
+	e.do("PUT", "/v1/admin/links/us/eu", `{"up":true}`).isError(t, http.StatusNotFound, CodeNotFound)
+}
+
+func TestConvergenceStandalone(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	b := e.do("GET", "/v1/convergence", "").ok(t)
+	if b["converged"] != true || b["replica"] != "us-1" {
 		t.Fatalf("%v", b)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
 )
 
 // Defaults for Config fields left zero.
@@ -56,15 +57,12 @@ type Config struct {
 	AdminToken string
 	// Version is reported by /v1/status. Default "dev".
 	Version string
-	// Status, if set, returns extra fields for /v1/status (replication adds
-	// its peers). The core fields win over extras of the same name.
-	Status func() map[string]any
-	// Approx, if set, decides whether a read may still move (replication
-	// knows which peers are stale). Default: approx iff read.Unreconciled > 0.
-	Approx func(read region.Read) bool
-	// Ready, if set, is an extra readiness check for /readyz; an error makes
-	// the replica not ready and is shown in the response.
-	Ready func() error
+	// Replication, if set, makes reads honest about peers (approx), adds
+	// peers to /v1/status, gates /readyz on recovery and serves
+	// /v1/convergence. Nil: a standalone replica.
+	Replication *replication.Replicator
+	// Links, if set, serves /v1/admin/links (local deployments only).
+	Links LinkAdmin
 }
 
 func (c *Config) ensureDefaults() {
@@ -186,6 +184,9 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/healthz", s.Handler(s.healthz)).Methods(http.MethodGet)
 	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)
 	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
+	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
+	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
+	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	})).Methods(http.MethodGet)

@@ -61,6 +61,7 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-wait:
+		case <-r.kick:
 		}
 	}
 }
@@ -83,6 +84,7 @@ func (r *Replicator) round(ctx context.Context) {
 		p := r.peerLocked(id)
 		if err != nil {
 			p.lastErr = err.Error()
+			p.inSyncSince = time.Time{}
 			r.m.aeErrors.Inc()
 		} else {
 			p.lastErr = ""

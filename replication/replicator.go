@@ -48,6 +48,7 @@ type Replicator struct {
 	mu    sync.Mutex // protects peers
 	peers map[string]*peer
 
+	kick        chan struct{} // asks anti-entropy for a round now
 	recovered   atomic.Bool
 	started     time.Time
 	lastWaitLog time.Time // owned by the anti-entropy goroutine
@@ -88,6 +89,7 @@ func New(cfg Config) (*Replicator, error) {
 		m:      newMetrics(cfg.Registerer),
 		peers:  make(map[string]*peer),
 		inbox:  make(chan *Delta, 1024),
+		kick:   make(chan struct{}, 1),
 	}
 	for _, id := range cfg.RecoveryPeers {
 		if id != r.self {
@@ -222,6 +224,10 @@ func (r *Replicator) receive(data []byte) {
 	lag := now.UnixMilli() - d.SentAtMs
 	r.mu.Lock()
 	p := r.peerLocked(d.Replica)
+	// A peer heard again after silence (a healed partition, a restart) may
+	// have missed any amount of fast-path traffic: compare digests now
+	// rather than at the next tick.
+	back := r.staleLocked(p, now)
 	p.region = d.Region
 	p.lastHeard = now
 	p.lagMs = lag
@@ -234,6 +240,12 @@ func (r *Replicator) receive(data []byte) {
 		p.lastSeq = d.Seq
 	}
 	r.mu.Unlock()
+	if back {
+		select {
+		case r.kick <- struct{}{}:
+		default:
+		}
+	}
 	r.m.received.Inc()
 	if len(d.Vectors) == 0 && len(d.Records) == 0 {
 		return
@@ -294,19 +306,28 @@ func (r *Replicator) runMerger(ctx context.Context) {
 
 // PeerStatus is one peer as this replica sees it.
 type PeerStatus struct {
-	Replica          string    `json:"replica"`
-	Region           string    `json:"region,omitempty"`
-	LastHeard        time.Time `json:"last_heard"`
-	LastHeardAgoMs   int64     `json:"last_heard_ago_ms"`
-	LagMs            int64     `json:"lag_ms"`
-	Stale            bool      `json:"stale"`
-	LostMessages     uint64    `json:"lost_messages"`
-	InSync           bool      `json:"in_sync"`
-	DifferingBuckets int       `json:"differing_buckets"`
-	ComparedAt       time.Time `json:"compared_at"`
-	InSyncSince      time.Time `json:"in_sync_since"`
-	Synced           bool      `json:"synced"`
-	Error            string    `json:"error,omitempty"`
+	Replica        string     `json:"replica"`
+	Region         string     `json:"region,omitempty"`
+	LastHeard      *time.Time `json:"last_heard,omitempty"`
+	LastHeardAgoMs int64      `json:"last_heard_ago_ms"`
+	LagMs          int64      `json:"lag_ms"`
+	Stale          bool       `json:"stale"`
+	LostMessages   uint64     `json:"lost_messages"`
+	// InSync: the last digest comparison, at most two anti-entropy
+	// intervals ago and without error, found no differing bucket.
+	InSync           bool       `json:"in_sync"`
+	DifferingBuckets int        `json:"differing_buckets"`
+	ComparedAt       *time.Time `json:"compared_at,omitempty"`
+	InSyncSince      *time.Time `json:"in_sync_since,omitempty"`
+	Synced           bool       `json:"synced"`
+	Error            string     `json:"error,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // Peers reports every known peer, sorted by id.
@@ -315,11 +336,12 @@ func (r *Replicator) Peers() []PeerStatus {
 	r.mu.Lock()
 	out := make([]PeerStatus, 0, len(r.peers))
 	for _, p := range r.peers {
+		recent := !p.comparedAt.IsZero() && now.Sub(p.comparedAt) <= 2*r.cfg.AntiEntropyInterval+r.cfg.RequestTimeout
 		ps := PeerStatus{
-			Replica: p.id, Region: p.region, LastHeard: p.lastHeard, LagMs: p.lagMs,
+			Replica: p.id, Region: p.region, LastHeard: timePtr(p.lastHeard), LagMs: p.lagMs,
 			Stale: r.staleLocked(p, now), LostMessages: p.lost,
-			InSync:           !p.comparedAt.IsZero() && p.differing == 0,
-			DifferingBuckets: p.differing, ComparedAt: p.comparedAt, InSyncSince: p.inSyncSince,
+			InSync:           recent && p.lastErr == "" && p.differing == 0,
+			DifferingBuckets: p.differing, ComparedAt: timePtr(p.comparedAt), InSyncSince: timePtr(p.inSyncSince),
 			Synced: p.synced, Error: p.lastErr,
 		}
 		if !p.lastHeard.IsZero() {

@@ -61,6 +61,32 @@ type Config struct {
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
 	ShutdownTimeout string `hcl:"shutdown_timeout,optional"`
+
+	// NATS is the URL (comma-separated for several) of this region's NATS
+	// cluster. Empty runs a standalone replica with no replication.
+	NATS string `hcl:"nats,optional"`
+	// NATSCreds is a NATS credentials file (JWT + nkey) for this region's
+	// account; with NATSUser/NATSPassword it is how a region authenticates.
+	NATSCreds string `hcl:"nats_creds,optional"`
+	// NATSUser and NATSPassword authenticate with user/password. Env:
+	// TALLY_NATS_PASSWORD.
+	NATSUser     string `hcl:"nats_user,optional"`
+	NATSPassword string `hcl:"nats_password,optional"`
+	// Peers are the ids of the other replicas (all regions). A replica with
+	// an empty data directory waits until it has synced from every one of
+	// them before it acknowledges writes. Others are found by heartbeat.
+	Peers []string `hcl:"peers,optional"`
+	// FlushInterval is how often changed entries are published. Default "10ms".
+	FlushInterval string `hcl:"flush_interval,optional"`
+	// AntiEntropyInterval is how often digests are compared with each
+	// peer. Default "1s".
+	AntiEntropyInterval string `hcl:"anti_entropy_interval,optional"`
+	// PeerTimeout: a peer unheard-from this long makes reads approx.
+	// Default "5s".
+	PeerTimeout string `hcl:"peer_timeout,optional"`
+	// RecoveryTimeout bounds how long a replica that has data waits for its
+	// peers at start before accepting writes. Default "10s".
+	RecoveryTimeout string `hcl:"recovery_timeout,optional"`
 }
 
 // DefaultConfig returns the defaults. Replica and DataDir are left empty:
@@ -74,6 +100,11 @@ func DefaultConfig() Config {
 		MaxBodyBytes:    1 << 20,
 		RequestTimeout:  "10s",
 		ShutdownTimeout: "15s",
+
+		FlushInterval:       "10ms",
+		AntiEntropyInterval: "1s",
+		PeerTimeout:         "5s",
+		RecoveryTimeout:     "10s",
 	}
 }
 
@@ -116,6 +147,8 @@ func (c Config) Validate() error {
 	}
 	for _, d := range []struct{ name, v string }{
 		{"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
+		{"flush_interval", c.FlushInterval}, {"anti_entropy_interval", c.AntiEntropyInterval},
+		{"peer_timeout", c.PeerTimeout}, {"recovery_timeout", c.RecoveryTimeout},
 	} {
 		if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
 			bad("%s %q: want a positive duration such as 10s", d.name, d.v)
@@ -127,6 +160,17 @@ func (c Config) Validate() error {
 		if !validToken(t.v) {
 			bad("%s: must be printable ASCII without spaces (it is sent as a bearer token)", t.name)
 		}
+	}
+	for _, p := range c.Peers {
+		if !crdt.ValidID(p) {
+			bad("peer %q: want %s", p, idRule)
+		}
+		if p == c.Replica {
+			bad("peers lists this replica's own id %q", p)
+		}
+	}
+	if len(c.Peers) > 0 && c.NATS == "" {
+		bad("peers are set but nats is empty: peers replicate over NATS")
 	}
 	return errors.Join(errs...)
 }
@@ -167,6 +211,7 @@ func duration(s string) time.Duration {
 const (
 	envWriteToken = "TALLY_WRITE_TOKEN"
 	envAdminToken = "TALLY_ADMIN_TOKEN"
+	envNATSPass   = "TALLY_NATS_PASSWORD"
 )
 
 // bindFlags defines serve's flags on fs, writing into c. Each flag's
@@ -185,6 +230,22 @@ func bindFlags(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
 	fs.StringVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a write waits for its commit (`duration`)")
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
+	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
+	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials `file`")
+	fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS `user` (password from env "+envNATSPass+")")
+	fs.Func("peers", "comma-separated replica `ids` of the other replicas", func(s string) error {
+		c.Peers = nil
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				c.Peers = append(c.Peers, p)
+			}
+		}
+		return nil
+	})
+	fs.StringVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "how often changes are published (`duration`)")
+	fs.StringVar(&c.AntiEntropyInterval, "anti-entropy-interval", c.AntiEntropyInterval, "how often digests are compared with peers (`duration`)")
+	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
+	fs.StringVar(&c.RecoveryTimeout, "recovery-timeout", c.RecoveryTimeout, "longest wait for peers at start when data exists (`duration`)")
 }
 
 // loadConfig builds the serve Config from args, the config file they name
@@ -219,6 +280,9 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (Conf
 	}
 	if v := getenv(envAdminToken); v != "" {
 		cfg.AdminToken = v
+	}
+	if v := getenv(envNATSPass); v != "" {
+		cfg.NATSPassword = v
 	}
 	second := newFlagSet("serve", func(fs *flag.FlagSet) { bindFlags(fs, &cfg, &file) })
 	if err := second.Parse(args); err != nil {

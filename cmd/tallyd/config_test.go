@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -67,8 +68,9 @@ shutdown_timeout = "5s"
 		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s",
+		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
 	}
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("file:\n got %+v\nwant %+v", cfg, want)
 	}
 
@@ -80,7 +82,7 @@ shutdown_timeout = "5s"
 		t.Fatal(err)
 	}
 	want.Listen, want.Durability, want.LogJSON = "127.0.0.1:1", "fsync", false
-	if cfg != want {
+	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("flags:\n got %+v\nwant %+v", cfg, want)
 	}
 }

@@ -63,6 +63,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"serve":   {"run one replica and its HTTP API", (*cli).serve},
+		"local":   {"run a full local multi-region deployment in one process", (*cli).local},
 		"version": {"print the version", (*cli).version},
 		"help":    {"show help for tallyd or a command", (*cli).help},
 	}

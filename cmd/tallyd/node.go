@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -26,6 +28,8 @@ type node struct {
 	log      hclog.Logger
 	store    *storage.Store
 	replica  *region.Replica
+	nc       *nats.Conn              // nil when standalone
+	rep      *replication.Replicator // nil when standalone
 	api      *httpapi.Server
 	registry *prometheus.Registry
 	srv      *http.Server
@@ -44,13 +48,15 @@ type nodeOptions struct {
 	// Logger is the parent logger; the node logs under its replica id.
 	// Default: a null logger.
 	Logger hclog.Logger
-	// HoldWrites starts the replica refusing writes until AcceptWrites
-	// (replication sets it while it recovers own entries from peers).
+	// HoldWrites starts a standalone replica refusing writes until
+	// AcceptWrites. (With NATS, writes are always held until recovery.)
 	HoldWrites bool
-	// OnCommit receives every commit's changes (replication's feed).
-	OnCommit func(region.Changes)
-	// API adjusts the HTTP API config before the server is built
-	// (replication sets Status, Approx and Ready).
+	// NATSOptions are extra connection options (local mode connects in
+	// process); replication runs if cfg.NATS is set or these are given.
+	NATSOptions []nats.Option
+	// Links, in local mode, serves /v1/admin/links.
+	Links httpapi.LinkAdmin
+	// API adjusts the HTTP API config before the server is built.
 	API func(*httpapi.Config)
 }
 
@@ -90,21 +96,36 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 	}
 	undo = append(undo, func() { _ = n.store.Close() })
 
-	n.replica, err = region.New(region.Config{
+	replicate := cfg.NATS != "" || len(opts.NATSOptions) > 0
+	var outbox *replication.Outbox
+	rcfg := region.Config{
 		Region:     cfg.Region,
 		Replica:    cfg.Replica,
 		Store:      n.store,
 		Logger:     log,
 		HoldWrites: opts.HoldWrites,
-		OnCommit:   opts.OnCommit,
 		Registerer: n.registry,
-	})
+	}
+	if replicate {
+		// Nothing is acknowledged before recovery from peers (see package
+		// replication): the replicator releases the hold.
+		outbox = replication.NewOutbox()
+		rcfg.HoldWrites, rcfg.OnCommit = true, outbox.Add
+	}
+	n.replica, err = region.New(rcfg)
 	if err != nil {
 		return nil, fmt.Errorf("start replica %s: %w", cfg.Replica, err)
 	}
 	undo = append(undo, func() { _ = n.replica.Close() })
 	if n.replica.Fresh() {
 		log.Info("new replica: the data directory held no state")
+	}
+
+	if replicate {
+		if err := n.startReplication(cfg, opts, outbox); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { n.rep.Close(); n.nc.Close() })
 	}
 
 	apiCfg := httpapi.Config{
@@ -116,6 +137,8 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		WriteToken:     cfg.WriteToken,
 		AdminToken:     cfg.AdminToken,
 		Version:        version(),
+		Replication:    n.rep,
+		Links:          opts.Links,
 	}
 	if opts.API != nil {
 		opts.API(&apiCfg)
@@ -178,6 +201,11 @@ func (n *node) Close(ctx context.Context) error {
 		if n.serveErr != nil {
 			errs = append(errs, n.serveErr)
 		}
+		if n.rep != nil {
+			n.log.Info("stopping replication")
+			n.rep.Close()
+			n.nc.Close()
+		}
 		n.log.Info("closing replica")
 		if err := n.replica.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close replica: %w", err))
@@ -192,4 +220,50 @@ func (n *node) Close(ctx context.Context) error {
 		}
 	})
 	return n.closeErr
+}
+
+// startReplication connects to NATS and starts the replicator, which
+// recovers this replica's state from its peers and then releases writes.
+func (n *node) startReplication(cfg Config, opts nodeOptions, outbox *replication.Outbox) error {
+	natsOpts := append([]nats.Option(nil), opts.NATSOptions...)
+	if cfg.NATSCreds != "" {
+		natsOpts = append(natsOpts, nats.UserCredentials(cfg.NATSCreds))
+	}
+	if cfg.NATSUser != "" {
+		natsOpts = append(natsOpts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
+	}
+	nc, err := replication.Dial(replication.DialConfig{
+		URL:     cfg.NATS,
+		Name:    "tally " + cfg.Replica,
+		Options: natsOpts,
+		Logger:  n.log.Named("nats"),
+	})
+	if err != nil {
+		return err
+	}
+	rep, err := replication.New(replication.Config{
+		Replica:             n.replica,
+		Store:               n.store,
+		Outbox:              outbox,
+		Transport:           replication.NewNATS(nc),
+		Logger:              n.log,
+		FlushInterval:       duration(cfg.FlushInterval),
+		AntiEntropyInterval: duration(cfg.AntiEntropyInterval),
+		PeerTimeout:         duration(cfg.PeerTimeout),
+		RecoveryTimeout:     duration(cfg.RecoveryTimeout),
+		RecoveryPeers:       cfg.Peers,
+		Registerer:          n.registry,
+	})
+	if err == nil {
+		// The replicator's goroutines live until Close, not until the
+		// start-up context ends.
+		err = rep.Start(context.Background())
+	}
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("start replication: %w", err)
+	}
+	n.nc, n.rep = nc, rep
+	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
+	return nil
 }

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/localnet"
+)
+
+// localConfig is what `tallyd local` takes.
+type localConfig struct {
+	Regions    []string
+	DataDir    string
+	Port       int
+	Durability string
+	LogLevel   string
+	WriteToken string
+	AdminToken string
+}
+
+func defaultLocalConfig() localConfig {
+	return localConfig{
+		Regions:    []string{"us", "eu", "ap"},
+		DataDir:    "data",
+		Port:       8081,
+		Durability: "fsync",
+		LogLevel:   "info",
+	}
+}
+
+func parseLocal(args []string, getenv func(string) string, help io.Writer) (localConfig, error) {
+	lc := defaultLocalConfig()
+	regions := strings.Join(lc.Regions, ",")
+	fs := newFlagSet("local", func(fs *flag.FlagSet) {
+		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`, one replica each")
+		fs.StringVar(&lc.DataDir, "data", lc.DataDir, "root data `dir`: <dir>/<replica> per replica, <dir>/nats for JetStream")
+		fs.IntVar(&lc.Port, "port", lc.Port, "HTTP `port` of the first region; the others follow consecutively")
+		fs.StringVar(&lc.Durability, "durability", lc.Durability, "`mode`: fsync or none")
+		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
+		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
+		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(help, fs)
+			return lc, err
+		}
+		return lc, usagef("local: %v (run 'tallyd help local')", err)
+	}
+	if fs.NArg() > 0 {
+		return lc, usagef("local: unexpected argument %q", fs.Arg(0))
+	}
+	lc.Regions = nil
+	for _, r := range strings.Split(regions, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			lc.Regions = append(lc.Regions, r)
+		}
+	}
+	var errs []error
+	if len(lc.Regions) == 0 {
+		errs = append(errs, errors.New("--regions: at least one region"))
+	}
+	seen := map[string]bool{}
+	for _, r := range lc.Regions {
+		// Region names become NATS gateway names: keep them plain.
+		if strings.Trim(r, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" || len(r) > 32 {
+			errs = append(errs, fmt.Errorf("region %q: want up to 32 of [A-Za-z0-9_-]", r))
+		}
+		if seen[r] {
+			errs = append(errs, fmt.Errorf("region %q given twice", r))
+		}
+		seen[r] = true
+	}
+	if lc.Port < 0 || lc.Port+len(lc.Regions)-1 > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d: want 1..65535 for every region (0: any free ports)", lc.Port))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return lc, usagef("local: %s", oneLine(err))
+	}
+	return lc, nil
+}
+
+// nodeConfigs derives each region's replica config.
+func (lc localConfig) nodeConfigs(clientURL func(string) string) ([]Config, error) {
+	var ids []string
+	for _, r := range lc.Regions {
+		ids = append(ids, r+"-1")
+	}
+	var out []Config
+	for i, r := range lc.Regions {
+		cfg := DefaultConfig()
+		cfg.Region, cfg.Replica = r, ids[i]
+		cfg.DataDir = filepath.Join(lc.DataDir, ids[i])
+		port := 0 // any free port
+		if lc.Port > 0 {
+			port = lc.Port + i
+		}
+		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		cfg.Durability, cfg.LogLevel = lc.Durability, lc.LogLevel
+		cfg.WriteToken, cfg.AdminToken = lc.WriteToken, lc.AdminToken
+		cfg.NATS = clientURL(r)
+		cfg.Peers = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == ids[i] })
+		if err := cfg.Validate(); err != nil {
+			return nil, usagef("local: region %s: %s", r, oneLine(err))
+		}
+		out = append(out, cfg)
+	}
+	return out, nil
+}
+
+// local runs a full deployment in one process: per region an embedded
+// nats-server (joined by gateways through cuttable links) and one replica
+// with its HTTP API.
+func (c *cli) local(ctx context.Context, args []string) error {
+	lc, err := parseLocal(args, c.getenv, c.stdout)
+	if err != nil {
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(lc.LogLevel), Output: c.stderr})
+	if hclog.LevelFromString(lc.LogLevel) == hclog.NoLevel {
+		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
+	}
+
+	ncfg := localnet.DefaultConfig()
+	ncfg.Regions, ncfg.Dir, ncfg.Logger = lc.Regions, filepath.Join(lc.DataDir, "nats"), log.Named("nats")
+	fmt.Fprintf(c.stdout, "starting %d regions (embedded NATS super-cluster, JetStream on)...\n", len(lc.Regions))
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	cluster, err := localnet.Start(startCtx, ncfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("start local NATS: %w", err)
+	}
+	defer func() {
+		if err := cluster.Close(); err != nil {
+			log.Warn("closing NATS", "error", err)
+		}
+	}()
+
+	cfgs, err := lc.nodeConfigs(cluster.ClientURL)
+	if err != nil {
+		return err
+	}
+	links := clusterLinks{cluster}
+	var nodes []*node
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		for _, n := range nodes {
+			if err := n.Close(sctx); err != nil {
+				log.Warn("closing node", "error", err)
+			}
+		}
+	}()
+	for _, cfg := range cfgs {
+		n, err := startNode(ctx, cfg, nodeOptions{Logger: log, Links: links})
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, n)
+	}
+	for i, n := range nodes {
+		fmt.Fprintf(c.stdout, "  %-4s http://%s   (replica %s, data %s)\n", cfgs[i].Region, n.Addr(), cfgs[i].Replica, cfgs[i].DataDir)
+		if c.onListen != nil {
+			c.onListen(n.Addr())
+		}
+	}
+	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
+		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
+	fmt.Fprintln(c.stdout, "press Ctrl-C to stop")
+
+	done := make(chan int, len(nodes))
+	for i, n := range nodes {
+		go func() {
+			<-n.Done()
+			done <- i
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "reason", context.Cause(ctx))
+		return nil
+	case i := <-done:
+		return fmt.Errorf("region %s: %w", cfgs[i].Region, nodes[i].Err())
+	}
+}
+
+// clusterLinks adapts localnet's links to the HTTP admin routes.
+type clusterLinks struct{ c *localnet.Cluster }
+
+func (l clusterLinks) SetLink(a, b string, up bool) error {
+	regions := l.c.Regions()
+	if a == b || !slices.Contains(regions, a) || !slices.Contains(regions, b) {
+		return fmt.Errorf("%w %s-%s: regions are %s", httpapi.ErrUnknownLink, a, b, strings.Join(regions, ", "))
+	}
+	return l.c.SetLink(a, b, up)
+}
+
+func (l clusterLinks) Links() []httpapi.Link {
+	var out []httpapi.Link
+	for _, s := range l.c.Links() {
+		out = append(out, httpapi.Link{A: s.A, B: s.B, Up: s.Up, BytesAB: s.BytesAB, BytesBA: s.BytesBA})
+	}
+	return out
+}

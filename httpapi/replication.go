@@ -1,0 +1,126 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
+)
+
+// Link is one inter-region link of a local deployment.
+type Link struct {
+	A       string `json:"a"`
+	B       string `json:"b"`
+	Up      bool   `json:"up"`
+	BytesAB int64  `json:"bytes_ab"`
+	BytesBA int64  `json:"bytes_ba"`
+}
+
+// LinkAdmin cuts and heals links between regions. `tallyd local` provides
+// one over its fault-injecting gateway proxies; production has none.
+type LinkAdmin interface {
+	SetLink(a, b string, up bool) error
+	Links() []Link
+}
+
+// ErrUnknownLink is returned by a LinkAdmin for regions it does not link.
+var ErrUnknownLink = errors.New("httpapi: unknown link")
+
+// approx says whether a read may still move: some record of the item is
+// unreconciled, a peer is unheard-from past its timeout, or this replica has
+// not finished recovering from its peers.
+func (s *Server) approx(rd region.Read) bool {
+	if rd.Unreconciled > 0 {
+		return true
+	}
+	return s.cfg.Replication != nil && s.cfg.Replication.Stale()
+}
+
+// replicationStatus adds peers and pending work to /v1/status.
+func (s *Server) replicationStatus(out map[string]any) {
+	rep := s.cfg.Replication
+	if rep == nil {
+		out["replication"] = "off"
+		return
+	}
+	out["replication"] = "nats"
+	out["recovered"] = rep.Recovered()
+	out["pending_replication"] = rep.Pending()
+	out["peers"] = rep.Peers()
+}
+
+type convergenceResponse struct {
+	Replica string `json:"replica"`
+	// Converged: every known peer's digests matched ours at the last
+	// comparison and no peer is stale.
+	Converged bool                     `json:"converged"`
+	Recovered bool                     `json:"recovered"`
+	Peers     []replication.PeerStatus `json:"peers"`
+}
+
+// GET /v1/convergence: per peer, whether this replica's state matched the
+// peer's at the last anti-entropy comparison (digest compare), since when,
+// and how far behind its messages arrive.
+func (s *Server) convergence(w http.ResponseWriter, _ *http.Request) error {
+	out := convergenceResponse{Replica: s.rep.ID(), Converged: true, Recovered: true, Peers: []replication.PeerStatus{}}
+	if rep := s.cfg.Replication; rep != nil {
+		out.Recovered = rep.Recovered()
+		out.Peers = rep.Peers()
+		out.Converged = out.Recovered
+		for _, p := range out.Peers {
+			if !p.InSync || p.Stale {
+				out.Converged = false
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// GET /v1/admin/links
+func (s *Server) getLinks(w http.ResponseWriter, _ *http.Request) error {
+	if s.cfg.Links == nil {
+		return newError(http.StatusNotFound, CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"links": s.cfg.Links.Links(), "at": time.Now().UTC()})
+	return nil
+}
+
+type linkRequest struct {
+	Up *bool `json:"up"`
+}
+
+// PUT /v1/admin/links/{a}/{b} {"up": bool}
+func (s *Server) putLink(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Links == nil {
+		return newError(http.StatusNotFound, CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
+	}
+	ids, err := pathIDs(r, "a", "b")
+	if err != nil {
+		return err
+	}
+	var req linkRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.Up == nil {
+		return newError(http.StatusBadRequest, CodeMissingField, `body needs "up": true or false`)
+	}
+	if err := s.cfg.Links.SetLink(ids[0], ids[1], *req.Up); err != nil {
+		if errors.Is(err, ErrUnknownLink) {
+			return newError(http.StatusNotFound, CodeNotFound, "%s", err.Error())
+		}
+		return err
+	}
+	s.log.Warn("link changed by admin", "a", ids[0], "b", ids[1], "up", *req.Up)
+	for _, l := range s.cfg.Links.Links() {
+		if l.A == ids[0] && l.B == ids[1] || l.A == ids[1] && l.B == ids[0] {
+			writeJSON(w, http.StatusOK, l)
+			return nil
+		}
+	}
+	writeJSON(w, http.StatusOK, Link{A: ids[0], B: ids[1], Up: *req.Up})
+	return nil
+}
