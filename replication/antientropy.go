@@ -49,12 +49,12 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 	fast := time.NewTicker(max(r.cfg.AntiEntropyInterval/5, 50*time.Millisecond))
 	defer fast.Stop()
 	for {
-		r.round(ctx)
+		more := r.round(ctx)
 		if !r.recovered.Load() {
 			r.checkRecovered()
 		}
 		wait := tick.C
-		if !r.recovered.Load() {
+		if more || !r.recovered.Load() {
 			wait = fast.C
 		}
 		select {
@@ -66,29 +66,31 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 	}
 }
 
-// round syncs from each known peer once.
-func (r *Replicator) round(ctx context.Context) {
+// round syncs from each known peer once. It reports whether some peer had
+// more differing buckets than one round may pull, so the caller can go
+// again at once.
+func (r *Replicator) round(ctx context.Context) (more bool) {
 	r.mu.Lock()
-	ids := make([]string, 0, len(r.peers))
-	for id := range r.peers {
-		ids = append(ids, id)
+	peers := make([]*peer, 0, len(r.peers))
+	for _, p := range r.peers {
+		peers = append(peers, p)
 	}
 	r.mu.Unlock()
-	for _, id := range ids {
+	for _, p := range peers {
 		if ctx.Err() != nil {
-			return
+			return false
 		}
-		differing, err := r.syncFrom(ctx, id)
+		differing, left, err := r.syncFrom(ctx, p)
+		more = more || left
 		now := r.cfg.Now()
 		r.mu.Lock()
-		p := r.peerLocked(id)
 		if err != nil {
 			p.lastErr = err.Error()
 			p.inSyncSince = time.Time{}
 			r.m.aeErrors.Inc()
 		} else {
 			p.lastErr = ""
-			p.synced = true
+			p.synced = p.synced || !left
 			if differing == 0 && (p.comparedAt.IsZero() || p.differing != 0) {
 				p.inSyncSince = now
 			}
@@ -101,35 +103,56 @@ func (r *Replicator) round(ctx context.Context) {
 		r.mu.Unlock()
 	}
 	r.m.aeRounds.Inc()
+	return more
 }
 
-// syncFrom compares digests with one peer and pulls every differing bucket.
-// It returns how many buckets differed at the comparison.
-func (r *Replicator) syncFrom(ctx context.Context, id string) (int, error) {
-	data, err := r.request(ctx, digestsSubject(id), nil)
+// syncFrom compares digests with one peer and pulls differing buckets. It
+// returns how many buckets differed, and whether some were left for a later
+// round because of MaxBucketsPerRound.
+//
+// Buckets whose difference persisted since the last comparison with the
+// peer's digest unchanged come first: the peer's side of such a bucket is
+// quiet, so the difference is something the fast path lost, not something
+// still in flight. Until recovery is done every differing bucket is pulled.
+func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left bool, err error) {
+	data, err := r.request(ctx, digestsSubject(p.id), nil)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	from, theirs, err := DecodeDigests(data)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	if from != id {
-		return 0, fmt.Errorf("digests from %q, asked %q", from, id)
+	if from != p.id {
+		return 0, false, fmt.Errorf("digests from %q, asked %q", from, p.id)
 	}
 	ours := r.cfg.Store.Digests()
-	differing := 0
+	var stable, moving []int
+	diff := make(map[int]uint64)
 	for b := range theirs {
 		if theirs[b] == ours[b] {
 			continue
 		}
-		differing++
-		if err := r.pullBucket(ctx, id, b); err != nil {
-			return differing, err
+		diff[b] = theirs[b]
+		if d, ok := p.prevDiff[b]; ok && d == theirs[b] {
+			stable = append(stable, b)
+		} else {
+			moving = append(moving, b)
 		}
 	}
-	r.m.aeBuckets.Add(float64(differing))
-	return differing, nil
+	p.prevDiff = diff
+	differing = len(diff)
+	pull := append(stable, moving...)
+	if limit := r.cfg.MaxBucketsPerRound; r.recovered.Load() && len(pull) > limit {
+		pull, left = pull[:limit], true
+	}
+	for _, b := range pull {
+		if err := r.pullBucket(ctx, p.id, b); err != nil {
+			return differing, left, err
+		}
+	}
+	r.m.aeBuckets.Add(float64(len(pull)))
+	return differing, left, nil
 }
 
 // pullBucket pages through one bucket of a peer and merges it.

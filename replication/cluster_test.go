@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
@@ -67,7 +68,7 @@ func (n *node) close() {
 	n.nc.Close()
 }
 
-func startNode(t *testing.T, url, regionName, id, dir string, peers []string) *node {
+func startNode(t *testing.T, url, regionName, id, dir string, peers []string, tweak ...func(*Config)) *node {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: dir})
 	if err != nil {
@@ -89,12 +90,16 @@ func startNode(t *testing.T, url, regionName, id, dir string, peers []string) *n
 			others = append(others, p)
 		}
 	}
-	r, err := New(Config{
+	cfg := Config{
 		Replica: rep, Store: st, Outbox: ob, Transport: ft,
 		FlushInterval: 5 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
 		AntiEntropyInterval: 200 * time.Millisecond, PeerTimeout: time.Second,
 		RecoveryPeers: others,
-	})
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +111,10 @@ func startNode(t *testing.T, url, regionName, id, dir string, peers []string) *n
 
 // startCluster starts one replica per region on one NATS server.
 func startCluster(t *testing.T, regions ...string) ([]*node, string) {
+	return startClusterWith(t, nil, regions...)
+}
+
+func startClusterWith(t *testing.T, tweak func(*Config), regions ...string) ([]*node, string) {
 	t.Helper()
 	s := startNATS(t)
 	var ids []string
@@ -114,7 +123,11 @@ func startCluster(t *testing.T, regions ...string) ([]*node, string) {
 	}
 	var nodes []*node
 	for i, r := range regions {
-		n := startNode(t, s.ClientURL(), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids)
+		var tw []func(*Config)
+		if tweak != nil {
+			tw = append(tw, tweak)
+		}
+		n := startNode(t, s.ClientURL(), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids, tw...)
 		nodes = append(nodes, n)
 	}
 	t.Cleanup(func() {
@@ -378,4 +391,36 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// With the fast path gone entirely, anti-entropy alone converges, even when
+// it may pull only a few buckets per round.
+func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {
+	nodes, _ := startClusterWith(t, func(c *Config) { c.MaxBucketsPerRound = 8 }, "us", "eu")
+	for _, n := range nodes {
+		n.faults.set(1.0, 0, 0) // drop every fast-path message
+	}
+	ctx := context.Background()
+	for i := range 300 {
+		n := nodes[i%2]
+		if _, err := n.replica.Like(ctx, "item", fmt.Sprintf("user%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	converged(t, nodes, "item", 300, 30*time.Second)
+	var pulled float64
+	for _, n := range nodes {
+		pulled += testutilCounter(n.rep.m.aeBuckets)
+	}
+	if pulled < 300/8 {
+		t.Fatalf("only %v buckets pulled: convergence did not come from anti-entropy", pulled)
+	}
+}
+
+func testutilCounter(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }

@@ -44,6 +44,12 @@ type Config struct {
 	// MaxMessageBytes caps one published message or page. Default 256 KiB
 	// (NATS' default max_payload is 1 MiB).
 	MaxMessageBytes int
+	// MaxBucketsPerRound caps the buckets pulled from one peer in one
+	// anti-entropy round once recovered (recovery pulls everything).
+	// Under write load most buckets differ only because fast-path messages
+	// are in flight; the cap keeps anti-entropy from re-reading the whole
+	// state every round. Default 256 (of storage.Buckets = 4096).
+	MaxBucketsPerRound int
 
 	// RecoveryPeers are replicas that must have been synced from before a
 	// replica with a fresh (empty) store accepts writes. Others are
@@ -67,6 +73,7 @@ func DefaultConfig() Config {
 		PeerTimeout:         5 * time.Second,
 		RequestTimeout:      2 * time.Second,
 		MaxMessageBytes:     256 << 10,
+		MaxBucketsPerRound:  256,
 		RecoveryTimeout:     10 * time.Second,
 	}
 }
@@ -92,6 +99,9 @@ func (c *Config) ensureDefaults() {
 	setDur(&c.RecoveryTimeout, d.RecoveryTimeout)
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = d.MaxMessageBytes
+	}
+	if c.MaxBucketsPerRound == 0 {
+		c.MaxBucketsPerRound = d.MaxBucketsPerRound
 	}
 }
 
@@ -121,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > 0 && c.MaxMessageBytes < 4096 {
 		errs = append(errs, fmt.Errorf("replication: MaxMessageBytes %d < 4096", c.MaxMessageBytes))
+	}
+	if c.MaxBucketsPerRound < 0 {
+		errs = append(errs, fmt.Errorf("replication: MaxBucketsPerRound %d < 0", c.MaxBucketsPerRound))
 	}
 	return errors.Join(errs...)
 }

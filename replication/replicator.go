@@ -73,6 +73,10 @@ type peer struct {
 	inSyncSince time.Time
 	synced      bool // a full pull from it succeeded since start
 	lastErr     string
+	// prevDiff holds, for each bucket that differed at the last
+	// comparison, the peer's digest then. Owned by the anti-entropy
+	// goroutine (not guarded by mu).
+	prevDiff map[int]uint64
 }
 
 // New builds a Replicator; Start runs it.
