@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -423,4 +424,29 @@ func testutilCounter(c interface{ Write(*dto.Metric) error }) float64 {
 		return 0
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A delta published on another replica's subject is dropped: the subject,
+// which NATS permissions tie to a region, authenticates the sender.
+func TestSpoofedDeltaIgnored(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu")
+	us, eu := nodes[0], nodes[1]
+	forged := AppendDelta(nil, &Delta{Replica: "us-1", Region: "us", Seq: 1, Vectors: []OwnEntry{{Kind: storage.Counters, Item: "c", PN: crdt.PN{P: 1000}}}})
+	if err := eu.nc.Publish(deltaSubject("eu", "eu-1"), forged); err != nil { // eu's own subject, claiming to be us-1
+		t.Fatal(err)
+	}
+	genuine := AppendDelta(nil, &Delta{Replica: "eu-1", Region: "eu", Seq: 1 << 40, Vectors: []OwnEntry{{Kind: storage.Counters, Item: "c", PN: crdt.PN{P: 5}}}})
+	if err := eu.nc.Publish(deltaSubject("eu", "eu-1"), genuine); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		rd, _ := us.replica.Counter("c")
+		if rd.Vector.Get("eu-1").P != 5 {
+			return fmt.Errorf("genuine delta not merged yet: %+v", rd)
+		}
+		return nil
+	})
+	if rd, _ := us.replica.Counter("c"); rd.Vector.Get("us-1").P != 0 {
+		t.Fatalf("forged delta raised us-1's own entry: %+v", rd)
+	}
 }

@@ -214,11 +214,21 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record) []*Delta {
 // receive runs on the transport's goroutine: decode, note the peer, queue
 // for merging. It never blocks; a full inbox drops the message for
 // anti-entropy to repair.
-func (r *Replicator) receive(data []byte) {
+//
+// A delta must arrive on its sender's own subject. With NATS permissions
+// that let each region publish only on tally.delta.<region>.>, that makes
+// the sender id authentic: no region can raise another replica's entries
+// (DESIGN guarantee 10).
+func (r *Replicator) receive(subject string, data []byte) {
 	d, err := DecodeDelta(data)
 	if err != nil {
 		r.m.badMessages.Inc()
 		r.log.Warn("dropping bad delta", "error", err)
+		return
+	}
+	if want := deltaSubject(d.Region, d.Replica); subject != want {
+		r.m.badMessages.Inc()
+		r.log.Warn("dropping delta published on another replica's subject", "subject", subject, "claims", d.Replica)
 		return
 	}
 	if d.Replica == r.self {

@@ -16,8 +16,8 @@ type Transport interface {
 	// Publish sends data on subject, at most once. It must not block for long.
 	Publish(subject string, data []byte) error
 	// Subscribe calls h for every message on subject (wildcards allowed),
-	// one message at a time.
-	Subscribe(subject string, h func(data []byte)) (unsubscribe func() error, err error)
+	// one message at a time, with the subject it was published on.
+	Subscribe(subject string, h func(subject string, data []byte)) (unsubscribe func() error, err error)
 	// Request sends data to whoever answers subject and waits for the reply.
 	Request(ctx context.Context, subject string, data []byte) ([]byte, error)
 	// Respond answers requests on subject with h's reply.
@@ -39,8 +39,8 @@ func (t *NATS) Conn() *nats.Conn { return t.nc }
 func (t *NATS) Publish(subject string, data []byte) error { return t.nc.Publish(subject, data) }
 
 // Subscribe implements Transport.
-func (t *NATS) Subscribe(subject string, h func([]byte)) (func() error, error) {
-	sub, err := t.nc.Subscribe(subject, func(m *nats.Msg) { h(m.Data) })
+func (t *NATS) Subscribe(subject string, h func(string, []byte)) (func() error, error) {
+	sub, err := t.nc.Subscribe(subject, func(m *nats.Msg) { h(m.Subject, m.Data) })
 	if err != nil {
 		return nil, fmt.Errorf("subscribe %s: %w", subject, err)
 	}
