@@ -28,6 +28,7 @@ type localConfig struct {
 	LogLevel   string
 	WriteToken string
 	AdminToken string
+	Dashboard  dashboardAddr // see dashboard.go
 }
 
 func defaultLocalConfig() localConfig {
@@ -37,6 +38,7 @@ func defaultLocalConfig() localConfig {
 		Port:       8081,
 		Durability: "fsync",
 		LogLevel:   "info",
+		Dashboard:  dashboardAddr{Addr: defaultDashboardAddr},
 	}
 }
 
@@ -51,6 +53,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
+		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -178,6 +181,14 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
+	dash, err := startLocalDashboard(ctx, lc, cfgs, nodes, log) // nil if --dashboard ""
+	if err != nil {
+		return err
+	}
+	defer dash.Close()
+	if dash != nil {
+		fmt.Fprintf(c.stdout, "dashboard: http://%s\n", dash.Addr())
+	}
 	fmt.Fprintln(c.stdout, "press Ctrl-C to stop")
 
 	done := make(chan int, len(nodes))

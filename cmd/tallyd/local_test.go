@@ -57,7 +57,9 @@ func TestLocalDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	out := &lockedBuilder{}
 	c := &cli{stdout: out, stderr: &lockedBuilder{}, getenv: noEnv, onListen: func(a net.Addr) { addrs <- a }}
 	code := make(chan int, 1)
-	go func() { code <- c.run(ctx, []string{"local", "--port", "0", "--data", t.TempDir(), "--log-level", "error"}) }()
+	go func() {
+		code <- c.run(ctx, []string{"local", "--port", "0", "--data", t.TempDir(), "--log-level", "error"})
+	}()
 	defer func() {
 		cancel()
 		select {
