@@ -34,6 +34,8 @@ type counterResponse struct {
 	Value    int64              `json:"value"`
 	Approx   bool               `json:"approx"`
 	Replicas map[string]entryPN `json:"replicas"`
+	// StalenessMs: see likesResponse.
+	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"`
 }
 
 // POST /v1/counters/{key}/incr {"by": n, "idempotency_key": "..."}
@@ -93,6 +95,6 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, counterResponse{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector)})
+	writeJSON(w, http.StatusOK, counterResponse{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector), StalenessMs: s.staleness()})
 	return nil
 }

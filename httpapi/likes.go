@@ -25,6 +25,9 @@ type likesResponse struct {
 	Approx       bool               `json:"approx"`
 	Replicas     map[string]entryPN `json:"replicas"`
 	Unreconciled int                `json:"unreconciled"`
+	// StalenessMs: per peer replica, ms since this replica last heard from
+	// it (-1: never). Absent for a standalone replica.
+	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"`
 }
 
 // likedResponse answers whether one user likes an item.
@@ -179,7 +182,7 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, likesResponse{
-		Item: item, Count: rd.Value, Approx: s.approx(rd),
+		Item: item, Count: rd.Value, Approx: s.approx(rd), StalenessMs: s.staleness(),
 		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled,
 	})
 	return nil

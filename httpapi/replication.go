@@ -38,6 +38,19 @@ func (s *Server) approx(rd region.Read) bool {
 	return s.cfg.Replication != nil && s.cfg.Replication.Stale()
 }
 
+// staleness maps each peer to ms since it was last heard from (-1: never),
+// so a read says how old its view of each replica may be.
+func (s *Server) staleness() map[string]int64 {
+	if s.cfg.Replication == nil {
+		return nil
+	}
+	out := make(map[string]int64)
+	for _, p := range s.cfg.Replication.Peers() {
+		out[p.Replica] = p.LastHeardAgoMs
+	}
+	return out
+}
+
 // replicationStatus adds peers and pending work to /v1/status.
 func (s *Server) replicationStatus(out map[string]any) {
 	rep := s.cfg.Replication

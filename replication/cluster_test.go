@@ -450,3 +450,33 @@ func TestSpoofedDeltaIgnored(t *testing.T) {
 		t.Fatalf("forged delta raised us-1's own entry: %+v", rd)
 	}
 }
+
+// A second process running with the same replica id is reported.
+func TestDuplicateReplicaIDDetected(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu")
+	us := nodes[0]
+	impostor := AppendDelta(nil, &Delta{Replica: "us-1", Region: "us", Incarnation: 42, Seq: 1})
+	waitFor(t, 5*time.Second, func() error {
+		if err := nodes[1].nc.Publish(deltaSubject("us", "us-1"), impostor); err != nil {
+			return err
+		}
+		if testutilCounter(us.rep.m.ownIDConflicts) == 0 {
+			return fmt.Errorf("not detected yet")
+		}
+		return nil
+	})
+	// Its own messages, which it also receives, never count as conflicts.
+	// (First let the impostor's retries above drain.)
+	if err := nodes[1].nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	before := testutilCounter(us.rep.m.ownIDConflicts)
+	if _, err := us.replica.Incr(context.Background(), "c", 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // a few flushes of its own
+	if after := testutilCounter(us.rep.m.ownIDConflicts); after != before {
+		t.Fatalf("own deltas counted as conflicts: %v -> %v", before, after)
+	}
+}

@@ -5,7 +5,8 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	published, publishErrors, received, badMessages, inboxDropped prometheus.Counter
 	publishedBytes, lostMessages                                  prometheus.Counter
-	aeRounds, aeErrors, aeBuckets                                 prometheus.Counter
+	aeRounds, aeErrors, aeBuckets, aeRootMatches                  prometheus.Counter
+	ownIDConflicts                                                prometheus.Counter
 	lag                                                           prometheus.Histogram
 }
 
@@ -18,7 +19,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishErrors:  c("publish_errors_total", "Fast-path publishes that failed (repaired by anti-entropy)."),
 		publishedBytes: c("published_bytes_total", "Fast-path bytes published."),
 		received:       c("received_total", "Fast-path messages received from peers."),
-		badMessages:    c("bad_messages_total", "Messages that failed to decode."),
+		badMessages:    c("bad_messages_total", "Messages dropped: undecodable, or a delta on another replica's subject."),
+		ownIDConflicts: c("own_id_conflicts_total", "Deltas from another process using this replica's id (two processes share an id)."),
+		aeRootMatches:  c("antientropy_root_matches_total", "Peer syncs skipped because the peer's last root digest equalled ours."),
 		inboxDropped:   c("inbox_dropped_total", "Received deltas dropped because the merger was behind."),
 		lostMessages:   c("lost_messages_total", "Gaps in peers' message sequence numbers."),
 		aeRounds:       c("antientropy_rounds_total", "Anti-entropy rounds."),
@@ -32,7 +35,48 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishErrors, m.publishedBytes, m.received, m.badMessages,
-			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeBuckets, m.lag)
+			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeBuckets, m.lag,
+			m.ownIDConflicts, m.aeRootMatches)
 	}
 	return m
+}
+
+// peerCollector exports each peer's state at scrape time, from Peers().
+type peerCollector struct{ r *Replicator }
+
+var (
+	descHeardAge = prometheus.NewDesc("tally_replication_peer_last_heard_age_seconds",
+		"Seconds since the peer was last heard from (-1: never).", []string{"peer"}, nil)
+	descInSync = prometheus.NewDesc("tally_replication_peer_in_sync",
+		"1 if the last digest comparison with the peer found no differing bucket.", []string{"peer"}, nil)
+	descDiffering = prometheus.NewDesc("tally_replication_peer_differing_buckets",
+		"Buckets that differed at the last digest comparison with the peer.", []string{"peer"}, nil)
+	descRecovered = prometheus.NewDesc("tally_replication_recovered",
+		"1 once start-up recovery from peers finished and writes are accepted.", nil, nil)
+)
+
+func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHeardAge
+	ch <- descInSync
+	ch <- descDiffering
+	ch <- descRecovered
+}
+
+func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
+	b2f := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	for _, p := range c.r.Peers() {
+		age := -1.0
+		if p.LastHeardAgoMs >= 0 {
+			age = float64(p.LastHeardAgoMs) / 1000
+		}
+		ch <- prometheus.MustNewConstMetric(descHeardAge, prometheus.GaugeValue, age, p.Replica)
+		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(p.InSync), p.Replica)
+		ch <- prometheus.MustNewConstMetric(descDiffering, prometheus.GaugeValue, float64(p.DifferingBuckets), p.Replica)
+	}
+	ch <- prometheus.MustNewConstMetric(descRecovered, prometheus.GaugeValue, b2f(c.r.Recovered()))
 }

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ type Replicator struct {
 	peers map[string]*peer
 
 	kick        chan struct{} // asks anti-entropy for a round now
+	incarnation uint64        // random per process, sent in every delta
 	recovered   atomic.Bool
 	started     time.Time
 	lastWaitLog time.Time // owned by the anti-entropy goroutine
@@ -65,6 +67,7 @@ type peer struct {
 	id, region  string
 	lastHeard   time.Time
 	lagMs       int64
+	incarnation uint64
 	lastSeq     uint64
 	lost        uint64
 	root        uint64
@@ -94,6 +97,13 @@ func New(cfg Config) (*Replicator, error) {
 		peers:  make(map[string]*peer),
 		inbox:  make(chan *Delta, 1024),
 		kick:   make(chan struct{}, 1),
+		// Not a security token, only distinct per process run.
+		incarnation: rand.Uint64() | 1,
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(peerCollector{r}); err != nil {
+			return nil, fmt.Errorf("register peer metrics: %w", err)
+		}
 	}
 	for _, id := range cfg.RecoveryPeers {
 		if id != r.self {
@@ -169,7 +179,7 @@ func (r *Replicator) runFlusher(ctx context.Context) {
 		root := r.cfg.Store.Root()
 		for _, msg := range r.split(vecs, recs) {
 			seq++
-			msg.Replica, msg.Region, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, seq, now.UnixMilli(), root
+			msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, seq, now.UnixMilli(), root
 			data := AppendDelta(nil, msg)
 			if err := r.cfg.Transport.Publish(subject, data); err != nil {
 				// Anti-entropy repairs what the fast path drops.
@@ -232,6 +242,13 @@ func (r *Replicator) receive(subject string, data []byte) {
 		return
 	}
 	if d.Replica == r.self {
+		// Our own messages come back (we subscribe to every delta); a
+		// sequence we did not send means another process runs with our
+		// id, and the two would overwrite each other's entries.
+		if d.Incarnation != r.incarnation {
+			r.m.ownIDConflicts.Inc()
+			r.log.Error("another process publishes as this replica: replica ids must be unique", "replica", r.self, "seq", d.Seq)
+		}
 		return
 	}
 	now := r.cfg.Now()
@@ -246,11 +263,14 @@ func (r *Replicator) receive(subject string, data []byte) {
 	p.lastHeard = now
 	p.lagMs = lag
 	p.root = d.Root
-	if d.Seq > p.lastSeq+1 && p.lastSeq != 0 {
+	switch {
+	case d.Incarnation != p.incarnation: // new peer, or it restarted: Seq starts over
+		p.incarnation, p.lastSeq = d.Incarnation, d.Seq
+	case d.Seq > p.lastSeq+1:
 		p.lost += d.Seq - p.lastSeq - 1
 		r.m.lostMessages.Add(float64(d.Seq - p.lastSeq - 1))
-	}
-	if d.Seq > p.lastSeq || d.Seq == 1 { // a restarted sender counts from 1 again
+		p.lastSeq = d.Seq
+	case d.Seq > p.lastSeq:
 		p.lastSeq = d.Seq
 	}
 	r.mu.Unlock()

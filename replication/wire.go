@@ -33,13 +33,17 @@ const (
 // Delta is a fast-path message: the sender's new absolute own entries and
 // its changed like records. With no entries it is a heartbeat.
 type Delta struct {
-	Replica  string
-	Region   string
-	Seq      uint64 // per-sender message counter, for loss accounting
-	SentAtMs int64  // sender's wall clock when flushed, for lag
-	Root     uint64 // sender's state digest when flushed
-	Vectors  []OwnEntry
-	Records  []Record
+	Replica string
+	Region  string
+	// Incarnation is random per sender process: a new one means the
+	// sender restarted (Seq starts over); our own id with a foreign
+	// incarnation means two processes share a replica id.
+	Incarnation uint64
+	Seq         uint64 // per-sender message counter, for loss accounting
+	SentAtMs    int64  // sender's wall clock when flushed, for lag
+	Root        uint64 // sender's state digest when flushed
+	Vectors     []OwnEntry
+	Records     []Record
 }
 
 // OwnEntry is the sender's own entry of one vector.
@@ -121,6 +125,7 @@ func AppendDelta(b []byte, d *Delta) []byte {
 	b = append(b, wireV1, typeDelta)
 	b = appendStr(b, d.Replica)
 	b = appendStr(b, d.Region)
+	b = binary.LittleEndian.AppendUint64(b, d.Incarnation)
 	b = binary.AppendUvarint(b, d.Seq)
 	b = binary.AppendUvarint(b, uint64(d.SentAtMs))
 	b = binary.LittleEndian.AppendUint64(b, d.Root)
@@ -138,7 +143,7 @@ func AppendDelta(b []byte, d *Delta) []byte {
 func DecodeDelta(p []byte) (*Delta, error) {
 	r := reader{b: p}
 	r.header(typeDelta)
-	d := &Delta{Replica: r.id(), Region: r.id(), Seq: r.uvarint(), SentAtMs: int64(r.uvarint()), Root: r.u64()}
+	d := &Delta{Replica: r.id(), Region: r.id(), Incarnation: r.u64(), Seq: r.uvarint(), SentAtMs: int64(r.uvarint()), Root: r.u64()}
 	n := r.count()
 	for i := 0; i < n && r.err == nil; i++ {
 		e := OwnEntry{Kind: r.kind(), Item: r.id(), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}}

@@ -21,7 +21,7 @@ func randRecord(rng *rand.Rand) *crdt.LikeRecord {
 }
 
 func randDelta(rng *rand.Rand, maxRecs int) *Delta {
-	d := &Delta{Replica: "us-1", Region: "us", Seq: rng.Uint64(), SentAtMs: rng.Int64N(1 << 50), Root: rng.Uint64()}
+	d := &Delta{Replica: "us-1", Region: "us", Incarnation: rng.Uint64(), Seq: rng.Uint64(), SentAtMs: rng.Int64N(1 << 50), Root: rng.Uint64()}
 	for i := range rng.IntN(5) {
 		d.Vectors = append(d.Vectors, OwnEntry{Kind: storage.Likes, Item: fmt.Sprintf("item%d", i), PN: crdt.PN{P: rng.Uint64(), N: rng.Uint64()}})
 	}
@@ -98,7 +98,7 @@ func TestDecodersRejectGarbage(t *testing.T) {
 		"trailing":      append(append([]byte(nil), good...), 0),
 		"bad kind":      bytes.Replace(good, []byte{'l', 1, 'i'}, []byte{'z', 1, 'i'}, 1),
 		"bad id":        bytes.Replace(good, []byte{1, 'a'}, []byte{1, '/'}, 1),
-		"huge count":    {wireV1, typeDelta, 1, 'a', 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"huge count":    {wireV1, typeDelta, 1, 'a', 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 	}
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {

@@ -106,6 +106,9 @@ func TestLocalDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 				if b["count"] != want || b["approx"] != false {
 					return fmt.Errorf("%s: %v, want count %v", u, b, want)
 				}
+				if st, _ := b["staleness_ms"].(map[string]any); len(st) != 2 {
+					return fmt.Errorf("%s: staleness of 2 peers expected: %v", u, b)
+				}
 			}
 			return nil
 		}

@@ -241,6 +241,14 @@ func (n *node) startReplication(cfg Config, opts nodeOptions, outbox *replicatio
 	if err != nil {
 		return err
 	}
+	if !nc.IsConnected() {
+		n.log.Warn("NATS not reachable yet; retrying in the background, writes held until peers are synced", "url", cfg.NATS)
+	}
+	if len(cfg.Peers) == 0 {
+		n.log.Warn("no peers configured: with an empty data directory this replica accepts writes once " +
+			"the peers it hears within a few seconds are synced; list every peer in `peers` so a wiped " +
+			"replica cannot count on from zero")
+	}
 	rep, err := replication.New(replication.Config{
 		Replica:             n.replica,
 		Store:               n.store,
