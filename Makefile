@@ -7,7 +7,7 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
 BIN         := bin/tallyd
 
-.PHONY: all build run test lint vet staticcheck fmt-check unit bench chaos fuzz clean
+.PHONY: all build run test lint vet staticcheck fmt-check unit bench fuzz clean
 
 all: build
 
@@ -39,9 +39,12 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
-## bench: Go benchmarks of the hot paths (figures go to docs/benchmarks.md).
-bench:
+## bench: Go benchmarks of the hot paths, then HTTP load and replication lag
+## and healing on in-process deployments (figures go to docs/benchmarks.md).
+bench: build
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./storage/ ./region/
+	./$(BIN) bench likes --duration 5s
+	./$(BIN) bench replication
 
 ## fuzz: run each decoder fuzz target for a short while.
 fuzz:

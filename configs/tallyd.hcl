@@ -5,6 +5,7 @@
 # (TALLY_WRITE_TOKEN, TALLY_ADMIN_TOKEN), flags given on the command line.
 
 # Geography this replica serves. Ids are 1..128 bytes of [A-Za-z0-9_.:@-].
+# Default: "local".
 region = "us"
 
 # Stable id of this replica, unique across all regions. Never change it for
@@ -46,3 +47,31 @@ request_timeout = "10s"
 # How long shutdown waits for in-flight requests before cutting them off.
 # Keep it above request_timeout.
 shutdown_timeout = "15s"
+
+# --- Replication (leave nats empty for a standalone replica) ---
+
+# URL(s) of this region's NATS cluster, comma-separated.
+# nats = "nats://127.0.0.1:4222"
+
+# How this region authenticates to NATS: a credentials file, or a user whose
+# password comes from the TALLY_NATS_PASSWORD environment variable.
+# nats_creds = "/etc/tally/us.creds"
+# nats_user  = "tally-us"
+
+# Every other replica's id, in all regions. A replica whose data directory is
+# empty waits until it has synced from each of them before it acknowledges a
+# write, so it never counts on from a lost state.
+# peers = ["eu-1", "ap-1"]
+
+# How often changed entries are published (the fast path). Default "10ms".
+flush_interval = "10ms"
+
+# How often digests are compared with each peer (anti-entropy). Default "1s".
+anti_entropy_interval = "1s"
+
+# A peer unheard-from this long makes reads approx. Default "5s".
+peer_timeout = "5s"
+
+# A replica that has data waits at most this long for its peers at start
+# before it accepts writes. Default "10s".
+recovery_timeout = "10s"

@@ -1,0 +1,41 @@
+# tallyd serve --config configs/ap-1.hcl
+#
+# Replica ap-1 of a three-region production deployment (us-1, eu-1, ap-1),
+# one tallyd process per replica. us-1.hcl and eu-1.hcl are the same with
+# the region swapped. The region's NATS servers are configured by
+# configs/nats/ap.conf. docs/operations.md explains every field; fields left
+# out keep their defaults (see configs/tallyd.hcl).
+#
+# Secrets come from the environment, not from this file:
+#   TALLY_NATS_PASSWORD  password of NATS user tally-ap
+#   TALLY_WRITE_TOKEN    bearer token for likes, unlikes and increments
+#   TALLY_ADMIN_TOKEN    bearer token for admin routes
+
+region  = "ap"
+replica = "ap-1" # never reuse or change for this data directory
+
+data_dir = "/var/lib/tally/ap-1"
+
+# Reachable by the load balancer and Prometheus; set TALLY_WRITE_TOKEN
+# (tallyd warns at startup if it listens beyond loopback without one).
+listen = "0.0.0.0:8080"
+
+durability = "fsync"
+
+log_level = "info"
+log_json  = true
+
+# This region's NATS cluster; the client reconnects to any of them.
+nats      = "nats://nats-a.ap.tally.internal:4222,nats://nats-b.ap.tally.internal:4222,nats://nats-c.ap.tally.internal:4222"
+nats_user = "tally-ap"
+
+# Every other replica, in all regions. A replica whose data directory is
+# empty acknowledges nothing until it has synced from every one of them, so
+# keep this list complete and current.
+peers = ["us-1", "eu-1"]
+
+# Replication timings (these are the defaults).
+flush_interval        = "10ms"
+anti_entropy_interval = "1s"
+peer_timeout          = "5s"
+recovery_timeout      = "10s"
