@@ -180,6 +180,7 @@ func (s *Server) newRouter() *mux.Router {
 
 	rt.Handle("/v1/counters/"+key+"/incr", w(s.Handler(s.incr))).Methods(http.MethodPost)
 	rt.Handle("/v1/counters/"+key, s.Handler(s.getCounter)).Methods(http.MethodGet)
+	rt.Handle("/v1/events", w(s.Handler(s.postEvents))).Methods(http.MethodPost)
 
 	rt.Handle("/healthz", s.Handler(s.healthz)).Methods(http.MethodGet)
 	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)

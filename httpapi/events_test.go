@@ -1,0 +1,110 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestEventsArrayAndNDJSON(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	b := e.do("POST", "/v1/events", `[
+		{"type":"like","item":"v1","user":"a"},
+		{"type":"like","videoId":"v1","userId":"b"},
+		{"type":"like","item":"v1","user":"a"},
+		{"type":"unlike","item":"v1","user":"b"},
+		{"type":"incr","key":"views","by":5,"idempotency_key":"k1"},
+		{"type":"incr","key":"views","by":5,"idempotency_key":"k1"},
+		{"type":"incr","key":"views"}
+	]`).ok(t)
+	if num(t, b, "applied") != 7 || num(t, b, "rejected") != 0 {
+		t.Fatalf("%v", b)
+	}
+	res := b["results"].([]any)
+	want := []struct {
+		value     int64
+		changed   bool
+		duplicate bool
+	}{{1, true, false}, {2, true, false}, {2, false, false}, {1, true, false}, {5, false, false}, {5, false, true}, {6, false, false}}
+	for i, w := range want {
+		r := res[i].(map[string]any)
+		changed, _ := r["changed"].(bool)
+		dup, _ := r["duplicate"].(bool)
+		if r["ok"] != true || num(t, r, "value") != w.value || changed != w.changed || dup != w.duplicate {
+			t.Errorf("event %d: %v, want %+v", i, r, w)
+		}
+	}
+	nd := "{\"type\":\"like\",\"item\":\"v1\",\"user\":\"c\"}\n{\"type\":\"incr\",\"key\":\"views\",\"by\":-1}\n"
+	b = e.do("POST", "/v1/events", nd).ok(t)
+	if num(t, b, "applied") != 2 {
+		t.Fatalf("ndjson: %v", b)
+	}
+	if e.likes("v1") != 2 || e.counter("views") != 5 {
+		t.Fatalf("likes %d views %d", e.likes("v1"), e.counter("views"))
+	}
+}
+
+// A bad event is rejected alone; the rest of the batch applies.
+func TestEventsPerEventErrors(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	b := e.do("POST", "/v1/events", `[
+		{"type":"like","item":"v1","user":"ok"},
+		{"type":"like","item":"bad/id","user":"u"},
+		{"type":"dance","item":"v1","user":"u"},
+		{"type":"incr","key":"c","by":99999999999999999},
+		{"type":"like","item":"v1","user":"u","by":3},
+		{"item":"v1","user":"u"},
+		{"type":"like","item":"v1","videoId":"v2","user":"u"}
+	]`).ok(t)
+	if num(t, b, "applied") != 1 || num(t, b, "rejected") != 6 {
+		t.Fatalf("%v", b)
+	}
+	codes := []string{"", CodeBadID, CodeBadRequest, CodeBadBy, CodeBadRequest, CodeMissingField, CodeBadRequest}
+	for i, c := range codes {
+		r := b["results"].([]any)[i].(map[string]any)
+		if c != "" && (r["code"] != c || r["error"] == "") {
+			t.Errorf("event %d: %v, want code %s", i, r, c)
+		}
+	}
+	if e.likes("v1") != 1 || e.counter("c") != 0 {
+		t.Fatal("rejected events changed state")
+	}
+}
+
+// Malformed JSON rejects the whole batch and changes nothing.
+func TestEventsMalformedBatch(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for name, body := range map[string]string{
+		"empty":         "",
+		"empty array":   "[]",
+		"not json":      "hello",
+		"truncated":     `[{"type":"like","item":"v","user":"u"}`,
+		"unknown field": `[{"type":"like","item":"v","user":"u","colour":"red"}]`,
+		"trailing":      `[{"type":"like","item":"v","user":"u"}] x`,
+		"bad ndjson":    "{\"type\":\"like\",\"item\":\"v\",\"user\":\"u\"}\n{oops}\n",
+		"wrong type":    `[{"type":"incr","key":"c","by":"five"}]`,
+	} {
+		r := e.do("POST", "/v1/events", body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: status %d %s", name, r.status, r.raw)
+		}
+	}
+	if e.likes("v") != 0 || e.counter("c") != 0 {
+		t.Fatal("a rejected batch changed state")
+	}
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range MaxBatchEvents + 1 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"type":"incr","key":"c"}`)
+	}
+	sb.WriteString("]")
+	big := newEnv(t, envOpts{api: func(c *Config) { c.MaxBodyBytes = 1 << 22 }})
+	big.do("POST", "/v1/events", sb.String()).isError(t, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
+	if big.counter("c") != 0 {
+		t.Fatal("an over-long batch was partly applied")
+	}
+}
