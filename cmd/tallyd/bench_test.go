@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHistogramBuckets(t *testing.T) {
+	// Every value lies in its bucket, and buckets tile the line in order.
+	check := func(v uint64) {
+		i := histIndex(v)
+		if i < 0 || i >= histBuckets {
+			t.Fatalf("histIndex(%d) = %d, out of range", v, i)
+		}
+		lo := uint64(0)
+		if i > 0 {
+			lo = histUpper(i-1) + 1
+		}
+		if v < lo || v > histUpper(i) {
+			t.Fatalf("%d not in bucket %d [%d, %d]", v, i, lo, histUpper(i))
+		}
+		if histUpper(i)-lo > lo/histSub {
+			t.Fatalf("bucket %d [%d, %d] wider than 1/%d of its values", i, lo, histUpper(i), histSub)
+		}
+	}
+	for v := range uint64(5000) {
+		check(v)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		check(r.Uint64() >> r.IntN(64) >> 1) // all magnitudes up to 2^63
+	}
+	check(1<<63 - 1)
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	var empty histogram
+	if empty.Quantile(0.5) != 0 || empty.Max() != 0 || empty.Mean() != 0 {
+		t.Fatalf("empty histogram: p50 %s, max %s", empty.Quantile(0.5), empty.Max())
+	}
+
+	var one histogram
+	one.Record(1234567 * time.Nanosecond)
+	for _, q := range []float64{0.001, 0.5, 0.999, 1} {
+		if got := one.Quantile(q); got != 1234567*time.Nanosecond {
+			t.Errorf("one value: q%v = %s, want it exactly (clamped to min and max)", q, got)
+		}
+	}
+
+	// 1..1000 ms recorded in two halves, merged: nearest-rank quantiles
+	// within the bucket precision.
+	var a, b histogram
+	for i := 1; i <= 1000; i++ {
+		h := &a
+		if i%2 == 0 {
+			h = &b
+		}
+		h.Record(time.Duration(i) * time.Millisecond)
+	}
+	a.Merge(&b)
+	a.Merge(&histogram{})
+	if a.Count() != 1000 || a.Max() != time.Second || a.Mean() != 500500*time.Microsecond {
+		t.Fatalf("count %d max %s mean %s", a.Count(), a.Max(), a.Mean())
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Millisecond}, {0.99, 990 * time.Millisecond}, {0.999, 999 * time.Millisecond}, {1, time.Second}} {
+		got := a.Quantile(c.q)
+		if got < c.want || float64(got-c.want) > float64(c.want)/histSub {
+			t.Errorf("q%v = %s, want %s within 1/%d", c.q, got, c.want, histSub)
+		}
+	}
+	var neg histogram
+	neg.Record(-time.Second)
+	if neg.Quantile(0.5) != 0 {
+		t.Errorf("negative duration recorded as %s, want 0", neg.Quantile(0.5))
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench"}, "want a mode"},
+		{[]string{"bench", "frob"}, `unknown mode "frob"`},
+		{[]string{"bench", "likes", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"bench", "likes", "extra"}, `unexpected argument "extra"`},
+		{[]string{"bench", "likes", "--concurrency", "0"}, "--concurrency 0: want 1..10000"},
+		{[]string{"bench", "likes", "--concurrency", "1,x"}, `--concurrency: "x" is not an integer`},
+		{[]string{"bench", "likes", "--concurrency", ""}, "--concurrency: want at least one level"},
+		{[]string{"bench", "likes", "--duration", "0s"}, "--duration 0s"},
+		{[]string{"bench", "likes", "--url", "ftp://x"}, `--url "ftp://x": want http://host:port`},
+		{[]string{"bench", "likes", "--item", "a b"}, `--item "a b"`},
+		{[]string{"bench", "likes", "--zipf", "1"}, "--zipf 1"},
+		{[]string{"bench", "likes", "--durability", "maybe"}, `--durability "maybe"`},
+		{[]string{"bench", "replication", "--regions", "us"}, "want at least two regions"},
+		{[]string{"bench", "replication", "--regions", "us,us"}, "duplicate region"},
+		{[]string{"bench", "replication", "--regions", "us,e u"}, `"e u"`},
+		{[]string{"bench", "replication", "--samples", "-1"}, "--samples -1"},
+		{[]string{"bench", "replication", "--cut-writers", "0"}, "--cut-writers 0"},
+		{[]string{"bench", "replication", "--cut-for", "0s"}, "--cut-for 0s"},
+	}
+	for _, c := range cases {
+		code, stdout, stderr := runArgs(t, c.args...)
+		if code != 2 || stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q, want 2 and none", c.args, code, stdout)
+		}
+		if !strings.HasPrefix(stderr, "tallyd: ") || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: stderr %q, want one line with %q", c.args, stderr, c.want)
+		}
+	}
+	// Every problem at once.
+	_, _, stderr := runArgs(t, "bench", "likes", "--concurrency", "0", "--duration", "-1s")
+	if !strings.Contains(stderr, "--concurrency 0") || !strings.Contains(stderr, "--duration -1s") {
+		t.Errorf("not every problem reported: %q", stderr)
+	}
+}
+
+func TestBenchHelp(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help", "bench"}, "replication"},
+		{[]string{"bench", "-h"}, "likes"},
+		{[]string{"bench", "likes", "-h"}, "-concurrency"},
+		{[]string{"bench", "replication", "-h"}, "-samples"},
+	} {
+		code, stdout, _ := runArgs(t, c.args...)
+		if code != 0 || !strings.Contains(stdout, c.want) {
+			t.Errorf("%q: exit %d, stdout %q lacks %q", c.args, code, stdout, c.want)
+		}
+	}
+}
+
+// The no-setup path: bench likes starts its own replica, loads it, and
+// removes its data directory.
+func TestBenchLikesInProcess(t *testing.T) {
+	cfg := defaultLikesBenchConfig()
+	cfg.Concurrency, cfg.Duration = []int{2}, 300*time.Millisecond
+	var out strings.Builder
+	res, err := runLikesBench(context.Background(), cfg, &out, &lockedBuilder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].Requests == 0 || res[0].Errors != 0 || res[0].Latency.Count() != uint64(res[0].Requests) {
+		t.Fatalf("results %+v; output:\n%s", res, &out)
+	}
+	if res[0].Elapsed < cfg.Duration || res[0].Latency.Quantile(0.5) <= 0 || res[0].OKPerSec() <= 0 {
+		t.Errorf("elapsed %s, p50 %s, ok/s %.0f", res[0].Elapsed, res[0].Latency.Quantile(0.5), res[0].OKPerSec())
+	}
+	m := regexp.MustCompile(`data (\S+)\)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no data dir in output:\n%s", &out)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("data dir %s left behind: %v", m[1], err)
+	}
+	if !regexp.MustCompile(`(?m)^ +2 +\d+ +0 `).MatchString(out.String()) {
+		t.Errorf("no table row for concurrency 2 with 0 errors:\n%s", &out)
+	}
+}
+
+// --requests bounds a level by count, and a replica given by --url is used
+// as is.
+func TestBenchLikesRequestLimitAndURL(t *testing.T) {
+	s := startServe(t, "--data", t.TempDir(), "--log-level", "error")
+	code, stdout, stderr := runArgs(t, "bench", "likes", "--url", "http://"+s.addr, "--concurrency", "1,3",
+		"--duration", "10s", "--requests", "25", "--zipf", "5")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, level := range []string{"1", "3"} {
+		if !regexp.MustCompile(`(?m)^ +` + level + ` +25 +0 `).MatchString(stdout) {
+			t.Errorf("level %s did not stop at 25 requests:\n%s", level, stdout)
+		}
+	}
+	// Zipf spread the 50 likes over items hot-0..hot-4.
+	var total float64
+	for _, item := range []string{"hot-0", "hot-1", "hot-2", "hot-3", "hot-4"} {
+		_, body := s.call(t, "GET", "/v1/likes/"+item)
+		total += body["count"].(float64)
+	}
+	if total != 50 {
+		t.Errorf("items hot-0..4 hold %v likes, want 50", total)
+	}
+}
+
+func TestBenchReplicationSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a two-region deployment")
+	}
+	code, stdout, stderr := runArgs(t, "bench", "replication", "--regions", "us,eu", "--samples", "6",
+		"--heals", "1", "--cut-for", "200ms", "--cut-writers", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+	for _, want := range []string{"us->eu", "eu->us", "counts agree", "converged"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^ +all +6 `).MatchString(stdout) {
+		t.Errorf("want 6 lag samples in all:\n%s", stdout)
+	}
+	m := regexp.MustCompile(`data (\S+)\)`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no data dir in output:\n%s", stdout)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("data dir %s left behind: %v", m[1], err)
+	}
+}
