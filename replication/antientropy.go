@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
@@ -53,8 +54,11 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 		if !r.recovered.Load() {
 			r.checkRecovered()
 		}
+		if more && ctx.Err() == nil {
+			continue // the bound was hit: the rest of the difference now
+		}
 		wait := tick.C
-		if more || !r.recovered.Load() {
+		if !r.recovered.Load() {
 			wait = fast.C
 		}
 		select {
@@ -157,13 +161,54 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	if limit := r.cfg.MaxBucketsPerRound; r.recovered.Load() && len(pull) > limit {
 		pull, left = pull[:limit], true
 	}
-	for _, b := range pull {
-		if err := r.pullBucket(ctx, p.id, b); err != nil {
-			return differing, left, err
-		}
+	if err := r.pullBuckets(ctx, p.id, pull); err != nil {
+		return differing, left, err
 	}
 	r.m.aeBuckets.Add(float64(len(pull)))
 	return differing, left, nil
+}
+
+// pullConcurrency is how many buckets are pulled from one peer at once.
+// Concurrent pulls overlap their request round trips, and their merges
+// reach the region writer together, so several buckets share one fsync.
+const pullConcurrency = 8
+
+// pullBuckets pulls the given buckets from a peer, a few at a time, and
+// returns the first error (the remaining pulls still finish or stop).
+func (r *Replicator) pullBuckets(ctx context.Context, id string, buckets []int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	for range min(pullConcurrency, len(buckets)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range next {
+				if err := r.pullBucket(ctx, id, b); err != nil {
+					errOnce.Do(func() { firstErr = err; cancel() })
+				}
+			}
+		}()
+	}
+feed:
+	for _, b := range buckets {
+		select {
+		case next <- b:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		firstErr = ctx.Err()
+	}
+	return firstErr
 }
 
 // pullBucket pages through one bucket of a peer and merges it.
