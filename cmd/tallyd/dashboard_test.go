@@ -323,33 +323,10 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three regions")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuilder{}
-	c := &cli{stdout: out, stderr: &lockedBuilder{}, getenv: noEnv}
-	code := make(chan int, 1)
-	go func() {
-		code <- c.run(ctx, []string{"local", "--port", "0", "--dashboard", "127.0.0.1:0", "--data", t.TempDir(),
-			"--log-level", "error", "--admin-token", "sesame"})
-	}()
-	defer func() {
-		cancel()
-		select {
-		case got := <-code:
-			if got != 0 {
-				t.Errorf("local exited %d", got)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("local did not stop")
-		}
-	}()
+	out := startLocal(t, "--dashboard", "127.0.0.1:0", "--admin-token", "sesame").out
 	dashLine := regexp.MustCompile(`(?m)^dashboard: (http://127\.0\.0\.1:\d+)$`)
 	var base string
-	poll(t, 90*time.Second, func() error {
-		select {
-		case got := <-code:
-			t.Fatalf("local exited %d: %s", got, out)
-		default:
-		}
+	poll(t, 10*time.Second, func() error {
 		if m := dashLine.FindStringSubmatch(out.String()); m != nil {
 			base = m[1]
 			return nil

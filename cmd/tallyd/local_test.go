@@ -46,21 +46,24 @@ func poll(t *testing.T, timeout time.Duration, f func() error) {
 	}
 }
 
-// The README's first command, in process: three regions, likes everywhere,
-// a cut link with writes on both sides, a heal, exact convergence.
-func TestLocalDeploymentConvergesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+// localRun is an in-process `tallyd local` with free ports and a temp dir.
+type localRun struct {
+	out  *lockedBuilder
+	urls []string // one per region, in region order
+}
+
+// startLocal runs `tallyd local` until the test ends, then checks it exits
+// cleanly. It returns once every region listens.
+func startLocal(t *testing.T, args ...string) *localRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan net.Addr, 3)
-	out := &lockedBuilder{}
-	c := &cli{stdout: out, stderr: &lockedBuilder{}, getenv: noEnv, onListen: func(a net.Addr) { addrs <- a }}
+	addrs := make(chan net.Addr, 8)
+	run := &localRun{out: &lockedBuilder{}}
+	c := &cli{stdout: run.out, stderr: &lockedBuilder{}, getenv: noEnv, onListen: func(a net.Addr) { addrs <- a }}
 	code := make(chan int, 1)
-	go func() {
-		code <- c.run(ctx, []string{"local", "--port", "0", "--data", t.TempDir(), "--log-level", "error"})
-	}()
-	defer func() {
+	args = append([]string{"local", "--port", "0", "--data", t.TempDir(), "--log-level", "error"}, args...)
+	go func() { code <- c.run(ctx, args) }()
+	t.Cleanup(func() {
 		cancel()
 		select {
 		case got := <-code:
@@ -70,18 +73,28 @@ func TestLocalDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Error("local did not stop")
 		}
-	}()
-	var urls []string
+	})
 	for range 3 {
 		select {
 		case a := <-addrs:
-			urls = append(urls, "http://"+a.String())
+			run.urls = append(run.urls, "http://"+a.String())
 		case got := <-code:
-			t.Fatalf("local exited %d: %s", got, out)
+			code <- got
+			t.Fatalf("local exited %d: %s", got, run.out)
 		case <-time.After(90 * time.Second):
 			t.Fatal("local did not start")
 		}
 	}
+	return run
+}
+
+// The README's first command, in process: three regions, likes everywhere,
+// a cut link with writes on both sides, a heal, exact convergence.
+func TestLocalDeploymentConvergesThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startLocal(t).urls
 	for _, u := range urls {
 		poll(t, 30*time.Second, func() error {
 			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
