@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // still count (tests read them) but are exported nowhere.
 type metrics struct {
 	ops                *prometheus.CounterVec
+	opsByKind          [OpIncr + 1]prometheus.Counter // resolved once: the writer counts every op
 	ownRecovered       prometheus.Counter
 	reconciled         prometheus.Counter
 	clockDriftRejected prometheus.Counter
@@ -42,6 +43,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}),
 		commitSeconds: commit,
+	}
+	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
+		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
 		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit)

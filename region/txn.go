@@ -111,7 +111,7 @@ func (t *txn) applyOp(op *Op) Result {
 	if err := op.Validate(); err != nil {
 		return Result{Err: err}
 	}
-	t.r.metrics.ops.WithLabelValues(op.Kind.String()).Inc()
+	t.r.metrics.opsByKind[op.Kind].Inc() // Validate bounded Kind
 	switch op.Kind {
 	case OpLike, OpUnlike:
 		return t.applyLike(op.Item, op.User, op.Kind == OpLike)
@@ -221,7 +221,7 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return nil
 	}
 	rs.dirty = true
-	if delta := rs.rec.Reconcile(t.r.self); delta != 0 {
+	if delta := chaosReconcile(rs.rec, t.r.self); delta != 0 {
 		vs, err := t.vector(storage.Likes, m.Item)
 		if err != nil {
 			return err
