@@ -14,9 +14,14 @@ import (
 
 // Metadata keys this package keeps in the store.
 const (
-	metaReplica = "replica"     // this data dir's replica id, checked on open
-	metaRegion  = "region"      // its region
-	metaHLC     = "hlc-ceiling" // an upper bound on every HLC issued so far
+	metaReplica = "replica" // this data dir's replica id, checked on open
+	metaRegion  = "region"  // its region
+	// metaAccepted is written the first time the replica accepts writes.
+	// Until then the store counts as fresh, also across restarts: a wiped
+	// replica killed again halfway through recovering from its peers must
+	// not come back as "has data" and start counting from partial state.
+	metaAccepted = "accepted-writes"
+	metaHLC      = "hlc-ceiling" // an upper bound on every HLC issued so far
 )
 
 // hlcLeaseMs is how far ahead of the clock the persisted HLC ceiling runs.
@@ -38,14 +43,15 @@ type Replica struct {
 	cache   *cache
 	fresh   bool // the store had no state when opened
 
-	reqs      chan *request
-	closeMu   sync.RWMutex // protects closed against concurrent submit
-	closed    bool
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	accepting atomic.Bool
-	shut      atomic.Bool // set by Close, for lock-free readers
-	failure   atomic.Pointer[error]
+	reqs       chan *request
+	closeMu    sync.RWMutex // protects closed against concurrent submit
+	closed     bool
+	stop       chan struct{}
+	wg         sync.WaitGroup
+	accepting  atomic.Bool
+	shut       atomic.Bool // set by Close, for lock-free readers
+	acceptOnce sync.Once
+	failure    atomic.Pointer[error]
 
 	umu          sync.RWMutex   // protects unreconciled
 	unreconciled map[string]int // item -> records whose excess is not zero
@@ -87,7 +93,12 @@ func New(cfg Config) (*Replica, error) {
 	if err := r.load(); err != nil {
 		return nil, err
 	}
-	r.accepting.Store(!cfg.HoldWrites)
+	if !cfg.HoldWrites {
+		r.AcceptWrites()
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+	}
 	r.wg.Add(1)
 	go r.run()
 	return r, nil
@@ -100,7 +111,6 @@ func (r *Replica) load() error {
 	if err != nil {
 		return fmt.Errorf("load replica: %w", err)
 	}
-	r.fresh = !ok
 	if ok && string(id) != r.self {
 		return fmt.Errorf("load replica: data belongs to replica %q, not %q", id, r.self)
 	}
@@ -121,7 +131,12 @@ func (r *Replica) load() error {
 	if err != nil {
 		return fmt.Errorf("load replica: %w", err)
 	}
-	if r.fresh {
+	_, accepted, err := r.store.Meta(metaAccepted)
+	if err != nil {
+		return fmt.Errorf("load replica: %w", err)
+	}
+	r.fresh = !accepted
+	if !ok {
 		b := r.store.NewBatch()
 		defer b.Close()
 		b.PutMeta(metaReplica, []byte(r.self))
@@ -142,12 +157,27 @@ func (r *Replica) Region() string { return r.cfg.Region }
 // Durability is the store's commit durability.
 func (r *Replica) Durability() storage.Durability { return r.store.Durability() }
 
-// Fresh reports whether the store held no state when the replica opened: a
-// new replica, or one whose data was lost.
+// Fresh reports whether the store had never accepted writes when the
+// replica opened: a new replica, one whose data was lost, or one whose
+// recovery from peers was interrupted before it finished.
 func (r *Replica) Fresh() bool { return r.fresh }
 
 // AcceptWrites lets the replica acknowledge writes (see Config.HoldWrites).
-func (r *Replica) AcceptWrites() { r.accepting.Store(true) }
+// The first time, it durably records that the store has accepted writes, so
+// later restarts do not count as fresh.
+func (r *Replica) AcceptWrites() {
+	r.acceptOnce.Do(func() {
+		b := r.store.NewBatch()
+		defer b.Close()
+		b.PutMeta(metaAccepted, []byte{1})
+		if err := b.Commit(); err != nil {
+			err = fmt.Errorf("%w: record first accepted write: %w", ErrFailed, err)
+			r.failure.CompareAndSwap(nil, &err)
+			return
+		}
+		r.accepting.Store(true)
+	})
+}
 
 // Accepting reports whether local writes are accepted.
 func (r *Replica) Accepting() bool {
@@ -304,6 +334,9 @@ func (r *Replica) commit(batch []*request) {
 	defer tx.close()
 	for _, q := range batch {
 		tx.apply(q)
+	}
+	if chaosAckBeforeCommit(batch) { // never outside the chaos build
+		batch = nil // acknowledged already
 	}
 	changes, err := tx.commit()
 	if err != nil {

@@ -285,3 +285,26 @@ func TestClockNeverGoesBackAcrossRestart(t *testing.T) {
 		t.Fatalf("unlike after restart lost to the earlier like: count %d", rd.Value)
 	}
 }
+
+// A replica that was held and never accepted writes is still fresh after a
+// restart (its recovery may have been cut short); once it accepted writes,
+// it is not.
+func TestFreshUntilFirstAcceptedWrite(t *testing.T) {
+	dir := t.TempDir()
+	held := func(c *Config) { c.HoldWrites = true }
+	r, closeR := openReplica(t, dir, "a", held)
+	if !r.Fresh() {
+		t.Fatal("new store not fresh")
+	}
+	closeR() // killed while recovering
+	r, closeR = openReplica(t, dir, "a", held)
+	if !r.Fresh() {
+		t.Fatal("a store that never accepted writes came back as not fresh")
+	}
+	r.AcceptWrites()
+	closeR()
+	r, _ = openReplica(t, dir, "a", held)
+	if r.Fresh() {
+		t.Fatal("a store that accepted writes came back as fresh")
+	}
+}
