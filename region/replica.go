@@ -21,13 +21,16 @@ const (
 	// replica killed again halfway through recovering from its peers must
 	// not come back as "has data" and start counting from partial state.
 	metaAccepted = "accepted-writes"
-	metaHLC      = "hlc-ceiling" // an upper bound on every HLC issued so far
+	metaHLC      = "hlc-max" // the largest HLC issued or observed, as committed
 )
 
-// hlcLeaseMs is how far ahead of the clock the persisted HLC ceiling runs.
-// On restart the clock starts at the ceiling, so a wall clock that went
-// backwards cannot issue a timestamp below one issued before the crash.
-const hlcLeaseMs = 5000
+// The largest HLC this replica has issued is stored (metaHLC) in every
+// group commit that issued one, atomically with the records that carry it.
+// On restart the clock starts there, so a wall clock that went backwards
+// cannot issue a stamp below one already durable. An earlier design kept a
+// ceiling some seconds *ahead* of the clock; after a restart that pushed
+// every local action into the future, where it beat later actions in other
+// regions (found by the chaos suite).
 
 // maxClockDriftMs is how far ahead of our wall clock a remote HLC may be and
 // still advance our clock.
@@ -57,8 +60,8 @@ type Replica struct {
 	unreconciled map[string]int // item -> records whose excess is not zero
 
 	// Owned by the writer goroutine (and New, before it starts).
-	clock      crdt.Clock
-	hlcCeiling int64 // wall ms of the persisted ceiling
+	clock     crdt.Clock
+	hlcStored crdt.HLC // largest HLC persisted in metaHLC
 }
 
 // request is one submission to the writer: local ops or remote merges.
@@ -122,7 +125,7 @@ func (r *Replica) load() error {
 			return fmt.Errorf("load replica hlc: %w", err)
 		}
 		r.clock.Observe(crdt.HLC(e.P))
-		r.hlcCeiling = crdt.HLC(e.P).WallMs()
+		r.hlcStored = crdt.HLC(e.P)
 	}
 	err = r.store.Markers(func(item, _ string) bool {
 		r.unreconciled[item]++

@@ -130,7 +130,6 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 		return Result{Err: err}
 	}
 	hlc := t.r.clock.Now(t.nowMs)
-	t.persistClock(hlc)
 	// A like moves the count by at most the number of replicas, so unlike
 	// increments it needs no overflow check.
 	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
@@ -233,13 +232,13 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 	return nil
 }
 
-// persistClock keeps the stored HLC ceiling ahead of every issued stamp.
-func (t *txn) persistClock(h crdt.HLC) {
-	if h.WallMs() < t.r.hlcCeiling-hlcLeaseMs/2 {
-		return
+// persistClock stores the largest HLC issued or observed, in the batch
+// that used it, if it moved.
+func (t *txn) persistClock() {
+	if last := t.r.clock.Last(); last > t.r.hlcStored {
+		t.r.hlcStored = last
+		t.b.PutMeta(metaHLC, crdt.AppendPN(nil, crdt.PN{P: uint64(last)}))
 	}
-	t.r.hlcCeiling = h.WallMs() + hlcLeaseMs
-	t.b.PutMeta(metaHLC, crdt.AppendPN(nil, crdt.PN{P: uint64(crdt.MakeHLC(t.r.hlcCeiling, 0))}))
 }
 
 // commit writes the overlay, fsyncs, and publishes it to readers.
@@ -277,6 +276,9 @@ func (t *txn) commit() (Changes, error) {
 		} else {
 			ch.Merged++
 		}
+	}
+	if t.b.Len() > 0 {
+		t.persistClock()
 	}
 	if t.b.Len() == 0 {
 		return ch, nil
