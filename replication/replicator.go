@@ -60,6 +60,8 @@ type Replicator struct {
 	wg        sync.WaitGroup
 	unsubs    []func() error
 	closeOnce sync.Once
+
+	gossip chaosGossip // empty outside the chaos build
 }
 
 // peer is what this replica knows of another. Guarded by Replicator.mu.
@@ -172,6 +174,7 @@ func (r *Replicator) runFlusher(ctx context.Context) {
 		case <-tick.C:
 		}
 		vecs, recs := r.cfg.Outbox.take()
+		vecs = r.gossip.outgoing(vecs) // unchanged outside the chaos build
 		now := r.cfg.Now()
 		if len(vecs) == 0 && len(recs) == 0 && now.Sub(lastSent) < r.cfg.HeartbeatInterval {
 			continue
@@ -326,7 +329,8 @@ func (r *Replicator) runMerger(ctx context.Context) {
 		var recs []region.RecordMerge
 		for _, d := range batch {
 			for _, e := range d.Vectors {
-				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: e.PN}}})
+				pn := r.gossip.incoming(r.cfg.Replica, d.Replica, e) // e.PN outside the chaos build
+				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: pn}}})
 			}
 			for _, rc := range d.Records {
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})

@@ -36,7 +36,7 @@ func NewNATS(nc *nats.Conn) *NATS { return &NATS{nc: nc} }
 func (t *NATS) Conn() *nats.Conn { return t.nc }
 
 // Publish implements Transport.
-func (t *NATS) Publish(subject string, data []byte) error { return t.nc.Publish(subject, data) }
+func (t *NATS) Publish(subject string, data []byte) error { return t.publish(subject, data) }
 
 // Subscribe implements Transport.
 func (t *NATS) Subscribe(subject string, h func(string, []byte)) (func() error, error) {

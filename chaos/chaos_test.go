@@ -1,0 +1,161 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The end-to-end runs build the real binary once, with -tags chaos and
+// without -race (the harness, in this test process, still runs under the
+// race detector when the suite does).
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+func chaosBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "tally-chaos-bin-"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "tallyd")
+		out, err := exec.Command("go", "build", "-tags", "chaos", "-o", binPath, "github.com/tally-dev/tally/cmd/tallyd").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build -tags chaos: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// testOut sends progress lines to the test log.
+type testOut struct{ t *testing.T }
+
+func (w testOut) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func runChaos(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	cfg.Binary = chaosBinary(t)
+	cfg.Out = testOut{t}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rep.WriteText(&buf)
+	t.Logf("run took %s\n%s", time.Since(start).Round(time.Second), buf.String())
+	return rep
+}
+
+// A minute of every fault class, checked against the model: PASS.
+func TestChaosFullMixPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a one-minute chaos test on real processes")
+	}
+	cfg := DefaultConfig()
+	// Seed 55 plans every kind of episode a 3-region run has in 60 s.
+	cfg.Duration, cfg.Seed = 60*time.Second, 55
+	cfg.Rate = 100
+	rep := runChaos(t, cfg)
+	if !rep.Pass {
+		for region, tail := range rep.LogTails {
+			t.Logf("log of %s:\n%s", region, tail)
+		}
+		t.Fatalf("FAIL: %v", rep.ViolationCounts)
+	}
+	kinds := map[string]bool{}
+	for _, e := range rep.Episodes {
+		if !e.Skipped {
+			kinds[e.Kind] = true
+		}
+	}
+	if len(kinds) < 7 {
+		t.Errorf("only %d fault kinds ran: %v", len(kinds), kinds)
+	}
+	if rep.Checked.Samples == 0 || rep.Ops.OK < 1000 {
+		t.Errorf("too little was checked: %+v, %d ops ok", rep.Checked, rep.Ops.OK)
+	}
+}
+
+// Negative controls: with each deliberate bug the checker must FAIL, and
+// for the reason the bug causes.
+func TestChaosCatchesDeliberateBugs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs chaos tests on real processes")
+	}
+	for _, tc := range []struct {
+		bug    string
+		tweak  func(*Config)
+		kind   string
+		prefix string // of the violating key
+	}{
+		{
+			// Duplicated messages count twice when the fast path gossips
+			// increments: counters end above the sum of their increments.
+			bug:   "gossip-increments",
+			tweak: func(c *Config) { c.Faults = []string{FaultMsg} },
+			kind:  KindValueMismatch, prefix: "counter/",
+		},
+		{
+			// Writes acknowledged before their commit die with kill -9.
+			bug: "ack-before-commit",
+			tweak: func(c *Config) {
+				c.Faults = []string{FaultKill}
+				c.Duration, c.Rate = 20*time.Second, 300
+				c.LikeWeight, c.PairWeight, c.IncrWeight = 30, 0, 70
+			},
+			kind: KindLostAck, prefix: "counter/",
+		},
+		{
+			// Concurrent likes of one user in two regions both count when
+			// nobody reconciles.
+			bug: "no-reconcile",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight = 40, 50, 10
+			},
+			kind: KindDoubleCount, prefix: "likes/",
+		},
+	} {
+		t.Run(tc.bug, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Duration, cfg.Seed, cfg.Bug = 10*time.Second, 11, tc.bug
+			cfg.ConvergeTimeout = 8 * time.Second
+			tc.tweak(&cfg)
+			rep := runChaos(t, cfg)
+			if rep.Pass {
+				t.Fatalf("bug %s went unnoticed", tc.bug)
+			}
+			if !rep.Has(tc.kind, tc.prefix) {
+				t.Fatalf("bug %s: no %s violation on a %s key: %v", tc.bug, tc.kind, tc.prefix, rep.ViolationCounts)
+			}
+		})
+	}
+}

@@ -1,0 +1,294 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Violation kinds.
+const (
+	// KindValueMismatch: a region's final value of a counter or an item's
+	// like count differs from the model.
+	KindValueMismatch = "value-mismatch"
+	// KindDoubleCount: something counted more than once: a counter above
+	// the sum of its applied increments, or an item's count above the
+	// number of users whose final record says liked.
+	KindDoubleCount = "double-count"
+	// KindLostAck: an acknowledged operation is not in the final state: a
+	// counter below the sum of its applied increments, or a user's final
+	// record contradicting that user's last acknowledged action.
+	KindLostAck = "lost-ack"
+	// KindDisagreement: regions disagree on a user's record.
+	KindDisagreement = "disagreement"
+	// KindApprox: a final read says approx:true (or unreconciled > 0).
+	KindApprox = "approx"
+	// KindRollback: a replica's own entry was seen to decrease.
+	KindRollback = "rollback"
+	// KindUnresolved: a timed-out operation could not be resolved, so the
+	// model cannot count it.
+	KindUnresolved = "unresolved"
+	// KindNotConverged: regions did not converge in time (at the end, or
+	// before a wipe), or a final read failed.
+	KindNotConverged = "not-converged"
+	// KindNotReady: a restarted region did not become ready.
+	KindNotReady = "not-ready"
+)
+
+// Violation is one failed check.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Region string `json:"region,omitempty"`
+	Key    string `json:"key,omitempty"`
+	User   string `json:"user,omitempty"`
+	Op     int64  `json:"op,omitempty"`
+	Detail string `json:"detail"`
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	b.WriteString(v.Kind)
+	for _, f := range []struct{ name, v string }{{"region", v.Region}, {"key", v.Key}, {"user", v.User}} {
+		if f.v != "" {
+			fmt.Fprintf(&b, " %s=%s", f.name, f.v)
+		}
+	}
+	if v.Op != 0 {
+		fmt.Fprintf(&b, " op=%d", v.Op)
+	}
+	return b.String() + ": " + v.Detail
+}
+
+// userKey names one user's record of one item.
+type userKey struct{ Item, User string }
+
+// finalState is what the regions say after the final heal.
+type finalState struct {
+	// Regions are every region; a region missing from a map below could
+	// not be read.
+	Regions []string
+	// Reads are the final reads of every key, per region.
+	Reads map[string]map[key]reading
+	// Liked are the final records of every user that acted on an item:
+	// per region, whether the record says liked.
+	Liked map[userKey]map[string]bool
+}
+
+// model is what the final state must be, derived from the history alone
+// (and, for users whose last action was a concurrent pair, from the final
+// records, which may then say either action).
+type model struct {
+	// Counters: per counter key, the sums of its applied increments (P)
+	// and decrements (N); its value is P - N.
+	Counters map[string]PN
+	// Allowed: per user record, the states the final record may have: the
+	// state of the user's last acknowledged action, or either state of a
+	// last concurrent pair.
+	Allowed map[userKey][]bool
+	// LastOp is the id of the last acknowledged action (of a pair: the
+	// first) that Allowed derives from.
+	LastOp map[userKey]int64
+	// Uncertain holds counters and users whose history has an operation
+	// that could not be resolved: they are not checked against the model.
+	Uncertain map[string]bool
+}
+
+// buildModel derives the model from the operations, which must be sorted
+// by id. Each user's operations are serialized by the client, so id order
+// is each user's action order; a pair's two operations have consecutive
+// ids.
+func buildModel(ops []Op) (model, []Violation) {
+	m := model{Counters: map[string]PN{}, Allowed: map[userKey][]bool{}, LastOp: map[userKey]int64{}, Uncertain: map[string]bool{}}
+	var vs []Violation
+	last := map[userKey][]*Op{} // the last acknowledged action group
+	for i := range ops {
+		o := &ops[i]
+		switch o.Kind {
+		case OpIncr:
+			c := m.Counters[o.Key]
+			switch {
+			case o.applied():
+				if o.By >= 0 {
+					c.P += uint64(o.By)
+				} else {
+					c.N += uint64(-o.By)
+				}
+			case o.Outcome == OutcomeTimeout:
+				m.Uncertain[key{ID: o.Key}.String()] = true
+				vs = append(vs, Violation{Kind: KindUnresolved, Region: o.Region, Key: o.Key, Op: o.ID,
+					Detail: fmt.Sprintf("increment by %d (idempotency key %s) timed out and could not be resolved", o.By, o.Idem)})
+			}
+			m.Counters[o.Key] = c
+		case OpLike, OpUnlike:
+			uk := userKey{o.Key, o.User}
+			switch o.Outcome {
+			case OutcomeOK:
+				g := last[uk]
+				if o.Pair != 0 && len(g) > 0 && g[0].Pair == o.Pair {
+					last[uk] = append(g, o)
+				} else {
+					last[uk] = []*Op{o}
+				}
+			case OutcomeTimeout:
+				m.Uncertain[uk.String()] = true
+				vs = append(vs, Violation{Kind: KindUnresolved, Region: o.Region, Key: o.Key, User: o.User, Op: o.ID,
+					Detail: fmt.Sprintf("%s was never acknowledged after %d attempts", o.Kind, o.Attempts)})
+			}
+			if _, ok := last[uk]; !ok {
+				last[uk] = nil // acted on, with no acknowledged action yet: not liked
+			}
+		}
+	}
+	for uk, g := range last {
+		if len(g) == 0 {
+			m.Allowed[uk] = []bool{false}
+			continue
+		}
+		var states []bool
+		for _, o := range g {
+			if !slices.Contains(states, o.Kind == OpLike) {
+				states = append(states, o.Kind == OpLike)
+			}
+		}
+		m.Allowed[uk] = states
+		m.LastOp[uk] = g[0].ID
+	}
+	return m, vs
+}
+
+func (uk userKey) String() string { return "likes/" + uk.Item + "/" + uk.User }
+
+// check compares the final state with the model. keys are every key the
+// workload could touch; items no user acted on must read 0. It returns the
+// model's value of every key (absent: uncertain) and the violations.
+func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
+	m, vs := buildModel(ops)
+	wants := map[key]int64{}
+	byID := map[int64]*Op{}
+	for i := range ops {
+		byID[ops[i].ID] = &ops[i]
+	}
+	// Users: regions agree, and the record matches the last action.
+	final := map[userKey]bool{} // the agreed (or first region's) state
+	users := make([]userKey, 0, len(m.Allowed))
+	for uk := range m.Allowed {
+		users = append(users, uk)
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i].String() < users[j].String() })
+	perItem := map[string][]userKey{}
+	for _, uk := range users {
+		perItem[uk.Item] = append(perItem[uk.Item], uk)
+		var seen []string
+		first, have := false, false
+		agree := true
+		for _, r := range f.Regions {
+			liked, ok := f.Liked[uk][r]
+			if !ok {
+				vs = append(vs, Violation{Kind: KindNotConverged, Region: r, Key: uk.Item, User: uk.User, Detail: "the final record could not be read"})
+				continue
+			}
+			seen = append(seen, fmt.Sprintf("%s:%v", r, liked))
+			if !have {
+				first, have = liked, true
+			} else if liked != first {
+				agree = false
+			}
+		}
+		final[uk] = first
+		if !agree {
+			vs = append(vs, Violation{Kind: KindDisagreement, Key: uk.Item, User: uk.User,
+				Detail: "regions disagree on liked: " + strings.Join(seen, " ")})
+			continue
+		}
+		if !have || m.Uncertain[uk.String()] || slices.Contains(m.Allowed[uk], first) {
+			continue
+		}
+		detail := fmt.Sprintf("every region says liked=%v, but the user's last acknowledged action says otherwise", first)
+		if o := byID[m.LastOp[uk]]; o != nil {
+			detail = fmt.Sprintf("every region says liked=%v, but the user's last acknowledged action was %s at %s (op %d, acknowledged at %.2fs after %d attempt(s))",
+				first, o.Kind, o.Region, o.ID, o.End.Seconds(), o.Attempts)
+		}
+		vs = append(vs, Violation{Kind: KindLostAck, Key: uk.Item, User: uk.User, Op: m.LastOp[uk], Detail: detail})
+	}
+	// Values.
+	for _, k := range keys {
+		var want, liked int64 // liked: users whose final record says liked
+		uncertain := m.Uncertain[k.String()]
+		if k.Likes {
+			for _, uk := range perItem[k.ID] {
+				if final[uk] {
+					liked++
+				}
+				allowed := m.Allowed[uk]
+				switch {
+				case m.Uncertain[uk.String()]:
+					uncertain = true
+				case len(allowed) == 1 && allowed[0]:
+					want++
+				case len(allowed) == 2 && final[uk]:
+					want++ // a concurrent pair: the record decides
+				}
+			}
+		} else {
+			c := m.Counters[k.ID]
+			want = int64(c.P) - int64(c.N)
+		}
+		if !uncertain {
+			wants[k] = want
+		}
+		for _, r := range f.Regions {
+			rd, ok := f.Reads[r][k]
+			if !ok {
+				vs = append(vs, Violation{Kind: KindNotConverged, Region: r, Key: k.String(), Detail: "the final value could not be read"})
+				continue
+			}
+			if rd.Approx || rd.Unreconciled > 0 {
+				vs = append(vs, Violation{Kind: KindApprox, Region: r, Key: k.String(),
+					Detail: fmt.Sprintf("the final read says approx:%v unreconciled:%d", rd.Approx, rd.Unreconciled)})
+			}
+			if k.Likes && rd.Value > liked {
+				vs = append(vs, Violation{Kind: KindDoubleCount, Region: r, Key: k.String(),
+					Detail: fmt.Sprintf("count %d, but only %d users' final records say liked", rd.Value, liked)})
+			}
+			if uncertain {
+				continue
+			}
+			if !k.Likes {
+				vs = append(vs, counterDiagnosis(r, k, rd, m.Counters[k.ID])...)
+			}
+			if rd.Value != want {
+				vs = append(vs, Violation{Kind: KindValueMismatch, Region: r, Key: k.String(),
+					Detail: fmt.Sprintf("reads %d, model %d (%+d)", rd.Value, want, rd.Value-want)})
+			}
+		}
+	}
+	return wants, vs
+}
+
+// counterDiagnosis compares a counter's increments (the P halves of its
+// vector) and decrements (the N halves) with the model's, separately: a
+// lost decrement raises the value as a double-counted increment would, but
+// only the halves tell them apart.
+func counterDiagnosis(region string, k key, rd reading, want PN) []Violation {
+	var got PN
+	for _, e := range rd.Replicas {
+		got.P += e.P
+		got.N += e.N
+	}
+	var vs []Violation
+	for _, h := range []struct {
+		what      string
+		got, want uint64
+	}{{"increments", got.P, want.P}, {"decrements", got.N, want.N}} {
+		switch {
+		case h.got < h.want:
+			vs = append(vs, Violation{Kind: KindLostAck, Region: region, Key: k.String(),
+				Detail: fmt.Sprintf("applied %s sum to %d but the vector holds %d: acknowledged %s are missing", h.what, h.want, h.got, h.what)})
+		case h.got > h.want:
+			vs = append(vs, Violation{Kind: KindDoubleCount, Region: region, Key: k.String(),
+				Detail: fmt.Sprintf("applied %s sum to %d but the vector holds %d: some counted more than once", h.what, h.want, h.got)})
+		}
+	}
+	return vs
+}

@@ -1,0 +1,219 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Fault classes, as --faults names them.
+const (
+	FaultPartition = "partition" // isolate one region, majority/minority splits, one cut link
+	FaultLoss      = "loss"      // one-way loss on a link
+	FaultFlap      = "flap"      // a link going down and up every few hundred ms
+	FaultKill      = "kill"      // kill -9 of a region's process, restart on the same data
+	FaultWipe      = "wipe"      // kill -9, remove the data dir, restart empty
+	FaultNATS      = "nats"      // restart of a region's nats-server
+	FaultMsg       = "msg"       // drop, duplicate, delay and reorder replication messages (chaos build)
+)
+
+// AllFaults lists every fault class, in the order reports show them.
+var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg}
+
+// Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
+// for negative controls: the suite must FAIL with each of them.
+var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile"}
+
+// Config describes one chaos run. The zero value of every field but Binary
+// means its default (see DefaultConfig).
+type Config struct {
+	// Binary is the tallyd executable to run as each region's process.
+	// Required. A chaos build (`go build -tags chaos`) enables message
+	// faults and Bug.
+	Binary string
+	// Duration is how long the workload and the fault schedule run, before
+	// the final heal and checks. Default 60s.
+	Duration time.Duration
+	// Seed fixes the fault schedule and the workload's choices: the same
+	// seed gives the same schedule. Default 1.
+	Seed uint64
+	// Regions are the regions, one replica (process) each. Default us, eu, ap.
+	Regions []string
+	// Faults are the fault classes to inject (AllFaults names them).
+	// Default: all of them.
+	Faults []string
+	// Dir is where data dirs, NATS storage and process logs go. It must be
+	// empty or absent. Default: a temporary directory, removed at the end.
+	Dir string
+	// Bug, if set, is one of Bugs: every region process runs with that
+	// deliberate bug (chaos build only). For negative controls.
+	Bug string
+	// MsgFaults is TALLY_CHAOS_NET for the region processes when message
+	// faults are on. Default "drop=0.1,dup=0.1,delay=30ms".
+	MsgFaults string
+	// Out receives progress lines. Default: discarded.
+	Out io.Writer
+
+	// Rate is the workload's target in operations per second, all regions
+	// together. Default 150.
+	Rate float64
+	// Workers is how many clients run the workload; each user belongs to
+	// one, which serializes that user's actions. Default 24.
+	Workers int
+	// Users, Items and Counters size the workload. Defaults 300, 40, 4.
+	Users, Items, Counters int
+	// LikeWeight, PairWeight and IncrWeight set the mix of single
+	// likes/unlikes, concurrent pairs (one user in two regions at once) and
+	// counter increments. Defaults 65, 10, 25.
+	LikeWeight, PairWeight, IncrWeight int
+	// ClientTimeout bounds one HTTP request of the workload. Default 1.5s.
+	ClientTimeout time.Duration
+
+	// SampleInterval is how often the no-rollback sampler reads every key in
+	// every region. Default 1s.
+	SampleInterval time.Duration
+	// ConvergeTimeout bounds the wait for convergence after the final heal.
+	// Default 60s.
+	ConvergeTimeout time.Duration
+	// AntiEntropyInterval and PeerTimeout are passed to the region
+	// processes. Defaults 300ms and 2s.
+	AntiEntropyInterval, PeerTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults (Binary is left empty).
+func DefaultConfig() Config {
+	return Config{
+		Duration:            60 * time.Second,
+		Seed:                1,
+		Regions:             []string{"us", "eu", "ap"},
+		Faults:              slices.Clone(AllFaults),
+		MsgFaults:           "drop=0.1,dup=0.1,delay=30ms",
+		Rate:                150,
+		Workers:             24,
+		Users:               300,
+		Items:               40,
+		Counters:            4,
+		LikeWeight:          65,
+		PairWeight:          10,
+		IncrWeight:          25,
+		ClientTimeout:       1500 * time.Millisecond,
+		SampleInterval:      time.Second,
+		ConvergeTimeout:     60 * time.Second,
+		AntiEntropyInterval: 300 * time.Millisecond,
+		PeerTimeout:         2 * time.Second,
+	}
+}
+
+// withDefaults fills the zero fields.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	setDur := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	setDur(&c.Duration, d.Duration)
+	setDur(&c.ClientTimeout, d.ClientTimeout)
+	setDur(&c.SampleInterval, d.SampleInterval)
+	setDur(&c.ConvergeTimeout, d.ConvergeTimeout)
+	setDur(&c.AntiEntropyInterval, d.AntiEntropyInterval)
+	setDur(&c.PeerTimeout, d.PeerTimeout)
+	setInt(&c.Workers, d.Workers)
+	setInt(&c.Users, d.Users)
+	setInt(&c.Items, d.Items)
+	setInt(&c.Counters, d.Counters)
+	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 {
+		c.LikeWeight, c.PairWeight, c.IncrWeight = d.LikeWeight, d.PairWeight, d.IncrWeight
+	}
+	if c.Seed == 0 {
+		c.Seed = d.Seed
+	}
+	if len(c.Regions) == 0 {
+		c.Regions = d.Regions
+	}
+	if c.Faults == nil {
+		c.Faults = d.Faults
+	}
+	if c.MsgFaults == "" {
+		c.MsgFaults = d.MsgFaults
+	}
+	if c.Rate == 0 {
+		c.Rate = d.Rate
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	return c
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Binary == "" {
+		bad("binary: the tallyd executable is required")
+	}
+	if c.Duration < 5*time.Second {
+		bad("duration %s: want at least 5s", c.Duration)
+	}
+	if len(c.Regions) < 2 {
+		bad("regions: want at least 2, got %d", len(c.Regions))
+	}
+	seen := map[string]bool{}
+	for _, r := range c.Regions {
+		// Region names are NATS server, cluster and gateway names too.
+		if strings.Trim(r, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" || len(r) == 0 || len(r) > 32 {
+			bad("region %q: want 1..32 of [A-Za-z0-9_-]", r)
+		}
+		if seen[r] {
+			bad("region %q given twice", r)
+		}
+		seen[r] = true
+	}
+	for _, f := range c.Faults {
+		if !slices.Contains(AllFaults, f) {
+			bad("fault %q: want some of %s (or all)", f, strings.Join(AllFaults, ","))
+		}
+	}
+	if c.Bug != "" && !slices.Contains(Bugs, c.Bug) {
+		bad("bug %q: want one of %s", c.Bug, strings.Join(Bugs, ", "))
+	}
+	if c.Rate <= 0 || c.Rate > 5000 {
+		bad("rate %v: want 0 < rate <= 5000 operations/s", c.Rate)
+	}
+	if c.Workers < 1 || c.Users < c.Workers || c.Items < 1 || c.Counters < 1 {
+		bad("workload: want workers >= 1, users >= workers, items >= 1, counters >= 1 (got %d, %d, %d, %d)",
+			c.Workers, c.Users, c.Items, c.Counters)
+	}
+	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.LikeWeight+c.PairWeight+c.IncrWeight == 0 {
+		bad("mix: weights must be >= 0 and not all 0")
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"client timeout", c.ClientTimeout}, {"sample interval", c.SampleInterval}, {"converge timeout", c.ConvergeTimeout},
+		{"anti-entropy interval", c.AntiEntropyInterval}, {"peer timeout", c.PeerTimeout}} {
+		if d.v <= 0 {
+			bad("%s %s: want > 0", d.name, d.v)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Workload ids. They are valid tally ids by construction.
+func itemID(i int) string    { return fmt.Sprintf("item-%03d", i) }
+func userID(u int) string    { return fmt.Sprintf("user-%04d", u) }
+func counterID(i int) string { return fmt.Sprintf("ctr-%d", i) }
+func replicaID(region string) string {
+	return region + "-1"
+}
+
+func (c Config) has(fault string) bool { return slices.Contains(c.Faults, fault) }

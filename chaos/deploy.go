@@ -1,0 +1,358 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/localnet"
+)
+
+// deployment is the system under test: the NATS super-cluster, run in this
+// process by localnet with its fault-injecting gateway links, and one tallyd
+// process per region, run from the binary under test.
+type deployment struct {
+	cfg   Config
+	dir   string
+	net   *localnet.Cluster
+	procs []*proc // in Config.Regions order
+	env   []string
+	wg    sync.WaitGroup // process reapers
+}
+
+// proc is one region's tallyd process. Its HTTP port is fixed for the whole
+// run, so a restarted process keeps its URL.
+type proc struct {
+	region, replica string
+	dataDir         string
+	addr            string
+	logPath         string
+	peers           []string
+	client          *client
+
+	mu   sync.Mutex    // protects the fields below
+	cmd  *exec.Cmd     // nil while down
+	done chan struct{} // closed when cmd has been reaped
+	// epoch changes at every kill and whenever the process becomes
+	// sampleable; a sample taken across a change is discarded.
+	epoch uint64
+	// sampleable: up, and not recovering from a wiped data dir (whose reads
+	// may show its own entries below what it had before the wipe until it
+	// has recovered them; that is allowed while it holds writes).
+	sampleable bool
+	starts     int
+	extraEnv   []string // the environment of the first start, kept for restarts
+}
+
+// IsChaosBuild reports whether binary was built with -tags chaos, which
+// message faults and Config.Bug need.
+func IsChaosBuild(binary string) (bool, error) {
+	info, err := buildinfo.ReadFile(binary)
+	if err != nil {
+		return false, fmt.Errorf("read build info of %s: %w", binary, err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), "chaos") {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// freePorts reserves n distinct loopback ports by binding them all at once
+// and then releasing them.
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("reserve a port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// childEnv is this process's environment without tally's own variables
+// (a write token or a chaos setting of the caller must not leak into the
+// processes under test), plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TALLY_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// startDeployment starts NATS and every region's process and waits until
+// every region is ready. msgFaults is TALLY_CHAOS_NET ("" for none). On
+// error everything started is stopped.
+func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string) (_ *deployment, err error) {
+	d := &deployment{cfg: cfg, dir: dir}
+	defer func() {
+		if err != nil {
+			d.stop()
+		}
+	}()
+	ncfg := localnet.DefaultConfig()
+	ncfg.Regions = cfg.Regions
+	ncfg.Dir = filepath.Join(dir, "nats")
+	ncfg.Logger = hclog.NewNullLogger()
+	// Servers notice a one-way loss by unanswered pings: make that seconds.
+	ncfg.PingInterval = time.Second
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if d.net, err = localnet.Start(sctx, ncfg); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(len(cfg.Regions))
+	if err != nil {
+		return nil, err
+	}
+	var extra []string
+	if cfg.Bug != "" {
+		extra = append(extra, "TALLY_CHAOS_BUG="+cfg.Bug)
+	}
+	d.env = childEnv(extra...)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	for i, r := range cfg.Regions {
+		var peers []string
+		for _, o := range cfg.Regions {
+			if o != r {
+				peers = append(peers, replicaID(o))
+			}
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))
+		p := &proc{
+			region: r, replica: replicaID(r), peers: peers, addr: addr,
+			dataDir: filepath.Join(dir, "data", replicaID(r)),
+			logPath: filepath.Join(dir, "logs", r+".log"),
+			client:  newClient(r, addr, cfg.Workers+8),
+		}
+		d.procs = append(d.procs, p)
+	}
+	for i, p := range d.procs {
+		var env []string
+		if msgFaults != "" {
+			// Each region draws its own message faults, from the run's seed.
+			env = []string{fmt.Sprintf("TALLY_CHAOS_NET=%s,seed=%d", msgFaults, cfg.Seed*1000+uint64(i))}
+		}
+		if err := d.start(p, env...); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range d.procs {
+		if err := d.waitReady(sctx, p); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *deployment) proc(region string) *proc {
+	for _, p := range d.procs {
+		if p.region == region {
+			return p
+		}
+	}
+	return nil
+}
+
+// start runs a region's process on its data dir.
+func (d *deployment) start(p *proc, extraEnv ...string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("start %s: already running", p.region)
+	}
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", p.region, err)
+	}
+	p.starts++
+	fmt.Fprintf(logf, "=== chaos: start %d of %s at %s\n", p.starts, p.region, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(d.cfg.Binary, "serve",
+		"--region", p.region, "--replica", p.replica, "--data", p.dataDir,
+		"--listen", p.addr, "--nats", d.net.ClientURL(p.region),
+		"--peers", strings.Join(p.peers, ","),
+		"--anti-entropy-interval", d.cfg.AntiEntropyInterval.String(),
+		"--peer-timeout", d.cfg.PeerTimeout.String(),
+		"--log-level", "warn")
+	if p.starts == 1 {
+		p.extraEnv = extraEnv
+	}
+	cmd.Env = append(slices.Clone(d.env), p.extraEnv...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setParentDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		_ = logf.Close()
+		return fmt.Errorf("start %s: %w", p.region, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done = cmd, done
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		_ = cmd.Wait()
+		_ = logf.Close()
+		close(done)
+	}()
+	return nil
+}
+
+// kill sends SIGKILL to a region's process and reaps it.
+func (d *deployment) kill(p *proc) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.sampleable = false
+	p.epoch++
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("kill %s: not running", p.region)
+	}
+	err := cmd.Process.Kill()
+	<-done
+	p.client.dropConns()
+	if err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %w", p.region, err)
+	}
+	return nil
+}
+
+// terminate stops a process gracefully (SIGTERM), or kills it after grace.
+func (d *deployment) terminate(p *proc, grace time.Duration) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil
+	p.sampleable = false
+	p.epoch++
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+	p.client.close()
+}
+
+// running reports whether the process is up (started and not killed).
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil
+}
+
+// waitReady waits until the region's /readyz says 200, then makes it
+// sampleable. It fails early if the process exits.
+func (d *deployment) waitReady(ctx context.Context, p *proc) error {
+	p.mu.Lock()
+	done := p.done
+	up := p.cmd != nil
+	p.mu.Unlock()
+	if !up {
+		return fmt.Errorf("wait for %s: not running", p.region)
+	}
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !p.client.ready(ctx) {
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited while starting; log tail:\n%s", p.region, p.logTail(20))
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s to be ready: %w", p.region, ctx.Err())
+		case <-t.C:
+		}
+	}
+	p.setSampleable()
+	return nil
+}
+
+func (p *proc) setSampleable() {
+	p.mu.Lock()
+	p.sampleable = true
+	p.epoch++
+	p.mu.Unlock()
+}
+
+// sampleState returns whether the process may be sampled and its epoch.
+func (p *proc) sampleState() (bool, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sampleable, p.epoch
+}
+
+// logTail returns the last n lines of the region's log.
+func (p *proc) logTail(n int) string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// healLinks brings every link up with no drop and no latency.
+func (d *deployment) healLinks() error {
+	var errs []error
+	for i, a := range d.cfg.Regions {
+		for _, b := range d.cfg.Regions[i+1:] {
+			errs = append(errs, d.net.SetLink(a, b, true),
+				d.net.SetDrop(a, b, false), d.net.SetDrop(b, a, false),
+				d.net.SetLatency(a, b, 0), d.net.SetLatency(b, a, 0))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stop terminates every process and NATS. Idempotent.
+func (d *deployment) stop() {
+	var wg sync.WaitGroup
+	for _, p := range d.procs {
+		wg.Go(func() { d.terminate(p, 20*time.Second) })
+	}
+	wg.Wait()
+	d.wg.Wait()
+	if d.net != nil {
+		_ = d.net.Close()
+	}
+}

@@ -1,0 +1,55 @@
+// Package chaos is tally's chaos suite: it runs a real multi-region
+// deployment under a seeded workload and a seeded fault schedule, then
+// checks every region's final state, and the history of every operation,
+// against an exact model.
+//
+// # Deployment under test
+//
+// The harness process runs the NATS super-cluster (package localnet: one
+// embedded nats-server per region, gateway links through proxies the
+// harness can cut, make lossy or flap). Each region's replica is a separate
+// OS process, `tallyd serve`, run from the binary under test, so kill -9 is
+// real. A chaos build of that binary (`go build -tags chaos`) also drops,
+// duplicates and delays replication messages (TALLY_CHAOS_NET) and can run
+// with one deliberate bug (TALLY_CHAOS_BUG) for negative controls.
+//
+// # Faults
+//
+// Plan turns the seed into a schedule of episodes, one after another:
+// isolating a region, majority/minority splits (four regions or more), one
+// cut link, one-way loss, a flapping link, kill -9 and restart of a region,
+// restart from a wiped data dir, restart of a region's nats-server. Message
+// faults, when on, last the whole run. At the end everything is healed.
+//
+// # Workload
+//
+// Clients like and unlike Zipf-skewed items as many users, each user's
+// actions one after another except deliberate concurrent pairs (one user in
+// two regions at once), and increment a few counters with idempotency keys.
+// Every operation is recorded with its outcome: acknowledged, failed (the
+// region was down or recovering: not applied) or timed out (maybe applied).
+// A timed-out like is retried at the same region until acknowledged; a
+// timed-out increment is resolved after the final heal by resending its
+// idempotency key to the same region, so every operation counts exactly
+// once or not at all, and the model has one exact value per key.
+//
+// # Checks
+//
+// After the final heal and convergence, a run passes when:
+//   - every region reads every counter as the sum of its applied
+//     increments, and every item's count as the number of users whose last
+//     action was a like (for a last concurrent pair, either action may win,
+//     and the count must match the records), all with approx:false;
+//   - every region agrees on every user's record, and each record matches
+//     the user's last acknowledged action (no acknowledged write lost);
+//   - nothing counts twice;
+//   - no replica's own vector entry was ever seen to decrease, across
+//     kill -9 and wipes (sampled through the run);
+//   - every restarted region became ready.
+//
+// It measures how long after each heal every region holds what any region
+// held, how long after the final heal every region reads the model value,
+// restart-to-ready times, and the availability and latency of local writes
+// while regions are cut apart. Run returns a Report; `tallyd chaos` prints
+// it and writes it as JSON.
+package chaos

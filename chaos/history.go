@@ -1,0 +1,120 @@
+package chaos
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// OpKind is what an operation does.
+type OpKind string
+
+// Operation kinds.
+const (
+	OpLike   OpKind = "like"
+	OpUnlike OpKind = "unlike"
+	OpIncr   OpKind = "incr"
+)
+
+// Outcome is what the client learned of an operation.
+type Outcome string
+
+// Outcomes. A timed-out operation may or may not have been applied: a like
+// or unlike is retried (at the same region) until acknowledged, and ends ok;
+// an increment is resolved after the final heal by resending its
+// idempotency key to the same region (see Op.Resolved).
+const (
+	OutcomeOK      Outcome = "ok"      // acknowledged (2xx)
+	OutcomeFailed  Outcome = "failed"  // certainly not applied: connection refused, 503 not_ready, 4xx
+	OutcomeTimeout Outcome = "timeout" // indeterminate: no answer in time, connection lost, 5xx
+)
+
+// Resolutions of a timed-out increment.
+const (
+	ResolvedDuplicate = "duplicate" // the resend said duplicate:true: it had been applied
+	ResolvedApplied   = "applied"   // the resend applied it: it had not been
+)
+
+// Op is one operation of the history.
+type Op struct {
+	ID   int64  `json:"id"`
+	Kind OpKind `json:"kind"`
+	// Region is where the client sent it (every attempt of it).
+	Region string `json:"region"`
+	// Key is the item (likes) or the counter key (increments).
+	Key  string `json:"key"`
+	User string `json:"user,omitempty"`
+	By   int64  `json:"by,omitempty"`
+	Idem string `json:"idem,omitempty"`
+	// Pair is shared by the two operations of a concurrent pair (the same
+	// user acting in two regions at once); 0 otherwise.
+	Pair int64 `json:"pair,omitempty"`
+	// Start and End are offsets from the start of the run: the first
+	// attempt sent, the last answer received.
+	Start time.Duration `json:"start"`
+	End   time.Duration `json:"end"`
+	// Outcome is the final outcome; Attempts how many requests it took.
+	Outcome  Outcome `json:"outcome"`
+	Attempts int     `json:"attempts"`
+	// Reason says why an operation failed or timed out (first attempt).
+	Reason string `json:"reason,omitempty"`
+	// Resolved says how a timed-out increment was resolved ("" if not).
+	Resolved string `json:"resolved,omitempty"`
+	// Value is the count or counter value in the acknowledgement.
+	Value int64 `json:"value,omitempty"`
+	// Episode is the fault episode active when the operation started (0:
+	// none), and LinkFault whether it cut regions apart.
+	Episode   int  `json:"episode,omitempty"`
+	LinkFault bool `json:"link_fault,omitempty"`
+}
+
+// applied reports whether the model counts the operation: acknowledged, or
+// timed out and resolved.
+func (o *Op) applied() bool {
+	return o.Outcome == OutcomeOK || o.Outcome == OutcomeTimeout && o.Resolved != ""
+}
+
+// history is the record of every operation. Workers add finished
+// operations; the resolver later completes timed-out increments.
+type history struct {
+	mu  sync.Mutex // protects ops
+	ops []*Op
+}
+
+func (h *history) add(o *Op) {
+	h.mu.Lock()
+	h.ops = append(h.ops, o)
+	h.mu.Unlock()
+}
+
+// unresolved returns the timed-out, unresolved increments sent to region
+// ("" for every region).
+func (h *history) unresolved(region string) []*Op {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*Op
+	for _, o := range h.ops {
+		if o.Kind == OpIncr && o.Outcome == OutcomeTimeout && o.Resolved == "" && (region == "" || o.Region == region) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (h *history) resolve(o *Op, how string) {
+	h.mu.Lock()
+	o.Resolved = how
+	h.mu.Unlock()
+}
+
+// snapshot returns copies of the operations sorted by id.
+func (h *history) snapshot() []Op {
+	h.mu.Lock()
+	out := make([]Op, len(h.ops))
+	for i, o := range h.ops {
+		out[i] = *o
+	}
+	h.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

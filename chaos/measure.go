@@ -1,0 +1,134 @@
+package chaos
+
+import (
+	"math"
+	"sort"
+)
+
+// Stats summarizes durations, in milliseconds.
+type Stats struct {
+	N     int     `json:"n"`
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+	MaxMs float64 `json:"max_ms"`
+}
+
+// statsOf returns nearest-rank percentiles of ms.
+func statsOf(ms []float64) Stats {
+	if len(ms) == 0 {
+		return Stats{}
+	}
+	s := append([]float64(nil), ms...)
+	sort.Float64s(s)
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(i, 0)]
+	}
+	return Stats{N: len(s), P50Ms: rank(0.50), P99Ms: rank(0.99), MaxMs: s[len(s)-1]}
+}
+
+// Availability is the share of writes acknowledged at the first attempt,
+// among those sent to a region whose process was up and accepting writes
+// (connection refused and 503 not_ready are left out: the region was down
+// or recovering, which is not what a partition should cause).
+type Availability struct {
+	Attempted int     `json:"attempted"`
+	Acked     int     `json:"acked"`
+	Ratio     float64 `json:"ratio"`
+}
+
+func availability(ops []Op, during func(*Op) bool) Availability {
+	var a Availability
+	for i := range ops {
+		o := &ops[i]
+		if !during(o) || o.Reason == "refused" || o.Reason == "not_ready" {
+			continue
+		}
+		a.Attempted++
+		if o.Outcome == OutcomeOK && o.Attempts == 1 {
+			a.Acked++
+		}
+	}
+	if a.Attempted > 0 {
+		a.Ratio = float64(a.Acked) / float64(a.Attempted)
+	}
+	return a
+}
+
+// latencies returns the latency of writes acknowledged at the first
+// attempt, in ms.
+func latencies(ops []Op, during func(*Op) bool) Stats {
+	var ms []float64
+	for i := range ops {
+		o := &ops[i]
+		if during(o) && o.Outcome == OutcomeOK && o.Attempts == 1 {
+			ms = append(ms, float64((o.End-o.Start).Microseconds())/1000)
+		}
+	}
+	return statsOf(ms)
+}
+
+// OpCounts counts the operations of a run.
+type OpCounts struct {
+	Total             int `json:"total"`
+	Likes             int `json:"likes"`
+	Unlikes           int `json:"unlikes"`
+	Increments        int `json:"increments"`
+	Pairs             int `json:"pairs"`
+	OK                int `json:"ok"`
+	Failed            int `json:"failed"`
+	FailedRefused     int `json:"failed_refused"`
+	FailedNotReady    int `json:"failed_not_ready"`
+	TimedOut          int `json:"timed_out"` // first attempt indeterminate
+	LikesRetried      int `json:"likes_retried"`
+	ResolvedDuplicate int `json:"resolved_duplicate"`
+	ResolvedApplied   int `json:"resolved_applied"`
+	Unresolved        int `json:"unresolved"`
+}
+
+func countOps(ops []Op) OpCounts {
+	var c OpCounts
+	pairs := map[int64]bool{}
+	for i := range ops {
+		o := &ops[i]
+		c.Total++
+		switch o.Kind {
+		case OpLike:
+			c.Likes++
+		case OpUnlike:
+			c.Unlikes++
+		case OpIncr:
+			c.Increments++
+		}
+		if o.Pair != 0 {
+			pairs[o.Pair] = true
+		}
+		switch {
+		case o.Outcome == OutcomeFailed:
+			c.Failed++
+			switch o.Reason {
+			case "refused":
+				c.FailedRefused++
+			case "not_ready":
+				c.FailedNotReady++
+			}
+		case o.Attempts > 1 || o.Outcome == OutcomeTimeout:
+			c.TimedOut++
+		}
+		switch {
+		case o.Outcome == OutcomeOK:
+			c.OK++
+			if o.Attempts > 1 {
+				c.LikesRetried++
+			}
+		case o.Resolved == ResolvedDuplicate:
+			c.ResolvedDuplicate++
+		case o.Resolved == ResolvedApplied:
+			c.ResolvedApplied++
+		case o.Outcome == OutcomeTimeout:
+			c.Unresolved++
+		}
+	}
+	c.Pairs = len(pairs)
+	return c
+}

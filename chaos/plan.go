@@ -1,0 +1,180 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Episode kinds. Each belongs to a fault class (see Config.Faults).
+const (
+	KindIsolate = "isolate" // every link of one region cut (partition)
+	KindSplit   = "split"   // regions cut into a majority and a minority (partition; 4+ regions)
+	KindBridge  = "bridge"  // one link cut; the others still relay state (partition)
+	KindLoss    = "loss"    // one direction of one link discards its bytes (loss)
+	KindFlap    = "flap"    // one link cut and healed every few hundred ms (flap)
+	KindKill    = "kill"    // kill -9 of a region, restart on its data (kill)
+	KindWipe    = "wipe"    // kill -9, data dir removed, restart empty (wipe)
+	KindNATS    = "nats"    // a region's nats-server stopped and started again (nats)
+)
+
+// Episode is one fault of the schedule. Episodes run one after another.
+type Episode struct {
+	Index int    `json:"index"`
+	Kind  string `json:"kind"`
+	// At is when the episode is planned to start, from the start of the
+	// run; Dur how long the fault lasts (for kill, wipe and nats: how long
+	// the process or server stays down).
+	At  time.Duration `json:"at"`
+	Dur time.Duration `json:"dur"`
+	// Region is the target of isolate, kill, wipe and nats.
+	Region string `json:"region,omitempty"`
+	// Minority and Majority are the two sides of a split.
+	Minority []string `json:"minority,omitempty"`
+	Majority []string `json:"majority,omitempty"`
+	// A and B name the link of bridge, flap and loss (loss drops A -> B).
+	A string `json:"a,omitempty"`
+	B string `json:"b,omitempty"`
+	// Flaps are the flap's alternating down and up times.
+	Flaps []time.Duration `json:"flaps,omitempty"`
+}
+
+func (e Episode) String() string {
+	var what string
+	switch e.Kind {
+	case KindIsolate:
+		what = "isolate " + e.Region
+	case KindSplit:
+		what = fmt.Sprintf("split %s | %s", strings.Join(e.Minority, ","), strings.Join(e.Majority, ","))
+	case KindBridge:
+		what = fmt.Sprintf("cut %s-%s", e.A, e.B)
+	case KindLoss:
+		what = fmt.Sprintf("drop %s->%s", e.A, e.B)
+	case KindFlap:
+		what = fmt.Sprintf("flap %s-%s (%d toggles)", e.A, e.B, len(e.Flaps))
+	case KindKill:
+		what = "kill -9 " + e.Region
+	case KindWipe:
+		what = "kill -9 and wipe " + e.Region
+	case KindNATS:
+		what = "restart nats of " + e.Region
+	default:
+		what = e.Kind
+	}
+	return fmt.Sprintf("#%d %s for %s", e.Index, what, e.Dur)
+}
+
+// linkFault reports whether the episode cuts region from region (for
+// availability during partitions): every kind but kill and wipe.
+func (e Episode) linkFault() bool { return e.Kind != KindKill && e.Kind != KindWipe }
+
+// kindWeights are the kinds of each fault class and how often each is
+// drawn.
+var kindWeights = []struct {
+	class, kind string
+	weight      int
+}{
+	{FaultPartition, KindIsolate, 3},
+	{FaultPartition, KindSplit, 2},
+	{FaultPartition, KindBridge, 2},
+	{FaultLoss, KindLoss, 2},
+	{FaultFlap, KindFlap, 2},
+	{FaultKill, KindKill, 3},
+	{FaultWipe, KindWipe, 1},
+	{FaultNATS, KindNATS, 2},
+}
+
+// Plan returns the fault schedule of cfg: a pure function of the seed, the
+// regions, the fault classes and the duration. Episodes start after a
+// 3 s warm-up, are separated by 1 to 3 s of calm, and are planned to end
+// 2 s before Duration (kill and wipe budget extra time for the restart).
+func Plan(cfg Config) []Episode {
+	cfg = cfg.withDefaults()
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed_fa17))
+	type choice struct {
+		kind   string
+		weight int
+	}
+	var kinds []choice
+	total := 0
+	for _, kw := range kindWeights {
+		if !cfg.has(kw.class) || kw.kind == KindSplit && len(cfg.Regions) < 4 {
+			continue // with 3 regions a majority/minority split is an isolation
+		}
+		kinds = append(kinds, choice{kw.kind, kw.weight})
+		total += kw.weight
+	}
+	if total == 0 {
+		return nil
+	}
+	between := func(lo, hi time.Duration) time.Duration {
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)).Round(10*time.Millisecond)
+	}
+	regions := cfg.Regions
+	pick := func() string { return regions[rng.IntN(len(regions))] }
+	pair := func() (string, string) {
+		i := rng.IntN(len(regions))
+		j := (i + 1 + rng.IntN(len(regions)-1)) % len(regions)
+		return regions[i], regions[j]
+	}
+	var plan []Episode
+	end := cfg.Duration - 2*time.Second
+	for t := 3 * time.Second; ; {
+		n := rng.IntN(total)
+		var kind string
+		for _, k := range kinds {
+			if n < k.weight {
+				kind = k.kind
+				break
+			}
+			n -= k.weight
+		}
+		e := Episode{Index: len(plan) + 1, Kind: kind, At: t}
+		budget := time.Duration(0) // time the episode takes beyond Dur
+		switch kind {
+		case KindIsolate:
+			e.Region, e.Dur = pick(), between(2*time.Second, 6*time.Second)
+		case KindSplit:
+			perm := rng.Perm(len(regions))
+			k := 1 + rng.IntN((len(regions)-1)/2) // minority: fewer than half
+			for i, p := range perm {
+				if i < k {
+					e.Minority = append(e.Minority, regions[p])
+				} else {
+					e.Majority = append(e.Majority, regions[p])
+				}
+			}
+			e.Dur = between(2*time.Second, 6*time.Second)
+		case KindBridge:
+			e.A, e.B = pair()
+			e.Dur = between(2*time.Second, 6*time.Second)
+		case KindLoss:
+			e.A, e.B = pair()
+			e.Dur = between(2*time.Second, 5*time.Second)
+		case KindFlap:
+			e.A, e.B = pair()
+			e.Dur = between(2*time.Second, 5*time.Second)
+			for sum := time.Duration(0); sum < e.Dur; {
+				d := between(150*time.Millisecond, 700*time.Millisecond)
+				e.Flaps = append(e.Flaps, d)
+				sum += d
+			}
+		case KindKill:
+			e.Region, e.Dur = pick(), between(500*time.Millisecond, 3*time.Second)
+			budget = 3 * time.Second // recovery before the region is ready
+		case KindWipe:
+			e.Region, e.Dur = pick(), between(500*time.Millisecond, 2*time.Second)
+			budget = 8 * time.Second // quiesce and converge, then recovery from peers
+		case KindNATS:
+			e.Region, e.Dur = pick(), between(500*time.Millisecond, 3*time.Second)
+			budget = time.Second
+		}
+		if t+e.Dur+budget > end {
+			break
+		}
+		plan = append(plan, e)
+		t += e.Dur + budget + between(time.Second, 3*time.Second)
+	}
+	return plan
+}

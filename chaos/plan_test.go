@@ -1,0 +1,124 @@
+package chaos
+
+import (
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+func TestPlanIsAFunctionOfTheSeed(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Duration, cfg.Seed = 5*time.Minute, 7
+	a, b := Plan(cfg), Plan(cfg)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("the same seed gave two schedules")
+	}
+	cfg.Seed = 8
+	if reflect.DeepEqual(a, Plan(cfg)) {
+		t.Fatal("seeds 7 and 8 gave the same schedule")
+	}
+	seen := map[string]bool{}
+	var last time.Duration
+	for _, e := range a {
+		seen[e.Kind] = true
+		if e.At < last {
+			t.Fatalf("episode %s starts before the previous one ends", e)
+		}
+		last = e.At + e.Dur
+		if last > cfg.Duration {
+			t.Fatalf("episode %s ends after the run", e)
+		}
+	}
+	// Five minutes of the default mix draw every kind a 3-region run has.
+	for _, k := range []string{KindIsolate, KindBridge, KindLoss, KindFlap, KindKill, KindWipe, KindNATS} {
+		if !seen[k] {
+			t.Errorf("no %s episode in %d episodes", k, len(a))
+		}
+	}
+	if seen[KindSplit] {
+		t.Error("a split with 3 regions: that is an isolation")
+	}
+}
+
+func TestPlanOnlyDrawsSelectedFaults(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Duration, cfg.Faults = 2*time.Minute, []string{FaultKill, FaultMsg}
+	plan := Plan(cfg)
+	if len(plan) == 0 {
+		t.Fatal("no episodes")
+	}
+	for _, e := range plan {
+		if e.Kind != KindKill {
+			t.Fatalf("episode %s with faults %v", e, cfg.Faults)
+		}
+	}
+	cfg.Faults = []string{FaultMsg}
+	if plan := Plan(cfg); len(plan) != 0 {
+		t.Fatalf("message faults need no episodes, got %v", plan)
+	}
+	cfg.Faults, cfg.Regions = []string{FaultPartition}, []string{"a", "b", "c", "d", "e"}
+	for _, e := range Plan(cfg) {
+		if e.Kind == KindSplit && (len(e.Minority) == 0 || len(e.Minority) >= len(e.Majority)) {
+			t.Fatalf("split %s is not minority/majority", e)
+		}
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Binary = "tallyd"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.Binary, bad.Duration, bad.Regions, bad.Faults, bad.Bug = "", time.Second, []string{"us", "us"}, []string{"quakes"}, "typo"
+	err := bad.Validate()
+	for _, want := range []string{"binary", "duration", "given twice", "quakes", "typo"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error naming %q, got %v", want, err)
+		}
+	}
+}
+
+func TestWorkloadIDsAreValid(t *testing.T) {
+	for _, id := range []string{itemID(0), itemID(999), userID(1234), counterID(3), replicaID("us"), "op-123"} {
+		if !crdt.ValidID(id) {
+			t.Errorf("%q is not a valid tally id", id)
+		}
+	}
+}
+
+func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
+	cfg := DefaultConfig().withDefaults()
+	draw := func() []string {
+		p := newPlanner(cfg, 3)
+		var out []string
+		for range 50 {
+			for _, o := range p.next().ops {
+				out = append(out, string(o.Kind)+" "+o.Region+" "+o.Key+" "+o.User)
+			}
+		}
+		return out
+	}
+	a := draw()
+	if !slices.Equal(a, draw()) {
+		t.Fatal("the same seed drew two workloads")
+	}
+	// Worker 3 acts only as its own users: each user's actions come from
+	// one worker, one at a time.
+	for _, s := range a {
+		f := strings.Fields(s)
+		if f[0] == string(OpIncr) {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(f[3], "user-"))
+		if err != nil || n%cfg.Workers != 3 {
+			t.Fatalf("worker 3 acted as %s", f[3])
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// sampler checks no-rollback: it reads every key in every region
+// periodically, and a replica's own entry of a vector (the one only it
+// writes) must never be seen to decrease, not even across kill -9 and
+// restarts. A region whose data dir was wiped is not sampled until it is
+// ready again: until then it holds writes and says its reads are approx,
+// and its first sample after that must be at least its last one before.
+type sampler struct {
+	d        *deployment
+	keys     []key
+	interval time.Duration
+	start    time.Time
+
+	mu         sync.Mutex // protects the fields below
+	last       map[string]map[key]sample
+	samples    int
+	violations []Violation
+}
+
+type sample struct {
+	own PN
+	at  time.Duration
+}
+
+func newSampler(d *deployment, keys []key, interval time.Duration, start time.Time) *sampler {
+	return &sampler{d: d, keys: keys, interval: interval, start: start, last: map[string]map[key]sample{}}
+}
+
+// run samples every region until ctx ends.
+func (s *sampler) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range s.d.procs {
+		wg.Go(func() { s.region(ctx, p) })
+	}
+	wg.Wait()
+}
+
+func (s *sampler) region(ctx context.Context, p *proc) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	own := p.replica
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, epoch := p.sampleState()
+		if !ok {
+			continue
+		}
+		at := time.Since(s.start)
+		got := make(map[key]PN, len(s.keys))
+		for _, k := range s.keys {
+			rd, err := p.client.read(ctx, k, time.Second)
+			if err != nil {
+				continue
+			}
+			got[k] = rd.Replicas[own]
+		}
+		// A sample taken while the process was killed, or restarted, is
+		// not trusted either way.
+		if ok2, epoch2 := p.sampleState(); !ok2 || epoch2 != epoch {
+			continue
+		}
+		s.record(p.region, own, at, got)
+	}
+}
+
+func (s *sampler) record(region, own string, at time.Duration, got map[key]PN) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.last[region]
+	if last == nil {
+		last = map[key]sample{}
+		s.last[region] = last
+	}
+	for k, e := range got {
+		s.samples++
+		if prev, ok := last[k]; ok && (e.P < prev.own.P || e.N < prev.own.N) {
+			s.violations = append(s.violations, Violation{Kind: KindRollback, Region: region, Key: k.String(),
+				Detail: fmt.Sprintf("%s's own entry went from {p:%d n:%d} at %.1fs to {p:%d n:%d} at %.1fs",
+					own, prev.own.P, prev.own.N, prev.at.Seconds(), e.P, e.N, at.Seconds())})
+		}
+		last[k] = sample{own: e, at: at}
+	}
+}
+
+// result returns how many entries were sampled and the rollbacks seen.
+func (s *sampler) result() (int, []Violation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples, append([]Violation(nil), s.violations...)
+}

@@ -1,0 +1,328 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// workload drives the regions with likes, unlikes and increments, like
+// many users of many clients would, and records every operation.
+//
+// Users are split among workers; a worker runs one operation at a time, so
+// each user's actions are serialized (the next one waits for the answer
+// to the last), except concurrent pairs, where one user acts in two
+// regions at once. A like or unlike whose answer is lost is retried at the
+// same region until acknowledged; a lost increment is resolved later with
+// its idempotency key (resolve). Each worker draws its choices from its own
+// generator seeded by the run's seed, so the same seed gives every worker
+// the same sequence of operations.
+type workload struct {
+	cfg     Config
+	clients map[string]*client
+	hist    *history
+	gate    *gate
+	start   time.Time
+	// episode returns the fault episode running now (0 if none) and
+	// whether it cuts regions apart.
+	episode func() (int, bool)
+
+	nextID   atomic.Int64
+	nextPair atomic.Int64
+}
+
+func (w *workload) since() time.Duration { return time.Since(w.start) }
+
+// run starts the workers. They stop taking new operations when gen ends;
+// an operation in progress is still retried until acknowledged or retry
+// ends. run returns once every worker has returned.
+func (w *workload) run(gen, retry context.Context) {
+	var wg sync.WaitGroup
+	for i := range w.cfg.Workers {
+		wg.Go(func() { w.worker(gen, retry, i) })
+	}
+	wg.Wait()
+}
+
+// plannedOp is one step of a worker's sequence: an operation, or two for a
+// concurrent pair.
+type plannedOp struct {
+	think time.Duration
+	ops   []*Op
+}
+
+// planner draws one worker's operations.
+type planner struct {
+	cfg   Config
+	rng   *rand.Rand
+	zipf  *rand.Zipf
+	users []int
+	mean  time.Duration
+}
+
+func newPlanner(cfg Config, worker int) *planner {
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(worker)+1))
+	p := &planner{cfg: cfg, rng: rng}
+	if cfg.Items > 1 {
+		p.zipf = rand.NewZipf(rng, 1.2, 1, uint64(cfg.Items-1))
+	}
+	for u := worker; u < cfg.Users; u += cfg.Workers {
+		p.users = append(p.users, u)
+	}
+	p.mean = time.Duration(float64(cfg.Workers) / cfg.Rate * float64(time.Second))
+	return p
+}
+
+func (p *planner) item() string {
+	if p.zipf == nil {
+		return itemID(0)
+	}
+	return itemID(int(p.zipf.Uint64()))
+}
+
+func (p *planner) region() string { return p.cfg.Regions[p.rng.IntN(len(p.cfg.Regions))] }
+
+// next draws the next step. Ids are filled in when it runs.
+func (p *planner) next() plannedOp {
+	// Think time: exponential around the mean that gives Rate overall, at
+	// least 20 ms (no user acts twice within a clock millisecond).
+	think := max(time.Duration(p.rng.ExpFloat64()*float64(p.mean)), 20*time.Millisecond)
+	c := p.cfg
+	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight)
+	user := userID(p.users[p.rng.IntN(len(p.users))])
+	likeKind := func(pLike float64) OpKind {
+		if p.rng.Float64() < pLike {
+			return OpLike
+		}
+		return OpUnlike
+	}
+	switch {
+	case n < c.LikeWeight:
+		return plannedOp{think, []*Op{{Kind: likeKind(0.6), Region: p.region(), Key: p.item(), User: user}}}
+	case n < c.LikeWeight+c.PairWeight:
+		item := p.item()
+		i := p.rng.IntN(len(c.Regions))
+		j := (i + 1 + p.rng.IntN(len(c.Regions)-1)) % len(c.Regions)
+		// Half the pairs like twice (the double count reconciliation
+		// removes), half disagree (last-writer-wins picks one).
+		a, b := OpLike, OpLike
+		if p.rng.IntN(2) == 0 {
+			a, b = likeKind(0.5), likeKind(0.5)
+		}
+		return plannedOp{think, []*Op{
+			{Kind: a, Region: c.Regions[i], Key: item, User: user},
+			{Kind: b, Region: c.Regions[j], Key: item, User: user},
+		}}
+	default:
+		by := int64(1 + p.rng.IntN(5))
+		if p.rng.IntN(10) < 3 {
+			by = -int64(1 + p.rng.IntN(3))
+		}
+		return plannedOp{think, []*Op{{Kind: OpIncr, Region: p.region(), Key: counterID(p.rng.IntN(c.Counters)), By: by}}}
+	}
+}
+
+func (w *workload) worker(gen, retry context.Context, i int) {
+	p := newPlanner(w.cfg, i)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		step := p.next()
+		timer.Reset(step.think)
+		select {
+		case <-gen.Done():
+			return
+		case <-timer.C:
+		}
+		if w.gate.enter(gen) != nil {
+			return
+		}
+		w.runStep(retry, step)
+		w.gate.leave()
+	}
+}
+
+func (w *workload) runStep(retry context.Context, step plannedOp) {
+	var pair int64
+	if len(step.ops) > 1 {
+		pair = w.nextPair.Add(1)
+	}
+	ep, link := w.episode()
+	for _, o := range step.ops {
+		o.ID, o.Pair, o.Episode, o.LinkFault = w.nextID.Add(1), pair, ep, link
+		if o.Kind == OpIncr {
+			o.Idem = fmt.Sprintf("op-%d", o.ID)
+		}
+	}
+	if len(step.ops) == 1 {
+		w.exec(retry, step.ops[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for _, o := range step.ops {
+		wg.Go(func() { w.exec(retry, o) })
+	}
+	wg.Wait()
+}
+
+// exec runs one operation and records it.
+func (w *workload) exec(retry context.Context, o *Op) {
+	c := w.clients[o.Region]
+	o.Start = w.since()
+	defer func() {
+		o.End = w.since()
+		w.hist.add(o)
+	}()
+	for {
+		o.Attempts++
+		var a answer
+		if o.Kind == OpIncr {
+			a = c.incr(retry, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
+		} else {
+			a = c.like(retry, o.Key, o.User, o.Kind == OpLike, w.cfg.ClientTimeout)
+		}
+		if o.Attempts == 1 {
+			o.Outcome, o.Reason = a.outcome, a.reason
+		}
+		if a.outcome == OutcomeOK {
+			o.Outcome = OutcomeOK
+			o.Value = answerValue(a, o.Kind)
+			return
+		}
+		// An increment is resolved later with its idempotency key; a
+		// failed first attempt was not applied. A like or unlike that may
+		// have been applied is retried at the same region: its retry is
+		// ordered after it by that replica's clock, so once acknowledged it
+		// is the user's latest action whatever happened to the first.
+		if o.Kind == OpIncr || o.Outcome == OutcomeFailed {
+			return
+		}
+		if !sleep(retry, 200*time.Millisecond) {
+			return // stays a timeout: unresolved
+		}
+	}
+}
+
+func answerValue(a answer, k OpKind) int64 {
+	field := "count"
+	if k == OpIncr {
+		field = "value"
+	}
+	v, _ := a.body[field].(float64)
+	return int64(v)
+}
+
+// resolve settles the timed-out increments sent to region ("" for all):
+// each is resent with the same idempotency key to the same region until
+// that answers. duplicate:true means the first attempt had been applied;
+// otherwise the resend applied it. Either way it now counts exactly once.
+// Idempotency keys are kept only by the replica that applied them, and are
+// lost with its data dir, so this must run before a region is wiped. It
+// returns how many remain unresolved when ctx ends.
+func (w *workload) resolve(ctx context.Context, region string) int {
+	left := 0
+	for _, o := range w.hist.unresolved(region) {
+		c := w.clients[o.Region]
+		for {
+			a := c.incr(ctx, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
+			if a.outcome == OutcomeOK {
+				how := ResolvedApplied
+				if dup, _ := a.body["duplicate"].(bool); dup {
+					how = ResolvedDuplicate
+				}
+				w.hist.resolve(o, how)
+				break
+			}
+			if !sleep(ctx, 200*time.Millisecond) {
+				left++
+				break
+			}
+		}
+	}
+	return left
+}
+
+// sleep waits d; false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// gate lets the fault executor quiesce the workload: pause waits until no
+// worker is inside an operation and keeps new ones out until resume.
+type gate struct {
+	mu      sync.Mutex // protects the fields below
+	paused  bool
+	busy    int
+	changed chan struct{} // closed and replaced at every change
+}
+
+func newGate() *gate { return &gate{changed: make(chan struct{})} }
+
+func (g *gate) signalLocked() {
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// enter waits until the gate is open and counts the caller in.
+func (g *gate) enter(ctx context.Context) error {
+	for {
+		g.mu.Lock()
+		if !g.paused {
+			g.busy++
+			g.mu.Unlock()
+			return nil
+		}
+		ch := g.changed
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.busy--
+	g.signalLocked()
+	g.mu.Unlock()
+}
+
+// pause closes the gate and waits until every operation in progress is
+// done. On error the gate is open again.
+func (g *gate) pause(ctx context.Context) error {
+	g.mu.Lock()
+	g.paused = true
+	for g.busy > 0 {
+		ch := g.changed
+		g.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			g.resume()
+			return errors.New("workload did not quiesce: " + ctx.Err().Error())
+		}
+		g.mu.Lock()
+	}
+	g.mu.Unlock()
+	return nil
+}
+
+func (g *gate) resume() {
+	g.mu.Lock()
+	g.paused = false
+	g.signalLocked()
+	g.mu.Unlock()
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestChaosUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"chaos", "--faults", "partition,quakes"}, `fault "quakes"`},
+		{[]string{"chaos", "--duration", "1s"}, "duration 1s: want at least 5s"},
+		{[]string{"chaos", "--regions", "us"}, "want at least 2"},
+		{[]string{"chaos", "--bug", "typo"}, `bug "typo"`},
+		{[]string{"chaos", "--binary", "/nonexistent/tallyd"}, "/nonexistent/tallyd"},
+		// The test binary is no chaos build.
+		{[]string{"chaos", "--bug", "no-reconcile"}, "needs a chaos build"},
+		{[]string{"chaos", "extra"}, "unexpected argument"},
+	} {
+		code, stdout, stderr := runArgs(t, c.args...)
+		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 2 and %q", c.args, code, stdout, stderr, c.want)
+		}
+	}
+	code, stdout, _ := runArgs(t, "help", "chaos")
+	if code != 0 || !strings.Contains(stdout, "--seed") && !strings.Contains(stdout, "-seed") {
+		t.Errorf("help chaos: exit %d, %q", code, stdout)
+	}
+}
