@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -151,16 +150,9 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 			return err
 		}
 		sleep(ctx, e.Dur)
-		// The proxy discards bytes from the middle of live TCP streams,
-		// which no network can do: TCP delivers a stream whole or resets
-		// it. NATS trusts TCP, and a gateway connection that lost, say,
-		// the peer's interest-only switch for an account keeps routing by
-		// the wrong interest after the loss ends: messages in one direction
-		// are never sent again (observed: eu's outbound gateway to us with
-		// no $G interest state, while every other has it). A real one-way
-		// loss ends with the connections timed out and dialed again, so
-		// the episode ends by cutting the link and healing it.
-		return errors.Join(n.SetLink(e.A, e.B, false), n.SetDrop(e.A, e.B, false), n.SetLink(e.A, e.B, true))
+		// Lifting the drop resets the link's connections (see
+		// localnet.Cluster.SetDrop), as the end of a real loss would.
+		return n.SetDrop(e.A, e.B, false)
 	case KindFlap:
 		for i, d := range e.Flaps {
 			if err := n.SetLink(e.A, e.B, i%2 == 1); err != nil {

@@ -93,10 +93,25 @@ func (f *faults) setUp(up bool) {
 	}
 }
 
+// setDrop starts or ends one-way loss. Ending it closes the link's live
+// connections: the streams lost bytes mid-way, which no real network does
+// (TCP delivers a stream whole or resets it), and NATS trusts TCP. After a
+// real loss the connections time out and are dialed again; closing them
+// here does the same at once.
 func (f *faults) setDrop(d Dir, drop bool) {
 	f.mu.Lock()
+	lifted := f.drop[d] && !drop
 	f.drop[d] = drop
+	var victims []*pair
+	if lifted {
+		for p := range f.pairs {
+			victims = append(victims, p)
+		}
+	}
 	f.mu.Unlock()
+	for _, p := range victims {
+		p.close()
+	}
 }
 
 func (f *faults) setLatency(d Dir, lat time.Duration) {

@@ -87,10 +87,11 @@ func (c *Cluster) SetLink(a, b string, up bool) error {
 // SetDrop makes the link discard (one-way loss) or forward the bytes
 // travelling from region from to region to, leaving the connections open.
 // The servers notice only through their pings (see Config.PingInterval).
-// Discarding part of a gateway byte stream may cut a protocol message in
-// two, in which case the receiving server closes the connection once bytes
-// get through again and the gateway reconnects. To model a clean partition
-// use SetLink.
+// Discarding part of a gateway byte stream can leave a connection in a
+// state no real network produces (a protocol message cut in two, interest
+// updates lost), so lifting a drop closes the link's connections and the
+// gateways dial again, as they would after a real loss. To model a clean
+// partition use SetLink.
 func (c *Cluster) SetDrop(from, to string, drop bool) error {
 	f, d, err := c.link(from, to)
 	if err != nil {

@@ -84,9 +84,10 @@ func (p *Proxy) SetUp(up bool) { p.f.setUp(up) }
 func (p *Proxy) Up() bool { return p.f.isUp() }
 
 // SetDrop makes the proxy discard (drop) or forward the bytes travelling in
-// direction d, without closing connections: one-way loss. Note that
-// discarding part of a byte stream usually corrupts the protocol it
-// carries, so the receiver may close the connection once bytes flow again.
+// direction d: one-way loss. Starting a drop leaves connections open;
+// lifting it closes them, since their streams lost bytes mid-way (which no
+// real network does) and the protocol they carry cannot be trusted. Clients
+// dial again, as they would after a real loss.
 func (p *Proxy) SetDrop(d Dir, drop bool) error {
 	if !d.valid() {
 		return fmt.Errorf("proxy %s: set drop: invalid direction %v", p.Addr(), d)

@@ -209,9 +209,17 @@ func TestProxyOneWayDrop(t *testing.T) {
 		t.Fatalf("stats %+v, want 4 bytes dropped forward", s)
 	}
 
+	// Lifting the drop ends the damaged connection, as a real loss would;
+	// a new one carries bytes again.
 	if err := p.SetDrop(Forward, false); err != nil {
 		t.Fatal(err)
 	}
+	buf := make([]byte, 1)
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := client.Read(buf); err == nil {
+		t.Fatal("the connection that lost bytes is still open after the drop was lifted")
+	}
+	client, server = dial(t, p, tg)
 	send(t, client, "kept")
 	expect(t, server, "kept")
 }

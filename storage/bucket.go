@@ -78,9 +78,6 @@ func rootOf(d []uint64) uint64 {
 	return r
 }
 
-// RootOf folds a digest list the same way Root does.
-func RootOf(d []uint64) uint64 { return rootOf(d) }
-
 // loadDigests computes every bucket digest by scanning the replicated keys.
 func (s *Store) loadDigests() error {
 	prefix := []byte{prefixBucket}
