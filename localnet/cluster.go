@@ -170,7 +170,10 @@ func (c *Cluster) options(r *region) *server.Options {
 		JetStreamMaxMemory:     c.cfg.JetStreamMaxMemory,
 		JetStreamMaxStore:      c.cfg.JetStreamMaxStore,
 		DisableJetStreamBanner: true,
-		PingInterval:           c.cfg.PingInterval,
+		// Fsync every JetStream write: the lease allocator's KV must not
+		// forget a lease it granted (the default syncs every 2 minutes).
+		SyncAlways:   true,
+		PingInterval: c.cfg.PingInterval,
 	}
 	if !c.multi() {
 		// No gateway and no cluster: a standalone JetStream server.

@@ -1,0 +1,132 @@
+package alloc
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults. The lease TTL bounds how long a replica cut off from the KV
+// keeps numbering from a block it cannot renew.
+const (
+	DefaultBucket    = "tally_alloc"
+	DefaultTTL       = 4 * time.Second
+	DefaultTarget    = time.Second
+	DefaultMinBlock  = 16
+	DefaultMaxBlock  = 1 << 20
+	DefaultOpTimeout = 2 * time.Second
+)
+
+var sequenceName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Config configures one replica's holder of one sequence.
+type Config struct {
+	// KV is the allocator's bucket (see OpenBucket). Required.
+	KV jetstream.KeyValue
+	// Sequence names the global sequence, e.g. "likes". Required.
+	Sequence string
+	// Holder is this replica's id. Required.
+	Holder string
+
+	// TTL is how long the holder may number from a lease after sending the
+	// write that last renewed it. Default 4s.
+	TTL time.Duration
+	// RenewEvery is how often the holder renews its leases and reports
+	// what it used. Default TTL/4.
+	RenewEvery time.Duration
+	// ReclaimAfter, if not zero, is how long a lease's beat must stay
+	// unchanged, in another replica's clock, before that replica frees the
+	// lease's tail from the holder's last report. Zero (the default) never
+	// does: a holder always gives back its own tail, exactly, when it
+	// returns (reconnects, resumes, restarts with its data). Only a holder
+	// that never returns needs reclaiming, and that costs exactness: the
+	// numbers it used after its last report (at most RenewEvery + TTL of
+	// its traffic) may be used again if it does come back. See Retire.
+	ReclaimAfter time.Duration
+	// IdleRelease: a holder that took no number for this long gives its
+	// leases' unused tails back, so that others number them and milestones
+	// in them are not held up. Default 2×Target.
+	IdleRelease time.Duration
+	// Target is how much of the holder's own traffic one block should
+	// last; block sizes follow the observed rate. Default 1s.
+	Target time.Duration
+	// MinBlock and MaxBlock bound the block size. Defaults 16 and 2^20.
+	MinBlock, MaxBlock uint64
+	// OpTimeout bounds one KV request. Default 2s.
+	OpTimeout time.Duration
+
+	// Restored is the holder state last written with the replica's data
+	// (Holder.Snapshot), or nil. Leases in it are not used again: their
+	// unused tails are given back when the KV is next reachable.
+	Restored []byte
+
+	// OnReady, if set, is called when numbers become available after a
+	// Take found none. It must not block.
+	OnReady func()
+
+	Logger     hclog.Logger
+	Registerer prometheus.Registerer
+
+	// beforeTick, in tests, runs before every renewal round (and can
+	// block it, as a paused process would be).
+	beforeTick func()
+}
+
+func (c *Config) ensureDefaults() {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = c.TTL / 4
+	}
+	if c.Target == 0 {
+		c.Target = DefaultTarget
+	}
+	if c.IdleRelease == 0 {
+		c.IdleRelease = 2 * c.Target
+	}
+	if c.MinBlock == 0 {
+		c.MinBlock = DefaultMinBlock
+	}
+	if c.MaxBlock == 0 {
+		c.MaxBlock = DefaultMaxBlock
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = DefaultOpTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.KV == nil {
+		errs = append(errs, errors.New("alloc: KV is required"))
+	}
+	if !sequenceName.MatchString(c.Sequence) {
+		errs = append(errs, fmt.Errorf("alloc: sequence %q must match %s", c.Sequence, sequenceName))
+	}
+	if c.Holder == "" {
+		errs = append(errs, errors.New("alloc: holder is required"))
+	}
+	if c.TTL <= 0 || c.RenewEvery <= 0 || c.RenewEvery >= c.TTL {
+		errs = append(errs, fmt.Errorf("alloc: want 0 < renew_every (%v) < ttl (%v)", c.RenewEvery, c.TTL))
+	}
+	if c.ReclaimAfter != 0 && c.ReclaimAfter <= c.TTL {
+		errs = append(errs, fmt.Errorf("alloc: reclaim_after (%v) must exceed ttl (%v)", c.ReclaimAfter, c.TTL))
+	}
+	if c.MinBlock == 0 || c.MaxBlock < c.MinBlock {
+		errs = append(errs, fmt.Errorf("alloc: want 0 < min_block (%d) <= max_block (%d)", c.MinBlock, c.MaxBlock))
+	}
+	if c.Target <= 0 || c.IdleRelease <= 0 || c.OpTimeout <= 0 {
+		errs = append(errs, errors.New("alloc: target, idle_release and op_timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}

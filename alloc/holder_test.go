@@ -1,0 +1,358 @@
+package alloc
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tally-dev/tally/localnet"
+)
+
+// startKV starts a real embedded nats-server with JetStream (fsync on every
+// write) and opens the allocator's bucket on it.
+func startKV(t *testing.T) (jetstream.KeyValue, *nats.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := localnet.DefaultConfig()
+	cfg.Regions = []string{"us"}
+	cfg.Dir = t.TempDir()
+	c, err := localnet.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	nc, err := nats.Connect(c.ClientURL("us"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := OpenBucket(ctx, js, BucketConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv, nc
+}
+
+func testConfig(kv jetstream.KeyValue, holder string) Config {
+	return Config{
+		KV: kv, Sequence: "likes", Holder: holder,
+		TTL: 300 * time.Millisecond, RenewEvery: 60 * time.Millisecond,
+		Target: 100 * time.Millisecond, IdleRelease: 150 * time.Millisecond,
+		MinBlock: 4, MaxBlock: 64, OpTimeout: time.Second,
+	}
+}
+
+// ledger is the ground truth of the test: which replica used each number.
+type ledger struct {
+	mu   sync.Mutex
+	used map[uint64]string
+	dups []string
+}
+
+func (l *ledger) use(sp Span, who string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for n := sp.Start; n < sp.End; n++ {
+		if prev, ok := l.used[n]; ok {
+			l.dups = append(l.dups, fmt.Sprintf("%d by %s and %s", n, prev, who))
+		}
+		l.used[n] = who
+	}
+}
+
+// replica simulates a tally replica's writer: it takes numbers, "commits"
+// them with the holder's snapshot (the durable state a restart gets back),
+// and tells the holder they are durable.
+type replica struct {
+	id       string
+	h        *Holder
+	snapshot []byte // as committed
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	crashes  int
+	died     bool // the writer crashed mid-batch
+}
+
+func (r *replica) start(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *rand.Rand, tweak func(*Config)) {
+	t.Helper()
+	cfg := testConfig(kv, r.id)
+	cfg.Restored = r.snapshot
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	r.h = h
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.died = false
+	seed := rng.Uint64()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		rng := rand.New(rand.NewPCG(seed, 1))
+		for ctx.Err() == nil {
+			sp, ok := h.Take(uint64(1 + rng.IntN(8)))
+			if !ok {
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+			if rng.IntN(50) == 0 {
+				// Crash between taking and committing: the numbers were
+				// never used, and the restart must not lose them.
+				r.died = true
+				return
+			}
+			led.use(sp, r.id)
+			r.snapshot = h.Snapshot()
+			h.Durable()
+			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+		}
+	}()
+}
+
+// crash stops the writer and the holder without giving anything back.
+func (r *replica) crash() {
+	r.cancel()
+	r.wg.Wait()
+	r.h.cancel()
+	<-r.h.done
+	r.crashes++
+}
+
+// stop stops the writer, then closes the holder cleanly. A replica whose
+// writer died mid-batch is down: it restarts first, as it would.
+func (r *replica) stop(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *rand.Rand) {
+	r.cancel()
+	r.wg.Wait()
+	if r.died {
+		r.crash()
+		r.start(t, kv, led, rng, nil)
+		r.cancel()
+		r.wg.Wait()
+		r.died = false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.h.Close(ctx); err != nil {
+		t.Fatalf("close %s: %v", r.id, err)
+	}
+}
+
+// drain leases everything left in the free list and checks that the
+// numbers used are exactly [1, hwm): pairwise-disjoint blocks, no number
+// used twice, none skipped.
+func drain(t *testing.T, kv jetstream.KeyValue, led *ledger) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := Read(ctx, kv, "likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Leases) != 0 {
+		t.Fatalf("leases still held after every replica closed: %+v", st.Leases)
+	}
+	z := &seqKV{kv: kv, key: "seq.likes", holder: "drain", opTimeout: time.Second}
+	for len(st.Free) > 0 {
+		var l Lease
+		if _, err = z.apply(ctx, func(s *State, _ string) error { l = s.Acquire("drain", 1<<20); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		led.use(l.Span, "drain")
+		if st, err = z.apply(ctx, func(s *State, _ string) error { return s.Renew("drain", l.Epoch, l.End) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if len(led.dups) > 0 {
+		t.Fatalf("%d numbers used twice, e.g. %v", len(led.dups), led.dups[:min(5, len(led.dups))])
+	}
+	for n := uint64(1); n < st.HWM; n++ {
+		if _, ok := led.used[n]; !ok {
+			t.Fatalf("number %d skipped (hwm %d, %d used)", n, st.HWM, len(led.used))
+		}
+	}
+	if got := uint64(len(led.used)); got != st.HWM-1 {
+		t.Fatalf("%d numbers used, want hwm-1 = %d", got, st.HWM-1)
+	}
+	t.Logf("%d numbers, all used once", st.HWM-1)
+}
+
+// TestHoldersHammerOneSequence: six replicas number from one sequence while
+// they crash between take and commit and restart from their committed
+// state, and while holders' KV goroutines pause past the lease TTL.
+func TestHoldersHammerOneSequence(t *testing.T) {
+	kv, _ := startKV(t)
+	led := &ledger{used: map[uint64]string{}}
+	rng := rand.New(rand.NewPCG(42, 42))
+	reps := make([]*replica, 6)
+	for i := range reps {
+		reps[i] = &replica{id: fmt.Sprintf("r%d", i)}
+		reps[i].start(t, kv, led, rng, nil)
+	}
+	deadline := time.Now().Add(4 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(time.Duration(50+rng.IntN(150)) * time.Millisecond)
+		r := reps[rng.IntN(len(reps))]
+		r.crash()
+		r.start(t, kv, led, rng, nil)
+	}
+	for _, r := range reps {
+		r.stop(t, kv, led, rng)
+	}
+	crashes := 0
+	for _, r := range reps {
+		crashes += r.crashes
+	}
+	t.Logf("%d crashes", crashes)
+	drain(t, kv, led)
+}
+
+// TestPausedHolderIsFencedOff: a holder whose KV goroutine is stuck (as in
+// a GC pause, SIGSTOP of the lease loop, or a partition from the KV) stops
+// numbering once its lease's TTL passes, though its writer keeps asking;
+// when it comes back it renews and goes on, and nothing is used twice or
+// skipped.
+func TestPausedHolderIsFencedOff(t *testing.T) {
+	kv, _ := startKV(t)
+	led := &ledger{used: map[uint64]string{}}
+	rng := rand.New(rand.NewPCG(7, 7))
+	pause := make(chan chan struct{}, 1)
+	tweak := func(c *Config) {
+		c.beforeTick = func() {
+			select {
+			case resume := <-pause:
+				<-resume
+			default:
+			}
+		}
+	}
+	a, b := &replica{id: "a"}, &replica{id: "b"}
+	a.start(t, kv, led, rng, tweak)
+	b.start(t, kv, led, rng, nil)
+	waitFor(t, func() bool { return a.h.Status().Taken > 0 })
+	// a's writer goes quiet holding a lease with numbers left, so that
+	// only the fence can stop it from using them.
+	a.cancel()
+	a.wg.Wait()
+	takeOne := func() {
+		for {
+			if sp, ok := a.h.Take(1); ok {
+				led.use(sp, "a")
+				a.h.Durable()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for {
+		takeOne()
+		if st := a.h.Status(); len(st.Leases) > 0 && st.Leases[0].Next < st.Leases[0].End {
+			break
+		}
+	}
+
+	resume := make(chan struct{})
+	pause <- resume
+	waitFor(t, func() bool { return len(pause) == 0 }) // the loop took it: paused from now on
+	time.Sleep(a.h.cfg.TTL + 50*time.Millisecond)
+	// Every lease the paused holder has was renewed before the pause began,
+	// so its deadline has passed: nothing may be handed out.
+	if st := a.h.Status(); len(st.Leases) == 0 || st.Leases[0].Next == st.Leases[0].End {
+		t.Fatalf("a has no numbers left to be fenced off from: %+v", st.Leases)
+	}
+	if sp, ok := a.h.Take(1); ok {
+		t.Fatalf("took [%d,%d) after the pause began, past the TTL", sp.Start, sp.End)
+	}
+	takenDuringFence := a.h.Status().Taken
+	close(resume)
+	takeOne() // renewed: usable again
+	if got := a.h.Status().Taken; got <= takenDuringFence {
+		t.Fatalf("taken %d after resuming, want more than %d", got, takenDuringFence)
+	}
+	a.stop(t, kv, led, rng)
+	b.stop(t, kv, led, rng)
+	drain(t, kv, led)
+}
+
+// TestSilentHolderReclaimed: with ReclaimAfter set, a replica that dies
+// for good does not hold its block forever: another frees the tail after
+// its silence, and nothing is skipped.
+func TestSilentHolderReclaimed(t *testing.T) {
+	kv, _ := startKV(t)
+	led := &ledger{used: map[uint64]string{}}
+	rng := rand.New(rand.NewPCG(9, 9))
+	tweak := func(c *Config) { c.ReclaimAfter = 600 * time.Millisecond; c.IdleRelease = time.Hour }
+	a, b := &replica{id: "a"}, &replica{id: "b"}
+	a.start(t, kv, led, rng, tweak)
+	b.start(t, kv, led, rng, tweak)
+	waitFor(t, func() bool { return a.h.Status().Taken > 20 })
+	// a stops numbering, reports everything it used, and dies for good.
+	a.cancel()
+	a.wg.Wait()
+	// Make sure a dies holding a lease with numbers left in it.
+	for {
+		sp, ok := a.h.Take(1)
+		if !ok {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		led.use(sp, "a")
+		a.h.Durable()
+		if st := a.h.Status(); len(st.Leases) > 0 && st.Leases[len(st.Leases)-1].Next < st.Leases[len(st.Leases)-1].End {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.h.round(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	a.h.cancel()
+	<-a.h.done
+	waitFor(t, func() bool {
+		st, err := Read(ctx, kv, "likes")
+		if err != nil {
+			return false
+		}
+		for _, l := range st.Leases {
+			if l.Holder == "a" {
+				return false
+			}
+		}
+		return true
+	})
+	if n := testutil.ToFloat64(b.h.metrics.reclaimed); n < 1 {
+		t.Fatalf("b reclaimed %v leases, want a's", n)
+	}
+	b.stop(t, kv, led, rng)
+	drain(t, kv, led)
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

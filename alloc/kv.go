@@ -1,0 +1,126 @@
+package alloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// seqKV applies state changes to one sequence's key by compare-and-swap.
+type seqKV struct {
+	kv        jetstream.KeyValue
+	key       string
+	holder    string
+	opTimeout time.Duration
+}
+
+// errStop ends an apply without writing: the change found nothing to do.
+var errStop = errors.New("alloc: nothing to write")
+
+// apply reads the latest state, lets fn change it, and writes it back with
+// a CAS on the revision it read, retrying on conflicts until it lands or
+// ctx ends. It returns the state as written (or as found, if fn returned
+// errStop or another error, which apply passes back).
+//
+// A write whose outcome is unknown (a timeout, a lost connection) is
+// resolved by re-reading: every attempt carries a fresh nonce, recorded in
+// State.Applied[holder] by the write itself, so the next read tells
+// whether any attempt of this call landed. Because each attempt is a CAS on
+// the revision it read, at most one attempt of a call can land, and once
+// one has, every later attempt sees its nonce and stops: fn takes effect at
+// most once, and exactly once if apply returns nil.
+func (s *seqKV) apply(ctx context.Context, fn func(st *State, nonce string) error) (*State, error) {
+	var nonces []string
+	backoff := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("update %s: %w", s.key, err)
+		}
+		st, rev, err := s.read(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(nonces) > 0 && slices.Contains(nonces, st.Applied[s.holder]) {
+			return st, nil // an earlier attempt landed
+		}
+		nonce := uuid.NewString()
+		next := st.Clone()
+		if err := fn(next, nonce); err != nil {
+			return st, err
+		}
+		if next.Applied == nil {
+			next.Applied = make(map[string]string)
+		}
+		next.Applied[s.holder] = nonce
+		if err := next.Check(); err != nil {
+			return st, fmt.Errorf("update %s: change breaks invariants: %w", s.key, err)
+		}
+		nonces = append(nonces, nonce)
+		octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+		_, err = s.kv.Update(octx, s.key, next.Encode(), rev)
+		cancel()
+		switch {
+		case err == nil:
+			return next, nil
+		case errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists):
+			// Someone wrote first; this attempt did not land. Go again at
+			// once, with a little backoff after a few tries.
+			if attempt >= 3 {
+				if !sleep(ctx, backoff) {
+					return nil, fmt.Errorf("update %s: %w", s.key, ctx.Err())
+				}
+				backoff = min(2*backoff, 200*time.Millisecond)
+			}
+		default:
+			// Indeterminate: the next read decides.
+			if !sleep(ctx, backoff) {
+				return nil, fmt.Errorf("update %s: %w (outcome unknown)", s.key, err)
+			}
+			backoff = min(2*backoff, 200*time.Millisecond)
+		}
+	}
+}
+
+// read returns the current state and its revision, creating the key for a
+// sequence nobody has used. Keys are never deleted: Create over a delete
+// marker is not atomic.
+func (s *seqKV) read(ctx context.Context) (*State, uint64, error) {
+	for {
+		octx, cancel := context.WithTimeout(ctx, s.opTimeout)
+		e, err := s.kv.Get(octx, s.key)
+		cancel()
+		if err == nil {
+			st, derr := DecodeState(e.Value())
+			if derr != nil {
+				return nil, 0, fmt.Errorf("read %s at revision %d: %w", s.key, e.Revision(), derr)
+			}
+			return st, e.Revision(), nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, 0, fmt.Errorf("read %s: %w", s.key, err)
+		}
+		octx, cancel = context.WithTimeout(ctx, s.opTimeout)
+		_, err = s.kv.Create(octx, s.key, NewState().Encode())
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, 0, fmt.Errorf("create %s: %w", s.key, err)
+		}
+	}
+}
+
+// sleep waits d or until ctx ends, reporting whether it waited.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
