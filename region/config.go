@@ -3,6 +3,7 @@ package region
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,6 +41,9 @@ type Config struct {
 	OnCommit func(Changes)
 	// Registerer receives the replica's metrics. Default: none registered.
 	Registerer prometheus.Registerer
+	// Numbering, if set, numbers this replica's counted likes from a global
+	// sequence and records milestone claims (see numbering.go).
+	Numbering *Numbering
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -67,6 +71,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheItems < 1 {
 		errs = append(errs, fmt.Errorf("region: CacheItems %d < 1", c.CacheItems))
+	}
+	if n := c.Numbering; n != nil && (n.Seq == nil || !crdt.ValidID(n.Sequence) || strings.Contains(n.Sequence, "/")) {
+		errs = append(errs, fmt.Errorf("region: Numbering needs a Seq and a sequence name, got %q", n.Sequence))
 	}
 	return errors.Join(errs...)
 }

@@ -12,6 +12,8 @@ type metrics struct {
 	clockDriftRejected prometheus.Counter
 	batchWrites        prometheus.Histogram
 	commitSeconds      prometheus.Histogram
+	numbered           prometheus.Counter
+	unnumbered         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -43,12 +45,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}),
 		commitSeconds: commit,
+		numbered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_likes_numbered_total",
+			Help: "Counted likes given their number of the global likes sequence.",
+		}),
+		unnumbered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tally_likes_unnumbered",
+			Help: "Counted likes queued for a number (no lease usable: the allocator's KV is out of reach).",
+		}),
 	}
 	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit, m.numbered, m.unnumbered)
 	}
 	return m
 }

@@ -61,7 +61,12 @@ type Replica struct {
 
 	// Owned by the writer goroutine (and New, before it starts).
 	clock     crdt.Clock
-	hlcStored crdt.HLC // largest HLC persisted in metaHLC
+	hlcStored crdt.HLC   // largest HLC persisted in metaHLC
+	num       *numbering // nil without Config.Numbering
+
+	kick       chan struct{} // wakes the writer to number queued likes
+	numbered   atomic.Uint64
+	unnumbered atomic.Int64
 }
 
 // request is one submission to the writer: local ops or remote merges.
@@ -91,9 +96,13 @@ func New(cfg Config) (*Replica, error) {
 		cache:        newCache(cfg.CacheItems),
 		reqs:         make(chan *request, cfg.QueueDepth),
 		stop:         make(chan struct{}),
+		kick:         make(chan struct{}, 1),
 		unreconciled: make(map[string]int),
 	}
 	if err := r.load(); err != nil {
+		return nil, err
+	}
+	if err := r.loadNumbering(); err != nil {
 		return nil, err
 	}
 	if !cfg.HoldWrites {
@@ -306,6 +315,10 @@ func (r *Replica) run() {
 		select {
 		case <-r.stop:
 			return
+		case <-r.kick:
+			if r.accepting.Load() {
+				r.commit(nil) // number queued likes
+			}
 		case q := <-r.reqs:
 			batch = append(batch[:0], q)
 			n := q.size()
@@ -354,6 +367,7 @@ func (r *Replica) commit(batch []*request) {
 	for _, q := range batch {
 		q.finish(nil)
 	}
+	tx.afterNumber()
 	if r.cfg.OnCommit != nil && (!changes.Empty() || changes.Merged > 0) {
 		r.cfg.OnCommit(changes)
 	}

@@ -21,6 +21,11 @@ type txn struct {
 	idem   map[rkey]storage.IdemValue
 	order  []vkey // vectors in first-touch order, for deterministic writes
 	rorder []rkey
+
+	// Numbering (numbering.go).
+	counted                             []storage.CountedLike
+	numbered, drained, enqueued, claims int
+	tookNumbers                         bool
 }
 
 type rkey struct{ a, b string }
@@ -134,6 +139,9 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	// increments it needs no overflow check.
 	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
 	vs.cur = vs.cur.Add(t.r.self, delta)
+	if delta > 0 {
+		t.countLike(item, user)
+	}
 	rs.dirty, rs.spread = true, true
 	return Result{Liked: liked, Changed: changed, Value: vs.cur.Value()}
 }
@@ -276,6 +284,9 @@ func (t *txn) commit() (Changes, error) {
 		} else {
 			ch.Merged++
 		}
+	}
+	if err := t.number(); err != nil {
+		return Changes{}, err
 	}
 	if t.b.Len() > 0 {
 		t.persistClock()

@@ -1,0 +1,207 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/storage"
+)
+
+// fakeSeq is a sequencer computable by hand: numbers from next on, as many
+// as avail allows; avail models a lease that can run out or be fenced off.
+type fakeSeq struct {
+	mu      sync.Mutex
+	next    uint64
+	avail   uint64
+	taken   uint64 // numbers handed out
+	durable uint64 // numbers committed, as told by Durable
+}
+
+func (f *fakeSeq) Take(n uint64) (uint64, uint64, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := min(n, f.avail)
+	if k == 0 {
+		return 0, 0, false
+	}
+	s := f.next
+	f.next += k
+	f.avail -= k
+	f.taken += k
+	return s, s + k, true
+}
+
+func (f *fakeSeq) Snapshot() []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Appendf(nil, "next=%d", f.next)
+}
+
+func (f *fakeSeq) Durable() {
+	f.mu.Lock()
+	f.durable = f.taken
+	f.mu.Unlock()
+}
+
+func (f *fakeSeq) give(n uint64) {
+	f.mu.Lock()
+	f.avail += n
+	f.mu.Unlock()
+}
+
+// claimsOf lists the replica's claim intents as "n:item/user".
+func claimsOf(t *testing.T, r *Replica) []string {
+	t.Helper()
+	var out []string
+	if err := r.Claims(func(n uint64, l storage.CountedLike) bool {
+		out = append(out, fmt.Sprintf("%d:%s/%s", n, l.Item, l.User))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func numberingConfig(seq Sequencer, claimed chan<- struct{}) func(*Config) {
+	return func(c *Config) {
+		c.Numbering = &Numbering{
+			Sequence:  "likes",
+			Seq:       seq,
+			Milestone: func(n uint64) bool { return n%5 == 0 },
+			OnClaim: func() {
+				select {
+				case claimed <- struct{}{}:
+				default:
+				}
+			},
+		}
+	}
+}
+
+func TestCountedLikesAreNumberedInline(t *testing.T) {
+	seq := &fakeSeq{next: 1, avail: 100}
+	claimed := make(chan struct{}, 1)
+	r, _ := openReplica(t, t.TempDir(), "a", numberingConfig(seq, claimed))
+	ctx := context.Background()
+	for i := 1; i <= 7; i++ {
+		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not counted: a repeat like, an unlike. Counted again: a re-like.
+	for _, op := range []Op{{Kind: OpLike, Item: "post", User: "u1"}, {Kind: OpUnlike, Item: "post", User: "u2"}, {Kind: OpLike, Item: "post", User: "u2"}} {
+		if _, err := r.Do(ctx, []Op{op}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.Numbered(); got != 8 {
+		t.Fatalf("numbered %d likes, want 8 (7 firsts and one re-like)", got)
+	}
+	if seq.durable != 8 || seq.next != 9 {
+		t.Fatalf("sequencer durable %d next %d, want 8 and 9", seq.durable, seq.next)
+	}
+	if got, want := fmt.Sprint(claimsOf(t, r)), "[5:post/u5]"; got != want {
+		t.Fatalf("claims %s, want %s", got, want)
+	}
+	select {
+	case <-claimed:
+	default:
+		t.Fatal("OnClaim not called")
+	}
+	snap, err := NumberingSnapshot(r.store, "likes")
+	if err != nil || string(snap) != "next=9" {
+		t.Fatalf("stored snapshot %q %v, want next=9", snap, err)
+	}
+	if err := r.SettleClaim(5); err != nil {
+		t.Fatal(err)
+	}
+	if c := claimsOf(t, r); len(c) != 0 {
+		t.Fatalf("claims after settle: %v", c)
+	}
+}
+
+// TestUnnumberedLikesQueueAndDrainInOrder: with no numbers usable, likes
+// are still acknowledged and counted; they queue durably across a restart
+// and are numbered first, in order, when numbers come back.
+func TestUnnumberedLikesQueueAndDrainInOrder(t *testing.T) {
+	dir := t.TempDir()
+	seq := &fakeSeq{next: 1, avail: 2}
+	claimed := make(chan struct{}, 1)
+	r, closeFn := openReplica(t, dir, "a", numberingConfig(seq, claimed))
+	ctx := context.Background()
+	for i := 1; i <= 6; i++ {
+		res, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i))
+		if err != nil || !res.Changed {
+			t.Fatalf("like %d while unnumbered: %+v %v", i, res, err)
+		}
+	}
+	if got := mustLikes(t, r, "post").Value; got != 6 {
+		t.Fatalf("count %d, want 6: numbering must not stand in the like's way", got)
+	}
+	if r.Unnumbered() != 4 || r.Numbered() != 2 {
+		t.Fatalf("unnumbered %d numbered %d, want 4 and 2", r.Unnumbered(), r.Numbered())
+	}
+	closeFn()
+
+	// Restart: the queue is durable.
+	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
+	if r.Unnumbered() != 4 {
+		t.Fatalf("unnumbered after restart %d, want 4", r.Unnumbered())
+	}
+	// A new like while the queue waits goes behind it.
+	if _, err := r.Like(ctx, "other", "u7"); err != nil {
+		t.Fatal(err)
+	}
+	seq.give(100)
+	r.NumbersReady()
+	waitUntil(t, func() bool { return r.Unnumbered() == 0 })
+	// Numbers 3..7 went to u3..u6 then u7, so milestone 5 is u5's.
+	if got, want := fmt.Sprint(claimsOf(t, r)), "[5:post/u5]"; got != want {
+		t.Fatalf("claims %s, want %s", got, want)
+	}
+	if seq.next != 8 || seq.durable != 7 {
+		t.Fatalf("sequencer next %d durable %d, want 8 and 7", seq.next, seq.durable)
+	}
+}
+
+// TestDrainSpansManyCommits: a long queue drains in bounded batches.
+func TestDrainSpansManyCommits(t *testing.T) {
+	seq := &fakeSeq{next: 1}
+	claimed := make(chan struct{}, 1)
+	r, _ := openReplica(t, t.TempDir(), "a", numberingConfig(seq, claimed))
+	ctx := context.Background()
+	const n = drainBatch*2 + 10
+	ops := make([]Op, 0, 1000)
+	for i := 0; i < n; i++ {
+		ops = append(ops, Op{Kind: OpLike, Item: "hot", User: fmt.Sprintf("u%d", i)})
+		if len(ops) == cap(ops) || i == n-1 {
+			if _, err := r.Do(ctx, ops); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	if r.Unnumbered() != n {
+		t.Fatalf("unnumbered %d, want %d", r.Unnumbered(), n)
+	}
+	seq.give(n)
+	r.NumbersReady()
+	waitUntil(t, func() bool { return r.Unnumbered() == 0 })
+	if got := len(claimsOf(t, r)); got != n/5 {
+		t.Fatalf("%d claims, want %d", got, n/5)
+	}
+}
+
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 10s")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
