@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -68,7 +69,7 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 // (its disk is gone). If the replica does come back with its data, the
 // numbers it used after its last report may be used twice; milestones
 // still fire at most once, because claims are create-only.
-func Retire(ctx context.Context, kv jetstream.KeyValue, sequence, holder string) (freed []Span, err error) {
+func Retire(ctx context.Context, kv KV, sequence, holder string) (freed []Span, err error) {
 	s := &seqKV{kv: kv, key: "seq." + sequence, holder: "retire:" + holder, opTimeout: DefaultOpTimeout}
 	_, err = s.apply(ctx, func(st *State, _ string) error {
 		freed = freed[:0]
@@ -96,8 +97,65 @@ func Retire(ctx context.Context, kv jetstream.KeyValue, sequence, holder string)
 }
 
 // Read returns a sequence's current state (possibly a little stale).
-func Read(ctx context.Context, kv jetstream.KeyValue, sequence string) (*State, error) {
+func Read(ctx context.Context, kv KV, sequence string) (*State, error) {
 	s := &seqKV{kv: kv, key: "seq." + sequence, opTimeout: DefaultOpTimeout}
 	st, _, err := s.read(ctx)
 	return st, err
+}
+
+// LazyBucket opens the bucket on first use and again after a failure, so a
+// replica can start while JetStream is out of reach: numbering waits, likes
+// do not.
+type LazyBucket struct {
+	js  jetstream.JetStream
+	cfg BucketConfig
+
+	mu sync.Mutex // protects kv
+	kv jetstream.KeyValue
+}
+
+// NewLazyBucket returns a bucket handle that opens on first use.
+func NewLazyBucket(js jetstream.JetStream, cfg BucketConfig) *LazyBucket {
+	return &LazyBucket{js: js, cfg: cfg}
+}
+
+func (b *LazyBucket) open(ctx context.Context) (jetstream.KeyValue, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kv != nil {
+		return b.kv, nil
+	}
+	kv, err := OpenBucket(ctx, b.js, b.cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.kv = kv
+	return kv, nil
+}
+
+// Get reads a key.
+func (b *LazyBucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	kv, err := b.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kv.Get(ctx, key)
+}
+
+// Create writes a key that must not exist.
+func (b *LazyBucket) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	kv, err := b.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return kv.Create(ctx, key, value, opts...)
+}
+
+// Update writes a key at an expected revision.
+func (b *LazyBucket) Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error) {
+	kv, err := b.open(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return kv.Update(ctx, key, value, revision)
 }

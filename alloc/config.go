@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,8 +25,8 @@ var sequenceName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // Config configures one replica's holder of one sequence.
 type Config struct {
-	// KV is the allocator's bucket (see OpenBucket). Required.
-	KV jetstream.KeyValue
+	// KV is the allocator's bucket (see OpenBucket, LazyBucket). Required.
+	KV KV
 	// Sequence names the global sequence, e.g. "likes". Required.
 	Sequence string
 	// Holder is this replica's id. Required.

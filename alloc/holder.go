@@ -105,7 +105,7 @@ func (h *Holder) Close(ctx context.Context) error {
 			<-h.done
 		}
 		h.mu.Lock()
-		work := len(h.restored) > 0
+		work := h.kvOK.IsZero() // no round yet: leases of an earlier run may be ours to give back
 		for _, l := range h.leases {
 			if l.taken == l.durable {
 				l.release, work = true, true

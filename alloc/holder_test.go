@@ -83,6 +83,7 @@ type replica struct {
 	wg       sync.WaitGroup
 	crashes  int
 	died     bool // the writer crashed mid-batch
+	steady   bool // the writer never crashes
 }
 
 func (r *replica) start(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *rand.Rand, tweak func(*Config)) {
@@ -112,7 +113,7 @@ func (r *replica) start(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *r
 				time.Sleep(2 * time.Millisecond)
 				continue
 			}
-			if rng.IntN(50) == 0 {
+			if !r.steady && rng.IntN(50) == 0 {
 				// Crash between taking and committing: the numbers were
 				// never used, and the restart must not lose them.
 				r.died = true
@@ -244,7 +245,7 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 			}
 		}
 	}
-	a, b := &replica{id: "a"}, &replica{id: "b"}
+	a, b := &replica{id: "a", steady: true}, &replica{id: "b", steady: true}
 	a.start(t, kv, led, rng, tweak)
 	b.start(t, kv, led, rng, nil)
 	waitFor(t, func() bool { return a.h.Status().Taken > 0 })
@@ -299,8 +300,11 @@ func TestSilentHolderReclaimed(t *testing.T) {
 	kv, _ := startKV(t)
 	led := &ledger{used: map[uint64]string{}}
 	rng := rand.New(rand.NewPCG(9, 9))
-	tweak := func(c *Config) { c.ReclaimAfter = 600 * time.Millisecond; c.IdleRelease = time.Hour }
-	a, b := &replica{id: "a"}, &replica{id: "b"}
+	tweak := func(c *Config) {
+		c.ReclaimAfter = 600 * time.Millisecond
+		c.IdleRelease = time.Hour
+	}
+	a, b := &replica{id: "a", steady: true}, &replica{id: "b", steady: true}
 	a.start(t, kv, led, rng, tweak)
 	b.start(t, kv, led, rng, tweak)
 	waitFor(t, func() bool { return a.h.Status().Taken > 20 })
@@ -320,13 +324,13 @@ func TestSilentHolderReclaimed(t *testing.T) {
 			break
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := a.h.round(ctx, false); err != nil {
-		t.Fatal(err)
-	}
 	a.h.cancel()
 	<-a.h.done
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.h.round(ctx, false); err != nil { // its last report
+		t.Fatal(err)
+	}
 	waitFor(t, func() bool {
 		st, err := Read(ctx, kv, "likes")
 		if err != nil {
@@ -339,9 +343,8 @@ func TestSilentHolderReclaimed(t *testing.T) {
 		}
 		return true
 	})
-	if n := testutil.ToFloat64(b.h.metrics.reclaimed); n < 1 {
-		t.Fatalf("b reclaimed %v leases, want a's", n)
-	}
+	// The KV shows the reclaim before b's round has counted it.
+	waitFor(t, func() bool { return testutil.ToFloat64(b.h.metrics.reclaimed) >= 1 })
 	b.stop(t, kv, led, rng)
 	drain(t, kv, led)
 }

@@ -11,9 +11,17 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// KV is the part of a JetStream KV bucket the allocator uses;
+// jetstream.KeyValue and LazyBucket have it.
+type KV interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+}
+
 // seqKV applies state changes to one sequence's key by compare-and-swap.
 type seqKV struct {
-	kv        jetstream.KeyValue
+	kv        KV
 	key       string
 	holder    string
 	opTimeout time.Duration

@@ -54,6 +54,9 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	if err := s.rep.Err(); err != nil {
 		out["storage_error"] = err.Error()
 	}
+	if s.cfg.Numbering != nil {
+		out["numbering"] = s.cfg.Numbering()
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -63,6 +63,10 @@ type Config struct {
 	Replication *replication.Replicator
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
+	// Milestones, if set, serves GET /v1/milestones.
+	Milestones MilestoneFeed
+	// Numbering, if set, adds like numbering to /v1/status.
+	Numbering func() any
 }
 
 func (c *Config) ensureDefaults() {
@@ -186,6 +190,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)
 	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
 	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
+	rt.Handle("/v1/milestones", s.Handler(s.getMilestones)).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{

@@ -17,7 +17,9 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 
+	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/milestone"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -87,6 +89,25 @@ type Config struct {
 	// RecoveryTimeout bounds how long a replica that has data waits for its
 	// peers at start before accepting writes. Default "10s".
 	RecoveryTimeout string `hcl:"recovery_timeout,optional"`
+
+	// Milestones, if not empty, numbers every counted like from the global
+	// "likes" sequence (leases on JetStream KV, package alloc) and fires
+	// these numbers as milestones, exactly once across regions: a
+	// comma-separated list of numbers, "10^k" (every power of ten) and
+	// "every:N". Needs nats, with JetStream. Default "" (no numbering).
+	Milestones string `hcl:"milestones,optional"`
+	// AllocBucket is the allocator's KV bucket. Default "tally_alloc".
+	AllocBucket string `hcl:"alloc_bucket,optional"`
+	// AllocCluster places the bucket and the milestone stream in this NATS
+	// cluster (region); empty lets JetStream choose. Every region must say
+	// the same. Default "".
+	AllocCluster string `hcl:"alloc_cluster,optional"`
+	// AllocReplicas is the bucket's and stream's replica count (1, 3 or 5).
+	// Default 1; use 3 in production.
+	AllocReplicas int `hcl:"alloc_replicas,optional"`
+	// LeaseTTL is how long a replica may number from a lease it could not
+	// renew (cut off from the KV), as a Go duration. Default "4s".
+	LeaseTTL string `hcl:"lease_ttl,optional"`
 }
 
 // DefaultConfig returns the defaults. Replica and DataDir are left empty:
@@ -105,6 +126,10 @@ func DefaultConfig() Config {
 		AntiEntropyInterval: "1s",
 		PeerTimeout:         "5s",
 		RecoveryTimeout:     "10s",
+
+		AllocBucket:   alloc.DefaultBucket,
+		AllocReplicas: 1,
+		LeaseTTL:      alloc.DefaultTTL.String(),
 	}
 }
 
@@ -149,6 +174,7 @@ func (c Config) Validate() error {
 		{"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
 		{"flush_interval", c.FlushInterval}, {"anti_entropy_interval", c.AntiEntropyInterval},
 		{"peer_timeout", c.PeerTimeout}, {"recovery_timeout", c.RecoveryTimeout},
+		{"lease_ttl", c.LeaseTTL},
 	} {
 		if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
 			bad("%s %q: want a positive duration such as 10s", d.name, d.v)
@@ -171,6 +197,17 @@ func (c Config) Validate() error {
 	}
 	if len(c.Peers) > 0 && c.NATS == "" {
 		bad("peers are set but nats is empty: peers replicate over NATS")
+	}
+	if _, err := milestone.ParseRule(c.Milestones); err != nil {
+		bad("%v", err)
+	} else if c.Milestones != "" && c.NATS == "" {
+		bad("milestones are set but nats is empty: the allocator lives on JetStream")
+	}
+	if c.AllocReplicas != 1 && c.AllocReplicas != 3 && c.AllocReplicas != 5 {
+		bad("alloc_replicas %d: want 1, 3 or 5", c.AllocReplicas)
+	}
+	if c.AllocBucket == "" || strings.Trim(c.AllocBucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		bad("alloc_bucket %q: want [A-Za-z0-9_-]+", c.AllocBucket)
 	}
 	return errors.Join(errs...)
 }
@@ -246,6 +283,10 @@ func bindFlags(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.AntiEntropyInterval, "anti-entropy-interval", c.AntiEntropyInterval, "how often digests are compared with peers (`duration`)")
 	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
 	fs.StringVar(&c.RecoveryTimeout, "recovery-timeout", c.RecoveryTimeout, "longest wait for peers at start when data exists (`duration`)")
+	fs.StringVar(&c.Milestones, "milestones", c.Milestones, "number likes and fire these `milestones` once: e.g. 1000,1000000,10^k,every:500 (needs --nats)")
+	fs.StringVar(&c.AllocCluster, "alloc-cluster", c.AllocCluster, "NATS `cluster` (region) holding the allocator bucket and milestone stream")
+	fs.IntVar(&c.AllocReplicas, "alloc-replicas", c.AllocReplicas, "replicas of the allocator bucket and milestone stream (`n`: 1, 3 or 5)")
+	fs.StringVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a cut-off replica numbers from an unrenewed lease (`duration`)")
 }
 
 // loadConfig builds the serve Config from args, the config file they name

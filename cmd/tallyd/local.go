@@ -29,6 +29,7 @@ type localConfig struct {
 	WriteToken string
 	AdminToken string
 	Dashboard  dashboardAddr // see dashboard.go
+	Milestones string
 }
 
 func defaultLocalConfig() localConfig {
@@ -39,6 +40,7 @@ func defaultLocalConfig() localConfig {
 		Durability: "fsync",
 		LogLevel:   "info",
 		Dashboard:  dashboardAddr{Addr: defaultDashboardAddr},
+		Milestones: "10^k",
 	}
 }
 
@@ -53,6 +55,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
+		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -115,6 +118,9 @@ func (lc localConfig) nodeConfigs(clientURL func(string) string) ([]Config, erro
 		cfg.WriteToken, cfg.AdminToken = lc.WriteToken, lc.AdminToken
 		cfg.NATS = clientURL(r)
 		cfg.Peers = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == ids[i] })
+		// The allocator's KV and the milestone stream live in the first
+		// region, as a production deployment would pin them to one.
+		cfg.Milestones, cfg.AllocCluster = lc.Milestones, lc.Regions[0]
 		if err := cfg.Validate(); err != nil {
 			return nil, usagef("local: region %s: %s", r, oneLine(err))
 		}

@@ -30,6 +30,7 @@ type node struct {
 	replica  *region.Replica
 	nc       *nats.Conn              // nil when standalone
 	rep      *replication.Replicator // nil when standalone
+	num      *numbering              // nil without milestones
 	api      *httpapi.Server
 	registry *prometheus.Registry
 	srv      *http.Server
@@ -111,6 +112,15 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		// replication): the replicator releases the hold.
 		outbox = replication.NewOutbox()
 		rcfg.HoldWrites, rcfg.OnCommit = true, outbox.Add
+		if err := n.dial(cfg, opts); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { n.nc.Close() })
+		if cfg.Milestones != "" {
+			if n.num, rcfg.Numbering, err = n.newNumbering(cfg); err != nil {
+				return nil, fmt.Errorf("set up numbering: %w", err)
+			}
+		}
 	}
 	n.replica, err = region.New(rcfg)
 	if err != nil {
@@ -120,12 +130,22 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 	if n.replica.Fresh() {
 		log.Info("new replica: the data directory held no state")
 	}
+	if n.num != nil {
+		if err := n.num.start(cfg, n); err != nil {
+			return nil, fmt.Errorf("start numbering: %w", err)
+		}
+		undo = append(undo, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = n.num.close(ctx)
+		})
+	}
 
 	if replicate {
-		if err := n.startReplication(cfg, opts, outbox); err != nil {
+		if err := n.startReplication(cfg, outbox); err != nil {
 			return nil, err
 		}
-		undo = append(undo, func() { n.rep.Close(); n.nc.Close() })
+		undo = append(undo, func() { n.rep.Close() })
 	}
 
 	apiCfg := httpapi.Config{
@@ -139,6 +159,10 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		Version:        version(),
 		Replication:    n.rep,
 		Links:          opts.Links,
+	}
+	if n.num != nil {
+		apiCfg.Milestones = n.num.feed
+		apiCfg.Numbering = n.num.status
 	}
 	if opts.API != nil {
 		opts.API(&apiCfg)
@@ -204,11 +228,19 @@ func (n *node) Close(ctx context.Context) error {
 		if n.rep != nil {
 			n.log.Info("stopping replication")
 			n.rep.Close()
-			n.nc.Close()
 		}
 		n.log.Info("closing replica")
 		if err := n.replica.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close replica: %w", err))
+		}
+		if n.num != nil {
+			n.log.Info("giving back leases")
+			if err := n.num.close(ctx); err != nil {
+				n.log.Warn("leases not given back; the next start does it", "error", err)
+			}
+		}
+		if n.nc != nil {
+			n.nc.Close()
 		}
 		n.log.Info("closing store")
 		if err := n.store.Close(); err != nil {
@@ -222,9 +254,8 @@ func (n *node) Close(ctx context.Context) error {
 	return n.closeErr
 }
 
-// startReplication connects to NATS and starts the replicator, which
-// recovers this replica's state from its peers and then releases writes.
-func (n *node) startReplication(cfg Config, opts nodeOptions, outbox *replication.Outbox) error {
+// dial connects to NATS (in the background if it is not reachable yet).
+func (n *node) dial(cfg Config, opts nodeOptions) error {
 	natsOpts := append([]nats.Option(nil), opts.NATSOptions...)
 	if cfg.NATSCreds != "" {
 		natsOpts = append(natsOpts, nats.UserCredentials(cfg.NATSCreds))
@@ -244,6 +275,14 @@ func (n *node) startReplication(cfg Config, opts nodeOptions, outbox *replicatio
 	if !nc.IsConnected() {
 		n.log.Warn("NATS not reachable yet; retrying in the background, writes held until peers are synced", "url", cfg.NATS)
 	}
+	n.nc = nc
+	return nil
+}
+
+// startReplication starts the replicator, which recovers this replica's
+// state from its peers and then releases writes.
+func (n *node) startReplication(cfg Config, outbox *replication.Outbox) error {
+	nc := n.nc
 	if len(cfg.Peers) == 0 {
 		n.log.Warn("no peers configured: with an empty data directory this replica accepts writes once " +
 			"the peers it hears within a few seconds are synced; list every peer in `peers` so a wiped " +
@@ -268,10 +307,9 @@ func (n *node) startReplication(cfg Config, opts nodeOptions, outbox *replicatio
 		err = rep.Start(context.Background())
 	}
 	if err != nil {
-		nc.Close()
 		return fmt.Errorf("start replication: %w", err)
 	}
-	n.nc, n.rep = nc, rep
+	n.rep = rep
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
 	return nil
 }

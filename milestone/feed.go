@@ -1,0 +1,255 @@
+package milestone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultStream is the milestone stream's name.
+const DefaultStream = "TALLY_MILESTONES"
+
+// FeedConfig configures a Feed.
+type FeedConfig struct {
+	// JS is this replica's JetStream context. Required.
+	JS jetstream.JetStream
+	// Stream names the milestone stream. Default DefaultStream.
+	Stream string
+	// Replicas and Cluster place the stream, as the allocator's bucket.
+	Replicas int
+	Cluster  string
+	Logger   hclog.Logger
+}
+
+// Feed is a replica's view of the milestone stream: it publishes the
+// milestones this replica wins and reads every region's, so each region
+// serves all of them (GET /v1/milestones), from memory while the stream is
+// out of reach.
+//
+// The stream keeps one message per subject, tally.milestone.<seq>.<n>,
+// and refuses a second one (DiscardNewPerSubject): whatever retries
+// publish, each milestone is stored once.
+type Feed struct {
+	cfg FeedConfig
+	log hclog.Logger
+
+	mu      sync.Mutex // protects the fields below
+	stream  jetstream.Stream
+	events  map[string]Event // by subject
+	synced  bool             // read to the end of the stream at least once
+	lastErr error
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// NewFeed builds a feed; Start reads the stream.
+func NewFeed(cfg FeedConfig) (*Feed, error) {
+	if cfg.JS == nil {
+		return nil, errors.New("milestone: feed needs JetStream")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Feed{cfg: cfg, log: cfg.Logger.Named("milestones"), events: make(map[string]Event)}, nil
+}
+
+// ensure opens or creates the stream.
+func (f *Feed) ensure(ctx context.Context) (jetstream.Stream, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stream != nil {
+		return f.stream, nil
+	}
+	s, err := f.cfg.JS.Stream(ctx, f.cfg.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		sc := jetstream.StreamConfig{
+			Name:                 f.cfg.Stream,
+			Description:          "tally milestones: one message per sequence number",
+			Subjects:             []string{"tally.milestone.>"},
+			Storage:              jetstream.FileStorage,
+			Replicas:             f.cfg.Replicas,
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			Duplicates:           10 * time.Minute,
+		}
+		if f.cfg.Cluster != "" {
+			sc.Placement = &jetstream.Placement{Cluster: f.cfg.Cluster}
+		}
+		s, err = f.cfg.JS.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = f.cfg.JS.Stream(ctx, f.cfg.Stream)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", f.cfg.Stream, err)
+	}
+	f.stream = s
+	return s, nil
+}
+
+// publish stores ev once. A refusal because the subject already holds a
+// message is success: an earlier attempt got there.
+func (f *Feed) publish(ctx context.Context, ev Event) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := f.ensure(ctx)
+	if err != nil {
+		return err
+	}
+	subj := subject(ev.Sequence, ev.Number)
+	_, err = f.cfg.JS.Publish(ctx, subj, ev.encode(), jetstream.WithMsgID(subj))
+	if err == nil {
+		return nil
+	}
+	if _, gerr := s.GetLastMsgForSubject(ctx, subj); gerr == nil {
+		return nil
+	}
+	return fmt.Errorf("publish milestone %s: %w", subj, err)
+}
+
+// Start reads the stream from the beginning, and follows it, until Close.
+func (f *Feed) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.wg.Add(1)
+	go f.run(ctx)
+}
+
+// Close stops reading.
+func (f *Feed) Close() {
+	if f.cancel != nil {
+		f.cancel()
+		f.wg.Wait()
+	}
+}
+
+func (f *Feed) run(ctx context.Context) {
+	defer f.wg.Done()
+	for ctx.Err() == nil {
+		err := f.follow(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		f.mu.Lock()
+		f.lastErr = err
+		f.mu.Unlock()
+		f.log.Debug("milestone stream unavailable; retrying", "error", err)
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// follow reads the stream with an ordered consumer (which recreates itself
+// after gaps) until ctx ends or it fails.
+func (f *Feed) follow(ctx context.Context) error {
+	s, err := f.ensure(ctx)
+	if err != nil {
+		return err
+	}
+	// Start after what we have: a restart of follow does not re-read.
+	var last uint64
+	f.mu.Lock()
+	for _, e := range f.events {
+		last = max(last, e.StreamSeq)
+	}
+	f.mu.Unlock()
+	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tally.milestone.>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if last > 0 {
+		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
+	}
+	cons, err := s.OrderedConsumer(ctx, occ)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", f.cfg.Stream, err)
+	}
+	if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 {
+		f.setSynced(nil)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", f.cfg.Stream, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", f.cfg.Stream, err)
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			continue
+		}
+		ev, err := DecodeEvent(msg.Data())
+		if err != nil {
+			f.log.Warn("skipping a bad milestone message", "subject", msg.Subject(), "error", err)
+			continue
+		}
+		ev.StreamSeq = meta.Sequence.Stream
+		f.mu.Lock()
+		f.events[msg.Subject()] = ev
+		f.mu.Unlock()
+		if meta.NumPending == 0 {
+			f.setSynced(nil)
+		}
+	}
+}
+
+func (f *Feed) setSynced(err error) {
+	f.mu.Lock()
+	f.synced, f.lastErr = true, err
+	f.mu.Unlock()
+}
+
+// Events returns every milestone seen, by sequence then number.
+func (f *Feed) Events() []Event {
+	f.mu.Lock()
+	out := make([]Event, 0, len(f.events))
+	for _, e := range f.events {
+		out = append(out, e)
+	}
+	f.mu.Unlock()
+	slices.SortFunc(out, func(a, b Event) int {
+		if a.Sequence != b.Sequence {
+			if a.Sequence < b.Sequence {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Number < b.Number:
+			return -1
+		case a.Number > b.Number:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Synced reports whether the feed has read the whole stream at least once,
+// and the last error reading it, if the last attempt failed.
+func (f *Feed) Synced() (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.synced, f.lastErr
+}
