@@ -91,6 +91,11 @@ func (r *Replica) loadNumbering() error {
 	r.num = n
 	r.metrics.unnumbered.Set(float64(n.queued))
 	r.unnumbered.Store(int64(n.queued))
+	if n.queued > 0 {
+		// Likes queued before a restart: the writer asks for numbers as
+		// soon as it runs, without waiting for a new like to do it.
+		r.NumbersReady()
+	}
 	return nil
 }
 

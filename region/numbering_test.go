@@ -205,3 +205,24 @@ func waitUntil(t *testing.T, ok func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestRestartAsksForNumbers: likes queued before a restart are numbered
+// after it without any new like to set the writer going.
+func TestRestartAsksForNumbers(t *testing.T) {
+	dir := t.TempDir()
+	seq := &fakeSeq{next: 1}
+	claimed := make(chan struct{}, 1)
+	r, closeFn := openReplica(t, dir, "a", numberingConfig(seq, claimed))
+	for i := 0; i < 3; i++ {
+		if _, err := r.Like(context.Background(), "post", fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeFn()
+	seq.give(10)
+	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
+	waitUntil(t, func() bool { return r.Unnumbered() == 0 })
+	if r.Numbered() != 3 {
+		t.Fatalf("numbered %d, want 3", r.Numbered())
+	}
+}

@@ -1,0 +1,262 @@
+package milestone
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// node is one replica with numbering: the pieces tallyd wires together.
+type node struct {
+	id      string
+	dir     string
+	store   *storage.Store
+	rep     *region.Replica
+	holder  *alloc.Holder
+	claimer *Claimer
+	feed    *Feed
+}
+
+type holderSeq struct{ *alloc.Holder }
+
+func (h holderSeq) Take(n uint64) (uint64, uint64, bool) {
+	sp, ok := h.Holder.Take(n)
+	return sp.Start, sp.End, ok
+}
+
+// open starts the node; with claim false its claimer does not run, as if
+// the process died right after acknowledging its likes.
+func (n *node) open(t *testing.T, js jetstream.JetStream, kv alloc.KV, rule Rule, claim bool) {
+	t.Helper()
+	st, err := storage.Open(storage.Config{Dir: n.dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.store = st
+	restored, err := region.NumberingSnapshot(st, "likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.holder, err = alloc.New(alloc.Config{
+		KV: kv, Sequence: "likes", Holder: n.id, Restored: restored,
+		TTL: 400 * time.Millisecond, Target: 100 * time.Millisecond, IdleRelease: 200 * time.Millisecond,
+		MinBlock: 4, MaxBlock: 64,
+		OnReady: func() { n.rep.NumbersReady() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.feed, err = NewFeed(FeedConfig{JS: js}); err != nil {
+		t.Fatal(err)
+	}
+	n.rep, err = region.New(region.Config{
+		Region: "r-" + n.id, Replica: n.id, Store: st,
+		Numbering: &region.Numbering{Sequence: "likes", Seq: holderSeq{n.holder}, Milestone: rule.Hit, OnClaim: func() {
+			if n.claimer != nil {
+				n.claimer.Kick()
+			}
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.claimer, err = NewClaimer(ClaimerConfig{KV: kv, Feed: n.feed, Source: n.rep, Sequence: "likes", Region: "r-" + n.id, Replica: n.id, Retry: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.holder.Start()
+	n.feed.Start()
+	if claim {
+		n.claimer.Start()
+	}
+}
+
+// crash stops everything without giving leases back or claiming.
+func (n *node) crash(t *testing.T) {
+	t.Helper()
+	n.claimer.Close()
+	n.feed.Close()
+	if err := n.rep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = n.holder.Close(dead) // a cancelled context: nothing is given back
+	if err := n.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stop closes cleanly.
+func (n *node) stop(t *testing.T) {
+	t.Helper()
+	n.claimer.Close()
+	n.feed.Close()
+	if err := n.rep.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.holder.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMilestonesFireExactlyOnce runs seeded trials: three replicas like at
+// random into one sequence; in each trial one replica acknowledges its
+// likes but "crashes" before claiming anything, and is restarted from its
+// data; at the end, likes go on until every given-back tail is used.
+// Every milestone below the final high-water mark must fire exactly once, as an event every replica's
+// feed shows, for a like that replica really counted, and no claim may
+// find its number taken by another like.
+func TestMilestonesFireExactlyOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := localnet.DefaultConfig()
+	cfg.Regions, cfg.Dir = []string{"us"}, t.TempDir()
+	c, err := localnet.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	nc, err := nats.Connect(c.ClientURL("us"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for trial := uint64(1); trial <= 8; trial++ {
+		t.Run(fmt.Sprint(trial), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(trial, 99))
+			bucket := fmt.Sprintf("alloc_%d", trial)
+			kv, err := alloc.OpenBucket(ctx, js, alloc.BucketConfig{Name: bucket})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rule, _ := ParseRule(fmt.Sprintf("every:%d", 5+rng.IntN(10)))
+			crashing := rng.IntN(3)
+			nodes := make([]*node, 3)
+			liked := map[string]string{} // "item/user" -> replica that counted it
+			for i := range nodes {
+				nodes[i] = &node{id: fmt.Sprintf("t%d-n%d", trial, i), dir: filepath.Join(t.TempDir(), fmt.Sprint(i))}
+				nodes[i].open(t, js, kv, rule, i != crashing)
+			}
+			for k := 0; k < 150+rng.IntN(150); k++ {
+				i := rng.IntN(3)
+				item, user := fmt.Sprintf("item%d", rng.IntN(4)), fmt.Sprintf("u%d", k)
+				res, err := nodes[i].rep.Like(ctx, item, user)
+				if err != nil || !res.Changed {
+					t.Fatalf("like: %+v %v", res, err)
+				}
+				liked[item+"/"+user] = nodes[i].id
+			}
+			// The crashing replica has acknowledged likes, some with
+			// milestone numbers, and claimed none.
+			nodes[crashing].crash(t)
+			nodes[crashing].open(t, js, kv, rule, true)
+			for _, n := range nodes {
+				waitFor(t, func() bool { return n.rep.Unnumbered() == 0 && pendingClaims(t, n.rep) == 0 })
+			}
+			for _, n := range nodes {
+				n.stop(t)
+			}
+			// Tails given back sit in the free list. Like on until every
+			// one of them is leased and used, so that "none skipped" can
+			// be checked over every number below the high-water mark.
+			last := nodes[0]
+			last.open(t, js, kv, rule, true)
+			for k := 0; ; k++ {
+				st, err := alloc.Read(ctx, kv, "likes")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Free) == 0 {
+					break
+				}
+				item, user := "tail", fmt.Sprintf("v%d", k)
+				if _, err := last.rep.Like(ctx, item, user); err != nil {
+					t.Fatal(err)
+				}
+				liked[item+"/"+user] = last.id
+			}
+			waitFor(t, func() bool { return last.rep.Unnumbered() == 0 && pendingClaims(t, last.rep) == 0 })
+			last.stop(t)
+			st, err := alloc.Read(ctx, kv, "likes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Leases) != 0 || len(st.Free) != 0 {
+				t.Fatalf("after clean stops: leases %+v free %+v", st.Leases, st.Free)
+			}
+			// None skipped: every milestone below the high-water mark.
+			want := rule.Upto(st.HWM - 1)
+			// Every replica's feed, reopened, shows the same events.
+			for _, n := range nodes {
+				f, _ := NewFeed(FeedConfig{JS: js})
+				f.Start()
+				waitFor(t, func() bool { s, _ := f.Synced(); return s })
+				evs := f.Events()
+				f.Close()
+				if len(evs) != len(want) {
+					t.Fatalf("%s sees %d milestones, want %d (%v)", n.id, len(evs), len(want), want)
+				}
+				for i, e := range evs {
+					if e.Number != want[i] {
+						t.Fatalf("milestone %d is number %d, want %d", i, e.Number, want[i])
+					}
+					if by := liked[e.Item+"/"+e.User]; by != e.Replica {
+						t.Fatalf("milestone %d names %s/%s by %s, which %q counted", e.Number, e.Item, e.User, e.Replica, by)
+					}
+				}
+			}
+			for _, n := range nodes {
+				if lost := testutil.ToFloat64(n.claimer.lost); lost != 0 {
+					t.Fatalf("%s lost %v claims: a number was used twice", n.id, lost)
+				}
+			}
+			t.Logf("%d milestones (%s) up to %d, replica %d crashed before claiming", len(want), rule, st.HWM-1, crashing)
+			// The stream is shared across trials: clear it for the next.
+			if err := js.DeleteStream(ctx, DefaultStream); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func pendingClaims(t *testing.T, r *region.Replica) int {
+	n := 0
+	if err := r.Claims(func(uint64, storage.CountedLike) bool { n++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 20s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,80 @@
+package milestone
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+func TestParseRule(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		hits []uint64
+		miss []uint64
+		str  string
+	}{
+		{"", nil, []uint64{1, 10, 1000}, ""},
+		{"1000, 1_000_000", []uint64{1000, 1000000}, []uint64{10, 100, 999, 1001, 10000}, "1000,1000000"},
+		{"10^k", []uint64{10, 100, 1000, 1e12}, []uint64{1, 20, 110, 1001, 99}, "10^k"},
+		{"every:500,7", []uint64{7, 500, 1000, 1500}, []uint64{1, 499, 501, 14}, "7,every:500"},
+	} {
+		r, err := ParseRule(tc.in)
+		if err != nil {
+			t.Fatalf("ParseRule(%q): %v", tc.in, err)
+		}
+		for _, n := range tc.hits {
+			if !r.Hit(n) {
+				t.Errorf("%q: %d should be a milestone", tc.in, n)
+			}
+		}
+		for _, n := range tc.miss {
+			if r.Hit(n) {
+				t.Errorf("%q: %d should not be a milestone", tc.in, n)
+			}
+		}
+		if r.String() != tc.str || r.Empty() != (tc.str == "") {
+			t.Errorf("%q: String %q Empty %v", tc.in, r.String(), r.Empty())
+		}
+	}
+	for _, bad := range []string{"x", "0", "-5", "every:", "every:0", "10^j", "1e6"} {
+		if _, err := ParseRule(bad); err == nil {
+			t.Errorf("ParseRule(%q) accepted", bad)
+		}
+	}
+}
+
+// TestUptoAgreesWithHit: Upto lists exactly the numbers Hit accepts.
+func TestUptoAgreesWithHit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, in := range []string{"10^k", "every:37", "5,99,1000,10^k,every:250"} {
+		r, _ := ParseRule(in)
+		n := uint64(1 + rng.IntN(20000))
+		var want []uint64
+		for i := uint64(1); i <= n; i++ {
+			if r.Hit(i) {
+				want = append(want, i)
+			}
+		}
+		if got := r.Upto(n); !slices.Equal(got, want) {
+			t.Fatalf("%q Upto(%d) = %v, want %v", in, n, got, want)
+		}
+	}
+}
+
+func FuzzDecodeEvent(f *testing.F) {
+	f.Add(Event{Sequence: "likes", Number: 1000, Item: "p", User: "u", Region: "us", Replica: "us-1"}.encode())
+	f.Add([]byte(`{"sequence":"likes","number":0}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeEvent(b)
+		if err != nil {
+			return
+		}
+		back, err := DecodeEvent(e.encode())
+		if err == nil && back.Time.Equal(e.Time) {
+			back.Time = e.Time // same instant; the zone may be a new pointer
+		}
+		if err != nil || back != e {
+			t.Fatalf("round trip of %+v: %+v %v", e, back, err)
+		}
+	})
+}
