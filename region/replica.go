@@ -364,10 +364,10 @@ func (r *Replica) commit(batch []*request) {
 		}
 		return
 	}
+	tx.afterNumber() // before the acks: a caller sees its like numbered or queued
 	for _, q := range batch {
 		q.finish(nil)
 	}
-	tx.afterNumber()
 	if r.cfg.OnCommit != nil && (!changes.Empty() || changes.Merged > 0) {
 		r.cfg.OnCommit(changes)
 	}
