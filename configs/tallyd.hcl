@@ -75,3 +75,15 @@ peer_timeout = "5s"
 # A replica that has data waits at most this long for its peers at start
 # before it accepts writes. Default "10s".
 recovery_timeout = "10s"
+
+# Milestones (needs nats with JetStream): number every counted like from
+# the global "likes" sequence and fire these numbers once across regions.
+# Numbers, "10^k" (every power of ten) and "every:N". Default "" (off).
+# milestones = "1000,1000000,10^k"
+# The NATS cluster (region) holding the allocator's KV bucket and the
+# milestone stream; say the same in every region.
+# alloc_cluster = "us"
+# alloc_replicas = 3
+# How long a replica cut off from that region keeps numbering from its
+# lease before it queues likes unnumbered. Default "4s".
+# lease_ttl = "4s"

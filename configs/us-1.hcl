@@ -39,3 +39,12 @@ flush_interval        = "10ms"
 anti_entropy_interval = "1s"
 peer_timeout          = "5s"
 recovery_timeout      = "10s"
+
+# Milestones: every counted like takes a number of the global "likes"
+# sequence; these numbers fire once across all regions. The allocator's KV
+# bucket and the milestone stream live in one region, the same in every
+# replica's config, with 3 replicas there.
+milestones     = "1000,1000000,1000000000"
+alloc_cluster  = "us"
+alloc_replicas = 3
+lease_ttl      = "4s"
