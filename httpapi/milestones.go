@@ -1,7 +1,12 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/milestone"
 )
@@ -12,6 +17,10 @@ type MilestoneFeed interface {
 	Events() []milestone.Event
 	Synced() (bool, error)
 }
+
+// ErrNoSequence is what Config.Sequence returns for a name it does not
+// number: 404.
+var ErrNoSequence = errors.New("httpapi: no such sequence")
 
 // milestonesResponse is GET /v1/milestones.
 type milestonesResponse struct {
@@ -34,5 +43,25 @@ func (s *Server) getMilestones(w http.ResponseWriter, _ *http.Request) error {
 		out.StreamError = err.Error()
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getSequence is GET /v1/sequences/{name}: the allocator's state of a
+// sequence (high-water mark, free spans, leases), read from the KV now.
+func (s *Server) getSequence(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Sequence == nil {
+		return newError(http.StatusNotFound, CodeNotFound, "milestones are off: start tallyd with --milestones (tallyd local has them on)")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	name := mux.Vars(r)["name"]
+	st, err := s.cfg.Sequence(ctx, name)
+	if errors.Is(err, ErrNoSequence) {
+		return newError(http.StatusNotFound, CodeNotFound, "no sequence %q", name)
+	}
+	if err != nil {
+		return newError(http.StatusServiceUnavailable, CodeNotReady, "read the allocator: %v", err)
+	}
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }

@@ -14,6 +14,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -67,6 +68,9 @@ type Config struct {
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.
 	Numbering func() any
+	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
+	// state of a sequence, read from its KV now.
+	Sequence func(ctx context.Context, name string) (any, error)
 }
 
 func (c *Config) ensureDefaults() {
@@ -191,6 +195,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
 	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
 	rt.Handle("/v1/milestones", s.Handler(s.getMilestones)).Methods(http.MethodGet)
+	rt.Handle("/v1/sequences/{name"+seg, s.Handler(s.getSequence)).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{

@@ -163,6 +163,7 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 	if n.num != nil {
 		apiCfg.Milestones = n.num.feed
 		apiCfg.Numbering = n.num.status
+		apiCfg.Sequence = n.num.sequence
 	}
 	if opts.API != nil {
 		opts.API(&apiCfg)

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/milestone"
 	"github.com/tally-dev/tally/region"
 )
@@ -129,4 +130,12 @@ func (num *numbering) status() any {
 		Unnumbered: num.replica.Unnumbered(),
 		Lease:      num.holder.Status(),
 	}
+}
+
+// sequence reads a sequence's allocator state from the KV.
+func (num *numbering) sequence(ctx context.Context, name string) (any, error) {
+	if name != likesSequence {
+		return nil, httpapi.ErrNoSequence
+	}
+	return alloc.Read(ctx, num.kv, name)
 }
