@@ -1,0 +1,47 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/tally-dev/tally/storage"
+)
+
+// BenchmarkLikeNumbered is BenchmarkLikeDurable/batch with like numbering
+// on (a sequencer that always has numbers; milestones every 1000): the cost
+// the writer adds per counted like, without the KV, which is off the path.
+func BenchmarkLikeNumbered(b *testing.B) {
+	for _, numbered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("numbered=%v", numbered), func(b *testing.B) {
+			st, err := storage.Open(storage.Config{Dir: b.TempDir(), Durability: storage.DurabilitySync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := Config{Region: "bench", Replica: "bench-1", Store: st}
+			if numbered {
+				cfg.Numbering = &Numbering{
+					Sequence:  "likes",
+					Seq:       &fakeSeq{next: 1, avail: 1 << 62},
+					Milestone: func(n uint64) bool { return n%1000 == 0 },
+				}
+			}
+			r, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = r.Close(); _ = st.Close() })
+			const batch = 1000
+			runWriters(b, 16, "likes", func(ctx context.Context, i int64) error {
+				ops := make([]Op, batch)
+				for j := range ops {
+					ops[j] = Op{Kind: OpLike, Item: "hot", User: "u" + strconv.FormatInt(i*batch+int64(j), 36)}
+				}
+				_, err := r.Do(ctx, ops)
+				return err
+			})
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "likes/s")
+		})
+	}
+}
