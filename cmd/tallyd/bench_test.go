@@ -107,6 +107,9 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "events", "--format", "xml"}, `--format "xml"`},
 		{[]string{"bench", "events", "--users", "-1"}, "--users -1"},
 		{[]string{"bench", "events", "--mem-every", "-1s"}, "--mem-every -1s"},
+		{[]string{"bench", "space", "--likes", "0"}, "--likes 0"},
+		{[]string{"bench", "space", "--likes", "10", "--items", "11"}, "--items 11"},
+		{[]string{"bench", "space", "--user-ids", "guid"}, `--user-ids "guid"`},
 		{[]string{"bench", "replication", "--regions", "us"}, "want at least two regions"},
 		{[]string{"bench", "replication", "--regions", "us,us"}, "duplicate region"},
 		{[]string{"bench", "replication", "--regions", "us,e u"}, `"e u"`},
@@ -222,6 +225,22 @@ func TestBenchEventsRepeatUsers(t *testing.T) {
 	_, body := s.call(t, "GET", "/v1/likes/hot")
 	if body["count"].(float64) != float64(r.Counted) {
 		t.Errorf("count %v, want the %d counted likes", body["count"], r.Counted)
+	}
+}
+
+// bench space likes distinct pairs, compacts, and reports bytes per pair.
+func TestBenchSpace(t *testing.T) {
+	for _, ids := range []string{"seq", "snowflake", "uuid"} {
+		cfg := defaultSpaceBenchConfig()
+		cfg.Likes, cfg.Items, cfg.UserIDs = 5000, 7, ids
+		var out strings.Builder
+		res, err := runSpaceBench(context.Background(), cfg, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Likes != 5000 || res.TableBytes <= 0 || !strings.Contains(out.String(), "bytes per pair") {
+			t.Errorf("%s: %+v\n%s", ids, res, &out)
+		}
 	}
 }
 
