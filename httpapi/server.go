@@ -16,6 +16,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -107,6 +108,8 @@ type Server struct {
 	router  *mux.Router
 	metrics *httpMetrics
 	started time.Time
+	// eventsPool recycles POST /v1/events working memory (*eventsBatch).
+	eventsPool *sync.Pool
 }
 
 // New builds the Server and registers its metrics on cfg.Registry.
@@ -120,11 +123,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		rep:     cfg.Replica,
-		log:     cfg.Logger.Named("http"),
-		metrics: m,
-		started: time.Now(),
+		cfg:        cfg,
+		rep:        cfg.Replica,
+		log:        cfg.Logger.Named("http"),
+		metrics:    m,
+		started:    time.Now(),
+		eventsPool: newEventsPool(),
 	}
 	s.router = s.newRouter()
 	return s, nil
