@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strings"
@@ -78,7 +79,8 @@ func rootOf(d []uint64) uint64 {
 	return r
 }
 
-// loadDigests computes every bucket digest by scanning the replicated keys.
+// loadDigests computes every bucket digest by scanning the replicated keys,
+// and fills the record filter on the way.
 func (s *Store) loadDigests() error {
 	prefix := []byte{prefixBucket}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
@@ -86,11 +88,19 @@ func (s *Store) loadDigests() error {
 		return fmt.Errorf("compute digests: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		b, ok := bucketOfKey(it.Key())
+		key := it.Key()
+		b, ok := bucketOfKey(key)
 		if !ok {
 			continue
 		}
-		s.digests[b] ^= entryHash(it.Key(), it.Value())
+		s.digests[b] ^= entryHash(key, it.Value())
+		// The record filter is built in the same pass: "b<B>/r/<item>/<user>".
+		if s.filter != nil && len(key) > 7 && key[5] == prefixRecord && key[6] == '/' {
+			if !s.filter.addKey(key[7:]) {
+				err := fmt.Errorf("compute digests: malformed record key %q", key)
+				return errors.Join(err, it.Close())
+			}
+		}
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("compute digests: %w", err)
