@@ -21,6 +21,10 @@ type txn struct {
 	idem   map[rkey]storage.IdemValue
 	order  []vkey // vectors in first-touch order, for deterministic writes
 	rorder []rkey
+	// last is the vector the previous op touched: a batch of likes of one
+	// hot item (or increments of one counter) skips the map lookup.
+	lastKey vkey
+	last    *vecState
 }
 
 type rkey struct{ a, b string }
@@ -33,6 +37,7 @@ type vecState struct {
 type recState struct {
 	rec    *crdt.LikeRecord
 	orig   *crdt.LikeRecord // committed record; nil if there was none
+	fresh  crdt.LikeRecord  // rec points here when there was none (one allocation)
 	origEx int64            // excess of orig
 	dirty  bool
 	spread bool // changed by a local action or own reconciliation
@@ -53,7 +58,11 @@ func (t *txn) close() { t.b.Close() }
 // vector returns the overlay state of a vector, loading it on first touch.
 func (t *txn) vector(kind storage.Kind, item string) (*vecState, error) {
 	k := vkey{kind, item}
+	if t.last != nil && t.lastKey == k {
+		return t.last, nil
+	}
 	if s, ok := t.vecs[k]; ok {
+		t.lastKey, t.last = k, s
 		return s, nil
 	}
 	v, ok := t.r.cache.peek(k)
@@ -66,6 +75,7 @@ func (t *txn) vector(kind storage.Kind, item string) (*vecState, error) {
 	s := &vecState{orig: v, cur: v.Clone()}
 	t.vecs[k] = s
 	t.order = append(t.order, k)
+	t.lastKey, t.last = k, s
 	return s, nil
 }
 
@@ -83,7 +93,7 @@ func (t *txn) record(item, user string) (*recState, error) {
 	if ok {
 		s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
 	} else {
-		s.rec = &crdt.LikeRecord{}
+		s.rec = &s.fresh
 	}
 	t.recs[k] = s
 	t.rorder = append(t.rorder, k)
@@ -272,7 +282,9 @@ func (t *txn) commit() (Changes, error) {
 			markers = append(markers, markerChange{k.a, ex != 0})
 		}
 		if rs.spread {
-			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec.Clone()})
+			// rs.rec is the txn's own copy and the txn ends here: it can
+			// be handed over without another copy.
+			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec})
 		} else {
 			ch.Merged++
 		}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"testing"
 
@@ -126,4 +127,38 @@ func TestDigestsIncrementalMatchScan(t *testing.T) {
 			t.Fatalf("bucket %d has a digest but no entries", b)
 		}
 	}
+}
+
+// The hand-written FNV-1a must stay exactly FNV-1a: every replica buckets
+// and digests keys with it, old and new versions alike.
+func TestFNVMatchesHashFNV(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		item, user := randBytes(r), randBytes(r)
+		h := fnv.New32a()
+		h.Write(item)
+		if got, want := VectorBucket(string(item)), int(h.Sum32()%Buckets); got != want {
+			t.Fatalf("VectorBucket(%q) = %d, hash/fnv %d", item, got, want)
+		}
+		h.Write([]byte{'/'})
+		h.Write(user)
+		if got, want := RecordBucket(string(item), string(user)), int(h.Sum32()%Buckets); got != want {
+			t.Fatalf("RecordBucket(%q, %q) = %d, hash/fnv %d", item, user, got, want)
+		}
+		h64 := fnv.New64a()
+		h64.Write(item)
+		h64.Write([]byte{0})
+		h64.Write(user)
+		if got, want := entryHash(item, user), mix64(h64.Sum64()); got != want {
+			t.Fatalf("entryHash(%q, %q) = %x, hash/fnv %x", item, user, got, want)
+		}
+	}
+}
+
+func randBytes(r *rand.Rand) []byte {
+	b := make([]byte, r.IntN(40))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
 }

@@ -320,10 +320,12 @@ func wrapRead(err error, what string, parts ...string) error {
 // carry the change to the bucket digests along; the caller (one writer per
 // store) knows it already, and a read here would cost a lookup per write.
 type Batch struct {
-	s   *Store
-	b   *pebble.Batch
-	buf []byte
-	dx  map[int]uint64 // bucket -> digest change
+	s    *Store
+	b    *pebble.Batch
+	buf  []byte         // value scratch (pebble copies keys and values in)
+	kbuf []byte         // key scratch
+	obuf []byte         // old value scratch
+	dx   map[int]uint64 // bucket -> digest change
 }
 
 // NewBatch starts an empty batch.
@@ -344,14 +346,15 @@ func (b *Batch) digest(key, old, val []byte) {
 // PutVectorEntry writes replica's absolute entry of a vector, replacing old
 // (the zero PN if there was none).
 func (b *Batch) PutVectorEntry(k Kind, item, replica string, old, e crdt.PN) {
-	key := vectorEntryKey(k, item, replica)
+	b.kbuf = appendVectorEntryKey(b.kbuf[:0], k, item, replica)
 	var oldb []byte
 	if old != (crdt.PN{}) {
-		oldb = crdt.AppendPN(nil, old)
+		b.obuf = crdt.AppendPN(b.obuf[:0], old)
+		oldb = b.obuf
 	}
 	b.buf = crdt.AppendPN(b.buf[:0], e)
-	b.digest(key, oldb, b.buf)
-	_ = b.b.Set(key, b.buf, nil)
+	b.digest(b.kbuf, oldb, b.buf)
+	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
 // PutLikeRecord writes a user's record, replacing old (nil if none).
@@ -359,14 +362,15 @@ func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
 	if b.s.filter != nil {
 		b.s.filter.add(item, user) // before the commit makes the record visible
 	}
-	key := recordKey(item, user)
+	b.kbuf = appendRecordKey(b.kbuf[:0], item, user)
 	var oldb []byte
 	if old != nil {
-		oldb = crdt.AppendLikeRecord(nil, old)
+		b.obuf = crdt.AppendLikeRecord(b.obuf[:0], old)
+		oldb = b.obuf
 	}
 	b.buf = crdt.AppendLikeRecord(b.buf[:0], r)
-	b.digest(key, oldb, b.buf)
-	_ = b.b.Set(key, b.buf, nil)
+	b.digest(b.kbuf, oldb, b.buf)
+	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
 // SetMarker marks (on) or clears the unreconciled marker of a record.
