@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
@@ -161,4 +162,34 @@ func randBytes(r *rand.Rand) []byte {
 		b[i] = byte(r.Uint32())
 	}
 	return b
+}
+
+// Digest changes of a batch closed without committing vanish, and the
+// pooled accumulator they lived in starts the next batch clean.
+func TestDigestsOfAbandonedBatch(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Config{Dir: dir})
+	rec := sampleRecord()
+	for round := range 3 {
+		b := s.NewBatch()
+		for i := range 500 {
+			b.PutLikeRecord("gone", fmt.Sprintf("u%d-%d", round, i), nil, rec)
+		}
+		b.Close() // never committed
+		commit(t, s, func(b *Batch) {
+			for i := range 500 {
+				b.PutLikeRecord("kept", fmt.Sprintf("u%d-%d", round, i), nil, rec)
+				b.PutVectorEntry(Likes, "kept", "eu-1", crdt.PN{P: uint64(round*500 + i)}, crdt.PN{P: uint64(round*500 + i + 1)})
+			}
+		})
+	}
+	inc := s.Digests()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir})
+	defer s.Close()
+	if scanned := s.Digests(); !slices.Equal(inc, scanned) {
+		t.Fatal("incremental digests differ from a scan after abandoned batches")
+	}
 }

@@ -131,6 +131,8 @@ type Store struct {
 	// filter holds every like-record key (nil: disabled). Its words are
 	// atomic; see recordFilter for the invariant.
 	filter *recordFilter
+
+	dxPool sync.Pool // of *digestDelta, all zero
 }
 
 // Open opens (creating if needed) the store in cfg.Dir.
@@ -167,6 +169,7 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, filter: newRecordFilter(cfg.RecordFilterBytes)}
+	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.loadDigests(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -322,10 +325,19 @@ func wrapRead(err error, what string, parts ...string) error {
 type Batch struct {
 	s    *Store
 	b    *pebble.Batch
-	buf  []byte         // value scratch (pebble copies keys and values in)
-	kbuf []byte         // key scratch
-	obuf []byte         // old value scratch
-	dx   map[int]uint64 // bucket -> digest change
+	buf  []byte       // value scratch (pebble copies keys and values in)
+	kbuf []byte       // key scratch
+	obuf []byte       // old value scratch
+	dx   *digestDelta // digest changes, from the store's pool; nil until the first
+}
+
+// digestDelta accumulates a batch's digest changes by bucket. An array
+// rather than a map: a batch of thousands of records touches most of the
+// 4096 buckets, and the map's growth was a tenth of the writer's
+// allocations. Pooled per store, since 32 KiB per small batch is not.
+type digestDelta struct {
+	d       [Buckets]uint64
+	touched []uint16 // buckets changed, possibly repeated
 }
 
 // NewBatch starts an empty batch.
@@ -334,13 +346,16 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 func (b *Batch) digest(key, old, val []byte) {
 	bk, _ := bucketOfKey(key)
 	if b.dx == nil {
-		b.dx = make(map[int]uint64)
+		b.dx = b.s.dxPool.Get().(*digestDelta)
 	}
 	d := entryHash(key, val)
 	if old != nil {
 		d ^= entryHash(key, old)
 	}
-	b.dx[bk] ^= d
+	if b.dx.d[bk] == 0 {
+		b.dx.touched = append(b.dx.touched, uint16(bk))
+	}
+	b.dx.d[bk] ^= d
 }
 
 // PutVectorEntry writes replica's absolute entry of a vector, replacing old
@@ -405,18 +420,30 @@ func (b *Batch) Commit() error {
 	if err := b.b.Commit(b.s.wo); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
 	}
-	if len(b.dx) > 0 {
+	if b.dx != nil {
 		b.s.dmu.Lock()
-		for bk, d := range b.dx {
-			b.s.digests[bk] ^= d
+		for _, bk := range b.dx.touched {
+			b.s.digests[bk] ^= b.dx.d[bk]
+			b.dx.d[bk] = 0 // applied once, even if listed twice
 		}
 		b.s.dmu.Unlock()
+		b.dx.touched = b.dx.touched[:0]
 	}
 	return nil
 }
 
 // Close releases the batch. It must be called whether or not Commit was.
-func (b *Batch) Close() { _ = b.b.Close() }
+func (b *Batch) Close() {
+	if b.dx != nil {
+		for _, bk := range b.dx.touched { // a batch closed without committing
+			b.dx.d[bk] = 0
+		}
+		b.dx.touched = b.dx.touched[:0]
+		b.s.dxPool.Put(b.dx)
+		b.dx = nil
+	}
+	_ = b.b.Close()
+}
 
 // pebbleLogger routes Pebble's logging into hclog.
 type pebbleLogger struct{ l hclog.Logger }
