@@ -51,6 +51,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeVector -fuzztime=30s ./crdt/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeLikeRecord -fuzztime=30s ./crdt/
 	$(GO) test -run='^$$' -fuzz=FuzzDecodePN -fuzztime=30s ./crdt/
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeEvents -fuzztime=30s ./httpapi/
 
 ## chaos: the chaos suite on a chaos build (message faults and negative
 ## controls compiled in): partitions, one-way loss, flapping links, kill -9,

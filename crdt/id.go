@@ -6,7 +6,12 @@ const MaxIDLen = 128
 
 // ValidID reports whether s is 1..MaxIDLen bytes of [A-Za-z0-9_.:@-]. The
 // set excludes '/', which storage uses as its key separator.
-func ValidID(s string) bool {
+func ValidID(s string) bool { return validID(s) }
+
+// ValidIDBytes is ValidID for an id not yet copied into a string.
+func ValidIDBytes(b []byte) bool { return validID(b) }
+
+func validID[T string | []byte](s T) bool {
 	if len(s) == 0 || len(s) > MaxIDLen {
 		return false
 	}

@@ -50,6 +50,9 @@ func TestValidID(t *testing.T) {
 		if got := ValidID(c.id); got != c.want {
 			t.Errorf("ValidID(%q) (len %d) = %v, want %v", c.id, len(c.id), got, c.want)
 		}
+		if got := ValidIDBytes([]byte(c.id)); got != c.want {
+			t.Errorf("ValidIDBytes(%q) (len %d) = %v, want %v", c.id, len(c.id), got, c.want)
+		}
 	}
 
 	// Every single byte: exactly the documented alphabet is accepted, both

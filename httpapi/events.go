@@ -1,13 +1,14 @@
 package httpapi
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
@@ -16,34 +17,54 @@ import (
 // MaxBatchEvents caps the events in one POST /v1/events.
 const MaxBatchEvents = 10000
 
-// eventJSON is one event of a batch. Likes name item and user (or the
+// An event is a JSON object. Likes and unlikes name item and user (or the
 // seed-style videoId and userId); increments name key, by (default 1) and
-// an optional idempotency key.
-type eventJSON struct {
-	Type           string `json:"type"`
-	Item           string `json:"item,omitempty"`
-	VideoID        string `json:"videoId,omitempty"`
-	User           string `json:"user,omitempty"`
-	UserID         string `json:"userId,omitempty"`
-	Key            string `json:"key,omitempty"`
-	By             *int64 `json:"by,omitempty"`
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
+// an optional idempotency key:
+//
+//	{"type":"like","item":"v1","user":"alice"}
+//	{"type":"incr","key":"views:v1","by":5,"idempotency_key":"req-42"}
+//
+// The answer has one result per event, in request order:
+//
+//	{"applied":A,"rejected":R,"results":[{"ok":true,"value":V,"changed":true},
+//	  {"ok":false,"value":0,"error":"...","code":"bad_id"},...]}
+//
+// where value is the like count or counter value after the event, changed
+// (likes) and duplicate (increments) appear only when true, and a rejected
+// event carries its own error and code.
+
+// eventsBatch is one request's working memory, pooled: the body, the
+// decoded operations and the answer. Nothing in it outlives the request
+// except through copies (ops hold their own strings).
+type eventsBatch struct {
+	body    []byte
+	ops     []region.Op
+	errs    []eventErr // rejected events, in event order
+	out     []byte
+	intern  map[string]string
+	scanner eventScanner
 }
 
-// eventResult is one event's outcome, in request order.
-type eventResult struct {
-	OK        bool   `json:"ok"`
-	Value     int64  `json:"value"` // like count or counter value after the event
-	Changed   bool   `json:"changed,omitempty"`
-	Duplicate bool   `json:"duplicate,omitempty"`
-	Error     string `json:"error,omitempty"`
-	Code      string `json:"code,omitempty"`
+// eventErr is one rejected event.
+type eventErr struct {
+	event int
+	err   *apiError
 }
 
-type eventsResponse struct {
-	Applied  int           `json:"applied"`
-	Rejected int           `json:"rejected"`
-	Results  []eventResult `json:"results"`
+// maxPooledBody keeps a request with a huge configured MaxBodyBytes from
+// parking that much memory in the pool.
+const maxPooledBody = 4 << 20
+
+func newEventsPool() *sync.Pool {
+	return &sync.Pool{New: func() any { return &eventsBatch{intern: make(map[string]string)} }}
+}
+
+// reset drops every reference the batch holds, keeping its buffers.
+func (b *eventsBatch) reset() {
+	clear(b.ops) // the op strings; the slice is reused
+	b.ops, b.errs, b.out = b.ops[:0], b.errs[:0], b.out[:0]
+	clear(b.intern)
+	b.scanner = eventScanner{}
 }
 
 // POST /v1/events: a batch of like, unlike and incr events as a JSON array
@@ -51,180 +72,247 @@ type eventsResponse struct {
 // batch; an event with a bad id or type is rejected alone, with its own
 // error, and the rest are applied in order in one durable group commit.
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
-	events, err := s.decodeEvents(w, r)
+	b := s.eventsPool.Get().(*eventsBatch)
+	pooled := true
+	defer func() {
+		if pooled && cap(b.body) <= maxPooledBody {
+			b.reset()
+			s.eventsPool.Put(b)
+		}
+	}()
+	n, err := s.decodeEvents(w, r, b)
 	if err != nil {
 		return err
 	}
-	results := make([]eventResult, len(events))
-	ops := make([]region.Op, 0, len(events))
-	index := make([]int, 0, len(events)) // ops[i] is events[index[i]]
-	for i := range events {
-		op, err := events[i].op()
-		if err != nil {
-			ae := s.classify(r, err)
-			results[i] = eventResult{Error: ae.msg, Code: ae.code}
-			continue
-		}
-		ops = append(ops, op)
-		index = append(index, i)
-	}
-	if len(ops) > 0 {
+	var res []region.Result
+	if len(b.ops) > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 		defer cancel()
-		res, err := s.rep.Do(ctx, ops)
+		res, err = s.rep.Do(ctx, b.ops)
 		if err != nil {
+			// The writer may still hold the ops (a timeout after they were
+			// queued), so they must not go back to the pool.
+			pooled = false
 			return err
 		}
-		for j, rr := range res {
-			i := index[j]
-			if rr.Err != nil {
-				ae := s.classify(r, rr.Err)
-				results[i] = eventResult{Error: ae.msg, Code: ae.code}
-				continue
-			}
-			results[i] = eventResult{OK: true, Value: rr.Value, Changed: rr.Changed, Duplicate: rr.Duplicate}
-		}
 	}
-	out := eventsResponse{Results: results}
-	for _, rr := range results {
-		if rr.OK {
-			out.Applied++
-		} else {
-			out.Rejected++
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
+	b.out = s.appendEventsAnswer(b.out[:0], r, n, b.errs, res)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(b.out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.out)
 	return nil
 }
 
-// op validates one event into a replica operation.
-func (e *eventJSON) op() (region.Op, error) {
-	bad := func(code, format string, args ...any) (region.Op, error) {
+// decodeEvents reads and decodes the body into b.ops (valid events) and
+// b.errs (rejected ones) and returns the number of events.
+func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsBatch) (int, error) {
+	limit := s.cfg.MaxBodyBytes
+	if r.ContentLength > limit {
+		return 0, tooLarge(limit)
+	}
+	var err error
+	if b.body, err = readBody(http.MaxBytesReader(w, r.Body, limit), b.body[:0], r.ContentLength); err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return 0, tooLarge(limit)
+		}
+		return 0, newError(http.StatusBadRequest, CodeBadJSON, "cannot read the body: %v", err)
+	}
+	sc := &b.scanner
+	if err := sc.start(b.body); err != nil {
+		return 0, err
+	}
+	var e rawEvent
+	n := 0
+	for {
+		ok, err := sc.next(&e)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		if n == MaxBatchEvents {
+			return 0, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "more than %d events in one batch", MaxBatchEvents)
+		}
+		if op, bad := b.op(&e); bad != nil {
+			b.errs = append(b.errs, eventErr{n, bad})
+		} else {
+			b.ops = append(b.ops, op)
+		}
+		n++
+	}
+	if n == 0 {
+		return 0, newError(http.StatusBadRequest, CodeMissingField, "no events in the batch")
+	}
+	return n, nil
+}
+
+// readBody reads r to its end into buf, sized for n bytes if n > 0.
+func readBody(r io.Reader, buf []byte, n int64) ([]byte, error) {
+	if n > 0 && int64(cap(buf)) < n+1 { // +1: EOF is seen without a grow
+		buf = make([]byte, 0, n+1)
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// op validates one event into a replica operation. Its strings are copies
+// (the body is reused); item and counter key repeat in a batch, so one copy
+// of each serves every event that names it.
+func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
+	bad := func(code, format string, args ...any) (region.Op, *apiError) {
 		return region.Op{}, newError(http.StatusBadRequest, code, format, args...)
 	}
-	pick := func(field, a, altField, b string) (string, error) {
-		if a != "" && b != "" && a != b {
-			return "", newError(http.StatusBadRequest, CodeBadRequest, "%s and %s differ", field, altField)
-		}
-		if a == "" {
-			a = b
-		}
-		return a, checkID(field, a)
-	}
-	switch e.Type {
+	typ := string(e.typ) // compared only: no allocation
+	switch typ {
 	case "like", "unlike":
-		if e.Key != "" || e.By != nil || e.IdempotencyKey != "" {
-			return bad(CodeBadRequest, "%s events take item and user only", e.Type)
+		if len(e.key) > 0 || e.hasBy || len(e.idem) > 0 {
+			return bad(CodeBadRequest, "%s events take item and user only", typ)
 		}
-		item, err := pick("item", e.Item, "videoId", e.VideoID)
+		item, err := pick("item", e.item, "videoId", e.videoID)
 		if err != nil {
 			return region.Op{}, err
 		}
-		user, err := pick("user", e.User, "userId", e.UserID)
+		user, err := pick("user", e.user, "userId", e.userID)
 		if err != nil {
 			return region.Op{}, err
 		}
 		kind := region.OpLike
-		if e.Type == "unlike" {
+		if typ == "unlike" {
 			kind = region.OpUnlike
 		}
-		return region.Op{Kind: kind, Item: item, User: user}, nil
+		return region.Op{Kind: kind, Item: b.internID(item), User: string(user)}, nil
 	case "incr":
-		if e.Item != "" || e.VideoID != "" || e.User != "" || e.UserID != "" {
+		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 {
 			return bad(CodeBadRequest, "incr events take key, by and idempotency_key only")
 		}
-		if err := checkID("key", e.Key); err != nil {
+		if err := checkIDBytes("key", e.key); err != nil {
 			return region.Op{}, err
 		}
 		by := int64(1)
-		if e.By != nil {
-			by = *e.By
+		if e.hasBy {
+			by = e.by
 		}
 		if by > region.MaxBy || by < -region.MaxBy {
 			return bad(CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
 		}
-		if e.IdempotencyKey != "" && !crdt.ValidID(e.IdempotencyKey) {
-			return bad(CodeBadID, "idempotency_key must be 1..128 bytes of [A-Za-z0-9_.:@-]")
+		var idem string
+		if len(e.idem) > 0 {
+			if !crdt.ValidIDBytes(e.idem) {
+				return bad(CodeBadID, "idempotency_key must be %s", idRule)
+			}
+			idem = string(e.idem)
 		}
-		return region.Op{Kind: region.OpIncr, Item: e.Key, By: by, IdemKey: e.IdempotencyKey}, nil
+		return region.Op{Kind: region.OpIncr, Item: b.internID(e.key), By: by, IdemKey: idem}, nil
 	case "":
 		return bad(CodeMissingField, `event needs "type": like, unlike or incr`)
 	}
-	return bad(CodeBadRequest, "unknown event type %q: want like, unlike or incr", e.Type)
+	return bad(CodeBadRequest, "unknown event type %s: want like, unlike or incr", quoteShort(typ))
 }
 
-// decodeEvents reads a JSON array or NDJSON of events, bounded in bytes and
-// count.
-func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request) ([]eventJSON, error) {
-	limit := s.cfg.MaxBodyBytes
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+// pick returns the one of two alternative fields that is set, validated.
+func pick(field string, a []byte, altField string, b []byte) ([]byte, *apiError) {
+	if len(a) > 0 && len(b) > 0 && !bytes.Equal(a, b) {
+		return nil, newError(http.StatusBadRequest, CodeBadRequest, "%s and %s differ", field, altField)
 	}
-	br := bufio.NewReader(http.MaxBytesReader(w, r.Body, limit))
-	first, err := firstNonSpace(br)
-	if errors.Is(err, io.EOF) {
-		return nil, newError(http.StatusBadRequest, CodeMissingField, "no events: send a JSON array or NDJSON of events")
+	if len(a) == 0 {
+		a = b
 	}
-	if err != nil {
-		return nil, jsonError(err, limit)
-	}
-	dec := json.NewDecoder(br)
-	dec.DisallowUnknownFields()
-	array := first == '['
-	if array {
-		if _, err := dec.Token(); err != nil {
-			return nil, jsonError(err, limit)
-		}
-	}
-	var events []eventJSON
-	for {
-		if array && !dec.More() {
-			if _, err := dec.Token(); err != nil { // the closing ]
-				return nil, jsonError(err, limit)
-			}
-			if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-				return nil, newError(http.StatusBadRequest, CodeBadJSON, "trailing data after the events array")
-			}
-			break
-		}
-		var e eventJSON
-		err := dec.Decode(&e)
-		if !array && errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, eventError(len(events), jsonError(err, limit))
-		}
-		if len(events) == MaxBatchEvents {
-			return nil, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "more than %d events in one batch", MaxBatchEvents)
-		}
-		events = append(events, e)
-	}
-	if len(events) == 0 {
-		return nil, newError(http.StatusBadRequest, CodeMissingField, "no events in the batch")
-	}
-	return events, nil
+	return a, checkIDBytes(field, a)
 }
 
-// eventError says which event a decoding error is in.
-func eventError(i int, err error) error {
-	var ae *apiError
-	if errors.As(err, &ae) && ae.status == http.StatusBadRequest {
-		ae.msg = fmt.Sprintf("event %d: %s", i, ae.msg)
+// checkIDBytes is checkID for an id still in the body.
+func checkIDBytes(field string, v []byte) *apiError {
+	if crdt.ValidIDBytes(v) {
+		return nil
 	}
-	return err
+	if err := checkID(field, string(v)); err != nil {
+		return err.(*apiError)
+	}
+	return nil
 }
 
-func firstNonSpace(br *bufio.Reader) (byte, error) {
-	for {
-		c, err := br.ReadByte()
-		if err != nil {
-			return 0, err
+// internID returns a string copy of a (valid) id, one per distinct id.
+func (b *eventsBatch) internID(id []byte) string {
+	if s, ok := b.intern[string(id)]; ok { // no allocation for the lookup
+		return s
+	}
+	s := string(id)
+	b.intern[s] = s
+	return s
+}
+
+// appendEventsAnswer appends the answer to dst: n results, errs merged
+// with res (the results of the valid events, in order).
+func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []eventErr, res []region.Result) []byte {
+	applied := 0
+	for i := range res {
+		if res[i].Err == nil {
+			applied++
 		}
-		switch c {
-		case ' ', '\t', '\r', '\n':
+	}
+	dst = append(dst, `{"applied":`...)
+	dst = strconv.AppendInt(dst, int64(applied), 10)
+	dst = append(dst, `,"rejected":`...)
+	dst = strconv.AppendInt(dst, int64(n-applied), 10)
+	dst = append(dst, `,"results":[`...)
+	appendErr := func(dst []byte, e *apiError) []byte {
+		dst = append(dst, `{"ok":false,"value":0,"error":`...)
+		dst = appendJSONString(dst, e.msg)
+		dst = append(dst, `,"code":`...)
+		dst = appendJSONString(dst, e.code)
+		return append(dst, '}')
+	}
+	j := 0
+	for i := range n {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if len(errs) > 0 && errs[0].event == i {
+			dst = appendErr(dst, errs[0].err)
+			errs = errs[1:]
 			continue
 		}
-		return c, br.UnreadByte()
+		rr := &res[j]
+		j++
+		if rr.Err != nil {
+			dst = appendErr(dst, s.classify(r, rr.Err))
+			continue
+		}
+		dst = append(dst, `{"ok":true,"value":`...)
+		dst = strconv.AppendInt(dst, rr.Value, 10)
+		if rr.Changed {
+			dst = append(dst, `,"changed":true`...)
+		}
+		if rr.Duplicate {
+			dst = append(dst, `,"duplicate":true`...)
+		}
+		dst = append(dst, '}')
 	}
+	return append(dst, "]}\n"...)
+}
+
+// appendJSONString appends s as a JSON string, escaped as encoding/json
+// escapes it.
+func appendJSONString(dst []byte, s string) []byte {
+	b, err := json.Marshal(s)
+	if err != nil { // a string always marshals
+		return append(dst, `""`...)
+	}
+	return append(dst, b...)
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -115,6 +116,8 @@ type Server struct {
 	router  *mux.Router
 	metrics *httpMetrics
 	started time.Time
+	// eventsPool recycles POST /v1/events working memory (*eventsBatch).
+	eventsPool *sync.Pool
 }
 
 // New builds the Server and registers its metrics on cfg.Registry.
@@ -128,11 +131,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		rep:     cfg.Replica,
-		log:     cfg.Logger.Named("http"),
-		metrics: m,
-		started: time.Now(),
+		cfg:        cfg,
+		rep:        cfg.Replica,
+		log:        cfg.Logger.Named("http"),
+		metrics:    m,
+		started:    time.Now(),
+		eventsPool: newEventsPool(),
 	}
 	s.router = s.newRouter()
 	return s, nil

@@ -346,7 +346,16 @@ func (r *Replica) commit(batch []*request) {
 		}
 		return
 	}
-	tx := r.newTxn()
+	records := 0 // how many like records the batch may touch
+	for _, q := range batch {
+		records += len(q.rmerges)
+		for i := range q.ops {
+			if q.ops[i].Kind != OpIncr {
+				records++
+			}
+		}
+	}
+	tx := r.newTxn(records)
 	defer tx.close()
 	for _, q := range batch {
 		tx.apply(q)

@@ -21,6 +21,10 @@ type txn struct {
 	idem   map[rkey]storage.IdemValue
 	order  []vkey // vectors in first-touch order, for deterministic writes
 	rorder []rkey
+	// last is the vector the previous op touched: a batch of likes of one
+	// hot item (or increments of one counter) skips the map lookup.
+	lastKey vkey
+	last    *vecState
 
 	// Numbering (numbering.go).
 	counted                             []storage.CountedLike
@@ -41,15 +45,24 @@ type recState struct {
 	origEx int64            // excess of orig
 	dirty  bool
 	spread bool // changed by a local action or own reconciliation
+
+	// When there was no record, rec points at fresh, and fresh.Contrib
+	// starts on contrib: a first like costs one allocation, not three.
+	fresh   crdt.LikeRecord
+	contrib [1]crdt.Entry
 }
 
-func (r *Replica) newTxn() *txn {
+// newTxn starts the overlay for a group commit that may touch up to
+// records like records (a hint: the record map is sized for it, so a batch
+// of 10,000 likes does not rehash its way up).
+func (r *Replica) newTxn(records int) *txn {
 	return &txn{
-		r:     r,
-		b:     r.store.NewBatch(),
-		nowMs: r.cfg.Now().UnixMilli(),
-		vecs:  make(map[vkey]*vecState),
-		recs:  make(map[rkey]*recState),
+		r:      r,
+		b:      r.store.NewBatch(),
+		nowMs:  r.cfg.Now().UnixMilli(),
+		vecs:   make(map[vkey]*vecState),
+		recs:   make(map[rkey]*recState, records),
+		rorder: make([]rkey, 0, records),
 	}
 }
 
@@ -58,7 +71,11 @@ func (t *txn) close() { t.b.Close() }
 // vector returns the overlay state of a vector, loading it on first touch.
 func (t *txn) vector(kind storage.Kind, item string) (*vecState, error) {
 	k := vkey{kind, item}
+	if t.last != nil && t.lastKey == k {
+		return t.last, nil
+	}
 	if s, ok := t.vecs[k]; ok {
+		t.lastKey, t.last = k, s
 		return s, nil
 	}
 	v, ok := t.r.cache.peek(k)
@@ -71,6 +88,7 @@ func (t *txn) vector(kind storage.Kind, item string) (*vecState, error) {
 	s := &vecState{orig: v, cur: v.Clone()}
 	t.vecs[k] = s
 	t.order = append(t.order, k)
+	t.lastKey, t.last = k, s
 	return s, nil
 }
 
@@ -88,7 +106,8 @@ func (t *txn) record(item, user string) (*recState, error) {
 	if ok {
 		s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
 	} else {
-		s.rec = &crdt.LikeRecord{}
+		s.fresh.Contrib = s.contrib[:0]
+		s.rec = &s.fresh
 	}
 	t.recs[k] = s
 	t.rorder = append(t.rorder, k)
@@ -97,8 +116,14 @@ func (t *txn) record(item, user string) (*recState, error) {
 
 // apply runs every part of one request against the overlay.
 func (t *txn) apply(q *request) {
+	var kinds [OpIncr + 1]int // ops by kind, counted once per request
 	for i := range q.ops {
-		q.res[i] = t.applyOp(&q.ops[i])
+		q.res[i] = t.applyOp(&q.ops[i], &kinds)
+	}
+	for k, n := range kinds {
+		if n > 0 {
+			t.r.metrics.opsByKind[k].Add(float64(n))
+		}
 	}
 	for i := range q.vmerges {
 		if err := t.mergeVector(&q.vmerges[i]); err != nil {
@@ -112,11 +137,11 @@ func (t *txn) apply(q *request) {
 	}
 }
 
-func (t *txn) applyOp(op *Op) Result {
+func (t *txn) applyOp(op *Op, kinds *[OpIncr + 1]int) Result {
 	if err := op.Validate(); err != nil {
 		return Result{Err: err}
 	}
-	t.r.metrics.opsByKind[op.Kind].Inc() // Validate bounded Kind
+	kinds[op.Kind]++ // Validate bounded Kind
 	switch op.Kind {
 	case OpLike, OpUnlike:
 		return t.applyLike(op.Item, op.User, op.Kind == OpLike)
@@ -251,7 +276,7 @@ func (t *txn) persistClock() {
 
 // commit writes the overlay, fsyncs, and publishes it to readers.
 func (t *txn) commit() (Changes, error) {
-	var ch Changes
+	ch := Changes{Records: make([]RecordChange, 0, len(t.rorder))}
 	self := t.r.self
 	for _, k := range t.order {
 		vs := t.vecs[k]
@@ -280,7 +305,9 @@ func (t *txn) commit() (Changes, error) {
 			markers = append(markers, markerChange{k.a, ex != 0})
 		}
 		if rs.spread {
-			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec.Clone()})
+			// rs.rec is the txn's own copy and the txn ends here: it can
+			// be handed over without another copy.
+			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec})
 		} else {
 			ch.Merged++
 		}

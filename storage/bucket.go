@@ -2,8 +2,8 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -17,32 +17,46 @@ import (
 const Buckets = 4096
 
 // VectorBucket is the bucket of every entry of one vector.
-func VectorBucket(item string) int { return int(fnv32(item) % Buckets) }
+func VectorBucket(item string) int { return int(fnv32a(fnv32Offset, item) % Buckets) }
 
-// RecordBucket is the bucket of one like record.
+// RecordBucket is the bucket of one like record: FNV-1a of "<item>/<user>".
 func RecordBucket(item, user string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(item))
-	_, _ = h.Write([]byte{'/'})
-	_, _ = h.Write([]byte(user))
-	return int(h.Sum32() % Buckets)
+	return int(fnv32a(fnv32a(fnv32a(fnv32Offset, item), "/"), user) % Buckets)
 }
 
-func fnv32(s string) uint32 {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum32()
+// FNV-1a, written out so that hashing a key allocates nothing (hash/fnv
+// works through an interface). Every replica must bucket and digest keys
+// identically, so these must keep computing exactly FNV-1a.
+const (
+	fnv32Offset = 2166136261
+	fnv32Prime  = 16777619
+	fnv64Offset = 14695981039346656037
+	fnv64Prime  = 1099511628211
+)
+
+func fnv32a[T string | []byte](h uint32, s T) uint32 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= fnv32Prime
+	}
+	return h
+}
+
+func fnv64a(h uint64, s []byte) uint64 {
+	for _, c := range s {
+		h ^= uint64(c)
+		h *= fnv64Prime
+	}
+	return h
 }
 
 // entryHash is the digest contribution of one replicated key/value pair.
 // A bucket's digest is the XOR of its entries' hashes, so a write updates it
 // in O(1): digest ^= hash(key, old) ^ hash(key, new).
 func entryHash(key, value []byte) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write(key)
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write(value)
-	return mix64(h.Sum64())
+	h := fnv64a(fnv64Offset, key)
+	h *= fnv64Prime // a zero byte between key and value: h ^= 0, then multiply
+	return mix64(fnv64a(h, value))
 }
 
 // mix64 is the splitmix64 finalizer: FNV's low bits are weak, and XOR of
@@ -78,7 +92,8 @@ func rootOf(d []uint64) uint64 {
 	return r
 }
 
-// loadDigests computes every bucket digest by scanning the replicated keys.
+// loadDigests computes every bucket digest by scanning the replicated keys,
+// and fills the record filter on the way.
 func (s *Store) loadDigests() error {
 	prefix := []byte{prefixBucket}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
@@ -86,11 +101,19 @@ func (s *Store) loadDigests() error {
 		return fmt.Errorf("compute digests: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		b, ok := bucketOfKey(it.Key())
+		key := it.Key()
+		b, ok := bucketOfKey(key)
 		if !ok {
 			continue
 		}
-		s.digests[b] ^= entryHash(it.Key(), it.Value())
+		s.digests[b] ^= entryHash(key, it.Value())
+		// The record filter is built in the same pass: "b<B>/r/<item>/<user>".
+		if s.filter != nil && len(key) > 7 && key[5] == prefixRecord && key[6] == '/' {
+			if !s.filter.addKey(key[7:]) {
+				err := fmt.Errorf("compute digests: malformed record key %q", key)
+				return errors.Join(err, it.Close())
+			}
+		}
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("compute digests: %w", err)

@@ -2,7 +2,9 @@ package storage
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
@@ -125,5 +127,69 @@ func TestDigestsIncrementalMatchScan(t *testing.T) {
 		if len(seen) == 0 {
 			t.Fatalf("bucket %d has a digest but no entries", b)
 		}
+	}
+}
+
+// The hand-written FNV-1a must stay exactly FNV-1a: every replica buckets
+// and digests keys with it, old and new versions alike.
+func TestFNVMatchesHashFNV(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		item, user := randBytes(r), randBytes(r)
+		h := fnv.New32a()
+		h.Write(item)
+		if got, want := VectorBucket(string(item)), int(h.Sum32()%Buckets); got != want {
+			t.Fatalf("VectorBucket(%q) = %d, hash/fnv %d", item, got, want)
+		}
+		h.Write([]byte{'/'})
+		h.Write(user)
+		if got, want := RecordBucket(string(item), string(user)), int(h.Sum32()%Buckets); got != want {
+			t.Fatalf("RecordBucket(%q, %q) = %d, hash/fnv %d", item, user, got, want)
+		}
+		h64 := fnv.New64a()
+		h64.Write(item)
+		h64.Write([]byte{0})
+		h64.Write(user)
+		if got, want := entryHash(item, user), mix64(h64.Sum64()); got != want {
+			t.Fatalf("entryHash(%q, %q) = %x, hash/fnv %x", item, user, got, want)
+		}
+	}
+}
+
+func randBytes(r *rand.Rand) []byte {
+	b := make([]byte, r.IntN(40))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// Digest changes of a batch closed without committing vanish, and the
+// pooled accumulator they lived in starts the next batch clean.
+func TestDigestsOfAbandonedBatch(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Config{Dir: dir})
+	rec := sampleRecord()
+	for round := range 3 {
+		b := s.NewBatch()
+		for i := range 500 {
+			b.PutLikeRecord("gone", fmt.Sprintf("u%d-%d", round, i), nil, rec)
+		}
+		b.Close() // never committed
+		commit(t, s, func(b *Batch) {
+			for i := range 500 {
+				b.PutLikeRecord("kept", fmt.Sprintf("u%d-%d", round, i), nil, rec)
+				b.PutVectorEntry(Likes, "kept", "eu-1", crdt.PN{P: uint64(round*500 + i)}, crdt.PN{P: uint64(round*500 + i + 1)})
+			}
+		})
+	}
+	inc := s.Digests()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, Config{Dir: dir})
+	defer s.Close()
+	if scanned := s.Digests(); !slices.Equal(inc, scanned) {
+		t.Fatal("incremental digests differ from a scan after abandoned batches")
 	}
 }

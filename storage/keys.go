@@ -33,9 +33,11 @@ const (
 )
 
 // bucketPrefix is "b<3 hex digits>/": one anti-entropy bucket.
-func bucketPrefix(b int) []byte {
+func bucketPrefix(b int) []byte { return appendBucketPrefix(nil, b) }
+
+func appendBucketPrefix(dst []byte, b int) []byte {
 	const hex = "0123456789abcdef"
-	return []byte{prefixBucket, hex[b>>8&0xf], hex[b>>4&0xf], hex[b&0xf], '/'}
+	return append(dst, prefixBucket, hex[b>>8&0xf], hex[b>>4&0xf], hex[b&0xf], '/')
 }
 
 // bucketOfKey parses the bucket of a replicated key.
@@ -67,8 +69,15 @@ func appendKey(dst []byte, prefix byte, parts ...string) []byte {
 }
 
 func vectorEntryKey(k Kind, item, replica string) []byte {
-	dst := append(make([]byte, 0, 10+len(item)+len(replica)), bucketPrefix(VectorBucket(item))...)
-	return appendKey(dst, prefixVector, string(k), item, replica)
+	return appendVectorEntryKey(make([]byte, 0, 10+len(item)+len(replica)), k, item, replica)
+}
+
+func appendVectorEntryKey(dst []byte, k Kind, item, replica string) []byte {
+	dst = appendBucketPrefix(dst, VectorBucket(item))
+	dst = append(dst, prefixVector, '/', byte(k), '/')
+	dst = append(dst, item...)
+	dst = append(dst, '/')
+	return append(dst, replica...)
 }
 
 // vectorPrefix is "b<bucket>/v/<k>/<item>/": all replicas' entries of one
@@ -79,8 +88,15 @@ func vectorPrefix(k Kind, item string) []byte {
 }
 
 func recordKey(item, user string) []byte {
-	dst := append(make([]byte, 0, 8+len(item)+len(user)), bucketPrefix(RecordBucket(item, user))...)
-	return appendKey(dst, prefixRecord, item, user)
+	return appendRecordKey(make([]byte, 0, 8+len(item)+len(user)), item, user)
+}
+
+func appendRecordKey(dst []byte, item, user string) []byte {
+	dst = appendBucketPrefix(dst, RecordBucket(item, user))
+	dst = append(dst, prefixRecord, '/')
+	dst = append(dst, item...)
+	dst = append(dst, '/')
+	return append(dst, user...)
 }
 
 func markerKey(item, user string) []byte {

@@ -56,6 +56,13 @@ type Config struct {
 	CacheBytes int64
 	// MemTableBytes is the memtable size. Default 32 MiB.
 	MemTableBytes uint64
+	// RecordFilterBytes is the size of the in-memory filter over like-record
+	// keys that lets a user's first like of an item skip the Pebble lookup
+	// (see recordFilter): about 10 bits per record keeps false positives
+	// near 2%, so the default 64 MiB serves ~50 million records well and
+	// degrades smoothly (never incorrectly) beyond. It is allocated once,
+	// at open. Negative disables the filter. Default 64 MiB.
+	RecordFilterBytes int64
 	// WALMinSyncInterval delays a WAL fsync by up to this long so that more
 	// commits share it. Default 0 (sync as soon as the previous sync ends).
 	WALMinSyncInterval time.Duration
@@ -68,7 +75,7 @@ type Config struct {
 
 // DefaultConfig returns a Config with every default filled in except Dir.
 func DefaultConfig() Config {
-	return Config{CacheBytes: 64 << 20, MemTableBytes: 32 << 20}
+	return Config{CacheBytes: 64 << 20, MemTableBytes: 32 << 20, RecordFilterBytes: 64 << 20}
 }
 
 // Validate reports every problem with c at once.
@@ -97,6 +104,9 @@ func (c *Config) ensureDefaults() {
 	if c.MemTableBytes == 0 {
 		c.MemTableBytes = d.MemTableBytes
 	}
+	if c.RecordFilterBytes == 0 {
+		c.RecordFilterBytes = d.RecordFilterBytes
+	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -117,6 +127,12 @@ type Store struct {
 
 	dmu     sync.Mutex // protects digests
 	digests [Buckets]uint64
+
+	// filter holds every like-record key (nil: disabled). Its words are
+	// atomic; see recordFilter for the invariant.
+	filter *recordFilter
+
+	dxPool sync.Pool // of *digestDelta, all zero
 }
 
 // Open opens (creating if needed) the store in cfg.Dir.
@@ -152,7 +168,8 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Durability == DurabilityNone {
 		wo = pebble.NoSync
 	}
-	s := &Store{db: db, wo: wo, dur: cfg.Durability}
+	s := &Store{db: db, wo: wo, dur: cfg.Durability, filter: newRecordFilter(cfg.RecordFilterBytes)}
+	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.loadDigests(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -231,6 +248,12 @@ func (s *Store) Vector(k Kind, item string) (crdt.Vector, error) {
 
 // LikeRecord reads one user's record; ok is false if there is none.
 func (s *Store) LikeRecord(item, user string) (r *crdt.LikeRecord, ok bool, err error) {
+	if s.filter != nil && !s.filter.mayContain(item, user) {
+		if s.closed.Load() {
+			return nil, false, wrapRead(ErrClosed, "like record", item, user)
+		}
+		return nil, false, nil
+	}
 	b, ok, err := s.get(recordKey(item, user))
 	if err != nil || !ok {
 		return nil, false, wrapRead(err, "like record", item, user)
@@ -300,10 +323,21 @@ func wrapRead(err error, what string, parts ...string) error {
 // carry the change to the bucket digests along; the caller (one writer per
 // store) knows it already, and a read here would cost a lookup per write.
 type Batch struct {
-	s   *Store
-	b   *pebble.Batch
-	buf []byte
-	dx  map[int]uint64 // bucket -> digest change
+	s    *Store
+	b    *pebble.Batch
+	buf  []byte       // value scratch (pebble copies keys and values in)
+	kbuf []byte       // key scratch
+	obuf []byte       // old value scratch
+	dx   *digestDelta // digest changes, from the store's pool; nil until the first
+}
+
+// digestDelta accumulates a batch's digest changes by bucket. An array
+// rather than a map: a batch of thousands of records touches most of the
+// 4096 buckets, and the map's growth was a tenth of the writer's
+// allocations. Pooled per store, since 32 KiB per small batch is not.
+type digestDelta struct {
+	d       [Buckets]uint64
+	touched []uint16 // buckets changed, possibly repeated
 }
 
 // NewBatch starts an empty batch.
@@ -312,38 +346,46 @@ func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 func (b *Batch) digest(key, old, val []byte) {
 	bk, _ := bucketOfKey(key)
 	if b.dx == nil {
-		b.dx = make(map[int]uint64)
+		b.dx = b.s.dxPool.Get().(*digestDelta)
 	}
 	d := entryHash(key, val)
 	if old != nil {
 		d ^= entryHash(key, old)
 	}
-	b.dx[bk] ^= d
+	if b.dx.d[bk] == 0 {
+		b.dx.touched = append(b.dx.touched, uint16(bk))
+	}
+	b.dx.d[bk] ^= d
 }
 
 // PutVectorEntry writes replica's absolute entry of a vector, replacing old
 // (the zero PN if there was none).
 func (b *Batch) PutVectorEntry(k Kind, item, replica string, old, e crdt.PN) {
-	key := vectorEntryKey(k, item, replica)
+	b.kbuf = appendVectorEntryKey(b.kbuf[:0], k, item, replica)
 	var oldb []byte
 	if old != (crdt.PN{}) {
-		oldb = crdt.AppendPN(nil, old)
+		b.obuf = crdt.AppendPN(b.obuf[:0], old)
+		oldb = b.obuf
 	}
 	b.buf = crdt.AppendPN(b.buf[:0], e)
-	b.digest(key, oldb, b.buf)
-	_ = b.b.Set(key, b.buf, nil)
+	b.digest(b.kbuf, oldb, b.buf)
+	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
 // PutLikeRecord writes a user's record, replacing old (nil if none).
 func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
-	key := recordKey(item, user)
+	if b.s.filter != nil {
+		b.s.filter.add(item, user) // before the commit makes the record visible
+	}
+	b.kbuf = appendRecordKey(b.kbuf[:0], item, user)
 	var oldb []byte
 	if old != nil {
-		oldb = crdt.AppendLikeRecord(nil, old)
+		b.obuf = crdt.AppendLikeRecord(b.obuf[:0], old)
+		oldb = b.obuf
 	}
 	b.buf = crdt.AppendLikeRecord(b.buf[:0], r)
-	b.digest(key, oldb, b.buf)
-	_ = b.b.Set(key, b.buf, nil)
+	b.digest(b.kbuf, oldb, b.buf)
+	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
 // SetMarker marks (on) or clears the unreconciled marker of a record.
@@ -378,18 +420,30 @@ func (b *Batch) Commit() error {
 	if err := b.b.Commit(b.s.wo); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
 	}
-	if len(b.dx) > 0 {
+	if b.dx != nil {
 		b.s.dmu.Lock()
-		for bk, d := range b.dx {
-			b.s.digests[bk] ^= d
+		for _, bk := range b.dx.touched {
+			b.s.digests[bk] ^= b.dx.d[bk]
+			b.dx.d[bk] = 0 // applied once, even if listed twice
 		}
 		b.s.dmu.Unlock()
+		b.dx.touched = b.dx.touched[:0]
 	}
 	return nil
 }
 
 // Close releases the batch. It must be called whether or not Commit was.
-func (b *Batch) Close() { _ = b.b.Close() }
+func (b *Batch) Close() {
+	if b.dx != nil {
+		for _, bk := range b.dx.touched { // a batch closed without committing
+			b.dx.d[bk] = 0
+		}
+		b.dx.touched = b.dx.touched[:0]
+		b.s.dxPool.Put(b.dx)
+		b.dx = nil
+	}
+	_ = b.b.Close()
+}
 
 // pebbleLogger routes Pebble's logging into hclog.
 type pebbleLogger struct{ l hclog.Logger }

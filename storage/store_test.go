@@ -412,6 +412,7 @@ func TestCorruptValues(t *testing.T) {
 		// Bypass the typed setters to store garbage.
 		_ = b.b.Set(vectorEntryKey(Likes, "bad", "eu-1"), []byte{9, 9}, nil)
 		_ = b.b.Set(recordKey("bad", "u"), []byte{1}, nil)
+		b.s.filter.add("bad", "u") // as PutLikeRecord does
 		_ = b.b.Set(idemKey("bad", "k"), []byte{1, 2}, nil)
 	})
 	if _, err := s.Vector(Likes, "bad"); !errors.Is(err, crdt.ErrCorrupt) || !strings.Contains(err.Error(), "eu-1") {

@@ -16,24 +16,30 @@ import (
 // bench measures a running tally against DESIGN §9's targets:
 //
 //	tallyd bench likes        HTTP like throughput and latency
+//	tallyd bench events       batched ingest (POST /v1/events) throughput
+//	tallyd bench space        Pebble bytes per liked (item, user)
 //	tallyd bench replication  ack→visible lag and convergence after a heal
 //
 // Both start what they measure in process when not pointed elsewhere, so
 // they run with no setup; docs/benchmarks.md records their figures.
 func (c *cli) bench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("bench: want a mode: likes or replication (run 'tallyd help bench')")
+		return usagef("bench: want a mode: likes, events, space or replication (run 'tallyd help bench')")
 	}
 	switch args[0] {
 	case "likes":
 		return c.benchLikes(ctx, args[1:])
+	case "events":
+		return c.benchEvents(ctx, args[1:])
+	case "space":
+		return c.benchSpace(ctx, args[1:])
 	case "replication":
 		return c.benchReplication(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, benchUsage)
 		return flag.ErrHelp
 	}
-	return usagef("bench: unknown mode %q: want likes or replication", args[0])
+	return usagef("bench: unknown mode %q: want likes, events, space or replication", args[0])
 }
 
 const benchUsage = `usage: tallyd bench <mode> [flags]
@@ -41,6 +47,10 @@ const benchUsage = `usage: tallyd bench <mode> [flags]
 modes:
   likes        PUT /v1/likes/{item}/{user} load at several concurrency levels:
                throughput and p50/p99/p999 latency (in-process replica unless --url)
+  events       POST /v1/events batches of incr or like events: events/s,
+               counted events/s and memory over time (in-process replica unless --url)
+  space        like N distinct (item, user) pairs, compact, and report the
+               sstable bytes per pair
   replication  an in-process local deployment: replication lag from ack to
                visibility in the other regions, and time to agree after a heal
 

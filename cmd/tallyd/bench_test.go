@@ -102,6 +102,14 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "likes", "--item", "a b"}, `--item "a b"`},
 		{[]string{"bench", "likes", "--zipf", "1"}, "--zipf 1"},
 		{[]string{"bench", "likes", "--durability", "maybe"}, `--durability "maybe"`},
+		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr or like`},
+		{[]string{"bench", "events", "--batch", "10001"}, "--batch 10001: want 1..10000"},
+		{[]string{"bench", "events", "--format", "xml"}, `--format "xml"`},
+		{[]string{"bench", "events", "--users", "-1"}, "--users -1"},
+		{[]string{"bench", "events", "--mem-every", "-1s"}, "--mem-every -1s"},
+		{[]string{"bench", "space", "--likes", "0"}, "--likes 0"},
+		{[]string{"bench", "space", "--likes", "10", "--items", "11"}, "--items 11"},
+		{[]string{"bench", "space", "--user-ids", "guid"}, `--user-ids "guid"`},
 		{[]string{"bench", "replication", "--regions", "us"}, "want at least two regions"},
 		{[]string{"bench", "replication", "--regions", "us,us"}, "duplicate region"},
 		{[]string{"bench", "replication", "--regions", "us,e u"}, `"e u"`},
@@ -133,6 +141,7 @@ func TestBenchHelp(t *testing.T) {
 		{[]string{"help", "bench"}, "replication"},
 		{[]string{"bench", "-h"}, "likes"},
 		{[]string{"bench", "likes", "-h"}, "-concurrency"},
+		{[]string{"bench", "events", "-h"}, "-mem-every"},
 		{[]string{"bench", "replication", "-h"}, "-samples"},
 	} {
 		code, stdout, _ := runArgs(t, c.args...)
@@ -167,6 +176,71 @@ func TestBenchLikesInProcess(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^ +2 +\d+ +0 `).MatchString(out.String()) {
 		t.Errorf("no table row for concurrency 2 with 0 errors:\n%s", &out)
+	}
+}
+
+// bench events starts its own replica, sends both mixes in both body
+// formats, counts what the replica acknowledged, and samples memory.
+func TestBenchEventsInProcess(t *testing.T) {
+	for _, format := range []string{"ndjson", "array"} {
+		cfg := defaultEventsBenchConfig()
+		cfg.Batch, cfg.Concurrency, cfg.Duration = 50, 2, 200*time.Millisecond
+		cfg.Format, cfg.MemEvery = format, 100*time.Millisecond
+		var out strings.Builder
+		res, err := runEventsBench(context.Background(), cfg, &out, &lockedBuilder{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) != 2 || res[0].Mix != "incr" || res[1].Mix != "like" {
+			t.Fatalf("%s: results %+v", format, res)
+		}
+		for _, r := range res {
+			if r.Requests == 0 || r.Errors != 0 || r.Events != r.Requests*50 || r.Counted != r.Events {
+				t.Errorf("%s: mix %s: %+v (first error %q)", format, r.Mix, r, r.FirstError)
+			}
+		}
+		for _, want := range []string{"memory over", "rss", "heap-live", "events/s"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s: output lacks %q:\n%s", format, want, &out)
+			}
+		}
+	}
+}
+
+// With --users, likes repeat users: every event is applied, fewer count.
+func TestBenchEventsRepeatUsers(t *testing.T) {
+	s := startServe(t, "--data", t.TempDir(), "--log-level", "error")
+	cfg := defaultEventsBenchConfig()
+	cfg.URL, cfg.Mixes, cfg.Users = "http://"+s.addr, []string{"like"}, 10
+	cfg.Batch, cfg.Concurrency, cfg.Duration = 100, 1, 100*time.Millisecond
+	var out strings.Builder
+	res, err := runEventsBench(context.Background(), cfg, &out, &lockedBuilder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.Errors != 0 || r.Events != r.Requests*100 || r.Counted > 10 || r.Counted == 0 {
+		t.Fatalf("%+v (first error %q)", r, r.FirstError)
+	}
+	_, body := s.call(t, "GET", "/v1/likes/hot")
+	if body["count"].(float64) != float64(r.Counted) {
+		t.Errorf("count %v, want the %d counted likes", body["count"], r.Counted)
+	}
+}
+
+// bench space likes distinct pairs, compacts, and reports bytes per pair.
+func TestBenchSpace(t *testing.T) {
+	for _, ids := range []string{"seq", "snowflake", "uuid"} {
+		cfg := defaultSpaceBenchConfig()
+		cfg.Likes, cfg.Items, cfg.UserIDs = 5000, 7, ids
+		var out strings.Builder
+		res, err := runSpaceBench(context.Background(), cfg, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Likes != 5000 || res.TableBytes <= 0 || !strings.Contains(out.String(), "bytes per pair") {
+			t.Errorf("%s: %+v\n%s", ids, res, &out)
+		}
 	}
 }
 

@@ -1,0 +1,606 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// eventsBenchConfig is what `tallyd bench events` takes.
+type eventsBenchConfig struct {
+	// URL is the replica to load. Empty starts a standalone replica in
+	// process on a temporary data directory, removed at the end. Default
+	// empty.
+	URL string
+	// Mixes lists the event mixes run one after another:
+	//   incr: every event is {"type":"incr","key":<item>} (by 1, no
+	//         idempotency key), all on one hot counter;
+	//   like: every event likes the hot item <item> by a user never seen
+	//         before (so every event is counted), or with Users > 0 by a
+	//         user drawn from a fixed set.
+	// Default incr,like.
+	Mixes []string
+	// Batch is the number of events in one POST /v1/events. Default 10000
+	// (the route's maximum).
+	Batch int
+	// Concurrency is how many workers each keep one request in flight over
+	// their own keep-alive connection. Default 4.
+	Concurrency int
+	// Duration is how long each mix starts new requests; requests in flight
+	// at the end finish and count. Default 10s.
+	Duration time.Duration
+	// Item is the hot item (and counter key). Default "hot".
+	Item string
+	// Users, if > 0, makes likes pick their user uniformly from Users ids
+	// shared by all workers, so repeats happen and are not counted. 0 (the
+	// default): every like is by a new user.
+	Users int
+	// Format of request bodies: ndjson or array. Default ndjson.
+	Format string
+	// Timeout bounds one request. Default 30s.
+	Timeout time.Duration
+	// Token is sent as a bearer token. Default: env TALLY_WRITE_TOKEN.
+	Token string
+	// Durability of the in-process replica: fsync or none. Default fsync.
+	Durability string
+	// LogLevel of the in-process replica. Default "error".
+	LogLevel string
+	// MemEvery, if > 0, samples this process's memory (RSS and Go heap)
+	// at this interval and prints each sample and a summary. With an
+	// in-process replica that is the replica's memory plus the load
+	// generator's (bounded: one body buffer per worker). Default 0 (off).
+	MemEvery time.Duration
+	// CPUProfile and MemProfile, if set, are files that receive a CPU
+	// profile of the whole run and an allocation profile at its end (of
+	// this process: with an in-process replica, server and load generator
+	// both). Default none.
+	CPUProfile, MemProfile string
+}
+
+func defaultEventsBenchConfig() eventsBenchConfig {
+	return eventsBenchConfig{
+		Mixes:       []string{"incr", "like"},
+		Batch:       10000,
+		Concurrency: 4,
+		Duration:    10 * time.Second,
+		Item:        "hot",
+		Format:      "ndjson",
+		Timeout:     30 * time.Second,
+		Durability:  "fsync",
+		LogLevel:    "error",
+	}
+}
+
+// maxBenchEventsBatch is the route's own cap (httpapi.MaxBatchEvents).
+const maxBenchEventsBatch = 10000
+
+// Validate reports every problem with c at once.
+func (c eventsBenchConfig) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.URL != "" {
+		if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("--url %q: want http://host:port", c.URL)
+		}
+	}
+	if len(c.Mixes) == 0 {
+		bad("--mix: want at least one of incr, like")
+	}
+	for _, m := range c.Mixes {
+		if m != "incr" && m != "like" {
+			bad("--mix %q: want incr or like", m)
+		}
+	}
+	if c.Batch < 1 || c.Batch > maxBenchEventsBatch {
+		bad("--batch %d: want 1..%d", c.Batch, maxBenchEventsBatch)
+	}
+	if c.Concurrency < 1 || c.Concurrency > maxBenchConcurrency {
+		bad("--concurrency %d: want 1..%d", c.Concurrency, maxBenchConcurrency)
+	}
+	if c.Duration <= 0 || c.Duration > 24*time.Hour {
+		bad("--duration %s: want more than 0 and at most 24h", c.Duration)
+	}
+	if !crdt.ValidID(c.Item) {
+		bad("--item %q: want 1..128 bytes of [A-Za-z0-9_.:@-]", c.Item)
+	}
+	if c.Users < 0 {
+		bad("--users %d: want 0 (a new user per like) or more", c.Users)
+	}
+	if c.Format != "ndjson" && c.Format != "array" {
+		bad("--format %q: want ndjson or array", c.Format)
+	}
+	if c.Timeout <= 0 {
+		bad("--timeout %s: want more than 0", c.Timeout)
+	}
+	if !validToken(c.Token) {
+		bad("--token: must be printable ASCII without spaces")
+	}
+	if c.Durability != "fsync" && c.Durability != "none" {
+		bad("--durability %q: want fsync or none", c.Durability)
+	}
+	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.MemEvery < 0 {
+		bad("--mem-every %s: want 0 (off) or more", c.MemEvery)
+	}
+	return errors.Join(errs...)
+}
+
+func parseEventsBench(args []string, getenv func(string) string, help io.Writer) (eventsBenchConfig, error) {
+	cfg := defaultEventsBenchConfig()
+	cfg.Token = getenv(envWriteToken)
+	mixes := strings.Join(cfg.Mixes, ",")
+	fs := newFlagSet("bench events", func(fs *flag.FlagSet) {
+		fs.StringVar(&cfg.URL, "url", cfg.URL, "base `URL` of the replica to load (default: start one in process)")
+		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), like (one hot item, new users)")
+		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "`events` per request (at most 10000)")
+		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "`workers`, each with one request in flight")
+		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each mix sends requests")
+		fs.StringVar(&cfg.Item, "item", cfg.Item, "the hot `item` (and counter key)")
+		fs.IntVar(&cfg.Users, "users", cfg.Users, "likes pick from `N` users (0: a new user for every like)")
+		fs.StringVar(&cfg.Format, "format", cfg.Format, "request body `format`: ndjson or array")
+		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on one request")
+		fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `token` for the write route (env "+envWriteToken+")")
+		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replica: fsync or none")
+		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the in-process replica")
+		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
+		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
+		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")
+	})
+	if err := parseBenchFlags(fs, args, help); err != nil {
+		return cfg, err
+	}
+	cfg.Mixes = nil
+	for _, m := range strings.Split(mixes, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			cfg.Mixes = append(cfg.Mixes, m)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usagef("bench events: %s", oneLine(err))
+	}
+	return cfg, nil
+}
+
+// benchEvents runs `tallyd bench events`.
+func (c *cli) benchEvents(ctx context.Context, args []string) error {
+	cfg, err := parseEventsBench(args, c.getenv, c.stdout)
+	if err != nil {
+		return err
+	}
+	_, err = runEventsBench(ctx, cfg, c.stdout, c.stderr)
+	return err
+}
+
+// eventsMixResult is one mix's outcome.
+type eventsMixResult struct {
+	Mix        string
+	Requests   int64 // finished, ok or not
+	Errors     int64 // transport failures, non-2xx answers, bad bodies
+	FirstError string
+	Events     int64 // events applied (acknowledged, durable)
+	Counted    int64 // events that changed a count: every incr, likes with "changed":true
+	Elapsed    time.Duration
+	Latency    histogram // of successful requests
+}
+
+// EventsPerSec is the rate of applied events.
+func (r *eventsMixResult) EventsPerSec() float64 { return perSec(r.Events, r.Elapsed) }
+
+// CountedPerSec is the rate of counted events.
+func (r *eventsMixResult) CountedPerSec() float64 { return perSec(r.Counted, r.Elapsed) }
+
+func perSec(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// runEventsBench runs every mix against cfg.URL or an in-process replica,
+// printing a row per mix (and memory samples, if asked) to out.
+func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.Writer) (_ []*eventsMixResult, err error) {
+	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
+	if base == "" {
+		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
+		n, dir, err := startBenchReplica(ctx, cfg.Durability, log)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := stopBenchReplica(ctx, n, dir); err != nil {
+				log.Warn("stopping the in-process replica", "error", err)
+			}
+		}()
+		base = "http://" + n.Addr().String()
+		target = fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir)
+	}
+	if err := checkReady(ctx, base); err != nil {
+		return nil, err
+	}
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
+	if cfg.MemProfile != "" {
+		defer func() { err = errors.Join(err, writeAllocProfile(cfg.MemProfile)) }()
+	}
+	fmt.Fprintf(out, "bench events: POST /v1/events, %d events per request (%s), %d workers, %s per mix\n  %s\n\n",
+		cfg.Batch, cfg.Format, cfg.Concurrency, cfg.Duration, target)
+	var sampler *memSampler
+	if cfg.MemEvery > 0 {
+		sampler = startMemSampler(ctx, cfg.MemEvery, out)
+	}
+	var results []*eventsMixResult
+	run := newRunID()
+	for i, mix := range cfg.Mixes {
+		r := (&eventsRun{cfg: cfg, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, i)}).run(ctx)
+		results = append(results, r)
+		if err := ctx.Err(); err != nil {
+			break
+		}
+	}
+	if sampler != nil {
+		sampler.stop()
+		sampler.summary(out)
+		fmt.Fprintln(out)
+	}
+	const row = "%5v %9v %11v %7v %12v %12v %9v %9v %9v\n"
+	fmt.Fprintf(out, row, "mix", "requests", "events", "errors", "events/s", "counted/s", "p50", "p99", "max")
+	for _, r := range results {
+		h := &r.Latency
+		fmt.Fprintf(out, row, r.Mix, r.Requests, r.Events, r.Errors, fmt.Sprintf("%.0f", r.EventsPerSec()),
+			fmt.Sprintf("%.0f", r.CountedPerSec()), ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()))
+	}
+	for _, r := range results {
+		if r.Errors > 0 {
+			fmt.Fprintf(out, "mix %s: %d errors; first: %s\n", r.Mix, r.Errors, r.FirstError)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return results, fmt.Errorf("bench events: interrupted: %w", err)
+	}
+	return results, nil
+}
+
+// startCPUProfile starts profiling this process into path; the returned
+// function stops it and closes the file.
+func startCPUProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// writeAllocProfile writes the allocation profile (every allocation since
+// the process started, sampled) to path.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: alloc profile: %w", err)
+	}
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("bench: alloc profile: %w", err)
+	}
+	return nil
+}
+
+// eventsRun is one mix in progress.
+type eventsRun struct {
+	cfg    eventsBenchConfig
+	base   string
+	mix    string
+	users  string // prefix of this mix's user ids
+	client *http.Client
+	stopAt time.Time
+}
+
+// eventsWorker is one worker's tally, merged when the mix ends.
+type eventsWorker struct {
+	id       int
+	requests int64
+	errors   int64
+	events   int64
+	counted  int64
+	firstErr error
+	latency  histogram
+	body     []byte
+	resp     bytes.Buffer
+	seq      int64
+	rnd      uint64 // xorshift state for --users
+}
+
+func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
+	conc := er.cfg.Concurrency
+	tr := &http.Transport{
+		MaxIdleConns:        conc,
+		MaxIdleConnsPerHost: conc,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	defer tr.CloseIdleConnections()
+	er.client = &http.Client{Transport: tr}
+	workers := make([]*eventsWorker, conc)
+	var wg sync.WaitGroup
+	start := time.Now()
+	er.stopAt = start.Add(er.cfg.Duration)
+	for i := range workers {
+		w := &eventsWorker{id: i, rnd: uint64(i)*0x9e3779b97f4a7c15 + 1}
+		workers[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			er.work(ctx, w)
+		}()
+	}
+	wg.Wait()
+	res := &eventsMixResult{Mix: er.mix, Elapsed: time.Since(start)}
+	for _, w := range workers {
+		res.Requests += w.requests
+		res.Errors += w.errors
+		res.Events += w.events
+		res.Counted += w.counted
+		if w.firstErr != nil && res.FirstError == "" {
+			res.FirstError = oneLine(w.firstErr)
+		}
+		res.Latency.Merge(&w.latency)
+	}
+	return res
+}
+
+// work sends batches until the mix's time runs out or ctx ends.
+func (er *eventsRun) work(ctx context.Context, w *eventsWorker) {
+	for ctx.Err() == nil && time.Now().Before(er.stopAt) {
+		er.fill(w)
+		t0 := time.Now()
+		applied, counted, err := er.post(ctx, w)
+		d := time.Since(t0)
+		if err != nil && ctx.Err() != nil {
+			return // interrupted, not a failure of the server
+		}
+		w.requests++
+		if err != nil {
+			w.errors++
+			if w.firstErr == nil {
+				w.firstErr = err
+			}
+			continue
+		}
+		w.events += applied
+		w.counted += counted
+		w.latency.Record(d)
+	}
+}
+
+// fill writes the worker's next request body.
+func (er *eventsRun) fill(w *eventsWorker) {
+	b := w.body[:0]
+	array := er.cfg.Format == "array"
+	if array {
+		b = append(b, '[')
+	}
+	for i := range er.cfg.Batch {
+		if array && i > 0 {
+			b = append(b, ',')
+		}
+		switch er.mix {
+		case "incr":
+			b = append(b, `{"type":"incr","key":"`...)
+			b = append(b, er.cfg.Item...)
+			b = append(b, `"}`...)
+		case "like":
+			b = append(b, `{"type":"like","item":"`...)
+			b = append(b, er.cfg.Item...)
+			b = append(b, `","user":"`...)
+			if er.cfg.Users > 0 {
+				w.rnd ^= w.rnd << 13
+				w.rnd ^= w.rnd >> 7
+				w.rnd ^= w.rnd << 17
+				b = append(b, er.users...)
+				b = append(b, ".u"...)
+				b = strconv.AppendUint(b, w.rnd%uint64(er.cfg.Users), 10)
+			} else {
+				b = append(b, er.users...)
+				b = append(b, '.')
+				b = strconv.AppendInt(b, int64(w.id), 10)
+				b = append(b, '.')
+				b = strconv.AppendInt(b, w.seq, 10)
+				w.seq++
+			}
+			b = append(b, `"}`...)
+		}
+		if !array {
+			b = append(b, '\n')
+		}
+	}
+	if array {
+		b = append(b, ']')
+	}
+	w.body = b
+}
+
+// post sends the worker's body and returns how many events the replica
+// applied and how many of those were counted.
+func (er *eventsRun) post(ctx context.Context, w *eventsWorker) (applied, counted int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, er.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, er.base+"/v1/events", bytes.NewReader(w.body))
+	if err != nil {
+		return 0, 0, err
+	}
+	if er.cfg.Format == "ndjson" {
+		req.Header.Set("Content-Type", "application/x-ndjson")
+	} else {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if er.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+er.cfg.Token)
+	}
+	resp, err := er.client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	w.resp.Reset()
+	if _, err := w.resp.ReadFrom(resp.Body); err != nil {
+		return 0, 0, fmt.Errorf("POST /v1/events: reading the answer: %w", err)
+	}
+	body := w.resp.Bytes()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("POST /v1/events: %s: %s", resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
+	}
+	applied, err = jsonIntField(body, "applied")
+	if err != nil {
+		return 0, 0, err
+	}
+	rejected, err := jsonIntField(body, "rejected")
+	if err != nil {
+		return 0, 0, err
+	}
+	if rejected > 0 {
+		return 0, 0, fmt.Errorf("POST /v1/events: %d of %d events rejected: %s", rejected, er.cfg.Batch,
+			bytes.TrimSpace(body[:min(len(body), 512)]))
+	}
+	if er.mix == "incr" {
+		return applied, applied, nil
+	}
+	return applied, int64(bytes.Count(body, []byte(`"changed":true`))), nil
+}
+
+// jsonIntField finds "name":<integer> at the top of a response body (the
+// events answer puts its counts before the results) without decoding the
+// whole answer.
+func jsonIntField(body []byte, name string) (int64, error) {
+	key := `"` + name + `":`
+	i := bytes.Index(body, []byte(key))
+	if i < 0 {
+		return 0, fmt.Errorf("POST /v1/events: no %q in the answer", name)
+	}
+	rest := body[i+len(key):]
+	j := 0
+	for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+		j++
+	}
+	n, err := strconv.ParseInt(string(rest[:j]), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("POST /v1/events: bad %q in the answer: %w", name, err)
+	}
+	return n, nil
+}
+
+// memSampler prints this process's memory every interval.
+type memSampler struct {
+	done    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex // protects samples
+	samples []memSample
+}
+
+func startMemSampler(ctx context.Context, every time.Duration, out io.Writer) *memSampler {
+	s := &memSampler{done: make(chan struct{})}
+	start := time.Now()
+	const row = "mem %8v %10v %10v %10v %10v %10v\n"
+	fmt.Fprintf(out, row, "t", "rss", "go-total", "go-heap", "heap-live", "goroutines")
+	take := func() {
+		m := readMemSample()
+		m.At = time.Since(start)
+		s.mu.Lock()
+		s.samples = append(s.samples, m)
+		s.mu.Unlock()
+		fmt.Fprintf(out, row, m.At.Round(time.Second), mib(m.RSS), mib(m.GoTotal), mib(m.HeapObjects), mib(m.HeapLive), m.Goroutines)
+	}
+	take()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.done:
+				take()
+				return
+			case <-t.C:
+				take()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *memSampler) stop() {
+	close(s.done)
+	s.wg.Wait()
+}
+
+// summary prints first, min, max and last of RSS and Go heap, and the
+// change over the second half of the run (flat memory shows ~0 there).
+func (s *memSampler) summary(out io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return
+	}
+	type series struct {
+		name string
+		get  func(memSample) int64
+	}
+	fmt.Fprintf(out, "memory over %d samples:\n", len(s.samples))
+	for _, sr := range []series{
+		{"rss", func(m memSample) int64 { return m.RSS }},
+		{"go-total", func(m memSample) int64 { return m.GoTotal }},
+		{"heap-live", func(m memSample) int64 { return m.HeapLive }},
+	} {
+		first, last := sr.get(s.samples[0]), sr.get(s.samples[len(s.samples)-1])
+		lo, hi := first, first
+		for _, m := range s.samples {
+			lo, hi = min(lo, sr.get(m)), max(hi, sr.get(m))
+		}
+		mid := sr.get(s.samples[len(s.samples)/2])
+		fmt.Fprintf(out, "  %-9s first %s, min %s, max %s, last %s; second half %+.1f MiB\n",
+			sr.name, mib(first), mib(lo), mib(hi), mib(last), float64(last-mid)/(1<<20))
+	}
+}
+
+func mib(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + "MiB"
+}

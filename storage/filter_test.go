@@ -1,0 +1,100 @@
+package storage
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// No false negatives, and few false positives at the intended load.
+func TestRecordFilter(t *testing.T) {
+	const n = 1 << 16 * 64 / 10       // 10 bits per key in 2^16 words
+	f := newRecordFilter(1<<19 + 100) // rounded down to 2^16 words
+	if f == nil || len(f.words) != 1<<16 {
+		t.Fatalf("filter of 512 KiB: %d words", len(f.words))
+	}
+	for i := range n {
+		f.add("item-"+strconv.Itoa(i%97), "user-"+strconv.Itoa(i))
+	}
+	for i := range n {
+		if !f.mayContain("item-"+strconv.Itoa(i%97), "user-"+strconv.Itoa(i)) {
+			t.Fatalf("false negative for key %d", i)
+		}
+	}
+	fp := 0
+	for i := range n {
+		if f.mayContain("item-"+strconv.Itoa(i%97), "other-"+strconv.Itoa(i)) {
+			fp++
+		}
+	}
+	t.Logf("false positive rate %.4f at 10 bits per key", float64(fp)/n)
+	// About 2% by simulation; the seed is random, the count is large.
+	if rate := float64(fp) / n; rate > 0.03 {
+		t.Errorf("false positive rate %.4f at 10 bits per key", rate)
+	}
+	// The pair is the key, not the concatenation.
+	g := newRecordFilter(1 << 20)
+	g.add("ab", "c")
+	if g.mayContain("a", "bc") && g.mayContain("abc", "") {
+		t.Error(`("a","bc") and ("abc","") both collide with ("ab","c")`)
+	}
+	if newRecordFilter(7) != nil || newRecordFilter(-1) != nil {
+		t.Error("a filter under one word should be disabled")
+	}
+}
+
+// A reopened store rebuilds the filter from its keys: every record is
+// found again, and a store with the filter off answers the same.
+func TestRecordFilterAcrossReopen(t *testing.T) {
+	for _, size := range []int64{0, 64, -1} { // default, one word (every probe passes), off
+		dir := t.TempDir()
+		s := openTest(t, Config{Dir: dir, RecordFilterBytes: size})
+		rec := sampleRecord()
+		commit(t, s, func(b *Batch) {
+			for i := range 2000 {
+				b.PutLikeRecord("item-"+strconv.Itoa(i%7), "user-"+strconv.Itoa(i), nil, rec)
+			}
+		})
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		s = openTest(t, Config{Dir: dir, RecordFilterBytes: size})
+		for i := range 2000 {
+			got, ok, err := s.LikeRecord("item-"+strconv.Itoa(i%7), "user-"+strconv.Itoa(i))
+			if err != nil || !ok || !got.Equal(rec) {
+				t.Fatalf("size %d: record %d after reopen: %+v, %v, %v", size, i, got, ok, err)
+			}
+		}
+		for i := range 2000 {
+			if _, ok, err := s.LikeRecord("item-"+strconv.Itoa(i%7), "nobody-"+strconv.Itoa(i)); ok || err != nil {
+				t.Fatalf("size %d: a record nobody wrote: %v, %v", size, ok, err)
+			}
+		}
+		// A record written after the reopen is found too.
+		commit(t, s, func(b *Batch) { b.PutLikeRecord("late", "user", nil, rec) })
+		if _, ok, err := s.LikeRecord("late", "user"); !ok || err != nil {
+			t.Fatalf("size %d: late record: %v, %v", size, ok, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A malformed record key on disk fails the open instead of leaving a key
+// out of the filter.
+func TestRecordFilterMalformedKey(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Config{Dir: dir})
+	commit(t, s, func(b *Batch) {
+		_ = b.b.Set(append(bucketPrefix(3), "r/no-slash"...), crdt.AppendLikeRecord(nil, sampleRecord()), nil)
+	})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(Config{Dir: dir}); err == nil {
+		_ = s.Close()
+		t.Fatal("opened a store with a malformed record key")
+	}
+}
