@@ -37,7 +37,7 @@ die() {
 	echo "bench-peers: $*" >&2
 	exit 1
 }
-say() { echo "bench-peers: $*" >&2; }
+say() { echo "bench-peers: $(date +%T) $*" >&2; }
 
 for w in $WORKLOADS; do
 	[[ " $ALL_WORKLOADS " == *" $w "* ]] || die "unknown workload $w (want some of: $ALL_WORKLOADS)"
