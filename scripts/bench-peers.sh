@@ -90,6 +90,7 @@ install_missing() {
 }
 
 mkdir -p "$LOGDIR" "$(dirname "$CSV")" "$(dirname "$PLOT")"
+LOGDIR=$(cd "$LOGDIR" && pwd) # servers started elsewhere write their logs here
 rm -f "$LOGDIR"/*.out "$LOGDIR"/*.csv
 install_missing
 PGBIN=$(pg_bin) || die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
@@ -100,6 +101,7 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-peers.XXXXXX")
 chmod 711 "$WORK" # the postgres user must reach its data directory
 server_pids=()    # Redis and tallyd serve: stopped by pid
 pg_data=          # set once pg_ctl has started a cluster
+pg_log=
 
 cleanup() {
 	local rc=$?
@@ -114,6 +116,7 @@ cleanup() {
 		as_pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast -w stop >/dev/null 2>&1 ||
 			say "could not stop PostgreSQL in $pg_data"
 	fi
+	[[ -n $pg_log && -f $pg_log ]] && cp "$pg_log" "$LOGDIR/postgres.log"
 	rm -rf "$WORK"
 	exit "$rc"
 }
@@ -130,11 +133,15 @@ stop_server() {
 	server_pids=("${keep[@]}")
 }
 
-# free_port prints a loopback port nothing listens on.
+# free_port prints a loopback port nothing listens on, below the kernel's
+# ephemeral range: a port above it may be the local end of some client's
+# connection, and then a server cannot bind it although nothing listens.
 free_port() {
-	local p
+	local p lo
+	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	((lo > 21000)) || lo=32768
 	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((20000 + RANDOM % (lo - 20000)))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 			echo "$p"
 			return
@@ -160,15 +167,17 @@ ensure_pg_user() {
 	useradd --system --no-create-home --shell /usr/sbin/nologin postgres
 }
 
-# wait_for runs "$@" every 0.1 s until it succeeds, for up to 30 s.
+# wait_for WHAT PID CMD...: runs CMD every 0.1 s until it succeeds, for up
+# to 30 s, giving up at once if the server PID has exited.
 wait_for() {
-	local what=$1
-	shift
+	local what=$1 pid=$2
+	shift 2
 	for _ in $(seq 300); do
 		"$@" >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || die "$what exited while starting"
 		sleep 0.1
 	done
-	die "$what did not come up"
+	die "$what did not come up in 30 s"
 }
 
 # ---- results ------------------------------------------------------------
@@ -217,7 +226,8 @@ run_tally_like_serve() {
 		>"$LOGDIR/tallyd-serve.log" 2>&1 &
 	pid=$!
 	server_pids+=("$pid")
-	wait_for "tallyd serve on port $port" curl -fsS "http://127.0.0.1:$port/readyz"
+	wait_for "tallyd serve on port $port (log: $LOGDIR/tallyd-serve.log)" "$pid" \
+		curl -fsS "http://127.0.0.1:$port/readyz"
 	say "tally: bench likes --url against tallyd serve on :$port, levels $LEVELS, ${DURATION}s each"
 	"$TALLYD" bench likes --url "http://127.0.0.1:$port" --concurrency "$LEVELS" --duration "${DURATION}s" \
 		--users "$USERS" --format csv >"$out" 2>"$LOGDIR/tally-like-serve.err" ||
@@ -245,35 +255,50 @@ start_redis() {
 		echo "port $redis_port"
 		echo "dir $dir"
 		echo "daemonize no"
-		echo "logfile $dir/redis.log"
+		echo "logfile $LOGDIR/$name.redis.log"
 		echo 'save ""'
 		printf '%s\n' "$@"
 	} >"$dir/redis.conf"
 	redis-server "$dir/redis.conf" &
 	redis_pid=$!
 	server_pids+=("$redis_pid")
-	wait_for "redis-server $name on port $redis_port" redis-cli -p "$redis_port" ping
+	wait_for "redis-server $name on port $redis_port (log: $LOGDIR/$name.redis.log)" "$redis_pid" \
+		rcli ping
 }
 
 rcli() { redis-cli -p "$redis_port" "$@"; }
 
-# redis_level WORKLOAD CONC COMMAND...: one level, sized to about DURATION
-# seconds: redis-benchmark takes a request count, not a time, so a short
-# probe measures the rate first.
+# redis_bench CONC N COMMAND...: one redis-benchmark run, its csv on stdout.
+redis_bench() {
+	local conc=$1 n=$2
+	shift 2
+	rcli del likes:hot count:hot hot >/dev/null
+	redis-benchmark -h 127.0.0.1 -p "$redis_port" -c "$conc" -n "$n" -r "$USERS" --csv "$@"
+}
+
+# redis_level WORKLOAD CONC COMMAND...: one level of about DURATION seconds.
+# redis-benchmark takes a request count, not a time, so probes of growing
+# size find the rate first; a probe shorter than a second mostly measures
+# connection set-up and warm-up.
 redis_level() {
 	local workload=$1 conc=$2
 	shift 2
-	local probe n out=$LOGDIR/$workload.$conc.out
-	rcli del likes:hot count:hot hot >/dev/null
-	probe=$(redis-benchmark -h 127.0.0.1 -p "$redis_port" -c "$conc" -n $((conc * 20 + 2000)) -r "$USERS" \
-		--csv "$@" | tail -n 1 | tr -d '"' | awk -F, '{ print int($(NF-6)) }')
-	n=$((probe * DURATION))
-	((n > conc * 10)) || n=$((conc * 10))
-	rcli del likes:hot count:hot hot >/dev/null
-	redis-benchmark -h 127.0.0.1 -p "$redis_port" -c "$conc" -n "$n" -r "$USERS" --csv "$@" >"$out" ||
-		die "redis-benchmark failed: see $out"
+	local out=$LOGDIR/$workload.$conc.out n=$((conc * 20 + 2000)) t0 t1 rps
+	while :; do
+		t0=$(date +%s%N)
+		rps=$(redis_bench "$conc" "$n" "$@" | tail -n 1 | tr -d '"' | awk -F, '{ print int($(NF-6)) }')
+		t1=$(date +%s%N)
+		[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "$workload: redis-benchmark probe failed"
+		(((t1 - t0) >= 1000000000)) && break
+		n=$((n * 4))
+	done
+	n=$((rps * DURATION))
+	t0=$(date +%s%N)
+	redis_bench "$conc" "$n" "$@" >"$out" || die "redis-benchmark failed: see $out"
+	t1=$(date +%s%N)
+	echo "requests $n in $(((t1 - t0) / 1000000)) ms" >>"$out"
 	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-	tail -n 1 "$out" | tr -d '"' | awk -F, -v w="$workload" -v c="$conc" \
+	grep '^"' "$out" | tail -n 1 | tr -d '"' | awk -F, -v w="$workload" -v c="$conc" \
 		'{ printf "%s,%s,%s,%s,%s\n", w, c, $(NF-6), $(NF-3), $(NF-1) }' >>"$RAW"
 }
 
@@ -319,6 +344,7 @@ start_pg() {
 	EOF
 	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
 		die "pg_ctl start failed: $(tail -n 5 "$dir/server.log")"
+	pg_log=$dir/server.log
 	pg_data=$dir/data
 	psql_q <<-'EOF'
 		CREATE TABLE counters (id text PRIMARY KEY, n bigint NOT NULL);
@@ -432,8 +458,8 @@ for w in $WORKLOADS; do
 	grep "^$w," "$CSV" | cut -d, -f2,3 | tr , ' ' >"$plotdata/$w.dat"
 	plots+=("'$plotdata/$w.dat' using 1:2 with linespoints lw 2 title '${label[$w]}'")
 done
-term="pngcairo size 1000,600 font 'sans,10'"
-gnuplot -e "set terminal $term" 2>/dev/null </dev/null || term="png size 1000,600"
+term="pngcairo size 1200,560 font 'sans,10'"
+gnuplot -e "set terminal $term" 2>/dev/null </dev/null || term="png size 1200,560"
 xtics=$(printf '%s,' "${levels[@]}")
 lo=$(printf '%s\n' "${levels[@]}" | sort -n | head -n 1)
 hi=$(printf '%s\n' "${levels[@]}" | sort -n | tail -n 1)
@@ -448,7 +474,7 @@ set xtics (${xtics%,})
 set xrange [$lo / 1.4 : $hi * 1.4]
 set format y '%.0s%c'
 set grid
-set key below Left reverse
+set key outside right top Left reverse
 plot $(
 	IFS=,
 	echo "${plots[*]}"
