@@ -7,7 +7,7 @@ GOBIN       := $(shell $(GO) env GOPATH)/bin
 STATICCHECK := $(GOBIN)/staticcheck
 BIN         := bin/tallyd
 
-.PHONY: all build run test lint vet staticcheck fmt-check unit bench fuzz chaos clean
+.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-peers fuzz chaos clean
 
 all: build
 
@@ -24,7 +24,7 @@ test: lint unit
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
-lint: fmt-check vet staticcheck
+lint: fmt-check vet staticcheck shellcheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -39,12 +39,29 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
+# shellcheck is a Debian package, not a Go module, so it is not installed
+# here: where it is missing the check is skipped, loudly.
+shellcheck:
+	@if command -v shellcheck >/dev/null 2>&1; then shellcheck scripts/*.sh; \
+	else echo "shellcheck not installed (apt-get install shellcheck): skipping scripts/*.sh"; fi
+
 ## bench: Go benchmarks of the hot paths, then HTTP load and replication lag
 ## and healing on in-process deployments (figures go to docs/benchmarks.md).
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./storage/ ./region/
 	./$(BIN) bench likes --duration 5s
 	./$(BIN) bench replication
+
+## bench-peers: tally's durable like path side by side with Redis (INCR, the
+## like-with-dedup Lua script, the same with AOF fsync always) and PostgreSQL
+## (hot-row UPDATE, INSERT ... ON CONFLICT like) at the same concurrency
+## levels: one table, docs/bench-peers.csv and docs/bench-peers.png. Installs
+## redis-server, redis-tools, postgresql and gnuplot-nox with apt-get if
+## missing, and runs them as throwaway loopback instances that it stops on
+## exit. About 6 min; not part of `make test` or CI.
+## LEVELS=1,16 DURATION=5 make bench-peers for a shorter run.
+bench-peers: build
+	bash scripts/bench-peers.sh
 
 ## fuzz: run each decoder fuzz target for a short while.
 fuzz:

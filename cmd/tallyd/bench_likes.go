@@ -38,12 +38,27 @@ type likesBenchConfig struct {
 	// MaxRequests also ends a level once this many requests were started;
 	// 0 means no limit. Default 0.
 	MaxRequests int64
-	// Item is the liked item. Default "hot".
+	// Item is the liked item, or with Items > 1 the prefix of the items
+	// <Item>-0 ... <Item>-<Items-1>. Default "hot".
 	Item string
-	// Zipf, if > 0, spreads likes over the items <Item>-0 ... <Item>-<Zipf-1>
-	// with Zipf-distributed popularity (s = 1.1) instead of one hot item.
-	// Default 0.
-	Zipf int
+	// Items is how many items the likes go to: 1 is a single hot item,
+	// more draws each like's item by Zipf (s = Zipf). Default 1.
+	Items int
+	// Zipf is the exponent s of the items' popularity: item k is drawn with
+	// probability proportional to 1/(k+1)^s, so <Item>-0 is the hottest.
+	// 0 draws items uniformly; otherwise it must be above 1 (what
+	// math/rand's Zipf takes). Used only with Items > 1. Default 1.1.
+	Zipf float64
+	// Users, if > 0, draws each like's user uniformly from that many users
+	// of the level, so a user may like an item twice and the second like
+	// changes nothing (like Redis's __rand_int__ with -r). 0 gives every
+	// like a new user, so every like counts. Default 0.
+	Users int64
+	// Format of the results on stdout: "table" for people, "csv" (a header,
+	// then one row per level as it ends) or "json" (one object at the end)
+	// for scripts. With csv and json the description goes to stderr, so
+	// stdout holds only the data. Default "table".
+	Format string
 	// Timeout bounds one request. Default 10s.
 	Timeout time.Duration
 	// Token is sent as a bearer token. Default: env TALLY_WRITE_TOKEN.
@@ -59,14 +74,21 @@ func defaultLikesBenchConfig() likesBenchConfig {
 		Concurrency: []int{1, 16, 256},
 		Duration:    10 * time.Second,
 		Item:        "hot",
+		Items:       1,
+		Zipf:        1.1,
+		Format:      "table",
 		Timeout:     10 * time.Second,
 		Durability:  "fsync",
 		LogLevel:    "error",
 	}
 }
 
-// maxBenchConcurrency bounds a level's workers (and so its connections).
-const maxBenchConcurrency = 10000
+const (
+	// maxBenchConcurrency bounds a level's workers (and so its connections).
+	maxBenchConcurrency = 10000
+	// maxBenchItems keeps item ids within the 128 bytes tally accepts.
+	maxBenchItems = 1 << 30
+)
 
 // Validate reports every problem with c at once.
 func (c likesBenchConfig) Validate() error {
@@ -94,8 +116,19 @@ func (c likesBenchConfig) Validate() error {
 	if !crdt.ValidID(c.Item) || len(c.Item) > 100 {
 		bad("--item %q: want 1..100 bytes of [A-Za-z0-9_.:@-]", c.Item)
 	}
-	if c.Zipf < 0 || c.Zipf == 1 {
-		bad("--zipf %d: want 0 (one hot item) or at least 2 items", c.Zipf)
+	if c.Items < 1 || c.Items > maxBenchItems {
+		bad("--items %d: want 1..%d", c.Items, maxBenchItems)
+	}
+	if c.Zipf != 0 && !(c.Zipf > 1 && c.Zipf <= 100) {
+		bad("--zipf %g: want 0 (uniform) or an exponent s with 1 < s <= 100", c.Zipf)
+	}
+	if c.Users < 0 {
+		bad("--users %d: want 0 (a new user per like) or more", c.Users)
+	}
+	switch c.Format {
+	case "table", "csv", "json":
+	default:
+		bad("--format %q: want table, csv or json", c.Format)
 	}
 	if c.Timeout <= 0 {
 		bad("--timeout %s: want more than 0", c.Timeout)
@@ -122,7 +155,10 @@ func parseLikesBench(args []string, getenv func(string) string, help io.Writer) 
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each level sends requests")
 		fs.Int64Var(&cfg.MaxRequests, "requests", cfg.MaxRequests, "also end a level after this many `requests` (0: no limit)")
 		fs.StringVar(&cfg.Item, "item", cfg.Item, "the liked `item`")
-		fs.IntVar(&cfg.Zipf, "zipf", cfg.Zipf, "spread likes over `N` items <item>-0..<item>-N-1 by a Zipf law (0: one hot item)")
+		fs.IntVar(&cfg.Items, "items", cfg.Items, "spread likes over `N` items <item>-0..<item>-N-1 (1: the one hot item <item>)")
+		fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "Zipf exponent `s` (> 1) of the items' popularity with --items > 1; 0 is uniform")
+		fs.Int64Var(&cfg.Users, "users", cfg.Users, "draw each like's user at random from `N` users (0: a new user per like, so every like counts)")
+		fs.StringVar(&cfg.Format, "format", cfg.Format, "results on stdout as `table`, csv or json (csv and json: description on stderr)")
 		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on one request")
 		fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `token` for the write route (env "+envWriteToken+")")
 		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replica: fsync or none")
@@ -135,7 +171,15 @@ func parseLikesBench(args []string, getenv func(string) string, help io.Writer) 
 	if cfg.Concurrency, err = parseInts(conc); err != nil {
 		return cfg, usagef("bench likes: --concurrency: %v", err)
 	}
-	if err := cfg.Validate(); err != nil {
+	errs := []error{cfg.Validate()}
+	// --zipf used to take the number of items; say so rather than quietly
+	// loading one hot item with an exponent nobody meant.
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "zipf" && cfg.Items == 1 {
+			errs = append(errs, fmt.Errorf("--zipf %g has no effect with one item: give --items N (--zipf is the exponent s)", cfg.Zipf))
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
 		return cfg, usagef("bench likes: %s", oneLine(err))
 	}
 	return cfg, nil
@@ -156,9 +200,13 @@ type likesLevelResult struct {
 	Concurrency int
 	Requests    int64 // started and finished, ok or not
 	Errors      int64 // transport failures and non-2xx answers
-	FirstError  string
-	Elapsed     time.Duration // first request start to last request end
-	Latency     histogram     // of successful requests only
+	// Counted is how many successful likes changed the like set
+	// ("changed":true): all of them with a new user per like, fewer when
+	// --users makes a user like an item twice.
+	Counted    int64
+	FirstError string
+	Elapsed    time.Duration // first request start to last request end
+	Latency    histogram     // of successful requests only
 }
 
 // OKPerSec is the rate of successful requests.
@@ -170,7 +218,8 @@ func (r *likesLevelResult) OKPerSec() float64 {
 }
 
 // runLikesBench runs every level against cfg.URL or an in-process replica,
-// printing a table to out as levels finish.
+// writing each level's figures to out, in cfg.Format, as it finishes.
+// logOut gets the replica's log and, for csv and json, the description.
 func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Writer) ([]*likesLevelResult, error) {
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
 	if base == "" {
@@ -190,33 +239,25 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 	if err := checkReady(ctx, base); err != nil {
 		return nil, err
 	}
-	what := fmt.Sprintf("item %q", cfg.Item)
-	if cfg.Zipf > 0 {
-		what = fmt.Sprintf("%d items %s-0..%s-%d (Zipf s=1.1)", cfg.Zipf, cfg.Item, cfg.Item, cfg.Zipf-1)
+	rep := newLikesReporter(cfg, target, out, logOut)
+	if err := rep.begin(); err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(out, "bench likes: PUT /v1/likes/{item}/{new user} on %s\n  %s, %s per level\n\n", what, target, cfg.Duration)
-	// Fixed widths, since each row prints as soon as its level ends.
-	const row = "%11v %9v %7v %8v %9v %9v %9v %9v\n"
-	fmt.Fprintf(out, row, "concurrency", "requests", "errors", "ok/s", "p50", "p99", "p999", "max")
 	var results []*likesLevelResult
 	run := newRunID()
 	for i, conc := range cfg.Concurrency {
 		lv := &likesLevel{cfg: cfg, base: base, users: fmt.Sprintf("%s.%d", run, i), conc: conc}
 		r := lv.run(ctx)
 		results = append(results, r)
-		h := &r.Latency
-		fmt.Fprintf(out, row, conc, r.Requests, r.Errors, fmt.Sprintf("%.0f", r.OKPerSec()),
-			ms(h.Quantile(0.50)), ms(h.Quantile(0.99)), ms(h.Quantile(0.999)), ms(h.Max()))
+		if err := rep.level(r); err != nil {
+			return results, err
+		}
 		if err := ctx.Err(); err != nil {
-			return results, fmt.Errorf("bench likes: interrupted: %w", err)
+			// What finished still reaches the script reading stdout.
+			return results, errors.Join(fmt.Errorf("bench likes: interrupted: %w", err), rep.end(results))
 		}
 	}
-	for _, r := range results {
-		if r.Errors > 0 {
-			fmt.Fprintf(out, "concurrency %d: %d errors; first: %s\n", r.Concurrency, r.Errors, r.FirstError)
-		}
-	}
-	return results, nil
+	return results, rep.end(results)
 }
 
 // newRunID is a random tag that keeps this run's users apart from any
@@ -283,6 +324,7 @@ type likesWorker struct {
 	id       int
 	requests int64
 	errors   int64
+	counted  int64
 	firstErr error
 	latency  histogram
 }
@@ -314,6 +356,7 @@ func (lv *likesLevel) run(ctx context.Context) *likesLevelResult {
 	for _, w := range workers {
 		res.Requests += w.requests
 		res.Errors += w.errors
+		res.Counted += w.counted
 		if w.firstErr != nil && res.FirstError == "" {
 			res.FirstError = oneLine(w.firstErr)
 		}
@@ -325,22 +368,16 @@ func (lv *likesLevel) run(ctx context.Context) *likesLevelResult {
 // work sends likes until the level's time or request budget runs out or
 // ctx ends.
 func (lv *likesLevel) work(ctx context.Context, w *likesWorker) {
-	var pick func() string
-	if lv.cfg.Zipf > 0 {
-		z := rand.NewZipf(rand.New(rand.NewPCG(rand.Uint64(), uint64(w.id))), 1.1, 1, uint64(lv.cfg.Zipf-1))
-		pick = func() string { return lv.cfg.Item + "-" + strconv.FormatUint(z.Uint64(), 10) }
-	} else {
-		pick = func() string { return lv.cfg.Item }
-	}
-	prefix := "/v1/likes/"
-	userPrefix := lv.users + "." + strconv.Itoa(w.id) + "."
-	for seq := 0; ctx.Err() == nil && time.Now().Before(lv.stopAt); seq++ {
+	pick := newLikePicker(lv.cfg, lv.users, w.id, rand.New(rand.NewPCG(rand.Uint64(), uint64(w.id))))
+	var body bytes.Buffer
+	for ctx.Err() == nil && time.Now().Before(lv.stopAt) {
 		if lv.cfg.MaxRequests > 0 && lv.issued.Add(1) > lv.cfg.MaxRequests {
 			return
 		}
-		path := prefix + pick() + "/" + userPrefix + strconv.Itoa(seq)
+		item, user := pick.next()
+		path := "/v1/likes/" + item + "/" + user
 		t0 := time.Now()
-		err := lv.put(ctx, path)
+		changed, err := lv.put(ctx, path, &body)
 		d := time.Since(t0)
 		if err != nil && ctx.Err() != nil {
 			return // interrupted, not a failure of the server
@@ -353,31 +390,78 @@ func (lv *likesLevel) work(ctx context.Context, w *likesWorker) {
 			}
 			continue
 		}
+		if changed {
+			w.counted++
+		}
 		w.latency.Record(d)
 	}
 }
 
-// put sends one like and reads the whole answer, so the connection is
-// reused.
-func (lv *likesLevel) put(ctx context.Context, path string) error {
+// likePicker draws the item and the user of one worker's likes.
+type likePicker struct {
+	item func() string
+	user func() string
+}
+
+// newLikePicker draws items as cfg says (one hot item, Zipf or uniform
+// over cfg.Items) and users either new per like, under level.worker., or
+// uniformly from level's cfg.Users users, shared by the level's workers so
+// that likes by the same user really collide.
+func newLikePicker(cfg likesBenchConfig, level string, worker int, rng *rand.Rand) *likePicker {
+	p := &likePicker{}
+	switch {
+	case cfg.Items == 1:
+		p.item = func() string { return cfg.Item }
+	case cfg.Zipf == 0:
+		p.item = func() string { return cfg.Item + "-" + strconv.Itoa(rng.IntN(cfg.Items)) }
+	default:
+		z := rand.NewZipf(rng, cfg.Zipf, 1, uint64(cfg.Items-1))
+		p.item = func() string { return cfg.Item + "-" + strconv.FormatUint(z.Uint64(), 10) }
+	}
+	if cfg.Users > 0 {
+		prefix := level + ".u"
+		p.user = func() string { return prefix + strconv.FormatInt(rng.Int64N(cfg.Users), 10) }
+	} else {
+		prefix := level + "." + strconv.Itoa(worker) + "."
+		var seq int
+		p.user = func() string {
+			seq++
+			return prefix + strconv.Itoa(seq-1)
+		}
+	}
+	return p
+}
+
+// next is the item and user of the next like.
+func (p *likePicker) next() (item, user string) { return p.item(), p.user() }
+
+// put sends one like and reads the whole answer into buf, so the
+// connection is reused. changed reports whether the like changed the set.
+func (lv *likesLevel) put(ctx context.Context, path string, buf *bytes.Buffer) (changed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, lv.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, lv.base+path, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if lv.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+lv.cfg.Token)
 	}
 	resp, err := lv.client.Do(req)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("PUT %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
+		return false, fmt.Errorf("PUT %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return false, fmt.Errorf("PUT %s: reading the answer: %w", path, err)
+	}
+	// A substring test rather than a JSON decode: the answer is tally's own
+	// one-line object, and decoding it would cost the load generator CPU
+	// that the server on the same cores could use.
+	return bytes.Contains(buf.Bytes(), []byte(`"changed":true`)), nil
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +104,11 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "likes", "--duration", "0s"}, "--duration 0s"},
 		{[]string{"bench", "likes", "--url", "ftp://x"}, `--url "ftp://x": want http://host:port`},
 		{[]string{"bench", "likes", "--item", "a b"}, `--item "a b"`},
-		{[]string{"bench", "likes", "--zipf", "1"}, "--zipf 1"},
+		{[]string{"bench", "likes", "--items", "5", "--zipf", "1"}, "--zipf 1: want 0 (uniform) or an exponent"},
+		{[]string{"bench", "likes", "--zipf", "5"}, "--zipf 5 has no effect with one item: give --items N"},
+		{[]string{"bench", "likes", "--items", "0"}, "--items 0: want 1.."},
+		{[]string{"bench", "likes", "--users", "-1"}, "--users -1"},
+		{[]string{"bench", "likes", "--format", "xml"}, `--format "xml": want table, csv or json`},
 		{[]string{"bench", "likes", "--durability", "maybe"}, `--durability "maybe"`},
 		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr or like`},
 		{[]string{"bench", "events", "--batch", "10001"}, "--batch 10001: want 1..10000"},
@@ -249,7 +257,7 @@ func TestBenchSpace(t *testing.T) {
 func TestBenchLikesRequestLimitAndURL(t *testing.T) {
 	s := startServe(t, "--data", t.TempDir(), "--log-level", "error")
 	code, stdout, stderr := runArgs(t, "bench", "likes", "--url", "http://"+s.addr, "--concurrency", "1,3",
-		"--duration", "10s", "--requests", "25", "--zipf", "5")
+		"--duration", "10s", "--requests", "25", "--items", "5", "--zipf", "1.1")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -258,7 +266,7 @@ func TestBenchLikesRequestLimitAndURL(t *testing.T) {
 			t.Errorf("level %s did not stop at 25 requests:\n%s", level, stdout)
 		}
 	}
-	// Zipf spread the 50 likes over items hot-0..hot-4.
+	// The 50 likes went to items hot-0..hot-4.
 	var total float64
 	for _, item := range []string{"hot-0", "hot-1", "hot-2", "hot-3", "hot-4"} {
 		_, body := s.call(t, "GET", "/v1/likes/"+item)
@@ -292,5 +300,132 @@ func TestBenchReplicationSmall(t *testing.T) {
 	}
 	if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("data dir %s left behind: %v", m[1], err)
+	}
+}
+
+// The picker's items and users follow the flags; a seeded rng makes the
+// draws, and so the assertions, deterministic.
+func TestLikePicker(t *testing.T) {
+	draw := func(cfg likesBenchConfig, worker, n int) (items, users map[string]int) {
+		p := newLikePicker(cfg, "L", worker, rand.New(rand.NewPCG(7, uint64(worker))))
+		items, users = map[string]int{}, map[string]int{}
+		for range n {
+			i, u := p.next()
+			items[i]++
+			users[u]++
+		}
+		return items, users
+	}
+	cfg := defaultLikesBenchConfig()
+
+	// One hot item, a new user per like.
+	items, users := draw(cfg, 3, 1000)
+	if len(items) != 1 || items["hot"] != 1000 {
+		t.Errorf("one hot item: drew %v", items)
+	}
+	if len(users) != 1000 || users["L.3.0"] != 1 || users["L.3.999"] != 1 {
+		t.Errorf("new users: %d distinct, want 1000 named L.3.<seq>", len(users))
+	}
+
+	// Zipf over 5 items: every draw in range, popularity falling with k.
+	cfg.Items, cfg.Zipf = 5, 2
+	items, _ = draw(cfg, 0, 10000)
+	if len(items) != 5 {
+		t.Fatalf("zipf: drew %v, want hot-0..hot-4", items)
+	}
+	for k := 1; k < 5; k++ {
+		hi, lo := items["hot-"+strconv.Itoa(k-1)], items["hot-"+strconv.Itoa(k)]
+		if hi <= lo {
+			t.Errorf("zipf s=2: hot-%d drawn %d times, hot-%d %d; want falling popularity", k-1, hi, k, lo)
+		}
+	}
+	// With s=2, item 0 has 1/(1+1/4+1/9+1/16+1/25) = 68% of the draws.
+	if f := float64(items["hot-0"]) / 10000; f < 0.6 || f > 0.75 {
+		t.Errorf("zipf s=2: hot-0 has %.2f of the draws, want about 0.68", f)
+	}
+
+	// Uniform: roughly equal shares.
+	cfg.Zipf = 0
+	items, _ = draw(cfg, 0, 10000)
+	for k := range 5 {
+		if n := items["hot-"+strconv.Itoa(k)]; n < 1500 || n > 2500 {
+			t.Errorf("uniform: hot-%d drawn %d of 10000 times, want about 2000", k, n)
+		}
+	}
+
+	// Random users: drawn from the level's population, whatever the worker,
+	// so two workers' likes by the same user collide.
+	cfg.Items, cfg.Users = 1, 3
+	_, u0 := draw(cfg, 0, 300)
+	_, u1 := draw(cfg, 1, 300)
+	for _, us := range []map[string]int{u0, u1} {
+		if len(us) != 3 || us["L.u0"] == 0 || us["L.u1"] == 0 || us["L.u2"] == 0 {
+			t.Errorf("random users: drew %v, want L.u0..L.u2", us)
+		}
+	}
+}
+
+// --users makes likes collide: only the first like by each user counts,
+// and the json output says how many counted, as the server does.
+func TestBenchLikesRandomUsersJSON(t *testing.T) {
+	s := startServe(t, "--data", t.TempDir(), "--log-level", "error")
+	code, stdout, stderr := runArgs(t, "bench", "likes", "--url", "http://"+s.addr, "--concurrency", "2,1",
+		"--duration", "10s", "--requests", "40", "--users", "4", "--item", "dup", "--format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var doc likesReport
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatalf("stdout is not one json document: %v\n%s", err, stdout)
+	}
+	if doc.Item != "dup" || doc.Items != 1 || doc.Users != 4 || len(doc.Levels) != 2 {
+		t.Fatalf("json %+v", doc)
+	}
+	var counted int64
+	for i, l := range doc.Levels {
+		if l.Concurrency != []int{2, 1}[i] || l.Requests != 40 || l.Errors != 0 || l.Counted < 1 || l.Counted > 4 {
+			t.Errorf("level %d: %+v; want 40 requests, 1..4 of them counted", i, l)
+		}
+		if l.OKPerSec <= 0 || l.P50Ms <= 0 || l.P99Ms < l.P50Ms || l.MaxMs < l.P999Ms {
+			t.Errorf("level %d: figures out of order: %+v", i, l)
+		}
+		counted += l.Counted
+	}
+	// Each level has its own users, so the item holds every counted like.
+	if _, body := s.call(t, "GET", "/v1/likes/dup"); body["count"] != float64(counted) {
+		t.Errorf("item dup holds %v likes, the levels counted %d", body["count"], counted)
+	}
+	if !strings.Contains(stderr, "PUT /v1/likes/{item}/{one of 4 users}") {
+		t.Errorf("description not on stderr: %q", stderr)
+	}
+}
+
+// --format csv: stdout is a header and one row per level, nothing else.
+func TestBenchLikesCSV(t *testing.T) {
+	s := startServe(t, "--data", t.TempDir(), "--log-level", "error")
+	code, stdout, stderr := runArgs(t, "bench", "likes", "--url", "http://"+s.addr, "--concurrency", "1,4",
+		"--duration", "10s", "--requests", "20", "--items", "3", "--zipf", "0", "--format", "csv")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	rows, err := csv.NewReader(strings.NewReader(stdout)).ReadAll()
+	if err != nil {
+		t.Fatalf("stdout is not csv: %v\n%s", err, stdout)
+	}
+	if len(rows) != 3 || !slices.Equal(rows[0], likesCSVHeader) {
+		t.Fatalf("want a header and 2 rows, got:\n%s", stdout)
+	}
+	for i, row := range rows[1:] {
+		if row[0] != []string{"1", "4"}[i] || row[1] != "20" || row[2] != "0" || row[3] != "20" {
+			t.Errorf("row %d: %q; want 20 requests, 0 errors, 20 counted", i, row)
+		}
+		for c, v := range row[4:] {
+			if f, err := strconv.ParseFloat(v, 64); err != nil || f <= 0 {
+				t.Errorf("row %d: %s = %q, want a positive number", i, likesCSVHeader[4+c], v)
+			}
+		}
+	}
+	if !strings.Contains(stderr, "3 items hot-0..hot-2 (uniform)") {
+		t.Errorf("description not on stderr: %q", stderr)
 	}
 }

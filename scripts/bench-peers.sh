@@ -1,0 +1,483 @@
+#!/usr/bin/env bash
+# bench-peers.sh: tally's durable like path side by side with Redis and
+# PostgreSQL on this machine, at the same concurrency levels and for the
+# same time per level. It prints one table, writes a CSV and a PNG plot, and
+# docs/benchmarks.md ("Side by side with Redis and PostgreSQL") explains the
+# figures.
+#
+# Redis and PostgreSQL are installed with apt-get if missing, then started
+# as throwaway instances on loopback, on free ports, in a temporary
+# directory; every server this script starts is stopped on exit, however it
+# exits. Nothing here touches a system-wide Redis or PostgreSQL.
+#
+# Settings (environment; `make bench-peers LEVELS=1,16` works too):
+#   LEVELS     concurrency levels, comma-separated          (1,16,64,256)
+#   DURATION   seconds per level and workload                (10)
+#   USERS      random users are drawn from 0..USERS-1        (100000000)
+#   TALLYD     the tallyd binary                             (bin/tallyd)
+#   CSV, PLOT  where the results go      (docs/bench-peers.csv, .png)
+#   LOGDIR     raw outputs of every run                      (bin/bench-peers)
+#   WORKLOADS  a subset to run, space-separated              (all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LEVELS=${LEVELS:-1,16,64,256}
+DURATION=${DURATION:-10}
+USERS=${USERS:-100000000}
+TALLYD=${TALLYD:-bin/tallyd}
+CSV=${CSV:-docs/bench-peers.csv}
+PLOT=${PLOT:-docs/bench-peers.png}
+LOGDIR=${LOGDIR:-bin/bench-peers}
+ALL_WORKLOADS="tally-like tally-like-serve redis-incr redis-lua redis-lua-aof pg-update pg-like"
+WORKLOADS=${WORKLOADS:-$ALL_WORKLOADS}
+
+IFS=, read -r -a levels <<<"$LEVELS"
+
+die() {
+	echo "bench-peers: $*" >&2
+	exit 1
+}
+say() { echo "bench-peers: $(date +%T) $*" >&2; }
+
+for w in $WORKLOADS; do
+	[[ " $ALL_WORKLOADS " == *" $w "* ]] || die "unknown workload $w (want some of: $ALL_WORKLOADS)"
+done
+for c in "${levels[@]}"; do
+	[[ $c =~ ^[0-9]+$ && $c -ge 1 && $c -le 290 ]] || die "LEVELS: $c is not a level in 1..290 (PostgreSQL gets max_connections = 300)"
+done
+[[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 ]] || die "DURATION: want whole seconds, got $DURATION"
+[[ $USERS =~ ^[0-9]+$ && $USERS -ge 1 ]] || die "USERS: want a positive integer, got $USERS"
+[[ -x $TALLYD ]] || die "$TALLYD not found: run 'make build' (or 'make bench-peers', which builds it)"
+
+# ---- packages -----------------------------------------------------------
+
+# pg_bin is the newest PostgreSQL's server bin directory (initdb, pg_ctl
+# and pgbench live there, not on PATH).
+pg_bin() {
+	local d
+	d=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)
+	[[ -n $d && -x $d/initdb && -x $d/pg_ctl && -x $d/pgbench ]] && echo "$d"
+}
+
+install_missing() {
+	local pkgs=()
+	command -v redis-server >/dev/null || pkgs+=(redis-server)
+	{ command -v redis-benchmark && command -v redis-cli; } >/dev/null || pkgs+=(redis-tools)
+	pg_bin >/dev/null || pkgs+=(postgresql)
+	command -v gnuplot >/dev/null || pkgs+=(gnuplot-nox)
+	((${#pkgs[@]} == 0)) && return
+	local sudo=()
+	if [[ $(id -u) != 0 ]]; then
+		command -v sudo >/dev/null || die "missing ${pkgs[*]} and not root: install them, or run as root"
+		sudo=(sudo)
+	fi
+	say "installing ${pkgs[*]} with apt-get"
+	# Only the binaries are wanted: a policy-rc.d that says "no" keeps the
+	# packages from starting their system-wide services (Redis on 6379, a
+	# PostgreSQL cluster on 5432). It is removed again right after, and only
+	# if this script put it there.
+	local policy=/usr/sbin/policy-rc.d ours=
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
+		"${sudo[@]}" chmod 755 "$policy"
+		ours=1
+	fi
+	local rc=0
+	"${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+		--no-install-recommends "${pkgs[@]}" >"$LOGDIR/apt-get.log" 2>&1 || rc=$?
+	[[ -n $ours ]] && "${sudo[@]}" rm -f "$policy"
+	((rc == 0)) || die "apt-get install ${pkgs[*]} failed (exit $rc): see $LOGDIR/apt-get.log"
+}
+
+mkdir -p "$LOGDIR" "$(dirname "$CSV")" "$(dirname "$PLOT")"
+LOGDIR=$(cd "$LOGDIR" && pwd) # servers started elsewhere write their logs here
+rm -f "$LOGDIR"/*.out "$LOGDIR"/*.csv
+install_missing
+PGBIN=$(pg_bin) || die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
+
+# ---- throwaway servers, all stopped on exit -----------------------------
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-peers.XXXXXX")
+chmod 711 "$WORK" # the postgres user must reach its data directory
+server_pids=()    # Redis and tallyd serve: stopped by pid
+pg_data=          # set once pg_ctl has started a cluster
+pg_log=
+
+cleanup() {
+	local rc=$?
+	local pid
+	for pid in "${server_pids[@]}"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -TERM "$pid" 2>/dev/null || true
+			wait "$pid" 2>/dev/null || true
+		fi
+	done
+	if [[ -n $pg_data ]]; then
+		as_pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast -w stop >/dev/null 2>&1 ||
+			say "could not stop PostgreSQL in $pg_data"
+	fi
+	[[ -n $pg_log && -f $pg_log ]] && cp "$pg_log" "$LOGDIR/postgres.log"
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# stop_server stops one server started in the background and forgets it.
+stop_server() {
+	local pid=$1 keep=() p
+	kill -TERM "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	for p in "${server_pids[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+	server_pids=("${keep[@]}")
+}
+
+# free_port prints a loopback port nothing listens on, below the kernel's
+# ephemeral range: a port above it may be the local end of some client's
+# connection, and then a server cannot bind it although nothing listens.
+free_port() {
+	local p lo
+	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	((lo > 21000)) || lo=32768
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % (lo - 20000)))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+	die "no free loopback port found"
+}
+
+# as_pg runs a PostgreSQL server command as a non-root user: initdb and
+# postgres refuse to run as root.
+as_pg() {
+	if [[ $(id -u) == 0 ]]; then
+		runuser -u postgres -- "$@"
+	else
+		"$@"
+	fi
+}
+
+ensure_pg_user() {
+	[[ $(id -u) == 0 ]] || return 0
+	id postgres >/dev/null 2>&1 && return 0
+	say "creating system user postgres to run the throwaway PostgreSQL"
+	useradd --system --no-create-home --shell /usr/sbin/nologin postgres
+}
+
+# wait_for WHAT PID CMD...: runs CMD every 0.1 s until it succeeds, for up
+# to 30 s, giving up at once if the server PID has exited.
+wait_for() {
+	local what=$1 pid=$2
+	shift 2
+	for _ in $(seq 300); do
+		"$@" >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || die "$what exited while starting"
+		sleep 0.1
+	done
+	die "$what did not come up in 30 s"
+}
+
+# ---- results ------------------------------------------------------------
+
+RAW=$WORK/results.csv # workload,concurrency,ops_per_sec,p50_ms,p99_ms
+: >"$RAW"
+record() { echo "$1,$2,$3,$4,$5" >>"$RAW"; }
+
+declare -A label=(
+	[tally-like]="tally PUT like, fsync (in-process generator)"
+	[tally-like-serve]="tally PUT like, fsync (tallyd serve process)"
+	[redis-incr]="Redis INCR hot, no persistence"
+	[redis-lua]="Redis like Lua SADD+INCR, no persistence"
+	[redis-lua-aof]="Redis like Lua, AOF fsync always"
+	[pg-update]="PostgreSQL hot-row UPDATE, sync commit"
+	[pg-like]="PostgreSQL like INSERT ON CONFLICT + UPDATE, sync commit"
+)
+
+# ---- tally --------------------------------------------------------------
+
+# tally_csv turns `tallyd bench likes --format csv` into records.
+tally_csv() {
+	local workload=$1 file=$2
+	# concurrency,requests,errors,counted,seconds,ok_per_sec,p50_ms,p99_ms,...
+	awk -F, -v w="$workload" 'NR > 1 { if ($3 != 0) bad = 1; print w "," $1 "," $6 "," $7 "," $8 }
+		END { exit bad }' "$file" >>"$RAW" ||
+		say "$workload: some requests failed, see $file"
+}
+
+run_tally_like() {
+	say "tally: bench likes, in-process replica, fsync on, levels $LEVELS, ${DURATION}s each"
+	local out=$LOGDIR/tally-like.csv
+	"$TALLYD" bench likes --concurrency "$LEVELS" --duration "${DURATION}s" --users "$USERS" \
+		--format csv >"$out" 2>"$LOGDIR/tally-like.err" || die "tallyd bench likes failed: see $LOGDIR/tally-like.err"
+	tally_csv tally-like "$out"
+}
+
+# run_tally_like_serve loads a separate `tallyd serve` process, as Redis and
+# PostgreSQL are loaded, so the server's and the generator's heaps and
+# schedulers are apart (they still share the two cores).
+run_tally_like_serve() {
+	local port dir pid out=$LOGDIR/tally-like-serve.csv
+	port=$(free_port)
+	dir=$WORK/tally
+	"$TALLYD" serve --listen "127.0.0.1:$port" --data "$dir" --durability fsync --log-level warn \
+		>"$LOGDIR/tallyd-serve.log" 2>&1 &
+	pid=$!
+	server_pids+=("$pid")
+	wait_for "tallyd serve on port $port (log: $LOGDIR/tallyd-serve.log)" "$pid" \
+		curl -fsS "http://127.0.0.1:$port/readyz"
+	say "tally: bench likes --url against tallyd serve on :$port, levels $LEVELS, ${DURATION}s each"
+	"$TALLYD" bench likes --url "http://127.0.0.1:$port" --concurrency "$LEVELS" --duration "${DURATION}s" \
+		--users "$USERS" --format csv >"$out" 2>"$LOGDIR/tally-like-serve.err" ||
+		die "tallyd bench likes --url failed: see $LOGDIR/tally-like-serve.err"
+	stop_server "$pid"
+	tally_csv tally-like-serve "$out"
+}
+
+# ---- Redis --------------------------------------------------------------
+
+# The like with dedup: count the user only if SADD added them. The script
+# is loaded once and called by sha, as a client library would.
+LIKE_LUA="if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then return redis.call('INCR', KEYS[2]) end return tonumber(redis.call('GET', KEYS[2]))"
+
+# start_redis NAME [config lines...]: a throwaway redis-server; sets
+# redis_port and redis_pid.
+start_redis() {
+	local name=$1
+	shift
+	local dir=$WORK/$name
+	mkdir -p "$dir"
+	redis_port=$(free_port)
+	{
+		echo "bind 127.0.0.1"
+		echo "port $redis_port"
+		echo "dir $dir"
+		echo "daemonize no"
+		echo "logfile $LOGDIR/$name.redis.log"
+		echo 'save ""'
+		printf '%s\n' "$@"
+	} >"$dir/redis.conf"
+	redis-server "$dir/redis.conf" &
+	redis_pid=$!
+	server_pids+=("$redis_pid")
+	wait_for "redis-server $name on port $redis_port (log: $LOGDIR/$name.redis.log)" "$redis_pid" \
+		rcli ping
+}
+
+rcli() { redis-cli -p "$redis_port" "$@"; }
+
+# redis_bench CONC N COMMAND...: one redis-benchmark run, its csv on stdout.
+redis_bench() {
+	local conc=$1 n=$2
+	shift 2
+	rcli del likes:hot count:hot hot >/dev/null
+	redis-benchmark -h 127.0.0.1 -p "$redis_port" -c "$conc" -n "$n" -r "$USERS" --csv "$@"
+}
+
+# redis_level WORKLOAD CONC COMMAND...: one level of about DURATION seconds.
+# redis-benchmark takes a request count, not a time, so probes of growing
+# size find the rate first; a probe shorter than a second mostly measures
+# connection set-up and warm-up.
+redis_level() {
+	local workload=$1 conc=$2
+	shift 2
+	local out=$LOGDIR/$workload.$conc.out n=$((conc * 20 + 2000)) t0 t1 rps
+	while :; do
+		t0=$(date +%s%N)
+		rps=$(redis_bench "$conc" "$n" "$@" | tail -n 1 | tr -d '"' | awk -F, '{ print int($(NF-6)) }')
+		t1=$(date +%s%N)
+		[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "$workload: redis-benchmark probe failed"
+		(((t1 - t0) >= 1000000000)) && break
+		n=$((n * 4))
+	done
+	n=$((rps * DURATION))
+	t0=$(date +%s%N)
+	redis_bench "$conc" "$n" "$@" >"$out" || die "redis-benchmark failed: see $out"
+	t1=$(date +%s%N)
+	echo "requests $n in $(((t1 - t0) / 1000000)) ms" >>"$out"
+	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+	grep '^"' "$out" | tail -n 1 | tr -d '"' | awk -F, -v w="$workload" -v c="$conc" \
+		'{ printf "%s,%s,%s,%s,%s\n", w, c, $(NF-6), $(NF-3), $(NF-1) }' >>"$RAW"
+}
+
+run_redis() {
+	local workload=$1 sha c
+	shift
+	case $workload in
+	redis-lua-aof) start_redis "$workload" "appendonly yes" "appendfsync always" ;;
+	*) start_redis "$workload" "appendonly no" ;;
+	esac
+	say "$workload: redis-server on :$redis_port, levels $LEVELS, ~${DURATION}s each"
+	sha=$(rcli script load "$LIKE_LUA")
+	[[ $sha =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD answered $sha"
+	for c in "${levels[@]}"; do
+		case $workload in
+		redis-incr) redis_level "$workload" "$c" INCR hot ;;
+		*) redis_level "$workload" "$c" EVALSHA "$sha" 2 likes:hot count:hot __rand_int__ ;;
+		esac
+	done
+	stop_server "$redis_pid"
+}
+
+# ---- PostgreSQL ---------------------------------------------------------
+
+start_pg() {
+	ensure_pg_user
+	local dir=$WORK/pg
+	mkdir -p "$dir"
+	[[ $(id -u) == 0 ]] && chown postgres: "$dir"
+	pg_port=$(free_port)
+	as_pg "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 >"$LOGDIR/initdb.log" 2>&1 ||
+		die "initdb failed: see $LOGDIR/initdb.log"
+	# Defaults but for where it listens and room for 256 clients; fsync and
+	# synchronous_commit stay on, as a durable like needs.
+	as_pg tee -a "$dir/data/postgresql.conf" >/dev/null <<-EOF
+		listen_addresses = '127.0.0.1'
+		port = $pg_port
+		unix_socket_directories = '$dir'
+		max_connections = 300
+		shared_buffers = 256MB
+		fsync = on
+		synchronous_commit = on
+	EOF
+	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
+		die "pg_ctl start failed: $(tail -n 5 "$dir/server.log")"
+	pg_log=$dir/server.log
+	pg_data=$dir/data
+	psql_q <<-'EOF'
+		CREATE TABLE counters (id text PRIMARY KEY, n bigint NOT NULL);
+		INSERT INTO counters VALUES ('hot', 0);
+		CREATE TABLE likes (item text, usr text, PRIMARY KEY (item, usr));
+	EOF
+	cat >"$WORK/pg-update.sql" <<-'EOF'
+		UPDATE counters SET n = n + 1 WHERE id = 'hot';
+	EOF
+	# One statement, so one transaction and one commit: the counter moves
+	# only if the like was new.
+	cat >"$WORK/pg-like.sql" <<-EOF
+		\\set u random(0, $((USERS - 1)))
+		WITH ins AS (INSERT INTO likes (item, usr) VALUES ('hot', :u) ON CONFLICT DO NOTHING RETURNING 1)
+		UPDATE counters SET n = n + 1 WHERE id = 'hot' AND EXISTS (SELECT FROM ins);
+	EOF
+}
+
+psql_q() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres "$@"; }
+
+# pg_level WORKLOAD CONC: one pgbench run; p50/p99 from its
+# per-transaction log (pgbench itself prints only mean and stddev).
+pg_level() {
+	local workload=$1 conc=$2
+	local out=$LOGDIR/$workload.$conc.out logs=$WORK/pglog.$workload.$conc
+	mkdir -p "$logs"
+	# Every level starts alike: empty likes, and no checkpoint left to land
+	# in the middle of the run.
+	psql_q -c "TRUNCATE likes" -c "UPDATE counters SET n = 0" -c "CHECKPOINT"
+	pgbench -h 127.0.0.1 -p "$pg_port" -U postgres -n -M prepared -c "$conc" -j $((conc < 2 ? conc : 2)) \
+		-T "$DURATION" -f "$WORK/$workload.sql" -l --log-prefix="$logs/tx" postgres >"$out" 2>&1 ||
+		die "pgbench failed: see $out"
+	local tps
+	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$out")
+	[[ -n $tps ]] || die "no tps in $out"
+	# Log lines: client_id transaction_no latency_us script_no epoch epoch_us.
+	cat "$logs"/tx.* | awk '{ print $3 }' | sort -n | awk -v w="$workload" -v c="$conc" -v tps="$tps" '
+		{ v[NR] = $1 }
+		END {
+			if (NR == 0) exit 1
+			i50 = int(NR * 0.50); if (i50 < NR * 0.50) i50++
+			i99 = int(NR * 0.99); if (i99 < NR * 0.99) i99++
+			printf "%s,%s,%.3f,%.3f,%.3f\n", w, c, tps, v[i50] / 1000, v[i99] / 1000
+		}' >>"$RAW" || die "no transactions logged by pgbench: see $out"
+	rm -rf "$logs"
+}
+
+run_pg() {
+	local workload=$1 c
+	[[ -n $pg_data ]] || start_pg
+	say "$workload: PostgreSQL on :$pg_port, pgbench -M prepared, levels $LEVELS, ${DURATION}s each"
+	for c in "${levels[@]}"; do
+		pg_level "$workload" "$c"
+	done
+}
+
+# ---- run ----------------------------------------------------------------
+
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+say "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load average $load_start"
+say "$(redis-server --version | cut -d' ' -f1-3), $("$PGBIN/postgres" --version), $("$TALLYD" version)"
+for w in $WORKLOADS; do
+	case $w in
+	tally-like) run_tally_like ;;
+	tally-like-serve) run_tally_like_serve ;;
+	redis-*) run_redis "$w" ;;
+	pg-*) run_pg "$w" ;;
+	esac
+done
+if [[ -n $pg_data ]]; then
+	as_pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast -w stop >/dev/null
+	pg_data=
+fi
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- report -------------------------------------------------------------
+
+# The ratio is tally's in-process like throughput over the row's, at the
+# same concurrency: above 1, tally did more.
+{
+	echo "workload,concurrency,ops_per_sec,p50_ms,p99_ms,tally_over_peer"
+	awk -F, '
+		NR == FNR { if ($1 == "tally-like") t[$2] = $3; next }
+		{
+			r = "-"
+			if ($1 !~ /^tally-/ && ($2 in t) && $3 > 0) r = sprintf("%.2f", t[$2] / $3)
+			printf "%s,%s,%.0f,%.2f,%.2f,%s\n", $1, $2, $3, $4, $5, r
+		}' "$RAW" "$RAW"
+} >"$CSV"
+
+echo
+printf '%-58s %5s %10s %9s %9s %11s\n' workload conc "ops/s" "p50 ms" "p99 ms" "tally/peer"
+tail -n +2 "$CSV" | while IFS=, read -r w c ops p50 p99 ratio; do
+	printf '%-58s %5s %10s %9s %9s %11s\n' "${label[$w]}" "$c" "$ops" "$p50" "$p99" "$ratio"
+done
+cat <<EOF
+
+Load average (1, 5, 15 min) at the start: $load_start; at the end: $load_end. Other work on the
+machine shows there; on a shared machine figures move 10-25% from run to run. Fairness: redis-benchmark and pgbench are C clients; tally's
+load generator is Go (net/http) and, like them, shares the same $(nproc) cores with the server it loads.
+In-process, generator and server also share one Go heap and scheduler.
+CSV: $CSV   raw outputs: $LOGDIR/
+EOF
+
+# ---- plot ---------------------------------------------------------------
+
+plotdata=$WORK/plot
+mkdir -p "$plotdata"
+plots=()
+for w in $WORKLOADS; do
+	grep "^$w," "$CSV" | cut -d, -f2,3 | tr , ' ' >"$plotdata/$w.dat"
+	plots+=("'$plotdata/$w.dat' using 1:2 with linespoints lw 2 title '${label[$w]}'")
+done
+term="pngcairo size 1200,560 font 'sans,10'"
+gnuplot -e "set terminal $term" 2>/dev/null </dev/null || term="png size 1200,560"
+xtics=$(printf '%s,' "${levels[@]}")
+lo=$(printf '%s\n' "${levels[@]}" | sort -n | head -n 1)
+hi=$(printf '%s\n' "${levels[@]}" | sort -n | tail -n 1)
+gnuplot <<EOF
+set terminal $term
+set output '$PLOT'
+set title "Throughput vs concurrency, $(nproc) cores, ${DURATION}s per point (load generator on the same cores)"
+set logscale xy
+set xlabel 'concurrent connections (clients)'
+set ylabel 'operations per second'
+set xtics (${xtics%,})
+set xrange [$lo / 1.4 : $hi * 1.4]
+set format y '%.0s%c'
+set grid
+set key outside right top Left reverse
+plot $(
+	IFS=,
+	echo "${plots[*]}"
+)
+EOF
+say "plot: $PLOT"
