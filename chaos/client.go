@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,8 +10,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/tally-dev/tally/milestone"
 )
 
 // client talks to one region's HTTP API. Each region has its own
@@ -237,4 +242,81 @@ func (c *client) getJSON(ctx context.Context, path string, dst any, timeout time
 		return fmt.Errorf("GET %s at %s: %w", path, c.region, err)
 	}
 	return nil
+}
+
+// numberingStatus is the numbering part of GET /v1/status.
+type numberingStatus struct {
+	Numbered   uint64 `json:"numbered"`
+	Unnumbered int    `json:"unnumbered"`
+	Lease      struct {
+		Leases []struct {
+			Epoch uint64 `json:"epoch"`
+			Start uint64 `json:"start"`
+			End   uint64 `json:"end"`
+			Next  uint64 `json:"next"`
+		} `json:"leases"`
+		Waiting bool   `json:"waiting_for_lease"`
+		KVError string `json:"kv_error"`
+	} `json:"lease"`
+}
+
+// numbering reads the region's like numbering from /v1/status.
+func (c *client) numbering(ctx context.Context) (numberingStatus, error) {
+	var out struct {
+		Numbering *numberingStatus `json:"numbering"`
+	}
+	if err := c.getJSON(ctx, "/v1/status", &out, 2*time.Second); err != nil {
+		return numberingStatus{}, err
+	}
+	if out.Numbering == nil {
+		return numberingStatus{}, fmt.Errorf("GET /v1/status at %s: no numbering (is --milestones set?)", c.region)
+	}
+	return *out.Numbering, nil
+}
+
+// milestones reads the region's GET /v1/milestones: every milestone it
+// knows of, and whether it has read the whole milestone stream.
+func (c *client) milestones(ctx context.Context) ([]milestone.Event, bool, error) {
+	var out struct {
+		Milestones []milestone.Event `json:"milestones"`
+		Synced     bool              `json:"synced"`
+	}
+	err := c.getJSON(ctx, "/v1/milestones", &out, 2*time.Second)
+	return out.Milestones, out.Synced, err
+}
+
+// lostClaims reads tally_milestones_lost_total from the region's /metrics:
+// how many of this process's claim intents found their number claimed by
+// another like.
+func (c *client) lostClaims(ctx context.Context) (float64, error) {
+	return c.metric(ctx, "tally_milestones_lost_total")
+}
+
+// metric reads one unlabelled metric from the region's /metrics.
+func (c *client) metric(ctx context.Context, name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("GET /metrics at %s: %w", c.region, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics at %s: http %d", c.region, resp.StatusCode)
+	}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("GET /metrics at %s: %w", c.region, err)
+	}
+	return 0, fmt.Errorf("GET /metrics at %s: no %s", c.region, name)
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tally-dev/tally/milestone"
 )
 
 // Fault classes, as --faults names them.
@@ -81,7 +83,19 @@ type Config struct {
 	// AntiEntropyInterval and PeerTimeout are passed to the region
 	// processes. Defaults 300ms and 2s.
 	AntiEntropyInterval, PeerTimeout time.Duration
+
+	// Milestones is the regions' --milestones rule: every counted like is
+	// numbered from the global likes sequence and these numbers fire as
+	// milestones, which the checker then checks (see checkMilestones).
+	// Default "every:50", tens of milestones a minute at the default rate;
+	// MilestonesOff runs without numbering.
+	Milestones string
+	// LeaseTTL is the regions' --lease-ttl. Zero: tallyd's default (4s).
+	LeaseTTL time.Duration
 }
+
+// MilestonesOff as Config.Milestones runs the regions without numbering.
+const MilestonesOff = "off"
 
 // DefaultConfig returns the defaults (Binary is left empty).
 func DefaultConfig() Config {
@@ -104,6 +118,7 @@ func DefaultConfig() Config {
 		ConvergeTimeout:     60 * time.Second,
 		AntiEntropyInterval: 300 * time.Millisecond,
 		PeerTimeout:         2 * time.Second,
+		Milestones:          "every:50",
 	}
 }
 
@@ -147,6 +162,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Rate == 0 {
 		c.Rate = d.Rate
+	}
+	if c.Milestones == "" {
+		c.Milestones = d.Milestones
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
@@ -205,8 +223,21 @@ func (c Config) Validate() error {
 			bad("%s %s: want > 0", d.name, d.v)
 		}
 	}
+	if c.Milestones != MilestonesOff {
+		if r, err := milestone.ParseRule(c.Milestones); err != nil {
+			bad("milestones: %v", err)
+		} else if r.Empty() {
+			bad("milestones %q: no milestones (want e.g. every:50, or %s)", c.Milestones, MilestonesOff)
+		}
+	}
+	if c.LeaseTTL < 0 {
+		bad("lease ttl %s: want >= 0", c.LeaseTTL)
+	}
 	return errors.Join(errs...)
 }
+
+// numbering reports whether the regions number likes.
+func (c Config) numbering() bool { return c.Milestones != MilestonesOff }
 
 // Workload ids. They are valid tally ids by construction.
 func itemID(i int) string    { return fmt.Sprintf("item-%03d", i) }

@@ -56,6 +56,10 @@ type proc struct {
 	sampleable bool
 	starts     int
 	extraEnv   []string // the environment of the first start, kept for restarts
+	// lostDead sums tally_milestones_lost_total of this region's earlier
+	// processes, scraped just before each was killed (a counter restarts
+	// at 0 with its process).
+	lostDead float64
 }
 
 // IsChaosBuild reports whether binary was built with -tags chaos, which
@@ -196,13 +200,22 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 	}
 	p.starts++
 	fmt.Fprintf(logf, "=== chaos: start %d of %s at %s\n", p.starts, p.region, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(d.cfg.Binary, "serve",
+	args := []string{"serve",
 		"--region", p.region, "--replica", p.replica, "--data", p.dataDir,
 		"--listen", p.addr, "--nats", d.net.ClientURL(p.region),
 		"--peers", strings.Join(p.peers, ","),
 		"--anti-entropy-interval", d.cfg.AntiEntropyInterval.String(),
 		"--peer-timeout", d.cfg.PeerTimeout.String(),
-		"--log-level", "warn")
+		"--log-level", "warn"}
+	if d.cfg.numbering() {
+		// The allocator's KV and the milestone stream live in the first
+		// region, as tallyd local and a production deployment pin them.
+		args = append(args, "--milestones", d.cfg.Milestones, "--alloc-cluster", d.cfg.Regions[0])
+		if d.cfg.LeaseTTL > 0 {
+			args = append(args, "--lease-ttl", d.cfg.LeaseTTL.String())
+		}
+	}
+	cmd := exec.Command(d.cfg.Binary, args...)
 	if p.starts == 1 {
 		p.extraEnv = extraEnv
 	}
@@ -225,8 +238,18 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 	return nil
 }
 
-// kill sends SIGKILL to a region's process and reaps it.
+// kill sends SIGKILL to a region's process and reaps it. It first reads
+// the process's count of lost milestone claims, which dies with it.
 func (d *deployment) kill(p *proc) error {
+	if d.cfg.numbering() && p.running() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if lost, err := p.client.lostClaims(ctx); err == nil {
+			p.mu.Lock()
+			p.lostDead += lost
+			p.mu.Unlock()
+		}
+		cancel()
+	}
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.cmd = nil

@@ -11,7 +11,10 @@
 // OS process, `tallyd serve`, run from the binary under test, so kill -9 is
 // real. A chaos build of that binary (`go build -tags chaos`) also drops,
 // duplicates and delays replication messages (TALLY_CHAOS_NET) and can run
-// with one deliberate bug (TALLY_CHAOS_BUG) for negative controls.
+// with one deliberate bug (TALLY_CHAOS_BUG) for negative controls. The
+// regions number every counted like and fire milestones
+// (Config.Milestones, default every:50), with the allocator's KV and the
+// milestone stream in the first region.
 //
 // # Faults
 //
@@ -45,7 +48,14 @@
 //   - nothing counts twice;
 //   - no replica's own vector entry was ever seen to decrease, across
 //     kill -9 and wipes (sampled through the run);
-//   - every restarted region became ready.
+//   - every restarted region became ready;
+//   - once numbering has settled (no like waits for a number, no lease is
+//     held), every milestone number the allocator's state says was used
+//     (below its high-water mark, not on its free list) fired exactly
+//     once: claimed in the KV, published, and listed alike by every
+//     region, for a like the workload did in the region that fired it,
+//     and no claim lost to another like of the same number
+//     (tally_milestones_lost_total is 0 in every process).
 //
 // It measures how long after each heal every region holds what any region
 // held, how long after the final heal every region reads the model value,

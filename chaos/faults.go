@@ -240,6 +240,13 @@ func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 			Detail: fmt.Sprintf("episode #%d: with every link up and no writes, the regions did not converge within 30s: %v", e.Index, err)})
 		return fmt.Errorf("wipe skipped: %w", err)
 	}
+	if x.cfg.numbering() {
+		if err := waitNumberingIdle(qctx, p); err != nil {
+			x.violate(Violation{Kind: KindMilestoneUnsettled, Region: e.Region,
+				Detail: fmt.Sprintf("episode #%d: with no writes for 30s, %s's numbering did not settle: %v", e.Index, e.Region, err)})
+			return fmt.Errorf("wipe skipped: %w", err)
+		}
+	}
 	if err := x.d.kill(p); err != nil {
 		return err
 	}
@@ -249,6 +256,28 @@ func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 	resume()
 	sleep(ctx, e.Dur)
 	return x.restart(ctx, rec, p)
+}
+
+// waitNumberingIdle polls the region's numbering until it has given
+// back its leases (it does after IdleRelease without likes) with no like
+// waiting for a number. Only then does the allocator know every number it
+// used: a replica restarted on an empty disk gives its old leases back
+// from its last report to the KV, and the numbers it used after that
+// report would be used again (the disk-loss limit of numbering, as losing
+// an unreplicated write is the disk-loss limit of counting).
+func waitNumberingIdle(ctx context.Context, p *proc) error {
+	for {
+		st, err := p.client.numbering(ctx)
+		if err == nil && (st.Unnumbered > 0 || len(st.Lease.Leases) > 0) {
+			err = fmt.Errorf("%d likes unnumbered, %d leases held", st.Unnumbered, len(st.Lease.Leases))
+		}
+		if err == nil {
+			return nil
+		}
+		if !sleep(ctx, 100*time.Millisecond) {
+			return err
+		}
+	}
 }
 
 // waitConverged polls /v1/convergence until every region says converged

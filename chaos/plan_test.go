@@ -83,6 +83,19 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("want an error naming %q, got %v", want, err)
 		}
 	}
+	bad = cfg
+	bad.Milestones, bad.LeaseTTL = "every:zero", -time.Second
+	err = bad.Validate()
+	for _, want := range []string{"milestones", "lease ttl"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error naming %q, got %v", want, err)
+		}
+	}
+	off := cfg
+	off.Milestones = MilestonesOff
+	if err := off.Validate(); err != nil {
+		t.Errorf("milestones off: %v", err)
+	}
 }
 
 func TestWorkloadIDsAreValid(t *testing.T) {

@@ -53,6 +53,8 @@ type ReportConfig struct {
 	ClientTimeout string   `json:"client_timeout"`
 	AntiEntropy   string   `json:"anti_entropy_interval"`
 	PeerTimeout   string   `json:"peer_timeout"`
+	Milestones    string   `json:"milestones"`
+	LeaseTTL      string   `json:"lease_ttl,omitempty"` // "": tallyd's default
 }
 
 // ReportEpisode is an episode of the schedule as it ran (times in seconds
@@ -78,6 +80,11 @@ type Checked struct {
 	Regions     int `json:"regions"`
 	// Samples counts own entries read by the no-rollback sampler.
 	Samples int `json:"samples"`
+	// Milestones counts the milestone numbers the regions used, each
+	// checked to have fired exactly once, the same everywhere, for a like
+	// the workload did; NumbersUsed the likes numbers used in all.
+	Milestones  int    `json:"milestones"`
+	NumbersUsed uint64 `json:"numbers_used"`
 }
 
 // Measures are the run's figures.
@@ -198,6 +205,9 @@ func (r *Report) WriteText(w io.Writer) {
 		o.OK, o.Failed, o.FailedRefused, o.FailedNotReady, o.TimedOut, o.LikesRetried, o.ResolvedDuplicate, o.ResolvedApplied, o.Unresolved)
 	k := r.Checked
 	fmt.Fprintf(w, "checked: %d counters and %d items in %d regions, %d user records, %d own-entry samples\n", k.Counters, k.Items, k.Regions, k.UserRecords, k.Samples)
+	if c.Milestones != MilestonesOff {
+		fmt.Fprintf(w, "milestones (%s): %d checked, each fired once and alike everywhere; %d like numbers used\n", c.Milestones, k.Milestones, k.NumbersUsed)
+	}
 	m := r.Measures
 	fmt.Fprintf(w, "heal after link faults:  %s", m.HealAfterFaults)
 	if m.HealNotReached > 0 {

@@ -147,12 +147,21 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	ops := r.hist.snapshot()
 	users := touchedUsers(ops)
 	liked := readRecords(ctx, r.d.procs, users)
+	var ms milestoneResult
+	var msVs []Violation
+	if r.cfg.numbering() {
+		r.logf("waiting for numbering to settle")
+		t0 := time.Now()
+		ms, msVs = settleMilestones(ctx, r.d, ops, r.start, 30*time.Second)
+		r.logf("numbering checked after %.1fs: %d milestones, %d violations", time.Since(t0).Seconds(), ms.Milestones, len(msVs))
+	}
 	stopSampler()
 	others.Wait() // the sampler and the executor
 
 	// Check.
 	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked}
 	wants, vs := check(ops, r.keys, fs)
+	vs = append(vs, msVs...)
 	if !converged {
 		vs = append(vs, Violation{Kind: KindNotConverged,
 			Detail: fmt.Sprintf("the regions did not read the same values with approx:false for 2s within %s of the final heal", r.cfg.ConvergeTimeout)})
@@ -207,7 +216,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	m.WriteLatencyDuringLinkFaults = latencies(ops, linkFault)
 	m.WriteLatency = latencies(ops, all)
 	rep.Ops = countOps(ops)
-	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples}
+	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples,
+		Milestones: ms.Milestones, NumbersUsed: ms.Numbers}
 	return nil
 }
 
@@ -269,6 +279,10 @@ func emptyDir(dir string) error {
 }
 
 func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
+	leaseTTL := ""
+	if cfg.numbering() && cfg.LeaseTTL > 0 {
+		leaseTTL = cfg.LeaseTTL.String()
+	}
 	faults := slices.Clone(cfg.Faults)
 	if !build {
 		faults = slices.DeleteFunc(faults, func(f string) bool { return f == FaultMsg })
@@ -279,6 +293,7 @@ func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
 		Users: cfg.Users, Items: cfg.Items, Counters: cfg.Counters,
 		Mix:           fmt.Sprintf("likes %d, pairs %d, increments %d", cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight),
 		ClientTimeout: cfg.ClientTimeout.String(), AntiEntropy: cfg.AntiEntropyInterval.String(), PeerTimeout: cfg.PeerTimeout.String(),
+		Milestones: cfg.Milestones, LeaseTTL: leaseTTL,
 	}
 }
 
