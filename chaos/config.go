@@ -92,6 +92,10 @@ type Config struct {
 	Milestones string
 	// LeaseTTL is the regions' --lease-ttl. Zero: tallyd's default (4s).
 	LeaseTTL time.Duration
+	// Schedule, if not nil, is the fault schedule instead of Plan's: for
+	// tests of one fault, such as KindPause, that the seeded mix does not
+	// draw. Its episodes must be in time order.
+	Schedule []Episode
 }
 
 // MilestonesOff as Config.Milestones runs the regions without numbering.
@@ -232,6 +236,14 @@ func (c Config) Validate() error {
 	}
 	if c.LeaseTTL < 0 {
 		bad("lease ttl %s: want >= 0", c.LeaseTTL)
+	}
+	for i, e := range c.Schedule {
+		if err := e.validate(c.Regions); err != nil {
+			bad("schedule episode %d: %v", i+1, err)
+		}
+		if i > 0 && e.At < c.Schedule[i-1].At {
+			bad("schedule episode %d starts before episode %d", i+1, i)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -268,6 +268,19 @@ func (d *deployment) kill(p *proc) error {
 	return nil
 }
 
+// pause stops (SIGSTOP) or continues (SIGCONT) a region's process.
+func (d *deployment) pause(p *proc, stop bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("pause %s: not running", p.region)
+	}
+	if err := pauseProcess(p.cmd.Process, stop); err != nil {
+		return fmt.Errorf("pause %s: %w", p.region, err)
+	}
+	return nil
+}
+
 // terminate stops a process gracefully (SIGTERM), or kills it after grace.
 func (d *deployment) terminate(p *proc, grace time.Duration) {
 	p.mu.Lock()
@@ -280,6 +293,7 @@ func (d *deployment) terminate(p *proc, grace time.Duration) {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = pauseProcess(cmd.Process, false) // a paused process must see it
 	select {
 	case <-done:
 	case <-time.After(grace):

@@ -23,6 +23,8 @@
 // cut link, one-way loss, a flapping link, kill -9 and restart of a region,
 // restart from a wiped data dir, restart of a region's nats-server. Message
 // faults, when on, last the whole run. At the end everything is healed.
+// Config.Schedule replaces the seeded schedule, for tests of one fault,
+// such as pausing a region's process (SIGSTOP) past its lease TTL.
 //
 // # Workload
 //

@@ -186,6 +186,15 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		return x.restart(ctx, rec, p)
 	case KindWipe:
 		return x.wipe(ctx, rec)
+	case KindPause:
+		p := x.d.proc(e.Region)
+		x.w.setPaused(e.Region, true)
+		defer x.w.setPaused(e.Region, false)
+		if err := x.d.pause(p, true); err != nil {
+			return err
+		}
+		sleep(ctx, e.Dur)
+		return x.d.pause(p, false)
 	}
 	return fmt.Errorf("unknown episode kind %q", e.Kind)
 }

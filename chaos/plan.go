@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 )
@@ -17,6 +19,11 @@ const (
 	KindKill    = "kill"    // kill -9 of a region, restart on its data (kill)
 	KindWipe    = "wipe"    // kill -9, data dir removed, restart empty (wipe)
 	KindNATS    = "nats"    // a region's nats-server stopped and started again (nats)
+	// KindPause stops a region's process (SIGSTOP) and continues it
+	// (SIGCONT): a stalled process, whose clocks run on while it does
+	// nothing. Plan never draws it (adding it to the mix would change every
+	// seed's schedule); tests put it in Config.Schedule.
+	KindPause = "pause"
 )
 
 // Episode is one fault of the schedule. Episodes run one after another.
@@ -59,6 +66,8 @@ func (e Episode) String() string {
 		what = "kill -9 and wipe " + e.Region
 	case KindNATS:
 		what = "restart nats of " + e.Region
+	case KindPause:
+		what = "SIGSTOP " + e.Region
 	default:
 		what = e.Kind
 	}
@@ -66,8 +75,45 @@ func (e Episode) String() string {
 }
 
 // linkFault reports whether the episode cuts region from region (for
-// availability during partitions): every kind but kill and wipe.
-func (e Episode) linkFault() bool { return e.Kind != KindKill && e.Kind != KindWipe }
+// availability during partitions): every kind but kill, wipe and pause.
+func (e Episode) linkFault() bool {
+	return e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause
+}
+
+// validate checks a hand-made episode (Config.Schedule) against regions.
+func (e Episode) validate(regions []string) error {
+	known := func(rs ...string) error {
+		for _, r := range rs {
+			if !slices.Contains(regions, r) {
+				return fmt.Errorf("%s: unknown region %q", e.Kind, r)
+			}
+		}
+		return nil
+	}
+	if e.At < 0 || e.Dur <= 0 {
+		return fmt.Errorf("%s: want at >= 0 and dur > 0 (got %s, %s)", e.Kind, e.At, e.Dur)
+	}
+	switch e.Kind {
+	case KindIsolate, KindKill, KindWipe, KindNATS, KindPause:
+		return known(e.Region)
+	case KindSplit:
+		if len(e.Minority) == 0 || len(e.Majority) == 0 {
+			return errors.New("split: want both sides")
+		}
+		return known(append(slices.Clone(e.Minority), e.Majority...)...)
+	case KindBridge, KindLoss:
+		if e.A == e.B {
+			return fmt.Errorf("%s: a link joins two regions", e.Kind)
+		}
+		return known(e.A, e.B)
+	case KindFlap:
+		if e.A == e.B || len(e.Flaps) == 0 {
+			return errors.New("flap: want two regions and some flaps")
+		}
+		return known(e.A, e.B)
+	}
+	return fmt.Errorf("unknown episode kind %q", e.Kind)
+}
 
 // kindWeights are the kinds of each fault class and how often each is
 // drawn.

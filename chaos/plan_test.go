@@ -85,8 +85,12 @@ func TestConfigValidate(t *testing.T) {
 	}
 	bad = cfg
 	bad.Milestones, bad.LeaseTTL = "every:zero", -time.Second
+	bad.Schedule = []Episode{
+		{Kind: KindPause, Region: "mars", At: time.Second, Dur: time.Second},
+		{Kind: KindKill, Region: "us", At: 0, Dur: time.Second},
+	}
 	err = bad.Validate()
-	for _, want := range []string{"milestones", "lease ttl"} {
+	for _, want := range []string{"milestones", "lease ttl", `unknown region "mars"`, "starts before episode 1"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want an error naming %q, got %v", want, err)
 		}

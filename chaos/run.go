@@ -49,7 +49,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	} else if err := emptyDir(dir); err != nil {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
-	plan := Plan(cfg)
+	plan := cfg.Schedule
+	if plan == nil {
+		plan = Plan(cfg)
+	}
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %s, %d fault episodes planned; starting %d regions in %s\n",
 		cfg.Seed, cfg.Duration, len(plan), len(cfg.Regions), dir)
 	d, err := startDeployment(ctx, cfg, dir, msgFaults)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,40 @@ type workload struct {
 
 	nextID   atomic.Int64
 	nextPair atomic.Int64
+
+	mu     sync.Mutex      // protects paused
+	paused map[string]bool // regions whose process is stopped (KindPause)
+}
+
+// setPaused marks a region paused or not: while it is, new operations
+// planned for it go to another region, as a load balancer would send them
+// away from a hung region, so the others keep working.
+func (w *workload) setPaused(region string, paused bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.paused == nil {
+		w.paused = map[string]bool{}
+	}
+	w.paused[region] = paused
+}
+
+// reroute moves a step's operations off paused regions, keeping the two
+// operations of a pair in two regions when it can.
+func (w *workload) reroute(ops []*Op) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, o := range ops {
+		if !w.paused[o.Region] {
+			continue
+		}
+		for _, r := range w.cfg.Regions {
+			taken := slices.ContainsFunc(ops, func(x *Op) bool { return x != ops[i] && x.Region == r })
+			if !w.paused[r] && !taken {
+				o.Region = r
+				break
+			}
+		}
+	}
 }
 
 func (w *workload) since() time.Duration { return time.Since(w.start) }
@@ -152,6 +187,7 @@ func (w *workload) runStep(retry context.Context, step plannedOp) {
 		pair = w.nextPair.Add(1)
 	}
 	ep, link := w.episode()
+	w.reroute(step.ops)
 	for _, o := range step.ops {
 		o.ID, o.Pair, o.Episode, o.LinkFault = w.nextID.Add(1), pair, ep, link
 		if o.Kind == OpIncr {
