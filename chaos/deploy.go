@@ -112,9 +112,10 @@ func childEnv(extra ...string) []string {
 }
 
 // startDeployment starts NATS and every region's process and waits until
-// every region is ready. msgFaults is TALLY_CHAOS_NET ("" for none). On
-// error everything started is stopped.
-func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string) (_ *deployment, err error) {
+// every region is ready. msgFaults is TALLY_CHAOS_NET ("" for none);
+// regionEnv adds variables to some regions' environment (tests). On error
+// everything started is stopped.
+func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string, regionEnv map[string][]string) (_ *deployment, err error) {
 	d := &deployment{cfg: cfg, dir: dir}
 	defer func() {
 		if err != nil {
@@ -166,6 +167,7 @@ func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string) (_ 
 			// Each region draws its own message faults, from the run's seed.
 			env = []string{fmt.Sprintf("TALLY_CHAOS_NET=%s,seed=%d", msgFaults, cfg.Seed*1000+uint64(i))}
 		}
+		env = append(env, regionEnv[p.region]...)
 		if err := d.start(p, env...); err != nil {
 			return nil, err
 		}
@@ -238,6 +240,13 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 	return nil
 }
 
+// setEnv replaces the extra environment of a region's next starts.
+func (p *proc) setEnv(env ...string) {
+	p.mu.Lock()
+	p.extraEnv = env
+	p.mu.Unlock()
+}
+
 // kill sends SIGKILL to a region's process and reaps it. It first reads
 // the process's count of lost milestone claims, which dies with it.
 func (d *deployment) kill(p *proc) error {
@@ -266,6 +275,30 @@ func (d *deployment) kill(p *proc) error {
 		return fmt.Errorf("kill %s: %w", p.region, err)
 	}
 	return nil
+}
+
+// waitExit waits until a region's process exits by itself (a crash it was
+// told to have) and reaps it, as kill would. It returns how the process
+// ended (e.g. "signal: killed").
+func (d *deployment) waitExit(ctx context.Context, p *proc) (string, error) {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return "", fmt.Errorf("wait for %s to exit: not running", p.region)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return "", fmt.Errorf("wait for %s to exit: %w", p.region, ctx.Err())
+	}
+	p.mu.Lock()
+	p.cmd = nil
+	p.sampleable = false
+	p.epoch++
+	p.mu.Unlock()
+	p.client.dropConns()
+	return cmd.ProcessState.String(), nil
 }
 
 // pause stops (SIGSTOP) or continues (SIGCONT) a region's process.

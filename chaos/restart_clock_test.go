@@ -26,7 +26,7 @@ func TestLatestActionWinsAfterARestart(t *testing.T) {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d, err := startDeployment(ctx, cfg, t.TempDir(), "")
+	d, err := startDeployment(ctx, cfg, t.TempDir(), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %s, %d fault episodes planned; starting %d regions in %s\n",
 		cfg.Seed, cfg.Duration, len(plan), len(cfg.Regions), dir)
-	d, err := startDeployment(ctx, cfg, dir, msgFaults)
+	d, err := startDeployment(ctx, cfg, dir, msgFaults, nil)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: start deployment: %w", err)
 	}
