@@ -142,6 +142,9 @@ func TestUnreconciledMarksApprox(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()
 	_, _ = a.Like(ctx, "post", "u")
+	// B must act in a later millisecond for its HLC to be later: in the
+	// same one, the tie-break by replica id would let A win.
+	time.Sleep(2 * time.Millisecond)
 	_, _ = b.Like(ctx, "post", "u") // later HLC: B wins
 	deliver(t, b, boxB, a)          // A sees B's winning record; only B may fix it
 	rd := mustLikes(t, a, "post")

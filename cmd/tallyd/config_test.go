@@ -69,6 +69,7 @@ shutdown_timeout = "5s"
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s",
 		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
+		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("file:\n got %+v\nwant %+v", cfg, want)
@@ -190,6 +191,30 @@ func TestServeHelp(t *testing.T) {
 	for _, w := range []string{"usage: tallyd serve", "-data", "-listen", "-durability", "-config", "TALLY_WRITE_TOKEN"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("help lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
+func TestMilestoneSettings(t *testing.T) {
+	cfg, err := loadConfig([]string{"--nats", "nats://127.0.0.1:4222", "--milestones", "1000,10^k", "--alloc-cluster", "us", "--alloc-replicas", "3", "--lease-ttl", "2s"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Milestones != "1000,10^k" || cfg.AllocCluster != "us" || cfg.AllocReplicas != 3 || cfg.LeaseTTL != "2s" {
+		t.Fatalf("%+v", cfg)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--milestones", "1000"}, "milestones are set but nats is empty"},
+		{[]string{"--nats", "nats://x:1", "--milestones", "ten"}, `milestones "ten"`},
+		{[]string{"--nats", "nats://x:1", "--milestones", "10", "--alloc-replicas", "2"}, "alloc_replicas 2"},
+		{[]string{"--nats", "nats://x:1", "--milestones", "10", "--lease-ttl", "0s"}, "lease_ttl"},
+	} {
+		_, err := loadConfig(tc.args, noEnv, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v, want it to mention %q", tc.args, err, tc.want)
 		}
 	}
 }
