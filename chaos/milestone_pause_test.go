@@ -15,7 +15,7 @@ func TestMilestonesAcrossAPausedLeaseHolder(t *testing.T) {
 		t.Skip("runs a chaos test on real processes")
 	}
 	cfg := DefaultConfig()
-	cfg.Duration, cfg.Seed = 10*time.Second, 5
+	cfg.Duration, cfg.Seed = 8*time.Second, 5
 	cfg.Faults = []string{}
 	cfg.LeaseTTL, cfg.Milestones = time.Second, "every:10"
 	cfg.ConvergeTimeout = 20 * time.Second
