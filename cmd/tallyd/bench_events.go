@@ -30,6 +30,8 @@ type eventsBenchConfig struct {
 	// Mixes lists the event mixes run one after another:
 	//   incr: every event is {"type":"incr","key":<item>} (by 1, no
 	//         idempotency key), all on one hot counter;
+	//   idem: the same with a new idempotency key on every event (each
+	//         is looked up and then stored by the replica);
 	//   like: every event likes the hot item <item> by a user never seen
 	//         before (so every event is counted), or with Users > 0 by a
 	//         user drawn from a fixed set.
@@ -99,11 +101,11 @@ func (c eventsBenchConfig) Validate() error {
 		}
 	}
 	if len(c.Mixes) == 0 {
-		bad("--mix: want at least one of incr, like")
+		bad("--mix: want at least one of incr, idem, like")
 	}
 	for _, m := range c.Mixes {
-		if m != "incr" && m != "like" {
-			bad("--mix %q: want incr or like", m)
+		if m != "incr" && m != "idem" && m != "like" {
+			bad("--mix %q: want incr, idem or like", m)
 		}
 	}
 	if c.Batch < 1 || c.Batch > maxBenchEventsBatch {
@@ -148,7 +150,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 	mixes := strings.Join(cfg.Mixes, ",")
 	fs := newFlagSet("bench events", func(fs *flag.FlagSet) {
 		fs.StringVar(&cfg.URL, "url", cfg.URL, "base `URL` of the replica to load (default: start one in process)")
-		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), like (one hot item, new users)")
+		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), idem (the same, each with a new idempotency key), like (one hot item, new users)")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "`events` per request (at most 10000)")
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "`workers`, each with one request in flight")
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each mix sends requests")
@@ -422,6 +424,17 @@ func (er *eventsRun) fill(w *eventsWorker) {
 			b = append(b, `{"type":"incr","key":"`...)
 			b = append(b, er.cfg.Item...)
 			b = append(b, `"}`...)
+		case "idem":
+			b = append(b, `{"type":"incr","key":"`...)
+			b = append(b, er.cfg.Item...)
+			b = append(b, `","idempotency_key":"`...)
+			b = append(b, er.users...)
+			b = append(b, '.')
+			b = strconv.AppendInt(b, int64(w.id), 10)
+			b = append(b, '.')
+			b = strconv.AppendInt(b, w.seq, 10)
+			w.seq++
+			b = append(b, `"}`...)
 		case "like":
 			b = append(b, `{"type":"like","item":"`...)
 			b = append(b, er.cfg.Item...)
@@ -495,8 +508,11 @@ func (er *eventsRun) post(ctx context.Context, w *eventsWorker) (applied, counte
 		return 0, 0, fmt.Errorf("POST /v1/events: %d of %d events rejected: %s", rejected, er.cfg.Batch,
 			bytes.TrimSpace(body[:min(len(body), 512)]))
 	}
-	if er.mix == "incr" {
+	switch er.mix {
+	case "incr":
 		return applied, applied, nil
+	case "idem": // a duplicate key would not count; every key here is new
+		return applied, applied - int64(bytes.Count(body, []byte(`"duplicate":true`))), nil
 	}
 	return applied, int64(bytes.Count(body, []byte(`"changed":true`))), nil
 }

@@ -110,7 +110,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "likes", "--users", "-1"}, "--users -1"},
 		{[]string{"bench", "likes", "--format", "xml"}, `--format "xml": want table, csv or json`},
 		{[]string{"bench", "likes", "--durability", "maybe"}, `--durability "maybe"`},
-		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr or like`},
+		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr, idem or like`},
 		{[]string{"bench", "events", "--batch", "10001"}, "--batch 10001: want 1..10000"},
 		{[]string{"bench", "events", "--format", "xml"}, `--format "xml"`},
 		{[]string{"bench", "events", "--users", "-1"}, "--users -1"},
@@ -187,11 +187,12 @@ func TestBenchLikesInProcess(t *testing.T) {
 	}
 }
 
-// bench events starts its own replica, sends both mixes in both body
+// bench events starts its own replica, sends every mix in both body
 // formats, counts what the replica acknowledged, and samples memory.
 func TestBenchEventsInProcess(t *testing.T) {
 	for _, format := range []string{"ndjson", "array"} {
 		cfg := defaultEventsBenchConfig()
+		cfg.Mixes = []string{"incr", "idem", "like"}
 		cfg.Batch, cfg.Concurrency, cfg.Duration = 50, 2, 200*time.Millisecond
 		cfg.Format, cfg.MemEvery = format, 100*time.Millisecond
 		var out strings.Builder
@@ -199,7 +200,7 @@ func TestBenchEventsInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res) != 2 || res[0].Mix != "incr" || res[1].Mix != "like" {
+		if len(res) != 3 || res[0].Mix != "incr" || res[1].Mix != "idem" || res[2].Mix != "like" {
 			t.Fatalf("%s: results %+v", format, res)
 		}
 		for _, r := range res {
