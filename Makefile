@@ -58,8 +58,9 @@ bench: build
 ## levels: one table, docs/bench-peers.csv and docs/bench-peers.png. Installs
 ## redis-server, redis-tools, postgresql and gnuplot-nox with apt-get if
 ## missing, and runs them as throwaway loopback instances that it stops on
-## exit. About 6 min; not part of `make test` or CI.
-## LEVELS=1,16 DURATION=5 make bench-peers for a shorter run.
+## exit. About 17 min (3 rounds of 4 levels x 7 workloads x 10 s); not part
+## of `make test` or CI.
+## ROUNDS=1 LEVELS=1,16 DURATION=5 make bench-peers for a short run.
 bench-peers: build
 	bash scripts/bench-peers.sh
 

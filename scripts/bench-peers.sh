@@ -13,6 +13,7 @@
 # Settings (environment; `make bench-peers LEVELS=1,16` works too):
 #   LEVELS     concurrency levels, comma-separated          (1,16,64,256)
 #   DURATION   seconds per level and workload                (10)
+#   ROUNDS     times every level is run; medians are reported (3)
 #   USERS      random users are drawn from 0..USERS-1        (100000000)
 #   TALLYD     the tallyd binary                             (bin/tallyd)
 #   CSV, PLOT  where the results go      (docs/bench-peers.csv, .png)
@@ -23,6 +24,7 @@ cd "$(dirname "$0")/.."
 
 LEVELS=${LEVELS:-1,16,64,256}
 DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3}
 USERS=${USERS:-100000000}
 TALLYD=${TALLYD:-bin/tallyd}
 CSV=${CSV:-docs/bench-peers.csv}
@@ -46,6 +48,7 @@ for c in "${levels[@]}"; do
 	[[ $c =~ ^[0-9]+$ && $c -ge 1 && $c -le 290 ]] || die "LEVELS: $c is not a level in 1..290 (PostgreSQL gets max_connections = 300)"
 done
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 ]] || die "DURATION: want whole seconds, got $DURATION"
+[[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "ROUNDS: want a positive integer, got $ROUNDS"
 [[ $USERS =~ ^[0-9]+$ && $USERS -ge 1 ]] || die "USERS: want a positive integer, got $USERS"
 [[ -x $TALLYD ]] || die "$TALLYD not found: run 'make build' (or 'make bench-peers', which builds it)"
 
@@ -91,7 +94,7 @@ install_missing() {
 
 mkdir -p "$LOGDIR" "$(dirname "$CSV")" "$(dirname "$PLOT")"
 LOGDIR=$(cd "$LOGDIR" && pwd) # servers started elsewhere write their logs here
-rm -f "$LOGDIR"/*.out "$LOGDIR"/*.csv
+rm -f "$LOGDIR"/*.out "$LOGDIR"/*.csv "$LOGDIR"/*.err "$LOGDIR"/*.log
 install_missing
 PGBIN=$(pg_bin) || die "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
 
@@ -182,9 +185,8 @@ wait_for() {
 
 # ---- results ------------------------------------------------------------
 
-RAW=$WORK/results.csv # workload,concurrency,ops_per_sec,p50_ms,p99_ms
+RAW=$WORK/rounds.csv # round,workload,concurrency,ops_per_sec,p50_ms,p99_ms
 : >"$RAW"
-record() { echo "$1,$2,$3,$4,$5" >>"$RAW"; }
 
 declare -A label=(
 	[tally-like]="tally PUT like, fsync (in-process generator)"
@@ -198,42 +200,34 @@ declare -A label=(
 
 # ---- tally --------------------------------------------------------------
 
-# tally_csv turns `tallyd bench likes --format csv` into records.
-tally_csv() {
-	local workload=$1 file=$2
-	# concurrency,requests,errors,counted,seconds,ok_per_sec,p50_ms,p99_ms,...
-	awk -F, -v w="$workload" 'NR > 1 { if ($3 != 0) bad = 1; print w "," $1 "," $6 "," $7 "," $8 }
-		END { exit bad }' "$file" >>"$RAW" ||
-		say "$workload: some requests failed, see $file"
-}
-
-run_tally_like() {
-	say "tally: bench likes, in-process replica, fsync on, levels $LEVELS, ${DURATION}s each"
-	local out=$LOGDIR/tally-like.csv
-	"$TALLYD" bench likes --concurrency "$LEVELS" --duration "${DURATION}s" --users "$USERS" \
-		--format csv >"$out" 2>"$LOGDIR/tally-like.err" || die "tallyd bench likes failed: see $LOGDIR/tally-like.err"
-	tally_csv tally-like "$out"
-}
-
-# run_tally_like_serve loads a separate `tallyd serve` process, as Redis and
-# PostgreSQL are loaded, so the server's and the generator's heaps and
-# schedulers are apart (they still share the two cores).
-run_tally_like_serve() {
-	local port dir pid out=$LOGDIR/tally-like-serve.csv
-	port=$(free_port)
-	dir=$WORK/tally
-	"$TALLYD" serve --listen "127.0.0.1:$port" --data "$dir" --durability fsync --log-level warn \
+# start_tally_serve starts a separate `tallyd serve` process, loaded over
+# --url as Redis and PostgreSQL are loaded: the server's and the generator's
+# heaps and schedulers are apart (they still share the cores).
+start_tally_serve() {
+	local pid
+	tally_port=$(free_port)
+	"$TALLYD" serve --listen "127.0.0.1:$tally_port" --data "$WORK/tally" --durability fsync --log-level warn \
 		>"$LOGDIR/tallyd-serve.log" 2>&1 &
 	pid=$!
 	server_pids+=("$pid")
-	wait_for "tallyd serve on port $port (log: $LOGDIR/tallyd-serve.log)" "$pid" \
-		curl -fsS "http://127.0.0.1:$port/readyz"
-	say "tally: bench likes --url against tallyd serve on :$port, levels $LEVELS, ${DURATION}s each"
-	"$TALLYD" bench likes --url "http://127.0.0.1:$port" --concurrency "$LEVELS" --duration "${DURATION}s" \
-		--users "$USERS" --format csv >"$out" 2>"$LOGDIR/tally-like-serve.err" ||
-		die "tallyd bench likes --url failed: see $LOGDIR/tally-like-serve.err"
-	stop_server "$pid"
-	tally_csv tally-like-serve "$out"
+	wait_for "tallyd serve on port $tally_port (log: $LOGDIR/tallyd-serve.log)" "$pid" \
+		curl -fsS "http://127.0.0.1:$tally_port/readyz"
+	say "tally-like-serve: tallyd serve on :$tally_port"
+}
+
+# tally_level WORKLOAD CONC ROUND: one level of `tallyd bench likes`. The
+# in-process workload starts a fresh replica each time, as Redis keys and
+# PostgreSQL tables are emptied before each level.
+tally_level() {
+	local workload=$1 conc=$2 round=$3
+	local out=$LOGDIR/$workload.c$conc.r$round.csv url=()
+	[[ $workload == tally-like-serve ]] && url=(--url "http://127.0.0.1:$tally_port")
+	"$TALLYD" bench likes "${url[@]}" --concurrency "$conc" --duration "${DURATION}s" --users "$USERS" \
+		--format csv >"$out" 2>"${out%.csv}.err" || die "tallyd bench likes failed: see ${out%.csv}.err"
+	# concurrency,requests,errors,counted,seconds,ok_per_sec,p50_ms,p99_ms,...
+	awk -F, -v r="$round" -v w="$workload" 'NR > 1 { if ($3 != 0) bad = 1; print r "," w "," $1 "," $6 "," $7 "," $8 }
+		END { exit bad }' "$out" >>"$RAW" ||
+		say "$workload: some requests failed, see $out"
 }
 
 # ---- Redis --------------------------------------------------------------
@@ -242,17 +236,19 @@ run_tally_like_serve() {
 # is loaded once and called by sha, as a client library would.
 LIKE_LUA="if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then return redis.call('INCR', KEYS[2]) end return tonumber(redis.call('GET', KEYS[2]))"
 
-# start_redis NAME [config lines...]: a throwaway redis-server; sets
-# redis_port and redis_pid.
+declare -A redis_port_of redis_sha_of
+
+# start_redis WORKLOAD [config lines...]: a throwaway redis-server for one
+# workload, with the like script loaded.
 start_redis() {
-	local name=$1
+	local name=$1 pid port sha
 	shift
 	local dir=$WORK/$name
 	mkdir -p "$dir"
-	redis_port=$(free_port)
+	port=$(free_port)
 	{
 		echo "bind 127.0.0.1"
-		echo "port $redis_port"
+		echo "port $port"
 		echo "dir $dir"
 		echo "daemonize no"
 		echo "logfile $LOGDIR/$name.redis.log"
@@ -260,33 +256,42 @@ start_redis() {
 		printf '%s\n' "$@"
 	} >"$dir/redis.conf"
 	redis-server "$dir/redis.conf" &
-	redis_pid=$!
-	server_pids+=("$redis_pid")
-	wait_for "redis-server $name on port $redis_port (log: $LOGDIR/$name.redis.log)" "$redis_pid" \
-		rcli ping
+	pid=$!
+	server_pids+=("$pid")
+	wait_for "redis-server $name on port $port (log: $LOGDIR/$name.redis.log)" "$pid" \
+		redis-cli -p "$port" ping
+	sha=$(redis-cli -p "$port" script load "$LIKE_LUA")
+	[[ $sha =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD answered $sha"
+	redis_port_of[$name]=$port
+	redis_sha_of[$name]=$sha
+	say "$name: redis-server on :$port"
 }
 
-rcli() { redis-cli -p "$redis_port" "$@"; }
-
-# redis_bench CONC N COMMAND...: one redis-benchmark run, its csv on stdout.
+# redis_bench PORT CONC N COMMAND...: one redis-benchmark run from empty
+# keys, its csv on stdout.
 redis_bench() {
-	local conc=$1 n=$2
-	shift 2
-	rcli del likes:hot count:hot hot >/dev/null
-	redis-benchmark -h 127.0.0.1 -p "$redis_port" -c "$conc" -n "$n" -r "$USERS" --csv "$@"
+	local port=$1 conc=$2 n=$3
+	shift 3
+	redis-cli -p "$port" del likes:hot count:hot hot >/dev/null
+	redis-benchmark -h 127.0.0.1 -p "$port" -c "$conc" -n "$n" -r "$USERS" --csv "$@"
 }
 
-# redis_level WORKLOAD CONC COMMAND...: one level of about DURATION seconds.
+# redis_level WORKLOAD CONC ROUND: one level of about DURATION seconds.
 # redis-benchmark takes a request count, not a time, so probes of growing
 # size find the rate first; a probe shorter than a second mostly measures
 # connection set-up and warm-up.
 redis_level() {
-	local workload=$1 conc=$2
-	shift 2
-	local out=$LOGDIR/$workload.$conc.out n=$((conc * 20 + 2000)) t0 t1 rps
+	local workload=$1 conc=$2 round=$3
+	local port=${redis_port_of[$workload]} cmd
+	local out=$LOGDIR/$workload.c$conc.r$round.out n=$((conc * 20 + 2000)) t0 t1 rps
+	if [[ $workload == redis-incr ]]; then
+		cmd=(INCR hot)
+	else
+		cmd=(EVALSHA "${redis_sha_of[$workload]}" 2 likes:hot count:hot __rand_int__)
+	fi
 	while :; do
 		t0=$(date +%s%N)
-		rps=$(redis_bench "$conc" "$n" "$@" | tail -n 1 | tr -d '"' | awk -F, '{ print int($(NF-6)) }')
+		rps=$(redis_bench "$port" "$conc" "$n" "${cmd[@]}" | tail -n 1 | tr -d '"' | awk -F, '{ print int($(NF-6)) }')
 		t1=$(date +%s%N)
 		[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "$workload: redis-benchmark probe failed"
 		(((t1 - t0) >= 1000000000)) && break
@@ -294,31 +299,12 @@ redis_level() {
 	done
 	n=$((rps * DURATION))
 	t0=$(date +%s%N)
-	redis_bench "$conc" "$n" "$@" >"$out" || die "redis-benchmark failed: see $out"
+	redis_bench "$port" "$conc" "$n" "${cmd[@]}" >"$out" || die "redis-benchmark failed: see $out"
 	t1=$(date +%s%N)
 	echo "requests $n in $(((t1 - t0) / 1000000)) ms" >>"$out"
 	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-	grep '^"' "$out" | tail -n 1 | tr -d '"' | awk -F, -v w="$workload" -v c="$conc" \
-		'{ printf "%s,%s,%s,%s,%s\n", w, c, $(NF-6), $(NF-3), $(NF-1) }' >>"$RAW"
-}
-
-run_redis() {
-	local workload=$1 sha c
-	shift
-	case $workload in
-	redis-lua-aof) start_redis "$workload" "appendonly yes" "appendfsync always" ;;
-	*) start_redis "$workload" "appendonly no" ;;
-	esac
-	say "$workload: redis-server on :$redis_port, levels $LEVELS, ~${DURATION}s each"
-	sha=$(rcli script load "$LIKE_LUA")
-	[[ $sha =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD answered $sha"
-	for c in "${levels[@]}"; do
-		case $workload in
-		redis-incr) redis_level "$workload" "$c" INCR hot ;;
-		*) redis_level "$workload" "$c" EVALSHA "$sha" 2 likes:hot count:hot __rand_int__ ;;
-		esac
-	done
-	stop_server "$redis_pid"
+	grep '^"' "$out" | tail -n 1 | tr -d '"' | awk -F, -v r="$round" -v w="$workload" -v c="$conc" \
+		'{ printf "%s,%s,%s,%s,%s,%s\n", r, w, c, $(NF-6), $(NF-3), $(NF-1) }' >>"$RAW"
 }
 
 # ---- PostgreSQL ---------------------------------------------------------
@@ -344,8 +330,8 @@ start_pg() {
 	EOF
 	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
 		die "pg_ctl start failed: $(tail -n 5 "$dir/server.log")"
-	pg_log=$dir/server.log
 	pg_data=$dir/data
+	pg_log=$dir/server.log
 	psql_q <<-'EOF'
 		CREATE TABLE counters (id text PRIMARY KEY, n bigint NOT NULL);
 		INSERT INTO counters VALUES ('hot', 0);
@@ -361,15 +347,16 @@ start_pg() {
 		WITH ins AS (INSERT INTO likes (item, usr) VALUES ('hot', :u) ON CONFLICT DO NOTHING RETURNING 1)
 		UPDATE counters SET n = n + 1 WHERE id = 'hot' AND EXISTS (SELECT FROM ins);
 	EOF
+	say "pg-*: PostgreSQL on :$pg_port ($PGBIN)"
 }
 
 psql_q() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres "$@"; }
 
-# pg_level WORKLOAD CONC: one pgbench run; p50/p99 from its
+# pg_level WORKLOAD CONC ROUND: one pgbench run; p50/p99 from its
 # per-transaction log (pgbench itself prints only mean and stddev).
 pg_level() {
-	local workload=$1 conc=$2
-	local out=$LOGDIR/$workload.$conc.out logs=$WORK/pglog.$workload.$conc
+	local workload=$1 conc=$2 round=$3
+	local out=$LOGDIR/$workload.c$conc.r$round.out logs=$WORK/pglog.$workload.$conc.$round
 	mkdir -p "$logs"
 	# Every level starts alike: empty likes, and no checkpoint left to land
 	# in the middle of the run.
@@ -381,24 +368,15 @@ pg_level() {
 	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' "$out")
 	[[ -n $tps ]] || die "no tps in $out"
 	# Log lines: client_id transaction_no latency_us script_no epoch epoch_us.
-	cat "$logs"/tx.* | awk '{ print $3 }' | sort -n | awk -v w="$workload" -v c="$conc" -v tps="$tps" '
+	cat "$logs"/tx.* | awk '{ print $3 }' | sort -n | awk -v r="$round" -v w="$workload" -v c="$conc" -v tps="$tps" '
 		{ v[NR] = $1 }
 		END {
 			if (NR == 0) exit 1
 			i50 = int(NR * 0.50); if (i50 < NR * 0.50) i50++
 			i99 = int(NR * 0.99); if (i99 < NR * 0.99) i99++
-			printf "%s,%s,%.3f,%.3f,%.3f\n", w, c, tps, v[i50] / 1000, v[i99] / 1000
+			printf "%s,%s,%s,%.3f,%.3f,%.3f\n", r, w, c, tps, v[i50] / 1000, v[i99] / 1000
 		}' >>"$RAW" || die "no transactions logged by pgbench: see $out"
 	rm -rf "$logs"
-}
-
-run_pg() {
-	local workload=$1 c
-	[[ -n $pg_data ]] || start_pg
-	say "$workload: PostgreSQL on :$pg_port, pgbench -M prepared, levels $LEVELS, ${DURATION}s each"
-	for c in "${levels[@]}"; do
-		pg_level "$workload" "$c"
-	done
 }
 
 # ---- run ----------------------------------------------------------------
@@ -408,12 +386,29 @@ say "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
 say "$(redis-server --version | cut -d' ' -f1-3), $("$PGBIN/postgres" --version), $("$TALLYD" version)"
 for w in $WORKLOADS; do
 	case $w in
-	tally-like) run_tally_like ;;
-	tally-like-serve) run_tally_like_serve ;;
-	redis-*) run_redis "$w" ;;
-	pg-*) run_pg "$w" ;;
+	tally-like-serve) start_tally_serve ;;
+	redis-lua-aof) start_redis "$w" "appendonly yes" "appendfsync always" ;;
+	redis-*) start_redis "$w" "appendonly no" ;;
+	pg-*) [[ -n $pg_data ]] || start_pg ;;
 	esac
 done
+# Levels outside, workloads inside: on a machine that others share, the
+# systems compared at one level then run within the same minute or two,
+# so a burst of someone else's work lands on one level of every system
+# rather than on every level of one system.
+for ((round = 1; round <= ROUNDS; round++)); do
+	for c in "${levels[@]}"; do
+		say "round $round of $ROUNDS, concurrency $c"
+		for w in $WORKLOADS; do
+			case $w in
+			tally-*) tally_level "$w" "$c" "$round" ;;
+			redis-*) redis_level "$w" "$c" "$round" ;;
+			pg-*) pg_level "$w" "$c" "$round" ;;
+			esac
+		done
+	done
+done
+for pid in "${server_pids[@]}"; do stop_server "$pid"; done
 if [[ -n $pg_data ]]; then
 	as_pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast -w stop >/dev/null
 	pg_data=
@@ -422,31 +417,55 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- report -------------------------------------------------------------
 
-# The ratio is tally's in-process like throughput over the row's, at the
-# same concurrency: above 1, tally did more.
+# median of the numbers on stdin (the mean of the middle two for an even
+# count).
+median() {
+	sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# Per workload and level: the medians over the rounds of ops/s, p50 and p99
+# (each on its own), and the range of ops/s. The ratio is tally's
+# in-process median over the row's median at the same level: above 1,
+# tally did more.
+SUMMARY=$WORK/summary.csv
+for w in $WORKLOADS; do
+	for c in "${levels[@]}"; do
+		rows=$(awk -F, -v w="$w" -v c="$c" '$2 == w && $3 == c' "$RAW")
+		[[ -n $rows ]] || continue
+		printf '%s,%s,%s,%s,%s,%s,%s\n' "$w" "$c" \
+			"$(cut -d, -f4 <<<"$rows" | median)" "$(cut -d, -f4 <<<"$rows" | sort -g | head -n 1)" \
+			"$(cut -d, -f4 <<<"$rows" | sort -g | tail -n 1)" \
+			"$(cut -d, -f5 <<<"$rows" | median)" "$(cut -d, -f6 <<<"$rows" | median)"
+	done
+done >"$SUMMARY"
 {
-	echo "workload,concurrency,ops_per_sec,p50_ms,p99_ms,tally_over_peer"
-	awk -F, '
+	echo "workload,concurrency,ops_per_sec,ops_min,ops_max,p50_ms,p99_ms,tally_over_peer,rounds"
+	awk -F, -v rounds="$ROUNDS" '
 		NR == FNR { if ($1 == "tally-like") t[$2] = $3; next }
 		{
 			r = "-"
 			if ($1 !~ /^tally-/ && ($2 in t) && $3 > 0) r = sprintf("%.2f", t[$2] / $3)
-			printf "%s,%s,%.0f,%.2f,%.2f,%s\n", $1, $2, $3, $4, $5, r
-		}' "$RAW" "$RAW"
+			printf "%s,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, r, rounds
+		}' "$SUMMARY" "$SUMMARY"
 } >"$CSV"
+{
+	echo "round,workload,concurrency,ops_per_sec,p50_ms,p99_ms"
+	cat "$RAW"
+} >"${CSV%.csv}-rounds.csv"
 
 echo
-printf '%-58s %5s %10s %9s %9s %11s\n' workload conc "ops/s" "p50 ms" "p99 ms" "tally/peer"
-tail -n +2 "$CSV" | while IFS=, read -r w c ops p50 p99 ratio; do
-	printf '%-58s %5s %10s %9s %9s %11s\n' "${label[$w]}" "$c" "$ops" "$p50" "$p99" "$ratio"
+printf '%-58s %5s %8s %15s %8s %8s %10s\n' "workload (median of $ROUNDS rounds)" conc "ops/s" "ops/s range" "p50 ms" "p99 ms" "tally/peer"
+tail -n +2 "$CSV" | while IFS=, read -r w c ops lo hi p50 p99 ratio _; do
+	printf '%-58s %5s %8s %15s %8s %8s %10s\n' "${label[$w]}" "$c" "$ops" "$lo-$hi" "$p50" "$p99" "$ratio"
 done
 cat <<EOF
 
 Load average (1, 5, 15 min) at the start: $load_start; at the end: $load_end. Other work on the
-machine shows there; on a shared machine figures move 10-25% from run to run. Fairness: redis-benchmark and pgbench are C clients; tally's
-load generator is Go (net/http) and, like them, shares the same $(nproc) cores with the server it loads.
-In-process, generator and server also share one Go heap and scheduler.
-CSV: $CSV   raw outputs: $LOGDIR/
+machine shows there; on a shared machine single runs move by 2x or more, hence the rounds and medians.
+Fairness: redis-benchmark and pgbench are C clients; tally's load generator is Go (net/http) and,
+like them, shares the same $(nproc) cores with the server it loads. In-process, generator and server
+also share one Go heap and scheduler.
+CSV: $CSV (every round: ${CSV%.csv}-rounds.csv)   raw outputs: $LOGDIR/
 EOF
 
 # ---- plot ---------------------------------------------------------------
@@ -455,8 +474,9 @@ plotdata=$WORK/plot
 mkdir -p "$plotdata"
 plots=()
 for w in $WORKLOADS; do
-	grep "^$w," "$CSV" | cut -d, -f2,3 | tr , ' ' >"$plotdata/$w.dat"
-	plots+=("'$plotdata/$w.dat' using 1:2 with linespoints lw 2 title '${label[$w]}'")
+	# concurrency, median, min, max
+	grep "^$w," "$CSV" | cut -d, -f2-5 | tr , ' ' >"$plotdata/$w.dat"
+	plots+=("'$plotdata/$w.dat' using 1:2:3:4 with yerrorlines lw 2 title '${label[$w]}'")
 done
 term="pngcairo size 1200,560 font 'sans,10'"
 gnuplot -e "set terminal $term" 2>/dev/null </dev/null || term="png size 1200,560"
@@ -466,7 +486,7 @@ hi=$(printf '%s\n' "${levels[@]}" | sort -n | tail -n 1)
 gnuplot <<EOF
 set terminal $term
 set output '$PLOT'
-set title "Throughput vs concurrency, $(nproc) cores, ${DURATION}s per point (load generator on the same cores)"
+set title "Throughput vs concurrency on $(nproc) cores shared with the load generator: median of $ROUNDS rounds of ${DURATION}s, bars from min to max"
 set logscale xy
 set xlabel 'concurrent connections (clients)'
 set ylabel 'operations per second'
