@@ -43,10 +43,13 @@
 // when it returns: nobody else touched it.
 //
 // A holder that never returns (its disk is lost) would keep its block
-// forever. Retire (an operator action), or ReclaimAfter (automatic, off by
-// default), frees such a lease from the holder's last report. That is the
-// one inexact step: numbers the holder used after its last report, at most
-// RenewEvery+TTL of its traffic, may be used again if it does come back.
+// forever. Retire (an operator action), ReclaimAfter (automatic, off by
+// default), or the same replica restarting on an empty disk (it gives back
+// leases it no longer knows) frees such a lease from the holder's last
+// report. Those are the inexact steps: numbers the holder used after its
+// last report, at most RenewEvery+TTL of its traffic, may be used again
+// (and a milestone claim intent lost with the disk is never claimed by
+// that replica).
 // Milestone claims stay exactly-once regardless, because they are
 // create-only keys.
 //

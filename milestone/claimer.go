@@ -198,8 +198,9 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 		c.won.Inc()
 		c.log.Info("milestone", "sequence", ev.Sequence, "number", n, "item", ev.Item, "user", ev.User)
 	} else {
-		// Two likes carried the same number: possible only after a lease
-		// was reclaimed from a holder that came back (see package alloc).
+		// Two likes carried the same number: possible only after a
+		// replica lost its disk or a lease was reclaimed from a holder
+		// that came back (see package alloc).
 		// The first claim stands; the milestone fired once.
 		c.lost.Inc()
 		c.log.Warn("milestone already claimed by another like", "number", n, "item", l.Item, "user", l.User, "claimed_by", ev.Replica)

@@ -39,8 +39,10 @@ type Feed struct {
 	cfg FeedConfig
 	log hclog.Logger
 
-	mu      sync.Mutex // protects the fields below
-	stream  jetstream.Stream
+	smu    sync.Mutex // protects stream; held across JetStream calls
+	stream jetstream.Stream
+
+	mu      sync.Mutex       // protects the fields below; never held across I/O
 	events  map[string]Event // by subject
 	synced  bool             // read to the end of the stream at least once
 	lastErr error
@@ -66,10 +68,11 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 	return &Feed{cfg: cfg, log: cfg.Logger.Named("milestones"), events: make(map[string]Event)}, nil
 }
 
-// ensure opens or creates the stream.
+// ensure opens or creates the stream. It may wait on JetStream, so it
+// holds smu, never mu: serving the events must not wait for the stream.
 func (f *Feed) ensure(ctx context.Context) (jetstream.Stream, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.smu.Lock()
+	defer f.smu.Unlock()
 	if f.stream != nil {
 		return f.stream, nil
 	}
@@ -161,7 +164,9 @@ func (f *Feed) run(ctx context.Context) {
 // follow reads the stream with an ordered consumer (which recreates itself
 // after gaps) until ctx ends or it fails.
 func (f *Feed) follow(ctx context.Context) error {
-	s, err := f.ensure(ctx)
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	s, err := f.ensure(octx)
+	cancel()
 	if err != nil {
 		return err
 	}
