@@ -19,6 +19,7 @@
 #   CSV, PLOT  where the results go      (docs/bench-peers.csv, .png)
 #   LOGDIR     raw outputs of every run                      (bin/bench-peers)
 #   WORKLOADS  a subset to run, space-separated              (all)
+#   REPLOT=1   only redraw PLOT from an existing CSV
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,6 +52,56 @@ done
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "ROUNDS: want a positive integer, got $ROUNDS"
 [[ $USERS =~ ^[0-9]+$ && $USERS -ge 1 ]] || die "USERS: want a positive integer, got $USERS"
 [[ -x $TALLYD ]] || die "$TALLYD not found: run 'make build' (or 'make bench-peers', which builds it)"
+
+declare -A label=(
+	[tally-like]="tally PUT like, fsync (in-process generator)"
+	[tally-like-serve]="tally PUT like, fsync (tallyd serve process)"
+	[redis-incr]="Redis INCR hot, no persistence"
+	[redis-lua]="Redis like Lua SADD+INCR, no persistence"
+	[redis-lua-aof]="Redis like Lua, AOF fsync always"
+	[pg-update]="PostgreSQL hot-row UPDATE, sync commit"
+	[pg-like]="PostgreSQL like INSERT ON CONFLICT + UPDATE, sync commit"
+)
+
+# ---- plot ---------------------------------------------------------------
+
+# plot draws the throughput of each workload in $CSV against concurrency.
+plot() {
+	local dir plots=() w term xtics lo hi rounds seconds
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/bench-peers-plot.XXXXXX")
+	for w in $ALL_WORKLOADS; do
+		# concurrency, median, min, max
+		awk -F, -v w="$w" '$1 == w { print $2, $3, $4, $5 }' "$CSV" >"$dir/$w.dat"
+		[[ -s $dir/$w.dat ]] || continue
+		plots+=("'$dir/$w.dat' using 1:2:3:4 with yerrorlines lw 2 title '${label[$w]}'")
+	done
+	((${#plots[@]} > 0)) || die "nothing to plot in $CSV"
+	IFS=, read -r _ _ _ _ _ _ _ _ rounds seconds < <(sed -n 2p "$CSV")
+	xtics=$(cut -d, -f2 "$CSV" | tail -n +2 | sort -un | paste -sd, -)
+	lo=${xtics%%,*}
+	hi=${xtics##*,}
+	term="pngcairo size 1200,560 font 'sans,10'"
+	gnuplot -e "set terminal $term" 2>/dev/null </dev/null || term="png size 1200,560"
+	gnuplot <<-EOF
+		set terminal $term
+		set output '$PLOT'
+		set title "Throughput, $(nproc) cores shared with the load generator: median of $rounds x ${seconds}s, bars min-max"
+		set logscale xy
+		set xlabel 'concurrent connections (clients)'
+		set ylabel 'operations per second'
+		set xtics ($xtics)
+		set xrange [$lo / 1.4 : $hi * 1.4]
+		set format y '%.0s%c'
+		set grid
+		set key outside right top Left reverse
+		plot $(
+		IFS=,
+		echo "${plots[*]}"
+	)
+	EOF
+	rm -rf "$dir"
+	say "plot: $PLOT"
+}
 
 # ---- packages -----------------------------------------------------------
 
@@ -93,6 +144,10 @@ install_missing() {
 }
 
 mkdir -p "$LOGDIR" "$(dirname "$CSV")" "$(dirname "$PLOT")"
+if [[ -n ${REPLOT:-} ]]; then
+	plot
+	exit 0
+fi
 LOGDIR=$(cd "$LOGDIR" && pwd) # servers started elsewhere write their logs here
 rm -f "$LOGDIR"/*.out "$LOGDIR"/*.csv "$LOGDIR"/*.err "$LOGDIR"/*.log
 install_missing
@@ -188,15 +243,6 @@ wait_for() {
 RAW=$WORK/rounds.csv # round,workload,concurrency,ops_per_sec,p50_ms,p99_ms
 : >"$RAW"
 
-declare -A label=(
-	[tally-like]="tally PUT like, fsync (in-process generator)"
-	[tally-like-serve]="tally PUT like, fsync (tallyd serve process)"
-	[redis-incr]="Redis INCR hot, no persistence"
-	[redis-lua]="Redis like Lua SADD+INCR, no persistence"
-	[redis-lua-aof]="Redis like Lua, AOF fsync always"
-	[pg-update]="PostgreSQL hot-row UPDATE, sync commit"
-	[pg-like]="PostgreSQL like INSERT ON CONFLICT + UPDATE, sync commit"
-)
 
 # ---- tally --------------------------------------------------------------
 
@@ -439,13 +485,13 @@ for w in $WORKLOADS; do
 	done
 done >"$SUMMARY"
 {
-	echo "workload,concurrency,ops_per_sec,ops_min,ops_max,p50_ms,p99_ms,tally_over_peer,rounds"
-	awk -F, -v rounds="$ROUNDS" '
+	echo "workload,concurrency,ops_per_sec,ops_min,ops_max,p50_ms,p99_ms,tally_over_peer,rounds,seconds"
+	awk -F, -v rounds="$ROUNDS" -v secs="$DURATION" '
 		NR == FNR { if ($1 == "tally-like") t[$2] = $3; next }
 		{
 			r = "-"
 			if ($1 !~ /^tally-/ && ($2 in t) && $3 > 0) r = sprintf("%.2f", t[$2] / $3)
-			printf "%s,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, r, rounds
+			printf "%s,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%s,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, r, rounds, secs
 		}' "$SUMMARY" "$SUMMARY"
 } >"$CSV"
 {
@@ -468,36 +514,4 @@ also share one Go heap and scheduler.
 CSV: $CSV (every round: ${CSV%.csv}-rounds.csv)   raw outputs: $LOGDIR/
 EOF
 
-# ---- plot ---------------------------------------------------------------
-
-plotdata=$WORK/plot
-mkdir -p "$plotdata"
-plots=()
-for w in $WORKLOADS; do
-	# concurrency, median, min, max
-	grep "^$w," "$CSV" | cut -d, -f2-5 | tr , ' ' >"$plotdata/$w.dat"
-	plots+=("'$plotdata/$w.dat' using 1:2:3:4 with yerrorlines lw 2 title '${label[$w]}'")
-done
-term="pngcairo size 1200,560 font 'sans,10'"
-gnuplot -e "set terminal $term" 2>/dev/null </dev/null || term="png size 1200,560"
-xtics=$(printf '%s,' "${levels[@]}")
-lo=$(printf '%s\n' "${levels[@]}" | sort -n | head -n 1)
-hi=$(printf '%s\n' "${levels[@]}" | sort -n | tail -n 1)
-gnuplot <<EOF
-set terminal $term
-set output '$PLOT'
-set title "Throughput vs concurrency on $(nproc) cores shared with the load generator: median of $ROUNDS rounds of ${DURATION}s, bars from min to max"
-set logscale xy
-set xlabel 'concurrent connections (clients)'
-set ylabel 'operations per second'
-set xtics (${xtics%,})
-set xrange [$lo / 1.4 : $hi * 1.4]
-set format y '%.0s%c'
-set grid
-set key outside right top Left reverse
-plot $(
-	IFS=,
-	echo "${plots[*]}"
-)
-EOF
-say "plot: $PLOT"
+plot
