@@ -5,11 +5,10 @@
 # docs/benchmarks.md ("Side by side with Redis and PostgreSQL") explains the
 # figures.
 #
-# Redis, PostgreSQL, wrk and gnuplot are installed with apt-get if missing;
-# the servers are started
-# as throwaway instances on loopback, on free ports, in a temporary
-# directory; every server this script starts is stopped on exit, however it
-# exits. Nothing here touches a system-wide Redis or PostgreSQL.
+# Redis, PostgreSQL, wrk and gnuplot are installed with apt-get if missing.
+# The servers run as throwaway instances on loopback, on free ports, in a
+# temporary directory; every server this script starts is stopped on exit,
+# however it exits. Nothing here touches a system-wide Redis or PostgreSQL.
 #
 # Settings (environment; `make bench-peers LEVELS=1,16` works too):
 #   LEVELS     concurrency levels, comma-separated          (1,16,64,256)
