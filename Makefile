@@ -56,9 +56,9 @@ bench: build
 ## like-with-dedup Lua script, the same with AOF fsync always) and PostgreSQL
 ## (hot-row UPDATE, INSERT ... ON CONFLICT like) at the same concurrency
 ## levels: one table, docs/bench-peers.csv and docs/bench-peers.png. Installs
-## redis-server, redis-tools, postgresql and gnuplot-nox with apt-get if
+## redis-server, redis-tools, postgresql, wrk and gnuplot-nox with apt-get if
 ## missing, and runs them as throwaway loopback instances that it stops on
-## exit. About 17 min (3 rounds of 4 levels x 7 workloads x 10 s); not part
+## exit. About 20 min (3 rounds of 4 levels x 8 workloads x 10 s); not part
 ## of `make test` or CI.
 ## ROUNDS=1 LEVELS=1,16 DURATION=5 make bench-peers for a short run.
 bench-peers: build

@@ -5,10 +5,10 @@
 # docs/benchmarks.md ("Side by side with Redis and PostgreSQL") explains the
 # figures.
 #
-# Redis and PostgreSQL are installed with apt-get if missing, then started
-# as throwaway instances on loopback, on free ports, in a temporary
-# directory; every server this script starts is stopped on exit, however it
-# exits. Nothing here touches a system-wide Redis or PostgreSQL.
+# Redis, PostgreSQL, wrk and gnuplot are installed with apt-get if missing.
+# The servers run as throwaway instances on loopback, on free ports, in a
+# temporary directory; every server this script starts is stopped on exit,
+# however it exits. Nothing here touches a system-wide Redis or PostgreSQL.
 #
 # Settings (environment; `make bench-peers LEVELS=1,16` works too):
 #   LEVELS     concurrency levels, comma-separated          (1,16,64,256)
@@ -31,7 +31,7 @@ TALLYD=${TALLYD:-bin/tallyd}
 CSV=${CSV:-docs/bench-peers.csv}
 PLOT=${PLOT:-docs/bench-peers.png}
 LOGDIR=${LOGDIR:-bin/bench-peers}
-ALL_WORKLOADS="tally-like tally-like-serve redis-incr redis-lua redis-lua-aof pg-update pg-like"
+ALL_WORKLOADS="tally-like tally-like-serve tally-like-wrk redis-incr redis-lua redis-lua-aof pg-update pg-like"
 WORKLOADS=${WORKLOADS:-$ALL_WORKLOADS}
 
 IFS=, read -r -a levels <<<"$LEVELS"
@@ -51,11 +51,12 @@ done
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 ]] || die "DURATION: want whole seconds, got $DURATION"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "ROUNDS: want a positive integer, got $ROUNDS"
 [[ $USERS =~ ^[0-9]+$ && $USERS -ge 1 ]] || die "USERS: want a positive integer, got $USERS"
-[[ -x $TALLYD ]] || die "$TALLYD not found: run 'make build' (or 'make bench-peers', which builds it)"
+[[ -n ${REPLOT:-} || -x $TALLYD ]] || die "$TALLYD not found: run 'make build' (or 'make bench-peers', which builds it)"
 
 declare -A label=(
 	[tally-like]="tally PUT like, fsync (in-process generator)"
 	[tally-like-serve]="tally PUT like, fsync (tallyd serve process)"
+	[tally-like-wrk]="tally PUT like, fsync (tallyd serve, wrk C client)"
 	[redis-incr]="Redis INCR hot, no persistence"
 	[redis-lua]="Redis like Lua SADD+INCR, no persistence"
 	[redis-lua-aof]="Redis like Lua, AOF fsync always"
@@ -119,6 +120,7 @@ install_missing() {
 	{ command -v redis-benchmark && command -v redis-cli; } >/dev/null || pkgs+=(redis-tools)
 	pg_bin >/dev/null || pkgs+=(postgresql)
 	command -v gnuplot >/dev/null || pkgs+=(gnuplot-nox)
+	command -v wrk >/dev/null || pkgs+=(wrk)
 	((${#pkgs[@]} == 0)) && return
 	local sudo=()
 	if [[ $(id -u) != 0 ]]; then
@@ -160,6 +162,7 @@ chmod 711 "$WORK" # the postgres user must reach its data directory
 server_pids=()    # Redis and tallyd serve: stopped by pid
 pg_data=          # set once pg_ctl has started a cluster
 pg_log=
+tally_port= # of tallyd serve, once started
 
 cleanup() {
 	local rc=$?
@@ -258,7 +261,7 @@ start_tally_serve() {
 	server_pids+=("$pid")
 	wait_for "tallyd serve on port $tally_port (log: $LOGDIR/tallyd-serve.log)" "$pid" \
 		curl -fsS "http://127.0.0.1:$tally_port/readyz"
-	say "tally-like-serve: tallyd serve on :$tally_port"
+	say "tally-like-serve, tally-like-wrk: tallyd serve on :$tally_port"
 }
 
 # tally_level WORKLOAD CONC ROUND: one level of `tallyd bench likes`. The
@@ -274,6 +277,36 @@ tally_level() {
 	awk -F, -v r="$round" -v w="$workload" 'NR > 1 { if ($3 != 0) bad = 1; print r "," w "," $1 "," $6 "," $7 "," $8 }
 		END { exit bad }' "$out" >>"$RAW" ||
 		say "$workload: some requests failed, see $out"
+}
+
+# wrk_level WORKLOAD CONC ROUND: the same likes against tallyd serve, sent
+# by wrk, a C load generator like redis-benchmark and pgbench, so that the
+# client's cost is comparable; the difference from tally-like-serve is
+# what the Go load generator costs. Throughput only: wrk 4.1's latency
+# figures here contradict its own counts (with one connection, a mean of
+# 5.5 ms over 5,234 requests in 3.0 s), so they are recorded as "-".
+wrk_level() {
+	local workload=$1 conc=$2 round=$3
+	local out=$LOGDIR/$workload.c$conc.r$round.out lua=$WORK/wrk.c$conc.r$round.lua
+	# Users like tallyd bench likes --users: uniform over USERS, under a
+	# prefix of this level so levels do not share users.
+	cat >"$lua" <<-EOF
+		local n = 0
+		function setup(thread) n = n + 1; thread:set("id", n) end
+		function init(args) math.randomseed(os.time() * 1000 + id) end
+		function request()
+		  return wrk.format("PUT", "/v1/likes/hot/wrk.c$conc.r$round." .. math.random(0, $((USERS - 1))))
+		end
+	EOF
+	wrk -t $((conc < 2 ? conc : 2)) -c "$conc" -d "${DURATION}s" --latency -s "$lua" \
+		"http://127.0.0.1:$tally_port" >"$out" 2>&1 || die "wrk failed: see $out"
+	grep -q 'Non-2xx\|Socket errors' "$out" && say "$workload: some requests failed, see $out"
+	awk -v r="$round" -v w="$workload" -v c="$conc" '
+		$1 == "Requests/sec:" { rps = $2 }
+		END {
+			if (rps == "") exit 1
+			printf "%s,%s,%s,%s,-,-\n", r, w, c, rps
+		}' "$out" >>"$RAW" || die "no Requests/sec in $out"
 }
 
 # ---- Redis --------------------------------------------------------------
@@ -432,7 +465,7 @@ say "$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed '
 say "$(redis-server --version | cut -d' ' -f1-3), $("$PGBIN/postgres" --version), $("$TALLYD" version)"
 for w in $WORKLOADS; do
 	case $w in
-	tally-like-serve) start_tally_serve ;;
+	tally-like-serve | tally-like-wrk) [[ -n $tally_port ]] || start_tally_serve ;;
 	redis-lua-aof) start_redis "$w" "appendonly yes" "appendfsync always" ;;
 	redis-*) start_redis "$w" "appendonly no" ;;
 	pg-*) [[ -n $pg_data ]] || start_pg ;;
@@ -447,6 +480,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 		say "round $round of $ROUNDS, concurrency $c"
 		for w in $WORKLOADS; do
 			case $w in
+			tally-like-wrk) wrk_level "$w" "$c" "$round" ;;
 			tally-*) tally_level "$w" "$c" "$round" ;;
 			redis-*) redis_level "$w" "$c" "$round" ;;
 			pg-*) pg_level "$w" "$c" "$round" ;;
@@ -464,9 +498,10 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 # ---- report -------------------------------------------------------------
 
 # median of the numbers on stdin (the mean of the middle two for an even
-# count).
+# count); "-" if they are "-" (not measured).
 median() {
-	sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	sort -g | awk '$1 == "-" { none = 1 } { v[NR] = $1 }
+		END { if (none) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 # Per workload and level: the medians over the rounds of ops/s, p50 and p99
@@ -491,7 +526,9 @@ done >"$SUMMARY"
 		{
 			r = "-"
 			if ($1 !~ /^tally-/ && ($2 in t) && $3 > 0) r = sprintf("%.2f", t[$2] / $3)
-			printf "%s,%s,%.0f,%.0f,%.0f,%.2f,%.2f,%s,%s,%s\n", $1, $2, $3, $4, $5, $6, $7, r, rounds, secs
+			p50 = $6 == "-" ? "-" : sprintf("%.2f", $6)
+			p99 = $7 == "-" ? "-" : sprintf("%.2f", $7)
+			printf "%s,%s,%.0f,%.0f,%.0f,%s,%s,%s,%s,%s\n", $1, $2, $3, $4, $5, p50, p99, r, rounds, secs
 		}' "$SUMMARY" "$SUMMARY"
 } >"$CSV"
 {
