@@ -61,7 +61,8 @@ func newEventsPool() *sync.Pool {
 
 // reset drops every reference the batch holds, keeping its buffers.
 func (b *eventsBatch) reset() {
-	clear(b.ops) // the op strings; the slice is reused
+	clear(b.ops) // the op strings and the errors; the slices are reused
+	clear(b.errs)
 	b.ops, b.errs, b.out = b.ops[:0], b.errs[:0], b.out[:0]
 	clear(b.intern)
 	b.scanner = eventScanner{}

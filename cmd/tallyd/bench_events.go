@@ -585,8 +585,9 @@ func (s *memSampler) stop() {
 	s.wg.Wait()
 }
 
-// summary prints first, min, max and last of RSS and Go heap, and the
-// change over the second half of the run (flat memory shows ~0 there).
+// summary prints, per series, the first sample, then the range after the
+// warm-up (the first fifth of the run: caches and memtables filling) and
+// the change over the second half (flat memory shows ~0 there).
 func (s *memSampler) summary(out io.Writer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -597,19 +598,25 @@ func (s *memSampler) summary(out io.Writer) {
 		name string
 		get  func(memSample) int64
 	}
-	fmt.Fprintf(out, "memory over %d samples:\n", len(s.samples))
+	end := s.samples[len(s.samples)-1].At
+	steady := s.samples
+	for len(steady) > 1 && steady[0].At < end/5 {
+		steady = steady[1:]
+	}
+	fmt.Fprintf(out, "memory over %d samples; after warm-up = from %s to %s:\n", len(s.samples),
+		steady[0].At.Round(time.Second), end.Round(time.Second))
 	for _, sr := range []series{
 		{"rss", func(m memSample) int64 { return m.RSS }},
 		{"go-total", func(m memSample) int64 { return m.GoTotal }},
 		{"heap-live", func(m memSample) int64 { return m.HeapLive }},
 	} {
 		first, last := sr.get(s.samples[0]), sr.get(s.samples[len(s.samples)-1])
-		lo, hi := first, first
-		for _, m := range s.samples {
+		lo, hi := sr.get(steady[0]), sr.get(steady[0])
+		for _, m := range steady {
 			lo, hi = min(lo, sr.get(m)), max(hi, sr.get(m))
 		}
 		mid := sr.get(s.samples[len(s.samples)/2])
-		fmt.Fprintf(out, "  %-9s first %s, min %s, max %s, last %s; second half %+.1f MiB\n",
+		fmt.Fprintf(out, "  %-9s at start %s; after warm-up min %s, max %s; last %s; second half %+.1f MiB\n",
 			sr.name, mib(first), mib(lo), mib(hi), mib(last), float64(last-mid)/(1<<20))
 	}
 }
