@@ -44,6 +44,8 @@ staticcheck: $(STATICCHECK)
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./storage/ ./region/
 	./$(BIN) bench likes --duration 5s
+	./$(BIN) bench events --duration 5s
+	./$(BIN) bench space
 	./$(BIN) bench replication
 
 ## fuzz: run each decoder fuzz target for a short while.

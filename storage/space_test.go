@@ -36,11 +36,17 @@ func TestCompactAndTableBytes(t *testing.T) {
 		t.Fatalf("record after compaction: %+v, %v, %v", got, ok, err)
 	}
 	wantVector(t, s, Likes, "post", crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 1000}}})
+	if u, err := s.MemoryUse(); err != nil || u.MemTables <= 0 || u.RecordFilter != 64<<20 || u.BlockCache < 0 {
+		t.Errorf("MemoryUse = %+v, %v", u, err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Compact(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Compact on a closed store: %v", err)
+	}
+	if _, err := s.MemoryUse(); !errors.Is(err, ErrClosed) {
+		t.Errorf("MemoryUse on a closed store: %v", err)
 	}
 	if _, err := s.TableBytes(); !errors.Is(err, ErrClosed) {
 		t.Errorf("TableBytes on a closed store: %v", err)

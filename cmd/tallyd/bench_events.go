@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
 )
 
 // eventsBenchConfig is what `tallyd bench events` takes.
@@ -219,6 +220,7 @@ func perSec(n int64, d time.Duration) float64 {
 // printing a row per mix (and memory samples, if asked) to out.
 func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.Writer) (_ []*eventsMixResult, err error) {
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
+	var store func() (storage.MemoryUse, error)
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
 		n, dir, err := startBenchReplica(ctx, cfg.Durability, log)
@@ -232,6 +234,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		}()
 		base = "http://" + n.Addr().String()
 		target = fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir)
+		store = n.store.MemoryUse
 	}
 	if err := checkReady(ctx, base); err != nil {
 		return nil, err
@@ -250,7 +253,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		cfg.Batch, cfg.Format, cfg.Concurrency, cfg.Duration, target)
 	var sampler *memSampler
 	if cfg.MemEvery > 0 {
-		sampler = startMemSampler(ctx, cfg.MemEvery, out)
+		sampler = startMemSampler(ctx, cfg.MemEvery, store, out)
 	}
 	var results []*eventsMixResult
 	run := newRunID()
@@ -546,18 +549,21 @@ type memSampler struct {
 	samples []memSample
 }
 
-func startMemSampler(ctx context.Context, every time.Duration, out io.Writer) *memSampler {
+// startMemSampler samples until stop; store, if not nil, is the in-process
+// replica's store, whose Pebble memory is part of RSS.
+func startMemSampler(ctx context.Context, every time.Duration, store func() (storage.MemoryUse, error), out io.Writer) *memSampler {
 	s := &memSampler{done: make(chan struct{})}
 	start := time.Now()
-	const row = "mem %8v %10v %10v %10v %10v %10v\n"
-	fmt.Fprintf(out, row, "t", "rss", "go-total", "go-heap", "heap-live", "goroutines")
+	const row = "mem %8v %10v %10v %10v %10v %12v %10v %10v %10v\n"
+	fmt.Fprintf(out, row, "t", "rss", "go-total", "go-heap", "heap-live", "pebble-cache", "memtables", "goroutines", "sstables")
 	take := func() {
-		m := readMemSample()
+		m := readMemSample(store)
 		m.At = time.Since(start)
 		s.mu.Lock()
 		s.samples = append(s.samples, m)
 		s.mu.Unlock()
-		fmt.Fprintf(out, row, m.At.Round(time.Second), mib(m.RSS), mib(m.GoTotal), mib(m.HeapObjects), mib(m.HeapLive), m.Goroutines)
+		fmt.Fprintf(out, row, m.At.Round(time.Second), mib(m.RSS), mib(m.GoTotal), mib(m.HeapObjects), mib(m.HeapLive),
+			mib(m.BlockCache), mib(m.MemTables), m.Goroutines, mib(m.Tables))
 	}
 	take()
 	s.wg.Add(1)
@@ -609,6 +615,7 @@ func (s *memSampler) summary(out io.Writer) {
 		{"rss", func(m memSample) int64 { return m.RSS }},
 		{"go-total", func(m memSample) int64 { return m.GoTotal }},
 		{"heap-live", func(m memSample) int64 { return m.HeapLive }},
+		{"pebble-cache", func(m memSample) int64 { return m.BlockCache }},
 	} {
 		first, last := sr.get(s.samples[0]), sr.get(s.samples[len(s.samples)-1])
 		lo, hi := sr.get(steady[0]), sr.get(steady[0])
@@ -616,7 +623,7 @@ func (s *memSampler) summary(out io.Writer) {
 			lo, hi = min(lo, sr.get(m)), max(hi, sr.get(m))
 		}
 		mid := sr.get(s.samples[len(s.samples)/2])
-		fmt.Fprintf(out, "  %-9s at start %s; after warm-up min %s, max %s; last %s; second half %+.1f MiB\n",
+		fmt.Fprintf(out, "  %-12s at start %s; after warm-up min %s, max %s; last %s; second half %+.1f MiB\n",
 			sr.name, mib(first), mib(lo), mib(hi), mib(last), float64(last-mid)/(1<<20))
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"time"
+
+	"github.com/tally-dev/tally/storage"
 )
 
 // memSample is one reading of this process's memory.
@@ -26,6 +28,12 @@ type memSample struct {
 	// (/gc/heap/live:bytes): what a leak makes grow.
 	HeapLive   int64
 	Goroutines int64
+	// BlockCache and MemTables are the in-process replica's Pebble block
+	// cache and memtables (part of RSS, outside the Go heap); -1 when the
+	// replica is elsewhere.
+	BlockCache, MemTables int64
+	// Tables is the replica's sstable bytes on disk (-1: unknown).
+	Tables int64
 }
 
 var memMetricNames = []string{
@@ -35,7 +43,7 @@ var memMetricNames = []string{
 	"/sched/goroutines:goroutines",
 }
 
-func readMemSample() memSample {
+func readMemSample(store func() (storage.MemoryUse, error)) memSample {
 	ms := make([]metrics.Sample, len(memMetricNames))
 	for i, n := range memMetricNames {
 		ms[i].Name = n
@@ -47,13 +55,22 @@ func readMemSample() memSample {
 		}
 		return int64(ms[i].Value.Uint64())
 	}
-	return memSample{
+	m := memSample{
 		RSS:         readRSS(),
 		GoTotal:     val(0),
 		HeapObjects: val(1),
 		HeapLive:    val(2),
 		Goroutines:  val(3),
+		BlockCache:  -1,
+		MemTables:   -1,
+		Tables:      -1,
 	}
+	if store != nil {
+		if u, err := store(); err == nil {
+			m.BlockCache, m.MemTables, m.Tables = u.BlockCache, u.MemTables, u.Tables
+		}
+	}
+	return m
 }
 
 // readRSS returns VmRSS from /proc/self/status in bytes, or -1.
