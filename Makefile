@@ -50,6 +50,8 @@ shellcheck:
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchtime=2s ./storage/ ./region/
 	./$(BIN) bench likes --duration 5s
+	./$(BIN) bench events --duration 5s
+	./$(BIN) bench space
 	./$(BIN) bench replication
 
 ## bench-peers: tally's durable like path side by side with Redis (INCR, the

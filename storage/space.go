@@ -31,3 +31,36 @@ func (s *Store) TableBytes() (int64, error) {
 	}
 	return s.db.Metrics().Total().TablesSize, nil
 }
+
+// MemoryUse is the memory the store holds by design, for watching that
+// memory stays bounded under load.
+type MemoryUse struct {
+	// BlockCache is Pebble's block cache, outside the Go heap; it grows as
+	// blocks are read, up to Config.CacheBytes.
+	BlockCache int64
+	// MemTables is Pebble's memtables, live and waiting to be flushed or
+	// recycled, outside the Go heap.
+	MemTables int64
+	// RecordFilter is the record filter, on the Go heap, allocated at open.
+	RecordFilter int64
+	// Tables is the size of the live sstables on disk (TableBytes), for
+	// relating memory to the amount of state.
+	Tables int64
+}
+
+// MemoryUse reports the store's memory by part.
+func (s *Store) MemoryUse() (MemoryUse, error) {
+	if s.closed.Load() {
+		return MemoryUse{}, fmt.Errorf("memory use: %w", ErrClosed)
+	}
+	m := s.db.Metrics()
+	u := MemoryUse{
+		BlockCache: m.BlockCache.Size,
+		MemTables:  int64(m.MemTable.Size + m.MemTable.ZombieSize),
+		Tables:     m.Total().TablesSize,
+	}
+	if s.filter != nil {
+		u.RecordFilter = int64(len(s.filter.words)) * 8
+	}
+	return u, nil
+}

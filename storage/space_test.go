@@ -36,13 +36,48 @@ func TestCompactAndTableBytes(t *testing.T) {
 		t.Fatalf("record after compaction: %+v, %v, %v", got, ok, err)
 	}
 	wantVector(t, s, Likes, "post", crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 1000}}})
+	if u, err := s.MemoryUse(); err != nil || u.MemTables <= 0 || u.RecordFilter != 64<<20 || u.BlockCache < 0 {
+		t.Errorf("MemoryUse = %+v, %v", u, err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Compact(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Errorf("Compact on a closed store: %v", err)
 	}
+	if _, err := s.MemoryUse(); !errors.Is(err, ErrClosed) {
+		t.Errorf("MemoryUse on a closed store: %v", err)
+	}
 	if _, err := s.TableBytes(); !errors.Is(err, ErrClosed) {
 		t.Errorf("TableBytes on a closed store: %v", err)
+	}
+}
+
+// Pebble charges memtables to the block cache. Under steady writes (one
+// memtable filling while another flushes) blocks must still be cached:
+// before Open made room for the memtables, the cache held nothing and
+// every lookup read its blocks from the file again.
+func TestBlockCacheUnderWrites(t *testing.T) {
+	s := openTest(t, Config{Dir: t.TempDir(), RecordFilterBytes: -1})
+	defer s.Close()
+	rec := sampleRecord()
+	for r := range 40 { // ~50 MB of records: more than one full memtable
+		commit(t, s, func(b *Batch) {
+			for i := range 20000 {
+				b.PutLikeRecord("hot", "u"+strconv.Itoa(r*20000+i), nil, rec)
+			}
+		})
+		for i := range 100 {
+			if _, ok, err := s.LikeRecord("hot", "u"+strconv.Itoa(i*101)); !ok || err != nil {
+				t.Fatalf("record %d: %v, %v", i*101, ok, err)
+			}
+		}
+	}
+	u, err := s.MemoryUse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.MemTables < 32<<20 || u.BlockCache == 0 {
+		t.Fatalf("memtables %d bytes, block cache %d bytes: want a full memtable and a non-empty cache", u.MemTables, u.BlockCache)
 	}
 }

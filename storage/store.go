@@ -52,7 +52,9 @@ type Config struct {
 	Dir string
 	// Durability of commits. Default DurabilitySync.
 	Durability Durability
-	// CacheBytes is the block cache size. Default 64 MiB.
+	// CacheBytes is the block cache size, for sstable blocks. Default 64
+	// MiB. (Pebble charges its memtables to the same cache; Open adds room
+	// for them, see memTableSlots.)
 	CacheBytes int64
 	// MemTableBytes is the memtable size. Default 32 MiB.
 	MemTableBytes uint64
@@ -135,21 +137,33 @@ type Store struct {
 	dxPool sync.Pool // of *digestDelta, all zero
 }
 
+// memTableSlots is how many memtables the block cache makes room for:
+// Pebble stops writes once MemTableStopWritesThreshold (memTableSlots-1)
+// memtables wait to be flushed, and one more may be on its way to being
+// recycled.
+const memTableSlots = 3
+
 // Open opens (creating if needed) the store in cfg.Dir.
 func Open(cfg Config) (*Store, error) {
 	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cache := pebble.NewCache(cfg.CacheBytes)
+	// Pebble reserves every memtable's size in the block cache. With a
+	// cache of CacheBytes alone, two 32 MiB memtables (one filling, one
+	// flushing: the normal state under write load) reserved all 64 MiB,
+	// and no block was ever cached: every lookup the record filter let
+	// through read and decompressed its blocks from the file again.
+	cache := pebble.NewCache(cfg.CacheBytes + memTableSlots*int64(cfg.MemTableBytes))
 	defer cache.Unref() // the DB holds its own reference
 	opts := &pebble.Options{
-		Cache:                 cache,
-		MemTableSize:          cfg.MemTableBytes,
-		FormatMajorVersion:    pebble.FormatNewest,
-		Logger:                pebbleLogger{cfg.Logger},
-		FS:                    cfg.FS,
-		L0CompactionThreshold: 2,
+		Cache:                       cache,
+		MemTableSize:                cfg.MemTableBytes,
+		MemTableStopWritesThreshold: memTableSlots - 1,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{cfg.Logger},
+		FS:                          cfg.FS,
+		L0CompactionThreshold:       2,
 	}
 	if cfg.WALMinSyncInterval > 0 {
 		iv := cfg.WALMinSyncInterval

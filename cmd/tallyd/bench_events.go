@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
 )
 
 // eventsBenchConfig is what `tallyd bench events` takes.
@@ -219,6 +220,7 @@ func perSec(n int64, d time.Duration) float64 {
 // printing a row per mix (and memory samples, if asked) to out.
 func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.Writer) (_ []*eventsMixResult, err error) {
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
+	var store func() (storage.MemoryUse, error)
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
 		n, dir, err := startBenchReplica(ctx, cfg.Durability, log)
@@ -232,6 +234,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		}()
 		base = "http://" + n.Addr().String()
 		target = fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir)
+		store = n.store.MemoryUse
 	}
 	if err := checkReady(ctx, base); err != nil {
 		return nil, err
@@ -250,7 +253,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		cfg.Batch, cfg.Format, cfg.Concurrency, cfg.Duration, target)
 	var sampler *memSampler
 	if cfg.MemEvery > 0 {
-		sampler = startMemSampler(ctx, cfg.MemEvery, out)
+		sampler = startMemSampler(ctx, cfg.MemEvery, store, out)
 	}
 	var results []*eventsMixResult
 	run := newRunID()
@@ -536,94 +539,4 @@ func jsonIntField(body []byte, name string) (int64, error) {
 		return 0, fmt.Errorf("POST /v1/events: bad %q in the answer: %w", name, err)
 	}
 	return n, nil
-}
-
-// memSampler prints this process's memory every interval.
-type memSampler struct {
-	done    chan struct{}
-	wg      sync.WaitGroup
-	mu      sync.Mutex // protects samples
-	samples []memSample
-}
-
-func startMemSampler(ctx context.Context, every time.Duration, out io.Writer) *memSampler {
-	s := &memSampler{done: make(chan struct{})}
-	start := time.Now()
-	const row = "mem %8v %10v %10v %10v %10v %10v\n"
-	fmt.Fprintf(out, row, "t", "rss", "go-total", "go-heap", "heap-live", "goroutines")
-	take := func() {
-		m := readMemSample()
-		m.At = time.Since(start)
-		s.mu.Lock()
-		s.samples = append(s.samples, m)
-		s.mu.Unlock()
-		fmt.Fprintf(out, row, m.At.Round(time.Second), mib(m.RSS), mib(m.GoTotal), mib(m.HeapObjects), mib(m.HeapLive), m.Goroutines)
-	}
-	take()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.done:
-				take()
-				return
-			case <-t.C:
-				take()
-			}
-		}
-	}()
-	return s
-}
-
-func (s *memSampler) stop() {
-	close(s.done)
-	s.wg.Wait()
-}
-
-// summary prints, per series, the first sample, then the range after the
-// warm-up (the first fifth of the run: caches and memtables filling) and
-// the change over the second half (flat memory shows ~0 there).
-func (s *memSampler) summary(out io.Writer) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.samples) == 0 {
-		return
-	}
-	type series struct {
-		name string
-		get  func(memSample) int64
-	}
-	end := s.samples[len(s.samples)-1].At
-	steady := s.samples
-	for len(steady) > 1 && steady[0].At < end/5 {
-		steady = steady[1:]
-	}
-	fmt.Fprintf(out, "memory over %d samples; after warm-up = from %s to %s:\n", len(s.samples),
-		steady[0].At.Round(time.Second), end.Round(time.Second))
-	for _, sr := range []series{
-		{"rss", func(m memSample) int64 { return m.RSS }},
-		{"go-total", func(m memSample) int64 { return m.GoTotal }},
-		{"heap-live", func(m memSample) int64 { return m.HeapLive }},
-	} {
-		first, last := sr.get(s.samples[0]), sr.get(s.samples[len(s.samples)-1])
-		lo, hi := sr.get(steady[0]), sr.get(steady[0])
-		for _, m := range steady {
-			lo, hi = min(lo, sr.get(m)), max(hi, sr.get(m))
-		}
-		mid := sr.get(s.samples[len(s.samples)/2])
-		fmt.Fprintf(out, "  %-9s at start %s; after warm-up min %s, max %s; last %s; second half %+.1f MiB\n",
-			sr.name, mib(first), mib(lo), mib(hi), mib(last), float64(last-mid)/(1<<20))
-	}
-}
-
-func mib(n int64) string {
-	if n < 0 {
-		return "n/a"
-	}
-	return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + "MiB"
 }
