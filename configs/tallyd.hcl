@@ -19,6 +19,10 @@ data_dir = "./data/us-1"
 # HTTP listen address, host:port. Port 0 picks a free port.
 listen = "127.0.0.1:8080"
 
+# Go's profiler (/debug/pprof/) on its own address, unauthenticated: keep it
+# on loopback. Default: "" (off).
+# debug_listen = "127.0.0.1:6060"
+
 # "fsync": acknowledge a write only after its WAL fsync (group-committed).
 # "none": acknowledge before the fsync: survives a process crash, NOT a power
 # loss. Opt-in only; tallyd warns at startup and /v1/status reports it.

@@ -39,6 +39,11 @@ type Config struct {
 	// Listen is the HTTP address, host:port. Port 0 picks a free port.
 	// Default "127.0.0.1:8080".
 	Listen string `hcl:"listen,optional"`
+	// DebugListen, if set, serves Go's profiler (/debug/pprof/) on this
+	// separate address, host:port, for an operator finding where time or
+	// memory goes. Keep it on loopback: profiles reveal internals and cost
+	// CPU while they run. Default "" (off).
+	DebugListen string `hcl:"debug_listen,optional"`
 	// Durability is "fsync" (acknowledge after the WAL fsync; the default)
 	// or "none" (acknowledge before the fsync: a power loss may lose
 	// acknowledged writes; /v1/status says so).
@@ -161,6 +166,11 @@ func (c Config) Validate() error {
 	if err := checkListen(c.Listen); err != nil {
 		bad("listen %q: %v", c.Listen, err)
 	}
+	if c.DebugListen != "" {
+		if err := checkListen(c.DebugListen); err != nil {
+			bad("debug_listen %q: %v", c.DebugListen, err)
+		}
+	}
 	if _, err := storage.ParseDurability(c.Durability); err != nil || c.Durability == "" {
 		bad("durability %q: want fsync or none", c.Durability)
 	}
@@ -259,6 +269,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.Replica, "replica", c.Replica, "stable replica `id` (default <region>-1)")
 	fs.StringVar(&c.DataDir, "data", c.DataDir, "data `dir` for Pebble (default ./data/<replica>)")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen `address`")
+	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "serve /debug/pprof/ on this `address` (empty: off; keep it on loopback)")
 	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode`: fsync (ack after WAL fsync) or none (unsafe on power loss)")
 	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+")")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+")")

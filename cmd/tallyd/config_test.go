@@ -156,6 +156,7 @@ func TestConfigErrors(t *testing.T) {
 			},
 		},
 		{"bad port", []string{"--listen", "127.0.0.1:99999"}, "", []string{"bad port"}},
+		{"bad debug listen", []string{"--debug-listen", "localhost"}, "", []string{`debug_listen "localhost"`}},
 		{"bad region in file", nil, `region = "é"`, []string{`region "é"`}},
 	}
 	for _, c := range cases {

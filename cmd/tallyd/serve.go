@@ -23,6 +23,14 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	})
 	warnUnsafe(log, cfg)
 
+	if cfg.DebugListen != "" {
+		d, err := startDebug(ctx, cfg.DebugListen, log.Named("debug"))
+		if err != nil {
+			return err
+		}
+		defer d.close()
+		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", d.Addr())
+	}
 	n, err := startNode(ctx, cfg, nodeOptions{Logger: log})
 	if err != nil {
 		return err

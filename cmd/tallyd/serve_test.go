@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -156,4 +157,45 @@ func (l *lockedBuilder) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestServeDebugListen: --debug-listen serves the profiler on its own
+// address, not on the API's, and stops with serve.
+func TestServeDebugListen(t *testing.T) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	debugAddr := ln.Addr().String()
+	ln.Close()
+	s := startServe(t, "--data", t.TempDir(), "--debug-listen", debugAddr)
+	if !strings.Contains(s.stdout.String(), "debug (pprof) on "+debugAddr) {
+		t.Errorf("stdout %q does not announce the debug address", s.stdout)
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var b strings.Builder
+		if _, err := io.Copy(&b, res.Body); err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode, b.String()
+	}
+	if code, body := get("http://" + debugAddr + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
+		t.Fatalf("debug goroutine profile: %d %.200s", code, body)
+	}
+	if code, _ := get("http://" + s.addr + "/debug/pprof/"); code != 404 {
+		t.Errorf("API address serves /debug/pprof/: %d", code)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, s.stderr)
+	}
+	if _, err := http.Get("http://" + debugAddr + "/debug/pprof/"); err == nil {
+		t.Error("debug server still answers after serve stopped")
+	}
 }
