@@ -141,6 +141,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if hclog.LevelFromString(lc.LogLevel) == hclog.NoLevel {
 		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
 	}
+	logMalloc(log)
 
 	ncfg := localnet.DefaultConfig()
 	ncfg.Regions, ncfg.Dir, ncfg.Logger = lc.Regions, filepath.Join(lc.DataDir, "nats"), log.Named("nats")

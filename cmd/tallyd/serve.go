@@ -22,6 +22,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		JSONFormat: cfg.LogJSON,
 	})
 	warnUnsafe(log, cfg)
+	logMalloc(log)
 
 	if cfg.DebugListen != "" {
 		d, err := startDebug(ctx, cfg.DebugListen, log.Named("debug"))
@@ -65,5 +66,14 @@ func warnUnsafe(log hclog.Logger, cfg Config) {
 	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && cfg.WriteToken == "" {
 		log.Warn("listening beyond loopback without a write token: anyone who can reach the port can write",
 			"listen", cfg.Listen)
+	}
+}
+
+// logMalloc says how the C allocator was tuned at start (see
+// malloc_glibc.go), so an operator comparing RSS across hosts knows.
+func logMalloc(log hclog.Logger) {
+	if a, m := mallocTuning(); a > 0 || m > 0 {
+		log.Info("C allocator tuned for Pebble's cache (MALLOC_ARENA_MAX or GLIBC_TUNABLES override it)",
+			"arena_max", a, "mmap_threshold", m)
 	}
 }
