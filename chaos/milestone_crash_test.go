@@ -54,7 +54,7 @@ func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	acked := 0
+	acked, fired := 0, 0
 	for trial := range trials {
 		x := d.proc(victim(trial))
 		before := eventsBy(t, ctx, x)
@@ -117,42 +117,50 @@ func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 		if len(vs) > 0 {
 			t.Fatalf("trial %d: %d violations, first: %v", trial, len(vs), vs[:min(len(vs), 10)])
 		}
-		// Exactly one new milestone of x's, in every region (settle
-		// checked that they agree), claimed by x's restarted process.
+		// New milestones of x's, in every region (settle checked that they
+		// agree), all claimed by x's restarted process. Usually one: the
+		// claim runs right after the commit that numbered the like. But
+		// likes keep coming while the claimer gets to it, and on a loaded
+		// machine a later like can take the next milestone number (7 on)
+		// first; its intent is stored too, and the restart claims both.
 		var fresh []milestone.Event
 		for _, e := range eventList(t, ctx, x) {
 			if e.Replica == x.replica && !slices.Contains(before, e.Number) {
 				fresh = append(fresh, e)
 			}
 		}
-		if len(fresh) != 1 {
-			t.Fatalf("trial %d: %s fired %d new milestones, want 1: %v", trial, x.region, len(fresh), fresh)
+		if len(fresh) == 0 {
+			t.Fatalf("trial %d: %s fired no new milestone after its restart", trial, x.region)
 		}
-		ev := fresh[0]
-		if won, err := x.client.metric(ctx, "tally_milestones_won_total"); err != nil || won != 1 {
-			t.Fatalf("trial %d: the restarted %s won %v claims (%v), want 1", trial, x.region, won, err)
+		if won, err := x.client.metric(ctx, "tally_milestones_won_total"); err != nil || won != float64(len(fresh)) {
+			t.Fatalf("trial %d: the restarted %s won %v claims (%v), want %d (its new milestones: %v)", trial, x.region, won, err, len(fresh), fresh)
 		}
-		i := slices.IndexFunc(ops, func(o Op) bool { return o.Region == x.region && o.Key == ev.Item && o.User == ev.User })
-		if i < 0 {
-			t.Fatalf("trial %d: milestone %d names %s, not a like sent to %s", trial, ev.Number, eventString(ev), x.region)
-		}
-		o := ops[i]
-		switch o.Outcome {
-		case OutcomeOK:
-			acked++
-		case OutcomeTimeout: // in flight when x died: committed, its answer lost
-			if o.ID != last.ID {
-				t.Fatalf("trial %d: milestone %d names op %d (%s), which was not acknowledged, and not the last like", trial, ev.Number, o.ID, o.Outcome)
+		var firedFor []string
+		for _, ev := range fresh {
+			i := slices.IndexFunc(ops, func(o Op) bool { return o.Region == x.region && o.Key == ev.Item && o.User == ev.User })
+			if i < 0 {
+				t.Fatalf("trial %d: milestone %d names %s, not a like sent to %s", trial, ev.Number, eventString(ev), x.region)
 			}
-		default:
-			t.Fatalf("trial %d: milestone %d names op %d, which %s (%s)", trial, ev.Number, o.ID, o.Outcome, o.Reason)
+			o := ops[i]
+			switch o.Outcome {
+			case OutcomeOK:
+				acked++
+			case OutcomeTimeout: // in flight when x died: committed, its answer lost
+				if o.ID != last.ID {
+					t.Fatalf("trial %d: milestone %d names op %d (%s), which was not acknowledged, and not the last like", trial, ev.Number, o.ID, o.Outcome)
+				}
+			default:
+				t.Fatalf("trial %d: milestone %d names op %d, which %s (%s)", trial, ev.Number, o.ID, o.Outcome, o.Reason)
+			}
+			firedFor = append(firedFor, fmt.Sprintf("milestone %d for op %d (%s, %s)", ev.Number, o.ID, o.Outcome, eventString(ev)))
+			fired++
 		}
-		t.Logf("trial %d: %s died (%s) at op %d; restarted, it fired milestone %d for op %d (%s, %s); %d milestones checked so far",
-			trial, x.region, how, last.ID, ev.Number, o.ID, o.Outcome, eventString(ev), res.Milestones)
+		t.Logf("trial %d: %s died (%s) at op %d; restarted, it fired %v; %d milestones checked so far",
+			trial, x.region, how, last.ID, firedFor, res.Milestones)
 	}
 	// The ack and the claim race after the commit: the like is usually
 	// acknowledged before the process dies, not always.
-	t.Logf("the milestone's like was acknowledged before the crash in %d of %d trials", acked, trials)
+	t.Logf("of the %d milestones claimed after a restart, %d named a like acknowledged before the crash", fired, acked)
 }
 
 // envCrashBeforeClaim is milestone.EnvCrashBeforeClaim, which only a chaos
