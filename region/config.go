@@ -37,7 +37,8 @@ type Config struct {
 	// recovered from peers must not acknowledge anything before that.
 	HoldWrites bool
 	// OnCommit, if set, is called by the writer after every durable commit
-	// that changed state. It must not block; replication queues the changes.
+	// that changed state, before the commit's writes are acknowledged. It
+	// must not block; replication queues the changes.
 	OnCommit func(Changes)
 	// Registerer receives the replica's metrics. Default: none registered.
 	Registerer prometheus.Registerer

@@ -374,11 +374,13 @@ func (r *Replica) commit(batch []*request) {
 		return
 	}
 	tx.afterNumber() // before the acks: a caller sees its like numbered or queued
-	for _, q := range batch {
-		q.finish(nil)
-	}
+	// Before the acks too: an acknowledged write is already queued for
+	// replication, so the next flush after the ack carries it.
 	if r.cfg.OnCommit != nil && (!changes.Empty() || changes.Merged > 0) {
 		r.cfg.OnCommit(changes)
+	}
+	for _, q := range batch {
+		q.finish(nil)
 	}
 }
 
