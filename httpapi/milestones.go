@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -24,7 +25,11 @@ var ErrNoSequence = errors.New("httpapi: no such sequence")
 
 // milestonesResponse is GET /v1/milestones.
 type milestonesResponse struct {
+	// Milestones are ordered by sequence, then number; with ?limit=N, the
+	// last N of that order (the newest of the likes sequence).
 	Milestones []milestone.Event `json:"milestones"`
+	// Total is how many milestones this region knows, whatever the limit.
+	Total int `json:"total"`
 	// Synced: this region has read the whole stream at least once. While
 	// the stream is out of reach the list is what was read before, and
 	// StreamError says why it is not current.
@@ -32,11 +37,29 @@ type milestonesResponse struct {
 	StreamError string `json:"stream_error,omitempty"`
 }
 
-func (s *Server) getMilestones(w http.ResponseWriter, _ *http.Request) error {
+// maxMilestonesLimit bounds ?limit= on GET /v1/milestones.
+const maxMilestonesLimit = 100000
+
+func (s *Server) getMilestones(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Milestones == nil {
 		return newError(http.StatusNotFound, CodeNotFound, "milestones are off: start tallyd with --milestones (tallyd local has them on)")
 	}
-	out := milestonesResponse{Milestones: s.cfg.Milestones.Events()}
+	limit := -1
+	if q := r.URL.Query()["limit"]; len(q) > 0 {
+		n, err := strconv.Atoi(q[0])
+		if len(q) > 1 || err != nil || n < 0 || n > maxMilestonesLimit {
+			return newError(http.StatusBadRequest, CodeBadRequest, "limit: want one whole number 0..%d", maxMilestonesLimit)
+		}
+		limit = n
+	}
+	events := s.cfg.Milestones.Events()
+	out := milestonesResponse{Milestones: events, Total: len(events)}
+	if limit >= 0 && len(events) > limit {
+		out.Milestones = events[len(events)-limit:]
+	}
+	if out.Milestones == nil {
+		out.Milestones = []milestone.Event{} // [] rather than null
+	}
 	synced, err := s.cfg.Milestones.Synced()
 	out.Synced = synced
 	if err != nil {
