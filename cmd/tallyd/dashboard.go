@@ -52,6 +52,8 @@ const (
 	dashMaxBurst     = 1000
 	dashBurstWorkers = 8
 	dashMaxBody      = 1 << 20
+	// dashMilestones is how many of the newest milestones a region shows.
+	dashMilestones = 8
 )
 
 // dashboardAddr is the --dashboard flag: where the dashboard listens, ""
@@ -168,12 +170,15 @@ func (d *dashboard) index(w http.ResponseWriter, _ *http.Request) {
 // absent and its error is in Errors under the part's name.
 type regionOverview struct {
 	dashRegion
-	Reachable   bool              `json:"reachable"`
-	Likes       json.RawMessage   `json:"likes,omitempty"`
-	Counter     json.RawMessage   `json:"counter,omitempty"`
-	Convergence json.RawMessage   `json:"convergence,omitempty"`
-	Status      json.RawMessage   `json:"status,omitempty"`
-	Errors      map[string]string `json:"errors,omitempty"`
+	Reachable   bool            `json:"reachable"`
+	Likes       json.RawMessage `json:"likes,omitempty"`
+	Counter     json.RawMessage `json:"counter,omitempty"`
+	Convergence json.RawMessage `json:"convergence,omitempty"`
+	Status      json.RawMessage `json:"status,omitempty"`
+	// Milestones is the region's GET /v1/milestones?limit=dashMilestones;
+	// absent when milestones are off (the region answers 404).
+	Milestones json.RawMessage   `json:"milestones,omitempty"`
+	Errors     map[string]string `json:"errors,omitempty"`
 }
 
 type overviewResponse struct {
@@ -204,6 +209,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		{"counter", "/v1/counters/" + url.PathEscape(counter), func(o *regionOverview) *json.RawMessage { return &o.Counter }},
 		{"convergence", "/v1/convergence", func(o *regionOverview) *json.RawMessage { return &o.Convergence }},
 		{"status", "/v1/status", func(o *regionOverview) *json.RawMessage { return &o.Status }},
+		{"milestones", "/v1/milestones?limit=" + strconv.Itoa(dashMilestones), func(o *regionOverview) *json.RawMessage { return &o.Milestones }},
 	}
 	var (
 		mu sync.Mutex // protects the Errors maps and Reachable
@@ -218,6 +224,10 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 				mu.Lock()
 				defer mu.Unlock()
 				o.Reachable = o.Reachable || reached
+				var st *statusError
+				if p.name == "milestones" && errors.As(err, &st) && st.status == http.StatusNotFound {
+					return // milestones are off in that region: nothing to show
+				}
 				if err != nil {
 					if o.Errors == nil {
 						o.Errors = map[string]string{}
@@ -497,6 +507,14 @@ func (d *dashboard) do(ctx context.Context, method, u, token string, body io.Rea
 	return resp.StatusCode, raw, nil
 }
 
+// statusError is a region's non-200 answer.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
 // upstreamError describes a region's non-200 answer by its JSON error.
 func upstreamError(status int, body []byte) error {
 	var e struct {
@@ -504,9 +522,9 @@ func upstreamError(status int, body []byte) error {
 		Code  string `json:"code"`
 	}
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return fmt.Errorf("%d %s: %s", status, e.Code, e.Error)
+		return &statusError{status, fmt.Sprintf("%d %s: %s", status, e.Code, e.Error)}
 	}
-	return fmt.Errorf("%d %s", status, http.StatusText(status))
+	return &statusError{status, fmt.Sprintf("%d %s", status, http.StatusText(status))}
 }
 
 func dashJSON(w http.ResponseWriter, status int, v any) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,16 @@ func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
 	answer("/v1/counters/views", map[string]any{"key": "views", "value": 7, "approx": false, "replicas": map[string]any{}})
 	answer("/v1/convergence", map[string]any{"replica": name + "-1", "converged": true, "recovered": true, "peers": ps})
 	answer("/v1/status", map[string]any{"region": name, "replica": name + "-1", "pending_replication": 0, "peers": ps})
+	// us numbers likes; eu answers as a region with milestones off does.
+	mux.HandleFunc("GET /v1/milestones", func(w http.ResponseWriter, r *http.Request) {
+		if name != "us" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":"milestones are off","code":"not_found"}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"synced": true, "total": 3, "limit": r.FormValue("limit"),
+			"milestones": []map[string]any{{"sequence": "likes", "number": 1000, "item": "post1", "user": "u7", "region": "eu"}}})
+	})
 	mux.HandleFunc("GET /v1/likes/broken", func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, `{"error":"replica is recovering","code":"not_ready"}`)
@@ -171,8 +182,18 @@ func TestDashboardOverviewAggregatesEveryRegion(t *testing.T) {
 			t.Errorf("%s: likes %+v, convergence %+v, counter %v, status %v", r.Region, likes, conv, ctr, status)
 		}
 	}
+	// Milestones: us's newest, asked for with the dashboard's limit; eu has
+	// them off, which is not an error.
+	var ms map[string]any
+	if err := json.Unmarshal(ov.Regions[0].Milestones, &ms); err != nil || ms["total"] != 3.0 ||
+		ms["limit"] != strconv.Itoa(dashMilestones) || len(ms["milestones"].([]any)) != 1 {
+		t.Errorf("us milestones: %s (%v)", ov.Regions[0].Milestones, err)
+	}
+	if ov.Regions[1].Milestones != nil {
+		t.Errorf("eu has milestones off, yet: %s", ov.Regions[1].Milestones)
+	}
 	ap := ov.Regions[2]
-	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 4 {
+	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 5 {
 		t.Errorf("unreachable region: %+v", ap)
 	}
 	if len(ov.Links) != 3 || !ov.Links[0].Up || ov.Links[0].BytesBA != 20 || ov.LinksError != "" {
