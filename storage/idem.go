@@ -3,6 +3,9 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tally-dev/tally/crdt"
 )
@@ -51,4 +54,56 @@ func varint(b []byte) (int64, int) {
 		return 0, 0
 	}
 	return x, n
+}
+
+// IdemEntry is one stored idempotency key: the counter key, the client's
+// idempotency key, and what applying it left behind.
+type IdemEntry struct {
+	Key, Idem string
+	IdemValue
+}
+
+// ScanIdempotency visits up to limit stored idempotency keys in key order,
+// starting after the cursor after (nil: from the first). It returns the
+// cursor for the next call, nil once no key is left. A sweep that expires
+// old keys calls it page by page, so no iterator stays open between pages.
+func (s *Store) ScanIdempotency(after []byte, limit int, fn func(IdemEntry) error) (next []byte, err error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("scan idempotency keys: %w", ErrClosed)
+	}
+	prefix := []byte{prefixIdem, '/'}
+	lower := prefix
+	if after != nil {
+		lower = append(append([]byte(nil), after...), 0) // the smallest key after it
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return nil, fmt.Errorf("scan idempotency keys: %w", err)
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			next, err = nil, fmt.Errorf("scan idempotency keys: %w", cerr)
+		}
+	}()
+	var last []byte
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		if n == limit {
+			return last, nil // more keys follow
+		}
+		key, idem, ok := strings.Cut(string(it.Key()[len(prefix):]), "/")
+		if !ok {
+			return nil, fmt.Errorf("scan idempotency keys: bad key %q: %w", it.Key(), crdt.ErrCorrupt)
+		}
+		v, err := DecodeIdemValue(it.Value())
+		if err != nil {
+			return nil, fmt.Errorf("scan idempotency keys: %s/%s: %w", key, idem, err)
+		}
+		if err := fn(IdemEntry{Key: key, Idem: idem, IdemValue: v}); err != nil {
+			return nil, err
+		}
+		last = append(last[:0], it.Key()...)
+		n++
+	}
+	return nil, it.Error()
 }

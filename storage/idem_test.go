@@ -3,7 +3,9 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
@@ -124,4 +126,72 @@ func FuzzIdemValueRoundTrip(f *testing.F) {
 			t.Fatalf("round trip of %+v = %+v, %v", v, got, err)
 		}
 	})
+}
+
+// ScanIdempotency pages through every stored key exactly once, in key
+// order, whatever the page size, and skips other kinds of keys; a deleted
+// key is gone from the scan and from Idempotency.
+func TestScanIdempotencyPages(t *testing.T) {
+	s := openTest(t, Config{Dir: t.TempDir()})
+	defer s.Close()
+	var want []string
+	commit(t, s, func(b *Batch) {
+		for i := range 25 {
+			key, idem := fmt.Sprintf("views:%d", i%3), fmt.Sprintf("req-%02d", i)
+			b.PutIdempotency(key, idem, IdemValue{Value: int64(i), AtMs: int64(1000 + i)})
+			want = append(want, fmt.Sprintf("%s/%s=%d@%d", key, idem, i, 1000+i))
+		}
+		b.PutMeta("hlc", []byte("x")) // 'm' sorts after 'i': must not be visited
+		b.PutLikeRecord("post", "u1", nil, sampleRecord())
+	})
+	slices.Sort(want)
+	for _, limit := range []int{1, 2, 7, 25, 26, 100} {
+		var got []string
+		var cursor []byte
+		pages := 0
+		for {
+			next, err := s.ScanIdempotency(cursor, limit, func(e IdemEntry) error {
+				got = append(got, fmt.Sprintf("%s/%s=%d@%d", e.Key, e.Idem, e.Value, e.AtMs))
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("limit %d: %v", limit, err)
+			}
+			pages++
+			if next == nil {
+				break
+			}
+			if pages > 30 {
+				t.Fatalf("limit %d: scan does not end", limit)
+			}
+			cursor = next
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("limit %d: visited\n%v\nwant\n%v", limit, got, want)
+		}
+	}
+
+	commit(t, s, func(b *Batch) { b.DeleteIdempotency("views:1", "req-04") })
+	if _, ok, err := s.Idempotency("views:1", "req-04"); ok || err != nil {
+		t.Errorf("deleted key still read: %v, %v", ok, err)
+	}
+	n := 0
+	if _, err := s.ScanIdempotency(nil, 100, func(e IdemEntry) error {
+		if e.Key == "views:1" && e.Idem == "req-04" {
+			t.Error("deleted key still scanned")
+		}
+		n++
+		return nil
+	}); err != nil || n != 24 {
+		t.Errorf("after delete: %d keys, %v", n, err)
+	}
+
+	stop := errors.New("stop")
+	if _, err := s.ScanIdempotency(nil, 100, func(IdemEntry) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("visitor error: %v", err)
+	}
+	s.Close()
+	if _, err := s.ScanIdempotency(nil, 1, func(IdemEntry) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("closed store: %v", err)
+	}
 }

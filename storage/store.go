@@ -417,6 +417,12 @@ func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
 	_ = b.b.Set(idemKey(key, idem), b.buf, nil)
 }
 
+// DeleteIdempotency forgets an idempotency key (expired: a retry with it
+// applies again).
+func (b *Batch) DeleteIdempotency(key, idem string) {
+	_ = b.b.Delete(idemKey(key, idem), nil)
+}
+
 // PutMeta writes a metadata value.
 func (b *Batch) PutMeta(name string, v []byte) {
 	_ = b.b.Set(metaKey(name), v, nil)
