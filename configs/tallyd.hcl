@@ -52,6 +52,12 @@ request_timeout = "10s"
 # Keep it above request_timeout.
 shutdown_timeout = "15s"
 
+# How long an applied idempotency key is remembered: a retried increment
+# with the same key within it counts once, after it counts again. Older keys
+# are deleted in the background. "0" keeps them forever (the data directory
+# then grows with every keyed increment).
+idempotency_ttl = "24h"
+
 # --- Replication (leave nats empty for a standalone replica) ---
 
 # URL(s) of this region's NATS cluster, comma-separated.

@@ -45,6 +45,15 @@ type Config struct {
 	// Numbering, if set, numbers this replica's counted likes from a global
 	// sequence and records milestone claims (see numbering.go).
 	Numbering *Numbering
+	// IdempotencyTTL is how long an applied idempotency key is remembered:
+	// a retry with the same key within it returns the first answer, a
+	// retry after it applies again. A sweeper deletes older keys. Zero
+	// keeps every key forever (the store grows with every keyed
+	// increment).
+	IdempotencyTTL time.Duration
+	// IdempotencySweep is how often the sweeper looks for expired keys.
+	// Default: TTL/10, within 1 s..1 h.
+	IdempotencySweep time.Duration
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -73,6 +82,9 @@ func (c Config) Validate() error {
 	if c.CacheItems < 1 {
 		errs = append(errs, fmt.Errorf("region: CacheItems %d < 1", c.CacheItems))
 	}
+	if c.IdempotencyTTL < 0 || c.IdempotencySweep < 0 {
+		errs = append(errs, fmt.Errorf("region: IdempotencyTTL %v and IdempotencySweep %v must not be negative", c.IdempotencyTTL, c.IdempotencySweep))
+	}
 	if n := c.Numbering; n != nil && (n.Seq == nil || !crdt.ValidID(n.Sequence) || strings.Contains(n.Sequence, "/")) {
 		errs = append(errs, fmt.Errorf("region: Numbering needs a Seq and a sequence name, got %q", n.Sequence))
 	}
@@ -95,5 +107,8 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.CacheItems == 0 {
 		c.CacheItems = d.CacheItems
+	}
+	if c.IdempotencySweep == 0 && c.IdempotencyTTL > 0 {
+		c.IdempotencySweep = min(max(c.IdempotencyTTL/10, time.Second), time.Hour)
 	}
 }

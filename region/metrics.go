@@ -14,6 +14,7 @@ type metrics struct {
 	commitSeconds      prometheus.Histogram
 	numbered           prometheus.Counter
 	unnumbered         prometheus.Gauge
+	idemExpired        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -53,12 +54,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_likes_unnumbered",
 			Help: "Counted likes queued for a number (no lease usable: the allocator's KV is out of reach).",
 		}),
+		idemExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_idempotency_keys_expired_total",
+			Help: "Idempotency keys deleted for being older than the idempotency TTL.",
+		}),
 	}
 	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit, m.numbered, m.unnumbered)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired)
 	}
 	return m
 }

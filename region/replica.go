@@ -75,11 +75,13 @@ type request struct {
 	res     []Result
 	vmerges []VectorMerge
 	rmerges []RecordMerge
-	err     error // whole-request failure (commit failed, closed)
+	expire  []idemExpiry // idempotency keys to forget if still expired
+	expired int          // how many of them the writer deleted
+	err     error        // whole-request failure (commit failed, closed)
 	done    chan struct{}
 }
 
-func (q *request) size() int { return len(q.ops) + len(q.vmerges) + len(q.rmerges) }
+func (q *request) size() int { return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) }
 
 // New opens a replica on cfg.Store and starts its writer.
 func New(cfg Config) (*Replica, error) {
@@ -113,6 +115,10 @@ func New(cfg Config) (*Replica, error) {
 	}
 	r.wg.Add(1)
 	go r.run()
+	if cfg.IdempotencyTTL > 0 {
+		r.wg.Add(1)
+		go r.sweepIdempotency()
+	}
 	return r, nil
 }
 

@@ -2,6 +2,7 @@ package region
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -135,6 +136,15 @@ func (t *txn) apply(q *request) {
 			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
 		}
 	}
+	for i := range q.expire {
+		ok, err := t.expireIdem(&q.expire[i])
+		if err != nil {
+			t.r.log.Warn("idempotency key not expired", "key", q.expire[i].key, "idempotency_key", q.expire[i].idem, "error", err)
+		}
+		if ok {
+			q.expired++
+		}
+	}
 }
 
 func (t *txn) applyOp(op *Op, kinds *[OpIncr + 1]int) Result {
@@ -171,13 +181,38 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	return Result{Liked: liked, Changed: changed, Value: vs.cur.Value()}
 }
 
+// idemGone marks, in the txn's idempotency overlay, a key this batch
+// deleted: the store still has it until the commit.
+const idemGone = math.MinInt64
+
+// idemValue reads an idempotency key through the batch's overlay.
+func (t *txn) idemValue(ik rkey) (storage.IdemValue, bool, error) {
+	if v, ok := t.idem[ik]; ok {
+		return v, v.AtMs != idemGone, nil
+	}
+	return t.r.store.Idempotency(ik.a, ik.b)
+}
+
+// expireIdem deletes an idempotency key if it is still older than the
+// sweep's cutoff: a retry may have stored it anew since the sweep read it.
+func (t *txn) expireIdem(e *idemExpiry) (bool, error) {
+	ik := rkey{e.key, e.idem}
+	v, ok, err := t.idemValue(ik)
+	if err != nil || !ok || v.AtMs >= e.beforeMs {
+		return false, err
+	}
+	if t.idem == nil {
+		t.idem = make(map[rkey]storage.IdemValue)
+	}
+	t.idem[ik] = storage.IdemValue{AtMs: idemGone}
+	t.b.DeleteIdempotency(e.key, e.idem)
+	return true, nil
+}
+
 func (t *txn) applyIncr(op *Op) Result {
 	ik := rkey{op.Item, op.IdemKey}
 	if op.IdemKey != "" {
-		if v, ok := t.idem[ik]; ok {
-			return Result{Value: v.Value, Duplicate: true}
-		}
-		v, ok, err := t.r.store.Idempotency(op.Item, op.IdemKey)
+		v, ok, err := t.idemValue(ik)
 		if err != nil {
 			return Result{Err: err}
 		}

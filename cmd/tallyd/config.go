@@ -64,6 +64,12 @@ type Config struct {
 	// RequestTimeout bounds how long a write waits for its durable commit
 	// before answering 503, as a Go duration. Default "10s".
 	RequestTimeout string `hcl:"request_timeout,optional"`
+	// IdempotencyTTL is how long an applied idempotency key is remembered,
+	// as a Go duration: a retry with the key within it counts once, a
+	// retry after it counts again. Older keys are deleted. "0" keeps them
+	// forever (the store then grows with every keyed increment). Default
+	// "24h".
+	IdempotencyTTL string `hcl:"idempotency_ttl,optional"`
 	// ShutdownTimeout bounds how long shutdown waits for in-flight
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
@@ -126,6 +132,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:    1 << 20,
 		RequestTimeout:  "10s",
 		ShutdownTimeout: "15s",
+		IdempotencyTTL:  "24h",
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",
@@ -189,6 +196,9 @@ func (c Config) Validate() error {
 		if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
 			bad("%s %q: want a positive duration such as 10s", d.name, d.v)
 		}
+	}
+	if v, err := time.ParseDuration(c.IdempotencyTTL); err != nil || v < 0 {
+		bad("idempotency_ttl %q: want a duration such as 24h, or 0 to keep keys forever", c.IdempotencyTTL)
 	}
 	for _, t := range []struct{ name, v string }{
 		{"write_token", c.WriteToken}, {"admin_token", c.AdminToken},
@@ -277,6 +287,7 @@ func bindFlags(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
 	fs.StringVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a write waits for its commit (`duration`)")
+	fs.StringVar(&c.IdempotencyTTL, "idempotency-ttl", c.IdempotencyTTL, "how long idempotency keys are remembered (`duration`; 0: forever)")
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials `file`")

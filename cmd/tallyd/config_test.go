@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func noEnv(string) string { return "" }
@@ -67,7 +68,7 @@ shutdown_timeout = "5s"
 	want := Config{
 		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
-		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s",
+		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h",
 		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
 		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s",
 	}
@@ -156,6 +157,7 @@ func TestConfigErrors(t *testing.T) {
 			},
 		},
 		{"bad port", []string{"--listen", "127.0.0.1:99999"}, "", []string{"bad port"}},
+		{"negative idempotency ttl", []string{"--idempotency-ttl", "-1h"}, "", []string{`idempotency_ttl "-1h"`}},
 		{"bad debug listen", []string{"--debug-listen", "localhost"}, "", []string{`debug_listen "localhost"`}},
 		{"bad region in file", nil, `region = "é"`, []string{`region "é"`}},
 	}
@@ -216,6 +218,19 @@ func TestMilestoneSettings(t *testing.T) {
 		_, err := loadConfig(tc.args, noEnv, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: error %v, want it to mention %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// idempotency_ttl defaults to 24h and takes 0 (keep forever).
+func TestIdempotencyTTLConfig(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{{nil, 24 * time.Hour}, {[]string{"--idempotency-ttl", "0"}, 0}, {[]string{"--idempotency-ttl", "90m"}, 90 * time.Minute}} {
+		cfg, err := loadConfig(c.args, noEnv, io.Discard)
+		if err != nil || duration(cfg.IdempotencyTTL) != c.want {
+			t.Errorf("%v: ttl %q, %v; want %v", c.args, cfg.IdempotencyTTL, err, c.want)
 		}
 	}
 }

@@ -106,6 +106,8 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		Logger:     log,
 		HoldWrites: opts.HoldWrites,
 		Registerer: n.registry,
+
+		IdempotencyTTL: duration(cfg.IdempotencyTTL),
 	}
 	if replicate {
 		// Nothing is acknowledged before recovery from peers (see package

@@ -1,0 +1,157 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// manualClock is a wall clock the test moves.
+type manualClock struct {
+	mu sync.Mutex // protects t
+	t  time.Time
+}
+
+func (c *manualClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// A keyed increment is a duplicate until its key expires, and applies again
+// after; keys applied after the cutoff stay.
+func TestExpireIdempotency(t *testing.T) {
+	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.now })
+	ctx := context.Background()
+	incr := func(idem string, wantValue int64, wantDup bool) {
+		t.Helper()
+		res, err := r.Incr(ctx, "views", 1, idem)
+		if err != nil || res.Value != wantValue || res.Duplicate != wantDup {
+			t.Fatalf("incr %s: %+v, %v; want value %d, duplicate %v", idem, res, err, wantValue, wantDup)
+		}
+	}
+	for i := range 2500 { // more than one sweep page
+		incr(fmt.Sprintf("old-%d", i), int64(i+1), false)
+	}
+	clock.advance(time.Hour)
+	incr("new", 2501, false)
+	incr("old-7", 8, true) // remembered: the first answer
+
+	n, err := r.ExpireIdempotency(ctx, clock.now().Add(-30*time.Minute))
+	if err != nil || n != 2500 {
+		t.Fatalf("expired %d, %v; want 2500", n, err)
+	}
+	if got := testutil.ToFloat64(r.metrics.idemExpired); got != 2500 {
+		t.Errorf("metric: %v", got)
+	}
+	incr("old-7", 2502, false) // forgotten: applies again
+	incr("new", 2501, true)    // within the TTL: still a duplicate
+	if n, err := r.ExpireIdempotency(ctx, clock.now().Add(-30*time.Minute)); err != nil || n != 0 {
+		t.Errorf("second sweep expired %d, %v; want 0 (old-7 was stored anew)", n, err)
+	}
+}
+
+// The writer checks each key again: one stored anew after the sweep read
+// it (a retry that applied again), or in the same batch, is not deleted.
+func TestExpireIdempotencyRechecks(t *testing.T) {
+	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.now })
+	ctx := context.Background()
+	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(time.Hour)
+	cutoff := clock.now().Add(-time.Minute).UnixMilli()
+	// One request: forget k, then a retry of k applies again (not a
+	// duplicate: the delete is in the batch's overlay), then forget k
+	// again, which must keep the fresh k.
+	q := &request{
+		expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}},
+	}
+	if err := r.submit(ctx, q); err != nil || q.expired != 1 {
+		t.Fatalf("expire: %d, %v", q.expired, err)
+	}
+	res, err := r.Do(ctx, []Op{{Kind: OpIncr, Item: "views", By: 1, IdemKey: "k"}})
+	if err != nil || res[0].Duplicate || res[0].Value != 2 {
+		t.Fatalf("retry after expiry: %+v, %v", res, err)
+	}
+	q = &request{expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}}}
+	if err := r.submit(ctx, q); err != nil || q.expired != 0 {
+		t.Fatalf("expire of a fresh key: deleted %d, %v", q.expired, err)
+	}
+	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate || res.Value != 2 {
+		t.Fatalf("fresh key forgotten: %+v, %v", res, err)
+	}
+
+	// Within one batch: expire, then the increment, then expire again.
+	clock.advance(time.Hour)
+	cutoff = clock.now().Add(-time.Minute).UnixMilli()
+	tx := r.newTxn(0)
+	defer tx.close()
+	first := &request{expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}}}
+	tx.apply(first)
+	retry := &request{ops: []Op{{Kind: OpIncr, Item: "views", By: 1, IdemKey: "k"}}, res: make([]Result, 1)}
+	tx.apply(retry)
+	again := &request{expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}}}
+	tx.apply(again)
+	if first.expired != 1 || retry.res[0].Duplicate || again.expired != 0 {
+		t.Fatalf("one batch: expired %d, retry %+v, expired again %d", first.expired, retry.res[0], again.expired)
+	}
+}
+
+// With a TTL the replica's own sweeper forgets old keys, and Close stops it.
+func TestIdempotencySweeper(t *testing.T) {
+	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	r, closeFn := openReplica(t, t.TempDir(), "a", func(c *Config) {
+		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.now, time.Hour, 10*time.Millisecond
+	})
+	ctx := context.Background()
+	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // sweeps run; k is not old enough
+	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
+		t.Fatalf("k forgotten within its TTL: %+v, %v", res, err)
+	}
+	clock.advance(2 * time.Hour)
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(r.metrics.idemExpired) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the sweeper did not expire k")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
+		t.Fatalf("after the sweep: %+v, %v", res, err)
+	}
+	closeFn() // returns only once the sweeper has stopped (the WaitGroup)
+}
+
+func TestIdempotencyConfig(t *testing.T) {
+	c := Config{IdempotencyTTL: 24 * time.Hour}
+	c.ensureDefaults()
+	if c.IdempotencySweep != time.Hour {
+		t.Errorf("sweep for 24h: %v", c.IdempotencySweep)
+	}
+	c = Config{IdempotencyTTL: 2 * time.Second}
+	c.ensureDefaults()
+	if c.IdempotencySweep != time.Second {
+		t.Errorf("sweep for 2s: %v", c.IdempotencySweep)
+	}
+	c = Config{Region: "r", Replica: "a", IdempotencyTTL: -time.Second}
+	c.ensureDefaults()
+	if err := c.Validate(); err == nil {
+		t.Error("negative TTL accepted")
+	}
+}
