@@ -229,7 +229,7 @@ func (c Config) Validate() error {
 	}
 	if c.Milestones != MilestonesOff {
 		if r, err := milestone.ParseRule(c.Milestones); err != nil {
-			bad("milestones: %v", err)
+			bad("%v (or %s for none)", err, MilestonesOff)
 		} else if r.Empty() {
 			bad("milestones %q: no milestones (want e.g. every:50, or %s)", c.Milestones, MilestonesOff)
 		}

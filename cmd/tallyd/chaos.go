@@ -29,6 +29,7 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 		fs.StringVar(&cfg.Binary, "binary", "", "tallyd `binary` to run as the regions (default: this one)")
 		fs.StringVar(&cfg.Bug, "bug", "", "negative control: run the regions with one deliberate `bug` ("+strings.Join(chaos.Bugs, ", ")+"; chaos build only); the run must FAIL")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "workload `operations` per second, all regions together")
+		fs.StringVar(&cfg.Milestones, "milestones", cfg.Milestones, "the regions' milestone `rule`, checked to fire once each (\""+chaos.MilestonesOff+"\": no numbering)")
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -18,6 +18,7 @@ func TestChaosUsageErrors(t *testing.T) {
 		// The test binary is no chaos build.
 		{[]string{"chaos", "--bug", "no-reconcile"}, "needs a chaos build"},
 		{[]string{"chaos", "extra"}, "unexpected argument"},
+		{[]string{"chaos", "--milestones", "every:zero"}, `milestones "every:zero"`},
 	} {
 		code, stdout, stderr := runArgs(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {
