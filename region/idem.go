@@ -12,13 +12,6 @@ import (
 // writer to delete the ones older than the TTL; the writer checks each
 // again, so a key a retry stored anew in the meantime stays.
 
-// idemExpiry asks the writer to delete one idempotency key if it was
-// applied before beforeMs.
-type idemExpiry struct {
-	key, idem string
-	beforeMs  int64
-}
-
 // sweepPage is how many stored keys the sweeper reads per page, and at
 // most how many deletions it hands the writer per request.
 const sweepPage = 1000
@@ -26,20 +19,12 @@ const sweepPage = 1000
 // sweepIdempotency runs until Close, sweeping once per IdempotencySweep.
 func (r *Replica) sweepIdempotency() {
 	defer r.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // Close stops a sweep in progress, not only the wait
-		select {
-		case <-r.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx := r.stopped // Close also stops a sweep in progress, not only the wait
 	t := time.NewTicker(r.cfg.IdempotencySweep)
 	defer t.Stop()
 	for {
 		select {
-		case <-r.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -61,10 +46,10 @@ func (r *Replica) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int,
 	total := 0
 	var cursor []byte
 	for {
-		var batch []idemExpiry
+		var batch []rkey // (counter key, idempotency key)
 		next, err := r.store.ScanIdempotency(cursor, sweepPage, func(e storage.IdemEntry) error {
 			if e.AtMs < beforeMs {
-				batch = append(batch, idemExpiry{key: e.Key, idem: e.Idem, beforeMs: beforeMs})
+				batch = append(batch, rkey{e.Key, e.Idem})
 			}
 			return nil
 		})
@@ -72,7 +57,7 @@ func (r *Replica) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int,
 			return total, err
 		}
 		if len(batch) > 0 {
-			q := &request{expire: batch}
+			q := &request{expire: batch, expireBeforeMs: beforeMs}
 			if err := r.submit(ctx, q); err != nil {
 				return total, err
 			}

@@ -76,9 +76,7 @@ func TestExpireIdempotencyRechecks(t *testing.T) {
 	// One request: forget k, then a retry of k applies again (not a
 	// duplicate: the delete is in the batch's overlay), then forget k
 	// again, which must keep the fresh k.
-	q := &request{
-		expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}},
-	}
+	q := &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
 	if err := r.submit(ctx, q); err != nil || q.expired != 1 {
 		t.Fatalf("expire: %d, %v", q.expired, err)
 	}
@@ -86,7 +84,7 @@ func TestExpireIdempotencyRechecks(t *testing.T) {
 	if err != nil || res[0].Duplicate || res[0].Value != 2 {
 		t.Fatalf("retry after expiry: %+v, %v", res, err)
 	}
-	q = &request{expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}}}
+	q = &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
 	if err := r.submit(ctx, q); err != nil || q.expired != 0 {
 		t.Fatalf("expire of a fresh key: deleted %d, %v", q.expired, err)
 	}
@@ -99,11 +97,11 @@ func TestExpireIdempotencyRechecks(t *testing.T) {
 	cutoff = clock.now().Add(-time.Minute).UnixMilli()
 	tx := r.newTxn(0)
 	defer tx.close()
-	first := &request{expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}}}
+	first := &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
 	tx.apply(first)
 	retry := &request{ops: []Op{{Kind: OpIncr, Item: "views", By: 1, IdemKey: "k"}}, res: make([]Result, 1)}
 	tx.apply(retry)
-	again := &request{expire: []idemExpiry{{key: "views", idem: "k", beforeMs: cutoff}}}
+	again := &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
 	tx.apply(again)
 	if first.expired != 1 || retry.res[0].Duplicate || again.expired != 0 {
 		t.Fatalf("one batch: expired %d, retry %+v, expired again %d", first.expired, retry.res[0], again.expired)

@@ -46,10 +46,13 @@ type Replica struct {
 	cache   *cache
 	fresh   bool // the store had no state when opened
 
-	reqs       chan *request
-	closeMu    sync.RWMutex // protects closed against concurrent submit
-	closed     bool
-	stop       chan struct{}
+	reqs    chan *request
+	closeMu sync.RWMutex // protects closed against concurrent submit
+	closed  bool
+	// stopped ends when Close begins: the writer and the idempotency
+	// sweeper stop, and a sweep waiting on the writer gives up.
+	stopped    context.Context
+	stop       context.CancelFunc
 	wg         sync.WaitGroup
 	accepting  atomic.Bool
 	shut       atomic.Bool // set by Close, for lock-free readers
@@ -75,10 +78,14 @@ type request struct {
 	res     []Result
 	vmerges []VectorMerge
 	rmerges []RecordMerge
-	expire  []idemExpiry // idempotency keys to forget if still expired
-	expired int          // how many of them the writer deleted
-	err     error        // whole-request failure (commit failed, closed)
-	done    chan struct{}
+	// expire lists idempotency keys (counter key, idempotency key) to
+	// forget if still applied before expireBeforeMs; expired is how many
+	// the writer deleted.
+	expire         []rkey
+	expireBeforeMs int64
+	expired        int
+	err            error // whole-request failure (commit failed, closed)
+	done           chan struct{}
 }
 
 func (q *request) size() int { return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) }
@@ -97,7 +104,6 @@ func New(cfg Config) (*Replica, error) {
 		metrics:      newMetrics(cfg.Registerer),
 		cache:        newCache(cfg.CacheItems),
 		reqs:         make(chan *request, cfg.QueueDepth),
-		stop:         make(chan struct{}),
 		kick:         make(chan struct{}, 1),
 		unreconciled: make(map[string]int),
 	}
@@ -113,6 +119,7 @@ func New(cfg Config) (*Replica, error) {
 			return nil, err
 		}
 	}
+	r.stopped, r.stop = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.run()
 	if cfg.IdempotencyTTL > 0 {
@@ -222,7 +229,7 @@ func (r *Replica) Close() error {
 		return nil
 	}
 	r.shut.Store(true)
-	close(r.stop)
+	r.stop()
 	r.wg.Wait()
 	for {
 		select {
@@ -319,7 +326,7 @@ func (r *Replica) run() {
 	batch := make([]*request, 0, 64)
 	for {
 		select {
-		case <-r.stop:
+		case <-r.stopped.Done():
 			return
 		case <-r.kick:
 			if r.accepting.Load() {

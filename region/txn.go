@@ -136,10 +136,10 @@ func (t *txn) apply(q *request) {
 			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
 		}
 	}
-	for i := range q.expire {
-		ok, err := t.expireIdem(&q.expire[i])
+	for _, ik := range q.expire {
+		ok, err := t.expireIdem(ik, q.expireBeforeMs)
 		if err != nil {
-			t.r.log.Warn("idempotency key not expired", "key", q.expire[i].key, "idempotency_key", q.expire[i].idem, "error", err)
+			t.r.log.Warn("idempotency key not expired", "key", ik.a, "idempotency_key", ik.b, "error", err)
 		}
 		if ok {
 			q.expired++
@@ -195,17 +195,16 @@ func (t *txn) idemValue(ik rkey) (storage.IdemValue, bool, error) {
 
 // expireIdem deletes an idempotency key if it is still older than the
 // sweep's cutoff: a retry may have stored it anew since the sweep read it.
-func (t *txn) expireIdem(e *idemExpiry) (bool, error) {
-	ik := rkey{e.key, e.idem}
+func (t *txn) expireIdem(ik rkey, beforeMs int64) (bool, error) {
 	v, ok, err := t.idemValue(ik)
-	if err != nil || !ok || v.AtMs >= e.beforeMs {
+	if err != nil || !ok || v.AtMs >= beforeMs {
 		return false, err
 	}
 	if t.idem == nil {
 		t.idem = make(map[rkey]storage.IdemValue)
 	}
 	t.idem[ik] = storage.IdemValue{AtMs: idemGone}
-	t.b.DeleteIdempotency(e.key, e.idem)
+	t.b.DeleteIdempotency(ik.a, ik.b)
 	return true, nil
 }
 
