@@ -13,7 +13,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -359,20 +358,11 @@ func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 	}
 	defer tr.CloseIdleConnections()
 	er.client = &http.Client{Transport: tr}
-	workers := make([]*eventsWorker, conc)
-	var wg sync.WaitGroup
 	start := time.Now()
 	er.stopAt = start.Add(er.cfg.Duration)
-	for i := range workers {
-		w := &eventsWorker{id: i, rnd: uint64(i)*0x9e3779b97f4a7c15 + 1}
-		workers[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			er.work(ctx, w)
-		}()
-	}
-	wg.Wait()
+	workers := runWorkers(ctx, conc, func(i int) *eventsWorker {
+		return &eventsWorker{id: i, rnd: uint64(i)*0x9e3779b97f4a7c15 + 1}
+	}, er.work)
 	res := &eventsMixResult{Mix: er.mix, Elapsed: time.Since(start)}
 	for _, w := range workers {
 		res.Requests += w.requests
@@ -411,6 +401,18 @@ func (er *eventsRun) work(ctx context.Context, w *eventsWorker) {
 	}
 }
 
+// appendFreshID appends an id no event of this run used before: the run's
+// prefix, the worker and the worker's next sequence number.
+func (er *eventsRun) appendFreshID(b []byte, w *eventsWorker) []byte {
+	b = append(b, er.users...)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(w.id), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, w.seq, 10)
+	w.seq++
+	return b
+}
+
 // fill writes the worker's next request body.
 func (er *eventsRun) fill(w *eventsWorker) {
 	b := w.body[:0]
@@ -431,12 +433,7 @@ func (er *eventsRun) fill(w *eventsWorker) {
 			b = append(b, `{"type":"incr","key":"`...)
 			b = append(b, er.cfg.Item...)
 			b = append(b, `","idempotency_key":"`...)
-			b = append(b, er.users...)
-			b = append(b, '.')
-			b = strconv.AppendInt(b, int64(w.id), 10)
-			b = append(b, '.')
-			b = strconv.AppendInt(b, w.seq, 10)
-			w.seq++
+			b = er.appendFreshID(b, w)
 			b = append(b, `"}`...)
 		case "like":
 			b = append(b, `{"type":"like","item":"`...)
@@ -450,12 +447,7 @@ func (er *eventsRun) fill(w *eventsWorker) {
 				b = append(b, ".u"...)
 				b = strconv.AppendUint(b, w.rnd%uint64(er.cfg.Users), 10)
 			} else {
-				b = append(b, er.users...)
-				b = append(b, '.')
-				b = strconv.AppendInt(b, int64(w.id), 10)
-				b = append(b, '.')
-				b = strconv.AppendInt(b, w.seq, 10)
-				w.seq++
+				b = er.appendFreshID(b, w)
 			}
 			b = append(b, `"}`...)
 		}

@@ -13,7 +13,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -338,20 +337,9 @@ func (lv *likesLevel) run(ctx context.Context) *likesLevelResult {
 	}
 	defer tr.CloseIdleConnections()
 	lv.client = &http.Client{Transport: tr}
-	workers := make([]*likesWorker, lv.conc)
-	var wg sync.WaitGroup
 	start := time.Now()
 	lv.stopAt = start.Add(lv.cfg.Duration)
-	for i := range workers {
-		w := &likesWorker{id: i}
-		workers[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			lv.work(ctx, w)
-		}()
-	}
-	wg.Wait()
+	workers := runWorkers(ctx, lv.conc, func(i int) *likesWorker { return &likesWorker{id: i} }, lv.work)
 	res := &likesLevelResult{Concurrency: lv.conc, Elapsed: time.Since(start)}
 	for _, w := range workers {
 		res.Requests += w.requests

@@ -204,12 +204,13 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	parts := []struct {
 		name, path string
 		dst        func(*regionOverview) *json.RawMessage
+		optional   bool // a 404 means the region has it off: no error
 	}{
-		{"likes", "/v1/likes/" + url.PathEscape(item), func(o *regionOverview) *json.RawMessage { return &o.Likes }},
-		{"counter", "/v1/counters/" + url.PathEscape(counter), func(o *regionOverview) *json.RawMessage { return &o.Counter }},
-		{"convergence", "/v1/convergence", func(o *regionOverview) *json.RawMessage { return &o.Convergence }},
-		{"status", "/v1/status", func(o *regionOverview) *json.RawMessage { return &o.Status }},
-		{"milestones", "/v1/milestones?limit=" + strconv.Itoa(dashMilestones), func(o *regionOverview) *json.RawMessage { return &o.Milestones }},
+		{"likes", "/v1/likes/" + url.PathEscape(item), func(o *regionOverview) *json.RawMessage { return &o.Likes }, false},
+		{"counter", "/v1/counters/" + url.PathEscape(counter), func(o *regionOverview) *json.RawMessage { return &o.Counter }, false},
+		{"convergence", "/v1/convergence", func(o *regionOverview) *json.RawMessage { return &o.Convergence }, false},
+		{"status", "/v1/status", func(o *regionOverview) *json.RawMessage { return &o.Status }, false},
+		{"milestones", "/v1/milestones?limit=" + strconv.Itoa(dashMilestones), func(o *regionOverview) *json.RawMessage { return &o.Milestones }, true},
 	}
 	var (
 		mu sync.Mutex // protects the Errors maps and Reachable
@@ -225,8 +226,8 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 				defer mu.Unlock()
 				o.Reachable = o.Reachable || reached
 				var st *statusError
-				if p.name == "milestones" && errors.As(err, &st) && st.status == http.StatusNotFound {
-					return // milestones are off in that region: nothing to show
+				if p.optional && errors.As(err, &st) && st.status == http.StatusNotFound {
+					return // off in that region: nothing to show
 				}
 				if err != nil {
 					if o.Errors == nil {
