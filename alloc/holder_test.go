@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/internal/localnet"
 )
 
 // startKV starts a real embedded nats-server with JetStream (fsync on every

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tally-dev/tally/alloc"
-	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/internal/localnet"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/internal/localnet"
 )
 
 // Three regions, each replica on its own region's nats-server, joined by

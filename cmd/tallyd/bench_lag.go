@@ -19,7 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/internal/localnet"
 )
 
 // replBenchConfig is what `tallyd bench replication` takes. It always runs

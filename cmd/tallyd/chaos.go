@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tally-dev/tally/chaos"
+	"github.com/tally-dev/tally/internal/chaos"
 )
 
 // chaos runs the chaos suite (package chaos) against region processes run

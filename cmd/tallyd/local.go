@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/httpapi"
-	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/internal/localnet"
 )
 
 // localConfig is what `tallyd local` takes.

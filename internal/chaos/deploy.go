@@ -19,7 +19,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/localnet"
+	"github.com/tally-dev/tally/internal/localnet"
 )
 
 // deployment is the system under test: the NATS super-cluster, run in this
