@@ -2,6 +2,7 @@ package alloc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // startKV starts a real embedded nats-server with JetStream (fsync on every
@@ -248,7 +250,7 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 	a, b := &replica{id: "a", steady: true}, &replica{id: "b", steady: true}
 	a.start(t, kv, led, rng, tweak)
 	b.start(t, kv, led, rng, nil)
-	waitFor(t, func() bool { return a.h.Status().Taken > 0 })
+	testkit.WaitFor(t, 20*time.Second, func() error { return took(a.h, 0) })
 	// a's writer goes quiet holding a lease with numbers left, so that
 	// only the fence can stop it from using them.
 	a.cancel()
@@ -272,7 +274,12 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 
 	resume := make(chan struct{})
 	pause <- resume
-	waitFor(t, func() bool { return len(pause) == 0 }) // the loop took it: paused from now on
+	testkit.WaitFor(t, 20*time.Second, func() error { // the loop took it: paused from now on
+		if len(pause) != 0 {
+			return errors.New("the renewal loop has not taken the pause")
+		}
+		return nil
+	})
 	time.Sleep(a.h.cfg.TTL + 50*time.Millisecond)
 	// Every lease the paused holder has was renewed before the pause began,
 	// so its deadline has passed: nothing may be handed out.
@@ -307,7 +314,7 @@ func TestSilentHolderReclaimed(t *testing.T) {
 	a, b := &replica{id: "a", steady: true}, &replica{id: "b", steady: true}
 	a.start(t, kv, led, rng, tweak)
 	b.start(t, kv, led, rng, tweak)
-	waitFor(t, func() bool { return a.h.Status().Taken > 20 })
+	testkit.WaitFor(t, 20*time.Second, func() error { return took(a.h, 20) })
 	// a stops numbering, reports everything it used, and dies for good.
 	a.cancel()
 	a.wg.Wait()
@@ -331,31 +338,33 @@ func TestSilentHolderReclaimed(t *testing.T) {
 	if err := a.h.round(ctx, false); err != nil { // its last report
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testkit.WaitFor(t, 20*time.Second, func() error {
 		st, err := Read(ctx, kv, "likes")
 		if err != nil {
-			return false
+			return err
 		}
 		for _, l := range st.Leases {
 			if l.Holder == "a" {
-				return false
+				return fmt.Errorf("a still holds lease %+v", l)
 			}
 		}
-		return true
+		return nil
 	})
 	// The KV shows the reclaim before b's round has counted it.
-	waitFor(t, func() bool { return testutil.ToFloat64(b.h.metrics.reclaimed) >= 1 })
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if testutil.ToFloat64(b.h.metrics.reclaimed) < 1 {
+			return errors.New("b has not counted the reclaim")
+		}
+		return nil
+	})
 	b.stop(t, kv, led, rng)
 	drain(t, kv, led)
 }
 
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 20s")
-		}
-		time.Sleep(5 * time.Millisecond)
+// took reports whether h has taken more than n numbers.
+func took(h *Holder, n uint64) error {
+	if got := h.Status().Taken; got <= n {
+		return fmt.Errorf("taken %d, want more than %d", got, n)
 	}
+	return nil
 }

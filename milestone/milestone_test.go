@@ -14,6 +14,7 @@ import (
 
 	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -174,7 +175,7 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 			nodes[crashing].crash(t)
 			nodes[crashing].open(t, js, kv, rule, true)
 			for _, n := range nodes {
-				waitFor(t, func() bool { return n.rep.Unnumbered() == 0 && pendingClaims(t, n.rep) == 0 })
+				testkit.WaitFor(t, 20*time.Second, func() error { return settled(t, n.id, n.rep) })
 			}
 			for _, n := range nodes {
 				n.stop(t)
@@ -198,7 +199,7 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 				}
 				liked[item+"/"+user] = last.id
 			}
-			waitFor(t, func() bool { return last.rep.Unnumbered() == 0 && pendingClaims(t, last.rep) == 0 })
+			testkit.WaitFor(t, 20*time.Second, func() error { return settled(t, last.id, last.rep) })
 			last.stop(t)
 			st, err := alloc.Read(ctx, kv, "likes")
 			if err != nil {
@@ -213,7 +214,12 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 			for _, n := range nodes {
 				f, _ := NewFeed(FeedConfig{JS: js})
 				f.Start()
-				waitFor(t, func() bool { s, _ := f.Synced(); return s })
+				testkit.WaitFor(t, 20*time.Second, func() error {
+					if s, _ := f.Synced(); !s {
+						return fmt.Errorf("%s's feed not synced", n.id)
+					}
+					return nil
+				})
 				evs := f.Events()
 				f.Close()
 				if len(evs) != len(want) {
@@ -242,21 +248,19 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 	}
 }
 
+// settled reports whether replica id has numbered every like and settled
+// every claim.
+func settled(t *testing.T, id string, r *region.Replica) error {
+	if n, c := r.Unnumbered(), pendingClaims(t, r); n != 0 || c != 0 {
+		return fmt.Errorf("%s: %d likes unnumbered, %d claims pending", id, n, c)
+	}
+	return nil
+}
+
 func pendingClaims(t *testing.T, r *region.Replica) int {
 	n := 0
 	if err := r.Claims(func(uint64, storage.CountedLike) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 20s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

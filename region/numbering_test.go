@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -157,7 +158,7 @@ func TestUnnumberedLikesQueueAndDrainInOrder(t *testing.T) {
 	}
 	seq.give(100)
 	r.NumbersReady()
-	waitUntil(t, func() bool { return r.Unnumbered() == 0 })
+	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
 	// Numbers 3..7 went to u3..u6 then u7, so milestone 5 is u5's.
 	if got, want := fmt.Sprint(claimsOf(t, r)), "[5:post/u5]"; got != want {
 		t.Fatalf("claims %s, want %s", got, want)
@@ -189,20 +190,9 @@ func TestDrainSpansManyCommits(t *testing.T) {
 	}
 	seq.give(n)
 	r.NumbersReady()
-	waitUntil(t, func() bool { return r.Unnumbered() == 0 })
+	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
 	if got := len(claimsOf(t, r)); got != n/5 {
 		t.Fatalf("%d claims, want %d", got, n/5)
-	}
-}
-
-func waitUntil(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 10s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }
 
@@ -221,8 +211,16 @@ func TestRestartAsksForNumbers(t *testing.T) {
 	closeFn()
 	seq.give(10)
 	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
-	waitUntil(t, func() bool { return r.Unnumbered() == 0 })
+	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
 	if r.Numbered() != 3 {
 		t.Fatalf("numbered %d, want 3", r.Numbered())
 	}
+}
+
+// numbered reports whether every counted like of r has its number.
+func numbered(r *Replica) error {
+	if n := r.Unnumbered(); n != 0 {
+		return fmt.Errorf("%d likes unnumbered", n)
+	}
+	return nil
 }

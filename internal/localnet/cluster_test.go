@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // TestCluster runs one three-region super-cluster (forming one takes
@@ -86,7 +88,7 @@ func testCore(t *testing.T, c *Cluster) {
 		t.Fatal(err)
 	}
 	// Interest crosses the gateway asynchronously.
-	waitFor(t, 5*time.Second, func() error { return delivered(us, "core.x", ch) })
+	testkit.WaitFor(t, 5*time.Second, func() error { return delivered(us, "core.x", ch) })
 	if got := c.ClientURL("us"); got != c.Server("us").ClientURL() {
 		t.Errorf("ClientURL(us) = %q", got)
 	}
@@ -116,7 +118,7 @@ func newPath(t *testing.T, from, to *nats.Conn, subj string) path {
 
 func (p path) works(t *testing.T) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error { return delivered(p.from, p.subj, p.ch) })
+	testkit.WaitFor(t, 10*time.Second, func() error { return delivered(p.from, p.subj, p.ch) })
 }
 
 func testCutAndHeal(t *testing.T, c *Cluster) {
@@ -133,7 +135,7 @@ func testCutAndHeal(t *testing.T, c *Cluster) {
 	if err := c.SetLink("us", "eu", false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if n := sUS.NumOutboundGateways(); n != 1 {
 			return fmt.Errorf("us has %d outbound gateways, want 1", n)
 		}
@@ -164,7 +166,7 @@ func testCutAndHeal(t *testing.T, c *Cluster) {
 		t.Fatalf("eu received %d of %d messages from us across the cut", n, sent)
 	}
 	// Both servers kept trying to reconnect, through the ingress.
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if got := linkState(t, c, "eu", "us").Rejected; got <= rejectedBefore {
 			return errors.New("no reconnection attempt rejected by the cut link")
 		}
@@ -179,7 +181,7 @@ func testCutAndHeal(t *testing.T, c *Cluster) {
 	if _, ok := gatewayz(t, sEU).OutboundGateways["us"]; ok {
 		// The dialer registers its outbound for an instant before the
 		// ingress closes it (see doc.go); it must not persist.
-		waitFor(t, 2*time.Second, func() error {
+		testkit.WaitFor(t, 2*time.Second, func() error {
 			if _, ok := gatewayz(t, sEU).OutboundGateways["us"]; ok {
 				return errors.New("eu keeps an outbound gateway to us across the cut")
 			}
@@ -209,7 +211,7 @@ func testLinkLatency(t *testing.T, c *Cluster) {
 	if _, err := eu.Subscribe("lat.svc", func(m *nats.Msg) { _ = m.Respond([]byte("pong")) }); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		_, err := us.Request("lat.svc", nil, 200*time.Millisecond)
 		return err
 	})

@@ -14,24 +14,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
-)
 
-// waitFor polls fn until it returns nil, failing the test with the last
-// error after timeout.
-func waitFor(t testing.TB, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %v: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/tally-dev/tally/internal/testkit"
+)
 
 // testLogger logs to stderr when LOCALNET_LOGS is set (e.g. "debug").
 func testLogger() hclog.Logger {
@@ -126,7 +111,7 @@ func noGoroutineLeak(t *testing.T) {
 	t.Helper()
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		waitFor(t, 5*time.Second, func() error {
+		testkit.WaitFor(t, 5*time.Second, func() error {
 			if n := runtime.NumGoroutine(); n > before {
 				return fmt.Errorf("goroutines leaked: %d running, %d before", n, before)
 			}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 func newJS(t *testing.T, c *Cluster, region string) jetstream.JetStream {
@@ -78,7 +80,7 @@ func testJetStream(t *testing.T, c *Cluster) {
 	var got []string
 	consume := func(want int) {
 		t.Helper()
-		waitFor(t, 10*time.Second, func() error {
+		testkit.WaitFor(t, 10*time.Second, func() error {
 			batch, err := cons.FetchNoWait(want - len(got))
 			if err != nil {
 				return err
@@ -102,7 +104,7 @@ func testJetStream(t *testing.T, c *Cluster) {
 	}
 	sourced := func(want uint64) {
 		t.Helper()
-		waitFor(t, 15*time.Second, func() error {
+		testkit.WaitFor(t, 15*time.Second, func() error {
 			info, err := copyEU.Info(ctx)
 			if err != nil {
 				return err
@@ -157,7 +159,7 @@ func testJetStream(t *testing.T, c *Cluster) {
 	if err := c.SetLink("us", "eu", false); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error { return noInboundAcrossCut(c) })
+	testkit.WaitFor(t, 5*time.Second, func() error { return noInboundAcrossCut(c) })
 	publish(3, 3)
 	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
 	_, err = kvEU.Get(short, "next")
@@ -176,7 +178,7 @@ func testJetStream(t *testing.T, c *Cluster) {
 	}
 	consume(6)
 	sourced(6)
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		e, err := kvEU.Get(ctx, "next")
 		if err != nil {
 			return err

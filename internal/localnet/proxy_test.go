@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // target is a TCP server for proxy tests that hands every accepted
@@ -140,7 +142,7 @@ func TestProxyForwardsBothWays(t *testing.T) {
 	send(t, server, "world!")
 	expect(t, client, "world!")
 
-	waitFor(t, 2*time.Second, func() error {
+	testkit.WaitFor(t, 2*time.Second, func() error {
 		s := p.Stats()
 		if s.Bytes[Forward] != 5 || s.Bytes[Backward] != 6 || s.Active != 1 || s.Accepted != 1 {
 			return errors.New("unexpected stats")

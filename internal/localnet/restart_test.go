@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // A region's server stops and starts again on the same ports: its clients
@@ -26,7 +28,7 @@ func TestStopAndStartServer(t *testing.T) {
 	if err := sub.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error { return delivered(pub, "restart.test", ch) })
+	testkit.WaitFor(t, 10*time.Second, func() error { return delivered(pub, "restart.test", ch) })
 
 	if err := c.StopServer("us"); err != nil {
 		t.Fatal(err)
@@ -34,7 +36,7 @@ func TestStopAndStartServer(t *testing.T) {
 	if err := c.StopServer("us"); err == nil {
 		t.Fatal("stopping a stopped server succeeded")
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if pub.IsConnected() {
 			return errNotYet("client still connected to the stopped server")
 		}
@@ -52,7 +54,7 @@ func TestStopAndStartServer(t *testing.T) {
 	if got := c.ClientURL("us"); got != url {
 		t.Fatalf("client URL changed from %s to %s", url, got)
 	}
-	waitFor(t, 10*time.Second, func() error { return delivered(pub, "restart.test", ch) })
+	testkit.WaitFor(t, 10*time.Second, func() error { return delivered(pub, "restart.test", ch) })
 
 	// Links still apply to the new server.
 	if err := c.SetLink("us", "eu", false); err != nil {
@@ -68,7 +70,7 @@ func TestStopAndStartServer(t *testing.T) {
 	if err := c.SetLink("us", "eu", true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error { return delivered(pub, "restart.test", ch) })
+	testkit.WaitFor(t, 10*time.Second, func() error { return delivered(pub, "restart.test", ch) })
 
 	if err := c.StopServer("nowhere"); err == nil {
 		t.Fatal("stopping an unknown region succeeded")
