@@ -62,6 +62,10 @@ type Config struct {
 
 	// Registerer receives replication metrics. Default: none.
 	Registerer prometheus.Registerer
+
+	// Chaos is honoured only in a chaos build (`-tags chaos`): message
+	// faults and a deliberate bug for the chaos suite. See ChaosFromEnv.
+	Chaos Chaos
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -131,6 +135,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > 0 && c.MaxMessageBytes < 4096 {
 		errs = append(errs, fmt.Errorf("replication: MaxMessageBytes %d < 4096", c.MaxMessageBytes))
+	}
+	if err := c.Chaos.Net.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("replication: Chaos.Net: %w", err))
 	}
 	if c.MaxBucketsPerRound < 0 {
 		errs = append(errs, fmt.Errorf("replication: MaxBucketsPerRound %d < 0", c.MaxBucketsPerRound))

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -61,7 +62,7 @@ type Replicator struct {
 	unsubs    []func() error
 	closeOnce sync.Once
 
-	gossip chaosGossip // empty outside the chaos build
+	faults *FaultyTransport // the chaos build's, wrapping cfg.Transport; else nil
 }
 
 // peer is what this replica knows of another. Guarded by Replicator.mu.
@@ -112,6 +113,14 @@ func New(cfg Config) (*Replicator, error) {
 			r.peers[id] = &peer{id: id}
 		}
 	}
+	if buildtags.Chaos && !cfg.Chaos.Net.None() {
+		r.faults = NewFaultyTransport(cfg.Transport, cfg.Chaos.Net)
+		r.cfg.Transport = r.faults
+		r.log.Warn("chaos build: injecting faults into published messages", "faults", cfg.Chaos.Net.String())
+	}
+	if r.gossipIncrements() {
+		r.log.Warn("chaos build: deliberate bug on", "bug", BugGossipIncrements)
+	}
 	return r, nil
 }
 
@@ -119,6 +128,19 @@ func New(cfg Config) (*Replicator, error) {
 // ctx ends or Close is called.
 func (r *Replicator) Start(ctx context.Context) error {
 	ctx, r.cancel = context.WithCancel(ctx)
+	if err := r.listen(); err != nil {
+		return err
+	}
+	r.wg.Add(3)
+	go r.runFlusher(ctx)
+	go r.runMerger(ctx)
+	go r.runAntiEntropy(ctx)
+	return nil
+}
+
+// listen subscribes and answers requests; Start's goroutines, or a test
+// driving the steps by hand, do the rest.
+func (r *Replicator) listen() error {
 	r.started = r.cfg.Now()
 	t := r.cfg.Transport
 	subs := []struct {
@@ -137,10 +159,6 @@ func (r *Replicator) Start(ctx context.Context) error {
 		}
 		r.unsubs = append(r.unsubs, unsub)
 	}
-	r.wg.Add(3)
-	go r.runFlusher(ctx)
-	go r.runMerger(ctx)
-	go r.runAntiEntropy(ctx)
 	return nil
 }
 
@@ -155,6 +173,9 @@ func (r *Replicator) Close() {
 			r.cancel()
 		}
 		r.wg.Wait()
+		if r.faults != nil {
+			r.faults.Close()
+		}
 	})
 }
 
@@ -164,37 +185,58 @@ func (r *Replicator) runFlusher(ctx context.Context) {
 	defer r.wg.Done()
 	tick := time.NewTicker(r.cfg.FlushInterval)
 	defer tick.Stop()
-	var seq uint64
-	var lastSent time.Time
-	subject := deltaSubject(r.region, r.self)
+	f := r.newFlusher()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		vecs, recs := r.cfg.Outbox.take()
-		vecs = r.gossip.outgoing(vecs) // unchanged outside the chaos build
-		now := r.cfg.Now()
-		if len(vecs) == 0 && len(recs) == 0 && now.Sub(lastSent) < r.cfg.HeartbeatInterval {
+		r.flush(f)
+	}
+}
+
+// flusher is the state of the flusher goroutine (or of a test that
+// flushes by hand).
+type flusher struct {
+	seq      uint64
+	lastSent time.Time
+	subject  string
+	// gossipSent: the own entries as last published, for the chaos
+	// build's gossip-increments bug.
+	gossipSent map[outVec]crdt.PN
+}
+
+func (r *Replicator) newFlusher() *flusher {
+	return &flusher{subject: deltaSubject(r.region, r.self), gossipSent: make(map[outVec]crdt.PN)}
+}
+
+// flush publishes what the outbox holds, or a heartbeat if nothing went out
+// for HeartbeatInterval.
+func (r *Replicator) flush(f *flusher) {
+	vecs, recs := r.cfg.Outbox.take()
+	if r.gossipIncrements() {
+		chaosOutgoing(f.gossipSent, vecs)
+	}
+	now := r.cfg.Now()
+	if len(vecs) == 0 && len(recs) == 0 && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
+		return
+	}
+	root := r.cfg.Store.Root()
+	for _, msg := range r.split(vecs, recs) {
+		f.seq++
+		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq, now.UnixMilli(), root
+		data := AppendDelta(nil, msg)
+		if err := r.cfg.Transport.Publish(f.subject, data); err != nil {
+			// Anti-entropy repairs what the fast path drops.
+			r.m.publishErrors.Inc()
+			r.log.Debug("publish failed", "error", err)
 			continue
 		}
-		root := r.cfg.Store.Root()
-		for _, msg := range r.split(vecs, recs) {
-			seq++
-			msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, seq, now.UnixMilli(), root
-			data := AppendDelta(nil, msg)
-			if err := r.cfg.Transport.Publish(subject, data); err != nil {
-				// Anti-entropy repairs what the fast path drops.
-				r.m.publishErrors.Inc()
-				r.log.Debug("publish failed", "error", err)
-				continue
-			}
-			r.m.published.Inc()
-			r.m.publishedBytes.Add(float64(len(data)))
-		}
-		lastSent = now
+		r.m.published.Inc()
+		r.m.publishedBytes.Add(float64(len(data)))
 	}
+	f.lastSent = now
 }
 
 // split packs entries into messages of at most MaxMessageBytes (roughly:
@@ -325,20 +367,28 @@ func (r *Replicator) runMerger(ctx context.Context) {
 				break fill
 			}
 		}
-		var vecs []region.VectorMerge
-		var recs []region.RecordMerge
-		for _, d := range batch {
-			for _, e := range d.Vectors {
-				pn := r.gossip.incoming(r.cfg.Replica, d.Replica, e) // e.PN outside the chaos build
-				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: pn}}})
+		r.merge(ctx, batch)
+	}
+}
+
+// merge applies a batch of received deltas in one writer request.
+func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
+	var vecs []region.VectorMerge
+	var recs []region.RecordMerge
+	for _, d := range batch {
+		for _, e := range d.Vectors {
+			pn := e.PN
+			if r.gossipIncrements() {
+				pn = r.chaosIncoming(d.Replica, e)
 			}
-			for _, rc := range d.Records {
-				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})
-			}
+			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: pn}}})
 		}
-		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil && ctx.Err() == nil {
-			r.log.Warn("merge failed", "error", err)
+		for _, rc := range d.Records {
+			recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})
 		}
+	}
+	if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil && ctx.Err() == nil {
+		r.log.Warn("merge failed", "error", err)
 	}
 }
 

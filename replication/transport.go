@@ -9,9 +9,9 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Transport is what replication needs from a message bus. The NATS
-// implementation is the production one; tests may wrap it to drop,
-// duplicate or delay messages.
+// Transport is what replication needs from a message bus. NATS is the
+// production one; MemNetwork's is an in-memory one for tests, and
+// FaultyTransport wraps any of them to drop, duplicate or delay messages.
 type Transport interface {
 	// Publish sends data on subject, at most once. It must not block for long.
 	Publish(subject string, data []byte) error
@@ -36,7 +36,12 @@ func NewNATS(nc *nats.Conn) *NATS { return &NATS{nc: nc} }
 func (t *NATS) Conn() *nats.Conn { return t.nc }
 
 // Publish implements Transport.
-func (t *NATS) Publish(subject string, data []byte) error { return t.publish(subject, data) }
+func (t *NATS) Publish(subject string, data []byte) error {
+	if err := t.nc.Publish(subject, data); err != nil {
+		return fmt.Errorf("publish %s: %w", subject, err)
+	}
+	return nil
+}
 
 // Subscribe implements Transport.
 func (t *NATS) Subscribe(subject string, h func(string, []byte)) (func() error, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -291,7 +292,12 @@ func (n *node) startReplication(cfg Config, outbox *replication.Outbox) error {
 			"the peers it hears within a few seconds are synced; list every peer in `peers` so a wiped " +
 			"replica cannot count on from zero")
 	}
+	chaos, err := replication.ChaosFromEnv(os.Getenv) // zero outside a chaos build
+	if err != nil {
+		return fmt.Errorf("start replication: %w", err)
+	}
 	rep, err := replication.New(replication.Config{
+		Chaos:               chaos,
 		Replica:             n.replica,
 		Store:               n.store,
 		Outbox:              outbox,
