@@ -15,25 +15,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
-
-// waitFor polls f until it returns nil or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // startNATS runs one real embedded nats-server.
 func startNATS(t *testing.T) *server.Server {
@@ -137,7 +122,7 @@ func startClusterWith(t *testing.T, tweak func(*Config), regions ...string) ([]*
 		}
 	})
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, func() error {
+		testkit.WaitFor(t, 10*time.Second, func() error {
 			if !n.replica.Accepting() {
 				return fmt.Errorf("%s not accepting writes", n.id)
 			}
@@ -151,7 +136,7 @@ func startClusterWith(t *testing.T, tweak func(*Config), regions ...string) ([]*
 // have equal digests.
 func converged(t *testing.T, nodes []*node, item string, want int64, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, func() error {
+	testkit.WaitFor(t, timeout, func() error {
 		for _, n := range nodes {
 			rd, err := n.replica.Likes(item)
 			if err != nil {
@@ -358,7 +343,7 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 	if !fresh.replica.Fresh() {
 		t.Fatal("wiped store not seen as fresh")
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if !fresh.replica.Accepting() {
 			return fmt.Errorf("not accepting yet")
 		}
@@ -384,7 +369,7 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 	}
 	converged(t, nodes, "post", 101, 10*time.Second)
 	for _, n := range nodes {
-		waitFor(t, 5*time.Second, func() error {
+		testkit.WaitFor(t, 5*time.Second, func() error {
 			rd, _ := n.replica.Counter("views")
 			if rd.Value != 110 {
 				return fmt.Errorf("%s views %d, want 110", n.id, rd.Value)
@@ -439,7 +424,7 @@ func TestSpoofedDeltaIgnored(t *testing.T) {
 	if err := eu.nc.Publish(deltaSubject("eu", "eu-1"), genuine); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		rd, _ := us.replica.Counter("c")
 		if rd.Vector.Get("eu-1").P != 5 {
 			return fmt.Errorf("genuine delta not merged yet: %+v", rd)
@@ -456,7 +441,7 @@ func TestDuplicateReplicaIDDetected(t *testing.T) {
 	nodes, _ := startCluster(t, "us", "eu")
 	us := nodes[0]
 	impostor := AppendDelta(nil, &Delta{Replica: "us-1", Region: "us", Incarnation: 42, Seq: 1})
-	waitFor(t, 5*time.Second, func() error {
+	testkit.WaitFor(t, 5*time.Second, func() error {
 		if err := nodes[1].nc.Publish(deltaSubject("us", "us-1"), impostor); err != nil {
 			return err
 		}

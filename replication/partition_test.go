@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // Three regions, each replica on its own region's nats-server, joined by
@@ -39,7 +40,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 		}
 	})
 	for _, n := range nodes {
-		waitFor(t, 30*time.Second, func() error {
+		testkit.WaitFor(t, 30*time.Second, func() error {
 			if !n.replica.Accepting() {
 				return fmt.Errorf("%s not accepting", n.id)
 			}
@@ -78,7 +79,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 		}
 	}
 	// While cut off, us sees only its own side, and knows it.
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if !us.rep.Stale() {
 			return fmt.Errorf("us does not consider its peers stale")
 		}
@@ -98,7 +99,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	converged(t, nodes, "post", 1+50+50+50, 20*time.Second)
 	t.Logf("converged %s after heal", time.Since(healed).Round(time.Millisecond))
 	for _, n := range nodes {
-		waitFor(t, 5*time.Second, func() error {
+		testkit.WaitFor(t, 5*time.Second, func() error {
 			if rd, _ := n.replica.Counter("views"); rd.Value != 150 {
 				return fmt.Errorf("%s views %d, want 150", n.id, rd.Value)
 			}
