@@ -43,12 +43,12 @@ type node struct {
 	replica *region.Replica
 	rep     *Replicator
 	nc      *nats.Conn
-	faults  *faultyTransport
+	faults  *FaultyTransport
 }
 
 func (n *node) close() {
 	n.rep.Close()
-	n.faults.close()
+	n.faults.Close()
 	_ = n.replica.Close()
 	_ = n.store.Close()
 	n.nc.Close()
@@ -69,7 +69,7 @@ func startNode(t *testing.T, url, regionName, id, dir string, peers []string, tw
 	if err != nil {
 		t.Fatal(err)
 	}
-	ft := &faultyTransport{Transport: NewNATS(nc)}
+	ft := NewFaultyTransport(NewNATS(nc), Faults{})
 	var others []string
 	for _, p := range peers {
 		if p != id {
@@ -218,72 +218,10 @@ func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
 	}
 }
 
-// faultyTransport drops, duplicates and delays (so reorders) publishes.
-type faultyTransport struct {
-	Transport
-	mu        sync.Mutex // protects the fields below
-	rng       *rand.Rand
-	drop, dup float64 // probabilities
-	delay     time.Duration
-	closed    bool
-	wg        sync.WaitGroup // delayed sends in flight
-}
-
-// close stops new sends and waits for the delayed ones. Adds happen under
-// mu and only while open, so none can race with the Wait.
-func (f *faultyTransport) close() {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.wg.Wait()
-}
-
-func (f *faultyTransport) set(drop, dup float64, delay time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.rng = rand.New(rand.NewPCG(7, 7))
-	f.drop, f.dup, f.delay = drop, dup, delay
-}
-
-func (f *faultyTransport) Publish(subject string, data []byte) error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return nil
-	}
-	if f.rng == nil {
-		f.mu.Unlock()
-		return f.Transport.Publish(subject, data)
-	}
-	drop := f.rng.Float64() < f.drop
-	copies := 1
-	if f.rng.Float64() < f.dup {
-		copies = 2
-	}
-	var delay time.Duration
-	if f.delay > 0 {
-		delay = time.Duration(f.rng.Int64N(int64(f.delay)))
-	}
-	if drop {
-		f.mu.Unlock()
-		return nil
-	}
-	f.wg.Add(copies)
-	f.mu.Unlock()
-	for range copies {
-		go func() {
-			defer f.wg.Done()
-			time.Sleep(delay)
-			_ = f.Transport.Publish(subject, data)
-		}()
-	}
-	return nil
-}
-
 func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 	nodes, _ := startCluster(t, "us", "eu", "ap")
 	for _, n := range nodes {
-		n.faults.set(0.5, 0.3, 30*time.Millisecond)
+		n.faults.SetFaults(Faults{Drop: 0.5, Dup: 0.3, Delay: 30 * time.Millisecond, Seed: 7})
 	}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -384,7 +322,7 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {
 	nodes, _ := startClusterWith(t, func(c *Config) { c.MaxBucketsPerRound = 8 }, "us", "eu")
 	for _, n := range nodes {
-		n.faults.set(1.0, 0, 0) // drop every fast-path message
+		n.faults.SetFaults(Faults{Drop: 1}) // drop every fast-path message
 	}
 	ctx := context.Background()
 	for i := range 300 {
