@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +82,8 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 		peers = append(peers, p)
 	}
 	r.mu.Unlock()
+	// In id order, so that a round goes the same way every time.
+	slices.SortFunc(peers, func(a, b *peer) int { return strings.Compare(a.id, b.id) })
 	for _, p := range peers {
 		if ctx.Err() != nil {
 			return false

@@ -36,4 +36,14 @@
 // Config.RecoveryPeers, however long it takes (safety over liveness); a store
 // that has data waits at most RecoveryTimeout, since its fsynced state is
 // only at risk if it was restored from an old copy.
+//
+// # Faults and tests
+//
+// Replication talks to the bus through Transport: NATS in production,
+// MemNetwork in tests (members by name; links cut, lossy or healed per
+// direction; delivery by hand if asked). FaultyTransport wraps either to
+// drop, duplicate and delay what is published. A chaos build wraps the
+// NATS transport with it when Config.Chaos says so (see ChaosFromEnv);
+// the scenario scripts in testdata/ drive replicas over a MemNetwork one
+// flush, delivery and anti-entropy round at a time.
 package replication
