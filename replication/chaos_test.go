@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"testing"
 
 	"github.com/tally-dev/tally/internal/buildtags"
@@ -27,5 +28,62 @@ func TestChaosFromEnv(t *testing.T) {
 	}
 	if c.GossipIncrements {
 		t.Fatal("another package's bug switched on gossip-increments")
+	}
+}
+
+// Config.Chaos.GossipIncrements is the chaos suite's negative control: in
+// a chaos build, duplicated deltas then count twice; in any other build
+// the field is ignored and they count once.
+func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
+	s := newScenario(t)
+	s.tweak = func(c *Config) { c.Chaos.GossipIncrements = true }
+	ctx := context.Background()
+	s.names = []string{"us", "eu"}
+	for _, name := range s.names {
+		s.open(name)
+	}
+	s.clock.advance(2 * scenarioHeartbeat)
+	s.antiEntropy(ctx, []*scenarioNode{s.nodes["us"], s.nodes["eu"]})
+	us, eu := s.nodes["us"], s.nodes["eu"]
+	us.faults.SetFaults(Faults{Dup: 1})
+	for range 3 {
+		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		us.rep.flush(us.flusher)
+		s.net.Deliver()
+		// One merge per copy, as when they arrive apart (one batch would
+		// read the same base for both).
+		for len(eu.rep.inbox) > 0 {
+			eu.rep.merge(ctx, []*Delta{<-eu.rep.inbox})
+		}
+	}
+	rd, err := eu.replica.Counter("views")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(3)
+	if buildtags.Chaos {
+		want = 6 // each duplicated increment added twice
+	}
+	if rd.Value != want {
+		t.Fatalf("chaos build %v: eu reads %d, want %d", buildtags.Chaos, rd.Value, want)
+	}
+}
+
+// Config.Chaos.Net puts the replicator's publishes through a
+// FaultyTransport in a chaos build, and is ignored in any other.
+func TestChaosNetOnlyInChaosBuild(t *testing.T) {
+	s := newScenario(t)
+	s.tweak = func(c *Config) { c.Chaos.Net = Faults{Drop: 1} }
+	s.names = []string{"us"}
+	us := s.open("us")
+	us.rep.flush(us.flusher) // the first flush always sends a heartbeat
+	want := 1
+	if buildtags.Chaos {
+		want = 0
+	}
+	if got := s.net.Pending(); got != want {
+		t.Fatalf("chaos build %v: %d messages published with drop=1, want %d", buildtags.Chaos, got, want)
 	}
 }

@@ -44,16 +44,20 @@ import (
 //	count item               each replica's like count, on one line
 func TestScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		s := &scenario{
-			t:     t,
-			dir:   t.TempDir(),
-			net:   NewMemNetwork(MemConfig{Manual: true, Seed: 1}),
-			clock: &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
-			nodes: map[string]*scenarioNode{},
-		}
-		defer s.close()
-		datadriven.RunTest(t, path, s.run)
+		datadriven.RunTest(t, path, newScenario(t).run)
 	})
+}
+
+func newScenario(t *testing.T) *scenario {
+	s := &scenario{
+		t:     t,
+		dir:   t.TempDir(),
+		net:   NewMemNetwork(MemConfig{Manual: true, Seed: 1}),
+		clock: &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		nodes: map[string]*scenarioNode{},
+	}
+	t.Cleanup(s.close)
+	return s
 }
 
 type manualClock struct {
@@ -80,6 +84,7 @@ type scenario struct {
 	clock *manualClock
 	names []string // every replica started, in order
 	nodes map[string]*scenarioNode
+	tweak func(*Config) // if set, adjusts each replica's Config
 }
 
 type scenarioNode struct {
@@ -111,11 +116,15 @@ func (s *scenario) open(name string) *scenarioNode {
 			peers = append(peers, p)
 		}
 	}
-	r, err := New(Config{
+	cfg := Config{
 		Replica: rep, Store: st, Outbox: ob, Transport: ft, Now: s.clock.Now,
 		HeartbeatInterval: scenarioHeartbeat, AntiEntropyInterval: time.Second, PeerTimeout: 5 * time.Second,
 		RecoveryPeers: peers,
-	})
+	}
+	if s.tweak != nil {
+		s.tweak(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
