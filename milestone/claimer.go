@@ -38,6 +38,9 @@ type ClaimerConfig struct {
 	Retry time.Duration
 	// OpTimeout bounds one KV or stream request. Default 2s.
 	OpTimeout time.Duration
+	// Chaos switches on a deliberate crash, honoured only in a chaos build
+	// (see Chaos). Default: none.
+	Chaos Chaos
 
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
@@ -167,7 +170,7 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 		Sequence: c.cfg.Sequence, Number: n, Item: l.Item, User: l.User,
 		Region: c.cfg.Region, Replica: c.cfg.Replica, Time: time.UnixMilli(l.AtMs).UTC(),
 	}
-	chaosBeforeClaim(n)
+	c.chaosBeforeClaim()
 	key := kvKey(c.cfg.Sequence, n)
 	octx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	_, err := c.cfg.KV.Create(octx, key, ev.encode())

@@ -36,6 +36,9 @@ type Config struct {
 	// AcceptWrites is called: a replica whose own entries must first be
 	// recovered from peers must not acknowledge anything before that.
 	HoldWrites bool
+	// Chaos switches on deliberate bugs, honoured only in a chaos build (see
+	// Chaos). Default: none.
+	Chaos Chaos
 	// OnCommit, if set, is called by the writer after every durable commit
 	// that changed state, before the commit's writes are acknowledged. It
 	// must not block; replication queues the changes.

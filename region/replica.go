@@ -373,7 +373,7 @@ func (r *Replica) commit(batch []*request) {
 	for _, q := range batch {
 		tx.apply(q)
 	}
-	if chaosAckBeforeCommit(batch) { // never outside the chaos build
+	if r.chaosAckBeforeCommit(batch) { // never outside a chaos build
 		batch = nil // acknowledged already
 	}
 	changes, err := tx.commit()

@@ -287,7 +287,7 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return nil
 	}
 	rs.dirty = true
-	if delta := chaosReconcile(rs.rec, t.r.self); delta != 0 {
+	if delta := t.r.reconcile(rs.rec); delta != 0 {
 		vs, err := t.vector(storage.Likes, m.Item)
 		if err != nil {
 			return err

@@ -106,6 +106,7 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		Store:      n.store,
 		Logger:     log,
 		HoldWrites: opts.HoldWrites,
+		Chaos:      region.ChaosFromEnv(os.Getenv), // zero outside a chaos build
 		Registerer: n.registry,
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),

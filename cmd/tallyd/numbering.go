@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -89,6 +90,7 @@ func (num *numbering) start(cfg Config, n *node) error {
 		Sequence:   likesSequence,
 		Region:     cfg.Region,
 		Replica:    cfg.Replica,
+		Chaos:      milestone.ChaosFromEnv(os.Getenv), // zero outside a chaos build
 		Logger:     n.log,
 		Registerer: n.registry,
 	})

@@ -1,0 +1,83 @@
+package region
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/buildtags"
+)
+
+// EnvChaosBug is the environment variable a chaos build (`go build -tags
+// chaos`) reads, through ChaosFromEnv, to switch on one deliberate bug;
+// BugAckBeforeCommit and BugNoReconcile are this package's values (other
+// packages read other values).
+const (
+	EnvChaosBug        = "TALLY_CHAOS_BUG"
+	BugAckBeforeCommit = "ack-before-commit"
+	BugNoReconcile     = "no-reconcile"
+)
+
+// Chaos is what a chaos build may do wrong on purpose, so that the chaos
+// suite (internal/chaos) proves it catches it. Every field is honoured only
+// in a chaos build; in any other the code that reads them compiles away.
+// The zero Chaos changes nothing.
+type Chaos struct {
+	// AckBeforeCommit: the writer acknowledges a batch of local operations,
+	// waits AckWindow, and only then commits it, so a kill -9 in between
+	// loses acknowledged writes.
+	AckBeforeCommit bool
+	// NoReconcile: the winner of a like record does not reconcile its
+	// excess after a merge, so concurrent likes of one user count twice.
+	NoReconcile bool
+}
+
+// chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
+// uncommitted.
+const chaosAckWindow = 25 * time.Millisecond
+
+// ChaosFromEnv reads EnvChaosBug through getenv (os.Getenv in tallyd). In a
+// build without the chaos tag it returns the zero Chaos: the variable means
+// nothing there. A value that names another package's bug is not an error.
+func ChaosFromEnv(getenv func(string) string) Chaos {
+	if !buildtags.Chaos {
+		return Chaos{}
+	}
+	bug := getenv(EnvChaosBug)
+	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile}
+}
+
+// String names the bugs that are on, for logs.
+func (c Chaos) String() string {
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t", c.AckBeforeCommit, c.NoReconcile)
+}
+
+// chaosAckBeforeCommit acknowledges the batch before its commit if the bug
+// AckBeforeCommit is on and the batch holds local operations. It reports
+// whether it did, in which case the caller must not acknowledge again.
+func (r *Replica) chaosAckBeforeCommit(batch []*request) bool {
+	if !buildtags.Chaos || !r.cfg.Chaos.AckBeforeCommit {
+		return false
+	}
+	local := false
+	for _, q := range batch {
+		local = local || len(q.ops) > 0
+	}
+	if !local {
+		return false
+	}
+	for _, q := range batch {
+		q.finish(nil)
+	}
+	time.Sleep(chaosAckWindow)
+	return true
+}
+
+// reconcile runs the winner's reconciliation after a merge, unless the bug
+// NoReconcile is on.
+func (r *Replica) reconcile(rec *crdt.LikeRecord) int64 {
+	if buildtags.Chaos && r.cfg.Chaos.NoReconcile {
+		return 0
+	}
+	return rec.Reconcile(r.self)
+}

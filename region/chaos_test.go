@@ -1,0 +1,65 @@
+package region
+
+import (
+	"context"
+	"testing"
+
+	"github.com/tally-dev/tally/internal/buildtags"
+)
+
+// ChaosFromEnv reads the bug only in a chaos build.
+func TestChaosFromEnv(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == EnvChaosBug {
+				return v
+			}
+			return ""
+		}
+	}
+	for _, tc := range []struct {
+		bug  string
+		want Chaos
+	}{
+		{"", Chaos{}},
+		{BugAckBeforeCommit, Chaos{AckBeforeCommit: true}},
+		{BugNoReconcile, Chaos{NoReconcile: true}},
+		{"gossip-increments", Chaos{}}, // replication's, not ours
+	} {
+		want := tc.want
+		if !buildtags.Chaos {
+			want = Chaos{}
+		}
+		if got := ChaosFromEnv(env(tc.bug)); got != want {
+			t.Errorf("bug %q: got %v, want %v (chaos build %t)", tc.bug, got, want, buildtags.Chaos)
+		}
+	}
+}
+
+// The NoReconcile bug leaves a concurrent like counted twice in a chaos
+// build, and is ignored in any other: the negative control the chaos suite
+// relies on really breaks the count, and only where it is meant to.
+func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
+	boxA, boxB := &mailbox{}, &mailbox{}
+	clock := &stepClock{}
+	bug := func(c *Config) { c.Chaos = Chaos{NoReconcile: true} }
+	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now = boxA.onCommit, clock.now; bug(c) })
+	b, _ := openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now = boxB.onCommit, clock.now; bug(c) })
+	ctx := context.Background()
+	if _, err := a.Like(ctx, "post", "u"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Like(ctx, "post", "u"); err != nil {
+		t.Fatal(err)
+	}
+	exchange(t, a, b, boxA, boxB)
+	want := int64(1)
+	if buildtags.Chaos {
+		want = 2
+	}
+	for _, r := range []*Replica{a, b} {
+		if got := mustLikes(t, r, "post").Value; got != want {
+			t.Errorf("%s: count %d, want %d (chaos build %t)", r.ID(), got, want, buildtags.Chaos)
+		}
+	}
+}
