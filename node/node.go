@@ -1,0 +1,339 @@
+// Package node runs one tally replica: it opens the store, starts the
+// replica (region), connects to NATS and runs replication and, with
+// milestones, the like numbering (alloc, milestone), and serves the HTTP
+// API (httpapi) on a listener. `tallyd serve` runs one Node; a local
+// deployment (internal/deploy) runs one per region in one process, which
+// is why each Node has its own metrics registry and logger.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Node is one running replica: its store, the replica, replication, and
+// its HTTP API on a listener.
+type Node struct {
+	cfg      Config
+	log      hclog.Logger
+	store    *storage.Store
+	replica  *region.Replica
+	nc       *nats.Conn              // nil when standalone
+	rep      *replication.Replicator // nil when standalone
+	num      *numbering              // nil without milestones
+	api      *httpapi.Server
+	registry *prometheus.Registry
+	srv      *http.Server
+	ln       net.Listener
+
+	done     chan struct{} // closed when the HTTP serve loop returns
+	serveErr error         // why it returned; read after done is closed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Options are the wiring a Node's caller adds to its Config. The zero
+// value runs the Config as it stands.
+type Options struct {
+	// Logger is the parent logger; the node logs under its replica id.
+	// Default: a null logger.
+	Logger hclog.Logger
+	// HoldWrites starts a standalone replica refusing writes until
+	// AcceptWrites. (With NATS, writes are always held until recovery.)
+	HoldWrites bool
+	// NATSOptions are extra connection options (e.g. an in-process
+	// connection); replication runs if cfg.NATS is set or these are given.
+	// Peers and milestones still need cfg.NATS (Config.Validate).
+	NATSOptions []nats.Option
+	// Links, in local mode, serves /v1/admin/links.
+	Links httpapi.LinkAdmin
+	// API adjusts the HTTP API config before the server is built.
+	API func(*httpapi.Config)
+	// Version is what /v1/status reports as the build. Default "dev".
+	Version string
+}
+
+// Start opens the store, starts the replica (and, with NATS, replication
+// and numbering) and serves its HTTP API on cfg.Listen. cfg must be valid
+// (Config.Validate); ctx bounds the start only. On error nothing is left
+// running. The caller owns the Node and must Close it.
+func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node config: %w", err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
+	}
+	log := opts.Logger.Named(cfg.Replica)
+	// n is deliberately not the named result: "return nil, err" would clear
+	// it before the undo closures below run.
+	n := &Node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry()}
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
+
+	n.registry.MustRegister( // a fresh registry: cannot collide
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	// The order below (store, NATS, numbering, replica, replication, HTTP)
+	// is what each part needs of the earlier ones; numbering.go details
+	// the numbering's share of it.
+	log.Info("opening store", "dir", cfg.DataDir, "durability", cfg.Durability)
+	n.store, err = storage.Open(storage.Config{
+		Dir:        cfg.DataDir,
+		Durability: cfg.durability(),
+		Logger:     log.Named("pebble"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { _ = n.store.Close() })
+
+	replicate := cfg.NATS != "" || len(opts.NATSOptions) > 0
+	var outbox *replication.Outbox
+	rcfg := region.Config{
+		Region:     cfg.Region,
+		Replica:    cfg.Replica,
+		Store:      n.store,
+		Logger:     log,
+		HoldWrites: opts.HoldWrites,
+		Registerer: n.registry,
+
+		IdempotencyTTL: duration(cfg.IdempotencyTTL),
+	}
+	if replicate {
+		// Nothing is acknowledged before recovery from peers (see package
+		// replication): the replicator releases the hold.
+		outbox = replication.NewOutbox()
+		rcfg.HoldWrites, rcfg.OnCommit = true, outbox.Add
+		if err := n.dial(cfg, opts); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { n.nc.Close() })
+		if cfg.Milestones != "" {
+			// Steps 2-4 of numbering.go's order: before the replica.
+			if n.num, err = newNumbering(cfg, n.nc, n.store, log, n.registry); err != nil {
+				return nil, fmt.Errorf("set up numbering: %w", err)
+			}
+			rcfg.Numbering = n.num.regionNumbering()
+		}
+	}
+	n.replica, err = region.New(rcfg)
+	if err != nil {
+		return nil, fmt.Errorf("start replica %s: %w", cfg.Replica, err)
+	}
+	undo = append(undo, func() { _ = n.replica.Close() })
+	if n.replica.Fresh() {
+		log.Info("new replica: the data directory held no state")
+	}
+	if n.num != nil {
+		n.num.start(n.replica)
+		undo = append(undo, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+			defer cancel()
+			_ = n.num.close(ctx)
+		})
+	}
+
+	if replicate {
+		if err := n.startReplication(cfg, outbox); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { n.rep.Close() })
+	}
+
+	apiCfg := httpapi.Config{
+		Replica:        n.replica,
+		Logger:         log,
+		Registry:       n.registry,
+		MaxBodyBytes:   cfg.MaxBodyBytes,
+		RequestTimeout: duration(cfg.RequestTimeout),
+		WriteToken:     cfg.WriteToken,
+		AdminToken:     cfg.AdminToken,
+		Version:        opts.Version,
+		Replication:    n.rep,
+		Links:          opts.Links,
+	}
+	if n.num != nil {
+		apiCfg.Milestones = n.num.feed
+		apiCfg.Numbering = n.num.status
+		apiCfg.Sequence = n.num.sequence
+	}
+	if opts.API != nil {
+		opts.API(&apiCfg)
+	}
+	if n.api, err = httpapi.New(apiCfg); err != nil {
+		return nil, fmt.Errorf("build HTTP API: %w", err)
+	}
+
+	var lc net.ListenConfig
+	if n.ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	n.srv = &http.Server{
+		Handler:           n.api,
+		ReadHeaderTimeout: 10 * time.Second,
+		// Bodies are small (MaxBodyBytes); a client that dribbles one is
+		// cut off rather than holding a connection.
+		ReadTimeout:    30 * time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+	}
+	go n.serve()
+	log.Info("serving HTTP", "addr", n.ln.Addr().String())
+	return n, nil
+}
+
+// serve runs the HTTP server until Shutdown or a listener failure.
+func (n *Node) serve() {
+	defer close(n.done)
+	if err := n.srv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
+		n.serveErr = fmt.Errorf("serve HTTP on %s: %w", n.ln.Addr(), err)
+	}
+}
+
+// Addr is the bound HTTP address (the real port when Listen asked for 0).
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// MemoryUse is the store's memory use (caches, memtables), for benches.
+func (n *Node) MemoryUse() (storage.MemoryUse, error) { return n.store.MemoryUse() }
+
+// Done is closed if the HTTP server stops on its own; Err then says why.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err is the HTTP server's failure, valid once Done is closed.
+func (n *Node) Err() error { return n.serveErr }
+
+// Close stops the node in order: stop accepting HTTP and drain in-flight
+// requests (until ctx ends, then cut them off), close the replica (its
+// writer finishes the batch in hand), close the store. Each step runs even
+// if an earlier one failed. Close is idempotent.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() {
+		var errs []error
+		n.log.Info("stopping HTTP server")
+		if err := n.srv.Shutdown(ctx); err != nil {
+			n.log.Warn("in-flight requests did not finish; closing their connections", "error", err)
+			if err := n.srv.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close HTTP server: %w", err))
+			}
+		}
+		<-n.done
+		if n.serveErr != nil {
+			errs = append(errs, n.serveErr)
+		}
+		if n.rep != nil {
+			n.log.Info("stopping replication")
+			n.rep.Close()
+		}
+		n.log.Info("closing replica")
+		if err := n.replica.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close replica: %w", err))
+		}
+		if n.num != nil {
+			n.log.Info("giving back leases")
+			if err := n.num.close(ctx); err != nil {
+				n.log.Warn("leases not given back; the next start does it", "error", err)
+			}
+		}
+		if n.nc != nil {
+			n.nc.Close()
+		}
+		n.log.Info("closing store")
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		n.closeErr = errors.Join(errs...)
+		if n.closeErr == nil {
+			n.log.Info("stopped")
+		}
+	})
+	return n.closeErr
+}
+
+// dial connects to NATS (in the background if it is not reachable yet).
+func (n *Node) dial(cfg Config, opts Options) error {
+	natsOpts := append([]nats.Option(nil), opts.NATSOptions...)
+	if cfg.NATSCreds != "" {
+		natsOpts = append(natsOpts, nats.UserCredentials(cfg.NATSCreds))
+	}
+	if cfg.NATSUser != "" {
+		natsOpts = append(natsOpts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
+	}
+	nc, err := replication.Dial(replication.DialConfig{
+		URL:     cfg.NATS,
+		Name:    "tally " + cfg.Replica,
+		Options: natsOpts,
+		Logger:  n.log.Named("nats"),
+	})
+	if err != nil {
+		return err
+	}
+	if !nc.IsConnected() {
+		n.log.Warn("NATS not reachable yet; retrying in the background, writes held until peers are synced", "url", cfg.NATS)
+	}
+	n.nc = nc
+	return nil
+}
+
+// startReplication starts the replicator, which recovers this replica's
+// state from its peers and then releases writes.
+func (n *Node) startReplication(cfg Config, outbox *replication.Outbox) error {
+	nc := n.nc
+	if len(cfg.Peers) == 0 {
+		n.log.Warn("no peers configured: with an empty data directory this replica accepts writes once " +
+			"the peers it hears within a few seconds are synced; list every peer in `peers` so a wiped " +
+			"replica cannot count on from zero")
+	}
+	rep, err := replication.New(replication.Config{
+		Replica:             n.replica,
+		Store:               n.store,
+		Outbox:              outbox,
+		Transport:           replication.NewNATS(nc),
+		Logger:              n.log,
+		FlushInterval:       duration(cfg.FlushInterval),
+		AntiEntropyInterval: duration(cfg.AntiEntropyInterval),
+		PeerTimeout:         duration(cfg.PeerTimeout),
+		RecoveryTimeout:     duration(cfg.RecoveryTimeout),
+		RecoveryPeers:       cfg.Peers,
+		Registerer:          n.registry,
+	})
+	if err == nil {
+		// The replicator's goroutines live until Close, not until the
+		// start-up context ends.
+		err = rep.Start(context.Background())
+	}
+	if err != nil {
+		return fmt.Errorf("start replication: %w", err)
+	}
+	n.rep = rep
+	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
+	return nil
+}
