@@ -222,6 +222,14 @@ func (n *Node) serve() {
 // Addr is the bound HTTP address (the real port when Listen asked for 0).
 func (n *Node) Addr() net.Addr { return n.ln.Addr() }
 
+// Replica is the running replica, for in-process callers (tests, benches)
+// that act on it without HTTP.
+func (n *Node) Replica() *region.Replica { return n.replica }
+
+// Store is the replica's store, for in-process callers that inspect it
+// (e.g. compare digests).
+func (n *Node) Store() *storage.Store { return n.store }
+
 // MemoryUse is the store's memory use (caches, memtables), for benches.
 func (n *Node) MemoryUse() (storage.MemoryUse, error) { return n.store.MemoryUse() }
 
