@@ -55,13 +55,14 @@ type Options struct {
 	// Default: a null logger.
 	Logger hclog.Logger
 	// HoldWrites starts a standalone replica refusing writes until
-	// AcceptWrites. (With NATS, writes are always held until recovery.)
+	// Replica().AcceptWrites. (With NATS, writes are always held until
+	// recovery.)
 	HoldWrites bool
 	// NATSOptions are extra connection options (e.g. an in-process
 	// connection); replication runs if cfg.NATS is set or these are given.
 	// Peers and milestones still need cfg.NATS (Config.Validate).
 	NATSOptions []nats.Option
-	// Links, in local mode, serves /v1/admin/links.
+	// Links, in a local deployment, serves /v1/admin/links.
 	Links httpapi.LinkAdmin
 	// API adjusts the HTTP API config before the server is built.
 	API func(*httpapi.Config)
@@ -70,9 +71,10 @@ type Options struct {
 }
 
 // Start opens the store, starts the replica (and, with NATS, replication
-// and numbering) and serves its HTTP API on cfg.Listen. cfg must be valid
-// (Config.Validate); ctx bounds the start only. On error nothing is left
-// running. The caller owns the Node and must Close it.
+// and numbering) and serves its HTTP API on cfg.Listen. An invalid cfg is
+// refused with every problem (Config.Validate); ctx bounds the start only.
+// On error nothing is left running. The caller owns the Node and must
+// Close it.
 func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node config: %w", err)
