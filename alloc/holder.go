@@ -87,6 +87,17 @@ func New(cfg Config) (*Holder, error) {
 	return h, nil
 }
 
+// Attach sets the function called when numbers become available after a
+// Take found none, replacing Config.OnReady. It is for a consumer built
+// from the holder (a replica numbers from it), which cannot exist yet when
+// the holder's Config is written. Call it before Start, never after.
+func (h *Holder) Attach(onReady func()) {
+	if h.cancel != nil {
+		panic("alloc: Attach after Start")
+	}
+	h.cfg.OnReady = onReady
+}
+
 // Start runs the holder's goroutine until Close.
 func (h *Holder) Start() {
 	ctx, cancel := context.WithCancel(context.Background())

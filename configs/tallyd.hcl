@@ -97,3 +97,10 @@ recovery_timeout = "10s"
 # How long a replica cut off from that region keeps numbering from its
 # lease before it queues likes unnumbered. Default "4s".
 # lease_ttl = "4s"
+# How long another replica's lease must stay silent (its beat unchanged)
+# before this replica frees the lease's unused tail, so a replica that is
+# gone for good does not hold numbers (and milestones in them) forever.
+# Must exceed lease_ttl. Costs exactness: numbers the silent replica used
+# after its last report may be used again if it does come back. Default
+# "0": never; a replica gives its own tail back when it returns.
+# lease_reclaim_after = "1h"

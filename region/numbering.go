@@ -229,19 +229,39 @@ func (r *Replica) Claims(fn func(n uint64, l storage.CountedLike) bool) error {
 	if r.num == nil {
 		return nil
 	}
-	return r.store.Claims(r.num.cfg.Sequence, fn)
+	return ClaimIntents{Store: r.store, Sequence: r.num.cfg.Sequence}.Claims(fn)
 }
 
 // SettleClaim removes a claim intent once its milestone is claimed and
-// published, or lost to another replica. Claim keys are written once by
-// the writer and deleted only here, so this needs no writer round trip.
+// published, or lost to another replica.
 func (r *Replica) SettleClaim(n uint64) error {
 	if r.num == nil {
 		return nil
 	}
-	b := r.store.NewBatch()
+	return ClaimIntents{Store: r.store, Sequence: r.num.cfg.Sequence}.SettleClaim(n)
+}
+
+// ClaimIntents are the milestone claim intents of one sequence in a store,
+// read and settled without the replica: a claimer can be built on them
+// before the replica exists (the replica's Numbering.OnClaim then names the
+// claimer directly). The writer stores intents; only SettleClaim deletes
+// them.
+type ClaimIntents struct {
+	Store    *storage.Store
+	Sequence string
+}
+
+// Claims calls fn for every claim intent not yet settled, in number order.
+func (c ClaimIntents) Claims(fn func(n uint64, l storage.CountedLike) bool) error {
+	return c.Store.Claims(c.Sequence, fn)
+}
+
+// SettleClaim removes a claim intent. Claim keys are written once by the
+// writer and deleted only here, so this needs no writer round trip.
+func (c ClaimIntents) SettleClaim(n uint64) error {
+	b := c.Store.NewBatch()
 	defer b.Close()
-	b.DeleteClaim(r.num.cfg.Sequence, n)
+	b.DeleteClaim(c.Sequence, n)
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("settle claim %d: %w", n, err)
 	}

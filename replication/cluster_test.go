@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -156,68 +154,6 @@ func converged(t *testing.T, nodes []*node, item string, want int64, timeout tim
 	})
 }
 
-func TestWritesEverywhereConvergeExactly(t *testing.T) {
-	nodes, _ := startCluster(t, "us", "eu", "ap")
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	const perNode = 200
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := range perNode {
-				if _, err := n.replica.Like(ctx, "post", fmt.Sprintf("%s-user%d", n.id, u)); err != nil {
-					t.Error(err)
-					return
-				}
-				if _, err := n.replica.Incr(ctx, "views", int64(i+1), ""); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	converged(t, nodes, "post", 3*perNode, 10*time.Second)
-	for _, n := range nodes {
-		rd, _ := n.replica.Counter("views")
-		if rd.Value != perNode*(1+2+3) {
-			t.Fatalf("%s views %d", n.id, rd.Value)
-		}
-	}
-}
-
-func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
-	nodes, _ := startCluster(t, "us", "eu", "ap")
-	ctx := context.Background()
-	// 50 users each like in us and eu at the same moment.
-	var wg sync.WaitGroup
-	for _, n := range nodes[:2] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for u := range 50 {
-				if _, err := n.replica.Like(ctx, "clip", fmt.Sprintf("u%d", u)); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	converged(t, nodes, "clip", 50, 10*time.Second)
-
-	// The latest action wins: u0 unlikes in ap, after both likes.
-	if _, err := nodes[2].replica.Unlike(ctx, "clip", "u0"); err != nil {
-		t.Fatal(err)
-	}
-	converged(t, nodes, "clip", 49, 10*time.Second)
-	for _, n := range nodes {
-		if liked, _ := n.replica.Liked("clip", "u0"); liked {
-			t.Fatalf("%s still says u0 likes clip", n.id)
-		}
-	}
-}
-
 func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 	nodes, _ := startCluster(t, "us", "eu", "ap")
 	for _, n := range nodes {
@@ -253,68 +189,6 @@ func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 		}
 	}
 	converged(t, nodes, "hot", want, 15*time.Second)
-}
-
-func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
-	nodes, url := startCluster(t, "us", "eu", "ap")
-	ctx := context.Background()
-	us := nodes[0]
-	for i := range 100 {
-		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := us.replica.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	converged(t, nodes, "post", 100, 10*time.Second)
-
-	// us loses its disk.
-	us.close()
-	if err := os.RemoveAll(us.dir); err != nil {
-		t.Fatal(err)
-	}
-	ids := []string{"us-1", "eu-1", "ap-1"}
-	fresh := startNode(t, url, "us", "us-1", us.dir, ids)
-	nodes[0] = fresh
-	t.Cleanup(fresh.close)
-	if !fresh.replica.Fresh() {
-		t.Fatal("wiped store not seen as fresh")
-	}
-	testkit.WaitFor(t, 10*time.Second, func() error {
-		if !fresh.replica.Accepting() {
-			return fmt.Errorf("not accepting yet")
-		}
-		return nil
-	})
-	// By the time it accepts writes, its own entries are back.
-	rd, err := fresh.replica.Counter("views")
-	if err != nil || rd.Value != 100 {
-		t.Fatalf("recovered views %d, %v; want 100", rd.Value, err)
-	}
-	// It counts on from there, and no increment is swallowed.
-	for range 10 {
-		if _, err := fresh.replica.Incr(ctx, "views", 1, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := fresh.replica.Like(ctx, "post", "new-user"); err != nil {
-		t.Fatal(err)
-	}
-	// Re-liking a recovered user does not count twice.
-	if res, err := fresh.replica.Like(ctx, "post", "u1"); err != nil || res.Changed {
-		t.Fatalf("re-like of recovered user: %+v %v", res, err)
-	}
-	converged(t, nodes, "post", 101, 10*time.Second)
-	for _, n := range nodes {
-		testkit.WaitFor(t, 5*time.Second, func() error {
-			rd, _ := n.replica.Counter("views")
-			if rd.Value != 110 {
-				return fmt.Errorf("%s views %d, want 110", n.id, rd.Value)
-			}
-			return nil
-		})
-	}
 }
 
 // With the fast path gone entirely, anti-entropy alone converges, even when

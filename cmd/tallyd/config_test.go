@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	tallynode "github.com/tally-dev/tally/node"
 )
 
 func noEnv(string) string { return "" }
@@ -65,12 +67,12 @@ shutdown_timeout = "5s"
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{
+	want := tallynode.Config{
 		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h",
 		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
-		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s",
+		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s", LeaseReclaimAfter: "0",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("file:\n got %+v\nwant %+v", cfg, want)
@@ -232,5 +234,27 @@ func TestIdempotencyTTLConfig(t *testing.T) {
 		if err != nil || duration(cfg.IdempotencyTTL) != c.want {
 			t.Errorf("%v: ttl %q, %v; want %v", c.args, cfg.IdempotencyTTL, err, c.want)
 		}
+	}
+}
+
+// lease_reclaim_after comes from the file or the flag into the replica's
+// config, off ("0") by default, and must exceed lease_ttl.
+func TestLeaseReclaimAfterConfig(t *testing.T) {
+	cfg, err := loadConfig(nil, noEnv, io.Discard)
+	if err != nil || duration(cfg.LeaseReclaimAfter) != 0 {
+		t.Fatalf("default: %q, %v", cfg.LeaseReclaimAfter, err)
+	}
+	path := writeFile(t, "r.hcl", "lease_ttl = \"2s\"\nlease_reclaim_after = \"10m\"\n")
+	cfg, err = loadConfig([]string{"--config", path}, noEnv, io.Discard)
+	if err != nil || cfg.LeaseReclaimAfter != "10m" || cfg.LeaseTTL != "2s" {
+		t.Fatalf("from file: %+v, %v", cfg, err)
+	}
+	cfg, err = loadConfig([]string{"--config", path, "--lease-reclaim-after", "1h"}, noEnv, io.Discard)
+	if err != nil || cfg.LeaseReclaimAfter != "1h" {
+		t.Fatalf("flag over file: %q, %v", cfg.LeaseReclaimAfter, err)
+	}
+	_, err = loadConfig([]string{"--config", path, "--lease-reclaim-after", "2s"}, noEnv, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "lease_reclaim_after") {
+		t.Fatalf("reclaim_after = lease_ttl accepted: %v", err)
 	}
 }

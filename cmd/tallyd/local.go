@@ -6,17 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/httpapi"
-	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/internal/deploy"
 )
 
 // localConfig is what `tallyd local` takes.
@@ -98,35 +93,14 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 	return lc, nil
 }
 
-// nodeConfigs derives each region's replica config.
-func (lc localConfig) nodeConfigs(clientURL func(string) string) ([]Config, error) {
-	var ids []string
-	for _, r := range lc.Regions {
-		ids = append(ids, r+"-1")
-	}
-	var out []Config
-	for i, r := range lc.Regions {
-		cfg := DefaultConfig()
-		cfg.Region, cfg.Replica = r, ids[i]
-		cfg.DataDir = filepath.Join(lc.DataDir, ids[i])
-		port := 0 // any free port
-		if lc.Port > 0 {
-			port = lc.Port + i
-		}
-		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		cfg.Durability, cfg.LogLevel = lc.Durability, lc.LogLevel
-		cfg.WriteToken, cfg.AdminToken = lc.WriteToken, lc.AdminToken
-		cfg.NATS = clientURL(r)
-		cfg.Peers = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == ids[i] })
-		// The allocator's KV and the milestone stream live in the first
-		// region, as a production deployment would pin them to one.
-		cfg.Milestones, cfg.AllocCluster = lc.Milestones, lc.Regions[0]
-		if err := cfg.Validate(); err != nil {
-			return nil, usagef("local: region %s: %s", r, oneLine(err))
-		}
-		out = append(out, cfg)
-	}
-	return out, nil
+// deployConfig is the deployment lc describes.
+func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
+	d := deploy.DefaultConfig()
+	d.Regions, d.DataDir, d.Port = lc.Regions, lc.DataDir, lc.Port
+	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
+	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
+	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
+	return d
 }
 
 // local runs a full deployment in one process: per region an embedded
@@ -143,43 +117,23 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}
 	logMalloc(log)
 
-	ncfg := localnet.DefaultConfig()
-	ncfg.Regions, ncfg.Dir, ncfg.Logger = lc.Regions, filepath.Join(lc.DataDir, "nats"), log.Named("nats")
-	fmt.Fprintf(c.stdout, "starting %d regions (embedded NATS super-cluster, JetStream on)...\n", len(lc.Regions))
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	cluster, err := localnet.Start(startCtx, ncfg)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("start local NATS: %w", err)
+	dcfg := lc.deployConfig(log)
+	if err := dcfg.Validate(); err != nil {
+		return usagef("local: %s", oneLine(err))
 	}
-	defer func() {
-		if err := cluster.Close(); err != nil {
-			log.Warn("closing NATS", "error", err)
-		}
-	}()
-
-	cfgs, err := lc.nodeConfigs(cluster.ClientURL)
+	fmt.Fprintf(c.stdout, "starting %d regions (embedded NATS super-cluster, JetStream on)...\n", len(lc.Regions))
+	d, err := deploy.Start(ctx, dcfg)
 	if err != nil {
 		return err
 	}
-	links := clusterLinks{cluster}
-	var nodes []*node
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 		defer cancel()
-		for _, n := range nodes {
-			if err := n.Close(sctx); err != nil {
-				log.Warn("closing node", "error", err)
-			}
+		if err := d.Close(sctx); err != nil {
+			log.Warn("closing the deployment", "error", err)
 		}
 	}()
-	for _, cfg := range cfgs {
-		n, err := startNode(ctx, cfg, nodeOptions{Logger: log, Links: links})
-		if err != nil {
-			return err
-		}
-		nodes = append(nodes, n)
-	}
+	cfgs, nodes := d.Configs(), d.Nodes()
 	for i, n := range nodes {
 		fmt.Fprintf(c.stdout, "  %-4s http://%s   (replica %s, data %s)\n", cfgs[i].Region, n.Addr(), cfgs[i].Replica, cfgs[i].DataDir)
 		if c.onListen != nil {
@@ -188,7 +142,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
-	dash, err := startLocalDashboard(ctx, lc, cfgs, nodes, log) // nil if --dashboard ""
+	dash, err := startLocalDashboard(ctx, lc, cfgs, wrapNodes(nodes), log) // nil if --dashboard ""
 	if err != nil {
 		return err
 	}
@@ -198,37 +152,9 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintln(c.stdout, "press Ctrl-C to stop")
 
-	done := make(chan int, len(nodes))
-	for i, n := range nodes {
-		go func() {
-			<-n.Done()
-			done <- i
-		}()
+	if err := d.Wait(ctx); err != nil {
+		return err
 	}
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "reason", context.Cause(ctx))
-		return nil
-	case i := <-done:
-		return fmt.Errorf("region %s: %w", cfgs[i].Region, nodes[i].Err())
-	}
-}
-
-// clusterLinks adapts localnet's links to the HTTP admin routes.
-type clusterLinks struct{ c *localnet.Cluster }
-
-func (l clusterLinks) SetLink(a, b string, up bool) error {
-	regions := l.c.Regions()
-	if a == b || !slices.Contains(regions, a) || !slices.Contains(regions, b) {
-		return fmt.Errorf("%w %s-%s: regions are %s", httpapi.ErrUnknownLink, a, b, strings.Join(regions, ", "))
-	}
-	return l.c.SetLink(a, b, up)
-}
-
-func (l clusterLinks) Links() []httpapi.Link {
-	var out []httpapi.Link
-	for _, s := range l.c.Links() {
-		out = append(out, httpapi.Link{A: s.A, B: s.B, Up: s.Up, BytesAB: s.BytesAB, BytesBA: s.BytesBA})
-	}
-	return out
+	log.Info("shutting down", "reason", context.Cause(ctx))
+	return nil
 }

@@ -88,75 +88,36 @@ func startLocal(t *testing.T, args ...string) *localRun {
 	return run
 }
 
-// The README's first command, in process: three regions, likes everywhere,
-// a cut link with writes on both sides, a heal, exact convergence.
-func TestLocalDeploymentConvergesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
+// local's flags become the deployment's config: ports follow --port, the
+// allocator lives in the first region, settings reach every replica.
+func TestLocalFlagsMakeTheDeployment(t *testing.T) {
+	lc, err := parseLocal([]string{"--regions", "a,b", "--port", "9000", "--milestones", "every:5", "--durability", "none",
+		"--data", "/tmp/x"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
 	}
-	urls := startLocal(t).urls
-	for _, u := range urls {
-		poll(t, 30*time.Second, func() error {
-			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
-				return fmt.Errorf("%s not ready: %d %v", u, st, err)
-			}
-			return nil
-		})
+	cfgs, err := lc.deployConfig(nil).NodeConfigs(func(r string) string { return "nats://" + r + ":4222" })
+	if err != nil {
+		t.Fatal(err)
 	}
-	like := func(u, user string) {
-		t.Helper()
-		if st, b, err := httpDo("PUT", u+"/v1/likes/post1/"+user, ""); err != nil || st != 200 {
-			t.Fatalf("like %s at %s: %d %v %v", user, u, st, b, err)
+	if len(cfgs) != 2 {
+		t.Fatalf("%d configs", len(cfgs))
+	}
+	for i, c := range cfgs {
+		r := []string{"a", "b"}[i]
+		if c.Region != r || c.Replica != r+"-1" || c.Listen != fmt.Sprintf("127.0.0.1:%d", 9000+i) ||
+			c.NATS != "nats://"+r+":4222" || c.Milestones != "every:5" || c.AllocCluster != "a" || c.Durability != "none" ||
+			c.DataDir != "/tmp/x/"+r+"-1" || len(c.Peers) != 1 {
+			t.Errorf("region %s: %+v", r, c)
 		}
 	}
-	countsAre := func(want float64) func() error {
-		return func() error {
-			for _, u := range urls {
-				_, b, err := httpDo("GET", u+"/v1/likes/post1", "")
-				if err != nil {
-					return err
-				}
-				if b["count"] != want || b["approx"] != false {
-					return fmt.Errorf("%s: %v, want count %v", u, b, want)
-				}
-				if st, _ := b["staleness_ms"].(map[string]any); len(st) != 2 {
-					return fmt.Errorf("%s: staleness of 2 peers expected: %v", u, b)
-				}
-			}
-			return nil
-		}
-	}
-	for i, u := range urls {
-		for n := range 20 {
-			like(u, fmt.Sprintf("r%d-u%d", i, n))
-		}
-	}
-	poll(t, 10*time.Second, countsAre(60))
+}
 
-	// Cut us-eu; both sides keep answering locally.
-	if st, b, err := httpDo("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 || b["up"] != false {
-		t.Fatalf("cut: %d %v %v", st, b, err)
+// A replica setting local cannot run is a usage error, before anything
+// starts.
+func TestLocalInvalidReplicaSetting(t *testing.T) {
+	code, _, stderr := runArgs(t, "local", "--data", t.TempDir(), "--port", "0", "--write-token", "has space")
+	if code != 2 || !strings.Contains(stderr, "write_token") {
+		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	for n := range 10 {
-		like(urls[0], fmt.Sprintf("cut-us-%d", n))
-		like(urls[1], fmt.Sprintf("cut-eu-%d", n))
-		like(urls[0], fmt.Sprintf("both-%d", n))
-		like(urls[1], fmt.Sprintf("both-%d", n))
-	}
-	if st, _, err := httpDo("PUT", urls[1]+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
-		t.Fatalf("heal: %d %v", st, err)
-	}
-	poll(t, 20*time.Second, countsAre(60+10+10+10))
-	poll(t, 10*time.Second, func() error {
-		for _, u := range urls {
-			_, b, err := httpDo("GET", u+"/v1/convergence", "")
-			if err != nil {
-				return err
-			}
-			if b["converged"] != true {
-				return fmt.Errorf("%s not converged: %v", u, b)
-			}
-		}
-		return nil
-	})
 }

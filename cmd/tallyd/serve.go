@@ -6,6 +6,8 @@ import (
 	"net"
 
 	"github.com/hashicorp/go-hclog"
+
+	tallynode "github.com/tally-dev/tally/node"
 )
 
 // serve runs one replica until ctx ends (SIGINT/SIGTERM), then shuts down
@@ -32,7 +34,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		defer d.close()
 		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", d.Addr())
 	}
-	n, err := startNode(ctx, cfg, nodeOptions{Logger: log})
+	n, err := tallynode.Start(ctx, cfg, tallynode.Options{Logger: log, Version: version(), Getenv: c.getenv})
 	if err != nil {
 		return err
 	}
@@ -57,7 +59,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 }
 
 // warnUnsafe logs settings that trade safety for convenience.
-func warnUnsafe(log hclog.Logger, cfg Config) {
+func warnUnsafe(log hclog.Logger, cfg tallynode.Config) {
 	if cfg.Durability == "none" || cfg.Durability == "nosync" {
 		log.Warn("durability none: writes are acknowledged before they are fsynced; " +
 			"a power loss or kernel crash can lose acknowledged writes")

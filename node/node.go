@@ -1,4 +1,10 @@
-package main
+// Package node runs one tally replica: it opens the store, starts the
+// replica (region), connects to NATS and runs replication and, with
+// milestones, the like numbering (alloc, milestone), and serves the HTTP
+// API (httpapi) on a listener. `tallyd serve` runs one Node; a local
+// deployment (internal/deploy) runs one per region in one process, which
+// is why each Node has its own metrics registry and logger.
+package node
 
 import (
 	"context"
@@ -6,7 +12,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
@@ -21,10 +26,9 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
-// node is one running replica: its store, the replica, and its HTTP API on
-// a listener. `serve` runs one; `local` will run one per region in one
-// process, which is why each node has its own metrics registry and logger.
-type node struct {
+// Node is one running replica: its store, the replica, replication, and
+// its HTTP API on a listener.
+type Node struct {
 	cfg      Config
 	log      hclog.Logger
 	store    *storage.Store
@@ -44,35 +48,55 @@ type node struct {
 	closeErr  error
 }
 
-// nodeOptions are the wiring a node's caller may add. The zero value runs a
-// standalone replica.
-type nodeOptions struct {
+// Options are the wiring a Node's caller adds to its Config. The zero
+// value runs the Config as it stands.
+type Options struct {
 	// Logger is the parent logger; the node logs under its replica id.
 	// Default: a null logger.
 	Logger hclog.Logger
 	// HoldWrites starts a standalone replica refusing writes until
-	// AcceptWrites. (With NATS, writes are always held until recovery.)
+	// Replica().AcceptWrites. (With NATS, writes are always held until
+	// recovery.)
 	HoldWrites bool
-	// NATSOptions are extra connection options (local mode connects in
-	// process); replication runs if cfg.NATS is set or these are given.
+	// NATSOptions are extra connection options (e.g. an in-process
+	// connection); replication runs if cfg.NATS is set or these are given.
+	// Peers and milestones still need cfg.NATS (Config.Validate).
 	NATSOptions []nats.Option
-	// Links, in local mode, serves /v1/admin/links.
+	// Links, in a local deployment, serves /v1/admin/links.
 	Links httpapi.LinkAdmin
 	// API adjusts the HTTP API config before the server is built.
 	API func(*httpapi.Config)
+	// Version is what /v1/status reports as the build. Default "dev".
+	Version string
+	// Getenv is where a chaos build reads its faults and deliberate bugs
+	// (TALLY_CHAOS_*; see region.Chaos, replication.Chaos, milestone.Chaos).
+	// tallyd serve passes os.Getenv; nil reads nothing. Outside a chaos
+	// build it is never called.
+	Getenv func(string) string
 }
 
-// startNode opens the store, starts the replica and serves its HTTP API on
-// cfg.Listen. cfg must be valid. On error nothing is left running. The
-// caller owns the node and must Close it.
-func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err error) {
+// Start opens the store, starts the replica (and, with NATS, replication
+// and numbering) and serves its HTTP API on cfg.Listen. An invalid cfg is
+// refused with every problem (Config.Validate); ctx bounds the start only.
+// On error nothing is left running. The caller owns the Node and must
+// Close it.
+func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node config: %w", err)
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = func(string) string { return "" }
+	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Version == "" {
+		opts.Version = "dev"
 	}
 	log := opts.Logger.Named(cfg.Replica)
 	// n is deliberately not the named result: "return nil, err" would clear
 	// it before the undo closures below run.
-	n := &node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry()}
+	n := &Node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry()}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -87,6 +111,9 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 
+	// The order below (store, NATS, numbering, replica, replication, HTTP)
+	// is what each part needs of the earlier ones; numbering.go details
+	// the numbering's share of it.
 	log.Info("opening store", "dir", cfg.DataDir, "durability", cfg.Durability)
 	n.store, err = storage.Open(storage.Config{
 		Dir:        cfg.DataDir,
@@ -106,7 +133,7 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		Store:      n.store,
 		Logger:     log,
 		HoldWrites: opts.HoldWrites,
-		Chaos:      region.ChaosFromEnv(os.Getenv), // zero outside a chaos build
+		Chaos:      region.ChaosFromEnv(opts.Getenv), // zero outside a chaos build
 		Registerer: n.registry,
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
@@ -121,9 +148,11 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		}
 		undo = append(undo, func() { n.nc.Close() })
 		if cfg.Milestones != "" {
-			if n.num, rcfg.Numbering, err = n.newNumbering(cfg); err != nil {
+			// Steps 2-4 of numbering.go's order: before the replica.
+			if n.num, err = newNumbering(cfg, n.nc, n.store, log, n.registry, opts.Getenv); err != nil {
 				return nil, fmt.Errorf("set up numbering: %w", err)
 			}
+			rcfg.Numbering = n.num.regionNumbering()
 		}
 	}
 	n.replica, err = region.New(rcfg)
@@ -135,18 +164,16 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		log.Info("new replica: the data directory held no state")
 	}
 	if n.num != nil {
-		if err := n.num.start(cfg, n); err != nil {
-			return nil, fmt.Errorf("start numbering: %w", err)
-		}
+		n.num.start(n.replica)
 		undo = append(undo, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			_ = n.num.close(ctx)
 		})
 	}
 
 	if replicate {
-		if err := n.startReplication(cfg, outbox); err != nil {
+		if err := n.startReplication(cfg, outbox, opts.Getenv); err != nil {
 			return nil, err
 		}
 		undo = append(undo, func() { n.rep.Close() })
@@ -160,7 +187,7 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 		RequestTimeout: duration(cfg.RequestTimeout),
 		WriteToken:     cfg.WriteToken,
 		AdminToken:     cfg.AdminToken,
-		Version:        version(),
+		Version:        opts.Version,
 		Replication:    n.rep,
 		Links:          opts.Links,
 	}
@@ -196,7 +223,7 @@ func startNode(ctx context.Context, cfg Config, opts nodeOptions) (_ *node, err 
 }
 
 // serve runs the HTTP server until Shutdown or a listener failure.
-func (n *node) serve() {
+func (n *Node) serve() {
 	defer close(n.done)
 	if err := n.srv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
 		n.serveErr = fmt.Errorf("serve HTTP on %s: %w", n.ln.Addr(), err)
@@ -204,19 +231,30 @@ func (n *node) serve() {
 }
 
 // Addr is the bound HTTP address (the real port when Listen asked for 0).
-func (n *node) Addr() net.Addr { return n.ln.Addr() }
+func (n *Node) Addr() net.Addr { return n.ln.Addr() }
+
+// Replica is the running replica, for in-process callers (tests, benches)
+// that act on it without HTTP.
+func (n *Node) Replica() *region.Replica { return n.replica }
+
+// Store is the replica's store, for in-process callers that inspect it
+// (e.g. compare digests).
+func (n *Node) Store() *storage.Store { return n.store }
+
+// MemoryUse is the store's memory use (caches, memtables), for benches.
+func (n *Node) MemoryUse() (storage.MemoryUse, error) { return n.store.MemoryUse() }
 
 // Done is closed if the HTTP server stops on its own; Err then says why.
-func (n *node) Done() <-chan struct{} { return n.done }
+func (n *Node) Done() <-chan struct{} { return n.done }
 
 // Err is the HTTP server's failure, valid once Done is closed.
-func (n *node) Err() error { return n.serveErr }
+func (n *Node) Err() error { return n.serveErr }
 
 // Close stops the node in order: stop accepting HTTP and drain in-flight
 // requests (until ctx ends, then cut them off), close the replica (its
 // writer finishes the batch in hand), close the store. Each step runs even
 // if an earlier one failed. Close is idempotent.
-func (n *node) Close(ctx context.Context) error {
+func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		var errs []error
 		n.log.Info("stopping HTTP server")
@@ -260,7 +298,7 @@ func (n *node) Close(ctx context.Context) error {
 }
 
 // dial connects to NATS (in the background if it is not reachable yet).
-func (n *node) dial(cfg Config, opts nodeOptions) error {
+func (n *Node) dial(cfg Config, opts Options) error {
 	natsOpts := append([]nats.Option(nil), opts.NATSOptions...)
 	if cfg.NATSCreds != "" {
 		natsOpts = append(natsOpts, nats.UserCredentials(cfg.NATSCreds))
@@ -286,14 +324,14 @@ func (n *node) dial(cfg Config, opts nodeOptions) error {
 
 // startReplication starts the replicator, which recovers this replica's
 // state from its peers and then releases writes.
-func (n *node) startReplication(cfg Config, outbox *replication.Outbox) error {
+func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv func(string) string) error {
 	nc := n.nc
 	if len(cfg.Peers) == 0 {
 		n.log.Warn("no peers configured: with an empty data directory this replica accepts writes once " +
 			"the peers it hears within a few seconds are synced; list every peer in `peers` so a wiped " +
 			"replica cannot count on from zero")
 	}
-	chaos, err := replication.ChaosFromEnv(os.Getenv) // zero outside a chaos build
+	chaos, err := replication.ChaosFromEnv(getenv) // zero outside a chaos build
 	if err != nil {
 		return fmt.Errorf("start replication: %w", err)
 	}

@@ -1,0 +1,264 @@
+// Package deploy starts a whole local tally deployment in one process: a
+// localnet NATS super-cluster (one server per region, joined by cuttable
+// links) and then one node.Node per region, each replicating over its
+// region's server. `tallyd local`, the replication bench and integration
+// tests start a deployment this one way.
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/node"
+)
+
+// Config describes a deployment: the regions and what every region's
+// replica shares.
+type Config struct {
+	// Regions are the region names, one replica "<region>-1" each.
+	// Default us, eu, ap.
+	Regions []string
+	// DataDir is the root data directory: <DataDir>/<replica> per replica,
+	// <DataDir>/nats for JetStream. Required.
+	DataDir string
+	// Port is the first region's HTTP port; the others follow
+	// consecutively. 0 picks free ports.
+	Port int
+	// Durability, LogLevel, WriteToken and AdminToken are every replica's
+	// (see node.Config). Defaults as node.DefaultConfig.
+	Durability, LogLevel, WriteToken, AdminToken string
+	// Milestones is every replica's milestone rule (node.Config), the
+	// allocator living in the first region; "" numbers nothing.
+	Milestones string
+	// Node, if set, adjusts each replica's config after the fields above
+	// are applied (e.g. shorter intervals in tests).
+	Node func(*node.Config)
+	// Logger is the parent of the NATS and replica logs. Default: none.
+	Logger hclog.Logger
+	// Version is what the replicas report as their build (node.Options).
+	Version string
+	// StartTimeout bounds starting NATS. Default 60s.
+	StartTimeout time.Duration
+}
+
+// DefaultConfig is `tallyd local`'s deployment; DataDir must still be set.
+func DefaultConfig() Config {
+	d := node.DefaultConfig()
+	return Config{
+		Regions:      []string{"us", "eu", "ap"},
+		Durability:   d.Durability,
+		LogLevel:     d.LogLevel,
+		Milestones:   "10^k",
+		StartTimeout: 60 * time.Second,
+	}
+}
+
+// NodeConfigs derives each region's replica config, in Regions order.
+// clientURL gives a region's NATS URL. Each config is validated; the
+// error names the region and lists every problem.
+func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config, error) {
+	var ids []string
+	for _, r := range c.Regions {
+		ids = append(ids, r+"-1")
+	}
+	var out []node.Config
+	for i, r := range c.Regions {
+		cfg := node.DefaultConfig()
+		cfg.Region, cfg.Replica = r, ids[i]
+		cfg.DataDir = filepath.Join(c.DataDir, ids[i])
+		port := 0 // any free port
+		if c.Port > 0 {
+			port = c.Port + i
+		}
+		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if c.Durability != "" {
+			cfg.Durability = c.Durability
+		}
+		if c.LogLevel != "" {
+			cfg.LogLevel = c.LogLevel
+		}
+		cfg.WriteToken, cfg.AdminToken = c.WriteToken, c.AdminToken
+		cfg.NATS = clientURL(r)
+		cfg.Peers = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == ids[i] })
+		// The allocator's KV and the milestone stream live in the first
+		// region, as a production deployment would pin them to one.
+		cfg.Milestones, cfg.AllocCluster = c.Milestones, c.Regions[0]
+		if c.Node != nil {
+			c.Node(&cfg)
+		}
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("region %s: %w", r, err)
+		}
+		out = append(out, cfg)
+	}
+	return out, nil
+}
+
+// Validate reports every problem with c at once: the regions (as NATS
+// needs them) and each replica's config, before anything starts.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Regions) == 0 {
+		errs = append(errs, errors.New("deploy: at least one region"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("deploy: data dir is empty"))
+	}
+	if c.Port < 0 || c.Port+len(c.Regions)-1 > 65535 {
+		errs = append(errs, fmt.Errorf("deploy: port %d: want 1..65535 for every region (0: any free ports)", c.Port))
+	}
+	if err := (localnet.Config{Regions: c.Regions, Dir: "-"}).Validate(); err != nil && len(c.Regions) > 0 {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if _, err := c.NodeConfigs(func(string) string { return "nats://127.0.0.1:4222" }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Deployment is a running deployment: NATS, then one node per region.
+type Deployment struct {
+	cluster *localnet.Cluster
+	cfgs    []node.Config
+	nodes   []*node.Node
+	log     hclog.Logger
+}
+
+// Start starts NATS for every region, waits for it, then starts one
+// replica per region on its region's server, in Regions order. On error
+// nothing is left running. The caller owns the Deployment and must Close
+// it.
+func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 60 * time.Second
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Deployment{log: cfg.Logger}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, d.Close(ctx))
+		}
+	}()
+	ncfg := localnet.DefaultConfig()
+	ncfg.Regions, ncfg.Dir, ncfg.Logger = cfg.Regions, filepath.Join(cfg.DataDir, "nats"), cfg.Logger.Named("nats")
+	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	d.cluster, err = localnet.Start(startCtx, ncfg)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("start local NATS: %w", err)
+	}
+	if d.cfgs, err = cfg.NodeConfigs(d.cluster.ClientURL); err != nil {
+		return nil, err
+	}
+	links := Links{Cluster: d.cluster}
+	for _, nc := range d.cfgs {
+		n, err := node.Start(ctx, nc, node.Options{Logger: cfg.Logger, Links: links, Version: cfg.Version})
+		if err != nil {
+			return nil, fmt.Errorf("region %s: %w", nc.Region, err)
+		}
+		d.nodes = append(d.nodes, n)
+	}
+	return d, nil
+}
+
+// Cluster is the NATS super-cluster (to cut and heal links).
+func (d *Deployment) Cluster() *localnet.Cluster { return d.cluster }
+
+// Nodes are the replicas, in Regions order.
+func (d *Deployment) Nodes() []*node.Node { return slices.Clone(d.nodes) }
+
+// Configs are the replicas' configs, in Regions order.
+func (d *Deployment) Configs() []node.Config { return slices.Clone(d.cfgs) }
+
+// URLs are the replicas' HTTP base URLs ("http://host:port"), in Regions
+// order.
+func (d *Deployment) URLs() []string {
+	var out []string
+	for _, n := range d.nodes {
+		out = append(out, "http://"+n.Addr().String())
+	}
+	return out
+}
+
+// Wait blocks until ctx ends (nil) or a replica's HTTP server stops on its
+// own (its error, naming the region).
+func (d *Deployment) Wait(ctx context.Context) error {
+	failed := make(chan int, len(d.nodes))
+	stop := make(chan struct{})
+	defer close(stop) // the watchers below end with Wait
+	for i, n := range d.nodes {
+		go func() {
+			select {
+			case <-n.Done():
+				failed <- i
+			case <-stop:
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case i := <-failed:
+		return fmt.Errorf("region %s: %w", d.cfgs[i].Region, d.nodes[i].Err())
+	}
+}
+
+// Close stops the replicas in reverse start order (each drains its HTTP
+// requests until ctx ends, then cuts them off), then NATS. Every step runs
+// even if an earlier one failed. Close is for one caller, once.
+func (d *Deployment) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(d.nodes) - 1; i >= 0; i-- {
+		if err := d.nodes[i].Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("close region %s: %w", d.cfgs[i].Region, err))
+		}
+	}
+	d.nodes = nil
+	if d.cluster != nil {
+		if err := d.cluster.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close NATS: %w", err))
+		}
+		d.cluster = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Links adapts the cluster's links to the HTTP admin routes
+// (/v1/admin/links).
+type Links struct{ Cluster *localnet.Cluster }
+
+// SetLink cuts (up false) or heals the link between regions a and b.
+func (l Links) SetLink(a, b string, up bool) error {
+	regions := l.Cluster.Regions()
+	if a == b || !slices.Contains(regions, a) || !slices.Contains(regions, b) {
+		return fmt.Errorf("%w %s-%s: regions are %s", httpapi.ErrUnknownLink, a, b, strings.Join(regions, ", "))
+	}
+	return l.Cluster.SetLink(a, b, up)
+}
+
+// Links lists every link with its state and traffic.
+func (l Links) Links() []httpapi.Link {
+	var out []httpapi.Link
+	for _, s := range l.Cluster.Links() {
+		out = append(out, httpapi.Link{A: s.A, B: s.B, Up: s.Up, BytesAB: s.BytesAB, BytesBA: s.BytesBA})
+	}
+	return out
+}

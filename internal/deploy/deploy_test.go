@@ -1,0 +1,240 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/internal/deploy"
+)
+
+// httpDo sends one request and decodes the JSON answer.
+func httpDo(method, url, body string) (int, map[string]any, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("%s %s: %s: %w", method, url, raw, err)
+	}
+	return resp.StatusCode, out, nil
+}
+
+func poll(t *testing.T, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+// startDeployment starts regions us, eu and ap on free ports and a temp
+// dir with the given milestone rule, and closes them when the test ends.
+func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
+	t.Helper()
+	cfg := deploy.DefaultConfig()
+	cfg.DataDir, cfg.Milestones = t.TempDir(), milestones
+	d, err := deploy.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return d
+}
+
+// The README's first command, in process: three regions, likes everywhere,
+// a cut link with writes on both sides, a heal, exact convergence.
+func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
+	for _, u := range urls {
+		poll(t, 30*time.Second, func() error {
+			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	like := func(u, user string) {
+		t.Helper()
+		if st, b, err := httpDo("PUT", u+"/v1/likes/post1/"+user, ""); err != nil || st != 200 {
+			t.Fatalf("like %s at %s: %d %v %v", user, u, st, b, err)
+		}
+	}
+	countsAre := func(want float64) func() error {
+		return func() error {
+			for _, u := range urls {
+				_, b, err := httpDo("GET", u+"/v1/likes/post1", "")
+				if err != nil {
+					return err
+				}
+				if b["count"] != want || b["approx"] != false {
+					return fmt.Errorf("%s: %v, want count %v", u, b, want)
+				}
+				if st, _ := b["staleness_ms"].(map[string]any); len(st) != 2 {
+					return fmt.Errorf("%s: staleness of 2 peers expected: %v", u, b)
+				}
+			}
+			return nil
+		}
+	}
+	for i, u := range urls {
+		for n := range 20 {
+			like(u, fmt.Sprintf("r%d-u%d", i, n))
+		}
+	}
+	poll(t, 10*time.Second, countsAre(60))
+
+	// Cut us-eu; both sides keep answering locally.
+	if st, b, err := httpDo("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 || b["up"] != false {
+		t.Fatalf("cut: %d %v %v", st, b, err)
+	}
+	for n := range 10 {
+		like(urls[0], fmt.Sprintf("cut-us-%d", n))
+		like(urls[1], fmt.Sprintf("cut-eu-%d", n))
+		like(urls[0], fmt.Sprintf("both-%d", n))
+		like(urls[1], fmt.Sprintf("both-%d", n))
+	}
+	if st, _, err := httpDo("PUT", urls[1]+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
+		t.Fatalf("heal: %d %v", st, err)
+	}
+	poll(t, 20*time.Second, countsAre(60+10+10+10))
+	poll(t, 10*time.Second, func() error {
+		for _, u := range urls {
+			_, b, err := httpDo("GET", u+"/v1/convergence", "")
+			if err != nil {
+				return err
+			}
+			if b["converged"] != true {
+				return fmt.Errorf("%s not converged: %v", u, b)
+			}
+		}
+		return nil
+	})
+}
+
+// TestMilestonesFireOnce is issue #5's "done when" as a test: likes pour
+// into all three regions of a deployment at once, and every region's
+// /v1/milestones shows the same events, each milestone exactly once.
+func TestMilestonesFireOnce(t *testing.T) {
+	run := struct{ urls []string }{startDeployment(t, "every:25").URLs()}
+	const perRegion = 60 // 180 counted likes: at least milestones 25..175
+	for _, u := range run.urls {
+		poll(t, 30*time.Second, func() error {
+			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(run.urls))
+	for r, u := range run.urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perRegion {
+				code, _, err := httpDo("PUT", fmt.Sprintf("%s/v1/likes/post%d/u%d-%d", u, i%3, r, i), "")
+				if err != nil || code != 200 {
+					errs <- fmt.Errorf("like in region %d: %d %v", r, code, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// Numbers go out in leased blocks, and an idle replica gives its
+	// block's unused tail back; so when the likes stop, some numbers below
+	// the high-water mark may be free, waiting for the next likes. Like on
+	// in one region until every given-back number is used: then every
+	// milestone below the high-water mark must have fired, once.
+	hwm, k := 0.0, 0
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		_, st, err := httpDo("GET", run.urls[0]+"/v1/sequences/likes", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		free, _ := st["free"].([]any)
+		leases, _ := st["leases"].([]any)
+		if len(free) == 0 && len(leases) == 0 {
+			hwm, _ = st["hwm"].(float64)
+			break
+		}
+		if len(free) == 0 {
+			time.Sleep(50 * time.Millisecond) // leases still held: wait for the idle give-back
+			continue
+		}
+		k++
+		if code, _, err := httpDo("PUT", fmt.Sprintf("%s/v1/likes/tail/v%d", run.urls[0], k), ""); err != nil || code != 200 {
+			t.Fatalf("like: %d %v", code, err)
+		}
+	}
+	var want []float64
+	for m := 25.0; m < hwm; m += 25 {
+		want = append(want, m)
+	}
+	if hwm != float64(3*perRegion+k+1) {
+		t.Fatalf("hwm %v with no lease held and nothing free: want one number per counted like, %d", hwm, 3*perRegion+k)
+	}
+	var first string
+	for _, u := range run.urls {
+		poll(t, 30*time.Second, func() error {
+			_, out, err := httpDo("GET", u+"/v1/milestones", "")
+			if err != nil {
+				return err
+			}
+			ms, _ := out["milestones"].([]any)
+			if len(ms) != len(want) {
+				return fmt.Errorf("%s: %d milestones, want %d: %v", u, len(ms), len(want), ms)
+			}
+			var desc string
+			for i, m := range ms {
+				ev := m.(map[string]any)
+				if ev["number"] != want[i] {
+					return fmt.Errorf("%s: milestone %d is %v, want %v", u, i, ev["number"], want[i])
+				}
+				desc += fmt.Sprintf("%v:%v/%v@%v ", ev["number"], ev["item"], ev["user"], ev["region"])
+			}
+			if first == "" {
+				first = desc
+			} else if desc != first {
+				return fmt.Errorf("regions disagree:\n%s\n%s", first, desc)
+			}
+			return nil
+		})
+	}
+	t.Logf("milestones: %s", first)
+}

@@ -1,0 +1,278 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/milestone"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Config is one replica's settings. `tallyd serve` reads it, in rising
+// precedence, from DefaultConfig, an HCL file, the environment (tokens
+// only) and flags; the hcl tags name the file's attributes.
+// configs/tallyd.hcl documents every field.
+type Config struct {
+	// Region is the geography this replica serves, e.g. "us". Default "local".
+	Region string `hcl:"region,optional"`
+	// Replica is this replica's stable id, unique across all regions; it
+	// must not change for the same data. Default "<region>-1".
+	Replica string `hcl:"replica,optional"`
+	// DataDir is the Pebble directory, created if missing. Default
+	// "./data/<replica>".
+	DataDir string `hcl:"data_dir,optional"`
+	// Listen is the HTTP address, host:port. Port 0 picks a free port.
+	// Default "127.0.0.1:8080".
+	Listen string `hcl:"listen,optional"`
+	// DebugListen, if set, serves Go's profiler (/debug/pprof/) on this
+	// separate address, host:port, for an operator finding where time or
+	// memory goes. Keep it on loopback: profiles reveal internals and cost
+	// CPU while they run. Default "" (off).
+	DebugListen string `hcl:"debug_listen,optional"`
+	// Durability is "fsync" (acknowledge after the WAL fsync; the default)
+	// or "none" (acknowledge before the fsync: a power loss may lose
+	// acknowledged writes; /v1/status says so).
+	Durability string `hcl:"durability,optional"`
+	// WriteToken, if set, is required as a bearer token on write routes.
+	// Prefer the TALLY_WRITE_TOKEN environment variable to a file or flag.
+	WriteToken string `hcl:"write_token,optional"`
+	// AdminToken, if set, is required as a bearer token on admin routes and
+	// is also accepted on write routes. Env: TALLY_ADMIN_TOKEN.
+	AdminToken string `hcl:"admin_token,optional"`
+	// LogLevel is trace, debug, info, warn or error. Default "info"; debug
+	// logs every HTTP request.
+	LogLevel string `hcl:"log_level,optional"`
+	// LogJSON writes logs as JSON lines instead of text. Default false.
+	LogJSON bool `hcl:"log_json,optional"`
+	// MaxBodyBytes caps an HTTP request body, in bytes. Default 1048576.
+	MaxBodyBytes int64 `hcl:"max_body_bytes,optional"`
+	// RequestTimeout bounds how long a write waits for its durable commit
+	// before answering 503, as a Go duration. Default "10s".
+	RequestTimeout string `hcl:"request_timeout,optional"`
+	// IdempotencyTTL is how long an applied idempotency key is remembered,
+	// as a Go duration: a retry with the key within it counts once, a
+	// retry after it counts again. Older keys are deleted. "0" keeps them
+	// forever (the store then grows with every keyed increment). Default
+	// "24h".
+	IdempotencyTTL string `hcl:"idempotency_ttl,optional"`
+	// ShutdownTimeout bounds how long shutdown waits for in-flight
+	// requests before closing their connections, as a Go duration. It
+	// should exceed RequestTimeout. Default "15s".
+	ShutdownTimeout string `hcl:"shutdown_timeout,optional"`
+
+	// NATS is the URL (comma-separated for several) of this region's NATS
+	// cluster. Empty runs a standalone replica with no replication.
+	NATS string `hcl:"nats,optional"`
+	// NATSCreds is a NATS credentials file (JWT + nkey) for this region's
+	// account; with NATSUser/NATSPassword it is how a region authenticates.
+	NATSCreds string `hcl:"nats_creds,optional"`
+	// NATSUser and NATSPassword authenticate with user/password. Env:
+	// TALLY_NATS_PASSWORD.
+	NATSUser     string `hcl:"nats_user,optional"`
+	NATSPassword string `hcl:"nats_password,optional"`
+	// Peers are the ids of the other replicas (all regions). A replica with
+	// an empty data directory waits until it has synced from every one of
+	// them before it acknowledges writes. Others are found by heartbeat.
+	Peers []string `hcl:"peers,optional"`
+	// FlushInterval is how often changed entries are published. Default "10ms".
+	FlushInterval string `hcl:"flush_interval,optional"`
+	// AntiEntropyInterval is how often digests are compared with each
+	// peer. Default "1s".
+	AntiEntropyInterval string `hcl:"anti_entropy_interval,optional"`
+	// PeerTimeout: a peer unheard-from this long makes reads approx.
+	// Default "5s".
+	PeerTimeout string `hcl:"peer_timeout,optional"`
+	// RecoveryTimeout bounds how long a replica that has data waits for its
+	// peers at start before accepting writes. Default "10s".
+	RecoveryTimeout string `hcl:"recovery_timeout,optional"`
+
+	// Milestones, if not empty, numbers every counted like from the global
+	// "likes" sequence (leases on JetStream KV, package alloc) and fires
+	// these numbers as milestones, exactly once across regions: a
+	// comma-separated list of numbers, "10^k" (every power of ten) and
+	// "every:N". Needs nats, with JetStream. Default "" (no numbering).
+	Milestones string `hcl:"milestones,optional"`
+	// AllocBucket is the allocator's KV bucket. Default "tally_alloc".
+	AllocBucket string `hcl:"alloc_bucket,optional"`
+	// AllocCluster places the bucket and the milestone stream in this NATS
+	// cluster (region); empty lets JetStream choose. Every region must say
+	// the same. Default "".
+	AllocCluster string `hcl:"alloc_cluster,optional"`
+	// AllocReplicas is the bucket's and stream's replica count (1, 3 or 5).
+	// Default 1; use 3 in production.
+	AllocReplicas int `hcl:"alloc_replicas,optional"`
+	// LeaseTTL is how long a replica may number from a lease it could not
+	// renew (cut off from the KV), as a Go duration. Default "4s".
+	LeaseTTL string `hcl:"lease_ttl,optional"`
+	// LeaseReclaimAfter, if not "0", is how long another replica's lease
+	// beat must stay still (that replica silent, in this one's clock)
+	// before this replica frees the lease's unused tail, as a Go duration.
+	// It must exceed LeaseTTL. Reclaiming costs exactness: numbers the
+	// silent replica used after its last report may be used again if it
+	// comes back; only a replica that never returns needs it. Default "0"
+	// (off: a replica gives its own tail back when it returns).
+	LeaseReclaimAfter string `hcl:"lease_reclaim_after,optional"`
+}
+
+// DefaultConfig returns the defaults. Replica and DataDir are left empty:
+// they derive from Region and Replica once those are final (see Derive).
+func DefaultConfig() Config {
+	return Config{
+		Region:          "local",
+		Listen:          "127.0.0.1:8080",
+		Durability:      "fsync",
+		LogLevel:        "info",
+		MaxBodyBytes:    1 << 20,
+		RequestTimeout:  "10s",
+		ShutdownTimeout: "15s",
+		IdempotencyTTL:  "24h",
+
+		FlushInterval:       "10ms",
+		AntiEntropyInterval: "1s",
+		PeerTimeout:         "5s",
+		RecoveryTimeout:     "10s",
+
+		AllocBucket:   alloc.DefaultBucket,
+		AllocReplicas: 1,
+		LeaseTTL:      alloc.DefaultTTL.String(),
+
+		LeaseReclaimAfter: "0",
+	}
+}
+
+// Derive fills the fields whose defaults depend on others (Replica from
+// Region, DataDir from Replica) if they are empty. Call it once the
+// fields it reads are final.
+func (c *Config) Derive() {
+	if c.Replica == "" && c.Region != "" {
+		c.Replica = c.Region + "-1"
+	}
+	if c.DataDir == "" && c.Replica != "" {
+		c.DataDir = filepath.Join(".", "data", c.Replica)
+	}
+}
+
+// Validate reports every problem with c at once, one per line of the
+// joined error.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	const idRule = "1..128 bytes of [A-Za-z0-9_.:@-]"
+	if !crdt.ValidID(c.Region) {
+		bad("region %q: want %s", c.Region, idRule)
+	}
+	if !crdt.ValidID(c.Replica) {
+		bad("replica %q: want %s", c.Replica, idRule)
+	}
+	if c.DataDir == "" {
+		bad("data_dir is empty")
+	}
+	if err := checkListen(c.Listen); err != nil {
+		bad("listen %q: %v", c.Listen, err)
+	}
+	if c.DebugListen != "" {
+		if err := checkListen(c.DebugListen); err != nil {
+			bad("debug_listen %q: %v", c.DebugListen, err)
+		}
+	}
+	if _, err := storage.ParseDurability(c.Durability); err != nil || c.Durability == "" {
+		bad("durability %q: want fsync or none", c.Durability)
+	}
+	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
+		bad("log_level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.MaxBodyBytes <= 0 {
+		bad("max_body_bytes %d: want > 0", c.MaxBodyBytes)
+	}
+	for _, d := range []struct{ name, v string }{
+		{"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout},
+		{"flush_interval", c.FlushInterval}, {"anti_entropy_interval", c.AntiEntropyInterval},
+		{"peer_timeout", c.PeerTimeout}, {"recovery_timeout", c.RecoveryTimeout},
+		{"lease_ttl", c.LeaseTTL},
+	} {
+		if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
+			bad("%s %q: want a positive duration such as 10s", d.name, d.v)
+		}
+	}
+	if v, err := time.ParseDuration(c.LeaseReclaimAfter); err != nil || v < 0 {
+		bad("lease_reclaim_after %q: want a duration such as 1h, or 0 for never", c.LeaseReclaimAfter)
+	} else if ttl, err := time.ParseDuration(c.LeaseTTL); err == nil && v != 0 && v <= ttl {
+		bad("lease_reclaim_after %q: must exceed lease_ttl %q", c.LeaseReclaimAfter, c.LeaseTTL)
+	}
+	if v, err := time.ParseDuration(c.IdempotencyTTL); err != nil || v < 0 {
+		bad("idempotency_ttl %q: want a duration such as 24h, or 0 to keep keys forever", c.IdempotencyTTL)
+	}
+	for _, t := range []struct{ name, v string }{
+		{"write_token", c.WriteToken}, {"admin_token", c.AdminToken},
+	} {
+		if !ValidToken(t.v) {
+			bad("%s: must be printable ASCII without spaces (it is sent as a bearer token)", t.name)
+		}
+	}
+	for _, p := range c.Peers {
+		if !crdt.ValidID(p) {
+			bad("peer %q: want %s", p, idRule)
+		}
+		if p == c.Replica {
+			bad("peers lists this replica's own id %q", p)
+		}
+	}
+	if len(c.Peers) > 0 && c.NATS == "" {
+		bad("peers are set but nats is empty: peers replicate over NATS")
+	}
+	if _, err := milestone.ParseRule(c.Milestones); err != nil {
+		bad("%v", err)
+	} else if c.Milestones != "" && c.NATS == "" {
+		bad("milestones are set but nats is empty: the allocator lives on JetStream")
+	}
+	if c.AllocReplicas != 1 && c.AllocReplicas != 3 && c.AllocReplicas != 5 {
+		bad("alloc_replicas %d: want 1, 3 or 5", c.AllocReplicas)
+	}
+	if c.AllocBucket == "" || strings.Trim(c.AllocBucket, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		bad("alloc_bucket %q: want [A-Za-z0-9_-]+", c.AllocBucket)
+	}
+	return errors.Join(errs...)
+}
+
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+// ValidToken reports whether s can be sent as a bearer token: printable
+// ASCII without spaces (empty is valid: no token).
+func ValidToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// durability parses the validated Durability field.
+func (c Config) durability() storage.Durability {
+	d, _ := storage.ParseDurability(c.Durability)
+	return d
+}
+
+// duration parses a validated duration field.
+func duration(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}

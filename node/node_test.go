@@ -1,0 +1,122 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func standalone(dir string) Config {
+	c := DefaultConfig()
+	c.Region, c.DataDir, c.Listen = "eu", dir, "127.0.0.1:0"
+	c.Derive()
+	return c
+}
+
+func startT(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := Start(context.Background(), cfg, Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	return n
+}
+
+func call(t *testing.T, method, url string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	return res.StatusCode, body
+}
+
+// A standalone node serves its API on the bound address, keeps an
+// acknowledged like across Close and a restart, and stops serving on Close.
+func TestStartServeCloseRestart(t *testing.T) {
+	cfg := standalone(t.TempDir())
+	n := startT(t, cfg)
+	base := "http://" + n.Addr().String()
+	if code, b := call(t, "PUT", base+"/v1/likes/post1/alice"); code != 200 || b["count"] != 1.0 {
+		t.Fatalf("like: %d %v", code, b)
+	}
+	if code, b := call(t, "GET", base+"/v1/status"); code != 200 || b["replica"] != "eu-1" || b["version"] != "test" {
+		t.Fatalf("status: %d %v", code, b)
+	}
+	if _, err := n.MemoryUse(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-n.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	if n.Err() != nil {
+		t.Fatalf("Err after a clean Close: %v", n.Err())
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := http.Get(base + "/healthz"); err == nil {
+		t.Fatal("still serving after Close")
+	}
+
+	n = startT(t, cfg)
+	if code, b := call(t, "GET", "http://"+n.Addr().String()+"/v1/likes/post1"); code != 200 || b["count"] != 1.0 {
+		t.Fatalf("after restart: %d %v", code, b)
+	}
+}
+
+// When the listener cannot bind, Start fails and releases the store it had
+// opened (Pebble's lock would otherwise keep the next start out).
+func TestStartFailureCleansUp(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := standalone(t.TempDir())
+	bad := cfg
+	bad.Listen = ln.Addr().String()
+	if _, err := Start(context.Background(), bad, Options{}); err == nil || !strings.Contains(err.Error(), "listen on "+bad.Listen) {
+		t.Fatalf("start on a taken port: %v", err)
+	}
+	startT(t, cfg)
+}
+
+func TestStartRejectsInvalidConfig(t *testing.T) {
+	cfg := standalone(t.TempDir())
+	cfg.Durability = "fast"
+	if _, err := Start(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), `durability "fast"`) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+// Close gives in-flight requests until its context ends, then cuts them
+// off; it still closes the store.
+func TestCloseWithExpiredContext(t *testing.T) {
+	cfg := standalone(t.TempDir())
+	n := startT(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	_ = n.Close(ctx)
+	startT(t, cfg) // the store's lock is free again
+}
