@@ -5,12 +5,13 @@
 // a stable machine code (see errors.go). Input is checked before it reaches
 // the replica: ids are validated, bodies are size-limited and decoded
 // strictly, so a malformed request gets a 4xx and never changes state
-// (DESIGN §3.9).
+// (docs/architecture.md, Guarantees 9).
 //
 // The Server owns no goroutines and no listener: it is an http.Handler that
-// cmd/tallyd mounts on an http.Server. Later layers add routes through
-// Router() and contribute to /v1/status, /readyz and the approx flag through
-// the Config hooks, so this package does not import replication.
+// package node mounts on an http.Server. It reads replication's state
+// (peers, staleness, convergence) from the *replication.Replicator in its
+// Config, nil for a standalone replica, and milestones and numbering
+// through Config hooks.
 package httpapi
 
 import (

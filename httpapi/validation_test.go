@@ -9,7 +9,7 @@ import (
 )
 
 // TestBadInput sends malformed requests and checks each gets the right
-// status and code and changes nothing (DESIGN §3.9).
+// status and code and changes nothing (docs/architecture.md, Guarantees 9).
 func TestBadInput(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	// Known state: post1 liked by alice; counter c1 = 5 with key k1 used.

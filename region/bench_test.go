@@ -80,7 +80,7 @@ func runWriters(b *testing.B, writers int, unit string, op func(ctx context.Cont
 // concurrent writers, fsync on. The replica's writer groups concurrent
 // likes into one commit, so likes/s should grow with the writers. The
 // batch= case is batched ingest: 16 writers each submit 1000 likes per Do
-// call (DESIGN §9's counted-events/s target).
+// call (the counted-events/s target in docs/architecture.md).
 func BenchmarkLikeDurable(b *testing.B) {
 	for _, writers := range benchWriters {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {

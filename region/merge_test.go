@@ -90,7 +90,7 @@ func exchange(t *testing.T, a, b *Replica, boxA, boxB *mailbox) {
 	t.Fatal("replicas did not go quiet")
 }
 
-// The worked example of DESIGN §4, through real replicas and stores.
+// The worked example of crdt/doc.go, through real replicas and stores.
 func TestConcurrentLikeReconciles(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()

@@ -273,7 +273,7 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record) []*Delta {
 // A delta must arrive on its sender's own subject. With NATS permissions
 // that let each region publish only on tally.delta.<region>.>, that makes
 // the sender id authentic: no region can raise another replica's entries
-// (DESIGN guarantee 10).
+// (docs/architecture.md, Guarantees 10).
 func (r *Replicator) receive(subject string, data []byte) {
 	d, err := DecodeDelta(data)
 	if err != nil {

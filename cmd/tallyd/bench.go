@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// bench measures a running tally against DESIGN §9's targets:
+// bench measures a running tally against the targets in docs/architecture.md:
 //
 //	tallyd bench likes        HTTP like throughput and latency
 //	tallyd bench events       batched ingest (POST /v1/events) throughput

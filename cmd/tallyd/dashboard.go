@@ -1,6 +1,6 @@
 package main
 
-// The dashboard of `tallyd local` (DESIGN §7): one page that shows every
+// The dashboard of `tallyd local`: one page that shows every
 // region's view of an item and a counter, how far each replica is from its
 // peers, and the links between regions, with buttons to like from a region
 // and to cut or heal a link.

@@ -13,7 +13,7 @@ import (
 	"github.com/tally-dev/tally/milestone"
 )
 
-// Process-level tests of like numbering and milestones (DESIGN §6), on
+// Process-level tests of like numbering and milestones, on
 // the chaos deployment: real tallyd processes, the embedded NATS
 // super-cluster and Pebble.
 

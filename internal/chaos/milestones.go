@@ -18,7 +18,7 @@ import (
 	"github.com/tally-dev/tally/milestone"
 )
 
-// Milestone checks (DESIGN §6). The regions number every counted like
+// Milestone checks. The regions number every counted like
 // from the global "likes" sequence, leased in blocks from the allocator's
 // KV, and fire the numbers of Config.Milestones exactly once. After the
 // final heal numbering settles: queued likes get their numbers, claims are

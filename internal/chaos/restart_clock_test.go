@@ -10,8 +10,8 @@ import (
 // after that like was acknowledged, unlikes it in another region that has
 // not heard from the first. The unlike is the user's latest action, and
 // the clocks of all regions are in step (they share one machine): it must
-// win (DESIGN §4: a local action takes a fresh HLC "so the user's latest
-// action wins everywhere").
+// win (docs/architecture.md, Like records: a local action takes a fresh
+// HLC so that the user's latest action wins everywhere).
 //
 // This once failed: a restarted replica's clock started at a persisted
 // ceiling up to 5 s ahead of the wall clock, so its actions beat later ones
