@@ -1,6 +1,6 @@
 // Package storage keeps a replica's state in Pebble: one key per (vector,
 // replica) entry, one per like record, idempotency keys, reconciliation
-// markers and replica metadata.
+// markers, the numbering queues and replica metadata.
 //
 // # Durability
 //
@@ -22,8 +22,11 @@
 //	b<B>/v/c/<key>/<replica>   crdt.PN     counter vector entry of one replica
 //	b<B>/r/<item>/<user>       LikeRecord  one user's like record
 //	x/<item>/<user>            (empty)     record whose excess is not yet zero
-//	i/<key>/<idem>         idemValue   result of an applied idempotent increment
-//	m/<name>               bytes       replica metadata
+//	i/<key>/<idem>             IdemValue   result and time of an applied idempotent increment
+//	q/<16 hex ordinal>         CountedLike a counted like waiting for its number
+//	n/<sequence>/<16 hex n>    CountedLike a milestone claim intent, settled once claimed
+//	m/<name>                   bytes       replica metadata: replica, region,
+//	                                       accepted-writes, hlc-max, seq/<sequence>
 //
 // Remote entries are stored as absolute values and merged by max before they
 // are written; nothing is ever stored as a sum of deltas.
