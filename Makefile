@@ -20,8 +20,13 @@ run: build
 ## test: formatting, vet, staticcheck and the race-enabled test suite.
 test: lint unit
 
+# The chaos build's tests run again with the tag only where the tag changes
+# behaviour; internal/chaos builds its own chaos binary in every run.
+CHAOS_PKGS := ./region/ ./milestone/ ./replication/ ./internal/buildtags/
+
 unit:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 5m -tags $(TAGS) $(CHAOS_PKGS)
 
 lint: fmt-check vet staticcheck shellcheck
 
