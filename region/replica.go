@@ -420,9 +420,16 @@ func (r *Replica) Likes(item string) (Read, error) {
 // Counter reads a counter.
 func (r *Replica) Counter(key string) (Read, error) { return r.read(storage.Counters, key) }
 
+// After a storage failure reads are refused too: the failed commit may or
+// may not be in the store (Pebble may have applied it before its WAL sync
+// failed), so what a read would see is not known to be durable. Clients
+// go to another replica until this one restarts.
 func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 	if !crdt.ValidID(item) {
 		return Read{}, fmt.Errorf("%w: bad id %q", ErrInvalid, item)
+	}
+	if err := r.Err(); err != nil {
+		return Read{}, err
 	}
 	v, ok := r.cache.get(vkey{kind, item})
 	if !ok {
@@ -438,6 +445,9 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 func (r *Replica) Liked(item, user string) (bool, error) {
 	if !crdt.ValidID(item) || !crdt.ValidID(user) {
 		return false, fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	if err := r.Err(); err != nil {
+		return false, err // see read
 	}
 	rec, ok, err := r.store.LikeRecord(item, user)
 	if err != nil || !ok {

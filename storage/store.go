@@ -118,6 +118,13 @@ func (c *Config) ensureDefaults() {
 // race with Close are the caller's bug).
 var ErrClosed = errors.New("storage: closed")
 
+// ErrFailed is returned by Commit once Pebble reported a fatal commit error
+// (a WAL write or sync that failed, a full disk). Pebble's commit pipeline
+// cannot continue after one, and the failed batch may or may not be in the
+// WAL, so the store refuses every later commit: the process must restart
+// and recover from the WAL.
+var ErrFailed = errors.New("storage: fatal commit error; restart the replica")
+
 // Store is a replica's Pebble database. Reads and Batch commits are safe for
 // concurrent use; ordering between batches is the caller's business.
 type Store struct {
@@ -126,6 +133,8 @@ type Store struct {
 	dur Durability
 	// closed turns the panics Pebble raises on a closed DB into ErrClosed.
 	closed atomic.Bool
+	// failed is set by the first fatal commit error; no commit runs after.
+	failed atomic.Bool
 
 	dmu     sync.Mutex // protects digests
 	digests [Buckets]uint64
@@ -437,7 +446,10 @@ func (b *Batch) Commit() error {
 	if b.s.closed.Load() {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), ErrClosed)
 	}
-	if err := b.b.Commit(b.s.wo); err != nil {
+	if b.s.failed.Load() {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), ErrFailed)
+	}
+	if err := b.s.commit(b.b); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
 	}
 	if b.dx != nil {
@@ -476,12 +488,37 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 	p.l.Error(fmt.Sprintf(format, args...))
 }
 
-// Fatalf logs and panics: Pebble calls it only for unrecoverable corruption,
-// and continuing would risk acknowledging writes that are not stored.
+// Fatalf logs and panics with a pebbleFatal: Pebble calls it for errors it
+// cannot continue after, and expects it not to return. On the committing
+// goroutine, Store.commit turns the panic into ErrFailed, so the replica
+// refuses writes and fails its health check; anywhere else (a flush or
+// compaction goroutine) the panic ends the process with the message, which
+// is the safe outcome: nothing acknowledged is lost, since acknowledged
+// writes are in the fsynced WAL.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error(msg)
-	panic("pebble: " + msg)
+	panic(pebbleFatal(msg))
+}
+
+// pebbleFatal is the panic value of pebbleLogger.Fatalf.
+type pebbleFatal string
+
+// commit commits a Pebble batch, turning a fatal commit error (Pebble's
+// Fatalf on this goroutine) into ErrFailed and marking the store failed.
+// Any other panic is not ours to handle and goes on.
+func (s *Store) commit(b *pebble.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(pebbleFatal)
+			if !ok {
+				panic(r)
+			}
+			s.failed.Store(true)
+			err = fmt.Errorf("%w: %s", ErrFailed, string(msg))
+		}
+	}()
+	return b.Commit(s.wo)
 }
 
 var _ io.Closer = (*Store)(nil)

@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// A storage failure stops the replica safely: the write whose WAL sync
+// failed is not acknowledged, every later write is refused with
+// storage_failed, and /healthz and /readyz answer 503, so the process is
+// restarted instead of serving on a store that may have lost writes. The
+// error comes from Pebble's own fault-injecting filesystem (errorfs) under
+// a real Pebble directory.
+func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
+	var failing atomic.Bool
+	inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && isSync(op.Kind) && strings.HasSuffix(op.Path, ".log") {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})
+	st, err := storage.Open(storage.Config{Dir: t.TempDir(), FS: errorfs.Wrap(vfs.Default, inject)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	reg := prometheus.NewRegistry()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rep.Close() })
+	srv, err := New(Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+
+	call := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		res, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var e struct{ Code string }
+		_ = json.NewDecoder(res.Body).Decode(&e)
+		return res.StatusCode, e.Code
+	}
+
+	if code, _ := call(http.MethodPut, "/v1/likes/post1/alice", ""); code != http.StatusOK {
+		t.Fatalf("like before the fault: %d", code)
+	}
+	if code, _ := call(http.MethodGet, "/healthz", ""); code != http.StatusOK {
+		t.Fatalf("healthz before the fault: %d", code)
+	}
+
+	failing.Store(true)
+	// The write whose sync fails is not acknowledged.
+	if code, ecode := call(http.MethodPut, "/v1/likes/post1/bob", ""); code < 500 || ecode != CodeStorageFailed {
+		t.Fatalf("like during the fault: %d %q, want 5xx storage_failed", code, ecode)
+	}
+	// Later writes are refused even once the disk is fine again: the store
+	// may have lost what the failed sync held, so only a restart may go on.
+	failing.Store(false)
+	for _, w := range []struct{ method, path, body string }{
+		{http.MethodPut, "/v1/likes/post1/carol", ""},
+		{http.MethodPost, "/v1/counters/views/incr", `{"by":1}`},
+	} {
+		if code, ecode := call(w.method, w.path, w.body); code != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+			t.Fatalf("%s %s after the fault: %d %q, want 503 storage_failed", w.method, w.path, code, ecode)
+		}
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, ecode := call(http.MethodGet, p, ""); code != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+			t.Fatalf("%s after the fault: %d %q, want 503 storage_failed", p, code, ecode)
+		}
+	}
+	// Reads are refused too: Pebble may hold the failed write without its
+	// WAL sync, so what a read would see is not known to be durable.
+	for _, p := range []string{"/v1/likes/post1", "/v1/likes/post1/bob", "/v1/counters/views"} {
+		if code, ecode := call(http.MethodGet, p, ""); code != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+			t.Fatalf("GET %s after the fault: %d %q, want 503 storage_failed", p, code, ecode)
+		}
+	}
+}
+
+// isSync reports whether an operation makes a file's data durable.
+func isSync(k errorfs.OpKind) bool {
+	return k == errorfs.OpFileSync || k == errorfs.OpFileSyncData || k == errorfs.OpFileSyncTo
+}
