@@ -71,12 +71,16 @@ bench: build
 bench-peers: build
 	bash scripts/bench-peers.sh
 
-## fuzz: run each decoder fuzz target for a short while.
+## fuzz: run every fuzz target in the tree for FUZZTIME each (go test runs
+## one target at a time per package). FUZZTIME=2m make fuzz for a longer run.
+FUZZTIME ?= 20s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeVector -fuzztime=30s ./crdt/
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeLikeRecord -fuzztime=30s ./crdt/
-	$(GO) test -run='^$$' -fuzz=FuzzDecodePN -fuzztime=30s ./crdt/
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeEvents -fuzztime=30s ./httpapi/
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$target"; \
+	    $(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 ## chaos: the chaos suite on a chaos build (message faults and negative
 ## controls compiled in): partitions, one-way loss, flapping links, kill -9,

@@ -174,13 +174,26 @@ func (h *Holder) nudge() {
 func (h *Holder) Snapshot() []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b := []byte{snapshotVersion}
-	b = binary.AppendUvarint(b, uint64(len(h.leases)))
-	for _, l := range h.leases {
+	snap := make([]snapLease, len(h.leases))
+	for i, l := range h.leases {
+		snap[i] = snapLease{Epoch: l.Epoch, Start: l.Start, End: l.End, Next: l.taken}
+	}
+	return appendSnapshot(nil, snap)
+}
+
+// snapLease is one lease of a Snapshot: its span and the next number to
+// hand out.
+type snapLease struct{ Epoch, Start, End, Next uint64 }
+
+// appendSnapshot encodes leases as a Snapshot.
+func appendSnapshot(b []byte, leases []snapLease) []byte {
+	b = append(b, snapshotVersion)
+	b = binary.AppendUvarint(b, uint64(len(leases)))
+	for _, l := range leases {
 		b = binary.AppendUvarint(b, l.Epoch)
 		b = binary.AppendUvarint(b, l.Start)
 		b = binary.AppendUvarint(b, l.End)
-		b = binary.AppendUvarint(b, l.taken)
+		b = binary.AppendUvarint(b, l.Next)
 	}
 	return b
 }

@@ -152,3 +152,25 @@ func FuzzDecodePage(f *testing.F) {
 		_, _, _ = DecodeDigests(data)
 	})
 }
+
+func FuzzDecodeDigests(f *testing.F) {
+	digests := make([]uint64, storage.Buckets)
+	for i := range digests {
+		digests[i] = uint64(i) * 0x9e3779b97f4a7c15
+	}
+	f.Add(AppendDigests(nil, "us-1", digests))
+	f.Add(AppendDigests(nil, "eu-1", digests[:3]))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		replica, ds, err := DecodeDigests(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error not ErrBadMessage: %v", err)
+			}
+			return
+		}
+		r2, ds2, err := DecodeDigests(AppendDigests(nil, replica, ds))
+		if err != nil || r2 != replica || !reflect.DeepEqual(ds2, ds) {
+			t.Fatalf("re-encode changed the digests: %v", err)
+		}
+	})
+}
