@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,14 +19,14 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 	cfg := chaos.DefaultConfig()
 	regions := strings.Join(cfg.Regions, ",")
 	faults := "all"
-	reportPath := "chaos-report.json"
+	reportPath := filepath.Join(os.TempDir(), "tally-chaos-report.json")
 	fs := newFlagSet("chaos", func(fs *flag.FlagSet) {
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the workload and the faults run (`duration`), before the final heal and checks")
 		fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "`seed` of the fault schedule and the workload; the same seed replays the same schedule")
 		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`, one replica process each")
 		fs.StringVar(&faults, "faults", faults, "fault `classes`: all, or some of "+strings.Join(chaos.AllFaults, ","))
 		fs.StringVar(&cfg.Dir, "data", "", "keep data dirs, NATS storage and process logs in `dir` (must be empty; default: a temporary dir, removed)")
-		fs.StringVar(&reportPath, "report", reportPath, "write the JSON report to `file` (\"\": none)")
+		fs.StringVar(&reportPath, "report", reportPath, "write the JSON report to `file` (\"\": none; default under the OS temp dir, so a run never writes into the working tree)")
 		fs.StringVar(&cfg.Binary, "binary", "", "tallyd `binary` to run as the regions (default: this one)")
 		fs.StringVar(&cfg.Bug, "bug", "", "negative control: run the regions with one deliberate `bug` ("+strings.Join(chaos.Bugs, ", ")+"; chaos build only); the run must FAIL")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "workload `operations` per second, all regions together")
