@@ -66,6 +66,7 @@ func commands() map[string]command {
 		"local":   {"run a full local multi-region deployment in one process", (*cli).local},
 		"bench":   {"measure throughput, latency, replication lag and healing", (*cli).bench},
 		"chaos":   {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
+		"admin":   {"operator steps: retire a replica's leases", (*cli).admin},
 		"version": {"print the version", (*cli).version},
 		"help":    {"show help for tallyd or a command", (*cli).help},
 	}

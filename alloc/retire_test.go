@@ -1,0 +1,145 @@
+package alloc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/internal/testkit"
+)
+
+// TestRetireFreesAGoneHoldersLease: a replica dies for good holding a
+// lease with numbers left in it; retiring it frees the tail from its last
+// report, and the next holder to acquire takes exactly that span.
+func TestRetireFreesAGoneHoldersLease(t *testing.T) {
+	kv, nc := startKV(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	cfg := testConfig(kv, "gone")
+	cfg.IdleRelease = time.Hour // it must die holding the lease, not give it back
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start()
+	var used Span
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		sp, ok := a.Take(3)
+		if !ok {
+			return errors.New("no numbers yet")
+		}
+		used = sp
+		return nil
+	})
+	a.Durable()
+	// Its last report: the renewal that records the three numbers used.
+	// (It may hold a second lease, taken ahead as the first ran low.)
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		st, err := Read(ctx, kv, "likes")
+		if err != nil {
+			return err
+		}
+		for _, l := range st.Leases {
+			if l.Holder == "gone" && l.Used == used.End {
+				return nil
+			}
+		}
+		return fmt.Errorf("no report of use up to %d yet: %+v", used.End, st.Leases)
+	})
+	a.cancel() // dies: no Close, nothing given back
+	<-a.done
+	st, err := Read(ctx, kv, "likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []Span
+	for _, l := range st.Leases {
+		if l.Holder != "gone" {
+			t.Fatalf("lease of another holder: %+v", l)
+		}
+		want = append(want, Span{l.Used, l.End})
+	}
+	if len(want) == 0 || want[0].Len() == 0 {
+		t.Fatalf("want gone to hold a lease with numbers left, got %+v", st.Leases)
+	}
+
+	freed, err := RetireHolder(ctx, js, RetireConfig{Sequence: "likes", Holder: "gone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(freed, want) {
+		t.Fatalf("freed %+v, want %+v", freed, want)
+	}
+	st, err = Read(ctx, kv, "likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Leases) != 0 {
+		t.Fatalf("leases left after retire: %+v", st.Leases)
+	}
+	// Nothing is lost or reused: the freed tails are the top of the
+	// sequence, so HWM drops back to where gone's use ended.
+	if len(st.Free) != 0 || st.HWM != want[0].Start {
+		t.Fatalf("state after retire %+v, want no free spans and hwm %d", st, want[0].Start)
+	}
+
+	// Retiring again frees nothing and is not an error.
+	again, err := RetireHolder(ctx, js, RetireConfig{Sequence: "likes", Holder: "gone"})
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second retire: %+v, %v; want nothing, no error", again, err)
+	}
+
+	// Another holder takes the span.
+	b, err := New(testConfig(kv, "next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	defer func() { _ = b.Close(ctx) }()
+	var got Span
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		sp, ok := b.Take(1)
+		if !ok {
+			return errors.New("no numbers yet")
+		}
+		got = sp
+		return nil
+	})
+	b.Durable()
+	if got.Start != want[0].Start {
+		t.Fatalf("next holder took [%d,%d), want the freed tail from %d", got.Start, got.End, want[0].Start)
+	}
+}
+
+func TestRetireHolderRefuses(t *testing.T) {
+	_, nc := startKV(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := RetireHolder(ctx, js, RetireConfig{Sequence: "likes"}); err == nil {
+		t.Error("retired without a holder")
+	}
+	if _, err := RetireHolder(ctx, js, RetireConfig{Sequence: "no such", Holder: "x"}); err == nil {
+		t.Error("retired from an invalid sequence name")
+	}
+	if _, err := RetireHolder(ctx, js, RetireConfig{Bucket: "nope", Sequence: "likes", Holder: "x"}); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("missing bucket: %v, want ErrBucketNotFound", err)
+	}
+	// A sequence nobody used is not created by retiring from it.
+	if _, err := RetireHolder(ctx, js, RetireConfig{Sequence: "unused", Holder: "x"}); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("unused sequence: %v, want ErrKeyNotFound", err)
+	}
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/alloc"
+	tallynode "github.com/tally-dev/tally/node"
+)
+
+// admin runs an operator step against a deployment: `tallyd admin retire`.
+func (c *cli) admin(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("admin: want a subcommand: retire (run 'tallyd admin -h')")
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(c.stdout, adminHelp)
+		return flag.ErrHelp
+	case "retire":
+		return c.adminRetire(ctx, args[1:])
+	}
+	return usagef("admin: unknown subcommand %q (run 'tallyd admin -h')", args[0])
+}
+
+const adminHelp = `usage: tallyd admin <subcommand> [flags]
+
+subcommands:
+  retire     free every lease a replica that will not come back holds
+
+run 'tallyd admin <subcommand> -h' for its flags
+`
+
+// adminRetire frees the leases of a retired replica (alloc.RetireHolder).
+func (c *cli) adminRetire(ctx context.Context, args []string) error {
+	var natsURL, creds, user, password, holder string
+	cfg := alloc.RetireConfig{Bucket: alloc.DefaultBucket, Sequence: tallynode.LikesSequence}
+	timeout := 30 * time.Second
+	fs := newFlagSet("admin retire", func(fs *flag.FlagSet) {
+		fs.StringVar(&natsURL, "nats", "", "NATS server `url` of the region holding the allocator's bucket (required)")
+		fs.StringVar(&creds, "creds", "", "NATS credentials `file`")
+		fs.StringVar(&user, "user", "", "NATS `user` (with --password)")
+		fs.StringVar(&password, "password", "", "NATS `password`")
+		fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "the allocator's KV `bucket` (the replicas' alloc_bucket)")
+		fs.StringVar(&cfg.Sequence, "sequence", cfg.Sequence, "`sequence` whose leases are freed")
+		fs.StringVar(&holder, "holder", "", "`replica` id that will not come back (required)")
+		fs.DurationVar(&timeout, "timeout", timeout, "give up after `duration`")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, fs)
+			fmt.Fprint(c.stdout, retireHelp)
+			return err
+		}
+		return usagef("admin retire: %v (run 'tallyd admin retire -h')", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("admin retire: unexpected argument %q", fs.Arg(0))
+	case holder == "":
+		return usagef("admin retire: --holder is required: the id of the replica that will not come back")
+	case natsURL == "":
+		return usagef("admin retire: --nats is required")
+	case creds != "" && user != "":
+		return usagef("admin retire: give --creds or --user, not both")
+	case (user == "") != (password == ""):
+		return usagef("admin retire: --user and --password go together")
+	case timeout <= 0:
+		return usagef("admin retire: --timeout must be positive")
+	}
+	cfg.Holder = holder
+
+	opts := []nats.Option{nats.Name("tallyd admin retire"), nats.Timeout(5 * time.Second)}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, password))
+	}
+	nc, err := nats.Connect(natsURL, opts...)
+	if err != nil {
+		return fmt.Errorf("admin retire: connect to %s: %w", natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("admin retire: jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	freed, err := alloc.RetireHolder(ctx, js, cfg)
+	if err != nil {
+		return fmt.Errorf("admin retire: %w", err)
+	}
+	if len(freed) == 0 {
+		fmt.Fprintf(c.stdout, "%s holds no lease on %s: nothing to free\n", holder, cfg.Sequence)
+		return nil
+	}
+	var n uint64
+	for _, sp := range freed {
+		fmt.Fprintf(c.stdout, "freed [%d, %d) of %s (%d numbers), held by %s\n", sp.Start, sp.End, cfg.Sequence, sp.Len(), holder)
+		n += sp.Len()
+	}
+	fmt.Fprintf(c.stdout, "%d leases, %d numbers freed\n", len(freed), n)
+	return nil
+}
+
+const retireHelp = `
+Frees every lease the retired replica holds on the sequence, from what it
+last reported, so that other replicas number from those blocks. Only for a
+replica that will never come back with its data: if it does, the numbers
+it used after its last report may be used twice (milestones still fire at
+most once). See docs/operations.md, "Retiring a replica".
+`
