@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"context"
 	"errors"
 	"net/http"
@@ -17,25 +19,6 @@ type incrRequest struct {
 	// IdempotencyKey makes retries count once; the Idempotency-Key header
 	// is an alternative (if both are given they must be equal).
 	IdempotencyKey *string `json:"idempotency_key"`
-}
-
-// incrResponse answers an increment.
-type incrResponse struct {
-	Key   string `json:"key"`
-	Value int64  `json:"value"`
-	// Duplicate: the idempotency key was seen before; nothing was added and
-	// Value is the value the first attempt returned.
-	Duplicate bool `json:"duplicate"`
-}
-
-// counterResponse answers a counter read.
-type counterResponse struct {
-	Key      string             `json:"key"`
-	Value    int64              `json:"value"`
-	Approx   bool               `json:"approx"`
-	Replicas map[string]entryPN `json:"replicas"`
-	// StalenessMs: see likesResponse.
-	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"`
 }
 
 // POST /v1/counters/{key}/incr {"by": n, "idempotency_key": "..."}
@@ -65,7 +48,7 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, incrResponse{Key: key, Value: res.Value, Duplicate: res.Duplicate})
+	writeJSON(w, http.StatusOK, api.Incr{Key: key, Value: res.Value, Duplicate: res.Duplicate})
 	return nil
 }
 
@@ -95,6 +78,6 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, counterResponse{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector), StalenessMs: s.staleness()})
+	writeJSON(w, http.StatusOK, api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector), StalenessMs: s.staleness()})
 	return nil
 }

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,12 +54,6 @@ func newError(status int, code, format string, args ...any) *apiError {
 
 var errNotFound = newError(http.StatusNotFound, CodeNotFound, "no such route")
 
-// errorBody is the JSON shape of every error.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-}
-
 // handlerFunc is a handler that returns its failure instead of writing it.
 type handlerFunc func(http.ResponseWriter, *http.Request) error
 
@@ -78,7 +74,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tally"`)
 	}
-	writeJSON(w, e.status, errorBody{Error: e.msg, Code: e.code})
+	writeJSON(w, e.status, api.Error{Error: e.msg, Code: e.code})
 }
 
 // classify turns any error into an apiError. Replica errors get their own

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -232,7 +234,7 @@ func TestEventsDecoderErrors(t *testing.T) {
 	for _, c := range cases {
 		r := e.do("POST", "/v1/events", c.body)
 		r.isError(t, c.status, c.code)
-		var body errorBody
+		var body api.Error
 		if err := json.Unmarshal([]byte(r.raw), &body); err != nil || !strings.Contains(body.Error, c.message) {
 			t.Errorf("%q: error %q, want it to contain %q", c.body, body.Error, c.message)
 		}

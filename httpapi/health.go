@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"net/http"
 	"time"
 
@@ -15,7 +17,7 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
 			"replica storage failed; it stopped writing and must be restarted")
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	return nil
 }
 
@@ -30,32 +32,33 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
 			msg: "replica is recovering its state from peers and not accepting writes yet"}
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ready"})
 	return nil
 }
 
 // GET /v1/status: what this replica is and how it acknowledges writes, plus
 // replication's view: peers with last-heard time and lag, pending work.
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
-	out := make(map[string]any)
-	s.replicationStatus(out)
 	dur := s.rep.Durability()
-	out["region"] = s.rep.Region()
-	out["replica"] = s.rep.ID()
-	out["durability"] = dur.String()
+	out := api.Status{
+		Region:        s.rep.Region(),
+		Replica:       s.rep.ID(),
+		Durability:    dur.String(),
+		Accepting:     s.rep.Accepting(),
+		Fresh:         s.rep.Fresh(),
+		Version:       s.cfg.Version,
+		StartedAt:     s.started.UTC().Format(time.RFC3339),
+		UptimeSeconds: int64(time.Since(s.started).Seconds()),
+	}
 	if dur == storage.DurabilityNone {
-		out["durability_warning"] = "writes are acknowledged before fsync: they survive a process crash but not a power loss"
+		out.DurabilityWarning = "writes are acknowledged before fsync: they survive a process crash but not a power loss"
 	}
-	out["accepting"] = s.rep.Accepting()
-	out["fresh"] = s.rep.Fresh()
-	out["version"] = s.cfg.Version
-	out["started_at"] = s.started.UTC().Format(time.RFC3339)
-	out["uptime_seconds"] = int64(time.Since(s.started).Seconds())
 	if err := s.rep.Err(); err != nil {
-		out["storage_error"] = err.Error()
+		out.StorageError = err.Error()
 	}
+	s.replicationStatus(&out)
 	if s.cfg.Numbering != nil {
-		out["numbering"] = s.cfg.Numbering()
+		out.Numbering = s.cfg.Numbering()
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"context"
 	"errors"
 	"net/http"
@@ -9,44 +11,11 @@ import (
 	"github.com/tally-dev/tally/region"
 )
 
-// likeResponse answers a like or unlike.
-type likeResponse struct {
-	Item    string `json:"item"`
-	User    string `json:"user"`
-	Liked   bool   `json:"liked"`
-	Changed bool   `json:"changed"` // the user's state changed in this replica's view
-	Count   int64  `json:"count"`   // the item's count after the operation
-}
-
-// likesResponse answers a read of an item's count.
-type likesResponse struct {
-	Item         string             `json:"item"`
-	Count        int64              `json:"count"`
-	Approx       bool               `json:"approx"`
-	Replicas     map[string]entryPN `json:"replicas"`
-	Unreconciled int                `json:"unreconciled"`
-	// StalenessMs: per peer replica, ms since this replica last heard from
-	// it (-1: never). Absent for a standalone replica.
-	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"`
-}
-
-// likedResponse answers whether one user likes an item.
-type likedResponse struct {
-	Item  string `json:"item"`
-	User  string `json:"user"`
-	Liked bool   `json:"liked"`
-}
-
-// entryPN is one replica's entry of a vector.
-type entryPN struct {
-	P uint64 `json:"p"`
-	N uint64 `json:"n"`
-}
-
-func replicasJSON(v crdt.Vector) map[string]entryPN {
-	m := make(map[string]entryPN, len(v))
+// replicasJSON is a vector as the API shows it.
+func replicasJSON(v crdt.Vector) map[string]api.PN {
+	m := make(map[string]api.PN, len(v))
 	for _, e := range v {
-		m[e.Replica] = entryPN{P: e.P, N: e.N}
+		m[e.Replica] = api.PN{P: e.P, N: e.N}
 	}
 	return m
 }
@@ -167,7 +136,7 @@ func (s *Server) like(w http.ResponseWriter, r *http.Request, item, user string,
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, likeResponse{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value})
+	writeJSON(w, http.StatusOK, api.Like{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value})
 	return nil
 }
 
@@ -181,7 +150,7 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, likesResponse{
+	writeJSON(w, http.StatusOK, api.Likes{
 		Item: item, Count: rd.Value, Approx: s.approx(rd), StalenessMs: s.staleness(),
 		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled,
 	})
@@ -198,6 +167,6 @@ func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, likedResponse{Item: ids[0], User: ids[1], Liked: liked})
+	writeJSON(w, http.StatusOK, api.Liked{Item: ids[0], User: ids[1], Liked: liked})
 	return nil
 }

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"context"
 	"crypto/subtle"
 	"fmt"
@@ -68,7 +70,7 @@ func (s *Server) recovered(w *statusWriter, r *http.Request, p any) {
 	if w.wroteHeader {
 		return // too late for a clean error; the client gets a truncated body
 	}
-	writeJSON(w, http.StatusInternalServerError, errorBody{
+	writeJSON(w, http.StatusInternalServerError, api.Error{
 		Error: fmt.Sprintf("internal error (id %s)", id), Code: CodeInternal,
 	})
 }

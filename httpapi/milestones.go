@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"context"
 	"errors"
 	"net/http"
@@ -23,20 +25,6 @@ type MilestoneFeed interface {
 // number: 404.
 var ErrNoSequence = errors.New("httpapi: no such sequence")
 
-// milestonesResponse is GET /v1/milestones.
-type milestonesResponse struct {
-	// Milestones are ordered by sequence, then number; with ?limit=N, the
-	// last N of that order (the newest of the likes sequence).
-	Milestones []milestone.Event `json:"milestones"`
-	// Total is how many milestones this region knows, whatever the limit.
-	Total int `json:"total"`
-	// Synced: this region has read the whole stream at least once. While
-	// the stream is out of reach the list is what was read before, and
-	// StreamError says why it is not current.
-	Synced      bool   `json:"synced"`
-	StreamError string `json:"stream_error,omitempty"`
-}
-
 // maxMilestonesLimit bounds ?limit= on GET /v1/milestones.
 const maxMilestonesLimit = 100000
 
@@ -53,7 +41,7 @@ func (s *Server) getMilestones(w http.ResponseWriter, r *http.Request) error {
 		limit = n
 	}
 	events := s.cfg.Milestones.Events()
-	out := milestonesResponse{Milestones: events, Total: len(events)}
+	out := api.Milestones{Milestones: events, Total: len(events)}
 	if limit >= 0 && len(events) > limit {
 		out.Milestones = events[len(events)-limit:]
 	}

@@ -1,22 +1,17 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/tally-dev/tally/region"
-	"github.com/tally-dev/tally/replication"
 )
 
 // Link is one inter-region link of a local deployment.
-type Link struct {
-	A       string `json:"a"`
-	B       string `json:"b"`
-	Up      bool   `json:"up"`
-	BytesAB int64  `json:"bytes_ab"`
-	BytesBA int64  `json:"bytes_ba"`
-}
+type Link = api.Link
 
 // LinkAdmin cuts and heals links between regions. `tallyd local` provides
 // one over its fault-injecting gateway proxies; production has none.
@@ -52,32 +47,24 @@ func (s *Server) staleness() map[string]int64 {
 }
 
 // replicationStatus adds peers and pending work to /v1/status.
-func (s *Server) replicationStatus(out map[string]any) {
+func (s *Server) replicationStatus(out *api.Status) {
 	rep := s.cfg.Replication
 	if rep == nil {
-		out["replication"] = "off"
+		out.Replication = "off"
 		return
 	}
-	out["replication"] = "nats"
-	out["recovered"] = rep.Recovered()
-	out["pending_replication"] = rep.Pending()
-	out["peers"] = rep.Peers()
-}
-
-type convergenceResponse struct {
-	Replica string `json:"replica"`
-	// Converged: every known peer's digests matched ours at the last
-	// comparison and no peer is stale.
-	Converged bool                     `json:"converged"`
-	Recovered bool                     `json:"recovered"`
-	Peers     []replication.PeerStatus `json:"peers"`
+	recovered, pending := rep.Recovered(), rep.Pending()
+	out.Replication = "nats"
+	out.Recovered = &recovered
+	out.PendingReplication = &pending
+	out.Peers = rep.Peers()
 }
 
 // GET /v1/convergence: per peer, whether this replica's state matched the
 // peer's at the last anti-entropy comparison (digest compare), since when,
 // and how far behind its messages arrive.
 func (s *Server) convergence(w http.ResponseWriter, _ *http.Request) error {
-	out := convergenceResponse{Replica: s.rep.ID(), Converged: true, Recovered: true, Peers: []replication.PeerStatus{}}
+	out := api.Convergence{Replica: s.rep.ID(), Converged: true, Recovered: true, Peers: []api.PeerStatus{}}
 	if rep := s.cfg.Replication; rep != nil {
 		out.Recovered = rep.Recovered()
 		out.Peers = rep.Peers()
@@ -97,7 +84,7 @@ func (s *Server) getLinks(w http.ResponseWriter, _ *http.Request) error {
 	if s.cfg.Links == nil {
 		return newError(http.StatusNotFound, CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"links": s.cfg.Links.Links(), "at": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, api.Links{Links: s.cfg.Links.Links(), At: time.Now().UTC()})
 	return nil
 }
 

@@ -173,7 +173,7 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 	c.chaosBeforeClaim()
 	key := kvKey(c.cfg.Sequence, n)
 	octx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
-	_, err := c.cfg.KV.Create(octx, key, ev.encode())
+	_, err := c.cfg.KV.Create(octx, key, encodeEvent(ev))
 	cancel()
 	won := err == nil
 	if errors.Is(err, jetstream.ErrKeyExists) {

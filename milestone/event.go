@@ -1,29 +1,18 @@
 package milestone
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/tally-dev/tally/crdt"
 )
 
 // Event is one milestone: the like that took the number.
-type Event struct {
-	Sequence string `json:"sequence"` // the sequence's name, e.g. "likes"
-	Number   uint64 `json:"number"`
-	Item     string `json:"item"`
-	User     string `json:"user"`
-	Region   string `json:"region"`  // where the like was counted
-	Replica  string `json:"replica"` // and by which replica
-	// Time is when the like was counted (its replica's clock).
-	Time time.Time `json:"time"`
-	// StreamSeq is the event's sequence in the milestone stream, once read
-	// from it.
-	StreamSeq uint64 `json:"stream_seq,omitempty"`
-}
+type Event = api.Milestone
 
 // kvKey is the claim's key in the allocator bucket.
 func kvKey(seq string, n uint64) string { return "ms." + seq + "." + strconv.FormatUint(n, 10) }
@@ -51,7 +40,7 @@ func DecodeEvent(b []byte) (Event, error) {
 	return e, nil
 }
 
-func (e Event) encode() []byte {
+func encodeEvent(e Event) []byte {
 	e.StreamSeq = 0
 	b, err := json.Marshal(e)
 	if err != nil {

@@ -114,7 +114,7 @@ func (f *Feed) publish(ctx context.Context, ev Event) error {
 		return err
 	}
 	subj := subject(ev.Sequence, ev.Number)
-	_, err = f.cfg.JS.Publish(ctx, subj, ev.encode(), jetstream.WithMsgID(subj))
+	_, err = f.cfg.JS.Publish(ctx, subj, encodeEvent(ev), jetstream.WithMsgID(subj))
 	if err == nil {
 		return nil
 	}

@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"github.com/tally-dev/tally/api"
+
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -393,23 +395,7 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 }
 
 // PeerStatus is one peer as this replica sees it.
-type PeerStatus struct {
-	Replica        string     `json:"replica"`
-	Region         string     `json:"region,omitempty"`
-	LastHeard      *time.Time `json:"last_heard,omitempty"`
-	LastHeardAgoMs int64      `json:"last_heard_ago_ms"`
-	LagMs          int64      `json:"lag_ms"`
-	Stale          bool       `json:"stale"`
-	LostMessages   uint64     `json:"lost_messages"`
-	// InSync: the last digest comparison, at most two anti-entropy
-	// intervals ago and without error, found no differing bucket.
-	InSync           bool       `json:"in_sync"`
-	DifferingBuckets int        `json:"differing_buckets"`
-	ComparedAt       *time.Time `json:"compared_at,omitempty"`
-	InSyncSince      *time.Time `json:"in_sync_since,omitempty"`
-	Synced           bool       `json:"synced"`
-	Error            string     `json:"error,omitempty"`
-}
+type PeerStatus = api.PeerStatus
 
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {

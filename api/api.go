@@ -1,0 +1,203 @@
+// Package api holds the JSON shapes of tally's HTTP API, shared by the
+// server (httpapi), the Go client (client) and tests. It imports nothing
+// of tally's, so a client program links none of the server.
+//
+// Every error answer is an Error. Field comments say what a value means;
+// docs/architecture.md says why.
+package api
+
+import "time"
+
+// Error is the body of every 4xx and 5xx answer.
+type Error struct {
+	// Error is for humans.
+	Error string `json:"error"`
+	// Code is stable, for programs: bad_id, not_ready, storage_failed, ...
+	Code string `json:"code"`
+}
+
+// PN is one replica's entry of a vector: what it added (P) and subtracted
+// (N). A count is the sum of P minus the sum of N over all replicas.
+type PN struct {
+	P uint64 `json:"p"`
+	N uint64 `json:"n"`
+}
+
+// Like answers PUT and DELETE /v1/likes/{item}/{user}.
+type Like struct {
+	Item  string `json:"item"`
+	User  string `json:"user"`
+	Liked bool   `json:"liked"`
+	// Changed: the user's state changed in this replica's view.
+	Changed bool `json:"changed"`
+	// Count is the item's count after the operation.
+	Count int64 `json:"count"`
+}
+
+// Likes answers GET /v1/likes/{item}.
+type Likes struct {
+	Item  string `json:"item"`
+	Count int64  `json:"count"`
+	// Approx: the count may still move (a record is unreconciled, a peer is
+	// stale, or recovery has not finished).
+	Approx bool `json:"approx"`
+	// Replicas is the item's vector, by replica id.
+	Replicas map[string]PN `json:"replicas"`
+	// Unreconciled counts the item's like records whose excess is not yet
+	// corrected in this replica's view.
+	Unreconciled int `json:"unreconciled"`
+	// StalenessMs: per peer replica, ms since this replica last heard from
+	// it (-1: never). Absent for a standalone replica.
+	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"`
+}
+
+// Liked answers GET /v1/likes/{item}/{user}.
+type Liked struct {
+	Item  string `json:"item"`
+	User  string `json:"user"`
+	Liked bool   `json:"liked"`
+}
+
+// Incr answers POST /v1/counters/{key}/incr.
+type Incr struct {
+	Key   string `json:"key"`
+	Value int64  `json:"value"`
+	// Duplicate: the idempotency key was seen before; nothing was added and
+	// Value is the value the first attempt returned.
+	Duplicate bool `json:"duplicate"`
+}
+
+// Counter answers GET /v1/counters/{key}.
+type Counter struct {
+	Key         string           `json:"key"`
+	Value       int64            `json:"value"`
+	Approx      bool             `json:"approx"`
+	Replicas    map[string]PN    `json:"replicas"`
+	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"` // see Likes
+}
+
+// EventsResult answers POST /v1/events.
+type EventsResult struct {
+	Applied  int           `json:"applied"`
+	Rejected int           `json:"rejected"`
+	Results  []EventResult `json:"results"`
+}
+
+// EventResult is one event's outcome, in event order.
+type EventResult struct {
+	OK bool `json:"ok"`
+	// Value: the counter's value (incr) or the item's count (like, unlike).
+	Value int64 `json:"value"`
+	// Changed (likes): the user's state changed in this replica's view.
+	Changed bool `json:"changed,omitempty"`
+	// Duplicate (incr): the idempotency key was seen before.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Error and Code say why a rejected event was rejected.
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+}
+
+// Health answers GET /healthz and /readyz when they pass.
+type Health struct {
+	Status string `json:"status"` // "ok" or "ready"
+}
+
+// Status answers GET /v1/status.
+type Status struct {
+	Region     string `json:"region"`
+	Replica    string `json:"replica"`
+	Durability string `json:"durability"` // "fsync" or "none"
+	// DurabilityWarning is set when writes are acknowledged before fsync.
+	DurabilityWarning string `json:"durability_warning,omitempty"`
+	// Accepting: the replica acknowledges writes now.
+	Accepting bool `json:"accepting"`
+	// Fresh: the data directory held no state at start.
+	Fresh         bool   `json:"fresh"`
+	Version       string `json:"version"`
+	StartedAt     string `json:"started_at"` // RFC 3339, UTC
+	UptimeSeconds int64  `json:"uptime_seconds"`
+	// StorageError is why the replica stopped (storage_failed), if it did.
+	StorageError string `json:"storage_error,omitempty"`
+	// Replication is "nats", or "off" for a standalone replica; the fields
+	// after it are set only with "nats".
+	Replication string `json:"replication"`
+	// Recovered: startup recovery from the peers has finished.
+	Recovered *bool `json:"recovered,omitempty"`
+	// PendingReplication counts changes not yet published on the fast path.
+	PendingReplication *int         `json:"pending_replication,omitempty"`
+	Peers              []PeerStatus `json:"peers,omitempty"`
+	Numbering          any          `json:"numbering,omitempty"`
+}
+
+// PeerStatus is this replica's view of one peer.
+type PeerStatus struct {
+	Replica        string     `json:"replica"`
+	Region         string     `json:"region,omitempty"`
+	LastHeard      *time.Time `json:"last_heard,omitempty"`
+	LastHeardAgoMs int64      `json:"last_heard_ago_ms"`
+	LagMs          int64      `json:"lag_ms"`
+	Stale          bool       `json:"stale"`
+	LostMessages   uint64     `json:"lost_messages"`
+	// InSync: the last digest comparison, at most two anti-entropy
+	// intervals ago and without error, found no differing bucket.
+	InSync           bool       `json:"in_sync"`
+	DifferingBuckets int        `json:"differing_buckets"`
+	ComparedAt       *time.Time `json:"compared_at,omitempty"`
+	InSyncSince      *time.Time `json:"in_sync_since,omitempty"`
+	Synced           bool       `json:"synced"`
+	Error            string     `json:"error,omitempty"`
+}
+
+// Convergence answers GET /v1/convergence.
+type Convergence struct {
+	Replica string `json:"replica"`
+	// Converged: every known peer's digests matched ours at the last
+	// comparison and no peer is stale.
+	Converged bool         `json:"converged"`
+	Recovered bool         `json:"recovered"`
+	Peers     []PeerStatus `json:"peers"`
+}
+
+// Link is one inter-region link of a local deployment.
+type Link struct {
+	A       string `json:"a"`
+	B       string `json:"b"`
+	Up      bool   `json:"up"`
+	BytesAB int64  `json:"bytes_ab"`
+	BytesBA int64  `json:"bytes_ba"`
+}
+
+// Links answers GET /v1/admin/links.
+type Links struct {
+	Links []Link    `json:"links"`
+	At    time.Time `json:"at"`
+}
+
+// Milestone is one milestone: the like that took the number.
+type Milestone struct {
+	Sequence string `json:"sequence"` // the sequence's name, e.g. "likes"
+	Number   uint64 `json:"number"`
+	Item     string `json:"item"`
+	User     string `json:"user"`
+	Region   string `json:"region"`  // where the like was counted
+	Replica  string `json:"replica"` // and by which replica
+	// Time is when the like was counted (its replica's clock).
+	Time time.Time `json:"time"`
+	// StreamSeq is the event's sequence in the milestone stream, once read
+	// from it.
+	StreamSeq uint64 `json:"stream_seq,omitempty"`
+}
+
+// Milestones answers GET /v1/milestones.
+type Milestones struct {
+	// Milestones are ordered by sequence, then number; with ?limit=N, the
+	// last N of that order (the newest of the likes sequence).
+	Milestones []Milestone `json:"milestones"`
+	// Total is how many milestones this region knows, whatever the limit.
+	Total int `json:"total"`
+	// Synced: this region has read the whole stream at least once. While
+	// the stream is out of reach the list is what was read before, and
+	// StreamError says why it is not current.
+	Synced      bool   `json:"synced"`
+	StreamError string `json:"stream_error,omitempty"`
+}
