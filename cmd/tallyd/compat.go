@@ -27,13 +27,6 @@ type node struct {
 	store *tallynode.Node
 }
 
-func wrapNodes(ns []*tallynode.Node) []*node {
-	var out []*node
-	for _, n := range ns {
-		out = append(out, &node{Node: n, store: n})
-	}
-	return out
-}
 
 // startNode is tallynode.Start reporting this binary's version.
 func startNode(ctx context.Context, cfg Config, opts nodeOptions) (*node, error) {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tally-dev/tally/internal/dashboard"
+
 	"context"
 	"errors"
 	"flag"
@@ -34,7 +36,7 @@ func defaultLocalConfig() localConfig {
 		Port:       8081,
 		Durability: "fsync",
 		LogLevel:   "info",
-		Dashboard:  dashboardAddr{Addr: defaultDashboardAddr},
+		Dashboard:  dashboardAddr{Addr: dashboard.DefaultAddr},
 		Milestones: "10^k",
 	}
 }
@@ -142,7 +144,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
-	dash, err := startLocalDashboard(ctx, lc, cfgs, wrapNodes(nodes), log) // nil if --dashboard ""
+	dash, err := startLocalDashboard(ctx, lc, cfgs, nodes, log) // nil if --dashboard ""
 	if err != nil {
 		return err
 	}

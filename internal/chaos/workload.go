@@ -226,7 +226,7 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		}
 		if a.outcome == OutcomeOK {
 			o.Outcome = OutcomeOK
-			o.Value = answerValue(a, o.Kind)
+			o.Value = a.value
 			return
 		}
 		// An increment is resolved later with its idempotency key; a
@@ -241,15 +241,6 @@ func (w *workload) exec(retry context.Context, o *Op) {
 			return // stays a timeout: unresolved
 		}
 	}
-}
-
-func answerValue(a answer, k OpKind) int64 {
-	field := "count"
-	if k == OpIncr {
-		field = "value"
-	}
-	v, _ := a.body[field].(float64)
-	return int64(v)
 }
 
 // resolve settles the timed-out increments sent to region ("" for all):
@@ -267,7 +258,7 @@ func (w *workload) resolve(ctx context.Context, region string) int {
 			a := c.incr(ctx, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
 			if a.outcome == OutcomeOK {
 				how := ResolvedApplied
-				if dup, _ := a.body["duplicate"].(bool); dup {
+				if a.duplicate {
 					how = ResolvedDuplicate
 				}
 				w.hist.resolve(o, how)
