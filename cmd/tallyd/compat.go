@@ -27,7 +27,6 @@ type node struct {
 	store *tallynode.Node
 }
 
-
 // startNode is tallynode.Start reporting this binary's version.
 func startNode(ctx context.Context, cfg Config, opts nodeOptions) (*node, error) {
 	if opts.Version == "" {
