@@ -97,7 +97,7 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 	cfg := tallynode.DefaultConfig()
 	if file != "" {
 		if err := decodeFile(file, &cfg); err != nil {
-			return tallynode.Config{}, &usageError{err}
+			return tallynode.Config{}, &usageError{Err: err}
 		}
 	}
 	if v := getenv(envWriteToken); v != "" {

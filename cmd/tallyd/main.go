@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/tally-dev/tally/internal/cliutil"
 	"io"
 	"maps"
 	"net"
@@ -22,7 +23,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"syscall"
 )
 
@@ -160,31 +160,14 @@ func version() string {
 }
 
 // usageError is a problem with how tallyd was invoked: exit code 2.
-type usageError struct{ err error }
+type usageError = cliutil.UsageError
 
-func (e *usageError) Error() string { return e.err.Error() }
-func (e *usageError) Unwrap() error { return e.err }
+func usagef(format string, args ...any) error { return cliutil.Usagef(format, args...) }
 
-func usagef(format string, args ...any) error {
-	return &usageError{fmt.Errorf(format, args...)}
-}
-
-// newFlagSet returns a flag set that reports errors by return value only,
-// printing nothing (see printUsage for -h).
 func newFlagSet(name string, bind func(*flag.FlagSet)) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {} // the flag package calls it on every error, too
-	bind(fs)
-	return fs
+	return cliutil.NewFlagSet(name, bind)
 }
 
-// printUsage prints a command's usage and flags to w.
-func printUsage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "usage: tallyd %s [flags]\n\nflags:\n", fs.Name())
-	fs.SetOutput(w)
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
-}
+func printUsage(w io.Writer, fs *flag.FlagSet) { cliutil.PrintUsage(w, fs) }
 
-func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
+func oneLine(err error) string { return cliutil.OneLine(err) }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/localnet"
 )
 
@@ -133,7 +133,7 @@ func (c *cli) benchReplication(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "bench replication: starting regions %s in process (embedded NATS, durability %s)...\n",
 		strings.Join(cfg.Regions, ","), cfg.Durability)
 	t0 := time.Now()
-	d, err := startBenchDeployment(ctx, cfg, log)
+	d, err := startBenchDeployment(ctx, cfg, c.env, log)
 	if err != nil {
 		return err
 	}
@@ -154,70 +154,37 @@ func (c *cli) benchReplication(ctx context.Context, args []string) error {
 	return b.heals(ctx, c.stdout)
 }
 
-// benchDeployment is an in-process local deployment: what `tallyd local`
-// starts, on a temporary directory and free ports.
+// benchDeployment is an in-process local deployment (internal/deploy) on
+// a temporary directory and free ports.
 type benchDeployment struct {
+	*deploy.Deployment
 	regions []string
 	urls    []string // base URL per region, in regions order
 	dir     string
-	cluster *localnet.Cluster
-	nodes   []*node
 }
 
-// startBenchDeployment starts cfg.Regions the way `tallyd local` does:
-// one embedded nats-server per region joined through cuttable links, and
-// one replica per region. On error nothing is left running.
-func startBenchDeployment(ctx context.Context, cfg replBenchConfig, log hclog.Logger) (_ *benchDeployment, err error) {
+// startBenchDeployment starts cfg.Regions the way `tallyd local` does. On
+// error nothing is left running.
+func startBenchDeployment(ctx context.Context, cfg replBenchConfig, env Env, log hclog.Logger) (*benchDeployment, error) {
 	dir, err := os.MkdirTemp("", "tallyd-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: temp data dir: %w", err)
 	}
-	d := &benchDeployment{regions: cfg.Regions, dir: dir}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, d.Close(ctx))
-		}
-	}()
-	lc := defaultLocalConfig()
-	lc.Regions, lc.DataDir, lc.Port = cfg.Regions, dir, 0
-	lc.Durability, lc.LogLevel = cfg.Durability, cfg.LogLevel
-
-	ncfg := localnet.DefaultConfig()
-	ncfg.Regions, ncfg.Dir, ncfg.Logger = lc.Regions, filepath.Join(dir, "nats"), log.Named("nats")
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	d.cluster, err = localnet.Start(startCtx, ncfg)
-	cancel()
+	dcfg := deploy.DefaultConfig()
+	dcfg.Regions, dcfg.DataDir, dcfg.Port = cfg.Regions, dir, 0
+	dcfg.Durability, dcfg.LogLevel, dcfg.Logger, dcfg.Version = cfg.Durability, cfg.LogLevel, log, env.Version
+	dep, err := deploy.Start(ctx, dcfg)
 	if err != nil {
-		return nil, fmt.Errorf("start local NATS: %w", err)
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	cfgs, err := lc.nodeConfigs(d.cluster.ClientURL)
-	if err != nil {
-		return nil, err
-	}
-	for _, nc := range cfgs {
-		n, err := startNode(ctx, nc, nodeOptions{Logger: log, Links: clusterLinks{d.cluster}})
-		if err != nil {
-			return nil, err
-		}
-		d.nodes = append(d.nodes, n)
-		d.urls = append(d.urls, "http://"+n.Addr().String())
-	}
-	return d, nil
+	return &benchDeployment{Deployment: dep, regions: cfg.Regions, urls: dep.URLs(), dir: dir}, nil
 }
 
-// Close stops every replica, then NATS, and removes the data directory.
+// Close stops the deployment and removes its data directory.
 func (d *benchDeployment) Close(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	var errs []error
-	for _, n := range d.nodes {
-		errs = append(errs, n.Close(sctx))
-	}
-	if d.cluster != nil {
-		errs = append(errs, d.cluster.Close())
-	}
-	errs = append(errs, os.RemoveAll(d.dir))
-	return errors.Join(errs...)
+	return errors.Join(d.Deployment.Close(sctx), os.RemoveAll(d.dir))
 }
 
 // replBench measures one running deployment.

@@ -1,6 +1,8 @@
-package main
+package bench
 
 import (
+	"github.com/tally-dev/tally/node"
+
 	"bytes"
 	"context"
 	"errors"
@@ -132,7 +134,7 @@ func (c likesBenchConfig) Validate() error {
 	if c.Timeout <= 0 {
 		bad("--timeout %s: want more than 0", c.Timeout)
 	}
-	if !validToken(c.Token) {
+	if !node.ValidToken(c.Token) {
 		bad("--token: must be printable ASCII without spaces")
 	}
 	if c.Durability != "fsync" && c.Durability != "none" {
@@ -265,15 +267,15 @@ func newRunID() string { return "b" + strconv.FormatUint(rand.Uint64()&0xfffffff
 
 // startBenchReplica starts a standalone replica on a fresh temporary
 // directory, listening on a free loopback port.
-func startBenchReplica(ctx context.Context, durability string, log hclog.Logger) (*node, string, error) {
+func startBenchReplica(ctx context.Context, durability string, log hclog.Logger) (*node.Node, string, error) {
 	dir, err := os.MkdirTemp("", "tallyd-bench-")
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: temp data dir: %w", err)
 	}
-	cfg := DefaultConfig()
+	cfg := node.DefaultConfig()
 	cfg.Region, cfg.Replica, cfg.DataDir = "bench", "bench-1", dir
 	cfg.Listen, cfg.Durability = "127.0.0.1:0", durability
-	n, err := startNode(ctx, cfg, nodeOptions{Logger: log})
+	n, err := node.Start(ctx, cfg, node.Options{Logger: log})
 	if err != nil {
 		return nil, "", errors.Join(err, os.RemoveAll(dir))
 	}
@@ -281,7 +283,7 @@ func startBenchReplica(ctx context.Context, durability string, log hclog.Logger)
 }
 
 // stopBenchReplica closes n and removes its data directory.
-func stopBenchReplica(ctx context.Context, n *node, dir string) error {
+func stopBenchReplica(ctx context.Context, n *node.Node, dir string) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	return errors.Join(n.Close(sctx), os.RemoveAll(dir))

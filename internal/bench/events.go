@@ -1,6 +1,8 @@
-package main
+package bench
 
 import (
+	"github.com/tally-dev/tally/node"
+
 	"bytes"
 	"context"
 	"errors"
@@ -129,7 +131,7 @@ func (c eventsBenchConfig) Validate() error {
 	if c.Timeout <= 0 {
 		bad("--timeout %s: want more than 0", c.Timeout)
 	}
-	if !validToken(c.Token) {
+	if !node.ValidToken(c.Token) {
 		bad("--token: must be printable ASCII without spaces")
 	}
 	if c.Durability != "fsync" && c.Durability != "none" {
@@ -233,7 +235,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		}()
 		base = "http://" + n.Addr().String()
 		target = fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir)
-		store = n.store.MemoryUse
+		store = n.MemoryUse
 	}
 	if err := checkReady(ctx, base); err != nil {
 		return nil, err

@@ -1,0 +1,95 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/internal/cliutil"
+)
+
+// runArgs runs `tallyd bench ...` (args start with "bench") the way tallyd
+// does and returns its exit code and output.
+func runArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if len(args) == 0 || args[0] != "bench" {
+		t.Fatalf("runArgs wants a bench command line, got %q", args)
+	}
+	var out, errOut strings.Builder
+	err := Run(context.Background(), args[1:], Env{Stdout: &out, Stderr: &errOut})
+	var uerr *cliutil.UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &uerr):
+		code = 2
+	default:
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintf(&errOut, "tallyd: %s\n", cliutil.OneLine(err))
+	}
+	return code, out.String(), errOut.String()
+}
+
+// served is a standalone replica to load.
+type served struct{ addr string }
+
+// startServe starts a standalone replica on a free port.
+func startServe(t *testing.T) *served {
+	t.Helper()
+	n, dir, err := startBenchReplica(context.Background(), "fsync", hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stopBenchReplica(context.Background(), n, dir); err != nil {
+			t.Error(err)
+		}
+	})
+	return &served{addr: n.Addr().String()}
+}
+
+// lockedBuilder is a strings.Builder safe for concurrent writers.
+type lockedBuilder struct {
+	mu sync.Mutex // protects b
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// call sends one request to the replica and decodes its JSON answer.
+func (s *served) call(t *testing.T, method, path string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+s.addr+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return res.StatusCode, body
+}
