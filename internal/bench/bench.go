@@ -10,7 +10,6 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -192,18 +191,4 @@ func (h *histogram) Quantile(q float64) time.Duration {
 // ms formats d in milliseconds for tables.
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"
-}
-
-// runWorkers makes n workers with mk, runs work on each in its own
-// goroutine, and returns them once all have returned.
-func runWorkers[W any](ctx context.Context, n int, mk func(i int) W, work func(context.Context, W)) []W {
-	workers := make([]W, n)
-	var wg sync.WaitGroup
-	for i := range workers {
-		w := mk(i)
-		workers[i] = w
-		wg.Go(func() { work(ctx, w) })
-	}
-	wg.Wait()
-	return workers
 }

@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/tally-dev/tally/node"
-
 	"bytes"
 	"context"
 	"errors"
@@ -20,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -194,14 +193,12 @@ func (c *cli) benchEvents(ctx context.Context, args []string) error {
 
 // eventsMixResult is one mix's outcome.
 type eventsMixResult struct {
-	Mix        string
-	Requests   int64 // finished, ok or not
-	Errors     int64 // transport failures, non-2xx answers, bad bodies
-	FirstError string
-	Events     int64 // events applied (acknowledged, durable)
-	Counted    int64 // events that changed a count: every incr, likes with "changed":true
-	Elapsed    time.Duration
-	Latency    histogram // of successful requests
+	Mix string
+	// Events is how many events were applied (acknowledged, durable);
+	// loadResult's Counted how many changed a count: every incr, likes
+	// with "changed":true.
+	Events int64
+	loadResult
 }
 
 // EventsPerSec is the rate of applied events.
@@ -332,76 +329,33 @@ type eventsRun struct {
 	mix    string
 	users  string // prefix of this mix's user ids
 	client *http.Client
-	stopAt time.Time
 }
 
 // eventsWorker is one worker's tally, merged when the mix ends.
 type eventsWorker struct {
-	id       int
-	requests int64
-	errors   int64
-	events   int64
-	counted  int64
-	firstErr error
-	latency  histogram
-	body     []byte
-	resp     bytes.Buffer
-	seq      int64
-	rnd      uint64 // xorshift state for --users
+	id   int
+	body []byte
+	resp bytes.Buffer
+	seq  int64
+	rnd  uint64 // xorshift state for --users
 }
 
 func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 	conc := er.cfg.Concurrency
-	tr := &http.Transport{
-		MaxIdleConns:        conc,
-		MaxIdleConnsPerHost: conc,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	defer tr.CloseIdleConnections()
-	er.client = &http.Client{Transport: tr}
-	start := time.Now()
-	er.stopAt = start.Add(er.cfg.Duration)
-	workers := runWorkers(ctx, conc, func(i int) *eventsWorker {
-		return &eventsWorker{id: i, rnd: uint64(i)*0x9e3779b97f4a7c15 + 1}
-	}, er.work)
-	res := &eventsMixResult{Mix: er.mix, Elapsed: time.Since(start)}
-	for _, w := range workers {
-		res.Requests += w.requests
-		res.Errors += w.errors
-		res.Events += w.events
-		res.Counted += w.counted
-		if w.firstErr != nil && res.FirstError == "" {
-			res.FirstError = oneLine(w.firstErr)
+	client, closeIdle := newLoadClient(conc)
+	defer closeIdle()
+	er.client = client
+	lr := runLoad(ctx, loadConfig{Workers: conc, Duration: er.cfg.Duration}, func(worker int) loadOp {
+		w := &eventsWorker{id: worker, rnd: uint64(worker)*0x9e3779b97f4a7c15 + 1}
+		return func(ctx context.Context) (int64, int64, error) {
+			er.fill(w)
+			return er.post(ctx, w)
 		}
-		res.Latency.Merge(&w.latency)
-	}
-	return res
+	})
+	return &eventsMixResult{Mix: er.mix, Events: lr.Units, loadResult: lr}
 }
 
 // work sends batches until the mix's time runs out or ctx ends.
-func (er *eventsRun) work(ctx context.Context, w *eventsWorker) {
-	for ctx.Err() == nil && time.Now().Before(er.stopAt) {
-		er.fill(w)
-		t0 := time.Now()
-		applied, counted, err := er.post(ctx, w)
-		d := time.Since(t0)
-		if err != nil && ctx.Err() != nil {
-			return // interrupted, not a failure of the server
-		}
-		w.requests++
-		if err != nil {
-			w.errors++
-			if w.firstErr == nil {
-				w.firstErr = err
-			}
-			continue
-		}
-		w.events += applied
-		w.counted += counted
-		w.latency.Record(d)
-	}
-}
 
 // appendFreshID appends an id no event of this run used before: the run's
 // prefix, the worker and the worker's next sequence number.

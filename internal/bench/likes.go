@@ -1,8 +1,6 @@
 package bench
 
 import (
-	"github.com/tally-dev/tally/node"
-
 	"bytes"
 	"context"
 	"errors"
@@ -15,12 +13,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/node"
 )
 
 // likesBenchConfig is what `tallyd bench likes` takes.
@@ -199,15 +197,10 @@ func (c *cli) benchLikes(ctx context.Context, args []string) error {
 // likesLevelResult is one concurrency level's outcome.
 type likesLevelResult struct {
 	Concurrency int
-	Requests    int64 // started and finished, ok or not
-	Errors      int64 // transport failures and non-2xx answers
-	// Counted is how many successful likes changed the like set
-	// ("changed":true): all of them with a new user per like, fewer when
-	// --users makes a user like an item twice.
-	Counted    int64
-	FirstError string
-	Elapsed    time.Duration // first request start to last request end
-	Latency    histogram     // of successful requests only
+	// loadResult's Counted is how many successful likes changed the like
+	// set ("changed":true): all of them with a new user per like, fewer
+	// when --users makes a user like an item twice.
+	loadResult
 }
 
 // OKPerSec is the rate of successful requests.
@@ -316,75 +309,25 @@ type likesLevel struct {
 	users  string // prefix of this level's user ids
 	conc   int
 	client *http.Client
-	stopAt time.Time
-	issued atomic.Int64
-}
-
-// likesWorker is one worker's tally, merged when the level ends.
-type likesWorker struct {
-	id       int
-	requests int64
-	errors   int64
-	counted  int64
-	firstErr error
-	latency  histogram
 }
 
 func (lv *likesLevel) run(ctx context.Context) *likesLevelResult {
-	tr := &http.Transport{
-		MaxIdleConns:        lv.conc,
-		MaxIdleConnsPerHost: lv.conc,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	defer tr.CloseIdleConnections()
-	lv.client = &http.Client{Transport: tr}
-	start := time.Now()
-	lv.stopAt = start.Add(lv.cfg.Duration)
-	workers := runWorkers(ctx, lv.conc, func(i int) *likesWorker { return &likesWorker{id: i} }, lv.work)
-	res := &likesLevelResult{Concurrency: lv.conc, Elapsed: time.Since(start)}
-	for _, w := range workers {
-		res.Requests += w.requests
-		res.Errors += w.errors
-		res.Counted += w.counted
-		if w.firstErr != nil && res.FirstError == "" {
-			res.FirstError = oneLine(w.firstErr)
-		}
-		res.Latency.Merge(&w.latency)
-	}
-	return res
-}
-
-// work sends likes until the level's time or request budget runs out or
-// ctx ends.
-func (lv *likesLevel) work(ctx context.Context, w *likesWorker) {
-	pick := newLikePicker(lv.cfg, lv.users, w.id, rand.New(rand.NewPCG(rand.Uint64(), uint64(w.id))))
-	var body bytes.Buffer
-	for ctx.Err() == nil && time.Now().Before(lv.stopAt) {
-		if lv.cfg.MaxRequests > 0 && lv.issued.Add(1) > lv.cfg.MaxRequests {
-			return
-		}
-		item, user := pick.next()
-		path := "/v1/likes/" + item + "/" + user
-		t0 := time.Now()
-		changed, err := lv.put(ctx, path, &body)
-		d := time.Since(t0)
-		if err != nil && ctx.Err() != nil {
-			return // interrupted, not a failure of the server
-		}
-		w.requests++
-		if err != nil {
-			w.errors++
-			if w.firstErr == nil {
-				w.firstErr = err
+	client, closeIdle := newLoadClient(lv.conc)
+	defer closeIdle()
+	lv.client = client
+	lr := runLoad(ctx, loadConfig{Workers: lv.conc, Duration: lv.cfg.Duration, MaxRequests: lv.cfg.MaxRequests}, func(worker int) loadOp {
+		pick := newLikePicker(lv.cfg, lv.users, worker, rand.New(rand.NewPCG(rand.Uint64(), uint64(worker))))
+		var body bytes.Buffer
+		return func(ctx context.Context) (int64, int64, error) {
+			item, user := pick.next()
+			changed, err := lv.put(ctx, "/v1/likes/"+item+"/"+user, &body)
+			if changed {
+				return 1, 1, err
 			}
-			continue
+			return 1, 0, err
 		}
-		if changed {
-			w.counted++
-		}
-		w.latency.Record(d)
-	}
+	})
+	return &likesLevelResult{Concurrency: lv.conc, loadResult: lr}
 }
 
 // likePicker draws the item and the user of one worker's likes.
