@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/localnet"
 )
@@ -142,8 +143,12 @@ func (c *cli) benchReplication(ctx context.Context, args []string) error {
 			log.Warn("stopping the deployment", "error", err)
 		}
 	}()
-	b := &replBench{cfg: cfg, d: d, http: newBenchHTTP(len(cfg.Regions) * (2*cfg.CutWriters + 2))}
-	defer b.http.client.CloseIdleConnections()
+	b := &replBench{cfg: cfg, d: d, api: newRegionClients(d.urls, len(cfg.Regions)*(2*cfg.CutWriters+2))}
+	defer func() {
+		for _, c := range b.api {
+			c.CloseIdleConnections()
+		}
+	}()
 	if err := b.warmUp(ctx); err != nil {
 		return err
 	}
@@ -189,9 +194,9 @@ func (d *benchDeployment) Close(ctx context.Context) error {
 
 // replBench measures one running deployment.
 type replBench struct {
-	cfg  replBenchConfig
-	d    *benchDeployment
-	http benchHTTP
+	cfg replBenchConfig
+	d   *benchDeployment
+	api []*client.Client // one per region, in d.regions order
 }
 
 // Pauses between two reads while waiting for a value. Lag polls tightly
@@ -212,10 +217,9 @@ const lagJitter = 20 * time.Millisecond
 // propagating and the first lags would measure start-up.
 func (b *replBench) warmUp(ctx context.Context) error {
 	deadline := time.Now().Add(b.cfg.Timeout)
-	for i, u := range b.d.urls {
+	for i := range b.api {
 		for {
-			var ready map[string]any
-			err := b.http.call(ctx, http.MethodGet, u+"/readyz", "", &ready)
+			err := b.api[i].Ready(ctx)
 			if err == nil {
 				break
 			}
@@ -282,8 +286,8 @@ func (b *replBench) lag(ctx context.Context, out io.Writer) error {
 // other region's count reflects it. It returns, per region, the time from
 // the ack to the first read that saw the like (0 for from).
 func (b *replBench) sample(ctx context.Context, from int, item, user string) ([]time.Duration, error) {
-	var liked struct{ Count int64 }
-	if err := b.http.call(ctx, http.MethodPut, b.d.urls[from]+"/v1/likes/"+item+"/"+user, "", &liked); err != nil {
+	liked, err := b.api[from].Like(ctx, item, user)
+	if err != nil {
 		return nil, err
 	}
 	ack := time.Now()
@@ -309,8 +313,8 @@ func (b *replBench) sample(ctx context.Context, from int, item, user string) ([]
 func (b *replBench) waitCount(ctx context.Context, to int, item string, want int64, ack time.Time) (time.Duration, error) {
 	deadline := ack.Add(b.cfg.Timeout)
 	for {
-		var got struct{ Count int64 }
-		if err := b.http.call(ctx, http.MethodGet, b.d.urls[to]+"/v1/likes/"+item, "", &got); err != nil {
+		got, err := b.api[to].Likes(ctx, item)
+		if err != nil {
 			return 0, err
 		}
 		if got.Count >= want {
@@ -407,9 +411,7 @@ func (b *replBench) setLinks(ctx context.Context, cut int, up bool) error {
 		if i == cut {
 			continue
 		}
-		u := fmt.Sprintf("%s/v1/admin/links/%s/%s", b.d.urls[cut], b.d.regions[cut], other)
-		var link map[string]any
-		if err := b.http.call(ctx, http.MethodPut, u, fmt.Sprintf(`{"up":%t}`, up), &link); err != nil {
+		if _, err := b.api[cut].SetLink(ctx, b.d.regions[cut], other, up); err != nil {
 			return err
 		}
 	}
@@ -443,7 +445,7 @@ func (b *replBench) writeBothSides(ctx context.Context, item string, k int, side
 						user = fmt.Sprintf("h%d-both-w%d-%d", k, w, seq/4)
 					}
 					at := sides[side][seq%len(sides[side])]
-					if wr.err = b.http.call(ctx, http.MethodPut, b.d.urls[at]+"/v1/likes/"+item+"/"+user, "", nil); wr.err != nil {
+					if _, wr.err = b.api[at].Like(ctx, item, user); wr.err != nil {
 						return
 					}
 					wr.liked = append(wr.liked, user)
@@ -505,12 +507,9 @@ func (b *replBench) waitAgreement(ctx context.Context, item string, want int64, 
 // countsAgree reports whether every region reads item as exactly want,
 // with approx false.
 func (b *replBench) countsAgree(ctx context.Context, item string, want int64) (bool, error) {
-	for _, u := range b.d.urls {
-		var got struct {
-			Count  int64
-			Approx bool
-		}
-		if err := b.http.call(ctx, http.MethodGet, u+"/v1/likes/"+item, "", &got); err != nil {
+	for _, c := range b.api {
+		got, err := c.Likes(ctx, item)
+		if err != nil {
 			return false, err
 		}
 		if got.Count != want || got.Approx {
@@ -523,16 +522,10 @@ func (b *replBench) countsAgree(ctx context.Context, item string, want int64) (b
 // converged reports whether every region says converged, each from digest
 // comparisons with every peer made after since.
 func (b *replBench) converged(ctx context.Context, since time.Time) (bool, error) {
-	type peer struct {
-		ComparedAt *time.Time `json:"compared_at"`
-	}
-	comparedBefore := func(p peer) bool { return p.ComparedAt == nil || p.ComparedAt.Before(since) }
-	for _, u := range b.d.urls {
-		var got struct {
-			Converged bool
-			Peers     []peer
-		}
-		if err := b.http.call(ctx, http.MethodGet, u+"/v1/convergence", "", &got); err != nil {
+	comparedBefore := func(p api.PeerStatus) bool { return p.ComparedAt == nil || p.ComparedAt.Before(since) }
+	for _, c := range b.api {
+		got, err := c.Convergence(ctx)
+		if err != nil {
 			return false, err
 		}
 		if !got.Converged || len(got.Peers) < len(b.d.urls)-1 || slices.ContainsFunc(got.Peers, comparedBefore) {
@@ -542,43 +535,21 @@ func (b *replBench) converged(ctx context.Context, since time.Time) (bool, error
 	return true, nil
 }
 
-// benchHTTP is the bench's JSON client for control and probe requests.
-type benchHTTP struct{ client *http.Client }
-
-// newBenchHTTP keeps up to conns idle keep-alive connections per host.
-func newBenchHTTP(conns int) benchHTTP {
-	return benchHTTP{client: &http.Client{
-		Timeout:   10 * time.Second,
-		Transport: &http.Transport{MaxIdleConns: conns * 4, MaxIdleConnsPerHost: conns, IdleConnTimeout: 90 * time.Second},
-	}}
-}
-
-// call sends a request and decodes a 2xx JSON answer into out (if not
-// nil); any other status is an error carrying the answer.
-func (h benchHTTP) call(ctx context.Context, method, url, body string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-	if err != nil {
-		return err
+// newRegionClients returns a client per region URL, keeping up to conns
+// idle keep-alive connections each.
+func newRegionClients(urls []string, conns int) []*client.Client {
+	out := make([]*client.Client, len(urls))
+	for i, u := range urls {
+		c, err := client.New(client.Config{BaseURL: u, HTTP: &http.Client{
+			Timeout:   10 * time.Second,
+			Transport: &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: 90 * time.Second},
+		}})
+		if err != nil {
+			panic(fmt.Sprintf("bench: client of %s: %v", u, err)) // deploy's URLs are http://host:port
+		}
+		out[i] = c
 	}
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, strings.TrimSpace(string(raw)))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%s %s: %w", method, url, err)
-	}
-	return nil
+	return out
 }
 
 // sleepCtx sleeps for d or until ctx ends.
