@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/region"
 )
 

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/tally-dev/tally/api"
 )
 
 // scanAll decodes every event of body with the scanner.

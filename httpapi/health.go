@@ -1,11 +1,10 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"net/http"
 	"time"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/storage"
 )
 

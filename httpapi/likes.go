@@ -1,12 +1,11 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"context"
 	"errors"
 	"net/http"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
 )

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"context"
 	"crypto/subtle"
 	"fmt"
@@ -15,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/gorilla/mux"
+
+	"github.com/tally-dev/tally/api"
 )
 
 // reqInfo carries what the router learns about a request back out to

@@ -1,8 +1,6 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"context"
 	"errors"
 	"net/http"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/milestone"
 )
 

@@ -1,12 +1,11 @@
 package httpapi
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"errors"
 	"net/http"
 	"time"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/region"
 )
 

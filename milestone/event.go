@@ -1,13 +1,12 @@
 package milestone
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 )
 

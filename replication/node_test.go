@@ -16,24 +16,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/node"
 )
-
-// waitFor polls f until it returns nil or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // startNATS runs one real embedded nats-server.
 func startNATS(t *testing.T) *server.Server {
@@ -100,7 +85,7 @@ func startCluster(t *testing.T, regions ...string) ([]*replica, string) {
 		nodes = append(nodes, startNode(t, s.ClientURL(), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids))
 	}
 	for _, n := range nodes {
-		waitFor(t, 10*time.Second, func() error {
+		testkit.WaitFor(t, 10*time.Second, func() error {
 			if !n.Replica().Accepting() {
 				return fmt.Errorf("%s not accepting writes", n.id())
 			}
@@ -114,7 +99,7 @@ func startCluster(t *testing.T, regions ...string) ([]*replica, string) {
 // have equal digests.
 func converged(t *testing.T, nodes []*replica, item string, want int64, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, timeout, func() error {
+	testkit.WaitFor(t, timeout, func() error {
 		for _, n := range nodes {
 			rd, err := n.Replica().Likes(item)
 			if err != nil {
@@ -222,7 +207,7 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 	if !fresh.Replica().Fresh() {
 		t.Fatal("wiped store not seen as fresh")
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if !fresh.Replica().Accepting() {
 			return fmt.Errorf("not accepting yet")
 		}
@@ -248,7 +233,7 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 	}
 	converged(t, nodes, "post", 101, 10*time.Second)
 	for _, n := range nodes {
-		waitFor(t, 5*time.Second, func() error {
+		testkit.WaitFor(t, 5*time.Second, func() error {
 			rd, _ := n.Replica().Counter("views")
 			if rd.Value != 110 {
 				return fmt.Errorf("%s views %d, want 110", n.id(), rd.Value)

@@ -1,8 +1,6 @@
 package replication
 
 import (
-	"github.com/tally-dev/tally/api"
-
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/region"

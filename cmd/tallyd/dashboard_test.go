@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/internal/dashboard"
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 func TestDashboardFlag(t *testing.T) {
@@ -54,7 +55,7 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	out := startLocal(t, "--dashboard", "127.0.0.1:0", "--admin-token", "sesame").out
 	dashLine := regexp.MustCompile(`(?m)^dashboard: (http://127\.0\.0\.1:\d+)$`)
 	var base string
-	poll(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if m := dashLine.FindStringSubmatch(out.String()); m != nil {
 			base = m[1]
 			return nil
@@ -91,7 +92,7 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	}
 
 	// Writes wait for recovery from peers: the status shows when.
-	poll(t, 30*time.Second, func() error {
+	testkit.WaitFor(t, 30*time.Second, func() error {
 		for _, r := range overview().Regions {
 			var st struct {
 				Accepting bool `json:"accepting"`
@@ -108,7 +109,7 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	if b := post("/api/burst?region=eu&item=post1&n=20"); b["ok"] != 20.0 {
 		t.Fatalf("burst: %v", b)
 	}
-	poll(t, 20*time.Second, func() error {
+	testkit.WaitFor(t, 20*time.Second, func() error {
 		ov := overview()
 		if len(ov.Regions) != 3 || len(ov.Links) != 3 || ov.LinksError != "" {
 			return fmt.Errorf("overview: %+v", ov)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/tally-dev/tally/internal/dashboard"
-
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
 )
 

@@ -31,21 +31,6 @@ func httpDo(method, url, body string) (int, map[string]any, error) {
 	return resp.StatusCode, out, nil
 }
 
-func poll(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // localRun is an in-process `tallyd local` with free ports and a temp dir.
 type localRun struct {
 	out  *lockedBuilder

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // httpDo sends one request and decodes the JSON answer.
@@ -31,21 +32,6 @@ func httpDo(method, url, body string) (int, map[string]any, error) {
 		return resp.StatusCode, nil, fmt.Errorf("%s %s: %s: %w", method, url, raw, err)
 	}
 	return resp.StatusCode, out, nil
-}
-
-func poll(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
 }
 
 // startDeployment starts regions us, eu and ap on free ports and a temp
@@ -76,7 +62,7 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	}
 	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
 	for _, u := range urls {
-		poll(t, 30*time.Second, func() error {
+		testkit.WaitFor(t, 30*time.Second, func() error {
 			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
 				return fmt.Errorf("%s not ready: %d %v", u, st, err)
 			}
@@ -111,7 +97,7 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 			like(u, fmt.Sprintf("r%d-u%d", i, n))
 		}
 	}
-	poll(t, 10*time.Second, countsAre(60))
+	testkit.WaitFor(t, 10*time.Second, countsAre(60))
 
 	// Cut us-eu; both sides keep answering locally.
 	if st, b, err := httpDo("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 || b["up"] != false {
@@ -126,8 +112,8 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	if st, _, err := httpDo("PUT", urls[1]+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
 		t.Fatalf("heal: %d %v", st, err)
 	}
-	poll(t, 20*time.Second, countsAre(60+10+10+10))
-	poll(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 20*time.Second, countsAre(60+10+10+10))
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		for _, u := range urls {
 			_, b, err := httpDo("GET", u+"/v1/convergence", "")
 			if err != nil {
@@ -148,7 +134,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 	run := struct{ urls []string }{startDeployment(t, "every:25").URLs()}
 	const perRegion = 60 // 180 counted likes: at least milestones 25..175
 	for _, u := range run.urls {
-		poll(t, 30*time.Second, func() error {
+		testkit.WaitFor(t, 30*time.Second, func() error {
 			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
 				return fmt.Errorf("%s not ready: %d %v", u, st, err)
 			}
@@ -211,7 +197,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 	}
 	var first string
 	for _, u := range run.urls {
-		poll(t, 30*time.Second, func() error {
+		testkit.WaitFor(t, 30*time.Second, func() error {
 			_, out, err := httpDo("GET", u+"/v1/milestones", "")
 			if err != nil {
 				return err
