@@ -3,11 +3,11 @@ package alloc
 import (
 	"context"
 	"errors"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/internal/testkit"
-	"sync/atomic"
-	"testing"
 )
 
 // A hook Attach sets before Start is what the holder calls when numbers

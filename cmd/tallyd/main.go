@@ -14,7 +14,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/tally-dev/tally/internal/cliutil"
 	"io"
 	"maps"
 	"net"
@@ -24,6 +23,8 @@ import (
 	"runtime/debug"
 	"slices"
 	"syscall"
+
+	"github.com/tally-dev/tally/internal/cliutil"
 )
 
 func main() {
