@@ -2,12 +2,13 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 func standalone(dir string) Config {
@@ -27,34 +28,16 @@ func startT(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-func call(t *testing.T, method, url string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var body map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	return res.StatusCode, body
-}
-
 // A standalone node serves its API on the bound address, keeps an
 // acknowledged like across Close and a restart, and stops serving on Close.
 func TestStartServeCloseRestart(t *testing.T) {
 	cfg := standalone(t.TempDir())
 	n := startT(t, cfg)
 	base := "http://" + n.Addr().String()
-	if code, b := call(t, "PUT", base+"/v1/likes/post1/alice"); code != 200 || b["count"] != 1.0 {
+	if code, b := testkit.CallJSON(t, "PUT", base+"/v1/likes/post1/alice"); code != 200 || b["count"] != 1.0 {
 		t.Fatalf("like: %d %v", code, b)
 	}
-	if code, b := call(t, "GET", base+"/v1/status"); code != 200 || b["replica"] != "eu-1" || b["version"] != "test" {
+	if code, b := testkit.CallJSON(t, "GET", base+"/v1/status"); code != 200 || b["replica"] != "eu-1" || b["version"] != "test" {
 		t.Fatalf("status: %d %v", code, b)
 	}
 	if _, err := n.MemoryUse(); err != nil {
@@ -79,7 +62,7 @@ func TestStartServeCloseRestart(t *testing.T) {
 	}
 
 	n = startT(t, cfg)
-	if code, b := call(t, "GET", "http://"+n.Addr().String()+"/v1/likes/post1"); code != 200 || b["count"] != 1.0 {
+	if code, b := testkit.CallJSON(t, "GET", "http://"+n.Addr().String()+"/v1/likes/post1"); code != 200 || b["count"] != 1.0 {
 		t.Fatalf("after restart: %d %v", code, b)
 	}
 }

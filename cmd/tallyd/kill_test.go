@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // buildTallyd compiles the real binary once per test run.
@@ -74,7 +76,7 @@ func TestKill9KeepsEveryAcknowledgedLike(t *testing.T) {
 					tries = 2 // a client retry: must not count twice
 				}
 				for range tries {
-					st, b, err := httpDo("PUT", fmt.Sprintf("%s/v1/likes/video1/user%d", url, u), "")
+					st, b, err := testkit.DoJSON("PUT", fmt.Sprintf("%s/v1/likes/video1/user%d", url, u), "")
 					if err != nil || st != 200 {
 						errs <- fmt.Errorf("user%d: %d %v %v", u, st, b, err)
 						return
@@ -96,7 +98,7 @@ func TestKill9KeepsEveryAcknowledgedLike(t *testing.T) {
 	_, url = startProcess(t, bin, dir)
 	readCount := func() float64 {
 		t.Helper()
-		st, b, err := httpDo("GET", url+"/v1/likes/video1", "")
+		st, b, err := testkit.DoJSON("GET", url+"/v1/likes/video1", "")
 		if err != nil || st != 200 {
 			t.Fatalf("read: %d %v %v", st, b, err)
 		}
@@ -106,18 +108,18 @@ func TestKill9KeepsEveryAcknowledgedLike(t *testing.T) {
 		t.Fatalf("after kill -9: %v likes, want %d", got, users)
 	}
 	for u := range 10 {
-		if st, b, err := httpDo("DELETE", fmt.Sprintf("%s/v1/likes/video1/user%d", url, u), ""); err != nil || st != 200 || b["changed"] != true {
+		if st, b, err := testkit.DoJSON("DELETE", fmt.Sprintf("%s/v1/likes/video1/user%d", url, u), ""); err != nil || st != 200 || b["changed"] != true {
 			t.Fatalf("unlike user%d: %d %v %v", u, st, b, err)
 		}
 	}
 	if got := readCount(); got != users-10 {
 		t.Fatalf("after 10 unlikes: %v, want %d", got, users-10)
 	}
-	_, b, _ := httpDo("GET", url+"/v1/likes/video1/user3", "")
+	_, b, _ := testkit.DoJSON("GET", url+"/v1/likes/video1/user3", "")
 	if b["liked"] != false {
 		t.Fatalf("user3 still likes video1: %v", b)
 	}
-	_, b, _ = httpDo("GET", url+"/v1/likes/video1/user999", "")
+	_, b, _ = testkit.DoJSON("GET", url+"/v1/likes/video1/user999", "")
 	if b["liked"] != true {
 		t.Fatalf("user999 lost its like: %v", b)
 	}

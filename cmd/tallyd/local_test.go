@@ -2,34 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 )
-
-// httpDo sends one request and decodes the JSON answer.
-func httpDo(method, url, body string) (int, map[string]any, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("%s %s: %s: %w", method, url, raw, err)
-	}
-	return resp.StatusCode, out, nil
-}
 
 // localRun is an in-process `tallyd local` with free ports and a temp dir.
 type localRun struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // served is an in-process `tallyd serve`.
@@ -64,20 +65,7 @@ func (s *served) stop(t *testing.T) int {
 
 func (s *served) call(t *testing.T, method, path string) (int, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+s.addr+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var body map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return res.StatusCode, body
+	return testkit.CallJSON(t, method, "http://"+s.addr+path)
 }
 
 func TestServeLifecycle(t *testing.T) {

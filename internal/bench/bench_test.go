@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 func TestHistogramBuckets(t *testing.T) {
@@ -213,7 +215,7 @@ func TestBenchEventsRepeatUsers(t *testing.T) {
 	if r.Errors != 0 || r.Events != r.Requests*100 || r.Counted > 10 || r.Counted == 0 {
 		t.Fatalf("%+v (first error %q)", r, r.FirstError)
 	}
-	_, body := s.call(t, "GET", "/v1/likes/hot")
+	_, body := testkit.CallJSON(t, "GET", "http://"+s.addr+"/v1/likes/hot")
 	if body["count"].(float64) != float64(r.Counted) {
 		t.Errorf("count %v, want the %d counted likes", body["count"], r.Counted)
 	}
@@ -252,7 +254,7 @@ func TestBenchLikesRequestLimitAndURL(t *testing.T) {
 	// The 50 likes went to items hot-0..hot-4.
 	var total float64
 	for _, item := range []string{"hot-0", "hot-1", "hot-2", "hot-3", "hot-4"} {
-		_, body := s.call(t, "GET", "/v1/likes/"+item)
+		_, body := testkit.CallJSON(t, "GET", "http://"+s.addr+"/v1/likes/"+item)
 		total += body["count"].(float64)
 	}
 	if total != 50 {
@@ -375,7 +377,7 @@ func TestBenchLikesRandomUsersJSON(t *testing.T) {
 		counted += l.Counted
 	}
 	// Each level has its own users, so the item holds every counted like.
-	if _, body := s.call(t, "GET", "/v1/likes/dup"); body["count"] != float64(counted) {
+	if _, body := testkit.CallJSON(t, "GET", "http://"+s.addr+"/v1/likes/dup"); body["count"] != float64(counted) {
 		t.Errorf("item dup holds %v likes, the levels counted %d", body["count"], counted)
 	}
 	if !strings.Contains(stderr, "PUT /v1/likes/{item}/{one of 4 users}") {

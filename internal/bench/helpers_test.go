@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -73,23 +71,4 @@ func (l *lockedBuilder) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// call sends one request to the replica and decodes its JSON answer.
-func (s *served) call(t *testing.T, method, path string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://"+s.addr+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var body map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&body); err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	return res.StatusCode, body
 }

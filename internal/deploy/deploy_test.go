@@ -2,11 +2,7 @@ package deploy_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,25 +10,6 @@ import (
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/testkit"
 )
-
-// httpDo sends one request and decodes the JSON answer.
-func httpDo(method, url, body string) (int, map[string]any, error) {
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return resp.StatusCode, nil, fmt.Errorf("%s %s: %s: %w", method, url, raw, err)
-	}
-	return resp.StatusCode, out, nil
-}
 
 // startDeployment starts regions us, eu and ap on free ports and a temp
 // dir with the given milestone rule, and closes them when the test ends.
@@ -63,7 +40,7 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
 	for _, u := range urls {
 		testkit.WaitFor(t, 30*time.Second, func() error {
-			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
 				return fmt.Errorf("%s not ready: %d %v", u, st, err)
 			}
 			return nil
@@ -71,14 +48,14 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	}
 	like := func(u, user string) {
 		t.Helper()
-		if st, b, err := httpDo("PUT", u+"/v1/likes/post1/"+user, ""); err != nil || st != 200 {
+		if st, b, err := testkit.DoJSON("PUT", u+"/v1/likes/post1/"+user, ""); err != nil || st != 200 {
 			t.Fatalf("like %s at %s: %d %v %v", user, u, st, b, err)
 		}
 	}
 	countsAre := func(want float64) func() error {
 		return func() error {
 			for _, u := range urls {
-				_, b, err := httpDo("GET", u+"/v1/likes/post1", "")
+				_, b, err := testkit.DoJSON("GET", u+"/v1/likes/post1", "")
 				if err != nil {
 					return err
 				}
@@ -100,7 +77,7 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, countsAre(60))
 
 	// Cut us-eu; both sides keep answering locally.
-	if st, b, err := httpDo("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 || b["up"] != false {
+	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 || b["up"] != false {
 		t.Fatalf("cut: %d %v %v", st, b, err)
 	}
 	for n := range 10 {
@@ -109,13 +86,13 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 		like(urls[0], fmt.Sprintf("both-%d", n))
 		like(urls[1], fmt.Sprintf("both-%d", n))
 	}
-	if st, _, err := httpDo("PUT", urls[1]+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
+	if st, _, err := testkit.DoJSON("PUT", urls[1]+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
 		t.Fatalf("heal: %d %v", st, err)
 	}
 	testkit.WaitFor(t, 20*time.Second, countsAre(60+10+10+10))
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		for _, u := range urls {
-			_, b, err := httpDo("GET", u+"/v1/convergence", "")
+			_, b, err := testkit.DoJSON("GET", u+"/v1/convergence", "")
 			if err != nil {
 				return err
 			}
@@ -135,7 +112,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 	const perRegion = 60 // 180 counted likes: at least milestones 25..175
 	for _, u := range run.urls {
 		testkit.WaitFor(t, 30*time.Second, func() error {
-			if st, _, err := httpDo("GET", u+"/readyz", ""); err != nil || st != 200 {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
 				return fmt.Errorf("%s not ready: %d %v", u, st, err)
 			}
 			return nil
@@ -148,7 +125,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perRegion {
-				code, _, err := httpDo("PUT", fmt.Sprintf("%s/v1/likes/post%d/u%d-%d", u, i%3, r, i), "")
+				code, _, err := testkit.DoJSON("PUT", fmt.Sprintf("%s/v1/likes/post%d/u%d-%d", u, i%3, r, i), "")
 				if err != nil || code != 200 {
 					errs <- fmt.Errorf("like in region %d: %d %v", r, code, err)
 					return
@@ -169,7 +146,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 	hwm, k := 0.0, 0
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		_, st, err := httpDo("GET", run.urls[0]+"/v1/sequences/likes", "")
+		_, st, err := testkit.DoJSON("GET", run.urls[0]+"/v1/sequences/likes", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +161,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 			continue
 		}
 		k++
-		if code, _, err := httpDo("PUT", fmt.Sprintf("%s/v1/likes/tail/v%d", run.urls[0], k), ""); err != nil || code != 200 {
+		if code, _, err := testkit.DoJSON("PUT", fmt.Sprintf("%s/v1/likes/tail/v%d", run.urls[0], k), ""); err != nil || code != 200 {
 			t.Fatalf("like: %d %v", code, err)
 		}
 	}
@@ -198,7 +175,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 	var first string
 	for _, u := range run.urls {
 		testkit.WaitFor(t, 30*time.Second, func() error {
-			_, out, err := httpDo("GET", u+"/v1/milestones", "")
+			_, out, err := testkit.DoJSON("GET", u+"/v1/milestones", "")
 			if err != nil {
 				return err
 			}
