@@ -31,7 +31,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/api"
 )
 
 //go:embed dashboard.html
@@ -154,7 +154,7 @@ type Overview struct {
 	Item       string           `json:"item"`
 	Counter    string           `json:"counter"`
 	Regions    []RegionOverview `json:"regions"`
-	Links      []httpapi.Link   `json:"links"`
+	Links      []api.Link   `json:"links"`
 	LinksError string           `json:"links_error,omitempty"`
 }
 
@@ -168,7 +168,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	if counter == "" {
 		counter = "views"
 	}
-	out := Overview{Item: item, Counter: counter, Regions: make([]RegionOverview, len(d.cfg.Regions)), Links: []httpapi.Link{}}
+	out := Overview{Item: item, Counter: counter, Regions: make([]RegionOverview, len(d.cfg.Regions)), Links: []api.Link{}}
 	parts := []struct {
 		name, path string
 		dst        func(*RegionOverview) *json.RawMessage
@@ -222,7 +222,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 }
 
 // links reads the link list from the first region that answers.
-func (d *Dashboard) links(ctx context.Context) ([]httpapi.Link, error) {
+func (d *Dashboard) links(ctx context.Context) ([]api.Link, error) {
 	var errs []error
 	for _, reg := range d.cfg.Regions {
 		body, _, err := d.get(ctx, reg.URL+"/v1/admin/links", d.cfg.AdminToken)
@@ -231,14 +231,14 @@ func (d *Dashboard) links(ctx context.Context) ([]httpapi.Link, error) {
 			continue
 		}
 		var v struct {
-			Links []httpapi.Link `json:"links"`
+			Links []api.Link `json:"links"`
 		}
 		if err := json.Unmarshal(body, &v); err != nil {
 			errs = append(errs, fmt.Errorf("%s: links: %w", reg.Region, err))
 			continue
 		}
 		if v.Links == nil {
-			v.Links = []httpapi.Link{}
+			v.Links = []api.Link{}
 		}
 		return v.Links, nil
 	}
