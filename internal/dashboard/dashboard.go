@@ -154,7 +154,7 @@ type Overview struct {
 	Item       string           `json:"item"`
 	Counter    string           `json:"counter"`
 	Regions    []RegionOverview `json:"regions"`
-	Links      []api.Link   `json:"links"`
+	Links      []api.Link       `json:"links"`
 	LinksError string           `json:"links_error,omitempty"`
 }
 
