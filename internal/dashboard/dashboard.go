@@ -149,6 +149,7 @@ type RegionOverview struct {
 	Errors     map[string]string `json:"errors,omitempty"`
 }
 
+// Overview answers GET /api/overview: every region's view and the links.
 type Overview struct {
 	At         time.Time        `json:"at"`
 	Item       string           `json:"item"`
