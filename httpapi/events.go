@@ -51,6 +51,9 @@ type eventErr struct {
 	err   *apiError
 }
 
+// maxUpfrontBody bounds what readBody allocates before the bytes arrive.
+const maxUpfrontBody = 64 << 10
+
 // maxPooledBody keeps a request with a huge configured MaxBodyBytes from
 // parking that much memory in the pool.
 const maxPooledBody = 4 << 20
@@ -152,10 +155,15 @@ func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsB
 	return n, nil
 }
 
-// readBody reads r to its end into buf, sized for n bytes if n > 0.
+// readBody reads r to its end into buf. A Content-Length of n > 0 sizes
+// the first allocation, but only up to maxUpfrontBody: beyond that the
+// buffer grows as bytes arrive, so a client that sends headers claiming a
+// large body and then nothing pins no more than that (1,500 such
+// connections once pinned 1.5 GiB). Pooled buffers make the growth a
+// one-off cost.
 func readBody(r io.Reader, buf []byte, n int64) ([]byte, error) {
 	if n > 0 && int64(cap(buf)) < n+1 { // +1: EOF is seen without a grow
-		buf = make([]byte, 0, n+1)
+		buf = make([]byte, 0, min(n+1, maxUpfrontBody))
 	}
 	for {
 		if len(buf) == cap(buf) {
