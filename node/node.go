@@ -212,7 +212,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		// Bodies are small (MaxBodyBytes); a client that dribbles one is
 		// cut off rather than holding a connection.
-		ReadTimeout:    30 * time.Second,
+		ReadTimeout: httpReadTimeout,
+		// A client that stops reading its answer is cut off too. The clock
+		// runs from the end of the request headers through the handler, so
+		// it covers reading the body, waiting for the durable commit
+		// (RequestTimeout) and writing the answer.
+		WriteTimeout:   writeTimeout(duration(cfg.RequestTimeout)),
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
@@ -220,6 +225,15 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	go n.serve()
 	log.Info("serving HTTP", "addr", n.ln.Addr().String())
 	return n, nil
+}
+
+// httpReadTimeout bounds reading a request, body included.
+const httpReadTimeout = 30 * time.Second
+
+// writeTimeout is the HTTP server's WriteTimeout for a request timeout:
+// room to read the body, wait for the commit and write the answer.
+func writeTimeout(request time.Duration) time.Duration {
+	return httpReadTimeout + request + 10*time.Second
 }
 
 // serve runs the HTTP server until Shutdown or a listener failure.

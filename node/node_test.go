@@ -103,3 +103,14 @@ func TestCloseWithExpiredContext(t *testing.T) {
 	_ = n.Close(ctx)
 	startT(t, cfg) // the store's lock is free again
 }
+
+// The HTTP server cuts off a client that stops reading (WriteTimeout), but
+// never before a write has had its whole request timeout to commit.
+func TestHTTPWriteTimeoutCoversTheRequestTimeout(t *testing.T) {
+	cfg := standalone(t.TempDir())
+	cfg.RequestTimeout = "3s"
+	n := startT(t, cfg)
+	if wt := n.srv.WriteTimeout; wt <= 3*time.Second+httpReadTimeout || wt > time.Minute {
+		t.Fatalf("WriteTimeout %s: want more than the 3s request timeout plus reading, and bounded", wt)
+	}
+}

@@ -32,7 +32,11 @@ func startDebug(ctx context.Context, addr string, log hclog.Logger) (*debugServe
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	// No /debug/pprof/cmdline: the command line may hold --write-token or
+	// --admin-token. Index would otherwise link it and answer it.
+	mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "cmdline is not served: it may hold tokens", http.StatusNotFound)
+	})
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

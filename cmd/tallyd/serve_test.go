@@ -152,7 +152,7 @@ func TestServeDebugListen(t *testing.T) {
 	}
 	debugAddr := ln.Addr().String()
 	ln.Close()
-	s := startServe(t, "--data", t.TempDir(), "--debug-listen", debugAddr)
+	s := startServe(t, "--data", t.TempDir(), "--debug-listen", debugAddr, "--write-token", "sekrit-token-1234567")
 	if !strings.Contains(s.stdout.String(), "debug (pprof) on "+debugAddr) {
 		t.Errorf("stdout %q does not announce the debug address", s.stdout)
 	}
@@ -171,6 +171,10 @@ func TestServeDebugListen(t *testing.T) {
 	}
 	if code, body := get("http://" + debugAddr + "/debug/pprof/goroutine?debug=1"); code != 200 || !strings.Contains(body, "goroutine profile") {
 		t.Fatalf("debug goroutine profile: %d %.200s", code, body)
+	}
+	// The command line holds the token: pprof must not serve it.
+	if code, body := get("http://" + debugAddr + "/debug/pprof/cmdline"); code == 200 || strings.Contains(body, "sekrit") {
+		t.Errorf("debug cmdline: %d %q", code, body)
 	}
 	if code, _ := get("http://" + s.addr + "/debug/pprof/"); code != 404 {
 		t.Errorf("API address serves /debug/pprof/: %d", code)
