@@ -18,23 +18,24 @@ import (
 // Error codes: the "code" field of every error body. They are part of the
 // API; messages are for humans and may change.
 const (
-	CodeBadID            = "bad_id"             // 400: an id is not 1..128 bytes of [A-Za-z0-9_.:@-]
-	CodeBadJSON          = "bad_json"           // 400: body is not one JSON object of the right shape
-	CodeUnknownField     = "unknown_field"      // 400: body has a field the route does not take
-	CodeMissingField     = "missing_field"      // 400: a required body field is absent
-	CodeBadRequest       = "bad_request"        // 400: fields conflict (e.g. both videoId and item)
-	CodeBadBy            = "bad_by"             // 400: |by| > region.MaxBy
-	CodeInvalid          = "invalid"            // 400: the replica rejected the operation
-	CodeUnauthorized     = "unauthorized"       // 401: missing or wrong bearer token
-	CodeNotFound         = "not_found"          // 404: no such route
-	CodeMethodNotAllowed = "method_not_allowed" // 405: route exists, method does not (see Allow)
-	CodeBodyTooLarge     = "body_too_large"     // 413: body over MaxBodyBytes
-	CodeOverflow         = "overflow"           // 422: the counter entry would pass region.MaxEntry
-	CodeInternal         = "internal"           // 500: a bug or an unexpected storage error; logged
-	CodeNotReady         = "not_ready"          // 503: replica recovering, retry (Retry-After)
-	CodeShuttingDown     = "shutting_down"      // 503: replica closing, retry elsewhere (Retry-After)
-	CodeStorageFailed    = "storage_failed"     // 503: a commit failed; the replica must restart
-	CodeTimeout          = "timeout"            // 503: no commit in time; the write may have applied
+	CodeBadID            = "bad_id"                 // 400: an id is not 1..128 bytes of [A-Za-z0-9_.:@-]
+	CodeBadJSON          = "bad_json"               // 400: body is not one JSON object of the right shape
+	CodeUnknownField     = "unknown_field"          // 400: body has a field the route does not take
+	CodeMissingField     = "missing_field"          // 400: a required body field is absent
+	CodeBadRequest       = "bad_request"            // 400: fields conflict (e.g. both videoId and item)
+	CodeBadBy            = "bad_by"                 // 400: |by| > region.MaxBy
+	CodeInvalid          = "invalid"                // 400: the replica rejected the operation
+	CodeUnauthorized     = "unauthorized"           // 401: missing or wrong bearer token
+	CodeNotFound         = "not_found"              // 404: no such route
+	CodeMethodNotAllowed = "method_not_allowed"     // 405: route exists, method does not (see Allow)
+	CodeBodyTooLarge     = "body_too_large"         // 413: body over MaxBodyBytes
+	CodeMediaType        = "unsupported_media_type" // 415: a write's Content-Type is not JSON
+	CodeOverflow         = "overflow"               // 422: the counter entry would pass region.MaxEntry
+	CodeInternal         = "internal"               // 500: a bug or an unexpected storage error; logged
+	CodeNotReady         = "not_ready"              // 503: replica recovering, retry (Retry-After)
+	CodeShuttingDown     = "shutting_down"          // 503: replica closing, retry elsewhere (Retry-After)
+	CodeStorageFailed    = "storage_failed"         // 503: a commit failed; the replica must restart
+	CodeTimeout          = "timeout"                // 503: no commit in time; the write may have applied
 )
 
 // apiError is an error with its HTTP status and code.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"mime"
 	"net/http"
 	"regexp"
 	"runtime/debug"
@@ -203,4 +204,33 @@ func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// requireJSONBody refuses a write (any method but GET, HEAD and OPTIONS)
+// whose Content-Type is set to anything but JSON or NDJSON, with 415. A
+// browser lets any page send a cross-site POST without asking the server
+// first only with a form type (text/plain, form-urlencoded, multipart):
+// refusing those keeps another site's page from liking or incrementing
+// through a visitor's browser. No Content-Type at all is accepted; browsers
+// always send one with a body.
+func (s *Server) requireJSONBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
+				s.writeError(w, r, newError(http.StatusUnsupportedMediaType, CodeMediaType,
+					"Content-Type %q: send application/json (or application/x-ndjson to /v1/events)", ct))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// jsonMediaType reports whether a Content-Type names JSON or NDJSON,
+// whatever its parameters (charset=utf-8).
+func jsonMediaType(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || mt == "application/x-ndjson")
 }

@@ -179,7 +179,7 @@ func (s *Server) newRouter() *mux.Router {
 		return errNotFound
 	})
 	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
-	rt.Use(s.routeLabel)
+	rt.Use(s.routeLabel, s.requireJSONBody)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	w := s.RequireWrite

@@ -141,7 +141,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 			c.onListen(n.Addr())
 		}
 	}
-	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
+	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -H 'Content-Type: application/json' -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
 	dash, err := startLocalDashboard(ctx, lc, cfgs, nodes, log) // nil if --dashboard ""
 	if err != nil {
