@@ -18,24 +18,25 @@ import (
 // Error codes: the "code" field of every error body. They are part of the
 // API; messages are for humans and may change.
 const (
-	CodeBadID            = "bad_id"                 // 400: an id is not 1..128 bytes of [A-Za-z0-9_.:@-]
-	CodeBadJSON          = "bad_json"               // 400: body is not one JSON object of the right shape
-	CodeUnknownField     = "unknown_field"          // 400: body has a field the route does not take
-	CodeMissingField     = "missing_field"          // 400: a required body field is absent
-	CodeBadRequest       = "bad_request"            // 400: fields conflict (e.g. both videoId and item)
-	CodeBadBy            = "bad_by"                 // 400: |by| > region.MaxBy
-	CodeInvalid          = "invalid"                // 400: the replica rejected the operation
-	CodeUnauthorized     = "unauthorized"           // 401: missing or wrong bearer token
-	CodeNotFound         = "not_found"              // 404: no such route
-	CodeMethodNotAllowed = "method_not_allowed"     // 405: route exists, method does not (see Allow)
-	CodeBodyTooLarge     = "body_too_large"         // 413: body over MaxBodyBytes
-	CodeMediaType        = "unsupported_media_type" // 415: a write's Content-Type is not JSON
-	CodeOverflow         = "overflow"               // 422: the counter entry would pass region.MaxEntry
-	CodeInternal         = "internal"               // 500: a bug or an unexpected storage error; logged
-	CodeNotReady         = "not_ready"              // 503: replica recovering, retry (Retry-After)
-	CodeShuttingDown     = "shutting_down"          // 503: replica closing, retry elsewhere (Retry-After)
-	CodeStorageFailed    = "storage_failed"         // 503: a commit failed; the replica must restart
-	CodeTimeout          = "timeout"                // 503: no commit in time; the write may have applied
+	CodeBadID               = "bad_id"                 // 400: an id is not 1..128 bytes of [A-Za-z0-9_.:@-]
+	CodeBadJSON             = "bad_json"               // 400: body is not one JSON object of the right shape
+	CodeUnknownField        = "unknown_field"          // 400: body has a field the route does not take
+	CodeMissingField        = "missing_field"          // 400: a required body field is absent
+	CodeBadRequest          = "bad_request"            // 400: fields conflict (e.g. both videoId and item)
+	CodeBadBy               = "bad_by"                 // 400: |by| > region.MaxBy
+	CodeInvalid             = "invalid"                // 400: the replica rejected the operation
+	CodeUnauthorized        = "unauthorized"           // 401: missing or wrong bearer token
+	CodeNotFound            = "not_found"              // 404: no such route
+	CodeMethodNotAllowed    = "method_not_allowed"     // 405: route exists, method does not (see Allow)
+	CodeIdempotencyMismatch = "idempotency_mismatch"   // 409: the key was applied with another amount
+	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
+	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
+	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.MaxEntry
+	CodeInternal            = "internal"               // 500: a bug or an unexpected storage error; logged
+	CodeNotReady            = "not_ready"              // 503: replica recovering, retry (Retry-After)
+	CodeShuttingDown        = "shutting_down"          // 503: replica closing, retry elsewhere (Retry-After)
+	CodeStorageFailed       = "storage_failed"         // 503: a commit failed; the replica must restart
+	CodeTimeout             = "timeout"                // 503: no commit in time; the write may have applied
 )
 
 // apiError is an error with its HTTP status and code.
@@ -99,6 +100,8 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 			"this replica's counter entry would exceed %d; the increment was not applied", int64(region.MaxEntry))
 	case errors.Is(err, region.ErrInvalid):
 		return newError(http.StatusBadRequest, CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "region: "))
+	case errors.Is(err, region.ErrIdempotencyMismatch):
+		return newError(http.StatusConflict, CodeIdempotencyMismatch, "%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeTimeout, retryAfter: 1,
 			msg: "timed out waiting for the durable commit; the operation may or may not have been applied " +

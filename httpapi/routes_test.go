@@ -178,6 +178,16 @@ func TestIdempotentIncr(t *testing.T) {
 	if e.counter("c") != 9 {
 		t.Fatalf("replica value %d, want 9", e.counter("c"))
 	}
+	// The same key with another amount is another request: refused, and
+	// nothing is applied, in a single call and in a batch alike.
+	e.do("POST", "/v1/counters/c/incr", `{"by":7,"idempotency_key":"req-1"}`).isError(t, 409, "idempotency_mismatch")
+	b = e.do("POST", "/v1/events", `{"type":"incr","key":"c","by":3,"idempotency_key":"req-4"}`).ok(t)
+	if num(t, b, "rejected") != 1 || !strings.Contains(fmt.Sprint(b["results"]), "idempotency_mismatch") {
+		t.Fatalf("batch with a reused key: %v", b)
+	}
+	if e.counter("c") != 9 {
+		t.Fatalf("replica value %d after refused reuses, want 9", e.counter("c"))
+	}
 }
 
 func TestOverflow(t *testing.T) {

@@ -22,6 +22,10 @@ var (
 	ErrOverflow = errors.New("region: counter would overflow")
 	// ErrInvalid: the operation is malformed (bad id, zero kind, ...).
 	ErrInvalid = errors.New("region: invalid operation")
+	// ErrIdempotencyMismatch: an increment reused an idempotency key that
+	// was applied with another amount. Nothing is applied; the key's first
+	// request stands.
+	ErrIdempotencyMismatch = errors.New("region: idempotency key reused for a different request")
 )
 
 // MaxEntry bounds each half of a replica's vector entry (2^53, the largest

@@ -216,6 +216,10 @@ func (t *txn) applyIncr(op *Op) Result {
 			return Result{Err: err}
 		}
 		if ok {
+			if v.HasBy && v.By != op.By {
+				return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
+					ErrIdempotencyMismatch, op.IdemKey, v.By, op.By)}
+			}
 			return Result{Value: v.Value, Duplicate: true}
 		}
 	}
@@ -232,7 +236,7 @@ func (t *txn) applyIncr(op *Op) Result {
 		if t.idem == nil {
 			t.idem = make(map[rkey]storage.IdemValue)
 		}
-		iv := storage.IdemValue{Value: val, AtMs: t.nowMs}
+		iv := storage.IdemValue{Value: val, AtMs: t.nowMs, By: op.By, HasBy: true}
 		t.idem[ik] = iv
 		t.b.PutIdempotency(op.Item, op.IdemKey, iv)
 	}

@@ -19,7 +19,7 @@ func fillWorkload(b *Batch, id string, n uint64) {
 	item, user := "item-"+id, "u-"+id
 	b.PutLikeRecord(item, user, nil, workloadRecord(id, n))
 	b.PutVectorEntry(Likes, item, "r-"+id, crdt.PN{}, crdt.PN{P: n + 1})
-	b.PutIdempotency("ctr", id, IdemValue{Value: int64(n), AtMs: int64(n) * 3})
+	b.PutIdempotency("ctr", id, IdemValue{Value: int64(n), AtMs: int64(n) * 3, HasBy: true})
 	b.SetMarker(item, user, true)
 }
 
@@ -63,7 +63,7 @@ func workloadKeys(t testing.TB, s *Store, id string, n uint64) int {
 		t.Fatalf("id %s: %v", id, err)
 	}
 	if ok {
-		if iv != (IdemValue{Value: int64(n), AtMs: int64(n) * 3}) {
+		if iv != (IdemValue{Value: int64(n), AtMs: int64(n) * 3, HasBy: true}) {
 			t.Errorf("id %s: idempotency %+v", id, iv)
 		}
 		found++

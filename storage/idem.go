@@ -11,25 +11,33 @@ import (
 )
 
 // IdemValue is what an applied idempotent increment left behind: the
-// counter's value right after it, and when it was applied (Unix ms), so a
-// retry returns the same answer.
+// counter's value right after it, when it was applied (Unix ms), and the
+// amount it added, so a retry returns the same answer and a different
+// request under the same key is told apart.
 type IdemValue struct {
 	Value int64
 	AtMs  int64
+	// By is the amount the increment added; HasBy is false for keys
+	// written before it was stored (encoding version 1).
+	By    int64
+	HasBy bool
 }
 
-// AppendIdemValue encodes v: version | zigzag Value | zigzag AtMs.
+// AppendIdemValue encodes v: version 2 | zigzag Value | zigzag AtMs |
+// zigzag By. (Version 1 had no By.)
 func AppendIdemValue(dst []byte, v IdemValue) []byte {
-	dst = append(dst, 1)
+	dst = append(dst, 2)
 	dst = binary.AppendVarint(dst, v.Value)
-	return binary.AppendVarint(dst, v.AtMs)
+	dst = binary.AppendVarint(dst, v.AtMs)
+	return binary.AppendVarint(dst, v.By)
 }
 
-// DecodeIdemValue decodes an AppendIdemValue encoding.
+// DecodeIdemValue decodes an AppendIdemValue encoding, version 1 or 2.
 func DecodeIdemValue(b []byte) (IdemValue, error) {
-	if len(b) == 0 || b[0] != 1 {
+	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: bad version", crdt.ErrCorrupt)
 	}
+	version := b[0]
 	b = b[1:]
 	var v IdemValue
 	var n int
@@ -39,6 +47,13 @@ func DecodeIdemValue(b []byte) (IdemValue, error) {
 	b = b[n:]
 	if v.AtMs, n = varint(b); n <= 0 {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: bad time", crdt.ErrCorrupt)
+	}
+	if version == 2 {
+		b = b[n:]
+		if v.By, n = varint(b); n <= 0 {
+			return IdemValue{}, fmt.Errorf("decode idempotency value: %w: bad amount", crdt.ErrCorrupt)
+		}
+		v.HasBy = true
 	}
 	if n != len(b) {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: trailing bytes", crdt.ErrCorrupt)

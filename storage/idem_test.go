@@ -12,21 +12,21 @@ import (
 )
 
 var idemSamples = []IdemValue{
-	{},
-	{Value: 1, AtMs: 1},
-	{Value: -1, AtMs: -1},
-	{Value: 42, AtMs: 1_700_000_000_000},
-	{Value: -42, AtMs: 1_700_000_000_000},
-	{Value: 63, AtMs: 64},
-	{Value: -64, AtMs: -65},
-	{Value: math.MaxInt64, AtMs: math.MinInt64},
-	{Value: math.MinInt64, AtMs: math.MaxInt64},
+	{HasBy: true},
+	{Value: 1, AtMs: 1, By: 1, HasBy: true},
+	{Value: -1, AtMs: -1, By: -1, HasBy: true},
+	{Value: 42, AtMs: 1_700_000_000_000, By: 5, HasBy: true},
+	{Value: -42, AtMs: 1_700_000_000_000, By: -42, HasBy: true},
+	{Value: 63, AtMs: 64, By: 1 << 40, HasBy: true},
+	{Value: -64, AtMs: -65, By: -(1 << 40), HasBy: true},
+	{Value: math.MaxInt64, AtMs: math.MinInt64, By: math.MaxInt64, HasBy: true},
+	{Value: math.MinInt64, AtMs: math.MaxInt64, By: math.MinInt64, HasBy: true},
 }
 
 func TestIdemValueRoundTrip(t *testing.T) {
 	for _, v := range idemSamples {
 		b := AppendIdemValue(nil, v)
-		if b[0] != 1 {
+		if b[0] != 2 {
 			t.Errorf("%+v: version byte %d", v, b[0])
 		}
 		got, err := DecodeIdemValue(b)
@@ -48,12 +48,26 @@ func TestIdemValueEncoding(t *testing.T) {
 		v    IdemValue
 		want []byte
 	}{
-		{IdemValue{}, []byte{1, 0, 0}},
-		{IdemValue{Value: 1, AtMs: -1}, []byte{1, 2, 1}},
-		{IdemValue{Value: 64, AtMs: -65}, []byte{1, 0x80, 0x01, 0x81, 0x01}},
+		{IdemValue{HasBy: true}, []byte{2, 0, 0, 0}},
+		{IdemValue{Value: 1, AtMs: -1, By: 1, HasBy: true}, []byte{2, 2, 1, 2}},
+		{IdemValue{Value: 64, AtMs: -65, By: -1, HasBy: true}, []byte{2, 0x80, 0x01, 0x81, 0x01, 1}},
 	} {
 		if got := AppendIdemValue(nil, tc.v); !bytes.Equal(got, tc.want) {
 			t.Errorf("AppendIdemValue(%+v) = %x, want %x", tc.v, got, tc.want)
+		}
+	}
+	// Version 1, written before the amount was stored, still decodes:
+	// without an amount to compare a retry against.
+	for _, tc := range []struct {
+		b    []byte
+		want IdemValue
+	}{
+		{[]byte{1, 0, 0}, IdemValue{}},
+		{[]byte{1, 2, 1}, IdemValue{Value: 1, AtMs: -1}},
+		{[]byte{1, 0x80, 0x01, 0x81, 0x01}, IdemValue{Value: 64, AtMs: -65}},
+	} {
+		if got, err := DecodeIdemValue(tc.b); err != nil || got != tc.want {
+			t.Errorf("DecodeIdemValue(%x) = %+v, %v; want %+v", tc.b, got, err, tc.want)
 		}
 	}
 }
@@ -64,7 +78,8 @@ func TestDecodeIdemValueRejects(t *testing.T) {
 		"nil":             nil,
 		"empty":           {},
 		"version 0":       {0, 0, 0},
-		"version 2":       {2, 0, 0},
+		"version 3":       {3, 0, 0, 0},
+		"no amount":       {2, 0, 0},
 		"version only":    {1},
 		"no time":         {1, 0},
 		"truncated value": {1, 0x80},
@@ -109,18 +124,23 @@ func FuzzDecodeIdemValue(f *testing.F) {
 			}
 			return
 		}
-		if enc := AppendIdemValue(nil, v); !bytes.Equal(enc, b) {
+		enc := AppendIdemValue(nil, v)
+		if b[0] == 2 && !bytes.Equal(enc, b) {
 			t.Fatalf("DecodeIdemValue(%x) = %+v, which encodes as %x", b, v, enc)
+		}
+		// A version-1 value comes back as version 2 with the same answer.
+		if again, err := DecodeIdemValue(enc); err != nil || again.Value != v.Value || again.AtMs != v.AtMs {
+			t.Fatalf("re-encoding %+v gave %+v, %v", v, again, err)
 		}
 	})
 }
 
 func FuzzIdemValueRoundTrip(f *testing.F) {
 	for _, v := range idemSamples {
-		f.Add(v.Value, v.AtMs)
+		f.Add(v.Value, v.AtMs, v.By)
 	}
-	f.Fuzz(func(t *testing.T, value, atMs int64) {
-		v := IdemValue{Value: value, AtMs: atMs}
+	f.Fuzz(func(t *testing.T, value, atMs, by int64) {
+		v := IdemValue{Value: value, AtMs: atMs, By: by, HasBy: true}
 		got, err := DecodeIdemValue(AppendIdemValue(nil, v))
 		if err != nil || got != v {
 			t.Fatalf("round trip of %+v = %+v, %v", v, got, err)

@@ -73,7 +73,7 @@ func fillAll(b *Batch) {
 	b.PutLikeRecord("post:1", "alice", nil, sampleRecord())
 	b.PutLikeRecord("post:1", "bob", nil, &crdt.LikeRecord{}) // zero record
 	b.SetMarker("post:1", "alice", true)
-	b.PutIdempotency("views", "req-1", IdemValue{Value: -42, AtMs: 1_700_000_000_000})
+	b.PutIdempotency("views", "req-1", IdemValue{Value: -42, AtMs: 1_700_000_000_000, By: -42, HasBy: true})
 	b.PutMeta("replica", []byte("eu-1"))
 	b.PutMeta("bin", []byte{0, 1, 0, 0xff})
 }
@@ -100,7 +100,7 @@ func checkAll(t *testing.T, s *Store) {
 	}
 
 	iv, ok, err := s.Idempotency("views", "req-1")
-	if err != nil || !ok || iv != (IdemValue{Value: -42, AtMs: 1_700_000_000_000}) {
+	if err != nil || !ok || iv != (IdemValue{Value: -42, AtMs: 1_700_000_000_000, By: -42, HasBy: true}) {
 		t.Errorf("Idempotency = %+v, %v, %v", iv, ok, err)
 	}
 
@@ -179,7 +179,7 @@ func TestOverwriteAndDelete(t *testing.T) {
 		b.PutLikeRecord("post:1", "alice", sampleRecord(), r)
 		b.SetMarker("post:1", "alice", false)
 		b.SetMarker("post:1", "never-set", false) // clearing an absent marker is fine
-		b.PutIdempotency("views", "req-1", IdemValue{Value: 1, AtMs: 2})
+		b.PutIdempotency("views", "req-1", IdemValue{Value: 1, AtMs: 2, By: 1, HasBy: true})
 		b.PutMeta("replica", []byte{})
 	})
 	wantVector(t, s, Likes, "post:1", crdt.Vector{
@@ -193,7 +193,7 @@ func TestOverwriteAndDelete(t *testing.T) {
 	if got := collectMarkers(t, s); len(got) != 0 {
 		t.Errorf("Markers after clear = %q, want none", got)
 	}
-	if v, _, _ := s.Idempotency("views", "req-1"); v != (IdemValue{Value: 1, AtMs: 2}) {
+	if v, _, _ := s.Idempotency("views", "req-1"); v != (IdemValue{Value: 1, AtMs: 2, By: 1, HasBy: true}) {
 		t.Errorf("Idempotency after overwrite = %+v", v)
 	}
 	if m, ok, err := s.Meta("replica"); err != nil || !ok || len(m) != 0 {
