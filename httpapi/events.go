@@ -41,7 +41,8 @@ type eventsBatch struct {
 	ops     []region.Op
 	errs    []eventErr // rejected events, in event order
 	out     []byte
-	intern  map[string]string
+	intern  map[string]int32 // id -> its index in ids
+	ids     []internedID
 	scanner eventScanner
 }
 
@@ -59,7 +60,7 @@ const maxUpfrontBody = 64 << 10
 const maxPooledBody = 4 << 20
 
 func newEventsPool() *sync.Pool {
-	return &sync.Pool{New: func() any { return &eventsBatch{intern: make(map[string]string)} }}
+	return &sync.Pool{New: func() any { return &eventsBatch{intern: make(map[string]int32)} }}
 }
 
 // reset drops every reference the batch holds, keeping its buffers.
@@ -68,6 +69,8 @@ func (b *eventsBatch) reset() {
 	clear(b.errs)
 	b.ops, b.errs, b.out = b.ops[:0], b.errs[:0], b.out[:0]
 	clear(b.intern)
+	clear(b.ids)
+	b.ids = b.ids[:0]
 	b.scanner = eventScanner{}
 }
 
@@ -205,7 +208,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		if typ == "unlike" {
 			kind = region.OpUnlike
 		}
-		return region.Op{Kind: kind, Item: b.internID(item), User: string(user)}, nil
+		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user)}, nil
 	case "incr":
 		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 {
 			return bad(CodeBadRequest, "incr events take key, by and idempotency_key only")
@@ -227,7 +230,20 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			}
 			idem = string(e.idem)
 		}
-		return region.Op{Kind: region.OpIncr, Item: b.internID(e.key), By: by, IdemKey: idem}, nil
+		id := &b.ids[b.internID(e.key)]
+		// One batch may add at most MaxBy to a key, and subtract at most
+		// MaxBy: without the cap, one batch of 10,000 maximal increments
+		// takes this replica's entry to its 2^53 limit, after which the
+		// key refuses every increment for good.
+		if by > 0 && id.up+by > region.MaxBy || by < 0 && id.down-by > region.MaxBy {
+			return bad(CodeBadBy, "the increments of key %s in this batch would add up past %d in one direction", quoteShort(id.s), int64(region.MaxBy))
+		}
+		if by > 0 {
+			id.up += by
+		} else {
+			id.down -= by
+		}
+		return region.Op{Kind: region.OpIncr, Item: id.s, By: by, IdemKey: idem}, nil
 	case "":
 		return bad(CodeMissingField, `event needs "type": like, unlike or incr`)
 	}
@@ -256,14 +272,24 @@ func checkIDBytes(field string, v []byte) *apiError {
 	return nil
 }
 
-// internID returns a string copy of a (valid) id, one per distinct id.
-func (b *eventsBatch) internID(id []byte) string {
-	if s, ok := b.intern[string(id)]; ok { // no allocation for the lookup
-		return s
+// internedID is one distinct id of a batch: one string copy, and for a
+// counter key the sums of the batch's increments and decrements of it.
+type internedID struct {
+	s        string
+	up, down int64
+}
+
+// internID returns the index in b.ids of a (valid) id, adding it if it is
+// new to the batch.
+func (b *eventsBatch) internID(id []byte) int32 {
+	if i, ok := b.intern[string(id)]; ok { // no allocation for the lookup
+		return i
 	}
 	s := string(id)
-	b.intern[s] = s
-	return s
+	i := int32(len(b.ids))
+	b.ids = append(b.ids, internedID{s: s})
+	b.intern[s] = i
+	return i
 }
 
 // appendEventsAnswer appends the answer to dst: n results, errs merged

@@ -108,3 +108,33 @@ func TestEventsMalformedBatch(t *testing.T) {
 		t.Fatal("an over-long batch was partly applied")
 	}
 }
+
+// One batch adds at most MaxBy to a key in each direction: the events past
+// the cap are rejected alone, so no batch can take a replica's entry to
+// its limit (8,193 maximal increments once left a key refusing every
+// increment for good).
+func TestEventsCapTheSumOfByPerKey(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	var body strings.Builder
+	for range 5 {
+		body.WriteString(`{"type":"incr","key":"hot","by":1099511627776}` + "\n") // 2^40
+	}
+	body.WriteString(`{"type":"incr","key":"hot","by":-1099511627776}` + "\n")
+	body.WriteString(`{"type":"incr","key":"other","by":1099511627776}` + "\n")
+	b := e.do("POST", "/v1/events", body.String()).ok(t)
+	if num(t, b, "applied") != 3 || num(t, b, "rejected") != 4 {
+		t.Fatalf("answer %v: want the first +2^40, the -2^40 and the other key applied", b)
+	}
+	results := b["results"].([]any)
+	for i := 1; i < 5; i++ {
+		if r := results[i].(map[string]any); r["code"] != "bad_by" {
+			t.Fatalf("event %d: %v, want bad_by", i, r)
+		}
+	}
+	if v := e.counter("hot"); v != 0 {
+		t.Fatalf("hot = %d, want 2^40 - 2^40 = 0", v)
+	}
+	if v := e.counter("other"); v != 1<<40 {
+		t.Fatalf("other = %d, want 2^40", v)
+	}
+}
