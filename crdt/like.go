@@ -72,6 +72,18 @@ func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delt
 	return changed, r.Reconcile(self)
 }
 
+// Additions is how many times, in all, replicas have added this user to the
+// item's count (the sum of Contrib's P halves). It only grows: a user who
+// likes, unlikes and likes again has 2, and 1 means the user's first like
+// is the only one ever counted.
+func (r *LikeRecord) Additions() uint64 {
+	var n uint64
+	for _, e := range r.Contrib {
+		n += e.P
+	}
+	return n
+}
+
 // Clone returns a deep copy.
 func (r *LikeRecord) Clone() *LikeRecord {
 	c := *r

@@ -687,3 +687,26 @@ func TestLikeConvergence(t *testing.T) {
 		t.Fatalf("simulation did not exercise repairs/drops/duplicates/bursts: %+v", stats)
 	}
 }
+
+// Additions counts every addition ever made for the user and never goes
+// down: it is 1 after a first like, still 1 after an unlike, 2 after a
+// re-like, and a merge keeps the larger view.
+func TestAdditionsOnlyGrow(t *testing.T) {
+	var a LikeRecord
+	steps := []struct {
+		liked bool
+		want  uint64
+	}{{true, 1}, {true, 1}, {false, 1}, {true, 2}, {false, 2}}
+	for i, s := range steps {
+		a.Apply("A", s.liked, HLC(uint64(i+1)<<16))
+		if got := a.Additions(); got != s.want {
+			t.Fatalf("step %d (liked %v): additions %d, want %d", i, s.liked, got, s.want)
+		}
+	}
+	var b LikeRecord
+	b.Apply("B", true, HLC(1<<16))
+	b.Merge(&a)
+	if got := b.Additions(); got != 3 {
+		t.Fatalf("merged additions %d, want 2 from A and 1 from B", got)
+	}
+}

@@ -92,14 +92,37 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Not counted: a repeat like, an unlike. Counted again: a re-like.
+	// No number: a repeat like, an unlike, and a re-like (it counts
+	// again, but only a user's first like of an item takes a number).
 	for _, op := range []Op{{Kind: OpLike, Item: "post", User: "u1"}, {Kind: OpUnlike, Item: "post", User: "u2"}, {Kind: OpLike, Item: "post", User: "u2"}} {
 		if _, err := r.Do(ctx, []Op{op}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := r.Numbered(); got != 8 {
-		t.Fatalf("numbered %d likes, want 8 (7 firsts and one re-like)", got)
+	if got := r.Numbered(); got != 7 {
+		t.Fatalf("numbered %d likes, want 7 (the first likes only)", got)
+	}
+	if c := mustLikes(t, r, "post").Value; c != 7 {
+		t.Fatalf("count %d, want 7", c)
+	}
+	// One user toggling like/unlike in one batch takes no number at all.
+	var toggles []Op
+	for i := range 5000 {
+		kind := OpUnlike
+		if i%2 == 1 {
+			kind = OpLike
+		}
+		toggles = append(toggles, Op{Kind: kind, Item: "post", User: "u3"})
+	}
+	if _, err := r.Do(ctx, toggles); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Numbered(); got != 7 {
+		t.Fatalf("numbered %d after 5,000 toggles of one user, want still 7", got)
+	}
+	// A new user's like does: the sequence moves by one.
+	if _, err := r.Like(ctx, "post", "u8"); err != nil {
+		t.Fatal(err)
 	}
 	if seq.durable != 8 || seq.next != 9 {
 		t.Fatalf("sequencer durable %d next %d, want 8 and 9", seq.durable, seq.next)

@@ -174,7 +174,12 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	// increments it needs no overflow check.
 	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
 	vs.cur = vs.cur.Add(t.r.self, delta)
-	if delta > 0 {
+	// Only a user's first like of an item takes a number: a like after an
+	// unlike counts again, but taking a number for it would let one user
+	// toggling like/unlike burn numbers, and milestones, without bound.
+	// (Concurrent first likes in several regions may each take one, at
+	// most one per replica.)
+	if delta > 0 && rs.rec.Additions() == 1 {
 		t.countLike(item, user)
 	}
 	rs.dirty, rs.spread = true, true
