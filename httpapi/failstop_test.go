@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -108,4 +111,76 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 // isSync reports whether an operation makes a file's data durable.
 func isSync(k errorfs.OpKind) bool {
 	return k == errorfs.OpFileSync || k == errorfs.OpFileSyncData || k == errorfs.OpFileSyncTo
+}
+
+// A memtable flush that fails (a disk that fills up under the sstables)
+// stops the replica the same way: writes and reads refused with
+// storage_failed and the health checks at 503, instead of writes piling up
+// in memory until they stall with 503 timeout while /healthz says 200.
+func TestFlushFailureStopsWritesAndFailsHealth(t *testing.T) {
+	var full atomic.Bool
+	inject := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})
+	st, err := storage.Open(storage.Config{Dir: t.TempDir(), FS: errorfs.Wrap(vfs.Default, inject), MemTableBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	reg := prometheus.NewRegistry()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rep.Close() })
+	srv, err := New(Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+
+	full.Store(true)
+	// Likes by new users until a memtable fills and its flush fails: a few
+	// MiB of records. Writes go on being acknowledged until then.
+	ctx := context.Background()
+	var stopped error
+	for i := 0; i < 200 && stopped == nil; i++ {
+		ops := make([]region.Op, 1000)
+		for j := range ops {
+			ops[j] = region.Op{Kind: region.OpLike, Item: "post1", User: fmt.Sprintf("user-%d-%d-padding-to-make-the-record-longer", i, j)}
+		}
+		_, stopped = rep.Do(ctx, ops)
+		if stopped == nil {
+			stopped = rep.Err()
+		}
+	}
+	if !errors.Is(stopped, region.ErrFailed) {
+		t.Fatalf("after 200,000 likes with the sstables' disk full: %v, want the replica failed", stopped)
+	}
+	code := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, ts.URL+path, nil)
+		res, err := ts.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var e struct{ Code string }
+		_ = json.NewDecoder(res.Body).Decode(&e)
+		return res.StatusCode, e.Code
+	}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodPut, "/v1/likes/post1/late"},
+		{http.MethodGet, "/v1/likes/post1"},
+		{http.MethodGet, "/healthz"},
+		{http.MethodGet, "/readyz"},
+	} {
+		if status, ecode := code(c.method, c.path); status != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+			t.Errorf("%s %s after the flush failed: %d %q, want 503 storage_failed", c.method, c.path, status, ecode)
+		}
+	}
 }

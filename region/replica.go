@@ -209,10 +209,15 @@ func (r *Replica) Accepting() bool {
 	return r.accepting.Load() && !r.shut.Load() && r.Err() == nil
 }
 
-// Err returns the storage failure that stopped the replica, if any.
+// Err returns the storage failure that stopped the replica, if any: a
+// commit that failed, or a store that failed on its own (a memtable flush
+// on a full disk).
 func (r *Replica) Err() error {
 	if p := r.failure.Load(); p != nil {
 		return *p
+	}
+	if err := r.store.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	return nil
 }

@@ -118,12 +118,15 @@ func (c *Config) ensureDefaults() {
 // race with Close are the caller's bug).
 var ErrClosed = errors.New("storage: closed")
 
-// ErrFailed is returned by Commit once Pebble reported a fatal commit error
-// (a WAL write or sync that failed, a full disk). Pebble's commit pipeline
-// cannot continue after one, and the failed batch may or may not be in the
-// WAL, so the store refuses every later commit: the process must restart
-// and recover from the WAL.
-var ErrFailed = errors.New("storage: fatal commit error; restart the replica")
+// ErrFailed is returned by Commit once the store has failed: Pebble
+// reported a fatal commit error (a WAL write or sync that failed, a full
+// disk), after which its commit pipeline cannot continue and the failed
+// batch may or may not be in the WAL; or a memtable flush failed (a full
+// or failing disk), after which writes would pile up in memory and then
+// stall. Either way the store refuses every later commit and Err says why:
+// the process must restart (after the disk is fixed) and recover from the
+// WAL.
+var ErrFailed = errors.New("storage: failed; restart the replica")
 
 // Store is a replica's Pebble database. Reads and Batch commits are safe for
 // concurrent use; ordering between batches is the caller's business.
@@ -133,8 +136,9 @@ type Store struct {
 	dur Durability
 	// closed turns the panics Pebble raises on a closed DB into ErrClosed.
 	closed atomic.Bool
-	// failed is set by the first fatal commit error; no commit runs after.
-	failed atomic.Bool
+	// failure is the first failure (see ErrFailed); no commit runs after.
+	// A pointer, so the event listener built before the Store can set it.
+	failure *atomic.Pointer[error]
 
 	dmu     sync.Mutex // protects digests
 	digests [Buckets]uint64
@@ -183,6 +187,17 @@ func Open(cfg Config) (*Store, error) {
 		// user's first like): a bloom filter answers those without I/O.
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	failure := new(atomic.Pointer[error])
+	// A failed flush fails the store (see ErrFailed). Pebble fills in the
+	// other events (background errors are logged).
+	opts.EventListener = &pebble.EventListener{FlushEnd: func(info pebble.FlushInfo) {
+		if info.Err != nil {
+			err := fmt.Errorf("%w: memtable flush: %w", ErrFailed, info.Err)
+			if failure.CompareAndSwap(nil, &err) {
+				cfg.Logger.Error("flush failed; the store stops taking writes", "error", info.Err)
+			}
+		}
+	}}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -191,13 +206,21 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Durability == DurabilityNone {
 		wo = pebble.NoSync
 	}
-	s := &Store{db: db, wo: wo, dur: cfg.Durability, filter: newRecordFilter(cfg.RecordFilterBytes)}
+	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes)}
 	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.loadDigests(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	return s, nil
+}
+
+// Err returns why the store failed (wrapping ErrFailed), or nil.
+func (s *Store) Err() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Durability reports the store's commit durability.
@@ -446,8 +469,8 @@ func (b *Batch) Commit() error {
 	if b.s.closed.Load() {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), ErrClosed)
 	}
-	if b.s.failed.Load() {
-		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), ErrFailed)
+	if err := b.s.Err(); err != nil {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
 	}
 	if err := b.s.commit(b.b); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
@@ -514,8 +537,8 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 			if !ok {
 				panic(r)
 			}
-			s.failed.Store(true)
 			err = fmt.Errorf("%w: %s", ErrFailed, string(msg))
+			s.failure.CompareAndSwap(nil, &err)
 		}
 	}()
 	return b.Commit(s.wo)
