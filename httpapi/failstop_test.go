@@ -34,23 +34,7 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := storage.Open(storage.Config{Dir: t.TempDir(), FS: errorfs.Wrap(vfs.Default, inject)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	reg := prometheus.NewRegistry()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rep.Close() })
-	srv, err := New(Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	_, ts := serveOnFaultyDisk(t, storage.Config{FS: errorfs.Wrap(vfs.Default, inject)})
 
 	call := func(method, path, body string) (int, string) {
 		t.Helper()
@@ -125,23 +109,7 @@ func TestFlushFailureStopsWritesAndFailsHealth(t *testing.T) {
 		}
 		return nil
 	})
-	st, err := storage.Open(storage.Config{Dir: t.TempDir(), FS: errorfs.Wrap(vfs.Default, inject), MemTableBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	reg := prometheus.NewRegistry()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rep.Close() })
-	srv, err := New(Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
+	rep, ts := serveOnFaultyDisk(t, storage.Config{FS: errorfs.Wrap(vfs.Default, inject), MemTableBytes: 1 << 20})
 
 	full.Store(true)
 	// Likes by new users until a memtable fills and its flush fails: a few
@@ -183,4 +151,29 @@ func TestFlushFailureStopsWritesAndFailsHealth(t *testing.T) {
 			t.Errorf("%s %s after the flush failed: %d %q, want 503 storage_failed", c.method, c.path, status, ecode)
 		}
 	}
+}
+
+// serveOnFaultyDisk serves a replica whose store is opened with cfg (its
+// Dir a fresh temporary directory).
+func serveOnFaultyDisk(t *testing.T, cfg storage.Config) (*region.Replica, *httptest.Server) {
+	t.Helper()
+	cfg.Dir = t.TempDir()
+	st, err := storage.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	reg := prometheus.NewRegistry()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rep.Close() })
+	srv, err := New(Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return rep, ts
 }
