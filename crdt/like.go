@@ -95,3 +95,43 @@ func (r *LikeRecord) Clone() *LikeRecord {
 func (r *LikeRecord) Equal(o *LikeRecord) bool {
 	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Contrib.Equal(o.Contrib)
 }
+
+// Portion returns the part of r that replica id speaks for: id's own
+// Contrib entry, and the register if id is its Origin (otherwise the zero
+// register, which loses to every real one). Merging only portions, each
+// received from its owner, converges to the same state as merging whole
+// records (TestLikeConvergence's provenance runs); a relay cannot then
+// forge another replica's part.
+func (r *LikeRecord) Portion(id string) *LikeRecord {
+	p := &LikeRecord{}
+	if r.Origin == id {
+		p.Liked, p.HLC, p.Origin = r.Liked, r.HLC, r.Origin
+	}
+	if e := r.Contrib.Get(id); e != (PN{}) {
+		p.Contrib = Vector{{Replica: id, PN: e}}
+	}
+	return p
+}
+
+// Restrict returns a copy of r keeping only the Contrib entries of the
+// replicas keep accepts, and the register only if keep accepts its Origin.
+// It reports whether anything was left out.
+func (r *LikeRecord) Restrict(keep func(replica string) bool) (*LikeRecord, bool) {
+	p := &LikeRecord{}
+	cut := false
+	if r.Origin != "" || r.HLC != 0 {
+		if keep(r.Origin) {
+			p.Liked, p.HLC, p.Origin = r.Liked, r.HLC, r.Origin
+		} else {
+			cut = true
+		}
+	}
+	for _, e := range r.Contrib {
+		if keep(e.Replica) {
+			p.Contrib = append(p.Contrib, e)
+		} else {
+			cut = true
+		}
+	}
+	return p, cut
+}

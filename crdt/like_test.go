@@ -407,6 +407,10 @@ type sim struct {
 	users  []string
 	latest map[simKey]simAction // oracle: the winning action per key
 	stats  *simStats
+	// provenance: a message carries only the sender's portion of a record
+	// (its contrib entry, the register if it is the origin), as
+	// replication merges them.
+	provenance bool
 }
 
 func (s *sim) fatalf(format string, args ...any) {
@@ -481,6 +485,9 @@ func (s *sim) local(ri int, k simKey, liked bool) {
 func (s *sim) deliver(m simMsg) bool {
 	s.stats.delivered++
 	r := s.reps[m.to]
+	if s.provenance {
+		m.rec = m.rec.Portion(s.reps[m.from].id)
+	}
 	r.clock.Observe(m.rec.HLC)
 	rec := r.rec(m.key)
 	changed := rec.Merge(m.rec)
@@ -549,11 +556,11 @@ func (s *sim) randKey() simKey {
 	return simKey{s.items[s.rng.IntN(len(s.items))], s.users[s.rng.IntN(len(s.users))]}
 }
 
-func runConvergence(t *testing.T, seed uint64, stats *simStats) {
+func runConvergence(t *testing.T, seed uint64, provenance bool, stats *simStats) {
 	rng := newRand(seed)
 	n := 2 + int(seed%4)
 	s := &sim{
-		t: t, seed: seed, rng: rng, stats: stats,
+		t: t, seed: seed, rng: rng, stats: stats, provenance: provenance,
 		wall:   1_700_000_000_000 + rng.Int64N(1_000_000),
 		jitter: int64(rng.IntN(40)),
 		delay:  rng.IntN(30),
@@ -677,14 +684,18 @@ func (s *sim) checkConverged() {
 }
 
 func TestLikeConvergence(t *testing.T) {
-	var stats simStats
-	for seed := range uint64(200) {
-		runConvergence(t, seed, &stats)
-	}
-	t.Logf("%+v", stats)
-	// The scenarios must actually exercise what they claim to.
-	if stats.repairs == 0 || stats.drops == 0 || stats.dups == 0 || stats.bursts == 0 {
-		t.Fatalf("simulation did not exercise repairs/drops/duplicates/bursts: %+v", stats)
+	for _, provenance := range []bool{false, true} {
+		t.Run(fmt.Sprintf("provenance=%v", provenance), func(t *testing.T) {
+			var stats simStats
+			for seed := range uint64(200) {
+				runConvergence(t, seed, provenance, &stats)
+			}
+			t.Logf("%+v", stats)
+			// The scenarios must actually exercise what they claim to.
+			if stats.repairs == 0 || stats.drops == 0 || stats.dups == 0 || stats.bursts == 0 {
+				t.Fatalf("simulation did not exercise repairs/drops/duplicates/bursts: %+v", stats)
+			}
+		})
 	}
 }
 
@@ -708,5 +719,35 @@ func TestAdditionsOnlyGrow(t *testing.T) {
 	b.Merge(&a)
 	if got := b.Additions(); got != 3 {
 		t.Fatalf("merged additions %d, want 2 from A and 1 from B", got)
+	}
+}
+
+func TestPortionAndRestrict(t *testing.T) {
+	rec := &LikeRecord{Liked: true, HLC: 7, Origin: "b", Contrib: Vector{{"a", PN{P: 1}}, {"b", PN{P: 1, N: 1}}, {"c", PN{N: 2}}}}
+	if got, want := rec.Portion("b"), (&LikeRecord{Liked: true, HLC: 7, Origin: "b", Contrib: Vector{{"b", PN{P: 1, N: 1}}}}); !got.Equal(want) {
+		t.Fatalf("Portion(b) = %+v, want %+v", got, want)
+	}
+	if got, want := rec.Portion("c"), (&LikeRecord{Contrib: Vector{{"c", PN{N: 2}}}}); !got.Equal(want) {
+		t.Fatalf("Portion(c) = %+v, want %+v", got, want)
+	}
+	if got := rec.Portion("z"); !got.Equal(&LikeRecord{}) {
+		t.Fatalf("Portion(z) = %+v, want empty", got)
+	}
+	// A portion never wins against a real register unless it is the origin's.
+	var local LikeRecord
+	local.Apply("a", false, 9)
+	if local.Merge(rec.Portion("c")); local.Origin != "a" || local.HLC != 9 {
+		t.Fatalf("a non-origin portion changed the register: %+v", local)
+	}
+	got, cut := rec.Restrict(func(id string) bool { return id != "c" })
+	if want := (&LikeRecord{Liked: true, HLC: 7, Origin: "b", Contrib: Vector{{"a", PN{P: 1}}, {"b", PN{P: 1, N: 1}}}}); !cut || !got.Equal(want) {
+		t.Fatalf("Restrict(not c) = %+v, %v; want %+v, true", got, cut, want)
+	}
+	got, cut = rec.Restrict(func(id string) bool { return id != "b" })
+	if want := (&LikeRecord{Contrib: Vector{{"a", PN{P: 1}}, {"c", PN{N: 2}}}}); !cut || !got.Equal(want) {
+		t.Fatalf("Restrict(not b) = %+v, %v; want %+v, true", got, cut, want)
+	}
+	if got, cut = rec.Restrict(func(string) bool { return true }); cut || !got.Equal(rec) {
+		t.Fatalf("Restrict(all) = %+v, %v", got, cut)
 	}
 }

@@ -360,7 +360,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 		AntiEntropyInterval: duration(cfg.AntiEntropyInterval),
 		PeerTimeout:         duration(cfg.PeerTimeout),
 		RecoveryTimeout:     duration(cfg.RecoveryTimeout),
-		RecoveryPeers:       cfg.Peers,
+		Peers:               cfg.Peers,
 		Registerer:          n.registry,
 	})
 	if err == nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/storage"
 )
@@ -160,11 +162,14 @@ func TestUnreconciledMarksApprox(t *testing.T) {
 }
 
 func TestOwnEntryRecoveredFromPeer(t *testing.T) {
-	a, _ := openReplica(t, t.TempDir(), "A", nil)
+	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.HoldWrites = true })
 	peerView := crdt.Vector{}.Set("A", crdt.PN{P: 7}).Set("B", crdt.PN{P: 2, N: 1})
+	// Recovery: writes are held, and a peer's view of our own entry is
+	// the repair of a lost or old store.
 	if err := a.Merge(context.Background(), []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: peerView}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	a.AcceptWrites()
 	res, err := a.Incr(context.Background(), "c", 1, "")
 	if err != nil {
 		t.Fatal(err)
@@ -177,5 +182,114 @@ func TestOwnEntryRecoveredFromPeer(t *testing.T) {
 	_ = a.Merge(context.Background(), []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: peerView}}, nil)
 	if rd, _ := a.Counter("c"); rd.Value != 9 {
 		t.Fatalf("replayed merge moved the value to %d", rd.Value)
+	}
+}
+
+// Once a replica acknowledges writes it is the only authority on its own
+// entries: a peer's higher claim is refused and counted, while the
+// peer's own entry in the same message still merges.
+func TestOwnEntryNotRaisedByPeerAfterRecovery(t *testing.T) {
+	a, _ := openReplica(t, t.TempDir(), "A", nil)
+	ctx := context.Background()
+	if _, err := a.Incr(ctx, "c", 3, ""); err != nil {
+		t.Fatal(err)
+	}
+	forged := crdt.Vector{}.Set("A", crdt.PN{N: 1000}).Set("B", crdt.PN{P: 2})
+	if err := a.Merge(ctx, []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: forged}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rd, _ := a.Counter("c"); rd.Value != 5 || rd.Vector.Get("A") != (crdt.PN{P: 3}) {
+		t.Fatalf("after a forged own entry: %+v, want 5 with A = {3 0}", rd)
+	}
+	if got := testutil.ToFloat64(a.metrics.refusedOwn); got != 1 {
+		t.Fatalf("refused own_entry = %v, want 1", got)
+	}
+}
+
+// The forgery of issue 12: a record claiming this replica is the origin,
+// the user does not like the item and some replica contributed 1000. After
+// recovery none of it may move the count.
+func TestForgedOwnRecordRefused(t *testing.T) {
+	a, _ := openReplica(t, t.TempDir(), "A", nil)
+	ctx := context.Background()
+	for _, u := range []string{"u1", "u2", "u3"} {
+		if _, err := a.Like(ctx, "post", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, _, _ := a.Record("post", "u1")
+	forged := &crdt.LikeRecord{Liked: false, HLC: before.HLC + 1000, Origin: "A",
+		Contrib: crdt.Vector{}.Set("A", crdt.PN{N: 5})}
+	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post", User: "u1", Rec: forged}}); err != nil {
+		t.Fatal(err)
+	}
+	rd := mustLikes(t, a, "post")
+	after, _, _ := a.Record("post", "u1")
+	if rd.Value != 3 || rd.Unreconciled != 0 || !after.Equal(before) {
+		t.Fatalf("after the forged record: count %+v, record %+v (was %+v)", rd, after, before)
+	}
+	if got := testutil.ToFloat64(a.metrics.refusedOwn); got != 1 {
+		t.Fatalf("refused own_entry = %v, want 1", got)
+	}
+}
+
+// A record stamped far ahead of the clock is not adopted, so it cannot
+// revert an acknowledged unlike; once the clock is within the bound the
+// same record merges.
+func TestFutureStampQuarantined(t *testing.T) {
+	clock := &stepClock{}
+	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Now = clock.now })
+	ctx := context.Background()
+	if _, err := a.Unlike(ctx, "post9", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	year := int64(365 * 24 * 3600 * 1000)
+	future := &crdt.LikeRecord{Liked: true, HLC: crdt.MakeHLC(clock.now().UnixMilli()+year, 0), Origin: "B",
+		Contrib: crdt.Vector{}.Set("B", crdt.PN{P: 1})}
+	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post9", User: "alice", Rec: future}}); err != nil {
+		t.Fatal(err)
+	}
+	if liked, _ := a.Liked("post9", "alice"); liked {
+		t.Fatal("a record stamped a year ahead reverted the acknowledged unlike")
+	}
+	if got := testutil.ToFloat64(a.metrics.refusedFuture); got != 1 {
+		t.Fatalf("refused future_stamp = %v, want 1", got)
+	}
+	// A later local action is stamped by the wall clock, not the future.
+	res, err := a.Like(ctx, "post9", "bob")
+	if err != nil || !res.Changed {
+		t.Fatal(res, err)
+	}
+	rec, _, _ := a.Record("post9", "bob")
+	if rec.HLC.WallMs() > clock.now().UnixMilli()+1000 {
+		t.Fatalf("local stamp %v follows the refused future stamp", rec.HLC)
+	}
+	// Within the bound a remote stamp ahead of us is fine (clock skew).
+	soon := future.Clone()
+	soon.HLC = crdt.MakeHLC(clock.now().UnixMilli()+30_000, 0)
+	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post9", User: "alice", Rec: soon}}); err != nil {
+		t.Fatal(err)
+	}
+	if liked, _ := a.Liked("post9", "alice"); !liked {
+		t.Fatal("a record 30 s ahead (within the drift bound) was refused")
+	}
+}
+
+// Entries past 2^53 are structurally impossible and never merged.
+func TestEntryPastCapRefused(t *testing.T) {
+	a, _ := openReplica(t, t.TempDir(), "A", nil)
+	ctx := context.Background()
+	huge := crdt.Vector{}.Set("B", crdt.PN{P: MaxEntry + 1})
+	_ = a.Merge(ctx, []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: huge}}, nil)
+	rec := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "B", Contrib: huge}
+	_ = a.Merge(ctx, nil, []RecordMerge{{Item: "post", User: "u", Rec: rec}})
+	if rd, _ := a.Counter("c"); rd.Value != 0 {
+		t.Fatalf("counter after an entry past the cap: %+v", rd)
+	}
+	if _, ok, _ := a.Record("post", "u"); ok {
+		t.Fatal("a record with a contribution past the cap was merged")
+	}
+	if got := testutil.ToFloat64(a.metrics.refusedCap); got != 2 {
+		t.Fatalf("refused entry_cap = %v, want 2", got)
 	}
 }

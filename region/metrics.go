@@ -5,16 +5,19 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the replica's Prometheus instruments. With no Registerer they
 // still count (tests read them) but are exported nowhere.
 type metrics struct {
-	ops                *prometheus.CounterVec
-	opsByKind          [OpIncr + 1]prometheus.Counter // resolved once: the writer counts every op
-	ownRecovered       prometheus.Counter
-	reconciled         prometheus.Counter
-	clockDriftRejected prometheus.Counter
-	batchWrites        prometheus.Histogram
-	commitSeconds      prometheus.Histogram
-	numbered           prometheus.Counter
-	unnumbered         prometheus.Gauge
-	idemExpired        prometheus.Counter
+	ops           *prometheus.CounterVec
+	opsByKind     [OpIncr + 1]prometheus.Counter // resolved once: the writer counts every op
+	ownRecovered  prometheus.Counter
+	reconciled    prometheus.Counter
+	refused       *prometheus.CounterVec
+	refusedOwn    prometheus.Counter
+	refusedCap    prometheus.Counter
+	refusedFuture prometheus.Counter
+	batchWrites   prometheus.Histogram
+	commitSeconds prometheus.Histogram
+	numbered      prometheus.Counter
+	unnumbered    prometheus.Gauge
+	idemExpired   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,10 +39,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_like_reconciliations_total",
 			Help: "Like records this replica reconciled as the winner of a conflict.",
 		}),
-		clockDriftRejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tally_remote_clock_ahead_total",
-			Help: "Remote HLCs more than a minute ahead of the local wall clock, not followed.",
-		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_merge_refused_total",
+			Help: "Remote state refused by the merge, by reason: own_entry (a peer raised this replica's own entry or register " +
+				"after recovery), entry_cap (an entry past 2^53), future_stamp (a record stamped more than a minute " +
+				"ahead of the local clock; anti-entropy offers it again later).",
+		}, []string{"reason"}),
 		batchWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tally_commit_batch_writes",
 			Help:    "Storage writes per group commit.",
@@ -59,11 +64,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Idempotency keys deleted for being older than the idempotency TTL.",
 		}),
 	}
+	m.refusedOwn = m.refused.WithLabelValues("own_entry")
+	m.refusedCap = m.refused.WithLabelValues("entry_cap")
+	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
 	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.clockDriftRejected, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired)
 	}
 	return m
 }

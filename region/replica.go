@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -58,6 +59,7 @@ type Replica struct {
 	shut       atomic.Bool // set by Close, for lock-free readers
 	acceptOnce sync.Once
 	failure    atomic.Pointer[error]
+	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
 
 	umu          sync.RWMutex   // protects unreconciled
 	unreconciled map[string]int // item -> records whose excess is not zero
@@ -146,8 +148,22 @@ func (r *Replica) load() error {
 		if err != nil {
 			return fmt.Errorf("load replica hlc: %w", err)
 		}
-		r.clock.Observe(crdt.HLC(e.P))
-		r.hlcStored = crdt.HLC(e.P)
+		stored := crdt.HLC(e.P)
+		r.hlcStored = stored
+		if ahead := stored.WallMs() - r.cfg.Now().UnixMilli(); ahead > maxClockDriftMs {
+			// The wall clock went back a long way, or ran ahead for a
+			// while and wrote that into the store. Following the stored
+			// clock would stamp every action in the future, where it
+			// beats later actions everywhere until the real time passes
+			// it. New stamps follow the wall clock instead; an action on
+			// a record stamped ahead is stamped just above that record
+			// (txn.applyLike), so it still wins and is never reverted.
+			r.log.Error("stored clock is far ahead of the wall clock: check this host's time; new stamps follow the wall clock",
+				"stored", stored, "ahead", time.Duration(ahead)*time.Millisecond)
+			r.clockAhead.Store(ahead)
+		} else {
+			r.clock.Observe(stored)
+		}
 	}
 	err = r.store.Markers(func(item, _ string) bool {
 		r.unreconciled[item]++
@@ -172,6 +188,11 @@ func (r *Replica) load() error {
 	}
 	return nil
 }
+
+// ClockAheadMs is how far the clock stored in the data directory was
+// ahead of the wall clock when the replica opened, if more than the drift
+// bound (else 0): the host's time is wrong, or was.
+func (r *Replica) ClockAheadMs() int64 { return r.clockAhead.Load() }
 
 // ID is the replica id.
 func (r *Replica) ID() string { return r.self }

@@ -170,6 +170,12 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 		return Result{Err: err}
 	}
 	hlc := t.r.clock.Now(t.nowMs)
+	if hlc <= rs.rec.HLC {
+		// The record holds a stamp our clock has not caught up with (it
+		// was written while the clock ran ahead, see load). The action
+		// must still win over it, or it would be reverted.
+		hlc = rs.rec.HLC + 1
+	}
 	// A like moves the count by at most the number of replicas, so unlike
 	// increments it needs no overflow check.
 	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
@@ -261,38 +267,90 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	if !m.Kind.Valid() || !crdt.ValidID(m.Item) {
 		return fmt.Errorf("%w: bad vector merge %c/%q", ErrInvalid, m.Kind, m.Item)
 	}
+	for _, e := range m.Vec {
+		if e.P > MaxEntry || e.N > MaxEntry {
+			t.r.metrics.refusedCap.Inc()
+			return fmt.Errorf("%w: entry %s=%v of %c/%q is past 2^53", ErrInvalid, e.Replica, e.PN, m.Kind, m.Item)
+		}
+	}
 	vs, err := t.vector(m.Kind, m.Item)
 	if err != nil {
 		return err
 	}
-	if own := m.Vec.Get(t.r.self); !vs.cur.Get(t.r.self).Covers(own) {
-		// A peer knows more of our own entry than we do: our state was lost
-		// or restored from an old copy. Max-merge adopts it, which is the
-		// repair; it is worth knowing about.
-		t.r.metrics.ownRecovered.Inc()
-		t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
+	vec := m.Vec
+	if own := vec.Get(t.r.self); !vs.cur.Get(t.r.self).Covers(own) {
+		if t.r.accepting.Load() {
+			// This replica is the only authority on its own entries, and
+			// it never loses one it acknowledged (every commit is durable
+			// before the ack). A peer claiming more is forging it, or is
+			// a second process running with our id.
+			t.r.metrics.refusedOwn.Inc()
+			t.r.log.Warn("refused a peer's higher value of our own entry", "kind", m.Kind, "item", m.Item,
+				"local", vs.cur.Get(t.r.self), "peer", own)
+			vec = without(vec, t.r.self)
+		} else {
+			// Recovery, before any write is acknowledged: our state was
+			// lost or restored from an old copy, and max-merge adopting
+			// the peers' view of our entries is the repair.
+			t.r.metrics.ownRecovered.Inc()
+			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
+		}
 	}
-	vs.cur, _ = vs.cur.Merge(m.Vec)
+	vs.cur, _ = vs.cur.Merge(vec)
 	return nil
+}
+
+// without returns v minus replica id's entry, as a new vector.
+func without(v crdt.Vector, id string) crdt.Vector {
+	out := make(crdt.Vector, 0, len(v))
+	for _, e := range v {
+		if e.Replica != id {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (t *txn) mergeRecord(m *RecordMerge) error {
 	if !crdt.ValidID(m.Item) || !crdt.ValidID(m.User) || m.Rec == nil {
 		return fmt.Errorf("%w: bad record merge %q/%q", ErrInvalid, m.Item, m.User)
 	}
+	in := m.Rec
+	for _, e := range in.Contrib {
+		if e.P > MaxEntry || e.N > MaxEntry {
+			t.r.metrics.refusedCap.Inc()
+			return fmt.Errorf("%w: contribution %s=%v past 2^53", ErrInvalid, e.Replica, e.PN)
+		}
+	}
+	// A stamp far ahead of our wall clock is a broken clock or a forgery.
+	// Adopting it would let it beat every later action for as long as it
+	// is ahead, reverting acknowledged ones. The whole record waits
+	// (anti-entropy offers it again; it is taken once our clock is within
+	// the bound), so every replica's view of it stays a consistent
+	// portion: taking the contributions without the register could have
+	// two replicas each reconcile as the winner.
+	if in.HLC.WallMs() > t.nowMs+maxClockDriftMs {
+		t.r.metrics.refusedFuture.Inc()
+		return fmt.Errorf("%w: record stamped %v, more than %v ahead of our clock", ErrInvalid, in.HLC, maxClockDriftMs)
+	}
 	rs, err := t.record(m.Item, m.User)
 	if err != nil {
 		return err
 	}
-	// A remote stamp far ahead of our wall clock is a broken clock or a
-	// corrupt record; following it would drag every later local action
-	// along. The record still merges; the clock ignores it.
-	if m.Rec.HLC.WallMs() <= t.nowMs+maxClockDriftMs {
-		t.r.clock.Observe(m.Rec.HLC)
-	} else {
-		t.r.metrics.clockDriftRejected.Inc()
+	if t.r.accepting.Load() {
+		// As for vectors: once writes are acknowledged, only this replica
+		// raises its own contribution or writes registers in its name.
+		self := t.r.self
+		ownRaise := !rs.rec.Contrib.Get(self).Covers(in.Contrib.Get(self))
+		regRaise := in.Origin == self && in.Wins(rs.rec)
+		if ownRaise || regRaise {
+			t.r.metrics.refusedOwn.Inc()
+			t.r.log.Warn("refused a peer's newer view of our own like record", "item", m.Item, "user", m.User)
+			in, _ = in.Restrict(func(id string) bool { return id != self })
+		}
 	}
-	if !rs.rec.Merge(m.Rec) {
+	t.r.clock.Observe(in.HLC)
+	if !rs.rec.Merge(in) {
 		return nil
 	}
 	rs.dirty = true

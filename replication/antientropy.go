@@ -230,13 +230,18 @@ func (r *Replicator) pullBucket(ctx context.Context, id string, bucket int) erro
 		if err != nil {
 			return err
 		}
+		// Only what the peer may say (authority.go).
 		vecs := make([]region.VectorMerge, 0, len(pg.Entries))
 		for _, e := range pg.Entries {
-			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
+			if r.vetEntry(id, e.Replica) {
+				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
+			}
 		}
 		recs := make([]region.RecordMerge, 0, len(pg.Records))
 		for _, rc := range pg.Records {
-			recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})
+			if rec, ok := r.vetRecord(id, rc.Rec); ok {
+				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
+			}
 		}
 		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil {
 			return fmt.Errorf("merge bucket %d from %s: %w", bucket, id, err)
@@ -258,7 +263,7 @@ func (r *Replicator) request(ctx context.Context, subject string, data []byte) (
 var errNotRecovered = errors.New("replication: waiting for peers before accepting writes")
 
 // checkRecovered accepts writes once every required peer has been synced
-// from: RecoveryPeers, plus every peer heard from recently. A store that had
+// from: Peers (all of them are also heard from, or not). A store that had
 // data gives up waiting after RecoveryTimeout.
 func (r *Replicator) checkRecovered() {
 	now := r.cfg.Now()
@@ -268,7 +273,7 @@ func (r *Replicator) checkRecovered() {
 		return
 	}
 	required := map[string]bool{}
-	for _, id := range r.cfg.RecoveryPeers {
+	for _, id := range r.cfg.Peers {
 		required[id] = true
 	}
 	var missing []string

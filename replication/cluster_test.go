@@ -78,7 +78,7 @@ func startNode(t *testing.T, url, regionName, id, dir string, peers []string, tw
 		Replica: rep, Store: st, Outbox: ob, Transport: ft,
 		FlushInterval: 5 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
 		AntiEntropyInterval: 200 * time.Millisecond, PeerTimeout: time.Second,
-		RecoveryPeers: others,
+		Peers: others,
 	}
 	for _, f := range tweak {
 		f(&cfg)

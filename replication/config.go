@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -51,13 +52,20 @@ type Config struct {
 	// state every round. Default 256 (of storage.Buckets = 4096).
 	MaxBucketsPerRound int
 
-	// RecoveryPeers are replicas that must have been synced from before a
-	// replica with a fresh (empty) store accepts writes. Others are
-	// discovered from their heartbeats.
-	RecoveryPeers []string
+	// Peers are the other replicas, in every region. They are the only
+	// replicas this one listens to: a message from any other id is
+	// refused and counted, and never makes a peer. A replica with a fresh
+	// (empty) store also waits until it has synced from every one of them
+	// before it accepts writes.
+	Peers []string
+	// Retired are replicas gone for good. Nobody publishes as them any
+	// more, so their entries, which no longer change, are taken from any
+	// peer's anti-entropy pages: every replica converges on their final
+	// state. (A live replica's entries are taken only from itself.)
+	Retired []string
 	// RecoveryTimeout bounds how long a replica whose store has data waits
 	// for its peers before it accepts writes anyway. Default 10s. A fresh
-	// store waits for RecoveryPeers without limit.
+	// store waits for Peers without limit.
 	RecoveryTimeout time.Duration
 
 	// Registerer receives replication metrics. Default: none.
@@ -138,6 +146,19 @@ func (c Config) Validate() error {
 	}
 	if err := c.Chaos.Net.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("replication: Chaos.Net: %w", err))
+	}
+	tokens := map[string]string{}
+	for _, id := range append(append([]string(nil), c.Peers...), c.Retired...) {
+		if !crdt.ValidID(id) {
+			errs = append(errs, fmt.Errorf("replication: bad peer id %q", id))
+			continue
+		}
+		// Subjects replace '.' by '_': two ids differing only there would
+		// share a subject, and NATS permissions could not tell them apart.
+		if other, ok := tokens[token(id)]; ok && other != id {
+			errs = append(errs, fmt.Errorf("replication: peer ids %q and %q share the subject token %q", other, id, token(id)))
+		}
+		tokens[token(id)] = id
 	}
 	if c.MaxBucketsPerRound < 0 {
 		errs = append(errs, fmt.Errorf("replication: MaxBucketsPerRound %d < 0", c.MaxBucketsPerRound))

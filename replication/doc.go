@@ -33,7 +33,7 @@
 // until it passed the old value. So a replica starts with writes held, pulls
 // its peers' full state first (which carries its own entries as the peers saw
 // them), and only then accepts writes. A fresh store waits for every peer in
-// Config.RecoveryPeers, however long it takes (safety over liveness); a store
+// Config.Peers, however long it takes (safety over liveness); a store
 // that has data waits at most RecoveryTimeout, since its fsynced state is
 // only at risk if it was restored from an old copy.
 //

@@ -7,6 +7,7 @@ type metrics struct {
 	publishedBytes, lostMessages                                  prometheus.Counter
 	aeRounds, aeErrors, aeBuckets, aeRootMatches                  prometheus.Counter
 	ownIDConflicts                                                prometheus.Counter
+	refused                                                       *prometheus.CounterVec
 	lag                                                           prometheus.Histogram
 }
 
@@ -27,6 +28,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		aeRounds:       c("antientropy_rounds_total", "Anti-entropy rounds."),
 		aeErrors:       c("antientropy_errors_total", "Anti-entropy syncs with a peer that failed."),
 		aeBuckets:      c("antientropy_buckets_pulled_total", "Differing buckets pulled from peers."),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_replication_refused_total",
+			Help: "Messages or entries refused, by reason: unknown_sender (a delta from a replica that is not a " +
+				"configured peer), unknown_replica (state of a replica that is not a configured peer).",
+		}, []string{"reason"}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tally_replication_lag_seconds",
 			Help:    "Time from a peer's flush to receipt here (sender and receiver clocks).",
@@ -36,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishErrors, m.publishedBytes, m.received, m.badMessages,
 			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeBuckets, m.lag,
-			m.ownIDConflicts, m.aeRootMatches)
+			m.ownIDConflicts, m.aeRootMatches, m.refused)
 	}
 	return m
 }

@@ -48,8 +48,12 @@ type Replicator struct {
 	log    hclog.Logger
 	m      *metrics
 
-	mu    sync.Mutex // protects peers
+	mu    sync.Mutex // protects the peers' state (the set is fixed by Config.Peers)
 	peers map[string]*peer
+	// retired: Config.Retired, whose entries any peer may relay.
+	retired map[string]bool
+	// lastRefusalLog rate-limits the log line for refused messages.
+	lastRefusalLog atomic.Int64
 
 	kick        chan struct{} // asks anti-entropy for a round now
 	incarnation uint64        // random per process, sent in every delta
@@ -109,8 +113,12 @@ func New(cfg Config) (*Replicator, error) {
 			return nil, fmt.Errorf("register peer metrics: %w", err)
 		}
 	}
-	for _, id := range cfg.RecoveryPeers {
-		if id != r.self {
+	r.retired = make(map[string]bool, len(cfg.Retired))
+	for _, id := range cfg.Retired {
+		r.retired[id] = true
+	}
+	for _, id := range cfg.Peers {
+		if id != r.self && !r.retired[id] {
 			r.peers[id] = &peer{id: id}
 		}
 	}
@@ -297,10 +305,18 @@ func (r *Replicator) receive(subject string, data []byte) {
 		}
 		return
 	}
+	r.mu.Lock()
+	p, known := r.peers[d.Replica]
+	r.mu.Unlock()
+	if !known {
+		// Peers are configured, never discovered: whoever can publish
+		// does not become a replica whose silence makes every read approx.
+		r.refuse(refusedUnknownSender, "delta from a replica that is not a configured peer", "replica", d.Replica, "subject", subject)
+		return
+	}
 	now := r.cfg.Now()
 	lag := now.UnixMilli() - d.SentAtMs
 	r.mu.Lock()
-	p := r.peerLocked(d.Replica)
 	// A peer heard again after silence (a healed partition, a restart) may
 	// have missed any amount of fast-path traffic: compare digests now
 	// rather than at the next tick.
@@ -338,16 +354,6 @@ func (r *Replicator) receive(subject string, data []byte) {
 	}
 }
 
-func (r *Replicator) peerLocked(id string) *peer {
-	p, ok := r.peers[id]
-	if !ok {
-		p = &peer{id: id}
-		r.peers[id] = p
-		r.log.Info("new peer", "replica", id)
-	}
-	return p
-}
-
 // runMerger applies received deltas, several per writer request.
 func (r *Replicator) runMerger(ctx context.Context) {
 	defer r.wg.Done()
@@ -372,7 +378,11 @@ func (r *Replicator) runMerger(ctx context.Context) {
 	}
 }
 
-// merge applies a batch of received deltas in one writer request.
+// merge applies a batch of received deltas in one writer request. A delta
+// speaks only for its sender: its own vector entries (the only kind it
+// carries), its own contribution to each like record, and the register
+// of records whose last action it took. The rest of a record is a relay,
+// which the other replicas send themselves.
 func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 	var vecs []region.VectorMerge
 	var recs []region.RecordMerge
@@ -385,7 +395,10 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: pn}}})
 		}
 		for _, rc := range d.Records {
-			recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rc.Rec})
+			rec, ok := r.vetRecord(d.Replica, rc.Rec)
+			if ok {
+				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
+			}
 		}
 	}
 	if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil && ctx.Err() == nil {

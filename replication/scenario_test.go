@@ -119,7 +119,7 @@ func (s *scenario) open(name string) *scenarioNode {
 	cfg := Config{
 		Replica: rep, Store: st, Outbox: ob, Transport: ft, Now: s.clock.Now,
 		HeartbeatInterval: scenarioHeartbeat, AntiEntropyInterval: time.Second, PeerTimeout: 5 * time.Second,
-		RecoveryPeers: peers,
+		Peers: peers,
 	}
 	if s.tweak != nil {
 		s.tweak(&cfg)

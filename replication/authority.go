@@ -1,0 +1,87 @@
+package replication
+
+import (
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// What a message may change (docs/architecture.md, "Threat model"). NATS
+// permissions make the subject of a delta, and the responder to a page
+// request, authentic: only replica X may publish tally.delta.<region>.X
+// or answer tally.ae.X.*. On top of that, a replica takes from a message
+// only what its sender may say:
+//
+//   - entries of the sender itself: its vector entries, its contribution
+//     to like records, the registers of records it is the origin of;
+//   - entries of this replica: passed to the region, which takes them
+//     only during recovery (before it acknowledges anything) and refuses
+//     and counts a higher claim after that;
+//   - entries of a retired replica, which no longer changes;
+//
+// and nothing of an id that is neither this replica, a peer nor retired:
+// such a message or entry is refused and counted. Entries of the other
+// live peers are relays, left out without complaint: each peer sends its
+// own, and anti-entropy compares with every peer directly.
+
+// Reasons for tally_replication_refused_total.
+const (
+	refusedUnknownSender  = "unknown_sender"
+	refusedUnknownReplica = "unknown_replica"
+)
+
+// known reports whether id is this replica, a configured peer or retired.
+func (r *Replicator) known(id string) bool {
+	if id == r.self || r.retired[id] {
+		return true
+	}
+	_, ok := r.peers[id] // the set never changes after New
+	return ok
+}
+
+// speaksFor reports whether a message from sender may carry owner's state.
+func (r *Replicator) speaksFor(sender, owner string) bool {
+	return owner == sender || owner == r.self || r.retired[owner]
+}
+
+// vetEntry decides whether a vector entry of owner, from sender, merges.
+func (r *Replicator) vetEntry(sender, owner string) bool {
+	if !r.known(owner) {
+		r.refuse(refusedUnknownReplica, "entry of a replica that is not a configured peer", "from", sender, "replica", owner)
+		return false
+	}
+	return r.speaksFor(sender, owner)
+}
+
+// vetRecord returns the part of rec that sender may say, and whether
+// anything is left to merge.
+func (r *Replicator) vetRecord(sender string, rec *crdt.LikeRecord) (*crdt.LikeRecord, bool) {
+	unknown := ""
+	out, cut := rec.Restrict(func(id string) bool {
+		if !r.known(id) {
+			unknown = id
+			return false
+		}
+		return r.speaksFor(sender, id)
+	})
+	if unknown != "" {
+		// A record naming a replica nobody configured is not a relay
+		// gone stale but made up: refuse all of it.
+		r.refuse(refusedUnknownReplica, "like record naming a replica that is not a configured peer", "from", sender, "replica", unknown)
+		return nil, false
+	}
+	if !cut {
+		return rec, true
+	}
+	return out, out.HLC != 0 || len(out.Contrib) > 0
+}
+
+// refuse counts a refused message or entry and logs it, at most once a
+// second: a flood of forgeries must not become a flood of log lines.
+func (r *Replicator) refuse(reason, msg string, kv ...any) {
+	r.m.refused.WithLabelValues(reason).Inc()
+	now := time.Now().UnixMilli()
+	if last := r.lastRefusalLog.Load(); now-last >= 1000 && r.lastRefusalLog.CompareAndSwap(last, now) {
+		r.log.Warn("refused: "+msg, append(kv, "reason", reason)...)
+	}
+}

@@ -1,0 +1,158 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/storage"
+)
+
+// likeFive has five users like post1 at the first node and waits for every
+// node to count them. It returns user u1's record as it was then.
+func likeFive(t *testing.T, nodes []*node) *crdt.LikeRecord {
+	t.Helper()
+	for i := range 5 {
+		if _, err := nodes[0].replica.Like(context.Background(), "post1", fmt.Sprintf("u%d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	converged(t, nodes, "post1", 5, 10*time.Second)
+	rec, _, err := nodes[1].replica.Record("post1", "u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// unchanged waits long enough for the forgery to have been merged (a few
+// flush and anti-entropy intervals) and checks that every node still
+// counts five likes, holds u1's record as before, and knows no new peer.
+func unchanged(t *testing.T, nodes []*node, rec *crdt.LikeRecord, peers int) {
+	t.Helper()
+	time.Sleep(600 * time.Millisecond)
+	for _, n := range nodes {
+		rd, err := n.replica.Likes("post1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := n.replica.Record("post1", "u1")
+		if rd.Value != 5 || rd.Unreconciled != 0 || !got.Equal(rec) {
+			t.Fatalf("%s after the forgery: count %d (vector %v, unreconciled %d), u1 %+v (was %+v)",
+				n.id, rd.Value, rd.Vector, rd.Unreconciled, got, rec)
+		}
+		if ps := n.rep.Peers(); len(ps) != peers {
+			t.Fatalf("%s knows %d peers, want %d: %+v", n.id, len(ps), peers, ps)
+		}
+	}
+}
+
+func refused(n *node, reason string) float64 {
+	return testutil.ToFloat64(n.rep.m.refused.WithLabelValues(reason))
+}
+
+// The forged fast-path deltas of issue 12: one from a replica nobody
+// configured, one on a real peer's subject (its credentials stolen)
+// speaking for another replica, one naming an unknown replica.
+func TestForgedDeltaChangesNothing(t *testing.T) {
+	nodes, url := startCluster(t, "us", "eu", "ap")
+	rec := likeFive(t, nodes)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	forged := func(rc *crdt.LikeRecord) []Record { return []Record{{Item: "post1", User: "u1", Rec: rc}} }
+	stranger := &Delta{Replica: "us-9", Region: "us", Incarnation: 1, Seq: 1, SentAtMs: time.Now().UnixMilli(),
+		Records: forged(&crdt.LikeRecord{Origin: "eu-1", HLC: rec.HLC + 1, Contrib: crdt.Vector{{Replica: "zz", PN: crdt.PN{P: 1000}}}})}
+	// ap-1's credentials can publish as ap-1, but not for eu-1 or us-1.
+	relay := &Delta{Replica: "ap-1", Region: "ap", Incarnation: 2, Seq: 1, SentAtMs: time.Now().UnixMilli(),
+		Records: forged(&crdt.LikeRecord{Origin: "eu-1", HLC: rec.HLC + 1,
+			Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{N: 1000}}, {Replica: "us-1", PN: crdt.PN{N: 1000}}}})}
+	unknown := &Delta{Replica: "ap-1", Region: "ap", Incarnation: 2, Seq: 2, SentAtMs: time.Now().UnixMilli(),
+		Records: forged(&crdt.LikeRecord{Contrib: crdt.Vector{{Replica: "zz", PN: crdt.PN{P: 1000}}}})}
+	for _, d := range []*Delta{stranger, relay, unknown} {
+		if err := nc.Publish(deltaSubject(d.Region, d.Replica), AppendDelta(nil, d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	unchanged(t, nodes, rec, 2)
+	for _, n := range nodes {
+		if n.rep.Stale() {
+			t.Fatalf("%s reads are approx after the forgery: a stranger became a peer", n.id)
+		}
+	}
+	for _, n := range nodes[:2] { // ap-1 ignores deltas on its own subject
+		if refused(n, refusedUnknownSender) != 1 || refused(n, refusedUnknownReplica) != 1 {
+			t.Fatalf("%s refused unknown_sender %v, unknown_replica %v; want 1 and 1", n.id,
+				refused(n, refusedUnknownSender), refused(n, refusedUnknownReplica))
+		}
+	}
+}
+
+// A forged anti-entropy page: ap-1 is down and an impostor answers its
+// requests, claiming us-1's and eu-1's entries are huge and that an unknown
+// replica contributed to a like. Nothing of it is merged.
+func TestForgedAntiEntropyPageChangesNothing(t *testing.T) {
+	nodes, url := startCluster(t, "us", "eu", "ap")
+	rec := likeFive(t, nodes)
+	nodes[2].close()
+	nodes = nodes[:2]
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	digests := make([]uint64, storage.Buckets)
+	for i := range digests {
+		digests[i] = uint64(i) + 1 // differs from everyone's
+	}
+	var pg Page
+	for _, id := range []string{"us-1", "eu-1"} {
+		pg.Entries = append(pg.Entries, Entry{Kind: storage.Likes, Item: "post1", Replica: id, PN: crdt.PN{N: 1000}})
+	}
+	pg.Records = []Record{
+		{Item: "post1", User: "u1", Rec: &crdt.LikeRecord{Origin: "us-1", HLC: rec.HLC + 1, Contrib: crdt.Vector{{Replica: "us-1", PN: crdt.PN{N: 1000}}}}},
+		{Item: "post1", User: "u2", Rec: &crdt.LikeRecord{Origin: "ap-1", HLC: rec.HLC + 1, Contrib: crdt.Vector{{Replica: "zz", PN: crdt.PN{P: 1000}}}}},
+	}
+	page := AppendPage(nil, &pg)
+	subs := []*nats.Subscription{}
+	for subject, reply := range map[string][]byte{digestsSubject("ap-1"): AppendDigests(nil, "ap-1", digests), pageSubject("ap-1"): page} {
+		s, err := nc.Subscribe(subject, func(m *nats.Msg) { _ = m.Respond(reply) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Every replica has pulled from the impostor at least once.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		for _, n := range nodes {
+			if refused(n, refusedUnknownReplica) == 0 {
+				return fmt.Errorf("%s has not pulled the forged page yet", n.id)
+			}
+		}
+		return nil
+	})
+	for _, s := range subs {
+		_ = s.Unsubscribe()
+	}
+	unchanged(t, nodes, rec, 2)
+	for _, n := range nodes {
+		if got, _, _ := n.replica.Record("post1", "u2"); got.Origin != "us-1" || got.Contrib.Get("zz") != (crdt.PN{}) {
+			t.Fatalf("%s: u2's record took the forged page: %+v", n.id, got)
+		}
+	}
+}
