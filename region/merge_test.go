@@ -293,3 +293,35 @@ func TestEntryPastCapRefused(t *testing.T) {
 		t.Fatalf("refused entry_cap = %v, want 2", got)
 	}
 }
+
+// A replica whose clock ran an hour ahead and was set right: the stored
+// clock is reported, new stamps follow the wall clock, and an action on a
+// record stamped ahead still wins over it.
+func TestStoredClockAheadNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	real := time.UnixMilli(1_700_000_000_000)
+	ahead, closeA := openReplica(t, dir, "A", func(c *Config) { c.Now = func() time.Time { return real.Add(time.Hour) } })
+	ctx := context.Background()
+	if _, err := ahead.Like(ctx, "post", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	closeA()
+	a, _ := openReplica(t, dir, "A", func(c *Config) { c.Now = func() time.Time { return real } })
+	if got := a.ClockAheadMs(); got < 3_500_000 {
+		t.Fatalf("ClockAheadMs = %d, want about an hour", got)
+	}
+	if _, err := a.Like(ctx, "post", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ := a.Record("post", "bob"); rec.HLC.WallMs() != real.UnixMilli() {
+		t.Fatalf("new stamp %v follows the stored clock, want the wall clock %d", rec.HLC, real.UnixMilli())
+	}
+	before, _, _ := a.Record("post", "alice")
+	if _, err := a.Unlike(ctx, "post", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	after, _, _ := a.Record("post", "alice")
+	if after.Liked || after.HLC <= before.HLC {
+		t.Fatalf("unlike on a record stamped ahead: %+v (was %+v): it would lose to the old stamp", after, before)
+	}
+}
