@@ -10,7 +10,8 @@ region = "us"
 
 # Stable id of this replica, unique across all regions. Never change it for
 # an existing data directory (the replica refuses data of another id).
-# Default: "<region>-1".
+# Required when nats is set (no two hosts may share an id); a standalone
+# replica defaults to "<region>-1".
 replica = "us-1"
 
 # Pebble data directory, created if missing. Default: "./data/<replica>".

@@ -36,6 +36,7 @@ const (
 	CodeNotReady            = "not_ready"              // 503: replica recovering, retry (Retry-After)
 	CodeShuttingDown        = "shutting_down"          // 503: replica closing, retry elsewhere (Retry-After)
 	CodeStorageFailed       = "storage_failed"         // 503: a commit failed; the replica must restart
+	CodeReplicaIDConflict   = "replica_id_conflict"    // 503: another process holds this replica id
 	CodeTimeout             = "timeout"                // 503: no commit in time; the write may have applied
 )
 
@@ -92,6 +93,9 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 	case errors.Is(err, region.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeShuttingDown, retryAfter: 1,
 			msg: "replica is shutting down; retry"}
+	case errors.Is(err, region.ErrIDConflict):
+		return newError(http.StatusServiceUnavailable, CodeReplicaIDConflict,
+			"another process runs with this replica's id; this one stopped: %s", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrFailed):
 		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
 			"replica storage failed; it stopped writing and must be restarted")

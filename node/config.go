@@ -153,7 +153,10 @@ func DefaultConfig() Config {
 // Region, DataDir from Replica) if they are empty. Call it once the
 // fields it reads are final.
 func (c *Config) Derive() {
-	if c.Replica == "" && c.Region != "" {
+	// Only a standalone replica gets a default id: replicas sharing one
+	// would overwrite each other's entries, and "<region>-1" on two hosts
+	// is the easiest way to get there.
+	if c.Replica == "" && c.Region != "" && c.NATS == "" {
 		c.Replica = c.Region + "-1"
 	}
 	if c.DataDir == "" && c.Replica != "" {
@@ -170,10 +173,13 @@ func (c Config) Validate() error {
 	if !crdt.ValidID(c.Region) {
 		bad("region %q: want %s", c.Region, idRule)
 	}
-	if !crdt.ValidID(c.Replica) {
+	if c.Replica == "" && c.NATS != "" {
+		bad("replica is required when nats is set: every replica needs its own id (e.g. %q), and a default one "+
+			"that two hosts share would overwrite each other's counts", c.Region+"-1")
+	} else if !crdt.ValidID(c.Replica) {
 		bad("replica %q: want %s", c.Replica, idRule)
 	}
-	if c.DataDir == "" {
+	if c.DataDir == "" && (c.Replica != "" || c.NATS == "") {
 		bad("data_dir is empty")
 	}
 	if err := checkListen(c.Listen); err != nil {

@@ -77,3 +77,20 @@ func TestLeaseReclaimAfter(t *testing.T) {
 		}
 	}
 }
+
+// A replicating replica must be given its id: a shared default would let
+// two hosts run as one replica.
+func TestReplicaRequiredWithNATS(t *testing.T) {
+	c := DefaultConfig()
+	c.NATS = "nats://127.0.0.1:4222"
+	c.Derive()
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "replica is required when nats is set") {
+		t.Fatalf("Validate() = %v, want the replica to be required", err)
+	}
+	c.Replica = "local-7"
+	c.Derive()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -341,9 +341,7 @@ func (n *Node) dial(cfg Config, opts Options) error {
 func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv func(string) string) error {
 	nc := n.nc
 	if len(cfg.Peers) == 0 {
-		n.log.Warn("no peers configured: with an empty data directory this replica accepts writes once " +
-			"the peers it hears within a few seconds are synced; list every peer in `peers` so a wiped " +
-			"replica cannot count on from zero")
+		n.log.Warn("no peers configured: this replica listens to no other replica; list every other replica in `peers`")
 	}
 	chaos, err := replication.ChaosFromEnv(getenv) // zero outside a chaos build
 	if err != nil {

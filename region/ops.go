@@ -18,6 +18,10 @@ var (
 	// ErrFailed: a commit failed; the replica stopped writing to protect
 	// what it has acknowledged. Restart it.
 	ErrFailed = errors.New("region: storage failed")
+	// ErrIDConflict: another process runs with this replica's id; this
+	// one stopped (Replica.Stop) so the two do not overwrite each
+	// other's entries.
+	ErrIDConflict = errors.New("region: another process holds this replica id")
 	// ErrOverflow: the operation would push a counter entry past MaxEntry.
 	ErrOverflow = errors.New("region: counter would overflow")
 	// ErrInvalid: the operation is malformed (bad id, zero kind, ...).

@@ -225,6 +225,15 @@ func (r *Replica) AcceptWrites() {
 	})
 }
 
+// Stop makes the replica refuse every read and write with err (which
+// should wrap ErrIDConflict or ErrFailed) until the process restarts. The
+// first error sticks.
+func (r *Replica) Stop(err error) {
+	if r.failure.CompareAndSwap(nil, &err) {
+		r.log.Error("replica stopped", "error", err)
+	}
+}
+
 // Accepting reports whether local writes are accepted.
 func (r *Replica) Accepting() bool {
 	return r.accepting.Load() && !r.shut.Load() && r.Err() == nil

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -154,5 +156,33 @@ func TestForgedAntiEntropyPageChangesNothing(t *testing.T) {
 		if got, _, _ := n.replica.Record("post1", "u2"); got.Origin != "us-1" || got.Contrib.Get("zz") != (crdt.PN{}) {
 			t.Fatalf("%s: u2's record took the forged page: %+v", n.id, got)
 		}
+	}
+}
+
+// Two processes with one replica id: the second to start hears the first
+// before its recovery ends, stops, and never acknowledges a write; the
+// first goes on.
+func TestDuplicateReplicaIDStopsTheLaterProcess(t *testing.T) {
+	nodes, url := startCluster(t, "us", "eu")
+	second := startNode(t, url, "us", "us-1", t.TempDir(), []string{"us-1", "eu-1"})
+	defer second.close()
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if !errors.Is(second.replica.Err(), region.ErrIDConflict) {
+			return fmt.Errorf("second us-1: Err() = %v", second.replica.Err())
+		}
+		return nil
+	})
+	if _, err := second.replica.Incr(context.Background(), "c", 1, ""); !errors.Is(err, region.ErrIDConflict) && !errors.Is(err, region.ErrNotReady) {
+		t.Fatalf("second us-1 accepted a write: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // past the second's recovery wait
+	if second.replica.Accepting() {
+		t.Fatal("second us-1 accepts writes")
+	}
+	if _, err := nodes[0].replica.Incr(context.Background(), "c", 1, ""); err != nil {
+		t.Fatalf("first us-1 stopped too: %v", err)
+	}
+	if err := nodes[0].replica.Err(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -52,6 +52,9 @@ type Replicator struct {
 	peers map[string]*peer
 	// retired: Config.Retired, whose entries any peer may relay.
 	retired map[string]bool
+	// seenRival is the incarnation of the last other process found using
+	// our id (identity.go).
+	seenRival atomic.Uint64
 	// lastRefusalLog rate-limits the log line for refused messages.
 	lastRefusalLog atomic.Int64
 
@@ -159,6 +162,7 @@ func (r *Replicator) listen() error {
 		{subjectDeltaPrefix + ">", func() (func() error, error) { return t.Subscribe(subjectDeltaPrefix+">", r.receive) }},
 		{digestsSubject(r.self), func() (func() error, error) { return t.Respond(digestsSubject(r.self), r.serveDigests) }},
 		{pageSubject(r.self), func() (func() error, error) { return t.Respond(pageSubject(r.self), r.servePage) }},
+		{idSubject(r.self), func() (func() error, error) { return t.Subscribe(idSubject(r.self), r.onHello) }},
 	}
 	for _, s := range subs {
 		unsub, err := s.sub()
@@ -168,6 +172,7 @@ func (r *Replicator) listen() error {
 		}
 		r.unsubs = append(r.unsubs, unsub)
 	}
+	r.announce() // identity.go
 	return nil
 }
 
@@ -299,9 +304,10 @@ func (r *Replicator) receive(subject string, data []byte) {
 		// Our own messages come back (we subscribe to every delta); a
 		// sequence we did not send means another process runs with our
 		// id, and the two would overwrite each other's entries.
-		if d.Incarnation != r.incarnation {
+		if d.Incarnation != r.incarnation && r.seenRival.Swap(d.Incarnation) != d.Incarnation {
 			r.m.ownIDConflicts.Inc()
 			r.log.Error("another process publishes as this replica: replica ids must be unique", "replica", r.self, "seq", d.Seq)
+			r.announce() // identity.go: the later of the two stops
 		}
 		return
 	}

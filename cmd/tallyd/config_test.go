@@ -201,7 +201,7 @@ func TestServeHelp(t *testing.T) {
 }
 
 func TestMilestoneSettings(t *testing.T) {
-	cfg, err := loadConfig([]string{"--nats", "nats://127.0.0.1:4222", "--milestones", "1000,10^k", "--alloc-cluster", "us", "--alloc-replicas", "3", "--lease-ttl", "2s"}, noEnv, io.Discard)
+	cfg, err := loadConfig([]string{"--replica", "local-1", "--nats", "nats://127.0.0.1:4222", "--milestones", "1000,10^k", "--alloc-cluster", "us", "--alloc-replicas", "3", "--lease-ttl", "2s"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
