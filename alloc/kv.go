@@ -112,14 +112,32 @@ func (s *seqKV) read(ctx context.Context) (*State, uint64, error) {
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return nil, 0, fmt.Errorf("read %s: %w", s.key, err)
 		}
+		// Create only if the key never had a value: Update with revision
+		// 0. KV Create would also write over a delete marker, and a
+		// deleted key must not quietly restart the sequence at 1.
 		octx, cancel = context.WithTimeout(ctx, s.opTimeout)
-		_, err = s.kv.Create(octx, s.key, NewState().Encode())
+		_, err = s.kv.Update(octx, s.key, NewState().Encode(), 0)
 		cancel()
-		if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, 0, fmt.Errorf("create %s: %w", s.key, err)
+		}
+		// Someone else created it just now, or it was deleted: look again.
+		octx, cancel = context.WithTimeout(ctx, s.opTimeout)
+		_, err = s.kv.Get(octx, s.key)
+		cancel()
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, 0, fmt.Errorf("%w: %s", ErrSequenceDeleted, s.key)
 		}
 	}
 }
+
+// ErrSequenceDeleted: a sequence's key was deleted or purged. Nothing in
+// tally deletes it; numbering from 1 again would reuse every number, so
+// the holder stops until an operator restores the key (docs/operations.md).
+var ErrSequenceDeleted = errors.New("alloc: the sequence's key was deleted")
 
 // sleep waits d or until ctx ends, reporting whether it waited.
 func sleep(ctx context.Context, d time.Duration) bool {

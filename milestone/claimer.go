@@ -173,13 +173,22 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 	c.chaosBeforeClaim()
 	key := kvKey(c.cfg.Sequence, n)
 	octx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
-	_, err := c.cfg.KV.Create(octx, key, encodeEvent(ev))
+	// Update at revision 0 creates the key only if it never had a value:
+	// KV Create would also write over a delete marker, and a claim that
+	// was deleted must not be won (and announced) a second time.
+	_, err := c.cfg.KV.Update(octx, key, encodeEvent(ev), 0)
 	cancel()
 	won := err == nil
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 		e, gerr := c.cfg.KV.Get(octx, key)
 		cancel()
+		if errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			// Settled as lost: the milestone fired when the key was made.
+			c.lost.Inc()
+			c.log.Error("milestone claim was deleted from the KV; not claiming it again", "key", key)
+			return c.cfg.Source.SettleClaim(n)
+		}
 		if gerr != nil {
 			return fmt.Errorf("read claim %s: %w", key, gerr)
 		}
