@@ -27,7 +27,8 @@ log_json  = true
 
 # This region's NATS cluster; the client reconnects to any of them.
 nats      = "nats://nats-a.ap.tally.internal:4222,nats://nats-b.ap.tally.internal:4222,nats://nats-c.ap.tally.internal:4222"
-nats_user = "tally-ap"
+nats_user = "tally-ap-1" # its own user: it may publish only as ap-1 (configs/nats/ap.conf)
+nats_ca   = "/etc/tally/nats-ca.pem" # TLS to NATS, verified against tally's private CA
 
 # Every other replica, in all regions. A replica whose data directory is
 # empty acknowledges nothing until it has synced from every one of them, so

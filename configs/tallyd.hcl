@@ -67,7 +67,8 @@ idempotency_ttl = "24h"
 # How this region authenticates to NATS: a credentials file, or a user whose
 # password comes from the TALLY_NATS_PASSWORD environment variable.
 # nats_creds = "/etc/tally/us.creds"
-# nats_user  = "tally-us"
+# nats_user  = "tally-us-1"
+# nats_ca    = "/etc/tally/nats-ca.pem"  # TLS to NATS; nats_cert/nats_key for a client certificate
 
 # Every other replica's id, in all regions. A replica whose data directory is
 # empty waits until it has synced from each of them before it acknowledges a

@@ -79,6 +79,13 @@ type Config struct {
 	// TALLY_NATS_PASSWORD.
 	NATSUser     string `hcl:"nats_user,optional"`
 	NATSPassword string `hcl:"nats_password,optional"`
+	// NATSCA is a PEM file of the CA that signed the NATS servers'
+	// certificates: with it the connection uses TLS and verifies them.
+	NATSCA string `hcl:"nats_ca,optional"`
+	// NATSCert and NATSKey are a client certificate and key for servers
+	// that require one (tls { verify: true } on the client port).
+	NATSCert string `hcl:"nats_cert,optional"`
+	NATSKey  string `hcl:"nats_key,optional"`
 	// Peers are the ids of the other replicas (all regions). A replica with
 	// an empty data directory waits until it has synced from every one of
 	// them before it acknowledges writes. Others are found by heartbeat.
@@ -231,6 +238,9 @@ func (c Config) Validate() error {
 		if p == c.Replica {
 			bad("peers lists this replica's own id %q", p)
 		}
+	}
+	if (c.NATSCert == "") != (c.NATSKey == "") {
+		bad("nats_cert and nats_key go together")
 	}
 	if len(c.Peers) > 0 && c.NATS == "" {
 		bad("peers are set but nats is empty: peers replicate over NATS")

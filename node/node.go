@@ -320,6 +320,12 @@ func (n *Node) dial(cfg Config, opts Options) error {
 	if cfg.NATSUser != "" {
 		natsOpts = append(natsOpts, nats.UserInfo(cfg.NATSUser, cfg.NATSPassword))
 	}
+	if cfg.NATSCA != "" {
+		natsOpts = append(natsOpts, nats.RootCAs(cfg.NATSCA))
+	}
+	if cfg.NATSCert != "" {
+		natsOpts = append(natsOpts, nats.ClientCert(cfg.NATSCert, cfg.NATSKey))
+	}
 	nc, err := replication.Dial(replication.DialConfig{
 		URL:     cfg.NATS,
 		Name:    "tally " + cfg.Replica,

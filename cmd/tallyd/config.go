@@ -53,6 +53,9 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials `file`")
 	fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS `user` (password from env "+envNATSPass+")")
+	fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "PEM `file` of the CA of the NATS servers' certificates (turns on TLS)")
+	fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "client certificate `file` for NATS")
+	fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "client key `file` for NATS")
 	fs.Func("peers", "comma-separated replica `ids` of the other replicas", func(s string) error {
 		c.Peers = nil
 		for _, p := range strings.Split(s, ",") {

@@ -1,0 +1,387 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/internal/testkit"
+)
+
+// The secrets every test server and replica shares.
+const testPassword = "s3cret-for-tests"
+
+// natsEnv is the environment configs/nats/*.conf reads (see its header),
+// for one server whose route port is routePort.
+func natsEnv(region string, routePort int, certs testCerts) map[string]string {
+	route := fmt.Sprintf("nats-route://route:%s@127.0.0.1:%d", testPassword, routePort)
+	env := map[string]string{
+		"NATS_SERVER_NAME": region + "-a",
+		"NATS_TLS_CERT":    certs.cert, "NATS_TLS_KEY": certs.key, "NATS_TLS_CA": certs.ca,
+		"NATS_ROUTE_PASSWORD": testPassword, "NATS_GATEWAY_PASSWORD": testPassword, "NATS_SYS_PASSWORD": testPassword,
+		"NATS_ROUTE_A": route, "NATS_ROUTE_B": route, "NATS_ROUTE_C": route,
+	}
+	for _, r := range []string{"US", "EU", "AP"} {
+		env["TALLY_"+r+"_1_NATS_PASSWORD"] = testPassword
+	}
+	return env
+}
+
+// TestConfigFilesParse parses every shipped config: the NATS files with
+// nats-server's own parser, the tallyd files with tallyd's loader.
+func TestConfigFilesParse(t *testing.T) {
+	confs, _ := filepath.Glob(filepath.Join("..", "..", "configs", "nats", "*.conf"))
+	hcls, _ := filepath.Glob(filepath.Join("..", "..", "configs", "*.hcl"))
+	if len(confs) < 3 || len(hcls) < 4 {
+		t.Fatalf("found %d .conf and %d .hcl files", len(confs), len(hcls))
+	}
+	certs := makeCerts(t)
+	for _, f := range confs {
+		region := strings.TrimSuffix(filepath.Base(f), ".conf")
+		for k, v := range natsEnv(region, 6222, certs) {
+			t.Setenv(k, v)
+		}
+		opts, err := server.ProcessConfigFile(f)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if opts.Cluster.Name != region || opts.Gateway.Name != region || opts.HTTPHost != "127.0.0.1" ||
+			opts.Cluster.Username == "" || opts.Gateway.Username == "" || opts.TLSConfig == nil ||
+			opts.Cluster.TLSConfig == nil || opts.Gateway.TLSConfig == nil {
+			t.Fatalf("%s: want cluster and gateway %q with authorization and TLS, client TLS, monitoring on loopback: %+v", f, region, opts)
+		}
+	}
+	for _, f := range hcls {
+		args := []string{"--config", f}
+		if _, err := loadConfig(args, noEnv, io.Discard); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestNATSConfigs runs tally on the shipped NATS and tallyd configs, one
+// server per region, with local ports, generated certificates and test
+// passwords: replication and milestones work, a server without the
+// certificates and password cannot join as a route or a gateway, and one
+// replica's user cannot publish as another or touch the streams.
+func TestNATSConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers and three replicas")
+	}
+	certs := makeCerts(t)
+	regions := []string{"us", "eu", "ap"}
+	ports := map[string][4]int{} // client, route, gateway, monitoring
+	for _, r := range regions {
+		ports[r] = [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
+	}
+	servers := map[string]*server.Server{}
+	for _, r := range regions {
+		src, err := os.ReadFile(filepath.Join("..", "..", "configs", "nats", r+".conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := ports[r]
+		conf := strings.NewReplacer(
+			"0.0.0.0:4222", fmt.Sprintf("127.0.0.1:%d", p[0]),
+			"0.0.0.0:6222", fmt.Sprintf("127.0.0.1:%d", p[1]),
+			"0.0.0.0:7222", fmt.Sprintf("127.0.0.1:%d", p[2]),
+			"127.0.0.1:8222", fmt.Sprintf("127.0.0.1:%d", p[3]),
+			"/var/lib/nats/jetstream", filepath.Join(t.TempDir(), "js"),
+		).Replace(string(src))
+		conf = regexp.MustCompile(`nats://nats-[abc]\.(\w+)\.tally\.internal:7222`).ReplaceAllStringFunc(conf, func(u string) string {
+			return fmt.Sprintf("nats://127.0.0.1:%d", ports[strings.Split(u, ".")[1]][2])
+		})
+		path := filepath.Join(t.TempDir(), r+".conf")
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range natsEnv(r, p[1], certs) {
+			t.Setenv(k, v)
+		}
+		opts, err := server.ProcessConfigFile(path)
+		if err != nil {
+			t.Fatalf("%s: %v", r, err)
+		}
+		opts.NoSigs = true
+		servers[r] = startServer(t, opts)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for r, s := range servers {
+			if n := s.NumOutboundGateways(); n != 2 {
+				return fmt.Errorf("%s has %d outbound gateways", r, n)
+			}
+		}
+		return nil
+	})
+
+	// tallyd serve on configs/<region>-1.hcl, pointed at the test servers.
+	clients := map[string]*client.Client{}
+	for _, r := range regions {
+		addr := make(chan net.Addr, 1)
+		c := &cli{stdout: io.Discard, stderr: io.Discard, onListen: func(a net.Addr) { addr <- a },
+			getenv: func(k string) string {
+				if k == envNATSPass {
+					return testPassword
+				}
+				return ""
+			}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- c.serve(ctx, []string{"--config", filepath.Join("..", "..", "configs", r+"-1.hcl"),
+				"--listen", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), r),
+				"--nats", servers[r].ClientURL(), "--nats-ca", certs.ca,
+				"--alloc-replicas", "1", "--milestones", "10", "--log-level", "warn"})
+		}()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("serve %s: %v", r, err)
+			}
+		})
+		select {
+		case a := <-addr:
+			cl, err := client.New(client.Config{BaseURL: "http://" + a.String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients[r] = cl
+		case err := <-done:
+			t.Fatalf("serve %s: %v", r, err)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("serve %s did not listen", r)
+		}
+	}
+	ctx := context.Background()
+	for _, r := range regions {
+		testkit.WaitFor(t, 60*time.Second, func() error { return clients[r].Ready(ctx) })
+	}
+
+	// Replication: likes in every region, counted everywhere.
+	for i, r := range regions {
+		if _, err := clients[r].Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range regions {
+		testkit.WaitFor(t, 20*time.Second, func() error {
+			l, err := clients[r].Likes(ctx, "post")
+			if err == nil && l.Count != 3 {
+				err = fmt.Errorf("%s counts %d", r, l.Count)
+			}
+			return err
+		})
+	}
+	// Milestones: the 10th like fires, seen in every region. (Likes go on
+	// until it does: a number may sit in a lease's unused tail.)
+	next := 3
+	testkit.WaitFor(t, 60*time.Second, func() error {
+		for _, r := range regions {
+			m, err := clients[r].Milestones(ctx, 10)
+			if err != nil {
+				return err
+			}
+			if len(m.Milestones) == 0 || m.Milestones[0].Number != 10 {
+				next++
+				_, _ = clients[regions[next%3]].Like(ctx, "post", fmt.Sprintf("u%d", next))
+				return fmt.Errorf("%s has milestones %+v", r, m.Milestones)
+			}
+		}
+		return nil
+	})
+
+	// Strangers: a server without the certificates and password, posing
+	// as the eu gateway and as a route of us, never links up.
+	rogueGW := startServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		Gateway: server.GatewayOpts{Name: "eu", Host: "127.0.0.1", Port: -1, Gateways: []*server.RemoteGatewayOpts{
+			{Name: "us", URLs: []*url.URL{mustURL(t, fmt.Sprintf("nats://gateway:%s@127.0.0.1:%d", testPassword, ports["us"][2]))}}}}})
+	rogueRoute := startServer(t, &server.Options{Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+		Cluster: server.ClusterOpts{Name: "us", Host: "127.0.0.1", Port: -1},
+		Routes:  []*url.URL{mustURL(t, fmt.Sprintf("nats-route://route:%s@127.0.0.1:%d", testPassword, ports["us"][1]))}})
+	time.Sleep(3 * time.Second)
+	if n := rogueGW.NumOutboundGateways(); n != 0 {
+		t.Errorf("a gateway without certificates linked up (%d links)", n)
+	}
+	if n := rogueRoute.NumRoutes(); n != 0 {
+		t.Errorf("a route without certificates linked up (%d routes)", n)
+	}
+	if n := servers["us"].NumRoutes(); n != 0 {
+		t.Errorf("us accepted %d routes", n)
+	}
+	anon, err := nats.Connect(servers["us"].ClientURL(), nats.RootCAs(certs.ca))
+	if err == nil {
+		anon.Close()
+		t.Error("a client without a user connected")
+	}
+
+	// One replica's user: not another replica's subjects, not the streams.
+	violations := make(chan error, 16)
+	nc, err := nats.Connect(servers["us"].ClientURL(), nats.RootCAs(certs.ca), nats.UserInfo("tally-us-1", testPassword),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, subject := range []string{"tally.delta.eu.eu-1", "tally.delta.us.us-2", "tally.id.eu-1"} {
+		if err := nc.Publish(subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-violations:
+			if !strings.Contains(err.Error(), "Permissions Violation") {
+				t.Fatalf("publish %s: %v", subject, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("tally-us-1 published on %s without a permissions violation", subject)
+		}
+	}
+	if _, err := nc.SubscribeSync("tally.ae.eu-1.page"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-violations:
+		if !strings.Contains(err.Error(), "Permissions Violation") {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("tally-us-1 subscribed to eu-1's anti-entropy requests")
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, "KV_tally_alloc")
+	if err != nil {
+		t.Fatalf("the allocator's stream: %v", err)
+	}
+	for what, f := range map[string]func(context.Context) error{
+		"deleted the allocator's stream": func(c context.Context) error { return js.DeleteStream(c, "KV_tally_alloc") },
+		"deleted the milestone stream":   func(c context.Context) error { return js.DeleteStream(c, "TALLY_MILESTONES") },
+		"purged the allocator's stream":  func(c context.Context) error { return stream.Purge(c) },
+	} {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := f(c)
+		cancel()
+		if err == nil {
+			t.Fatalf("tally-us-1 %s", what)
+		}
+		select {
+		case v := <-violations:
+			if !strings.Contains(v.Error(), "Permissions Violation") {
+				t.Fatalf("tally-us-1 %s: %v", what, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no permissions violation when tally-us-1 %s: %v", what, err)
+		}
+	}
+	if _, err := js.Stream(ctx, "KV_tally_alloc"); err != nil {
+		t.Fatalf("the allocator's stream after the attempts: %v", err)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func startServer(t *testing.T, opts *server.Options) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("TALLY_TEST_NATS_LOG") != "" {
+		s.ConfigureLogger()
+	}
+	go s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		t.Fatalf("nats server %s not ready", opts.ServerName)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// testCerts are PEM files: a CA and one certificate for 127.0.0.1 and
+// localhost, good for servers and clients alike.
+type testCerts struct{ ca, cert, key string }
+
+func makeCerts(t *testing.T) testCerts {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tally test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testCerts{ca: filepath.Join(dir, "ca.pem"), cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem")}
+	for path, block := range map[string]*pem.Block{
+		c.ca: {Type: "CERTIFICATE", Bytes: caDER}, c.cert: {Type: "CERTIFICATE", Bytes: der}, c.key: {Type: "EC PRIVATE KEY", Bytes: keyDER},
+	} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
