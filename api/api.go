@@ -116,8 +116,16 @@ type Status struct {
 	Version       string `json:"version"`
 	StartedAt     string `json:"started_at"` // RFC 3339, UTC
 	UptimeSeconds int64  `json:"uptime_seconds"`
-	// StorageError is why the replica stopped (storage_failed), if it did.
+	// StorageError is why the replica stopped (storage_failed,
+	// replica_id_conflict), if it did.
 	StorageError string `json:"storage_error,omitempty"`
+	// ClockCorrectionMs is what the replica adds to its host's wall clock
+	// for stamps: a step of the wall clock kept out, or the peers' clocks
+	// followed. Not 0 means this host's time needs a look.
+	ClockCorrectionMs int64 `json:"clock_correction_ms"`
+	// ClockAheadMs: at start the stored clock was this far ahead of the
+	// wall clock (more than a minute), and was not followed.
+	ClockAheadMs int64 `json:"clock_ahead_ms,omitempty"`
 	// Replication is "nats", or "off" for a standalone replica; the fields
 	// after it are set only with "nats".
 	Replication string `json:"replication"`

@@ -48,6 +48,9 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 		Version:       s.cfg.Version,
 		StartedAt:     s.started.UTC().Format(time.RFC3339),
 		UptimeSeconds: int64(time.Since(s.started).Seconds()),
+
+		ClockCorrectionMs: s.rep.ClockCorrectionMs(),
+		ClockAheadMs:      s.rep.ClockAheadMs(),
 	}
 	if dur == storage.DurabilityNone {
 		out.DurabilityWarning = "writes are acknowledged before fsync: they survive a process crash but not a power loss"

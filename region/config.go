@@ -26,6 +26,11 @@ type Config struct {
 	Logger hclog.Logger
 	// Now is the wall clock. Default: time.Now.
 	Now func() time.Time
+	// Monotonic is elapsed time on a clock that never steps, for telling
+	// a step of Now apart from time passing (see physClock). Default: the
+	// process's monotonic clock if Now is the default too, else none (no
+	// step detection).
+	Monotonic func() time.Duration
 	// MaxBatch caps the operations applied in one group commit. Default 4096.
 	MaxBatch int
 	// QueueDepth is how many operations may wait for the writer. Default 16384.
@@ -101,6 +106,10 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+		if c.Monotonic == nil {
+			start := time.Now()
+			c.Monotonic = func() time.Duration { return time.Since(start) }
+		}
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = d.MaxBatch

@@ -13,6 +13,7 @@ type metrics struct {
 	refusedOwn    prometheus.Counter
 	refusedCap    prometheus.Counter
 	refusedFuture prometheus.Counter
+	clockSteps    prometheus.Counter
 	batchWrites   prometheus.Histogram
 	commitSeconds prometheus.Histogram
 	numbered      prometheus.Counter
@@ -38,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reconciled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_like_reconciliations_total",
 			Help: "Like records this replica reconciled as the winner of a conflict.",
+		}),
+		clockSteps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_clock_steps_total",
+			Help: "Steps of the wall clock (it moved more than 1 s apart from the monotonic clock), kept out of the stamps.",
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_merge_refused_total",
@@ -71,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired)
 	}
 	return m
 }

@@ -66,6 +66,7 @@ type Replica struct {
 
 	// Owned by the writer goroutine (and New, before it starts).
 	clock     crdt.Clock
+	pclock    *physClock // safe for concurrent use
 	hlcStored crdt.HLC   // largest HLC persisted in metaHLC
 	num       *numbering // nil without Config.Numbering
 
@@ -109,6 +110,7 @@ func New(cfg Config) (*Replica, error) {
 		kick:         make(chan struct{}, 1),
 		unreconciled: make(map[string]int),
 	}
+	r.pclock = newPhysClock(cfg.Now, cfg.Monotonic, r.log, r.metrics.clockSteps)
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -150,7 +152,7 @@ func (r *Replica) load() error {
 		}
 		stored := crdt.HLC(e.P)
 		r.hlcStored = stored
-		if ahead := stored.WallMs() - r.cfg.Now().UnixMilli(); ahead > maxClockDriftMs {
+		if ahead := stored.WallMs() - r.pclock.NowMs(); ahead > maxClockDriftMs {
 			// The wall clock went back a long way, or ran ahead for a
 			// while and wrote that into the store. Following the stored
 			// clock would stamp every action in the future, where it
@@ -193,6 +195,19 @@ func (r *Replica) load() error {
 // ahead of the wall clock when the replica opened, if more than the drift
 // bound (else 0): the host's time is wrong, or was.
 func (r *Replica) ClockAheadMs() int64 { return r.clockAhead.Load() }
+
+// Now is the replica's clock: the wall clock with steps taken out and
+// corrected toward the peers' (see physClock). Replication stamps its
+// messages with it.
+func (r *Replica) Now() time.Time { return time.UnixMilli(r.pclock.NowMs()) }
+
+// AdjustClock moves the replica's clock by the median offset of its peers'
+// clocks from it (positive: theirs are ahead), if that is more than 2 s.
+// It reports whether it moved.
+func (r *Replica) AdjustClock(medianMs int64) bool { return r.pclock.Adjust(medianMs) }
+
+// ClockCorrectionMs is how far the replica's clock is from the wall clock.
+func (r *Replica) ClockCorrectionMs() int64 { return r.pclock.CorrectionMs() }
 
 // ID is the replica id.
 func (r *Replica) ID() string { return r.self }

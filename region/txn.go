@@ -60,7 +60,7 @@ func (r *Replica) newTxn(records int) *txn {
 	return &txn{
 		r:      r,
 		b:      r.store.NewBatch(),
-		nowMs:  r.cfg.Now().UnixMilli(),
+		nowMs:  r.pclock.NowMs(),
 		vecs:   make(map[vkey]*vecState),
 		recs:   make(map[rkey]*recState, records),
 		rorder: make([]rkey, 0, records),

@@ -76,6 +76,7 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 // more differing buckets than one round may pull, so the caller can go
 // again at once.
 func (r *Replicator) round(ctx context.Context) (more bool) {
+	r.followPeerClocks()
 	r.mu.Lock()
 	peers := make([]*peer, 0, len(r.peers))
 	for _, p := range r.peers {
@@ -112,6 +113,46 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 	}
 	r.m.aeRounds.Inc()
 	return more
+}
+
+// followPeerClocks moves the replica's clock to the median of its own and
+// its fresh peers' clocks when that is more than a couple of seconds away
+// (region.Replica.AdjustClock): one replica whose clock is wrong follows
+// the others, and the others stay. With a single fresh peer nobody can
+// tell which of two clocks is wrong, and nothing moves.
+func (r *Replicator) followPeerClocks() {
+	now := r.cfg.Now()
+	offsets := []int64{0}
+	r.mu.Lock()
+	for _, p := range r.peers {
+		if !r.staleLocked(p, now) {
+			offsets = append(offsets, -p.lagMs) // their clock minus ours, less transit
+		}
+	}
+	r.mu.Unlock()
+	if len(offsets) < 3 {
+		return
+	}
+	slices.Sort(offsets)
+	n := len(offsets)
+	med := offsets[n/2]
+	if lo := offsets[(n-1)/2]; abs(lo) < abs(med) {
+		med = lo // of two middle values, the one closer to ours
+	}
+	if r.cfg.Replica.AdjustClock(med) {
+		r.mu.Lock()
+		for _, p := range r.peers {
+			p.lagMs += med // until their next message measures it again
+		}
+		r.mu.Unlock()
+	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // syncFrom compares digests with one peer and pulls differing buckets. It

@@ -54,12 +54,22 @@ func (n *node) close() {
 
 func startNode(t *testing.T, url, regionName, id, dir string, peers []string, tweak ...func(*Config)) *node {
 	t.Helper()
+	return startNodeWith(t, url, regionName, id, dir, peers, nil, tweak...)
+}
+
+// startNodeWith is startNode with the region's config changed by rtweak.
+func startNodeWith(t *testing.T, url, regionName, id, dir string, peers []string, rtweak func(*region.Config), tweak ...func(*Config)) *node {
+	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ob := NewOutbox()
-	rep, err := region.New(region.Config{Region: regionName, Replica: id, Store: st, HoldWrites: true, OnCommit: ob.Add})
+	rcfg := region.Config{Region: regionName, Replica: id, Store: st, HoldWrites: true, OnCommit: ob.Add}
+	if rtweak != nil {
+		rtweak(&rcfg)
+	}
+	rep, err := region.New(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

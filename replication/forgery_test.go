@@ -186,3 +186,37 @@ func TestDuplicateReplicaIDStopsTheLaterProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// One replica whose wall clock is 30 s behind the others' follows them;
+// the others stay where they are.
+func TestClockFollowsThePeersMedian(t *testing.T) {
+	s := startNATS(t)
+	ids := []string{"us-1", "eu-1", "ap-1"}
+	var nodes []*node
+	for _, id := range ids {
+		var rt func(*region.Config)
+		if id == "eu-1" {
+			rt = func(c *region.Config) {
+				start := time.Now()
+				c.Now = func() time.Time { return time.Now().Add(-30 * time.Second) }
+				c.Monotonic = func() time.Duration { return time.Since(start) }
+			}
+		}
+		n := startNodeWith(t, s.ClientURL(), id[:2], id, t.TempDir(), ids, rt)
+		t.Cleanup(n.close)
+		nodes = append(nodes, n)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		for _, n := range nodes {
+			corr := n.replica.ClockCorrectionMs()
+			want := int64(0)
+			if n.id == "eu-1" {
+				want = 30_000
+			}
+			if corr < want-1000 || corr > want+1000 {
+				return fmt.Errorf("%s: clock correction %d ms, want about %d", n.id, corr, want)
+			}
+		}
+		return nil
+	})
+}

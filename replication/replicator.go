@@ -77,7 +77,7 @@ type Replicator struct {
 type peer struct {
 	id, region  string
 	lastHeard   time.Time
-	lagMs       int64
+	lagMs       int64 // at the last message: transit time minus how far its clock is ahead of ours
 	incarnation uint64
 	lastSeq     uint64
 	lost        uint64
@@ -239,7 +239,7 @@ func (r *Replicator) flush(f *flusher) {
 	root := r.cfg.Store.Root()
 	for _, msg := range r.split(vecs, recs) {
 		f.seq++
-		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq, now.UnixMilli(), root
+		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq, r.cfg.Replica.Now().UnixMilli(), root
 		data := AppendDelta(nil, msg)
 		if err := r.cfg.Transport.Publish(f.subject, data); err != nil {
 			// Anti-entropy repairs what the fast path drops.
@@ -321,7 +321,9 @@ func (r *Replicator) receive(subject string, data []byte) {
 		return
 	}
 	now := r.cfg.Now()
-	lag := now.UnixMilli() - d.SentAtMs
+	// Both ends stamp with their replica's clock (region.Replica.Now), so
+	// lag is transit time plus the difference of the two clocks.
+	lag := r.cfg.Replica.Now().UnixMilli() - d.SentAtMs
 	r.mu.Lock()
 	// A peer heard again after silence (a healed partition, a restart) may
 	// have missed any amount of fast-path traffic: compare digests now
