@@ -66,6 +66,9 @@ type Config struct {
 	Replication *replication.Replicator
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
+	// ChaosClock, if set, serves PUT /v1/admin/chaos/clock, which offsets
+	// the replica's wall clock. Only a chaos build sets it.
+	ChaosClock func(offset time.Duration)
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.
@@ -203,6 +206,9 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/sequences/{name"+seg, s.Handler(s.getSequence)).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
+	if s.cfg.ChaosClock != nil {
+		rt.Handle("/v1/admin/chaos/clock", s.RequireAdmin(s.Handler(s.putChaosClock))).Methods(http.MethodPut)
+	}
 	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	})).Methods(http.MethodGet)

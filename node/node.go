@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -138,6 +140,16 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
 	}
+	var chaosClock func(time.Duration)
+	if buildtags.Chaos {
+		// The chaos suite steps this replica's wall clock (PUT
+		// /v1/admin/chaos/clock); the monotonic clock stays true.
+		var offset atomic.Int64
+		start := time.Now()
+		rcfg.Now = func() time.Time { return time.Now().Round(0).Add(time.Duration(offset.Load())) }
+		rcfg.Monotonic = func() time.Duration { return time.Since(start) }
+		chaosClock = func(d time.Duration) { offset.Store(int64(d)) }
+	}
 	if replicate {
 		// Nothing is acknowledged before recovery from peers (see package
 		// replication): the replicator releases the hold.
@@ -190,6 +202,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Version:        opts.Version,
 		Replication:    n.rep,
 		Links:          opts.Links,
+		ChaosClock:     chaosClock, // nil outside a chaos build
 	}
 	if n.num != nil {
 		apiCfg.Milestones = n.num.feed

@@ -16,6 +16,7 @@ const (
 	EnvChaosBug        = "TALLY_CHAOS_BUG"
 	BugAckBeforeCommit = "ack-before-commit"
 	BugNoReconcile     = "no-reconcile"
+	BugClockFollowsWall = "clock-follows-wall"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -30,6 +31,9 @@ type Chaos struct {
 	// NoReconcile: the winner of a like record does not reconcile its
 	// excess after a merge, so concurrent likes of one user count twice.
 	NoReconcile bool
+	// ClockFollowsWall: stamps follow the wall clock whatever it does: no
+	// step is kept out, and the peers' clocks are not followed.
+	ClockFollowsWall bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -44,12 +48,13 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		return Chaos{}
 	}
 	bug := getenv(EnvChaosBug)
-	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile}
+	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
+		ClockFollowsWall: bug == BugClockFollowsWall}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t", c.AckBeforeCommit, c.NoReconcile)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t", c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -80,4 +85,9 @@ func (r *Replica) reconcile(rec *crdt.LikeRecord) int64 {
 		return 0
 	}
 	return rec.Reconcile(r.self)
+}
+
+// chaosClockFollowsWall reports whether the bug ClockFollowsWall is on.
+func (r *Replica) chaosClockFollowsWall() bool {
+	return buildtags.Chaos && r.cfg.Chaos.ClockFollowsWall
 }

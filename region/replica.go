@@ -110,7 +110,12 @@ func New(cfg Config) (*Replica, error) {
 		kick:         make(chan struct{}, 1),
 		unreconciled: make(map[string]int),
 	}
-	r.pclock = newPhysClock(cfg.Now, cfg.Monotonic, r.log, r.metrics.clockSteps)
+	mono := cfg.Monotonic
+	if r.chaosClockFollowsWall() { // never outside a chaos build
+		mono = nil
+		r.log.Warn("chaos build: deliberate bug on", "bug", BugClockFollowsWall)
+	}
+	r.pclock = newPhysClock(cfg.Now, mono, r.log, r.metrics.clockSteps)
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -204,7 +209,12 @@ func (r *Replica) Now() time.Time { return time.UnixMilli(r.pclock.NowMs()) }
 // AdjustClock moves the replica's clock by the median offset of its peers'
 // clocks from it (positive: theirs are ahead), if that is more than 2 s.
 // It reports whether it moved.
-func (r *Replica) AdjustClock(medianMs int64) bool { return r.pclock.Adjust(medianMs) }
+func (r *Replica) AdjustClock(medianMs int64) bool {
+	if r.chaosClockFollowsWall() {
+		return false
+	}
+	return r.pclock.Adjust(medianMs)
+}
 
 // ClockCorrectionMs is how far the replica's clock is from the wall clock.
 func (r *Replica) ClockCorrectionMs() int64 { return r.pclock.CorrectionMs() }

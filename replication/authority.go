@@ -32,6 +32,9 @@ const (
 
 // known reports whether id is this replica, a configured peer or retired.
 func (r *Replicator) known(id string) bool {
+	if r.trustRelays() { // never outside a chaos build
+		return true
+	}
 	if id == r.self || r.retired[id] {
 		return true
 	}
@@ -41,6 +44,9 @@ func (r *Replicator) known(id string) bool {
 
 // speaksFor reports whether a message from sender may carry owner's state.
 func (r *Replicator) speaksFor(sender, owner string) bool {
+	if r.trustRelays() { // never outside a chaos build
+		return true
+	}
 	return owner == sender || owner == r.self || r.retired[owner]
 }
 

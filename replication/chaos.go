@@ -20,6 +20,8 @@ const (
 	// BugGossipIncrements is the EnvChaosBug value that sets
 	// Chaos.GossipIncrements.
 	BugGossipIncrements = "gossip-increments"
+	// BugTrustRelays is the EnvChaosBug value that sets Chaos.TrustRelays.
+	BugTrustRelays = "trust-relays"
 )
 
 // Chaos is what a chaos build may do to replication so that the chaos
@@ -38,6 +40,10 @@ type Chaos struct {
 	// design forbids: a duplicated message counts twice, and the sum races
 	// anti-entropy.
 	GossipIncrements bool
+	// TrustRelays switches on a deliberate bug: every message is taken
+	// whole, whoever sent it, as before authority.go: a forged record
+	// rewrites other replicas' parts and a stranger becomes a peer.
+	TrustRelays bool
 }
 
 // ChaosFromEnv reads EnvChaosNet and EnvChaosBug through getenv (os.Getenv
@@ -52,7 +58,8 @@ func ChaosFromEnv(getenv func(string) string) (Chaos, error) {
 	if err != nil {
 		return Chaos{}, fmt.Errorf("%s=%q: %w", EnvChaosNet, spec, err)
 	}
-	return Chaos{Net: net, GossipIncrements: getenv(EnvChaosBug) == BugGossipIncrements}, nil
+	bug := getenv(EnvChaosBug)
+	return Chaos{Net: net, GossipIncrements: bug == BugGossipIncrements, TrustRelays: bug == BugTrustRelays}, nil
 }
 
 // gossipIncrements reports whether the gossip-increments bug is on.
@@ -86,4 +93,9 @@ func (r *Replicator) chaosIncoming(sender string, e OwnEntry) crdt.PN {
 	}
 	cur := rd.Vector.Get(sender)
 	return crdt.PN{P: cur.P + e.PN.P, N: cur.N + e.PN.N}
+}
+
+// trustRelays reports whether the bug TrustRelays is on.
+func (r *Replicator) trustRelays() bool {
+	return buildtags.Chaos && r.cfg.Chaos.TrustRelays
 }

@@ -104,6 +104,34 @@ func TestChaosFullMixPasses(t *testing.T) {
 	}
 }
 
+// Clock steps (+1 h, -30 s, +30 s) and a malicious region's forgeries,
+// each while the workload runs: PASS.
+func TestChaosClockStepsAndForgeriesPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a chaos test on real processes")
+	}
+	cfg := DefaultConfig()
+	cfg.Duration, cfg.Seed, cfg.Rate = 24*time.Second, 7, 100
+	cfg.Schedule = []Episode{
+		{Index: 1, Kind: KindClock, At: 2 * time.Second, Dur: 4 * time.Second, Region: "us", Offset: time.Hour},
+		{Index: 2, Kind: KindForge, At: 7 * time.Second, Dur: 4 * time.Second, Region: "ap"},
+		{Index: 3, Kind: KindClock, At: 12 * time.Second, Dur: 4 * time.Second, Region: "eu", Offset: -30 * time.Second},
+		{Index: 4, Kind: KindClock, At: 17 * time.Second, Dur: 4 * time.Second, Region: "ap", Offset: 30 * time.Second},
+	}
+	rep := runChaos(t, cfg)
+	if !rep.Pass {
+		for region, tail := range rep.LogTails {
+			t.Logf("log of %s:\n%s", region, tail)
+		}
+		t.Fatalf("FAIL: %v", rep.ViolationCounts)
+	}
+	for _, e := range rep.Episodes {
+		if e.Skipped || e.Note != "" {
+			t.Fatalf("episode %s did not run as planned: %s", e.What, e.Note)
+		}
+	}
+}
+
 // Negative controls: with each deliberate bug the checker must FAIL, and
 // for the reason the bug causes.
 func TestChaosCatchesDeliberateBugs(t *testing.T) {
@@ -142,6 +170,28 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 				c.LikeWeight, c.PairWeight, c.IncrWeight = 40, 50, 10
 			},
 			kind: KindDoubleCount, prefix: "likes/",
+		},
+		{
+			// Forged deltas merged whole rewrite other replicas' parts of
+			// like records and add a stranger's entries.
+			bug: "trust-relays",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
+			},
+			kind: KindValueMismatch, prefix: "likes/",
+		},
+		{
+			// Stamps that follow a wall clock an hour ahead: the other
+			// regions refuse the records stamped in the future, and the
+			// regions disagree on them.
+			bug: "clock-follows-wall",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight = 90, 0, 10
+				c.Schedule = []Episode{{Index: 1, Kind: KindClock, At: 2 * time.Second, Dur: 5 * time.Second, Region: "us", Offset: time.Hour}}
+			},
+			kind: KindDisagreement, prefix: "item-", // a record, keyed item and user
 		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {

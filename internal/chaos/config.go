@@ -20,14 +20,16 @@ const (
 	FaultWipe      = "wipe"      // kill -9, remove the data dir, restart empty
 	FaultNATS      = "nats"      // restart of a region's nats-server
 	FaultMsg       = "msg"       // drop, duplicate, delay and reorder replication messages (chaos build)
+	FaultClock     = "clock"     // a region's wall clock steps ±30 s or +1 h, then back (chaos build)
+	FaultForge     = "forge"     // a malicious region publishes forged deltas
 )
 
 // AllFaults lists every fault class, in the order reports show them.
-var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg}
+var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultClock, FaultForge}
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
-var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile"}
+var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall"}
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).

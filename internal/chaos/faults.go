@@ -186,6 +186,10 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		return x.restart(ctx, rec, p)
 	case KindWipe:
 		return x.wipe(ctx, rec)
+	case KindClock:
+		return x.stepClock(ctx, e)
+	case KindForge:
+		return x.forge(ctx, e)
 	case KindPause:
 		p := x.d.proc(e.Region)
 		x.w.setPaused(e.Region, true)

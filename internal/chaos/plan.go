@@ -24,6 +24,14 @@ const (
 	// nothing. Plan never draws it (adding it to the mix would change every
 	// seed's schedule); tests put it in Config.Schedule.
 	KindPause = "pause"
+	// KindClock steps one region's wall clock by Offset (±30 s or +1 h)
+	// for Dur, then back (clock).
+	KindClock = "clock"
+	// KindForge is a malicious region: for Dur, a NATS client publishes
+	// forged deltas, from a replica nobody configured and on a real
+	// replica's subject carrying other replicas' parts of like records
+	// (forge).
+	KindForge = "forge"
 )
 
 // Episode is one fault of the schedule. Episodes run one after another.
@@ -45,6 +53,8 @@ type Episode struct {
 	B string `json:"b,omitempty"`
 	// Flaps are the flap's alternating down and up times.
 	Flaps []time.Duration `json:"flaps,omitempty"`
+	// Offset is the clock episode's step of Region's wall clock.
+	Offset time.Duration `json:"offset,omitempty"`
 }
 
 func (e Episode) String() string {
@@ -68,6 +78,10 @@ func (e Episode) String() string {
 		what = "restart nats of " + e.Region
 	case KindPause:
 		what = "SIGSTOP " + e.Region
+	case KindClock:
+		what = fmt.Sprintf("step the clock of %s by %s", e.Region, e.Offset)
+	case KindForge:
+		what = "forge deltas as " + e.Region
 	default:
 		what = e.Kind
 	}
@@ -75,9 +89,10 @@ func (e Episode) String() string {
 }
 
 // linkFault reports whether the episode cuts region from region (for
-// availability during partitions): every kind but kill, wipe and pause.
+// availability during partitions): every kind but kill, wipe, pause,
+// clock and forge.
 func (e Episode) linkFault() bool {
-	return e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause
+	return e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause && e.Kind != KindClock && e.Kind != KindForge
 }
 
 // validate checks a hand-made episode (Config.Schedule) against regions.
@@ -94,7 +109,12 @@ func (e Episode) validate(regions []string) error {
 		return fmt.Errorf("%s: want at >= 0 and dur > 0 (got %s, %s)", e.Kind, e.At, e.Dur)
 	}
 	switch e.Kind {
-	case KindIsolate, KindKill, KindWipe, KindNATS, KindPause:
+	case KindIsolate, KindKill, KindWipe, KindNATS, KindPause, KindForge:
+		return known(e.Region)
+	case KindClock:
+		if e.Offset == 0 {
+			return errors.New("clock: want a non-zero offset")
+		}
 		return known(e.Region)
 	case KindSplit:
 		if len(e.Minority) == 0 || len(e.Majority) == 0 {
@@ -129,6 +149,8 @@ var kindWeights = []struct {
 	{FaultKill, KindKill, 3},
 	{FaultWipe, KindWipe, 1},
 	{FaultNATS, KindNATS, 2},
+	{FaultClock, KindClock, 2},
+	{FaultForge, KindForge, 2},
 }
 
 // Plan returns the fault schedule of cfg: a pure function of the seed, the
@@ -215,6 +237,11 @@ func Plan(cfg Config) []Episode {
 		case KindNATS:
 			e.Region, e.Dur = pick(), between(500*time.Millisecond, 3*time.Second)
 			budget = time.Second
+		case KindClock:
+			e.Region, e.Dur = pick(), between(2*time.Second, 5*time.Second)
+			e.Offset = []time.Duration{30 * time.Second, -30 * time.Second, time.Hour}[rng.IntN(3)]
+		case KindForge:
+			e.Region, e.Dur = pick(), between(2*time.Second, 5*time.Second)
 		}
 		if t+e.Dur+budget > end {
 			break

@@ -1,0 +1,28 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+)
+
+type chaosClockRequest struct {
+	OffsetMs *int64 `json:"offset_ms"`
+}
+
+// PUT /v1/admin/chaos/clock {"offset_ms": n}: a chaos build's replica sets
+// how far its wall clock is from the host's, to test clock steps. The route
+// exists only when Config.ChaosClock is set, which only a chaos build does.
+func (s *Server) putChaosClock(w http.ResponseWriter, r *http.Request) error {
+	var req chaosClockRequest
+	if err := s.decodeBody(w, r, &req); err != nil {
+		return err
+	}
+	if req.OffsetMs == nil {
+		return newError(http.StatusBadRequest, CodeMissingField, `body needs "offset_ms"`)
+	}
+	d := time.Duration(*req.OffsetMs) * time.Millisecond
+	s.cfg.ChaosClock(d)
+	s.log.Warn("chaos build: wall clock offset set", "offset", d)
+	writeJSON(w, http.StatusOK, req)
+	return nil
+}
