@@ -13,9 +13,9 @@ import (
 // BugAckBeforeCommit and BugNoReconcile are this package's values (other
 // packages read other values).
 const (
-	EnvChaosBug        = "TALLY_CHAOS_BUG"
-	BugAckBeforeCommit = "ack-before-commit"
-	BugNoReconcile     = "no-reconcile"
+	EnvChaosBug         = "TALLY_CHAOS_BUG"
+	BugAckBeforeCommit  = "ack-before-commit"
+	BugNoReconcile      = "no-reconcile"
 	BugClockFollowsWall = "clock-follows-wall"
 )
 

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -323,5 +325,40 @@ func TestStoredClockAheadNotFollowed(t *testing.T) {
 	after, _, _ := a.Record("post", "alice")
 	if after.Liked || after.HLC <= before.HLC {
 		t.Fatalf("unlike on a record stamped ahead: %+v (was %+v): it would lose to the old stamp", after, before)
+	}
+}
+
+// During recovery a replica does not reconcile: its own entries are not
+// all back, and a change to its own vector entry made from a stale base
+// would be swallowed by the recovered value (max). Accepting writes runs
+// the pass it put off. (Found by the chaos suite: a wiped replica ended
+// with its vector entry one below its records.)
+func TestReconciliationWaitsForRecovery(t *testing.T) {
+	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.HoldWrites = true })
+	ctx := context.Background()
+	// A's own record, as a peer kept it: A was the last to act (like),
+	// but the contribution that made it count is not here yet.
+	rec := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "A", Contrib: crdt.Vector{}.Set("A", crdt.PN{P: 1, N: 1})}
+	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post", User: "u", Rec: rec}}); err != nil {
+		t.Fatal(err)
+	}
+	// Then A's own vector entry, as the peers last saw it.
+	own := crdt.Vector{}.Set("A", crdt.PN{P: 1, N: 1})
+	if err := a.Merge(ctx, []VectorMerge{{Kind: storage.Likes, Item: "post", Vec: own}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rd := mustLikes(t, a, "post"); rd.Value != 0 || rd.Unreconciled != 1 {
+		t.Fatalf("while recovering: %+v, want 0 with the record left unreconciled", rd)
+	}
+	a.AcceptWrites()
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if rd := mustLikes(t, a, "post"); rd.Value != 1 || rd.Unreconciled != 0 || rd.Vector.Get("A") != (crdt.PN{P: 2, N: 1}) {
+			return fmt.Errorf("after recovery: %+v, want 1 with A = {2 1}", rd)
+		}
+		return nil
+	})
+	got, _, _ := a.Record("post", "u")
+	if got.Excess() != 0 || got.Contrib.Get("A") != (crdt.PN{P: 2, N: 1}) {
+		t.Fatalf("record after recovery: %+v", got)
 	}
 }

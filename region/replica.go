@@ -70,9 +70,12 @@ type Replica struct {
 	hlcStored crdt.HLC   // largest HLC persisted in metaHLC
 	num       *numbering // nil without Config.Numbering
 
-	kick       chan struct{} // wakes the writer to number queued likes
-	numbered   atomic.Uint64
-	unnumbered atomic.Int64
+	kick chan struct{} // wakes the writer to number queued likes
+	// reconcileKick asks the writer for the reconciliation pass that
+	// recovery put off (see txn.mergeRecord).
+	reconcileKick chan struct{}
+	numbered      atomic.Uint64
+	unnumbered    atomic.Int64
 }
 
 // request is one submission to the writer: local ops or remote merges.
@@ -87,8 +90,11 @@ type request struct {
 	expire         []rkey
 	expireBeforeMs int64
 	expired        int
-	err            error // whole-request failure (commit failed, closed)
-	done           chan struct{}
+	// reconcileAll: reconcile every marked record this replica is the
+	// origin of (the pass recovery put off).
+	reconcileAll bool
+	err          error // whole-request failure (commit failed, closed)
+	done         chan struct{}
 }
 
 func (q *request) size() int { return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) }
@@ -100,15 +106,16 @@ func New(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{
-		cfg:          cfg,
-		self:         cfg.Replica,
-		store:        cfg.Store,
-		log:          cfg.Logger.Named("replica"),
-		metrics:      newMetrics(cfg.Registerer),
-		cache:        newCache(cfg.CacheItems),
-		reqs:         make(chan *request, cfg.QueueDepth),
-		kick:         make(chan struct{}, 1),
-		unreconciled: make(map[string]int),
+		cfg:           cfg,
+		self:          cfg.Replica,
+		store:         cfg.Store,
+		log:           cfg.Logger.Named("replica"),
+		metrics:       newMetrics(cfg.Registerer),
+		cache:         newCache(cfg.CacheItems),
+		reqs:          make(chan *request, cfg.QueueDepth),
+		kick:          make(chan struct{}, 1),
+		reconcileKick: make(chan struct{}, 1),
+		unreconciled:  make(map[string]int),
 	}
 	mono := cfg.Monotonic
 	if r.chaosClockFollowsWall() { // never outside a chaos build
@@ -247,6 +254,10 @@ func (r *Replica) AcceptWrites() {
 			return
 		}
 		r.accepting.Store(true)
+		select {
+		case r.reconcileKick <- struct{}{}:
+		default:
+		}
 	})
 }
 
@@ -392,6 +403,8 @@ func (r *Replica) run() {
 			if r.accepting.Load() {
 				r.commit(nil) // number queued likes
 			}
+		case <-r.reconcileKick:
+			r.commit([]*request{{reconcileAll: true, done: make(chan struct{})}})
 		case q := <-r.reqs:
 			batch = append(batch[:0], q)
 			n := q.size()

@@ -136,6 +136,11 @@ func (t *txn) apply(q *request) {
 			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
 		}
 	}
+	if q.reconcileAll {
+		if err := t.reconcileMarked(); err != nil {
+			t.r.log.Warn("reconciliation after recovery", "error", err)
+		}
+	}
 	for _, ik := range q.expire {
 		ok, err := t.expireIdem(ik, q.expireBeforeMs)
 		if err != nil {
@@ -354,14 +359,48 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return nil
 	}
 	rs.dirty = true
+	// While recovering, this replica's own entries are not all back yet:
+	// a reconciliation now would change its own vector entry from a stale
+	// base, and the recovered entry would then swallow the change by
+	// max. The record stays marked; AcceptWrites runs the pass.
+	if !t.r.accepting.Load() {
+		return nil
+	}
+	return t.reconcileRecord(m.Item, rs)
+}
+
+// reconcileRecord runs the winner's duty on a record of the overlay.
+func (t *txn) reconcileRecord(item string, rs *recState) error {
 	if delta := t.r.reconcile(rs.rec); delta != 0 {
-		vs, err := t.vector(storage.Likes, m.Item)
+		vs, err := t.vector(storage.Likes, item)
 		if err != nil {
 			return err
 		}
 		vs.cur = vs.cur.Add(t.r.self, delta)
-		rs.spread = true
+		rs.dirty, rs.spread = true, true
 		t.r.metrics.reconciled.Inc()
+	}
+	return nil
+}
+
+// reconcileMarked reconciles every record whose excess is not zero and
+// whose origin is this replica: the pass recovery put off.
+func (t *txn) reconcileMarked() error {
+	var keys []rkey
+	if err := t.r.store.Markers(func(item, user string) bool {
+		keys = append(keys, rkey{item, user})
+		return true
+	}); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		rs, err := t.record(k.a, k.b)
+		if err != nil {
+			return err
+		}
+		if err := t.reconcileRecord(k.a, rs); err != nil {
+			return err
+		}
 	}
 	return nil
 }
