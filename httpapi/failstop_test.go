@@ -34,7 +34,7 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 		}
 		return nil
 	})
-	_, ts := serveOnFaultyDisk(t, storage.Config{FS: errorfs.Wrap(vfs.Default, inject)})
+	_, _, ts := serveOnFaultyDisk(t, storage.Config{FS: errorfs.Wrap(vfs.Default, inject)})
 
 	call := func(method, path, body string) (int, string) {
 		t.Helper()
@@ -109,7 +109,7 @@ func TestFlushFailureStopsWritesAndFailsHealth(t *testing.T) {
 		}
 		return nil
 	})
-	rep, ts := serveOnFaultyDisk(t, storage.Config{FS: errorfs.Wrap(vfs.Default, inject), MemTableBytes: 1 << 20})
+	rep, _, ts := serveOnFaultyDisk(t, storage.Config{FS: errorfs.Wrap(vfs.Default, inject), MemTableBytes: 1 << 20})
 
 	full.Store(true)
 	// Likes by new users until a memtable fills and its flush fails: a few
@@ -129,6 +129,13 @@ func TestFlushFailureStopsWritesAndFailsHealth(t *testing.T) {
 	if !errors.Is(stopped, region.ErrFailed) {
 		t.Fatalf("after 200,000 likes with the sstables' disk full: %v, want the replica failed", stopped)
 	}
+	checkStopped(t, ts)
+}
+
+// checkStopped checks that a failed replica refuses writes and reads with
+// 503 storage_failed and fails both health checks.
+func checkStopped(t *testing.T, ts *httptest.Server) {
+	t.Helper()
 	code := func(method, path string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(method, ts.URL+path, nil)
@@ -148,16 +155,18 @@ func TestFlushFailureStopsWritesAndFailsHealth(t *testing.T) {
 		{http.MethodGet, "/readyz"},
 	} {
 		if status, ecode := code(c.method, c.path); status != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
-			t.Errorf("%s %s after the flush failed: %d %q, want 503 storage_failed", c.method, c.path, status, ecode)
+			t.Errorf("%s %s after the failure: %d %q, want 503 storage_failed", c.method, c.path, status, ecode)
 		}
 	}
 }
 
 // serveOnFaultyDisk serves a replica whose store is opened with cfg (its
-// Dir a fresh temporary directory).
-func serveOnFaultyDisk(t *testing.T, cfg storage.Config) (*region.Replica, *httptest.Server) {
+// Dir, if empty, a fresh temporary directory).
+func serveOnFaultyDisk(t *testing.T, cfg storage.Config) (*region.Replica, *storage.Store, *httptest.Server) {
 	t.Helper()
-	cfg.Dir = t.TempDir()
+	if cfg.Dir == "" {
+		cfg.Dir = t.TempDir()
+	}
 	st, err := storage.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -175,5 +184,5 @@ func serveOnFaultyDisk(t *testing.T, cfg storage.Config) (*region.Replica, *http
 	}
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
-	return rep, ts
+	return rep, st, ts
 }
