@@ -86,10 +86,14 @@ type Config struct {
 	// that require one (tls { verify: true } on the client port).
 	NATSCert string `hcl:"nats_cert,optional"`
 	NATSKey  string `hcl:"nats_key,optional"`
-	// Peers are the ids of the other replicas (all regions). A replica with
-	// an empty data directory waits until it has synced from every one of
-	// them before it acknowledges writes. Others are found by heartbeat.
+	// Peers are the ids of the other replicas (all regions): the only
+	// replicas this one listens to (a message from another id is refused).
+	// A replica with an empty data directory waits until it has synced
+	// from every one of them before it acknowledges writes.
 	Peers []string `hcl:"peers,optional"`
+	// Retired are replicas gone for good: their entries, which no longer
+	// change, are taken from any peer's anti-entropy pages.
+	Retired []string `hcl:"retired,optional"`
 	// FlushInterval is how often changed entries are published. Default "10ms".
 	FlushInterval string `hcl:"flush_interval,optional"`
 	// AntiEntropyInterval is how often digests are compared with each
@@ -231,7 +235,7 @@ func (c Config) Validate() error {
 			bad("%s: must be printable ASCII without spaces (it is sent as a bearer token)", t.name)
 		}
 	}
-	for _, p := range c.Peers {
+	for _, p := range append(append([]string(nil), c.Peers...), c.Retired...) {
 		if !crdt.ValidID(p) {
 			bad("peer %q: want %s", p, idRule)
 		}

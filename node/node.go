@@ -378,6 +378,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 		PeerTimeout:         duration(cfg.PeerTimeout),
 		RecoveryTimeout:     duration(cfg.RecoveryTimeout),
 		Peers:               cfg.Peers,
+		Retired:             cfg.Retired,
 		Registerer:          n.registry,
 	})
 	if err == nil {

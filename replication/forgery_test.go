@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -219,4 +220,32 @@ func TestClockFollowsThePeersMedian(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// Whose state a message may carry: its sender's, this replica's own (for
+// the region to judge), a retired replica's; never a live peer's as a
+// relay, and never an unknown replica's.
+func TestAuthorityRules(t *testing.T) {
+	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}, "ap": {id: "ap"}},
+		retired: map[string]bool{"old": true}, m: newMetrics(nil), log: hclog.NewNullLogger()}
+	for _, c := range []struct {
+		owner string
+		want  bool
+	}{{"eu", true}, {"us", true}, {"old", true}, {"ap", false}, {"zz", false}} {
+		if got := r.vetEntry("eu", c.owner); got != c.want {
+			t.Errorf("eu relaying %s's entry: %v, want %v", c.owner, got, c.want)
+		}
+	}
+	if got := refused(&node{rep: r}, refusedUnknownReplica); got != 1 {
+		t.Errorf("unknown_replica refusals %v, want 1", got)
+	}
+	rec := &crdt.LikeRecord{Liked: true, HLC: 9, Origin: "ap", Contrib: crdt.Vector{}.Set("ap", crdt.PN{P: 1}).Set("eu", crdt.PN{N: 1}).Set("old", crdt.PN{P: 1})}
+	got, ok := r.vetRecord("eu", rec)
+	want := &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("eu", crdt.PN{N: 1}).Set("old", crdt.PN{P: 1})}
+	if !ok || !got.Equal(want) {
+		t.Errorf("eu's record: %+v, want %+v", got, want)
+	}
+	if _, ok := r.vetRecord("eu", &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("zz", crdt.PN{P: 1})}); ok {
+		t.Error("a record naming an unknown replica was kept")
+	}
 }

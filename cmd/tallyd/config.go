@@ -65,6 +65,15 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 		}
 		return nil
 	})
+	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their entries are taken from any peer)", func(s string) error {
+		c.Retired = nil
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				c.Retired = append(c.Retired, p)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "how often changes are published (`duration`)")
 	fs.StringVar(&c.AntiEntropyInterval, "anti-entropy-interval", c.AntiEntropyInterval, "how often digests are compared with peers (`duration`)")
 	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
