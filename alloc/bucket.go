@@ -82,7 +82,13 @@ func Retire(ctx context.Context, kv KV, sequence, holder string) (freed []Span, 
 			}
 			freed = append(freed, Span{l.Used, l.End})
 		}
-		if len(freed) == 0 {
+		// Its folded blocks wait for it to take their ranks; it never
+		// will (milestones among them are not fired).
+		folded := st.Folded(holder)
+		for _, c := range folded {
+			st.Settle(holder, c.Epoch)
+		}
+		if len(freed) == 0 && len(folded) == 0 {
 			return errStop
 		}
 		return nil

@@ -1,6 +1,7 @@
 package alloc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -51,6 +52,13 @@ type Config struct {
 	// leases' unused tails back, so that others number them and milestones
 	// in them are not held up. Default 2×Target.
 	IdleRelease time.Duration
+	// CloseAfter: a lease held this long is given back (its unused tail
+	// becoming a hole) even while numbers are still taken from it, and a
+	// fresh one taken if needed. The ranks of the numbers above a lease
+	// wait for it to close, so this bounds how long a number stays
+	// without its rank while the holder can reach the KV. Default
+	// 2×Target.
+	CloseAfter time.Duration
 	// Target is how much of the holder's own traffic one block should
 	// last; block sizes follow the observed rate. Default 1s.
 	Target time.Duration
@@ -67,6 +75,14 @@ type Config struct {
 	// OnReady, if set, is called when numbers become available after a
 	// Take found none. It must not block.
 	OnReady func()
+	// OnFinal, if set, is called from the holder's goroutine with this
+	// holder's closed blocks whose numbers' ranks are now known (Closed
+	// with Folded and Base): the number p of a block, Start <= p < Used,
+	// is the (Base + p - Start + 1)th number used in the sequence. Once it
+	// returns nil the blocks are settled in the KV and never passed again;
+	// on an error they are passed again in a later round. A holder that
+	// restarts gets the blocks its earlier run did not settle.
+	OnFinal func(ctx context.Context, blocks []Closed) error
 
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
@@ -88,6 +104,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.IdleRelease == 0 {
 		c.IdleRelease = 2 * c.Target
+	}
+	if c.CloseAfter == 0 {
+		c.CloseAfter = 2 * c.Target
 	}
 	if c.MinBlock == 0 {
 		c.MinBlock = DefaultMinBlock
@@ -124,8 +143,8 @@ func (c *Config) Validate() error {
 	if c.MinBlock == 0 || c.MaxBlock < c.MinBlock {
 		errs = append(errs, fmt.Errorf("alloc: want 0 < min_block (%d) <= max_block (%d)", c.MinBlock, c.MaxBlock))
 	}
-	if c.Target <= 0 || c.IdleRelease <= 0 || c.OpTimeout <= 0 {
-		errs = append(errs, errors.New("alloc: target, idle_release and op_timeout must be positive"))
+	if c.Target <= 0 || c.IdleRelease <= 0 || c.CloseAfter <= 0 || c.OpTimeout <= 0 {
+		errs = append(errs, errors.New("alloc: target, idle_release, close_after and op_timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }

@@ -1,18 +1,24 @@
 // Package alloc hands out numbers of named global sequences ("the Nth
-// like") to replicas in leased blocks, kept on a JetStream KV bucket, so
-// that no number is used twice and none is skipped.
+// like") to replicas in leased blocks, kept on a JetStream KV bucket, and
+// ranks the numbers used densely: the Nth number used, in block order, has
+// rank N, whatever holes unused tails left.
 //
 // # State and decisions
 //
 // One KV key per sequence, "seq.<name>", holds the whole State: the
-// high-water mark HWM (numbers at or above it were never leased), the free
-// list (unused tails given back, leased again before HWM moves), and the
-// live leases, each a block [Start, End) with an epoch, a holder, Used (what
-// the holder last reported spent) and Beat (bumped by each renewal). Every
-// decision is a compare-and-swap of that value against the revision it was
-// read at (KV Update with the expected revision): never a read followed by
-// a blind write, because KV reads may be stale. Keys are never deleted:
-// Create over a delete marker is not atomic.
+// high-water mark HWM (numbers at or above it were never leased; numbers
+// are never leased twice), the open leases, each a block [Start, End) with
+// an epoch, a holder, Used (what the holder last reported spent) and Beat
+// (bumped by each renewal), the closed blocks (their use final), and the
+// dense prefix: every number below Dense.Pos is in a closed block, and
+// Dense.Rank of them were used. Closing a block folds: the closed block at
+// Dense.Pos gets its Base (the rank before it) and the prefix moves past
+// it; its holder takes the ranks (Config.OnFinal) and settles it. Every
+// decision is a compare-and-swap of that value against the revision it
+// was read at (KV Update with the expected revision): never a read
+// followed by a blind write, because KV reads may be stale. The key is
+// created with Update at revision 0, which fails over a delete marker: a
+// deleted key stops numbering rather than restarting it.
 //
 // A write whose answer is lost (timeout) is indeterminate. Each attempt
 // stores a fresh nonce in State.Applied[holder]; the next read tells
@@ -35,23 +41,29 @@
 //
 // # Unused tails
 //
-// The tail of a lease goes back to the free list exactly, by the holder
-// itself, which alone knows what it used: when it goes idle, when it
-// closes, and, after a crash, on restart from the Snapshot stored with its
-// data (its old leases are given back from the stored cursor, never used
-// again). A holder cut off or paused past its TTL renews the same lease
-// when it returns: nobody else touched it.
+// The tail of a lease is closed as a hole exactly, by the holder itself,
+// which alone knows what it used: when it goes idle, when the lease is
+// CloseAfter old, when it closes, and, after a crash, on restart from the
+// Snapshot stored with its data (its old leases are closed at the stored
+// cursor, never used again). A holder cut off or paused past its TTL
+// renews the same lease when it returns: nobody else touched it.
 //
 // A holder that never returns (its disk is lost) would keep its block
-// forever. Retire (an operator action), ReclaimAfter (automatic, off by
-// default), or the same replica restarting on an empty disk (it gives back
-// leases it no longer knows) frees such a lease from the holder's last
-// report. Those are the inexact steps: numbers the holder used after its
-// last report, at most RenewEvery+TTL of its traffic, may be used again
-// (and a milestone claim intent lost with the disk is never claimed by
-// that replica).
-// Milestone claims stay exactly-once regardless, because they are
-// create-only keys.
+// open, and every rank above it unknown, forever. Retire (an operator
+// action) and ReclaimAfter (automatic, off by default) close such a lease
+// from the holder's last report; the same replica restarting on an empty
+// disk closes the leases it no longer knows as wholly unused (Forget),
+// since which likes took their numbers is gone. Those are the inexact
+// steps: likes numbered after the last report get no rank, and a folded
+// block whose holder lost its disk before taking its ranks keeps its
+// milestones unfired. Milestone claims stay exactly-once regardless,
+// because they are create-only keys.
+//
+// Holes cost nothing: ranks skip them. An earlier design leased unused
+// tails again (a free list), so the numbers stayed dense without ranks;
+// but a milestone in a tail given back waited for the next like, however
+// long, and one in a block spent above a hole could fire before that many
+// likes existed.
 //
 // # Rejected designs
 //

@@ -39,6 +39,7 @@ type Holder struct {
 
 	// Owned by the holder goroutine.
 	watch     map[uint64]beatSeen // other holders' leases: epoch -> beat
+	settle    []uint64            // folded blocks of ours OnFinal took, to settle in the KV
 	rate      float64             // numbers per second, smoothed
 	lastTaken uint64
 	lastRound time.Time
@@ -52,6 +53,7 @@ type Holder struct {
 // held is a lease this holder has.
 type held struct {
 	Lease
+	since    time.Time // when this holder got it
 	taken    uint64    // next number to hand out
 	durable  uint64    // numbers below it are committed by the writer
 	deadline time.Time // fence: no number is handed out at or after it
@@ -96,6 +98,15 @@ func (h *Holder) Attach(onReady func()) {
 		panic("alloc: Attach after Start")
 	}
 	h.cfg.OnReady = onReady
+}
+
+// AttachFinal sets Config.OnFinal, for the same reason as Attach. Call it
+// before Start, never after.
+func (h *Holder) AttachFinal(onFinal func(ctx context.Context, blocks []Closed) error) {
+	if h.cancel != nil {
+		panic("alloc: AttachFinal after Start")
+	}
+	h.cfg.OnFinal = onFinal
 }
 
 // Start runs the holder's goroutine until Close.
@@ -296,8 +307,8 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 	var plans []plan
 	var left uint64
 	for _, l := range h.leases {
-		if idle && l.taken == l.durable {
-			l.release = true
+		if idle && l.taken == l.durable || start.Sub(l.since) >= h.cfg.CloseAfter {
+			l.release = true // hand out nothing more; given back once committed
 		}
 		plans = append(plans, plan{l.Epoch, l.durable, l.release && l.taken == l.durable})
 		if !l.release {
@@ -316,6 +327,7 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 	}
 	restored := h.restored
 	h.mu.Unlock()
+	settle := slices.Clone(h.settle)
 
 	mine := make(map[uint64]bool, len(plans))
 	for _, p := range plans {
@@ -349,11 +361,20 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 			changed = true
 		}
 		// Our leases we do not hold: give back from what we last stored.
+		// One our store does not know at all was used by a run whose data
+		// is gone (or never used): which likes took its numbers is gone
+		// with it, so none of them gets a rank.
 		for _, l := range slices.Clone(st.Leases) {
 			if l.Holder != h.cfg.Holder || mine[l.Epoch] {
 				continue
 			}
-			if err := st.Release(h.cfg.Holder, l.Epoch, max(l.Used, min(restored[l.Epoch], l.End))); err != nil {
+			var err error
+			if next, ok := restored[l.Epoch]; ok {
+				err = st.Release(h.cfg.Holder, l.Epoch, max(l.Used, min(next, l.End)))
+			} else {
+				err = st.Forget(h.cfg.Holder, l.Epoch)
+			}
+			if err != nil {
 				return err
 			}
 			changed = true
@@ -369,6 +390,10 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 				changed = true
 				h.log.Warn("reclaimed the tail of a silent holder's lease", "holder", l.Holder, "epoch", l.Epoch, "from", l.Used, "to", l.End)
 			}
+		}
+		for _, e := range settle {
+			st.Settle(h.cfg.Holder, e)
+			changed = true
 		}
 		if acquire > 0 {
 			l := st.Acquire(h.cfg.Holder, acquire)
@@ -391,6 +416,9 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 	o := outcomes[st.Applied[h.cfg.Holder]]
 	if errors.Is(err, errStop) || o == nil {
 		o = &outcome{}
+	}
+	if !errors.Is(err, errStop) {
+		h.settle = h.settle[len(settle):] // written with this round
 	}
 	deadline := start.Add(h.cfg.TTL)
 	h.mu.Lock()
@@ -418,7 +446,7 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 		return !inKV && l.durable == l.End
 	})
 	if l := o.acquired; l != nil {
-		h.leases = append(h.leases, &held{Lease: *l, taken: l.Start, durable: l.Start, deadline: deadline})
+		h.leases = append(h.leases, &held{Lease: *l, since: start, taken: l.Start, durable: l.Start, deadline: deadline})
 		h.metrics.acquired.Inc()
 		h.metrics.blockSize.Set(float64(l.Len()))
 	}
@@ -437,7 +465,33 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 	if ready && h.cfg.OnReady != nil {
 		h.cfg.OnReady()
 	}
+	h.final(ctx, st)
 	return nil
+}
+
+// final passes this holder's folded blocks not yet settled to OnFinal, and
+// queues those it took for the next round to settle.
+func (h *Holder) final(ctx context.Context, st *State) {
+	if h.cfg.OnFinal == nil || st == nil {
+		return
+	}
+	var blocks []Closed
+	for _, c := range st.Folded(h.cfg.Holder) {
+		if !slices.Contains(h.settle, c.Epoch) {
+			blocks = append(blocks, c)
+		}
+	}
+	if len(blocks) == 0 {
+		return
+	}
+	if err := h.cfg.OnFinal(ctx, blocks); err != nil {
+		h.log.Warn("final ranks not taken; trying again next round", "blocks", len(blocks), "error", err)
+		return
+	}
+	for _, c := range blocks {
+		h.settle = append(h.settle, c.Epoch)
+	}
+	h.nudge() // settle them soon
 }
 
 // updateRate folds the numbers taken since the last round into the rate

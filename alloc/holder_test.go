@@ -157,9 +157,10 @@ func (r *replica) stop(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *ra
 	}
 }
 
-// drain leases everything left in the free list and checks that the
-// numbers used are exactly [1, hwm): pairwise-disjoint blocks, no number
-// used twice, none skipped.
+// drain checks, once every replica has closed, that every number is final
+// and the numbers used are exactly the used parts of the closed blocks:
+// none used twice, none used outside what its holder reported, so each
+// used number has its rank.
 func drain(t *testing.T, kv jetstream.KeyValue, led *ledger) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -168,34 +169,27 @@ func drain(t *testing.T, kv jetstream.KeyValue, led *ledger) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Leases) != 0 {
-		t.Fatalf("leases still held after every replica closed: %+v", st.Leases)
-	}
-	z := &seqKV{kv: kv, key: "seq.likes", holder: "drain", opTimeout: time.Second}
-	for len(st.Free) > 0 {
-		var l Lease
-		if _, err = z.apply(ctx, func(s *State, _ string) error { l = s.Acquire("drain", 1<<20); return nil }); err != nil {
-			t.Fatal(err)
-		}
-		led.use(l.Span, "drain")
-		if st, err = z.apply(ctx, func(s *State, _ string) error { return s.Renew("drain", l.Epoch, l.End) }); err != nil {
-			t.Fatal(err)
-		}
+	if len(st.Leases) != 0 || st.Dense.Pos != st.HWM {
+		t.Fatalf("after every replica closed: leases %+v, dense %+v of hwm %d", st.Leases, st.Dense, st.HWM)
 	}
 	led.mu.Lock()
 	defer led.mu.Unlock()
 	if len(led.dups) > 0 {
 		t.Fatalf("%d numbers used twice, e.g. %v", len(led.dups), led.dups[:min(5, len(led.dups))])
 	}
-	for n := uint64(1); n < st.HWM; n++ {
-		if _, ok := led.used[n]; !ok {
-			t.Fatalf("number %d skipped (hwm %d, %d used)", n, st.HWM, len(led.used))
+	ranked := uint64(0)
+	for _, c := range st.Closed {
+		for n := c.Start; n < c.Used; n++ {
+			if _, ok := led.used[n]; !ok {
+				t.Fatalf("number %d of %+v counts as used, but nobody used it", n, c)
+			}
+			ranked++
 		}
 	}
-	if got := uint64(len(led.used)); got != st.HWM-1 {
-		t.Fatalf("%d numbers used, want hwm-1 = %d", got, st.HWM-1)
+	if ranked != st.Dense.Rank || uint64(len(led.used)) != ranked {
+		t.Fatalf("%d numbers used, %d in closed blocks, dense rank %d", len(led.used), ranked, st.Dense.Rank)
 	}
-	t.Logf("%d numbers, all used once", st.HWM-1)
+	t.Logf("%d numbers used and ranked, %d holes", ranked, st.Holes())
 }
 
 // TestHoldersHammerOneSequence: six replicas number from one sequence while

@@ -87,10 +87,10 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 	if len(st.Leases) != 0 {
 		t.Fatalf("leases left after retire: %+v", st.Leases)
 	}
-	// Nothing is lost or reused: the freed tails are the top of the
-	// sequence, so HWM drops back to where gone's use ended.
-	if len(st.Free) != 0 || st.HWM != want[0].Start {
-		t.Fatalf("state after retire %+v, want no free spans and hwm %d", st, want[0].Start)
+	// What gone used last reported counts, the rest of its block is a
+	// hole, and every number is final: the dense ranks are known.
+	if len(st.Closed) != 0 || st.Dense.Pos != st.HWM || st.Dense.Rank != want[0].Start-1 {
+		t.Fatalf("state after retire %+v, want every number final, %d used", st, want[0].Start-1)
 	}
 
 	// Retiring again frees nothing and is not an error.
@@ -99,7 +99,7 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 		t.Fatalf("second retire: %+v, %v; want nothing, no error", again, err)
 	}
 
-	// Another holder takes the span.
+	// Another holder takes fresh numbers.
 	b, err := New(testConfig(kv, "next"))
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +116,8 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 		return nil
 	})
 	b.Durable()
-	if got.Start != want[0].Start {
-		t.Fatalf("next holder took [%d,%d), want the freed tail from %d", got.Start, got.End, want[0].Start)
+	if got.Start != st.HWM {
+		t.Fatalf("next holder took [%d,%d), want fresh numbers from %d (holes are never leased again)", got.Start, got.End, st.HWM)
 	}
 }
 

@@ -74,30 +74,44 @@ func TestStateRandomOps(t *testing.T) {
 				}
 				st = back
 			}
-			// Everyone gives back, then one holder drains the free list.
+			// Everyone gives back: every number is final.
 			for _, l := range append([]Lease(nil), st.Leases...) {
 				if err := st.Release(l.Holder, l.Epoch, next[l.Epoch]); err != nil {
 					t.Fatal(err)
 				}
 			}
-			for len(st.Free) > 0 {
-				l := st.Acquire("z", 7)
-				next[l.Epoch] = l.Start
-				use(l, l.Len())
-				if err := st.Renew("z", l.Epoch, l.End); err != nil {
-					t.Fatal(err)
+			if len(st.Leases) != 0 || st.Dense.Pos != st.HWM {
+				t.Fatalf("leases left %+v, dense %+v of hwm %d", st.Leases, st.Dense, st.HWM)
+			}
+			// The ranks of the used numbers, from the folded blocks, are
+			// exactly 1..Rank: dense, each once, in number order.
+			ranks := map[uint64]uint64{} // number -> rank
+			for _, c := range st.Closed {
+				if !c.Folded {
+					t.Fatalf("closed block %+v not folded below the dense prefix", c)
+				}
+				for p := c.Start; p < c.Used; p++ {
+					ranks[p] = c.Base + p - c.Start + 1
 				}
 			}
-			if len(st.Leases) != 0 {
-				t.Fatalf("leases left: %+v", st.Leases)
+			if uint64(len(ranks)) != st.Dense.Rank {
+				t.Fatalf("%d numbers ranked, dense rank %d", len(ranks), st.Dense.Rank)
 			}
-			for n := uint64(1); n < st.HWM; n++ {
-				if !used[n] {
-					t.Fatalf("number %d skipped (hwm %d)", n, st.HWM)
+			var prev uint64
+			for p := uint64(1); p < st.HWM; p++ {
+				r, ok := ranks[p]
+				if ok != used[p] {
+					t.Fatalf("number %d: used %v, ranked %v", p, used[p], ok)
+				}
+				if ok {
+					if r != prev+1 {
+						t.Fatalf("number %d has rank %d after rank %d", p, r, prev)
+					}
+					prev = r
 				}
 			}
-			if uint64(len(used)) != st.HWM-1 {
-				t.Fatalf("%d numbers used, hwm %d", len(used), st.HWM)
+			if prev != st.Dense.Rank || st.Holes() != st.HWM-1-prev {
+				t.Fatalf("last rank %d, dense %+v, holes %d of hwm %d", prev, st.Dense, st.Holes(), st.HWM)
 			}
 		})
 	}
@@ -116,28 +130,62 @@ func TestReclaimNeedsTheWatchedBeat(t *testing.T) {
 	if !st.Reclaim(l.Epoch, cur.Beat) {
 		t.Fatal("reclaim with the current beat failed")
 	}
-	if len(st.Free) != 0 || st.HWM != l.Start+3 {
-		t.Fatalf("tail [%d,%d) should lower hwm to %d: free %v hwm %d", l.Start+3, l.End, l.Start+3, st.Free, st.HWM)
+	if st.Dense != (Dense{Pos: l.End, Rank: 3}) || st.Holes() != l.Len()-3 {
+		t.Fatalf("after reclaiming [%d,%d) used to %d: dense %+v, holes %d", l.Start, l.End, l.Start+3, st.Dense, st.Holes())
 	}
 	if err := st.Renew("a", l.Epoch, l.End); err == nil {
 		t.Fatal("renew of a reclaimed lease succeeded")
 	}
 }
 
-func TestFreeListFirst(t *testing.T) {
+// A rank is known only once every number below is final: a block closed
+// above an open one waits, and folds when the one below closes.
+func TestRanksWaitForEveryBlockBelow(t *testing.T) {
 	st := NewState()
 	a := st.Acquire("a", 10) // [1,11)
 	b := st.Acquire("b", 10) // [11,21)
-	if err := st.Release("a", a.Epoch, 4); err != nil {
+	if err := st.Release("b", b.Epoch, b.Start+4); err != nil {
 		t.Fatal(err)
 	}
-	c := st.Acquire("c", 100)
-	if c.Start != 4 || c.End != 11 {
-		t.Fatalf("acquire after a release took [%d,%d), want the freed tail [4,11)", c.Start, c.End)
+	if st.Dense != (Dense{Pos: 1}) || len(st.Folded("b")) != 0 {
+		t.Fatalf("b's block folded above a's open one: %+v, %+v", st.Dense, st.Folded("b"))
 	}
-	d := st.Acquire("c", 5)
-	if d.Start != b.End {
-		t.Fatalf("then [%d,%d), want fresh numbers from %d", d.Start, d.End, b.End)
+	if err := st.Release("a", a.Epoch, a.Start+2); err != nil {
+		t.Fatal(err)
+	}
+	if st.Dense != (Dense{Pos: 21, Rank: 6}) {
+		t.Fatalf("dense %+v, want pos 21 rank 6", st.Dense)
+	}
+	fa, fb := st.Folded("a"), st.Folded("b")
+	if len(fa) != 1 || fa[0].Base != 0 || len(fb) != 1 || fb[0].Base != 2 {
+		t.Fatalf("folded a %+v b %+v: want bases 0 and 2", fa, fb)
+	}
+	// The next lease is fresh: holes are never leased again.
+	if c := st.Acquire("c", 5); c.Start != 21 {
+		t.Fatalf("acquire took [%d,%d), want fresh numbers from 21", c.Start, c.End)
+	}
+	st.Settle("b", b.Epoch)
+	st.Settle("b", b.Epoch) // twice: a lost answer
+	if len(st.Folded("b")) != 0 || len(st.Folded("a")) != 1 {
+		t.Fatalf("after settling b: %+v", st.Closed)
+	}
+	if err := st.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A version 1 value: everything below its lowest free or leased number
+// counts as used (rank = number), free spans become holes.
+func TestMigrateVersion1(t *testing.T) {
+	st, err := DecodeState([]byte(`{"v":1,"hwm":30,"next_epoch":3,"free":[{"start":5,"end":8}],` +
+		`"leases":[{"epoch":2,"holder":"a","start":20,"end":30,"used":22}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// [1,5) used (ranks 1-4), [5,8) a hole, [8,20) unaccounted in v1 but
+	// spent (ranks 5-16), then a's open lease.
+	if st.Version != stateVersion || st.Dense != (Dense{Pos: 20, Rank: 16}) || len(st.Closed) != 0 {
+		t.Fatalf("migrated: %+v", st)
 	}
 }
 
@@ -146,6 +194,7 @@ func FuzzDecodeState(f *testing.F) {
 	st.Acquire("a", 10)
 	f.Add(st.Encode())
 	f.Add([]byte(`{"v":1,"hwm":5,"next_epoch":2,"free":[{"start":1,"end":5}]}`))
+	f.Add([]byte(`{"v":2,"hwm":9,"next_epoch":3,"dense":{"pos":5,"rank":2},"closed":[{"epoch":1,"holder":"a","start":1,"end":5,"used":3,"folded":true}],"leases":[{"epoch":2,"holder":"b","start":5,"end":9,"used":5}]}`))
 	f.Add([]byte(`{"v":1,"hwm":5,"next_epoch":2,"leases":[{"epoch":1,"holder":"x","start":3,"end":9,"used":3}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := DecodeState(b)

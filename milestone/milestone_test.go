@@ -2,9 +2,11 @@ package milestone
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +57,13 @@ func (n *node) open(t *testing.T, js jetstream.JetStream, kv alloc.KV, rule Rule
 		TTL: 400 * time.Millisecond, Target: 100 * time.Millisecond, IdleRelease: 200 * time.Millisecond,
 		MinBlock: 4, MaxBlock: 64,
 		OnReady: func() { n.rep.NumbersReady() },
+		OnFinal: func(ctx context.Context, blocks []alloc.Closed) error {
+			fb := make([]region.FinalBlock, len(blocks))
+			for i, b := range blocks {
+				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
+			}
+			return n.rep.Finalize(ctx, fb)
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -121,10 +130,10 @@ func (n *node) stop(t *testing.T) {
 // TestMilestonesFireExactlyOnce runs seeded trials: three replicas like at
 // random into one sequence; in each trial one replica acknowledges its
 // likes but "crashes" before claiming anything, and is restarted from its
-// data; at the end, likes go on until every given-back tail is used.
-// Every milestone below the final high-water mark must fire exactly once, as an event every replica's
-// feed shows, for a like that replica really counted, and no claim may
-// find its number taken by another like.
+// data. Then likes stop: within the bound every milestone at or below the
+// number of likes must have fired exactly once, and none above it, as an
+// event every replica's feed shows, for a like that replica really
+// counted, and no claim may find its rank taken by another like.
 func TestMilestonesFireExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -174,42 +183,34 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 			// milestone numbers, and claimed none.
 			nodes[crashing].crash(t)
 			nodes[crashing].open(t, js, kv, rule, true)
-			for _, n := range nodes {
-				testkit.WaitFor(t, 20*time.Second, func() error { return settled(t, n.id, n.rep) })
-			}
+			// Likes stop. Within the bound every lease is given back, every
+			// number is final, every block's ranks are taken, and every
+			// milestone at or below the numbered count is claimed.
+			var st *alloc.State
+			testkit.WaitFor(t, 20*time.Second, func() error {
+				var err error
+				if st, err = alloc.Read(ctx, kv, "likes"); err != nil {
+					return err
+				}
+				if len(st.Leases) != 0 || st.Dense.Pos != st.HWM || len(st.Closed) != 0 {
+					return fmt.Errorf("leases %+v, dense %+v of hwm %d, closed %+v", st.Leases, st.Dense, st.HWM, st.Closed)
+				}
+				for _, n := range nodes {
+					if err := settled(t, n.id, n.rep); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 			for _, n := range nodes {
 				n.stop(t)
 			}
-			// Tails given back sit in the free list. Like on until every
-			// one of them is leased and used, so that "none skipped" can
-			// be checked over every number below the high-water mark.
-			last := nodes[0]
-			last.open(t, js, kv, rule, true)
-			for k := 0; ; k++ {
-				st, err := alloc.Read(ctx, kv, "likes")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(st.Free) == 0 {
-					break
-				}
-				item, user := "tail", fmt.Sprintf("v%d", k)
-				if _, err := last.rep.Like(ctx, item, user); err != nil {
-					t.Fatal(err)
-				}
-				liked[item+"/"+user] = last.id
+			if st.Dense.Rank != uint64(len(liked)) {
+				t.Fatalf("%d numbers ranked, %d likes counted", st.Dense.Rank, len(liked))
 			}
-			testkit.WaitFor(t, 20*time.Second, func() error { return settled(t, last.id, last.rep) })
-			last.stop(t)
-			st, err := alloc.Read(ctx, kv, "likes")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(st.Leases) != 0 || len(st.Free) != 0 {
-				t.Fatalf("after clean stops: leases %+v free %+v", st.Leases, st.Free)
-			}
-			// None skipped: every milestone below the high-water mark.
-			want := rule.Upto(st.HWM - 1)
+			// None skipped, none early: every milestone up to the number of
+			// likes, and no other.
+			want := rule.Upto(st.Dense.Rank)
 			// Every replica's feed, reopened, shows the same events.
 			for _, n := range nodes {
 				f, _ := NewFeed(FeedConfig{JS: js})
@@ -239,7 +240,7 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 					t.Fatalf("%s lost %v claims: a number was used twice", n.id, lost)
 				}
 			}
-			t.Logf("%d milestones (%s) up to %d, replica %d crashed before claiming", len(want), rule, st.HWM-1, crashing)
+			t.Logf("%d milestones (%s) up to %d, %d holes, replica %d crashed before claiming", len(want), rule, st.Dense.Rank, st.Holes(), crashing)
 			// The stream is shared across trials: clear it for the next.
 			if err := js.DeleteStream(ctx, DefaultStream); err != nil {
 				t.Fatal(err)
@@ -263,4 +264,99 @@ func pendingClaims(t *testing.T, r *region.Replica) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestMilestonesFireAfterTheBurst runs seeded trials of "a burst of likes
+// over three replicas, then silence": every milestone at or below the
+// number of likes fires without another like, within the bound of the
+// holders' settings, exactly once, and none above it ever fires.
+func TestMilestonesFireAfterTheBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("50 trials on a real nats-server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cfg := localnet.DefaultConfig()
+	cfg.Regions, cfg.Dir = []string{"us"}, t.TempDir()
+	c, err := localnet.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	nc, err := nats.Connect(c.ClientURL("us"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The holders' settings in open: a lease closes at most CloseAfter
+	// (2×Target) after it was taken or IdleRelease (2×Target) after its
+	// last number; the ranks then reach each owner within two renewals.
+	const bound = 2*200*time.Millisecond + 3*100*time.Millisecond
+	var worst time.Duration
+	for trial := uint64(1); trial <= 50; trial++ {
+		rng := rand.New(rand.NewPCG(trial, 13))
+		kv, err := alloc.OpenBucket(ctx, js, alloc.BucketConfig{Name: fmt.Sprintf("burst_%d", trial)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst := 1 + rng.IntN(250)
+		// Milestones at random positions, some past the burst.
+		var at []string
+		for range 1 + rng.IntN(4) {
+			at = append(at, fmt.Sprint(1+rng.IntN(300)))
+		}
+		rule, err := ParseRule(strings.Join(at, ","))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes := make([]*node, 3)
+		for i := range nodes {
+			nodes[i] = &node{id: fmt.Sprintf("b%d-n%d", trial, i), dir: filepath.Join(t.TempDir(), fmt.Sprint(i))}
+			nodes[i].open(t, js, kv, rule, true)
+		}
+		for k := range burst {
+			if _, err := nodes[rng.IntN(3)].rep.Like(ctx, fmt.Sprintf("item%d", rng.IntN(3)), fmt.Sprintf("u%d", k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		silent := time.Now()
+		want := rule.Upto(uint64(burst))
+		var took time.Duration
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			evs := nodes[0].feed.Events()
+			if len(evs) < len(want) {
+				return fmt.Errorf("trial %d: %d of %d milestones (%s, %d likes)", trial, len(evs), len(want), rule, burst)
+			}
+			took = time.Since(silent)
+			return nil
+		})
+		// Then silence for longer than the bound: nothing more fires.
+		time.Sleep(bound)
+		for _, n := range nodes {
+			evs := n.feed.Events()
+			if len(evs) != len(want) {
+				t.Fatalf("trial %d: %s lists %d milestones, want %v (%s, %d likes)", trial, n.id, len(evs), want, rule, burst)
+			}
+			for i, e := range evs {
+				if e.Number != want[i] {
+					t.Fatalf("trial %d: milestone %d is %d, want %v: one above the %d likes fired early", trial, i, e.Number, want, burst)
+				}
+			}
+		}
+		for _, n := range nodes {
+			n.stop(t)
+		}
+		worst = max(worst, took)
+		if took > 5*bound {
+			t.Errorf("trial %d: the last milestone came %v after the burst, bound %v", trial, took, bound)
+		}
+		if err := js.DeleteStream(ctx, DefaultStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("slowest of 50 trials: the last milestone %v after the burst (bound %v)", worst, bound)
 }

@@ -18,7 +18,8 @@ package node
 //     no wake-up hook yet;
 //  5. the replica, numbering from the holder (region.Numbering.Seq) and
 //     waking the claimer (Numbering.OnClaim = claimer.Kick);
-//  6. start: holder.Attach(replica.NumbersReady), then the holder, feed
+//  6. start: holder.Attach(replica.NumbersReady) and
+//     holder.AttachFinal(replica.Finalize, adapted), then the holder, feed
 //     and claimer goroutines start.
 //
 // Nothing runs before step 6, so the hook Attach sets is in place before
@@ -137,6 +138,13 @@ func (num *numbering) regionNumbering() *region.Numbering {
 func (num *numbering) start(r *region.Replica) {
 	num.replica = r
 	num.holder.Attach(r.NumbersReady)
+	num.holder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
+		fb := make([]region.FinalBlock, len(blocks))
+		for i, b := range blocks {
+			fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
+		}
+		return r.Finalize(ctx, fb)
+	})
 	num.holder.Start()
 	num.feed.Start()
 	num.claimer.Start()
@@ -175,10 +183,34 @@ func (num *numbering) status() any {
 	}
 }
 
+// sequenceView is GET /v1/sequences/{name}: the allocator's state, and
+// what an operator wants to know of it.
+type sequenceView struct {
+	*alloc.State
+	// Numbered is how many likes have their final number (rank): every
+	// milestone up to it has fired or is being claimed.
+	Numbered uint64 `json:"numbered"`
+	// Holes are numbers leased and never used, below the final ones.
+	Holes uint64 `json:"holes"`
+	// OldestOpen is the lowest block still open: the ranks of every number
+	// above it wait for it to close.
+	OldestOpen *alloc.Lease `json:"oldest_open,omitempty"`
+}
+
 // sequence reads a sequence's allocator state from the KV.
 func (num *numbering) sequence(ctx context.Context, name string) (any, error) {
 	if name != LikesSequence {
 		return nil, httpapi.ErrNoSequence
 	}
-	return alloc.Read(ctx, num.kv, name)
+	st, err := alloc.Read(ctx, num.kv, name)
+	if err != nil {
+		return nil, err
+	}
+	v := sequenceView{State: st, Numbered: st.Dense.Rank, Holes: st.Holes()}
+	for i := range st.Leases {
+		if l := &st.Leases[i]; v.OldestOpen == nil || l.Start < v.OldestOpen.Start {
+			v.OldestOpen = l
+		}
+	}
+	return v, nil
 }

@@ -1,6 +1,7 @@
 package region
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/tally-dev/tally/storage"
@@ -17,10 +18,15 @@ import (
 // like is still acknowledged: numbering never stands in the like's way.
 // Queued likes are numbered first, in order, once numbers come back.
 //
-// A number that is a milestone is written as a claim intent (key
-// n/<sequence>/<number>) in the batch that assigns it, so a crash between
-// the like's ack and the milestone's claim finishes the claim on restart.
-// Claims themselves are made outside the writer (package milestone).
+// The number a like takes is provisional: the sequence's final numbering
+// is dense, each used number's rank among all used numbers, known once
+// every block below it is closed (package alloc). So the writer records
+// which like took each number (key l/<sequence>/<number>) in the batch
+// that assigns it, and when the holder learns the ranks of one of its
+// blocks (Finalize), a milestone rank is written as a claim intent (key
+// n/<sequence>/<rank>) in the batch that forgets the block's likes. A
+// crash after that finishes the claim on restart. Claims themselves are
+// made outside the writer (package milestone).
 
 // Sequencer hands out numbers to the writer without waiting.
 type Sequencer interface {
@@ -40,7 +46,7 @@ type Numbering struct {
 	Sequence string
 	// Seq hands out the numbers. Required.
 	Seq Sequencer
-	// Milestone reports whether a number is a milestone. Nil: none is.
+	// Milestone reports whether a rank is a milestone. Nil: none is.
 	Milestone func(n uint64) bool
 	// OnClaim, if set, is called after a commit that stored claim intents.
 	// It must not block.
@@ -158,10 +164,7 @@ func (t *txn) number() error {
 				t.b.DeleteUnnumbered(p.ord)
 				t.drained++
 			}
-			if n.cfg.Milestone != nil && n.cfg.Milestone(num) {
-				t.b.PutClaim(n.cfg.Sequence, num, p.like)
-				t.claims++
-			}
+			t.b.PutNumbered(n.cfg.Sequence, num, p.like)
 			t.numbered++
 			i++
 		}
@@ -214,6 +217,55 @@ func (t *txn) afterNumber() {
 	if t.drained > 0 && n.queued > 0 {
 		t.r.NumbersReady() // more to drain
 	}
+}
+
+// FinalBlock is a block of numbers whose ranks are known: number p,
+// Start <= p < Used, is the (Base + p - Start + 1)th number used in the
+// sequence (alloc.Closed).
+type FinalBlock struct {
+	Start, Used, Base uint64
+}
+
+// Finalize takes the ranks of blocks of numbers this replica used: a rank
+// that is a milestone becomes a claim intent for the like that took its
+// number, and the blocks' likes are forgotten, all in one durable batch.
+// Taking the same block twice changes nothing more.
+func (r *Replica) Finalize(ctx context.Context, blocks []FinalBlock) error {
+	if r.num == nil || len(blocks) == 0 {
+		return nil
+	}
+	return r.submit(ctx, &request{finals: blocks})
+}
+
+// finalize is Finalize's part of a group commit.
+func (t *txn) finalize(blocks []FinalBlock) error {
+	n := t.r.num
+	for _, b := range blocks {
+		if b.Used < b.Start {
+			return fmt.Errorf("%w: final block used %d before start %d", ErrInvalid, b.Used, b.Start)
+		}
+		for p := b.Start; p < b.Used && n.cfg.Milestone != nil; p++ {
+			rank := b.Base + p - b.Start + 1
+			if !n.cfg.Milestone(rank) {
+				continue
+			}
+			like, ok, err := t.r.store.Numbered(n.cfg.Sequence, p)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				// Forgotten already (the block was taken before), or lost
+				// with the data directory (a wiped replica's old blocks).
+				t.r.log.Warn("a milestone's like is not recorded here; if it was not taken before, it does not fire",
+					"sequence", n.cfg.Sequence, "rank", rank, "number", p)
+				continue
+			}
+			t.b.PutClaim(n.cfg.Sequence, rank, like)
+			t.claims++
+		}
+		t.b.DeleteNumbered(n.cfg.Sequence, b.Start, b.Used)
+	}
+	return nil
 }
 
 // Unnumbered is how many counted likes wait for a number, as of the last

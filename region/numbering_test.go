@@ -66,6 +66,16 @@ func claimsOf(t *testing.T, r *Replica) []string {
 	return out
 }
 
+// finalize tells r the ranks of numbers [start, used): number p has rank
+// base + p - start + 1, as the allocator would once every block below is
+// closed.
+func finalize(t *testing.T, r *Replica, start, used, base uint64) {
+	t.Helper()
+	if err := r.Finalize(context.Background(), []FinalBlock{{Start: start, Used: used, Base: base}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func numberingConfig(seq Sequencer, claimed chan<- struct{}) func(*Config) {
 	return func(c *Config) {
 		c.Numbering = &Numbering{
@@ -127,6 +137,12 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 	if seq.durable != 8 || seq.next != 9 {
 		t.Fatalf("sequencer durable %d next %d, want 8 and 9", seq.durable, seq.next)
 	}
+	// A number is not a rank: nothing is claimed before the ranks are
+	// known, however many likes there are.
+	if c := claimsOf(t, r); len(c) != 0 {
+		t.Fatalf("claims before the ranks are known: %v", c)
+	}
+	finalize(t, r, 1, 9, 0)
 	if got, want := fmt.Sprint(claimsOf(t, r)), "[5:post/u5]"; got != want {
 		t.Fatalf("claims %s, want %s", got, want)
 	}
@@ -182,6 +198,7 @@ func TestUnnumberedLikesQueueAndDrainInOrder(t *testing.T) {
 	seq.give(100)
 	r.NumbersReady()
 	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
+	finalize(t, r, 1, 8, 0)
 	// Numbers 3..7 went to u3..u6 then u7, so milestone 5 is u5's.
 	if got, want := fmt.Sprint(claimsOf(t, r)), "[5:post/u5]"; got != want {
 		t.Fatalf("claims %s, want %s", got, want)
@@ -214,6 +231,7 @@ func TestDrainSpansManyCommits(t *testing.T) {
 	seq.give(n)
 	r.NumbersReady()
 	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
+	finalize(t, r, 1, n+1, 0)
 	if got := len(claimsOf(t, r)); got != n/5 {
 		t.Fatalf("%d claims, want %d", got, n/5)
 	}
@@ -246,4 +264,35 @@ func numbered(r *Replica) error {
 		return fmt.Errorf("%d likes unnumbered", n)
 	}
 	return nil
+}
+
+// Ranks, not numbers, decide milestones: with 100 numbers below used by
+// others or left as holes (Base 40 of them used), this replica's numbers
+// 101.. have ranks 41..; rank 45, a milestone, is the fifth like here.
+// The block's likes are forgotten once taken, and taking it again claims
+// nothing new.
+func TestMilestonesGoByRank(t *testing.T) {
+	seq := &fakeSeq{next: 101, avail: 100}
+	claimed := make(chan struct{}, 1)
+	r, _ := openReplica(t, t.TempDir(), "a", numberingConfig(seq, claimed))
+	ctx := context.Background()
+	for i := 1; i <= 8; i++ {
+		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	finalize(t, r, 101, 109, 40)
+	if got, want := fmt.Sprint(claimsOf(t, r)), "[45:post/u5]"; got != want {
+		t.Fatalf("claims %s, want %s", got, want)
+	}
+	if _, ok, _ := r.store.Numbered("likes", 105); ok {
+		t.Fatal("the block's likes are still recorded after its ranks were taken")
+	}
+	if err := r.SettleClaim(45); err != nil {
+		t.Fatal(err)
+	}
+	finalize(t, r, 101, 109, 40)
+	if c := claimsOf(t, r); len(c) != 0 {
+		t.Fatalf("taking a block again claimed %v", c)
+	}
 }

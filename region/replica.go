@@ -93,11 +93,18 @@ type request struct {
 	// reconcileAll: reconcile every marked record this replica is the
 	// origin of (the pass recovery put off).
 	reconcileAll bool
-	err          error // whole-request failure (commit failed, closed)
-	done         chan struct{}
+	// finals: blocks of numbers whose ranks are known (Finalize).
+	finals []FinalBlock
+	// applyErr: a part of the request failed before the commit; the
+	// request fails with it (the commit still happens for the others).
+	applyErr error
+	err      error // whole-request failure (commit failed, closed)
+	done     chan struct{}
 }
 
-func (q *request) size() int { return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) }
+func (q *request) size() int {
+	return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) + len(q.finals)
+}
 
 // New opens a replica on cfg.Store and starts its writer.
 func New(cfg Config) (*Replica, error) {
@@ -466,7 +473,7 @@ func (r *Replica) commit(batch []*request) {
 		r.cfg.OnCommit(changes)
 	}
 	for _, q := range batch {
-		q.finish(nil)
+		q.finish(q.applyErr)
 	}
 }
 

@@ -136,6 +136,9 @@ func (t *txn) apply(q *request) {
 			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
 		}
 	}
+	if len(q.finals) > 0 {
+		q.applyErr = t.finalize(q.finals)
+	}
 	if q.reconcileAll {
 		if err := t.reconcileMarked(); err != nil {
 			t.r.log.Warn("reconciliation after recovery", "error", err)

@@ -17,6 +17,7 @@ import (
 const (
 	prefixUnnumbered = 'q' // q/<16 hex ordinal>: a counted like with no number yet
 	prefixClaim      = 'n' // n/<sequence>/<16 hex number>: a milestone to claim
+	prefixNumbered   = 'l' // l/<sequence>/<16 hex number>: the like that took a number, until its rank is known
 )
 
 // CountedLike is a counted like as the numbering keeps it.
@@ -80,6 +81,35 @@ func unnumberedKey(ord uint64) []byte { return hex16([]byte{prefixUnnumbered, '/
 func claimPrefix(seq string) []byte { return appendKey(nil, prefixClaim, seq, "") }
 
 func claimKey(seq string, n uint64) []byte { return hex16(claimPrefix(seq), n) }
+
+func numberedPrefix(seq string) []byte { return appendKey(nil, prefixNumbered, seq, "") }
+
+func numberedKey(seq string, n uint64) []byte { return hex16(numberedPrefix(seq), n) }
+
+// PutNumbered records that l took number n of seq.
+func (b *Batch) PutNumbered(seq string, n uint64, l CountedLike) {
+	_ = b.b.Set(numberedKey(seq, n), AppendCountedLike(nil, l), nil)
+}
+
+// DeleteNumbered forgets the likes that took numbers [start, end) of seq.
+func (b *Batch) DeleteNumbered(seq string, start, end uint64) {
+	if start < end {
+		_ = b.b.DeleteRange(numberedKey(seq, start), numberedKey(seq, end), nil)
+	}
+}
+
+// Numbered returns the like that took number n of seq, if it is recorded.
+func (s *Store) Numbered(seq string, n uint64) (CountedLike, bool, error) {
+	v, ok, err := s.get(numberedKey(seq, n))
+	if err != nil || !ok {
+		return CountedLike{}, false, err
+	}
+	l, err := DecodeCountedLike(v)
+	if err != nil {
+		return CountedLike{}, false, fmt.Errorf("numbered like %d of %s: %w", n, seq, err)
+	}
+	return l, true, nil
+}
 
 // PutUnnumbered queues a counted like under its ordinal.
 func (b *Batch) PutUnnumbered(ord uint64, l CountedLike) {

@@ -99,22 +99,23 @@ func (c *cli) adminRetire(ctx context.Context, args []string) error {
 		return fmt.Errorf("admin retire: %w", err)
 	}
 	if len(freed) == 0 {
-		fmt.Fprintf(c.stdout, "%s holds no lease on %s: nothing to free\n", holder, cfg.Sequence)
+		fmt.Fprintf(c.stdout, "%s holds no lease on %s: nothing to close\n", holder, cfg.Sequence)
 		return nil
 	}
 	var n uint64
 	for _, sp := range freed {
-		fmt.Fprintf(c.stdout, "freed [%d, %d) of %s (%d numbers), held by %s\n", sp.Start, sp.End, cfg.Sequence, sp.Len(), holder)
+		fmt.Fprintf(c.stdout, "closed the block of %s held by %s: [%d, %d) never used (%d numbers)\n", cfg.Sequence, holder, sp.Start, sp.End, sp.Len())
 		n += sp.Len()
 	}
-	fmt.Fprintf(c.stdout, "%d leases, %d numbers freed\n", len(freed), n)
+	fmt.Fprintf(c.stdout, "%d leases closed, %d numbers left as holes\n", len(freed), n)
 	return nil
 }
 
 const retireHelp = `
-Frees every lease the retired replica holds on the sequence, from what it
-last reported, so that other replicas number from those blocks. Only for a
-replica that will never come back with its data: if it does, the numbers
-it used after its last report may be used twice (milestones still fire at
-most once). See docs/operations.md, "Retiring a replica".
+Closes every lease the retired replica holds on the sequence, from what it
+last reported, so that the ranks of the numbers above them become final
+and their milestones fire. Only for a replica that will never come back
+with its data: if it does, the likes it numbered after its last report get
+no rank, and milestones among the numbers it reported may not fire. See
+docs/operations.md, "Retiring a replica".
 `

@@ -18,23 +18,24 @@ import (
 	"github.com/tally-dev/tally/milestone"
 )
 
-// Milestone checks. The regions number every counted like
-// from the global "likes" sequence, leased in blocks from the allocator's
-// KV, and fire the numbers of Config.Milestones exactly once. After the
-// final heal numbering settles: queued likes get their numbers, claims are
-// made, and idle holders give the unused tails of their leases back. Then
-// the allocator's state says exactly which numbers were used: every number
-// below its high-water mark that is not on its free list. Each of those
-// that is a milestone must have fired once, for a like the workload did,
-// and every region must list the same events.
+// Milestone checks. The regions number every counted like from the global
+// "likes" sequence, leased in blocks from the allocator's KV; a used
+// number's rank among all used numbers is final once every block below it
+// is closed, and the ranks of Config.Milestones fire exactly once. After
+// the final heal numbering settles: queued likes get their numbers, idle
+// holders give their leases back, every number is final, and every block's
+// ranks are taken. Then the allocator's state says how many numbers were
+// used (its dense rank). Each milestone up to that rank must have fired
+// once, for a like the workload did, none above it, and every region must
+// list the same events.
 
 // likesSequence is the sequence tallyd numbers counted likes from.
 const likesSequence = "likes"
 
 // Milestone violation kinds.
 const (
-	// KindMilestoneSkipped: a milestone number was used (below the
-	// allocator's HWM and not free) but fired nowhere.
+	// KindMilestoneSkipped: a milestone rank was reached (at or below the
+	// allocator's dense rank) but fired nowhere.
 	KindMilestoneSkipped = "milestone-skipped"
 	// KindMilestoneTwice: two likes carried the same number (a claim found
 	// its number claimed by another like: tally_milestones_lost_total > 0),
@@ -44,8 +45,8 @@ const (
 	// events differ from the claims in the KV.
 	KindMilestoneDisagreement = "milestone-disagreement"
 	// KindMilestoneBogus: an event that cannot be: not a milestone of the
-	// rule, a number never used, or not a like the workload did in the
-	// event's region around the event's time.
+	// rule, a rank never reached (fired early), or not a like the workload
+	// did in the event's region around the event's time.
 	KindMilestoneBogus = "milestone-bogus"
 	// KindMilestoneUnsettled: numbering did not settle after the final
 	// heal: likes still wait for numbers, leases are still held, a feed is
@@ -76,10 +77,10 @@ type milestoneFinal struct {
 
 // milestoneResult says how much the milestone check covered.
 type milestoneResult struct {
-	// Milestones: milestone numbers below the HWM and not free, each of
-	// which was checked to have fired exactly once.
+	// Milestones: milestone ranks up to the dense rank, each of which was
+	// checked to have fired exactly once.
 	Milestones int
-	// Numbers: numbers the regions used (below the HWM, not free).
+	// Numbers: numbers the regions used (the dense rank).
 	Numbers uint64
 	// HWM is the sequence's high-water mark.
 	HWM uint64
@@ -126,6 +127,8 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 			ls = append(ls, fmt.Sprintf("%s [%d,%d) used %d", l.Holder, l.Start, l.End, l.Used))
 		}
 		add(KindMilestoneUnsettled, "", "leases still held in the KV: %s", strings.Join(ls, "; "))
+	} else if st := f.Seq; st.Dense.Pos != st.HWM || len(st.Closed) > 0 {
+		add(KindMilestoneUnsettled, "", "numbers not all final (dense %+v of hwm %d), or blocks whose ranks were not taken: %+v", st.Dense, st.HWM, st.Closed)
 	}
 	if f.Claims == nil {
 		add(KindMilestoneUnsettled, "", "could not read the claims in the KV: %v", f.ClaimsErr)
@@ -184,44 +187,29 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 		}
 	}
 
-	// None skipped, none made up.
+	// None skipped, none early, none made up.
 	var res milestoneResult
 	if f.Seq != nil {
 		st := f.Seq
 		res.HWM = st.HWM
-		res.Numbers = st.HWM - 1
-		for _, sp := range st.Free {
-			res.Numbers -= sp.Len()
-		}
-		// A lease still held: numbers from its last report on may be unused.
-		unknown := func(n uint64) bool {
-			for _, l := range st.Leases {
-				if n >= l.Used && n < l.End {
-					return true
-				}
-			}
-			return false
-		}
-		for _, m := range f.Rule.Upto(st.HWM - 1) {
-			if inSpans(st.Free, m) || unknown(m) {
-				continue
-			}
+		res.Numbers = st.Dense.Rank
+		for _, m := range f.Rule.Upto(st.Dense.Rank) {
 			res.Milestones++
 			if _, ok := all[m]; ok {
 				continue
 			}
-			detail := "milestone %d was used (below the allocator's hwm %d and not free) but fired nowhere"
+			detail := "milestone %d was reached (%d numbers used) but fired nowhere"
 			if c, ok := f.Claims[m]; ok {
 				detail += fmt.Sprintf("; it is claimed in the KV by %s", eventString(c))
 			}
-			add(KindMilestoneSkipped, "", detail, m, st.HWM)
+			add(KindMilestoneSkipped, "", detail, m, st.Dense.Rank)
 		}
 		for _, n := range numbers {
 			switch {
 			case !f.Rule.Hit(n):
 				add(KindMilestoneBogus, "", "%d fired (%s) but is no milestone of %s", n, eventString(all[n]), f.Rule)
-			case n >= st.HWM || inSpans(st.Free, n):
-				add(KindMilestoneBogus, "", "%d fired (%s) but the allocator says it was never used (hwm %d, free %v)", n, eventString(all[n]), st.HWM, st.Free)
+			case n > st.Dense.Rank:
+				add(KindMilestoneBogus, "", "%d fired (%s) but only %d numbers were used: fired early", n, eventString(all[n]), st.Dense.Rank)
 			}
 		}
 	}
@@ -261,15 +249,6 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 		}
 	}
 	return res, vs
-}
-
-func inSpans(spans []alloc.Span, n uint64) bool {
-	for _, s := range spans {
-		if n >= s.Start && n < s.End {
-			return true
-		}
-	}
-	return false
 }
 
 // sameLike reports whether a claim and an event are of the same like.

@@ -10,9 +10,9 @@ import (
 	"github.com/tally-dev/tally/milestone"
 )
 
-// A hand-made numbering: rule every:5; numbers 1..22 were leased and
-// [11,16) was given back unused, so 17 numbers were used and the
-// milestones among them are 5, 10 and 20 (15 is free: not yet reached).
+// A hand-made numbering: rule every:5; numbers 1..22 were leased and five
+// of them left unused, so 17 numbers were used (the dense rank) and the
+// milestones reached are 5, 10 and 15 (20 is not yet).
 
 var msStart = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
@@ -41,11 +41,11 @@ func msFixture(t *testing.T) ([]Op, milestoneFinal) {
 	evs := []milestone.Event{
 		msEvent(5, "us", "i", "a", time.Second+10*time.Millisecond, 1),
 		msEvent(10, "eu", "i", "b", 2*time.Second+10*time.Millisecond, 2),
-		msEvent(20, "ap", "j", "c", 3*time.Second+10*time.Millisecond, 3),
+		msEvent(15, "ap", "j", "c", 3*time.Second+10*time.Millisecond, 3),
 	}
 	st := alloc.NewState()
 	st.HWM, st.NextEpoch = 23, 4
-	st.Free = []alloc.Span{{Start: 11, End: 16}}
+	st.Dense = alloc.Dense{Pos: 23, Rank: 17}
 	f := milestoneFinal{
 		Rule: rule, Regions: regions3, Seq: st, Claims: map[uint64]milestone.Event{},
 		Events: map[string][]milestone.Event{}, Synced: map[string]bool{},
@@ -91,7 +91,7 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 					f.Events[r] = slices.DeleteFunc(f.Events[r], func(e milestone.Event) bool { return e.Number == 10 })
 				}
 			},
-			kinds: []string{KindMilestoneSkipped}, detail: "milestone 10 was used",
+			kinds: []string{KindMilestoneSkipped}, detail: "milestone 10 was reached",
 		},
 		{
 			name: "claimed, never published",
@@ -124,16 +124,16 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 			kinds: []string{KindMilestoneTwice}, detail: "tally_milestones_lost_total",
 		},
 		{
-			name: "a milestone given back unused fired",
+			name: "a milestone not yet reached fired",
 			mutate: func(_ []Op, f *milestoneFinal) {
-				e := msEvent(15, "us", "i", "a", time.Second, 4)
+				e := msEvent(20, "us", "i", "a", time.Second, 4)
 				for _, r := range regions3 {
 					f.Events[r] = append(f.Events[r], e)
 				}
 				e.StreamSeq = 0
-				f.Claims[15] = e
+				f.Claims[20] = e
 			},
-			kinds: []string{KindMilestoneBogus}, detail: "never used",
+			kinds: []string{KindMilestoneBogus}, detail: "fired early",
 		},
 		{
 			name: "a number that is no milestone fired",
@@ -164,9 +164,9 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 		{
 			name: "claim and event name different likes",
 			mutate: func(_ []Op, f *milestoneFinal) {
-				c := f.Claims[20]
+				c := f.Claims[15]
 				c.User = "z"
-				f.Claims[20] = c
+				f.Claims[15] = c
 			},
 			kinds: []string{KindMilestoneTwice}, detail: "published for",
 		},
@@ -179,7 +179,6 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 				f.Synced["ap"] = false
 				f.Seq.Leases = []alloc.Lease{{Epoch: 3, Holder: "eu-1", Span: alloc.Span{Start: 16, End: 23}, Used: 18}}
 			},
-			// 20 lies in the lease's unreported part: not counted as used.
 			kinds: []string{KindMilestoneUnsettled}, detail: "wait for a number",
 		},
 	} {
@@ -194,5 +193,15 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 				t.Fatalf("no violation says %q: %v", tc.detail, vs)
 			}
 		})
+	}
+}
+
+// Blocks whose ranks nobody took are numbering not settled.
+func TestMilestonesUntakenRanksAreUnsettled(t *testing.T) {
+	ops, f := msFixture(t)
+	f.Seq.Closed = []alloc.Closed{{Epoch: 2, Holder: "eu-1", Span: alloc.Span{Start: 1, End: 5}, Used: 3, Folded: true}}
+	_, vs := checkMilestones(ops, msStart, f)
+	if got := kinds(vs); !slices.Equal(got, []string{KindMilestoneUnsettled}) {
+		t.Fatalf("kinds %v, want milestone-unsettled: %v", got, vs)
 	}
 }

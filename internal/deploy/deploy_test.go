@@ -138,39 +138,30 @@ func TestMilestonesFireOnce(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	// Numbers go out in leased blocks, and an idle replica gives its
-	// block's unused tail back; so when the likes stop, some numbers below
-	// the high-water mark may be free, waiting for the next likes. Like on
-	// in one region until every given-back number is used: then every
-	// milestone below the high-water mark must have fired, once.
-	hwm, k := 0.0, 0
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	// When the likes stop, every lease closes within the bound (an idle
+	// replica gives its block back), every number becomes final, and each
+	// like has its rank: one per counted like, and every milestone up to
+	// that many fires, once, without another like.
+	numbered := 0.0
+	testkit.WaitFor(t, 30*time.Second, func() error {
 		_, st, err := testkit.DoJSON("GET", run.urls[0]+"/v1/sequences/likes", "")
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
-		free, _ := st["free"].([]any)
 		leases, _ := st["leases"].([]any)
-		if len(free) == 0 && len(leases) == 0 {
-			hwm, _ = st["hwm"].(float64)
-			break
+		closed, _ := st["closed"].([]any)
+		if len(leases) != 0 || len(closed) != 0 {
+			return fmt.Errorf("leases %v, blocks whose ranks are not taken %v", leases, closed)
 		}
-		if len(free) == 0 {
-			time.Sleep(50 * time.Millisecond) // leases still held: wait for the idle give-back
-			continue
-		}
-		k++
-		if code, _, err := testkit.DoJSON("PUT", fmt.Sprintf("%s/v1/likes/tail/v%d", run.urls[0], k), ""); err != nil || code != 200 {
-			t.Fatalf("like: %d %v", code, err)
-		}
+		numbered, _ = st["numbered"].(float64)
+		return nil
+	})
+	if numbered != float64(3*perRegion) {
+		t.Fatalf("%v likes numbered with every number final: want one per counted like, %d", numbered, 3*perRegion)
 	}
 	var want []float64
-	for m := 25.0; m < hwm; m += 25 {
+	for m := 25.0; m <= numbered; m += 25 {
 		want = append(want, m)
-	}
-	if hwm != float64(3*perRegion+k+1) {
-		t.Fatalf("hwm %v with no lease held and nothing free: want one number per counted like, %d", hwm, 3*perRegion+k)
 	}
 	var first string
 	for _, u := range run.urls {
