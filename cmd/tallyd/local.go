@@ -136,10 +136,13 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}()
 	cfgs, nodes := d.Configs(), d.Nodes()
 	for i, n := range nodes {
-		fmt.Fprintf(c.stdout, "  %-4s http://%s   (replica %s, data %s)\n", cfgs[i].Region, n.Addr(), cfgs[i].Replica, cfgs[i].DataDir)
+		fmt.Fprintf(c.stdout, "  %-4s http://%s   (replica %s, data %s, nats %s)\n", cfgs[i].Region, n.Addr(), cfgs[i].Replica, cfgs[i].DataDir, cfgs[i].NATS)
 		if c.onListen != nil {
 			c.onListen(n.Addr())
 		}
+	}
+	if cfgs[0].Milestones != "" {
+		fmt.Fprintf(c.stdout, "milestones, as an application: tallyd milestones follow --nats %s --durable myapp\n", cfgs[0].NATS)
 	}
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -H 'Content-Type: application/json' -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)

@@ -63,13 +63,14 @@ type command struct {
 // commands is the subcommand table: adding a command is one line here.
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run one replica and its HTTP API", (*cli).serve},
-		"local":   {"run a full local multi-region deployment in one process", (*cli).local},
-		"bench":   {"measure throughput, latency, replication lag and healing", (*cli).bench},
-		"chaos":   {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
-		"admin":   {"operator steps: retire a replica's leases", (*cli).admin},
-		"version": {"print the version", (*cli).version},
-		"help":    {"show help for tallyd or a command", (*cli).help},
+		"serve":      {"run one replica and its HTTP API", (*cli).serve},
+		"local":      {"run a full local multi-region deployment in one process", (*cli).local},
+		"bench":      {"measure throughput, latency, replication lag and healing", (*cli).bench},
+		"chaos":      {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
+		"admin":      {"operator steps: retire a replica's leases", (*cli).admin},
+		"milestones": {"follow the milestones as an application, acknowledging each", (*cli).milestones},
+		"version":    {"print the version", (*cli).version},
+		"help":       {"show help for tallyd or a command", (*cli).help},
 	}
 }
 
