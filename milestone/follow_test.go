@@ -74,11 +74,18 @@ func TestFollowDeliversUntilAcknowledged(t *testing.T) {
 		defer mu.Unlock()
 		return seen[n]
 	}
+	// snapshot is what the handler has seen so far, for messages: the
+	// handler goroutine writes seen concurrently.
+	snapshot := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return fmt.Sprint(seen)
+	}
 	fctx, stop := context.WithCancel(ctx)
 	done := follow(fctx)
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		if count(10) != 1 || count(100) != 2 || count(1000) != 1 {
-			return fmt.Errorf("seen %v, want 10 and 1000 once, 100 twice (it failed once)", seen)
+			return fmt.Errorf("seen %s, want 10 and 1000 once, 100 twice (it failed once)", snapshot())
 		}
 		return nil
 	})
@@ -96,13 +103,13 @@ func TestFollowDeliversUntilAcknowledged(t *testing.T) {
 	done = follow(fctx)
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		if count(10000) != 1 {
-			return fmt.Errorf("seen %v, want 10000 after the restart", seen)
+			return fmt.Errorf("seen %s, want 10000 after the restart", snapshot())
 		}
 		return nil
 	})
 	time.Sleep(500 * time.Millisecond) // longer than Retry: a redelivery would show
 	if count(10) != 1 || count(100) != 2 || count(1000) != 1 || count(10000) != 1 {
-		t.Fatalf("seen %v: an acknowledged milestone came again", seen)
+		t.Fatalf("seen %s: an acknowledged milestone came again", snapshot())
 	}
 	stop()
 	if err := <-done; err != nil {

@@ -86,9 +86,13 @@ func numberedPrefix(seq string) []byte { return appendKey(nil, prefixNumbered, s
 
 func numberedKey(seq string, n uint64) []byte { return hex16(numberedPrefix(seq), n) }
 
-// PutNumbered records that l took number n of seq.
+// PutNumbered records that l took number n of seq. It is on the path of
+// every counted like: key and value are built in the batch's scratch
+// buffers (Pebble copies them in).
 func (b *Batch) PutNumbered(seq string, n uint64, l CountedLike) {
-	_ = b.b.Set(numberedKey(seq, n), AppendCountedLike(nil, l), nil)
+	b.kbuf = hex16(appendKey(b.kbuf[:0], prefixNumbered, seq, ""), n)
+	b.buf = AppendCountedLike(b.buf[:0], l)
+	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
 // DeleteNumbered forgets the likes that took numbers [start, end) of seq.
