@@ -185,11 +185,15 @@ type Links struct {
 type Milestone struct {
 	Sequence string `json:"sequence"` // the sequence's name, e.g. "likes"
 	Number   uint64 `json:"number"`
-	Item     string `json:"item"`
-	User     string `json:"user"`
-	Region   string `json:"region"`  // where the like was counted
-	Replica  string `json:"replica"` // and by which replica
-	// Time is when the like was counted (its replica's clock).
+	// Item is the liked item, or the counter key whose increment took
+	// the number.
+	Item string `json:"item"`
+	// User is who liked; empty for a counter's milestone.
+	User    string `json:"user,omitempty"`
+	Region  string `json:"region"`  // where the like or increment was counted
+	Replica string `json:"replica"` // and by which replica
+	// Time is when the like or increment was counted (its replica's
+	// clock).
 	Time time.Time `json:"time"`
 	// StreamSeq is the event's sequence in the milestone stream, once read
 	// from it.

@@ -83,10 +83,12 @@ func NewClaimer(cfg ClaimerConfig) (*Claimer, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	c := &Claimer{
-		cfg:  cfg,
-		log:  cfg.Logger.Named("milestone"),
-		won:  prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_milestones_won_total", Help: "Milestones this replica claimed and published."}),
-		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_milestones_lost_total", Help: "Claim intents another replica's claim of the same number beat (see docs/architecture.md)."}),
+		cfg: cfg,
+		log: cfg.Logger.Named("milestone"),
+		won: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_milestones_won_total", Help: "Milestones this replica claimed and published.",
+			ConstLabels: prometheus.Labels{"sequence": cfg.Sequence}}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_milestones_lost_total", Help: "Claim intents another replica's claim of the same number beat (see docs/architecture.md).",
+			ConstLabels: prometheus.Labels{"sequence": cfg.Sequence}}),
 		kick: make(chan struct{}, 1),
 	}
 	if cfg.Registerer != nil {

@@ -10,7 +10,8 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// Event is one milestone: the like that took the number.
+// Event is one milestone: the like, or the counter increment, that took
+// the number.
 type Event = api.Milestone
 
 // kvKey is the claim's key in the allocator bucket.
@@ -33,7 +34,7 @@ func DecodeEvent(b []byte) (Event, error) {
 	if err := json.Unmarshal(b, &e); err != nil {
 		return Event{}, fmt.Errorf("milestone: bad event: %w", err)
 	}
-	if e.Number == 0 || !crdt.ValidID(e.Item) || !crdt.ValidID(e.User) || !crdt.ValidID(e.Replica) || e.Sequence == "" {
+	if e.Number == 0 || !crdt.ValidID(e.Item) || (e.User != "" && !crdt.ValidID(e.User)) || !crdt.ValidID(e.Replica) || e.Sequence == "" {
 		return Event{}, fmt.Errorf("milestone: bad event %+v", e)
 	}
 	return e, nil

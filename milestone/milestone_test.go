@@ -62,7 +62,7 @@ func (n *node) open(t *testing.T, js jetstream.JetStream, kv alloc.KV, rule Rule
 			for i, b := range blocks {
 				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
 			}
-			return n.rep.Finalize(ctx, fb)
+			return n.rep.Finalize(ctx, "likes", fb)
 		},
 	})
 	if err != nil {
@@ -73,16 +73,16 @@ func (n *node) open(t *testing.T, js jetstream.JetStream, kv alloc.KV, rule Rule
 	}
 	n.rep, err = region.New(region.Config{
 		Region: "r-" + n.id, Replica: n.id, Store: st,
-		Numbering: &region.Numbering{Sequence: "likes", Seq: holderSeq{n.holder}, Milestone: rule.Hit, OnClaim: func() {
+		Sequences: []*region.Numbering{{Sequence: "likes", Seq: holderSeq{n.holder}, Milestone: rule.Hit, Next: rule.Next, OnClaim: func() {
 			if n.claimer != nil {
 				n.claimer.Kick()
 			}
-		}},
+		}}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.claimer, err = NewClaimer(ClaimerConfig{KV: kv, Feed: n.feed, Source: n.rep, Sequence: "likes", Region: "r-" + n.id, Replica: n.id, Retry: 50 * time.Millisecond})
+	n.claimer, err = NewClaimer(ClaimerConfig{KV: kv, Feed: n.feed, Source: region.ClaimIntents{Store: st, Sequence: "likes"}, Sequence: "likes", Region: "r-" + n.id, Replica: n.id, Retry: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +252,7 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 // settled reports whether replica id has numbered every like and settled
 // every claim.
 func settled(t *testing.T, id string, r *region.Replica) error {
-	if n, c := r.Unnumbered(), pendingClaims(t, r); n != 0 || c != 0 {
+	if n, c := r.Unnumbered("likes"), pendingClaims(t, r); n != 0 || c != 0 {
 		return fmt.Errorf("%s: %d likes unnumbered, %d claims pending", id, n, c)
 	}
 	return nil
@@ -260,7 +260,7 @@ func settled(t *testing.T, id string, r *region.Replica) error {
 
 func pendingClaims(t *testing.T, r *region.Replica) int {
 	n := 0
-	if err := r.Claims(func(uint64, storage.CountedLike) bool { n++; return true }); err != nil {
+	if err := r.Claims("likes", func(uint64, storage.CountedLike) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -74,6 +74,41 @@ func (r Rule) Hit(n uint64) bool {
 	return ok
 }
 
+// Next returns the smallest milestone at or above n, if there is one
+// below 2^64.
+func (r Rule) Next(n uint64) (uint64, bool) {
+	best, ok := uint64(0), false
+	take := func(m uint64) {
+		if !ok || m < best {
+			best, ok = m, true
+		}
+	}
+	if i, _ := slices.BinarySearch(r.at, n); i < len(r.at) {
+		take(r.at[i])
+	}
+	if r.powers {
+		for p := uint64(10); ; p *= 10 {
+			if p >= n {
+				take(p)
+				break
+			}
+			if p > (1<<64-1)/10 {
+				break
+			}
+		}
+	}
+	if r.every != 0 {
+		q := max(n/r.every, 1)
+		if q*r.every < n {
+			q++
+		}
+		if q <= (1<<64-1)/r.every {
+			take(q * r.every)
+		}
+	}
+	return best, ok
+}
+
 // String is the rule in ParseRule's syntax.
 func (r Rule) String() string {
 	var parts []string

@@ -3,6 +3,8 @@ package milestone
 import (
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -77,4 +79,59 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("round trip of %+v: %+v %v", e, back, err)
 		}
 	})
+}
+
+// Next is the first Hit at or above n: checked by scanning, for seeded
+// random rules, and at the top of the range where a scan would overflow.
+func TestRuleNextAgreesWithHit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for range 300 {
+		var spec []string
+		if rng.IntN(2) == 0 {
+			spec = append(spec, "10^k")
+		}
+		if rng.IntN(2) == 0 {
+			spec = append(spec, "every:"+strconv.Itoa(1+rng.IntN(400)))
+		}
+		for range rng.IntN(4) {
+			spec = append(spec, strconv.Itoa(1+rng.IntN(3000)))
+		}
+		r, err := ParseRule(strings.Join(spec, ","))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			n := uint64(1 + rng.IntN(3000)) // ranks start at 1
+			want, wantOK := uint64(0), false
+			for m := n; m < 100000; m++ {
+				if r.Hit(m) {
+					want, wantOK = m, true
+					break
+				}
+			}
+			got, ok := r.Next(n)
+			if wantOK && (got != want || !ok) || !wantOK && ok && got < 100000 {
+				t.Fatalf("rule %q: Next(%d) = %d, %v; the first hit at or above it is %d, %v", r, n, got, ok, want, wantOK)
+			}
+		}
+	}
+	top := uint64(1<<64 - 1)
+	for _, c := range []struct {
+		rule string
+		n    uint64
+		want uint64
+		ok   bool
+	}{
+		{"10^k", 1e19 + 1, 0, false},
+		{"10^k", 1e19, 1e19, true},
+		{"every:7", top, 0, false},
+		{"every:5", top - 4, top, true},
+		{"every:1", top, top, true},
+		{"", 5, 0, false},
+	} {
+		r, _ := ParseRule(c.rule)
+		if got, ok := r.Next(c.n); got != c.want || ok != c.ok {
+			t.Errorf("%q: Next(%d) = %d, %v; want %d, %v", c.rule, c.n, got, ok, c.want, c.ok)
+		}
+	}
 }

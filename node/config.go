@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -112,6 +113,12 @@ type Config struct {
 	// comma-separated list of numbers, "10^k" (every power of ten) and
 	// "every:N". Needs nats, with JetStream. Default "" (no numbering).
 	Milestones string `hcl:"milestones,optional"`
+	// Sequences are more numbered sequences, each with its own milestones:
+	// the likes of one item or of items under a prefix ("the millionth
+	// like of this video"), or the units of increments of counters under
+	// a prefix ("the 100-billionth search query"). HCL: sequence "name"
+	// { counts = "increments", match = "search:*", milestones = "..." }.
+	Sequences []SequenceConfig `hcl:"sequence,block"`
 	// AllocBucket is the allocator's KV bucket. Default "tally_alloc".
 	AllocBucket string `hcl:"alloc_bucket,optional"`
 	// AllocCluster places the bucket and the milestone stream in this NATS
@@ -133,6 +140,82 @@ type Config struct {
 	// (off: a replica gives its own tail back when it returns).
 	LeaseReclaimAfter string `hcl:"lease_reclaim_after,optional"`
 }
+
+// What a sequence counts (SequenceConfig.Counts).
+const (
+	CountsLikes      = "likes"
+	CountsIncrements = "increments"
+)
+
+// SequenceConfig is one numbered sequence besides the global likes one.
+type SequenceConfig struct {
+	// Name names the sequence in milestones, KV keys and routes:
+	// [A-Za-z0-9_-], at most 64, not "likes".
+	Name string `hcl:"name,label"`
+	// Counts is "likes" (a user's first like of a matching item takes a
+	// number) or "increments" (an increment by k of a matching counter
+	// takes k numbers; decrements take none).
+	Counts string `hcl:"counts"`
+	// Match is an item or counter key, or a prefix ending in "*" ("*"
+	// alone: all of them).
+	Match string `hcl:"match"`
+	// Milestones is the sequence's rule, as Config.Milestones.
+	Milestones string `hcl:"milestones"`
+}
+
+// ParseSequence parses the flag form of a sequence,
+// "NAME=COUNTS/MATCH/MILESTONES", e.g. "search=increments/search:*/every:1000".
+func ParseSequence(s string) (SequenceConfig, error) {
+	name, rest, ok := strings.Cut(s, "=")
+	parts := strings.SplitN(rest, "/", 3)
+	if !ok || len(parts) != 3 {
+		return SequenceConfig{}, fmt.Errorf("sequence %q: want NAME=COUNTS/MATCH/MILESTONES, e.g. search=increments/search:*/every:1000", s)
+	}
+	sc := SequenceConfig{Name: name, Counts: parts[0], Match: parts[1], Milestones: parts[2]}
+	return sc, sc.validate()
+}
+
+// String is the sequence in ParseSequence's form.
+func (sc SequenceConfig) String() string {
+	return sc.Name + "=" + sc.Counts + "/" + sc.Match + "/" + sc.Milestones
+}
+
+var sequenceName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (sc SequenceConfig) validate() error {
+	var errs []error
+	if !sequenceName.MatchString(sc.Name) || sc.Name == LikesSequence {
+		errs = append(errs, fmt.Errorf("sequence %q: want a name of [A-Za-z0-9_-], at most 64, other than %q", sc.Name, LikesSequence))
+	}
+	if sc.Counts != CountsLikes && sc.Counts != CountsIncrements {
+		errs = append(errs, fmt.Errorf("sequence %s: counts %q: want %s or %s", sc.Name, sc.Counts, CountsLikes, CountsIncrements))
+	}
+	if m := strings.TrimSuffix(sc.Match, "*"); m != "" && !crdt.ValidID(m) || sc.Match == "" {
+		errs = append(errs, fmt.Errorf("sequence %s: match %q: want an item or key, or a prefix ending in *", sc.Name, sc.Match))
+	}
+	if r, err := milestone.ParseRule(sc.Milestones); err != nil {
+		errs = append(errs, fmt.Errorf("sequence %s: %w", sc.Name, err))
+	} else if r.Empty() {
+		errs = append(errs, fmt.Errorf("sequence %s: milestones are empty", sc.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// matcher is the region's Match for sc: nil for "*".
+func (sc SequenceConfig) matcher() func(string) bool {
+	if sc.Match == "*" {
+		return nil
+	}
+	if p, ok := strings.CutSuffix(sc.Match, "*"); ok {
+		return func(k string) bool { return strings.HasPrefix(k, p) }
+	}
+	m := sc.Match
+	return func(k string) bool { return k == m }
+}
+
+// maxSequences bounds the configured sequences: each checks every like
+// or increment it could match, and runs a lease holder and a claimer.
+const maxSequences = 32
 
 // DefaultConfig returns the defaults. Replica and DataDir are left empty:
 // they derive from Region and Replica once those are final (see Derive).
@@ -253,6 +336,22 @@ func (c Config) Validate() error {
 		bad("%v", err)
 	} else if c.Milestones != "" && c.NATS == "" {
 		bad("milestones are set but nats is empty: the allocator lives on JetStream")
+	}
+	seen := map[string]bool{}
+	for _, sc := range c.Sequences {
+		if err := sc.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[sc.Name] {
+			bad("sequence %q is configured twice", sc.Name)
+		}
+		seen[sc.Name] = true
+	}
+	if len(c.Sequences) > maxSequences {
+		bad("%d sequences: at most %d", len(c.Sequences), maxSequences)
+	}
+	if len(c.Sequences) > 0 && c.NATS == "" {
+		bad("sequences are set but nats is empty: the allocator lives on JetStream")
 	}
 	if c.AllocReplicas != 1 && c.AllocReplicas != 3 && c.AllocReplicas != 5 {
 		bad("alloc_replicas %d: want 1, 3 or 5", c.AllocReplicas)

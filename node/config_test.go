@@ -68,7 +68,7 @@ func TestLeaseReclaimAfter(t *testing.T) {
 			}
 			continue
 		}
-		acfg := allocConfig(c, kv, nil)
+		acfg := allocConfig(c, LikesSequence, kv, nil)
 		if acfg.ReclaimAfter != tc.want || acfg.TTL != duration(tc.ttl) {
 			t.Errorf("ttl %s reclaim %s: alloc config has ttl %v reclaim %v", tc.ttl, tc.reclaim, acfg.TTL, acfg.ReclaimAfter)
 		}
@@ -92,5 +92,50 @@ func TestReplicaRequiredWithNATS(t *testing.T) {
 	c.Derive()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Sequences: the flag form parses to what HCL would give, matchers do
+// what Match says, and every malformed sequence is refused with its name.
+func TestSequenceConfig(t *testing.T) {
+	sc, err := ParseSequence("search=increments/search:*/every:1_000_000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc != (SequenceConfig{Name: "search", Counts: CountsIncrements, Match: "search:*", Milestones: "every:1_000_000"}) {
+		t.Fatalf("parsed %+v", sc)
+	}
+	if sc.String() != "search=increments/search:*/every:1_000_000" {
+		t.Fatalf("String %q", sc.String())
+	}
+	m := sc.matcher()
+	if !m("search:cats") || !m("search:") || m("searc") || m("x-search:cats") {
+		t.Fatal("prefix matcher")
+	}
+	exact, _ := ParseSequence("launch=likes/video:launch/1000")
+	if m := exact.matcher(); !m("video:launch") || m("video:launch2") {
+		t.Fatal("exact matcher")
+	}
+	if all, _ := ParseSequence("all=increments/*/10^k"); all.matcher() != nil {
+		t.Fatal(`"*" should match everything (a nil matcher)`)
+	}
+	for _, bad := range []string{
+		"search", "search=increments/search:*", "likes=likes/*/10", "a b=likes/x/10",
+		"s=views/x/10", "s=likes//10", "s=likes/a b/10", "s=likes/x/", "s=likes/x/every:0",
+	} {
+		if _, err := ParseSequence(bad); err == nil {
+			t.Errorf("ParseSequence(%q) accepted", bad)
+		}
+	}
+	c := DefaultConfig()
+	c.Replica, c.NATS = "us-1", "nats://127.0.0.1:4222"
+	c.Sequences = []SequenceConfig{sc, sc}
+	c.Derive()
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "configured twice") {
+		t.Fatalf("a sequence twice: %v", err)
+	}
+	c.Sequences, c.NATS = []SequenceConfig{sc}, ""
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "sequences are set but nats is empty") {
+		t.Fatalf("sequences without nats: %v", err)
 	}
 }

@@ -37,7 +37,7 @@ type Node struct {
 	replica  *region.Replica
 	nc       *nats.Conn              // nil when standalone
 	rep      *replication.Replicator // nil when standalone
-	num      *numbering              // nil without milestones
+	num      *numbering              // nil without numbered sequences
 	api      *httpapi.Server
 	registry *prometheus.Registry
 	srv      *http.Server
@@ -159,12 +159,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			return nil, err
 		}
 		undo = append(undo, func() { n.nc.Close() })
-		if cfg.Milestones != "" {
+		if len(cfg.numbered()) > 0 {
 			// Steps 2-4 of numbering.go's order: before the replica.
 			if n.num, err = newNumbering(cfg, n.nc, n.store, log, n.registry, opts.Getenv); err != nil {
 				return nil, fmt.Errorf("set up numbering: %w", err)
 			}
-			rcfg.Numbering = n.num.regionNumbering()
+			rcfg.Sequences = n.num.regionNumbering()
 		}
 	}
 	n.replica, err = region.New(rcfg)

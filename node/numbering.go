@@ -1,7 +1,7 @@
 package node
 
-// Like numbering: the lease holder of the likes sequence, the milestone
-// claimer and the milestone feed, wired to the replica.
+// Numbering: for each numbered sequence a lease holder and a milestone
+// claimer, and one milestone feed, wired to the replica.
 //
 // Construction order. The parts refer to each other in a cycle: the
 // replica's writer numbers from the holder and, after a commit that stored
@@ -14,10 +14,10 @@ package node
 //  2. the KV bucket and the feed, from the connection;
 //  3. the claimer, on the store's claim intents (region.ClaimIntents):
 //     intents are in the store, so the claimer needs no replica;
-//  4. the holder, restored from the store (region.NumberingSnapshot), with
+//  4. the holders, restored from the store (region.NumberingSnapshot), with
 //     no wake-up hook yet;
-//  5. the replica, numbering from the holder (region.Numbering.Seq) and
-//     waking the claimer (Numbering.OnClaim = claimer.Kick);
+//  5. the replica, numbering from the holders (region.Numbering.Seq) and
+//     waking the claimers (Numbering.OnClaim = claimer.Kick);
 //  6. start: holder.Attach(replica.NumbersReady) and
 //     holder.AttachFinal(replica.Finalize, adapted), then the holder, feed
 //     and claimer goroutines start.
@@ -29,7 +29,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -47,16 +49,24 @@ import (
 // LikesSequence is the global sequence counted likes are numbered from.
 const LikesSequence = "likes"
 
-// numbering is a node's like numbering.
+// numbering is a node's numbered sequences: the global likes sequence
+// (Config.Milestones) and the configured ones (Config.Sequences), each with
+// its lease holder and claimer, sharing the KV bucket and the feed.
 type numbering struct {
 	cfg     Config
 	log     hclog.Logger
-	rule    milestone.Rule
 	kv      *alloc.LazyBucket
-	holder  *alloc.Holder
 	feed    *milestone.Feed
-	claimer *milestone.Claimer
+	seqs    []*sequence
 	replica *region.Replica // set by start, before anything runs
+}
+
+// sequence is one numbered sequence of a node.
+type sequence struct {
+	cfg     SequenceConfig
+	rule    milestone.Rule
+	holder  *alloc.Holder
+	claimer *milestone.Claimer
 }
 
 // holderSeq adapts the holder to the replica's Sequencer.
@@ -67,12 +77,12 @@ func (h holderSeq) Take(n uint64) (uint64, uint64, bool) {
 	return sp.Start, sp.End, ok
 }
 
-// allocConfig is the holder's config from cfg: the settings of the likes
-// sequence's leases.
-func allocConfig(cfg Config, kv alloc.KV, restored []byte) alloc.Config {
+// allocConfig is a holder's config from cfg: the settings of a sequence's
+// leases.
+func allocConfig(cfg Config, seq string, kv alloc.KV, restored []byte) alloc.Config {
 	return alloc.Config{
 		KV:           kv,
-		Sequence:     LikesSequence,
+		Sequence:     seq,
 		Holder:       cfg.Replica,
 		TTL:          duration(cfg.LeaseTTL),
 		ReclaimAfter: duration(cfg.LeaseReclaimAfter),
@@ -80,107 +90,152 @@ func allocConfig(cfg Config, kv alloc.KV, restored []byte) alloc.Config {
 	}
 }
 
+// numbered lists the node's sequences: the likes sequence first, if
+// milestones are set, then the configured ones.
+func (c Config) numbered() []SequenceConfig {
+	var out []SequenceConfig
+	if c.Milestones != "" {
+		out = append(out, SequenceConfig{Name: LikesSequence, Counts: CountsLikes, Match: "*", Milestones: c.Milestones})
+	}
+	return append(out, c.Sequences...)
+}
+
 // newNumbering builds steps 2 to 4: everything the replica needs before
 // it exists. Nothing runs until start.
 func newNumbering(cfg Config, nc *nats.Conn, store *storage.Store, log hclog.Logger, reg prometheus.Registerer, getenv func(string) string) (*numbering, error) {
-	rule, err := milestone.ParseRule(cfg.Milestones)
-	if err != nil {
-		return nil, err
-	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	num := &numbering{cfg: cfg, log: log, rule: rule}
+	num := &numbering{cfg: cfg, log: log}
 	num.kv = alloc.NewLazyBucket(js, alloc.BucketConfig{Name: cfg.AllocBucket, Replicas: cfg.AllocReplicas, Cluster: cfg.AllocCluster})
 	num.feed, err = milestone.NewFeed(milestone.FeedConfig{JS: js, Replicas: cfg.AllocReplicas, Cluster: cfg.AllocCluster, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	num.claimer, err = milestone.NewClaimer(milestone.ClaimerConfig{
-		KV:         num.kv,
-		Feed:       num.feed,
-		Source:     region.ClaimIntents{Store: store, Sequence: LikesSequence},
-		Sequence:   LikesSequence,
-		Region:     cfg.Region,
-		Replica:    cfg.Replica,
-		Logger:     log,
-		Chaos:      milestone.ChaosFromEnv(getenv), // zero outside a chaos build
-		Registerer: reg,
-	})
-	if err != nil {
-		return nil, err
-	}
-	restored, err := region.NumberingSnapshot(store, LikesSequence)
-	if err != nil {
-		return nil, err
-	}
-	acfg := allocConfig(cfg, num.kv, restored)
-	acfg.Logger, acfg.Registerer = log, reg
-	if num.holder, err = alloc.New(acfg); err != nil {
-		return nil, err
+	for _, sc := range cfg.numbered() {
+		rule, err := milestone.ParseRule(sc.Milestones)
+		if err != nil {
+			return nil, fmt.Errorf("sequence %s: %w", sc.Name, err)
+		}
+		s := &sequence{cfg: sc, rule: rule}
+		s.claimer, err = milestone.NewClaimer(milestone.ClaimerConfig{
+			KV:         num.kv,
+			Feed:       num.feed,
+			Source:     region.ClaimIntents{Store: store, Sequence: sc.Name},
+			Sequence:   sc.Name,
+			Region:     cfg.Region,
+			Replica:    cfg.Replica,
+			Logger:     log,
+			Chaos:      milestone.ChaosFromEnv(getenv), // zero outside a chaos build
+			Registerer: reg,
+		})
+		if err != nil {
+			return nil, err
+		}
+		restored, err := region.NumberingSnapshot(store, sc.Name)
+		if err != nil {
+			return nil, err
+		}
+		acfg := allocConfig(cfg, sc.Name, num.kv, restored)
+		acfg.Logger, acfg.Registerer = log, reg
+		if s.holder, err = alloc.New(acfg); err != nil {
+			return nil, err
+		}
+		num.seqs = append(num.seqs, s)
 	}
 	return num, nil
 }
 
 // regionNumbering is the replica's numbering config (step 5).
-func (num *numbering) regionNumbering() *region.Numbering {
-	return &region.Numbering{
-		Sequence:  LikesSequence,
-		Seq:       holderSeq{num.holder},
-		Milestone: num.rule.Hit,
-		OnClaim:   num.claimer.Kick,
+func (num *numbering) regionNumbering() []*region.Numbering {
+	var out []*region.Numbering
+	for _, s := range num.seqs {
+		counts := region.CountLikes
+		if s.cfg.Counts == CountsIncrements {
+			counts = region.CountIncrements
+		}
+		out = append(out, &region.Numbering{
+			Sequence:  s.cfg.Name,
+			Counts:    counts,
+			Match:     s.cfg.matcher(),
+			Seq:       holderSeq{s.holder},
+			Milestone: s.rule.Hit,
+			Next:      s.rule.Next,
+			OnClaim:   s.claimer.Kick,
+		})
 	}
+	return out
 }
 
-// start hands the replica to the holder and runs the holder, the feed and
-// the claimer (step 6).
+// start hands the replica to the holders and runs the holders, the feed
+// and the claimers (step 6).
 func (num *numbering) start(r *region.Replica) {
 	num.replica = r
-	num.holder.Attach(r.NumbersReady)
-	num.holder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
-		fb := make([]region.FinalBlock, len(blocks))
-		for i, b := range blocks {
-			fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
-		}
-		return r.Finalize(ctx, fb)
-	})
-	num.holder.Start()
+	for _, s := range num.seqs {
+		name := s.cfg.Name
+		s.holder.Attach(r.NumbersReady)
+		s.holder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
+			fb := make([]region.FinalBlock, len(blocks))
+			for i, b := range blocks {
+				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
+			}
+			return r.Finalize(ctx, name, fb)
+		})
+		s.holder.Start()
+		s.claimer.Start()
+		num.log.Info("numbering", "sequence", name, "counts", s.cfg.Counts, "match", s.cfg.Match,
+			"milestones", s.rule.String(), "bucket", num.cfg.AllocBucket,
+			"cluster", num.cfg.AllocCluster, "reclaim_after", duration(num.cfg.LeaseReclaimAfter))
+	}
 	num.feed.Start()
-	num.claimer.Start()
-	num.log.Info("numbering likes", "milestones", num.rule.String(), "bucket", num.cfg.AllocBucket,
-		"cluster", num.cfg.AllocCluster, "reclaim_after", duration(num.cfg.LeaseReclaimAfter))
 }
 
 // close stops claiming and following, then gives back the unused part of
 // the leases. The replica's writer must have stopped.
 func (num *numbering) close(ctx context.Context) error {
-	num.claimer.Close()
-	num.feed.Close()
-	if err := num.holder.Close(ctx); err != nil {
-		return fmt.Errorf("give back leases: %w", err)
+	for _, s := range num.seqs {
+		s.claimer.Close()
 	}
-	return nil
+	num.feed.Close()
+	var errs []error
+	for _, s := range num.seqs {
+		if err := s.holder.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("give back leases of %s: %w", s.cfg.Name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // closeTimeout bounds giving back leases when a start fails half way.
 const closeTimeout = 2 * time.Second
 
-// numberingStatus is what /v1/status shows of numbering.
-type numberingStatus struct {
+// sequenceStatus is what /v1/status shows of one sequence.
+type sequenceStatus struct {
+	Name       string       `json:"name"`
+	Counts     string       `json:"counts"`
+	Match      string       `json:"match"`
 	Milestones string       `json:"milestones"`
 	Numbered   uint64       `json:"numbered"`
 	Unnumbered int          `json:"unnumbered"`
 	Lease      alloc.Status `json:"lease"`
 }
 
+// status is /v1/status's "numbering": one entry per sequence.
 func (num *numbering) status() any {
-	return numberingStatus{
-		Milestones: num.rule.String(),
-		Numbered:   num.replica.Numbered(),
-		Unnumbered: num.replica.Unnumbered(),
-		Lease:      num.holder.Status(),
+	out := make([]sequenceStatus, 0, len(num.seqs))
+	for _, s := range num.seqs {
+		out = append(out, sequenceStatus{
+			Name:       s.cfg.Name,
+			Counts:     s.cfg.Counts,
+			Match:      s.cfg.Match,
+			Milestones: s.rule.String(),
+			Numbered:   num.replica.Numbered(s.cfg.Name),
+			Unnumbered: num.replica.Unnumbered(s.cfg.Name),
+			Lease:      s.holder.Status(),
+		})
 	}
+	return out
 }
 
 // sequenceView is GET /v1/sequences/{name}: the allocator's state, and
@@ -199,7 +254,7 @@ type sequenceView struct {
 
 // sequence reads a sequence's allocator state from the KV.
 func (num *numbering) sequence(ctx context.Context, name string) (any, error) {
-	if name != LikesSequence {
+	if !slices.ContainsFunc(num.seqs, func(s *sequence) bool { return s.cfg.Name == name }) {
 		return nil, httpapi.ErrNoSequence
 	}
 	st, err := alloc.Read(ctx, num.kv, name)

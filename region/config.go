@@ -50,9 +50,9 @@ type Config struct {
 	OnCommit func(Changes)
 	// Registerer receives the replica's metrics. Default: none registered.
 	Registerer prometheus.Registerer
-	// Numbering, if set, numbers this replica's counted likes from a global
-	// sequence and records milestone claims (see numbering.go).
-	Numbering *Numbering
+	// Sequences number this replica's counted likes and increments from
+	// global sequences and record milestone claims (see numbering.go).
+	Sequences []*Numbering
 	// IdempotencyTTL is how long an applied idempotency key is remembered:
 	// a retry with the same key within it returns the first answer, a
 	// retry after it applies again. A sweeper deletes older keys. Zero
@@ -93,8 +93,21 @@ func (c Config) Validate() error {
 	if c.IdempotencyTTL < 0 || c.IdempotencySweep < 0 {
 		errs = append(errs, fmt.Errorf("region: IdempotencyTTL %v and IdempotencySweep %v must not be negative", c.IdempotencyTTL, c.IdempotencySweep))
 	}
-	if n := c.Numbering; n != nil && (n.Seq == nil || !crdt.ValidID(n.Sequence) || strings.Contains(n.Sequence, "/")) {
-		errs = append(errs, fmt.Errorf("region: Numbering needs a Seq and a sequence name, got %q", n.Sequence))
+	if len(c.Sequences) > maxSequences {
+		errs = append(errs, fmt.Errorf("region: %d sequences, at most %d", len(c.Sequences), maxSequences))
+	}
+	names := map[string]bool{}
+	for _, n := range c.Sequences {
+		switch {
+		case n == nil || n.Seq == nil || !crdt.ValidID(n.Sequence) || strings.Contains(n.Sequence, "/"):
+			errs = append(errs, errors.New("region: every sequence needs a Seq and a name"))
+		case names[n.Sequence]:
+			errs = append(errs, fmt.Errorf("region: sequence %q twice", n.Sequence))
+		case n.Counts > CountIncrements:
+			errs = append(errs, fmt.Errorf("region: sequence %q counts %d", n.Sequence, n.Counts))
+		default:
+			names[n.Sequence] = true
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -16,8 +16,8 @@ type metrics struct {
 	clockSteps    prometheus.Counter
 	batchWrites   prometheus.Histogram
 	commitSeconds prometheus.Histogram
-	numbered      prometheus.Counter
-	unnumbered    prometheus.Gauge
+	numbered      *prometheus.CounterVec
+	unnumbered    *prometheus.GaugeVec
 	idemExpired   prometheus.Counter
 }
 
@@ -56,14 +56,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
 		}),
 		commitSeconds: commit,
-		numbered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tally_likes_numbered_total",
-			Help: "Counted likes given their number of the global likes sequence.",
-		}),
-		unnumbered: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tally_likes_unnumbered",
-			Help: "Counted likes queued for a number (no lease usable: the allocator's KV is out of reach).",
-		}),
+		numbered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_numbers_taken_total",
+			Help: "Numbers of a sequence taken by counted events (a like takes one, an increment one per unit).",
+		}, []string{"sequence"}),
+		unnumbered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tally_unnumbered",
+			Help: "Counted events of a sequence queued for numbers (no lease usable: the allocator's KV is out of reach).",
+		}, []string{"sequence"}),
 		idemExpired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_idempotency_keys_expired_total",
 			Help: "Idempotency keys deleted for being older than the idempotency TTL.",

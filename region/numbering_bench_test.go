@@ -21,11 +21,11 @@ func BenchmarkLikeNumbered(b *testing.B) {
 			}
 			cfg := Config{Region: "bench", Replica: "bench-1", Store: st}
 			if numbered {
-				cfg.Numbering = &Numbering{
+				cfg.Sequences = []*Numbering{{
 					Sequence:  "likes",
 					Seq:       &fakeSeq{next: 1, avail: 1 << 62},
 					Milestone: func(n uint64) bool { return n%1000 == 0 },
-				}
+				}}
 			}
 			r, err := New(cfg)
 			if err != nil {

@@ -2,7 +2,9 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +59,7 @@ func (f *fakeSeq) give(n uint64) {
 func claimsOf(t *testing.T, r *Replica) []string {
 	t.Helper()
 	var out []string
-	if err := r.Claims(func(n uint64, l storage.CountedLike) bool {
+	if err := r.Claims("likes", func(n uint64, l storage.CountedLike) bool {
 		out = append(out, fmt.Sprintf("%d:%s/%s", n, l.Item, l.User))
 		return true
 	}); err != nil {
@@ -71,14 +73,14 @@ func claimsOf(t *testing.T, r *Replica) []string {
 // closed.
 func finalize(t *testing.T, r *Replica, start, used, base uint64) {
 	t.Helper()
-	if err := r.Finalize(context.Background(), []FinalBlock{{Start: start, Used: used, Base: base}}); err != nil {
+	if err := r.Finalize(context.Background(), "likes", []FinalBlock{{Start: start, Used: used, Base: base}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func numberingConfig(seq Sequencer, claimed chan<- struct{}) func(*Config) {
 	return func(c *Config) {
-		c.Numbering = &Numbering{
+		c.Sequences = []*Numbering{{
 			Sequence:  "likes",
 			Seq:       seq,
 			Milestone: func(n uint64) bool { return n%5 == 0 },
@@ -88,7 +90,7 @@ func numberingConfig(seq Sequencer, claimed chan<- struct{}) func(*Config) {
 				default:
 				}
 			},
-		}
+		}}
 	}
 }
 
@@ -109,7 +111,7 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := r.Numbered(); got != 7 {
+	if got := r.Numbered("likes"); got != 7 {
 		t.Fatalf("numbered %d likes, want 7 (the first likes only)", got)
 	}
 	if c := mustLikes(t, r, "post").Value; c != 7 {
@@ -127,7 +129,7 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 	if _, err := r.Do(ctx, toggles); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Numbered(); got != 7 {
+	if got := r.Numbered("likes"); got != 7 {
 		t.Fatalf("numbered %d after 5,000 toggles of one user, want still 7", got)
 	}
 	// A new user's like does: the sequence moves by one.
@@ -155,7 +157,7 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 	if err != nil || string(snap) != "next=9" {
 		t.Fatalf("stored snapshot %q %v, want next=9", snap, err)
 	}
-	if err := r.SettleClaim(5); err != nil {
+	if err := r.SettleClaim("likes", 5); err != nil {
 		t.Fatal(err)
 	}
 	if c := claimsOf(t, r); len(c) != 0 {
@@ -181,15 +183,15 @@ func TestUnnumberedLikesQueueAndDrainInOrder(t *testing.T) {
 	if got := mustLikes(t, r, "post").Value; got != 6 {
 		t.Fatalf("count %d, want 6: numbering must not stand in the like's way", got)
 	}
-	if r.Unnumbered() != 4 || r.Numbered() != 2 {
-		t.Fatalf("unnumbered %d numbered %d, want 4 and 2", r.Unnumbered(), r.Numbered())
+	if r.Unnumbered("likes") != 4 || r.Numbered("likes") != 2 {
+		t.Fatalf("unnumbered %d numbered %d, want 4 and 2", r.Unnumbered("likes"), r.Numbered("likes"))
 	}
 	closeFn()
 
 	// Restart: the queue is durable.
 	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
-	if r.Unnumbered() != 4 {
-		t.Fatalf("unnumbered after restart %d, want 4", r.Unnumbered())
+	if r.Unnumbered("likes") != 4 {
+		t.Fatalf("unnumbered after restart %d, want 4", r.Unnumbered("likes"))
 	}
 	// A new like while the queue waits goes behind it.
 	if _, err := r.Like(ctx, "other", "u7"); err != nil {
@@ -225,8 +227,8 @@ func TestDrainSpansManyCommits(t *testing.T) {
 			ops = ops[:0]
 		}
 	}
-	if r.Unnumbered() != n {
-		t.Fatalf("unnumbered %d, want %d", r.Unnumbered(), n)
+	if r.Unnumbered("likes") != n {
+		t.Fatalf("unnumbered %d, want %d", r.Unnumbered("likes"), n)
 	}
 	seq.give(n)
 	r.NumbersReady()
@@ -253,14 +255,14 @@ func TestRestartAsksForNumbers(t *testing.T) {
 	seq.give(10)
 	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
 	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
-	if r.Numbered() != 3 {
-		t.Fatalf("numbered %d, want 3", r.Numbered())
+	if r.Numbered("likes") != 3 {
+		t.Fatalf("numbered %d, want 3", r.Numbered("likes"))
 	}
 }
 
 // numbered reports whether every counted like of r has its number.
 func numbered(r *Replica) error {
-	if n := r.Unnumbered(); n != 0 {
+	if n := r.Unnumbered("likes"); n != 0 {
 		return fmt.Errorf("%d likes unnumbered", n)
 	}
 	return nil
@@ -285,14 +287,146 @@ func TestMilestonesGoByRank(t *testing.T) {
 	if got, want := fmt.Sprint(claimsOf(t, r)), "[45:post/u5]"; got != want {
 		t.Fatalf("claims %s, want %s", got, want)
 	}
-	if _, ok, _ := r.store.Numbered("likes", 105); ok {
+	if _, _, ok, _ := r.store.Numbered("likes", 105); ok {
 		t.Fatal("the block's likes are still recorded after its ranks were taken")
 	}
-	if err := r.SettleClaim(45); err != nil {
+	if err := r.SettleClaim("likes", 45); err != nil {
 		t.Fatal(err)
 	}
 	finalize(t, r, 101, 109, 40)
 	if c := claimsOf(t, r); len(c) != 0 {
 		t.Fatalf("taking a block again claimed %v", c)
+	}
+}
+
+// Several sequences number side by side: the global likes sequence, a
+// per-item sequence that numbers only one item's likes, and a numbered
+// counter whose increments take one number per unit, split over blocks
+// when a block runs out, the rest queued until numbers come back.
+func TestItemAndCounterSequences(t *testing.T) {
+	dir := t.TempDir()
+	all, video, search := &fakeSeq{next: 1, avail: 100}, &fakeSeq{next: 1, avail: 100}, &fakeSeq{next: 1, avail: 10}
+	cfg := func(c *Config) {
+		c.Sequences = []*Numbering{
+			{Sequence: "likes", Seq: all, Milestone: func(n uint64) bool { return n%5 == 0 }},
+			{Sequence: "launch", Seq: video, Match: func(k string) bool { return k == "video:launch" },
+				Milestone: func(n uint64) bool { return n == 3 }},
+			{Sequence: "search", Counts: CountIncrements, Seq: search, Match: func(k string) bool { return strings.HasPrefix(k, "search:") },
+				Milestone: func(n uint64) bool { return n%4 == 0 },
+				Next:      func(n uint64) (uint64, bool) { return (n + 3) / 4 * 4, true }},
+		}
+	}
+	r, closeFn := openReplica(t, dir, "a", cfg)
+	ctx := context.Background()
+	for i := 1; i <= 4; i++ {
+		for _, item := range []string{"video:launch", "video:other"} {
+			if _, err := r.Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r.Numbered("likes") != 8 || r.Numbered("launch") != 4 || r.Numbered("search") != 0 {
+		t.Fatalf("numbered likes %d launch %d search %d, want 8, 4, 0", r.Numbered("likes"), r.Numbered("launch"), r.Numbered("search"))
+	}
+	// Increments: 3 units, then 6 (the block of 10 is spent after one of
+	// them), a decrement, an unmatched key and an idempotent retry take
+	// none.
+	for _, op := range []Op{
+		{Kind: OpIncr, Item: "search:cats", By: 3, IdemKey: "k1"},
+		{Kind: OpIncr, Item: "search:cats", By: 3, IdemKey: "k1"},
+		{Kind: OpIncr, Item: "search:dogs", By: -2},
+		{Kind: OpIncr, Item: "views:x", By: 50},
+		{Kind: OpIncr, Item: "search:dogs", By: 6},
+		{Kind: OpIncr, Item: "search:owls", By: 5},
+	} {
+		if _, err := r.Do(ctx, []Op{op}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.Numbered("search") != 10 || r.Unnumbered("search") != 1 {
+		t.Fatalf("search numbered %d queued %d, want 10 numbers and one increment waiting", r.Numbered("search"), r.Unnumbered("search"))
+	}
+	closeFn()
+
+	r, _ = openReplica(t, dir, "a", cfg)
+	if r.Unnumbered("search") != 1 {
+		t.Fatalf("queued after restart %d, want 1", r.Unnumbered("search"))
+	}
+	search.give(100)
+	r.NumbersReady()
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if n := r.Unnumbered("search"); n != 0 {
+			return fmt.Errorf("%d increments still queued", n)
+		}
+		return nil
+	})
+	if search.next != 15 {
+		t.Fatalf("search sequence at %d, want 15: 3+6+5 units", search.next)
+	}
+	// Ranks: numbers 1..14 are ranks 1..14 (no holes).
+	if err := r.Finalize(ctx, "search", []FinalBlock{{Start: 1, Used: 11, Base: 0}, {Start: 11, Used: 15, Base: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finalize(ctx, "launch", []FinalBlock{{Start: 1, Used: 5, Base: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	got := func(seq string) string {
+		var out []string
+		if err := r.Claims(seq, func(n uint64, l storage.CountedLike) bool {
+			out = append(out, fmt.Sprintf("%d:%s/%s", n, l.Item, l.User))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(out)
+	}
+	// Units 1-3 cats, 4-9 dogs, 10-14 owls (number 10 in the first block,
+	// 11-14 drained after the restart).
+	if g, want := got("search"), "[4:search:dogs/ 8:search:dogs/ 12:search:owls/]"; g != want {
+		t.Fatalf("search claims %s, want %s", g, want)
+	}
+	if g, want := got("launch"), "[3:video:launch/u3]"; g != want {
+		t.Fatalf("launch claims %s, want %s", g, want)
+	}
+	if g := got("likes"); g != "[]" {
+		t.Fatalf("likes claims %s before its ranks are known", g)
+	}
+	if err := r.Finalize(ctx, "nope", []FinalBlock{{Start: 1, Used: 2}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("finalize of an unknown sequence: %v", err)
+	}
+}
+
+func TestMilestonesIn(t *testing.T) {
+	every := func(k uint64) *Numbering {
+		return &Numbering{Milestone: func(n uint64) bool { return n%k == 0 }}
+	}
+	next := func(k uint64) *Numbering {
+		c := every(k)
+		c.Next = func(n uint64) (uint64, bool) {
+			m := (n + k - 1) / k * k
+			return m, m >= n // false on overflow
+		}
+		return c
+	}
+	collect := func(c *Numbering, a, b uint64) string {
+		var out []uint64
+		for m := range milestonesIn(c, a, b) {
+			out = append(out, m)
+		}
+		return fmt.Sprint(out)
+	}
+	for _, c := range []struct {
+		a, b uint64
+		want string
+	}{{1, 20, "[7 14]"}, {7, 7, "[7]"}, {8, 13, "[]"}, {5, 4, "[]"}, {1<<64 - 10, 1<<64 - 1, "[18446744073709551607 18446744073709551614]"}} {
+		if g := collect(every(7), c.a, c.b); g != c.want {
+			t.Errorf("scan [%d,%d] = %s, want %s", c.a, c.b, g, c.want)
+		}
+		if g := collect(next(7), c.a, c.b); g != c.want {
+			t.Errorf("next [%d,%d] = %s, want %s", c.a, c.b, g, c.want)
+		}
+	}
+	if g := collect(next(1), 1<<64-3, 1<<64-1); g != "[18446744073709551613 18446744073709551614 18446744073709551615]" {
+		t.Errorf("next at the top = %s", g)
 	}
 }

@@ -66,16 +66,14 @@ type Replica struct {
 
 	// Owned by the writer goroutine (and New, before it starts).
 	clock     crdt.Clock
-	pclock    *physClock // safe for concurrent use
-	hlcStored crdt.HLC   // largest HLC persisted in metaHLC
-	num       *numbering // nil without Config.Numbering
+	pclock    *physClock   // safe for concurrent use
+	hlcStored crdt.HLC     // largest HLC persisted in metaHLC
+	nums      []*numbering // one per Config.Sequences
 
 	kick chan struct{} // wakes the writer to number queued likes
 	// reconcileKick asks the writer for the reconciliation pass that
 	// recovery put off (see txn.mergeRecord).
 	reconcileKick chan struct{}
-	numbered      atomic.Uint64
-	unnumbered    atomic.Int64
 }
 
 // request is one submission to the writer: local ops or remote merges.
@@ -94,7 +92,8 @@ type request struct {
 	// origin of (the pass recovery put off).
 	reconcileAll bool
 	// finals: blocks of numbers whose ranks are known (Finalize).
-	finals []FinalBlock
+	finals   []FinalBlock
+	finalSeq string
 	// applyErr: a part of the request failed before the commit; the
 	// request fails with it (the commit still happens for the others).
 	applyErr error

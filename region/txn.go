@@ -27,10 +27,8 @@ type txn struct {
 	lastKey vkey
 	last    *vecState
 
-	// Numbering (numbering.go).
-	counted                             []storage.CountedLike
-	numbered, drained, enqueued, claims int
-	tookNumbers                         bool
+	// Numbering (numbering.go): per sequence, nil until one is touched.
+	seq []seqTxn
 }
 
 type rkey struct{ a, b string }
@@ -137,7 +135,7 @@ func (t *txn) apply(q *request) {
 		}
 	}
 	if len(q.finals) > 0 {
-		q.applyErr = t.finalize(q.finals)
+		q.applyErr = t.finalize(q.finalSeq, q.finals)
 	}
 	if q.reconcileAll {
 		if err := t.reconcileMarked(); err != nil {
@@ -194,7 +192,9 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	// (Concurrent first likes in several regions may each take one, at
 	// most one per replica.)
 	if delta > 0 && rs.rec.Additions() == 1 {
-		t.countLike(item, user)
+		if len(t.r.nums) > 0 {
+			t.countLike(item, user)
+		}
 	}
 	rs.dirty, rs.spread = true, true
 	return Result{Liked: liked, Changed: changed, Value: vs.cur.Value()}
@@ -250,6 +250,9 @@ func (t *txn) applyIncr(op *Op) Result {
 		return Result{Err: err}
 	}
 	vs.cur = vs.cur.Add(t.r.self, op.By)
+	if len(t.r.nums) > 0 {
+		t.countIncr(op.Item, op.By)
+	}
 	val := vs.cur.Value()
 	if op.IdemKey != "" {
 		if t.idem == nil {

@@ -23,7 +23,8 @@
 //	b<B>/r/<item>/<user>       LikeRecord  one user's like record
 //	x/<item>/<user>            (empty)     record whose excess is not yet zero
 //	i/<key>/<idem>             IdemValue   result and time of an applied idempotent increment
-//	q/<16 hex ordinal>         CountedLike a counted like waiting for its number
+//	q/<sequence>/<16 hex ord>  CountedLike a counted event waiting for its numbers
+//	l/<sequence>/<16 hex n>    CountedLike the event that took numbers from n, until their ranks are known
 //	n/<sequence>/<16 hex n>    CountedLike a milestone claim intent, settled once claimed
 //	m/<name>                   bytes       replica metadata: replica, region,
 //	                                       accepted-writes, hlc-max, seq/<sequence>

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -11,27 +12,40 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// Local numbering state (see package alloc): counted likes waiting for a
-// number, and milestone numbers waiting to be claimed. Neither is
-// replicated; both live outside the anti-entropy buckets.
+// Local numbering state (see package alloc): counted events waiting for a
+// number, the event that took each number until its rank is known, and
+// milestone numbers waiting to be claimed. None is replicated; all live
+// outside the anti-entropy buckets.
 const (
-	prefixUnnumbered = 'q' // q/<16 hex ordinal>: a counted like with no number yet
+	prefixUnnumbered = 'q' // q/<sequence>/<16 hex ordinal>: a counted event with no number yet
 	prefixClaim      = 'n' // n/<sequence>/<16 hex number>: a milestone to claim
-	prefixNumbered   = 'l' // l/<sequence>/<16 hex number>: the like that took a number, until its rank is known
+	prefixNumbered   = 'l' // l/<sequence>/<16 hex number>: the event that took numbers from there on, until their ranks are known
 )
 
-// CountedLike is a counted like as the numbering keeps it.
+// CountedLike is a counted event as the numbering keeps it: a user's like
+// of an item, or an increment of a counter (User empty) that takes Units
+// numbers, one per unit of its amount.
 type CountedLike struct {
 	Item, User string
-	AtMs       int64 // when it was counted, ms since the Unix epoch
+	AtMs       int64  // when it was counted, ms since the Unix epoch
+	Units      uint64 // numbers it takes; 0 and 1 both mean one
 }
 
-// AppendCountedLike encodes l: uvarint ms, then "item/user".
+// N is how many numbers l takes.
+func (l CountedLike) N() uint64 { return max(l.Units, 1) }
+
+// AppendCountedLike encodes l: uvarint ms, then "item/user", then
+// "/units" in decimal if it takes more than one number.
 func AppendCountedLike(dst []byte, l CountedLike) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(l.AtMs, 0)))
 	dst = append(dst, l.Item...)
 	dst = append(dst, '/')
-	return append(dst, l.User...)
+	dst = append(dst, l.User...)
+	if l.Units > 1 {
+		dst = append(dst, '/')
+		dst = strconv.AppendUint(dst, l.Units, 10)
+	}
+	return dst
 }
 
 // DecodeCountedLike parses AppendCountedLike's encoding strictly.
@@ -40,14 +54,26 @@ func DecodeCountedLike(b []byte) (CountedLike, error) {
 	if n <= 0 || ms > 1<<53 {
 		return CountedLike{}, errors.New("storage: bad counted like: time")
 	}
-	item, user, ok := strings.Cut(string(b[n:]), "/")
-	if !ok || !crdt.ValidID(item) || !crdt.ValidID(user) {
+	item, rest, ok := strings.Cut(string(b[n:]), "/")
+	if !ok || !crdt.ValidID(item) {
 		return CountedLike{}, errors.New("storage: bad counted like: ids")
+	}
+	user, units, multi := strings.Cut(rest, "/")
+	if user != "" && !crdt.ValidID(user) {
+		return CountedLike{}, errors.New("storage: bad counted like: ids")
+	}
+	l := CountedLike{Item: item, User: user, AtMs: int64(ms)}
+	if multi {
+		u, err := strconv.ParseUint(units, 10, 64)
+		if err != nil || u < 2 || strconv.FormatUint(u, 10) != units {
+			return CountedLike{}, errors.New("storage: bad counted like: units")
+		}
+		l.Units = u
 	}
 	if len(binary.AppendUvarint(nil, ms)) != n {
 		return CountedLike{}, errors.New("storage: bad counted like: padded time")
 	}
-	return CountedLike{Item: item, User: user, AtMs: int64(ms)}, nil
+	return l, nil
 }
 
 func hex16(dst []byte, v uint64) []byte {
@@ -76,7 +102,9 @@ func parseHex16(b []byte) (uint64, bool) {
 	return v, true
 }
 
-func unnumberedKey(ord uint64) []byte { return hex16([]byte{prefixUnnumbered, '/'}, ord) }
+func unnumberedPrefix(seq string) []byte { return appendKey(nil, prefixUnnumbered, seq, "") }
+
+func unnumberedKey(seq string, ord uint64) []byte { return hex16(unnumberedPrefix(seq), ord) }
 
 func claimPrefix(seq string) []byte { return appendKey(nil, prefixClaim, seq, "") }
 
@@ -102,26 +130,47 @@ func (b *Batch) DeleteNumbered(seq string, start, end uint64) {
 	}
 }
 
-// Numbered returns the like that took number n of seq, if it is recorded.
-func (s *Store) Numbered(seq string, n uint64) (CountedLike, bool, error) {
-	v, ok, err := s.get(numberedKey(seq, n))
-	if err != nil || !ok {
-		return CountedLike{}, false, err
+// Numbered returns the event whose numbers include n of seq (it took
+// l.N() numbers from start), if it is recorded.
+func (s *Store) Numbered(seq string, n uint64) (l CountedLike, start uint64, ok bool, err error) {
+	if s.closed.Load() {
+		return CountedLike{}, 0, false, ErrClosed
 	}
-	l, err := DecodeCountedLike(v)
+	prefix := numberedPrefix(seq)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return CountedLike{}, false, fmt.Errorf("numbered like %d of %s: %w", n, seq, err)
+		return CountedLike{}, 0, false, fmt.Errorf("numbered %d of %s: %w", n, seq, err)
 	}
-	return l, true, nil
+	defer it.Close()
+	if n == 1<<64-1 {
+		if !it.Last() {
+			return CountedLike{}, 0, false, it.Error()
+		}
+	} else if !it.SeekLT(numberedKey(seq, n+1)) {
+		return CountedLike{}, 0, false, it.Error()
+	}
+	start, okKey := parseHex16(it.Key()[len(prefix):])
+	if !okKey {
+		return CountedLike{}, 0, false, fmt.Errorf("bad numbered key %q", it.Key())
+	}
+	if l, err = DecodeCountedLike(it.Value()); err != nil {
+		return CountedLike{}, 0, false, fmt.Errorf("numbered %d of %s: %w", start, seq, err)
+	}
+	if n-start >= l.N() {
+		return CountedLike{}, 0, false, nil // a number nothing recorded took
+	}
+	return l, start, true, nil
 }
 
-// PutUnnumbered queues a counted like under its ordinal.
-func (b *Batch) PutUnnumbered(ord uint64, l CountedLike) {
-	_ = b.b.Set(unnumberedKey(ord), AppendCountedLike(nil, l), nil)
+// PutUnnumbered queues a counted event of seq under its ordinal.
+func (b *Batch) PutUnnumbered(seq string, ord uint64, l CountedLike) {
+	_ = b.b.Set(unnumberedKey(seq, ord), AppendCountedLike(nil, l), nil)
 }
 
-// DeleteUnnumbered removes a queued like once it has its number.
-func (b *Batch) DeleteUnnumbered(ord uint64) { _ = b.b.Delete(unnumberedKey(ord), nil) }
+// DeleteUnnumbered removes a queued event once it has its numbers.
+func (b *Batch) DeleteUnnumbered(seq string, ord uint64) {
+	_ = b.b.Delete(unnumberedKey(seq, ord), nil)
+}
 
 // PutClaim records the intent to claim milestone n of seq for l.
 func (b *Batch) PutClaim(seq string, n uint64, l CountedLike) {
@@ -131,10 +180,10 @@ func (b *Batch) PutClaim(seq string, n uint64, l CountedLike) {
 // DeleteClaim removes a settled claim intent.
 func (b *Batch) DeleteClaim(seq string, n uint64) { _ = b.b.Delete(claimKey(seq, n), nil) }
 
-// Unnumbered calls fn for queued likes in ordinal order, from the first,
-// until fn returns false.
-func (s *Store) Unnumbered(fn func(ord uint64, l CountedLike) bool) error {
-	prefix := []byte{prefixUnnumbered, '/'}
+// Unnumbered calls fn for seq's queued events in ordinal order, from the
+// first, until fn returns false.
+func (s *Store) Unnumbered(seq string, fn func(ord uint64, l CountedLike) bool) error {
+	prefix := unnumberedPrefix(seq)
 	return s.scan(prefix, "unnumbered likes", func(k, v []byte) (bool, error) {
 		ord, ok := parseHex16(k[len(prefix):])
 		if !ok {
@@ -165,12 +214,12 @@ func (s *Store) Claims(seq string, fn func(n uint64, l CountedLike) bool) error 
 	})
 }
 
-// LastUnnumbered returns the highest queued ordinal, if any.
-func (s *Store) LastUnnumbered() (uint64, bool, error) {
+// LastUnnumbered returns seq's highest queued ordinal, if any.
+func (s *Store) LastUnnumbered(seq string) (uint64, bool, error) {
 	if s.closed.Load() {
 		return 0, false, ErrClosed
 	}
-	prefix := []byte{prefixUnnumbered, '/'}
+	prefix := unnumberedPrefix(seq)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return 0, false, fmt.Errorf("scan unnumbered likes: %w", err)
@@ -209,4 +258,34 @@ func (s *Store) scan(prefix []byte, what string, fn func(k, v []byte) (bool, err
 		return fmt.Errorf("scan %s: %w", what, err)
 	}
 	return nil
+}
+
+// MigrateUnnumbered moves likes queued by a version that had one sequence
+// (keys q/<16 hex ordinal>) into seq's queue, keeping their order. It
+// reports how many it moved.
+func (s *Store) MigrateUnnumbered(seq string) (int, error) {
+	prefix := []byte{prefixUnnumbered, '/'}
+	b := s.NewBatch()
+	defer b.Close()
+	moved := 0
+	err := s.scan(prefix, "legacy unnumbered likes", func(k, v []byte) (bool, error) {
+		if len(k) != len(prefix)+16 {
+			return true, nil // a sequence's key
+		}
+		ord, ok := parseHex16(k[len(prefix):])
+		if !ok {
+			return true, nil
+		}
+		_ = b.b.Set(unnumberedKey(seq, ord), v, nil)
+		_ = b.b.Delete(k, nil)
+		moved++
+		return true, nil
+	})
+	if err != nil || moved == 0 {
+		return 0, err
+	}
+	if err := b.Commit(); err != nil {
+		return 0, fmt.Errorf("migrate unnumbered likes: %w", err)
+	}
+	return moved, nil
 }

@@ -79,6 +79,14 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
 	fs.StringVar(&c.RecoveryTimeout, "recovery-timeout", c.RecoveryTimeout, "longest wait for peers at start when data exists (`duration`)")
 	fs.StringVar(&c.Milestones, "milestones", c.Milestones, "number likes and fire these `milestones` once: e.g. 1000,1000000,10^k,every:500 (needs --nats)")
+	fs.Func("sequence", "also number `NAME=COUNTS/MATCH/MILESTONES` (repeatable), e.g. search=increments/search:*/every:1000000 or launch=likes/video:launch/1000000", func(s string) error {
+		sc, err := tallynode.ParseSequence(s)
+		if err != nil {
+			return err
+		}
+		c.Sequences = append(c.Sequences, sc)
+		return nil
+	})
 	fs.StringVar(&c.AllocCluster, "alloc-cluster", c.AllocCluster, "NATS `cluster` (region) holding the allocator bucket and milestone stream")
 	fs.IntVar(&c.AllocReplicas, "alloc-replicas", c.AllocReplicas, "replicas of the allocator bucket and milestone stream (`n`: 1, 3 or 5)")
 	fs.StringVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a cut-off replica numbers from an unrenewed lease (`duration`)")

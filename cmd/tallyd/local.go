@@ -13,6 +13,7 @@ import (
 
 	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
+	tallynode "github.com/tally-dev/tally/node"
 )
 
 // localConfig is what `tallyd local` takes.
@@ -26,6 +27,40 @@ type localConfig struct {
 	AdminToken string
 	Dashboard  dashboardAddr // see dashboard.go
 	Milestones string
+	Sequences  sequenceFlag
+}
+
+// sequenceFlag is local's repeatable --sequence: the first one given
+// replaces the defaults, and "" leaves none.
+type sequenceFlag struct {
+	list []tallynode.SequenceConfig
+	set  bool
+}
+
+func (f *sequenceFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	var parts []string
+	for _, sc := range f.list {
+		parts = append(parts, sc.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f *sequenceFlag) Set(s string) error {
+	if !f.set {
+		f.list, f.set = nil, true
+	}
+	if s == "" {
+		return nil
+	}
+	sc, err := tallynode.ParseSequence(s)
+	if err != nil {
+		return err
+	}
+	f.list = append(f.list, sc)
+	return nil
 }
 
 func defaultLocalConfig() localConfig {
@@ -37,6 +72,10 @@ func defaultLocalConfig() localConfig {
 		LogLevel:   "info",
 		Dashboard:  dashboardAddr{Addr: dashboard.DefaultAddr},
 		Milestones: "10^k",
+		Sequences: sequenceFlag{list: []tallynode.SequenceConfig{
+			{Name: "post5", Counts: tallynode.CountsLikes, Match: "post5", Milestones: "1000"},
+			{Name: "searches", Counts: tallynode.CountsIncrements, Match: "search:*", Milestones: "10^k"},
+		}},
 	}
 }
 
@@ -52,6 +91,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
 		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
+		fs.Var(&lc.Sequences, "sequence", "also number `NAME=COUNTS/MATCH/MILESTONES` (repeatable; the first replaces the defaults, \"\" leaves none)")
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +141,7 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
 	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
+	d.Sequences = lc.Sequences.list
 	return d
 }
 

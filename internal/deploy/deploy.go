@@ -41,6 +41,9 @@ type Config struct {
 	// Milestones is every replica's milestone rule (node.Config), the
 	// allocator living in the first region; "" numbers nothing.
 	Milestones string
+	// Sequences are every replica's further numbered sequences
+	// (node.Config).
+	Sequences []node.SequenceConfig
 	// Node, if set, adjusts each replica's config after the fields above
 	// are applied (e.g. shorter intervals in tests).
 	Node func(*node.Config)
@@ -94,6 +97,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		// The allocator's KV and the milestone stream live in the first
 		// region, as a production deployment would pin them to one.
 		cfg.Milestones, cfg.AllocCluster = c.Milestones, c.Regions[0]
+		cfg.Sequences = slices.Clone(c.Sequences)
 		if c.Node != nil {
 			c.Node(&cfg)
 		}

@@ -3,12 +3,14 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/node"
 )
 
 // startDeployment starts regions us, eu and ap on free ports and a temp
@@ -191,4 +193,131 @@ func TestMilestonesFireOnce(t *testing.T) {
 		})
 	}
 	t.Logf("milestones: %s", first)
+}
+
+// A per-item sequence and a numbered counter, with the global likes
+// sequence off: likes of one item and the units of increments under a
+// prefix are numbered across three regions, and each sequence's
+// milestones fire once, on every region, up to exactly what was counted
+// and not one beyond.
+func TestSequencesFireOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.DataDir, cfg.Milestones = t.TempDir(), ""
+	cfg.Sequences = []node.SequenceConfig{
+		{Name: "launch", Counts: node.CountsLikes, Match: "video:launch", Milestones: "every:20"},
+		{Name: "searches", Counts: node.CountsIncrements, Match: "search:*", Milestones: "every:50"},
+	}
+	d, err := deploy.Start(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	urls := d.URLs()
+	for _, u := range urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	const likesPerRegion = 30 // 90 likes of video:launch: milestones 20..80
+	units := 0                // the sum of positive increments under search:
+	var wg sync.WaitGroup
+	errs := make(chan error, len(urls))
+	for r, u := range urls {
+		var ops []string
+		for i := range likesPerRegion {
+			ops = append(ops, fmt.Sprintf("PUT /v1/likes/video:launch/u%d-%d", r, i), fmt.Sprintf("PUT /v1/likes/video:other/u%d-%d", r, i))
+		}
+		for i := range 12 {
+			by := 1 + (i+r)%4
+			units += by
+			ops = append(ops, fmt.Sprintf(`POST /v1/counters/search:q%d/incr {"by":%d}`, i%5, by),
+				`POST /v1/counters/search:q0/incr {"by":-3}`, `POST /v1/counters/views:x/incr {"by":40}`)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, op := range ops {
+				method, rest, _ := strings.Cut(op, " ")
+				path, body, _ := strings.Cut(rest, " ")
+				if code, _, err := testkit.DoJSON(method, u+path, body); err != nil || code != 200 {
+					errs <- fmt.Errorf("%s at %s: %d %v", op, u, code, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for seq, want := range map[string]int{"launch": 3 * likesPerRegion, "searches": units} {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			_, st, err := testkit.DoJSON("GET", urls[0]+"/v1/sequences/"+seq, "")
+			if err != nil {
+				return err
+			}
+			leases, _ := st["leases"].([]any)
+			closed, _ := st["closed"].([]any)
+			if n, _ := st["numbered"].(float64); len(leases) != 0 || len(closed) != 0 || int(n) != want {
+				return fmt.Errorf("%s: numbered %v of %d, leases %v, blocks whose ranks are not taken %v", seq, st["numbered"], want, leases, closed)
+			}
+			return nil
+		})
+	}
+	if code, _, _ := testkit.DoJSON("GET", urls[0]+"/v1/sequences/likes", ""); code != 404 {
+		t.Fatalf("the likes sequence is off, yet /v1/sequences/likes answers %d", code)
+	}
+	want := map[string][]float64{}
+	for m := 20; m <= 3*likesPerRegion; m += 20 {
+		want["launch"] = append(want["launch"], float64(m))
+	}
+	for m := 50; m <= units; m += 50 {
+		want["searches"] = append(want["searches"], float64(m))
+	}
+	var first string
+	for _, u := range urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			_, out, err := testkit.DoJSON("GET", u+"/v1/milestones", "")
+			if err != nil {
+				return err
+			}
+			got := map[string][]float64{}
+			var desc string
+			for _, m := range out["milestones"].([]any) {
+				ev := m.(map[string]any)
+				seq, item := ev["sequence"].(string), ev["item"].(string)
+				got[seq] = append(got[seq], ev["number"].(float64))
+				switch {
+				case seq == "launch" && (item != "video:launch" || ev["user"] == nil):
+					return fmt.Errorf("launch milestone of %v", ev)
+				case seq == "searches" && (!strings.HasPrefix(item, "search:") || ev["user"] != nil):
+					return fmt.Errorf("searches milestone of %v", ev)
+				}
+				desc += fmt.Sprintf("%s:%v:%v/%v@%v ", seq, ev["number"], item, ev["user"], ev["region"])
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("%s: milestones %v, want %v", u, got, want)
+			}
+			if first == "" {
+				first = desc
+			} else if desc != first {
+				return fmt.Errorf("regions disagree:\n%s\n%s", first, desc)
+			}
+			return nil
+		})
+	}
+	t.Logf("%d units of search increments; milestones: %s", units, first)
 }
