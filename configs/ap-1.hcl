@@ -49,3 +49,17 @@ milestones     = "1000,1000000,1000000000"
 alloc_cluster  = "us"
 alloc_replicas = 3
 lease_ttl      = "4s"
+
+# A per-item sequence and a numbered counter, with their own milestones.
+# Every region must configure the same sequences: each numbers only the
+# likes and increments it accepts itself.
+sequence "launch" {
+  counts     = "likes"
+  match      = "video:launch"
+  milestones = "1000000"
+}
+sequence "searches" {
+  counts     = "increments"
+  match      = "search:*"
+  milestones = "10^k"
+}

@@ -106,3 +106,21 @@ recovery_timeout = "10s"
 # after its last report may be used again if it does come back. Default
 # "0": never; a replica gives its own tail back when it returns.
 # lease_reclaim_after = "1h"
+
+# More numbered sequences, each with its own milestones (needs nats, as
+# above; at most 32). counts = "likes": a user's first like of a matching
+# item takes the next number ("the millionth like of this video").
+# counts = "increments": an increment by k of a matching counter takes k
+# numbers, decrements none ("the 100-billionth search query"). match is
+# one item or key, or a prefix ending in "*" ("*": all). The name (not
+# "likes") appears in milestones and in GET /v1/sequences/{name}.
+# sequence "launch" {
+#   counts     = "likes"
+#   match      = "video:launch"
+#   milestones = "every:1000000"
+# }
+# sequence "searches" {
+#   counts     = "increments"
+#   match      = "search:*"
+#   milestones = "10^k"
+# }

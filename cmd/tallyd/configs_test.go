@@ -385,3 +385,19 @@ func makeCerts(t *testing.T) testCerts {
 	}
 	return c
 }
+
+// The shipped region configs' sequence blocks decode into sequences.
+func TestConfigFileSequences(t *testing.T) {
+	cfg, err := loadConfig([]string{"--config", filepath.Join("..", "..", "configs", "eu-1.hcl"),
+		"--sequence", "extra=likes/post:*/every:10"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, sc := range cfg.Sequences {
+		got = append(got, sc.String())
+	}
+	if want := "[launch=likes/video:launch/1000000 searches=increments/search:*/10^k extra=likes/post:*/every:10]"; fmt.Sprint(got) != want {
+		t.Fatalf("sequences %v, want %s", got, want)
+	}
+}

@@ -74,6 +74,32 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 			c.DataDir != "/tmp/x/"+r+"-1" || len(c.Peers) != 1 {
 			t.Errorf("region %s: %+v", r, c)
 		}
+		if len(c.Sequences) != 2 || c.Sequences[1].Name != "searches" {
+			t.Errorf("region %s: default sequences %v", r, c.Sequences)
+		}
+	}
+	// The first --sequence replaces the defaults; "" alone leaves none.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sequence", "s=increments/q:*/every:9", "--sequence", "v=likes/v1/7"}, "[s=increments/q:*/every:9 v=likes/v1/7]"},
+		{[]string{"--sequence", ""}, "[]"},
+	} {
+		lc, err := parseLocal(tc.args, noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, sc := range lc.deployConfig(nil).Sequences {
+			got = append(got, sc.String())
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("%q: sequences %v, want %s", tc.args, got, tc.want)
+		}
+	}
+	if _, err := parseLocal([]string{"--sequence", "likes=likes/x/5"}, noEnv, io.Discard); err == nil {
+		t.Error("a sequence named likes was accepted")
 	}
 }
 

@@ -167,8 +167,10 @@ func (c *client) converged(ctx context.Context) (bool, error) {
 	return cv.Converged, err
 }
 
-// numberingStatus is the numbering part of GET /v1/status.
+// numberingStatus is one sequence of the numbering part of GET
+// /v1/status.
 type numberingStatus struct {
+	Name       string `json:"name"`
 	Numbered   uint64 `json:"numbered"`
 	Unnumbered int    `json:"unnumbered"`
 	Lease      struct {
@@ -183,7 +185,8 @@ type numberingStatus struct {
 	} `json:"lease"`
 }
 
-// numbering reads the region's like numbering from /v1/status.
+// numbering reads the region's numbering of the likes sequence from
+// /v1/status.
 func (c *client) numbering(ctx context.Context) (numberingStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -199,11 +202,16 @@ func (c *client) numbering(ctx context.Context) (numberingStatus, error) {
 	if err != nil {
 		return numberingStatus{}, err
 	}
-	var out numberingStatus
-	if err := json.Unmarshal(raw, &out); err != nil {
+	var seqs []numberingStatus
+	if err := json.Unmarshal(raw, &seqs); err != nil {
 		return numberingStatus{}, fmt.Errorf("GET /v1/status at %s: numbering: %w", c.region, err)
 	}
-	return out, nil
+	for _, s := range seqs {
+		if s.Name == "likes" {
+			return s, nil
+		}
+	}
+	return numberingStatus{}, fmt.Errorf("GET /v1/status at %s: no likes sequence (is --milestones set?)", c.region)
 }
 
 // milestones reads the region's GET /v1/milestones: every milestone it
