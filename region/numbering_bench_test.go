@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tally-dev/tally/storage"
@@ -42,6 +43,44 @@ func BenchmarkLikeNumbered(b *testing.B) {
 				return err
 			})
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "likes/s")
+		})
+	}
+}
+
+// BenchmarkIncrNumbered: what a numbered counter costs the writer, for
+// increments by 1 of keys under its prefix: one logged key per increment.
+func BenchmarkIncrNumbered(b *testing.B) {
+	for _, numbered := range []bool{false, true} {
+		b.Run(fmt.Sprintf("numbered=%v", numbered), func(b *testing.B) {
+			st, err := storage.Open(storage.Config{Dir: b.TempDir(), Durability: storage.DurabilitySync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := Config{Region: "bench", Replica: "bench-1", Store: st}
+			if numbered {
+				cfg.Sequences = []*Numbering{{
+					Sequence:  "searches",
+					Counts:    CountIncrements,
+					Match:     func(k string) bool { return strings.HasPrefix(k, "search:") },
+					Seq:       &fakeSeq{next: 1, avail: 1 << 62},
+					Milestone: func(n uint64) bool { return n%1000 == 0 },
+				}}
+			}
+			r, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = r.Close(); _ = st.Close() })
+			const batch = 1000
+			runWriters(b, 16, "increments", func(ctx context.Context, i int64) error {
+				ops := make([]Op, batch)
+				for j := range ops {
+					ops[j] = Op{Kind: OpIncr, Item: "search:k" + strconv.Itoa(j%100), By: 1}
+				}
+				_, err := r.Do(ctx, ops)
+				return err
+			})
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "incrs/s")
 		})
 	}
 }
