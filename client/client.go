@@ -195,7 +195,9 @@ func (c *Client) SetLink(ctx context.Context, a, b string, up bool) (api.Link, e
 	return out, c.do(ctx, http.MethodPut, "/v1/admin/links/"+esc(a)+"/"+esc(b), body, &out)
 }
 
-// Metric reads one unlabelled metric's value from GET /metrics.
+// Metric reads one series' value from GET /metrics: name is the series
+// as the text format prints it, with its labels if it has any, e.g.
+// `tally_milestones_lost_total{sequence="likes"}`.
 func (c *Client) Metric(ctx context.Context, name string) (float64, error) {
 	resp, err := c.send(ctx, http.MethodGet, "/metrics", nil)
 	if err != nil {

@@ -223,11 +223,11 @@ func (c *client) milestones(ctx context.Context) ([]milestone.Event, bool, error
 	return ms.Milestones, ms.Synced, err
 }
 
-// lostClaims reads tally_milestones_lost_total from the region's /metrics:
-// how many of this process's claim intents found their number claimed by
-// another like.
+// lostClaims reads tally_milestones_lost_total of the likes sequence from
+// the region's /metrics: how many of this process's claim intents found
+// their number claimed by another like.
 func (c *client) lostClaims(ctx context.Context) (float64, error) {
-	return c.metric(ctx, "tally_milestones_lost_total")
+	return c.metric(ctx, `tally_milestones_lost_total{sequence="likes"}`)
 }
 
 // metric reads one unlabelled metric from the region's /metrics.
