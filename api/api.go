@@ -56,6 +56,50 @@ type Liked struct {
 	Item  string `json:"item"`
 	User  string `json:"user"`
 	Liked bool   `json:"liked"`
+	// At and Replica are when and where the like or unlike that decides
+	// the state was accepted; absent if the user never liked the item.
+	At      *time.Time `json:"at,omitempty"`
+	Replica string     `json:"replica,omitempty"`
+}
+
+// Likers answers GET /v1/likers/{item}: one page of the users who like
+// the item, in id order.
+type Likers struct {
+	Item  string      `json:"item"`
+	Users []ListEntry `json:"users"`
+	// Next is the cursor of the next page (?after=), absent on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// UserLikes answers GET /v1/users/{user}/likes: one page of the items the
+// user likes, in id order.
+type UserLikes struct {
+	User  string      `json:"user"`
+	Items []ListEntry `json:"items"`
+	Next  string      `json:"next,omitempty"`
+}
+
+// ListEntry is one user or item of a like list and when the like was
+// accepted.
+type ListEntry struct {
+	ID string    `json:"id"`
+	At time.Time `json:"at"`
+}
+
+// Feed answers GET and POST /v1/feed: for each item, its like count and
+// whether the user likes it, in the order asked.
+type Feed struct {
+	User  string     `json:"user"`
+	Items []FeedItem `json:"items"`
+	// Approx: some count may still move (as on GET /v1/likes/{item}).
+	Approx bool `json:"approx"`
+}
+
+// FeedItem is one item of a Feed.
+type FeedItem struct {
+	Item  string `json:"item"`
+	Count int64  `json:"count"`
+	Liked bool   `json:"liked"`
 }
 
 // Incr answers POST /v1/counters/{key}/incr.

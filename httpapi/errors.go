@@ -104,6 +104,8 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 			"this replica's counter entry would exceed %d; the increment was not applied", int64(region.MaxEntry))
 	case errors.Is(err, region.ErrInvalid):
 		return newError(http.StatusBadRequest, CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "region: "))
+	case errors.Is(err, region.ErrNoLists):
+		return newError(http.StatusNotFound, CodeNotFound, "like lists are off on this replica (like_lists = false)")
 	case errors.Is(err, region.ErrIdempotencyMismatch):
 		return newError(http.StatusConflict, CodeIdempotencyMismatch, "%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -33,6 +33,7 @@ type envOpts struct {
 	durability storage.Durability   // default fsync
 	api        func(cfg *Config)    // adjust the Server config
 	reg        *prometheus.Registry // shared with the replica
+	noLists    bool                 // like lists off
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -46,7 +47,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		o.reg = prometheus.NewRegistry()
 	}
 	rep, err := region.New(region.Config{
-		Region: "us", Replica: "us-1", Store: st, HoldWrites: o.hold, Registerer: o.reg,
+		Region: "us", Replica: "us-1", Store: st, HoldWrites: o.hold, Registerer: o.reg, LikeLists: !o.noLists,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -155,17 +155,3 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	})
 	return nil
 }
-
-// GET /v1/likes/{item}/{user}
-func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
-	ids, err := pathIDs(r, "item", "user")
-	if err != nil {
-		return err
-	}
-	liked, err := s.rep.Liked(ids[0], ids[1])
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.Liked{Item: ids[0], User: ids[1], Liked: liked})
-	return nil
-}

@@ -193,6 +193,9 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/likes", w(s.Handler(s.postLike))).Methods(http.MethodPost)
 	rt.Handle("/v1/likes/"+item, w(s.Handler(s.deleteLikeBody))).Methods(http.MethodDelete)
 	rt.Handle("/v1/likes/"+item, s.Handler(s.getLikes)).Methods(http.MethodGet)
+	rt.Handle("/v1/likers/"+item, s.Handler(s.getLikers)).Methods(http.MethodGet)
+	rt.Handle("/v1/users/"+user+"/likes", s.Handler(s.getUserLikes)).Methods(http.MethodGet)
+	rt.Handle("/v1/feed", s.Handler(s.feed)).Methods(http.MethodGet, http.MethodPost)
 
 	rt.Handle("/v1/counters/"+key+"/incr", w(s.Handler(s.incr))).Methods(http.MethodPost)
 	rt.Handle("/v1/counters/"+key, s.Handler(s.getCounter)).Methods(http.MethodGet)

@@ -65,6 +65,11 @@ type Config struct {
 	// forever (the store then grows with every keyed increment). Default
 	// "24h".
 	IdempotencyTTL string `hcl:"idempotency_ttl,optional"`
+	// LikeLists keeps the index behind GET /v1/likers/{item} and
+	// GET /v1/users/{user}/likes: two more keys written per like or unlike
+	// that changes a user's state. false drops the index; turning it back
+	// on rebuilds it from the records at start. Default true.
+	LikeLists bool `hcl:"like_lists,optional"`
 	// ShutdownTimeout bounds how long shutdown waits for in-flight
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
@@ -229,6 +234,7 @@ func DefaultConfig() Config {
 		RequestTimeout:  "10s",
 		ShutdownTimeout: "15s",
 		IdempotencyTTL:  "24h",
+		LikeLists:       true,
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",

@@ -139,6 +139,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Registerer: n.registry,
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
+		LikeLists:      cfg.LikeLists,
 	}
 	var chaosClock func(time.Duration)
 	if buildtags.Chaos {

@@ -59,6 +59,10 @@ type Config struct {
 	// keeps every key forever (the store grows with every keyed
 	// increment).
 	IdempotencyTTL time.Duration
+	// LikeLists keeps the like index (Likers, LikedItems): two more keys
+	// per like or unlike that changes a user's state. Off, the index is
+	// dropped at open, and Likers and LikedItems answer ErrNoLists.
+	LikeLists bool
 	// IdempotencySweep is how often the sweeper looks for expired keys.
 	// Default: TTL/10, within 1 s..1 h.
 	IdempotencySweep time.Duration

@@ -70,8 +70,8 @@ func (c *stepClock) now() time.Time {
 func pair(t *testing.T) (a, b *Replica, boxA, boxB *mailbox) {
 	boxA, boxB = &mailbox{}, &mailbox{}
 	clock := &stepClock{}
-	a, _ = openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now = boxA.onCommit, clock.now })
-	b, _ = openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now = boxB.onCommit, clock.now })
+	a, _ = openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now, c.LikeLists = boxA.onCommit, clock.now, true })
+	b, _ = openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now, c.LikeLists = boxB.onCommit, clock.now, true })
 	return a, b, boxA, boxB
 }
 

@@ -122,6 +122,7 @@ type numbering struct {
 // seqTxn is one sequence's part of a group commit.
 type seqTxn struct {
 	counted                             []storage.CountedLike
+	byKey                               map[string]int // CountIncrements: key → its entry in counted
 	numbered, drained, enqueued, claims int
 	took                                bool
 }
@@ -210,6 +211,18 @@ func (t *txn) countIncr(key string, by int64) {
 	for i, n := range t.r.nums {
 		if n.cfg.Counts == CountIncrements && (n.cfg.Match == nil || n.cfg.Match(key)) {
 			st := &t.seqs()[i]
+			// A milestone of a counter names the key, and every increment
+			// of a commit has the commit's time: a commit's increments of
+			// one key are one event, numbered as one run, logged as one
+			// key per block instead of one per increment.
+			if j, ok := st.byKey[key]; ok {
+				st.counted[j].Units += uint64(by)
+				continue
+			}
+			if st.byKey == nil {
+				st.byKey = make(map[string]int)
+			}
+			st.byKey[key] = len(st.counted)
 			st.counted = append(st.counted, storage.CountedLike{Item: key, AtMs: t.nowMs, Units: uint64(by)})
 		}
 	}

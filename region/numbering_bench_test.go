@@ -84,3 +84,31 @@ func BenchmarkIncrNumbered(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLikeLists: what the liker and liked-item lists cost the
+// writer: two more keys per like that changes a user's state.
+func BenchmarkLikeLists(b *testing.B) {
+	for _, lists := range []bool{false, true} {
+		b.Run(fmt.Sprintf("lists=%v", lists), func(b *testing.B) {
+			st, err := storage.Open(storage.Config{Dir: b.TempDir(), Durability: storage.DurabilitySync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r, err := New(Config{Region: "bench", Replica: "bench-1", Store: st, LikeLists: lists})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = r.Close(); _ = st.Close() })
+			const batch = 1000
+			runWriters(b, 16, "likes", func(ctx context.Context, i int64) error {
+				ops := make([]Op, batch)
+				for j := range ops {
+					ops[j] = Op{Kind: OpLike, Item: "hot", User: "u" + strconv.FormatInt(i*batch+int64(j), 36)}
+				}
+				_, err := r.Do(ctx, ops)
+				return err
+			})
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "likes/s")
+		})
+	}
+}

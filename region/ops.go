@@ -30,6 +30,8 @@ var (
 	// was applied with another amount. Nothing is applied; the key's first
 	// request stands.
 	ErrIdempotencyMismatch = errors.New("region: idempotency key reused for a different request")
+	// ErrNoLists: the like lists are off (Config.LikeLists).
+	ErrNoLists = errors.New("region: like lists are off")
 )
 
 // MaxEntry bounds each half of a replica's vector entry (2^53, the largest

@@ -132,6 +132,15 @@ func New(cfg Config) (*Replica, error) {
 	if err := r.load(); err != nil {
 		return nil, err
 	}
+	if !cfg.LikeLists {
+		if err := r.store.DropLikeIndex(); err != nil {
+			return nil, err
+		}
+	} else if n, err := r.store.BuildLikeIndex(); err != nil {
+		return nil, err
+	} else if n > 0 {
+		r.log.Info("like index built from the stored records", "liked_pairs", n)
+	}
 	if err := r.loadNumbering(); err != nil {
 		return nil, err
 	}
@@ -533,6 +542,64 @@ func (r *Replica) Liked(item, user string) (bool, error) {
 		return false, err
 	}
 	return rec.Liked, nil
+}
+
+// LikeState is a user's like of an item as this replica sees it.
+type LikeState struct {
+	Liked bool
+	// HLC and Origin are the winning like or unlike's stamp and the
+	// replica that accepted it (zero if the user never liked the item).
+	HLC    crdt.HLC
+	Origin string
+}
+
+// LikeOf returns user's like state of item in this replica's view.
+func (r *Replica) LikeOf(item, user string) (LikeState, error) {
+	if !crdt.ValidID(item) || !crdt.ValidID(user) {
+		return LikeState{}, fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	if err := r.Err(); err != nil {
+		return LikeState{}, err // see read
+	}
+	rec, ok, err := r.store.LikeRecord(item, user)
+	if err != nil || !ok {
+		return LikeState{}, err
+	}
+	return LikeState{Liked: rec.Liked, HLC: rec.HLC, Origin: rec.Origin}, nil
+}
+
+// MaxListLimit bounds one page of Likers and LikedItems.
+const MaxListLimit = 1000
+
+// Likers lists up to limit users who like item in this replica's view,
+// in id order, after the user id after ("" from the first); more reports
+// whether any follow. Replicas whose records agree list the same.
+func (r *Replica) Likers(item, after string, limit int) ([]storage.Listed, bool, error) {
+	if err := r.checkList(item, after, limit); err != nil {
+		return nil, false, err
+	}
+	return r.store.Likers(item, after, limit)
+}
+
+// LikedItems lists up to limit items user likes, as Likers.
+func (r *Replica) LikedItems(user, after string, limit int) ([]storage.Listed, bool, error) {
+	if err := r.checkList(user, after, limit); err != nil {
+		return nil, false, err
+	}
+	return r.store.LikedItems(user, after, limit)
+}
+
+func (r *Replica) checkList(id, after string, limit int) error {
+	if !r.cfg.LikeLists {
+		return ErrNoLists
+	}
+	if !crdt.ValidID(id) || after != "" && !crdt.ValidID(after) {
+		return fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return fmt.Errorf("%w: limit %d: want 1..%d", ErrInvalid, limit, MaxListLimit)
+	}
+	return nil
 }
 
 // Record returns a user's like record as this replica sees it.

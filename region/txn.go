@@ -446,6 +446,9 @@ func (t *txn) commit() (Changes, error) {
 			continue
 		}
 		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
+		if was := rs.orig != nil && rs.orig.Liked; t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) {
+			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
+		}
 		if ex := rs.rec.Excess(); (ex != 0) != (rs.origEx != 0) {
 			t.b.SetMarker(k.a, k.b, ex != 0)
 			markers = append(markers, markerChange{k.a, ex != 0})

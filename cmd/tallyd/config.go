@@ -48,6 +48,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
 	fs.StringVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a write waits for its commit (`duration`)")
+	fs.BoolVar(&c.LikeLists, "like-lists", c.LikeLists, "keep the liker and liked-item lists (two more keys per like; false drops them)")
 	fs.StringVar(&c.IdempotencyTTL, "idempotency-ttl", c.IdempotencyTTL, "how long idempotency keys are remembered (`duration`; 0: forever)")
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")

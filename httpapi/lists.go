@@ -1,0 +1,166 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Reads of the like records: a user's like with its time, paginated liker
+// and liked-item lists, and a feed of many items' counts for one user.
+
+// defaultListLimit is a list page's size without ?limit=.
+const defaultListLimit = 100
+
+// maxFeedItems bounds the items of one feed read (GET: ?items=, POST: body).
+const (
+	maxFeedItemsGet  = 100
+	maxFeedItemsPost = 1000
+)
+
+// hlcTime is the wall time of a stamp.
+func hlcTime(h crdt.HLC) time.Time { return time.UnixMilli(h.WallMs()).UTC() }
+
+// GET /v1/likes/{item}/{user}
+func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
+	ids, err := pathIDs(r, "item", "user")
+	if err != nil {
+		return err
+	}
+	st, err := s.rep.LikeOf(ids[0], ids[1])
+	if err != nil {
+		return err
+	}
+	out := api.Liked{Item: ids[0], User: ids[1], Liked: st.Liked, Replica: st.Origin}
+	if st.HLC != 0 {
+		at := hlcTime(st.HLC)
+		out.At = &at
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// listQuery parses ?limit= and ?after= of a list route.
+func listQuery(r *http.Request) (limit int, after string, err error) {
+	q := r.URL.Query()
+	limit = defaultListLimit
+	if v := q["limit"]; len(v) > 0 {
+		n, err := strconv.Atoi(v[0])
+		if len(v) > 1 || err != nil || n < 1 || n > region.MaxListLimit {
+			return 0, "", newError(http.StatusBadRequest, CodeBadRequest, "limit: want one whole number 1..%d", region.MaxListLimit)
+		}
+		limit = n
+	}
+	if v := q["after"]; len(v) > 0 {
+		if len(v) > 1 || !crdt.ValidID(v[0]) {
+			return 0, "", newError(http.StatusBadRequest, CodeBadRequest, "after: want one id, the next cursor of the previous page")
+		}
+		after = v[0]
+	}
+	return limit, after, nil
+}
+
+func listEntries(l []storage.Listed) []api.ListEntry {
+	out := make([]api.ListEntry, len(l))
+	for i, e := range l {
+		out[i] = api.ListEntry{ID: e.ID, At: hlcTime(e.HLC)}
+	}
+	return out
+}
+
+func nextCursor(l []storage.Listed, more bool) string {
+	if !more || len(l) == 0 {
+		return ""
+	}
+	return l[len(l)-1].ID
+}
+
+// GET /v1/likers/{item}
+func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
+	item, err := pathID(r, "item")
+	if err != nil {
+		return err
+	}
+	limit, after, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	l, more, err := s.rep.Likers(item, after, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.Likers{Item: item, Users: listEntries(l), Next: nextCursor(l, more)})
+	return nil
+}
+
+// GET /v1/users/{user}/likes
+func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
+	user, err := pathID(r, "user")
+	if err != nil {
+		return err
+	}
+	limit, after, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	l, more, err := s.rep.LikedItems(user, after, limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.UserLikes{User: user, Items: listEntries(l), Next: nextCursor(l, more)})
+	return nil
+}
+
+// feedRequest is POST /v1/feed's body.
+type feedRequest struct {
+	User  string   `json:"user"`
+	Items []string `json:"items"`
+}
+
+// GET /v1/feed?user=U&items=a,b,c and POST /v1/feed {"user","items"}
+func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
+	var req feedRequest
+	maxItems := maxFeedItemsGet
+	if r.Method == http.MethodPost {
+		maxItems = maxFeedItemsPost
+		if err := s.decodeRequired(w, r, &req, `{"user":"...","items":["..."]}`); err != nil {
+			return err
+		}
+	} else {
+		q := r.URL.Query()
+		if len(q["user"]) != 1 || len(q["items"]) != 1 {
+			return newError(http.StatusBadRequest, CodeBadRequest, "want ?user=ID&items=ID,ID,... (each once)")
+		}
+		req.User, req.Items = q.Get("user"), strings.Split(q.Get("items"), ",")
+	}
+	if !crdt.ValidID(req.User) {
+		return newError(http.StatusBadRequest, CodeBadID, "user: want an id of 1-%d of [A-Za-z0-9_.:@-]", crdt.MaxIDLen)
+	}
+	if len(req.Items) == 0 || len(req.Items) > maxItems {
+		return newError(http.StatusBadRequest, CodeBadRequest, "items: want 1..%d ids", maxItems)
+	}
+	out := api.Feed{User: req.User, Items: make([]api.FeedItem, 0, len(req.Items))}
+	for _, item := range req.Items {
+		if !crdt.ValidID(item) {
+			return newError(http.StatusBadRequest, CodeBadID, "item %q: want an id of 1-%d of [A-Za-z0-9_.:@-]", item, crdt.MaxIDLen)
+		}
+		rd, err := s.rep.Likes(item)
+		if err != nil {
+			return err
+		}
+		st, err := s.rep.LikeOf(item, req.User)
+		if err != nil {
+			return err
+		}
+		out.Approx = out.Approx || s.approx(rd)
+		out.Items = append(out.Items, api.FeedItem{Item: item, Count: rd.Value, Liked: st.Liked})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
