@@ -59,6 +59,11 @@ shutdown_timeout = "15s"
 # then grows with every keyed increment).
 idempotency_ttl = "24h"
 
+# Keep the lists of who likes an item and what a user likes
+# (GET /v1/likers/{item}, GET /v1/users/{user}/likes): two more keys per
+# changed like. false drops them; true again rebuilds them at start.
+like_lists = true
+
 # --- Replication (leave nats empty for a standalone replica) ---
 
 # URL(s) of this region's NATS cluster, comma-separated.

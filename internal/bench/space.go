@@ -35,10 +35,13 @@ type spaceBenchConfig struct {
 	// (a random 63-bit decimal number, 18-19 digits, like the ids of many
 	// social platforms) or "uuid" (a random UUID, 36 bytes). Default seq.
 	UserIDs string
+	// LikeLists keeps the liker and liked-item index too, as tallyd does
+	// by default. Default true.
+	LikeLists bool
 }
 
 func defaultSpaceBenchConfig() spaceBenchConfig {
-	return spaceBenchConfig{Likes: 1_000_000, Items: 1, Item: "post", UserPrefix: "user-", UserIDs: "seq"}
+	return spaceBenchConfig{Likes: 1_000_000, Items: 1, Item: "post", UserPrefix: "user-", UserIDs: "seq", LikeLists: true}
 }
 
 // Validate reports every problem with c at once.
@@ -71,6 +74,7 @@ func parseSpaceBench(args []string, help io.Writer) (spaceBenchConfig, error) {
 		fs.StringVar(&cfg.Item, "item", cfg.Item, "the `item` (or, with --items > 1, the item prefix)")
 		fs.StringVar(&cfg.UserPrefix, "user-prefix", cfg.UserPrefix, "`prefix` of every user id")
 		fs.StringVar(&cfg.UserIDs, "user-ids", cfg.UserIDs, "what follows the prefix: seq, snowflake (random 63-bit decimal) or uuid")
+		fs.BoolVar(&cfg.LikeLists, "like-lists", cfg.LikeLists, "keep the liker and liked-item index, as tallyd does by default")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -113,14 +117,14 @@ func runSpaceBench(ctx context.Context, cfg spaceBenchConfig, out io.Writer) (re
 		return res, err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
-	rep, err := region.New(region.Config{Region: "bench", Replica: "bench-1", Store: st})
+	rep, err := region.New(region.Config{Region: "bench", Replica: "bench-1", Store: st, LikeLists: cfg.LikeLists})
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, rep.Close()) }()
 
-	fmt.Fprintf(out, "bench space: %d likes by distinct users %s<%s> on %d item(s), replica bench-1\n",
-		cfg.Likes, cfg.UserPrefix, cfg.UserIDs, cfg.Items)
+	fmt.Fprintf(out, "bench space: %d likes by distinct users %s<%s> on %d item(s), replica bench-1, like lists %v\n",
+		cfg.Likes, cfg.UserPrefix, cfg.UserIDs, cfg.Items, cfg.LikeLists)
 	rng := rand.New(rand.NewPCG(1, 2)) // the same ids every run
 	user := func(n int) string {
 		switch cfg.UserIDs {
