@@ -130,6 +130,25 @@ func (c *Client) Liked(ctx context.Context, item, user string) (api.Liked, error
 	return out, c.do(ctx, http.MethodGet, "/v1/likes/"+esc(item)+"/"+esc(user), nil, &out)
 }
 
+// Likers reads one page of the users who like item, in id order: up to
+// limit (0: the server's default) after the user id after ("" from the
+// first). The answer's Next is the after of the next page, "" on the last.
+func (c *Client) Likers(ctx context.Context, item, after string, limit int) (api.Likers, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/likers/" + esc(item)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out api.Likers
+	return out, c.do(ctx, http.MethodGet, path, nil, &out)
+}
+
 // Incr adds by to a counter; idem, if not "", is its idempotency key.
 func (c *Client) Incr(ctx context.Context, key string, by int64, idem string) (api.Incr, error) {
 	body := struct {

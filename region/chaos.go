@@ -17,6 +17,7 @@ const (
 	BugAckBeforeCommit  = "ack-before-commit"
 	BugNoReconcile      = "no-reconcile"
 	BugClockFollowsWall = "clock-follows-wall"
+	BugListsLocalOnly   = "lists-local-only"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -34,6 +35,10 @@ type Chaos struct {
 	// ClockFollowsWall: stamps follow the wall clock whatever it does: no
 	// step is kept out, and the peers' clocks are not followed.
 	ClockFollowsWall bool
+	// ListsLocalOnly: the like lists take only this replica's own likes
+	// and unlikes, not those merged from peers, so regions list different
+	// likers of the same item.
+	ListsLocalOnly bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -49,12 +54,13 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	}
 	bug := getenv(EnvChaosBug)
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
-		ClockFollowsWall: bug == BugClockFollowsWall}
+		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t", c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -90,4 +96,10 @@ func (r *Replica) reconcile(rec *crdt.LikeRecord) int64 {
 // chaosClockFollowsWall reports whether the bug ClockFollowsWall is on.
 func (r *Replica) chaosClockFollowsWall() bool {
 	return buildtags.Chaos && r.cfg.Chaos.ClockFollowsWall
+}
+
+// chaosListsSkip reports whether the like index must skip a record's
+// change: the bug ListsLocalOnly is on and the change came from a merge.
+func (r *Replica) chaosListsSkip(rs *recState) bool {
+	return buildtags.Chaos && r.cfg.Chaos.ListsLocalOnly && !rs.spread
 }

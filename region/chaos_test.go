@@ -24,6 +24,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{"", Chaos{}},
 		{BugAckBeforeCommit, Chaos{AckBeforeCommit: true}},
 		{BugNoReconcile, Chaos{NoReconcile: true}},
+		{BugListsLocalOnly, Chaos{ListsLocalOnly: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want

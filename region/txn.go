@@ -446,7 +446,7 @@ func (t *txn) commit() (Changes, error) {
 			continue
 		}
 		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
-		if was := rs.orig != nil && rs.orig.Liked; t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) {
+		if was := rs.orig != nil && rs.orig.Liked; t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
 			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
 		}
 		if ex := rs.rec.Excess(); (ex != 0) != (rs.origEx != 0) {

@@ -194,6 +194,16 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindDisagreement, prefix: "item-", // a record, keyed item and user
 		},
+		{
+			// Like lists that take only local likes, not merged ones:
+			// each region lists only the likers it accepted itself.
+			bug: "lists-local-only",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight = 90, 0, 10
+			},
+			kind: KindListMismatch, prefix: "likes/",
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()

@@ -34,6 +34,9 @@ const (
 	KindNotConverged = "not-converged"
 	// KindNotReady: a restarted region did not become ready.
 	KindNotReady = "not-ready"
+	// KindListMismatch: a region's list of an item's likers is not the
+	// users whose records there say liked.
+	KindListMismatch = "list-mismatch"
 )
 
 // Violation is one failed check.
@@ -73,6 +76,9 @@ type finalState struct {
 	// Liked are the final records of every user that acted on an item:
 	// per region, whether the record says liked.
 	Liked map[userKey]map[string]bool
+	// Likers are the final like lists: per item, per region, the users
+	// listed as liking it. Nil: lists are not checked.
+	Likers map[string]map[string][]string
 }
 
 // model is what the final state must be, derived from the history alone
@@ -211,6 +217,7 @@ func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 		}
 		vs = append(vs, Violation{Kind: KindLostAck, Key: uk.Item, User: uk.User, Op: m.LastOp[uk], Detail: detail})
 	}
+	vs = append(vs, checkLists(keys, perItem, f)...)
 	// Values.
 	for _, k := range keys {
 		var want, liked int64 // liked: users whose final record says liked
@@ -292,3 +299,61 @@ func counterDiagnosis(region string, k key, rd reading, want PN) []Violation {
 	}
 	return vs
 }
+
+// checkLists compares every region's like list of each item with the
+// region's records: exactly the users whose record says liked, each once.
+// As every region's records agree (checked above), so then do the lists.
+func checkLists(keys []key, perItem map[string][]userKey, f finalState) []Violation {
+	if f.Likers == nil {
+		return nil
+	}
+	var vs []Violation
+	for _, k := range keys {
+		if !k.Likes {
+			continue
+		}
+		for _, r := range f.Regions {
+			listed, ok := f.Likers[k.ID][r]
+			if !ok {
+				vs = append(vs, Violation{Kind: KindNotConverged, Region: r, Key: k.String(), Detail: "the like list could not be read"})
+				continue
+			}
+			var want []string
+			for _, uk := range perItem[k.ID] {
+				if f.Liked[uk][r] {
+					want = append(want, uk.User)
+				}
+			}
+			sort.Strings(want)
+			got := slices.Clone(listed)
+			sort.Strings(got)
+			if !slices.Equal(got, want) {
+				missing, extra := setDiff(want, got), setDiff(got, want)
+				vs = append(vs, Violation{Kind: KindListMismatch, Region: r, Key: k.String(),
+					Detail: fmt.Sprintf("lists %d likers, the records say %d: %d missing %v, %d extra %v",
+						len(got), len(want), len(missing), firstFew(missing), len(extra), firstFew(extra))})
+			}
+		}
+	}
+	return vs
+}
+
+// setDiff is the elements of sorted a not in sorted b (duplicates in a
+// count as extra).
+func setDiff(a, b []string) []string {
+	var out []string
+	j := 0
+	for i, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j < len(b) && b[j] == x && (i == 0 || a[i-1] != x) {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// firstFew is up to 5 of l, for messages.
+func firstFew(l []string) []string { return l[:min(len(l), 5)] }

@@ -294,3 +294,39 @@ func TestLostAckAfterARestartIsAnnotated(t *testing.T) {
 		t.Fatalf("not annotated: %s", vs[0].Detail)
 	}
 }
+
+// The like lists must name exactly the users whose records say liked,
+// region by region; lists not read are not checked.
+func TestCheckLists(t *testing.T) {
+	keys := []key{{ID: "p", Likes: true}, {ID: "c"}}
+	perItem := map[string][]userKey{"p": {{"p", "u1"}, {"p", "u2"}, {"p", "u3"}}}
+	f := finalState{
+		Regions: []string{"us", "eu"},
+		Liked: map[userKey]map[string]bool{
+			{"p", "u1"}: {"us": true, "eu": true},
+			{"p", "u2"}: {"us": false, "eu": false},
+			{"p", "u3"}: {"us": true, "eu": true},
+		},
+	}
+	if vs := checkLists(keys, perItem, f); len(vs) != 0 {
+		t.Fatalf("unread lists checked: %v", vs)
+	}
+	f.Likers = map[string]map[string][]string{"p": {"us": {"u3", "u1"}, "eu": {"u1"}}}
+	vs := checkLists(keys, perItem, f)
+	if len(vs) != 1 || vs[0].Kind != KindListMismatch || vs[0].Region != "eu" {
+		t.Fatalf("violations %v, want one list-mismatch at eu", vs)
+	}
+	if !strings.Contains(vs[0].Detail, "1 missing [u3], 0 extra []") {
+		t.Fatalf("detail %q", vs[0].Detail)
+	}
+	f.Likers["p"]["us"] = []string{"u1", "u3", "u3"}
+	if vs = checkLists(keys, perItem, f); len(vs) != 2 || !strings.Contains(vs[0].Detail, "1 extra [u3]") {
+		t.Fatalf("a liker listed twice: %v", vs)
+	}
+	f.Likers["p"]["eu"] = []string{"u1", "u3"}
+	delete(f.Likers["p"], "us")
+	vs = checkLists(keys, perItem, f)
+	if len(vs) != 1 || vs[0].Kind != KindNotConverged || vs[0].Region != "us" {
+		t.Fatalf("violations %v, want us's list unread", vs)
+	}
+}

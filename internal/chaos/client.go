@@ -151,6 +151,28 @@ func (c *client) liked(ctx context.Context, item, user string, timeout time.Dura
 	return r.Liked, nil
 }
 
+// likers lists every user who likes item in this region's view, page by
+// page.
+func (c *client) likers(ctx context.Context, item string, timeout time.Duration) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var out []string
+	after := ""
+	for {
+		page, err := c.api.Likers(ctx, item, after, 1000)
+		if err != nil {
+			return nil, fmt.Errorf("list likers of %s at %s: %w", item, c.region, err)
+		}
+		for _, u := range page.Users {
+			out = append(out, u.ID)
+		}
+		if page.Next == "" {
+			return out, nil
+		}
+		after = page.Next
+	}
+}
+
 // ready reports whether the region answers /readyz with 200.
 func (c *client) ready(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -174,3 +174,27 @@ func readRecords(ctx context.Context, procs []*proc, users []userKey) map[userKe
 	wg.Wait()
 	return out
 }
+
+// readLikers lists, in every region, the likers of every item: what the
+// like lists say, to check against the records.
+func readLikers(ctx context.Context, procs []*proc, items []string) map[string]map[string][]string {
+	out := make(map[string]map[string][]string, len(items))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, item := range items {
+		out[item] = map[string][]string{}
+		for _, p := range procs {
+			wg.Go(func() {
+				users, err := p.client.likers(ctx, item, 5*time.Second)
+				if err != nil {
+					return // absent: the check reports it
+				}
+				mu.Lock()
+				out[item][p.region] = users
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	return out
+}

@@ -48,6 +48,8 @@
 //   - every region agrees on every user's record, and each record matches
 //     the user's last acknowledged action (no acknowledged write lost);
 //   - nothing counts twice;
+//   - every region's list of an item's likers (GET /v1/likers/{item}) is
+//     exactly the users whose records there say liked;
 //   - no replica's own vector entry was ever seen to decrease, across
 //     kill -9 and wipes (sampled through the run);
 //   - every restarted region became ready;

@@ -150,6 +150,13 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	ops := r.hist.snapshot()
 	users := touchedUsers(ops)
 	liked := readRecords(ctx, r.d.procs, users)
+	var items []string
+	for _, k := range r.keys {
+		if k.Likes {
+			items = append(items, k.ID)
+		}
+	}
+	likers := readLikers(ctx, r.d.procs, items)
 	var ms milestoneResult
 	var msVs []Violation
 	if r.cfg.numbering() {
@@ -162,7 +169,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	others.Wait() // the sampler and the executor
 
 	// Check.
-	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked}
+	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers}
 	wants, vs := check(ops, r.keys, fs)
 	vs = append(vs, msVs...)
 	if !converged {
