@@ -81,9 +81,12 @@ func nextCursor(l []storage.Listed, more bool) string {
 	return l[len(l)-1].ID
 }
 
-// GET /v1/likers/{item}
-func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
-	item, err := pathID(r, "item")
+// list serves one page of a like list: the list of the path's variable
+// id, read by page.
+func (s *Server) list(w http.ResponseWriter, r *http.Request, id string,
+	page func(id, after string, limit int) ([]storage.Listed, bool, error),
+	answer func(id string, entries []api.ListEntry, next string) any) error {
+	v, err := pathID(r, id)
 	if err != nil {
 		return err
 	}
@@ -91,30 +94,26 @@ func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l, more, err := s.rep.Likers(item, after, limit)
+	l, more, err := page(v, after, limit)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.Likers{Item: item, Users: listEntries(l), Next: nextCursor(l, more)})
+	writeJSON(w, http.StatusOK, answer(v, listEntries(l), nextCursor(l, more)))
 	return nil
+}
+
+// GET /v1/likers/{item}
+func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
+	return s.list(w, r, "item", s.rep.Likers, func(item string, users []api.ListEntry, next string) any {
+		return api.Likers{Item: item, Users: users, Next: next}
+	})
 }
 
 // GET /v1/users/{user}/likes
 func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
-	user, err := pathID(r, "user")
-	if err != nil {
-		return err
-	}
-	limit, after, err := listQuery(r)
-	if err != nil {
-		return err
-	}
-	l, more, err := s.rep.LikedItems(user, after, limit)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, api.UserLikes{User: user, Items: listEntries(l), Next: nextCursor(l, more)})
-	return nil
+	return s.list(w, r, "user", s.rep.LikedItems, func(user string, items []api.ListEntry, next string) any {
+		return api.UserLikes{User: user, Items: items, Next: next}
+	})
 }
 
 // feedRequest is POST /v1/feed's body.

@@ -18,7 +18,15 @@ import (
 func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
 	t.Helper()
 	cfg := deploy.DefaultConfig()
-	cfg.DataDir, cfg.Milestones = t.TempDir(), milestones
+	cfg.Milestones = milestones
+	return startConfig(t, cfg)
+}
+
+// startConfig starts cfg's deployment in a temp dir, and closes it when the
+// test ends.
+func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
+	t.Helper()
+	cfg.DataDir = t.TempDir()
 	d, err := deploy.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -205,23 +213,12 @@ func TestSequencesFireOnce(t *testing.T) {
 		t.Skip("starts three regions")
 	}
 	cfg := deploy.DefaultConfig()
-	cfg.DataDir, cfg.Milestones = t.TempDir(), ""
+	cfg.Milestones = ""
 	cfg.Sequences = []node.SequenceConfig{
 		{Name: "launch", Counts: node.CountsLikes, Match: "video:launch", Milestones: "every:20"},
 		{Name: "searches", Counts: node.CountsIncrements, Match: "search:*", Milestones: "every:50"},
 	}
-	d, err := deploy.Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := d.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	urls := d.URLs()
+	urls := startConfig(t, cfg).URLs()
 	for _, u := range urls {
 		testkit.WaitFor(t, 30*time.Second, func() error {
 			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
