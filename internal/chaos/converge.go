@@ -182,7 +182,8 @@ func readLikers(ctx context.Context, procs []*proc, items []string) map[string]m
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, item := range items {
-		out[item] = map[string][]string{}
+		byRegion := map[string][]string{} // the goroutines touch only this, under mu
+		out[item] = byRegion
 		for _, p := range procs {
 			wg.Go(func() {
 				users, err := p.client.likers(ctx, item, 5*time.Second)
@@ -190,7 +191,7 @@ func readLikers(ctx context.Context, procs []*proc, items []string) map[string]m
 					return // absent: the check reports it
 				}
 				mu.Lock()
-				out[item][p.region] = users
+				byRegion[p.region] = users
 				mu.Unlock()
 			})
 		}
