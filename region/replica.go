@@ -531,17 +531,8 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 
 // Liked reports whether user likes item in this replica's view.
 func (r *Replica) Liked(item, user string) (bool, error) {
-	if !crdt.ValidID(item) || !crdt.ValidID(user) {
-		return false, fmt.Errorf("%w: bad id", ErrInvalid)
-	}
-	if err := r.Err(); err != nil {
-		return false, err // see read
-	}
-	rec, ok, err := r.store.LikeRecord(item, user)
-	if err != nil || !ok {
-		return false, err
-	}
-	return rec.Liked, nil
+	st, err := r.LikeOf(item, user)
+	return st.Liked, err
 }
 
 // LikeState is a user's like of an item as this replica sees it.
