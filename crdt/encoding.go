@@ -13,8 +13,9 @@ import (
 //
 //	PN:         v1 | P | N
 //	Vector:     v1 | count | (replica | P | N)*
-//	LikeRecord: v1 | flags | HLC | origin | count | (replica | P | N)*
-//	            flags bit 0 = liked
+//	LikeRecord: v1 | flags | HLC | origin | [amount] | count | (replica | P | N)*
+//	            flags bit 0 = liked, bit 1 = keyed; amount (zigzag varint)
+//	            only in a keyed record with a register
 const formatV1 = 1
 
 // ErrCorrupt is returned (wrapped) by every decoder for malformed input.
@@ -59,9 +60,15 @@ func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
 	if r.Liked {
 		flags |= 1
 	}
+	if r.Keyed {
+		flags |= 2
+	}
 	dst = append(dst, formatV1, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.HLC))
 	dst = appendString(dst, r.Origin)
+	if r.Keyed && r.HLC != 0 {
+		dst = binary.AppendVarint(dst, r.Amount)
+	}
 	return appendVectorBody(dst, r.Contrib)
 }
 
@@ -70,10 +77,10 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	d := decoder{b: b}
 	d.version()
 	flags := d.byte()
-	if d.err == nil && flags&^1 != 0 {
+	if d.err == nil && flags&^3 != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
-	r := &LikeRecord{Liked: flags&1 != 0, HLC: HLC(d.uvarint())}
+	r := &LikeRecord{Liked: flags&1 != 0, Keyed: flags&2 != 0, HLC: HLC(d.uvarint())}
 	r.Origin = d.string()
 	if d.err == nil && (r.Origin == "") != (r.HLC == 0) {
 		d.fail("origin %q with hlc %d", r.Origin, r.HLC)
@@ -83,6 +90,11 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	}
 	if d.err == nil && r.Origin != "" && !ValidID(r.Origin) {
 		d.fail("bad origin id")
+	}
+	if r.Keyed && r.HLC != 0 {
+		if r.Amount = d.varint(); d.err == nil && !r.Liked {
+			d.fail("keyed record not applied")
+		}
 	}
 	r.Contrib = d.vector()
 	return r, d.finish("like record")
@@ -152,6 +164,11 @@ func (d *decoder) uvarint() uint64 {
 	}
 	d.b = d.b[n:]
 	return x
+}
+
+func (d *decoder) varint() int64 {
+	u := d.uvarint() // zigzag, as binary.AppendVarint writes it
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (d *decoder) string() string {

@@ -66,6 +66,11 @@ func randEncRecord(rng *rand.Rand) *LikeRecord {
 			r.HLC = 1
 		}
 		r.Origin = randID(rng, []int{3, MaxIDLen}[rng.IntN(2)])
+		if rng.IntN(4) == 0 {
+			r.Keyed, r.Liked, r.Amount = true, true, int64(randUint(rng, true))
+		}
+	} else {
+		r.Keyed = rng.IntN(3) == 0
 	}
 	return r
 }

@@ -79,6 +79,9 @@ func FuzzDecodeLikeRecord(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 0})
 	f.Add(AppendLikeRecord(nil, &LikeRecord{Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1",
 		Contrib: Vector{{"eu-1", PN{P: 1}}, {"us-1", PN{P: 1, N: 1}}}}))
+	f.Add(AppendLikeRecord(nil, &LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1",
+		Amount: -5, Contrib: Vector{{"eu-1", PN{N: 5}}}}))
+	f.Add(AppendLikeRecord(nil, &LikeRecord{Keyed: true, Contrib: Vector{{"us-1", PN{P: 2}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeLikeRecord(b)
 		if err != nil {
@@ -90,7 +93,7 @@ func FuzzDecodeLikeRecord(f *testing.F) {
 		if err := checkVector(r.Contrib); err != nil {
 			t.Fatalf("decoded an invalid contrib: %v", err)
 		}
-		if (r.Origin == "") != (r.HLC == 0) || r.Origin != "" && !ValidID(r.Origin) {
+		if (r.Origin == "") != (r.HLC == 0) || r.Origin != "" && !ValidID(r.Origin) || r.Keyed && r.HLC != 0 && !r.Liked {
 			t.Fatalf("decoded an inconsistent register: %+v", r)
 		}
 		re := AppendLikeRecord(nil, r)

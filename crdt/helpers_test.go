@@ -161,10 +161,15 @@ func randRecord(rng *rand.Rand, pool []string) *LikeRecord {
 	if rng.IntN(8) == 0 {
 		return &LikeRecord{Contrib: randVector(rng, pool, false)}
 	}
-	return &LikeRecord{
+	r := &LikeRecord{
 		Liked:   rng.IntN(2) == 0,
 		HLC:     MakeHLC(int64(1+rng.IntN(3)), uint16(rng.IntN(2))),
 		Origin:  pool[rng.IntN(len(pool))],
 		Contrib: randVector(rng, pool, false),
 	}
+	if rng.IntN(4) == 0 {
+		// A keyed record (an idempotent increment) is always applied.
+		r.Keyed, r.Liked, r.Amount = true, true, int64(rng.IntN(5))-2
+	}
+	return r
 }

@@ -3,11 +3,30 @@ package crdt
 // LikeRecord is one user's like state for one item: a last-writer-wins
 // register {Liked, HLC, Origin} and the per-user contribution vector. See the
 // package documentation for the rules.
+//
+// A keyed record (Keyed set) is the same lattice for one idempotent
+// increment: (counter, idempotency key) instead of (item, user). Liked means
+// "applied", and the register also carries the increment's Amount, which
+// the contributions must add up to instead of 1. Keyed is the record's kind,
+// not part of the register: every portion of a keyed record says so.
 type LikeRecord struct {
 	Liked   bool
 	HLC     HLC
 	Origin  string // replica that wrote the winning action
 	Contrib Vector // Contrib[r]: what replica r added/removed for this user
+	Keyed   bool   // an increment-key record, see above
+	Amount  int64  // a keyed record's increment; register field, zero otherwise
+}
+
+// target is what Contrib should add up to.
+func (r *LikeRecord) target() int64 {
+	switch {
+	case !r.Liked:
+		return 0
+	case r.Keyed:
+		return r.Amount
+	}
+	return 1
 }
 
 // Wins reports whether r's register beats o's: larger HLC, ties broken by
@@ -20,7 +39,10 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 	if r.Origin != o.Origin {
 		return r.Origin > o.Origin
 	}
-	return r.Liked && !o.Liked
+	if r.Liked != o.Liked {
+		return r.Liked
+	}
+	return r.Amount > o.Amount
 }
 
 // Merge folds o into r: the register by (HLC, Origin), Contrib entry-wise
@@ -28,22 +50,22 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 func (r *LikeRecord) Merge(o *LikeRecord) bool {
 	changed := false
 	if o.Wins(r) {
-		r.Liked, r.HLC, r.Origin = o.Liked, o.HLC, o.Origin
+		r.Liked, r.HLC, r.Origin, r.Amount = o.Liked, o.HLC, o.Origin, o.Amount
 		changed = true
+	}
+	if o.Keyed && !r.Keyed {
+		r.Keyed, changed = true, true
 	}
 	var c bool
 	r.Contrib, c = r.Contrib.Merge(o.Contrib)
 	return changed || c
 }
 
-// Excess is d = Σ(P − N) over Contrib minus 1 if liked: how far the user's
-// contribution to the item count is from what it should be.
+// Excess is d = Σ(P − N) over Contrib minus 1 if liked (minus Amount if
+// applied, for a keyed record): how far the user's contribution to the item
+// count is from what it should be.
 func (r *LikeRecord) Excess() int64 {
-	d := r.Contrib.Value()
-	if r.Liked {
-		d--
-	}
-	return d
+	return r.Contrib.Value() - r.target()
 }
 
 // Reconcile applies the winner's duty: if self is the record's Origin, it
@@ -72,6 +94,17 @@ func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delt
 	return changed, r.Reconcile(self)
 }
 
+// ApplyKeyed records the local application of an increment by amount at
+// replica self, stamped hlc, on a keyed record that holds no earlier
+// application (the caller checks: an applied key is a duplicate). It returns
+// the change to self's counter-vector entry: amount, less whatever the
+// record's earlier contributions already count.
+func (r *LikeRecord) ApplyKeyed(self string, amount int64, hlc HLC) (delta int64) {
+	r.Keyed = true
+	r.Liked, r.HLC, r.Origin, r.Amount = true, hlc, self, amount
+	return r.Reconcile(self)
+}
+
 // Additions is how many times, in all, replicas have added this user to the
 // item's count (the sum of Contrib's P halves). It only grows: a user who
 // likes, unlikes and likes again has 2, and 1 means the user's first like
@@ -93,7 +126,8 @@ func (r *LikeRecord) Clone() *LikeRecord {
 
 // Equal reports whether r and o are the same state.
 func (r *LikeRecord) Equal(o *LikeRecord) bool {
-	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Contrib.Equal(o.Contrib)
+	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Keyed == o.Keyed &&
+		r.Amount == o.Amount && r.Contrib.Equal(o.Contrib)
 }
 
 // Portion returns the part of r that replica id speaks for: id's own
@@ -103,9 +137,9 @@ func (r *LikeRecord) Equal(o *LikeRecord) bool {
 // records (TestLikeConvergence's provenance runs); a relay cannot then
 // forge another replica's part.
 func (r *LikeRecord) Portion(id string) *LikeRecord {
-	p := &LikeRecord{}
+	p := &LikeRecord{Keyed: r.Keyed}
 	if r.Origin == id {
-		p.Liked, p.HLC, p.Origin = r.Liked, r.HLC, r.Origin
+		p.Liked, p.HLC, p.Origin, p.Amount = r.Liked, r.HLC, r.Origin, r.Amount
 	}
 	if e := r.Contrib.Get(id); e != (PN{}) {
 		p.Contrib = Vector{{Replica: id, PN: e}}
@@ -117,11 +151,11 @@ func (r *LikeRecord) Portion(id string) *LikeRecord {
 // replicas keep accepts, and the register only if keep accepts its Origin.
 // It reports whether anything was left out.
 func (r *LikeRecord) Restrict(keep func(replica string) bool) (*LikeRecord, bool) {
-	p := &LikeRecord{}
+	p := &LikeRecord{Keyed: r.Keyed}
 	cut := false
 	if r.Origin != "" || r.HLC != 0 {
 		if keep(r.Origin) {
-			p.Liked, p.HLC, p.Origin = r.Liked, r.HLC, r.Origin
+			p.Liked, p.HLC, p.Origin, p.Amount = r.Liked, r.HLC, r.Origin, r.Amount
 		} else {
 			cut = true
 		}

@@ -18,7 +18,10 @@ func registerLess(a, b *LikeRecord) bool {
 	if a.Origin != b.Origin {
 		return a.Origin < b.Origin
 	}
-	return !a.Liked && b.Liked
+	if a.Liked != b.Liked {
+		return b.Liked
+	}
+	return a.Amount < b.Amount
 }
 
 func mergeRec(a, b *LikeRecord) *LikeRecord {
@@ -57,8 +60,11 @@ func TestLikeMergeLaws(t *testing.T) {
 		if registerLess(a, b) {
 			want = b
 		}
-		if ab.Liked != want.Liked || ab.HLC != want.HLC || ab.Origin != want.Origin {
+		if ab.Liked != want.Liked || ab.HLC != want.HLC || ab.Origin != want.Origin || ab.Amount != want.Amount {
 			t.Fatalf("#%d register of %+v + %+v = %+v, want that of %+v", i, a, b, ab, want)
+		}
+		if ab.Keyed != (a.Keyed || b.Keyed) {
+			t.Fatalf("#%d kind of %+v + %+v = %+v: a keyed record stays keyed", i, a, b, ab)
 		}
 		if err := vectorsEqualModel(ab.Contrib, maxMap(toMap(a.Contrib), toMap(b.Contrib))); err != nil {
 			t.Fatalf("#%d contrib: %v", i, err)
@@ -75,7 +81,7 @@ func TestLikeMergeLaws(t *testing.T) {
 		}
 
 		// Wins is a strict order on distinct registers.
-		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Liked == b.Liked
+		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Liked == b.Liked && a.Amount == b.Amount
 		if aw, bw := a.Wins(b), b.Wins(a); aw && bw || !same && aw == bw || same && (aw || bw) {
 			t.Fatalf("#%d Wins not a strict total order: a=%+v b=%+v a.Wins=%v b.Wins=%v", i, a, b, aw, bw)
 		}

@@ -1,0 +1,213 @@
+package crdt
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+)
+
+// Keyed records: an increment with an idempotency key, retried at several
+// replicas that have not heard of each other's application, counts once
+// (the amount of the latest application) after any lossy, duplicating,
+// reordering delivery of the replicas' portions.
+
+type keyedReplica struct {
+	id      string
+	clock   Clock
+	recs    map[string]*LikeRecord
+	counter Vector
+}
+
+type keyedMsg struct {
+	to    int
+	key   string
+	rec   *LikeRecord // the sender's portion
+	entry Entry       // the sender's own counter entry
+}
+
+func TestKeyedConvergence(t *testing.T) {
+	var applied, dups, repairs int
+	for seed := range uint64(300) {
+		rng := newRand(seed)
+		n := 2 + int(seed%4)
+		reps := make([]*keyedReplica, n)
+		for i, p := range rng.Perm(26)[:n] {
+			reps[i] = &keyedReplica{id: string(rune('a' + p)), recs: map[string]*LikeRecord{}}
+		}
+		keys := make([]string, 1+rng.IntN(4))
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k%d", i)
+		}
+		type app struct {
+			hlc    HLC
+			origin string
+			amount int64
+		}
+		latest := map[string]app{}
+		var net []keyedMsg
+		wall := int64(1_700_000_000_000)
+		send := func(from int, key string, lossy bool) {
+			r := reps[from]
+			for to := range reps {
+				if to == from || lossy && rng.IntN(5) == 0 {
+					continue
+				}
+				net = append(net, keyedMsg{to: to, key: key, rec: r.recs[key].Portion(r.id),
+					entry: Entry{Replica: r.id, PN: r.counter.Get(r.id)}})
+			}
+		}
+		deliver := func(m keyedMsg) bool {
+			r := reps[m.to]
+			rec, ok := r.recs[m.key]
+			if !ok {
+				rec = &LikeRecord{}
+				r.recs[m.key] = rec
+			}
+			r.clock.Observe(m.rec.HLC)
+			changed := rec.Merge(m.rec)
+			if changed {
+				if d := rec.Reconcile(r.id); d != 0 {
+					repairs++
+					r.counter = r.counter.Add(r.id, d)
+				}
+				if !rec.Keyed {
+					t.Fatalf("seed %d: a merged keyed portion lost its kind: %+v", seed, rec)
+				}
+			}
+			var vc bool
+			r.counter, vc = r.counter.Merge(Vector{m.entry})
+			if changed {
+				send(m.to, m.key, true)
+			}
+			return changed || vc
+		}
+		apply := func(ri int, key string, amount int64) {
+			r := reps[ri]
+			if rec, ok := r.recs[key]; ok && (rec.HLC != 0 || len(rec.Contrib) > 0) {
+				dups++ // applied somewhere this replica heard of: a duplicate
+				return
+			}
+			rec := &LikeRecord{}
+			r.recs[key] = rec
+			h := r.clock.Now(wall + rng.Int64N(50))
+			d := rec.ApplyKeyed(r.id, amount, h)
+			if d != amount || rec.Excess() != 0 {
+				t.Fatalf("seed %d: first application of %d moved the counter by %d, excess %d", seed, amount, d, rec.Excess())
+			}
+			r.counter = r.counter.Add(r.id, d)
+			applied++
+			if a, ok := latest[key]; !ok || a.hlc < h || a.hlc == h && a.origin < r.id {
+				latest[key] = app{h, r.id, amount}
+			}
+			send(ri, key, true)
+		}
+		amountOf := map[string]int64{}
+		for _, k := range keys {
+			amountOf[k] = rng.Int64N(11) - 5
+		}
+		for step := 0; step < 40+rng.IntN(200); step++ {
+			wall += int64(rng.IntN(5))
+			switch p := rng.IntN(100); {
+			case p < 30:
+				k := keys[rng.IntN(len(keys))]
+				a := amountOf[k]
+				if rng.IntN(10) == 0 {
+					a = rng.Int64N(11) - 5 // a client reusing a key for another amount
+				}
+				for _, ri := range rng.Perm(n)[:1+rng.IntN(n)] { // retries at several regions
+					apply(ri, k, a)
+				}
+			default:
+				for range 1 + rng.IntN(3) {
+					if len(net) == 0 {
+						break
+					}
+					i := rng.IntN(len(net))
+					m := net[i]
+					if rng.IntN(8) != 0 { // else delivered again later
+						net[i] = net[len(net)-1]
+						net = net[:len(net)-1]
+					}
+					deliver(m)
+				}
+			}
+		}
+		for len(net) > 0 {
+			m := net[len(net)-1]
+			net = net[:len(net)-1]
+			deliver(m)
+		}
+		for round := 0; ; round++ {
+			if round > 50 {
+				t.Fatalf("seed %d: no quiescence", seed)
+			}
+			for from := range reps {
+				for _, k := range slices.Sorted(maps.Keys(reps[from].recs)) {
+					send(from, k, false)
+				}
+			}
+			changed := false
+			for len(net) > 0 {
+				m := net[0]
+				net = net[1:]
+				changed = deliver(m) || changed
+			}
+			if !changed {
+				break
+			}
+		}
+		var want int64
+		for _, a := range latest {
+			want += a.amount
+		}
+		r0 := reps[0]
+		for _, r := range reps {
+			if got := r.counter.Value(); got != want {
+				t.Fatalf("seed %d: %s counts %d, the latest applications add up to %d", seed, r.id, got, want)
+			}
+			if !r.counter.Equal(r0.counter) {
+				t.Fatalf("seed %d: %s has %v, %s has %v", seed, r.id, r.counter, r0.id, r0.counter)
+			}
+			for k, rec := range r.recs {
+				a := latest[k]
+				if !rec.Equal(r0.recs[k]) || rec.Excess() != 0 || rec.HLC != a.hlc || rec.Amount != a.amount || !rec.Keyed {
+					t.Fatalf("seed %d key %s: %s has %+v (excess %d), %s has %+v; latest application %+v",
+						seed, k, r.id, rec, rec.Excess(), r0.id, r0.recs[k], a)
+				}
+			}
+		}
+	}
+	t.Logf("applied %d, duplicates %d, repairs %d", applied, dups, repairs)
+	if dups == 0 || repairs == 0 {
+		t.Fatal("the simulation did not exercise duplicates and repairs")
+	}
+}
+
+// A keyed record keeps its kind and amount through encoding, portions and
+// merges with portions that carry no register.
+func TestKeyedRecordEncoding(t *testing.T) {
+	rec := &LikeRecord{}
+	rec.ApplyKeyed("us-1", -7, MakeHLC(1_700_000_000_000, 2))
+	rec.Contrib = rec.Contrib.Add("eu-1", -7)
+	for _, r := range []*LikeRecord{rec, rec.Portion("eu-1"), rec.Portion("us-1"), {Keyed: true}} {
+		got, err := DecodeLikeRecord(AppendLikeRecord(nil, r))
+		if err != nil || !got.Equal(r) {
+			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)
+		}
+	}
+	if p := rec.Portion("eu-1"); !p.Keyed || p.HLC != 0 || p.Amount != 0 {
+		t.Fatalf("a non-origin portion should keep the kind only: %+v", p)
+	}
+	if got := rec.Excess(); got != -7 {
+		t.Fatalf("two applications of -7 with target -7: excess %d, want -7", got)
+	}
+	if d := rec.Reconcile("us-1"); d != 7 || rec.Excess() != 0 {
+		t.Fatalf("the origin's repair moved its entry by %d (want 7), excess now %d", d, rec.Excess())
+	}
+	// A keyed record that says it was never applied is corrupt.
+	bad := AppendLikeRecord(nil, &LikeRecord{Keyed: true, HLC: 5, Origin: "a", Amount: 1})
+	if _, err := DecodeLikeRecord(bad); err == nil {
+		t.Fatal("decoded a keyed record that was never applied")
+	}
+}
