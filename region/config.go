@@ -53,18 +53,21 @@ type Config struct {
 	// Sequences number this replica's counted likes and increments from
 	// global sequences and record milestone claims (see numbering.go).
 	Sequences []*Numbering
-	// IdempotencyTTL is how long an applied idempotency key is remembered:
-	// a retry with the same key within it returns the first answer, a
-	// retry after it applies again. A sweeper deletes older keys. Zero
-	// keeps every key forever (the store grows with every keyed
-	// increment).
+	// IdempotencyTTL is how long an applied idempotency key is remembered,
+	// counted from its stamp: a retry with the same key within it, at
+	// this replica or any other, counts once; a retry after it applies
+	// again. Every replica must use the same TTL. A sweeper deletes older
+	// keys. Zero keeps every key forever (the store grows with every
+	// keyed increment).
 	IdempotencyTTL time.Duration
 	// LikeLists keeps the like index (Likers, LikedItems): two more keys
 	// per like or unlike that changes a user's state. Off, the index is
 	// dropped at open, and Likers and LikedItems answer ErrNoLists.
 	LikeLists bool
 	// IdempotencySweep is how often the sweeper looks for expired keys.
-	// Default: TTL/10, within 1 s..1 h.
+	// An expired key is gone by rule at once; until the sweep deletes it,
+	// anti-entropy digests may differ from a peer that swept already.
+	// Default: TTL/100, within 1 s..1 min.
 	IdempotencySweep time.Duration
 }
 
@@ -138,6 +141,6 @@ func (c *Config) ensureDefaults() {
 		c.CacheItems = d.CacheItems
 	}
 	if c.IdempotencySweep == 0 && c.IdempotencyTTL > 0 {
-		c.IdempotencySweep = min(max(c.IdempotencyTTL/10, time.Second), time.Hour)
+		c.IdempotencySweep = min(max(c.IdempotencyTTL/100, time.Second), time.Minute)
 	}
 }

@@ -3,17 +3,17 @@ package region
 import (
 	"context"
 	"time"
-
-	"github.com/tally-dev/tally/storage"
 )
 
-// Idempotency keys are remembered for Config.IdempotencyTTL. The sweeper
-// below reads stored keys page by page from committed state and asks the
-// writer to delete the ones older than the TTL; the writer checks each
-// again, so a key a retry stored anew in the meantime stays.
+// Idempotency keys are keyed records (crdt.LikeRecord with Keyed set),
+// replicated like like records. One rule expires them everywhere: a key is
+// gone IdempotencyTTL after its register's stamp (Replica.keyExpired). The
+// txn applies the rule whenever it reads a record, so an expired key is
+// gone at once; the sweeper below deletes the stored records, oldest
+// first from the expiry index, and a merge never takes an expired one back.
 
-// sweepPage is how many stored keys the sweeper reads per page, and at
-// most how many deletions it hands the writer per request.
+// sweepPage is at most how many expired keys the sweeper hands the writer
+// per request.
 const sweepPage = 1000
 
 // sweepIdempotency runs until Close, sweeping once per IdempotencySweep.
@@ -38,38 +38,35 @@ func (r *Replica) sweepIdempotency() {
 	}
 }
 
-// ExpireIdempotency deletes every idempotency key applied before cutoff and
-// returns how many it deleted. The sweeper calls it; so can a test or an
-// operator tool.
+// ExpireIdempotency deletes every idempotency key whose register is stamped
+// before cutoff and which is expired by the rule, and returns how many it
+// deleted. The sweeper calls it; so can a test or an operator tool.
 func (r *Replica) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
-	beforeMs := cutoff.UnixMilli()
 	total := 0
-	var cursor []byte
 	for {
-		var batch []rkey // (counter key, idempotency key)
-		next, err := r.store.ScanIdempotency(cursor, sweepPage, func(e storage.IdemEntry) error {
-			if e.AtMs < beforeMs {
-				batch = append(batch, rkey{e.Key, e.Idem})
-			}
-			return nil
-		})
-		if err != nil {
+		var batch []rkey
+		if err := r.store.Expiring(cutoff.UnixMilli(), func(key, idem string, _ int64) bool {
+			batch = append(batch, rkey{key, idem, true})
+			return len(batch) < sweepPage
+		}); err != nil {
 			return total, err
 		}
-		if len(batch) > 0 {
-			q := &request{expire: batch, expireBeforeMs: beforeMs}
-			if err := r.submit(ctx, q); err != nil {
-				return total, err
-			}
-			total += q.expired
-			r.metrics.idemExpired.Add(float64(q.expired))
+		if len(batch) == 0 {
+			return total, nil
 		}
-		if next == nil {
+		q := &request{expire: batch}
+		if err := r.submit(ctx, q); err != nil {
+			return total, err
+		}
+		total += q.expired
+		r.metrics.idemExpired.Add(float64(q.expired))
+		if q.expired == 0 || len(batch) < sweepPage {
+			// Nothing left that the rule expires (a key stamped before the
+			// cutoff may not be past the TTL by the writer's clock yet).
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		cursor = next
 	}
 }

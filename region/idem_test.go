@@ -28,11 +28,14 @@ func (c *manualClock) advance(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// A keyed increment is a duplicate until its key expires, and applies again
-// after; keys applied after the cutoff stay.
+// A keyed increment is a duplicate until its key expires by the rule
+// (TTL after its stamp), then applies again; the sweep deletes exactly the
+// expired keys.
 func TestExpireIdempotency(t *testing.T) {
 	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
-	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.now })
+	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) {
+		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.now, 30*time.Minute, 1000*time.Hour
+	})
 	ctx := context.Background()
 	incr := func(idem string, wantValue int64, wantDup bool) {
 		t.Helper()
@@ -44,11 +47,11 @@ func TestExpireIdempotency(t *testing.T) {
 	for i := range 2500 { // more than one sweep page
 		incr(fmt.Sprintf("old-%d", i), int64(i+1), false)
 	}
+	incr("old-7", 2500, true) // a duplicate answers the current value
 	clock.advance(time.Hour)
 	incr("new", 2501, false)
-	incr("old-7", 8, true) // remembered: the first answer
 
-	n, err := r.ExpireIdempotency(ctx, clock.now().Add(-30*time.Minute))
+	n, err := r.ExpireIdempotency(ctx, clock.now())
 	if err != nil || n != 2500 {
 		t.Fatalf("expired %d, %v; want 2500", n, err)
 	}
@@ -56,52 +59,45 @@ func TestExpireIdempotency(t *testing.T) {
 		t.Errorf("metric: %v", got)
 	}
 	incr("old-7", 2502, false) // forgotten: applies again
-	incr("new", 2501, true)    // within the TTL: still a duplicate
-	if n, err := r.ExpireIdempotency(ctx, clock.now().Add(-30*time.Minute)); err != nil || n != 0 {
+	incr("new", 2502, true)    // within the TTL: still a duplicate
+	if n, err := r.ExpireIdempotency(ctx, clock.now()); err != nil || n != 0 {
 		t.Errorf("second sweep expired %d, %v; want 0 (old-7 was stored anew)", n, err)
 	}
 }
 
-// The writer checks each key again: one stored anew after the sweep read
-// it (a retry that applied again), or in the same batch, is not deleted.
-func TestExpireIdempotencyRechecks(t *testing.T) {
+// Expiry is a rule of the key's stamp and the clock, not of the sweep: a
+// retry after the TTL applies again before any sweep, and the writer
+// checks each key the sweep hands it again.
+func TestKeyExpiresByRule(t *testing.T) {
 	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
-	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.now })
+	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) {
+		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.now, time.Hour, 1000*time.Hour
+	})
 	ctx := context.Background()
 	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(time.Hour)
-	cutoff := clock.now().Add(-time.Minute).UnixMilli()
-	// One request: forget k, then a retry of k applies again (not a
-	// duplicate: the delete is in the batch's overlay), then forget k
-	// again, which must keep the fresh k.
-	q := &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
-	if err := r.submit(ctx, q); err != nil || q.expired != 1 {
-		t.Fatalf("expire: %d, %v", q.expired, err)
+	clock.advance(59 * time.Minute)
+	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
+		t.Fatalf("within the TTL: %+v, %v", res, err)
 	}
-	res, err := r.Do(ctx, []Op{{Kind: OpIncr, Item: "views", By: 1, IdemKey: "k"}})
-	if err != nil || res[0].Duplicate || res[0].Value != 2 {
-		t.Fatalf("retry after expiry: %+v, %v", res, err)
+	clock.advance(2 * time.Minute)
+	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
+		t.Fatalf("after the TTL, before any sweep: %+v, %v", res, err)
 	}
-	q = &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
-	if err := r.submit(ctx, q); err != nil || q.expired != 0 {
-		t.Fatalf("expire of a fresh key: deleted %d, %v", q.expired, err)
-	}
-	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate || res.Value != 2 {
-		t.Fatalf("fresh key forgotten: %+v, %v", res, err)
+	if n, err := r.ExpireIdempotency(ctx, clock.now()); err != nil || n != 0 {
+		t.Fatalf("sweep deleted %d fresh keys, %v", n, err)
 	}
 
 	// Within one batch: expire, then the increment, then expire again.
-	clock.advance(time.Hour)
-	cutoff = clock.now().Add(-time.Minute).UnixMilli()
+	clock.advance(2 * time.Hour)
 	tx := r.newTxn(0)
 	defer tx.close()
-	first := &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
+	first := &request{expire: []rkey{{"views", "k", true}}}
 	tx.apply(first)
 	retry := &request{ops: []Op{{Kind: OpIncr, Item: "views", By: 1, IdemKey: "k"}}, res: make([]Result, 1)}
 	tx.apply(retry)
-	again := &request{expire: []rkey{{"views", "k"}}, expireBeforeMs: cutoff}
+	again := &request{expire: []rkey{{"views", "k", true}}}
 	tx.apply(again)
 	if first.expired != 1 || retry.res[0].Duplicate || again.expired != 0 {
 		t.Fatalf("one batch: expired %d, retry %+v, expired again %d", first.expired, retry.res[0], again.expired)
@@ -139,7 +135,7 @@ func TestIdempotencySweeper(t *testing.T) {
 func TestIdempotencyConfig(t *testing.T) {
 	c := Config{IdempotencyTTL: 24 * time.Hour}
 	c.ensureDefaults()
-	if c.IdempotencySweep != time.Hour {
+	if c.IdempotencySweep != time.Minute {
 		t.Errorf("sweep for 24h: %v", c.IdempotencySweep)
 	}
 	c = Config{IdempotencyTTL: 2 * time.Second}

@@ -13,6 +13,8 @@ type metrics struct {
 	refusedOwn    prometheus.Counter
 	refusedCap    prometheus.Counter
 	refusedFuture prometheus.Counter
+	refusedExpiry prometheus.Counter
+	refusedNoReg  prometheus.Counter
 	clockSteps    prometheus.Counter
 	batchWrites   prometheus.Histogram
 	commitSeconds prometheus.Histogram
@@ -38,7 +40,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		reconciled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_like_reconciliations_total",
-			Help: "Like records this replica reconciled as the winner of a conflict.",
+			Help: "Like and keyed records this replica reconciled as the winner of a conflict.",
 		}),
 		clockSteps: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_clock_steps_total",
@@ -48,7 +50,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_merge_refused_total",
 			Help: "Remote state refused by the merge, by reason: own_entry (a peer raised this replica's own entry or register " +
 				"after recovery), entry_cap (an entry past 2^53), future_stamp (a record stamped more than a minute " +
-				"ahead of the local clock; anti-entropy offers it again later).",
+				"ahead of the local clock; anti-entropy offers it again later), expired_key (a keyed record whose " +
+				"register is older than the idempotency TTL), keyed_no_register (a contribution to an idempotency key " +
+				"this replica has no register for yet; anti-entropy offers it again).",
 		}, []string{"reason"}),
 		batchWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tally_commit_batch_writes",
@@ -72,6 +76,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.refusedOwn = m.refused.WithLabelValues("own_entry")
 	m.refusedCap = m.refused.WithLabelValues("entry_cap")
 	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
+	m.refusedExpiry = m.refused.WithLabelValues("expired_key")
+	m.refusedNoReg = m.refused.WithLabelValues("keyed_no_register")
 	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}

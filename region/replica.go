@@ -62,7 +62,7 @@ type Replica struct {
 	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
 
 	umu          sync.RWMutex   // protects unreconciled
-	unreconciled map[string]int // item -> records whose excess is not zero
+	unreconciled map[vkey]int // vector -> records counting in it whose excess is not zero
 
 	// Owned by the writer goroutine (and New, before it starts).
 	clock     crdt.Clock
@@ -82,12 +82,10 @@ type request struct {
 	res     []Result
 	vmerges []VectorMerge
 	rmerges []RecordMerge
-	// expire lists idempotency keys (counter key, idempotency key) to
-	// forget if still applied before expireBeforeMs; expired is how many
-	// the writer deleted.
-	expire         []rkey
-	expireBeforeMs int64
-	expired        int
+	// expire lists keyed records to delete if still expired by the rule;
+	// expired is how many the writer deleted.
+	expire  []rkey
+	expired int
 	// reconcileAll: reconcile every marked record this replica is the
 	// origin of (the pass recovery put off).
 	reconcileAll bool
@@ -121,7 +119,7 @@ func New(cfg Config) (*Replica, error) {
 		reqs:          make(chan *request, cfg.QueueDepth),
 		kick:          make(chan struct{}, 1),
 		reconcileKick: make(chan struct{}, 1),
-		unreconciled:  make(map[string]int),
+		unreconciled:  make(map[vkey]int),
 	}
 	mono := cfg.Monotonic
 	if r.chaosClockFollowsWall() { // never outside a chaos build
@@ -131,6 +129,11 @@ func New(cfg Config) (*Replica, error) {
 	r.pclock = newPhysClock(cfg.Now, mono, r.log, r.metrics.clockSteps)
 	if err := r.load(); err != nil {
 		return nil, err
+	}
+	if n, err := r.store.ConvertIdempotency(r.self); err != nil {
+		return nil, err
+	} else if n > 0 {
+		r.log.Info("idempotency keys converted to replicated keyed records", "keys", n)
 	}
 	if !cfg.LikeLists {
 		if err := r.store.DropLikeIndex(); err != nil {
@@ -194,8 +197,8 @@ func (r *Replica) load() error {
 			r.clock.Observe(stored)
 		}
 	}
-	err = r.store.Markers(func(item, _ string) bool {
-		r.unreconciled[item]++
+	err = r.store.Markers(func(item, user string, keyed bool) bool {
+		r.unreconciled[rkey{item, user, keyed}.vector()]++
 		return true
 	})
 	if err != nil {
@@ -489,21 +492,14 @@ func (r *Replica) commit(batch []*request) {
 type Read struct {
 	Value  int64
 	Vector crdt.Vector
-	// Unreconciled counts like records of the item whose excess is not yet
-	// zero in this replica's view: the count may still move.
+	// Unreconciled counts like records of the item (keyed records of the
+	// counter) whose excess is not yet zero in this replica's view: the
+	// count may still move.
 	Unreconciled int
 }
 
 // Likes reads an item's like count.
-func (r *Replica) Likes(item string) (Read, error) {
-	rd, err := r.read(storage.Likes, item)
-	if err == nil {
-		r.umu.RLock()
-		rd.Unreconciled = r.unreconciled[item]
-		r.umu.RUnlock()
-	}
-	return rd, err
-}
+func (r *Replica) Likes(item string) (Read, error) { return r.read(storage.Likes, item) }
 
 // Counter reads a counter.
 func (r *Replica) Counter(key string) (Read, error) { return r.read(storage.Counters, key) }
@@ -526,7 +522,10 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 			return Read{}, err
 		}
 	}
-	return Read{Value: v.Value(), Vector: v}, nil
+	r.umu.RLock()
+	u := r.unreconciled[vkey{kind, item}]
+	r.umu.RUnlock()
+	return Read{Value: v.Value(), Vector: v, Unreconciled: u}, nil
 }
 
 // Liked reports whether user likes item in this replica's view.

@@ -160,6 +160,9 @@ func TestIncrIdempotencyKey(t *testing.T) {
 	if err != nil || !res.Duplicate || res.Value != 5 {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
+	if _, err := r.Incr(ctx, "views", 6, "req-1"); !errors.Is(err, ErrIdempotencyMismatch) {
+		t.Fatalf("the key reused for another amount: %v", err)
+	}
 	if res, err = r.Incr(ctx, "views", -2, ""); err != nil || res.Value != 3 {
 		t.Fatalf("decrement: %+v %v", res, err)
 	}

@@ -2,7 +2,6 @@ package region
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -19,7 +18,6 @@ type txn struct {
 	nowMs  int64
 	vecs   map[vkey]*vecState
 	recs   map[rkey]*recState
-	idem   map[rkey]storage.IdemValue
 	order  []vkey // vectors in first-touch order, for deterministic writes
 	rorder []rkey
 	// last is the vector the previous op touched: a batch of likes of one
@@ -31,7 +29,23 @@ type txn struct {
 	seq []seqTxn
 }
 
-type rkey struct{ a, b string }
+// rkey names a record: (item, user) of a like record, or (counter key,
+// idempotency key) of a keyed record.
+type rkey struct {
+	a, b  string
+	keyed bool
+}
+
+// kind is the vector family the record's contributions count in.
+func (k rkey) kind() storage.Kind {
+	if k.keyed {
+		return storage.Counters
+	}
+	return storage.Likes
+}
+
+// vector is the vector the record's contributions count in.
+func (k rkey) vector() vkey { return vkey{k.kind(), k.a} }
 
 type vecState struct {
 	orig crdt.Vector // committed value; never modified
@@ -44,6 +58,8 @@ type recState struct {
 	origEx int64            // excess of orig
 	dirty  bool
 	spread bool // changed by a local action or own reconciliation
+	// deleted: an expired keyed record the commit deletes.
+	deleted bool
 
 	// When there was no record, rec points at fresh, and fresh.Contrib
 	// starts on contrib: a first like costs one allocation, not three.
@@ -91,19 +107,30 @@ func (t *txn) vector(kind storage.Kind, item string) (*vecState, error) {
 	return s, nil
 }
 
-// record returns the overlay state of a like record (zero if none).
-func (t *txn) record(item, user string) (*recState, error) {
-	k := rkey{item, user}
+// record returns the overlay state of a like or keyed record (zero if
+// none). A keyed record past the idempotency TTL reads as none: it is gone
+// by rule wherever the sweeper has not deleted it yet.
+func (t *txn) record(k rkey) (*recState, error) {
 	if s, ok := t.recs[k]; ok {
 		return s, nil
 	}
-	rec, ok, err := t.r.store.LikeRecord(item, user)
+	var rec *crdt.LikeRecord
+	var ok bool
+	var err error
+	if k.keyed {
+		rec, ok, err = t.r.store.KeyedRecord(k.a, k.b)
+	} else {
+		rec, ok, err = t.r.store.LikeRecord(k.a, k.b)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s := &recState{}
 	if ok {
 		s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
+		if k.keyed && t.r.keyExpired(rec, t.nowMs) {
+			s.resetKeyed()
+		}
 	} else {
 		s.fresh.Contrib = s.contrib[:0]
 		s.rec = &s.fresh
@@ -111,6 +138,30 @@ func (t *txn) record(item, user string) (*recState, error) {
 	t.recs[k] = s
 	t.rorder = append(t.rorder, k)
 	return s, nil
+}
+
+// resetKeyed replaces an expired keyed record by none: the commit deletes
+// it unless the batch writes the key anew.
+func (s *recState) resetKeyed() {
+	s.fresh = crdt.LikeRecord{Keyed: true, Contrib: s.contrib[:0]}
+	s.rec = &s.fresh
+	s.deleted = s.orig != nil
+}
+
+// applied reports whether a keyed record holds an application of its key.
+func applied(rec *crdt.LikeRecord) bool { return rec.HLC != 0 || len(rec.Contrib) > 0 }
+
+// KeyExpired reports whether a keyed record is past the idempotency TTL by
+// this replica's clock: gone by rule, whether or not swept yet.
+func (r *Replica) KeyExpired(rec *crdt.LikeRecord) bool {
+	return rec.Keyed && r.keyExpired(rec, r.pclock.NowMs())
+}
+
+// keyExpired is the rule every replica applies to keyed records: a key
+// expires IdempotencyTTL after its register's stamp (zero TTL: never).
+func (r *Replica) keyExpired(rec *crdt.LikeRecord, nowMs int64) bool {
+	ttl := r.cfg.IdempotencyTTL.Milliseconds()
+	return ttl > 0 && rec.HLC != 0 && rec.HLC.WallMs()+ttl <= nowMs
 }
 
 // apply runs every part of one request against the overlay.
@@ -143,7 +194,7 @@ func (t *txn) apply(q *request) {
 		}
 	}
 	for _, ik := range q.expire {
-		ok, err := t.expireIdem(ik, q.expireBeforeMs)
+		ok, err := t.expireKeyed(ik)
 		if err != nil {
 			t.r.log.Warn("idempotency key not expired", "key", ik.a, "idempotency_key", ik.b, "error", err)
 		}
@@ -167,7 +218,7 @@ func (t *txn) applyOp(op *Op, kinds *[OpIncr + 1]int) Result {
 }
 
 func (t *txn) applyLike(item, user string, liked bool) Result {
-	rs, err := t.record(item, user)
+	rs, err := t.record(rkey{item, user, false})
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -200,47 +251,19 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	return Result{Liked: liked, Changed: changed, Value: vs.cur.Value()}
 }
 
-// idemGone marks, in the txn's idempotency overlay, a key this batch
-// deleted: the store still has it until the commit.
-const idemGone = math.MinInt64
-
-// idemValue reads an idempotency key through the batch's overlay.
-func (t *txn) idemValue(ik rkey) (storage.IdemValue, bool, error) {
-	if v, ok := t.idem[ik]; ok {
-		return v, v.AtMs != idemGone, nil
-	}
-	return t.r.store.Idempotency(ik.a, ik.b)
-}
-
-// expireIdem deletes an idempotency key if it is still older than the
-// sweep's cutoff: a retry may have stored it anew since the sweep read it.
-func (t *txn) expireIdem(ik rkey, beforeMs int64) (bool, error) {
-	v, ok, err := t.idemValue(ik)
-	if err != nil || !ok || v.AtMs >= beforeMs {
+// expireKeyed deletes a keyed record the sweeper found past the TTL, if
+// it still is: a merge may have moved its register since the sweep read it.
+func (t *txn) expireKeyed(k rkey) (bool, error) {
+	rs, err := t.record(k)
+	if err != nil || !rs.deleted || rs.dirty {
 		return false, err
 	}
-	if t.idem == nil {
-		t.idem = make(map[rkey]storage.IdemValue)
-	}
-	t.idem[ik] = storage.IdemValue{AtMs: idemGone}
-	t.b.DeleteIdempotency(ik.a, ik.b)
 	return true, nil
 }
 
 func (t *txn) applyIncr(op *Op) Result {
-	ik := rkey{op.Item, op.IdemKey}
 	if op.IdemKey != "" {
-		v, ok, err := t.idemValue(ik)
-		if err != nil {
-			return Result{Err: err}
-		}
-		if ok {
-			if v.HasBy && v.By != op.By {
-				return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
-					ErrIdempotencyMismatch, op.IdemKey, v.By, op.By)}
-			}
-			return Result{Value: v.Value, Duplicate: true}
-		}
+		return t.applyKeyed(op)
 	}
 	vs, err := t.vector(storage.Counters, op.Item)
 	if err != nil {
@@ -253,16 +276,43 @@ func (t *txn) applyIncr(op *Op) Result {
 	if len(t.r.nums) > 0 {
 		t.countIncr(op.Item, op.By)
 	}
-	val := vs.cur.Value()
-	if op.IdemKey != "" {
-		if t.idem == nil {
-			t.idem = make(map[rkey]storage.IdemValue)
-		}
-		iv := storage.IdemValue{Value: val, AtMs: t.nowMs, By: op.By, HasBy: true}
-		t.idem[ik] = iv
-		t.b.PutIdempotency(op.Item, op.IdemKey, iv)
+	return Result{Value: vs.cur.Value()}
+}
+
+// applyKeyed applies an increment with an idempotency key unless the key
+// was applied already, here or at any replica this one has heard from.
+// Applications at replicas that had not heard of each other all count at
+// first; the keyed record's winner takes the extra ones back.
+func (t *txn) applyKeyed(op *Op) Result {
+	rs, err := t.record(rkey{op.Item, op.IdemKey, true})
+	if err != nil {
+		return Result{Err: err}
 	}
-	return Result{Value: val}
+	vs, err := t.vector(storage.Counters, op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if rec := rs.rec; applied(rec) {
+		if rec.HLC != 0 && rec.Amount != op.By {
+			return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
+				ErrIdempotencyMismatch, op.IdemKey, rec.Amount, op.By)}
+		}
+		return Result{Value: vs.cur.Value(), Duplicate: true}
+	}
+	if err := checkEntry(vs.cur.Get(t.r.self), op.By); err != nil {
+		return Result{Err: err}
+	}
+	hlc := t.r.clock.Now(t.nowMs)
+	if hlc <= rs.rec.HLC {
+		hlc = rs.rec.HLC + 1
+	}
+	delta := rs.rec.ApplyKeyed(t.r.self, op.By, hlc)
+	vs.cur = vs.cur.Add(t.r.self, delta)
+	if len(t.r.nums) > 0 {
+		t.countIncr(op.Item, op.By)
+	}
+	rs.dirty, rs.spread, rs.deleted = true, true, false
+	return Result{Value: vs.cur.Value()}
 }
 
 // checkEntry refuses a change that would take either half of an own entry
@@ -327,6 +377,12 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return fmt.Errorf("%w: bad record merge %q/%q", ErrInvalid, m.Item, m.User)
 	}
 	in := m.Rec
+	k := rkey{m.Item, m.User, in.Keyed}
+	if k.keyed && t.r.keyExpired(in, t.nowMs) {
+		// Gone by rule everywhere: taking it would bring it back.
+		t.r.metrics.refusedExpiry.Inc()
+		return nil
+	}
 	for _, e := range in.Contrib {
 		if e.P > MaxEntry || e.N > MaxEntry {
 			t.r.metrics.refusedCap.Inc()
@@ -344,9 +400,16 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		t.r.metrics.refusedFuture.Inc()
 		return fmt.Errorf("%w: record stamped %v, more than %v ahead of our clock", ErrInvalid, in.HLC, maxClockDriftMs)
 	}
-	rs, err := t.record(m.Item, m.User)
+	rs, err := t.record(k)
 	if err != nil {
 		return err
+	}
+	if k.keyed && in.HLC == 0 && rs.rec.HLC == 0 {
+		// A contribution without the register that says when the key was
+		// applied: stored alone, it could never expire. It waits for the
+		// register (anti-entropy offers it again).
+		t.r.metrics.refusedNoReg.Inc()
+		return nil
 	}
 	if t.r.accepting.Load() {
 		// As for vectors: once writes are acknowledged, only this replica
@@ -364,7 +427,7 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 	if !rs.rec.Merge(in) {
 		return nil
 	}
-	rs.dirty = true
+	rs.dirty, rs.deleted = true, false
 	// While recovering, this replica's own entries are not all back yet:
 	// a reconciliation now would change its own vector entry from a stale
 	// base, and the recovered entry would then swallow the change by
@@ -372,13 +435,13 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 	if !t.r.accepting.Load() {
 		return nil
 	}
-	return t.reconcileRecord(m.Item, rs)
+	return t.reconcileRecord(k, rs)
 }
 
 // reconcileRecord runs the winner's duty on a record of the overlay.
-func (t *txn) reconcileRecord(item string, rs *recState) error {
+func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 	if delta := t.r.reconcile(rs.rec); delta != 0 {
-		vs, err := t.vector(storage.Likes, item)
+		vs, err := t.vector(k.kind(), k.a)
 		if err != nil {
 			return err
 		}
@@ -393,18 +456,18 @@ func (t *txn) reconcileRecord(item string, rs *recState) error {
 // whose origin is this replica: the pass recovery put off.
 func (t *txn) reconcileMarked() error {
 	var keys []rkey
-	if err := t.r.store.Markers(func(item, user string) bool {
-		keys = append(keys, rkey{item, user})
+	if err := t.r.store.Markers(func(item, user string, keyed bool) bool {
+		keys = append(keys, rkey{item, user, keyed})
 		return true
 	}); err != nil {
 		return err
 	}
 	for _, k := range keys {
-		rs, err := t.record(k.a, k.b)
+		rs, err := t.record(k)
 		if err != nil {
 			return err
 		}
-		if err := t.reconcileRecord(k.a, rs); err != nil {
+		if err := t.reconcileRecord(k, rs); err != nil {
 			return err
 		}
 	}
@@ -436,22 +499,29 @@ func (t *txn) commit() (Changes, error) {
 		}
 	}
 	type markerChange struct {
-		item string
-		on   bool
+		vec vkey
+		on  bool
 	}
 	var markers []markerChange
 	for _, k := range t.rorder {
 		rs := t.recs[k]
+		if rs.deleted && !rs.dirty {
+			t.b.DeleteKeyedRecord(k.a, k.b, rs.orig)
+			if rs.origEx != 0 {
+				markers = append(markers, markerChange{k.vector(), false})
+			}
+			continue
+		}
 		if !rs.dirty {
 			continue
 		}
 		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
-		if was := rs.orig != nil && rs.orig.Liked; t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
+		if was := rs.orig != nil && rs.orig.Liked; !k.keyed && t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
 			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
 		}
 		if ex := rs.rec.Excess(); (ex != 0) != (rs.origEx != 0) {
-			t.b.SetMarker(k.a, k.b, ex != 0)
-			markers = append(markers, markerChange{k.a, ex != 0})
+			t.b.SetMarker(k.a, k.b, k.keyed, ex != 0)
+			markers = append(markers, markerChange{k.vector(), ex != 0})
 		}
 		if rs.spread {
 			// rs.rec is the txn's own copy and the txn ends here: it can
@@ -487,9 +557,9 @@ func (t *txn) commit() (Changes, error) {
 		t.r.umu.Lock()
 		for _, m := range markers {
 			if m.on {
-				t.r.unreconciled[m.item]++
-			} else if t.r.unreconciled[m.item]--; t.r.unreconciled[m.item] <= 0 {
-				delete(t.r.unreconciled, m.item)
+				t.r.unreconciled[m.vec]++
+			} else if t.r.unreconciled[m.vec]--; t.r.unreconciled[m.vec] <= 0 {
+				delete(t.r.unreconciled, m.vec)
 			}
 		}
 		t.r.umu.Unlock()

@@ -23,7 +23,12 @@ type outVec struct {
 	item string
 }
 
-type outRec struct{ item, user string }
+// outRec names a like record, or a keyed record (counter key, idempotency
+// key), which may share both names with a like record.
+type outRec struct {
+	item, user string
+	keyed      bool
+}
 
 // NewOutbox returns an empty outbox.
 func NewOutbox() *Outbox {
@@ -39,7 +44,7 @@ func (o *Outbox) Add(c region.Changes) {
 		o.vecs[k] = o.vecs[k].Merge(v.Own)
 	}
 	for _, r := range c.Records {
-		k := outRec{r.Item, r.User}
+		k := outRec{r.Item, r.User, r.Rec.Keyed}
 		if cur, ok := o.recs[k]; ok {
 			cur.Merge(r.Rec)
 		} else {

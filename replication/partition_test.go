@@ -77,6 +77,13 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
 			t.Fatal(err)
 		}
+		// A keyed increment, and the client's retry of it on the other
+		// side of the cut: applied twice for now, it must count once.
+		for _, n := range []*node{us, eu} {
+			if res, err := n.replica.Incr(ctx, "views", 3, fmt.Sprintf("req-%d", i)); err != nil || res.Duplicate {
+				t.Fatalf("keyed increment at %s: %+v, %v", n.id, res, err)
+			}
+		}
 	}
 	// While cut off, us sees only its own side, and knows it.
 	testkit.WaitFor(t, 10*time.Second, func() error {
@@ -98,12 +105,20 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	// warmup + us's 50 + eu's 50 + 50 users who liked on both sides.
 	converged(t, nodes, "post", 1+50+50+50, 20*time.Second)
 	t.Logf("converged %s after heal", time.Since(healed).Round(time.Millisecond))
+	// 150 unkeyed, and 50 keys of 3 each counted once.
 	for _, n := range nodes {
 		testkit.WaitFor(t, 5*time.Second, func() error {
-			if rd, _ := n.replica.Counter("views"); rd.Value != 150 {
-				return fmt.Errorf("%s views %d, want 150", n.id, rd.Value)
+			if rd, _ := n.replica.Counter("views"); rd.Value != 300 || rd.Unreconciled != 0 {
+				return fmt.Errorf("%s views %d (%d keys unreconciled), want 300", n.id, rd.Value, rd.Unreconciled)
 			}
 			return nil
 		})
+	}
+	// A third retry after the heal, at the region that saw none, is a
+	// duplicate.
+	for i := range 50 {
+		if res, err := ap.replica.Incr(ctx, "views", 3, fmt.Sprintf("req-%d", i)); err != nil || !res.Duplicate || res.Value != 300 {
+			t.Fatalf("retry %d at ap after the heal: %+v, %v", i, res, err)
+		}
 	}
 }

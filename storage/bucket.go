@@ -121,7 +121,9 @@ func (s *Store) loadDigests() error {
 	return nil
 }
 
-// BucketVisitor receives the entries of a bucket.
+// BucketVisitor receives the entries of a bucket. Record receives like
+// records and keyed records (r.Keyed: item is the counter key, user the
+// idempotency key).
 type BucketVisitor struct {
 	Vector func(k Kind, item, replica string, e crdt.PN)
 	Record func(item, user string, r *crdt.LikeRecord)
@@ -193,6 +195,18 @@ func visit(rest, val []byte, v BucketVisitor) error {
 		}
 		if v.Record != nil {
 			v.Record(item, user, r)
+		}
+	case len(rest) > 2 && rest[0] == prefixKeyed && rest[1] == '/':
+		key, idem, ok := strings.Cut(string(rest[2:]), "/")
+		if !ok {
+			return fmt.Errorf("malformed keyed record key")
+		}
+		r, err := decodeKeyed(val)
+		if err != nil {
+			return err
+		}
+		if v.Record != nil {
+			v.Record(key, idem, r)
 		}
 	default:
 		return fmt.Errorf("unknown replicated key")

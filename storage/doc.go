@@ -1,5 +1,5 @@
 // Package storage keeps a replica's state in Pebble: one key per (vector,
-// replica) entry, one per like record, idempotency keys, reconciliation
+// replica) entry, one per like record and keyed record, reconciliation
 // markers, the numbering queues and replica metadata.
 //
 // # Durability
@@ -21,8 +21,14 @@
 //	b<B>/v/l/<item>/<replica>  crdt.PN     likes vector entry of one replica
 //	b<B>/v/c/<key>/<replica>   crdt.PN     counter vector entry of one replica
 //	b<B>/r/<item>/<user>       LikeRecord  one user's like record
-//	x/<item>/<user>            (empty)     record whose excess is not yet zero
-//	i/<key>/<idem>             IdemValue   result and time of an applied idempotent increment
+//	b<B>/k/<key>/<idem>        LikeRecord  a keyed record: one idempotency key of a counter
+//	x/<item>/<user>            (empty)     like record whose excess is not yet zero
+//	w/<key>/<idem>             (empty)     keyed record whose excess is not yet zero
+//	e/<16 hex ms>/<key>/<idem> (empty)     a keyed record by its register's wall time, for expiry
+//	i/<key>/<idem>             IdemValue   an older version's per-replica idempotency key,
+//	                                       converted to a keyed record at open
+//	y/<item>/<user>            uvarint     the like index: HLC of a liked pair, by item
+//	z/<user>/<item>            uvarint     the same, by user
 //	q/<sequence>/<16 hex ord>  CountedLike a counted event waiting for its numbers
 //	l/<sequence>/<16 hex n>    CountedLike the event that took numbers from n, until their ranks are known
 //	n/<sequence>/<16 hex n>    CountedLike a milestone claim intent, settled once claimed

@@ -19,8 +19,8 @@ func fillWorkload(b *Batch, id string, n uint64) {
 	item, user := "item-"+id, "u-"+id
 	b.PutLikeRecord(item, user, nil, workloadRecord(id, n))
 	b.PutVectorEntry(Likes, item, "r-"+id, crdt.PN{}, crdt.PN{P: n + 1})
-	b.PutIdempotency("ctr", id, IdemValue{Value: int64(n), AtMs: int64(n) * 3, HasBy: true})
-	b.SetMarker(item, user, true)
+	b.PutLikeRecord("ctr", id, nil, keyedSample(int64(n), int64(n)*3+1))
+	b.SetMarker(item, user, false, true)
 }
 
 func workloadRecord(id string, n uint64) *crdt.LikeRecord {
@@ -58,13 +58,13 @@ func workloadKeys(t testing.TB, s *Store, id string, n uint64) int {
 		}
 		found++
 	}
-	iv, ok, err := s.Idempotency("ctr", id)
+	kr, ok, err := s.KeyedRecord("ctr", id)
 	if err != nil {
 		t.Fatalf("id %s: %v", id, err)
 	}
 	if ok {
-		if iv != (IdemValue{Value: int64(n), AtMs: int64(n) * 3, HasBy: true}) {
-			t.Errorf("id %s: idempotency %+v", id, iv)
+		if !kr.Equal(keyedSample(int64(n), int64(n)*3+1)) {
+			t.Errorf("id %s: keyed record %+v", id, kr)
 		}
 		found++
 	}

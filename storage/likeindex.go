@@ -109,7 +109,7 @@ func (s *Store) BuildLikeIndex() (int, error) {
 		for {
 			var err error
 			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, user string, r *crdt.LikeRecord) {
-				if r.Liked {
+				if r.Liked && !r.Keyed {
 					b.SetLiked(item, user, true, r.HLC)
 					n++
 				}

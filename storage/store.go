@@ -311,19 +311,6 @@ func (s *Store) LikeRecord(item, user string) (r *crdt.LikeRecord, ok bool, err 
 	return r, true, nil
 }
 
-// Idempotency reads the recorded result of an idempotent increment.
-func (s *Store) Idempotency(key, idem string) (IdemValue, bool, error) {
-	b, ok, err := s.get(idemKey(key, idem))
-	if err != nil || !ok {
-		return IdemValue{}, false, wrapRead(err, "idempotency key", key, idem)
-	}
-	v, err := DecodeIdemValue(b)
-	if err != nil {
-		return IdemValue{}, false, wrapRead(err, "idempotency key", key, idem)
-	}
-	return v, true, nil
-}
-
 // Meta reads a metadata value.
 func (s *Store) Meta(name string) ([]byte, bool, error) {
 	b, ok, err := s.get(metaKey(name))
@@ -331,27 +318,31 @@ func (s *Store) Meta(name string) ([]byte, bool, error) {
 }
 
 // Markers calls fn for every (item, user) whose record is marked
-// unreconciled, in key order, until fn returns false.
-func (s *Store) Markers(fn func(item, user string) bool) error {
+// unreconciled, like records first, then keyed records (keyed set), each
+// in key order, until fn returns false.
+func (s *Store) Markers(fn func(item, user string, keyed bool) bool) error {
 	if s.closed.Load() {
 		return fmt.Errorf("scan markers: %w", ErrClosed)
 	}
-	prefix := []byte{prefixMarker, '/'}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-	if err != nil {
-		return fmt.Errorf("scan markers: %w", err)
-	}
-	for it.First(); it.Valid(); it.Next() {
-		item, user, ok := strings.Cut(string(it.Key()[len(prefix):]), "/")
-		if !ok {
-			continue
+	for _, p := range []byte{prefixMarker, prefixKeyedMarker} {
+		prefix := []byte{p, '/'}
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+		if err != nil {
+			return fmt.Errorf("scan markers: %w", err)
 		}
-		if !fn(item, user) {
-			break
+		more := true
+		for it.First(); it.Valid() && more; it.Next() {
+			item, user, ok := strings.Cut(string(it.Key()[len(prefix):]), "/")
+			if ok {
+				more = fn(item, user, p == prefixKeyedMarker)
+			}
 		}
-	}
-	if err := it.Close(); err != nil {
-		return fmt.Errorf("scan markers: %w", err)
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("scan markers: %w", err)
+		}
+		if !more {
+			return nil
+		}
 	}
 	return nil
 }
@@ -394,7 +385,10 @@ func (b *Batch) digest(key, old, val []byte) {
 	if b.dx == nil {
 		b.dx = b.s.dxPool.Get().(*digestDelta)
 	}
-	d := entryHash(key, val)
+	var d uint64
+	if val != nil { // nil: the key is deleted
+		d = entryHash(key, val)
+	}
 	if old != nil {
 		d ^= entryHash(key, old)
 	}
@@ -418,8 +412,14 @@ func (b *Batch) PutVectorEntry(k Kind, item, replica string, old, e crdt.PN) {
 	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
-// PutLikeRecord writes a user's record, replacing old (nil if none).
+// PutLikeRecord writes a user's record, replacing old (nil if none). A
+// keyed record (r.Keyed) is stored as the record of idempotency key user of
+// counter item.
 func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
+	if r.Keyed {
+		b.putKeyed(item, user, old, r)
+		return
+	}
 	if b.s.filter != nil {
 		b.s.filter.add(item, user) // before the commit makes the record visible
 	}
@@ -434,25 +434,26 @@ func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
 	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
-// SetMarker marks (on) or clears the unreconciled marker of a record.
-func (b *Batch) SetMarker(item, user string, on bool) {
+// SetMarker marks (on) or clears the unreconciled marker of a like record,
+// or of a keyed record.
+func (b *Batch) SetMarker(item, user string, keyed, on bool) {
+	k := markerKey(item, user)
+	if keyed {
+		k[0] = prefixKeyedMarker
+	}
 	if on {
-		_ = b.b.Set(markerKey(item, user), nil, nil)
+		_ = b.b.Set(k, nil, nil)
 	} else {
-		_ = b.b.Delete(markerKey(item, user), nil)
+		_ = b.b.Delete(k, nil)
 	}
 }
 
-// PutIdempotency records the result of an idempotent increment.
+// PutIdempotency writes a per-replica idempotency key as versions before
+// keyed records did; ConvertIdempotency turns it into a keyed record. Tests
+// use it to build such a store.
 func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
 	b.buf = AppendIdemValue(b.buf[:0], v)
 	_ = b.b.Set(idemKey(key, idem), b.buf, nil)
-}
-
-// DeleteIdempotency forgets an idempotency key (expired: a retry with it
-// applies again).
-func (b *Batch) DeleteIdempotency(key, idem string) {
-	_ = b.b.Delete(idemKey(key, idem), nil)
 }
 
 // PutMeta writes a metadata value.

@@ -65,6 +65,13 @@ func sampleRecord() *crdt.LikeRecord {
 	}
 }
 
+// keyedSample is a keyed record: an increment by amount applied at eu-1.
+func keyedSample(amount, ms int64) *crdt.LikeRecord {
+	r := &crdt.LikeRecord{}
+	r.ApplyKeyed("eu-1", amount, crdt.MakeHLC(ms, 0))
+	return r
+}
+
 // fillAll writes one of everything the store knows about.
 func fillAll(b *Batch) {
 	b.PutVectorEntry(Likes, "post:1", "us-1", crdt.PN{}, crdt.PN{P: 5, N: 1})
@@ -72,8 +79,8 @@ func fillAll(b *Batch) {
 	b.PutVectorEntry(Counters, "post:1", "eu-1", crdt.PN{}, crdt.PN{P: 100, N: 58})
 	b.PutLikeRecord("post:1", "alice", nil, sampleRecord())
 	b.PutLikeRecord("post:1", "bob", nil, &crdt.LikeRecord{}) // zero record
-	b.SetMarker("post:1", "alice", true)
-	b.PutIdempotency("views", "req-1", IdemValue{Value: -42, AtMs: 1_700_000_000_000, By: -42, HasBy: true})
+	b.SetMarker("post:1", "alice", false, true)
+	b.PutLikeRecord("views", "req-1", nil, keyedSample(-42, 1_700_000_000_000))
 	b.PutMeta("replica", []byte("eu-1"))
 	b.PutMeta("bin", []byte{0, 1, 0, 0xff})
 }
@@ -99,9 +106,12 @@ func checkAll(t *testing.T, s *Store) {
 		t.Errorf("LikeRecord(bob) = %+v, %v, %v; want zero record", r, ok, err)
 	}
 
-	iv, ok, err := s.Idempotency("views", "req-1")
-	if err != nil || !ok || iv != (IdemValue{Value: -42, AtMs: 1_700_000_000_000, By: -42, HasBy: true}) {
-		t.Errorf("Idempotency = %+v, %v, %v", iv, ok, err)
+	kr, ok, err := s.KeyedRecord("views", "req-1")
+	if err != nil || !ok || !kr.Equal(keyedSample(-42, 1_700_000_000_000)) {
+		t.Errorf("KeyedRecord = %+v, %v, %v", kr, ok, err)
+	}
+	if _, ok, err := s.LikeRecord("views", "req-1"); ok || err != nil {
+		t.Errorf("a keyed record read as a like record: %v, %v", ok, err)
 	}
 
 	m, ok, err := s.Meta("replica")
@@ -121,7 +131,7 @@ func checkAll(t *testing.T, s *Store) {
 func collectMarkers(t testing.TB, s *Store) []string {
 	t.Helper()
 	var got []string
-	if err := s.Markers(func(item, user string) bool {
+	if err := s.Markers(func(item, user string, _ bool) bool {
 		got = append(got, item+"/"+user)
 		return true
 	}); err != nil {
@@ -159,8 +169,11 @@ func TestMissingReads(t *testing.T) {
 	if _, ok, err := s.LikeRecord("post:2", "alice"); err != nil || ok {
 		t.Errorf("LikeRecord(post:2, alice) = %v, %v; want absent", ok, err)
 	}
-	if v, ok, err := s.Idempotency("views", "req-2"); err != nil || ok || v != (IdemValue{}) {
-		t.Errorf("Idempotency(req-2) = %+v, %v, %v; want absent", v, ok, err)
+	if v, ok, err := s.KeyedRecord("views", "req-2"); err != nil || ok || v != nil {
+		t.Errorf("KeyedRecord(req-2) = %+v, %v, %v; want absent", v, ok, err)
+	}
+	if v, ok, err := s.KeyedRecord("post:1", "alice"); err != nil || ok || v != nil {
+		t.Errorf("a like record read as a keyed record: %+v, %v, %v", v, ok, err)
 	}
 	if v, ok, err := s.Meta("nope"); err != nil || ok || v != nil {
 		t.Errorf("Meta(nope) = %q, %v, %v; want absent", v, ok, err)
@@ -177,9 +190,9 @@ func TestOverwriteAndDelete(t *testing.T) {
 		r.Liked = false
 		r.HLC++
 		b.PutLikeRecord("post:1", "alice", sampleRecord(), r)
-		b.SetMarker("post:1", "alice", false)
-		b.SetMarker("post:1", "never-set", false) // clearing an absent marker is fine
-		b.PutIdempotency("views", "req-1", IdemValue{Value: 1, AtMs: 2, By: 1, HasBy: true})
+		b.SetMarker("post:1", "alice", false, false)
+		b.SetMarker("post:1", "never-set", false, false) // clearing an absent marker is fine
+		b.PutLikeRecord("views", "req-1", keyedSample(-42, 1_700_000_000_000), keyedSample(1, 2))
 		b.PutMeta("replica", []byte{})
 	})
 	wantVector(t, s, Likes, "post:1", crdt.Vector{
@@ -193,8 +206,8 @@ func TestOverwriteAndDelete(t *testing.T) {
 	if got := collectMarkers(t, s); len(got) != 0 {
 		t.Errorf("Markers after clear = %q, want none", got)
 	}
-	if v, _, _ := s.Idempotency("views", "req-1"); v != (IdemValue{Value: 1, AtMs: 2, By: 1, HasBy: true}) {
-		t.Errorf("Idempotency after overwrite = %+v", v)
+	if v, _, _ := s.KeyedRecord("views", "req-1"); !v.Equal(keyedSample(1, 2)) {
+		t.Errorf("KeyedRecord after overwrite = %+v", v)
 	}
 	if m, ok, err := s.Meta("replica"); err != nil || !ok || len(m) != 0 {
 		t.Errorf("Meta(replica) = %q, %v, %v; want present and empty", m, ok, err)
@@ -209,8 +222,8 @@ func TestBatchNotCommittedIsInvisible(t *testing.T) {
 		t.Fatalf("empty batch Len = %d", b.Len())
 	}
 	fillAll(b)
-	if b.Len() != 9 {
-		t.Errorf("Len = %d, want 9", b.Len())
+	if b.Len() != 10 { // the keyed record also writes its expiry entry
+		t.Errorf("Len = %d, want 10", b.Len())
 	}
 	b.Close()
 	if v := mustVector(t, s, Likes, "post:1"); len(v) != 0 {
@@ -294,17 +307,17 @@ func TestMarkers(t *testing.T) {
 	s := openTest(t, Config{Dir: t.TempDir()})
 	defer s.Close()
 	commit(t, s, func(b *Batch) {
-		b.SetMarker("b", "u2", true)
-		b.SetMarker("a", "u1", true)
-		b.SetMarker("a.b", "u1", true)
-		b.SetMarker("b", "u1", true)
-		b.SetMarker("c", "u9", true)
+		b.SetMarker("b", "u2", false, true)
+		b.SetMarker("a", "u1", false, true)
+		b.SetMarker("a.b", "u1", false, true)
+		b.SetMarker("b", "u1", false, true)
+		b.SetMarker("c", "u9", false, true)
 		// Neighbouring key families must not show up as markers.
 		b.PutLikeRecord("a", "u0", nil, sampleRecord())
 		b.PutMeta("x", []byte("y"))
 		b.PutIdempotency("a", "u1", IdemValue{Value: 1})
 	})
-	commit(t, s, func(b *Batch) { b.SetMarker("c", "u9", false) })
+	commit(t, s, func(b *Batch) { b.SetMarker("c", "u9", false, false) })
 
 	// Key order: '.' sorts before '/', so "x/a.b/..." comes before "x/a/...".
 	want := []string{"a.b/u1", "a/u1", "b/u1", "b/u2"}
@@ -314,7 +327,7 @@ func TestMarkers(t *testing.T) {
 
 	// fn returning false stops the scan.
 	var got []string
-	if err := s.Markers(func(item, user string) bool {
+	if err := s.Markers(func(item, user string, _ bool) bool {
 		got = append(got, item+"/"+user)
 		return len(got) < 2
 	}); err != nil {
@@ -413,7 +426,7 @@ func TestCorruptValues(t *testing.T) {
 		_ = b.b.Set(vectorEntryKey(Likes, "bad", "eu-1"), []byte{9, 9}, nil)
 		_ = b.b.Set(recordKey("bad", "u"), []byte{1}, nil)
 		b.s.filter.add("bad", "u") // as PutLikeRecord does
-		_ = b.b.Set(idemKey("bad", "k"), []byte{1, 2}, nil)
+		_ = b.b.Set(appendKeyedKey(nil, "bad", "k"), []byte{1, 2}, nil)
 	})
 	if _, err := s.Vector(Likes, "bad"); !errors.Is(err, crdt.ErrCorrupt) || !strings.Contains(err.Error(), "eu-1") {
 		t.Errorf("Vector(bad) err = %v, want ErrCorrupt naming the replica", err)
@@ -421,8 +434,8 @@ func TestCorruptValues(t *testing.T) {
 	if r, ok, err := s.LikeRecord("bad", "u"); !errors.Is(err, crdt.ErrCorrupt) || ok || r != nil {
 		t.Errorf("LikeRecord(bad) = %v, %v, %v; want ErrCorrupt", r, ok, err)
 	}
-	if v, ok, err := s.Idempotency("bad", "k"); !errors.Is(err, crdt.ErrCorrupt) || ok || v != (IdemValue{}) {
-		t.Errorf("Idempotency(bad) = %v, %v, %v; want ErrCorrupt", v, ok, err)
+	if v, ok, err := s.KeyedRecord("bad", "k"); !errors.Is(err, crdt.ErrCorrupt) || ok || v != nil {
+		t.Errorf("KeyedRecord(bad) = %v, %v, %v; want ErrCorrupt", v, ok, err)
 	}
 }
 
@@ -579,9 +592,9 @@ func TestClosedStore(t *testing.T) {
 			_, _, err := s.LikeRecord("post:1", "alice")
 			return err
 		},
-		"Idempotency": func() error { _, _, err := s.Idempotency("views", "req-1"); return err },
+		"KeyedRecord": func() error { _, _, err := s.KeyedRecord("views", "req-1"); return err },
 		"Meta":        func() error { _, _, err := s.Meta("replica"); return err },
-		"Markers":     func() error { return s.Markers(func(string, string) bool { return true }) },
+		"Markers":     func() error { return s.Markers(func(string, string, bool) bool { return true }) },
 		"Commit":      pending.Commit,
 		"NewBatch.Commit": func() error {
 			b := s.NewBatch()
