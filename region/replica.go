@@ -61,7 +61,7 @@ type Replica struct {
 	failure    atomic.Pointer[error]
 	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
 
-	umu          sync.RWMutex   // protects unreconciled
+	umu          sync.RWMutex // protects unreconciled
 	unreconciled map[vkey]int // vector -> records counting in it whose excess is not zero
 
 	// Owned by the writer goroutine (and New, before it starts).
