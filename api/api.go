@@ -118,6 +118,10 @@ type Counter struct {
 	Approx      bool             `json:"approx"`
 	Replicas    map[string]PN    `json:"replicas"`
 	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"` // see Likes
+	// Unreconciled counts idempotency keys of the counter applied by
+	// more than one region whose extra application is not yet taken
+	// back in this region's view: the value may still drop.
+	Unreconciled int `json:"unreconciled,omitempty"`
 }
 
 // EventsResult answers POST /v1/events.

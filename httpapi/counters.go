@@ -77,6 +77,7 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector), StalenessMs: s.staleness()})
+	writeJSON(w, http.StatusOK, api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector),
+		StalenessMs: s.staleness(), Unreconciled: rd.Unreconciled})
 	return nil
 }

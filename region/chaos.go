@@ -13,11 +13,12 @@ import (
 // BugAckBeforeCommit and BugNoReconcile are this package's values (other
 // packages read other values).
 const (
-	EnvChaosBug         = "TALLY_CHAOS_BUG"
-	BugAckBeforeCommit  = "ack-before-commit"
-	BugNoReconcile      = "no-reconcile"
-	BugClockFollowsWall = "clock-follows-wall"
-	BugListsLocalOnly   = "lists-local-only"
+	EnvChaosBug          = "TALLY_CHAOS_BUG"
+	BugAckBeforeCommit   = "ack-before-commit"
+	BugNoReconcile       = "no-reconcile"
+	BugClockFollowsWall  = "clock-follows-wall"
+	BugListsLocalOnly    = "lists-local-only"
+	BugKeysNotReconciled = "keys-not-reconciled"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -39,6 +40,10 @@ type Chaos struct {
 	// and unlikes, not those merged from peers, so regions list different
 	// likers of the same item.
 	ListsLocalOnly bool
+	// KeysNotReconciled: the winner of a keyed record does not take back
+	// the extra applications of an idempotency key, so a retry that two
+	// regions both applied counts twice.
+	KeysNotReconciled bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -54,13 +59,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	}
 	bug := getenv(EnvChaosBug)
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
-		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly}
+		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
+		KeysNotReconciled: bug == BugKeysNotReconciled}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -85,9 +91,9 @@ func (r *Replica) chaosAckBeforeCommit(batch []*request) bool {
 }
 
 // reconcile runs the winner's reconciliation after a merge, unless the bug
-// NoReconcile is on.
+// NoReconcile (or, for keyed records, KeysNotReconciled) is on.
 func (r *Replica) reconcile(rec *crdt.LikeRecord) int64 {
-	if buildtags.Chaos && r.cfg.Chaos.NoReconcile {
+	if buildtags.Chaos && (r.cfg.Chaos.NoReconcile || rec.Keyed && r.cfg.Chaos.KeysNotReconciled) {
 		return 0
 	}
 	return rec.Reconcile(r.self)

@@ -30,6 +30,7 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 		fs.StringVar(&cfg.Binary, "binary", "", "tallyd `binary` to run as the regions (default: this one)")
 		fs.StringVar(&cfg.Bug, "bug", "", "negative control: run the regions with one deliberate `bug` ("+strings.Join(chaos.Bugs, ", ")+"; chaos build only); the run must FAIL")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "workload `operations` per second, all regions together")
+		fs.Float64Var(&cfg.RetryElsewhere, "retry-elsewhere", cfg.RetryElsewhere, "`share` of increments the client sends again, same idempotency key, to another region (a failover retry that must count once)")
 		fs.StringVar(&cfg.Milestones, "milestones", cfg.Milestones, "the regions' milestone `rule`, checked to fire once each (\""+chaos.MilestonesOff+"\": no numbering)")
 	})
 	if err := fs.Parse(args); err != nil {

@@ -204,6 +204,16 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindListMismatch, prefix: "likes/",
 		},
+		{
+			// Increments retried at another region during cuts, with
+			// nobody taking back the second application of a key.
+			bug: "keys-not-reconciled",
+			tweak: func(c *Config) {
+				c.Faults = []string{FaultPartition}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.RetryElsewhere = 20, 0, 80, 0.6
+			},
+			kind: KindDoubleCount, prefix: "counter/",
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()

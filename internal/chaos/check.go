@@ -273,10 +273,12 @@ func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 	return wants, vs
 }
 
-// counterDiagnosis compares a counter's increments (the P halves of its
-// vector) and decrements (the N halves) with the model's, separately: a
-// lost decrement raises the value as a double-counted increment would, but
-// only the halves tell them apart.
+// counterDiagnosis tells a counter's lost acknowledged writes from double
+// counts. Both halves of a vector only grow, and a region that applied an
+// idempotency key a second time takes it back by raising the other half,
+// so a half below the model's means acknowledged increments (P) or
+// decrements (N) are missing, and a value above the model's with no
+// decrement missing means something counted twice.
 func counterDiagnosis(region string, k key, rd reading, want PN) []Violation {
 	var got PN
 	for _, e := range rd.Replicas {
@@ -288,14 +290,15 @@ func counterDiagnosis(region string, k key, rd reading, want PN) []Violation {
 		what      string
 		got, want uint64
 	}{{"increments", got.P, want.P}, {"decrements", got.N, want.N}} {
-		switch {
-		case h.got < h.want:
+		if h.got < h.want {
 			vs = append(vs, Violation{Kind: KindLostAck, Region: region, Key: k.String(),
 				Detail: fmt.Sprintf("applied %s sum to %d but the vector holds %d: acknowledged %s are missing", h.what, h.want, h.got, h.what)})
-		case h.got > h.want:
-			vs = append(vs, Violation{Kind: KindDoubleCount, Region: region, Key: k.String(),
-				Detail: fmt.Sprintf("applied %s sum to %d but the vector holds %d: some counted more than once", h.what, h.want, h.got)})
 		}
+	}
+	if v, w := int64(got.P)-int64(got.N), int64(want.P)-int64(want.N); v > w && got.N >= want.N {
+		vs = append(vs, Violation{Kind: KindDoubleCount, Region: region, Key: k.String(),
+			Detail: fmt.Sprintf("value %d, applied increments and decrements add up to %d: %d counted more than once (vector halves %d/%d, applied %d/%d)",
+				v, w, v-w, got.P, got.N, want.P, want.N)})
 	}
 	return vs
 }

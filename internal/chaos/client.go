@@ -137,7 +137,7 @@ func (c *client) read(ctx context.Context, k key, timeout time.Duration) (readin
 	if err != nil {
 		return reading{}, fmt.Errorf("read %s at %s: %w", k, c.region, err)
 	}
-	return reading{Value: r.Value, Approx: r.Approx, Replicas: r.Replicas}, nil
+	return reading{Value: r.Value, Approx: r.Approx, Unreconciled: r.Unreconciled, Replicas: r.Replicas}, nil
 }
 
 // liked reads whether user likes item in this region's view.

@@ -29,7 +29,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
-var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only"}
+var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled"}
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -73,6 +73,10 @@ type Config struct {
 	// likes/unlikes, concurrent pairs (one user in two regions at once) and
 	// counter increments. Defaults 65, 10, 25.
 	LikeWeight, PairWeight, IncrWeight int
+	// RetryElsewhere is the share of increments the client sends again,
+	// with the same idempotency key, to another region right after the
+	// first answer, as a client failing over would. Default 0.3.
+	RetryElsewhere float64
 	// ClientTimeout bounds one HTTP request of the workload. Default 1.5s.
 	ClientTimeout time.Duration
 
@@ -119,6 +123,7 @@ func DefaultConfig() Config {
 		LikeWeight:          65,
 		PairWeight:          10,
 		IncrWeight:          25,
+		RetryElsewhere:      0.3,
 		ClientTimeout:       1500 * time.Millisecond,
 		SampleInterval:      time.Second,
 		ConvergeTimeout:     60 * time.Second,
@@ -219,6 +224,9 @@ func (c Config) Validate() error {
 	}
 	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.LikeWeight+c.PairWeight+c.IncrWeight == 0 {
 		bad("mix: weights must be >= 0 and not all 0")
+	}
+	if c.RetryElsewhere < 0 || c.RetryElsewhere > 1 {
+		bad("retry-elsewhere %v: want a share from 0 to 1", c.RetryElsewhere)
 	}
 	for _, d := range []struct {
 		name string

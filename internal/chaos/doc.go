@@ -33,10 +33,13 @@
 // two regions at once), and increment a few counters with idempotency keys.
 // Every operation is recorded with its outcome: acknowledged, failed (the
 // region was down or recovering: not applied) or timed out (maybe applied).
-// A timed-out like is retried at the same region until acknowledged; a
-// timed-out increment is resolved after the final heal by resending its
-// idempotency key to the same region, so every operation counts exactly
-// once or not at all, and the model has one exact value per key.
+// A timed-out like is retried at the same region until acknowledged. A
+// share of increments (Config.RetryElsewhere) is sent again with the same
+// idempotency key to another region, at once or a few hundred ms later,
+// as a client failing over would: during a cut both regions apply it, and
+// it must still count once. A timed-out increment is resolved after the
+// final heal by resending its key, so every operation counts exactly once
+// or not at all, and the model has one exact value per key.
 //
 // # Checks
 //

@@ -39,13 +39,22 @@ const (
 type Op struct {
 	ID   int64  `json:"id"`
 	Kind OpKind `json:"kind"`
-	// Region is where the client sent it (every attempt of it).
+	// Region is where the client sent it (every attempt of it but an
+	// increment's Retry).
 	Region string `json:"region"`
 	// Key is the item (likes) or the counter key (increments).
 	Key  string `json:"key"`
 	User string `json:"user,omitempty"`
 	By   int64  `json:"by,omitempty"`
 	Idem string `json:"idem,omitempty"`
+	// Retry, for an increment, is the region the client sent the same
+	// idempotency key to after the first answer (a failover); "" if
+	// none, sent RetryAfter the first answer. RetryOutcome is that attempt's outcome, RetryDuplicate
+	// whether it answered duplicate:true.
+	Retry          string        `json:"retry,omitempty"`
+	RetryAfter     time.Duration `json:"retry_after,omitempty"`
+	RetryOutcome   Outcome       `json:"retry_outcome,omitempty"`
+	RetryDuplicate bool          `json:"retry_duplicate,omitempty"`
 	// Pair is shared by the two operations of a concurrent pair (the same
 	// user acting in two regions at once); 0 otherwise.
 	Pair int64 `json:"pair,omitempty"`

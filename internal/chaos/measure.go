@@ -84,6 +84,10 @@ type OpCounts struct {
 	ResolvedDuplicate int `json:"resolved_duplicate"`
 	ResolvedApplied   int `json:"resolved_applied"`
 	Unresolved        int `json:"unresolved"`
+	// RetriedElsewhere: increments the client sent again to another
+	// region; RetryDuplicate of them were answered duplicate:true there.
+	RetriedElsewhere int `json:"retried_elsewhere"`
+	RetryDuplicate   int `json:"retry_duplicate"`
 }
 
 func countOps(ops []Op) OpCounts {
@@ -103,6 +107,14 @@ func countOps(ops []Op) OpCounts {
 		if o.Pair != 0 {
 			pairs[o.Pair] = true
 		}
+		attempts := o.Attempts
+		if o.Retry != "" {
+			attempts-- // the failover retry is not a retry of a lost answer
+			c.RetriedElsewhere++
+			if o.RetryDuplicate {
+				c.RetryDuplicate++
+			}
+		}
 		switch {
 		case o.Outcome == OutcomeFailed:
 			c.Failed++
@@ -112,13 +124,13 @@ func countOps(ops []Op) OpCounts {
 			case "not_ready":
 				c.FailedNotReady++
 			}
-		case o.Attempts > 1 || o.Outcome == OutcomeTimeout:
+		case attempts > 1 || o.Outcome == OutcomeTimeout:
 			c.TimedOut++
 		}
 		switch {
 		case o.Outcome == OutcomeOK:
 			c.OK++
-			if o.Attempts > 1 {
+			if attempts > 1 {
 				c.LikesRetried++
 			}
 		case o.Resolved == ResolvedDuplicate:

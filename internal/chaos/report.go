@@ -203,6 +203,8 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d; %d concurrent pairs)\n", o.Total, o.Likes, o.Unlikes, o.Increments, o.Pairs)
 	fmt.Fprintf(w, "  ok %d, failed %d (refused %d, not_ready %d), indeterminate %d: %d likes retried until acknowledged, increments resolved %d applied before + %d at resolution, %d unresolved\n",
 		o.OK, o.Failed, o.FailedRefused, o.FailedNotReady, o.TimedOut, o.LikesRetried, o.ResolvedDuplicate, o.ResolvedApplied, o.Unresolved)
+	fmt.Fprintf(w, "  %d increments sent again to another region with the same idempotency key, %d answered duplicate there\n",
+		o.RetriedElsewhere, o.RetryDuplicate)
 	k := r.Checked
 	fmt.Fprintf(w, "checked: %d counters and %d items in %d regions, %d user records, %d own-entry samples\n", k.Counters, k.Items, k.Regions, k.UserRecords, k.Samples)
 	if c.Milestones != MilestonesOff {

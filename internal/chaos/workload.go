@@ -157,7 +157,18 @@ func (p *planner) next() plannedOp {
 		if p.rng.IntN(10) < 3 {
 			by = -int64(1 + p.rng.IntN(3))
 		}
-		return plannedOp{think, []*Op{{Kind: OpIncr, Region: p.region(), Key: counterID(p.rng.IntN(c.Counters)), By: by}}}
+		o := &Op{Kind: OpIncr, Region: p.region(), Key: counterID(p.rng.IntN(c.Counters)), By: by}
+		if p.rng.Float64() < c.RetryElsewhere {
+			// The client loses the answer and fails over: it sends the
+			// same key to another region, at once (before replication
+			// could tell it) or a little later, even during a cut.
+			i := slices.Index(c.Regions, o.Region)
+			o.Retry = c.Regions[(i+1+p.rng.IntN(len(c.Regions)-1))%len(c.Regions)]
+			if p.rng.IntN(2) == 0 {
+				o.RetryAfter = time.Duration(100+p.rng.IntN(400)) * time.Millisecond
+			}
+		}
+		return plannedOp{think, []*Op{o}}
 	}
 }
 
@@ -227,14 +238,19 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		if a.outcome == OutcomeOK {
 			o.Outcome = OutcomeOK
 			o.Value = a.value
+		}
+		if o.Kind == OpIncr {
+			w.retryElsewhere(retry, o)
 			return
 		}
-		// An increment is resolved later with its idempotency key; a
-		// failed first attempt was not applied. A like or unlike that may
+		if a.outcome == OutcomeOK {
+			return
+		}
+		// A failed first attempt was not applied. A like or unlike that may
 		// have been applied is retried at the same region: its retry is
 		// ordered after it by that replica's clock, so once acknowledged it
 		// is the user's latest action whatever happened to the first.
-		if o.Kind == OpIncr || o.Outcome == OutcomeFailed {
+		if o.Outcome == OutcomeFailed {
 			return
 		}
 		if !sleep(retry, 200*time.Millisecond) {
@@ -243,13 +259,34 @@ func (w *workload) exec(retry context.Context, o *Op) {
 	}
 }
 
+// retryElsewhere sends an increment's key again to the op's Retry region,
+// as a client that lost the first answer and failed over would: once, at
+// once, whatever the first answer was. Sent while regions are cut apart,
+// both may apply it; it must still count once. A retry answered ok makes
+// the op acknowledged; one with no answer leaves it to resolve.
+func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
+	if o.Retry == "" || !sleep(ctx, o.RetryAfter) {
+		return
+	}
+	o.Attempts++
+	a := w.clients[o.Retry].incr(ctx, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
+	o.RetryOutcome, o.RetryDuplicate = a.outcome, a.duplicate
+	switch {
+	case a.outcome == OutcomeOK:
+		o.Outcome, o.Value = OutcomeOK, a.value
+	case a.outcome == OutcomeTimeout && o.Outcome == OutcomeFailed:
+		o.Outcome = OutcomeTimeout // the first did not apply; the retry may have
+	}
+}
+
 // resolve settles the timed-out increments sent to region ("" for all):
-// each is resent with the same idempotency key to the same region until
-// that answers. duplicate:true means the first attempt had been applied;
-// otherwise the resend applied it. Either way it now counts exactly once.
-// Idempotency keys are kept only by the replica that applied them, and are
-// lost with its data dir, so this must run before a region is wiped. It
-// returns how many remain unresolved when ctx ends.
+// each is resent with the same idempotency key to the region it was sent
+// to until that answers. duplicate:true means an attempt had been applied
+// (at that region or, replicated, at the other); otherwise the resend
+// applied it. Either way it now counts exactly once. A key applied by a
+// region and not yet replicated is lost with the region's data dir, so
+// this must run before a region is wiped. It returns how many remain
+// unresolved when ctx ends.
 func (w *workload) resolve(ctx context.Context, region string) int {
 	left := 0
 	for _, o := range w.hist.unresolved(region) {
