@@ -108,8 +108,9 @@ type Result struct {
 	Changed bool
 	// Value is the item's count or the counter's value after the op.
 	Value int64
-	// Duplicate: an increment whose idempotency key was already applied; Value
-	// is the value returned the first time.
+	// Duplicate: an increment whose idempotency key was already applied, at
+	// this replica or one it heard from; Value is the counter's current
+	// value.
 	Duplicate bool
 }
 

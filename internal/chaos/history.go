@@ -49,8 +49,8 @@ type Op struct {
 	Idem string `json:"idem,omitempty"`
 	// Retry, for an increment, is the region the client sent the same
 	// idempotency key to after the first answer (a failover); "" if
-	// none, sent RetryAfter the first answer. RetryOutcome is that attempt's outcome, RetryDuplicate
-	// whether it answered duplicate:true.
+	// none, sent RetryAfter the first answer. RetryOutcome is that
+	// attempt's outcome, RetryDuplicate whether it answered duplicate:true.
 	Retry          string        `json:"retry,omitempty"`
 	RetryAfter     time.Duration `json:"retry_after,omitempty"`
 	RetryOutcome   Outcome       `json:"retry_outcome,omitempty"`
