@@ -114,6 +114,54 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	})
 }
 
+// An increment with an idempotency key sent to us, retried at eu while
+// us-eu is cut, and retried at ap after the heal counts once everywhere.
+func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
+	for _, u := range urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	us, eu, ap := urls[0], urls[1], urls[2]
+	incr := func(u string, wantDup bool) {
+		t.Helper()
+		st, b, err := testkit.DoJSON("POST", u+"/v1/counters/revenue/incr", `{"by":10,"idempotency_key":"order-7"}`)
+		if err != nil || st != 200 || b["duplicate"] != wantDup {
+			t.Fatalf("incr at %s: %d %v %v; want duplicate %v", u, st, b, err, wantDup)
+		}
+	}
+	if st, b, err := testkit.DoJSON("PUT", us+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 || b["up"] != false {
+		t.Fatalf("cut: %d %v %v", st, b, err)
+	}
+	incr(us, false)
+	incr(eu, false) // eu has not heard of us's application: it applies it too
+	if st, _, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
+		t.Fatalf("heal: %d %v", st, err)
+	}
+	once := func() error {
+		for _, u := range urls {
+			_, b, err := testkit.DoJSON("GET", u+"/v1/counters/revenue", "")
+			if err != nil {
+				return err
+			}
+			if b["value"] != float64(10) || b["approx"] != false {
+				return fmt.Errorf("%s: %v, want value 10, exact", u, b)
+			}
+		}
+		return nil
+	}
+	testkit.WaitFor(t, 20*time.Second, once)
+	incr(ap, true)
+	testkit.WaitFor(t, 5*time.Second, once)
+}
+
 // TestMilestonesFireOnce is issue #5's "done when" as a test: likes pour
 // into all three regions of a deployment at once, and every region's
 // /v1/milestones shows the same events, each milestone exactly once.
