@@ -141,6 +141,20 @@ func BenchmarkIncrDurable(b *testing.B) {
 	})
 }
 
+// BenchmarkIncrKeyed is batched ingest of increments of one counter, each
+// with a new idempotency key: one keyed record per increment.
+func BenchmarkIncrKeyed(b *testing.B) {
+	r := openBenchReplica(b)
+	runBatches(b, r, "incrs", func(call int64, ops []Op) {
+		for j := range ops {
+			ops[j] = Op{Kind: OpIncr, Item: "hot", By: 1, IdemKey: "req-" + strconv.FormatInt(call*benchBatch+int64(j), 10)}
+		}
+	})
+	if rd, err := r.Counter("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
+		b.Fatalf("value %d (%v), want %d", rd.Value, err, int64(b.N)*benchBatch)
+	}
+}
+
 // Batched ingest: benchBatchWriters goroutines each submit benchBatch ops
 // per Do call.
 const (

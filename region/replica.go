@@ -450,11 +450,11 @@ func (r *Replica) commit(batch []*request) {
 		}
 		return
 	}
-	records := 0 // how many like records the batch may touch
+	records := 0 // how many like and keyed records the batch may touch
 	for _, q := range batch {
 		records += len(q.rmerges)
 		for i := range q.ops {
-			if q.ops[i].Kind != OpIncr {
+			if q.ops[i].Kind != OpIncr || q.ops[i].IdemKey != "" {
 				records++
 			}
 		}

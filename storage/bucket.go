@@ -107,8 +107,9 @@ func (s *Store) loadDigests() error {
 			continue
 		}
 		s.digests[b] ^= entryHash(key, it.Value())
-		// The record filter is built in the same pass: "b<B>/r/<item>/<user>".
-		if s.filter != nil && len(key) > 7 && key[5] == prefixRecord && key[6] == '/' {
+		// The record filter is built in the same pass: "b<B>/r/<item>/<user>"
+		// and "b<B>/k/<key>/<idem>".
+		if s.filter != nil && len(key) > 7 && (key[5] == prefixRecord || key[5] == prefixKeyed) && key[6] == '/' {
 			if !s.filter.addKey(key[7:]) {
 				err := fmt.Errorf("compute digests: malformed record key %q", key)
 				return errors.Join(err, it.Close())

@@ -7,9 +7,11 @@ import (
 	"sync/atomic"
 )
 
-// recordFilter is an in-memory Bloom filter over every like-record key in
-// the store: "no" means the store certainly holds no record for (item,
-// user), so the lookup that a like does before it counts can skip Pebble.
+// recordFilter is an in-memory Bloom filter over every like-record and
+// keyed-record key in the store (one filter: a like record and a keyed
+// record of the same two names only share bits): "no" means the store
+// certainly holds no record for (item, user), so the lookup that a like,
+// or a keyed increment, does before it counts can skip Pebble.
 //
 // Why: most likes are a user's first like of an item, and that lookup was
 // the writer's largest cost (over half of its CPU in a profile of batched
@@ -21,8 +23,9 @@ import (
 // Invariant: every record key in the store is in the filter. It is built
 // from the store's keys at open (during the scan that computes the bucket
 // digests, so it costs no extra I/O) and every Batch that writes a record
-// adds the key before it commits. Records are never deleted, so the filter
-// never needs to forget. A batch that is dropped without committing only
+// adds the key before it commits. Like records are never deleted; an
+// expired keyed record leaves its bits behind, which only costs false
+// positives, so the filter never needs to forget. A batch that is dropped without committing only
 // leaves extra bits: more false positives, never a false negative.
 //
 // Its size is fixed when the store opens, so memory stays flat however

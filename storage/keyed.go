@@ -52,6 +52,12 @@ func appendHex16(dst []byte, x uint64) []byte {
 // KeyedRecord reads the record of one idempotency key of a counter; ok is
 // false if there is none.
 func (s *Store) KeyedRecord(key, idem string) (r *crdt.LikeRecord, ok bool, err error) {
+	if s.filter != nil && !s.filter.mayContain(key, idem) {
+		if s.closed.Load() {
+			return nil, false, wrapRead(ErrClosed, "keyed record", key, idem)
+		}
+		return nil, false, nil
+	}
 	b, ok, err := s.get(appendKeyedKey(nil, key, idem))
 	if err != nil || !ok {
 		return nil, false, wrapRead(err, "keyed record", key, idem)
@@ -73,6 +79,9 @@ func decodeKeyed(b []byte) (*crdt.LikeRecord, error) {
 // putKeyed writes a keyed record and moves its expiry entry when its
 // register's wall time changed.
 func (b *Batch) putKeyed(key, idem string, old, r *crdt.LikeRecord) {
+	if b.s.filter != nil {
+		b.s.filter.add(key, idem) // before the commit makes the record visible
+	}
 	b.kbuf = appendKeyedKey(b.kbuf[:0], key, idem)
 	var oldb []byte
 	if old != nil {

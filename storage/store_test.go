@@ -427,6 +427,7 @@ func TestCorruptValues(t *testing.T) {
 		_ = b.b.Set(recordKey("bad", "u"), []byte{1}, nil)
 		b.s.filter.add("bad", "u") // as PutLikeRecord does
 		_ = b.b.Set(appendKeyedKey(nil, "bad", "k"), []byte{1, 2}, nil)
+		b.s.filter.add("bad", "k") // as putKeyed does
 	})
 	if _, err := s.Vector(Likes, "bad"); !errors.Is(err, crdt.ErrCorrupt) || !strings.Contains(err.Error(), "eu-1") {
 		t.Errorf("Vector(bad) err = %v, want ErrCorrupt naming the replica", err)
