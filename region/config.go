@@ -64,6 +64,11 @@ type Config struct {
 	// per like or unlike that changes a user's state. Off, the index is
 	// dropped at open, and Likers and LikedItems answer ErrNoLists.
 	LikeLists bool
+	// EventLog keeps the event log: every accepted like, unlike and
+	// increment, each reconciliation and each recovered own entry, in the
+	// batch that applies it (storage.Event). A publisher ships it to the
+	// region's stream; the audit recomputes own entries from it.
+	EventLog bool
 	// IdempotencySweep is how often the sweeper looks for expired keys.
 	// An expired key is gone by rule at once; until the sweep deletes it,
 	// anti-entropy digests may differ from a peer that swept already.

@@ -32,6 +32,8 @@ var (
 	ErrIdempotencyMismatch = errors.New("region: idempotency key reused for a different request")
 	// ErrNoLists: the like lists are off (Config.LikeLists).
 	ErrNoLists = errors.New("region: like lists are off")
+	// ErrNoLog: the event log is off (Config.EventLog).
+	ErrNoLog = errors.New("region: the event log is off")
 )
 
 // MaxEntry bounds each half of a replica's vector entry (2^53, the largest

@@ -27,6 +27,26 @@ type txn struct {
 
 	// Numbering (numbering.go): per sequence, nil until one is touched.
 	seq []seqTxn
+
+	// events: the batch's event log entries (Config.EventLog), in order;
+	// incrEv: where each counter's unkeyed increments fold.
+	events []storage.Event
+	incrEv map[string]int
+}
+
+// logEvent adds an event to the batch's log, if the log is on.
+func (t *txn) logEvent(e storage.Event) {
+	if t.r.cfg.EventLog {
+		t.events = append(t.events, e)
+	}
+}
+
+// halves splits a change of an own entry into its P and N growth.
+func halves(delta int64) (p, n uint64) {
+	if delta >= 0 {
+		return uint64(delta), 0
+	}
+	return 0, uint64(-delta)
 }
 
 // rkey names a record: (item, user) of a like record, or (counter key,
@@ -237,6 +257,14 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	// increments it needs no overflow check.
 	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
 	vs.cur = vs.cur.Add(t.r.self, delta)
+	if t.r.cfg.EventLog {
+		typ := storage.EventUnlike
+		if liked {
+			typ = storage.EventLike
+		}
+		p, n := halves(delta)
+		t.logEvent(storage.Event{Type: typ, Kind: storage.Likes, Key: item, User: user, P: p, N: n, Count: 1, HLC: hlc})
+	}
 	// Only a user's first like of an item takes a number: a like after an
 	// unlike counts again, but taking a number for it would let one user
 	// toggling like/unlike burn numbers, and milestones, without bound.
@@ -276,7 +304,30 @@ func (t *txn) applyIncr(op *Op) Result {
 	if len(t.r.nums) > 0 {
 		t.countIncr(op.Item, op.By)
 	}
+	if t.r.cfg.EventLog {
+		t.logIncr(op.Item, op.By)
+	}
 	return Result{Value: vs.cur.Value()}
+}
+
+// logIncr folds an unkeyed increment into its counter's event of this
+// batch: one event per counter per commit, carrying the sum and count.
+func (t *txn) logIncr(key string, by int64) {
+	p, n := halves(by)
+	if i, ok := t.incrEv[key]; ok {
+		e := &t.events[i]
+		e.By += by
+		e.P += p
+		e.N += n
+		e.Count++
+		return
+	}
+	if t.incrEv == nil {
+		t.incrEv = make(map[string]int)
+	}
+	t.incrEv[key] = len(t.events)
+	t.events = append(t.events, storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: key, By: by,
+		P: p, N: n, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)})
 }
 
 // applyKeyed applies an increment with an idempotency key unless the key
@@ -308,6 +359,11 @@ func (t *txn) applyKeyed(op *Op) Result {
 	}
 	delta := rs.rec.ApplyKeyed(t.r.self, op.By, hlc)
 	vs.cur = vs.cur.Add(t.r.self, delta)
+	if t.r.cfg.EventLog {
+		p, n := halves(delta)
+		t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: op.Item, Idem: op.IdemKey, By: op.By,
+			P: p, N: n, Count: 1, HLC: hlc})
+	}
 	if len(t.r.nums) > 0 {
 		t.countIncr(op.Item, op.By)
 	}
@@ -355,6 +411,10 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 			// the peers' view of our entries is the repair.
 			t.r.metrics.ownRecovered.Inc()
 			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
+			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog {
+				t.logEvent(storage.Event{Type: storage.EventRecovered, Kind: m.Kind, Key: m.Item, Count: 1,
+					P: max(own.P, local.P) - local.P, N: max(own.N, local.N) - local.N, HLC: crdt.MakeHLC(t.nowMs, 0)})
+			}
 		}
 	}
 	vs.cur, _ = vs.cur.Merge(vec)
@@ -448,6 +508,16 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 		vs.cur = vs.cur.Add(t.r.self, delta)
 		rs.dirty, rs.spread = true, true
 		t.r.metrics.reconciled.Inc()
+		if t.r.cfg.EventLog {
+			e := storage.Event{Type: storage.EventReconcile, Kind: k.kind(), Key: k.a, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
+			if k.keyed {
+				e.Idem = k.b
+			} else {
+				e.User = k.b
+			}
+			e.P, e.N = halves(delta)
+			t.logEvent(e)
+		}
 	}
 	return nil
 }
@@ -533,6 +603,9 @@ func (t *txn) commit() (Changes, error) {
 	}
 	if err := t.number(); err != nil {
 		return Changes{}, err
+	}
+	for _, e := range t.events {
+		t.b.LogEvent(e)
 	}
 	if t.b.Len() > 0 {
 		t.persistClock()

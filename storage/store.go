@@ -148,6 +148,11 @@ type Store struct {
 	filter *recordFilter
 
 	dxPool sync.Pool // of *digestDelta, all zero
+
+	logID   string        // see metaLogID
+	logLast atomic.Uint64 // seq of the last committed event
+	// logIDNew: logID is not stored yet; the first batch with events stores it.
+	logIDNew atomic.Bool
 }
 
 // memTableSlots is how many memtables the block cache makes room for:
@@ -209,6 +214,10 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes)}
 	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.loadDigests(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	if err := s.loadLog(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
@@ -366,6 +375,8 @@ type Batch struct {
 	kbuf []byte       // key scratch
 	obuf []byte       // old value scratch
 	dx   *digestDelta // digest changes, from the store's pool; nil until the first
+
+	events []Event // logged by LogEvent, written by Commit
 }
 
 // digestDelta accumulates a batch's digest changes by bucket. An array
@@ -461,8 +472,12 @@ func (b *Batch) PutMeta(name string, v []byte) {
 	_ = b.b.Set(metaKey(name), v, nil)
 }
 
-// Len is the number of writes in the batch.
-func (b *Batch) Len() int { return int(b.b.Count()) }
+// Len is the number of writes in the batch, counting logged events.
+func (b *Batch) Len() int { return int(b.b.Count()) + len(b.events) }
+
+// Events are the events the batch logged; after Commit they carry their
+// seqs.
+func (b *Batch) Events() []Event { return b.events }
 
 // Commit applies the batch atomically and, under DurabilitySync, returns
 // only after the WAL holding it is fsynced.
@@ -473,8 +488,13 @@ func (b *Batch) Commit() error {
 	if err := b.s.Err(); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
 	}
+	last := b.writeEvents()
 	if err := b.s.commit(b.b); err != nil {
 		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
+	}
+	if len(b.events) > 0 {
+		b.s.logLast.Store(last)
+		b.s.logIDNew.Store(false)
 	}
 	if b.dx != nil {
 		b.s.dmu.Lock()

@@ -1,0 +1,362 @@
+package storage
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// The event log: every event this replica accepted, in the order it
+// committed them, written in the same batch as the state it changed, so an
+// acknowledged write is never missing from the log and a logged event is
+// never missing from the state. Keys are g/<16 hex seq>, seq counting from
+// 1 in this store; the publisher (replication.Publisher) ships them to the
+// region's stream and records how far it got under m/log-published.
+
+const (
+	prefixLog = 'g'
+	// metaLogID names this store's log: message ids on the stream are
+	// <replica>.<log id>.<seq>, so a store started over (a wiped replica
+	// numbers from 1 again) never collides with the old one's ids.
+	metaLogID = "log-id"
+	// metaLogPublished is the highest seq the stream has acknowledged.
+	metaLogPublished = "log-published"
+)
+
+// EventType says what an event did.
+type EventType byte
+
+// Event types.
+const (
+	EventLike      EventType = 'l' // a like (P or N: how the own entry moved; none for a repeat)
+	EventUnlike    EventType = 'u'
+	EventIncr      EventType = 'i' // increments: Count of them (unkeyed ones of one counter fold into one event per commit)
+	EventReconcile EventType = 'r' // the winner's correction of a record: Key, User (or Idem), P or N
+	EventRecovered EventType = 'v' // own entry raised from a peer during recovery (lost or old state)
+)
+
+func (t EventType) String() string {
+	switch t {
+	case EventLike:
+		return "like"
+	case EventUnlike:
+		return "unlike"
+	case EventIncr:
+		return "incr"
+	case EventReconcile:
+		return "reconcile"
+	case EventRecovered:
+		return "recovered"
+	}
+	return "unknown"
+}
+
+// Event is one entry of the log. P and N are how much the event raised
+// this replica's own entry of the Kind vector of Key: summed over the log,
+// they give the own entry.
+type Event struct {
+	Seq   uint64
+	Type  EventType
+	Kind  Kind
+	Key   string // item or counter key
+	User  string // likes; the record's user for a like reconciliation
+	Idem  string // a keyed increment's (or its reconciliation's) idempotency key
+	By    int64  // an increment's amount (of all Count, for folded increments)
+	Count uint64 // increments folded into the event; 1 otherwise
+	P, N  uint64
+	HLC   crdt.HLC
+}
+
+// AppendEvent appends the encoding of e (without Seq, which is its key).
+//
+//	v1 | type | kind | HLC | key | user | idem | by (zigzag) | count | P | N
+func AppendEvent(dst []byte, e *Event) []byte {
+	dst = append(dst, 1, byte(e.Type), byte(e.Kind))
+	dst = binary.AppendUvarint(dst, uint64(e.HLC))
+	for _, s := range []string{e.Key, e.User, e.Idem} {
+		dst = binary.AppendUvarint(dst, uint64(len(s)))
+		dst = append(dst, s...)
+	}
+	dst = binary.AppendVarint(dst, e.By)
+	dst = binary.AppendUvarint(dst, e.Count)
+	dst = binary.AppendUvarint(dst, e.P)
+	return binary.AppendUvarint(dst, e.N)
+}
+
+// DecodeEvent decodes an AppendEvent encoding.
+func DecodeEvent(b []byte) (Event, error) {
+	bad := func(what string) (Event, error) {
+		return Event{}, fmt.Errorf("decode event: %w: %s", crdt.ErrCorrupt, what)
+	}
+	if len(b) < 3 || b[0] != 1 {
+		return bad("version")
+	}
+	e := Event{Type: EventType(b[1]), Kind: Kind(b[2])}
+	if e.Type.String() == "unknown" || !e.Kind.Valid() {
+		return bad("type or kind")
+	}
+	b = b[3:]
+	uv := func() (uint64, bool) {
+		x, n := binary.Uvarint(b)
+		if n <= 0 || n > 1 && b[n-1] == 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return x, true
+	}
+	h, ok := uv()
+	if !ok {
+		return bad("hlc")
+	}
+	e.HLC = crdt.HLC(h)
+	var strs [3]string
+	for i := range strs {
+		n, ok := uv()
+		if !ok || n > crdt.MaxIDLen || n > uint64(len(b)) {
+			return bad("string")
+		}
+		strs[i] = string(b[:n])
+		b = b[n:]
+		if strs[i] != "" && !crdt.ValidID(strs[i]) || i == 0 && strs[i] == "" {
+			return bad("id")
+		}
+	}
+	e.Key, e.User, e.Idem = strs[0], strs[1], strs[2]
+	zz, ok := uv()
+	if !ok {
+		return bad("by")
+	}
+	e.By = int64(zz>>1) ^ -int64(zz&1)
+	if e.Count, ok = uv(); !ok {
+		return bad("count")
+	}
+	if e.P, ok = uv(); !ok {
+		return bad("p")
+	}
+	if e.N, ok = uv(); !ok {
+		return bad("n")
+	}
+	if len(b) != 0 {
+		return bad("trailing bytes")
+	}
+	return e, nil
+}
+
+func appendLogKey(dst []byte, seq uint64) []byte {
+	return appendHex16(append(dst, prefixLog, '/'), seq)
+}
+
+// loadLog reads the log's last seq and id, creating the id on first open.
+func (s *Store) loadLog() error {
+	prefix := []byte{prefixLog, '/'}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("load event log: %w", err)
+	}
+	if it.Last() {
+		seq, err := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("load event log: bad key %q: %w", it.Key(), crdt.ErrCorrupt)
+		}
+		s.logLast.Store(seq)
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("load event log: %w", err)
+	}
+	if p, ok, err := s.Meta(metaLogPublished); err != nil {
+		return err
+	} else if ok && len(p) == 8 {
+		s.logLast.Store(max(s.logLast.Load(), binary.BigEndian.Uint64(p))) // a trimmed log keeps counting
+	}
+	id, ok, err := s.Meta(metaLogID)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// Stored with the first event: opening writes nothing.
+		var r [8]byte
+		_, _ = rand.Read(r[:])
+		id = []byte(hex.EncodeToString(r[:]))
+		s.logIDNew.Store(true)
+	}
+	s.logID = string(id)
+	return nil
+}
+
+// LogID names this store's event log (see metaLogID).
+func (s *Store) LogID() string { return s.logID }
+
+// LogLast is the seq of the last committed event (0: none yet).
+func (s *Store) LogLast() uint64 { return s.logLast.Load() }
+
+// LogEvent appends e to the batch's events; Commit writes them with the
+// next seqs. Only the replica's writer logs, one batch at a time.
+func (b *Batch) LogEvent(e Event) {
+	b.events = append(b.events, e)
+}
+
+// writeEvents gives the batch's events their seqs and writes them. The
+// store's counter moves only once the batch commits.
+func (b *Batch) writeEvents() uint64 {
+	seq := b.s.logLast.Load()
+	if len(b.events) > 0 && b.s.logIDNew.Load() {
+		b.PutMeta(metaLogID, []byte(b.s.logID))
+	}
+	for i := range b.events {
+		seq++
+		b.events[i].Seq = seq
+		b.kbuf = appendLogKey(b.kbuf[:0], seq)
+		b.buf = AppendEvent(b.buf[:0], &b.events[i])
+		_ = b.b.Set(b.kbuf, b.buf, nil)
+	}
+	return seq
+}
+
+// ScanLog calls fn for the events after seq after, in order, until fn
+// returns false or limit events were visited.
+func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
+	if s.closed.Load() {
+		return fmt.Errorf("scan event log: %w", ErrClosed)
+	}
+	lower := appendLogKey(nil, after+1)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte{prefixLog, '/'})})
+	if err != nil {
+		return fmt.Errorf("scan event log: %w", err)
+	}
+	n := 0
+	for it.First(); it.Valid() && n < limit; it.Next() {
+		seq, err := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("scan event log: bad key %q: %w", it.Key(), crdt.ErrCorrupt)
+		}
+		e, err := DecodeEvent(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("scan event log seq %d: %w", seq, err)
+		}
+		e.Seq = seq
+		n++
+		if !fn(e) {
+			break
+		}
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("scan event log: %w", err)
+	}
+	return nil
+}
+
+// LogFirst is the seq of the oldest event still in the log (0: empty).
+func (s *Store) LogFirst() (uint64, error) {
+	var first uint64
+	err := s.ScanLog(0, 1, func(e Event) bool { first = e.Seq; return false })
+	return first, err
+}
+
+// LogPublished is how far the stream has acknowledged the log.
+func (s *Store) LogPublished() (uint64, error) {
+	p, ok, err := s.Meta(metaLogPublished)
+	if err != nil || !ok || len(p) != 8 {
+		return 0, err
+	}
+	return binary.BigEndian.Uint64(p), nil
+}
+
+// SetLogPublished records that the stream holds every event up to seq,
+// and deletes the events up to trimTo (0: none), which must be published.
+func (s *Store) SetLogPublished(seq, trimTo uint64) error {
+	b := s.NewBatch()
+	defer b.Close()
+	b.PutMeta(metaLogPublished, binary.BigEndian.AppendUint64(nil, seq))
+	if trimTo > 0 && trimTo <= seq {
+		_ = b.b.DeleteRange(appendLogKey(nil, 1), appendLogKey(nil, trimTo+1), nil)
+	}
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("record published events: %w", err)
+	}
+	return nil
+}
+
+// LogTotals is what the audit compares: per vector, the own-entry growth
+// the log accounts for and the own entry stored, from one snapshot.
+type LogTotals struct {
+	First, Last uint64 // seqs of the oldest and newest event (0: empty log)
+	Events      uint64
+	Logged      map[VectorKey]crdt.PN
+	Stored      map[VectorKey]crdt.PN
+}
+
+// VectorKey names a vector.
+type VectorKey struct {
+	Kind Kind
+	Key  string
+}
+
+// LogTotals sums the log and reads every stored own entry of replica self,
+// from one consistent snapshot of the store.
+func (s *Store) LogTotals(self string) (LogTotals, error) {
+	if s.closed.Load() {
+		return LogTotals{}, fmt.Errorf("audit event log: %w", ErrClosed)
+	}
+	snap := s.db.NewSnapshot()
+	defer snap.Close()
+	t := LogTotals{Logged: map[VectorKey]crdt.PN{}, Stored: map[VectorKey]crdt.PN{}}
+	prefix := []byte{prefixLog, '/'}
+	it, err := snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return t, fmt.Errorf("audit event log: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		seq, perr := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
+		e, derr := DecodeEvent(it.Value())
+		if perr != nil || derr != nil {
+			_ = it.Close()
+			return t, fmt.Errorf("audit event log: bad event %q: %w", it.Key(), crdt.ErrCorrupt)
+		}
+		if t.First == 0 {
+			t.First = seq
+		}
+		t.Last = seq
+		t.Events++
+		k := VectorKey{e.Kind, e.Key}
+		pn := t.Logged[k]
+		pn.P += e.P
+		pn.N += e.N
+		t.Logged[k] = pn
+	}
+	if err := it.Close(); err != nil {
+		return t, fmt.Errorf("audit event log: %w", err)
+	}
+	lower := []byte{prefixBucket}
+	it, err = snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return t, fmt.Errorf("audit event log: %w", err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		key := it.Key()
+		if len(key) < 8 || key[5] != prefixVector {
+			continue
+		}
+		err := visit(key[5:], it.Value(), BucketVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
+			if replica == self {
+				t.Stored[VectorKey{k, item}] = e
+			}
+		}})
+		if err != nil {
+			_ = it.Close()
+			return t, fmt.Errorf("audit event log: %q: %w", key, err)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return t, fmt.Errorf("audit event log: %w", err)
+	}
+	return t, nil
+}
