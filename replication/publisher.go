@@ -1,0 +1,342 @@
+package replication
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tally-dev/tally/storage"
+)
+
+// The event publisher ships a replica's event log (storage.Event, written
+// in the batch of every write) to its region's stream, in order, each
+// event once: a message id per event (<replica>.<log id>.<seq>) lets the
+// stream drop a resend within its duplicate window, and the store records
+// how far the stream has acknowledged the log. A replica cut off from its
+// NATS server keeps logging; the publisher catches up from where the
+// stream's acknowledgements stopped.
+
+// EventsStream is the stream of region's events.
+func EventsStream(region string) string { return "TALLY_EVENTS_" + strings.ToUpper(region) }
+
+// EventsSubject is the subject of replica's events in region's stream.
+func EventsSubject(region, replica string) string { return "tally.events." + region + "." + replica }
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// JS reaches the region's JetStream. Required.
+	JS jetstream.JetStream
+	// Store holds the log. Required.
+	Store *storage.Store
+	// Replica and Region name the events. Required.
+	Replica, Region string
+	// MaxAge is the stream's retention. Default 7 days.
+	MaxAge time.Duration
+	// KeepLocal is how long a published event stays in the local log
+	// (the audit needs it). Zero keeps every event.
+	KeepLocal time.Duration
+	// Replicas and Cluster place the stream (Cluster: this region's).
+	Replicas int
+	Cluster  string
+	// Batch is at most how many events are in flight. Default 4096.
+	Batch      int
+	Logger     hclog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Publisher ships the log; see the top of this file.
+type Publisher struct {
+	cfg  PublisherConfig
+	log  hclog.Logger
+	kick chan struct{}
+	m    publisherMetrics
+
+	mu        sync.Mutex // protects published and lastErr
+	published uint64
+	lastErr   error
+
+	stream jetstream.Stream // the publisher goroutine's only
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type publisherMetrics struct {
+	published prometheus.Counter
+	lag       prometheus.Histogram
+	pending   prometheus.Gauge
+	errors    prometheus.Counter
+}
+
+// NewPublisher checks cfg and reads where the stream's acknowledgements
+// stopped.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	if cfg.JS == nil || cfg.Store == nil || cfg.Replica == "" || cfg.Region == "" {
+		return nil, errors.New("replication: the event publisher needs JetStream, a store, a replica and a region")
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = 7 * 24 * time.Hour
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	published, err := cfg.Store.LogPublished()
+	if err != nil {
+		return nil, err
+	}
+	p := &Publisher{cfg: cfg, log: cfg.Logger.Named("events"), kick: make(chan struct{}, 1), published: published}
+	p.m = publisherMetrics{
+		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_events_published_total",
+			Help: "Events of the log acknowledged by the region's stream."}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tally_event_publish_lag_seconds",
+			Help:    "From an event's commit to the stream's acknowledgement of it.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 20)}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: "tally_events_unpublished",
+			Help: "Events of the log the stream has not acknowledged yet."}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_event_publish_errors_total",
+			Help: "Failed publish rounds (the next round resends from the last acknowledged event)."}),
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(p.m.published, p.m.lag, p.m.pending, p.m.errors)
+	}
+	return p, nil
+}
+
+// Start runs the publisher until Close.
+func (p *Publisher) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Add(1)
+	go p.run(ctx)
+}
+
+// Close stops the publisher. Unpublished events stay in the log for the
+// next start.
+func (p *Publisher) Close() {
+	if p.cancel != nil {
+		p.cancel()
+		p.wg.Wait()
+	}
+}
+
+// Kick says the log grew (region.Config.OnCommit). It never blocks.
+func (p *Publisher) Kick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// PublisherStatus is what /v1/status shows of the publisher.
+type PublisherStatus struct {
+	Stream    string `json:"stream"`
+	Published uint64 `json:"published"`
+	Logged    uint64 `json:"logged"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Status reports how far the stream has the log.
+func (p *Publisher) Status() PublisherStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := PublisherStatus{Stream: EventsStream(p.cfg.Region), Published: p.published, Logged: p.cfg.Store.LogLast()}
+	if p.lastErr != nil {
+		st.Error = p.lastErr.Error()
+	}
+	return st
+}
+
+func (p *Publisher) run(ctx context.Context) {
+	defer p.wg.Done()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var lastTrim time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-tick.C:
+		}
+		err := p.catchUp(ctx)
+		p.mu.Lock()
+		p.lastErr = err
+		p.mu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			p.m.errors.Inc()
+			p.log.Warn("publishing events stopped; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		if p.cfg.KeepLocal > 0 && time.Since(lastTrim) > time.Minute {
+			lastTrim = time.Now()
+			if err := p.trim(); err != nil {
+				p.log.Warn("trimming the local event log", "error", err)
+			}
+		}
+	}
+}
+
+// eventJSON is an event on the stream.
+type eventJSON struct {
+	Seq     uint64 `json:"seq"`
+	Replica string `json:"replica"`
+	Region  string `json:"region"`
+	Type    string `json:"type"`
+	Kind    string `json:"kind"`
+	Key     string `json:"key"`
+	User    string `json:"user,omitempty"`
+	Idem    string `json:"idempotency_key,omitempty"`
+	By      int64  `json:"by,omitempty"`
+	Count   uint64 `json:"count,omitempty"`
+	P       uint64 `json:"p,omitempty"`
+	N       uint64 `json:"n,omitempty"`
+	HLC     string `json:"hlc"`
+	At      string `json:"at"`
+}
+
+// EncodeEventJSON is an event's message body on the stream.
+func EncodeEventJSON(region, replica string, e *storage.Event) []byte {
+	b, _ := json.Marshal(eventJSON{Seq: e.Seq, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
+		Key: e.Key, User: e.User, Idem: e.Idem, By: e.By, Count: e.Count, P: e.P, N: e.N, HLC: e.HLC.String(),
+		At: time.UnixMilli(e.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})
+	return b
+}
+
+// ensure opens or creates the region's stream.
+func (p *Publisher) ensure(ctx context.Context) (jetstream.Stream, error) {
+	if p.stream != nil {
+		return p.stream, nil
+	}
+	name := EventsStream(p.cfg.Region)
+	sc := jetstream.StreamConfig{
+		Name:        name,
+		Description: "tally events accepted in region " + p.cfg.Region + ", one subject per replica",
+		Subjects:    []string{"tally.events." + p.cfg.Region + ".>"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    p.cfg.Replicas,
+		MaxAge:      p.cfg.MaxAge,
+		Duplicates:  10 * time.Minute,
+	}
+	if p.cfg.Cluster != "" {
+		sc.Placement = &jetstream.Placement{Cluster: p.cfg.Cluster}
+	}
+	s, err := p.cfg.JS.CreateOrUpdateStream(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("open stream %s: %w", name, err)
+	}
+	p.stream = s
+	return s, nil
+}
+
+// catchUp publishes every logged event after the acknowledged ones, a
+// batch at a time, and records each batch's acknowledgement.
+func (p *Publisher) catchUp(ctx context.Context) error {
+	subject := EventsSubject(p.cfg.Region, p.cfg.Replica)
+	for {
+		p.mu.Lock()
+		from := p.published
+		p.mu.Unlock()
+		last := p.cfg.Store.LogLast()
+		p.m.pending.Set(float64(last - min(from, last)))
+		if from >= last {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if _, err := p.ensure(cctx); err != nil {
+			cancel()
+			return err
+		}
+		var events []storage.Event
+		if err := p.cfg.Store.ScanLog(from, p.cfg.Batch, func(e storage.Event) bool {
+			events = append(events, e)
+			return true
+		}); err != nil {
+			cancel()
+			return err
+		}
+		if len(events) == 0 {
+			cancel()
+			return nil
+		}
+		futures := make([]jetstream.PubAckFuture, 0, len(events))
+		var perr error
+		for i := range events {
+			e := &events[i]
+			id := fmt.Sprintf("%s.%s.%d", p.cfg.Replica, p.cfg.Store.LogID(), e.Seq)
+			f, err := p.cfg.JS.PublishAsync(subject, EncodeEventJSON(p.cfg.Region, p.cfg.Replica, e), jetstream.WithMsgID(id))
+			if err != nil {
+				perr = fmt.Errorf("publish event %d: %w", e.Seq, err)
+				break
+			}
+			futures = append(futures, f)
+		}
+		acked := from
+		for i, f := range futures {
+			select {
+			case <-f.Ok():
+				acked = events[i].Seq
+				p.m.lag.Observe(max(time.Since(time.UnixMilli(events[i].HLC.WallMs())).Seconds(), 0))
+			case err := <-f.Err():
+				perr = errors.Join(perr, fmt.Errorf("publish event %d: %w", events[i].Seq, err))
+			case <-cctx.Done():
+				perr = errors.Join(perr, fmt.Errorf("publish event %d: %w", events[i].Seq, cctx.Err()))
+			}
+			if perr != nil {
+				break
+			}
+		}
+		cancel()
+		if acked > from {
+			if err := p.cfg.Store.SetLogPublished(acked, 0); err != nil {
+				return err
+			}
+			p.m.published.Add(float64(acked - from))
+			p.mu.Lock()
+			p.published = acked
+			p.mu.Unlock()
+		}
+		if perr != nil {
+			p.stream = nil // reopen: the stream may have gone with its server
+			return perr
+		}
+	}
+}
+
+// trim deletes the published events older than KeepLocal.
+func (p *Publisher) trim() error {
+	p.mu.Lock()
+	published := p.published
+	p.mu.Unlock()
+	cutoff := time.Now().Add(-p.cfg.KeepLocal).UnixMilli()
+	var to uint64
+	if err := p.cfg.Store.ScanLog(0, 1<<20, func(e storage.Event) bool {
+		if e.Seq > published || e.HLC.WallMs() >= cutoff {
+			return false
+		}
+		to = e.Seq
+		return true
+	}); err != nil {
+		return err
+	}
+	if to == 0 {
+		return nil
+	}
+	return p.cfg.Store.SetLogPublished(published, to)
+}
