@@ -183,6 +183,31 @@ type Status struct {
 	PendingReplication *int         `json:"pending_replication,omitempty"`
 	Peers              []PeerStatus `json:"peers,omitempty"`
 	Numbering          any          `json:"numbering,omitempty"`
+	// Events is the event log: how far this replica's stream has it.
+	Events any `json:"events,omitempty"`
+}
+
+// Audit answers GET /v1/audit: this replica's own entries recomputed from
+// its event log and compared with the stored ones.
+type Audit struct {
+	Replica string `json:"replica"`
+	OK      bool   `json:"ok"`
+	// Complete: the log was never trimmed, so it must account for every
+	// own entry; when false, differences may be trimmed history.
+	Complete bool        `json:"complete"`
+	Events   uint64      `json:"events"`
+	FirstSeq uint64      `json:"first_seq"`
+	LastSeq  uint64      `json:"last_seq"`
+	Vectors  int         `json:"vectors"`
+	Diffs    []AuditDiff `json:"diffs"`
+}
+
+// AuditDiff is one vector whose own entry the log does not account for.
+type AuditDiff struct {
+	Kind   string `json:"kind"` // "likes" or "counters"
+	Key    string `json:"key"`
+	Logged PN     `json:"logged"`
+	Stored PN     `json:"stored"`
 }
 
 // PeerStatus is this replica's view of one peer.

@@ -106,6 +106,8 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 		return newError(http.StatusBadRequest, CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrNoLists):
 		return newError(http.StatusNotFound, CodeNotFound, "like lists are off on this replica (like_lists = false)")
+	case errors.Is(err, region.ErrNoLog):
+		return newError(http.StatusNotFound, CodeNotFound, "the event log is off on this replica (event_log = false)")
 	case errors.Is(err, region.ErrIdempotencyMismatch):
 		return newError(http.StatusConflict, CodeIdempotencyMismatch, "%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

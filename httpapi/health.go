@@ -59,6 +59,9 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 		out.StorageError = err.Error()
 	}
 	s.replicationStatus(&out)
+	if s.cfg.Events != nil {
+		out.Events = s.cfg.Events()
+	}
 	if s.cfg.Numbering != nil {
 		out.Numbering = s.cfg.Numbering()
 	}

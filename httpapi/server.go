@@ -73,6 +73,8 @@ type Config struct {
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.
 	Numbering func() any
+	// Events, if set, adds the event log's publishing to /v1/status.
+	Events func() any
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
 	// state of a sequence, read from its KV now.
 	Sequence func(ctx context.Context, name string) (any, error)
@@ -207,6 +209,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
 	rt.Handle("/v1/milestones", s.Handler(s.getMilestones)).Methods(http.MethodGet)
 	rt.Handle("/v1/sequences/{name"+seg, s.Handler(s.getSequence)).Methods(http.MethodGet)
+	rt.Handle("/v1/audit", s.RequireAdmin(s.Handler(s.getAudit))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	if s.cfg.ChaosClock != nil {

@@ -70,6 +70,17 @@ type Config struct {
 	// that changes a user's state. false drops the index; turning it back
 	// on rebuilds it from the records at start. Default true.
 	LikeLists bool `hcl:"like_lists,optional"`
+	// EventLog keeps the event log: every accepted event, in the batch of
+	// its write, shipped to the region's JetStream stream when NATS is
+	// set, and audited by GET /v1/audit. Default true.
+	EventLog bool `hcl:"event_log,optional"`
+	// EventRetention is how long the region's event stream keeps events,
+	// as a Go duration. Default "168h".
+	EventRetention string `hcl:"event_retention,optional"`
+	// EventLogKeep is how long a published event stays in the local log
+	// (which the audit reads), as a Go duration; "0" keeps every event.
+	// Default "168h".
+	EventLogKeep string `hcl:"event_log_keep,optional"`
 	// ShutdownTimeout bounds how long shutdown waits for in-flight
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
@@ -235,6 +246,9 @@ func DefaultConfig() Config {
 		ShutdownTimeout: "15s",
 		IdempotencyTTL:  "24h",
 		LikeLists:       true,
+		EventLog:        true,
+		EventRetention:  "168h",
+		EventLogKeep:    "168h",
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",
@@ -313,6 +327,12 @@ func (c Config) Validate() error {
 		bad("lease_reclaim_after %q: want a duration such as 1h, or 0 for never", c.LeaseReclaimAfter)
 	} else if ttl, err := time.ParseDuration(c.LeaseTTL); err == nil && v != 0 && v <= ttl {
 		bad("lease_reclaim_after %q: must exceed lease_ttl %q", c.LeaseReclaimAfter, c.LeaseTTL)
+	}
+	if v, err := time.ParseDuration(c.EventRetention); err != nil || v <= 0 {
+		bad("event_retention %q: want a duration such as 168h", c.EventRetention)
+	}
+	if v, err := time.ParseDuration(c.EventLogKeep); err != nil || v < 0 {
+		bad("event_log_keep %q: want a duration such as 168h, or 0 to keep every event", c.EventLogKeep)
 	}
 	if v, err := time.ParseDuration(c.IdempotencyTTL); err != nil || v < 0 {
 		bad("idempotency_ttl %q: want a duration such as 24h, or 0 to keep keys forever", c.IdempotencyTTL)

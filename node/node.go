@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -38,6 +39,7 @@ type Node struct {
 	nc       *nats.Conn              // nil when standalone
 	rep      *replication.Replicator // nil when standalone
 	num      *numbering              // nil without numbered sequences
+	pub      *replication.Publisher  // nil without NATS or the event log
 	api      *httpapi.Server
 	registry *prometheus.Registry
 	srv      *http.Server
@@ -140,6 +142,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
 		LikeLists:      cfg.LikeLists,
+		EventLog:       cfg.EventLog,
 	}
 	var chaosClock func(time.Duration)
 	if buildtags.Chaos {
@@ -160,6 +163,15 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			return nil, err
 		}
 		undo = append(undo, func() { n.nc.Close() })
+		if cfg.EventLog {
+			if n.pub, err = n.newPublisher(cfg); err != nil {
+				return nil, err
+			}
+			rcfg.OnCommit = func(c region.Changes) {
+				outbox.Add(c)
+				n.pub.Kick()
+			}
+		}
 		if len(cfg.numbered()) > 0 {
 			// Steps 2-4 of numbering.go's order: before the replica.
 			if n.num, err = newNumbering(cfg, n.nc, n.store, log, n.registry, opts.Getenv); err != nil {
@@ -191,6 +203,10 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		}
 		undo = append(undo, func() { n.rep.Close() })
 	}
+	if n.pub != nil {
+		n.pub.Start()
+		undo = append(undo, n.pub.Close)
+	}
 
 	apiCfg := httpapi.Config{
 		Replica:        n.replica,
@@ -204,6 +220,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Replication:    n.rep,
 		Links:          opts.Links,
 		ChaosClock:     chaosClock, // nil outside a chaos build
+	}
+	if n.pub != nil {
+		apiCfg.Events = func() any { return n.pub.Status() }
 	}
 	if n.num != nil {
 		apiCfg.Milestones = n.num.feed
@@ -239,6 +258,20 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	go n.serve()
 	log.Info("serving HTTP", "addr", n.ln.Addr().String())
 	return n, nil
+}
+
+// newPublisher builds the event publisher: the region's stream, placed in
+// the cluster of the NATS server this replica is connected to.
+func (n *Node) newPublisher(cfg Config) (*replication.Publisher, error) {
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return nil, fmt.Errorf("event publisher: %w", err)
+	}
+	return replication.NewPublisher(replication.PublisherConfig{
+		JS: js, Store: n.store, Replica: cfg.Replica, Region: cfg.Region,
+		MaxAge: duration(cfg.EventRetention), KeepLocal: duration(cfg.EventLogKeep),
+		Cluster: n.nc.ConnectedClusterName(), Logger: n.log, Registerer: n.registry,
+	})
 }
 
 // httpReadTimeout bounds reading a request, body included.
@@ -303,6 +336,9 @@ func (n *Node) Close(ctx context.Context) error {
 		n.log.Info("closing replica")
 		if err := n.replica.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close replica: %w", err))
+		}
+		if n.pub != nil {
+			n.pub.Close() // what it did not publish, the next start does
 		}
 		if n.num != nil {
 			n.log.Info("giving back leases")

@@ -171,6 +171,12 @@ func (p *Publisher) run(ctx context.Context) {
 		case <-p.kick:
 		case <-tick.C:
 		}
+		if p.stream == nil {
+			// Created before the first event, so readers can subscribe.
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_, _ = p.ensure(cctx) // on failure, catchUp reports it
+			cancel()
+		}
 		err := p.catchUp(ctx)
 		p.mu.Lock()
 		p.lastErr = err
@@ -339,4 +345,61 @@ func (p *Publisher) trim() error {
 		return nil
 	}
 	return p.cfg.Store.SetLogPublished(published, to)
+}
+
+// TailConfig configures TailEvents.
+type TailConfig struct {
+	JS     jetstream.JetStream
+	Region string
+	// Durable names the consumer: where it left off is kept under it, and
+	// an event is delivered again until handled. Empty: an ephemeral
+	// consumer from the start of the stream.
+	Durable string
+	// Limit stops after this many events (0: never).
+	Limit int
+}
+
+// TailEvents delivers region's events, in stream order, to fn until ctx
+// ends or Limit events were handled. An event fn fails on is not
+// acknowledged, and comes again.
+func TailEvents(ctx context.Context, cfg TailConfig, fn func(data []byte) error) error {
+	s, err := cfg.JS.Stream(ctx, EventsStream(cfg.Region))
+	if err != nil {
+		return fmt.Errorf("events of %s: %w", cfg.Region, err)
+	}
+	cc := jetstream.ConsumerConfig{Durable: cfg.Durable, AckPolicy: jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy, AckWait: 30 * time.Second}
+	if cfg.Durable == "" {
+		cc.InactiveThreshold = time.Minute
+	}
+	c, err := s.CreateOrUpdateConsumer(ctx, cc)
+	if err != nil {
+		return fmt.Errorf("events of %s: consumer: %w", cfg.Region, err)
+	}
+	it, err := c.Messages()
+	if err != nil {
+		return fmt.Errorf("events of %s: %w", cfg.Region, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	n := 0
+	for cfg.Limit == 0 || n < cfg.Limit {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("events of %s: %w", cfg.Region, err)
+		}
+		if err := fn(m.Data()); err != nil {
+			_ = m.Nak()
+			continue
+		}
+		if err := m.Ack(); err != nil {
+			return fmt.Errorf("events of %s: ack: %w", cfg.Region, err)
+		}
+		n++
+	}
+	return nil
 }

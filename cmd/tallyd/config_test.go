@@ -71,6 +71,7 @@ shutdown_timeout = "5s"
 		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h", LikeLists: true,
+		EventLog: true, EventRetention: "168h", EventLogKeep: "168h",
 		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
 		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s", LeaseReclaimAfter: "0",
 	}

@@ -21,6 +21,7 @@ type localConfig struct {
 	Regions    []string
 	DataDir    string
 	Port       int
+	NATSPort   int
 	Durability string
 	LogLevel   string
 	WriteToken string
@@ -68,6 +69,7 @@ func defaultLocalConfig() localConfig {
 		Regions:    []string{"us", "eu", "ap"},
 		DataDir:    "data",
 		Port:       8081,
+		NATSPort:   4222,
 		Durability: "fsync",
 		LogLevel:   "info",
 		Dashboard:  dashboardAddr{Addr: dashboard.DefaultAddr},
@@ -86,6 +88,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`, one replica each")
 		fs.StringVar(&lc.DataDir, "data", lc.DataDir, "root data `dir`: <dir>/<replica> per replica, <dir>/nats for JetStream")
 		fs.IntVar(&lc.Port, "port", lc.Port, "HTTP `port` of the first region; the others follow consecutively")
+		fs.IntVar(&lc.NATSPort, "nats-port", lc.NATSPort, "NATS client `port` of the first region; the others follow consecutively (0: any free ports)")
 		fs.StringVar(&lc.Durability, "durability", lc.Durability, "`mode`: fsync or none")
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
@@ -125,6 +128,9 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		}
 		seen[r] = true
 	}
+	if lc.NATSPort < 0 || lc.NATSPort+len(lc.Regions)-1 > 65535 {
+		errs = append(errs, fmt.Errorf("--nats-port %d: want 1..65535 for every region (0: any free ports)", lc.NATSPort))
+	}
 	if lc.Port < 0 || lc.Port+len(lc.Regions)-1 > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d: want 1..65535 for every region (0: any free ports)", lc.Port))
 	}
@@ -137,7 +143,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 // deployConfig is the deployment lc describes.
 func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d := deploy.DefaultConfig()
-	d.Regions, d.DataDir, d.Port = lc.Regions, lc.DataDir, lc.Port
+	d.Regions, d.DataDir, d.Port, d.NATSPort = lc.Regions, lc.DataDir, lc.Port, lc.NATSPort
 	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
 	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()

@@ -69,6 +69,7 @@ func commands() map[string]command {
 		"chaos":      {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
 		"admin":      {"operator steps: retire a replica's leases", (*cli).admin},
 		"milestones": {"follow the milestones as an application, acknowledging each", (*cli).milestones},
+		"events":     {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
 		"version":    {"print the version", (*cli).version},
 		"help":       {"show help for tallyd or a command", (*cli).help},
 	}

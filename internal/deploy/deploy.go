@@ -35,6 +35,10 @@ type Config struct {
 	// Port is the first region's HTTP port; the others follow
 	// consecutively. 0 picks free ports.
 	Port int
+	// NATSPort is the first region's NATS client port, the others
+	// following, so tools such as 'tallyd events tail' find them. 0 picks
+	// free ports.
+	NATSPort int
 	// Durability, LogLevel, WriteToken and AdminToken are every replica's
 	// (see node.Config). Defaults as node.DefaultConfig.
 	Durability, LogLevel, WriteToken, AdminToken string
@@ -163,6 +167,12 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	}()
 	ncfg := localnet.DefaultConfig()
 	ncfg.Regions, ncfg.Dir, ncfg.Logger = cfg.Regions, filepath.Join(cfg.DataDir, "nats"), cfg.Logger.Named("nats")
+	if cfg.NATSPort > 0 {
+		ncfg.ClientPorts = map[string]int{}
+		for i, r := range cfg.Regions {
+			ncfg.ClientPorts[r] = cfg.NATSPort + i
+		}
+	}
 	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	d.cluster, err = localnet.Start(startCtx, ncfg)
 	cancel()
