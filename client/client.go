@@ -149,6 +149,13 @@ func (c *Client) Likers(ctx context.Context, item, after string, limit int) (api
 	return out, c.do(ctx, http.MethodGet, path, nil, &out)
 }
 
+// Audit asks the replica to recompute its own entries from its event log
+// and compare them with its stored ones (an admin route).
+func (c *Client) Audit(ctx context.Context) (api.Audit, error) {
+	var out api.Audit
+	return out, c.do(ctx, http.MethodGet, "/v1/audit", nil, &out)
+}
+
 // Incr adds by to a counter; idem, if not "", is its idempotency key.
 func (c *Client) Incr(ctx context.Context, key string, by int64, idem string) (api.Incr, error) {
 	body := struct {

@@ -13,12 +13,13 @@ import (
 // BugAckBeforeCommit and BugNoReconcile are this package's values (other
 // packages read other values).
 const (
-	EnvChaosBug          = "TALLY_CHAOS_BUG"
-	BugAckBeforeCommit   = "ack-before-commit"
-	BugNoReconcile       = "no-reconcile"
-	BugClockFollowsWall  = "clock-follows-wall"
-	BugListsLocalOnly    = "lists-local-only"
-	BugKeysNotReconciled = "keys-not-reconciled"
+	EnvChaosBug           = "TALLY_CHAOS_BUG"
+	BugAckBeforeCommit    = "ack-before-commit"
+	BugNoReconcile        = "no-reconcile"
+	BugClockFollowsWall   = "clock-follows-wall"
+	BugListsLocalOnly     = "lists-local-only"
+	BugKeysNotReconciled  = "keys-not-reconciled"
+	BugLogSkipsIncrements = "log-skips-increments"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -44,6 +45,9 @@ type Chaos struct {
 	// the extra applications of an idempotency key, so a retry that two
 	// regions both applied counts twice.
 	KeysNotReconciled bool
+	// LogSkipsIncrements: increments are applied but not logged, so the
+	// event log misses them.
+	LogSkipsIncrements bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -60,13 +64,13 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	bug := getenv(EnvChaosBug)
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
-		KeysNotReconciled: bug == BugKeysNotReconciled}
+		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -108,4 +112,9 @@ func (r *Replica) chaosClockFollowsWall() bool {
 // change: the bug ListsLocalOnly is on and the change came from a merge.
 func (r *Replica) chaosListsSkip(rs *recState) bool {
 	return buildtags.Chaos && r.cfg.Chaos.ListsLocalOnly && !rs.spread
+}
+
+// chaosLogSkipsIncrements reports whether the bug LogSkipsIncrements is on.
+func (r *Replica) chaosLogSkipsIncrements() bool {
+	return buildtags.Chaos && r.cfg.Chaos.LogSkipsIncrements
 }

@@ -304,7 +304,7 @@ func (t *txn) applyIncr(op *Op) Result {
 	if len(t.r.nums) > 0 {
 		t.countIncr(op.Item, op.By)
 	}
-	if t.r.cfg.EventLog {
+	if t.r.cfg.EventLog && !t.r.chaosLogSkipsIncrements() {
 		t.logIncr(op.Item, op.By)
 	}
 	return Result{Value: vs.cur.Value()}
@@ -359,7 +359,7 @@ func (t *txn) applyKeyed(op *Op) Result {
 	}
 	delta := rs.rec.ApplyKeyed(t.r.self, op.By, hlc)
 	vs.cur = vs.cur.Add(t.r.self, delta)
-	if t.r.cfg.EventLog {
+	if t.r.cfg.EventLog && !t.r.chaosLogSkipsIncrements() {
 		p, n := halves(delta)
 		t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: op.Item, Idem: op.IdemKey, By: op.By,
 			P: p, N: n, Count: 1, HLC: hlc})

@@ -214,6 +214,16 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindDoubleCount, prefix: "counter/",
 		},
+		{
+			// Increments applied but left out of the event log: the
+			// audit at the end of every run finds them.
+			bug: "log-skips-increments",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight = 50, 0, 50
+			},
+			kind: KindAudit, prefix: "counter/",
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()

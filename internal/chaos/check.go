@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/tally-dev/tally/api"
 )
 
 // Violation kinds.
@@ -37,6 +39,9 @@ const (
 	// KindListMismatch: a region's list of an item's likers is not the
 	// users whose records there say liked.
 	KindListMismatch = "list-mismatch"
+	// KindAudit: a region's event log does not account for its own
+	// entries (GET /v1/audit), or could not be audited.
+	KindAudit = "audit"
 )
 
 // Violation is one failed check.
@@ -79,6 +84,37 @@ type finalState struct {
 	// Likers are the final like lists: per item, per region, the users
 	// listed as liking it. Nil: lists are not checked.
 	Likers map[string]map[string][]string
+	// Audits are every region's audit of its event log. Nil: not checked.
+	Audits map[string]*api.Audit
+}
+
+// checkAudits reports every region whose event log does not account for
+// its own entries: each region's stored own entries are what every region
+// converged to (checked above), so the logs together account for every
+// count.
+func checkAudits(f finalState) []Violation {
+	if f.Audits == nil {
+		return nil
+	}
+	var vs []Violation
+	for _, r := range f.Regions {
+		a, ok := f.Audits[r]
+		switch {
+		case !ok:
+			vs = append(vs, Violation{Kind: KindAudit, Region: r, Detail: "the audit could not be read"})
+		case !a.Complete:
+			vs = append(vs, Violation{Kind: KindAudit, Region: r, Detail: fmt.Sprintf("the log was trimmed (first event %d): the audit cannot be exact", a.FirstSeq)})
+		}
+		if !ok {
+			continue
+		}
+		for _, d := range a.Diffs {
+			k := key{ID: d.Key, Likes: d.Kind == "likes"}
+			vs = append(vs, Violation{Kind: KindAudit, Region: r, Key: k.String(),
+				Detail: fmt.Sprintf("the log accounts for %+v of %s's own entry, the store holds %+v", d.Logged, a.Replica, d.Stored)})
+		}
+	}
+	return vs
 }
 
 // model is what the final state must be, derived from the history alone
@@ -218,6 +254,7 @@ func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 		vs = append(vs, Violation{Kind: KindLostAck, Key: uk.Item, User: uk.User, Op: m.LastOp[uk], Detail: detail})
 	}
 	vs = append(vs, checkLists(keys, perItem, f)...)
+	vs = append(vs, checkAudits(f)...)
 	// Values.
 	for _, k := range keys {
 		var want, liked int64 // liked: users whose final record says liked

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"github.com/tally-dev/tally/api"
 	"sync"
 	"time"
 )
@@ -195,6 +196,28 @@ func readLikers(ctx context.Context, procs []*proc, items []string) map[string]m
 				mu.Unlock()
 			})
 		}
+	}
+	wg.Wait()
+	return out
+}
+
+// readAudits runs every region's audit of its event log.
+func readAudits(ctx context.Context, procs []*proc) map[string]*api.Audit {
+	out := map[string]*api.Audit{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			a, err := p.client.api.Audit(ctx)
+			if err != nil {
+				return // absent: the check reports it
+			}
+			mu.Lock()
+			out[p.region] = &a
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
 	return out

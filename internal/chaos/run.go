@@ -157,6 +157,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 		}
 	}
 	likers := readLikers(ctx, r.d.procs, items)
+	audits := readAudits(ctx, r.d.procs)
 	var ms milestoneResult
 	var msVs []Violation
 	if r.cfg.numbering() {
@@ -169,7 +170,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	others.Wait() // the sampler and the executor
 
 	// Check.
-	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers}
+	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits}
 	wants, vs := check(ops, r.keys, fs)
 	vs = append(vs, msVs...)
 	if !converged {
