@@ -192,6 +192,20 @@ func TestNATSConfigs(t *testing.T) {
 			return err
 		})
 	}
+	// The event log: each replica's events reach its region's stream.
+	for _, r := range regions {
+		testkit.WaitFor(t, 20*time.Second, func() error {
+			st, err := clients[r].Status(ctx)
+			if err != nil {
+				return err
+			}
+			ev, _ := st.Events.(map[string]any)
+			if ev["published"] != ev["logged"] || ev["logged"] == float64(0) || ev["error"] != nil {
+				return fmt.Errorf("%s: events %v", r, st.Events)
+			}
+			return nil
+		})
+	}
 	// Milestones: the 10th like fires, seen in every region. (Likes go on
 	// until it does: a number may sit in a lease's unused tail.)
 	next := 3
@@ -242,7 +256,7 @@ func TestNATSConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for _, subject := range []string{"tally.delta.eu.eu-1", "tally.delta.us.us-2", "tally.id.eu-1"} {
+	for _, subject := range []string{"tally.delta.eu.eu-1", "tally.delta.us.us-2", "tally.id.eu-1", "tally.events.eu.eu-1"} {
 		if err := nc.Publish(subject, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
