@@ -263,7 +263,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 // newPublisher builds the event publisher: the region's stream, placed in
 // the cluster of the NATS server this replica is connected to.
 func (n *Node) newPublisher(cfg Config) (*replication.Publisher, error) {
-	js, err := jetstream.New(n.nc)
+	js, err := jetstream.New(n.nc, jetstream.WithPublishAsyncMaxPending(2*replication.DefaultPublishBatch))
 	if err != nil {
 		return nil, fmt.Errorf("event publisher: %w", err)
 	}

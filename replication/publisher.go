@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,11 +19,16 @@ import (
 
 // The event publisher ships a replica's event log (storage.Event, written
 // in the batch of every write) to its region's stream, in order, each
-// event once: a message id per event (<replica>.<log id>.<seq>) lets the
-// stream drop a resend within its duplicate window, and the store records
-// how far the stream has acknowledged the log. A replica cut off from its
+// event once. A message is one chunk of the log (up to storage.LogChunk
+// events of one commit, as JSON lines), and its id,
+// <replica>.<log id>.<seq of its first event>, always names the same
+// events, so the stream drops a resend within its duplicate window; the
+// store records how far the stream has acknowledged the log. A replica cut off from its
 // NATS server keeps logging; the publisher catches up from where the
 // stream's acknowledgements stopped.
+
+// DefaultPublishBatch is how many messages the publisher has in flight.
+const DefaultPublishBatch = 256
 
 // EventsStream is the stream of region's events.
 func EventsStream(region string) string { return "TALLY_EVENTS_" + strings.ToUpper(region) }
@@ -46,7 +52,9 @@ type PublisherConfig struct {
 	// Replicas and Cluster place the stream (Cluster: this region's).
 	Replicas int
 	Cluster  string
-	// Batch is at most how many events are in flight. Default 4096.
+	// Batch is at most how many messages (chunks) are in flight. Default
+	// DefaultPublishBatch; JS must allow at least as many async publishes
+	// pending (jetstream.WithPublishAsyncMaxPending).
 	Batch      int
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
@@ -88,7 +96,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 		cfg.Replicas = 1
 	}
 	if cfg.Batch == 0 {
-		cfg.Batch = 4096
+		cfg.Batch = DefaultPublishBatch
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -217,7 +225,17 @@ type eventJSON struct {
 	At      string `json:"at"`
 }
 
-// EncodeEventJSON is an event's message body on the stream.
+// AppendEventsJSON appends events as JSON lines: a message body on the
+// stream.
+func AppendEventsJSON(dst []byte, region, replica string, events []storage.Event) []byte {
+	for i := range events {
+		dst = append(dst, EncodeEventJSON(region, replica, &events[i])...)
+		dst = append(dst, '\n')
+	}
+	return dst
+}
+
+// EncodeEventJSON is one event as JSON.
 func EncodeEventJSON(region, replica string, e *storage.Event) []byte {
 	b, _ := json.Marshal(eventJSON{Seq: e.Seq, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
 		Key: e.Key, User: e.User, Idem: e.Idem, By: e.By, Count: e.Count, P: e.P, N: e.N, HLC: e.HLC.String(),
@@ -269,40 +287,45 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 			cancel()
 			return err
 		}
-		var events []storage.Event
-		if err := p.cfg.Store.ScanLog(from, p.cfg.Batch, func(e storage.Event) bool {
-			events = append(events, e)
-			return true
+		var chunks [][]storage.Event
+		if err := p.cfg.Store.ScanChunks(from, func(events []storage.Event) bool {
+			chunks = append(chunks, events)
+			return len(chunks) < p.cfg.Batch
 		}); err != nil {
 			cancel()
 			return err
 		}
-		if len(events) == 0 {
+		if len(chunks) == 0 {
 			cancel()
 			return nil
 		}
-		futures := make([]jetstream.PubAckFuture, 0, len(events))
+		futures := make([]jetstream.PubAckFuture, 0, len(chunks))
 		var perr error
-		for i := range events {
-			e := &events[i]
-			id := fmt.Sprintf("%s.%s.%d", p.cfg.Replica, p.cfg.Store.LogID(), e.Seq)
-			f, err := p.cfg.JS.PublishAsync(subject, EncodeEventJSON(p.cfg.Region, p.cfg.Replica, e), jetstream.WithMsgID(id))
+		var body []byte
+		for _, events := range chunks {
+			id := fmt.Sprintf("%s.%s.%d", p.cfg.Replica, p.cfg.Store.LogID(), events[0].Seq)
+			body = AppendEventsJSON(body[:0], p.cfg.Region, p.cfg.Replica, events)
+			f, err := p.cfg.JS.PublishAsync(subject, body, jetstream.WithMsgID(id))
 			if err != nil {
-				perr = fmt.Errorf("publish event %d: %w", e.Seq, err)
+				perr = fmt.Errorf("publish events from %d: %w", events[0].Seq, err)
 				break
 			}
 			futures = append(futures, f)
 		}
 		acked := from
 		for i, f := range futures {
+			events := chunks[i]
 			select {
 			case <-f.Ok():
-				acked = events[i].Seq
-				p.m.lag.Observe(max(time.Since(time.UnixMilli(events[i].HLC.WallMs())).Seconds(), 0))
+				acked = events[len(events)-1].Seq
+				lag := max(time.Since(time.UnixMilli(events[len(events)-1].HLC.WallMs())).Seconds(), 0)
+				for range events {
+					p.m.lag.Observe(lag)
+				}
 			case err := <-f.Err():
-				perr = errors.Join(perr, fmt.Errorf("publish event %d: %w", events[i].Seq, err))
+				perr = errors.Join(perr, fmt.Errorf("publish events from %d: %w", events[0].Seq, err))
 			case <-cctx.Done():
-				perr = errors.Join(perr, fmt.Errorf("publish event %d: %w", events[i].Seq, cctx.Err()))
+				perr = errors.Join(perr, fmt.Errorf("publish events from %d: %w", events[0].Seq, cctx.Err()))
 			}
 			if perr != nil {
 				break
@@ -325,26 +348,28 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 	}
 }
 
-// trim deletes the published events older than KeepLocal.
+// trim deletes the published chunks whose events are all older than
+// KeepLocal.
 func (p *Publisher) trim() error {
 	p.mu.Lock()
 	published := p.published
 	p.mu.Unlock()
 	cutoff := time.Now().Add(-p.cfg.KeepLocal).UnixMilli()
-	var to uint64
-	if err := p.cfg.Store.ScanLog(0, 1<<20, func(e storage.Event) bool {
-		if e.Seq > published || e.HLC.WallMs() >= cutoff {
+	var keep uint64 // first seq of the first chunk kept
+	if err := p.cfg.Store.ScanChunks(0, func(events []storage.Event) bool {
+		last := events[len(events)-1]
+		if last.Seq > published || last.HLC.WallMs() >= cutoff {
 			return false
 		}
-		to = e.Seq
+		keep = last.Seq + 1
 		return true
 	}); err != nil {
 		return err
 	}
-	if to == 0 {
+	if keep == 0 {
 		return nil
 	}
-	return p.cfg.Store.SetLogPublished(published, to)
+	return p.cfg.Store.SetLogPublished(published, keep)
 }
 
 // TailConfig configures TailEvents.
@@ -359,9 +384,10 @@ type TailConfig struct {
 	Limit int
 }
 
-// TailEvents delivers region's events, in stream order, to fn until ctx
-// ends or Limit events were handled. An event fn fails on is not
-// acknowledged, and comes again.
+// TailEvents delivers region's events (one JSON line each), in stream
+// order, to fn until ctx ends or Limit events were handled. A message is
+// acknowledged once fn took all its events; one fn failed on, or one cut
+// short by Limit, is not, and comes again whole.
 func TailEvents(ctx context.Context, cfg TailConfig, fn func(data []byte) error) error {
 	s, err := cfg.JS.Stream(ctx, EventsStream(cfg.Region))
 	if err != nil {
@@ -392,14 +418,26 @@ func TailEvents(ctx context.Context, cfg TailConfig, fn func(data []byte) error)
 			}
 			return fmt.Errorf("events of %s: %w", cfg.Region, err)
 		}
-		if err := fn(m.Data()); err != nil {
+		lines := bytes.Split(bytes.TrimSuffix(m.Data(), []byte("\n")), []byte("\n"))
+		done := true
+		for _, line := range lines {
+			if cfg.Limit > 0 && n == cfg.Limit {
+				done = false
+				break
+			}
+			if err := fn(line); err != nil {
+				done = false
+				break
+			}
+			n++
+		}
+		if !done {
 			_ = m.Nak()
 			continue
 		}
 		if err := m.Ack(); err != nil {
 			return fmt.Errorf("events of %s: ack: %w", cfg.Region, err)
 		}
-		n++
 	}
 	return nil
 }

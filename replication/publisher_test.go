@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -53,18 +54,21 @@ func streamEvents(t *testing.T, js jetstream.JetStream, region string) []eventJS
 		if err != nil {
 			t.Fatal(err)
 		}
-		var e eventJSON
-		if err := json.Unmarshal(m.Data(), &e); err != nil {
-			t.Fatal(err)
+		for _, line := range bytes.Split(bytes.TrimSpace(m.Data()), []byte("\n")) {
+			var e eventJSON
+			if err := json.Unmarshal(line, &e); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, e)
 		}
-		out = append(out, e)
 	}
 	return out
 }
 
 // Every acknowledged write reaches the stream once, in order, also when the
 // publisher starts over from an older cursor (a crash before it recorded
-// the stream's acknowledgement): the message ids make the resend a no-op.
+// the stream's acknowledgement): a message is a chunk of the log, its id
+// names the chunk's events, and the resend is a no-op.
 func TestPublisherShipsTheLogOnce(t *testing.T) {
 	ns := startJetStream(t)
 	nc, err := nats.Connect(ns.ClientURL())
@@ -113,7 +117,8 @@ func TestPublisherShipsTheLogOnce(t *testing.T) {
 		return nil
 	})
 	pub.Close()
-	// Start over from 20: events 21..60 are sent again.
+	// Start over from 20 (each write was its own commit, so its own
+	// chunk): events 21..60 are sent again.
 	if err := st.SetLogPublished(20, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,13 @@ import (
 // The event log: every event this replica accepted, in the order it
 // committed them, written in the same batch as the state it changed, so an
 // acknowledged write is never missing from the log and a logged event is
-// never missing from the state. Keys are g/<16 hex seq>, seq counting from
-// 1 in this store; the publisher (replication.Publisher) ships them to the
-// region's stream and records how far it got under m/log-published.
+// never missing from the state. Events are numbered from 1 in this store
+// (seq) and stored in chunks of up to LogChunk events of one commit, keyed
+// g/<16 hex seq of the chunk's first event>: one key per chunk, and a
+// chunk is the unit the publisher (replication.Publisher) ships as one
+// message, so its message id (the first seq) always names the same events.
+// The publisher records how far the stream has acknowledged the log under
+// m/log-published.
 
 const (
 	prefixLog = 'g'
@@ -73,35 +77,43 @@ type Event struct {
 	HLC   crdt.HLC
 }
 
-// AppendEvent appends the encoding of e (without Seq, which is its key).
+// LogChunk is at most how many events one log key (and one published
+// message) holds.
+const LogChunk = 512
+
+// AppendEvents appends the encoding of a chunk of events (without their
+// seqs: the first is the key, the others follow).
 //
-//	v1 | type | kind | HLC | key | user | idem | by (zigzag) | count | P | N
-func AppendEvent(dst []byte, e *Event) []byte {
-	dst = append(dst, 1, byte(e.Type), byte(e.Kind))
-	dst = binary.AppendUvarint(dst, uint64(e.HLC))
-	for _, s := range []string{e.Key, e.User, e.Idem} {
-		dst = binary.AppendUvarint(dst, uint64(len(s)))
-		dst = append(dst, s...)
+//	v1 | count | (type | kind | HLC | key | user | idem | by (zigzag) | count | P | N)*
+func AppendEvents(dst []byte, events []Event) []byte {
+	dst = append(dst, 1)
+	dst = binary.AppendUvarint(dst, uint64(len(events)))
+	for i := range events {
+		e := &events[i]
+		dst = append(dst, byte(e.Type), byte(e.Kind))
+		dst = binary.AppendUvarint(dst, uint64(e.HLC))
+		for _, s := range []string{e.Key, e.User, e.Idem} {
+			dst = binary.AppendUvarint(dst, uint64(len(s)))
+			dst = append(dst, s...)
+		}
+		dst = binary.AppendVarint(dst, e.By)
+		dst = binary.AppendUvarint(dst, e.Count)
+		dst = binary.AppendUvarint(dst, e.P)
+		dst = binary.AppendUvarint(dst, e.N)
 	}
-	dst = binary.AppendVarint(dst, e.By)
-	dst = binary.AppendUvarint(dst, e.Count)
-	dst = binary.AppendUvarint(dst, e.P)
-	return binary.AppendUvarint(dst, e.N)
+	return dst
 }
 
-// DecodeEvent decodes an AppendEvent encoding.
-func DecodeEvent(b []byte) (Event, error) {
-	bad := func(what string) (Event, error) {
-		return Event{}, fmt.Errorf("decode event: %w: %s", crdt.ErrCorrupt, what)
+// DecodeEvents decodes an AppendEvents encoding; the events' seqs count
+// from first.
+func DecodeEvents(b []byte, first uint64) ([]Event, error) {
+	bad := func(what string) ([]Event, error) {
+		return nil, fmt.Errorf("decode events: %w: %s", crdt.ErrCorrupt, what)
 	}
-	if len(b) < 3 || b[0] != 1 {
+	if len(b) < 2 || b[0] != 1 {
 		return bad("version")
 	}
-	e := Event{Type: EventType(b[1]), Kind: Kind(b[2])}
-	if e.Type.String() == "unknown" || !e.Kind.Valid() {
-		return bad("type or kind")
-	}
-	b = b[3:]
+	b = b[1:]
 	uv := func() (uint64, bool) {
 		x, n := binary.Uvarint(b)
 		if n <= 0 || n > 1 && b[n-1] == 0 {
@@ -110,42 +122,59 @@ func DecodeEvent(b []byte) (Event, error) {
 		b = b[n:]
 		return x, true
 	}
-	h, ok := uv()
-	if !ok {
-		return bad("hlc")
-	}
-	e.HLC = crdt.HLC(h)
-	var strs [3]string
-	for i := range strs {
-		n, ok := uv()
-		if !ok || n > crdt.MaxIDLen || n > uint64(len(b)) {
-			return bad("string")
-		}
-		strs[i] = string(b[:n])
-		b = b[n:]
-		if strs[i] != "" && !crdt.ValidID(strs[i]) || i == 0 && strs[i] == "" {
-			return bad("id")
-		}
-	}
-	e.Key, e.User, e.Idem = strs[0], strs[1], strs[2]
-	zz, ok := uv()
-	if !ok {
-		return bad("by")
-	}
-	e.By = int64(zz>>1) ^ -int64(zz&1)
-	if e.Count, ok = uv(); !ok {
+	count, ok := uv()
+	// Each event takes at least 11 bytes.
+	if !ok || count == 0 || count > LogChunk || count > uint64(len(b))/11 {
 		return bad("count")
 	}
-	if e.P, ok = uv(); !ok {
-		return bad("p")
-	}
-	if e.N, ok = uv(); !ok {
-		return bad("n")
+	out := make([]Event, 0, count)
+	for i := range count {
+		if len(b) < 2 {
+			return bad("truncated")
+		}
+		e := Event{Seq: first + i, Type: EventType(b[0]), Kind: Kind(b[1])}
+		b = b[2:]
+		if e.Type.String() == "unknown" || !e.Kind.Valid() {
+			return bad("type or kind")
+		}
+		h, ok := uv()
+		if !ok {
+			return bad("hlc")
+		}
+		e.HLC = crdt.HLC(h)
+		var strs [3]string
+		for j := range strs {
+			n, ok := uv()
+			if !ok || n > crdt.MaxIDLen || n > uint64(len(b)) {
+				return bad("string")
+			}
+			strs[j] = string(b[:n])
+			b = b[n:]
+			if strs[j] != "" && !crdt.ValidID(strs[j]) || j == 0 && strs[j] == "" {
+				return bad("id")
+			}
+		}
+		e.Key, e.User, e.Idem = strs[0], strs[1], strs[2]
+		zz, ok := uv()
+		if !ok {
+			return bad("by")
+		}
+		e.By = int64(zz>>1) ^ -int64(zz&1)
+		if e.Count, ok = uv(); !ok {
+			return bad("count")
+		}
+		if e.P, ok = uv(); !ok {
+			return bad("p")
+		}
+		if e.N, ok = uv(); !ok {
+			return bad("n")
+		}
+		out = append(out, e)
 	}
 	if len(b) != 0 {
 		return bad("trailing bytes")
 	}
-	return e, nil
+	return out, nil
 }
 
 func appendLogKey(dst []byte, seq uint64) []byte {
@@ -160,12 +189,12 @@ func (s *Store) loadLog() error {
 		return fmt.Errorf("load event log: %w", err)
 	}
 	if it.Last() {
-		seq, err := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
+		first, events, err := decodeChunk(it.Key(), it.Value())
 		if err != nil {
 			_ = it.Close()
-			return fmt.Errorf("load event log: bad key %q: %w", it.Key(), crdt.ErrCorrupt)
+			return fmt.Errorf("load event log: %w", err)
 		}
-		s.logLast.Store(seq)
+		s.logLast.Store(first + uint64(len(events)) - 1)
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("load event log: %w", err)
@@ -202,49 +231,67 @@ func (b *Batch) LogEvent(e Event) {
 	b.events = append(b.events, e)
 }
 
-// writeEvents gives the batch's events their seqs and writes them. The
-// store's counter moves only once the batch commits.
+// writeEvents gives the batch's events their seqs and writes them, in
+// chunks of up to LogChunk. The store's counter moves only once the batch
+// commits.
 func (b *Batch) writeEvents() uint64 {
 	seq := b.s.logLast.Load()
 	if len(b.events) > 0 && b.s.logIDNew.Load() {
 		b.PutMeta(metaLogID, []byte(b.s.logID))
 	}
-	for i := range b.events {
-		seq++
-		b.events[i].Seq = seq
-		b.kbuf = appendLogKey(b.kbuf[:0], seq)
-		b.buf = AppendEvent(b.buf[:0], &b.events[i])
+	for i := 0; i < len(b.events); i += LogChunk {
+		chunk := b.events[i:min(i+LogChunk, len(b.events))]
+		for j := range chunk {
+			chunk[j].Seq = seq + 1 + uint64(j)
+		}
+		b.kbuf = appendLogKey(b.kbuf[:0], seq+1)
+		b.buf = AppendEvents(b.buf[:0], chunk)
 		_ = b.b.Set(b.kbuf, b.buf, nil)
+		seq += uint64(len(chunk))
 	}
 	return seq
 }
 
-// ScanLog calls fn for the events after seq after, in order, until fn
-// returns false or limit events were visited.
-func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
+// decodeChunk decodes one log key and its chunk.
+func decodeChunk(key, val []byte) (uint64, []Event, error) {
+	first, err := strconv.ParseUint(string(key[2:]), 16, 64)
+	if err != nil || len(key) != 18 {
+		return 0, nil, fmt.Errorf("bad event log key %q: %w", key, crdt.ErrCorrupt)
+	}
+	events, err := DecodeEvents(val, first)
+	if err != nil {
+		return 0, nil, fmt.Errorf("event log chunk %d: %w", first, err)
+	}
+	return first, events, nil
+}
+
+// ScanChunks calls fn for the log's chunks whose events come after seq
+// after, in order, until fn returns false. A chunk that holds after
+// itself is passed whole.
+func (s *Store) ScanChunks(after uint64, fn func(events []Event) bool) error {
 	if s.closed.Load() {
 		return fmt.Errorf("scan event log: %w", ErrClosed)
 	}
-	lower := appendLogKey(nil, after+1)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd([]byte{prefixLog, '/'})})
+	prefix := []byte{prefixLog, '/'}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return fmt.Errorf("scan event log: %w", err)
 	}
-	n := 0
-	for it.First(); it.Valid() && n < limit; it.Next() {
-		seq, err := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
+	// The chunk that may hold after+1 starts at or before it.
+	valid := it.SeekLT(appendLogKey(nil, after+2))
+	if !valid {
+		valid = it.First()
+	}
+	for ; valid; valid = it.Next() {
+		_, events, err := decodeChunk(it.Key(), it.Value())
 		if err != nil {
 			_ = it.Close()
-			return fmt.Errorf("scan event log: bad key %q: %w", it.Key(), crdt.ErrCorrupt)
+			return fmt.Errorf("scan event log: %w", err)
 		}
-		e, err := DecodeEvent(it.Value())
-		if err != nil {
-			_ = it.Close()
-			return fmt.Errorf("scan event log seq %d: %w", seq, err)
+		if events[len(events)-1].Seq <= after {
+			continue
 		}
-		e.Seq = seq
-		n++
-		if !fn(e) {
+		if !fn(events) {
 			break
 		}
 	}
@@ -252,6 +299,24 @@ func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
 		return fmt.Errorf("scan event log: %w", err)
 	}
 	return nil
+}
+
+// ScanLog calls fn for the events after seq after, in order, until fn
+// returns false or limit events were visited.
+func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
+	n := 0
+	return s.ScanChunks(after, func(events []Event) bool {
+		for _, e := range events {
+			if e.Seq <= after {
+				continue
+			}
+			if n == limit || !fn(e) {
+				return false
+			}
+			n++
+		}
+		return n < limit
+	})
 }
 
 // LogFirst is the seq of the oldest event still in the log (0: empty).
@@ -271,13 +336,15 @@ func (s *Store) LogPublished() (uint64, error) {
 }
 
 // SetLogPublished records that the stream holds every event up to seq,
-// and deletes the events up to trimTo (0: none), which must be published.
+// and deletes the chunks that start at or before trimTo (0: none), which
+// must be the first seq of a chunk after a published one (trimTo-1 is
+// the last event deleted).
 func (s *Store) SetLogPublished(seq, trimTo uint64) error {
 	b := s.NewBatch()
 	defer b.Close()
 	b.PutMeta(metaLogPublished, binary.BigEndian.AppendUint64(nil, seq))
-	if trimTo > 0 && trimTo <= seq {
-		_ = b.b.DeleteRange(appendLogKey(nil, 1), appendLogKey(nil, trimTo+1), nil)
+	if trimTo > 1 && trimTo <= seq+1 {
+		_ = b.b.DeleteRange(appendLogKey(nil, 0), appendLogKey(nil, trimTo), nil)
 	}
 	if err := b.Commit(); err != nil {
 		return fmt.Errorf("record published events: %w", err)
@@ -315,22 +382,23 @@ func (s *Store) LogTotals(self string) (LogTotals, error) {
 		return t, fmt.Errorf("audit event log: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		seq, perr := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
-		e, derr := DecodeEvent(it.Value())
-		if perr != nil || derr != nil {
+		first, events, err := decodeChunk(it.Key(), it.Value())
+		if err != nil {
 			_ = it.Close()
-			return t, fmt.Errorf("audit event log: bad event %q: %w", it.Key(), crdt.ErrCorrupt)
+			return t, fmt.Errorf("audit event log: %w", err)
 		}
 		if t.First == 0 {
-			t.First = seq
+			t.First = first
 		}
-		t.Last = seq
-		t.Events++
-		k := VectorKey{e.Kind, e.Key}
-		pn := t.Logged[k]
-		pn.P += e.P
-		pn.N += e.N
-		t.Logged[k] = pn
+		for _, e := range events {
+			t.Last = e.Seq
+			t.Events++
+			k := VectorKey{e.Kind, e.Key}
+			pn := t.Logged[k]
+			pn.P += e.P
+			pn.N += e.N
+			t.Logged[k] = pn
+		}
 	}
 	if err := it.Close(); err != nil {
 		return t, fmt.Errorf("audit event log: %w", err)

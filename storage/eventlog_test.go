@@ -17,36 +17,49 @@ var eventSamples = []Event{
 	{Type: EventRecovered, Kind: Likes, Key: "post1", P: 1 << 53, N: 1 << 53},
 }
 
-func TestEventRoundTrip(t *testing.T) {
-	for _, e := range eventSamples {
-		got, err := DecodeEvent(AppendEvent(nil, &e))
-		if err != nil || got != e {
-			t.Errorf("round trip of %+v: %+v, %v", e, got, err)
+func TestEventsRoundTrip(t *testing.T) {
+	want := make([]Event, len(eventSamples))
+	for i, e := range eventSamples {
+		e.Seq = 40 + uint64(i)
+		want[i] = e
+	}
+	got, err := DecodeEvents(AppendEvents(nil, want), 40)
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("event %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
 }
 
-func FuzzDecodeEvent(f *testing.F) {
+func FuzzDecodeEvents(f *testing.F) {
+	f.Add(AppendEvents(nil, eventSamples))
 	for _, e := range eventSamples {
-		f.Add(AppendEvent(nil, &e))
+		f.Add(AppendEvents(nil, []Event{e}))
 	}
-	f.Add([]byte{1, 'l', 'l', 0, 0})
+	f.Add([]byte{1, 1, 'l', 'l', 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := DecodeEvent(b)
+		events, err := DecodeEvents(b, 1)
 		if err != nil {
 			if !errors.Is(err, crdt.ErrCorrupt) {
 				t.Fatalf("error %v is not ErrCorrupt", err)
 			}
 			return
 		}
-		if re := AppendEvent(nil, &e); !bytes.Equal(re, b) {
+		for i := range events {
+			events[i].Seq = 0 // not encoded
+		}
+		if re := AppendEvents(nil, events); !bytes.Equal(re, b) {
 			t.Fatalf("accepted non-canonical input % x, re-encoded % x", b, re)
 		}
 	})
 }
 
 // Events are numbered in commit order, survive a reopen, page from any
-// seq, and a trim deletes only published ones while the numbering goes on.
+// seq (also inside a chunk), a commit's events are chunked by LogChunk,
+// and a trim deletes whole published chunks while the numbering goes on.
 func TestEventLog(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, Config{Dir: dir})
@@ -82,7 +95,7 @@ func TestEventLog(t *testing.T) {
 	}); err != nil || len(seqs) != 5 || seqs[0] != 11 || seqs[4] != 15 {
 		t.Fatalf("ScanLog(10, 5): %v, %v", seqs, err)
 	}
-	if err := s.SetLogPublished(12, 12); err != nil {
+	if err := s.SetLogPublished(12, 13); err != nil { // the two chunks before 13
 		t.Fatal(err)
 	}
 	if first, err := s.LogFirst(); err != nil || first != 13 {
@@ -94,5 +107,18 @@ func TestEventLog(t *testing.T) {
 	commit(t, s, func(b *Batch) { b.LogEvent(eventSamples[0]) })
 	if s.LogLast() != 19 {
 		t.Fatalf("after trim, the next seq is %d, want 19", s.LogLast())
+	}
+	// A commit of more than a chunk's events is split.
+	commit(t, s, func(b *Batch) {
+		for range LogChunk + 3 {
+			b.LogEvent(eventSamples[3])
+		}
+	})
+	var chunks []int
+	if err := s.ScanChunks(19, func(events []Event) bool {
+		chunks = append(chunks, len(events))
+		return true
+	}); err != nil || len(chunks) != 2 || chunks[0] != LogChunk || chunks[1] != 3 || s.LogLast() != 19+LogChunk+3 {
+		t.Fatalf("chunks after 19: %v, %v; last %d", chunks, err, s.LogLast())
 	}
 }

@@ -63,6 +63,9 @@ type eventsBenchConfig struct {
 	Durability string
 	// LogLevel of the in-process replica. Default "error".
 	LogLevel string
+	// EventLog keeps the in-process replica's event log, as tallyd does
+	// by default. Default true.
+	EventLog bool
 	// MemEvery, if > 0, samples this process's memory (RSS and Go heap)
 	// at this interval and prints each sample and a summary. With an
 	// in-process replica that is the replica's memory plus the load
@@ -86,6 +89,7 @@ func defaultEventsBenchConfig() eventsBenchConfig {
 		Timeout:     30 * time.Second,
 		Durability:  "fsync",
 		LogLevel:    "error",
+		EventLog:    true,
 	}
 }
 
@@ -162,6 +166,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `token` for the write route (env "+envWriteToken+")")
 		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replica: fsync or none")
 		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the in-process replica")
+		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the in-process replica's event log, as tallyd does by default")
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
 		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
 		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")
@@ -221,7 +226,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	var store func() (storage.MemoryUse, error)
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, cfg.Durability, log)
+		n, dir, err := startBenchReplica(ctx, cfg.Durability, cfg.EventLog, log)
 		if err != nil {
 			return nil, err
 		}

@@ -43,7 +43,7 @@ type served struct{ addr string }
 // startServe starts a standalone replica on a free port.
 func startServe(t *testing.T) *served {
 	t.Helper()
-	n, dir, err := startBenchReplica(context.Background(), "fsync", hclog.NewNullLogger())
+	n, dir, err := startBenchReplica(context.Background(), "fsync", true, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

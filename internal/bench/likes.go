@@ -218,7 +218,7 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, cfg.Durability, log)
+		n, dir, err := startBenchReplica(ctx, cfg.Durability, true, log)
 		if err != nil {
 			return nil, err
 		}
@@ -259,15 +259,16 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 func newRunID() string { return "b" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36) }
 
 // startBenchReplica starts a standalone replica on a fresh temporary
-// directory, listening on a free loopback port.
-func startBenchReplica(ctx context.Context, durability string, log hclog.Logger) (*node.Node, string, error) {
+// directory, listening on a free loopback port. With eventLog it keeps the
+// event log (no NATS: nothing publishes it).
+func startBenchReplica(ctx context.Context, durability string, eventLog bool, log hclog.Logger) (*node.Node, string, error) {
 	dir, err := os.MkdirTemp("", "tallyd-bench-")
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: temp data dir: %w", err)
 	}
 	cfg := node.DefaultConfig()
 	cfg.Region, cfg.Replica, cfg.DataDir = "bench", "bench-1", dir
-	cfg.Listen, cfg.Durability = "127.0.0.1:0", durability
+	cfg.Listen, cfg.Durability, cfg.EventLog = "127.0.0.1:0", durability, eventLog
 	n, err := node.Start(ctx, cfg, node.Options{Logger: log})
 	if err != nil {
 		return nil, "", errors.Join(err, os.RemoveAll(dir))

@@ -38,10 +38,13 @@ type spaceBenchConfig struct {
 	// LikeLists keeps the liker and liked-item index too, as tallyd does
 	// by default. Default true.
 	LikeLists bool
+	// EventLog keeps the event log too, as tallyd does by default.
+	// Default true.
+	EventLog bool
 }
 
 func defaultSpaceBenchConfig() spaceBenchConfig {
-	return spaceBenchConfig{Likes: 1_000_000, Items: 1, Item: "post", UserPrefix: "user-", UserIDs: "seq", LikeLists: true}
+	return spaceBenchConfig{Likes: 1_000_000, Items: 1, Item: "post", UserPrefix: "user-", UserIDs: "seq", LikeLists: true, EventLog: true}
 }
 
 // Validate reports every problem with c at once.
@@ -75,6 +78,7 @@ func parseSpaceBench(args []string, help io.Writer) (spaceBenchConfig, error) {
 		fs.StringVar(&cfg.UserPrefix, "user-prefix", cfg.UserPrefix, "`prefix` of every user id")
 		fs.StringVar(&cfg.UserIDs, "user-ids", cfg.UserIDs, "what follows the prefix: seq, snowflake (random 63-bit decimal) or uuid")
 		fs.BoolVar(&cfg.LikeLists, "like-lists", cfg.LikeLists, "keep the liker and liked-item index, as tallyd does by default")
+		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the event log (one event per like), as tallyd does by default")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -117,14 +121,14 @@ func runSpaceBench(ctx context.Context, cfg spaceBenchConfig, out io.Writer) (re
 		return res, err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
-	rep, err := region.New(region.Config{Region: "bench", Replica: "bench-1", Store: st, LikeLists: cfg.LikeLists})
+	rep, err := region.New(region.Config{Region: "bench", Replica: "bench-1", Store: st, LikeLists: cfg.LikeLists, EventLog: cfg.EventLog})
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, rep.Close()) }()
 
-	fmt.Fprintf(out, "bench space: %d likes by distinct users %s<%s> on %d item(s), replica bench-1, like lists %v\n",
-		cfg.Likes, cfg.UserPrefix, cfg.UserIDs, cfg.Items, cfg.LikeLists)
+	fmt.Fprintf(out, "bench space: %d likes by distinct users %s<%s> on %d item(s), replica bench-1, like lists %v, event log %v\n",
+		cfg.Likes, cfg.UserPrefix, cfg.UserIDs, cfg.Items, cfg.LikeLists, cfg.EventLog)
 	rng := rand.New(rand.NewPCG(1, 2)) // the same ids every run
 	user := func(n int) string {
 		switch cfg.UserIDs {
