@@ -1,6 +1,6 @@
 // Package storage keeps a replica's state in Pebble: one key per (vector,
-// replica) entry, one per like record and keyed record, reconciliation
-// markers, the numbering queues and replica metadata.
+// replica) entry, one per like record and keyed record, the event log,
+// reconciliation markers, the numbering queues and replica metadata.
 //
 // # Durability
 //
@@ -32,8 +32,10 @@
 //	q/<sequence>/<16 hex ord>  CountedLike a counted event waiting for its numbers
 //	l/<sequence>/<16 hex n>    CountedLike the event that took numbers from n, until their ranks are known
 //	n/<sequence>/<16 hex n>    CountedLike a milestone claim intent, settled once claimed
+//	g/<16 hex seq>             events      the event log: a chunk of up to LogChunk events of one commit
 //	m/<name>                   bytes       replica metadata: replica, region,
-//	                                       accepted-writes, hlc-max, seq/<sequence>
+//	                                       accepted-writes, hlc-max, seq/<sequence>,
+//	                                       log-id, log-published
 //
 // Remote entries are stored as absolute values and merged by max before they
 // are written; nothing is ever stored as a sum of deltas.
