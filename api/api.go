@@ -187,6 +187,27 @@ type Status struct {
 	Events any `json:"events,omitempty"`
 }
 
+// History answers GET /v1/likes/{item}/{user}/history: the pair's likes
+// and unlikes as the replicas accepted them, oldest first.
+type History struct {
+	Item    string          `json:"item"`
+	User    string          `json:"user"`
+	Actions []HistoryAction `json:"actions"`
+	// Complete: every replica answered. Missing lists those that did not:
+	// their actions are not in the list.
+	Complete bool     `json:"complete"`
+	Missing  []string `json:"missing,omitempty"`
+}
+
+// HistoryAction is one like or unlike.
+type HistoryAction struct {
+	Liked   bool   `json:"liked"`
+	At      string `json:"at"` // RFC 3339 with milliseconds, UTC
+	HLC     string `json:"hlc"`
+	Replica string `json:"replica"`
+	Region  string `json:"region"`
+}
+
 // Audit answers GET /v1/audit: this replica's own entries recomputed from
 // its event log and compared with the stored ones.
 type Audit struct {

@@ -149,6 +149,13 @@ func (c *Client) Likers(ctx context.Context, item, after string, limit int) (api
 	return out, c.do(ctx, http.MethodGet, path, nil, &out)
 }
 
+// History reads every like and unlike of (item, user), from every replica
+// the asked one reaches.
+func (c *Client) History(ctx context.Context, item, user string) (api.History, error) {
+	var out api.History
+	return out, c.do(ctx, http.MethodGet, "/v1/likes/"+esc(item)+"/"+esc(user)+"/history", nil, &out)
+}
+
 // Audit asks the replica to recompute its own entries from its event log
 // and compare them with its stored ones (an admin route).
 func (c *Client) Audit(ctx context.Context) (api.Audit, error) {

@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -43,4 +46,44 @@ func auditJSON(rep *region.AuditReport) api.Audit {
 			Logged: api.PN{P: d.Logged.P, N: d.Logged.N}, Stored: api.PN{P: d.Stored.P, N: d.Stored.N}})
 	}
 	return out
+}
+
+// GET /v1/likes/{item}/{user}/history[?limit=N]: every like and unlike of
+// the pair, gathered from every replica (each answers for its own), the
+// newest N of each (default 100, at most region.MaxHistory).
+func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
+	ids, err := pathIDs(r, "item", "user")
+	if err != nil {
+		return err
+	}
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > region.MaxHistory {
+			return newError(http.StatusBadRequest, CodeBadRequest, "limit %q: want 1..%d", v, region.MaxHistory)
+		}
+		limit = n
+	}
+	item, user := ids[0], ids[1]
+	var h replication.PairHistory
+	if s.cfg.Replication != nil {
+		if h, err = s.cfg.Replication.History(r.Context(), item, user, limit); err != nil {
+			return err
+		}
+	} else {
+		own, err := s.rep.History(item, user, limit)
+		if err != nil {
+			return err
+		}
+		for _, a := range own {
+			h.Actions = append(h.Actions, replication.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
+		}
+	}
+	out := api.History{Item: item, User: user, Actions: []api.HistoryAction{}, Complete: len(h.Missing) == 0, Missing: h.Missing}
+	for _, a := range h.Actions {
+		out.Actions = append(out.Actions, api.HistoryAction{Liked: a.Liked, HLC: a.HLC.String(), Replica: a.Replica, Region: a.Region,
+			At: time.UnixMilli(a.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -34,6 +34,7 @@ type envOpts struct {
 	api        func(cfg *Config)    // adjust the Server config
 	reg        *prometheus.Registry // shared with the replica
 	noLists    bool                 // like lists off
+	noLog      bool                 // event log off
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -47,7 +48,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 		o.reg = prometheus.NewRegistry()
 	}
 	rep, err := region.New(region.Config{
-		Region: "us", Replica: "us-1", Store: st, HoldWrites: o.hold, Registerer: o.reg, LikeLists: !o.noLists,
+		Region: "us", Replica: "us-1", Store: st, HoldWrites: o.hold, Registerer: o.reg, LikeLists: !o.noLists, EventLog: !o.noLog,
 	})
 	if err != nil {
 		t.Fatal(err)

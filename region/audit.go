@@ -77,3 +77,21 @@ func (r *Replica) Audit(kind storage.Kind, key string) (AuditReport, error) {
 	})
 	return rep, nil
 }
+
+// MaxHistory bounds the actions one History call returns.
+const MaxHistory = 1000
+
+// History returns the likes and unlikes of (item, user) this replica
+// accepted (its own only), oldest first: the newest limit of them.
+func (r *Replica) History(item, user string, limit int) ([]storage.Action, error) {
+	if !r.cfg.EventLog {
+		return nil, fmt.Errorf("%w: the like history needs it", ErrNoLog)
+	}
+	if !crdt.ValidID(item) || !crdt.ValidID(user) || limit < 1 || limit > MaxHistory {
+		return nil, fmt.Errorf("%w: history of %q/%q, limit %d", ErrInvalid, item, user, limit)
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	return r.store.History(item, user, limit)
+}

@@ -162,6 +162,7 @@ func (r *Replicator) listen() error {
 		{subjectDeltaPrefix + ">", func() (func() error, error) { return t.Subscribe(subjectDeltaPrefix+">", r.receive) }},
 		{digestsSubject(r.self), func() (func() error, error) { return t.Respond(digestsSubject(r.self), r.serveDigests) }},
 		{pageSubject(r.self), func() (func() error, error) { return t.Respond(pageSubject(r.self), r.servePage) }},
+		{historySubject(r.self), func() (func() error, error) { return t.Respond(historySubject(r.self), r.serveHistory) }},
 		{idSubject(r.self), func() (func() error, error) { return t.Subscribe(idSubject(r.self), r.onHello) }},
 	}
 	for _, s := range subs {

@@ -33,6 +33,7 @@
 //	l/<sequence>/<16 hex n>    CountedLike the event that took numbers from n, until their ranks are known
 //	n/<sequence>/<16 hex n>    CountedLike a milestone claim intent, settled once claimed
 //	g/<16 hex seq>             events      the event log: a chunk of up to LogChunk events of one commit
+//	h/<item>/<user>/<16 hex seq> action    a like or unlike this replica accepted (the like history)
 //	m/<name>                   bytes       replica metadata: replica, region,
 //	                                       accepted-writes, hlc-max, seq/<sequence>,
 //	                                       log-id, log-published

@@ -243,6 +243,7 @@ func (b *Batch) writeEvents() uint64 {
 		chunk := b.events[i:min(i+LogChunk, len(b.events))]
 		for j := range chunk {
 			chunk[j].Seq = seq + 1 + uint64(j)
+			b.putHistory(&chunk[j])
 		}
 		b.kbuf = appendLogKey(b.kbuf[:0], seq+1)
 		b.buf = AppendEvents(b.buf[:0], chunk)

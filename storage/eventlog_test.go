@@ -122,3 +122,33 @@ func TestEventLog(t *testing.T) {
 		t.Fatalf("chunks after 19: %v, %v; last %d", chunks, err, s.LogLast())
 	}
 }
+
+// Each logged like and unlike is in the pair's history, oldest first,
+// other events and other pairs not.
+func TestHistory(t *testing.T) {
+	s := openTest(t, Config{Dir: t.TempDir()})
+	defer s.Close()
+	commit(t, s, func(b *Batch) {
+		b.LogEvent(Event{Type: EventLike, Kind: Likes, Key: "post", User: "u", P: 1, Count: 1, HLC: 10})
+		b.LogEvent(Event{Type: EventLike, Kind: Likes, Key: "post", User: "u2", P: 1, Count: 1, HLC: 11})
+		b.LogEvent(Event{Type: EventReconcile, Kind: Likes, Key: "post", User: "u", N: 1, Count: 1, HLC: 12})
+	})
+	commit(t, s, func(b *Batch) {
+		b.LogEvent(Event{Type: EventUnlike, Kind: Likes, Key: "post", User: "u", N: 1, Count: 1, HLC: 13})
+		b.LogEvent(Event{Type: EventLike, Kind: Likes, Key: "post", User: "u", P: 1, Count: 1, HLC: 14})
+		b.LogEvent(Event{Type: EventLike, Kind: Likes, Key: "post.x", User: "u", P: 1, Count: 1, HLC: 15})
+	})
+	got, err := s.History("post", "u", 100)
+	want := []Action{{1, true, 10}, {4, false, 13}, {5, true, 14}}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("History = %+v, %v; want %+v", got, err, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("History = %+v, want %+v", got, want)
+		}
+	}
+	if got, _ := s.History("post", "u", 2); len(got) != 2 || got[0].Seq != 4 {
+		t.Fatalf("the newest 2: %+v", got)
+	}
+}

@@ -1,0 +1,158 @@
+package replication
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+)
+
+// A pair's like history is the union of what each replica accepted: every
+// replica keeps its own likes and unlikes (storage.History) and answers
+// for them on tally.ae.<replica>.history, so the history is exact for
+// every replica that answers, and says which did not.
+
+func historySubject(replica string) string { return subjectAEPrefix + token(replica) + ".history" }
+
+// PairAction is one like or unlike, with where it was accepted.
+type PairAction struct {
+	Replica, Region string
+	Liked           bool
+	HLC             crdt.HLC
+	Seq             uint64 // in the replica's event log
+}
+
+// PairHistory is a pair's history as gathered from the replicas.
+type PairHistory struct {
+	Actions []PairAction // oldest first, by stamp
+	// Missing lists the replicas that did not answer: their actions are
+	// not in Actions.
+	Missing []string
+}
+
+// Wire: a request is v1 | typeHistoryReq | item | user | limit; a reply
+// is v1 | typeHistory | region | count | (liked (0/1) | HLC | seq)*, or
+// empty when the replica has no history to give (its log is off).
+const (
+	typeHistoryReq = 5
+	typeHistory    = 6
+)
+
+func appendHistoryRequest(item, user string, limit int) []byte {
+	b := []byte{wireV1, typeHistoryReq}
+	b = appendStr(b, item)
+	b = appendStr(b, user)
+	return binary.AppendUvarint(b, uint64(limit))
+}
+
+func (r *Replicator) serveHistory(data []byte) []byte {
+	d := &reader{b: data}
+	d.header(typeHistoryReq)
+	item, user := d.id(), d.id()
+	limit := d.uvarint()
+	if d.finish("history request") != nil || limit < 1 || limit > region.MaxHistory {
+		r.m.badMessages.Inc()
+		return nil
+	}
+	actions, err := r.cfg.Replica.History(item, user, int(limit))
+	if err != nil {
+		return nil
+	}
+	b := []byte{wireV1, typeHistory}
+	b = appendStr(b, r.cfg.Replica.Region())
+	b = binary.AppendUvarint(b, uint64(len(actions)))
+	for _, a := range actions {
+		liked := uint64(0)
+		if a.Liked {
+			liked = 1
+		}
+		b = binary.AppendUvarint(b, liked)
+		b = binary.AppendUvarint(b, uint64(a.HLC))
+		b = binary.AppendUvarint(b, a.Seq)
+	}
+	return b
+}
+
+// DecodeHistoryReply decodes replica's answer to a history request.
+func DecodeHistoryReply(data []byte, replica string) ([]PairAction, error) {
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%s keeps no history (its event log is off, or it failed)", replica)
+	}
+	d := &reader{b: data}
+	d.header(typeHistory)
+	reg := d.id()
+	n := d.count()
+	if d.err == nil && n > region.MaxHistory {
+		d.fail("%d actions", n)
+	}
+	var out []PairAction
+	for i := 0; i < n && d.err == nil; i++ {
+		liked := d.uvarint()
+		if d.err == nil && liked > 1 {
+			d.fail("liked %d", liked)
+		}
+		out = append(out, PairAction{Replica: replica, Region: reg, Liked: liked == 1, HLC: crdt.HLC(d.uvarint()), Seq: d.uvarint()})
+	}
+	if err := d.finish("history"); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// History gathers the likes and unlikes of (item, user) from this replica
+// and every configured peer (the newest limit of each), oldest first.
+func (r *Replicator) History(ctx context.Context, item, user string, limit int) (PairHistory, error) {
+	own, err := r.cfg.Replica.History(item, user, limit)
+	if err != nil {
+		return PairHistory{}, err
+	}
+	var h PairHistory
+	for _, a := range own {
+		h.Actions = append(h.Actions, PairAction{Replica: r.self, Region: r.cfg.Replica.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	req := appendHistoryRequest(item, user, limit)
+	for _, p := range r.cfg.Peers {
+		wg.Go(func() {
+			data, err := r.request(ctx, historySubject(p), req)
+			var got []PairAction
+			if err == nil {
+				got, err = DecodeHistoryReply(data, p)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				h.Missing = append(h.Missing, p)
+				return
+			}
+			h.Actions = append(h.Actions, got...)
+		})
+	}
+	wg.Wait()
+	slices.Sort(h.Missing)
+	slices.SortFunc(h.Actions, func(a, b PairAction) int {
+		if a.HLC != b.HLC {
+			return compareHLC(a.HLC, b.HLC)
+		}
+		switch {
+		case a.Replica < b.Replica:
+			return -1
+		case a.Replica > b.Replica:
+			return 1
+		}
+		return 0
+	})
+	return h, nil
+}
+
+func compareHLC(a, b crdt.HLC) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
