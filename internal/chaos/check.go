@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -39,6 +40,9 @@ const (
 	// KindListMismatch: a region's list of an item's likers is not the
 	// users whose records there say liked.
 	KindListMismatch = "list-mismatch"
+	// KindHistory: a pair's like history differs between regions, or its
+	// latest action is not the record's state.
+	KindHistory = "history"
 	// KindAudit: a region's event log does not account for its own
 	// entries (GET /v1/audit), or could not be audited.
 	KindAudit = "audit"
@@ -86,6 +90,45 @@ type finalState struct {
 	Likers map[string]map[string][]string
 	// Audits are every region's audit of its event log. Nil: not checked.
 	Audits map[string]*api.Audit
+	// Histories are sampled pairs' like histories, per region. Nil: not
+	// checked.
+	Histories map[userKey]map[string]*api.History
+	// Wiped: a region lost its data during the run, and with it the
+	// history of the actions it had accepted (they are in its region's
+	// stream), so the latest action of a history is not checked.
+	Wiped bool
+}
+
+// checkHistories reports a sampled pair whose history differs between
+// regions, misses a replica, or whose latest action is not what the
+// pair's final record says.
+func checkHistories(f finalState) []Violation {
+	var vs []Violation
+	for _, uk := range slices.SortedFunc(maps.Keys(f.Histories), func(a, b userKey) int {
+		return strings.Compare(a.String(), b.String())
+	}) {
+		var first string
+		for _, r := range f.Regions {
+			h, ok := f.Histories[uk][r]
+			if !ok || !h.Complete {
+				vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(), Detail: "the history could not be read whole"})
+				continue
+			}
+			render := fmt.Sprint(h.Actions)
+			if first == "" {
+				first = render
+			} else if render != first {
+				vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(), Detail: "the history differs between regions: " + render + " vs " + first})
+			}
+			if n := len(h.Actions); n > 0 && !f.Wiped {
+				if liked, ok := f.Liked[uk][r]; ok && h.Actions[n-1].Liked != liked {
+					vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(),
+						Detail: fmt.Sprintf("the latest action in the history says liked=%v, the record %v", h.Actions[n-1].Liked, liked)})
+				}
+			}
+		}
+	}
+	return vs
 }
 
 // checkAudits reports every region whose event log does not account for
@@ -255,6 +298,7 @@ func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 	}
 	vs = append(vs, checkLists(keys, perItem, f)...)
 	vs = append(vs, checkAudits(f)...)
+	vs = append(vs, checkHistories(f)...)
 	// Values.
 	for _, k := range keys {
 		var want, liked int64 // liked: users whose final record says liked

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/api"
 	"slices"
 	"strings"
 	"testing"
@@ -329,5 +330,35 @@ func TestCheckLists(t *testing.T) {
 	vs = checkLists(keys, perItem, f)
 	if len(vs) != 1 || vs[0].Kind != KindNotConverged || vs[0].Region != "us" {
 		t.Fatalf("violations %v, want us's list unread", vs)
+	}
+}
+
+func TestCheckHistories(t *testing.T) {
+	uk := userKey{"item-1", "u1"}
+	act := func(liked bool, replica string) api.HistoryAction {
+		return api.HistoryAction{Liked: liked, Replica: replica, HLC: "1." + replica}
+	}
+	h := &api.History{Complete: true, Actions: []api.HistoryAction{act(true, "us-1"), act(false, "eu-1")}}
+	f := finalState{Regions: []string{"us", "eu"},
+		Liked:     map[userKey]map[string]bool{uk: {"us": false, "eu": false}},
+		Histories: map[userKey]map[string]*api.History{uk: {"us": h, "eu": h}}}
+	if vs := checkHistories(f); len(vs) != 0 {
+		t.Fatalf("agreeing histories flagged: %v", vs)
+	}
+	f.Liked[uk]["eu"] = true
+	if vs := checkHistories(f); len(vs) != 1 || vs[0].Kind != KindHistory || vs[0].Region != "eu" {
+		t.Fatalf("latest action against the record: %v", vs)
+	}
+	f.Wiped = true
+	if vs := checkHistories(f); len(vs) != 0 {
+		t.Fatalf("after a wipe the latest action is not checked: %v", vs)
+	}
+	f.Histories[uk]["eu"] = &api.History{Complete: true, Actions: h.Actions[:1]}
+	if vs := checkHistories(f); len(vs) != 1 || !strings.Contains(vs[0].Detail, "differs") {
+		t.Fatalf("differing histories: %v", vs)
+	}
+	f.Histories[uk]["eu"] = &api.History{Complete: false, Actions: h.Actions}
+	if vs := checkHistories(f); len(vs) != 1 || !strings.Contains(vs[0].Detail, "whole") {
+		t.Fatalf("an incomplete history: %v", vs)
 	}
 }

@@ -222,3 +222,35 @@ func readAudits(ctx context.Context, procs []*proc) map[string]*api.Audit {
 	wg.Wait()
 	return out
 }
+
+// historySample is at most how many pairs' histories a run reads.
+const historySample = 40
+
+// readHistories reads, in every region, the like history of up to
+// historySample of the pairs users touched.
+func readHistories(ctx context.Context, procs []*proc, users []userKey) map[userKey]map[string]*api.History {
+	out := map[userKey]map[string]*api.History{}
+	step := max(1, len(users)/historySample)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < len(users); i += step {
+		uk := users[i]
+		byRegion := map[string]*api.History{}
+		out[uk] = byRegion
+		for _, p := range procs {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				h, err := p.client.api.History(ctx, uk.Item, uk.User)
+				if err != nil {
+					return // absent: the check reports it
+				}
+				mu.Lock()
+				byRegion[p.region] = &h
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Wait()
+	return out
+}

@@ -158,6 +158,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	}
 	likers := readLikers(ctx, r.d.procs, items)
 	audits := readAudits(ctx, r.d.procs)
+	histories := readHistories(ctx, r.d.procs, users)
 	var ms milestoneResult
 	var msVs []Violation
 	if r.cfg.numbering() {
@@ -170,7 +171,12 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	others.Wait() // the sampler and the executor
 
 	// Check.
-	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits}
+	wiped := false
+	for _, e := range r.x.episodeRecords() {
+		wiped = wiped || e.Kind == KindWipe && !e.Skipped
+	}
+	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
+		Histories: histories, Wiped: wiped}
 	wants, vs := check(ops, r.keys, fs)
 	vs = append(vs, msVs...)
 	if !converged {
