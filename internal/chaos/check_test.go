@@ -2,11 +2,12 @@ package chaos
 
 import (
 	"fmt"
-	"github.com/tally-dev/tally/api"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/api"
 )
 
 // Hand-made histories whose model is computed by hand.
