@@ -2,9 +2,10 @@ package chaos
 
 import (
 	"context"
-	"github.com/tally-dev/tally/api"
 	"sync"
 	"time"
+
+	"github.com/tally-dev/tally/api"
 )
 
 // pollRound is one round of reads of every key in every region; a region
