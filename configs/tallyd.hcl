@@ -64,6 +64,15 @@ idempotency_ttl = "24h"
 # changed like. false drops them; true again rebuilds them at start.
 like_lists = true
 
+# The event log: every accepted like, unlike and increment, in the batch of
+# its write; with nats set, published to the region's stream
+# TALLY_EVENTS_<REGION> (kept event_retention), and read back by
+# GET /v1/audit and GET /v1/likes/{item}/{user}/history. A published event
+# stays in the local log (which the audit reads) for event_log_keep.
+event_log       = true
+event_retention = "168h"
+event_log_keep  = "168h"
+
 # --- Replication (leave nats empty for a standalone replica) ---
 
 # URL(s) of this region's NATS cluster, comma-separated.
