@@ -79,18 +79,7 @@ func decodeKeyed(b []byte) (*crdt.LikeRecord, error) {
 // putKeyed writes a keyed record and moves its expiry entry when its
 // register's wall time changed.
 func (b *Batch) putKeyed(key, idem string, old, r *crdt.LikeRecord) {
-	if b.s.filter != nil {
-		b.s.filter.add(key, idem) // before the commit makes the record visible
-	}
-	b.kbuf = appendKeyedKey(b.kbuf[:0], key, idem)
-	var oldb []byte
-	if old != nil {
-		b.obuf = crdt.AppendLikeRecord(b.obuf[:0], old)
-		oldb = b.obuf
-	}
-	b.buf = crdt.AppendLikeRecord(b.buf[:0], r)
-	b.digest(b.kbuf, oldb, b.buf)
-	_ = b.b.Set(b.kbuf, b.buf, nil)
+	b.putRecord(appendKeyedKey(b.kbuf[:0], key, idem), key, idem, old, r)
 	if old != nil && old.HLC.WallMs() == r.HLC.WallMs() {
 		return
 	}

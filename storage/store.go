@@ -431,10 +431,16 @@ func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
 		b.putKeyed(item, user, old, r)
 		return
 	}
+	b.putRecord(appendRecordKey(b.kbuf[:0], item, user), item, user, old, r)
+}
+
+// putRecord writes a like or keyed record under key (which may be b.kbuf),
+// in the record filter first, and updates the bucket digest.
+func (b *Batch) putRecord(key []byte, item, user string, old, r *crdt.LikeRecord) {
 	if b.s.filter != nil {
 		b.s.filter.add(item, user) // before the commit makes the record visible
 	}
-	b.kbuf = appendRecordKey(b.kbuf[:0], item, user)
+	b.kbuf = key
 	var oldb []byte
 	if old != nil {
 		b.obuf = crdt.AppendLikeRecord(b.obuf[:0], old)

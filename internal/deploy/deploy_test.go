@@ -47,15 +47,7 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three regions")
 	}
-	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
-	for _, u := range urls {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
-				return fmt.Errorf("%s not ready: %d %v", u, st, err)
-			}
-			return nil
-		})
-	}
+	urls := startReadyDeployment(t)
 	like := func(u, user string) {
 		t.Helper()
 		if st, b, err := testkit.DoJSON("PUT", u+"/v1/likes/post1/"+user, ""); err != nil || st != 200 {
@@ -114,12 +106,10 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	})
 }
 
-// An increment with an idempotency key sent to us, retried at eu while
-// us-eu is cut, and retried at ap after the heal counts once everywhere.
-func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+// startReadyDeployment starts the README's deployment and waits until
+// every region is ready.
+func startReadyDeployment(t *testing.T) []string {
+	t.Helper()
 	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
 	for _, u := range urls {
 		testkit.WaitFor(t, 30*time.Second, func() error {
@@ -129,6 +119,16 @@ func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
 			return nil
 		})
 	}
+	return urls
+}
+
+// An increment with an idempotency key sent to us, retried at eu while
+// us-eu is cut, and retried at ap after the heal counts once everywhere.
+func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	incr := func(u string, wantDup bool) {
 		t.Helper()
