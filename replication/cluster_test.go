@@ -19,9 +19,16 @@ import (
 )
 
 // startNATS runs one real embedded nats-server.
-func startNATS(t *testing.T) *server.Server {
+func startNATS(t *testing.T) *server.Server { return startNATSWith(t, nil) }
+
+// startNATSWith is startNATS with the server's options changed by tweak.
+func startNATSWith(t *testing.T, tweak func(*server.Options)) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+	if tweak != nil {
+		tweak(o)
+	}
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}

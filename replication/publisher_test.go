@@ -17,19 +17,12 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
+// startJetStream runs an embedded nats-server with JetStream, fsyncing
+// every write as the shipped configs do.
 func startJetStream(t *testing.T) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir(), SyncAlways: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return startNATSWith(t, func(o *server.Options) {
+		o.JetStream, o.StoreDir, o.SyncAlways = true, t.TempDir(), true
+	})
 }
 
 // streamEvents reads every message of the region's stream.

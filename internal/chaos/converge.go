@@ -202,26 +202,34 @@ func readLikers(ctx context.Context, procs []*proc, items []string) map[string]m
 	return out
 }
 
-// readAudits runs every region's audit of its event log.
-func readAudits(ctx context.Context, procs []*proc) map[string]*api.Audit {
-	out := map[string]*api.Audit{}
+// perRegion calls read in every region at once, with a timeout, and
+// returns what each answered; a region whose read failed is absent.
+func perRegion[T any](ctx context.Context, procs []*proc, timeout time.Duration, read func(context.Context, *proc) (T, error)) map[string]*T {
+	out := map[string]*T{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			a, err := p.client.api.Audit(ctx)
+			v, err := read(ctx, p)
 			if err != nil {
 				return // absent: the check reports it
 			}
 			mu.Lock()
-			out[p.region] = &a
+			out[p.region] = &v
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	return out
+}
+
+// readAudits runs every region's audit of its event log.
+func readAudits(ctx context.Context, procs []*proc) map[string]*api.Audit {
+	return perRegion(ctx, procs, 30*time.Second, func(ctx context.Context, p *proc) (api.Audit, error) {
+		return p.client.api.Audit(ctx)
+	})
 }
 
 // historySample is at most how many pairs' histories a run reads.
@@ -232,26 +240,11 @@ const historySample = 40
 func readHistories(ctx context.Context, procs []*proc, users []userKey) map[userKey]map[string]*api.History {
 	out := map[userKey]map[string]*api.History{}
 	step := max(1, len(users)/historySample)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
 	for i := 0; i < len(users); i += step {
 		uk := users[i]
-		byRegion := map[string]*api.History{}
-		out[uk] = byRegion
-		for _, p := range procs {
-			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				h, err := p.client.api.History(ctx, uk.Item, uk.User)
-				if err != nil {
-					return // absent: the check reports it
-				}
-				mu.Lock()
-				byRegion[p.region] = &h
-				mu.Unlock()
-			})
-		}
+		out[uk] = perRegion(ctx, procs, 5*time.Second, func(ctx context.Context, p *proc) (api.History, error) {
+			return p.client.api.History(ctx, uk.Item, uk.User)
+		})
 	}
-	wg.Wait()
 	return out
 }
