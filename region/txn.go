@@ -604,9 +604,7 @@ func (t *txn) commit() (Changes, error) {
 	if err := t.number(); err != nil {
 		return Changes{}, err
 	}
-	for _, e := range t.events {
-		t.b.LogEvent(e)
-	}
+	t.b.LogEvents(t.events)
 	if t.b.Len() > 0 {
 		t.persistClock()
 	}

@@ -1,10 +1,12 @@
 package replication
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/tally-dev/tally/crdt"
@@ -136,23 +138,7 @@ func (r *Replicator) History(ctx context.Context, item, user string, limit int) 
 	wg.Wait()
 	slices.Sort(h.Missing)
 	slices.SortFunc(h.Actions, func(a, b PairAction) int {
-		if a.HLC != b.HLC {
-			return compareHLC(a.HLC, b.HLC)
-		}
-		switch {
-		case a.Replica < b.Replica:
-			return -1
-		case a.Replica > b.Replica:
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(a.HLC, b.HLC), strings.Compare(a.Replica, b.Replica))
 	})
 	return h, nil
-}
-
-func compareHLC(a, b crdt.HLC) int {
-	if a < b {
-		return -1
-	}
-	return 1
 }

@@ -231,6 +231,16 @@ func (b *Batch) LogEvent(e Event) {
 	b.events = append(b.events, e)
 }
 
+// LogEvents appends events, as LogEvent each. The batch may keep and
+// change the slice (Commit sets the seqs).
+func (b *Batch) LogEvents(events []Event) {
+	if b.events == nil {
+		b.events = events
+		return
+	}
+	b.events = append(b.events, events...)
+}
+
 // writeEvents gives the batch's events their seqs and writes them, in
 // chunks of up to LogChunk. The store's counter moves only once the batch
 // commits.

@@ -23,11 +23,7 @@ const (
 )
 
 func appendKeyedKey(dst []byte, key, idem string) []byte {
-	dst = appendBucketPrefix(dst, RecordBucket(key, idem))
-	dst = append(dst, prefixKeyed, '/')
-	dst = append(dst, key...)
-	dst = append(dst, '/')
-	return append(dst, idem...)
+	return appendBucketedRecordKey(dst, prefixKeyed, key, idem)
 }
 
 func appendExpiryKey(dst []byte, ms int64, key, idem string) []byte {

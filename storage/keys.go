@@ -92,11 +92,17 @@ func recordKey(item, user string) []byte {
 }
 
 func appendRecordKey(dst []byte, item, user string) []byte {
-	dst = appendBucketPrefix(dst, RecordBucket(item, user))
-	dst = append(dst, prefixRecord, '/')
-	dst = append(dst, item...)
+	return appendBucketedRecordKey(dst, prefixRecord, item, user)
+}
+
+// appendBucketedRecordKey is "b<bucket>/<prefix>/<a>/<b>": a like record
+// (prefixRecord) or keyed record (prefixKeyed) in its anti-entropy bucket.
+func appendBucketedRecordKey(dst []byte, prefix byte, a, b string) []byte {
+	dst = appendBucketPrefix(dst, RecordBucket(a, b))
+	dst = append(dst, prefix, '/')
+	dst = append(dst, a...)
 	dst = append(dst, '/')
-	return append(dst, user...)
+	return append(dst, b...)
 }
 
 func markerKey(item, user string) []byte {
