@@ -69,6 +69,12 @@ type Replicator struct {
 	wg        sync.WaitGroup
 	unsubs    []func() error
 	closeOnce sync.Once
+	// hmu guards the message handlers against Close: a handler runs under
+	// the read lock and only while handlersOff is false, and Close takes
+	// the write lock after unsubscribing, so no handler still reads the
+	// store (whose Close refuses open iterators) once Close returns.
+	hmu         sync.RWMutex
+	handlersOff bool
 
 	faults *FaultyTransport // the chaos build's, wrapping cfg.Transport; else nil
 }
@@ -159,11 +165,11 @@ func (r *Replicator) listen() error {
 		subject string
 		sub     func() (func() error, error)
 	}{
-		{subjectDeltaPrefix + ">", func() (func() error, error) { return t.Subscribe(subjectDeltaPrefix+">", r.receive) }},
-		{digestsSubject(r.self), func() (func() error, error) { return t.Respond(digestsSubject(r.self), r.serveDigests) }},
-		{pageSubject(r.self), func() (func() error, error) { return t.Respond(pageSubject(r.self), r.servePage) }},
-		{historySubject(r.self), func() (func() error, error) { return t.Respond(historySubject(r.self), r.serveHistory) }},
-		{idSubject(r.self), func() (func() error, error) { return t.Subscribe(idSubject(r.self), r.onHello) }},
+		{subjectDeltaPrefix + ">", func() (func() error, error) { return t.Subscribe(subjectDeltaPrefix+">", r.guard(r.receive)) }},
+		{digestsSubject(r.self), func() (func() error, error) { return t.Respond(digestsSubject(r.self), r.guardReply(r.serveDigests)) }},
+		{pageSubject(r.self), func() (func() error, error) { return t.Respond(pageSubject(r.self), r.guardReply(r.servePage)) }},
+		{historySubject(r.self), func() (func() error, error) { return t.Respond(historySubject(r.self), r.guardReply(r.serveHistory)) }},
+		{idSubject(r.self), func() (func() error, error) { return t.Subscribe(idSubject(r.self), r.guard(r.onHello)) }},
 	}
 	for _, s := range subs {
 		unsub, err := s.sub()
@@ -184,6 +190,11 @@ func (r *Replicator) Close() {
 		for _, u := range r.unsubs {
 			_ = u()
 		}
+		// A handler the transport had already started may still run:
+		// wait for it, and keep any later one out.
+		r.hmu.Lock()
+		r.handlersOff = true
+		r.hmu.Unlock()
 		if r.cancel != nil {
 			r.cancel()
 		}
@@ -192,6 +203,31 @@ func (r *Replicator) Close() {
 			r.faults.Close()
 		}
 	})
+}
+
+// guard wraps a subscription handler so that it does nothing once Close
+// has begun, and Close waits for it (see hmu).
+func (r *Replicator) guard(h func(subject string, data []byte)) func(string, []byte) {
+	return func(subject string, data []byte) {
+		r.hmu.RLock()
+		defer r.hmu.RUnlock()
+		if !r.handlersOff {
+			h(subject, data)
+		}
+	}
+}
+
+// guardReply is guard for a request handler; after Close it answers
+// nothing (an empty reply, which requesters treat as failure).
+func (r *Replicator) guardReply(h func(data []byte) []byte) func([]byte) []byte {
+	return func(data []byte) []byte {
+		r.hmu.RLock()
+		defer r.hmu.RUnlock()
+		if r.handlersOff {
+			return nil
+		}
+		return h(data)
+	}
 }
 
 // runFlusher publishes the outbox every FlushInterval, and a heartbeat when
