@@ -307,3 +307,72 @@ type Milestones struct {
 	Synced      bool   `json:"synced"`
 	StreamError string `json:"stream_error,omitempty"`
 }
+
+// Window answers GET /v1/counters/{key}/window, /v1/likes/{item}/window and
+// /v1/window: the net change of a count over [from, to).
+type Window struct {
+	Kind string `json:"kind"`          // "likes" or "counters"
+	Key  string `json:"key,omitempty"` // item or counter key; absent: the family's total
+	// Value is the net change in the window: additions minus removals
+	// booked into its buckets (likes minus unlikes, for likes).
+	Value int64     `json:"value"`
+	From  time.Time `json:"from"`
+	To    time.Time `json:"to"`
+	// Bucket is the width of the buckets summed, e.g. "1s": the window's
+	// bounds are the asked ones widened to whole buckets.
+	Bucket string `json:"bucket"`
+	// Approx: the value may still move (a peer is unheard-from, a record
+	// of the key is unreconciled, or recovery is running).
+	Approx bool `json:"approx"`
+	// Final: the window ended long enough ago that no event can still be
+	// booked into it here, and approx is false: the value will not move.
+	Final        bool             `json:"final"`
+	Unreconciled int              `json:"unreconciled,omitempty"`
+	Replicas     map[string]PN    `json:"replicas"` // per replica: additions (p) and removals (n) in the window
+	Regions      map[string]int64 `json:"regions"`  // per region: net change booked by its replicas
+}
+
+// Series answers GET /v1/series and the per-key series routes: points of
+// step width, one value per point per key.
+type Series struct {
+	Kind   string        `json:"kind"`
+	From   time.Time     `json:"from"`
+	To     time.Time     `json:"to"`
+	Step   string        `json:"step"`
+	Times  []int64       `json:"times"` // each point's start, unix ms
+	Approx bool          `json:"approx"`
+	Final  bool          `json:"final"`
+	Series []SeriesOfKey `json:"series"`
+}
+
+// SeriesOfKey is one key's points.
+type SeriesOfKey struct {
+	Key     string             `json:"key"` // "*" is the family's total
+	Values  []int64            `json:"values"`
+	Regions map[string][]int64 `json:"regions,omitempty"` // with by=region
+}
+
+// Trending answers GET /v1/trending.
+type Trending struct {
+	Kind   string         `json:"kind"`
+	Window string         `json:"window"` // e.g. "10m", or "all"
+	From   *time.Time     `json:"from,omitempty"`
+	To     *time.Time     `json:"to,omitempty"`
+	Region string         `json:"region,omitempty"`
+	Prefix string         `json:"prefix,omitempty"`
+	Items  []TrendingItem `json:"items"`
+	// Approx and Final as for a window.
+	Approx bool `json:"approx"`
+	Final  bool `json:"final"`
+	// Candidates is how many keys were scored exactly; Capacity is k:
+	// every key with more than 1/k of the window's additions is a
+	// candidate, and every count is exact.
+	Candidates int `json:"candidates"`
+	Capacity   int `json:"capacity"`
+}
+
+// TrendingItem is one key of a trending list and its exact net change.
+type TrendingItem struct {
+	Item  string `json:"item"`
+	Count int64  `json:"count"`
+}

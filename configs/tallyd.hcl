@@ -73,6 +73,29 @@ event_log       = true
 event_retention = "168h"
 event_log_keep  = "168h"
 
+# Time windows: every like count and counter also keeps time buckets, one
+# per level, as width:keep pairs (keep: how long a bucket stays after it
+# ends; units s, m, h, d, y, or "forever"). They answer
+# GET /v1/counters/{key}/window?last=60s, the series and the trending
+# lists. Every region must use the same levels. "" keeps no buckets.
+windows = "1s:3h,1m:15d,1h:3y"
+
+# Keys under a prefix can have their own levels (the longest prefix wins):
+# window "views:" {
+#   kind   = "counters"       # likes, counters, or leave out for both
+#   levels = "1s:6h,1m:30d"
+# }
+
+# A client may say when an event happened ("at" or "timestamp"), within
+# these bounds of the replica's clock. A window is final only once
+# event_time_past has gone by after its end.
+event_time_past   = "5m"
+event_time_future = "1m"
+
+# Trending sketches keep this many counters (k): a key with more than 1/k
+# of a window's additions is never missed; counts are always exact.
+trending_capacity = 128
+
 # --- Replication (leave nats empty for a standalone replica) ---
 
 # URL(s) of this region's NATS cluster, comma-separated.

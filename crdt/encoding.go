@@ -13,9 +13,9 @@ import (
 //
 //	PN:         v1 | P | N
 //	Vector:     v1 | count | (replica | P | N)*
-//	LikeRecord: v1 | flags | HLC | origin | [amount] | count | (replica | P | N)*
-//	            flags bit 0 = liked, bit 1 = keyed; amount (zigzag varint)
-//	            only in a keyed record with a register
+//	LikeRecord: v1 | flags | HLC | origin | [amount] | [at] | count | (replica | P | N)*
+//	            flags bit 0 = liked, bit 1 = keyed, bit 2 = at; amount (zigzag varint)
+//	            only in a keyed record with a register; at (unix ms) only with bit 2
 const formatV1 = 1
 
 // ErrCorrupt is returned (wrapped) by every decoder for malformed input.
@@ -63,11 +63,17 @@ func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
 	if r.Keyed {
 		flags |= 2
 	}
+	if r.At != 0 && r.HLC != 0 {
+		flags |= 4
+	}
 	dst = append(dst, formatV1, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.HLC))
 	dst = appendString(dst, r.Origin)
 	if r.Keyed && r.HLC != 0 {
 		dst = binary.AppendVarint(dst, r.Amount)
+	}
+	if flags&4 != 0 {
+		dst = binary.AppendUvarint(dst, uint64(r.At))
 	}
 	return appendVectorBody(dst, r.Contrib)
 }
@@ -77,7 +83,7 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	d := decoder{b: b}
 	d.version()
 	flags := d.byte()
-	if d.err == nil && flags&^3 != 0 {
+	if d.err == nil && flags&^7 != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	r := &LikeRecord{Liked: flags&1 != 0, Keyed: flags&2 != 0, HLC: HLC(d.uvarint())}
@@ -94,6 +100,11 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	if r.Keyed && r.HLC != 0 {
 		if r.Amount = d.varint(); d.err == nil && !r.Liked {
 			d.fail("keyed record not applied")
+		}
+	}
+	if flags&4 != 0 {
+		if r.At = int64(d.uvarint()); d.err == nil && (r.HLC == 0 || r.At <= 0 || r.At > 1<<47) {
+			d.fail("bad at %d", r.At)
 		}
 	}
 	r.Contrib = d.vector()

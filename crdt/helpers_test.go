@@ -171,5 +171,10 @@ func randRecord(rng *rand.Rand, pool []string) *LikeRecord {
 		// A keyed record (an idempotent increment) is always applied.
 		r.Keyed, r.Liked, r.Amount = true, true, int64(rng.IntN(5))-2
 	}
+	if rng.IntN(3) == 0 {
+		// A client-given booking time: a register field that must merge
+		// and encode with the rest of the register.
+		r.At = int64(1 + rng.IntN(3))
+	}
 	return r
 }

@@ -16,6 +16,19 @@ type LikeRecord struct {
 	Contrib Vector // Contrib[r]: what replica r added/removed for this user
 	Keyed   bool   // an increment-key record, see above
 	Amount  int64  // a keyed record's increment; register field, zero otherwise
+	// At is when the winning action happened by its client (unix ms), if
+	// the client said so; zero means at the register's HLC. A register
+	// field: time windows book the record's reconciliation there.
+	At int64
+}
+
+// BookedMs is the time the record's winning action is booked at in time
+// windows: At if the client gave one, else the register's wall time.
+func (r *LikeRecord) BookedMs() int64 {
+	if r.At != 0 {
+		return r.At
+	}
+	return r.HLC.WallMs()
 }
 
 // target is what Contrib should add up to.
@@ -42,7 +55,10 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 	if r.Liked != o.Liked {
 		return r.Liked
 	}
-	return r.Amount > o.Amount
+	if r.Amount != o.Amount {
+		return r.Amount > o.Amount
+	}
+	return r.At > o.At
 }
 
 // Merge folds o into r: the register by (HLC, Origin), Contrib entry-wise
@@ -50,7 +66,7 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 func (r *LikeRecord) Merge(o *LikeRecord) bool {
 	changed := false
 	if o.Wins(r) {
-		r.Liked, r.HLC, r.Origin, r.Amount = o.Liked, o.HLC, o.Origin, o.Amount
+		r.Liked, r.HLC, r.Origin, r.Amount, r.At = o.Liked, o.HLC, o.Origin, o.Amount, o.At
 		changed = true
 	}
 	if o.Keyed && !r.Keyed {
@@ -87,10 +103,11 @@ func (r *LikeRecord) Reconcile(self string) (delta int64) {
 // Apply records a local like (liked = true) or unlike at replica self with a
 // fresh timestamp hlc, which must exceed every HLC self has seen (Clock.Now
 // after Observe). It reports whether the liked state changed in self's view
-// and the change to self's item-vector entry.
+// and the change to self's item-vector entry. The action takes At zero
+// (booked at hlc); a caller with a client's time sets At afterwards.
 func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delta int64) {
 	changed = r.Liked != liked
-	r.Liked, r.HLC, r.Origin = liked, hlc, self
+	r.Liked, r.HLC, r.Origin, r.At = liked, hlc, self, 0
 	return changed, r.Reconcile(self)
 }
 
@@ -101,7 +118,7 @@ func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delt
 // record's earlier contributions already count.
 func (r *LikeRecord) ApplyKeyed(self string, amount int64, hlc HLC) (delta int64) {
 	r.Keyed = true
-	r.Liked, r.HLC, r.Origin, r.Amount = true, hlc, self, amount
+	r.Liked, r.HLC, r.Origin, r.Amount, r.At = true, hlc, self, amount, 0
 	return r.Reconcile(self)
 }
 
@@ -127,7 +144,7 @@ func (r *LikeRecord) Clone() *LikeRecord {
 // Equal reports whether r and o are the same state.
 func (r *LikeRecord) Equal(o *LikeRecord) bool {
 	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Keyed == o.Keyed &&
-		r.Amount == o.Amount && r.Contrib.Equal(o.Contrib)
+		r.Amount == o.Amount && r.At == o.At && r.Contrib.Equal(o.Contrib)
 }
 
 // Portion returns the part of r that replica id speaks for: id's own
@@ -139,7 +156,7 @@ func (r *LikeRecord) Equal(o *LikeRecord) bool {
 func (r *LikeRecord) Portion(id string) *LikeRecord {
 	p := &LikeRecord{Keyed: r.Keyed}
 	if r.Origin == id {
-		p.Liked, p.HLC, p.Origin, p.Amount = r.Liked, r.HLC, r.Origin, r.Amount
+		p.Liked, p.HLC, p.Origin, p.Amount, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.At
 	}
 	if e := r.Contrib.Get(id); e != (PN{}) {
 		p.Contrib = Vector{{Replica: id, PN: e}}
@@ -155,7 +172,7 @@ func (r *LikeRecord) Restrict(keep func(replica string) bool) (*LikeRecord, bool
 	cut := false
 	if r.Origin != "" || r.HLC != 0 {
 		if keep(r.Origin) {
-			p.Liked, p.HLC, p.Origin, p.Amount = r.Liked, r.HLC, r.Origin, r.Amount
+			p.Liked, p.HLC, p.Origin, p.Amount, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.At
 		} else {
 			cut = true
 		}

@@ -81,7 +81,7 @@ func TestLikeMergeLaws(t *testing.T) {
 		}
 
 		// Wins is a strict order on distinct registers.
-		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Liked == b.Liked && a.Amount == b.Amount
+		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Liked == b.Liked && a.Amount == b.Amount && a.At == b.At
 		if aw, bw := a.Wins(b), b.Wins(a); aw && bw || !same && aw == bw || same && (aw || bw) {
 			t.Fatalf("#%d Wins not a strict total order: a=%+v b=%+v a.Wins=%v b.Wins=%v", i, a, b, aw, bw)
 		}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -18,6 +19,10 @@ type incrRequest struct {
 	// IdempotencyKey makes retries count once; the Idempotency-Key header
 	// is an alternative (if both are given they must be equal).
 	IdempotencyKey *string `json:"idempotency_key"`
+	// At (or Timestamp) is when the increment happened by the client: it
+	// is booked into the time buckets of that moment (eventTime).
+	At        json.RawMessage `json:"at"`
+	Timestamp json.RawMessage `json:"timestamp"`
 }
 
 // POST /v1/counters/{key}/incr {"by": n, "idempotency_key": "..."}
@@ -41,9 +46,13 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	at, err := eventTime(body.At, body.Timestamp)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Incr(ctx, key, by, idem)
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpIncr, Item: key, By: by, IdemKey: idem, At: at})
 	if err != nil {
 		return err
 	}

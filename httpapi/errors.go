@@ -102,6 +102,8 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 	case errors.Is(err, region.ErrOverflow):
 		return newError(http.StatusUnprocessableEntity, CodeOverflow,
 			"this replica's counter entry would exceed %d; the increment was not applied", int64(region.MaxEntry))
+	case errors.Is(err, region.ErrBadTime):
+		return newError(http.StatusBadRequest, CodeBadTime, "%s", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrInvalid):
 		return newError(http.StatusBadRequest, CodeInvalid, "%s", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrNoLists):

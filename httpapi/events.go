@@ -191,6 +191,16 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		return region.Op{}, newError(http.StatusBadRequest, code, format, args...)
 	}
 	typ := string(e.typ) // compared only: no allocation
+	var at int64
+	var err *apiError
+	if e.at != nil {
+		at, err = eventTimeAPI(eventTimeString(e.atField, e.at))
+	} else if e.hasAtNum {
+		at, err = eventTimeAPI(eventTimeNumber(e.atField, e.atNum))
+	}
+	if err != nil {
+		return region.Op{}, err
+	}
 	switch typ {
 	case "like", "unlike":
 		if len(e.key) > 0 || e.hasBy || len(e.idem) > 0 {
@@ -208,7 +218,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		if typ == "unlike" {
 			kind = region.OpUnlike
 		}
-		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user)}, nil
+		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user), At: at}, nil
 	case "incr":
 		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 {
 			return bad(CodeBadRequest, "incr events take key, by and idempotency_key only")
@@ -243,7 +253,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		} else {
 			id.down -= by
 		}
-		return region.Op{Kind: region.OpIncr, Item: id.s, By: by, IdemKey: idem}, nil
+		return region.Op{Kind: region.OpIncr, Item: id.s, By: by, IdemKey: idem, At: at}, nil
 	case "":
 		return bad(CodeMissingField, `event needs "type": like, unlike or incr`)
 	}

@@ -29,6 +29,12 @@ type rawEvent struct {
 	typ, item, videoID, user, userID, key, idem []byte
 	by                                          int64
 	hasBy                                       bool
+	// at is the event time as given in "at" or "timestamp" (atField): a
+	// string's bytes, or atNum if it was a number.
+	at       []byte
+	atNum    int64
+	hasAtNum bool
+	atField  string
 }
 
 // Field bits, to refuse a field given twice.
@@ -41,6 +47,8 @@ const (
 	fKey
 	fBy
 	fIdem
+	fAt
+	fTimestamp
 )
 
 // eventScanner reads events from a body in memory.
@@ -213,9 +221,23 @@ func (s *eventScanner) event(e *rawEvent) error {
 			return newError(http.StatusBadRequest, CodeBadJSON, "field %s appears twice", quoteShort(string(name)))
 		}
 		seen |= bit
-		if bit == fBy {
+		switch {
+		case bit == fBy:
 			err = s.intField(name, &e.by, &e.hasBy)
-		} else {
+		case bit == fAt || bit == fTimestamp:
+			if seen&(fAt|fTimestamp) == fAt|fTimestamp {
+				return newError(http.StatusBadRequest, CodeBadRequest, "give at or timestamp, not both")
+			}
+			e.atField = "at"
+			if bit == fTimestamp {
+				e.atField = "timestamp"
+			}
+			if s.pos < len(s.b) && s.b[s.pos] == '"' {
+				err = s.strField(name, &e.at)
+			} else {
+				err = s.intField(name, &e.atNum, &e.hasAtNum)
+			}
+		default:
 			err = s.strField(name, dst)
 		}
 		if err != nil {
@@ -256,6 +278,10 @@ func (e *rawEvent) field(name []byte) (uint, *[]byte) {
 		return fBy, nil
 	case "idempotency_key":
 		return fIdem, &e.idem
+	case "at":
+		return fAt, nil
+	case "timestamp":
+		return fTimestamp, nil
 	}
 	return 0, nil
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -44,6 +45,10 @@ type seedLikeRequest struct {
 	VideoID *string `json:"videoId"`
 	Item    *string `json:"item"`
 	UserID  *string `json:"userId"`
+	// At (or Timestamp, as the seed clients send it) is when the like
+	// happened by the client (eventTime).
+	At        json.RawMessage `json:"at"`
+	Timestamp json.RawMessage `json:"timestamp"`
 }
 
 // itemAndUser checks the body's ids. pathItem is "" when the item must come
@@ -90,7 +95,11 @@ func (s *Server) postLike(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.like(w, r, item, user, true)
+	at, err := eventTime(body.At, body.Timestamp)
+	if err != nil {
+		return err
+	}
+	return s.likeAt(w, r, item, user, true, at)
 }
 
 // DELETE /v1/likes/{item} {"userId": "..."}
@@ -107,7 +116,11 @@ func (s *Server) deleteLikeBody(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.like(w, r, item, user, false)
+	at, err := eventTime(body.At, body.Timestamp)
+	if err != nil {
+		return err
+	}
+	return s.likeAt(w, r, item, user, false, at)
 }
 
 // decodeRequired decodes a body that must be present.
@@ -121,17 +134,18 @@ func (s *Server) decodeRequired(w http.ResponseWriter, r *http.Request, dst any,
 
 // like applies a like (liked) or unlike durably and answers with the count.
 func (s *Server) like(w http.ResponseWriter, r *http.Request, item, user string, liked bool) error {
+	return s.likeAt(w, r, item, user, liked, 0)
+}
+
+// likeAt is like with a client-given event time (unix ms; zero: now).
+func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user string, liked bool, at int64) error {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	var (
-		res region.Result
-		err error
-	)
+	kind := region.OpUnlike
 	if liked {
-		res, err = s.rep.Like(ctx, item, user)
-	} else {
-		res, err = s.rep.Unlike(ctx, item, user)
+		kind = region.OpLike
 	}
+	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: item, User: user, At: at})
 	if err != nil {
 		return err
 	}

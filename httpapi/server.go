@@ -28,6 +28,7 @@ import (
 
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/storage"
 )
 
 // Defaults for Config fields left zero.
@@ -188,6 +189,16 @@ func (s *Server) newRouter() *mux.Router {
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	w := s.RequireWrite
+
+	// Windows first: a GET of /v1/likes/{item}/window is the window, not
+	// the like of a user named "window".
+	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(storage.Likes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(storage.Likes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(storage.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(storage.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/window", s.Handler(s.getWindow)).Methods(http.MethodGet)
+	rt.Handle("/v1/series", s.Handler(s.getSeries)).Methods(http.MethodGet)
+	rt.Handle("/v1/trending", s.Handler(s.getTrending)).Methods(http.MethodGet)
 
 	rt.Handle("/v1/likes/"+item+"/"+user, w(s.Handler(s.putLike))).Methods(http.MethodPut)
 	rt.Handle("/v1/likes/"+item+"/"+user, w(s.Handler(s.deleteLike))).Methods(http.MethodDelete)

@@ -81,6 +81,24 @@ type Config struct {
 	// (which the audit reads), as a Go duration; "0" keeps every event.
 	// Default "168h".
 	EventLogKeep string `hcl:"event_log_keep,optional"`
+	// Windows are the time-bucket levels of every like count and counter:
+	// comma-separated width:keep pairs, keep being how long a bucket is
+	// kept after it ends (units s, m, h, d, y; "forever" never deletes).
+	// "" keeps no buckets. Every region must say the same. Default
+	// "1s:3h,1m:15d,1h:3y".
+	Windows string `hcl:"windows,optional"`
+	// WindowRules give keys under a prefix their own levels. HCL: window
+	// "views:" { kind = "counters", levels = "1s:6h,1m:30d" }; the longest
+	// matching prefix wins; levels = "" turns windows off for them.
+	WindowRules []WindowRuleConfig `hcl:"window,block"`
+	// EventTimePast and EventTimeFuture bound a client-given event time
+	// ("at" or "timestamp") around the replica's clock. A window is final
+	// only once EventTimePast has passed after its end. Defaults "5m", "1m".
+	EventTimePast   string `hcl:"event_time_past,optional"`
+	EventTimeFuture string `hcl:"event_time_future,optional"`
+	// TrendingCapacity is k, the counters of each trending sketch: a key
+	// with more than 1/k of a window's additions is never missed. Default 128.
+	TrendingCapacity int `hcl:"trending_capacity,optional"`
 	// ShutdownTimeout bounds how long shutdown waits for in-flight
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
@@ -155,6 +173,18 @@ type Config struct {
 	// comes back; only a replica that never returns needs it. Default "0"
 	// (off: a replica gives its own tail back when it returns).
 	LeaseReclaimAfter string `hcl:"lease_reclaim_after,optional"`
+}
+
+// WindowRuleConfig gives the keys under a prefix their own time-bucket
+// levels.
+type WindowRuleConfig struct {
+	// Prefix is the key prefix the rule matches ("" would be every key:
+	// that is Config.Windows).
+	Prefix string `hcl:"prefix,label"`
+	// Kind is "likes", "counters" or "" (both). Default "".
+	Kind string `hcl:"kind,optional"`
+	// Levels as Config.Windows.
+	Levels string `hcl:"levels"`
 }
 
 // What a sequence counts (SequenceConfig.Counts).
@@ -237,18 +267,22 @@ const maxSequences = 32
 // they derive from Region and Replica once those are final (see Derive).
 func DefaultConfig() Config {
 	return Config{
-		Region:          "local",
-		Listen:          "127.0.0.1:8080",
-		Durability:      "fsync",
-		LogLevel:        "info",
-		MaxBodyBytes:    1 << 20,
-		RequestTimeout:  "10s",
-		ShutdownTimeout: "15s",
-		IdempotencyTTL:  "24h",
-		LikeLists:       true,
-		EventLog:        true,
-		EventRetention:  "168h",
-		EventLogKeep:    "168h",
+		Region:           "local",
+		Listen:           "127.0.0.1:8080",
+		Durability:       "fsync",
+		LogLevel:         "info",
+		MaxBodyBytes:     1 << 20,
+		RequestTimeout:   "10s",
+		ShutdownTimeout:  "15s",
+		IdempotencyTTL:   "24h",
+		LikeLists:        true,
+		EventLog:         true,
+		EventRetention:   "168h",
+		EventLogKeep:     "168h",
+		Windows:          "1s:3h,1m:15d,1h:3y",
+		EventTimePast:    "5m",
+		EventTimeFuture:  "1m",
+		TrendingCapacity: 128,
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",
@@ -333,6 +367,9 @@ func (c Config) Validate() error {
 	}
 	if v, err := time.ParseDuration(c.EventLogKeep); err != nil || v < 0 {
 		bad("event_log_keep %q: want a duration such as 168h, or 0 to keep every event", c.EventLogKeep)
+	}
+	if _, err := c.WindowConfig(); err != nil {
+		bad("%v", err)
 	}
 	if v, err := time.ParseDuration(c.IdempotencyTTL); err != nil || v < 0 {
 		bad("idempotency_ttl %q: want a duration such as 24h, or 0 to keep keys forever", c.IdempotencyTTL)

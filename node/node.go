@@ -144,6 +144,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		LikeLists:      cfg.LikeLists,
 		EventLog:       cfg.EventLog,
 	}
+	if rcfg.Windows, err = cfg.WindowConfig(); err != nil {
+		return nil, err
+	}
 	var chaosClock func(time.Duration)
 	if buildtags.Chaos {
 		// The chaos suite steps this replica's wall clock (PUT

@@ -74,6 +74,11 @@ type Config struct {
 	// anti-entropy digests may differ from a peer that swept already.
 	// Default: TTL/100, within 1 s..1 min.
 	IdempotencySweep time.Duration
+	// Windows configures time buckets and trending (windows.go). Nil:
+	// DefaultWindows(). Every replica must use the same rules: a bucket's
+	// name carries its retention, but a replica books only the levels it
+	// is configured with.
+	Windows *WindowConfig
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -104,6 +109,11 @@ func (c Config) Validate() error {
 	}
 	if c.IdempotencyTTL < 0 || c.IdempotencySweep < 0 {
 		errs = append(errs, fmt.Errorf("region: IdempotencyTTL %v and IdempotencySweep %v must not be negative", c.IdempotencyTTL, c.IdempotencySweep))
+	}
+	if c.Windows != nil {
+		if err := c.Windows.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(c.Sequences) > maxSequences {
 		errs = append(errs, fmt.Errorf("region: %d sequences, at most %d", len(c.Sequences), maxSequences))
@@ -145,6 +155,13 @@ func (c *Config) ensureDefaults() {
 	if c.CacheItems == 0 {
 		c.CacheItems = d.CacheItems
 	}
+	if c.Windows == nil {
+		c.Windows = DefaultWindows()
+	} else {
+		w := *c.Windows
+		c.Windows = &w
+	}
+	c.Windows.ensureDefaults()
 	if c.IdempotencySweep == 0 && c.IdempotencyTTL > 0 {
 		c.IdempotencySweep = min(max(c.IdempotencyTTL/100, time.Second), time.Minute)
 	}

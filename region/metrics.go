@@ -5,22 +5,24 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the replica's Prometheus instruments. With no Registerer they
 // still count (tests read them) but are exported nowhere.
 type metrics struct {
-	ops           *prometheus.CounterVec
-	opsByKind     [OpIncr + 1]prometheus.Counter // resolved once: the writer counts every op
-	ownRecovered  prometheus.Counter
-	reconciled    prometheus.Counter
-	refused       *prometheus.CounterVec
-	refusedOwn    prometheus.Counter
-	refusedCap    prometheus.Counter
-	refusedFuture prometheus.Counter
-	refusedExpiry prometheus.Counter
-	refusedNoReg  prometheus.Counter
-	clockSteps    prometheus.Counter
-	batchWrites   prometheus.Histogram
-	commitSeconds prometheus.Histogram
-	numbered      *prometheus.CounterVec
-	unnumbered    *prometheus.GaugeVec
-	idemExpired   prometheus.Counter
+	ops            *prometheus.CounterVec
+	opsByKind      [OpIncr + 1]prometheus.Counter // resolved once: the writer counts every op
+	ownRecovered   prometheus.Counter
+	reconciled     prometheus.Counter
+	refused        *prometheus.CounterVec
+	refusedOwn     prometheus.Counter
+	refusedCap     prometheus.Counter
+	refusedFuture  prometheus.Counter
+	refusedExpiry  prometheus.Counter
+	refusedNoReg   prometheus.Counter
+	refusedBucket  prometheus.Counter
+	clockSteps     prometheus.Counter
+	batchWrites    prometheus.Histogram
+	commitSeconds  prometheus.Histogram
+	numbered       *prometheus.CounterVec
+	unnumbered     *prometheus.GaugeVec
+	idemExpired    prometheus.Counter
+	bucketsExpired prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -72,17 +74,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_idempotency_keys_expired_total",
 			Help: "Idempotency keys deleted for being older than the idempotency TTL.",
 		}),
+		bucketsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_time_buckets_expired_total",
+			Help: "Time buckets deleted for being past their retention.",
+		}),
 	}
 	m.refusedOwn = m.refused.WithLabelValues("own_entry")
 	m.refusedCap = m.refused.WithLabelValues("entry_cap")
 	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
 	m.refusedExpiry = m.refused.WithLabelValues("expired_key")
 	m.refusedNoReg = m.refused.WithLabelValues("keyed_no_register")
+	m.refusedBucket = m.refused.WithLabelValues("expired_bucket")
 	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired)
 	}
 	return m
 }

@@ -76,6 +76,11 @@ type Op struct {
 	User    string
 	By      int64
 	IdemKey string
+	// At is when the event happened by its client, in unix ms (zero: now,
+	// by the replica's clock). It must be within WindowConfig.Past and
+	// Future of the replica's clock; the event is booked into the time
+	// buckets of that moment.
+	At int64
 }
 
 // Validate checks ids and bounds.

@@ -61,6 +61,9 @@ type Replica struct {
 	failure    atomic.Pointer[error]
 	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
 
+	windows windowRules // Config.Windows, compiled
+	trends  *trends     // trending sketches (trending.go)
+
 	umu          sync.RWMutex // protects unreconciled
 	unreconciled map[vkey]int // vector -> records counting in it whose excess is not zero
 
@@ -86,6 +89,9 @@ type request struct {
 	// expired is how many the writer deleted.
 	expire  []rkey
 	expired int
+	// expireWin lists time buckets to delete if still expired by the
+	// rule (expired counts them too).
+	expireWin []storage.WindowRef
 	// reconcileAll: reconcile every marked record this replica is the
 	// origin of (the pass recovery put off).
 	reconcileAll bool
@@ -100,7 +106,7 @@ type request struct {
 }
 
 func (q *request) size() int {
-	return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) + len(q.finals)
+	return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
 }
 
 // New opens a replica on cfg.Store and starts its writer.
@@ -120,6 +126,8 @@ func New(cfg Config) (*Replica, error) {
 		kick:          make(chan struct{}, 1),
 		reconcileKick: make(chan struct{}, 1),
 		unreconciled:  make(map[vkey]int),
+		windows:       compileWindows(cfg.Windows),
+		trends:        newTrends(cfg.Windows.TrendingCapacity),
 	}
 	mono := cfg.Monotonic
 	if r.chaosClockFollowsWall() { // never outside a chaos build
@@ -147,6 +155,9 @@ func New(cfg Config) (*Replica, error) {
 	if err := r.loadNumbering(); err != nil {
 		return nil, err
 	}
+	if err := r.rebuildTrends(); err != nil {
+		return nil, err
+	}
 	if !cfg.HoldWrites {
 		r.AcceptWrites()
 		if err := r.Err(); err != nil {
@@ -159,6 +170,10 @@ func New(cfg Config) (*Replica, error) {
 	if cfg.IdempotencyTTL > 0 {
 		r.wg.Add(1)
 		go r.sweepIdempotency()
+	}
+	if len(r.windows.rules) > 0 {
+		r.wg.Add(1)
+		go r.sweepWindows()
 	}
 	return r, nil
 }
@@ -348,6 +363,9 @@ func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
 }
 
 // do1 runs a single op and folds its error into the return.
+// Apply runs one operation durably, as Do, and returns its result or error.
+func (r *Replica) Apply(ctx context.Context, op Op) (Result, error) { return r.do1(ctx, op) }
+
 func (r *Replica) do1(ctx context.Context, op Op) (Result, error) {
 	res, err := r.Do(ctx, []Op{op})
 	if err != nil {

@@ -32,6 +32,13 @@ type txn struct {
 	// incrEv: where each counter's unkeyed increments fold.
 	events []storage.Event
 	incrEv map[string]int
+
+	// Time buckets (windows.go): changes of own entries to book, folded
+	// per (family, key, second).
+	bookings    map[booking]*int64
+	bookOrder   []booking
+	lastBookKey booking
+	lastBook    *int64
 }
 
 // logEvent adds an event to the batch's log, if the log is on.
@@ -70,6 +77,8 @@ func (k rkey) vector() vkey { return vkey{k.kind(), k.a} }
 type vecState struct {
 	orig crdt.Vector // committed value; never modified
 	cur  crdt.Vector
+	// deleted: an expired time bucket the commit deletes.
+	deleted bool
 }
 
 type recState struct {
@@ -213,6 +222,15 @@ func (t *txn) apply(q *request) {
 			t.r.log.Warn("reconciliation after recovery", "error", err)
 		}
 	}
+	for _, ref := range q.expireWin {
+		ok, err := t.expireWindow(ref)
+		if err != nil {
+			t.r.log.Warn("time bucket not expired", "bucket", ref.Name, "error", err)
+		}
+		if ok {
+			q.expired++
+		}
+	}
 	for _, ik := range q.expire {
 		ok, err := t.expireKeyed(ik)
 		if err != nil {
@@ -229,15 +247,18 @@ func (t *txn) applyOp(op *Op, kinds *[OpIncr + 1]int) Result {
 		return Result{Err: err}
 	}
 	kinds[op.Kind]++ // Validate bounded Kind
+	if err := t.checkAt(op.At); err != nil {
+		return Result{Err: err}
+	}
 	switch op.Kind {
 	case OpLike, OpUnlike:
-		return t.applyLike(op.Item, op.User, op.Kind == OpLike)
+		return t.applyLike(op.Item, op.User, op.Kind == OpLike, op.At)
 	default:
 		return t.applyIncr(op)
 	}
 }
 
-func (t *txn) applyLike(item, user string, liked bool) Result {
+func (t *txn) applyLike(item, user string, liked bool, at int64) Result {
 	rs, err := t.record(rkey{item, user, false})
 	if err != nil {
 		return Result{Err: err}
@@ -256,7 +277,9 @@ func (t *txn) applyLike(item, user string, liked bool) Result {
 	// A like moves the count by at most the number of replicas, so unlike
 	// increments it needs no overflow check.
 	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
+	rs.rec.At = at
 	vs.cur = vs.cur.Add(t.r.self, delta)
+	t.book(storage.Likes, item, rs.rec.BookedMs(), delta)
 	if t.r.cfg.EventLog {
 		typ := storage.EventUnlike
 		if liked {
@@ -301,6 +324,7 @@ func (t *txn) applyIncr(op *Op) Result {
 		return Result{Err: err}
 	}
 	vs.cur = vs.cur.Add(t.r.self, op.By)
+	t.book(storage.Counters, op.Item, t.atOr(op.At), op.By)
 	if len(t.r.nums) > 0 {
 		t.countIncr(op.Item, op.By)
 	}
@@ -358,7 +382,9 @@ func (t *txn) applyKeyed(op *Op) Result {
 		hlc = rs.rec.HLC + 1
 	}
 	delta := rs.rec.ApplyKeyed(t.r.self, op.By, hlc)
+	rs.rec.At = op.At
 	vs.cur = vs.cur.Add(t.r.self, delta)
+	t.book(storage.Counters, op.Item, rs.rec.BookedMs(), delta)
 	if t.r.cfg.EventLog && !t.r.chaosLogSkipsIncrements() {
 		p, n := halves(delta)
 		t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: op.Item, Idem: op.IdemKey, By: op.By,
@@ -381,8 +407,15 @@ func checkEntry(e crdt.PN, delta int64) error {
 }
 
 func (t *txn) mergeVector(m *VectorMerge) error {
-	if !m.Kind.Valid() || !crdt.ValidID(m.Item) {
+	if !storage.ValidItem(m.Kind, m.Item) {
 		return fmt.Errorf("%w: bad vector merge %c/%q", ErrInvalid, m.Kind, m.Item)
+	}
+	if m.Kind.IsWindows() {
+		if b, _ := crdt.ParseBucket(m.Item); b.Expired(t.nowMs) {
+			// Gone by rule everywhere: taking it would bring it back.
+			t.r.metrics.refusedBucket.Inc()
+			return nil
+		}
 	}
 	for _, e := range m.Vec {
 		if e.P > MaxEntry || e.N > MaxEntry {
@@ -411,13 +444,14 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 			// the peers' view of our entries is the repair.
 			t.r.metrics.ownRecovered.Inc()
 			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
-			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog {
+			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog && !m.Kind.IsWindows() {
 				t.logEvent(storage.Event{Type: storage.EventRecovered, Kind: m.Kind, Key: m.Item, Count: 1,
 					P: max(own.P, local.P) - local.P, N: max(own.N, local.N) - local.N, HLC: crdt.MakeHLC(t.nowMs, 0)})
 			}
 		}
 	}
 	vs.cur, _ = vs.cur.Merge(vec)
+	vs.deleted = false
 	return nil
 }
 
@@ -506,6 +540,9 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 			return err
 		}
 		vs.cur = vs.cur.Add(t.r.self, delta)
+		// Booked where the winning action is: the buckets end as if the
+		// concurrent actions had happened one after the other.
+		t.book(k.kind(), k.a, rs.rec.BookedMs(), delta)
 		rs.dirty, rs.spread = true, true
 		t.r.metrics.reconciled.Inc()
 		if t.r.cfg.EventLog {
@@ -557,8 +594,20 @@ func (t *txn) persistClock() {
 func (t *txn) commit() (Changes, error) {
 	ch := Changes{Records: make([]RecordChange, 0, len(t.rorder))}
 	self := t.r.self
+	if err := t.flushBookings(); err != nil {
+		return Changes{}, err
+	}
 	for _, k := range t.order {
 		vs := t.vecs[k]
+		if vs.deleted {
+			if len(vs.orig) > 0 {
+				t.b.DeleteVector(k.kind, k.item, vs.orig)
+			}
+			continue
+		}
+		if k.kind.IsWindows() && len(vs.orig) == 0 && len(vs.cur) > 0 {
+			t.b.IndexWindow(k.kind, k.item)
+		}
 		for _, e := range vs.cur {
 			if vs.orig.Get(e.Replica) != e.PN {
 				t.b.PutVectorEntry(k.kind, k.item, e.Replica, vs.orig.Get(e.Replica), e.PN)
@@ -624,6 +673,7 @@ func (t *txn) commit() (Changes, error) {
 			t.r.cache.put(k, vs.cur)
 		}
 	}
+	t.feedTrends()
 	if len(markers) > 0 {
 		t.r.umu.Lock()
 		for _, m := range markers {

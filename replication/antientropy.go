@@ -29,6 +29,9 @@ func (r *Replicator) servePage(data []byte) []byte {
 	var pg Page
 	pg.Next, err = r.cfg.Store.ScanBucket(q.Bucket, q.After, r.cfg.MaxMessageBytes/2, storage.BucketVisitor{
 		Vector: func(k storage.Kind, item, replica string, e crdt.PN) {
+			if k.IsWindows() && r.cfg.Replica.BucketExpired(item) {
+				return // gone by rule; the sweeper deletes it soon
+			}
 			pg.Entries = append(pg.Entries, Entry{Kind: k, Item: item, Replica: replica, PN: e})
 		},
 		Record: func(item, user string, rec *crdt.LikeRecord) {

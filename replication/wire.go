@@ -146,7 +146,8 @@ func DecodeDelta(p []byte) (*Delta, error) {
 	d := &Delta{Replica: r.id(), Region: r.id(), Incarnation: r.u64(), Seq: r.uvarint(), SentAtMs: int64(r.uvarint()), Root: r.u64()}
 	n := r.count()
 	for i := 0; i < n && r.err == nil; i++ {
-		e := OwnEntry{Kind: r.kind(), Item: r.id(), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}}
+		k := r.kind()
+		e := OwnEntry{Kind: k, Item: r.item(k), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}}
 		d.Vectors = append(d.Vectors, e)
 	}
 	d.Records = r.records()
@@ -220,7 +221,8 @@ func DecodePage(p []byte) (*Page, error) {
 	pg := &Page{}
 	n := r.count()
 	for i := 0; i < n && r.err == nil; i++ {
-		pg.Entries = append(pg.Entries, Entry{Kind: r.kind(), Item: r.id(), Replica: r.id(), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}})
+		k := r.kind()
+		pg.Entries = append(pg.Entries, Entry{Kind: k, Item: r.item(k), Replica: r.id(), PN: crdt.PN{P: r.uvarint(), N: r.uvarint()}})
 	}
 	pg.Records = r.records()
 	pg.Next = r.blob()
@@ -306,6 +308,15 @@ func (r *reader) id() string {
 	p := r.blob()
 	if r.err == nil && !crdt.ValidID(string(p)) {
 		r.fail("bad id %q", p)
+	}
+	return string(p)
+}
+
+// item reads a vector name of kind k: an id, or a time bucket's name.
+func (r *reader) item(k storage.Kind) string {
+	p := r.blob()
+	if r.err == nil && !storage.ValidItem(k, string(p)) {
+		r.fail("bad %s vector name %q", k, p)
 	}
 	return string(p)
 }

@@ -16,8 +16,12 @@ import (
 // replicas compare state bucket by bucket and exchange only what differs.
 const Buckets = 4096
 
-// VectorBucket is the bucket of every entry of one vector.
-func VectorBucket(item string) int { return int(fnv32a(fnv32Offset, item) % Buckets) }
+// VectorBucket is the bucket of every entry of one vector. A time bucket
+// (crdt.Bucket) hashes only its key, so it lives next to its key's all-time
+// vector and a key's series is one contiguous key range.
+func VectorBucket(item string) int {
+	return int(fnv32a(fnv32Offset, crdt.BaseKey(item)) % Buckets)
+}
 
 // RecordBucket is the bucket of one like record: FNV-1a of "<item>/<user>".
 func RecordBucket(item, user string) int {

@@ -425,7 +425,7 @@ func (s *Store) LogTotals(self string) (LogTotals, error) {
 			continue
 		}
 		err := visit(key[5:], it.Value(), BucketVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
-			if replica == self {
+			if replica == self && !k.IsWindows() { // buckets are not logged
 				t.Stored[VectorKey{k, item}] = e
 			}
 		}})

@@ -1,5 +1,7 @@
 package storage
 
+import "github.com/tally-dev/tally/crdt"
+
 // Kind selects which family of vectors a key belongs to.
 type Kind byte
 
@@ -8,6 +10,11 @@ const (
 	Likes Kind = 'l'
 	// Counters vectors are generic PN-counters.
 	Counters Kind = 'c'
+	// LikesWindows vectors are the time buckets of items' like counts,
+	// named by crdt.Bucket.
+	LikesWindows Kind = 'L'
+	// CountersWindows vectors are the time buckets of counters.
+	CountersWindows Kind = 'C'
 )
 
 func (k Kind) String() string {
@@ -16,12 +23,54 @@ func (k Kind) String() string {
 		return "likes"
 	case Counters:
 		return "counters"
+	case LikesWindows:
+		return "likes-windows"
+	case CountersWindows:
+		return "counters-windows"
 	}
 	return "unknown"
 }
 
 // Valid reports whether k is a known kind.
-func (k Kind) Valid() bool { return k == Likes || k == Counters }
+func (k Kind) Valid() bool {
+	return k == Likes || k == Counters || k == LikesWindows || k == CountersWindows
+}
+
+// Windows is the kind of k's time buckets (k itself if it is one).
+func (k Kind) Windows() Kind {
+	switch k {
+	case Likes:
+		return LikesWindows
+	case Counters:
+		return CountersWindows
+	}
+	return k
+}
+
+// Base is the all-time kind of a windows kind (k itself if it is one).
+func (k Kind) Base() Kind {
+	switch k {
+	case LikesWindows:
+		return Likes
+	case CountersWindows:
+		return Counters
+	}
+	return k
+}
+
+// IsWindows reports whether k's vectors are time buckets.
+func (k Kind) IsWindows() bool { return k == LikesWindows || k == CountersWindows }
+
+// ValidItem reports whether item is a well-formed vector name of kind k: an
+// id for an all-time vector, a bucket name (crdt.ParseBucket) for a time
+// bucket.
+func ValidItem(k Kind, item string) bool {
+	if k.IsWindows() {
+		_, ok := crdt.ParseBucket(item)
+		return ok
+	}
+	return k.Valid() && crdt.ValidID(item)
+}
 
 const (
 	prefixBucket = 'b' // replicated state, by anti-entropy bucket

@@ -1,0 +1,498 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Error codes of the window routes.
+const (
+	CodeBadTime     = "bad_time"       // 400: a time, duration or step is malformed or out of range
+	CodeNoWindow    = "no_window"      // 404: no time buckets of the key cover the range
+	CodeUnknownZone = "unknown_region" // 400: no replica of that region is known
+)
+
+// maxLast bounds last= and the span of from/to.
+const maxLast = 10 * 366 * 24 * time.Hour
+
+// parseSpan reads a duration: Go syntax ("90s", "1h30m") or whole days
+// ("7d").
+func parseSpan(field, s string) (time.Duration, error) {
+	var d time.Duration
+	var err error
+	if n, ok := strings.CutSuffix(s, "d"); ok && n != "" && !strings.ContainsAny(n, "hms") {
+		var days int64
+		days, err = strconv.ParseInt(n, 10, 64)
+		if err == nil && (days < 0 || days > 10*366) {
+			err = errors.New("out of range")
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(s)
+	}
+	if err != nil || d <= 0 || d > maxLast {
+		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %s is not a duration in (0, %v] such as 60s, 10m, 24h or 7d", field, quoteShort(s), maxLast)
+	}
+	return d, nil
+}
+
+// parseTime reads a point in time: RFC 3339, or unix milliseconds.
+func parseTime(field, s string) (int64, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if ms <= 0 || ms >= 1<<47 {
+			return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %d is out of range", field, ms)
+		}
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.UnixMilli() <= 0 || t.UnixMilli() >= 1<<47 {
+		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %s is not an RFC 3339 time or unix milliseconds", field, quoteShort(s))
+	}
+	return t.UnixMilli(), nil
+}
+
+// eventTime reads a client-given event time from a body: at most one of
+// "at" and "timestamp", each an RFC 3339 string or a number of unix
+// milliseconds (a number below 10^11 is unix seconds). Zero: none given.
+func eventTime(at, timestamp json.RawMessage) (int64, error) {
+	field, raw := "at", at
+	switch {
+	case at != nil && timestamp != nil:
+		return 0, newError(http.StatusBadRequest, CodeBadRequest, "give at or timestamp, not both")
+	case timestamp != nil:
+		field, raw = "timestamp", timestamp
+	case at == nil:
+		return 0, nil
+	}
+	return parseEventTime(field, raw)
+}
+
+func parseEventTime(field string, raw []byte) (int64, error) {
+	if string(raw) == "null" {
+		return 0, nil
+	}
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, newError(http.StatusBadRequest, CodeBadTime, "%s is not a JSON string", field)
+		}
+		return eventTimeString(field, []byte(s))
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s must be an RFC 3339 string or a whole number of unix milliseconds", field)
+	}
+	return eventTimeNumber(field, n)
+}
+
+// eventTimeString reads an RFC 3339 event time.
+func eventTimeString(field string, s []byte) (int64, error) {
+	t, err := time.Parse(time.RFC3339Nano, string(s))
+	if err != nil || t.UnixMilli() <= 0 || t.UnixMilli() >= 1<<47 {
+		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %s is not an RFC 3339 time", field, quoteShort(string(s)))
+	}
+	return t.UnixMilli(), nil
+}
+
+// eventTimeNumber reads unix milliseconds, or unix seconds below 10^11.
+func eventTimeNumber(field string, n int64) (int64, error) {
+	if n <= 0 || n >= 1<<47 {
+		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %d is out of range; want unix milliseconds (or seconds)", field, n)
+	}
+	if n < 1e11 {
+		n *= 1000
+	}
+	return n, nil
+}
+
+// one returns the single value of a query parameter ("" if absent).
+func one(q url.Values, name string) (string, error) {
+	switch v := q[name]; len(v) {
+	case 0:
+		return "", nil
+	case 1:
+		return v[0], nil
+	}
+	return "", newError(http.StatusBadRequest, CodeBadRequest, "give %s once", name)
+}
+
+// windowRange reads last= or from=&to= (to defaults to now). With a step,
+// last= is the latest whole steps, the current one included.
+func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step time.Duration) (fromMs, toMs int64, err error) {
+	last, err := one(q, "last")
+	if err != nil {
+		return 0, 0, err
+	}
+	from, err := one(q, "from")
+	if err != nil {
+		return 0, 0, err
+	}
+	to, err := one(q, "to")
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case last != "" && (from != "" || to != ""):
+		return 0, 0, newError(http.StatusBadRequest, CodeBadRequest, "give last, or from (and to), not both")
+	case last != "":
+		d, err := parseSpan("last", last)
+		if err != nil {
+			return 0, 0, err
+		}
+		if step > 0 {
+			st := step.Milliseconds()
+			toMs = crdt.BucketStart(s.rep.Now().UnixMilli(), st/1000)*1000 + st
+			return toMs - (d.Milliseconds()+st-1)/st*st, toMs, nil
+		}
+		return s.rep.WindowRange(kind, key, d)
+	case from == "":
+		return 0, 0, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=60s) or from (and to)")
+	}
+	if fromMs, err = parseTime("from", from); err != nil {
+		return 0, 0, err
+	}
+	toMs = s.rep.Now().UnixMilli()
+	if to != "" {
+		if toMs, err = parseTime("to", to); err != nil {
+			return 0, 0, err
+		}
+	}
+	if toMs <= fromMs || time.Duration(toMs-fromMs)*time.Millisecond > maxLast {
+		return 0, 0, newError(http.StatusBadRequest, CodeBadTime, "to must be after from, by at most %v", maxLast)
+	}
+	return fromMs, toMs, nil
+}
+
+// regionOf maps replica ids to regions: this replica's, and its peers' as
+// they announced them.
+func (s *Server) regionOf() map[string]string {
+	m := map[string]string{s.rep.ID(): s.rep.Region()}
+	if s.cfg.Replication != nil {
+		for _, p := range s.cfg.Replication.Peers() {
+			if p.Region != "" {
+				m[p.Replica] = p.Region
+			}
+		}
+	}
+	return m
+}
+
+func regionName(m map[string]string, replica string) string {
+	if r, ok := m[replica]; ok {
+		return r
+	}
+	return "unknown"
+}
+
+// windowKey reads the family and key of GET /v1/window.
+func windowKey(q url.Values) (storage.Kind, string, error) {
+	kindName, err := one(q, "kind")
+	if err != nil {
+		return 0, "", err
+	}
+	kind, err := parseKind(kindName)
+	if err != nil {
+		return 0, "", err
+	}
+	key, err := one(q, "key")
+	if err != nil {
+		return 0, "", err
+	}
+	if key == "*" {
+		key = ""
+	}
+	if key != "" {
+		if err := checkID("key", key); err != nil {
+			return 0, "", err
+		}
+	}
+	return kind, key, nil
+}
+
+func parseKind(s string) (storage.Kind, error) {
+	switch s {
+	case "likes", "":
+		return storage.Likes, nil
+	case "counters":
+		return storage.Counters, nil
+	}
+	return 0, newError(http.StatusBadRequest, CodeBadRequest, "kind %s is not likes or counters", quoteShort(s))
+}
+
+// GET /v1/counters/{key}/window, /v1/likes/{item}/window
+func (s *Server) getKeyWindow(kind storage.Kind, name string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		key, err := pathID(r, name)
+		if err != nil {
+			return err
+		}
+		return s.window(w, r, kind, key)
+	}
+}
+
+// GET /v1/window?kind=likes|counters[&key=K]&last=60s: key absent or "*"
+// is the family's total.
+func (s *Server) getWindow(w http.ResponseWriter, r *http.Request) error {
+	kind, key, err := windowKey(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	return s.window(w, r, kind, key)
+}
+
+func (s *Server) window(w http.ResponseWriter, r *http.Request, kind storage.Kind, key string) error {
+	fromMs, toMs, err := s.windowRange(r.URL.Query(), kind, key, 0)
+	if err != nil {
+		return err
+	}
+	win, err := s.rep.WindowOf(kind, key, fromMs, toMs)
+	if err != nil {
+		return windowErr(err)
+	}
+	sum := win.Sum()
+	regions := s.regionOf()
+	out := api.Window{Kind: kind.String(), Key: key, Value: sum.Value(), From: win.From.UTC(), To: win.To.UTC(),
+		Bucket: fmtSpan(win.Bucket), Unreconciled: win.Unreconciled, Replicas: replicasJSON(sum.Vector),
+		Regions: map[string]int64{}}
+	for _, e := range sum.Vector {
+		out.Regions[regionName(regions, e.Replica)] += e.Value()
+	}
+	out.Approx = win.Unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Final = win.Closed && !out.Approx
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// fmtSpan writes a whole number of seconds compactly: "1s", "10m", "1h",
+// "7d", "90s".
+func fmtSpan(d time.Duration) string {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
+		if d >= u.unit && d%u.unit == 0 {
+			return strconv.FormatInt(int64(d/u.unit), 10) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+}
+
+func windowErr(err error) error {
+	if errors.Is(err, region.ErrNoWindow) {
+		return newError(http.StatusNotFound, CodeNoWindow, "%s", strings.TrimPrefix(err.Error(), "region: "))
+	}
+	return err
+}
+
+// GET /v1/counters/{key}/series, /v1/likes/{item}/series
+func (s *Server) getKeySeries(kind storage.Kind, name string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		key, err := pathID(r, name)
+		if err != nil {
+			return err
+		}
+		return s.series(w, r, kind, []string{key})
+	}
+}
+
+// maxSeriesKeys bounds the keys of one series call.
+const maxSeriesKeys = 100
+
+// GET /v1/series?kind=likes|counters&key=a&key=b&last=1h&step=1m[&by=region]
+func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	kindName, err := one(q, "kind")
+	if err != nil {
+		return err
+	}
+	kind, err := parseKind(kindName)
+	if err != nil {
+		return err
+	}
+	keys := q["key"]
+	if len(keys) == 0 {
+		keys = []string{"*"}
+	}
+	if len(keys) > maxSeriesKeys {
+		return newError(http.StatusBadRequest, CodeBadRequest, "%d keys, at most %d per call", len(keys), maxSeriesKeys)
+	}
+	for _, k := range keys {
+		if k != "*" {
+			if err := checkID("key", k); err != nil {
+				return err
+			}
+		}
+	}
+	return s.series(w, r, kind, keys)
+}
+
+func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kind, keys []string) error {
+	q := r.URL.Query()
+	stepStr, err := one(q, "step")
+	if err != nil {
+		return err
+	}
+	by, err := one(q, "by")
+	if err != nil {
+		return err
+	}
+	if by != "" && by != "region" {
+		return newError(http.StatusBadRequest, CodeBadRequest, "by %s: only by=region", quoteShort(by))
+	}
+	first := keys[0]
+	if first == "*" {
+		first = ""
+	}
+	step := time.Minute
+	if stepStr != "" {
+		if step, err = parseSpan("step", stepStr); err != nil {
+			return err
+		}
+	}
+	if step < time.Second || step%time.Second != 0 {
+		return newError(http.StatusBadRequest, CodeBadTime, "step %s must be whole seconds", quoteShort(stepStr))
+	}
+	fromMs, toMs, err := s.windowRange(q, kind, first, step)
+	if err != nil {
+		return err
+	}
+	regions := s.regionOf()
+	out := api.Series{Kind: kind.String(), Step: fmtSpan(step)}
+	closed := true
+	unreconciled := 0
+	for i, key := range keys {
+		k := key
+		if k == "*" {
+			k = ""
+		}
+		win, err := s.rep.Series(kind, k, fromMs, toMs, step)
+		if err != nil {
+			return windowErr(err)
+		}
+		if i == 0 {
+			out.From, out.To = win.From.UTC(), win.To.UTC()
+			out.Times = make([]int64, len(win.Points))
+			for j, p := range win.Points {
+				out.Times[j] = p.Start.UnixMilli()
+			}
+		}
+		closed = closed && win.Closed
+		unreconciled += win.Unreconciled
+		line := api.SeriesOfKey{Key: key, Values: make([]int64, len(win.Points))}
+		if by == "region" {
+			line.Regions = map[string][]int64{}
+		}
+		for j, p := range win.Points {
+			line.Values[j] = p.Value()
+			if by != "region" {
+				continue
+			}
+			for _, e := range p.Vector {
+				name := regionName(regions, e.Replica)
+				vals, ok := line.Regions[name]
+				if !ok {
+					vals = make([]int64, len(win.Points))
+					line.Regions[name] = vals
+				}
+				vals[j] += e.Value()
+			}
+		}
+		out.Series = append(out.Series, line)
+	}
+	out.Approx = unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Final = closed && !out.Approx
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// GET /v1/trending?window=10m&n=10[&region=eu][&kind=likes|counters][&prefix=p]
+// window=all ranks all-time counts; window=day is 24h.
+func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	get := func(name string) string { v, _ := one(q, name); return v }
+	for _, name := range []string{"window", "n", "region", "kind", "prefix"} {
+		if _, err := one(q, name); err != nil {
+			return err
+		}
+	}
+	kind, err := parseKind(get("kind"))
+	if err != nil {
+		return err
+	}
+	window := get("window")
+	if window == "" {
+		window = "10m"
+	}
+	var last time.Duration
+	switch window {
+	case "all":
+	case "day":
+		last = 24 * time.Hour
+	default:
+		if last, err = parseSpan("window", window); err != nil {
+			return err
+		}
+	}
+	n := 10
+	if v := get("n"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > region.MaxTrendingN {
+			return newError(http.StatusBadRequest, CodeBadRequest, "n %s is not in 1..%d", quoteShort(v), region.MaxTrendingN)
+		}
+	}
+	prefix := get("prefix")
+	if prefix != "" && !crdt.ValidID(prefix) {
+		return newError(http.StatusBadRequest, CodeBadID, "prefix must be %s", idRule)
+	}
+	var only func(string) bool
+	zone := get("region")
+	if zone != "" {
+		regions := s.regionOf()
+		known := false
+		for _, g := range regions {
+			known = known || g == zone
+		}
+		if !known {
+			return newError(http.StatusBadRequest, CodeUnknownZone, "no replica of region %s is known here", quoteShort(zone))
+		}
+		only = func(replica string) bool { return regions[replica] == zone }
+	}
+	tr, err := s.rep.Trending(kind, prefix, last, n, only)
+	if err != nil {
+		return windowErr(err)
+	}
+	out := api.Trending{Kind: kind.String(), Window: window, Region: zone, Prefix: prefix, Items: []api.TrendingItem{},
+		Candidates: tr.Candidates, Capacity: tr.Capacity}
+	if !tr.AllTime {
+		from, to := tr.From.UTC(), tr.To.UTC()
+		out.From, out.To = &from, &to
+	}
+	for _, it := range tr.Items {
+		out.Items = append(out.Items, api.TrendingItem{Item: it.Key, Count: it.Count})
+	}
+	out.Approx = s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Final = !tr.AllTime && tr.Closed && !out.Approx
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// eventTimeAPI narrows an event time's error to *apiError.
+func eventTimeAPI(ms int64, err error) (int64, *apiError) {
+	if err == nil {
+		return ms, nil
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return 0, ae
+	}
+	return 0, newError(http.StatusBadRequest, CodeBadTime, "%v", err)
+}

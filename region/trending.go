@@ -1,0 +1,396 @@
+package region
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Trending: the top keys of a family by their net change over a window.
+//
+// Candidates come from Space-Saving sketches (Metwally et al.), one per
+// (family, class, replica, minute or hour). Each sketch summarises the
+// additions that replica's entries of the family's 1 min (or 1 h) buckets
+// received, as this replica has seen them: its own bookings and every
+// merge that raised a peer's entry. A sketch keeps k counters, so any key
+// with more than 1/k of the sketch's additions is in it. A key with more
+// than 1/k of a window's additions over a set of replicas has more than 1/k
+// of some (replica, interval)'s additions, so it is in that sketch: the
+// union of the window's sketches never misses it. The candidates are then
+// re-scored from the time buckets, so every reported count is exact.
+//
+// The sketches are local indexes, like the reconciliation markers: every
+// replica builds its own from the same buckets, and once they have
+// converged every replica has fed the same additions. A restart rebuilds
+// them from the stored buckets.
+//
+// A counter's class is its key up to and including the first ':' ("views:"
+// for "views:v1"), or "" if it has none: a sketch per class keeps a prefix's
+// keys from being crowded out by another's.
+
+// Sketch levels: which bucket widths feed sketches, and how long sketches
+// are kept (the longest trending window they serve).
+var trendLevels = [...]struct{ width, keep int64 }{
+	{60, 2 * 3600},
+	{3600, 49 * 3600},
+}
+
+// maxClasses bounds the classes per family and interval; further ones
+// share the class "*".
+const maxClasses = 64
+
+type sketchKey struct {
+	kind    storage.Kind // Likes or Counters
+	class   string
+	replica string
+	width   int64
+	start   int64
+}
+
+// trends holds the sketches. The writer feeds them after each commit;
+// readers take candidates under mu.
+type trends struct {
+	k  int
+	mu sync.Mutex
+	m  map[sketchKey]*spaceSaving
+	// classes counts the classes per (kind, width, start), for maxClasses.
+	classes map[sketchKey]int
+}
+
+func newTrends(k int) *trends {
+	return &trends{k: k, m: make(map[sketchKey]*spaceSaving), classes: make(map[sketchKey]int)}
+}
+
+// classOf is a counter's class; likes have one class.
+func classOf(kind storage.Kind, key string) string {
+	if kind == storage.Likes {
+		return ""
+	}
+	if i := strings.IndexByte(key, ':'); i >= 0 {
+		return key[:i+1]
+	}
+	return ""
+}
+
+func trendLevel(width int64) bool {
+	for _, l := range trendLevels {
+		if l.width == width {
+			return true
+		}
+	}
+	return false
+}
+
+// feed adds a raise of the P half of replica's entry of bucket b (of base
+// family kind) to its sketch.
+func (tr *trends) feed(kind storage.Kind, b crdt.Bucket, replica string, dp uint64) {
+	if b.Key == "" || dp == 0 || !trendLevel(b.Width) {
+		return
+	}
+	sk := sketchKey{kind: kind, class: classOf(kind, b.Key), replica: replica, width: b.Width, start: b.Start}
+	s, ok := tr.m[sk]
+	if !ok {
+		ck := sketchKey{kind: kind, replica: replica, width: b.Width, start: b.Start}
+		if tr.classes[ck] >= maxClasses {
+			sk.class = "*"
+			s, ok = tr.m[sk]
+		}
+		if !ok {
+			s = newSpaceSaving(tr.k)
+			tr.m[sk] = s
+			tr.classes[ck]++
+		}
+	}
+	s.add(b.Key, dp)
+}
+
+// prune drops sketches older than their level keeps.
+func (tr *trends) prune(nowMs int64) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for k := range tr.m {
+		for _, l := range trendLevels {
+			if k.width == l.width && (k.start+k.width+l.keep)*1000 < nowMs {
+				delete(tr.m, k)
+				ck := k
+				ck.class = ""
+				if tr.classes[ck]--; tr.classes[ck] <= 0 {
+					delete(tr.classes, ck)
+				}
+			}
+		}
+	}
+}
+
+// candidates is the union of the keys of the sketches of kind over
+// [from, to) at width whose class may hold keys with prefix, of the
+// replicas accepted.
+func (tr *trends) candidates(kind storage.Kind, prefix string, width, from, to int64, replica func(string) bool) map[string]bool {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	out := make(map[string]bool)
+	for k, s := range tr.m {
+		if k.kind != kind || k.width != width || k.start < from || k.start >= to || !replica(k.replica) {
+			continue
+		}
+		if k.class != "*" && !strings.HasPrefix(prefix, k.class) && !strings.HasPrefix(k.class, prefix) && k.class != "" {
+			continue
+		}
+		for key := range s.counts {
+			if strings.HasPrefix(key, prefix) {
+				out[key] = true
+			}
+		}
+	}
+	return out
+}
+
+// spaceSaving is the Space-Saving summary with k counters: when full, a
+// new key replaces the key with the smallest count and inherits that count
+// plus its own. Eviction scans the counters (k is small).
+type spaceSaving struct {
+	k      int
+	counts map[string]uint64
+}
+
+func newSpaceSaving(k int) *spaceSaving {
+	return &spaceSaving{k: k, counts: make(map[string]uint64, k)}
+}
+
+func (s *spaceSaving) add(key string, n uint64) {
+	if c, ok := s.counts[key]; ok || len(s.counts) < s.k {
+		s.counts[key] = c + n
+		return
+	}
+	var minKey string
+	var minC uint64
+	first := true
+	for k, c := range s.counts {
+		if first || c < minC || c == minC && k < minKey {
+			minKey, minC, first = k, c, false
+		}
+	}
+	delete(s.counts, minKey)
+	s.counts[key] = minC + n
+}
+
+// feedCommit feeds the sketches from a commit's time buckets: every raise
+// of a P half of a 1 min or 1 h bucket. Writer only.
+func (t *txn) feedTrends() {
+	tr := t.r.trends
+	locked := false
+	for _, k := range t.order {
+		if !k.kind.IsWindows() {
+			continue
+		}
+		vs := t.vecs[k]
+		if vs.deleted {
+			continue
+		}
+		var b crdt.Bucket
+		parsed := false
+		for _, e := range vs.cur {
+			dp := e.P - min(e.P, vs.orig.Get(e.Replica).P)
+			if dp == 0 {
+				continue
+			}
+			if !parsed {
+				var ok bool
+				if b, ok = crdt.ParseBucket(k.item); !ok || b.Key == "" || !trendLevel(b.Width) {
+					break
+				}
+				parsed = true
+			}
+			if !locked {
+				tr.mu.Lock()
+				locked = true
+			}
+			tr.feed(k.kind.Base(), b, e.Replica, dp)
+		}
+	}
+	if locked {
+		tr.mu.Unlock()
+	}
+}
+
+// rebuildTrends feeds the sketches from the stored buckets of the last
+// sketch retention, after a restart.
+func (r *Replica) rebuildTrends() error {
+	nowMs := r.pclock.NowMs()
+	seen := map[storage.WindowRef]bool{}
+	var refs []storage.WindowRef
+	for _, rule := range r.windows.rules {
+		for _, l := range rule.levels {
+			if !trendLevel(l.width) || l.keep == 0 {
+				continue
+			}
+			var keep int64
+			for _, tl := range trendLevels {
+				if tl.width == l.width {
+					keep = tl.keep
+				}
+			}
+			// Buckets of one (width, keep) expire in start order.
+			from := crdt.Bucket{Width: l.width, Keep: l.keep, Start: crdt.BucketStart(nowMs-keep*1000, l.width) - l.width}
+			to := crdt.Bucket{Width: l.width, Keep: l.keep, Start: crdt.BucketStart(nowMs, l.width) + 2*l.width}
+			got, err := r.store.WindowsExpiringIn(from.ExpiresMs(), to.ExpiresMs(), func(ref storage.WindowRef) bool {
+				b, ok := crdt.ParseBucket(ref.Name)
+				return ok && b.Key != "" && b.Width == l.width && b.Keep == l.keep && !seen[ref]
+			})
+			if err != nil {
+				return fmt.Errorf("rebuild trending: %w", err)
+			}
+			for _, ref := range got {
+				seen[ref] = true
+				refs = append(refs, ref)
+			}
+		}
+	}
+	r.trends.mu.Lock()
+	defer r.trends.mu.Unlock()
+	for _, ref := range refs {
+		v, err := r.store.Vector(ref.Kind, ref.Name)
+		if err != nil {
+			return fmt.Errorf("rebuild trending: %w", err)
+		}
+		b, _ := crdt.ParseBucket(ref.Name)
+		for _, e := range v {
+			r.trends.feed(ref.Kind.Base(), b, e.Replica, e.P)
+		}
+	}
+	return nil
+}
+
+// Ranked is one key of a trending list with its exact net change.
+type Ranked struct {
+	Key   string
+	Count int64
+}
+
+// Trending is the answer to a trending read.
+type Trending struct {
+	From, To time.Time
+	Items    []Ranked
+	// Candidates is how many keys the sketches offered and were scored.
+	Candidates int
+	// Capacity is k: a key with more than 1/k of the window's additions
+	// (in the replicas asked about) is never missed.
+	Capacity int
+	// AllTime: the list was computed by scanning every all-time count.
+	AllTime bool
+	// Closed: the window ended more than WindowConfig.Past ago.
+	Closed bool
+}
+
+// MaxTrendingN caps n.
+const MaxTrendingN = 1000
+
+// Trending lists the n keys of family kind (starting with prefix) with the
+// largest net change over the last `last` (aligned to whole minutes up to
+// 2 h, whole hours up to 49 h), counting only the entries of replicas that
+// replica accepts (nil: all). last 0 ranks all-time counts.
+func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration, n int, replica func(string) bool) (Trending, error) {
+	if err := r.Err(); err != nil {
+		return Trending{}, err
+	}
+	if kind != storage.Likes && kind != storage.Counters || prefix != "" && !crdt.ValidID(prefix) {
+		return Trending{}, fmt.Errorf("%w: bad trending family %c or prefix %q", ErrInvalid, kind, prefix)
+	}
+	if n < 1 || n > MaxTrendingN {
+		return Trending{}, fmt.Errorf("%w: n %d outside 1..%d", ErrInvalid, n, MaxTrendingN)
+	}
+	if replica == nil {
+		replica = func(string) bool { return true }
+	}
+	out := Trending{Capacity: r.trends.k}
+	if last == 0 {
+		return r.trendingAllTime(kind, prefix, n, replica)
+	}
+	var width int64
+	for _, l := range trendLevels {
+		if last <= time.Duration(l.keep)*time.Second {
+			width = l.width
+			break
+		}
+	}
+	if width == 0 || last < 0 {
+		return Trending{}, fmt.Errorf("%w: trending window %v; at most %v, or all time", ErrNoWindow, last,
+			time.Duration(trendLevels[len(trendLevels)-1].keep)*time.Second)
+	}
+	nowMs := r.pclock.NowMs()
+	to := crdt.BucketStart(nowMs, width) + width
+	from := to - (last.Milliseconds()+width*1000-1)/(width*1000)*width
+	out.From, out.To = time.Unix(from, 0), time.Unix(to, 0)
+	out.Closed = to*1000+r.cfg.Windows.Past.Milliseconds() <= nowMs
+	cands := r.trends.candidates(kind, prefix, width, from, to, replica)
+	out.Candidates = len(cands)
+	for key := range cands {
+		var sum int64
+		var vec crdt.Vector
+		err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+			if !b.Expired(nowMs) {
+				vec = addVectors(vec, v)
+			}
+		})
+		if err != nil {
+			return Trending{}, fmt.Errorf("trending: %w", err)
+		}
+		for _, e := range vec {
+			if replica(e.Replica) {
+				sum += int64(e.P) - int64(e.N)
+			}
+		}
+		if sum > 0 {
+			out.Items = append(out.Items, Ranked{key, sum})
+		}
+	}
+	out.Items = topN(out.Items, n)
+	return out, nil
+}
+
+func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, replica func(string) bool) (Trending, error) {
+	out := Trending{Capacity: r.trends.k, AllTime: true}
+	err := r.store.ScanVectors(kind, func(item string, v crdt.Vector) bool {
+		if !strings.HasPrefix(item, prefix) {
+			return true
+		}
+		out.Candidates++
+		var sum int64
+		for _, e := range v {
+			if replica(e.Replica) {
+				sum += int64(e.P) - int64(e.N)
+			}
+		}
+		if sum > 0 {
+			out.Items = append(out.Items, Ranked{item, sum})
+			if len(out.Items) > 4*n+1024 {
+				out.Items = topN(out.Items, n)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return Trending{}, fmt.Errorf("trending: %w", err)
+	}
+	out.Items = topN(out.Items, n)
+	return out, nil
+}
+
+// topN sorts by count (descending), then key, and keeps n.
+func topN(items []Ranked, n int) []Ranked {
+	sort.Slice(items, func(i, j int) bool {
+		if items[i].Count != items[j].Count {
+			return items[i].Count > items[j].Count
+		}
+		return items[i].Key < items[j].Key
+	})
+	if len(items) > n {
+		items = items[:n]
+	}
+	return items
+}

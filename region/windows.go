@@ -1,0 +1,501 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Time windows. Every change of a replica's own entry of a like count or a
+// counter is also booked, in the same batch, into that replica's own entry
+// of the key's time buckets (crdt.Bucket), one per configured level: a 1 s
+// bucket, a 1 min bucket and a 1 h bucket by default. Each bucket is an
+// ordinary PN vector, so it replicates, merges, converges and is repaired
+// exactly like the all-time count. Levels are booked side by side rather
+// than rolled up from finer ones later: a rollup would have to write other
+// replicas' entries, and every level is then exact on its own.
+//
+// An event is booked at its time: the client's (Op.At, within
+// WindowConfig.Past and Future of the replica's clock) or the replica's
+// clock. A reconciliation (a concurrent double like taken back by the
+// record's winner) is booked at the time of the record's winning action
+// (crdt.LikeRecord.BookedMs), so every bucket, not only the total, ends as
+// if the actions had happened one after the other.
+//
+// Every change is also booked into the family's total: the buckets of the
+// key "" (every like, every counter increment).
+
+// WindowLevel is one granularity of time buckets and how long they are
+// kept after they end (zero: forever).
+type WindowLevel struct {
+	Width time.Duration
+	Keep  time.Duration
+}
+
+// WindowRule gives the levels of the keys of a family that start with
+// Prefix. The rule with the longest matching prefix wins; an empty Levels
+// turns windows off for those keys.
+type WindowRule struct {
+	// Kind is storage.Likes or storage.Counters; zero means both.
+	Kind   storage.Kind
+	Prefix string
+	Levels []WindowLevel
+}
+
+// WindowConfig configures time windows and trending.
+type WindowConfig struct {
+	// Rules pick each key's levels. No rule matching a key: no buckets.
+	Rules []WindowRule
+	// Past and Future bound a client-given event time (Op.At) around the
+	// replica's clock. A bucket is final only once Past has gone by after
+	// its end. Defaults 5 min and 1 min.
+	Past, Future time.Duration
+	// TrendingCapacity is k, the counters per trending sketch: any key with
+	// more than 1/k of a window's additions is a candidate. Default 128.
+	TrendingCapacity int
+}
+
+// Defaults of WindowConfig.
+const (
+	DefaultEventPast        = 5 * time.Minute
+	DefaultEventFuture      = time.Minute
+	DefaultTrendingCapacity = 128
+)
+
+// DefaultWindowLevels are the levels every key gets unless configured: 1 s
+// buckets for 3 hours, 1 min buckets for 15 days, 1 h buckets for 3 years.
+func DefaultWindowLevels() []WindowLevel {
+	return []WindowLevel{
+		{Width: time.Second, Keep: 3 * time.Hour},
+		{Width: time.Minute, Keep: 15 * 24 * time.Hour},
+		{Width: time.Hour, Keep: 3 * 365 * 24 * time.Hour},
+	}
+}
+
+// DefaultWindows is the default WindowConfig: DefaultWindowLevels for every
+// key of both families.
+func DefaultWindows() *WindowConfig {
+	return &WindowConfig{Rules: []WindowRule{{Levels: DefaultWindowLevels()}}}
+}
+
+// ErrBadTime: a client-given event time is outside the accepted skew.
+var ErrBadTime = errors.New("region: event time out of range")
+
+func (c *WindowConfig) ensureDefaults() {
+	if c.Past == 0 {
+		c.Past = DefaultEventPast
+	}
+	if c.Future == 0 {
+		c.Future = DefaultEventFuture
+	}
+	if c.TrendingCapacity == 0 {
+		c.TrendingCapacity = DefaultTrendingCapacity
+	}
+}
+
+// Validate reports every problem with c.
+func (c *WindowConfig) Validate() error {
+	var errs []error
+	if c.Past < 0 || c.Future < 0 || c.TrendingCapacity < 0 {
+		errs = append(errs, errors.New("region: windows: past, future and trending capacity must not be negative"))
+	}
+	for _, r := range c.Rules {
+		if r.Kind != 0 && r.Kind != storage.Likes && r.Kind != storage.Counters {
+			errs = append(errs, fmt.Errorf("region: windows: rule %q: kind %q", r.Prefix, r.Kind))
+		}
+		if r.Prefix != "" && !crdt.ValidID(r.Prefix) {
+			errs = append(errs, fmt.Errorf("region: windows: bad prefix %q", r.Prefix))
+		}
+		seen := map[time.Duration]bool{}
+		for _, l := range r.Levels {
+			w, k := l.Width, l.Keep
+			switch {
+			case w < time.Second || w%time.Second != 0 || w > crdt.MaxBucketWidth*time.Second:
+				errs = append(errs, fmt.Errorf("region: windows: rule %q: width %v is not whole seconds in 1s..%v", r.Prefix, w, crdt.MaxBucketWidth*time.Second))
+			case k < 0 || k%time.Second != 0 || k > crdt.MaxBucketKeep*time.Second:
+				errs = append(errs, fmt.Errorf("region: windows: rule %q: keep %v is not whole seconds", r.Prefix, k))
+			case k != 0 && k < c.Past:
+				errs = append(errs, fmt.Errorf("region: windows: rule %q: keep %v is shorter than the accepted event past %v", r.Prefix, k, c.Past))
+			case seen[w]:
+				errs = append(errs, fmt.Errorf("region: windows: rule %q: width %v twice", r.Prefix, w))
+			}
+			seen[w] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// level is a WindowLevel in seconds.
+type level struct{ width, keep int64 }
+
+// windowRules answers which levels a key has, quickly: rules sorted by
+// prefix length, longest first.
+type windowRules struct {
+	rules []compiledRule
+}
+
+type compiledRule struct {
+	kind   storage.Kind
+	prefix string
+	levels []level // finest first
+}
+
+func compileWindows(c *WindowConfig) windowRules {
+	var wr windowRules
+	for _, r := range c.Rules {
+		cr := compiledRule{kind: r.Kind, prefix: r.Prefix}
+		for _, l := range r.Levels {
+			cr.levels = append(cr.levels, level{int64(l.Width / time.Second), int64(l.Keep / time.Second)})
+		}
+		sort.Slice(cr.levels, func(i, j int) bool { return cr.levels[i].width < cr.levels[j].width })
+		wr.rules = append(wr.rules, cr)
+	}
+	sort.SliceStable(wr.rules, func(i, j int) bool { return len(wr.rules[i].prefix) > len(wr.rules[j].prefix) })
+	return wr
+}
+
+// levels returns the levels of key in family kind (Likes or Counters).
+func (w *windowRules) levels(kind storage.Kind, key string) []level {
+	for i := range w.rules {
+		r := &w.rules[i]
+		if (r.kind == 0 || r.kind == kind) && strings.HasPrefix(key, r.prefix) {
+			return r.levels
+		}
+	}
+	return nil
+}
+
+// booking is a change to book into time buckets at commit.
+type booking struct {
+	kind storage.Kind // Likes or Counters
+	key  string
+	sec  int64 // unix seconds of the event
+}
+
+// book records that the own entry of (kind, key) moved by delta because of
+// an event at atMs. The txn folds bookings and writes the buckets at commit.
+func (t *txn) book(kind storage.Kind, key string, atMs, delta int64) {
+	if delta == 0 || len(t.r.windows.rules) == 0 {
+		return
+	}
+	b := booking{kind, key, crdt.BucketStart(atMs, 1)}
+	if t.lastBook != nil && t.lastBookKey == b {
+		*t.lastBook += delta
+		return
+	}
+	if t.bookings == nil {
+		t.bookings = make(map[booking]*int64)
+	}
+	p, ok := t.bookings[b]
+	if !ok {
+		p = new(int64)
+		t.bookings[b] = p
+		t.bookOrder = append(t.bookOrder, b)
+	}
+	*p += delta
+	t.lastBookKey, t.lastBook = b, p
+}
+
+// flushBookings applies the folded bookings to the buckets' own entries.
+func (t *txn) flushBookings() error {
+	var name []byte
+	for _, b := range t.bookOrder {
+		d := *t.bookings[b]
+		if d == 0 {
+			continue
+		}
+		for _, key := range [2]string{b.key, ""} {
+			for _, l := range t.r.windows.levels(b.kind, key) {
+				bk := crdt.Bucket{Key: key, Width: l.width, Start: crdt.BucketStart(b.sec*1000, l.width), Keep: l.keep}
+				if bk.Expired(t.nowMs) {
+					continue
+				}
+				name = bk.AppendName(name[:0])
+				vs, err := t.vector(b.kind.Windows(), string(name))
+				if err != nil {
+					return err
+				}
+				vs.cur = vs.cur.Add(t.r.self, d)
+				vs.deleted = false
+			}
+		}
+	}
+	return nil
+}
+
+// checkAt checks a client-given event time against the replica's clock.
+func (t *txn) checkAt(atMs int64) error {
+	if atMs == 0 {
+		return nil
+	}
+	c := t.r.cfg.Windows
+	if atMs < t.nowMs-c.Past.Milliseconds() || atMs > t.nowMs+c.Future.Milliseconds() {
+		return fmt.Errorf("%w: %s is not within %v before and %v after this replica's clock (%s)", ErrBadTime,
+			time.UnixMilli(atMs).UTC().Format(time.RFC3339Nano), c.Past, c.Future, time.UnixMilli(t.nowMs).UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// atOr is the event's time: the client's, or the writer's clock.
+func (t *txn) atOr(atMs int64) int64 {
+	if atMs != 0 {
+		return atMs
+	}
+	return t.nowMs
+}
+
+// BucketExpired reports whether a vector name is a time bucket past its
+// retention by this replica's clock (false for any other name).
+func (r *Replica) BucketExpired(name string) bool {
+	b, ok := crdt.ParseBucket(name)
+	return ok && b.Expired(r.pclock.NowMs())
+}
+
+// expireWindow deletes a time bucket the sweeper found expired, if it
+// still is (a booking in the same batch cannot make an expired bucket live
+// again: flushBookings skips expired buckets).
+func (t *txn) expireWindow(ref storage.WindowRef) (bool, error) {
+	b, ok := crdt.ParseBucket(ref.Name)
+	if !ok || !ref.Kind.IsWindows() || !b.Expired(t.nowMs) {
+		return false, nil
+	}
+	vs, err := t.vector(ref.Kind, ref.Name)
+	if err != nil {
+		return false, err
+	}
+	vs.cur, vs.deleted = nil, true
+	return true, nil
+}
+
+// sweepWindowsEvery is how often the sweeper deletes expired buckets.
+const sweepWindowsEvery = 10 * time.Second
+
+// sweepWindows runs until Close, deleting expired time buckets.
+func (r *Replica) sweepWindows() {
+	defer r.wg.Done()
+	ctx := r.stopped
+	t := time.NewTicker(sweepWindowsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := r.ExpireWindows(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("time bucket sweep stopped early; the next one goes on", "expired", n, "error", err)
+		case n > 0:
+			r.log.Debug("time buckets expired", "count", n)
+		}
+		r.trends.prune(r.pclock.NowMs())
+	}
+}
+
+// ExpireWindows deletes every time bucket past its retention and returns
+// how many it deleted. The sweeper calls it; so can a test.
+func (r *Replica) ExpireWindows(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		refs, err := r.store.ExpiredWindows(r.pclock.NowMs(), sweepPage)
+		if err != nil {
+			return total, err
+		}
+		if len(refs) == 0 {
+			return total, nil
+		}
+		q := &request{expireWin: refs}
+		if err := r.submit(ctx, q); err != nil {
+			return total, err
+		}
+		total += q.expired
+		r.metrics.bucketsExpired.Add(float64(q.expired))
+		if q.expired == 0 || len(refs) < sweepPage {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// Window is the answer to a window or series read.
+type Window struct {
+	// From and To bound the window, aligned to Width: [From, To).
+	From, To time.Time
+	Width    time.Duration
+	// Bucket is the width of the level read.
+	Bucket time.Duration
+	// Points are the window's buckets in time order, empty ones included
+	// (Series), or one point for the whole window (Window). Each holds
+	// per-replica sums of the buckets' entries, whose value is the net
+	// change of the count in that interval.
+	Points []Point
+	// Unreconciled counts records of the key whose excess is not zero yet.
+	Unreconciled int
+	// Closed: the window ended more than WindowConfig.Past ago, so no new
+	// local event can be booked into it.
+	Closed bool
+}
+
+// Point is one interval of a series.
+type Point struct {
+	Start  time.Time
+	Vector crdt.Vector
+}
+
+// Value is the point's net change.
+func (p Point) Value() int64 { return p.Vector.Value() }
+
+// Window limits.
+const (
+	// MaxWindowBuckets is the most buckets one read sums per key.
+	MaxWindowBuckets = 100_000
+	// MaxSeriesPoints is the most points a series returns.
+	MaxSeriesPoints = 10_000
+)
+
+// ErrNoWindow: no level of the key covers the asked range.
+var ErrNoWindow = errors.New("region: no time buckets cover that range")
+
+// pickLevel chooses the finest level of (kind, key) that still holds from
+// and sums [from, to) in at most MaxWindowBuckets buckets, with a width that
+// divides step (step 0: any).
+func (r *Replica) pickLevel(kind storage.Kind, key string, fromMs, toMs, step int64) (level, error) {
+	nowMs := r.pclock.NowMs()
+	levels := r.windows.levels(kind, key)
+	for _, l := range levels {
+		if step != 0 && step%l.width != 0 {
+			continue
+		}
+		if l.keep != 0 && fromMs < nowMs-(l.keep+l.width)*1000 {
+			continue
+		}
+		if (toMs-fromMs)/1000/l.width > MaxWindowBuckets {
+			continue
+		}
+		return l, nil
+	}
+	if len(levels) == 0 {
+		return level{}, fmt.Errorf("%w: %s %q has no time buckets configured", ErrNoWindow, kind, key)
+	}
+	return level{}, fmt.Errorf("%w: levels of %s %q are %s", ErrNoWindow, kind, key, describeLevels(levels))
+}
+
+func describeLevels(ls []level) string {
+	var parts []string
+	for _, l := range ls {
+		keep := "forever"
+		if l.keep != 0 {
+			keep = (time.Duration(l.keep) * time.Second).String()
+		}
+		parts = append(parts, fmt.Sprintf("%v kept %s", time.Duration(l.width)*time.Second, keep))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WindowRange turns "the last d" into aligned bounds: the d/width latest
+// buckets of the finest level that covers d, the current one included.
+func (r *Replica) WindowRange(kind storage.Kind, key string, last time.Duration) (fromMs, toMs int64, err error) {
+	nowMs := r.pclock.NowMs()
+	l, err := r.pickLevel(kind, key, nowMs-last.Milliseconds(), nowMs, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	to := (crdt.BucketStart(nowMs, l.width) + l.width) * 1000
+	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
+	return to - n*l.width*1000, to, nil
+}
+
+// WindowOf reads the net change of (kind, key) in [fromMs, toMs), widened
+// to whole buckets of the finest level that covers it. key "" is the
+// family's total.
+func (r *Replica) WindowOf(kind storage.Kind, key string, fromMs, toMs int64) (Window, error) {
+	return r.series(kind, key, fromMs, toMs, 0)
+}
+
+// Series reads (kind, key) in [fromMs, toMs) as points of step (a multiple
+// of a level's width).
+func (r *Replica) Series(kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) (Window, error) {
+	if step < time.Second || step%time.Second != 0 {
+		return Window{}, fmt.Errorf("%w: step %v is not whole seconds", ErrInvalid, step)
+	}
+	return r.series(kind, key, fromMs, toMs, int64(step/time.Second))
+}
+
+func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64) (Window, error) {
+	if err := r.Err(); err != nil {
+		return Window{}, err
+	}
+	if kind != storage.Likes && kind != storage.Counters || key != "" && !crdt.ValidID(key) {
+		return Window{}, fmt.Errorf("%w: bad window key %c/%q", ErrInvalid, kind, key)
+	}
+	if toMs <= fromMs {
+		return Window{}, fmt.Errorf("%w: window ends before it starts", ErrInvalid)
+	}
+	l, err := r.pickLevel(kind, key, fromMs, toMs, step)
+	if err != nil {
+		return Window{}, err
+	}
+	from := crdt.BucketStart(fromMs, l.width)
+	to := crdt.BucketStart(toMs-1, l.width) + l.width
+	if step == 0 {
+		step = to - from
+	} else {
+		from = crdt.BucketStart(from*1000, step)
+		to = crdt.BucketStart((to-1)*1000, step) + step
+	}
+	if (to-from)/step > MaxSeriesPoints {
+		return Window{}, fmt.Errorf("%w: %d points, at most %d", ErrInvalid, (to-from)/step, MaxSeriesPoints)
+	}
+	w := Window{From: time.Unix(from, 0), To: time.Unix(to, 0), Width: time.Duration(step) * time.Second,
+		Bucket: time.Duration(l.width) * time.Second}
+	w.Points = make([]Point, (to-from)/step)
+	for i := range w.Points {
+		w.Points[i].Start = time.Unix(from+int64(i)*step, 0)
+	}
+	nowMs := r.pclock.NowMs()
+	err = r.store.WindowSeries(kind.Windows(), key, l.width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+		if b.Expired(nowMs) {
+			return
+		}
+		p := &w.Points[(b.Start-from)/step]
+		p.Vector = addVectors(p.Vector, v)
+	})
+	if err != nil {
+		return Window{}, fmt.Errorf("read window: %w", err)
+	}
+	if key != "" {
+		r.umu.RLock()
+		w.Unreconciled = r.unreconciled[vkey{kind, key}]
+		r.umu.RUnlock()
+	}
+	w.Closed = to*1000+r.cfg.Windows.Past.Milliseconds() <= nowMs
+	return w, nil
+}
+
+// addVectors adds o's entries to v's, half by half (not a merge: the
+// buckets of a window are disjoint intervals).
+func addVectors(v, o crdt.Vector) crdt.Vector {
+	for _, e := range o {
+		cur := v.Get(e.Replica)
+		v = v.Set(e.Replica, crdt.PN{P: cur.P + e.P, N: cur.N + e.N})
+	}
+	return v
+}
+
+// Sum is the window's total as one point.
+func (w Window) Sum() Point {
+	p := Point{Start: w.From}
+	for _, q := range w.Points {
+		p.Vector = addVectors(p.Vector, q.Vector)
+	}
+	return p
+}

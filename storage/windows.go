@@ -1,0 +1,207 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// Time buckets (crdt.Bucket) are vectors of the windows kinds, stored like
+// every vector. One more key per bucket lists it by expiry, so the sweeper
+// reads only what is due:
+//
+//	u/<16 hex expiry ms>/<kind>/<bucket name>  (empty)
+const prefixWindowExpiry = 'u'
+
+func appendWindowExpiryKey(dst []byte, ms int64, k Kind, name string) []byte {
+	dst = append(dst, prefixWindowExpiry, '/')
+	dst = appendHex16(dst, uint64(ms))
+	dst = append(dst, '/', byte(k), '/')
+	return append(dst, name...)
+}
+
+// IndexWindow lists a new time bucket in the expiry index (a bucket kept
+// forever is not listed). The writer calls it when it first stores a bucket.
+func (b *Batch) IndexWindow(k Kind, name string) {
+	bk, ok := crdt.ParseBucket(name)
+	if !ok || bk.ExpiresMs() == 0 {
+		return
+	}
+	b.kbuf = appendWindowExpiryKey(b.kbuf[:0], bk.ExpiresMs(), k, name)
+	_ = b.b.Set(b.kbuf, nil, nil)
+}
+
+// DeleteVector deletes every entry of a vector (old is its stored value),
+// updating the digests, and a time bucket's expiry index entry.
+func (b *Batch) DeleteVector(k Kind, item string, old crdt.Vector) {
+	for _, e := range old {
+		b.kbuf = appendVectorEntryKey(b.kbuf[:0], k, item, e.Replica)
+		b.obuf = crdt.AppendPN(b.obuf[:0], e.PN)
+		b.digest(b.kbuf, b.obuf, nil)
+		_ = b.b.Delete(b.kbuf, nil)
+	}
+	if bk, ok := crdt.ParseBucket(item); ok && k.IsWindows() && bk.ExpiresMs() != 0 {
+		b.kbuf = appendWindowExpiryKey(b.kbuf[:0], bk.ExpiresMs(), k, item)
+		_ = b.b.Delete(b.kbuf, nil)
+	}
+}
+
+// WindowRef names one stored time bucket.
+type WindowRef struct {
+	Kind Kind
+	Name string
+}
+
+// ExpiredWindows lists up to limit time buckets whose expiry is at or
+// before nowMs, oldest first.
+func (s *Store) ExpiredWindows(nowMs int64, limit int) ([]WindowRef, error) {
+	return s.windowsByExpiry(0, nowMs+1, limit, nil)
+}
+
+// WindowsExpiringIn lists the time buckets of kind k whose expiry is in
+// [fromMs, toMs) and that fn accepts. A replica rebuilding what it keeps
+// about recent buckets uses it: the buckets of one (width, keep) expire in
+// the order they start.
+func (s *Store) WindowsExpiringIn(fromMs, toMs int64, fn func(WindowRef) bool) ([]WindowRef, error) {
+	return s.windowsByExpiry(fromMs, toMs, 0, fn)
+}
+
+func (s *Store) windowsByExpiry(fromMs, toMs int64, limit int, keep func(WindowRef) bool) ([]WindowRef, error) {
+	if s.closed.Load() {
+		return nil, fmt.Errorf("list time buckets: %w", ErrClosed)
+	}
+	lower := appendWindowExpiryKey(nil, max(fromMs, 0), 0, "")[:18]
+	upper := appendWindowExpiryKey(nil, max(toMs, 0), 0, "")[:18]
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("list time buckets: %w", err)
+	}
+	var out []WindowRef
+	for it.First(); it.Valid() && (limit <= 0 || len(out) < limit); it.Next() {
+		key := it.Key()
+		if len(key) < 22 || key[18] != '/' || key[20] != '/' {
+			_ = it.Close()
+			return nil, fmt.Errorf("list time buckets: malformed index key %q", key)
+		}
+		ref := WindowRef{Kind: Kind(key[19]), Name: string(key[21:])}
+		if keep == nil || keep(ref) {
+			out = append(out, ref)
+		}
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("list time buckets: %w", err)
+	}
+	return out, nil
+}
+
+// WindowSeries calls fn, in start order, for every stored time bucket of
+// kind k (a windows kind), key and width with a start in [from, to) (unix
+// seconds), with its vector. Buckets of one start but different keeps are
+// separate vectors, each passed on its own.
+func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(b crdt.Bucket, v crdt.Vector)) error {
+	if s.closed.Load() {
+		return fmt.Errorf("read series %s/%s: %w", k, key, ErrClosed)
+	}
+	if from >= to {
+		return nil
+	}
+	series := crdt.SeriesPrefix(key, width)
+	base := vectorPrefix(k, series) // "b<B>/v/<k>/<key>#<width>./": drop the '/'
+	base = base[:len(base)-1]
+	lower := append(append([]byte(nil), base...), crdt.StartName(max(from, 0))...)
+	upper := append(append([]byte(nil), base...), crdt.StartName(max(to, 0))...)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return fmt.Errorf("read series %s/%s: %w", k, key, err)
+	}
+	defer it.Close()
+	prefixLen := len(base) - len(series)
+	var cur []byte
+	var vec crdt.Vector
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		b, ok := crdt.ParseBucket(string(cur))
+		if !ok {
+			return fmt.Errorf("read series %s/%s: malformed bucket %q", k, key, cur)
+		}
+		fn(b, vec)
+		return nil
+	}
+	for it.First(); it.Valid(); it.Next() {
+		rest := it.Key()[prefixLen:]
+		i := bytes.LastIndexByte(rest, '/')
+		if i < 0 {
+			return fmt.Errorf("read series %s/%s: malformed key %q", k, key, it.Key())
+		}
+		name, replica := rest[:i], string(rest[i+1:])
+		if !bytes.Equal(name, cur) {
+			if err := flush(); err != nil {
+				return err
+			}
+			cur, vec = append(cur[:0], name...), nil
+		}
+		e, err := crdt.DecodePN(it.Value())
+		if err != nil {
+			return fmt.Errorf("read series %s/%s entry %q: %w", k, key, it.Key(), err)
+		}
+		vec = vec.Set(replica, e)
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("read series %s/%s: %w", k, key, err)
+	}
+	return flush()
+}
+
+// ScanVectors calls fn for every all-time vector of kind k (Likes or
+// Counters), bucket by bucket, until fn returns false. It reads the whole
+// family: a full scan, for rare reads such as all-time leaderboards.
+func (s *Store) ScanVectors(k Kind, fn func(item string, v crdt.Vector) bool) error {
+	if s.closed.Load() {
+		return fmt.Errorf("scan %s: %w", k, ErrClosed)
+	}
+	for bk := range Buckets {
+		prefix := append(bucketPrefix(bk), prefixVector, '/', byte(k), '/')
+		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+		if err != nil {
+			return fmt.Errorf("scan %s: %w", k, err)
+		}
+		var cur string
+		var vec crdt.Vector
+		stop := false
+		for it.First(); it.Valid() && !stop; it.Next() {
+			rest := it.Key()[len(prefix):]
+			i := bytes.LastIndexByte(rest, '/')
+			if i < 0 {
+				_ = it.Close()
+				return fmt.Errorf("scan %s: malformed key %q", k, it.Key())
+			}
+			if string(rest[:i]) != cur {
+				if cur != "" {
+					stop = !fn(cur, vec)
+				}
+				cur, vec = string(rest[:i]), nil
+			}
+			e, err := crdt.DecodePN(it.Value())
+			if err != nil {
+				_ = it.Close()
+				return fmt.Errorf("scan %s: %q: %w", k, it.Key(), err)
+			}
+			vec = vec.Set(string(rest[i+1:]), e)
+		}
+		if cur != "" && !stop {
+			stop = !fn(cur, vec)
+		}
+		if err := it.Close(); err != nil {
+			return fmt.Errorf("scan %s: %w", k, err)
+		}
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}
