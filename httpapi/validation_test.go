@@ -52,7 +52,7 @@ func TestBadInput(t *testing.T) {
 		{"truncated JSON", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"`, nil, bad, CodeBadJSON},
 		{"not JSON", "POST", "/v1/likes", `videoId=post1&userId=bob`, nil, bad, CodeBadJSON},
 		{"array body", "POST", "/v1/likes", `[{"videoId":"post1","userId":"bob"}]`, nil, bad, CodeBadJSON},
-		{"unknown field", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob","at":1}`, nil, bad, CodeUnknownField},
+		{"unknown field", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob","when":1}`, nil, bad, CodeUnknownField},
 		{"trailing garbage", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"} x`, nil, bad, CodeBadJSON},
 		{"two objects", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"}{"videoId":"post1","userId":"carol"}`, nil, bad, CodeBadJSON},
 		{"videoId and item", "POST", "/v1/likes", `{"videoId":"post1","item":"post1","userId":"bob"}`, nil, bad, CodeBadRequest},

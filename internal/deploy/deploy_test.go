@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -365,4 +366,132 @@ func TestSequencesFireOnce(t *testing.T) {
 		})
 	}
 	t.Logf("%d units of search increments; milestones: %s", units, first)
+}
+
+// TestWindowsAgreeThroughCutAndHeal is issue #15's "done when" as a test:
+// hits on a key from all three regions show in last=60s everywhere; with
+// eu cut off, both sides keep writing (likes too, with a concurrent double
+// like of one user); after the heal every region's window, series and
+// trending list agree exactly.
+func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startReadyDeployment(t)
+	us, eu, ap := urls[0], urls[1], urls[2]
+	post := func(u, path, body string) {
+		t.Helper()
+		if st, b, err := testkit.DoJSON("POST", u+path, body); err != nil || st != 200 {
+			t.Fatalf("POST %s%s: %d %v %v", u, path, st, b, err)
+		}
+	}
+	for i, u := range urls {
+		for range i + 1 {
+			post(u, "/v1/counters/hits/incr", "")
+		}
+	}
+	value := func(u, path string) (float64, map[string]any, error) {
+		_, b, err := testkit.DoJSON("GET", u+path, "")
+		if err != nil {
+			return 0, nil, err
+		}
+		v, _ := b["value"].(float64)
+		return v, b, nil
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		for _, u := range urls {
+			if v, b, err := value(u, "/v1/counters/hits/window?last=60s"); err != nil || v != 6 {
+				return fmt.Errorf("%s: last=60s %v %v, want 6", u, b, err)
+			}
+		}
+		return nil
+	})
+
+	cut := func(up bool) {
+		t.Helper()
+		for _, other := range []string{"us", "ap"} {
+			body := fmt.Sprintf(`{"up":%v}`, up)
+			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, body); err != nil || st != 200 {
+				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
+			}
+		}
+	}
+	cut(false)
+	for i := range 20 {
+		post(us, "/v1/counters/hits/incr", `{"by":2}`)
+		post(eu, "/v1/counters/hits/incr", `{"by":3}`)
+		post(ap, "/v1/likes", fmt.Sprintf(`{"videoId":"v%d","userId":"u%d"}`, i%4, i))
+		post(eu, "/v1/likes", fmt.Sprintf(`{"videoId":"v%d","userId":"w%d"}`, i%3, i))
+	}
+	// The same user likes v0 on both sides of the cut: the heal reconciles.
+	post(us, "/v1/likes", `{"videoId":"v0","userId":"both"}`)
+	post(eu, "/v1/likes", `{"videoId":"v0","userId":"both"}`)
+	cut(true)
+
+	// Every region: the same window, series and trending answers, exact.
+	wantHits := float64(6 + 20*2 + 20*3)
+	get := func(u, path string) (map[string]any, error) {
+		st, b, err := testkit.DoJSON("GET", u+path, "")
+		if err == nil && st != 200 {
+			err = fmt.Errorf("GET %s%s: %d %v", u, path, st, b)
+		}
+		return b, err
+	}
+	var from, to string
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		b, err := get(us, "/v1/counters/hits/window?last=10m")
+		if err != nil {
+			return err
+		}
+		if b["value"] != wantHits || b["approx"] != false {
+			return fmt.Errorf("us: hits last=10m %v, want %v exact", b, wantHits)
+		}
+		from, to = b["from"].(string), b["to"].(string)
+		return nil
+	})
+	paths := []string{
+		"/v1/counters/hits/window?from=" + from + "&to=" + to,
+		"/v1/series?kind=counters&key=hits&key=*&from=" + from + "&to=" + to + "&step=1s&by=region",
+		"/v1/series?kind=likes&key=v0&key=v1&key=v2&key=v3&key=*&from=" + from + "&to=" + to + "&step=1m",
+		"/v1/trending?window=10m&n=10",
+		"/v1/trending?window=10m&n=10&region=eu",
+		"/v1/trending?window=10m&n=10&kind=counters",
+	}
+	strip := func(b map[string]any) string {
+		delete(b, "approx")
+		delete(b, "final")
+		delete(b, "replicas") // per-replica sums agree too, but the region map is enough
+		out, _ := json.Marshal(b)
+		return string(out)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for _, p := range paths {
+			first := ""
+			for _, u := range urls {
+				b, err := get(u, p)
+				if err != nil {
+					return err
+				}
+				if b["approx"] != false {
+					return fmt.Errorf("%s%s approx", u, p)
+				}
+				if s := strip(b); first == "" {
+					first = s
+				} else if s != first {
+					return fmt.Errorf("%s%s differs:\n %s\nvs\n %s", u, p, s, first)
+				}
+			}
+		}
+		return nil
+	})
+	// And the answers are the exact ones: v0 has 5 likes from ap, 7 from
+	// eu and "both" once.
+	b, _ := get(ap, "/v1/trending?window=10m&n=10")
+	items, _ := b["items"].([]any)
+	if len(items) == 0 || items[0].(map[string]any)["item"] != "v0" || items[0].(map[string]any)["count"] != float64(5+7+1) {
+		t.Fatalf("trending: %v, want v0 first with 13", b)
+	}
+	if v, b, err := value(eu, "/v1/likes/v0/window?last=10m"); err != nil || v != 13 {
+		t.Fatalf("eu v0 window: %v %v, want 13", b, err)
+	}
 }
