@@ -57,4 +57,13 @@
 // Only B acts: B.n = 1, count 1. Later u unlikes at A: A's view says liked,
 // the record takes origin A, liked = false, d = (1 − 0) + (1 − 1) − 0 = 1, so
 // A.n = 1 and the count is 0 everywhere once the record has spread.
+//
+// # Time buckets
+//
+// A time bucket (Bucket) is a PN vector like any other, named
+// <key>#<width>.<start>.<keep>: the net change of a count in one interval.
+// Its name carries its retention, so Expired is a pure rule of (bucket,
+// now) that every replica applies alike, and an expired bucket is never
+// taken back by a merge.
+
 package crdt

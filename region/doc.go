@@ -31,4 +31,12 @@
 // are merged by max. A merged like record may make this replica the winner
 // of a conflicting record; the reconciliation rule of package crdt then runs
 // in the same batch, adjusting this replica's own entries.
+//
+// # Time windows
+//
+// Every change of an own entry is also booked, in the same batch, into the
+// key's time buckets (windows.go), at the event's time or, for a
+// reconciliation, at the winning action's. Trending (trending.go) takes
+// candidates from local Space-Saving sketches fed by each commit and
+// re-scores them exactly from the buckets.
 package region
