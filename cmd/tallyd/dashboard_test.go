@@ -131,6 +131,53 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 		return nil
 	})
 
+	// The chart: each region's line from its own replica, the likes it
+	// booked (1 at us, 20 at eu) in the last 10 minutes; the trending list
+	// ranks post1 with its split by region.
+	get := func(path string, v any) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+		}
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		var sv dashboard.SeriesView
+		get("/api/series?last=10m&step=10s", &sv)
+		sums := map[string]int64{}
+		for _, l := range sv.Lines {
+			if l.Source != l.Region || len(l.Values) != len(sv.Times) {
+				return fmt.Errorf("line %+v on %d times", l, len(sv.Times))
+			}
+			for _, v := range l.Values {
+				if v != nil {
+					sums[l.Region] += *v
+				}
+			}
+		}
+		if len(sv.Lines) != 3 || sums["us"] != 1 || sums["eu"] != 20 || sums["ap"] != 0 || sv.Step != "10s" || len(sv.Times) != 60 || len(sv.Errors) != 0 {
+			return fmt.Errorf("series: sums %v, step %s, %d times, errors %v", sums, sv.Step, len(sv.Times), sv.Errors)
+		}
+		return nil
+	})
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		var all, eu dashboard.TrendingView
+		get("/api/trending?window=10m&n=10", &all)
+		get("/api/trending?window=10m&n=10&region=eu", &eu)
+		if len(all.Items) != 1 || all.Items[0].Item != "post1" || all.Items[0].Count != 21 || all.Source != "us" ||
+			all.Items[0].Regions["us"] != 1 || all.Items[0].Regions["eu"] != 20 || strings.Join(all.Regions, ",") != "us,eu,ap" {
+			return fmt.Errorf("trending: %+v", all)
+		}
+		if len(eu.Items) != 1 || eu.Items[0].Count != 20 || eu.Source != "eu" || eu.Region != "eu" {
+			return fmt.Errorf("trending in eu: %+v", eu)
+		}
+		return nil
+	})
+
 	// Cut and heal through the dashboard (it holds the admin token).
 	if l := post("/api/links/us/eu?up=false"); l["up"] != false {
 		t.Fatalf("cut: %v", l)
@@ -151,7 +198,8 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(page), "/api/overview") {
+	if resp.StatusCode != 200 || !strings.Contains(string(page), "/api/overview") ||
+		!strings.Contains(string(page), "/api/series?") || !strings.Contains(string(page), "/api/trending?") {
 		t.Fatalf("page: %d", resp.StatusCode)
 	}
 }

@@ -1,7 +1,8 @@
 // Package dashboard is the dashboard of a local deployment (tallyd local):
 // one page that shows every region's view of an item and a counter, how
-// far each replica is from its peers, and the links between regions, with
-// buttons to like from a region and to cut or heal a link.
+// far each replica is from its peers, the links between regions, a chart
+// of the likes each region booked over the last minutes and the trending
+// items, with buttons to like from a region and to cut or heal a link.
 //
 // It is its own HTTP server, not part of any replica's API: it reads the
 // regions' routes server-side (so the page needs no CORS) and forwards the
@@ -89,6 +90,8 @@ func New(cfg Config) *Dashboard {
 	d := &Dashboard{cfg: cfg, client: &http.Client{Transport: tr}, mux: http.NewServeMux()}
 	d.mux.HandleFunc("GET /{$}", d.index)
 	d.mux.HandleFunc("GET /api/overview", d.overview)
+	d.mux.HandleFunc("GET /api/series", d.series)
+	d.mux.HandleFunc("GET /api/trending", d.trending)
 	d.mux.HandleFunc("POST /api/links/{a}/{b}", d.setLink)
 	d.mux.HandleFunc("POST /api/like", d.like)
 	d.mux.HandleFunc("POST /api/burst", d.burst)

@@ -22,9 +22,10 @@ type fakeRegion struct {
 	name string
 	srv  *httptest.Server
 
-	mu     sync.Mutex // protects writes, links
+	mu     sync.Mutex // protects writes, links, reads
 	writes []string   // "METHOD path auth body"
 	links  map[string]bool
+	reads  []string // "path?query" of the window routes (windows_test.go)
 }
 
 func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
@@ -94,6 +95,7 @@ func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
 		record(w, r)
 		_ = json.NewEncoder(w).Encode(map[string]any{"key": r.PathValue("key"), "value": 8})
 	})
+	f.windowRoutes(mux)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
