@@ -62,6 +62,12 @@ log_json       = true
 max_body_bytes = "2048" # a string converts, as with gohcl
 request_timeout  = "3s"
 shutdown_timeout = "5s"
+windows          = "1s:1h,1m:7d"
+event_time_past  = "2m"
+window "views:" {
+  kind   = "counters"
+  levels = "1m:30d,1h:forever"
+}
 `)
 	cfg, err := loadConfig([]string{"--config", path}, noEnv, io.Discard)
 	if err != nil {
@@ -72,11 +78,21 @@ shutdown_timeout = "5s"
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h", LikeLists: true,
 		EventLog: true, EventRetention: "168h", EventLogKeep: "168h",
+		Windows: "1s:1h,1m:7d", EventTimePast: "2m", EventTimeFuture: "1m", TrendingCapacity: 128,
+		WindowRules:   []tallynode.WindowRuleConfig{{Prefix: "views:", Kind: "counters", Levels: "1m:30d,1h:forever"}},
 		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
 		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s", LeaseReclaimAfter: "0",
 	}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("file:\n got %+v\nwant %+v", cfg, want)
+	}
+	wc, err := cfg.WindowConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wc.Rules) != 2 || wc.Past != 2*time.Minute || len(wc.Rules[1].Levels) != 2 || wc.Rules[1].Levels[1].Keep != 0 ||
+		wc.Rules[1].Levels[0].Keep != 30*24*time.Hour || wc.Rules[0].Levels[0].Width != time.Second {
+		t.Fatalf("window config: %+v", wc)
 	}
 
 	// Explicit flags win over the file, in any order relative to --config;
