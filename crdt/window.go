@@ -115,7 +115,7 @@ func ParseBucket(name string) (Bucket, bool) {
 // parseDec parses a canonical non-negative decimal (no sign, no leading
 // zero), so that one bucket has exactly one name.
 func parseDec(s string) (int64, bool) {
-	if s == "" || len(s) > 10 || len(s) > 1 && s[0] == '0' {
+	if s == "" || len(s) > 10 || len(s) > 1 && s[0] == '0' || s[0] < '0' || s[0] > '9' {
 		return 0, true
 	}
 	n, err := strconv.ParseInt(s, 10, 64)

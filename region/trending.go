@@ -219,14 +219,16 @@ func (t *txn) feedTrends() {
 }
 
 // rebuildTrends feeds the sketches from the stored buckets of the last
-// sketch retention, after a restart.
+// sketch retention, after a restart. It reads every 1 min bucket of the
+// last 2 h and 1 h bucket of the last 49 h: at start, time in proportion
+// to the keys written then.
 func (r *Replica) rebuildTrends() error {
 	nowMs := r.pclock.NowMs()
 	seen := map[storage.WindowRef]bool{}
 	var refs []storage.WindowRef
 	for _, rule := range r.windows.rules {
 		for _, l := range rule.levels {
-			if !trendLevel(l.width) || l.keep == 0 {
+			if !trendLevel(l.width) {
 				continue
 			}
 			var keep int64
@@ -238,7 +240,7 @@ func (r *Replica) rebuildTrends() error {
 			// Buckets of one (width, keep) expire in start order.
 			from := crdt.Bucket{Width: l.width, Keep: l.keep, Start: crdt.BucketStart(nowMs-keep*1000, l.width) - l.width}
 			to := crdt.Bucket{Width: l.width, Keep: l.keep, Start: crdt.BucketStart(nowMs, l.width) + 2*l.width}
-			got, err := r.store.WindowsExpiringIn(from.ExpiresMs(), to.ExpiresMs(), func(ref storage.WindowRef) bool {
+			got, err := r.store.WindowsExpiringIn(storage.WindowIndexMs(from), storage.WindowIndexMs(to), func(ref storage.WindowRef) bool {
 				b, ok := crdt.ParseBucket(ref.Name)
 				return ok && b.Key != "" && b.Width == l.width && b.Keep == l.keep && !seen[ref]
 			})

@@ -23,14 +23,28 @@ func appendWindowExpiryKey(dst []byte, ms int64, k Kind, name string) []byte {
 	return append(dst, name...)
 }
 
-// IndexWindow lists a new time bucket in the expiry index (a bucket kept
-// forever is not listed). The writer calls it when it first stores a bucket.
+// foreverMs is where buckets kept forever sit in the expiry index: past
+// any clock, so the sweeper never reaches them, and still in start order
+// for WindowsExpiringIn.
+const foreverMs = int64(1) << 50
+
+// WindowIndexMs is a bucket's place in the expiry index: its expiry, or
+// for a bucket kept forever, foreverMs plus its end.
+func WindowIndexMs(b crdt.Bucket) int64 {
+	if e := b.ExpiresMs(); e != 0 {
+		return e
+	}
+	return foreverMs + (b.Start+b.Width)*1000
+}
+
+// IndexWindow lists a new time bucket in the expiry index. The writer
+// calls it when it first stores a bucket.
 func (b *Batch) IndexWindow(k Kind, name string) {
 	bk, ok := crdt.ParseBucket(name)
-	if !ok || bk.ExpiresMs() == 0 {
+	if !ok {
 		return
 	}
-	b.kbuf = appendWindowExpiryKey(b.kbuf[:0], bk.ExpiresMs(), k, name)
+	b.kbuf = appendWindowExpiryKey(b.kbuf[:0], WindowIndexMs(bk), k, name)
 	_ = b.b.Set(b.kbuf, nil, nil)
 }
 
@@ -43,8 +57,8 @@ func (b *Batch) DeleteVector(k Kind, item string, old crdt.Vector) {
 		b.digest(b.kbuf, b.obuf, nil)
 		_ = b.b.Delete(b.kbuf, nil)
 	}
-	if bk, ok := crdt.ParseBucket(item); ok && k.IsWindows() && bk.ExpiresMs() != 0 {
-		b.kbuf = appendWindowExpiryKey(b.kbuf[:0], bk.ExpiresMs(), k, item)
+	if bk, ok := crdt.ParseBucket(item); ok && k.IsWindows() {
+		b.kbuf = appendWindowExpiryKey(b.kbuf[:0], WindowIndexMs(bk), k, item)
 		_ = b.b.Delete(b.kbuf, nil)
 	}
 }
@@ -56,15 +70,15 @@ type WindowRef struct {
 }
 
 // ExpiredWindows lists up to limit time buckets whose expiry is at or
-// before nowMs, oldest first.
+// before nowMs, oldest first (never one kept forever).
 func (s *Store) ExpiredWindows(nowMs int64, limit int) ([]WindowRef, error) {
 	return s.windowsByExpiry(0, nowMs+1, limit, nil)
 }
 
-// WindowsExpiringIn lists the time buckets of kind k whose expiry is in
+// WindowsExpiringIn lists the time buckets whose WindowIndexMs is in
 // [fromMs, toMs) and that fn accepts. A replica rebuilding what it keeps
-// about recent buckets uses it: the buckets of one (width, keep) expire in
-// the order they start.
+// about recent buckets uses it: the buckets of one (width, keep) are
+// listed in the order they start.
 func (s *Store) WindowsExpiringIn(fromMs, toMs int64, fn func(WindowRef) bool) ([]WindowRef, error) {
 	return s.windowsByExpiry(fromMs, toMs, 0, fn)
 }

@@ -1,0 +1,1654 @@
+package region
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// winT0 is where the window tests' clocks start: not on a second, minute
+// or hour boundary.
+var winT0 = time.UnixMilli(1_700_000_000_000 + 12_345)
+
+// setMs moves a manualClock to ms.
+func (c *manualClock) setMs(ms int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = time.UnixMilli(ms)
+}
+
+func (c *manualClock) ms() int64 { return c.now().UnixMilli() }
+
+// winOpts is how a window test opens a replica.
+type winOpts struct {
+	clock   *manualClock
+	windows *WindowConfig
+	box     *mailbox
+	reg     prometheus.Registerer
+	nosync  bool // DurabilityNone: many commits, nothing to crash
+}
+
+// openWin opens a replica on a real Pebble store in dir. The returned func
+// closes replica and store (also done at cleanup).
+func openWin(t *testing.T, dir, id string, o winOpts) (*Replica, func()) {
+	t.Helper()
+	scfg := storage.Config{Dir: dir, RecordFilterBytes: 1 << 20}
+	if o.nosync {
+		scfg.Durability = storage.DurabilityNone
+	}
+	st, err := storage.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Region: "test", Replica: id, Store: st, Now: o.clock.now, Windows: o.windows, Registerer: o.reg}
+	if o.box != nil {
+		cfg.OnCommit = o.box.onCommit
+	}
+	r, err := New(cfg)
+	if err != nil {
+		_ = st.Close()
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeFn := func() {
+		once.Do(func() {
+			if err := r.Close(); err != nil {
+				t.Error(err)
+			}
+			if err := st.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(closeFn)
+	return r, closeFn
+}
+
+// threeLevels is 1 s kept 3 h, 1 min kept 15 days, 1 h kept forever.
+func threeLevels() []WindowLevel {
+	return []WindowLevel{
+		{Width: time.Second, Keep: 3 * time.Hour},
+		{Width: time.Minute, Keep: 15 * 24 * time.Hour},
+		{Width: time.Hour},
+	}
+}
+
+// secModel is the test's reference for time buckets: the net change of
+// every (family, key) per second, the family total ("") included. Every
+// level's bucket is a sum of it.
+type secModel map[storage.Kind]map[string]map[int64]int64
+
+func (m secModel) add(kind storage.Kind, key string, atMs, delta int64) {
+	if delta == 0 {
+		return
+	}
+	if m[kind] == nil {
+		m[kind] = map[string]map[int64]int64{}
+	}
+	sec := crdt.BucketStart(atMs, 1)
+	for _, k := range []string{key, ""} {
+		if m[kind][k] == nil {
+			m[kind][k] = map[int64]int64{}
+		}
+		m[kind][k][sec] += delta
+	}
+}
+
+// sum is the net change of (kind, key) over the seconds [from, to).
+func (m secModel) sum(kind storage.Kind, key string, from, to int64) int64 {
+	var s int64
+	for sec, d := range m[kind][key] {
+		if sec >= from && sec < to {
+			s += d
+		}
+	}
+	return s
+}
+
+// byBucket folds the model into buckets of width: start -> net change.
+func (m secModel) byBucket(kind storage.Kind, key string, width int64) map[int64]int64 {
+	out := map[int64]int64{}
+	for sec, d := range m[kind][key] {
+		out[crdt.BucketStart(sec*1000, width)] += d
+	}
+	return out
+}
+
+// keys are the model's keys of kind, "" first.
+func (m secModel) keys(kind storage.Kind) []string {
+	var out []string
+	for k := range m[kind] {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func mustSeries(t *testing.T, r *Replica, kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) Window {
+	t.Helper()
+	w, err := r.Series(kind, key, fromMs, toMs, step)
+	if err != nil {
+		t.Fatalf("%s: Series(%s, %q, %d, %d, %v): %v", r.ID(), kind, key, fromMs, toMs, step, err)
+	}
+	return w
+}
+
+// checkSeries reads (kind, key) over [fromMs, toMs) (aligned to step) at
+// step and compares every point with the model.
+func checkSeries(t *testing.T, r *Replica, m secModel, kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) Window {
+	t.Helper()
+	w := mustSeries(t, r, kind, key, fromMs, toMs, step)
+	st := int64(step / time.Second)
+	if w.From.UnixMilli() != fromMs || w.To.UnixMilli() != toMs || w.Width != step {
+		t.Fatalf("%s: Series(%s, %q, step %v) spans [%d, %d) width %v; want [%d, %d)", r.ID(), kind, key, step,
+			w.From.UnixMilli(), w.To.UnixMilli(), w.Width, fromMs, toMs)
+	}
+	if want := (toMs - fromMs) / 1000 / st; int64(len(w.Points)) != want {
+		t.Fatalf("%s: Series(%s, %q, step %v): %d points, want %d", r.ID(), kind, key, step, len(w.Points), want)
+	}
+	model := m.byBucket(kind, key, st) // fromMs is a multiple of step
+	for i, p := range w.Points {
+		s := fromMs/1000 + int64(i)*st
+		if p.Start.Unix() != s {
+			t.Fatalf("%s: point %d starts at %d, want %d", r.ID(), i, p.Start.Unix(), s)
+		}
+		if got, want := p.Value(), model[s]; got != want {
+			t.Fatalf("%s: Series(%s, %q, step %v) point at %s = %d (%v), model %d", r.ID(), kind, key, step,
+				p.Start.UTC().Format(time.TimeOnly), got, p.Vector, want)
+		}
+	}
+	return w
+}
+
+// storedLevel reads the stored buckets of one level of (kind, key) in
+// [from, to) seconds: start -> vector. Buckets expired by nowMs are left
+// out (gone by rule, swept or not).
+func storedLevel(t *testing.T, r *Replica, kind storage.Kind, key string, width, from, to, nowMs int64) map[int64]crdt.Vector {
+	t.Helper()
+	out := map[int64]crdt.Vector{}
+	err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+		if b.Expired(nowMs) {
+			return
+		}
+		if _, dup := out[b.Start]; dup {
+			t.Errorf("%s: two buckets of %s %q width %d start at %d", r.ID(), kind, key, width, b.Start)
+		}
+		out[b.Start] = v.Clone()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkLevel compares every bucket of one level with the model: each
+// level is booked on its own, so each must be exact by itself.
+func checkLevel(t *testing.T, r *Replica, m secModel, kind storage.Kind, key string, width, keep, from, to int64) {
+	t.Helper()
+	got := storedLevel(t, r, kind, key, width, from, to, r.pclock.NowMs())
+	model := m.byBucket(kind, key, width)
+	starts := map[int64]bool{}
+	for s := range got {
+		starts[s] = true
+	}
+	for s := range model {
+		if s >= from && s < to {
+			starts[s] = true
+		}
+	}
+	for s := range starts {
+		v := got[s]
+		if want := model[s]; v.Value() != want {
+			t.Fatalf("%s: %s %q bucket %ds at %s = %d (%v), model %d", r.ID(), kind, key, width,
+				time.Unix(s, 0).UTC().Format(time.TimeOnly), v.Value(), v, want)
+		}
+	}
+	// And each carries its level's retention in its name.
+	_ = r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Bucket, _ crdt.Vector) {
+		if b.Keep != keep {
+			t.Fatalf("%s: bucket %q has keep %d, want %d", r.ID(), b.Name(), b.Keep, keep)
+		}
+	})
+}
+
+// randAt is a client time within the bounds around nowMs, or zero (now).
+func randAt(rng *rand.Rand, nowMs int64, wc *WindowConfig) int64 {
+	past, future := wc.Past.Milliseconds(), wc.Future.Milliseconds()
+	switch rng.IntN(6) {
+	case 0:
+		return 0
+	case 1:
+		return nowMs - past // the bounds are inclusive
+	case 2:
+		return nowMs + future
+	case 3:
+		return nowMs + rng.Int64N(future+1)
+	default:
+		return nowMs - rng.Int64N(past+1)
+	}
+}
+
+// Every change of an own entry is booked into every level at the event's
+// time, and the family total is the sum over keys: Series at 1 s, 1 min
+// and 1 h, WindowOf over random ranges and each stored level agree with a
+// model of the events. Later, with the 1 s buckets expired, the coarser
+// levels still answer exactly.
+func TestWindowRollupExact(t *testing.T) {
+	clock := &manualClock{t: winT0}
+	wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
+	r, _ := openWin(t, t.TempDir(), "A", winOpts{clock: clock, windows: wc})
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(90, 91))
+	m := secModel{}
+	liked := map[[2]string]bool{}
+	keyedBy := map[string]int64{} // idempotency key -> amount applied
+	minAt, maxAt := clock.ms(), clock.ms()
+	for range 250 {
+		clock.advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		nowMs := clock.ms()
+		ops := make([]Op, 1+rng.IntN(4))
+		for i := range ops {
+			op := Op{At: randAt(rng, nowMs, wc)}
+			switch rng.IntN(4) {
+			case 0:
+				op.Kind, op.Item, op.By = OpIncr, []string{"views:1", "views:2", "clicks"}[rng.IntN(3)], int64(rng.IntN(16)-5)
+			case 1:
+				op.Kind, op.Item, op.IdemKey = OpIncr, "views:1", fmt.Sprintf("req%d", rng.IntN(30))
+				op.By = int64(len(op.IdemKey))
+				if rng.IntN(10) == 0 {
+					op.By++ // a key reused with another amount: refused
+				}
+			default:
+				op.Kind = []OpKind{OpLike, OpUnlike}[rng.IntN(2)]
+				op.Item, op.User = []string{"p:1", "p:2", "p:3"}[rng.IntN(3)], fmt.Sprintf("u%d", rng.IntN(8))
+			}
+			ops[i] = op
+		}
+		res, err := r.Do(ctx, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, op := range ops {
+			at := op.At
+			if at == 0 {
+				at = nowMs
+			}
+			minAt, maxAt = min(minAt, at), max(maxAt, at)
+			switch {
+			case op.Kind == OpIncr && op.IdemKey == "":
+				if res[i].Err != nil {
+					t.Fatalf("%+v: %v", op, res[i].Err)
+				}
+				m.add(storage.Counters, op.Item, at, op.By)
+			case op.Kind == OpIncr:
+				by, done := keyedBy[op.IdemKey]
+				switch {
+				case done && by != op.By:
+					if !errors.Is(res[i].Err, ErrIdempotencyMismatch) {
+						t.Fatalf("%+v: %v, want ErrIdempotencyMismatch", op, res[i].Err)
+					}
+				case done:
+					if res[i].Err != nil || !res[i].Duplicate {
+						t.Fatalf("%+v: %+v, want a duplicate", op, res[i])
+					}
+				default:
+					if res[i].Err != nil || res[i].Duplicate {
+						t.Fatalf("%+v: %+v", op, res[i])
+					}
+					keyedBy[op.IdemKey] = op.By
+					m.add(storage.Counters, op.Item, at, op.By)
+				}
+			default:
+				if res[i].Err != nil {
+					t.Fatalf("%+v: %v", op, res[i].Err)
+				}
+				k := [2]string{op.Item, op.User}
+				switch want := op.Kind == OpLike; {
+				case want && !liked[k]:
+					m.add(storage.Likes, op.Item, at, 1)
+				case !want && liked[k]:
+					m.add(storage.Likes, op.Item, at, -1)
+				}
+				liked[k] = op.Kind == OpLike
+			}
+		}
+	}
+
+	// Everything booked lies in [from, to), whole hours.
+	from := crdt.BucketStart(minAt, 3600) * 1000
+	to := (crdt.BucketStart(maxAt, 3600) + 3600) * 1000
+	fams := []storage.Kind{storage.Likes, storage.Counters}
+	for _, kind := range fams {
+		keys := m.keys(kind)
+		if len(keys) < 3 || keys[0] != "" {
+			t.Fatalf("model of %s has keys %q: the test books too little", kind, keys)
+		}
+		for _, key := range keys {
+			var perStep []Window
+			for _, step := range []time.Duration{time.Second, time.Minute, time.Hour} {
+				perStep = append(perStep, checkSeries(t, r, m, kind, key, from, to, step))
+			}
+			for _, l := range []struct{ width, keep int64 }{{1, 3 * 3600}, {60, 15 * 86400}, {3600, 0}} {
+				checkLevel(t, r, m, kind, key, l.width, l.keep, from/1000, to/1000)
+			}
+			if perStep[2].Closed {
+				t.Fatalf("%s %q: the current hour's window says closed", kind, key)
+			}
+			// WindowOf over random ranges, ends not on a second: widened
+			// to whole seconds (the finest level covering them).
+			for range 40 {
+				a := from + rng.Int64N(to-from)
+				b := a + 1 + rng.Int64N(to-a)
+				w, err := r.WindowOf(kind, key, a, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fs, ts := crdt.BucketStart(a, 1), crdt.BucketStart(b-1, 1)+1
+				if len(w.Points) != 1 || w.From.Unix() != fs || w.To.Unix() != ts || w.Sum().Value() != w.Points[0].Value() {
+					t.Fatalf("WindowOf(%d, %d) = %+v; want one point over [%d, %d)", a, b, w, fs, ts)
+				}
+				if got, want := w.Points[0].Value(), m.sum(kind, key, fs, ts); got != want {
+					t.Fatalf("WindowOf(%s, %q, %d, %d) = %d, model %d", kind, key, a, b, got, want)
+				}
+			}
+		}
+		// The family total is the sum over the keys, point by point, as
+		// the replica reads them.
+		total := mustSeries(t, r, kind, "", from, to, time.Minute)
+		sum := make([]int64, len(total.Points))
+		for _, key := range keys[1:] {
+			for i, p := range mustSeries(t, r, kind, key, from, to, time.Minute).Points {
+				sum[i] += p.Value()
+			}
+		}
+		for i, p := range total.Points {
+			if p.Value() != sum[i] {
+				t.Fatalf("%s total at %v = %d, sum over keys %d", kind, p.Start, p.Value(), sum[i])
+			}
+		}
+	}
+	// The all-time counts agree with the buckets' sum.
+	for _, key := range m.keys(storage.Counters)[1:] {
+		if rd, _ := r.Counter(key); rd.Value != m.sum(storage.Counters, key, 0, 1<<40) {
+			t.Fatalf("counter %q = %d, buckets say %d", key, rd.Value, m.sum(storage.Counters, key, 0, 1<<40))
+		}
+	}
+
+	// WindowRange: the last 10 minutes are the 600 latest seconds.
+	nowMs := clock.ms()
+	if f, e, err := r.WindowRange(storage.Likes, "p:1", 10*time.Minute); err != nil ||
+		e != (crdt.BucketStart(nowMs, 1)+1)*1000 || e-f != 600_000 {
+		t.Fatalf("WindowRange(10m) = [%d, %d), %v at now %d", f, e, err, nowMs)
+	}
+
+	// Four hours later the 1 s buckets are past their retention: reads
+	// skip them, the sweep deletes them, and minutes and hours still
+	// answer exactly (pickLevel moves to the 1 min level).
+	clock.advance(4 * time.Hour)
+	for _, kind := range fams {
+		w := checkSeries(t, r, m, kind, "", from, to, time.Minute)
+		if !w.Closed {
+			t.Fatalf("a window that ended hours ago is not closed")
+		}
+		if _, err := r.Series(kind, "", from, to, time.Second); !errors.Is(err, ErrNoWindow) {
+			t.Fatalf("Series at 1 s after the 1 s buckets expired: %v, want ErrNoWindow", err)
+		}
+	}
+	if _, err := r.ExpireWindows(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if refs, _ := r.store.ExpiredWindows(clock.ms(), 0); len(refs) != 0 {
+		t.Fatalf("after the sweep %d buckets are still due, e.g. %v", len(refs), refs[0])
+	}
+	for _, kind := range fams {
+		for _, key := range m.keys(kind) {
+			if got := storedLevel(t, r, kind, key, 1, 0, 1<<40-1, 0); len(got) != 0 {
+				t.Fatalf("%s %q: %d 1 s buckets left after the sweep", kind, key, len(got))
+			}
+			checkSeries(t, r, m, kind, key, from, to, time.Minute)
+			checkLevel(t, r, m, kind, key, 3600, 0, from/1000, to/1000)
+			w, err := r.WindowOf(kind, key, from, to)
+			if err != nil || w.Points[0].Value() != m.sum(kind, key, from/1000, to/1000) {
+				t.Fatalf("WindowOf(%s, %q) after the sweep: %+v, %v; model %d", kind, key, w, err, m.sum(kind, key, from/1000, to/1000))
+			}
+		}
+	}
+}
+
+// An event time outside [now-Past, now+Future] is refused with ErrBadTime
+// and changes nothing: no count, no record, no bucket, the same digests.
+// The bounds themselves are accepted.
+func TestWindowEventTimeBounds(t *testing.T) {
+	clock := &manualClock{t: winT0}
+	wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
+	r, _ := openWin(t, t.TempDir(), "A", winOpts{clock: clock, windows: wc})
+	ctx := context.Background()
+	now := clock.ms()
+	bad := []int64{now - wc.Past.Milliseconds() - 1, now + wc.Future.Milliseconds() + 1, 1, now - 24*3600_000, now + 3600_000}
+	for _, at := range bad {
+		before := r.store.Digests()
+		ops := []Op{
+			{Kind: OpIncr, Item: "c", By: 5, At: at},
+			{Kind: OpIncr, Item: "c", By: 5, IdemKey: "k", At: at},
+			{Kind: OpLike, Item: "p", User: "u", At: at},
+			{Kind: OpUnlike, Item: "p", User: "v", At: at},
+		}
+		res, err := r.Do(ctx, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ops {
+			if !errors.Is(res[i].Err, ErrBadTime) {
+				t.Fatalf("at %d (now %d): %+v: %v, want ErrBadTime", at, now, ops[i], res[i].Err)
+			}
+		}
+		if !slices.Equal(r.store.Digests(), before) {
+			t.Fatalf("at %d: refused ops changed the replicated state", at)
+		}
+		if rd, _ := r.Counter("c"); rd.Value != 0 || len(rd.Vector) != 0 {
+			t.Fatalf("at %d: counter %+v", at, rd)
+		}
+		if _, ok, _ := r.Record("p", "u"); ok {
+			t.Fatalf("at %d: a like record was written", at)
+		}
+		if _, ok, _ := r.store.KeyedRecord("c", "k"); ok {
+			t.Fatalf("at %d: the idempotency key was taken", at)
+		}
+	}
+	// A refused op next to accepted ones in one batch refuses only itself.
+	res, err := r.Do(ctx, []Op{
+		{Kind: OpIncr, Item: "c", By: 1, At: bad[0]},
+		{Kind: OpIncr, Item: "c", By: 2, At: now - wc.Past.Milliseconds()},
+		{Kind: OpIncr, Item: "c", By: 4, At: now + wc.Future.Milliseconds()},
+		{Kind: OpIncr, Item: "c", By: 8, IdemKey: "k", At: now},
+		{Kind: OpLike, Item: "p", User: "u"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res[0].Err, ErrBadTime) || res[1].Err != nil || res[2].Err != nil || res[3].Err != nil || res[3].Duplicate || res[4].Err != nil {
+		t.Fatalf("mixed batch: %+v", res)
+	}
+	if rd, _ := r.Counter("c"); rd.Value != 14 {
+		t.Fatalf("counter %d, want 14 (2 + 4 + 8)", rd.Value)
+	}
+	m := secModel{}
+	m.add(storage.Counters, "c", now-wc.Past.Milliseconds(), 2)
+	m.add(storage.Counters, "c", now+wc.Future.Milliseconds(), 4)
+	m.add(storage.Counters, "c", now, 8)
+	m.add(storage.Likes, "p", now, 1)
+	from := crdt.BucketStart(now-wc.Past.Milliseconds(), 3600) * 1000
+	to := (crdt.BucketStart(now+wc.Future.Milliseconds(), 3600) + 3600) * 1000
+	for _, kind := range []storage.Kind{storage.Likes, storage.Counters} {
+		for _, key := range m.keys(kind) {
+			checkSeries(t, r, m, kind, key, from, to, time.Second)
+		}
+	}
+	if got := testutil.ToFloat64(r.metrics.refusedBucket); got != 0 {
+		t.Fatalf("expired_bucket refusals %v without any merge", got)
+	}
+}
+
+// --- Convergence under random delivery -------------------------------
+
+// winMsg is one piece of a commit's changes on its way to one replica.
+type winMsg struct {
+	to   int
+	vec  *VectorMerge
+	rec  *RecordMerge
+	dups int
+}
+
+// winNet is a full mesh of replicas whose messages are delivered when, in
+// what order and how often the test says.
+type winNet struct {
+	t     *testing.T
+	rs    []*Replica
+	boxes []*mailbox
+	pool  []*winMsg
+}
+
+// collect moves every replica's commits into the pool, one message per
+// vector or record per peer.
+func (n *winNet) collect() {
+	for i, box := range n.boxes {
+		for _, c := range box.take() {
+			for j := range n.rs {
+				if j == i {
+					continue
+				}
+				for _, v := range c.Vectors {
+					n.pool = append(n.pool, &winMsg{to: j, vec: &VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set(n.rs[i].ID(), v.Own)}})
+				}
+				for _, r := range c.Records {
+					n.pool = append(n.pool, &winMsg{to: j, rec: &RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec.Clone()}})
+				}
+			}
+		}
+	}
+}
+
+// deliverSome delivers up to limit random messages for one random replica
+// in one Merge, leaving a copy of some of them to be delivered again.
+func (n *winNet) deliverSome(rng *rand.Rand, limit int, dupP float64) {
+	n.t.Helper()
+	n.collect()
+	if len(n.pool) == 0 {
+		return
+	}
+	to := n.pool[rng.IntN(len(n.pool))].to
+	var vecs []VectorMerge
+	var recs []RecordMerge
+	var keep []*winMsg
+	rng.Shuffle(len(n.pool), func(i, j int) { n.pool[i], n.pool[j] = n.pool[j], n.pool[i] })
+	for _, m := range n.pool {
+		if m.to != to || len(vecs)+len(recs) >= limit {
+			keep = append(keep, m)
+			continue
+		}
+		if m.vec != nil {
+			vecs = append(vecs, *m.vec)
+		} else {
+			recs = append(recs, *m.rec)
+		}
+		if m.dups < 2 && rng.Float64() < dupP {
+			m.dups++
+			keep = append(keep, m)
+		}
+	}
+	n.pool = keep
+	if err := n.rs[to].Merge(context.Background(), vecs, recs); err != nil {
+		n.t.Fatal(err)
+	}
+	n.collect()
+}
+
+// deliverTo delivers every message waiting for replica j, in one Merge.
+func (n *winNet) deliverTo(j int) {
+	n.t.Helper()
+	n.collect()
+	var vecs []VectorMerge
+	var recs []RecordMerge
+	var keep []*winMsg
+	for _, m := range n.pool {
+		switch {
+		case m.to != j:
+			keep = append(keep, m)
+		case m.vec != nil:
+			vecs = append(vecs, *m.vec)
+		default:
+			recs = append(recs, *m.rec)
+		}
+	}
+	n.pool = keep
+	if err := n.rs[j].Merge(context.Background(), vecs, recs); err != nil {
+		n.t.Fatal(err)
+	}
+	n.collect()
+}
+
+// drain delivers until nothing is left, duplicates included.
+func (n *winNet) drain(rng *rand.Rand) {
+	n.t.Helper()
+	for i := 0; ; i++ {
+		n.collect()
+		if len(n.pool) == 0 {
+			return
+		}
+		if i > 100_000 {
+			n.t.Fatal("the replicas did not go quiet")
+		}
+		n.deliverSome(rng, 1+rng.IntN(6), 0.1)
+	}
+}
+
+// action is one accepted local like or keyed increment of a contended
+// record, for the sequential model.
+type action struct {
+	hlc    crdt.HLC
+	origin string
+	liked  bool
+	by     int64 // keyed increments
+	atMs   int64 // where it is booked
+}
+
+// sequential applies the actions of one record in HLC order: a like counts
+// if the user did not like the item, an unlike if it did; a keyed
+// increment counts the first time only. It adds what counts to m.
+func sequential(m secModel, kind storage.Kind, key string, acts []action) {
+	slices.SortFunc(acts, func(a, b action) int { return cmp.Or(cmp.Compare(a.hlc, b.hlc), cmp.Compare(a.origin, b.origin)) })
+	liked, applied := false, false
+	for _, a := range acts {
+		if kind == storage.Counters {
+			if !applied {
+				m.add(kind, key, a.atMs, a.by)
+				applied = true
+			}
+			continue
+		}
+		switch {
+		case a.liked && !liked:
+			m.add(kind, key, a.atMs, 1)
+		case !a.liked && liked:
+			m.add(kind, key, a.atMs, -1)
+		}
+		liked = a.liked
+	}
+}
+
+func newWinNet(t *testing.T, n int, clock *manualClock, wc *WindowConfig) *winNet {
+	net := &winNet{t: t}
+	for i := range n {
+		box := &mailbox{}
+		r, _ := openWin(t, t.TempDir(), fmt.Sprintf("r%d", i), winOpts{clock: clock, windows: wc, box: box, nosync: true})
+		net.rs = append(net.rs, r)
+		net.boxes = append(net.boxes, box)
+	}
+	return net
+}
+
+// Three replicas take increments, likes and unlikes with client times
+// and exchange their changes in random order, with duplicates. After a
+// full exchange every replica holds the same buckets, equal to the model,
+// at every level. Contended records (one user liking at two replicas at
+// once, one idempotency key applied at two) are reconciled by their
+// winner at its action's time, so each bucket ends as if the actions had
+// happened one after the other in HLC order.
+func TestWindowConvergence(t *testing.T) {
+	for seed := range uint64(3) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runWindowConvergence(t, seed) })
+	}
+}
+
+func runWindowConvergence(t *testing.T, seed uint64) {
+	clock := &manualClock{t: winT0}
+	wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
+	net := newWinNet(t, 3, clock, wc)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(100+seed, 101))
+	m := secModel{}
+	soloLiked := map[[2]string]bool{}
+	contended := map[[3]string][]action{} // {kind, key, user or idem} -> actions
+	minAt, maxAt := clock.ms(), clock.ms()
+	note := func(at int64) { minAt, maxAt = min(minAt, at), max(maxAt, at) }
+
+	// like applies a like or unlike at replica i and returns the action as
+	// the replica recorded it.
+	like := func(i int, item, user string, liked bool, at int64) (action, Result) {
+		r := net.rs[i]
+		kind := OpUnlike
+		if liked {
+			kind = OpLike
+		}
+		res, err := r.Do(ctx, []Op{{Kind: kind, Item: item, User: user, At: at}})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("%s %v %s/%s: %v %v", r.ID(), kind, item, user, err, res)
+		}
+		rec, ok, err := r.Record(item, user)
+		if err != nil || !ok || rec.Origin != r.ID() || rec.Liked != liked || at != 0 && rec.At != at {
+			t.Fatalf("%s: record after its own %v: %+v, %v, %v", r.ID(), kind, rec, ok, err)
+		}
+		note(rec.BookedMs())
+		return action{hlc: rec.HLC, origin: rec.Origin, liked: liked, atMs: rec.BookedMs()}, res[0]
+	}
+	contendedN, dupKeys := 0, 0
+	for step := range 300 {
+		clock.advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
+		nowMs := clock.ms()
+		i := rng.IntN(len(net.rs))
+		switch rng.IntN(10) {
+		case 0, 1, 2:
+			key, by, at := fmt.Sprintf("c:%d", rng.IntN(3)), int64(rng.IntN(12)-3), randAt(rng, nowMs, wc)
+			res, err := net.rs[i].Do(ctx, []Op{{Kind: OpIncr, Item: key, By: by, At: at}})
+			if err != nil || res[0].Err != nil {
+				t.Fatal(err, res)
+			}
+			if at == 0 {
+				at = nowMs
+			}
+			note(at)
+			m.add(storage.Counters, key, at, by)
+		case 3, 4, 5:
+			// A user of replica i only: sequential by construction.
+			item, user := fmt.Sprintf("p:%d", rng.IntN(2)), fmt.Sprintf("s%d-%d", i, rng.IntN(4))
+			a, _ := like(i, item, user, rng.IntN(3) != 0, randAt(rng, nowMs, wc))
+			k := [2]string{item, user}
+			switch {
+			case a.liked && !soloLiked[k]:
+				m.add(storage.Likes, item, a.atMs, 1)
+			case !a.liked && soloLiked[k]:
+				m.add(storage.Likes, item, a.atMs, -1)
+			}
+			soloLiked[k] = a.liked
+		case 6, 7:
+			// One user likes at two replicas, most often before either
+			// hears of the other.
+			item, user := fmt.Sprintf("p:%d", rng.IntN(2)), fmt.Sprintf("d%d", step)
+			j := (i + 1 + rng.IntN(len(net.rs)-1)) % len(net.rs)
+			ck := [3]string{"l", item, user}
+			a, _ := like(i, item, user, true, randAt(rng, nowMs, wc))
+			contended[ck] = append(contended[ck], a)
+			if rng.IntN(4) == 0 {
+				net.deliverSome(rng, 8, 0.2)
+			}
+			clock.advance(time.Duration(rng.IntN(3)) * time.Millisecond)
+			b, _ := like(j, item, user, true, randAt(rng, clock.ms(), wc))
+			contended[ck] = append(contended[ck], b)
+			contendedN++
+		case 8:
+			// One idempotency key applied at two replicas.
+			key, idem := "c:k", fmt.Sprintf("idem%d", step)
+			j := (i + 1 + rng.IntN(len(net.rs)-1)) % len(net.rs)
+			ck := [3]string{"c", key, idem}
+			for _, x := range []int{i, j} {
+				at := randAt(rng, clock.ms(), wc)
+				res, err := net.rs[x].Do(ctx, []Op{{Kind: OpIncr, Item: key, By: 3, IdemKey: idem, At: at}})
+				if err != nil || res[0].Err != nil {
+					t.Fatal(err, res)
+				}
+				if res[0].Duplicate {
+					dupKeys++
+					continue
+				}
+				rec, ok, err := net.rs[x].store.KeyedRecord(key, idem)
+				if err != nil || !ok || rec.Origin != net.rs[x].ID() {
+					t.Fatalf("keyed record after its application: %+v, %v, %v", rec, ok, err)
+				}
+				note(rec.BookedMs())
+				contended[ck] = append(contended[ck], action{hlc: rec.HLC, origin: rec.Origin, by: 3, atMs: rec.BookedMs()})
+				clock.advance(time.Duration(rng.IntN(3)) * time.Millisecond)
+				if x == i && rng.IntN(3) == 0 {
+					net.deliverTo(j) // j hears of it first: a duplicate there
+				}
+			}
+		default:
+			net.deliverSome(rng, 1+rng.IntN(10), 0.25)
+		}
+		if rng.IntN(3) == 0 {
+			net.deliverSome(rng, 1+rng.IntN(10), 0.25)
+		}
+	}
+	net.drain(rng)
+	for ck, acts := range contended {
+		kind := storage.Likes
+		if ck[0] == "c" {
+			kind = storage.Counters
+		}
+		sequential(m, kind, ck[1], acts)
+	}
+	reconciled := 0.0
+	for _, r := range net.rs {
+		reconciled += testutil.ToFloat64(r.metrics.reconciled)
+	}
+	if reconciled < 3 || contendedN < 10 {
+		t.Fatalf("only %v reconciliations over %d contended likes: the test does not exercise them", reconciled, contendedN)
+	}
+	t.Logf("%d contended likes, %d keys found applied already, %v reconciliations", contendedN, dupKeys, reconciled)
+
+	from := crdt.BucketStart(minAt, 3600) * 1000
+	to := (crdt.BucketStart(maxAt, 3600) + 3600) * 1000
+	for _, kind := range []storage.Kind{storage.Likes, storage.Counters} {
+		for _, key := range m.keys(kind) {
+			var first Window
+			for i, r := range net.rs {
+				w := checkSeries(t, r, m, kind, key, from, to, time.Second)
+				checkSeries(t, r, m, kind, key, from, to, time.Minute)
+				for _, l := range []struct{ width, keep int64 }{{1, 3 * 3600}, {60, 15 * 86400}, {3600, 0}} {
+					checkLevel(t, r, m, kind, key, l.width, l.keep, from/1000, to/1000)
+				}
+				if key != "" && w.Unreconciled != 0 {
+					t.Fatalf("%s: %s %q still has %d unreconciled records", r.ID(), kind, key, w.Unreconciled)
+				}
+				if i == 0 {
+					first = w
+					continue
+				}
+				for p := range w.Points {
+					if !w.Points[p].Vector.Equal(first.Points[p].Vector) {
+						t.Fatalf("%s and %s differ on %s %q at %v: %v vs %v", r.ID(), net.rs[0].ID(), kind, key,
+							w.Points[p].Start, w.Points[p].Vector, first.Points[p].Vector)
+					}
+				}
+			}
+			if key == "" {
+				continue
+			}
+			var read func(string) (Read, error)
+			for _, r := range net.rs {
+				read = r.Counter
+				if kind == storage.Likes {
+					read = r.Likes
+				}
+				if rd, err := read(key); err != nil || rd.Value != m.sum(kind, key, 0, 1<<40) {
+					t.Fatalf("%s: all-time %s %q = %+v, %v; buckets' model %d", r.ID(), kind, key, rd, err, m.sum(kind, key, 0, 1<<40))
+				}
+			}
+		}
+	}
+	// Every replica's replicated state is the same.
+	root := net.rs[0].store.Root()
+	for _, r := range net.rs[1:] {
+		if r.store.Root() != root {
+			t.Fatalf("%s's digest root differs from %s's after a full exchange", r.ID(), net.rs[0].ID())
+		}
+	}
+}
+
+// The case of the package documentation, bucket by bucket: a like at t1
+// and a concurrent like at t2 by a later stamp. Both count for a while;
+// the winner (t2's replica) takes its extra one back at t2, so the buckets
+// end with +1 at t1 and nothing at t2, as if the like at t1 had come
+// first and the one at t2 had found the item liked. And the other way
+// round: the later stamp with the earlier client time wins, so its like
+// is the one left counting, at its own time.
+func TestWindowConcurrentLikesBookedAtWinner(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		atA, atB        int64 // offsets from now, ms; B likes second (later stamp)
+		wantAtA, wantAB int64 // final count in A's and B's second
+	}{
+		{"loser earlier", -180_000, 0, 1, 0},
+		{"loser later", 0, -180_000, 1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &manualClock{t: winT0}
+			wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
+			boxA, boxB := &mailbox{}, &mailbox{}
+			a, _ := openWin(t, t.TempDir(), "A", winOpts{clock: clock, windows: wc, box: boxA})
+			b, _ := openWin(t, t.TempDir(), "B", winOpts{clock: clock, windows: wc, box: boxB})
+			ctx := context.Background()
+			now := clock.ms()
+			t1, t2 := now+c.atA, now+c.atB
+			if res, err := a.Do(ctx, []Op{{Kind: OpLike, Item: "post", User: "u", At: t1}}); err != nil || res[0].Err != nil {
+				t.Fatal(err, res)
+			}
+			clock.advance(time.Millisecond)
+			if res, err := b.Do(ctx, []Op{{Kind: OpLike, Item: "post", User: "u", At: t2}}); err != nil || res[0].Err != nil {
+				t.Fatal(err, res)
+			}
+			// Before the exchange each counts its own like, at its time.
+			bucket := func(r *Replica, atMs int64, width int64) int64 {
+				got := storedLevel(t, r, storage.Likes, "post", width, crdt.BucketStart(atMs, width), crdt.BucketStart(atMs, width)+width, clock.ms())
+				return got[crdt.BucketStart(atMs, width)].Value()
+			}
+			if bucket(a, t1, 1) != 1 || bucket(b, t2, 1) != 1 {
+				t.Fatalf("before the exchange: A's second %d, B's second %d; want 1 and 1", bucket(a, t1, 1), bucket(b, t2, 1))
+			}
+			exchange(t, a, b, boxA, boxB)
+			for _, r := range []*Replica{a, b} {
+				for _, w := range []int64{1, 60} {
+					if got := bucket(r, t1, w) + bucket(r, t2, w); crdt.BucketStart(t1, w) == crdt.BucketStart(t2, w) && got != 1 {
+						t.Fatalf("%s: shared %ds bucket %d, want 1", r.ID(), w, got)
+					}
+					if crdt.BucketStart(t1, w) == crdt.BucketStart(t2, w) {
+						continue
+					}
+					if got := bucket(r, t1, w); got != c.wantAtA {
+						t.Fatalf("%s: %ds bucket of t1 = %d, want %d", r.ID(), w, got, c.wantAtA)
+					}
+					if got := bucket(r, t2, w); got != c.wantAB {
+						t.Fatalf("%s: %ds bucket of t2 = %d, want %d", r.ID(), w, got, c.wantAB)
+					}
+				}
+				rec, _, _ := r.Record("post", "u")
+				if rec.Origin != "B" || rec.At != t2 || rec.Excess() != 0 {
+					t.Fatalf("%s: record %+v: B's later stamp must win, with its client time", r.ID(), rec)
+				}
+				if rd := mustLikes(t, r, "post"); rd.Value != 1 {
+					t.Fatalf("%s: count %+v", r.ID(), rd)
+				}
+			}
+			if got := testutil.ToFloat64(b.metrics.reconciled); got != 1 {
+				t.Fatalf("B reconciled %v times, want once", got)
+			}
+		})
+	}
+}
+
+// --- Retention -------------------------------------------------------
+
+// counterValue reads one labelled counter from a registry.
+func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{%s=%q} in the registry", name, label, value)
+	return 0
+}
+
+// A bucket past its retention is gone by rule: reads skip it at once, the
+// sweep deletes it, and neither a peer that still has it (a long
+// partition) nor a late reconciliation booked at its time brings it back.
+// The store then has the digests of a replica that never had it.
+//
+// The level is 1 h kept 10 min: a read of the oldest range the level
+// still serves (keep + width back) is widened to the start of an hour
+// bucket that expires ExpiryGraceMs later, so that read meets it.
+func TestWindowRetentionNoResurrection(t *testing.T) {
+	clock := &manualClock{t: winT0}
+	wc := &WindowConfig{
+		Rules: []WindowRule{{Levels: []WindowLevel{{Width: time.Hour, Keep: 10 * time.Minute}}}},
+		Past:  time.Second, Future: time.Second,
+	}
+	regA := prometheus.NewRegistry()
+	boxA, boxC := &mailbox{}, &mailbox{}
+	a, _ := openWin(t, t.TempDir(), "A", winOpts{clock: clock, windows: wc, box: boxA, reg: regA})
+	b, _ := openWin(t, t.TempDir(), "B", winOpts{clock: clock, windows: wc})
+	c, _ := openWin(t, t.TempDir(), "C", winOpts{clock: clock, windows: wc, box: boxC})
+	ctx := context.Background()
+	now := clock.ms()
+
+	res, err := a.Do(ctx, []Op{{Kind: OpIncr, Item: "c:1", By: 5}, {Kind: OpLike, Item: "p:1", User: "u"}})
+	if err != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatal(err, res)
+	}
+	// C likes too, in the same millisecond: C's stamp ties on time and
+	// wins on its id, so C must reconcile once it hears of A's like.
+	if res, err := c.Like(ctx, "p:1", "u"); err != nil || !res.Changed {
+		t.Fatal(err, res)
+	}
+	hour := crdt.BucketStart(now, 3600)
+	bucket := func(key string) crdt.Bucket { return crdt.Bucket{Key: key, Width: 3600, Start: hour, Keep: 600} }
+	names := map[storage.Kind][]string{
+		storage.CountersWindows: {bucket("c:1").Name(), bucket("").Name()},
+		storage.LikesWindows:    {bucket("p:1").Name(), bucket("").Name()},
+	}
+	// What a partitioned peer keeps of A's buckets.
+	var old []VectorMerge
+	for k, ns := range names {
+		for _, n := range ns {
+			v, err := a.store.Vector(k, n)
+			if err != nil || len(v) == 0 {
+				t.Fatalf("A has no bucket %q: %v", n, err)
+			}
+			old = append(old, VectorMerge{Kind: k, Item: n, Vec: v})
+		}
+	}
+	// B hears of A's all-time vectors and record, never of the buckets.
+	for _, ch := range boxA.take() {
+		var vecs []VectorMerge
+		for _, v := range ch.Vectors {
+			if !v.Kind.IsWindows() {
+				vecs = append(vecs, VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set("A", v.Own)})
+			}
+		}
+		var recs []RecordMerge
+		for _, r := range ch.Records {
+			recs = append(recs, RecordMerge(r))
+		}
+		if err := b.Merge(ctx, vecs, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cChanges := boxC.take()
+
+	exp := bucket("").ExpiresMs()
+	// read reads the oldest second the level serves, widened to its hour.
+	read := func(r *Replica, kind storage.Kind, key string) int64 {
+		t.Helper()
+		fromMs := clock.ms() - (3600+600)*1000
+		w, err := r.WindowOf(kind, key, fromMs, fromMs+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.From.Unix() != hour {
+			t.Fatalf("read widened to %v, want the hour %d", w.From.Unix(), hour)
+		}
+		return w.Points[0].Value()
+	}
+	clock.setMs(exp - 1)
+	if got := read(a, storage.Counters, "c:1"); got != 5 {
+		t.Fatalf("1 ms before expiry: %d, want 5", got)
+	}
+	if got := read(a, storage.Likes, ""); got != 1 {
+		t.Fatalf("1 ms before expiry: likes total %d, want 1", got)
+	}
+	if refs, _ := a.store.ExpiredWindows(clock.ms(), 0); len(refs) != 0 {
+		t.Fatalf("due 1 ms before expiry: %v", refs)
+	}
+
+	clock.setMs(exp)
+	// Gone by rule before any sweep: still stored, never read. (The
+	// background sweeper ticks every 10 s of real time; should it have
+	// run in the last microseconds, the reads below still must be 0.)
+	if v, _ := a.store.Vector(storage.CountersWindows, names[storage.CountersWindows][0]); len(v) == 0 {
+		if testutil.ToFloat64(a.metrics.bucketsExpired) == 0 {
+			t.Fatal("the bucket is gone, and no sweep deleted it")
+		}
+		t.Log("the background sweeper ran first: reads of an unswept expired bucket not checked this time")
+	}
+	for _, kc := range []struct {
+		k   storage.Kind
+		key string
+	}{{storage.Counters, "c:1"}, {storage.Counters, ""}, {storage.Likes, "p:1"}, {storage.Likes, ""}} {
+		if got := read(a, kc.k, kc.key); got != 0 {
+			t.Fatalf("expired bucket of %s %q read as %d", kc.k, kc.key, got)
+		}
+	}
+	if _, err := a.ExpireWindows(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The background sweeper may have taken some: count by the metric.
+	if got := testutil.ToFloat64(a.metrics.bucketsExpired); got != 4 {
+		t.Fatalf("A expired %v buckets, want 4", got)
+	}
+	for k, ns := range names {
+		for _, n := range ns {
+			if v, _ := a.store.Vector(k, n); len(v) != 0 {
+				t.Fatalf("bucket %q still stored after the sweep: %v", n, v)
+			}
+		}
+	}
+	if refs, _ := a.store.ExpiredWindows(1<<50, 0); len(refs) != 0 {
+		t.Fatalf("expiry index still lists %v", refs)
+	}
+	if !slices.Equal(a.store.Digests(), b.store.Digests()) {
+		t.Fatal("after the sweep A's digests differ from B's, which never had the buckets")
+	}
+
+	// The partitioned peer comes back with the old buckets: refused,
+	// counted, and nothing changes.
+	before := a.store.Digests()
+	if err := a.Merge(ctx, old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Merge(ctx, old, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := counterValue(t, regA, "tally_merge_refused_total", "reason", "expired_bucket"); got != float64(len(old)) {
+		t.Fatalf("tally_merge_refused_total{reason=expired_bucket} = %v, want %d", got, len(old))
+	}
+	if got := testutil.ToFloat64(b.metrics.refusedBucket); got != float64(len(old)) {
+		t.Fatalf("B refused %v expired buckets, want %d", got, len(old))
+	}
+	if !slices.Equal(a.store.Digests(), before) || !slices.Equal(b.store.Digests(), before) {
+		t.Fatal("merging expired buckets changed the replicated state")
+	}
+	for k, ns := range names {
+		for _, n := range ns {
+			for _, r := range []*Replica{a, b} {
+				if v, _ := r.store.Vector(k, n); len(v) != 0 {
+					t.Fatalf("%s: expired bucket %q came back: %v", r.ID(), n, v)
+				}
+			}
+		}
+	}
+	if got := read(a, storage.Counters, "c:1"); got != 0 {
+		t.Fatalf("expired bucket read as %d after the peer's merge", got)
+	}
+
+	// C hears of A's like only now: as the winner it takes its extra like
+	// back, booked at its like's time, whose bucket has expired: the
+	// correction reaches the all-time count but no bucket comes back.
+	if _, err := c.ExpireWindows(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ := a.Record("p:1", "u")
+	if err := c.Merge(ctx, []VectorMerge{{Kind: storage.Likes, Item: "p:1", Vec: crdt.Vector{}.Set("A", crdt.PN{P: 1})}},
+		[]RecordMerge{{Item: "p:1", User: "u", Rec: rec}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(c.metrics.reconciled); got != 1 {
+		t.Fatalf("C reconciled %v times, want 1", got)
+	}
+	if rd := mustLikes(t, c, "p:1"); rd.Value != 1 || rd.Vector.Get("C") != (crdt.PN{P: 1, N: 1}) {
+		t.Fatalf("C's count after reconciling: %+v", rd)
+	}
+	for _, n := range names[storage.LikesWindows] {
+		if v, _ := c.store.Vector(storage.LikesWindows, n); len(v) != 0 {
+			t.Fatalf("the late reconciliation brought back bucket %q: %v", n, v)
+		}
+	}
+	if refs, _ := c.store.ExpiredWindows(1<<50, 0); len(refs) != 0 {
+		t.Fatalf("C's expiry index lists %v", refs)
+	}
+	// And C's old changes, delivered to A now, bring back no bucket.
+	for _, ch := range cChanges {
+		var vecs []VectorMerge
+		for _, v := range ch.Vectors {
+			vecs = append(vecs, VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set("C", v.Own)})
+		}
+		if err := a.Merge(ctx, vecs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refs, _ := a.store.ExpiredWindows(1<<50, 0); len(refs) != 0 {
+		t.Fatalf("A's expiry index lists %v after C's old changes", refs)
+	}
+}
+
+// --- Trending ----------------------------------------------------------
+
+// trendModel is the net change per key and replica of likes booked in a
+// window.
+type trendModel map[string]map[string]int64
+
+func (tm trendModel) add(key, replica string, d int64) {
+	if tm[key] == nil {
+		tm[key] = map[string]int64{}
+	}
+	tm[key][replica] += d
+}
+
+// top is the exact answer: keys with a positive net (over the replicas
+// accepted), by count then key, n of them.
+func (tm trendModel) top(prefix string, n int, replica func(string) bool) []Ranked {
+	var out []Ranked
+	for k, per := range tm {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		var s int64
+		for r, d := range per {
+			if replica == nil || replica(r) {
+				s += d
+			}
+		}
+		if s > 0 {
+			out = append(out, Ranked{k, s})
+		}
+	}
+	slices.SortFunc(out, func(a, b Ranked) int { return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Key, b.Key)) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+func mustTrending(t *testing.T, r *Replica, kind storage.Kind, prefix string, last time.Duration, n int, replica func(string) bool) Trending {
+	t.Helper()
+	tr, err := r.Trending(kind, prefix, last, n, replica)
+	if err != nil {
+		t.Fatalf("%s: Trending(%s, %q, %v, %d): %v", r.ID(), kind, prefix, last, n, err)
+	}
+	return tr
+}
+
+func only(id string) func(string) bool { return func(r string) bool { return r == id } }
+
+// trendScene is two replicas that took likes over several minutes and
+// exchanged everything, with the model of what they took.
+type trendScene struct {
+	clock   *manualClock
+	wc      *WindowConfig
+	dirs    []string
+	rs      []*Replica
+	closers []func()
+	window  trendModel // likes booked in the last 10 minutes
+	allTime trendModel
+	from    int64 // the 10-minute window, unix seconds
+	to      int64
+}
+
+// sceneEv is one like or unlike of a trending scene.
+type sceneEv struct {
+	key, user string
+	at        int // replica index
+	liked     bool
+	offMs     int64 // when, from the scene's start
+	backMs    int64 // the client time is this long before the clock (0: no client time)
+}
+
+// shuffledPlan: counts[key] users like key, each at a random one of the
+// two replicas, in random order over six minutes, half of them with a
+// client time up to 30 s back; then unlikes[key] of them unlike again, at
+// the same replica.
+func shuffledPlan(seed uint64, counts, unlikes map[string]int) []sceneEv {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var evs []sceneEv
+	for _, key := range slices.Sorted(maps.Keys(counts)) {
+		for u := range counts[key] {
+			evs = append(evs, sceneEv{key: key, user: fmt.Sprintf("%s-u%d", key, u), at: rng.IntN(2), liked: true})
+		}
+	}
+	rng.Shuffle(len(evs), func(i, j int) { evs[i], evs[j] = evs[j], evs[i] })
+	for _, key := range slices.Sorted(maps.Keys(unlikes)) {
+		n := unlikes[key]
+		for _, e := range evs {
+			if e.key == key && n > 0 {
+				e.liked = false
+				evs = append(evs, e)
+				n--
+			}
+		}
+	}
+	for i := range evs {
+		evs[i].offMs = int64(i+1) * 360_000 / int64(len(evs))
+		if rng.IntN(2) == 0 {
+			evs[i].backMs = rng.Int64N(30_000)
+		}
+	}
+	return evs
+}
+
+// likeScene runs a plan on two replicas, starting on a minute boundary,
+// exchanging changes now and then and fully at the end. Fifteen minutes
+// before, a few likes of "old:*" that only all-time counts see.
+func likeScene(t *testing.T, wc *WindowConfig, plan []sceneEv) *trendScene {
+	s := &trendScene{clock: &manualClock{t: winT0}, wc: wc, window: trendModel{}, allTime: trendModel{}}
+	boxes := []*mailbox{{}, {}}
+	for i, id := range []string{"A", "B"} {
+		dir := t.TempDir()
+		r, closeFn := openWin(t, dir, id, winOpts{clock: s.clock, windows: wc, box: boxes[i], nosync: true})
+		s.dirs, s.rs, s.closers = append(s.dirs, dir), append(s.rs, r), append(s.closers, closeFn)
+	}
+	ctx := context.Background()
+	type booking struct {
+		key, replica string
+		ms, d        int64
+	}
+	var booked []booking
+	do := func(e sceneEv) {
+		r := s.rs[e.at]
+		kind := OpLike
+		if !e.liked {
+			kind = OpUnlike
+		}
+		at := int64(0)
+		if e.backMs > 0 {
+			at = s.clock.ms() - e.backMs
+		}
+		res, err := r.Do(ctx, []Op{{Kind: kind, Item: e.key, User: e.user, At: at}})
+		if err != nil || res[0].Err != nil || !res[0].Changed {
+			t.Fatalf("%s %v %s/%s: %v %+v", r.ID(), kind, e.key, e.user, err, res)
+		}
+		if at == 0 {
+			at = s.clock.ms()
+		}
+		d := int64(1)
+		if !e.liked {
+			d = -1
+		}
+		booked = append(booked, booking{e.key, r.ID(), at, d})
+	}
+	for i := range 5 {
+		for u := range i + 1 {
+			do(sceneEv{key: fmt.Sprintf("old:%d", i), user: fmt.Sprintf("o%d", u), at: u % 2, liked: true})
+		}
+	}
+	start := (crdt.BucketStart(s.clock.ms()+15*60_000, 60) + 60) * 1000
+	for i, e := range plan {
+		s.clock.setMs(start + e.offMs)
+		do(e)
+		if i%17 == 0 {
+			exchange(t, s.rs[0], s.rs[1], boxes[0], boxes[1])
+		}
+	}
+	exchange(t, s.rs[0], s.rs[1], boxes[0], boxes[1])
+	nowMs := s.clock.ms()
+	s.to = crdt.BucketStart(nowMs, 60) + 60
+	s.from = s.to - 600
+	for _, b := range booked {
+		s.allTime.add(b.key, b.replica, b.d)
+		if sec := crdt.BucketStart(b.ms, 1); sec >= s.from && sec < s.to {
+			s.window.add(b.key, b.replica, b.d)
+		}
+	}
+	return s
+}
+
+// reopen closes replica i and opens it again on the same store.
+func (s *trendScene) reopen(t *testing.T, i int) {
+	s.closers[i]()
+	s.rs[i], s.closers[i] = openWin(t, s.dirs[i], s.rs[i].ID(), winOpts{clock: s.clock, windows: s.wc, nosync: true})
+}
+
+func checkTrending(t *testing.T, r *Replica, got Trending, want []Ranked, what string) {
+	t.Helper()
+	if len(got.Items) == 0 && len(want) == 0 {
+		return
+	}
+	if !slices.Equal(got.Items, want) {
+		t.Fatalf("%s: %s = %v,\nwant %v", r.ID(), what, got.Items, want)
+	}
+}
+
+func trendingLevels() *WindowConfig {
+	return &WindowConfig{Rules: []WindowRule{{Levels: []WindowLevel{
+		{Width: time.Minute, Keep: 3 * time.Hour},
+		{Width: time.Hour, Keep: 3 * 24 * time.Hour},
+	}}}}
+}
+
+// Trending over the last 10 minutes is the exact top n, with exact counts,
+// at either replica, per replica, by prefix; all time too; and the same
+// after a restart rebuilt the sketches from the stored buckets.
+func TestTrendingExact(t *testing.T) {
+	counts, unlikes := map[string]int{}, map[string]int{}
+	for i := range 24 {
+		counts[fmt.Sprintf("item:%02d", i)] = 1 + (i*7)%24 // distinct, 1..24
+	}
+	unlikes["item:03"] = counts["item:03"] // many additions, net 0
+	unlikes["item:10"] = 3
+	s := likeScene(t, trendingLevels(), shuffledPlan(1, counts, unlikes))
+	if len(s.window) < 20 || len(s.allTime) != len(s.window)+5 {
+		t.Fatalf("scene: %d keys in the window, %d all time", len(s.window), len(s.allTime))
+	}
+	check := func(stage string) {
+		for _, r := range s.rs {
+			for _, n := range []int{1, 5, 100} {
+				tr := mustTrending(t, r, storage.Likes, "", 10*time.Minute, n, nil)
+				if tr.From.Unix() != s.from || tr.To.Unix() != s.to || tr.AllTime {
+					t.Fatalf("%s: window [%v, %v), want [%d, %d)", r.ID(), tr.From.Unix(), tr.To.Unix(), s.from, s.to)
+				}
+				checkTrending(t, r, tr, s.window.top("", n, nil), fmt.Sprintf("%s: top %d of 10m", stage, n))
+				for _, id := range []string{"A", "B"} {
+					tr := mustTrending(t, r, storage.Likes, "", 10*time.Minute, n, only(id))
+					checkTrending(t, r, tr, s.window.top("", n, only(id)), fmt.Sprintf("%s: top %d of 10m at %s", stage, n, id))
+				}
+				tr = mustTrending(t, r, storage.Likes, "item:1", 10*time.Minute, n, nil)
+				checkTrending(t, r, tr, s.window.top("item:1", n, nil), fmt.Sprintf("%s: top %d of item:1*", stage, n))
+			}
+			// All time (a scan of every all-time count).
+			tr := mustTrending(t, r, storage.Likes, "", 0, 7, nil)
+			if !tr.AllTime {
+				t.Fatalf("last 0 is not all time: %+v", tr)
+			}
+			checkTrending(t, r, tr, s.allTime.top("", 7, nil), fmt.Sprintf("%s: top 7 all time", stage))
+			tr = mustTrending(t, r, storage.Likes, "", 0, 100, only("B"))
+			checkTrending(t, r, tr, s.allTime.top("", 100, only("B")), fmt.Sprintf("%s: all time at B", stage))
+			// The last hour (minute sketches) and the last 3 hours (hour
+			// sketches) hold the old likes too: every like so far.
+			for _, last := range []time.Duration{time.Hour, 3 * time.Hour} {
+				tr := mustTrending(t, r, storage.Likes, "", last, 100, nil)
+				checkTrending(t, r, tr, s.allTime.top("", 100, nil), fmt.Sprintf("%s: top of the last %v", stage, last))
+			}
+		}
+	}
+	check("live")
+	if tr := mustTrending(t, s.rs[0], storage.Likes, "", 10*time.Minute, 100, nil); tr.Candidates < len(s.window.top("", 100, nil)) {
+		t.Fatalf("%d candidates for %d keys", tr.Candidates, len(s.window))
+	}
+	s.reopen(t, 0)
+	s.reopen(t, 1)
+	check("after restart")
+	// Errors: n out of range, a window longer than the sketches keep.
+	if _, err := s.rs[0].Trending(storage.Likes, "", 10*time.Minute, 0, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("n 0: %v", err)
+	}
+	if _, err := s.rs[0].Trending(storage.Likes, "", 50*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
+		t.Fatalf("50 h: %v", err)
+	}
+}
+
+// With sketches far smaller than the number of keys, a key with more than
+// 1/k of the window's additions is never missed and its count is exact;
+// every count reported is exact. The same after a restart.
+func TestTrendingHeavyHitterWithFullSketches(t *testing.T) {
+	wc := trendingLevels()
+	wc.TrendingCapacity = 8
+	// Each minute, at each replica: 8 other keys fill the sketch, then
+	// hot's likes come one at a time, each followed by 3 new keys (hot is
+	// the smallest name, so it is the first evicted among equal counts),
+	// then the minute ends on new keys. hot is 5 of each sketch's 28.
+	var plan []sceneEv
+	k := 0
+	for minute := range int64(6) {
+		off := minute * 60_000
+		for rep := range 2 {
+			next := func() {
+				plan = append(plan, sceneEv{key: fmt.Sprintf("k:%03d", k), user: "u", at: rep, liked: true, offMs: off})
+				k++
+				off += 1000
+			}
+			for range 8 {
+				next()
+			}
+			for h := range 5 {
+				plan = append(plan, sceneEv{key: "hot", user: fmt.Sprintf("h%d-%d-%d", minute, rep, h), at: rep, liked: true, offMs: off})
+				off += 1000
+				for range 3 {
+					next()
+				}
+			}
+		}
+	}
+	s := likeScene(t, wc, plan)
+	total := int64(0)
+	for _, per := range s.window {
+		for _, d := range per {
+			total += d
+		}
+	}
+	hot := s.window.top("hot", 1, nil)
+	if len(hot) != 1 || hot[0].Count*int64(wc.TrendingCapacity) <= total {
+		t.Fatalf("scene: hot %v of %d additions is not a heavy hitter", hot, total)
+	}
+	exact := map[string]int64{}
+	for _, r := range s.window.top("", 1000, nil) {
+		exact[r.Key] = r.Count
+	}
+	check := func(stage string) {
+		for _, r := range s.rs {
+			tr := mustTrending(t, r, storage.Likes, "", 10*time.Minute, 3, nil)
+			if tr.Capacity != 8 || len(tr.Items) == 0 || tr.Items[0] != hot[0] {
+				t.Fatalf("%s: %s: top 3 = %v (capacity %d), want %v first", r.ID(), stage, tr.Items, tr.Capacity, hot[0])
+			}
+			tr = mustTrending(t, r, storage.Likes, "", 10*time.Minute, 1000, nil)
+			for _, it := range tr.Items {
+				if exact[it.Key] != it.Count {
+					t.Fatalf("%s: %s: %s counted %d, exactly %d", r.ID(), stage, it.Key, it.Count, exact[it.Key])
+				}
+			}
+			// 277 keys through sketches of 8: most were dropped.
+			if tr.Candidates >= len(exact) || len(tr.Items) != tr.Candidates {
+				t.Fatalf("%s: %s: %d candidates, %d items of %d keys: the sketches are not full", r.ID(), stage, tr.Candidates, len(tr.Items), len(exact))
+			}
+			// Per replica: hot is a heavy hitter of each replica's
+			// additions too, if the split made it one.
+			for _, id := range []string{"A", "B"} {
+				var all int64
+				for _, per := range s.window {
+					all += per[id]
+				}
+				want := s.window.top("hot", 1, only(id))
+				tr := mustTrending(t, r, storage.Likes, "", 10*time.Minute, 1000, only(id))
+				if len(want) == 1 && want[0].Count*8 > all && !slices.Contains(tr.Items, want[0]) {
+					t.Fatalf("%s: %s: at %s, hot %v (of %d) missing from %v", r.ID(), stage, id, want[0], all, tr.Items)
+				}
+				for _, it := range tr.Items {
+					if w := s.window.top(it.Key, 1, only(id)); len(w) != 1 || w[0] != it {
+						t.Fatalf("%s: %s: at %s %v, exactly %v", r.ID(), stage, id, it, w)
+					}
+				}
+			}
+		}
+	}
+	check("live")
+	s.reopen(t, 0)
+	check("after restart")
+}
+
+// A restart rebuilds the sketches from the stored buckets, whatever the
+// levels' retention: a 1 min level kept forever too.
+func TestTrendingRebuiltForLevelsKeptForever(t *testing.T) {
+	wc := &WindowConfig{Rules: []WindowRule{{Levels: []WindowLevel{{Width: time.Minute}, {Width: time.Hour}}}}}
+	counts := map[string]int{"a": 3, "b": 2, "c": 1}
+	s := likeScene(t, wc, shuffledPlan(3, counts, nil))
+	want := s.window.top("", 10, nil)
+	if len(want) != 3 {
+		t.Fatalf("scene: %v", want)
+	}
+	checkTrending(t, s.rs[0], mustTrending(t, s.rs[0], storage.Likes, "", 10*time.Minute, 10, nil), want, "live")
+	s.reopen(t, 0)
+	checkTrending(t, s.rs[0], mustTrending(t, s.rs[0], storage.Likes, "", 10*time.Minute, 10, nil), want, "after restart")
+}
+
+// sendAll merges changes a replica committed into another, as deliver
+// does, but from a list the test took, so one commit can go to several
+// replicas at the times the test chooses.
+func sendAll(t *testing.T, from *Replica, chs []Changes, to *Replica) {
+	t.Helper()
+	for _, c := range chs {
+		var vecs []VectorMerge
+		for _, v := range c.Vectors {
+			vecs = append(vecs, VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set(from.ID(), v.Own)})
+		}
+		var recs []RecordMerge
+		for _, r := range c.Records {
+			recs = append(recs, RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec.Clone()})
+		}
+		if err := to.Merge(context.Background(), vecs, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// With two competing actions on a record, reconciliation leaves every
+// bucket as if the actions had happened one after the other (HLC order:
+// TestWindowConvergence). With more, windows.go promises less: the buckets
+// converge and add up to the exact total, but the winner's correction
+// lands in its own bucket as one amount. Two such histories, where the
+// winner's correction is not at the time of the extra addition it takes
+// back:
+//
+//   - three concurrent likes at tA < tB < tC by stamp: sequentially the
+//     like at tA counts and the others find the item liked (+1 at tA).
+//     C (the winner) hears of both others, and B hears of C's record
+//     before A's, so B never reconciles: C takes two back at tC, and the
+//     buckets end +1 at tA, +1 at tB, -1 at tC.
+//   - a like at A (t1), a concurrent like at B (t2), then A unlikes (t3)
+//     before hearing of B; B hears of A's latest record (the unlike)
+//     first, as anti-entropy would bring it after a lost message.
+//     Sequentially +1 at t1, 0 at t2, -1 at t3; A, the winner, takes B's
+//     extra like back at t3: +1, +1, -2.
+//
+// The totals are right in both, and every replica holds the same buckets;
+// the minutes are not the sequential ones, and which they are depends on
+// the order the records arrived in.
+func TestWindowContendedLikesConverge(t *testing.T) {
+	type like struct {
+		replica int
+		liked   bool
+		offMs   int64 // client time, from the start
+	}
+	type send struct {
+		from, to int
+		lastOnly bool // only from's latest commit, as anti-entropy would
+	}
+	for _, c := range []struct {
+		name    string
+		likes   []like
+		deliver []send // the exchange's first steps, then everyone hears everything
+	}{
+		{"three concurrent likes", []like{{0, true, -240_000}, {1, true, -120_000}, {2, true, 0}},
+			[]send{{0, 2, false}, {1, 2, false}, {2, 1, true}}},
+		{"like, like, unlike", []like{{0, true, -240_000}, {1, true, -120_000}, {0, false, 0}},
+			[]send{{0, 1, true}, {1, 0, false}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clock := &manualClock{t: winT0}
+			wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
+			var rs []*Replica
+			var boxes []*mailbox
+			for i := range 3 {
+				box := &mailbox{}
+				r, _ := openWin(t, t.TempDir(), fmt.Sprintf("r%d", i), winOpts{clock: clock, windows: wc, box: box, nosync: true})
+				rs, boxes = append(rs, r), append(boxes, box)
+			}
+			ctx := context.Background()
+			start := clock.ms()
+			var acts []action
+			for _, l := range c.likes {
+				clock.advance(time.Millisecond) // each action a later stamp
+				kind := OpUnlike
+				if l.liked {
+					kind = OpLike
+				}
+				if res, err := rs[l.replica].Do(ctx, []Op{{Kind: kind, Item: "post", User: "u", At: start + l.offMs}}); err != nil || res[0].Err != nil {
+					t.Fatal(err, res)
+				}
+				rec, _, _ := rs[l.replica].Record("post", "u")
+				acts = append(acts, action{hlc: rec.HLC, origin: rec.Origin, liked: l.liked, atMs: rec.BookedMs()})
+			}
+			history := make([][]Changes, 3) // every commit of each replica so far
+			take := func() {
+				for i := range rs {
+					history[i] = append(history[i], boxes[i].take()...)
+				}
+			}
+			for _, d := range c.deliver {
+				take()
+				h := history[d.from]
+				if d.lastOnly {
+					h = h[len(h)-1:]
+				}
+				sendAll(t, rs[d.from], h, rs[d.to])
+			}
+			for round := 0; ; round++ {
+				if round > 10 {
+					t.Fatal("replicas did not go quiet")
+				}
+				take()
+				for i := range rs {
+					for j := range rs {
+						if i != j {
+							sendAll(t, rs[i], history[i], rs[j])
+						}
+					}
+				}
+				quiet := true
+				for _, b := range boxes {
+					b.mu.Lock()
+					quiet = quiet && len(b.out) == 0
+					b.mu.Unlock()
+				}
+				if quiet {
+					break
+				}
+			}
+			m := secModel{}
+			sequential(m, storage.Likes, "post", acts)
+			total := m.sum(storage.Likes, "post", 0, 1<<40)
+			from := crdt.BucketStart(start-300_000, 3600) * 1000
+			to := (crdt.BucketStart(start, 3600) + 3600) * 1000
+			for _, r := range rs {
+				if rd := mustLikes(t, r, "post"); rd.Value != total || rd.Unreconciled != 0 {
+					t.Fatalf("%s: count %+v, want %d", r.ID(), rd, total)
+				}
+				if w, err := r.WindowOf(storage.Likes, "post", from, to); err != nil || w.Points[0].Value() != total {
+					t.Fatalf("%s: window total %+v, %v; want %d", r.ID(), w, err, total)
+				}
+			}
+			// Every replica holds the same buckets...
+			first := mustSeries(t, rs[0], storage.Likes, "post", from, to, time.Minute)
+			for _, r := range rs[1:] {
+				w := mustSeries(t, r, storage.Likes, "post", from, to, time.Minute)
+				for i := range w.Points {
+					if !w.Points[i].Vector.Equal(first.Points[i].Vector) {
+						t.Fatalf("%s and %s differ at %v", r.ID(), rs[0].ID(), w.Points[i].Start)
+					}
+				}
+			}
+		})
+	}
+}
