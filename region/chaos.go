@@ -6,6 +6,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/storage"
 )
 
 // EnvChaosBug is the environment variable a chaos build (`go build -tags
@@ -20,6 +21,7 @@ const (
 	BugListsLocalOnly     = "lists-local-only"
 	BugKeysNotReconciled  = "keys-not-reconciled"
 	BugLogSkipsIncrements = "log-skips-increments"
+	BugBucketsAtArrival   = "buckets-at-arrival"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -48,6 +50,10 @@ type Chaos struct {
 	// LogSkipsIncrements: increments are applied but not logged, so the
 	// event log misses them.
 	LogSkipsIncrements bool
+	// BucketsAtArrival: counter changes are booked into the time buckets of
+	// the writer's clock when they arrive, not of the client's event time
+	// (Op.At) or the winning action's, so the windows misplace them.
+	BucketsAtArrival bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -64,13 +70,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	bug := getenv(EnvChaosBug)
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
-		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements}
+		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
+		BucketsAtArrival: bug == BugBucketsAtArrival}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -117,4 +124,14 @@ func (r *Replica) chaosListsSkip(rs *recState) bool {
 // chaosLogSkipsIncrements reports whether the bug LogSkipsIncrements is on.
 func (r *Replica) chaosLogSkipsIncrements() bool {
 	return buildtags.Chaos && r.cfg.Chaos.LogSkipsIncrements
+}
+
+// chaosBookingTime is the time a change of an own entry of family kind is
+// booked at: atMs, unless the bug BucketsAtArrival is on and kind is
+// Counters, when it is the writer's clock.
+func (t *txn) chaosBookingTime(kind storage.Kind, atMs int64) int64 {
+	if buildtags.Chaos && t.r.cfg.Chaos.BucketsAtArrival && kind == storage.Counters {
+		return t.nowMs
+	}
+	return atMs
 }

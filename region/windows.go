@@ -184,6 +184,7 @@ func (t *txn) book(kind storage.Kind, key string, atMs, delta int64) {
 	if delta == 0 || len(t.r.windows.rules) == 0 {
 		return
 	}
+	atMs = t.chaosBookingTime(kind, atMs)
 	b := booking{kind, key, crdt.BucketStart(atMs, 1)}
 	if t.lastBook != nil && t.lastBookKey == b {
 		*t.lastBook += delta

@@ -20,6 +20,9 @@ import (
 type client struct {
 	region string
 	api    *tallyclient.Client
+	// http is api's HTTP client, for the requests tally's client has no
+	// method for (windows.go).
+	http *http.Client
 }
 
 func newClient(region, addr string, conns int) *client {
@@ -29,11 +32,12 @@ func newClient(region, addr string, conns int) *client {
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	c, err := tallyclient.New(tallyclient.Config{BaseURL: "http://" + addr, HTTP: &http.Client{Transport: tr}})
+	hc := &http.Client{Transport: tr}
+	c, err := tallyclient.New(tallyclient.Config{BaseURL: "http://" + addr, HTTP: hc})
 	if err != nil {
 		panic(fmt.Sprintf("chaos: client of %s: %v", addr, err)) // addr is ours: host:port
 	}
-	return &client{region: region, api: c}
+	return &client{region: region, api: c, http: hc}
 }
 
 // dropConns closes idle connections (after the process was killed).
@@ -49,6 +53,9 @@ type answer struct {
 	value int64
 	// duplicate: an increment's idempotency key had been applied before.
 	duplicate bool
+	// badTime: refused because the client's event time is out of the
+	// replica's accepted range (400 bad_time).
+	badTime bool
 }
 
 // classify maps a request's error to an outcome. Only what certainly did
@@ -87,15 +94,6 @@ func (c *client) like(ctx context.Context, item, user string, liked bool, timeou
 	l, err := send(ctx, item, user)
 	out, reason := classify(err)
 	return answer{outcome: out, reason: reason, value: l.Count}
-}
-
-// incr sends an increment with an idempotency key.
-func (c *client) incr(ctx context.Context, key string, by int64, idem string, timeout time.Duration) answer {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r, err := c.api.Incr(ctx, key, by, idem)
-	out, reason := classify(err)
-	return answer{outcome: out, reason: reason, value: r.Value, duplicate: r.Duplicate}
 }
 
 // PN is one replica's entry of a vector as the API shows it.

@@ -208,6 +208,7 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 		"--peers", strings.Join(p.peers, ","),
 		"--anti-entropy-interval", d.cfg.AntiEntropyInterval.String(),
 		"--peer-timeout", d.cfg.PeerTimeout.String(),
+		"--windows", windowLevels,
 		"--log-level", "warn"}
 	if d.cfg.numbering() {
 		// The allocator's KV and the milestone stream live in the first

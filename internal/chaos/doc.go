@@ -41,6 +41,12 @@
 // final heal by resending its key, so every operation counts exactly once
 // or not at all, and the model has one exact value per key.
 //
+// Every increment, and half the likes and unlikes, carries the client's
+// own time of the event ("at", up to 3 s before it is sent, as an app
+// that queues events sends them), the same in every attempt and resend of
+// an increment, so the model knows the 1 s bucket of each. A third of the
+// increments go as one-event batches (POST /v1/events).
+//
 // # Checks
 //
 // After the final heal and convergence, a run passes when:
@@ -55,6 +61,15 @@
 //     exactly the users whose records there say liked;
 //   - no replica's own vector entry was ever seen to decrease, across
 //     kill -9 and wipes (sampled through the run);
+//   - every region's time buckets of every counter, and of the counters'
+//     total, read at 1 s, 1 min and 1 h over the run, equal the model's
+//     bucket by bucket (an increment resolved too late for its event time
+//     may be in either of two buckets, whose sum is exact); every region
+//     reads the same buckets of every item and of the likes' total, and
+//     they sum to the model's count;
+//   - trending over a window holding the run (2 h, if the run is shorter)
+//     lists, in every region, the model's top counters and items with
+//     their exact counts (ties in any order);
 //   - every restarted region became ready;
 //   - once numbering has settled (no like waits for a number, no lease is
 //     held), every milestone number the allocator's state says was used

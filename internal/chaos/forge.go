@@ -60,7 +60,8 @@ const forgedReplica = "zz-9"
 // model"); the final checks find out.
 //
 //   - From a replica nobody configured: like-count and counter entries of
-//     its own, and like records naming real replicas.
+//     its own, in the all-time vectors and the time buckets, and like
+//     records naming real replicas.
 //   - On the region's own replica's subject: like records whose register
 //     and contributions belong to other replicas, as if relayed.
 //   - On the same subject: the replica's own records stamped a year ahead.
@@ -92,10 +93,15 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 		now := crdt.MakeHLC(time.Now().UnixMilli(), 0)
 		y, z := others[rng.IntN(len(others))], others[rng.IntN(len(others))]
 		item, user := pickKey()
+		ctr := counterID(rng.IntN(x.cfg.Counters))
+		sec := time.Now().Unix()
 		stranger := &replication.Delta{Replica: forgedReplica, Region: e.Region,
 			Vectors: []replication.OwnEntry{
 				{Kind: storage.Likes, Item: item, PN: crdt.PN{P: 1000}},
-				{Kind: storage.Counters, Item: counterID(rng.IntN(x.cfg.Counters)), PN: crdt.PN{N: 1000}},
+				{Kind: storage.Counters, Item: ctr, PN: crdt.PN{N: 1000}},
+				// And their time buckets (windowLevels' 1 s and 1 min).
+				{Kind: storage.Likes.Windows(), Item: crdt.Bucket{Key: item, Width: 1, Start: sec, Keep: 3 * 3600}.Name(), PN: crdt.PN{P: 1000}},
+				{Kind: storage.Counters.Windows(), Item: crdt.Bucket{Key: ctr, Width: 60, Start: sec - sec%60, Keep: 15 * 86400}.Name(), PN: crdt.PN{P: 1000}},
 			},
 			Records: []replication.Record{{Item: item, User: user, Rec: &crdt.LikeRecord{
 				Liked: rng.IntN(2) == 0, HLC: now + 5000<<16, Origin: y,

@@ -55,6 +55,19 @@ type Op struct {
 	RetryAfter     time.Duration `json:"retry_after,omitempty"`
 	RetryOutcome   Outcome       `json:"retry_outcome,omitempty"`
 	RetryDuplicate bool          `json:"retry_duplicate,omitempty"`
+	// At is the event time the client sent, in unix ms (0: none, the
+	// replica's clock decides): for an increment, its own time when the
+	// event happened, a little before the first attempt, and the same in
+	// every attempt, so the model knows the 1 s bucket it belongs in; for
+	// a like or unlike, that of its last attempt (each is stamped anew).
+	At int64 `json:"at,omitempty"`
+	// ResolveAt, for an increment resolved after At had fallen out of the
+	// replicas' accepted past (a long run), is the time the resolving
+	// resend carried instead (see workload.resolve).
+	ResolveAt int64 `json:"resolve_at,omitempty"`
+	// Events: the increment was sent as a one-event batch (POST
+	// /v1/events) rather than to its counter's route.
+	Events bool `json:"events,omitempty"`
 	// Pair is shared by the two operations of a concurrent pair (the same
 	// user acting in two regions at once); 0 otherwise.
 	Pair int64 `json:"pair,omitempty"`
@@ -75,6 +88,12 @@ type Op struct {
 	// none), and LinkFault whether it cut regions apart.
 	Episode   int  `json:"episode,omitempty"`
 	LinkFault bool `json:"link_fault,omitempty"`
+
+	// lag is how long before each send the event happened (its At is
+	// the client's clock minus lag); stamped: a like or unlike is sent
+	// with an event time (an increment always is).
+	lag     time.Duration
+	stamped bool
 }
 
 // applied reports whether the model counts the operation: acknowledged, or
@@ -110,9 +129,14 @@ func (h *history) unresolved(region string) []*Op {
 	return out
 }
 
-func (h *history) resolve(o *Op, how string) {
+// resolve records how a timed-out increment was resolved, and the event
+// time of the resolving resend if it was not At (0: it was).
+func (h *history) resolve(o *Op, how string, at int64) {
 	h.mu.Lock()
 	o.Resolved = how
+	if at != o.At {
+		o.ResolveAt = at
+	}
 	h.mu.Unlock()
 }
 

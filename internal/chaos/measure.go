@@ -88,6 +88,10 @@ type OpCounts struct {
 	// region; RetryDuplicate of them were answered duplicate:true there.
 	RetriedElsewhere int `json:"retried_elsewhere"`
 	RetryDuplicate   int `json:"retry_duplicate"`
+	// Stamped: operations sent with the client's event time (Op.At);
+	// FailedBadTime: failed because a replica refused that time.
+	Stamped       int `json:"stamped"`
+	FailedBadTime int `json:"failed_bad_time"`
 }
 
 func countOps(ops []Op) OpCounts {
@@ -107,6 +111,9 @@ func countOps(ops []Op) OpCounts {
 		if o.Pair != 0 {
 			pairs[o.Pair] = true
 		}
+		if o.At != 0 {
+			c.Stamped++
+		}
 		attempts := o.Attempts
 		if o.Retry != "" {
 			attempts-- // the failover retry is not a retry of a lost answer
@@ -123,6 +130,8 @@ func countOps(ops []Op) OpCounts {
 				c.FailedRefused++
 			case "not_ready":
 				c.FailedNotReady++
+			case "http 400 bad_time", "event rejected: bad_time":
+				c.FailedBadTime++
 			}
 		case attempts > 1 || o.Outcome == OutcomeTimeout:
 			c.TimedOut++

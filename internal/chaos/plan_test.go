@@ -117,7 +117,8 @@ func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
 		var out []string
 		for range 50 {
 			for _, o := range p.next().ops {
-				out = append(out, string(o.Kind)+" "+o.Region+" "+o.Key+" "+o.User)
+				// The event times' lags and routes are drawn too.
+				out = append(out, string(o.Kind)+" "+o.Region+" "+o.Key+" "+o.User+" "+o.lag.String()+" "+strconv.FormatBool(o.stamped || o.Events))
 			}
 		}
 		return out

@@ -85,6 +85,11 @@ type Checked struct {
 	// the workload did; NumbersUsed the likes numbers used in all.
 	Milestones  int    `json:"milestones"`
 	NumbersUsed uint64 `json:"numbers_used"`
+	// WindowBuckets counts the non-zero time buckets compared (every
+	// level, every region): counters' with the model, likes' between
+	// regions; TrendingLists the trending lists compared with the model.
+	WindowBuckets int `json:"window_buckets"`
+	TrendingLists int `json:"trending_lists"`
 }
 
 // Measures are the run's figures.
@@ -207,6 +212,8 @@ func (r *Report) WriteText(w io.Writer) {
 		o.RetriedElsewhere, o.RetryDuplicate)
 	k := r.Checked
 	fmt.Fprintf(w, "checked: %d counters and %d items in %d regions, %d user records, %d own-entry samples\n", k.Counters, k.Items, k.Regions, k.UserRecords, k.Samples)
+	fmt.Fprintf(w, "time windows: %d non-empty buckets (1s, 1m, 1h) compared, %d trending lists; %d operations sent with an event time, %d refused it (bad_time)\n",
+		k.WindowBuckets, k.TrendingLists, o.Stamped, o.FailedBadTime)
 	if c.Milestones != MilestonesOff {
 		fmt.Fprintf(w, "milestones (%s): %d checked, each fired once and alike everywhere; %d like numbers used\n", c.Milestones, k.Milestones, k.NumbersUsed)
 	}

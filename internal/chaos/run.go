@@ -178,6 +178,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
 		Histories: histories, Wiped: wiped}
 	wants, vs := check(ops, r.keys, fs)
+	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, r.keys, wants, r.start)
+	vs = append(vs, wvs...)
 	vs = append(vs, msVs...)
 	if !converged {
 		vs = append(vs, Violation{Kind: KindNotConverged,
@@ -234,7 +236,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	m.WriteLatency = latencies(ops, all)
 	rep.Ops = countOps(ops)
 	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples,
-		Milestones: ms.Milestones, NumbersUsed: ms.Numbers}
+		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowBuckets: wn.Buckets, TrendingLists: wn.Trending}
 	return nil
 }
 

@@ -137,7 +137,7 @@ func (p *planner) next() plannedOp {
 	}
 	switch {
 	case n < c.LikeWeight:
-		return plannedOp{think, []*Op{{Kind: likeKind(0.6), Region: p.region(), Key: p.item(), User: user}}}
+		return plannedOp{think, []*Op{p.stamp(&Op{Kind: likeKind(0.6), Region: p.region(), Key: p.item(), User: user})}}
 	case n < c.LikeWeight+c.PairWeight:
 		item := p.item()
 		i := p.rng.IntN(len(c.Regions))
@@ -149,15 +149,16 @@ func (p *planner) next() plannedOp {
 			a, b = likeKind(0.5), likeKind(0.5)
 		}
 		return plannedOp{think, []*Op{
-			{Kind: a, Region: c.Regions[i], Key: item, User: user},
-			{Kind: b, Region: c.Regions[j], Key: item, User: user},
+			p.stamp(&Op{Kind: a, Region: c.Regions[i], Key: item, User: user}),
+			p.stamp(&Op{Kind: b, Region: c.Regions[j], Key: item, User: user}),
 		}}
 	default:
 		by := int64(1 + p.rng.IntN(5))
 		if p.rng.IntN(10) < 3 {
 			by = -int64(1 + p.rng.IntN(3))
 		}
-		o := &Op{Kind: OpIncr, Region: p.region(), Key: counterID(p.rng.IntN(c.Counters)), By: by}
+		o := &Op{Kind: OpIncr, Region: p.region(), Key: counterID(p.rng.IntN(c.Counters)), By: by,
+			lag: p.lag(), Events: p.rng.IntN(3) == 0}
 		if p.rng.Float64() < c.RetryElsewhere {
 			// The client loses the answer and fails over: it sends the
 			// same key to another region, at once (before replication
@@ -171,6 +172,29 @@ func (p *planner) next() plannedOp {
 		return plannedOp{think, []*Op{o}}
 	}
 }
+
+// maxLag bounds how long before it is sent an event happened: a client
+// stamps an event with its own clock when it happens (Op.At) and sends
+// it a moment later, as an app that queues its events does. Most events
+// thus belong in another 1 s bucket than the one they arrive in.
+const maxLag = 3 * time.Second
+
+func (p *planner) lag() time.Duration {
+	return time.Duration(p.rng.Int64N(maxLag.Milliseconds())) * time.Millisecond
+}
+
+// stamp decides whether a like or unlike carries its event time: half do
+// (sent by the body routes, POST /v1/likes and DELETE /v1/likes/{item}),
+// half do not (PUT and DELETE /v1/likes/{item}/{user}: the replica's
+// clock decides).
+func (p *planner) stamp(o *Op) *Op {
+	o.stamped, o.lag = p.rng.IntN(2) == 0, p.lag()
+	return o
+}
+
+// eventTime is the client's time of an event that happened lag ago, in
+// unix ms.
+func eventTime(lag time.Duration) int64 { return time.Now().Add(-lag).UnixMilli() }
 
 func (w *workload) worker(gen, retry context.Context, i int) {
 	p := newPlanner(w.cfg, i)
@@ -224,13 +248,19 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		o.End = w.since()
 		w.hist.add(o)
 	}()
+	if o.Kind == OpIncr {
+		o.At = eventTime(o.lag) // every attempt and resend carries it
+	}
 	for {
 		o.Attempts++
 		var a answer
 		if o.Kind == OpIncr {
-			a = c.incr(retry, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
+			a = c.incrAt(retry, o.Key, o.By, o.Idem, o.At, o.Events, w.cfg.ClientTimeout)
 		} else {
-			a = c.like(retry, o.Key, o.User, o.Kind == OpLike, w.cfg.ClientTimeout)
+			if o.stamped {
+				o.At = eventTime(o.lag)
+			}
+			a = c.likeAt(retry, o.Key, o.User, o.Kind == OpLike, o.At, w.cfg.ClientTimeout)
 		}
 		if o.Attempts == 1 {
 			o.Outcome, o.Reason = a.outcome, a.reason
@@ -269,7 +299,7 @@ func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
 		return
 	}
 	o.Attempts++
-	a := w.clients[o.Retry].incr(ctx, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
+	a := w.clients[o.Retry].incrAt(ctx, o.Key, o.By, o.Idem, o.At, o.Events, w.cfg.ClientTimeout)
 	o.RetryOutcome, o.RetryDuplicate = a.outcome, a.duplicate
 	switch {
 	case a.outcome == OutcomeOK:
@@ -287,19 +317,31 @@ func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
 // region and not yet replicated is lost with the region's data dir, so
 // this must run before a region is wiped. It returns how many remain
 // unresolved when ctx ends.
+//
+// The resend carries the increment's event time, unless the replica
+// refuses it as too old (400 bad_time: a timed-out increment of a long
+// run's first minutes). It then goes as an event of now, which a replica
+// that had applied the key answers duplicate:true as before; one that
+// applies it books it now (Op.ResolveAt), and the model knows it is in one
+// of the two buckets (windowModel).
 func (w *workload) resolve(ctx context.Context, region string) int {
 	left := 0
 	for _, o := range w.hist.unresolved(region) {
 		c := w.clients[o.Region]
+		at := o.At
 		for {
-			a := c.incr(ctx, o.Key, o.By, o.Idem, w.cfg.ClientTimeout)
+			a := c.incrAt(ctx, o.Key, o.By, o.Idem, at, o.Events, w.cfg.ClientTimeout)
 			if a.outcome == OutcomeOK {
 				how := ResolvedApplied
 				if a.duplicate {
 					how = ResolvedDuplicate
 				}
-				w.hist.resolve(o, how)
+				w.hist.resolve(o, how, at)
 				break
+			}
+			if a.badTime && at == o.At {
+				at = eventTime(0)
+				continue
 			}
 			if !sleep(ctx, 200*time.Millisecond) {
 				left++
