@@ -154,7 +154,8 @@ func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step t
 			toMs = crdt.BucketStart(s.rep.Now().UnixMilli(), st/1000)*1000 + st
 			return toMs - (d.Milliseconds()+st-1)/st*st, toMs, nil
 		}
-		return s.rep.WindowRange(kind, key, d)
+		fromMs, toMs, err := s.rep.WindowRange(kind, key, d)
+		return fromMs, toMs, windowErr(err)
 	case from == "":
 		return 0, 0, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=60s) or from (and to)")
 	}

@@ -111,6 +111,7 @@ func TestWindowsBadInput(t *testing.T) {
 		{"GET", "/v1/counters/k/window?last=abc", "", 400, CodeBadTime},
 		{"GET", "/v1/counters/k/window?last=-5s", "", 400, CodeBadTime},
 		{"GET", "/v1/counters/k/window?last=99999d", "", 400, CodeBadTime},
+		{"GET", "/v1/counters/k/window?last=3000d", "", 404, CodeNoWindow}, // past the 1 h level's 3 years
 		{"GET", "/v1/counters/k/window?last=1m&from=1", "", 400, CodeBadRequest},
 		{"GET", "/v1/counters/k/window?last=1m&last=2m", "", 400, CodeBadRequest},
 		{"GET", "/v1/counters/k/window?from=yesterday", "", 400, CodeBadTime},
