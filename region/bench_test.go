@@ -2,12 +2,18 @@ package region
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -18,11 +24,21 @@ var benchWriters = []int{1, 16, 256}
 // fsync durability, closed when b ends.
 func openBenchReplica(b *testing.B) *Replica {
 	b.Helper()
-	st, err := storage.Open(storage.Config{Dir: b.TempDir(), Durability: storage.DurabilitySync})
+	r, _ := openBenchReplicaWith(b, storage.DurabilitySync, func(*Config) {})
+	return r
+}
+
+// openBenchReplicaWith opens a replica as openBenchReplica does, with the
+// given durability and whatever set changes in its Config.
+func openBenchReplicaWith(b *testing.B, d storage.Durability, set func(*Config)) (*Replica, *storage.Store) {
+	b.Helper()
+	st, err := storage.Open(storage.Config{Dir: b.TempDir(), Durability: d})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := New(Config{Region: "bench", Replica: "bench-1", Store: st})
+	cfg := Config{Region: "bench", Replica: "bench-1", Store: st}
+	set(&cfg)
+	r, err := New(cfg)
 	if err != nil {
 		_ = st.Close()
 		b.Fatal(err)
@@ -35,7 +51,7 @@ func openBenchReplica(b *testing.B) *Replica {
 			b.Error(err)
 		}
 	})
-	return r
+	return r, st
 }
 
 // runWriters runs b.N calls of op spread over writers goroutines, each call
@@ -182,5 +198,291 @@ func runBatches(b *testing.B, r *Replica, unit string, fill func(call int64, ops
 	})
 	if sec := b.Elapsed().Seconds(); sec > 0 {
 		b.ReportMetric(float64(b.N)*benchBatch/sec, unit+"/s")
+	}
+}
+
+// Time windows (windows.go, trending.go).
+
+// windowsOff and windowsNoLevels are the two ways to have no buckets: no
+// rule at all, and one rule without levels (what tallyd --windows ""
+// configures: every commit still folds its bookings, then finds no level).
+var (
+	windowsOff      = &WindowConfig{}
+	windowsNoLevels = &WindowConfig{Rules: []WindowRule{{}}}
+)
+
+// BenchmarkIncrKeys is batched ingest of increments spread round-robin over
+// 1,000 counters (every Do call touches each once), fsync on, with time
+// windows off, configured without levels, and at the default levels (1 s,
+// 1 min and 1 h buckets of every key and of the family's total). Profile
+// it with -cpuprofile to see what the buckets cost the writer.
+func BenchmarkIncrKeys(b *testing.B) {
+	const keys = 1000
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "c-" + strconv.Itoa(i)
+	}
+	for _, c := range []struct {
+		name string
+		wc   *WindowConfig
+	}{{"windows=off", windowsOff}, {"windows=nolevels", windowsNoLevels}, {"windows=default", DefaultWindows()}} {
+		b.Run(fmt.Sprintf("keys=%d/%s", keys, c.name), func(b *testing.B) {
+			r, _ := openBenchReplicaWith(b, storage.DurabilitySync, func(cfg *Config) { cfg.Windows = c.wc })
+			runBatches(b, r, "incrs", func(call int64, ops []Op) {
+				for j := range ops {
+					ops[j] = Op{Kind: OpIncr, Item: names[(call*benchBatch+int64(j))%keys], By: 1}
+				}
+			})
+		})
+	}
+}
+
+// benchClock is a settable wall clock for a replica (Config.Now).
+type benchClock struct{ ms atomic.Int64 }
+
+func (c *benchClock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
+
+// benchEpoch is where the fake clocks of the window benchmarks start: a
+// whole day, so every level's buckets are aligned to it.
+var benchEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// openClockedReplica opens a replica without fsync (reads do not care)
+// whose clock is clk, set to benchEpoch.
+func openClockedReplica(b *testing.B, clk *benchClock, set func(*Config)) (*Replica, *storage.Store) {
+	b.Helper()
+	clk.ms.Store(benchEpoch.UnixMilli())
+	return openBenchReplicaWith(b, storage.DurabilityNone, func(cfg *Config) {
+		cfg.Now = clk.now
+		set(cfg)
+	})
+}
+
+// fillSteps runs steps Do calls, the clock set to benchEpoch + i*every
+// for the i-th, with the ops fill gives.
+func fillSteps(b *testing.B, r *Replica, clk *benchClock, steps int, every time.Duration, fill func(step int, ops []Op) []Op) {
+	b.Helper()
+	ctx := context.Background()
+	var ops []Op
+	for i := range steps {
+		clk.ms.Store(benchEpoch.Add(time.Duration(i) * every).UnixMilli())
+		ops = fill(i, ops[:0])
+		res, err := r.Do(ctx, ops)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for j := range res {
+			if res[j].Err != nil {
+				b.Fatal(res[j].Err)
+			}
+		}
+	}
+}
+
+// settle deletes the buckets expired by the replica's clock and compacts
+// the store, so that reads hit sstables and the sweeper has nothing left
+// to do while they are timed.
+func settle(b *testing.B, r *Replica, st *storage.Store) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := r.ExpireWindows(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := st.Compact(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// timeReads runs read b.N times and reports, besides ns/op, the p50 and
+// p99 of the single calls.
+func timeReads(b *testing.B, read func() error) {
+	b.Helper()
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if err := read(); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) }
+	b.ReportMetric(q(0.50), "p50-ns")
+	b.ReportMetric(q(0.99), "p99-ns")
+}
+
+// BenchmarkWindow1h reads the last hour of one counter as GET
+// /v1/counters/{key}/window?last=1h does (WindowRange, then WindowOf): 3,600
+// buckets of 1 s. 100 counters were each incremented every second of that
+// hour (fake clock), at the default levels, and the store compacted.
+func BenchmarkWindow1h(b *testing.B) {
+	const keys = 100
+	clk := &benchClock{}
+	r, st := openClockedReplica(b, clk, func(*Config) {})
+	fillSteps(b, r, clk, 3600, time.Second, func(_ int, ops []Op) []Op {
+		for k := range keys {
+			ops = append(ops, Op{Kind: OpIncr, Item: "c-" + strconv.Itoa(k), By: 1})
+		}
+		return ops
+	})
+	clk.ms.Store(benchEpoch.Add(time.Hour - time.Millisecond).UnixMilli())
+	settle(b, r, st)
+	for _, key := range []string{"c-7", ""} {
+		name := "key=c-7"
+		if key == "" {
+			name = "key=total"
+		}
+		b.Run(name, func(b *testing.B) {
+			timeReads(b, func() error {
+				from, to, err := r.WindowRange(storage.Counters, key, time.Hour)
+				if err != nil {
+					return err
+				}
+				w, err := r.WindowOf(storage.Counters, key, from, to)
+				if err != nil {
+					return err
+				}
+				want := int64(3600)
+				if key == "" {
+					want *= keys
+				}
+				if w.Bucket != time.Second || w.Sum().Value() != want {
+					return fmt.Errorf("window of %q: %d in %v buckets, want %d in 1s", key, w.Sum().Value(), w.Bucket, want)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// BenchmarkSeries30d reads 30 days of one counter as GET
+// /v1/counters/{key}/series?last=30d&step=1h (or step=1d) does: 720
+// buckets of 1 h. 100 counters were each incremented once an hour for 30
+// days (fake clock), at the default levels; expired buckets were swept and
+// the store compacted.
+func BenchmarkSeries30d(b *testing.B) {
+	const keys, hours = 100, 30 * 24
+	clk := &benchClock{}
+	r, st := openClockedReplica(b, clk, func(*Config) {})
+	fillSteps(b, r, clk, hours, time.Hour, func(_ int, ops []Op) []Op {
+		for k := range keys {
+			ops = append(ops, Op{Kind: OpIncr, Item: "c-" + strconv.Itoa(k), By: 1})
+		}
+		return ops
+	})
+	clk.ms.Store(benchEpoch.Add(hours*time.Hour - time.Millisecond).UnixMilli())
+	settle(b, r, st)
+	for _, step := range []time.Duration{time.Hour, 24 * time.Hour} {
+		b.Run("step="+strings.TrimSuffix(step.String(), "0m0s"), func(b *testing.B) {
+			timeReads(b, func() error {
+				// As httpapi's windowRange: the latest whole steps.
+				stepMs := step.Milliseconds()
+				to := crdt.BucketStart(r.Now().UnixMilli(), stepMs/1000)*1000 + stepMs
+				from := to - (30 * 24 * time.Hour).Milliseconds()
+				w, err := r.Series(storage.Counters, "c-7", from, to, step)
+				if err != nil {
+					return err
+				}
+				if w.Bucket != time.Hour || len(w.Points) != int(30*24*time.Hour/step) || w.Sum().Value() != hours {
+					return fmt.Errorf("series: %d points of %v buckets, sum %d", len(w.Points), w.Bucket, w.Sum().Value())
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// BenchmarkTrending100k ranks the top 10 liked items of the last 10
+// minutes (Replica.Trending, as GET /v1/trending?window=10m): 100,000
+// items were each liked once in those 10 minutes and 200,000 more likes
+// drawn Zipf-distributed over them (fake clock, 500 likes a second).
+func BenchmarkTrending100k(b *testing.B) {
+	const items, extra, perStep = 100_000, 200_000, 500
+	clk := &benchClock{}
+	r, st := openClockedReplica(b, clk, func(*Config) {})
+	rng := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(rng, 1.1, 1, items-1)
+	like := 0
+	fillSteps(b, r, clk, (items+extra)/perStep, time.Second, func(_ int, ops []Op) []Op {
+		for range perStep {
+			item := like
+			if like >= items {
+				item = int(zipf.Uint64())
+			}
+			ops = append(ops, Op{Kind: OpLike, Item: "post-" + strconv.Itoa(item), User: "u-" + strconv.Itoa(like)})
+			like++
+		}
+		return ops
+	})
+	clk.ms.Store(benchEpoch.Add(10*time.Minute - time.Millisecond).UnixMilli())
+	settle(b, r, st)
+	var cands int
+	timeReads(b, func() error {
+		tr, err := r.Trending(storage.Likes, "", 10*time.Minute, 10, nil)
+		if err != nil {
+			return err
+		}
+		if len(tr.Items) != 10 || tr.Items[0].Key != "post-0" {
+			return fmt.Errorf("trending: %+v", tr.Items)
+		}
+		cands = tr.Candidates
+		return nil
+	})
+	b.ReportMetric(float64(cands), "candidates")
+}
+
+// windowSpaceKeys sizes BenchmarkWindowSpace: small by default, so that
+// `make bench` stays short; docs/benchmarks.md runs it with 1000.
+var windowSpaceKeys = flag.Int("windowspace.keys", 200, "counters BenchmarkWindowSpace writes for an hour")
+
+// BenchmarkWindowSpace measures what time buckets cost on disk:
+// -windowspace.keys counters each incremented every second for one hour
+// (fake clock), then a full compaction; the sstable bytes against the
+// same load with windows off, per key and hour. One run is the
+// measurement: use -benchtime=1x.
+func BenchmarkWindowSpace(b *testing.B) {
+	keys := *windowSpaceKeys
+	names := make([]string, keys)
+	for i := range names {
+		names[i] = "views:video-" + strconv.Itoa(100000+i)
+	}
+	measure := func(b *testing.B, wc *WindowConfig) float64 {
+		clk := &benchClock{}
+		r, st := openClockedReplica(b, clk, func(cfg *Config) { cfg.Windows = wc })
+		fillSteps(b, r, clk, 3600, time.Second, func(_ int, ops []Op) []Op {
+			for _, k := range names {
+				ops = append(ops, Op{Kind: OpIncr, Item: k, By: 1})
+			}
+			return ops
+		})
+		settle(b, r, st)
+		tb, err := st.TableBytes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return float64(tb)
+	}
+	var off float64
+	for _, c := range []struct {
+		name string
+		wc   *WindowConfig
+	}{
+		{"windows=off", windowsOff},
+		{"windows=1s", &WindowConfig{Rules: []WindowRule{{Levels: DefaultWindowLevels()[:1]}}}},
+		{"windows=default", DefaultWindows()},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				tb := measure(b, c.wc)
+				b.ReportMetric(tb, "sstable-B")
+				if c.wc == windowsOff {
+					off = tb
+					continue
+				}
+				b.ReportMetric((tb-off)/float64(keys), "B/key-hour")
+			}
+		})
 	}
 }

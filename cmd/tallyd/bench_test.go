@@ -15,6 +15,7 @@ func TestBenchHelp(t *testing.T) {
 		{[]string{"bench", "-h"}, "likes"},
 		{[]string{"bench", "likes", "-h"}, "-concurrency"},
 		{[]string{"bench", "events", "-h"}, "-mem-every"},
+		{[]string{"bench", "events", "-h"}, "-windows"},
 		{[]string{"bench", "replication", "-h"}, "-samples"},
 	} {
 		code, stdout, _ := runArgs(t, c.args...)

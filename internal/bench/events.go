@@ -30,12 +30,12 @@ type eventsBenchConfig struct {
 	URL string
 	// Mixes lists the event mixes run one after another:
 	//   incr: every event is {"type":"incr","key":<item>} (by 1, no
-	//         idempotency key), all on one hot counter;
+	//         idempotency key), all on one hot counter (or Keys of them);
 	//   idem: the same with a new idempotency key on every event (each
 	//         is looked up and then stored by the replica);
-	//   like: every event likes the hot item <item> by a user never seen
-	//         before (so every event is counted), or with Users > 0 by a
-	//         user drawn from a fixed set.
+	//   like: every event likes the hot item <item> (or one of Keys) by
+	//         a user never seen before (so every event is counted), or
+	//         with Users > 0 by a user drawn from a fixed set.
 	// Default incr,like.
 	Mixes []string
 	// Batch is the number of events in one POST /v1/events. Default 10000
@@ -49,6 +49,10 @@ type eventsBenchConfig struct {
 	Duration time.Duration
 	// Item is the hot item (and counter key). Default "hot".
 	Item string
+	// Keys, if > 1, spreads the events round-robin over the counters (or,
+	// for likes, the items) <Item>-0 ... <Item>-<Keys-1>. Default 1: every
+	// event is on Item.
+	Keys int
 	// Users, if > 0, makes likes pick their user uniformly from Users ids
 	// shared by all workers, so repeats happen and are not counted. 0 (the
 	// default): every like is by a new user.
@@ -66,6 +70,10 @@ type eventsBenchConfig struct {
 	// EventLog keeps the in-process replica's event log, as tallyd does
 	// by default. Default true.
 	EventLog bool
+	// Windows is the in-process replica's time-bucket levels, as tallyd
+	// serve --windows takes them ("" or "off": no buckets). Default
+	// tallyd's, "1s:3h,1m:15d,1h:3y".
+	Windows string
 	// MemEvery, if > 0, samples this process's memory (RSS and Go heap)
 	// at this interval and prints each sample and a summary. With an
 	// in-process replica that is the replica's memory plus the load
@@ -85,16 +93,29 @@ func defaultEventsBenchConfig() eventsBenchConfig {
 		Concurrency: 4,
 		Duration:    10 * time.Second,
 		Item:        "hot",
+		Keys:        1,
 		Format:      "ndjson",
 		Timeout:     30 * time.Second,
 		Durability:  "fsync",
 		LogLevel:    "error",
 		EventLog:    true,
+		Windows:     node.DefaultConfig().Windows,
 	}
 }
 
 // maxBenchEventsBatch is the route's own cap (httpapi.MaxBatchEvents).
 const maxBenchEventsBatch = 10000
+
+// maxBenchKeys bounds --keys.
+const maxBenchKeys = 10_000_000
+
+// benchKey is the i-th of n keys spread from item: item itself if n is 1.
+func benchKey(item string, i, n int) string {
+	if n <= 1 {
+		return item
+	}
+	return item + "-" + strconv.Itoa(i)
+}
 
 // Validate reports every problem with c at once.
 func (c eventsBenchConfig) Validate() error {
@@ -125,6 +146,11 @@ func (c eventsBenchConfig) Validate() error {
 	if !crdt.ValidID(c.Item) {
 		bad("--item %q: want 1..128 bytes of [A-Za-z0-9_.:@-]", c.Item)
 	}
+	if c.Keys < 1 || c.Keys > maxBenchKeys {
+		bad("--keys %d: want 1..%d", c.Keys, maxBenchKeys)
+	} else if c.Keys > 1 && !crdt.ValidID(benchKey(c.Item, c.Keys-1, c.Keys)) {
+		bad("--item %q: too long for --keys %d", c.Item, c.Keys)
+	}
 	if c.Users < 0 {
 		bad("--users %d: want 0 (a new user per like) or more", c.Users)
 	}
@@ -143,6 +169,11 @@ func (c eventsBenchConfig) Validate() error {
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
 	}
+	nc := node.DefaultConfig()
+	nc.Windows = windowsFlag(c.Windows)
+	if _, err := nc.WindowConfig(); err != nil {
+		bad("--windows: %v", err)
+	}
 	if c.MemEvery < 0 {
 		bad("--mem-every %s: want 0 (off) or more", c.MemEvery)
 	}
@@ -160,6 +191,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "`workers`, each with one request in flight")
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each mix sends requests")
 		fs.StringVar(&cfg.Item, "item", cfg.Item, "the hot `item` (and counter key)")
+		fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "spread the events round-robin over `N` keys <item>-0 ... <item>-<N-1> (1: all on <item>)")
 		fs.IntVar(&cfg.Users, "users", cfg.Users, "likes pick from `N` users (0: a new user for every like)")
 		fs.StringVar(&cfg.Format, "format", cfg.Format, "request body `format`: ndjson or array")
 		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on one request")
@@ -167,6 +199,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replica: fsync or none")
 		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the in-process replica")
 		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the in-process replica's event log, as tallyd does by default")
+		fs.StringVar(&cfg.Windows, "windows", cfg.Windows, "time-bucket `levels` of the in-process replica, as tallyd serve --windows takes them (\"\" or off: none)")
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
 		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
 		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")
@@ -226,7 +259,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	var store func() (storage.MemoryUse, error)
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, cfg.Durability, cfg.EventLog, log)
+		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: cfg.EventLog, Windows: cfg.Windows}, log)
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +269,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 			}
 		}()
 		base = "http://" + n.Addr().String()
-		target = fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir)
+		target = fmt.Sprintf("in-process replica at %s (durability %s, windows %q, data %s)", base, cfg.Durability, windowsFlag(cfg.Windows), dir)
 		store = n.MemoryUse
 	}
 	if err := checkReady(ctx, base); err != nil {
@@ -252,16 +285,20 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	if cfg.MemProfile != "" {
 		defer func() { err = errors.Join(err, writeAllocProfile(cfg.MemProfile)) }()
 	}
-	fmt.Fprintf(out, "bench events: POST /v1/events, %d events per request (%s), %d workers, %s per mix\n  %s\n\n",
-		cfg.Batch, cfg.Format, cfg.Concurrency, cfg.Duration, target)
+	fmt.Fprintf(out, "bench events: POST /v1/events, %d events per request (%s) on %d key(s), %d workers, %s per mix\n  %s\n\n",
+		cfg.Batch, cfg.Format, cfg.Keys, cfg.Concurrency, cfg.Duration, target)
 	var sampler *memSampler
 	if cfg.MemEvery > 0 {
 		sampler = startMemSampler(ctx, cfg.MemEvery, store, out)
 	}
 	var results []*eventsMixResult
 	run := newRunID()
+	keys := make([]string, cfg.Keys)
+	for i := range keys {
+		keys[i] = benchKey(cfg.Item, i, cfg.Keys)
+	}
 	for i, mix := range cfg.Mixes {
-		r := (&eventsRun{cfg: cfg, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, i)}).run(ctx)
+		r := (&eventsRun{cfg: cfg, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, i), keys: keys}).run(ctx)
 		results = append(results, r)
 		if err := ctx.Err(); err != nil {
 			break
@@ -332,7 +369,8 @@ type eventsRun struct {
 	cfg    eventsBenchConfig
 	base   string
 	mix    string
-	users  string // prefix of this mix's user ids
+	users  string   // prefix of this mix's user ids
+	keys   []string // the counters or items, round-robin
 	client *http.Client
 }
 
@@ -343,6 +381,7 @@ type eventsWorker struct {
 	resp bytes.Buffer
 	seq  int64
 	rnd  uint64 // xorshift state for --users
+	key  int    // next of eventsRun.keys
 }
 
 func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
@@ -351,7 +390,7 @@ func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 	defer closeIdle()
 	er.client = client
 	lr := runLoad(ctx, loadConfig{Workers: conc, Duration: er.cfg.Duration}, func(worker int) loadOp {
-		w := &eventsWorker{id: worker, rnd: uint64(worker)*0x9e3779b97f4a7c15 + 1}
+		w := &eventsWorker{id: worker, rnd: uint64(worker)*0x9e3779b97f4a7c15 + 1, key: worker * len(er.keys) / conc}
 		return func(ctx context.Context) (int64, int64, error) {
 			er.fill(w)
 			return er.post(ctx, w)
@@ -385,20 +424,24 @@ func (er *eventsRun) fill(w *eventsWorker) {
 		if array && i > 0 {
 			b = append(b, ',')
 		}
+		key := er.keys[w.key]
+		if w.key++; w.key == len(er.keys) {
+			w.key = 0
+		}
 		switch er.mix {
 		case "incr":
 			b = append(b, `{"type":"incr","key":"`...)
-			b = append(b, er.cfg.Item...)
+			b = append(b, key...)
 			b = append(b, `"}`...)
 		case "idem":
 			b = append(b, `{"type":"incr","key":"`...)
-			b = append(b, er.cfg.Item...)
+			b = append(b, key...)
 			b = append(b, `","idempotency_key":"`...)
 			b = er.appendFreshID(b, w)
 			b = append(b, `"}`...)
 		case "like":
 			b = append(b, `{"type":"like","item":"`...)
-			b = append(b, er.cfg.Item...)
+			b = append(b, key...)
 			b = append(b, `","user":"`...)
 			if er.cfg.Users > 0 {
 				w.rnd ^= w.rnd << 13

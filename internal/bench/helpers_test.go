@@ -43,7 +43,13 @@ type served struct{ addr string }
 // startServe starts a standalone replica on a free port.
 func startServe(t *testing.T) *served {
 	t.Helper()
-	n, dir, err := startBenchReplica(context.Background(), "fsync", true, hclog.NewNullLogger())
+	return startServeWith(t, benchReplica{Durability: "fsync", EventLog: true, Windows: defaultEventsBenchConfig().Windows})
+}
+
+// startServeWith starts a standalone replica configured by rc.
+func startServeWith(t *testing.T, rc benchReplica) *served {
+	t.Helper()
+	n, dir, err := startBenchReplica(context.Background(), rc, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, cfg.Durability, true, log)
+		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: true, Windows: node.DefaultConfig().Windows}, log)
 		if err != nil {
 			return nil, err
 		}
@@ -258,17 +258,35 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 // earlier run's against the same replica.
 func newRunID() string { return "b" + strconv.FormatUint(rand.Uint64()&0xffffffffff, 36) }
 
+// benchReplica is what an in-process replica differs in from tallyd's
+// defaults.
+type benchReplica struct {
+	Durability string // fsync or none
+	// EventLog keeps the event log (no NATS: nothing publishes it).
+	EventLog bool
+	// Windows is node.Config.Windows; "off" is "" (no time buckets).
+	Windows string
+}
+
+// windowsFlag is the node.Config.Windows a --windows flag stands for.
+func windowsFlag(s string) string {
+	if s == "off" {
+		return ""
+	}
+	return s
+}
+
 // startBenchReplica starts a standalone replica on a fresh temporary
-// directory, listening on a free loopback port. With eventLog it keeps the
-// event log (no NATS: nothing publishes it).
-func startBenchReplica(ctx context.Context, durability string, eventLog bool, log hclog.Logger) (*node.Node, string, error) {
+// directory, listening on a free loopback port.
+func startBenchReplica(ctx context.Context, rc benchReplica, log hclog.Logger) (*node.Node, string, error) {
 	dir, err := os.MkdirTemp("", "tallyd-bench-")
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: temp data dir: %w", err)
 	}
 	cfg := node.DefaultConfig()
 	cfg.Region, cfg.Replica, cfg.DataDir = "bench", "bench-1", dir
-	cfg.Listen, cfg.Durability, cfg.EventLog = "127.0.0.1:0", durability, eventLog
+	cfg.Listen, cfg.Durability, cfg.EventLog = "127.0.0.1:0", rc.Durability, rc.EventLog
+	cfg.Windows = windowsFlag(rc.Windows)
 	n, err := node.Start(ctx, cfg, node.Options{Logger: log})
 	if err != nil {
 		return nil, "", errors.Join(err, os.RemoveAll(dir))
