@@ -31,7 +31,9 @@ type Config struct {
 	// process's monotonic clock if Now is the default too, else none (no
 	// step detection).
 	Monotonic func() time.Duration
-	// MaxBatch caps the operations applied in one group commit. Default 4096.
+	// MaxBatch caps the operations applied in one group commit. Default 32768:
+	// several full POST /v1/events batches share a commit, so a key they all
+	// touch (and its time buckets) is written once.
 	MaxBatch int
 	// QueueDepth is how many operations may wait for the writer. Default 16384.
 	QueueDepth int
@@ -83,7 +85,7 @@ type Config struct {
 
 // DefaultConfig returns a Config with every default filled in.
 func DefaultConfig() Config {
-	return Config{MaxBatch: 4096, QueueDepth: 16384, CacheItems: 100000}
+	return Config{MaxBatch: 32768, QueueDepth: 16384, CacheItems: 100000}
 }
 
 // Validate reports every problem with c at once.

@@ -141,9 +141,9 @@ func (tr *trends) candidates(kind storage.Kind, prefix string, width, from, to i
 		if k.class != "*" && !strings.HasPrefix(prefix, k.class) && !strings.HasPrefix(k.class, prefix) && k.class != "" {
 			continue
 		}
-		for key := range s.counts {
-			if strings.HasPrefix(key, prefix) {
-				out[key] = true
+		for _, e := range s.heap {
+			if strings.HasPrefix(e.key, prefix) {
+				out[e.key] = true
 			}
 		}
 	}
@@ -152,34 +152,82 @@ func (tr *trends) candidates(kind storage.Kind, prefix string, width, from, to i
 
 // spaceSaving is the Space-Saving summary with k counters: when full, a
 // new key replaces the key with the smallest count and inherits that count
-// plus its own. Eviction scans the counters (k is small).
+// plus its own. The counters are a min-heap on count, so an eviction costs
+// O(log k).
 type spaceSaving struct {
-	k      int
-	counts map[string]uint64
+	k    int
+	pos  map[string]int // key -> index in heap
+	heap []ssEntry
+}
+
+type ssEntry struct {
+	key   string
+	count uint64
 }
 
 func newSpaceSaving(k int) *spaceSaving {
-	return &spaceSaving{k: k, counts: make(map[string]uint64, k)}
+	return &spaceSaving{k: k, pos: make(map[string]int, k), heap: make([]ssEntry, 0, k)}
 }
 
 func (s *spaceSaving) add(key string, n uint64) {
-	if c, ok := s.counts[key]; ok || len(s.counts) < s.k {
-		s.counts[key] = c + n
+	if i, ok := s.pos[key]; ok {
+		s.heap[i].count += n
+		s.down(i)
 		return
 	}
-	var minKey string
-	var minC uint64
-	first := true
-	for k, c := range s.counts {
-		if first || c < minC || c == minC && k < minKey {
-			minKey, minC, first = k, c, false
-		}
+	if len(s.heap) < s.k {
+		s.heap = append(s.heap, ssEntry{key, n})
+		s.pos[key] = len(s.heap) - 1
+		s.up(len(s.heap) - 1)
+		return
 	}
-	delete(s.counts, minKey)
-	s.counts[key] = minC + n
+	// Replace the minimum (the root): the newcomer inherits its count.
+	delete(s.pos, s.heap[0].key)
+	s.heap[0] = ssEntry{key, s.heap[0].count + n}
+	s.pos[key] = 0
+	s.down(0)
 }
 
-// feedCommit feeds the sketches from a commit's time buckets: every raise
+func (s *spaceSaving) less(i, j int) bool {
+	a, b := s.heap[i], s.heap[j]
+	return a.count < b.count || a.count == b.count && a.key < b.key
+}
+
+func (s *spaceSaving) swap(i, j int) {
+	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
+	s.pos[s.heap[i].key], s.pos[s.heap[j].key] = i, j
+}
+
+func (s *spaceSaving) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			return
+		}
+		s.swap(i, p)
+		i = p
+	}
+}
+
+func (s *spaceSaving) down(i int) {
+	for {
+		l := 2*i + 1
+		if l >= len(s.heap) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(s.heap) && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			return
+		}
+		s.swap(i, m)
+		i = m
+	}
+}
+
+// feedTrends feeds the sketches from a commit's time buckets: every raise
 // of a P half of a 1 min or 1 h bucket. Writer only.
 func (t *txn) feedTrends() {
 	tr := t.r.trends
@@ -192,19 +240,18 @@ func (t *txn) feedTrends() {
 		if vs.deleted {
 			continue
 		}
-		var b crdt.Bucket
-		parsed := false
+		if !vs.parsed {
+			vs.bucket, _ = crdt.ParseBucket(k.item)
+			vs.parsed = true
+		}
+		b := vs.bucket
+		if b.Key == "" || !trendLevel(b.Width) {
+			continue
+		}
 		for _, e := range vs.cur {
 			dp := e.P - min(e.P, vs.orig.Get(e.Replica).P)
 			if dp == 0 {
 				continue
-			}
-			if !parsed {
-				var ok bool
-				if b, ok = crdt.ParseBucket(k.item); !ok || b.Key == "" || !trendLevel(b.Width) {
-					break
-				}
-				parsed = true
 			}
 			if !locked {
 				tr.mu.Lock()

@@ -79,6 +79,10 @@ type vecState struct {
 	cur  crdt.Vector
 	// deleted: an expired time bucket the commit deletes.
 	deleted bool
+	// bucket is a time bucket's parsed name, once known (trend is set if
+	// its width feeds the trending sketches).
+	bucket crdt.Bucket
+	parsed bool
 }
 
 type recState struct {
@@ -410,8 +414,9 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	if !storage.ValidItem(m.Kind, m.Item) {
 		return fmt.Errorf("%w: bad vector merge %c/%q", ErrInvalid, m.Kind, m.Item)
 	}
+	var bucket crdt.Bucket
 	if m.Kind.IsWindows() {
-		if b, _ := crdt.ParseBucket(m.Item); b.Expired(t.nowMs) {
+		if bucket, _ = crdt.ParseBucket(m.Item); bucket.Expired(t.nowMs) {
 			// Gone by rule everywhere: taking it would bring it back.
 			t.r.metrics.refusedBucket.Inc()
 			return nil
@@ -426,6 +431,9 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	vs, err := t.vector(m.Kind, m.Item)
 	if err != nil {
 		return err
+	}
+	if m.Kind.IsWindows() {
+		vs.bucket, vs.parsed = bucket, true
 	}
 	vec := m.Vec
 	if own := vec.Get(t.r.self); !vs.cur.Get(t.r.self).Covers(own) {

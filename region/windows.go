@@ -204,26 +204,53 @@ func (t *txn) book(kind storage.Kind, key string, atMs, delta int64) {
 }
 
 // flushBookings applies the folded bookings to the buckets' own entries.
+// A family's total is booked once per (family, second), after the keys.
 func (t *txn) flushBookings() error {
 	var name []byte
+	type totalKey struct {
+		kind storage.Kind
+		sec  int64
+	}
+	var totals map[totalKey]int64
+	var totalOrder []totalKey
+	bookKey := func(kind storage.Kind, key string, sec, d int64) error {
+		for _, l := range t.r.windows.levels(kind, key) {
+			bk := crdt.Bucket{Key: key, Width: l.width, Start: crdt.BucketStart(sec*1000, l.width), Keep: l.keep}
+			if bk.Expired(t.nowMs) {
+				continue
+			}
+			name = bk.AppendName(name[:0])
+			vs, err := t.vector(kind.Windows(), string(name))
+			if err != nil {
+				return err
+			}
+			vs.cur = vs.cur.Add(t.r.self, d)
+			vs.deleted = false
+			vs.bucket, vs.parsed = bk, true
+		}
+		return nil
+	}
 	for _, b := range t.bookOrder {
 		d := *t.bookings[b]
 		if d == 0 {
 			continue
 		}
-		for _, key := range [2]string{b.key, ""} {
-			for _, l := range t.r.windows.levels(b.kind, key) {
-				bk := crdt.Bucket{Key: key, Width: l.width, Start: crdt.BucketStart(b.sec*1000, l.width), Keep: l.keep}
-				if bk.Expired(t.nowMs) {
-					continue
-				}
-				name = bk.AppendName(name[:0])
-				vs, err := t.vector(b.kind.Windows(), string(name))
-				if err != nil {
-					return err
-				}
-				vs.cur = vs.cur.Add(t.r.self, d)
-				vs.deleted = false
+		if err := bookKey(b.kind, b.key, b.sec, d); err != nil {
+			return err
+		}
+		tk := totalKey{b.kind, b.sec}
+		if totals == nil {
+			totals = make(map[totalKey]int64)
+		}
+		if _, ok := totals[tk]; !ok {
+			totalOrder = append(totalOrder, tk)
+		}
+		totals[tk] += d
+	}
+	for _, tk := range totalOrder {
+		if d := totals[tk]; d != 0 {
+			if err := bookKey(tk.kind, "", tk.sec, d); err != nil {
+				return err
 			}
 		}
 	}
