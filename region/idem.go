@@ -3,6 +3,8 @@ package region
 import (
 	"context"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Idempotency keys are keyed records (crdt.LikeRecord with Keyed set),
@@ -42,27 +44,34 @@ func (r *Replica) sweepIdempotency() {
 // before cutoff and which is expired by the rule, and returns how many it
 // deleted. The sweeper calls it; so can a test or an operator tool.
 func (r *Replica) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
-	total := 0
-	for {
+	return r.sweep(ctx, r.metrics.idemExpired, func() (*request, int, error) {
 		var batch []rkey
-		if err := r.store.Expiring(cutoff.UnixMilli(), func(key, idem string, _ int64) bool {
+		err := r.store.Expiring(cutoff.UnixMilli(), func(key, idem string, _ int64) bool {
 			batch = append(batch, rkey{key, idem, true})
 			return len(batch) < sweepPage
-		}); err != nil {
+		})
+		return &request{expire: batch}, len(batch), err
+	})
+}
+
+// sweep hands the writer pages of expiry candidates (each a request that
+// deletes what is still expired by the rule when the writer applies it)
+// until a page comes back short or deletes nothing: a candidate listed
+// before the cutoff may not be past the rule by the writer's clock yet.
+// It returns how many were deleted, also counted in done.
+func (r *Replica) sweep(ctx context.Context, done prometheus.Counter, page func() (*request, int, error)) (int, error) {
+	total := 0
+	for {
+		q, n, err := page()
+		if err != nil || n == 0 {
 			return total, err
 		}
-		if len(batch) == 0 {
-			return total, nil
-		}
-		q := &request{expire: batch}
 		if err := r.submit(ctx, q); err != nil {
 			return total, err
 		}
 		total += q.expired
-		r.metrics.idemExpired.Add(float64(q.expired))
-		if q.expired == 0 || len(batch) < sweepPage {
-			// Nothing left that the rule expires (a key stamped before the
-			// cutoff may not be past the TTL by the writer's clock yet).
+		done.Add(float64(q.expired))
+		if q.expired == 0 || n < sweepPage {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {

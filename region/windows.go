@@ -330,28 +330,10 @@ func (r *Replica) sweepWindows() {
 // ExpireWindows deletes every time bucket past its retention and returns
 // how many it deleted. The sweeper calls it; so can a test.
 func (r *Replica) ExpireWindows(ctx context.Context) (int, error) {
-	total := 0
-	for {
+	return r.sweep(ctx, r.metrics.bucketsExpired, func() (*request, int, error) {
 		refs, err := r.store.ExpiredWindows(r.pclock.NowMs(), sweepPage)
-		if err != nil {
-			return total, err
-		}
-		if len(refs) == 0 {
-			return total, nil
-		}
-		q := &request{expireWin: refs}
-		if err := r.submit(ctx, q); err != nil {
-			return total, err
-		}
-		total += q.expired
-		r.metrics.bucketsExpired.Add(float64(q.expired))
-		if q.expired == 0 || len(refs) < sweepPage {
-			return total, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+		return &request{expireWin: refs}, len(refs), err
+	})
 }
 
 // Window is the answer to a window or series read.
