@@ -332,7 +332,10 @@ func startServer(t *testing.T, opts *server.Options) *server.Server {
 		s.ConfigureLogger()
 	}
 	go s.Start()
-	if !s.ReadyForConnections(20 * time.Second) {
+	// Generous: under `go test -race ./...` on two cores this runs beside
+	// the chaos suite's processes, and a JetStream server with TLS once
+	// took more than 20 s to listen.
+	if !s.ReadyForConnections(90 * time.Second) {
 		t.Fatalf("nats server %s not ready", opts.ServerName)
 	}
 	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
