@@ -20,9 +20,17 @@ const sweepPage = 1000
 
 // sweepIdempotency runs until Close, sweeping once per IdempotencySweep.
 func (r *Replica) sweepIdempotency() {
+	r.sweepEvery(r.cfg.IdempotencySweep, "idempotency keys", func(ctx context.Context) (int, error) {
+		return r.ExpireIdempotency(ctx, r.cfg.Now().Add(-r.cfg.IdempotencyTTL))
+	})
+}
+
+// sweepEvery runs expire once per interval until Close, logging what it
+// deleted, or why it stopped early (the next round goes on).
+func (r *Replica) sweepEvery(interval time.Duration, what string, expire func(context.Context) (int, error)) {
 	defer r.wg.Done()
 	ctx := r.stopped // Close also stops a sweep in progress, not only the wait
-	t := time.NewTicker(r.cfg.IdempotencySweep)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -30,12 +38,12 @@ func (r *Replica) sweepIdempotency() {
 			return
 		case <-t.C:
 		}
-		n, err := r.ExpireIdempotency(ctx, r.cfg.Now().Add(-r.cfg.IdempotencyTTL))
+		n, err := expire(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			r.log.Warn("idempotency sweep stopped early; the next one goes on", "expired", n, "error", err)
+			r.log.Warn("sweep stopped early; the next one goes on", "what", what, "expired", n, "error", err)
 		case n > 0:
-			r.log.Debug("idempotency keys expired", "count", n)
+			r.log.Debug("expired", "what", what, "count", n)
 		}
 	}
 }

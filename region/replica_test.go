@@ -16,7 +16,13 @@ import (
 // with t.Cleanup and may also be done early by the returned func.
 func openReplica(t *testing.T, dir, id string, mut func(*Config)) (*Replica, func()) {
 	t.Helper()
-	st, err := storage.Open(storage.Config{Dir: dir})
+	return openReplicaStore(t, storage.Config{Dir: dir}, id, mut)
+}
+
+// openReplicaStore is openReplica on a store opened with scfg.
+func openReplicaStore(t *testing.T, scfg storage.Config, id string, mut func(*Config)) (*Replica, func()) {
+	t.Helper()
+	st, err := storage.Open(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -304,27 +304,13 @@ func (t *txn) expireWindow(ref storage.WindowRef) (bool, error) {
 // sweepWindowsEvery is how often the sweeper deletes expired buckets.
 const sweepWindowsEvery = 10 * time.Second
 
-// sweepWindows runs until Close, deleting expired time buckets.
+// sweepWindows runs until Close, deleting expired time buckets and
+// trending sketches past their keep.
 func (r *Replica) sweepWindows() {
-	defer r.wg.Done()
-	ctx := r.stopped
-	t := time.NewTicker(sweepWindowsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := r.ExpireWindows(ctx)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.log.Warn("time bucket sweep stopped early; the next one goes on", "expired", n, "error", err)
-		case n > 0:
-			r.log.Debug("time buckets expired", "count", n)
-		}
+	r.sweepEvery(sweepWindowsEvery, "time buckets", func(ctx context.Context) (int, error) {
 		r.trends.prune(r.pclock.NowMs())
-	}
+		return r.ExpireWindows(ctx)
+	})
 }
 
 // ExpireWindows deletes every time bucket past its retention and returns

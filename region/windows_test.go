@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,32 +50,12 @@ func openWin(t *testing.T, dir, id string, o winOpts) (*Replica, func()) {
 	if o.nosync {
 		scfg.Durability = storage.DurabilityNone
 	}
-	st, err := storage.Open(scfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{Region: "test", Replica: id, Store: st, Now: o.clock.now, Windows: o.windows, Registerer: o.reg}
-	if o.box != nil {
-		cfg.OnCommit = o.box.onCommit
-	}
-	r, err := New(cfg)
-	if err != nil {
-		_ = st.Close()
-		t.Fatal(err)
-	}
-	var once sync.Once
-	closeFn := func() {
-		once.Do(func() {
-			if err := r.Close(); err != nil {
-				t.Error(err)
-			}
-			if err := st.Close(); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	t.Cleanup(closeFn)
-	return r, closeFn
+	return openReplicaStore(t, scfg, id, func(cfg *Config) {
+		cfg.Now, cfg.Windows, cfg.Registerer = o.clock.now, o.windows, o.reg
+		if o.box != nil {
+			cfg.OnCommit = o.box.onCommit
+		}
+	})
 }
 
 // threeLevels is 1 s kept 3 h, 1 min kept 15 days, 1 h kept forever.
