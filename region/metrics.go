@@ -6,7 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // still count (tests read them) but are exported nowhere.
 type metrics struct {
 	ops            *prometheus.CounterVec
-	opsByKind      [OpIncr + 1]prometheus.Counter // resolved once: the writer counts every op
+	opsByKind      [numOpKinds]prometheus.Counter // resolved once: the writer counts every op
 	ownRecovered   prometheus.Counter
 	reconciled     prometheus.Counter
 	refused        *prometheus.CounterVec
@@ -23,6 +23,7 @@ type metrics struct {
 	unnumbered     *prometheus.GaugeVec
 	idemExpired    prometheus.Counter
 	bucketsExpired prometheus.Counter
+	uniqueIDs      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,17 +80,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Time buckets deleted for being past their retention.",
 		}),
 	}
+	m.uniqueIDs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_unique_ids_total",
+		Help: "Ids added to unique-count sketches (each id of each add, repeated ids included).",
+	})
 	m.refusedOwn = m.refused.WithLabelValues("own_entry")
 	m.refusedCap = m.refused.WithLabelValues("entry_cap")
 	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
 	m.refusedExpiry = m.refused.WithLabelValues("expired_key")
 	m.refusedNoReg = m.refused.WithLabelValues("keyed_no_register")
 	m.refusedBucket = m.refused.WithLabelValues("expired_bucket")
-	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr} {
+	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs)
 	}
 	return m
 }

@@ -54,6 +54,10 @@ const (
 	OpUnlike
 	// OpIncr adds By to counter Item, at most once per IdemKey if set.
 	OpIncr
+	// OpUniques adds IDs to the unique count of Item (uniques.go).
+	OpUniques
+
+	numOpKinds = OpUniques + 1
 )
 
 func (k OpKind) String() string {
@@ -64,6 +68,8 @@ func (k OpKind) String() string {
 		return "unlike"
 	case OpIncr:
 		return "incr"
+	case OpUniques:
+		return "uniques"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -81,6 +87,8 @@ type Op struct {
 	// Future of the replica's clock; the event is booked into the time
 	// buckets of that moment.
 	At int64
+	// IDs are the ids an OpUniques adds (1 to MaxUniqueIDs).
+	IDs []string
 }
 
 // Validate checks ids and bounds.
@@ -99,6 +107,15 @@ func (o *Op) Validate() error {
 		}
 		if o.IdemKey != "" && !crdt.ValidID(o.IdemKey) {
 			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
+		}
+	case OpUniques:
+		if len(o.IDs) == 0 || len(o.IDs) > MaxUniqueIDs {
+			return fmt.Errorf("%w: %d ids, want 1 to %d", ErrInvalid, len(o.IDs), MaxUniqueIDs)
+		}
+		for _, id := range o.IDs {
+			if !crdt.ValidID(id) {
+				return fmt.Errorf("%w: bad id %q", ErrInvalid, id)
+			}
 		}
 	default:
 		return fmt.Errorf("%w: unknown kind %d", ErrInvalid, o.Kind)
@@ -141,6 +158,9 @@ type Changes struct {
 	// Records changed by a local action or by this replica's reconciliation,
 	// so their new state must spread. Each Rec is a private copy.
 	Records []RecordChange
+	// Sketches are the pages of this replica's own unique-count sketches
+	// that changed, with their new absolute registers.
+	Sketches []SketchChange
 	// Merged counts records changed by merges only (nothing new to spread).
 	Merged int
 }
@@ -159,4 +179,6 @@ type RecordChange struct {
 }
 
 // Empty reports whether c carries nothing.
-func (c *Changes) Empty() bool { return len(c.Vectors) == 0 && len(c.Records) == 0 }
+func (c *Changes) Empty() bool {
+	return len(c.Vectors) == 0 && len(c.Records) == 0 && len(c.Sketches) == 0
+}

@@ -61,7 +61,9 @@ type Replica struct {
 	failure    atomic.Pointer[error]
 	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
 
-	windows windowRules // Config.Windows, compiled
+	windows      windowRules // Config.Windows, compiled
+	uniqueLevels []level     // Config.Windows.Uniques, compiled
+	ownPages     *pageCache  // owned by the writer goroutine (uniques.go)
 	trends  *trends     // trending sketches (trending.go)
 
 	umu          sync.RWMutex // protects unreconciled
@@ -85,6 +87,10 @@ type request struct {
 	res     []Result
 	vmerges []VectorMerge
 	rmerges []RecordMerge
+	smerges []SketchMerge
+	// ids counts the unique ids of the ops (OpUniques), which weigh on
+	// the batch like ops.
+	ids int
 	// expire lists keyed records to delete if still expired by the rule;
 	// expired is how many the writer deleted.
 	expire  []rkey
@@ -106,7 +112,7 @@ type request struct {
 }
 
 func (q *request) size() int {
-	return len(q.ops) + len(q.vmerges) + len(q.rmerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
+	return len(q.ops) + q.ids + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
 }
 
 // New opens a replica on cfg.Store and starts its writer.
@@ -127,6 +133,8 @@ func New(cfg Config) (*Replica, error) {
 		reconcileKick: make(chan struct{}, 1),
 		unreconciled:  make(map[vkey]int),
 		windows:       compileWindows(cfg.Windows),
+		uniqueLevels:  compileLevels(cfg.Windows.Uniques),
+		ownPages:      newPageCache(ownPageCacheSize),
 		trends:        newTrends(cfg.Windows.TrendingCapacity),
 	}
 	mono := cfg.Monotonic
@@ -356,6 +364,9 @@ func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
 		return nil, ErrNotReady
 	}
 	q := &request{ops: ops, res: make([]Result, len(ops))}
+	for i := range ops {
+		q.ids += len(ops[i].IDs)
+	}
 	if err := r.submit(ctx, q); err != nil {
 		return nil, err
 	}
@@ -472,7 +483,7 @@ func (r *Replica) commit(batch []*request) {
 	for _, q := range batch {
 		records += len(q.rmerges)
 		for i := range q.ops {
-			if q.ops[i].Kind != OpIncr || q.ops[i].IdemKey != "" {
+			if k := q.ops[i].Kind; k == OpLike || k == OpUnlike || k == OpIncr && q.ops[i].IdemKey != "" {
 				records++
 			}
 		}

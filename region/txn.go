@@ -33,6 +33,10 @@ type txn struct {
 	events []storage.Event
 	incrEv map[string]int
 
+	// Unique-count sketch pages (uniques.go) the batch touches.
+	pages  map[skey]*pageState
+	porder []skey
+
 	// Time buckets (windows.go): changes of own entries to book, folded
 	// per (family, key, second).
 	bookings    map[booking]*int64
@@ -199,7 +203,7 @@ func (r *Replica) keyExpired(rec *crdt.LikeRecord, nowMs int64) bool {
 
 // apply runs every part of one request against the overlay.
 func (t *txn) apply(q *request) {
-	var kinds [OpIncr + 1]int // ops by kind, counted once per request
+	var kinds [numOpKinds]int // ops by kind, counted once per request
 	for i := range q.ops {
 		q.res[i] = t.applyOp(&q.ops[i], &kinds)
 	}
@@ -216,6 +220,11 @@ func (t *txn) apply(q *request) {
 	for i := range q.rmerges {
 		if err := t.mergeRecord(&q.rmerges[i]); err != nil {
 			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
+		}
+	}
+	for i := range q.smerges {
+		if err := t.mergeSketch(&q.smerges[i]); err != nil {
+			t.r.log.Warn("sketch merge skipped", "name", q.smerges[i].Name, "replica", q.smerges[i].Replica, "error", err)
 		}
 	}
 	if len(q.finals) > 0 {
@@ -246,7 +255,7 @@ func (t *txn) apply(q *request) {
 	}
 }
 
-func (t *txn) applyOp(op *Op, kinds *[OpIncr + 1]int) Result {
+func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 	if err := op.Validate(); err != nil {
 		return Result{Err: err}
 	}
@@ -257,6 +266,8 @@ func (t *txn) applyOp(op *Op, kinds *[OpIncr + 1]int) Result {
 	switch op.Kind {
 	case OpLike, OpUnlike:
 		return t.applyLike(op.Item, op.User, op.Kind == OpLike, op.At)
+	case OpUniques:
+		return t.applyUniques(op)
 	default:
 		return t.applyIncr(op)
 	}
@@ -658,6 +669,7 @@ func (t *txn) commit() (Changes, error) {
 			ch.Merged++
 		}
 	}
+	t.writePages(&ch)
 	if err := t.number(); err != nil {
 		return Changes{}, err
 	}
@@ -682,6 +694,7 @@ func (t *txn) commit() (Changes, error) {
 		}
 	}
 	t.feedTrends()
+	t.cachePages()
 	if len(markers) > 0 {
 		t.r.umu.Lock()
 		for _, m := range markers {

@@ -59,6 +59,9 @@ type WindowConfig struct {
 	// TrendingCapacity is k, the counters per trending sketch: any key with
 	// more than 1/k of a window's additions is a candidate. Default 128.
 	TrendingCapacity int
+	// Uniques are the time-bucket levels of every key's unique count. Nil
+	// means DefaultUniqueLevels; empty turns them off.
+	Uniques []WindowLevel
 }
 
 // Defaults of WindowConfig.
@@ -97,6 +100,9 @@ func (c *WindowConfig) ensureDefaults() {
 	if c.TrendingCapacity == 0 {
 		c.TrendingCapacity = DefaultTrendingCapacity
 	}
+	if c.Uniques == nil {
+		c.Uniques = DefaultUniqueLevels()
+	}
 }
 
 // Validate reports every problem with c.
@@ -112,23 +118,30 @@ func (c *WindowConfig) Validate() error {
 		if r.Prefix != "" && !crdt.ValidID(r.Prefix) {
 			errs = append(errs, fmt.Errorf("region: windows: bad prefix %q", r.Prefix))
 		}
-		seen := map[time.Duration]bool{}
-		for _, l := range r.Levels {
-			w, k := l.Width, l.Keep
-			switch {
-			case w < time.Second || w%time.Second != 0 || w > crdt.MaxBucketWidth*time.Second:
-				errs = append(errs, fmt.Errorf("region: windows: rule %q: width %v is not whole seconds in 1s..%v", r.Prefix, w, crdt.MaxBucketWidth*time.Second))
-			case k < 0 || k%time.Second != 0 || k > crdt.MaxBucketKeep*time.Second:
-				errs = append(errs, fmt.Errorf("region: windows: rule %q: keep %v is not whole seconds", r.Prefix, k))
-			case k != 0 && k < c.Past:
-				errs = append(errs, fmt.Errorf("region: windows: rule %q: keep %v is shorter than the accepted event past %v", r.Prefix, k, c.Past))
-			case seen[w]:
-				errs = append(errs, fmt.Errorf("region: windows: rule %q: width %v twice", r.Prefix, w))
-			}
-			seen[w] = true
-		}
+		errs = append(errs, c.checkLevels(fmt.Sprintf("rule %q", r.Prefix), r.Levels)...)
 	}
+	errs = append(errs, c.checkLevels("uniques", c.Uniques)...)
 	return errors.Join(errs...)
+}
+
+func (c *WindowConfig) checkLevels(what string, levels []WindowLevel) []error {
+	var errs []error
+	seen := map[time.Duration]bool{}
+	for _, l := range levels {
+		w, k := l.Width, l.Keep
+		switch {
+		case w < time.Second || w%time.Second != 0 || w > crdt.MaxBucketWidth*time.Second:
+			errs = append(errs, fmt.Errorf("region: windows: %s: width %v is not whole seconds in 1s..%v", what, w, crdt.MaxBucketWidth*time.Second))
+		case k < 0 || k%time.Second != 0 || k > crdt.MaxBucketKeep*time.Second:
+			errs = append(errs, fmt.Errorf("region: windows: %s: keep %v is not whole seconds", what, k))
+		case k != 0 && k < c.Past:
+			errs = append(errs, fmt.Errorf("region: windows: %s: keep %v is shorter than the accepted event past %v", what, k, c.Past))
+		case seen[w]:
+			errs = append(errs, fmt.Errorf("region: windows: %s: width %v twice", what, w))
+		}
+		seen[w] = true
+	}
+	return errs
 }
 
 // level is a WindowLevel in seconds.
@@ -146,14 +159,19 @@ type compiledRule struct {
 	levels []level // finest first
 }
 
+func compileLevels(ls []WindowLevel) []level {
+	out := make([]level, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, level{int64(l.Width / time.Second), int64(l.Keep / time.Second)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].width < out[j].width })
+	return out
+}
+
 func compileWindows(c *WindowConfig) windowRules {
 	var wr windowRules
 	for _, r := range c.Rules {
-		cr := compiledRule{kind: r.Kind, prefix: r.Prefix}
-		for _, l := range r.Levels {
-			cr.levels = append(cr.levels, level{int64(l.Width / time.Second), int64(l.Keep / time.Second)})
-		}
-		sort.Slice(cr.levels, func(i, j int) bool { return cr.levels[i].width < cr.levels[j].width })
+		cr := compiledRule{kind: r.Kind, prefix: r.Prefix, levels: compileLevels(r.Levels)}
 		wr.rules = append(wr.rules, cr)
 	}
 	sort.SliceStable(wr.rules, func(i, j int) bool { return len(wr.rules[i].prefix) > len(wr.rules[j].prefix) })
@@ -290,6 +308,9 @@ func (r *Replica) BucketExpired(name string) bool {
 // again: flushBookings skips expired buckets).
 func (t *txn) expireWindow(ref storage.WindowRef) (bool, error) {
 	b, ok := crdt.ParseBucket(ref.Name)
+	if ok && ref.Kind == storage.UniquesWindows && b.Expired(t.nowMs) {
+		return true, t.expireSketch(ref)
+	}
 	if !ok || !ref.Kind.IsWindows() || !b.Expired(t.nowMs) {
 		return false, nil
 	}

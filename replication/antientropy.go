@@ -40,6 +40,13 @@ func (r *Replicator) servePage(data []byte) []byte {
 			}
 			pg.Records = append(pg.Records, Record{Item: item, User: user, Rec: rec})
 		},
+		Sketch: func(k storage.Kind, name, replica string, page int, p *crdt.HLLPage) {
+			if k == storage.UniquesWindows && r.cfg.Replica.BucketExpired(name) {
+				return // gone by rule; the sweeper deletes it soon
+			}
+			regs := *p
+			pg.Sketches = append(pg.Sketches, SketchPage{Kind: k, Name: name, Replica: replica, Page: page, Regs: &regs})
+		},
 	})
 	if err != nil {
 		r.log.Error("serve page", "bucket", q.Bucket, "error", err)
@@ -290,8 +297,17 @@ func (r *Replicator) pullBucket(ctx context.Context, id string, bucket int) erro
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
 			}
 		}
+		pages := make([]region.SketchMerge, 0, len(pg.Sketches))
+		for _, p := range pg.Sketches {
+			if r.vetEntry(id, p.Replica) {
+				pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: p.Replica, Page: p.Page, Regs: *p.Regs})
+			}
+		}
 		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil {
 			return fmt.Errorf("merge bucket %d from %s: %w", bucket, id, err)
+		}
+		if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil {
+			return fmt.Errorf("merge bucket %d sketches from %s: %w", bucket, id, err)
 		}
 		if pg.Next == nil {
 			return nil

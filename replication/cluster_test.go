@@ -208,6 +208,51 @@ func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 	converged(t, nodes, "hot", want, 15*time.Second)
 }
 
+// Overlapping ids added in three regions over a lossy, duplicating
+// network: every replica ends with the same sketches (equal digests), and
+// their union equals the sketch of every id; with the fast path gone,
+// anti-entropy alone gets there too.
+func TestUniquesConvergeOverNATS(t *testing.T) {
+	for _, drop := range []float64{0.5, 1} {
+		t.Run(fmt.Sprint("drop", drop), func(t *testing.T) {
+			nodes, _ := startCluster(t, "us", "eu", "ap")
+			for _, n := range nodes {
+				n.faults.SetFaults(Faults{Drop: drop, Dup: 0.3, Delay: 10 * time.Millisecond, Seed: 3})
+			}
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(2, 2))
+			ref := new(crdt.HLL)
+			for range 60 {
+				ids := make([]string, 200)
+				for i := range ids {
+					ids[i] = fmt.Sprintf("viewer%d", rng.IntN(20_000))
+					ref.AddID(ids[i])
+				}
+				n := nodes[rng.IntN(len(nodes))]
+				if _, err := n.replica.Apply(ctx, region.Op{Kind: region.OpUniques, Item: "video", IDs: ids}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			testkit.WaitFor(t, 30*time.Second, func() error {
+				root := nodes[0].store.Root()
+				for _, n := range nodes {
+					u, err := n.replica.Uniques([]string{"video"})
+					if err != nil {
+						return err
+					}
+					if !u.Sketch.Equal(ref) {
+						return fmt.Errorf("%s: sketch differs from the sketch of every id (estimate %.0f, want %.0f)", n.id, u.Estimate, ref.Estimate())
+					}
+					if n.store.Root() != root {
+						return fmt.Errorf("%s digest differs from %s", n.id, nodes[0].id)
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
 // With the fast path gone entirely, anti-entropy alone converges, even when
 // it may pull only a few buckets per round.
 func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {

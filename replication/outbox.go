@@ -13,9 +13,17 @@ import (
 // them. Its Add method is the region's OnCommit hook and never blocks on the
 // network.
 type Outbox struct {
-	mu   sync.Mutex // protects vecs and recs
-	vecs map[outVec]crdt.PN
-	recs map[outRec]*crdt.LikeRecord
+	mu    sync.Mutex // protects vecs, recs and pages
+	vecs  map[outVec]crdt.PN
+	recs  map[outRec]*crdt.LikeRecord
+	pages map[outPage]*crdt.HLLPage
+}
+
+// outPage names one page of this replica's sketch of a key.
+type outPage struct {
+	kind storage.Kind
+	name string
+	page int
 }
 
 type outVec struct {
@@ -32,7 +40,7 @@ type outRec struct {
 
 // NewOutbox returns an empty outbox.
 func NewOutbox() *Outbox {
-	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]*crdt.LikeRecord)}
+	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]*crdt.LikeRecord), pages: make(map[outPage]*crdt.HLLPage)}
 }
 
 // Add queues one commit's changes. It is region.Config.OnCommit.
@@ -51,26 +59,41 @@ func (o *Outbox) Add(c region.Changes) {
 			o.recs[k] = r.Rec // a private copy, per region.Changes
 		}
 	}
+	for i := range c.Sketches {
+		sc := &c.Sketches[i]
+		k := outPage{sc.Kind, sc.Name, sc.Page}
+		if cur, ok := o.pages[k]; ok {
+			cur.Merge(&sc.Regs)
+		} else {
+			p := sc.Regs
+			o.pages[k] = &p
+		}
+	}
 }
 
 // Len is how many entries wait for the next flush.
 func (o *Outbox) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.vecs) + len(o.recs)
+	return len(o.vecs) + len(o.recs) + len(o.pages)
 }
 
 // take empties the outbox and returns what it held.
-func (o *Outbox) take() ([]OwnEntry, []Record) {
+func (o *Outbox) take() ([]OwnEntry, []Record, []OwnPage) {
 	o.mu.Lock()
-	vecs, recs := o.vecs, o.recs
-	if len(vecs) == 0 && len(recs) == 0 {
+	vecs, recs, pages := o.vecs, o.recs, o.pages
+	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 {
 		o.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
 	}
 	o.vecs = make(map[outVec]crdt.PN, len(vecs))
 	o.recs = make(map[outRec]*crdt.LikeRecord, len(recs))
+	o.pages = make(map[outPage]*crdt.HLLPage, len(pages))
 	o.mu.Unlock()
+	op := make([]OwnPage, 0, len(pages))
+	for k, p := range pages {
+		op = append(op, OwnPage{Kind: k.kind, Name: k.name, Page: k.page, Regs: p})
+	}
 	ov := make([]OwnEntry, 0, len(vecs))
 	for k, pn := range vecs {
 		ov = append(ov, OwnEntry{Kind: k.kind, Item: k.item, PN: pn})
@@ -79,5 +102,5 @@ func (o *Outbox) take() ([]OwnEntry, []Record) {
 	for k, r := range recs {
 		or = append(or, Record{Item: k.item, User: k.user, Rec: r})
 	}
-	return ov, or
+	return ov, or, op
 }

@@ -265,16 +265,16 @@ func (r *Replicator) newFlusher() *flusher {
 // flush publishes what the outbox holds, or a heartbeat if nothing went out
 // for HeartbeatInterval.
 func (r *Replicator) flush(f *flusher) {
-	vecs, recs := r.cfg.Outbox.take()
+	vecs, recs, pages := r.cfg.Outbox.take()
 	if r.gossipIncrements() {
 		chaosOutgoing(f.gossipSent, vecs)
 	}
 	now := r.cfg.Now()
-	if len(vecs) == 0 && len(recs) == 0 && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
+	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
 		return
 	}
 	root := r.cfg.Store.Root()
-	for _, msg := range r.split(vecs, recs) {
+	for _, msg := range r.split(vecs, recs, pages) {
 		f.seq++
 		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq, r.cfg.Replica.Now().UnixMilli(), root
 		data := AppendDelta(nil, msg)
@@ -292,13 +292,13 @@ func (r *Replicator) flush(f *flusher) {
 
 // split packs entries into messages of at most MaxMessageBytes (roughly:
 // sizes are estimated from the encodings). Always at least one message.
-func (r *Replicator) split(vecs []OwnEntry, recs []Record) []*Delta {
+func (r *Replicator) split(vecs []OwnEntry, recs []Record, pages []OwnPage) []*Delta {
 	limit := r.cfg.MaxMessageBytes - 256
 	out := []*Delta{{}}
 	size := 0
 	next := func(n int) *Delta {
 		cur := out[len(out)-1]
-		if size+n > limit && (len(cur.Vectors) > 0 || len(cur.Records) > 0) {
+		if size+n > limit && !cur.empty() {
 			cur = &Delta{}
 			out = append(out, cur)
 			size = 0
@@ -313,6 +313,10 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record) []*Delta {
 	for _, rc := range recs {
 		d := next(len(rc.Item) + len(rc.User) + 24 + len(rc.Rec.Contrib)*40)
 		d.Records = append(d.Records, rc)
+	}
+	for _, p := range pages {
+		d := next(len(p.Name) + 2*p.Regs.Count() + 8)
+		d.Sketches = append(d.Sketches, p)
 	}
 	return out
 }
@@ -395,7 +399,7 @@ func (r *Replicator) receive(subject string, data []byte) {
 		}
 	}
 	r.m.received.Inc()
-	if len(d.Vectors) == 0 && len(d.Records) == 0 {
+	if d.empty() {
 		return
 	}
 	r.m.lag.Observe(float64(max(lag, 0)) / 1000)
@@ -438,7 +442,11 @@ func (r *Replicator) runMerger(ctx context.Context) {
 func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 	var vecs []region.VectorMerge
 	var recs []region.RecordMerge
+	var pages []region.SketchMerge
 	for _, d := range batch {
+		for _, p := range d.Sketches {
+			pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: d.Replica, Page: p.Page, Regs: *p.Regs})
+		}
 		for _, e := range d.Vectors {
 			pn := e.PN
 			if r.gossipIncrements() {
@@ -455,6 +463,9 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 	}
 	if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil && ctx.Err() == nil {
 		r.log.Warn("merge failed", "error", err)
+	}
+	if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil && ctx.Err() == nil {
+		r.log.Warn("sketch merge failed", "error", err)
 	}
 }
 

@@ -44,6 +44,30 @@ type Delta struct {
 	Root        uint64 // sender's state digest when flushed
 	Vectors     []OwnEntry
 	Records     []Record
+	// Sketches are pages of the sender's own unique-count sketches. On the
+	// wire they follow the records, and a message without them may end
+	// before: senders that predate sketches stay readable.
+	Sketches []OwnPage
+}
+
+func (d *Delta) empty() bool { return len(d.Vectors) == 0 && len(d.Records) == 0 && len(d.Sketches) == 0 }
+
+// OwnPage is one page of the sender's own sketch of a key, absolute.
+type OwnPage struct {
+	Kind storage.Kind // storage.Uniques or storage.UniquesWindows
+	Name string
+	Page int
+	Regs *crdt.HLLPage
+}
+
+// SketchPage is any replica's page of a sketch (anti-entropy pages carry
+// everyone's).
+type SketchPage struct {
+	Kind    storage.Kind
+	Name    string
+	Replica string
+	Page    int
+	Regs    *crdt.HLLPage
 }
 
 // OwnEntry is the sender's own entry of one vector.
@@ -76,9 +100,10 @@ type PageRequest struct {
 
 // Page is one page of a bucket's entries.
 type Page struct {
-	Entries []Entry
-	Records []Record
-	Next    []byte // cursor for the next page; nil when the bucket is done
+	Entries  []Entry
+	Records  []Record
+	Next     []byte // cursor for the next page; nil when the bucket is done
+	Sketches []SketchPage
 }
 
 func appendStr(b []byte, s string) []byte {
@@ -136,7 +161,28 @@ func AppendDelta(b []byte, d *Delta) []byte {
 		b = binary.AppendUvarint(b, e.PN.P)
 		b = binary.AppendUvarint(b, e.PN.N)
 	}
-	return appendRecords(b, d.Records)
+	b = appendRecords(b, d.Records)
+	if len(d.Sketches) == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(d.Sketches)))
+	for _, p := range d.Sketches {
+		b = appendSketchPage(b, p.Kind, p.Name, "", p.Page, p.Regs)
+	}
+	return b
+}
+
+func appendSketchPage(b []byte, k storage.Kind, name, replica string, page int, regs *crdt.HLLPage) []byte {
+	b = append(b, byte(k))
+	b = appendStr(b, name)
+	if replica != "" {
+		b = appendStr(b, replica)
+	}
+	b = append(b, byte(page))
+	n := len(b)
+	b = append(b, 0) // placeholder length byte, fixed below
+	b = crdt.AppendHLLPage(b, regs)
+	return fixLen(b, n)
 }
 
 // DecodeDelta decodes an AppendDelta encoding.
@@ -151,6 +197,14 @@ func DecodeDelta(p []byte) (*Delta, error) {
 		d.Vectors = append(d.Vectors, e)
 	}
 	d.Records = r.records()
+	if r.err == nil && len(r.b) > 0 {
+		n := r.sketchCount()
+		for i := 0; i < n && r.err == nil; i++ {
+			k, name := r.sketchName()
+			page, regs := r.sketchPage()
+			d.Sketches = append(d.Sketches, OwnPage{Kind: k, Name: name, Page: page, Regs: regs})
+		}
+	}
 	return d, r.finish("delta")
 }
 
@@ -211,7 +265,15 @@ func AppendPage(b []byte, pg *Page) []byte {
 		b = binary.AppendUvarint(b, e.PN.N)
 	}
 	b = appendRecords(b, pg.Records)
-	return appendBlob(b, pg.Next)
+	b = appendBlob(b, pg.Next)
+	if len(pg.Sketches) == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(pg.Sketches)))
+	for _, p := range pg.Sketches {
+		b = appendSketchPage(b, p.Kind, p.Name, p.Replica, p.Page, p.Regs)
+	}
+	return b
 }
 
 // DecodePage decodes an AppendPage encoding.
@@ -226,6 +288,15 @@ func DecodePage(p []byte) (*Page, error) {
 	}
 	pg.Records = r.records()
 	pg.Next = r.blob()
+	if r.err == nil && len(r.b) > 0 {
+		n := r.sketchCount()
+		for i := 0; i < n && r.err == nil; i++ {
+			k, name := r.sketchName()
+			replica := r.id()
+			page, regs := r.sketchPage()
+			pg.Sketches = append(pg.Sketches, SketchPage{Kind: k, Name: name, Replica: replica, Page: page, Regs: regs})
+		}
+	}
 	return pg, r.finish("page")
 }
 
@@ -335,6 +406,65 @@ func (r *reader) kind() storage.Kind {
 		r.fail("kind %d", k)
 	}
 	return k
+}
+
+// sketchCount reads the length of a sketch section, which is present only
+// when not empty: one encoding per message.
+func (r *reader) sketchCount() int {
+	n := r.count()
+	if r.err == nil && n == 0 {
+		r.fail("empty sketch section")
+	}
+	return n
+}
+
+// sketchName reads a sketch's kind and name.
+func (r *reader) sketchName() (storage.Kind, string) {
+	if r.err != nil {
+		return 0, ""
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0, ""
+	}
+	k := storage.Kind(r.b[0])
+	r.b = r.b[1:]
+	if !k.IsSketch() {
+		r.fail("sketch kind %d", k)
+		return 0, ""
+	}
+	p := r.blob()
+	if r.err == nil && !storage.ValidSketch(k, string(p)) {
+		r.fail("bad %s sketch name %q", k, p)
+	}
+	return k, string(p)
+}
+
+// sketchPage reads a page number and a page's registers.
+func (r *reader) sketchPage() (int, *crdt.HLLPage) {
+	if r.err != nil {
+		return 0, nil
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0, nil
+	}
+	page := int(r.b[0])
+	r.b = r.b[1:]
+	if page >= crdt.HLLPages {
+		r.fail("sketch page %d", page)
+		return 0, nil
+	}
+	body := r.blob()
+	if r.err != nil {
+		return 0, nil
+	}
+	regs := new(crdt.HLLPage)
+	if err := crdt.DecodeHLLPage(body, regs); err != nil {
+		r.fail("sketch page: %v", err)
+		return 0, nil
+	}
+	return page, regs
 }
 
 func (r *reader) records() []Record {

@@ -28,7 +28,24 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 	for i := range rng.IntN(maxRecs) { // enough to need multi-byte record lengths
 		d.Records = append(d.Records, Record{Item: "item", User: fmt.Sprintf("user%d", i), Rec: randRecord(rng)})
 	}
+	for i := range rng.IntN(4) {
+		k, name := storage.Uniques, fmt.Sprintf("video%d", i)
+		if i%2 == 1 {
+			k, name = storage.UniquesWindows, crdt.Bucket{Key: name, Width: 3600, Start: 7200, Keep: 86400}.Name()
+		}
+		d.Sketches = append(d.Sketches, OwnPage{Kind: k, Name: name, Page: rng.IntN(crdt.HLLPages), Regs: randRegs(rng)})
+	}
 	return d
+}
+
+// randRegs is a page with a random number of registers set, sparse or
+// dense.
+func randRegs(rng *rand.Rand) *crdt.HLLPage {
+	p := new(crdt.HLLPage)
+	for range rng.IntN(2 * crdt.HLLPageSize) {
+		p[rng.IntN(crdt.HLLPageSize)] = uint8(1 + rng.IntN(crdt.HLLMaxRho))
+	}
+	return p
 }
 
 func TestDeltaRoundTrip(t *testing.T) {
@@ -65,6 +82,7 @@ func TestPagesAndDigestsRoundTrip(t *testing.T) {
 	for i := range 50 {
 		pg.Entries = append(pg.Entries, Entry{Kind: storage.Counters, Item: fmt.Sprintf("k%d", i), Replica: "eu-1", PN: crdt.PN{P: uint64(i)}})
 		pg.Records = append(pg.Records, Record{Item: "i", User: fmt.Sprintf("u%d", i), Rec: randRecord(rng)})
+		pg.Sketches = append(pg.Sketches, SketchPage{Kind: storage.Uniques, Name: fmt.Sprintf("k%d", i), Replica: "eu-1", Page: i, Regs: randRegs(rng)})
 	}
 	got, err := DecodePage(AppendPage(nil, pg))
 	if err != nil || !reflect.DeepEqual(got, pg) {
@@ -100,6 +118,14 @@ func TestDecodersRejectGarbage(t *testing.T) {
 		"bad id":        bytes.Replace(good, []byte{1, 'a'}, []byte{1, '/'}, 1),
 		"huge count":    {wireV1, typeDelta, 1, 'a', 1, 'b', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
 	}
+	var regs crdt.HLLPage
+	regs[5] = 3
+	sk := AppendDelta(nil, &Delta{Replica: "a", Region: "b", Sketches: []OwnPage{{Kind: storage.Uniques, Name: "v", Page: 9, Regs: &regs}}})
+	cases["sketch kind"] = bytes.Replace(sk, []byte{'u', 1, 'v'}, []byte{'l', 1, 'v'}, 1)
+	cases["sketch name"] = bytes.Replace(sk, []byte{'u', 1, 'v'}, []byte{'u', 1, '/'}, 1)
+	cases["sketch page"] = bytes.Replace(sk, []byte{'v', 9}, []byte{'v', 64}, 1)
+	cases["sketch rho"] = bytes.Replace(sk, []byte{5, 3}, []byte{5, 52}, 1)
+	cases["sketch truncated"] = sk[:len(sk)-1]
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
 			t.Errorf("%s: err %v, want ErrBadMessage", name, err)

@@ -132,6 +132,9 @@ func (s *Store) loadDigests() error {
 type BucketVisitor struct {
 	Vector func(k Kind, item, replica string, e crdt.PN)
 	Record func(item, user string, r *crdt.LikeRecord)
+	// Sketch receives one stored page of a replica's unique-count sketch;
+	// p is only valid during the call.
+	Sketch func(k Kind, name, replica string, page int, p *crdt.HLLPage)
 }
 
 // ScanBucket visits a bucket's entries in key order, starting after the key
@@ -212,6 +215,18 @@ func visit(rest, val []byte, v BucketVisitor) error {
 		}
 		if v.Record != nil {
 			v.Record(key, idem, r)
+		}
+	case len(rest) > 2 && rest[0] == prefixSketch && rest[1] == '/':
+		k, name, replica, page, ok := parseSketchKey(rest[2:])
+		if !ok {
+			return fmt.Errorf("malformed sketch key")
+		}
+		var p crdt.HLLPage
+		if err := crdt.DecodeHLLPage(val, &p); err != nil {
+			return err
+		}
+		if v.Sketch != nil {
+			v.Sketch(k, name, replica, page, &p)
 		}
 	default:
 		return fmt.Errorf("unknown replicated key")

@@ -27,6 +27,10 @@ func (k Kind) String() string {
 		return "likes-windows"
 	case CountersWindows:
 		return "counters-windows"
+	case Uniques:
+		return "uniques"
+	case UniquesWindows:
+		return "uniques-windows"
 	}
 	return "unknown"
 }

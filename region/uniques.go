@@ -1,0 +1,378 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Unique counts. Every key has a HyperLogLog sketch (crdt.HLL) per replica:
+// a replica adds the ids it is given to its own sketch, and a read takes
+// the register-wise max over every replica's sketch. Register-wise max is
+// the same lattice as a vector's entries, so the per-replica sketches
+// replicate, merge, converge and are repaired by anti-entropy exactly as
+// own vector entries do, and the union of all replicas' sketches equals,
+// register for register, the sketch one node would have built from every
+// add: an id added in two regions counts once.
+//
+// A sketch is stored and replicated by pages of 256 registers, each a
+// Pebble key whose value is the page's canonical encoding (sparse while
+// few registers are set). An add rewrites only the pages whose registers
+// rose, and the fast path carries only those pages, as absolute values.
+//
+// Every add is also booked, in the same batch, into the key's time-bucket
+// sketches (WindowConfig.Uniques: hourly and daily by default), so "unique
+// viewers today" is one bucket and "this week" the union of seven.
+
+// MaxUniqueIDs bounds the ids of one OpUniques.
+const MaxUniqueIDs = 10_000
+
+// DefaultUniqueLevels are the time buckets of unique counts unless
+// configured: 1 h buckets kept 8 days (any day or week of hours), 1 d
+// buckets kept 400 days.
+func DefaultUniqueLevels() []WindowLevel {
+	return []WindowLevel{
+		{Width: time.Hour, Keep: 8 * 24 * time.Hour},
+		{Width: 24 * time.Hour, Keep: 400 * 24 * time.Hour},
+	}
+}
+
+// SketchMerge carries one page of a replica's sketch to merge by
+// register-wise max.
+type SketchMerge struct {
+	Kind    storage.Kind // Uniques or UniquesWindows
+	Name    string
+	Replica string
+	Page    int
+	Regs    crdt.HLLPage
+}
+
+// SketchChange is one page of this replica's own sketch, after a commit
+// raised some of its registers.
+type SketchChange struct {
+	Kind storage.Kind
+	Name string
+	Page int
+	Regs crdt.HLLPage
+}
+
+// MergeSketches folds remote sketch pages in. It is idempotent and
+// order-insensitive.
+func (r *Replica) MergeSketches(ctx context.Context, pages []SketchMerge) error {
+	if len(pages) == 0 {
+		return nil
+	}
+	return r.submit(ctx, &request{smerges: pages})
+}
+
+// skey names one page of one replica's sketch.
+type skey struct {
+	kind    storage.Kind
+	name    string
+	replica string
+	page    uint8
+}
+
+type pageState struct {
+	orig, cur crdt.HLLPage
+}
+
+// pageCache keeps this replica's own sketch pages as last committed, so a
+// hot key's adds do not read their pages back from Pebble every commit.
+// Only the writer goroutine uses it; only the writer writes own pages.
+type pageCache struct {
+	max   int
+	pages map[skey]*crdt.HLLPage
+}
+
+func newPageCache(max int) *pageCache {
+	return &pageCache{max: max, pages: make(map[skey]*crdt.HLLPage)}
+}
+
+func (c *pageCache) put(k skey, p *crdt.HLLPage) {
+	if c.max <= 0 {
+		return
+	}
+	if cp, ok := c.pages[k]; ok {
+		*cp = *p
+		return
+	}
+	if len(c.pages) >= c.max {
+		clear(c.pages) // simple and rare: a full cache starts over
+	}
+	cp := new(crdt.HLLPage)
+	*cp = *p
+	c.pages[k] = cp
+}
+
+// page returns the overlay state of a sketch page, loading it on first
+// touch.
+func (t *txn) page(k skey) (*pageState, error) {
+	if s, ok := t.pages[k]; ok {
+		return s, nil
+	}
+	s := &pageState{}
+	if p, ok := t.r.ownPages.pages[k]; ok && k.replica == t.r.self {
+		s.orig = *p
+	} else if err := t.r.store.SketchPage(k.kind, k.name, k.replica, int(k.page), &s.orig); err != nil {
+		return nil, err
+	}
+	s.cur = s.orig
+	if t.pages == nil {
+		t.pages = make(map[skey]*pageState)
+	}
+	t.pages[k] = s
+	t.porder = append(t.porder, k)
+	return s, nil
+}
+
+// applyUniques adds op.IDs to the key's own sketch and to its own sketches
+// of the time buckets of the event's time.
+func (t *txn) applyUniques(op *Op) Result {
+	at := t.atOr(op.At)
+	names := []skey{{kind: storage.Uniques, name: op.Item, replica: t.r.self}}
+	for _, l := range t.r.uniqueLevels {
+		bk := crdt.Bucket{Key: op.Item, Width: l.width, Start: crdt.BucketStart(at, l.width), Keep: l.keep}
+		if !bk.Expired(t.nowMs) {
+			names = append(names, skey{kind: storage.UniquesWindows, name: bk.Name(), replica: t.r.self})
+		}
+	}
+	// The pages of each sketch, loaded as the ids reach them.
+	pages := make([][crdt.HLLPages]*pageState, len(names))
+	raised := 0
+	for _, id := range op.IDs {
+		idx, rho := crdt.HLLRegister(crdt.HashUnique(id))
+		pg, off := idx/crdt.HLLPageSize, idx%crdt.HLLPageSize
+		for i := range names {
+			ps := pages[i][pg]
+			if ps == nil {
+				k := names[i]
+				k.page = uint8(pg)
+				var err error
+				if ps, err = t.page(k); err != nil {
+					return Result{Err: err}
+				}
+				pages[i][pg] = ps
+			}
+			if ps.cur[off] < rho {
+				ps.cur[off] = rho
+				if i == 0 {
+					raised++
+				}
+			}
+		}
+	}
+	t.r.metrics.uniqueIDs.Add(float64(len(op.IDs)))
+	return Result{Changed: raised > 0, Value: int64(raised)}
+}
+
+// mergeSketch merges a remote page by register-wise max.
+func (t *txn) mergeSketch(m *SketchMerge) error {
+	if !storage.ValidSketch(m.Kind, m.Name) || !crdt.ValidID(m.Replica) || m.Page < 0 || m.Page >= crdt.HLLPages {
+		return fmt.Errorf("%w: bad sketch merge %c/%q/%q page %d", ErrInvalid, m.Kind, m.Name, m.Replica, m.Page)
+	}
+	if m.Kind == storage.UniquesWindows {
+		if bk, _ := crdt.ParseBucket(m.Name); bk.Expired(t.nowMs) {
+			t.r.metrics.refusedBucket.Inc()
+			return nil
+		}
+	}
+	ps, err := t.page(skey{m.Kind, m.Name, m.Replica, uint8(m.Page)})
+	if err != nil {
+		return err
+	}
+	if m.Replica == t.r.self && t.r.accepting.Load() {
+		// As for vector entries: once writes are acknowledged this
+		// replica is the only authority on its own sketch.
+		probe := ps.cur
+		if probe.Merge(&m.Regs) {
+			t.r.metrics.refusedOwn.Inc()
+			t.r.log.Warn("refused a peer's higher registers of our own sketch", "kind", m.Kind, "name", m.Name, "page", m.Page)
+		}
+		return nil
+	}
+	ps.cur.Merge(&m.Regs)
+	return nil
+}
+
+// writePages adds the changed pages to the batch and the own ones to ch.
+func (t *txn) writePages(ch *Changes) {
+	indexed := map[string]bool{}
+	for _, k := range t.porder {
+		ps := t.pages[k]
+		if ps.cur == ps.orig {
+			continue
+		}
+		if k.kind == storage.UniquesWindows && ps.orig.IsZero() && !indexed[k.name] {
+			indexed[k.name] = true
+			t.b.IndexWindow(k.kind, k.name) // idempotent: it may be listed already
+		}
+		t.b.PutSketchPage(k.kind, k.name, k.replica, int(k.page), &ps.orig, &ps.cur)
+		if k.replica == t.r.self {
+			ch.Sketches = append(ch.Sketches, SketchChange{Kind: k.kind, Name: k.name, Page: int(k.page), Regs: ps.cur})
+		}
+	}
+}
+
+// cachePages keeps the committed own pages for the next batches.
+func (t *txn) cachePages() {
+	for _, k := range t.porder {
+		if k.replica == t.r.self {
+			t.r.ownPages.put(k, &t.pages[k].cur)
+		}
+	}
+}
+
+// expireSketch deletes a unique-count time bucket past its retention.
+func (t *txn) expireSketch(ref storage.WindowRef) error {
+	for pg := range crdt.HLLPages {
+		delete(t.r.ownPages.pages, skey{ref.Kind, ref.Name, t.r.self, uint8(pg)})
+	}
+	return t.b.DeleteSketch(ref.Kind, ref.Name)
+}
+
+// UniqueRead is the answer to a unique-count read.
+type UniqueRead struct {
+	// Estimate is the number of distinct ids, within about
+	// crdt.HLLStdError of the true count (one standard error).
+	Estimate float64
+	// Sketch is the union of every replica's sketch of every key read.
+	Sketch *crdt.HLL
+	// Replicas are the replicas whose sketches the read found.
+	Replicas []string
+	// From, To and Bucket describe a windowed read (zero otherwise): the
+	// union of the buckets of width Bucket starting in [From, To).
+	From, To time.Time
+	Bucket   time.Duration
+	// Closed: a windowed read ended more than WindowConfig.Past ago.
+	Closed bool
+}
+
+// MaxUniqueKeys bounds the keys of one union read, and MaxUniqueBuckets
+// the time buckets it merges per key.
+const (
+	MaxUniqueKeys    = 100
+	MaxUniqueBuckets = 1_000
+)
+
+// Uniques reads the unique count of the union of keys (one or more).
+func (r *Replica) Uniques(keys []string) (UniqueRead, error) {
+	if err := r.checkUniqueKeys(keys); err != nil {
+		return UniqueRead{}, err
+	}
+	out := UniqueRead{Sketch: new(crdt.HLL)}
+	seen := map[string]bool{}
+	for _, key := range keys {
+		err := r.store.Sketch(storage.Uniques, key, func(replica string, page int, p *crdt.HLLPage) {
+			out.Sketch.MergePage(page, p)
+			seen[replica] = true
+		})
+		if err != nil {
+			return UniqueRead{}, err
+		}
+	}
+	out.Replicas = sortedKeys(seen)
+	out.Estimate = out.Sketch.Estimate()
+	return out, nil
+}
+
+func (r *Replica) checkUniqueKeys(keys []string) error {
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if len(keys) == 0 || len(keys) > MaxUniqueKeys {
+		return fmt.Errorf("%w: %d keys, want 1 to %d", ErrInvalid, len(keys), MaxUniqueKeys)
+	}
+	for _, k := range keys {
+		if !crdt.ValidID(k) {
+			return fmt.Errorf("%w: bad key %q", ErrInvalid, k)
+		}
+	}
+	return nil
+}
+
+// UniqueRange turns "the last d" into aligned bounds for a unique-count
+// read: the d/width latest buckets of the finest level that covers d.
+func (r *Replica) UniqueRange(last time.Duration) (fromMs, toMs int64, err error) {
+	nowMs := r.pclock.NowMs()
+	l, err := r.pickUniqueLevel(nowMs-last.Milliseconds(), nowMs)
+	if err != nil {
+		return 0, 0, err
+	}
+	to := (crdt.BucketStart(nowMs, l.width) + l.width) * 1000
+	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
+	return to - n*l.width*1000, to, nil
+}
+
+// pickUniqueLevel chooses the finest unique-count level that still holds
+// fromMs and covers [fromMs, toMs) in at most MaxUniqueBuckets buckets.
+func (r *Replica) pickUniqueLevel(fromMs, toMs int64) (level, error) {
+	nowMs := r.pclock.NowMs()
+	for _, l := range r.uniqueLevels {
+		if l.keep != 0 && fromMs < nowMs-(l.keep+l.width)*1000 {
+			continue
+		}
+		if (toMs-fromMs)/1000/l.width > MaxUniqueBuckets {
+			continue
+		}
+		return l, nil
+	}
+	if len(r.uniqueLevels) == 0 {
+		return level{}, fmt.Errorf("%w: unique counts have no time buckets configured", ErrNoWindow)
+	}
+	return level{}, fmt.Errorf("%w: unique-count levels are %s", ErrNoWindow, describeLevels(r.uniqueLevels))
+}
+
+// UniquesWindow reads the unique count of the union of keys over
+// [fromMs, toMs), widened to whole buckets of the finest level that
+// covers it: the union of those buckets' sketches.
+func (r *Replica) UniquesWindow(keys []string, fromMs, toMs int64) (UniqueRead, error) {
+	if err := r.checkUniqueKeys(keys); err != nil {
+		return UniqueRead{}, err
+	}
+	if fromMs >= toMs {
+		return UniqueRead{}, fmt.Errorf("%w: empty range", ErrInvalid)
+	}
+	l, err := r.pickUniqueLevel(fromMs, toMs)
+	if err != nil {
+		return UniqueRead{}, err
+	}
+	from := crdt.BucketStart(fromMs, l.width)
+	to := crdt.BucketStart(toMs-1, l.width) + l.width
+	nowMs := r.pclock.NowMs()
+	out := UniqueRead{Sketch: new(crdt.HLL), From: time.Unix(from, 0), To: time.Unix(to, 0), Bucket: time.Duration(l.width) * time.Second,
+		Closed: to*1000+r.cfg.Windows.Past.Milliseconds() < nowMs}
+	seen := map[string]bool{}
+	for _, key := range keys {
+		err := r.store.SketchSeries(storage.UniquesWindows, key, l.width, from, to, func(b crdt.Bucket, replica string, page int, p *crdt.HLLPage) {
+			if b.Keep != l.keep || b.Expired(nowMs) {
+				return // another level's retention, or gone by rule
+			}
+			out.Sketch.MergePage(page, p)
+			seen[replica] = true
+		})
+		if err != nil {
+			return UniqueRead{}, err
+		}
+	}
+	out.Replicas = sortedKeys(seen)
+	out.Estimate = out.Sketch.Estimate()
+	return out, nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ownPageCacheSize is how many own sketch pages the writer keeps (256
+// bytes each: 16 MiB).
+const ownPageCacheSize = 1 << 16
