@@ -376,3 +376,43 @@ type TrendingItem struct {
 	Item  string `json:"item"`
 	Count int64  `json:"count"`
 }
+
+// UniquesAdded answers POST /v1/uniques/{key}.
+type UniquesAdded struct {
+	Key string `json:"key"`
+	// IDs is how many ids the request added (repeats included).
+	IDs int `json:"ids"`
+	// Changed: this replica's sketch of the key moved (some id was new to
+	// it, or at least raised a register). False means every id was, very
+	// probably, seen before.
+	Changed bool `json:"changed"`
+}
+
+// Uniques answers GET /v1/uniques/{key} and GET /v1/uniques: the number of
+// distinct ids added to the key (or to any of the keys), estimated from
+// the union of every replica's HyperLogLog sketch.
+type Uniques struct {
+	Keys []string `json:"keys"`
+	// Estimate is the distinct count, rounded.
+	Estimate int64 `json:"estimate"`
+	// StdError is one standard error of the estimate, in ids (RelStdError
+	// times the estimate): about 68% of estimates are within it, 95%
+	// within twice it.
+	StdError    float64 `json:"std_error"`
+	RelStdError float64 `json:"rel_std_error"`
+	// Approx is always true: a sketch estimates. Stale says whether some
+	// peer is unheard-from, so ids added there may be missing.
+	Approx bool `json:"approx"`
+	Stale  bool `json:"stale"`
+	// From, To and Bucket are set for a windowed read (last= or from=):
+	// the union of the buckets of that width starting in [from, to).
+	From   *time.Time `json:"from,omitempty"`
+	To     *time.Time `json:"to,omitempty"`
+	Bucket string     `json:"bucket,omitempty"`
+	// Final: a windowed read that ended long enough ago that no add can
+	// still be booked into it here, with no peer stale.
+	Final *bool `json:"final,omitempty"`
+	// Replicas whose sketches the read found, and their regions.
+	Replicas []string `json:"replicas"`
+	Regions  []string `json:"regions"`
+}

@@ -24,6 +24,10 @@ const MaxBatchEvents = 10000
 //	{"type":"like","item":"v1","user":"alice"}
 //	{"type":"incr","key":"views:v1","by":5,"idempotency_key":"req-42"}
 //
+// and a unique event adds an id (or user) to a key's unique count:
+//
+//	{"type":"unique","key":"viewers:v1","id":"alice"}
+//
 // The answer has one result per event, in request order:
 //
 //	{"applied":A,"rejected":R,"results":[{"ok":true,"value":V,"changed":true},
@@ -203,7 +207,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 	}
 	switch typ {
 	case "like", "unlike":
-		if len(e.key) > 0 || e.hasBy || len(e.idem) > 0 {
+		if len(e.key) > 0 || e.hasBy || len(e.idem) > 0 || len(e.id) > 0 {
 			return bad(CodeBadRequest, "%s events take item and user only", typ)
 		}
 		item, err := pick("item", e.item, "videoId", e.videoID)
@@ -220,7 +224,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		}
 		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user), At: at}, nil
 	case "incr":
-		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 {
+		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 || len(e.id) > 0 {
 			return bad(CodeBadRequest, "incr events take key, by and idempotency_key only")
 		}
 		if err := checkIDBytes("key", e.key); err != nil {
@@ -254,10 +258,25 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			id.down -= by
 		}
 		return region.Op{Kind: region.OpIncr, Item: id.s, By: by, IdemKey: idem, At: at}, nil
+	case "unique":
+		if len(e.item) > 0 || len(e.videoID) > 0 || e.hasBy || len(e.idem) > 0 {
+			return bad(CodeBadRequest, "unique events take key and id (or user) only")
+		}
+		if err := checkIDBytes("key", e.key); err != nil {
+			return region.Op{}, err
+		}
+		uid, err := pick("id", e.id, "user", e.user)
+		if err != nil {
+			return region.Op{}, err
+		}
+		if len(e.userID) > 0 {
+			return bad(CodeBadRequest, "unique events take id or user, not userId")
+		}
+		return region.Op{Kind: region.OpUniques, Item: b.ids[b.internID(e.key)].s, IDs: []string{string(uid)}, At: at}, nil
 	case "":
-		return bad(CodeMissingField, `event needs "type": like, unlike or incr`)
+		return bad(CodeMissingField, `event needs "type": like, unlike, incr or unique`)
 	}
-	return bad(CodeBadRequest, "unknown event type %s: want like, unlike or incr", quoteShort(typ))
+	return bad(CodeBadRequest, "unknown event type %s: want like, unlike, incr or unique", quoteShort(typ))
 }
 
 // pick returns the one of two alternative fields that is set, validated.

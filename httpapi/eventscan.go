@@ -26,9 +26,9 @@ import (
 // point into the body (or, for a string with escapes, into a fresh copy)
 // and are valid until the body is reused.
 type rawEvent struct {
-	typ, item, videoID, user, userID, key, idem []byte
-	by                                          int64
-	hasBy                                       bool
+	typ, item, videoID, user, userID, key, idem, id []byte
+	by                                              int64
+	hasBy                                           bool
 	// at is the event time as given in "at" or "timestamp" (atField): a
 	// string's bytes, or atNum if it was a number.
 	at       []byte
@@ -49,6 +49,7 @@ const (
 	fIdem
 	fAt
 	fTimestamp
+	fID
 )
 
 // eventScanner reads events from a body in memory.
@@ -282,6 +283,8 @@ func (e *rawEvent) field(name []byte) (uint, *[]byte) {
 		return fAt, nil
 	case "timestamp":
 		return fTimestamp, nil
+	case "id":
+		return fID, &e.id
 	}
 	return 0, nil
 }

@@ -214,6 +214,9 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/counters/"+key+"/incr", w(s.Handler(s.incr))).Methods(http.MethodPost)
 	rt.Handle("/v1/counters/"+key, s.Handler(s.getCounter)).Methods(http.MethodGet)
 	rt.Handle("/v1/events", w(s.Handler(s.postEvents))).Methods(http.MethodPost)
+	rt.Handle("/v1/uniques/"+key, w(s.Handler(s.postUniques))).Methods(http.MethodPost)
+	rt.Handle("/v1/uniques/"+key, s.Handler(s.getUniques)).Methods(http.MethodGet)
+	rt.Handle("/v1/uniques", s.Handler(s.getUniquesUnion)).Methods(http.MethodGet)
 
 	rt.Handle("/healthz", s.Handler(s.healthz)).Methods(http.MethodGet)
 	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)

@@ -64,7 +64,7 @@ type Replica struct {
 	windows      windowRules // Config.Windows, compiled
 	uniqueLevels []level     // Config.Windows.Uniques, compiled
 	ownPages     *pageCache  // owned by the writer goroutine (uniques.go)
-	trends  *trends     // trending sketches (trending.go)
+	trends       *trends     // trending sketches (trending.go)
 
 	umu          sync.RWMutex // protects unreconciled
 	unreconciled map[vkey]int // vector -> records counting in it whose excess is not zero

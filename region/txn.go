@@ -34,8 +34,9 @@ type txn struct {
 	incrEv map[string]int
 
 	// Unique-count sketch pages (uniques.go) the batch touches.
-	pages  map[skey]*pageState
-	porder []skey
+	pages   map[skey]*pageState
+	porder  []skey
+	targets map[targetKey]*uniqueTarget
 
 	// Time buckets (windows.go): changes of own entries to book, folded
 	// per (family, key, second).

@@ -130,44 +130,66 @@ func (t *txn) page(k skey) (*pageState, error) {
 	return s, nil
 }
 
+// uniqueTarget is the sketches one add writes: the key's own all-time
+// sketch and its own bucket sketches of one second, with their pages as
+// the ids reach them. A batch of single-id events of one key reuses it.
+type uniqueTarget struct {
+	names []skey
+	pages [][crdt.HLLPages]*pageState
+}
+
+type targetKey struct {
+	item string
+	sec  int64
+}
+
+func (t *txn) uniqueTarget(item string, atMs int64) *uniqueTarget {
+	tk := targetKey{item, atMs / 1000}
+	if ut, ok := t.targets[tk]; ok {
+		return ut
+	}
+	ut := &uniqueTarget{names: []skey{{kind: storage.Uniques, name: item, replica: t.r.self}}}
+	for _, l := range t.r.uniqueLevels {
+		bk := crdt.Bucket{Key: item, Width: l.width, Start: crdt.BucketStart(atMs, l.width), Keep: l.keep}
+		if !bk.Expired(t.nowMs) {
+			ut.names = append(ut.names, skey{kind: storage.UniquesWindows, name: bk.Name(), replica: t.r.self})
+		}
+	}
+	ut.pages = make([][crdt.HLLPages]*pageState, len(ut.names))
+	if t.targets == nil {
+		t.targets = make(map[targetKey]*uniqueTarget)
+	}
+	t.targets[tk] = ut
+	return ut
+}
+
 // applyUniques adds op.IDs to the key's own sketch and to its own sketches
 // of the time buckets of the event's time.
 func (t *txn) applyUniques(op *Op) Result {
-	at := t.atOr(op.At)
-	names := []skey{{kind: storage.Uniques, name: op.Item, replica: t.r.self}}
-	for _, l := range t.r.uniqueLevels {
-		bk := crdt.Bucket{Key: op.Item, Width: l.width, Start: crdt.BucketStart(at, l.width), Keep: l.keep}
-		if !bk.Expired(t.nowMs) {
-			names = append(names, skey{kind: storage.UniquesWindows, name: bk.Name(), replica: t.r.self})
-		}
-	}
-	// The pages of each sketch, loaded as the ids reach them.
-	pages := make([][crdt.HLLPages]*pageState, len(names))
-	raised := 0
+	ut := t.uniqueTarget(op.Item, t.atOr(op.At))
+	raised := false
 	for _, id := range op.IDs {
 		idx, rho := crdt.HLLRegister(crdt.HashUnique(id))
 		pg, off := idx/crdt.HLLPageSize, idx%crdt.HLLPageSize
-		for i := range names {
-			ps := pages[i][pg]
+		for i := range ut.names {
+			ps := ut.pages[i][pg]
 			if ps == nil {
-				k := names[i]
+				k := ut.names[i]
 				k.page = uint8(pg)
 				var err error
 				if ps, err = t.page(k); err != nil {
 					return Result{Err: err}
 				}
-				pages[i][pg] = ps
+				ut.pages[i][pg] = ps
 			}
 			if ps.cur[off] < rho {
 				ps.cur[off] = rho
-				if i == 0 {
-					raised++
-				}
+				raised = raised || i == 0
 			}
 		}
 	}
 	t.r.metrics.uniqueIDs.Add(float64(len(op.IDs)))
-	return Result{Changed: raised > 0, Value: int64(raised)}
+	return Result{Changed: raised}
 }
 
 // mergeSketch merges a remote page by register-wise max.

@@ -50,7 +50,9 @@ type Delta struct {
 	Sketches []OwnPage
 }
 
-func (d *Delta) empty() bool { return len(d.Vectors) == 0 && len(d.Records) == 0 && len(d.Sketches) == 0 }
+func (d *Delta) empty() bool {
+	return len(d.Vectors) == 0 && len(d.Records) == 0 && len(d.Sketches) == 0
+}
 
 // OwnPage is one page of the sender's own sketch of a key, absolute.
 type OwnPage struct {

@@ -1,0 +1,183 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+)
+
+// uniquesRequest is the body of POST /v1/uniques/{key}: one id or many.
+type uniquesRequest struct {
+	IDs []string `json:"ids"`
+	ID  *string  `json:"id"`
+	// At (or Timestamp) is when the ids were seen by the client: they are
+	// booked into the hourly and daily buckets of that moment.
+	At        json.RawMessage `json:"at"`
+	Timestamp json.RawMessage `json:"timestamp"`
+}
+
+// POST /v1/uniques/{key} {"ids": ["alice", "bob"]} or {"id": "alice"}
+func (s *Server) postUniques(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	var body uniquesRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		if errors.Is(err, errEmptyBody) {
+			return newError(http.StatusBadRequest, CodeMissingField, `give "ids": [...] or "id"`)
+		}
+		return err
+	}
+	ids := body.IDs
+	switch {
+	case body.ID != nil && ids != nil:
+		return newError(http.StatusBadRequest, CodeBadRequest, `give "ids" or "id", not both`)
+	case body.ID != nil:
+		ids = []string{*body.ID}
+	case len(ids) == 0:
+		return newError(http.StatusBadRequest, CodeMissingField, `give "ids": [...] (1 to %d ids) or "id"`, region.MaxUniqueIDs)
+	case len(ids) > region.MaxUniqueIDs:
+		return newError(http.StatusBadRequest, CodeBadRequest, "%d ids in one request; at most %d", len(ids), region.MaxUniqueIDs)
+	}
+	for _, id := range ids {
+		if err := checkID("id", id); err != nil {
+			return err
+		}
+	}
+	at, err := eventTime(body.At, body.Timestamp)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpUniques, Item: key, IDs: ids, At: at})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.UniquesAdded{Key: key, IDs: len(ids), Changed: res.Changed})
+	return nil
+}
+
+// GET /v1/uniques/{key}[?last=24h | from=&to=]
+func (s *Server) getUniques(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	return s.uniques(w, r, []string{key})
+}
+
+// GET /v1/uniques?keys=a,b,c[&last=7d | from=&to=]: the distinct ids of
+// the union of the keys.
+func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	list, err := one(q, "keys")
+	if err != nil {
+		return err
+	}
+	if list == "" {
+		return newError(http.StatusBadRequest, CodeMissingField, "give keys=a,b,c (1 to %d keys)", region.MaxUniqueKeys)
+	}
+	keys := strings.Split(list, ",")
+	if len(keys) > region.MaxUniqueKeys {
+		return newError(http.StatusBadRequest, CodeBadRequest, "%d keys; at most %d", len(keys), region.MaxUniqueKeys)
+	}
+	for _, k := range keys {
+		if err := checkID("key", k); err != nil {
+			return err
+		}
+	}
+	slices.Sort(keys)
+	return s.uniques(w, r, slices.Compact(keys))
+}
+
+func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) error {
+	q := r.URL.Query()
+	fromMs, toMs, windowed, err := s.uniqueRange(q)
+	if err != nil {
+		return err
+	}
+	var rd region.UniqueRead
+	if windowed {
+		rd, err = s.rep.UniquesWindow(keys, fromMs, toMs)
+	} else {
+		rd, err = s.rep.Uniques(keys)
+	}
+	if err != nil {
+		return windowErr(err)
+	}
+	est := math.Round(rd.Estimate)
+	out := api.Uniques{Keys: keys, Estimate: int64(est), RelStdError: crdt.HLLStdError,
+		StdError: math.Round(est*crdt.HLLStdError*10) / 10, Approx: true, Replicas: rd.Replicas, Regions: []string{}}
+	out.Stale = s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	regionOf := s.regionOf()
+	for _, id := range rd.Replicas {
+		out.Regions = append(out.Regions, regionName(regionOf, id))
+	}
+	slices.Sort(out.Regions)
+	out.Regions = slices.Compact(out.Regions)
+	if windowed {
+		from, to := rd.From.UTC(), rd.To.UTC()
+		out.From, out.To, out.Bucket = &from, &to, rd.Bucket.String()
+		final := rd.Closed && !out.Stale
+		out.Final = &final
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// uniqueRange reads last= or from=&to= (to defaults to now); windowed is
+// false if neither is given (the all-time count).
+func (s *Server) uniqueRange(q url.Values) (fromMs, toMs int64, windowed bool, err error) {
+	last, err := one(q, "last")
+	if err != nil {
+		return 0, 0, false, err
+	}
+	from, err := one(q, "from")
+	if err != nil {
+		return 0, 0, false, err
+	}
+	to, err := one(q, "to")
+	if err != nil {
+		return 0, 0, false, err
+	}
+	switch {
+	case last == "" && from == "" && to == "":
+		return 0, 0, false, nil
+	case last != "" && (from != "" || to != ""):
+		return 0, 0, false, newError(http.StatusBadRequest, CodeBadRequest, "give last, or from (and to), not both")
+	case last != "":
+		d, err := parseSpan("last", last)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		fromMs, toMs, err := s.rep.UniqueRange(d)
+		return fromMs, toMs, true, windowErr(err)
+	case from == "":
+		return 0, 0, false, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=24h) or from (and to)")
+	}
+	if fromMs, err = parseTime("from", from); err != nil {
+		return 0, 0, false, err
+	}
+	toMs = s.rep.Now().UnixMilli()
+	if to != "" {
+		if toMs, err = parseTime("to", to); err != nil {
+			return 0, 0, false, err
+		}
+	}
+	if toMs <= fromMs || time.Duration(toMs-fromMs)*time.Millisecond > maxLast {
+		return 0, 0, false, newError(http.StatusBadRequest, CodeBadTime, "to must be after from, by at most %v", maxLast)
+	}
+	return fromMs, toMs, true, nil
+}
