@@ -96,6 +96,12 @@ event_time_future = "1m"
 # of a window's additions is never missed; counts are always exact.
 trending_capacity = 128
 
+# Unique counts (POST /v1/uniques/{key}) keep a HyperLogLog sketch per key
+# and also per time bucket of these levels, for GET /v1/uniques/{key}?last=24h.
+# A bucket sketch costs up to 16 KiB per replica (a few bytes per id while
+# small). Every region must use the same levels. "" keeps no buckets.
+uniques_windows = "1h:8d,1d:400d"
+
 # --- Replication (leave nats empty for a standalone replica) ---
 
 # URL(s) of this region's NATS cluster, comma-separated.

@@ -99,6 +99,10 @@ type Config struct {
 	// TrendingCapacity is k, the counters of each trending sketch: a key
 	// with more than 1/k of a window's additions is never missed. Default 128.
 	TrendingCapacity int `hcl:"trending_capacity,optional"`
+	// UniquesWindows are the time-bucket levels of every unique count,
+	// width:keep pairs as for Windows; "" keeps none. Every region must
+	// say the same. Default "1h:8d,1d:400d".
+	UniquesWindows string `hcl:"uniques_windows,optional"`
 	// ShutdownTimeout bounds how long shutdown waits for in-flight
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
@@ -283,6 +287,7 @@ func DefaultConfig() Config {
 		EventTimePast:    "5m",
 		EventTimeFuture:  "1m",
 		TrendingCapacity: 128,
+		UniquesWindows:   "1h:8d,1d:400d",
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",

@@ -44,6 +44,12 @@ func (c *Config) WindowConfig() (*region.WindowConfig, error) {
 		}
 		wc.Rules = append(wc.Rules, rule)
 	}
+	if wc.Uniques, err = ParseWindowLevels(c.UniquesWindows); err != nil {
+		return nil, fmt.Errorf("uniques_windows %q: %w", c.UniquesWindows, err)
+	}
+	if wc.Uniques == nil {
+		wc.Uniques = []region.WindowLevel{} // "": none, rather than the default
+	}
 	if err := wc.Validate(); err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ window "views:" {
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h", LikeLists: true,
 		EventLog: true, EventRetention: "168h", EventLogKeep: "168h",
-		Windows: "1s:1h,1m:7d", EventTimePast: "2m", EventTimeFuture: "1m", TrendingCapacity: 128,
+		Windows: "1s:1h,1m:7d", EventTimePast: "2m", EventTimeFuture: "1m", TrendingCapacity: 128, UniquesWindows: "1h:8d,1d:400d",
 		WindowRules:   []tallynode.WindowRuleConfig{{Prefix: "views:", Kind: "counters", Levels: "1m:30d,1h:forever"}},
 		FlushInterval: "10ms", AntiEntropyInterval: "1s", PeerTimeout: "5s", RecoveryTimeout: "10s",
 		AllocBucket: "tally_alloc", AllocReplicas: 1, LeaseTTL: "4s", LeaseReclaimAfter: "0",
