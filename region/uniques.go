@@ -79,34 +79,31 @@ type skey struct {
 
 type pageState struct {
 	orig, cur crdt.HLLPage
+	origEnc   []byte // orig's stored bytes; nil if it is not stored
+	curEnc    []byte // cur's bytes once written
 }
 
-// pageCache keeps this replica's own sketch pages as last committed, so a
-// hot key's adds do not read their pages back from Pebble every commit.
-// Only the writer goroutine uses it; only the writer writes own pages.
+// pageCache keeps the stored bytes of this replica's own sketch pages, so a
+// hot key's adds neither read their pages back from Pebble every commit nor
+// encode the old page again for the digest. Only the writer goroutine uses
+// it; only the writer writes own pages.
 type pageCache struct {
 	max   int
-	pages map[skey]*crdt.HLLPage
+	pages map[skey][]byte
 }
 
 func newPageCache(max int) *pageCache {
-	return &pageCache{max: max, pages: make(map[skey]*crdt.HLLPage)}
+	return &pageCache{max: max, pages: make(map[skey][]byte)}
 }
 
-func (c *pageCache) put(k skey, p *crdt.HLLPage) {
+func (c *pageCache) put(k skey, enc []byte) {
 	if c.max <= 0 {
 		return
 	}
-	if cp, ok := c.pages[k]; ok {
-		*cp = *p
-		return
-	}
-	if len(c.pages) >= c.max {
+	if _, ok := c.pages[k]; !ok && len(c.pages) >= c.max {
 		clear(c.pages) // simple and rare: a full cache starts over
 	}
-	cp := new(crdt.HLLPage)
-	*cp = *p
-	c.pages[k] = cp
+	c.pages[k] = enc
 }
 
 // page returns the overlay state of a sketch page, loading it on first
@@ -116,10 +113,19 @@ func (t *txn) page(k skey) (*pageState, error) {
 		return s, nil
 	}
 	s := &pageState{}
-	if p, ok := t.r.ownPages.pages[k]; ok && k.replica == t.r.self {
-		s.orig = *p
-	} else if err := t.r.store.SketchPage(k.kind, k.name, k.replica, int(k.page), &s.orig); err != nil {
-		return nil, err
+	if enc, ok := t.r.ownPages.pages[k]; ok && k.replica == t.r.self {
+		if enc != nil {
+			if err := crdt.DecodeHLLPage(enc, &s.orig); err != nil {
+				return nil, fmt.Errorf("cached sketch page %s/%s: %w", k.name, k.replica, err)
+			}
+		}
+		s.origEnc = enc
+	} else {
+		enc, err := t.r.store.SketchPage(k.kind, k.name, k.replica, int(k.page), &s.orig)
+		if err != nil {
+			return nil, err
+		}
+		s.origEnc = enc
 	}
 	s.cur = s.orig
 	if t.pages == nil {
@@ -233,7 +239,7 @@ func (t *txn) writePages(ch *Changes) {
 			indexed[k.name] = true
 			t.b.IndexWindow(k.kind, k.name) // idempotent: it may be listed already
 		}
-		t.b.PutSketchPage(k.kind, k.name, k.replica, int(k.page), &ps.orig, &ps.cur)
+		ps.curEnc = t.b.PutSketchPage(k.kind, k.name, k.replica, int(k.page), ps.origEnc, &ps.cur)
 		if k.replica == t.r.self {
 			ch.Sketches = append(ch.Sketches, SketchChange{Kind: k.kind, Name: k.name, Page: int(k.page), Regs: ps.cur})
 		}
@@ -243,8 +249,12 @@ func (t *txn) writePages(ch *Changes) {
 // cachePages keeps the committed own pages for the next batches.
 func (t *txn) cachePages() {
 	for _, k := range t.porder {
-		if k.replica == t.r.self {
-			t.r.ownPages.put(k, &t.pages[k].cur)
+		if ps := t.pages[k]; k.replica == t.r.self {
+			if ps.cur == ps.orig {
+				t.r.ownPages.put(k, ps.origEnc)
+			} else {
+				t.r.ownPages.put(k, ps.curEnc)
+			}
 		}
 	}
 }
@@ -395,6 +405,6 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// ownPageCacheSize is how many own sketch pages the writer keeps (256
-// bytes each: 16 MiB).
-const ownPageCacheSize = 1 << 16
+// ownPageCacheSize is how many own sketch pages the writer keeps (their
+// stored bytes: at most 257 each, about 2 per register set while sparse).
+const ownPageCacheSize = 1 << 18

@@ -100,25 +100,24 @@ func parseHexByte(b []byte) (int, bool) {
 	return v, true
 }
 
-// PutSketchPage writes replica's page of a sketch, replacing old (nil or
-// a zero page if there was none). A zero p deletes the page.
-func (b *Batch) PutSketchPage(k Kind, name, replica string, page int, old, p *crdt.HLLPage) {
+// PutSketchPage writes replica's page of a sketch, replacing the page
+// whose stored bytes are old (nil if there was none), and returns the new
+// bytes (nil for a zero page, which deletes it). The caller keeps stored
+// bytes around (a cache of own pages does) so that no page is encoded
+// twice.
+func (b *Batch) PutSketchPage(k Kind, name, replica string, page int, old []byte, p *crdt.HLLPage) []byte {
 	b.kbuf = appendSketchPageKey(b.kbuf[:0], k, name, replica, page)
-	var oldb []byte
-	if old != nil && !old.IsZero() {
-		b.obuf = crdt.AppendHLLPage(b.obuf[:0], old)
-		oldb = b.obuf
-	}
 	if p.IsZero() {
-		if oldb != nil {
-			b.digest(b.kbuf, oldb, nil)
+		if old != nil {
+			b.digest(b.kbuf, old, nil)
 			_ = b.b.Delete(b.kbuf, nil)
 		}
-		return
+		return nil
 	}
-	b.buf = crdt.AppendHLLPage(b.buf[:0], p)
-	b.digest(b.kbuf, oldb, b.buf)
-	_ = b.b.Set(b.kbuf, b.buf, nil)
+	enc := crdt.AppendHLLPage(nil, p)
+	b.digest(b.kbuf, old, enc)
+	_ = b.b.Set(b.kbuf, enc, nil)
+	return enc
 }
 
 // DeleteSketch deletes every page of every replica's sketch of name (a
@@ -145,17 +144,17 @@ func (b *Batch) DeleteSketch(k Kind, name string) error {
 }
 
 // SketchPage reads one page of replica's sketch of name into p (zeroed if
-// it is not stored).
-func (s *Store) SketchPage(k Kind, name, replica string, page int, p *crdt.HLLPage) error {
+// it is not stored) and returns its stored bytes (nil if none).
+func (s *Store) SketchPage(k Kind, name, replica string, page int, p *crdt.HLLPage) ([]byte, error) {
 	*p = crdt.HLLPage{}
 	v, ok, err := s.get(appendSketchPageKey(nil, k, name, replica, page))
 	if err != nil || !ok {
-		return wrapRead(err, "sketch page", string(k), name, replica)
+		return nil, wrapRead(err, "sketch page", string(k), name, replica)
 	}
 	if err := crdt.DecodeHLLPage(v, p); err != nil {
-		return wrapRead(err, "sketch page", string(k), name, replica)
+		return nil, wrapRead(err, "sketch page", string(k), name, replica)
 	}
-	return nil
+	return v, nil
 }
 
 // Sketch calls fn for every stored page of every replica's sketch of
