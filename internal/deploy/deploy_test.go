@@ -495,3 +495,77 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 		t.Fatalf("eu v0 window: %v %v, want 13", b, err)
 	}
 }
+
+// The unique-count scenario of the README tour: overlapping viewers added
+// in three regions, eu cut off while both sides add more, then the heal.
+// Every region then reports the same estimate (the same sketches), within
+// the stated error of the true distinct count, all-time, for the last day
+// and for the union of two keys.
+func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startReadyDeployment(t)
+	eu := urls[1]
+	distinct := map[string]bool{}
+	add := func(u, key string, from, to int) {
+		t.Helper()
+		var ids []string
+		for i := from; i < to; i++ {
+			id := fmt.Sprintf("viewer%d", i)
+			ids = append(ids, fmt.Sprintf("%q", id))
+			if key == "video:1" {
+				distinct[id] = true
+			}
+		}
+		body := `{"ids":[` + strings.Join(ids, ",") + `]}`
+		if st, b, err := testkit.DoJSON("POST", u+"/v1/uniques/"+key, body); err != nil || st != 200 {
+			t.Fatalf("POST %s: %d %v %v", u, st, b, err)
+		}
+	}
+	// Overlapping ranges: viewers 0..3999 at us, 2000..5999 at eu,
+	// 4000..7999 at ap.
+	for i, u := range urls {
+		add(u, "video:1", i*2000, i*2000+4000)
+	}
+	cut := func(up bool) {
+		t.Helper()
+		for _, other := range []string{"us", "ap"} {
+			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 200 {
+				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
+			}
+		}
+	}
+	cut(false)
+	add(eu, "video:1", 7000, 12000)       // eu alone: half new, half seen at ap
+	add(urls[0], "video:1", 11000, 15000) // us: some of eu's new ones too
+	add(urls[2], "video:2", 0, 3000)      // another key, for the union
+	cut(true)
+
+	want := float64(len(distinct)) // 15000
+	paths := []string{"/v1/uniques/video:1", "/v1/uniques/video:1?last=24h", "/v1/uniques?keys=video:1,video:2"}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for _, p := range paths {
+			var first any
+			for _, u := range urls {
+				st, b, err := testkit.DoJSON("GET", u+p, "")
+				if err != nil || st != 200 {
+					return fmt.Errorf("GET %s%s: %d %v %v", u, p, st, b, err)
+				}
+				est, _ := b["estimate"].(float64)
+				if regions, _ := b["regions"].([]any); len(regions) != 3 {
+					return fmt.Errorf("%s%s: sketches of %v, want all three regions", u, p, b["regions"])
+				}
+				if first == nil {
+					first = est
+				} else if est != first {
+					return fmt.Errorf("%s%s: estimate %v, another region says %v", u, p, est, first)
+				}
+				if p != paths[2] && (est < want*(1-4*0.008125) || est > want*(1+4*0.008125)) {
+					t.Fatalf("%s%s: estimate %v for %v distinct viewers", u, p, est, want)
+				}
+			}
+		}
+		return nil
+	})
+}
