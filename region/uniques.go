@@ -407,4 +407,4 @@ func sortedKeys(m map[string]bool) []string {
 
 // ownPageCacheSize is how many own sketch pages the writer keeps (their
 // stored bytes: at most 257 each, about 2 per register set while sparse).
-const ownPageCacheSize = 1 << 18
+const ownPageCacheSize = 1 << 17
