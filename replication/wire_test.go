@@ -162,6 +162,8 @@ func FuzzDecodePage(f *testing.F) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	f.Add(AppendPage(nil, &Page{Entries: []Entry{{Kind: storage.Likes, Item: "i", Replica: "r", PN: crdt.PN{P: 1}}}, Records: []Record{{Item: "i", User: "u", Rec: randRecord(rng)}}, Next: []byte("k")}))
 	f.Add(AppendPageRequest(nil, &PageRequest{Bucket: 7, After: []byte("x")}))
+	f.Add(AppendPage(nil, &Page{Next: []byte("k"), Sketches: []SketchPage{{Kind: storage.Uniques, Name: "v", Replica: "r", Page: 3, Regs: randRegs(rng)},
+		{Kind: storage.UniquesWindows, Name: crdt.Bucket{Key: "v", Width: 3600, Start: 0, Keep: 0}.Name(), Replica: "r", Page: 63, Regs: randRegs(rng)}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if pg, err := DecodePage(data); err == nil {
 			again, err := DecodePage(AppendPage(nil, pg))
