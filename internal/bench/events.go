@@ -127,11 +127,11 @@ func (c eventsBenchConfig) Validate() error {
 		}
 	}
 	if len(c.Mixes) == 0 {
-		bad("--mix: want at least one of incr, idem, like")
+		bad("--mix: want at least one of incr, idem, like, unique")
 	}
 	for _, m := range c.Mixes {
-		if m != "incr" && m != "idem" && m != "like" {
-			bad("--mix %q: want incr, idem or like", m)
+		if m != "incr" && m != "idem" && m != "like" && m != "unique" {
+			bad("--mix %q: want incr, idem, like or unique", m)
 		}
 	}
 	if c.Batch < 1 || c.Batch > maxBenchEventsBatch {
@@ -186,7 +186,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 	mixes := strings.Join(cfg.Mixes, ",")
 	fs := newFlagSet("bench events", func(fs *flag.FlagSet) {
 		fs.StringVar(&cfg.URL, "url", cfg.URL, "base `URL` of the replica to load (default: start one in process)")
-		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), idem (the same, each with a new idempotency key), like (one hot item, new users)")
+		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), idem (the same, each with a new idempotency key), like (one hot item, new users), unique (ids into the keys' unique counts: new ids, or with --users N drawn from N)")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "`events` per request (at most 10000)")
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "`workers`, each with one request in flight")
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each mix sends requests")
@@ -439,8 +439,12 @@ func (er *eventsRun) fill(w *eventsWorker) {
 			b = append(b, `","idempotency_key":"`...)
 			b = er.appendFreshID(b, w)
 			b = append(b, `"}`...)
-		case "like":
-			b = append(b, `{"type":"like","item":"`...)
+		case "like", "unique":
+			if er.mix == "like" {
+				b = append(b, `{"type":"like","item":"`...)
+			} else {
+				b = append(b, `{"type":"unique","key":"`...)
+			}
 			b = append(b, key...)
 			b = append(b, `","user":"`...)
 			if er.cfg.Users > 0 {
@@ -512,6 +516,8 @@ func (er *eventsRun) post(ctx context.Context, w *eventsWorker) (applied, counte
 		return applied, applied, nil
 	case "idem": // a duplicate key would not count; every key here is new
 		return applied, applied - int64(bytes.Count(body, []byte(`"duplicate":true`))), nil
+	case "unique": // every id is added; "changed" counts the ones that raised a register
+		return applied, applied, nil
 	}
 	return applied, int64(bytes.Count(body, []byte(`"changed":true`))), nil
 }
