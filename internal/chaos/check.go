@@ -53,6 +53,12 @@ const (
 	// KindTrending: a region's trending list over the run is not the
 	// model's top keys with their counts.
 	KindTrending = "trending"
+	// KindUniques: after the final heal a region's unique count of a key
+	// (or of the union of every key, over all time or the last 24 h) is
+	// not the estimate of the model's sketch of the acknowledged ids, or
+	// differs from another region's, or is not from the sketches of the
+	// replicas that acknowledged adds; or could not be read.
+	KindUniques = "uniques"
 )
 
 // Violation is one failed check.

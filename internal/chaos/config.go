@@ -69,10 +69,18 @@ type Config struct {
 	Workers int
 	// Users, Items and Counters size the workload. Defaults 300, 40, 4.
 	Users, Items, Counters int
-	// LikeWeight, PairWeight and IncrWeight set the mix of single
-	// likes/unlikes, concurrent pairs (one user in two regions at once) and
-	// counter increments. Defaults 65, 10, 25.
-	LikeWeight, PairWeight, IncrWeight int
+	// LikeWeight, PairWeight, IncrWeight and UniqueWeight set the mix of
+	// single likes/unlikes, concurrent pairs (one user in two regions at
+	// once), counter increments and unique-count adds. Defaults 65, 10,
+	// 25, 10; all four zero means the defaults, so a mix that sets the
+	// first three and not UniqueWeight adds no unique ids.
+	LikeWeight, PairWeight, IncrWeight, UniqueWeight int
+	// UniqueKeys is how many unique-count keys the workload adds ids to
+	// (uv:1, uv:2, ...), and UniqueIDs how many distinct ids it draws them
+	// from: every key and region draws from the same ids, so an id is
+	// added in several regions, to several keys, and more than once.
+	// Defaults 3 and 10,000.
+	UniqueKeys, UniqueIDs int
 	// RetryElsewhere is the share of increments the client sends again,
 	// with the same idempotency key, to another region right after the
 	// first answer, as a client failing over would. Default 0.3.
@@ -123,6 +131,9 @@ func DefaultConfig() Config {
 		LikeWeight:          65,
 		PairWeight:          10,
 		IncrWeight:          25,
+		UniqueWeight:        10,
+		UniqueKeys:          3,
+		UniqueIDs:           10_000,
 		RetryElsewhere:      0.3,
 		ClientTimeout:       1500 * time.Millisecond,
 		SampleInterval:      time.Second,
@@ -156,8 +167,10 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Users, d.Users)
 	setInt(&c.Items, d.Items)
 	setInt(&c.Counters, d.Counters)
-	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 {
-		c.LikeWeight, c.PairWeight, c.IncrWeight = d.LikeWeight, d.PairWeight, d.IncrWeight
+	setInt(&c.UniqueKeys, d.UniqueKeys)
+	setInt(&c.UniqueIDs, d.UniqueIDs)
+	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 {
+		c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = d.LikeWeight, d.PairWeight, d.IncrWeight, d.UniqueWeight
 	}
 	if c.Seed == 0 {
 		c.Seed = d.Seed
@@ -222,8 +235,11 @@ func (c Config) Validate() error {
 		bad("workload: want workers >= 1, users >= workers, items >= 1, counters >= 1 (got %d, %d, %d, %d)",
 			c.Workers, c.Users, c.Items, c.Counters)
 	}
-	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.LikeWeight+c.PairWeight+c.IncrWeight == 0 {
+	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.UniqueWeight < 0 || c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight == 0 {
 		bad("mix: weights must be >= 0 and not all 0")
+	}
+	if c.UniqueWeight > 0 && (c.UniqueKeys < 1 || c.UniqueKeys > maxUniqueKeys || c.UniqueIDs < 1) {
+		bad("unique counts: want 1 to %d keys and at least 1 id (got %d, %d)", maxUniqueKeys, c.UniqueKeys, c.UniqueIDs)
 	}
 	if c.RetryElsewhere < 0 || c.RetryElsewhere > 1 {
 		bad("retry-elsewhere %v: want a share from 0 to 1", c.RetryElsewhere)

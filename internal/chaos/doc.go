@@ -41,6 +41,14 @@
 // final heal by resending its key, so every operation counts exactly once
 // or not at all, and the model has one exact value per key.
 //
+// Clients also add ids to a few unique counts (uv:1, uv:2, uv:3: POST
+// /v1/uniques/{key} with one id or a list, or a batch of unique events),
+// drawn from one pool of ids so that the same id is added in several
+// regions, to several keys and more than once; a third of the adds go to
+// two regions at once. Adding is idempotent: an add whose answer is lost
+// is sent again to the same region until acknowledged, so the model knows
+// exactly which ids every key holds.
+//
 // Every increment, and half the likes and unlikes, carries the client's
 // own time of the event ("at", up to 3 s before it is sent, as an app
 // that queues events sends them), the same in every attempt and resend of
@@ -70,6 +78,13 @@
 //   - trending over a window holding the run (2 h, if the run is shorter)
 //     lists, in every region, the model's top counters and items with
 //     their exact counts (ties in any order);
+//   - every region answers every unique count (each key and the union of
+//     all, over all time and the last 24 h) with the estimate of the
+//     model's sketch of the acknowledged ids (a crdt.HLL built from them,
+//     as a replica builds its own: identical registers give the identical
+//     estimate), the same in every region, within 5 standard errors of
+//     the number of distinct ids, from the sketches of exactly the
+//     replicas that acknowledged adds, and not stale;
 //   - every restarted region became ready;
 //   - once numbering has settled (no like waits for a number, no lease is
 //     held), every milestone number the allocator's state says was used

@@ -14,6 +14,10 @@ const (
 	OpLike   OpKind = "like"
 	OpUnlike OpKind = "unlike"
 	OpIncr   OpKind = "incr"
+	// OpUnique adds ids to a unique count (POST /v1/uniques/{key}, or a
+	// batch of unique events). Adding is idempotent, so a timed-out add
+	// is retried at the same region until acknowledged, like a like.
+	OpUnique OpKind = "unique"
 )
 
 // Outcome is what the client learned of an operation.
@@ -42,11 +46,15 @@ type Op struct {
 	// Region is where the client sent it (every attempt of it but an
 	// increment's Retry).
 	Region string `json:"region"`
-	// Key is the item (likes) or the counter key (increments).
+	// Key is the item (likes), the counter key (increments) or the
+	// unique-count key (unique adds).
 	Key  string `json:"key"`
 	User string `json:"user,omitempty"`
 	By   int64  `json:"by,omitempty"`
 	Idem string `json:"idem,omitempty"`
+	// IDs are a unique add's ids, repeats included; an acknowledged add
+	// whose answer rejected some of them holds only the applied ones.
+	IDs []string `json:"ids,omitempty"`
 	// Retry, for an increment, is the region the client sent the same
 	// idempotency key to after the first answer (a failover); "" if
 	// none, sent RetryAfter the first answer. RetryOutcome is that
@@ -59,14 +67,17 @@ type Op struct {
 	// replica's clock decides): for an increment, its own time when the
 	// event happened, a little before the first attempt, and the same in
 	// every attempt, so the model knows the 1 s bucket it belongs in; for
-	// a like or unlike, that of its last attempt (each is stamped anew).
+	// a like or unlike, that of its last attempt (each is stamped anew);
+	// for a unique add, the same in every attempt, unless a replica
+	// refused it (bad_time), when the add is sent again without one.
 	At int64 `json:"at,omitempty"`
 	// ResolveAt, for an increment resolved after At had fallen out of the
 	// replicas' accepted past (a long run), is the time the resolving
 	// resend carried instead (see workload.resolve).
 	ResolveAt int64 `json:"resolve_at,omitempty"`
 	// Events: the increment was sent as a one-event batch (POST
-	// /v1/events) rather than to its counter's route.
+	// /v1/events) rather than to its counter's route; a unique add, as one
+	// unique event per id.
 	Events bool `json:"events,omitempty"`
 	// Pair is shared by the two operations of a concurrent pair (the same
 	// user acting in two regions at once); 0 otherwise.
@@ -94,6 +105,8 @@ type Op struct {
 	// with an event time (an increment always is).
 	lag     time.Duration
 	stamped bool
+	// single: a unique add of one id sent as {"id": ...}, not {"ids": [...]}.
+	single bool
 }
 
 // applied reports whether the model counts the operation: acknowledged, or

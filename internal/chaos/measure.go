@@ -92,11 +92,18 @@ type OpCounts struct {
 	// FailedBadTime: failed because a replica refused that time.
 	Stamped       int `json:"stamped"`
 	FailedBadTime int `json:"failed_bad_time"`
+	// Uniques are unique adds, UniqueIDs the ids they sent (repeats
+	// included, each side of a pair counted), UniquePairs the adds sent
+	// to two regions at once (Pairs are the likes' concurrent pairs).
+	// LikesRetried counts unique adds retried until acknowledged too.
+	Uniques     int `json:"uniques"`
+	UniqueIDs   int `json:"unique_ids"`
+	UniquePairs int `json:"unique_pairs"`
 }
 
 func countOps(ops []Op) OpCounts {
 	var c OpCounts
-	pairs := map[int64]bool{}
+	pairs, uniquePairs := map[int64]bool{}, map[int64]bool{}
 	for i := range ops {
 		o := &ops[i]
 		c.Total++
@@ -107,8 +114,14 @@ func countOps(ops []Op) OpCounts {
 			c.Unlikes++
 		case OpIncr:
 			c.Increments++
+		case OpUnique:
+			c.Uniques++
+			c.UniqueIDs += len(o.IDs)
 		}
-		if o.Pair != 0 {
+		switch {
+		case o.Pair != 0 && o.Kind == OpUnique:
+			uniquePairs[o.Pair] = true
+		case o.Pair != 0:
 			pairs[o.Pair] = true
 		}
 		if o.At != 0 {
@@ -150,6 +163,6 @@ func countOps(ops []Op) OpCounts {
 			c.Unresolved++
 		}
 	}
-	c.Pairs = len(pairs)
+	c.Pairs, c.UniquePairs = len(pairs), len(uniquePairs)
 	return c
 }

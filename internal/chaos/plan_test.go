@@ -103,7 +103,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestWorkloadIDsAreValid(t *testing.T) {
-	for _, id := range []string{itemID(0), itemID(999), userID(1234), counterID(3), replicaID("us"), "op-123"} {
+	for _, id := range []string{itemID(0), itemID(999), userID(1234), counterID(3), replicaID("us"), "op-123", uniqueKeyID(0), uniqueKeyID(99), uniqueID(0), uniqueID(99_999)} {
 		if !crdt.ValidID(id) {
 			t.Errorf("%q is not a valid tally id", id)
 		}
@@ -118,7 +118,7 @@ func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
 		for range 50 {
 			for _, o := range p.next().ops {
 				// The event times' lags and routes are drawn too.
-				out = append(out, string(o.Kind)+" "+o.Region+" "+o.Key+" "+o.User+" "+o.lag.String()+" "+strconv.FormatBool(o.stamped || o.Events))
+				out = append(out, string(o.Kind)+" "+o.Region+" "+o.Key+" "+o.User+" "+o.lag.String()+" "+strconv.FormatBool(o.stamped || o.Events)+" "+strings.Join(o.IDs, ","))
 			}
 		}
 		return out
@@ -131,8 +131,8 @@ func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
 	// one worker, one at a time.
 	for _, s := range a {
 		f := strings.Fields(s)
-		if f[0] == string(OpIncr) {
-			continue
+		if f[0] == string(OpIncr) || f[0] == string(OpUnique) {
+			continue // no user
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(f[3], "user-"))
 		if err != nil || n%cfg.Workers != 3 {

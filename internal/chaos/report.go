@@ -90,6 +90,12 @@ type Checked struct {
 	// regions; TrendingLists the trending lists compared with the model.
 	WindowBuckets int `json:"window_buckets"`
 	TrendingLists int `json:"trending_lists"`
+	// UniqueKeys counts the unique-count keys, UniqueReads the unique
+	// counts compared (each key and their union, all time and last 24 h,
+	// every region), UniqueIDs the distinct acknowledged ids of all keys.
+	UniqueKeys  int `json:"unique_keys"`
+	UniqueReads int `json:"unique_reads"`
+	UniqueIDs   int `json:"unique_ids"`
 }
 
 // Measures are the run's figures.
@@ -205,8 +211,8 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "faults: %d episodes (%s), %d skipped\n", len(r.Episodes)-skipped, strings.Join(parts, ", "), skipped)
 	o := r.Ops
-	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d; %d concurrent pairs)\n", o.Total, o.Likes, o.Unlikes, o.Increments, o.Pairs)
-	fmt.Fprintf(w, "  ok %d, failed %d (refused %d, not_ready %d), indeterminate %d: %d likes retried until acknowledged, increments resolved %d applied before + %d at resolution, %d unresolved\n",
+	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d, unique adds %d; %d concurrent pairs)\n", o.Total, o.Likes, o.Unlikes, o.Increments, o.Uniques, o.Pairs)
+	fmt.Fprintf(w, "  ok %d, failed %d (refused %d, not_ready %d), indeterminate %d: %d likes and unique adds retried until acknowledged, increments resolved %d applied before + %d at resolution, %d unresolved\n",
 		o.OK, o.Failed, o.FailedRefused, o.FailedNotReady, o.TimedOut, o.LikesRetried, o.ResolvedDuplicate, o.ResolvedApplied, o.Unresolved)
 	fmt.Fprintf(w, "  %d increments sent again to another region with the same idempotency key, %d answered duplicate there\n",
 		o.RetriedElsewhere, o.RetryDuplicate)
@@ -214,6 +220,10 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "checked: %d counters and %d items in %d regions, %d user records, %d own-entry samples\n", k.Counters, k.Items, k.Regions, k.UserRecords, k.Samples)
 	fmt.Fprintf(w, "time windows: %d non-empty buckets (1s, 1m, 1h) compared, %d trending lists; %d operations sent with an event time, %d refused it (bad_time)\n",
 		k.WindowBuckets, k.TrendingLists, o.Stamped, o.FailedBadTime)
+	if k.UniqueKeys > 0 {
+		fmt.Fprintf(w, "unique counts: %d keys and their union, all time and last %s: %d answers compared in %d regions, %d distinct ids; %d adds sent %d ids, %d to two regions at once\n",
+			k.UniqueKeys, uniqueWindow, k.UniqueReads, k.Regions, k.UniqueIDs, o.Uniques, o.UniqueIDs, o.UniquePairs)
+	}
 	if c.Milestones != MilestonesOff {
 		fmt.Fprintf(w, "milestones (%s): %d checked, each fired once and alike everywhere; %d like numbers used\n", c.Milestones, k.Milestones, k.NumbersUsed)
 	}

@@ -180,6 +180,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	wants, vs := check(ops, r.keys, fs)
 	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, r.keys, wants, r.start)
 	vs = append(vs, wvs...)
+	uvs, un := checkUniquesUntil(ctx, r.d.procs, ops, uniqueKeys(r.cfg))
+	vs = append(vs, uvs...)
 	vs = append(vs, msVs...)
 	if !converged {
 		vs = append(vs, Violation{Kind: KindNotConverged,
@@ -236,7 +238,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	m.WriteLatency = latencies(ops, all)
 	rep.Ops = countOps(ops)
 	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples,
-		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowBuckets: wn.Buckets, TrendingLists: wn.Trending}
+		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowBuckets: wn.Buckets, TrendingLists: wn.Trending,
+		UniqueKeys: un.Keys, UniqueReads: un.Reads, UniqueIDs: un.Distinct}
 	return nil
 }
 
@@ -257,7 +260,7 @@ func touchedUsers(ops []Op) []userKey {
 	seen := map[userKey]bool{}
 	var out []userKey
 	for _, o := range ops {
-		if o.Kind == OpIncr {
+		if o.Kind != OpLike && o.Kind != OpUnlike {
 			continue
 		}
 		uk := userKey{o.Key, o.User}
@@ -310,7 +313,7 @@ func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
 		Duration: cfg.Duration.String(), Regions: cfg.Regions, Faults: faults, ChaosBuild: build,
 		MsgFaults: msgFaults, Bug: cfg.Bug, Rate: cfg.Rate, Workers: cfg.Workers,
 		Users: cfg.Users, Items: cfg.Items, Counters: cfg.Counters,
-		Mix:           fmt.Sprintf("likes %d, pairs %d, increments %d", cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight),
+		Mix:           fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d", cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight),
 		ClientTimeout: cfg.ClientTimeout.String(), AntiEntropy: cfg.AntiEntropyInterval.String(), PeerTimeout: cfg.PeerTimeout.String(),
 		Milestones: cfg.Milestones, LeaseTTL: leaseTTL,
 	}
@@ -342,7 +345,7 @@ func annotateRestartClock(vs []Violation, ops []Op, eps []EpisodeRecord, liked m
 		}
 		for j := len(ops) - 1; j >= 0; j-- {
 			o := &ops[j]
-			if o.Kind == OpIncr || o.Key != uk.Item || o.User != uk.User || o.Outcome != OutcomeOK || (o.Kind == OpLike) != final {
+			if o.Kind != OpLike && o.Kind != OpUnlike || o.Key != uk.Item || o.User != uk.User || o.Outcome != OutcomeOK || (o.Kind == OpLike) != final {
 				continue
 			}
 			for _, e := range eps {

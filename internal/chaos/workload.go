@@ -11,15 +11,16 @@ import (
 	"time"
 )
 
-// workload drives the regions with likes, unlikes and increments, like
-// many users of many clients would, and records every operation.
+// workload drives the regions with likes, unlikes, increments and unique
+// adds, like many users of many clients would, and records every
+// operation.
 //
 // Users are split among workers; a worker runs one operation at a time, so
 // each user's actions are serialized (the next one waits for the answer
 // to the last), except concurrent pairs, where one user acts in two
-// regions at once. A like or unlike whose answer is lost is retried at the
-// same region until acknowledged; a lost increment is resolved later with
-// its idempotency key (resolve). Each worker draws its choices from its own
+// regions at once. A like, unlike or unique add whose answer is lost is
+// retried at the same region until acknowledged; a lost increment is
+// resolved later with its idempotency key (resolve). Each worker draws its choices from its own
 // generator seeded by the run's seed, so the same seed gives every worker
 // the same sequence of operations.
 type workload struct {
@@ -127,7 +128,7 @@ func (p *planner) next() plannedOp {
 	// least 20 ms (no user acts twice within a clock millisecond).
 	think := max(time.Duration(p.rng.ExpFloat64()*float64(p.mean)), 20*time.Millisecond)
 	c := p.cfg
-	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight)
+	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight)
 	user := userID(p.users[p.rng.IntN(len(p.users))])
 	likeKind := func(pLike float64) OpKind {
 		if p.rng.Float64() < pLike {
@@ -152,6 +153,8 @@ func (p *planner) next() plannedOp {
 			p.stamp(&Op{Kind: a, Region: c.Regions[i], Key: item, User: user}),
 			p.stamp(&Op{Kind: b, Region: c.Regions[j], Key: item, User: user}),
 		}}
+	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight:
+		return plannedOp{think, p.uniques()}
 	default:
 		by := int64(1 + p.rng.IntN(5))
 		if p.rng.IntN(10) < 3 {
@@ -248,6 +251,10 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		o.End = w.since()
 		w.hist.add(o)
 	}()
+	if o.Kind == OpUnique {
+		w.addUniques(retry, o)
+		return
+	}
 	if o.Kind == OpIncr {
 		o.At = eventTime(o.lag) // every attempt and resend carries it
 	}
