@@ -170,7 +170,9 @@ func (t *txn) uniqueTarget(item string, atMs int64) *uniqueTarget {
 }
 
 // applyUniques adds op.IDs to the key's own sketch and to its own sketches
-// of the time buckets of the event's time.
+// of the time buckets of the event's time. A page that fails to load (a
+// storage error) fails the op with some of its ids added: harmless, since
+// adding is idempotent and a retry adds them all.
 func (t *txn) applyUniques(op *Op) Result {
 	ut := t.uniqueTarget(op.Item, t.atOr(op.At))
 	raised := false
