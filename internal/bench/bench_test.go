@@ -112,7 +112,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "likes", "--users", "-1"}, "--users -1"},
 		{[]string{"bench", "likes", "--format", "xml"}, `--format "xml": want table, csv or json`},
 		{[]string{"bench", "likes", "--durability", "maybe"}, `--durability "maybe"`},
-		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr, idem or like`},
+		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr, idem, like or unique`},
 		{[]string{"bench", "events", "--batch", "10001"}, "--batch 10001: want 1..10000"},
 		{[]string{"bench", "events", "--format", "xml"}, `--format "xml"`},
 		{[]string{"bench", "events", "--users", "-1"}, "--users -1"},
@@ -123,6 +123,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "space", "--likes", "0"}, "--likes 0"},
 		{[]string{"bench", "space", "--likes", "10", "--items", "11"}, "--items 11"},
 		{[]string{"bench", "space", "--user-ids", "guid"}, `--user-ids "guid"`},
+		{[]string{"bench", "space", "--uniques", "-1"}, "--uniques -1"},
+		{[]string{"bench", "space", "--uniques", "1000000", "--items", "101"}, "--items 101"},
 		{[]string{"bench", "replication", "--regions", "us"}, "want at least two regions"},
 		{[]string{"bench", "replication", "--regions", "us,us"}, "duplicate region"},
 		{[]string{"bench", "replication", "--regions", "us,e u"}, `"e u"`},
@@ -289,6 +291,28 @@ func TestBenchSpace(t *testing.T) {
 		if res.Likes != 5000 || res.TableBytes <= 0 || !strings.Contains(out.String(), "bytes per pair") {
 			t.Errorf("%s: %+v\n%s", ids, res, &out)
 		}
+	}
+}
+
+// bench space --uniques adds ids to unique counts and reports bytes per
+// key; the bucket sketches cost space of their own.
+func TestBenchSpaceUniques(t *testing.T) {
+	var bytes [2]int64
+	for i, windows := range []bool{false, true} {
+		cfg := defaultSpaceBenchConfig()
+		cfg.Uniques, cfg.Items, cfg.UniquesWindows = 3000, 4, windows
+		var out strings.Builder
+		res, err := runSpaceBench(context.Background(), cfg, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Keys != 4 || res.IDs != 3000 || res.TableBytes <= 0 || !strings.Contains(out.String(), "bytes per key") {
+			t.Errorf("windows %v: %+v\n%s", windows, res, &out)
+		}
+		bytes[i] = res.TableBytes
+	}
+	if bytes[1] <= bytes[0] {
+		t.Errorf("with bucket sketches %d bytes, without %d: want more", bytes[1], bytes[0])
 	}
 }
 

@@ -41,10 +41,18 @@ type spaceBenchConfig struct {
 	// EventLog keeps the event log too, as tallyd does by default.
 	// Default true.
 	EventLog bool
+	// Uniques, if > 0, measures unique counts instead of likes: Uniques
+	// distinct ids (named as the users are) are added to the unique count
+	// of each of the Items keys, and the report is bytes per key.
+	Uniques int
+	// UniquesWindows keeps the unique counts' default time buckets (an
+	// hourly and a daily sketch beside each key's), as tallyd does by
+	// default. Default true.
+	UniquesWindows bool
 }
 
 func defaultSpaceBenchConfig() spaceBenchConfig {
-	return spaceBenchConfig{Likes: 1_000_000, Items: 1, Item: "post", UserPrefix: "user-", UserIDs: "seq", LikeLists: true, EventLog: true}
+	return spaceBenchConfig{Likes: 1_000_000, Items: 1, Item: "post", UserPrefix: "user-", UserIDs: "seq", LikeLists: true, EventLog: true, UniquesWindows: true}
 }
 
 // Validate reports every problem with c at once.
@@ -54,7 +62,14 @@ func (c spaceBenchConfig) Validate() error {
 	if c.Likes < 1 || c.Likes > 100_000_000 {
 		bad("--likes %d: want 1..100000000", c.Likes)
 	}
-	if c.Items < 1 || c.Items > c.Likes {
+	if c.Uniques < 0 || c.Uniques > 100_000_000 {
+		bad("--uniques %d: want 0 (likes) or 1..100000000 ids per key", c.Uniques)
+	}
+	if c.Uniques > 0 {
+		if c.Items < 1 || c.Items > 1_000_000 || c.Items*c.Uniques > 100_000_000 {
+			bad("--items %d: want 1..1000000 keys and at most 100000000 ids in all", c.Items)
+		}
+	} else if c.Items < 1 || c.Items > c.Likes {
 		bad("--items %d: want 1..--likes", c.Items)
 	}
 	if !crdt.ValidID(c.Item) || len(c.Item) > 100 {
@@ -79,6 +94,8 @@ func parseSpaceBench(args []string, help io.Writer) (spaceBenchConfig, error) {
 		fs.StringVar(&cfg.UserIDs, "user-ids", cfg.UserIDs, "what follows the prefix: seq, snowflake (random 63-bit decimal) or uuid")
 		fs.BoolVar(&cfg.LikeLists, "like-lists", cfg.LikeLists, "keep the liker and liked-item index, as tallyd does by default")
 		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the event log (one event per like), as tallyd does by default")
+		fs.IntVar(&cfg.Uniques, "uniques", cfg.Uniques, "instead of likes, add `N` distinct ids to the unique count of each of --items keys and report bytes per key")
+		fs.BoolVar(&cfg.UniquesWindows, "uniques-windows", cfg.UniquesWindows, "with --uniques, keep the default hourly and daily bucket sketches too, as tallyd does by default")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -101,6 +118,7 @@ func (c *cli) benchSpace(ctx context.Context, args []string) error {
 // spaceResult is what bench space measured.
 type spaceResult struct {
 	Likes      int
+	Keys, IDs  int   // with --uniques: unique-count keys and ids per key
 	TableBytes int64 // live sstables after a full compaction
 }
 
@@ -121,29 +139,23 @@ func runSpaceBench(ctx context.Context, cfg spaceBenchConfig, out io.Writer) (re
 		return res, err
 	}
 	defer func() { err = errors.Join(err, st.Close()) }()
-	rep, err := region.New(region.Config{Region: "bench", Replica: "bench-1", Store: st, LikeLists: cfg.LikeLists, EventLog: cfg.EventLog})
+	rcfg := region.Config{Region: "bench", Replica: "bench-1", Store: st, LikeLists: cfg.LikeLists, EventLog: cfg.EventLog}
+	if !cfg.UniquesWindows {
+		rcfg.Windows = region.DefaultWindows()
+		rcfg.Windows.Uniques = []region.WindowLevel{} // empty, not nil: none
+	}
+	rep, err := region.New(rcfg)
 	if err != nil {
 		return res, err
 	}
 	defer func() { err = errors.Join(err, rep.Close()) }()
+	if cfg.Uniques > 0 {
+		return runUniquesSpace(ctx, cfg, st, rep, out)
+	}
 
 	fmt.Fprintf(out, "bench space: %d likes by distinct users %s<%s> on %d item(s), replica bench-1, like lists %v, event log %v\n",
 		cfg.Likes, cfg.UserPrefix, cfg.UserIDs, cfg.Items, cfg.LikeLists, cfg.EventLog)
-	rng := rand.New(rand.NewPCG(1, 2)) // the same ids every run
-	user := func(n int) string {
-		switch cfg.UserIDs {
-		case "snowflake":
-			return cfg.UserPrefix + strconv.FormatUint(rng.Uint64()>>1, 10)
-		case "uuid":
-			var u uuid.UUID
-			for i := range u {
-				u[i] = byte(rng.Uint32())
-			}
-			u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // version 4, RFC 4122 variant
-			return cfg.UserPrefix + u.String()
-		}
-		return cfg.UserPrefix + strconv.Itoa(n)
-	}
+	user := userIDs(cfg)
 	start := time.Now()
 	const batch = 4096
 	ops := make([]region.Op, 0, batch)
@@ -184,5 +196,89 @@ func runSpaceBench(ctx context.Context, cfg spaceBenchConfig, out io.Writer) (re
 	res.TableBytes = tb
 	fmt.Fprintf(out, "  liked in %s, compacted in %s\n", liked.Round(time.Millisecond), (time.Since(start) - liked).Round(time.Millisecond))
 	fmt.Fprintf(out, "  sstables: %d bytes for %d liked pairs = %.1f bytes per pair\n", tb, res.Likes, res.BytesPerLike())
+	return res, nil
+}
+
+// userIDs returns the n-th user id of cfg.UserIDs, the same every run.
+func userIDs(cfg spaceBenchConfig) func(n int) string {
+	rng := rand.New(rand.NewPCG(1, 2))
+	return func(n int) string {
+		switch cfg.UserIDs {
+		case "snowflake":
+			return cfg.UserPrefix + strconv.FormatUint(rng.Uint64()>>1, 10)
+		case "uuid":
+			var u uuid.UUID
+			for i := range u {
+				u[i] = byte(rng.Uint32())
+			}
+			u[6], u[8] = u[6]&0x0f|0x40, u[8]&0x3f|0x80 // version 4, RFC 4122 variant
+			return cfg.UserPrefix + u.String()
+		}
+		return cfg.UserPrefix + strconv.Itoa(n)
+	}
+}
+
+// runUniquesSpace adds cfg.Uniques distinct ids to each of cfg.Items keys'
+// unique counts, compacts, and reports the sstable bytes per key.
+func runUniquesSpace(ctx context.Context, cfg spaceBenchConfig, st *storage.Store, rep *region.Replica, out io.Writer) (res spaceResult, err error) {
+	fmt.Fprintf(out, "bench space: %d distinct ids %s<%s> into each of %d unique count(s), replica bench-1, bucket sketches %v\n",
+		cfg.Uniques, cfg.UserPrefix, cfg.UserIDs, cfg.Items, cfg.UniquesWindows)
+	user := userIDs(cfg)
+	start := time.Now()
+	const perDo = 40_000 // ids per Do call, in ops of at most region.MaxUniqueIDs
+	var ops []region.Op
+	n, pending := 0, 0
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		rs, err := rep.Do(ctx, ops)
+		if err != nil {
+			return fmt.Errorf("bench space: %w", err)
+		}
+		for i, r := range rs {
+			if r.Err != nil {
+				return fmt.Errorf("bench space: uniques %s: %w", ops[i].Item, r.Err)
+			}
+		}
+		ops, pending = ops[:0], 0
+		return nil
+	}
+	for k := 0; k < cfg.Items; k++ {
+		key := cfg.Item
+		if cfg.Items > 1 {
+			key = cfg.Item + "-" + strconv.Itoa(k)
+		}
+		for left := cfg.Uniques; left > 0; {
+			m := min(left, region.MaxUniqueIDs, perDo-pending)
+			ids := make([]string, m)
+			for i := range ids {
+				ids[i] = user(n)
+				n++
+			}
+			ops = append(ops, region.Op{Kind: region.OpUniques, Item: key, IDs: ids})
+			left, pending = left-m, pending+m
+			if pending >= perDo {
+				if err := flush(); err != nil {
+					return res, err
+				}
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return res, err
+	}
+	added := time.Since(start)
+	if err := st.Compact(ctx); err != nil {
+		return res, fmt.Errorf("bench space: %w", err)
+	}
+	tb, err := st.TableBytes()
+	if err != nil {
+		return res, fmt.Errorf("bench space: %w", err)
+	}
+	res.Keys, res.IDs, res.TableBytes = cfg.Items, cfg.Uniques, tb
+	fmt.Fprintf(out, "  added in %s, compacted in %s\n", added.Round(time.Millisecond), (time.Since(start) - added).Round(time.Millisecond))
+	fmt.Fprintf(out, "  sstables: %d bytes for %d keys of %d ids = %.0f bytes per key (%.3g per id)\n",
+		tb, res.Keys, res.IDs, float64(tb)/float64(res.Keys), float64(tb)/float64(res.Keys)/float64(res.IDs))
 	return res, nil
 }
