@@ -180,8 +180,12 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	wants, vs := check(ops, r.keys, fs)
 	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, r.keys, wants, r.start)
 	vs = append(vs, wvs...)
+	t0 := time.Now()
 	uvs, un := checkUniquesUntil(ctx, r.d.procs, ops, uniqueKeys(r.cfg))
 	vs = append(vs, uvs...)
+	if un.Keys > 0 {
+		r.logf("unique counts checked after %.1fs: %d violations", time.Since(t0).Seconds(), len(uvs))
+	}
 	vs = append(vs, msVs...)
 	if !converged {
 		vs = append(vs, Violation{Kind: KindNotConverged,

@@ -48,7 +48,13 @@ const uniqueWindow = "24h"
 
 // uniqueCheckTimeout bounds how long the checker waits for every region's
 // sketches to agree: they replicate with the counters, or moments after.
-const uniqueCheckTimeout = 10 * time.Second
+// Answers that have not moved for uniqueStableFor, though they differ
+// between regions, are final too: anti-entropy repairs a lost page in a
+// few hundred ms.
+const (
+	uniqueCheckTimeout = 10 * time.Second
+	uniqueStableFor    = 3 * time.Second
+)
 
 // uniqueKeyID names the i-th unique-count key (from 0): uv:1, uv:2, ...
 func uniqueKeyID(i int) string { return fmt.Sprintf("uv:%d", i+1) }
@@ -362,10 +368,20 @@ func readUniqueState(ctx context.Context, procs []*proc, keys []string) uniqueSt
 	return st
 }
 
-// settled reports whether every region answered every target, all alike
-// and none stale, and the same as in prev: the sketches have converged,
-// be they right or wrong, and reading again would not change a thing.
+// unchanged reports whether every region answered every target, none
+// stale, and the same as in prev.
+func (st uniqueState) unchanged(prev uniqueState, keys []string) bool {
+	return st.match(prev, keys, false)
+}
+
+// settled reports whether the answers are unchanged and also alike in
+// every region: the sketches have converged, be they right or wrong, and
+// reading again would not change a thing.
 func (st uniqueState) settled(prev uniqueState, keys []string) bool {
+	return st.match(prev, keys, true)
+}
+
+func (st uniqueState) match(prev uniqueState, keys []string, alike bool) bool {
 	if len(st.Errs) > 0 || len(st.Regions) == 0 {
 		return false
 	}
@@ -380,7 +396,7 @@ func (st uniqueState) settled(prev uniqueState, keys []string) bool {
 		for _, r := range st.Regions {
 			u, ok := st.Reads[r][t]
 			p, okp := prev.Reads[r][t]
-			if !ok || !okp || !same(u, first) || !same(u, p) {
+			if !ok || !okp || !same(u, p) || alike && !same(u, first) {
 				return false
 			}
 		}
@@ -443,19 +459,25 @@ func checkUniques(m uniqueModel, st uniqueState, keys []string) ([]Violation, un
 }
 
 // checkUniquesUntil reads and checks the unique counts until they pass,
-// or the regions have settled on them, or uniqueCheckTimeout has gone by,
-// and returns the last check's result with the model's violations.
+// or the regions have settled on them, or they have not moved for
+// uniqueStableFor, or uniqueCheckTimeout has gone by, and returns the last
+// check's result with the model's violations.
 func checkUniquesUntil(ctx context.Context, procs []*proc, ops []Op, keys []string) ([]Violation, uniqueChecked) {
 	if len(keys) == 0 {
 		return nil, uniqueChecked{}
 	}
 	m, mvs := buildUniqueModel(ops, keys)
-	deadline := time.Now().Add(uniqueCheckTimeout)
+	start := time.Now()
+	moved := start // when the answers last changed
 	var prev uniqueState
 	for {
 		st := readUniqueState(ctx, procs, keys)
 		vs, n := checkUniques(m, st, keys)
-		if len(vs) == 0 || st.settled(prev, keys) || time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
+		if !st.unchanged(prev, keys) {
+			moved = time.Now()
+		}
+		if len(vs) == 0 || st.settled(prev, keys) || time.Since(moved) >= uniqueStableFor ||
+			time.Since(start) >= uniqueCheckTimeout || !sleep(ctx, 500*time.Millisecond) {
 			return append(mvs, vs...), n
 		}
 		prev = st
