@@ -415,4 +415,8 @@ type Uniques struct {
 	// Replicas whose sketches the read found, and their regions.
 	Replicas []string `json:"replicas"`
 	Regions  []string `json:"regions"`
+	// ByRegion (with ?by=region) estimates each region's own distinct ids:
+	// the union of its replicas' sketches. An id seen in two regions
+	// counts in both, so these add up to more than the estimate.
+	ByRegion map[string]int64 `json:"by_region,omitempty"`
 }

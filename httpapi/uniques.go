@@ -108,6 +108,13 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	if err != nil {
 		return err
 	}
+	by, err := one(q, "by")
+	if err != nil {
+		return err
+	}
+	if by != "" && by != "region" {
+		return newError(http.StatusBadRequest, CodeBadRequest, "by %s: want by=region", quoteShort(by))
+	}
 	var rd region.UniqueRead
 	if windowed {
 		rd, err = s.rep.UniquesWindow(keys, fromMs, toMs)
@@ -127,6 +134,20 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	}
 	slices.Sort(out.Regions)
 	out.Regions = slices.Compact(out.Regions)
+	if by == "region" {
+		perRegion := map[string]*crdt.HLL{}
+		for id, h := range rd.ByReplica {
+			name := regionName(regionOf, id)
+			if perRegion[name] == nil {
+				perRegion[name] = new(crdt.HLL)
+			}
+			perRegion[name].Merge(h)
+		}
+		out.ByRegion = map[string]int64{}
+		for name, h := range perRegion {
+			out.ByRegion[name] = int64(math.Round(h.Estimate()))
+		}
+	}
 	if windowed {
 		from, to := rd.From.UTC(), rd.To.UTC()
 		out.From, out.To, out.Bucket = &from, &to, rd.Bucket.String()

@@ -39,6 +39,11 @@ func TestUniquesRoutes(t *testing.T) {
 		t.Fatalf("all-time read: %v", b)
 	}
 	near(e.do("GET", "/v1/uniques/video:2", "").ok(t), 3)
+	b = e.do("GET", "/v1/uniques/video:2?by=region", "").ok(t)
+	if r, _ := b["by_region"].(map[string]any); len(r) != 1 || fmt.Sprint(r["us"]) != "3" {
+		t.Fatalf("by=region: %v", b)
+	}
+	e.do("GET", "/v1/uniques/video:2?by=replica", "").isError(t, http.StatusBadRequest, CodeBadRequest)
 	// The union counts viewer7 once.
 	near(e.do("GET", "/v1/uniques?keys=video:1,video:2", "").ok(t), 502)
 	b = e.do("GET", "/v1/uniques/video:1?last=24h", "").ok(t)

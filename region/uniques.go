@@ -276,8 +276,10 @@ type UniqueRead struct {
 	Estimate float64
 	// Sketch is the union of every replica's sketch of every key read.
 	Sketch *crdt.HLL
-	// Replicas are the replicas whose sketches the read found.
-	Replicas []string
+	// Replicas are the replicas whose sketches the read found, and
+	// ByReplica each one's own sketch (of the keys read, unioned).
+	Replicas  []string
+	ByReplica map[string]*crdt.HLL
 	// From, To and Bucket describe a windowed read (zero otherwise): the
 	// union of the buckets of width Bucket starting in [From, To).
 	From, To time.Time
@@ -298,19 +300,13 @@ func (r *Replica) Uniques(keys []string) (UniqueRead, error) {
 	if err := r.checkUniqueKeys(keys); err != nil {
 		return UniqueRead{}, err
 	}
-	out := UniqueRead{Sketch: new(crdt.HLL)}
-	seen := map[string]bool{}
+	out := UniqueRead{Sketch: new(crdt.HLL), ByReplica: map[string]*crdt.HLL{}}
 	for _, key := range keys {
-		err := r.store.Sketch(storage.Uniques, key, func(replica string, page int, p *crdt.HLLPage) {
-			out.Sketch.MergePage(page, p)
-			seen[replica] = true
-		})
-		if err != nil {
+		if err := r.store.Sketch(storage.Uniques, key, out.add); err != nil {
 			return UniqueRead{}, err
 		}
 	}
-	out.Replicas = sortedKeys(seen)
-	out.Estimate = out.Sketch.Estimate()
+	out.finish()
 	return out, nil
 }
 
@@ -380,31 +376,39 @@ func (r *Replica) UniquesWindow(keys []string, fromMs, toMs int64) (UniqueRead, 
 	nowMs := r.pclock.NowMs()
 	out := UniqueRead{Sketch: new(crdt.HLL), From: time.Unix(from, 0), To: time.Unix(to, 0), Bucket: time.Duration(l.width) * time.Second,
 		Closed: to*1000+r.cfg.Windows.Past.Milliseconds() < nowMs}
-	seen := map[string]bool{}
+	out.ByReplica = map[string]*crdt.HLL{}
 	for _, key := range keys {
 		err := r.store.SketchSeries(storage.UniquesWindows, key, l.width, from, to, func(b crdt.Bucket, replica string, page int, p *crdt.HLLPage) {
 			if b.Keep != l.keep || b.Expired(nowMs) {
 				return // another level's retention, or gone by rule
 			}
-			out.Sketch.MergePage(page, p)
-			seen[replica] = true
+			out.add(replica, page, p)
 		})
 		if err != nil {
 			return UniqueRead{}, err
 		}
 	}
-	out.Replicas = sortedKeys(seen)
-	out.Estimate = out.Sketch.Estimate()
+	out.finish()
 	return out, nil
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// add merges one stored page of replica's sketch into the read.
+func (u *UniqueRead) add(replica string, page int, p *crdt.HLLPage) {
+	u.Sketch.MergePage(page, p)
+	h := u.ByReplica[replica]
+	if h == nil {
+		h = new(crdt.HLL)
+		u.ByReplica[replica] = h
 	}
-	slices.Sort(out)
-	return out
+	h.MergePage(page, p)
+}
+
+func (u *UniqueRead) finish() {
+	for id := range u.ByReplica {
+		u.Replicas = append(u.Replicas, id)
+	}
+	slices.Sort(u.Replicas)
+	u.Estimate = u.Sketch.Estimate()
 }
 
 // ownPageCacheSize is how many own sketch pages the writer keeps (their
