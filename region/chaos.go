@@ -22,6 +22,7 @@ const (
 	BugKeysNotReconciled  = "keys-not-reconciled"
 	BugLogSkipsIncrements = "log-skips-increments"
 	BugBucketsAtArrival   = "buckets-at-arrival"
+	BugSketchStoredOnly   = "sketch-merge-stored-only"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -54,6 +55,13 @@ type Chaos struct {
 	// the writer's clock when they arrive, not of the client's event time
 	// (Op.At) or the winning action's, so the windows misplace them.
 	BucketsAtArrival bool
+	// SketchStoredOnly: a sketch page from a peer is merged only into a
+	// copy of that page this replica already stores; one it has no copy
+	// of yet (a zero page is not stored) is skipped, as if there were
+	// nothing to merge into. So no replica ever takes another's sketch
+	// pages, and each region's unique counts hold only the ids it was
+	// sent itself.
+	SketchStoredOnly bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -71,13 +79,13 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
 		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
-		BucketsAtArrival: bug == BugBucketsAtArrival}
+		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -134,4 +142,11 @@ func (t *txn) chaosBookingTime(kind storage.Kind, atMs int64) int64 {
 		return t.nowMs
 	}
 	return atMs
+}
+
+// chaosSkipSketchMerge reports whether the merge of a peer's page into ps
+// must be skipped: the bug SketchStoredOnly is on and this replica stores
+// no copy of the page.
+func (t *txn) chaosSkipSketchMerge(ps *pageState) bool {
+	return buildtags.Chaos && t.r.cfg.Chaos.SketchStoredOnly && ps.orig.IsZero() && ps.cur.IsZero()
 }

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/tally-dev/tally/internal/buildtags"
@@ -25,6 +26,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugAckBeforeCommit, Chaos{AckBeforeCommit: true}},
 		{BugNoReconcile, Chaos{NoReconcile: true}},
 		{BugListsLocalOnly, Chaos{ListsLocalOnly: true}},
+		{BugSketchStoredOnly, Chaos{SketchStoredOnly: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want
@@ -62,5 +64,42 @@ func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
 		if got := mustLikes(t, r, "post").Value; got != want {
 			t.Errorf("%s: count %d, want %d (chaos build %t)", r.ID(), got, want, buildtags.Chaos)
 		}
+	}
+}
+
+// The SketchStoredOnly bug leaves a peer's sketch pages unmerged in a chaos
+// build, and is ignored in any other: the unique-count control of the
+// chaos suite really breaks the merge, and only where it is meant to.
+func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
+	boxA := &mailbox{}
+	bug := func(c *Config) { c.Chaos = Chaos{SketchStoredOnly: true} }
+	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit = boxA.onCommit; bug(c) })
+	b, _ := openReplica(t, t.TempDir(), "B", bug)
+	ctx := context.Background()
+	ids := make([]string, 500)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("viewer-%d", i)
+	}
+	if _, err := a.Apply(ctx, Op{Kind: OpUniques, Item: "k", IDs: ids}); err != nil {
+		t.Fatal(err)
+	}
+	var pages []SketchMerge
+	for _, c := range boxA.take() {
+		for _, s := range c.Sketches {
+			pages = append(pages, SketchMerge{Kind: s.Kind, Name: s.Name, Replica: a.ID(), Page: s.Page, Regs: s.Regs})
+		}
+	}
+	if len(pages) == 0 {
+		t.Fatal("A committed no sketch pages")
+	}
+	if err := b.MergeSketches(ctx, pages); err != nil {
+		t.Fatal(err)
+	}
+	want := mustUniques(t, a, "k").Estimate
+	if buildtags.Chaos {
+		want = 0
+	}
+	if got := mustUniques(t, b, "k").Estimate; got != want {
+		t.Errorf("B estimates %v, want %v (chaos build %t)", got, want, buildtags.Chaos)
 	}
 }

@@ -144,6 +144,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 		tweak  func(*Config)
 		kind   string
 		prefix string // of the violating key
+		only   bool   // no violation of another kind: every total stays right
 	}{
 		{
 			// Duplicated messages count twice when the fast path gossips
@@ -241,6 +242,18 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindWindow, prefix: "counter/",
 		},
+		{
+			// Sketch pages merged only into copies already stored: no
+			// region ever takes another's sketch, so each region's unique
+			// counts hold only the ids it was sent, while every counter,
+			// like and bucket stays right.
+			bug: "sketch-merge-stored-only",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 40, 0, 30, 30
+			},
+			kind: KindUniques, prefix: "uniques/", only: true,
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -253,6 +266,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			}
 			if !rep.Has(tc.kind, tc.prefix) {
 				t.Fatalf("bug %s: no %s violation on a %s key: %v", tc.bug, tc.kind, tc.prefix, rep.ViolationCounts)
+			}
+			if tc.only && len(rep.ViolationCounts) != 1 {
+				t.Fatalf("bug %s: violations besides %s: %v", tc.bug, tc.kind, rep.ViolationCounts)
 			}
 		})
 	}
