@@ -23,6 +23,9 @@ type metrics struct {
 	unnumbered     *prometheus.GaugeVec
 	idemExpired    prometheus.Counter
 	bucketsExpired prometheus.Counter
+	approxIncrs    *prometheus.CounterVec
+	approxWritten  prometheus.Counter
+	approxSkipped  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -78,7 +81,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_time_buckets_expired_total",
 			Help: "Time buckets deleted for being past their retention.",
 		}),
+		approxIncrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_approx_increments_total",
+			Help: "Increments of approximate counters applied, by outcome: written (the increment counted a step, " +
+				"or carried an idempotency key, which is always stored) or skipped (it counted nothing and wrote nothing).",
+		}, []string{"outcome"}),
 	}
+	m.approxWritten = m.approxIncrs.WithLabelValues("written")
+	m.approxSkipped = m.approxIncrs.WithLabelValues("skipped")
 	m.refusedOwn = m.refused.WithLabelValues("own_entry")
 	m.refusedCap = m.refused.WithLabelValues("entry_cap")
 	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
@@ -89,7 +99,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.approxIncrs)
 	}
 	return m
 }

@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type Replica struct {
 	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
 
 	windows windowRules // Config.Windows, compiled
+	approx  approxRules // Config.Approx, compiled
 	trends  *trends     // trending sketches (trending.go)
 
 	umu          sync.RWMutex // protects unreconciled
@@ -72,6 +74,7 @@ type Replica struct {
 	pclock    *physClock   // safe for concurrent use
 	hlcStored crdt.HLC     // largest HLC persisted in metaHLC
 	nums      []*numbering // one per Config.Sequences
+	rng       *rand.Rand   // approximate counters' coin flips (Config.Seed)
 
 	kick chan struct{} // wakes the writer to number queued likes
 	// reconcileKick asks the writer for the reconciliation pass that
@@ -127,6 +130,8 @@ func New(cfg Config) (*Replica, error) {
 		reconcileKick: make(chan struct{}, 1),
 		unreconciled:  make(map[vkey]int),
 		windows:       compileWindows(cfg.Windows),
+		approx:        compileApprox(cfg.Approx),
+		rng:           newRand(cfg.Seed),
 		trends:        newTrends(cfg.Windows.TrendingCapacity),
 	}
 	mono := cfg.Monotonic
@@ -514,6 +519,10 @@ type Read struct {
 	// counter) whose excess is not yet zero in this replica's view: the
 	// count may still move.
 	Unreconciled int
+	// ApproxError is the relative error target of an approximate counter
+	// (Config.Approx), 0 for an exact one and for likes. CounterStd turns
+	// it and Vector into a bound on the value's standard deviation.
+	ApproxError float64
 }
 
 // Likes reads an item's like count.
@@ -543,7 +552,11 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 	r.umu.RLock()
 	u := r.unreconciled[vkey{kind, item}]
 	r.umu.RUnlock()
-	return Read{Value: v.Value(), Vector: v, Unreconciled: u}, nil
+	rd := Read{Value: v.Value(), Vector: v, Unreconciled: u}
+	if kind == storage.Counters {
+		rd.ApproxError = r.approx.errorOf(item)
+	}
+	return rd, nil
 }
 
 // Liked reports whether user likes item in this replica's view.
