@@ -81,6 +81,9 @@ func TestApproxCounterWritesFewerBatches(t *testing.T) {
 	if approxCommits > n/5 || approxEntries > n/5 || approxCommits == 0 {
 		t.Fatalf("approx: %d commits and %d entries for %d increments, want a fraction", approxCommits, approxEntries, n)
 	}
+	if changed := testutil.ToFloat64(r.metrics.ownChanged); changed < float64(exactEntries+approxEntries) {
+		t.Fatalf("tally_own_entries_changed_total %v, below the %d counter entries handed over", changed, exactEntries+approxEntries)
+	}
 	written := testutil.ToFloat64(r.metrics.approxWritten)
 	skipped := testutil.ToFloat64(r.metrics.approxSkipped)
 	if written+skipped != n || written != float64(approxCommits) {

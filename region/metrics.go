@@ -23,6 +23,7 @@ type metrics struct {
 	unnumbered     *prometheus.GaugeVec
 	idemExpired    prometheus.Counter
 	bucketsExpired prometheus.Counter
+	ownChanged     prometheus.Counter
 	approxIncrs    *prometheus.CounterVec
 	approxWritten  prometheus.Counter
 	approxSkipped  prometheus.Counter
@@ -81,6 +82,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_time_buckets_expired_total",
 			Help: "Time buckets deleted for being past their retention.",
 		}),
+		ownChanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_own_entries_changed_total",
+			Help: "Own vector entries (counts and time buckets) changed by commits: what replication's fast path is handed (it coalesces them per flush).",
+		}),
 		approxIncrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_approx_increments_total",
 			Help: "Increments of approximate counters applied, by outcome: written (the increment counted a step, " +
@@ -99,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.approxIncrs)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.ownChanged, m.approxIncrs)
 	}
 	return m
 }
