@@ -241,7 +241,7 @@ func TestBenchEventsApprox(t *testing.T) {
 	if keyed := res[3]; keyed.Cost.Written != float64(keyed.Events) || keyed.Cost.Skipped != 0 {
 		t.Errorf("keyed approx increments are always written: %+v for %d events", keyed.Cost, keyed.Events)
 	}
-	for _, want := range []string{"cost per run", "incr~", "WAL bytes", "skipped"} {
+	for _, want := range []string{"what each cost", "incr~", "WAL bytes", "skipped"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, &out)
 		}

@@ -88,8 +88,9 @@ type eventsBenchConfig struct {
 	// Approx, if > 0, compares approximate counters with exact ones under
 	// the same load: the in-process replica makes the counters under
 	// approxPrefix approximate at this relative error, every incr and
-	// idem mix runs twice, on the exact keys and then on the same keys
-	// under approxPrefix, and a second table shows what each run cost
+	// idem mix runs on the exact keys and on the same keys under
+	// approxPrefix, Duration each, in alternating halves (exact, approx,
+	// approx, exact), and a second table shows what each cost
 	// (commits, WAL bytes, own entries handed to replication) and how far
 	// the counters ended from the increments sent. Default 0 (off).
 	Approx float64
@@ -287,6 +288,23 @@ type benchCost struct {
 	Entries, Written, Skipped float64
 }
 
+// add folds another segment of the same mix and keys into r.
+func (r *eventsMixResult) add(o *eventsMixResult) {
+	r.Events += o.Events
+	r.Requests += o.Requests
+	r.Errors += o.Errors
+	r.Units += o.Units
+	r.Counted += o.Counted
+	if r.FirstError == "" {
+		r.FirstError = o.FirstError
+	}
+	r.Elapsed += o.Elapsed
+	r.Latency.Merge(&o.Latency)
+	r.Cost = benchCost{Commits: r.Cost.Commits + o.Cost.Commits, WALBytes: r.Cost.WALBytes + o.Cost.WALBytes,
+		Entries: r.Cost.Entries + o.Cost.Entries, Written: r.Cost.Written + o.Cost.Written, Skipped: r.Cost.Skipped + o.Cost.Skipped}
+	r.Value += o.Value
+}
+
 func (c benchCost) sub(o benchCost) benchCost {
 	return benchCost{Commits: c.Commits - o.Commits, WALBytes: c.WALBytes - o.WALBytes,
 		Entries: c.Entries - o.Entries, Written: c.Written - o.Written, Skipped: c.Skipped - o.Skipped}
@@ -360,13 +378,18 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	}
 	runs := 0
 	for _, mix := range cfg.Mixes {
-		modes := []bool{false}
+		// With --approx, incr and idem run on the exact keys and on the
+		// approximate ones in turn, half the duration at a time, in the
+		// order exact, approx, approx, exact: whatever drifts over a run
+		// (the store grows, compactions start) then weighs on both alike.
+		order, seg := []bool{false}, cfg.Duration
 		if cfg.Approx > 0 && mix != "like" { // likes are never approximate
-			modes = append(modes, true)
+			order, seg = []bool{false, true, true, false}, cfg.Duration/2
 		}
-		for _, approx := range modes {
+		var exact, approx *eventsMixResult
+		for _, isApprox := range order {
 			k := keys
-			if approx {
+			if isApprox {
 				k = approxKeys
 			}
 			var before benchCost
@@ -376,9 +399,11 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 					return results, err
 				}
 			}
-			r := (&eventsRun{cfg: cfg, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, runs), keys: k}).run(ctx)
+			c := cfg
+			c.Duration = seg
+			r := (&eventsRun{cfg: c, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, runs), keys: k}).run(ctx)
 			runs++
-			r.Approx = approx
+			r.Approx = isApprox
 			if measure != nil {
 				after, v, err := measure(k)
 				if err != nil {
@@ -386,10 +411,25 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 				}
 				r.Cost, r.Value = after.sub(before), v-value
 			}
-			results = append(results, r)
-			if err := ctx.Err(); err != nil {
+			acc := &exact
+			if isApprox {
+				acc = &approx
+			}
+			if *acc == nil {
+				*acc = r
+			} else {
+				(*acc).add(r)
+			}
+			if ctx.Err() != nil {
 				break
 			}
+		}
+		results = append(results, exact)
+		if approx != nil {
+			results = append(results, approx)
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	if sampler != nil {
@@ -685,7 +725,7 @@ func metricValue(body []byte, name, labels string) float64 {
 // printApproxCosts prints, for each run, what it cost the replica and how
 // far its counters ended from the increments sent (counted).
 func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMixResult) {
-	fmt.Fprintf(out, "\ncost per run (mix~: the same mix on keys under %q, approximate at %v):\n", approxPrefix, cfg.Approx)
+	fmt.Fprintf(out, "\nwhat each cost the replica (mix~: the same mix on keys under %q, approximate at %v):\n", approxPrefix, cfg.Approx)
 	const row = "%5v %12v %9v %11v %10v %10v %9v %12v %12v %9v\n"
 	fmt.Fprintf(out, row, "mix", "events/s", "commits", "WAL bytes", "WAL B/ev", "entries", "skipped", "sent", "value", "error")
 	for _, r := range results {
