@@ -185,7 +185,9 @@ type EventResult struct {
 	Changed bool `json:"changed,omitempty"`
 	// Duplicate (incr): the idempotency key was seen before.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// Approx and Counted (incr of an approximate counter) as for Incr.
+	// Approx and Counted (incr of an approximate counter) as for Incr,
+	// except that Counted is absent when the increment counted nothing
+	// (most do, on a hot counter: the batch answer stays small).
 	Approx  bool   `json:"approx,omitempty"`
 	Counted *int64 `json:"counted,omitempty"`
 	// Error and Code say why a rejected event was rejected.

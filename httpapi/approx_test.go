@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -54,13 +55,32 @@ func TestApproxCounterAnswers(t *testing.T) {
 	}
 	e.do("POST", "/v1/counters/hot:a/incr", `{"by":2,"idempotency_key":"r1"}`).isError(t, 409, CodeIdempotencyMismatch)
 
-	// Batched: each approximate increment says so.
-	r := e.do("POST", "/v1/events", `[{"type":"incr","key":"hot:a"},{"type":"incr","key":"views"}]`)
+	// Batched: each approximate increment says so, and what it counted
+	// if anything.
+	r := e.do("POST", "/v1/events", `[{"type":"incr","key":"hot:a","by":300},{"type":"incr","key":"views"}]`)
 	var ev api.EventsResult
 	decode(t, r, &ev)
-	if !ev.Results[0].Approx || ev.Results[0].Counted == nil || ev.Results[1].Approx || ev.Results[1].Counted != nil ||
-		strings.Count(r.raw, "approx") != 1 {
+	if c := ev.Results[0].Counted; !ev.Results[0].Approx || c == nil || *c != 256 && *c != 384 ||
+		ev.Results[1].Approx || ev.Results[1].Counted != nil || strings.Count(r.raw, "approx") != 1 {
 		t.Fatalf("events: %s", r.raw)
+	}
+	zero := 0
+	for range 20 {
+		r := e.do("POST", "/v1/events", `[{"type":"incr","key":"hot:a"}]`)
+		var ev api.EventsResult
+		decode(t, r, &ev)
+		if !ev.Results[0].Approx {
+			t.Fatalf("events: %s", r.raw)
+		}
+		if ev.Results[0].Counted == nil {
+			zero++
+			if r.raw != `{"applied":1,"rejected":0,"results":[{"ok":true,"value":`+strconv.FormatInt(ev.Results[0].Value, 10)+`,"approx":true}]}`+"\n" {
+				t.Fatalf("events: %s", r.raw)
+			}
+		}
+	}
+	if zero == 0 {
+		t.Fatal("no batched increment counted nothing, at step 128")
 	}
 
 	// Windows and series of the approximate counter carry a bound; the

@@ -31,8 +31,9 @@ const MaxBatchEvents = 10000
 //
 // where value is the like count or counter value after the event, changed
 // (likes) and duplicate (increments) appear only when true, an increment
-// of an approximate counter says "approx":true and what it "counted", and
-// a rejected event carries its own error and code.
+// of an approximate counter says "approx":true and, if it counted
+// anything, what it "counted", and a rejected event carries its own error
+// and code.
 
 // eventsBatch is one request's working memory, pooled: the body, the
 // decoded operations and the answer. Nothing in it outlives the request
@@ -349,8 +350,10 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 			dst = append(dst, `,"duplicate":true`...)
 		}
 		if rr.Approx {
+			// Most increments of a hot approximate counter count nothing:
+			// "counted" only when they did keeps a batch's answer small.
 			dst = append(dst, `,"approx":true`...)
-			if !rr.Duplicate {
+			if rr.Counted != 0 {
 				dst = append(dst, `,"counted":`...)
 				dst = strconv.AppendInt(dst, rr.Counted, 10)
 			}
