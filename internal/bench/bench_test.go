@@ -209,7 +209,7 @@ func TestBenchEventsInProcess(t *testing.T) {
 // ends near the increments sent; the exact run ends on them exactly.
 func TestBenchEventsApprox(t *testing.T) {
 	cfg := defaultEventsBenchConfig()
-	cfg.Mixes, cfg.Approx = []string{"incr", "idem", "like"}, 0.3
+	cfg.Mixes, cfg.Approx, cfg.Start = []string{"incr", "idem", "like"}, 0.3, 100
 	cfg.Batch, cfg.Concurrency, cfg.Duration = 1, 1, 300*time.Millisecond
 	var out strings.Builder
 	res, err := runEventsBench(context.Background(), cfg, &out, &lockedBuilder{})
@@ -241,7 +241,7 @@ func TestBenchEventsApprox(t *testing.T) {
 	if keyed := res[3]; keyed.Cost.Written != float64(keyed.Events) || keyed.Cost.Skipped != 0 {
 		t.Errorf("keyed approx increments are always written: %+v for %d events", keyed.Cost, keyed.Events)
 	}
-	for _, want := range []string{"what each cost", "incr~", "WAL bytes", "skipped"} {
+	for _, want := range []string{"what each cost", "incr~", "WAL bytes", "skipped", "every counter key starts at 100"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, &out)
 		}

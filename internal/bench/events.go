@@ -94,6 +94,11 @@ type eventsBenchConfig struct {
 	// (commits, WAL bytes, own entries handed to replication) and how far
 	// the counters ended from the increments sent. Default 0 (off).
 	Approx float64
+	// Start, if > 0, first adds Start to every counter key of the run
+	// (the exact ones and, with Approx, the approximate ones alike), in one
+	// increment each, so the mixes run on counters of that size: a hot
+	// counter's step depends on its size. Default 0.
+	Start int64
 }
 
 // approxPrefix is the prefix of the keys bench events makes approximate
@@ -191,6 +196,9 @@ func (c eventsBenchConfig) Validate() error {
 	if c.MemEvery < 0 {
 		bad("--mem-every %s: want 0 (off) or more", c.MemEvery)
 	}
+	if c.Start < 0 || c.Start > region.MaxBy {
+		bad("--start %d: want 0..%d", c.Start, int64(region.MaxBy))
+	}
 	if c.Approx != 0 {
 		if !(c.Approx >= region.MinApproxError && c.Approx <= region.MaxApproxError) {
 			bad("--approx %v: want a relative error in %v..%v (0: off)", c.Approx, region.MinApproxError, region.MaxApproxError)
@@ -228,6 +236,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
 		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
 		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")
+		fs.Int64Var(&cfg.Start, "start", cfg.Start, "first add `N` to every counter key (exact and approximate alike), so the mixes run on counters that size")
 		fs.Float64Var(&cfg.Approx, "approx", cfg.Approx, "also run incr and idem on keys under "+approxPrefix+" made approximate at this relative `error` (e.g. 0.01), and compare their cost and error with the exact run (0: off)")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
@@ -375,6 +384,16 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	for i := range keys {
 		keys[i] = benchKey(cfg.Item, i, cfg.Keys)
 		approxKeys[i] = approxPrefix + keys[i]
+	}
+	if cfg.Start > 0 {
+		all := keys
+		if cfg.Approx > 0 {
+			all = append(append([]string(nil), keys...), approxKeys...)
+		}
+		if err := startCounters(ctx, base, cfg.Token, all, cfg.Start); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "every counter key starts at %d\n\n", cfg.Start)
 	}
 	runs := 0
 	for _, mix := range cfg.Mixes {
@@ -746,4 +765,38 @@ func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMix
 		fmt.Fprintf(out, row, r.Label(), fmt.Sprintf("%.0f", r.EventsPerSec()), r.Cost.Commits, r.Cost.WALBytes,
 			fmt.Sprintf("%.2f", walPerEvent), fmt.Sprintf("%.0f", r.Cost.Entries), skipped, r.Counted, r.Value, errPct)
 	}
+}
+
+// startCounters adds n to every key, in batches of POST /v1/events.
+func startCounters(ctx context.Context, base, token string, keys []string, n int64) error {
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), maxBenchEventsBatch)]
+		keys = keys[len(batch):]
+		var body []byte
+		for _, k := range batch {
+			body = append(body, `{"type":"incr","key":"`...)
+			body = append(body, k...)
+			body = append(body, `","by":`...)
+			body = strconv.AppendInt(body, n, 10)
+			body = append(body, "}\n"...)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/events", bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("bench: --start: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("bench: --start: %w", err)
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || bytes.Contains(msg, []byte(`"rejected":`)) && !bytes.Contains(msg, []byte(`"rejected":0`)) {
+			return fmt.Errorf("bench: --start: POST /v1/events: %s: %s", resp.Status, bytes.TrimSpace(msg))
+		}
+	}
+	return nil
 }
