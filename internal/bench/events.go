@@ -278,6 +278,9 @@ type eventsMixResult struct {
 	// much its counters moved (with --approx; zero otherwise).
 	Cost  benchCost
 	Value int64
+	// Total is the sum of the run's counters after it (with --approx):
+	// what an approximate counter's error bound is relative to.
+	Total int64
 }
 
 // Label names the run in the tables: the mix, and "~" for the
@@ -312,6 +315,7 @@ func (r *eventsMixResult) add(o *eventsMixResult) {
 	r.Cost = benchCost{Commits: r.Cost.Commits + o.Cost.Commits, WALBytes: r.Cost.WALBytes + o.Cost.WALBytes,
 		Entries: r.Cost.Entries + o.Cost.Entries, Written: r.Cost.Written + o.Cost.Written, Skipped: r.Cost.Skipped + o.Cost.Skipped}
 	r.Value += o.Value
+	r.Total = o.Total // the later segment's
 }
 
 func (c benchCost) sub(o benchCost) benchCost {
@@ -428,7 +432,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 				if err != nil {
 					return results, err
 				}
-				r.Cost, r.Value = after.sub(before), v-value
+				r.Cost, r.Value, r.Total = after.sub(before), v-value, v
 			}
 			acc := &exact
 			if isApprox {
@@ -742,11 +746,13 @@ func metricValue(body []byte, name, labels string) float64 {
 }
 
 // printApproxCosts prints, for each run, what it cost the replica and how
-// far its counters ended from the increments sent (counted).
+// far its counters ended from the increments sent (counted), relative to
+// what was sent ("error") and to the counters' total ("of total", what an
+// approximate counter's bound is relative to).
 func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMixResult) {
 	fmt.Fprintf(out, "\nwhat each cost the replica (mix~: the same mix on keys under %q, approximate at %v):\n", approxPrefix, cfg.Approx)
-	const row = "%5v %12v %9v %11v %10v %10v %9v %12v %12v %9v\n"
-	fmt.Fprintf(out, row, "mix", "events/s", "commits", "WAL bytes", "WAL B/ev", "entries", "skipped", "sent", "value", "error")
+	const row = "%5v %12v %9v %11v %10v %10v %9v %12v %12v %9v %9v\n"
+	fmt.Fprintf(out, row, "mix", "events/s", "commits", "WAL bytes", "WAL B/ev", "entries", "skipped", "sent", "value", "error", "of total")
 	for _, r := range results {
 		if r.Mix == "like" {
 			continue
@@ -755,15 +761,18 @@ func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMix
 		if r.Approx && r.Cost.Written+r.Cost.Skipped > 0 {
 			skipped = fmt.Sprintf("%.1f%%", 100*r.Cost.Skipped/(r.Cost.Written+r.Cost.Skipped))
 		}
-		walPerEvent, errPct := 0.0, "-"
+		walPerEvent, errPct, totalPct := 0.0, "-", "-"
 		if r.Events > 0 {
 			walPerEvent = float64(r.Cost.WALBytes) / float64(r.Events)
 		}
 		if r.Counted > 0 {
 			errPct = fmt.Sprintf("%+.3f%%", 100*float64(r.Value-r.Counted)/float64(r.Counted))
 		}
+		if r.Total > 0 {
+			totalPct = fmt.Sprintf("%+.3f%%", 100*float64(r.Value-r.Counted)/float64(r.Total))
+		}
 		fmt.Fprintf(out, row, r.Label(), fmt.Sprintf("%.0f", r.EventsPerSec()), r.Cost.Commits, r.Cost.WALBytes,
-			fmt.Sprintf("%.2f", walPerEvent), fmt.Sprintf("%.0f", r.Cost.Entries), skipped, r.Counted, r.Value, errPct)
+			fmt.Sprintf("%.2f", walPerEvent), fmt.Sprintf("%.0f", r.Cost.Entries), skipped, r.Counted, r.Value, errPct, totalPct)
 	}
 }
 
