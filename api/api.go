@@ -109,12 +109,23 @@ type Incr struct {
 	// Duplicate: the idempotency key was seen before; nothing was added and
 	// Value is the value the first attempt returned.
 	Duplicate bool `json:"duplicate"`
+	// Approx: the counter is approximate; Counted is what this increment
+	// counted: a multiple of the counter's step, often 0 (then nothing was
+	// written), by on average. Both absent for an exact counter; Counted
+	// absent for a duplicate.
+	Approx  bool   `json:"approx,omitempty"`
+	Counted *int64 `json:"counted,omitempty"`
 }
+
+// ModeApprox is the Mode of an approximate counter's reads.
+const ModeApprox = "approx"
 
 // Counter answers GET /v1/counters/{key}.
 type Counter struct {
-	Key         string           `json:"key"`
-	Value       int64            `json:"value"`
+	Key   string `json:"key"`
+	Value int64  `json:"value"`
+	// Approx: the value may still move (as for Likes), or the counter is
+	// approximate (Mode) and the value is an estimate.
 	Approx      bool             `json:"approx"`
 	Replicas    map[string]PN    `json:"replicas"`
 	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"` // see Likes
@@ -122,6 +133,40 @@ type Counter struct {
 	// more than one region whose extra application is not yet taken
 	// back in this region's view: the value may still drop.
 	Unreconciled int `json:"unreconciled,omitempty"`
+	// Mode is "approx" for an approximate counter, absent for an exact
+	// one; Error then bounds the estimate.
+	Mode  string       `json:"mode,omitempty"`
+	Error *ApproxError `json:"error,omitempty"`
+}
+
+// ApproxError bounds an approximate count's error.
+type ApproxError struct {
+	// Relative is the counter's relative standard error target.
+	Relative float64 `json:"relative"`
+	// Std bounds the standard deviation of the value, rounded up: Relative
+	// times ΣP + ΣN of the counter (its value, for one that only grows).
+	// For a window, Relative · sqrt(2 · the counter's ΣP+ΣN · the
+	// window's).
+	Std int64 `json:"std"`
+	// Bound95 is 2 · Std: the true value is within Value ± Bound95 with
+	// about 95% probability.
+	Bound95 int64 `json:"bound95"`
+}
+
+// SeriesError bounds an approximate counter's series, point by point (as
+// ApproxError for a window).
+type SeriesError struct {
+	Relative float64 `json:"relative"`
+	Std      []int64 `json:"std"`
+	Bound95  []int64 `json:"bound95"`
+}
+
+// ApproxRule is one approximate-counter rule, in /v1/status.
+type ApproxRule struct {
+	// Prefix: the counters whose keys start with it ("" is all of them).
+	Prefix string `json:"prefix"`
+	// Error is their relative standard error target.
+	Error float64 `json:"error"`
 }
 
 // EventsResult answers POST /v1/events.
@@ -140,6 +185,11 @@ type EventResult struct {
 	Changed bool `json:"changed,omitempty"`
 	// Duplicate (incr): the idempotency key was seen before.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Approx and Counted (incr of an approximate counter) as for Incr,
+	// except that Counted is absent when the increment counted nothing
+	// (most do, on a hot counter: the batch answer stays small).
+	Approx  bool   `json:"approx,omitempty"`
+	Counted *int64 `json:"counted,omitempty"`
 	// Error and Code say why a rejected event was rejected.
 	Error string `json:"error,omitempty"`
 	Code  string `json:"code,omitempty"`
@@ -185,6 +235,8 @@ type Status struct {
 	Numbering          any          `json:"numbering,omitempty"`
 	// Events is the event log: how far this replica's stream has it.
 	Events any `json:"events,omitempty"`
+	// Approx lists the approximate-counter rules, longest prefix winning.
+	Approx []ApproxRule `json:"approx,omitempty"`
 }
 
 // History answers GET /v1/likes/{item}/{user}/history: the pair's likes
@@ -330,6 +382,12 @@ type Window struct {
 	Unreconciled int              `json:"unreconciled,omitempty"`
 	Replicas     map[string]PN    `json:"replicas"` // per replica: additions (p) and removals (n) in the window
 	Regions      map[string]int64 `json:"regions"`  // per region: net change booked by its replicas
+	// Mode is "approx" if the key is an approximate counter (or, for the
+	// counters' total, if any counter may be), and Approx is then true;
+	// Error bounds a key's window (absent for the total). Final still
+	// says whether the value can move.
+	Mode  string       `json:"mode,omitempty"`
+	Error *ApproxError `json:"error,omitempty"`
 }
 
 // Series answers GET /v1/series and the per-key series routes: points of
@@ -350,6 +408,10 @@ type SeriesOfKey struct {
 	Key     string             `json:"key"` // "*" is the family's total
 	Values  []int64            `json:"values"`
 	Regions map[string][]int64 `json:"regions,omitempty"` // with by=region
+	// Mode and Error as for a Window, per point (the Series is then
+	// approx).
+	Mode  string       `json:"mode,omitempty"`
+	Error *SeriesError `json:"error,omitempty"`
 }
 
 // Trending answers GET /v1/trending.
@@ -375,6 +437,9 @@ type Trending struct {
 type TrendingItem struct {
 	Item  string `json:"item"`
 	Count int64  `json:"count"`
+	// Approx: the key is an approximate counter, so Count is its
+	// estimated change (and the Trending is approx).
+	Approx bool `json:"approx,omitempty"`
 }
 
 // UniquesAdded answers POST /v1/uniques/{key}.

@@ -102,6 +102,18 @@ trending_capacity = 128
 # small). Every region must use the same levels. "" keeps no buckets.
 uniques_windows = "1h:8d,1d:400d"
 
+# Approximate counters: the counters under a prefix count an increment in
+# steps that grow with the counter (an increment of 1 counts as the step
+# with probability 1/step), so a hot counter writes, fsyncs and replicates
+# a fraction of its increments. error is the relative standard error
+# target, 0.001..0.5; the longest matching prefix wins, "" is every
+# counter. Reads of such counters say "mode":"approx" with an error bound.
+# Likes are never approximate, and a counter a sequence numbers
+# (counts = "increments") cannot be. Every region should say the same.
+# approx "views:" {
+#   error = 0.01
+# }
+
 # --- Replication (leave nats empty for a standalone replica) ---
 
 # URL(s) of this region's NATS cluster, comma-separated.

@@ -13,9 +13,11 @@ import (
 //
 //	PN:         v1 | P | N
 //	Vector:     v1 | count | (replica | P | N)*
-//	LikeRecord: v1 | flags | HLC | origin | [amount] | [at] | count | (replica | P | N)*
-//	            flags bit 0 = liked, bit 1 = keyed, bit 2 = at; amount (zigzag varint)
-//	            only in a keyed record with a register; at (unix ms) only with bit 2
+//	LikeRecord: v1 | flags | HLC | origin | [amount] | [at] | [asked] | count | (replica | P | N)*
+//	            flags bit 0 = liked, bit 1 = keyed, bit 2 = at, bit 3 = asked; amount (zigzag
+//	            varint) only in a keyed record with a register; at (unix ms) only with bit 2;
+//	            asked (zigzag varint, not 0, not amount) only with bit 3, in a keyed record
+//	            with a register
 const formatV1 = 1
 
 // ErrCorrupt is returned (wrapped) by every decoder for malformed input.
@@ -66,6 +68,9 @@ func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
 	if r.At != 0 && r.HLC != 0 {
 		flags |= 4
 	}
+	if r.Asked != 0 && r.Keyed && r.HLC != 0 {
+		flags |= 8
+	}
 	dst = append(dst, formatV1, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.HLC))
 	dst = appendString(dst, r.Origin)
@@ -75,6 +80,9 @@ func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
 	if flags&4 != 0 {
 		dst = binary.AppendUvarint(dst, uint64(r.At))
 	}
+	if flags&8 != 0 {
+		dst = binary.AppendVarint(dst, r.Asked)
+	}
 	return appendVectorBody(dst, r.Contrib)
 }
 
@@ -83,7 +91,7 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	d := decoder{b: b}
 	d.version()
 	flags := d.byte()
-	if d.err == nil && flags&^7 != 0 {
+	if d.err == nil && flags&^15 != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	r := &LikeRecord{Liked: flags&1 != 0, Keyed: flags&2 != 0, HLC: HLC(d.uvarint())}
@@ -105,6 +113,13 @@ func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
 	if flags&4 != 0 {
 		if r.At = int64(d.uvarint()); d.err == nil && (r.HLC == 0 || r.At <= 0 || r.At > 1<<47) {
 			d.fail("bad at %d", r.At)
+		}
+	}
+	if flags&8 != 0 {
+		// Canonical: only a keyed application stores Asked, and only when
+		// it differs from the Amount counted.
+		if r.Asked = d.varint(); d.err == nil && (!r.Keyed || r.HLC == 0 || r.Asked == 0 || r.Asked == r.Amount) {
+			d.fail("bad asked %d", r.Asked)
 		}
 	}
 	r.Contrib = d.vector()

@@ -68,6 +68,9 @@ func randEncRecord(rng *rand.Rand) *LikeRecord {
 		r.Origin = randID(rng, []int{3, MaxIDLen}[rng.IntN(2)])
 		if rng.IntN(4) == 0 {
 			r.Keyed, r.Liked, r.Amount = true, true, int64(randUint(rng, true))
+			if a := int64(randUint(rng, true)); rng.IntN(2) == 0 && a != 0 && a != r.Amount {
+				r.Asked = a // an approximate counter's decision
+			}
 		}
 	} else {
 		r.Keyed = rng.IntN(3) == 0
@@ -91,6 +94,9 @@ func TestEncodingLayout(t *testing.T) {
 		{"record zero", AppendLikeRecord(nil, &LikeRecord{}), []byte{1, 0, 0, 0, 0}},
 		{"record", AppendLikeRecord(nil, &LikeRecord{Liked: true, HLC: MakeHLC(1, 2), Origin: "us", Contrib: Vector{{"us", PN{P: 1}}}}),
 			cat(1, 1, uv(1<<16|2), "us", 1, "us", 1, 0)},
+		{"keyed record, approximate", AppendLikeRecord(nil, &LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1, 2), Origin: "us",
+			Amount: 64, Asked: 1, Contrib: Vector{{"us", PN{P: 64}}}}),
+			cat(1, 1|2|8, uv(1<<16|2), "us", uv(128), 2, 1, "us", uv(64), 0)},
 	}
 	for _, c := range cases {
 		if !bytes.Equal(c.got, c.want) {

@@ -82,6 +82,8 @@ func FuzzDecodeLikeRecord(f *testing.F) {
 	f.Add(AppendLikeRecord(nil, &LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1",
 		Amount: -5, Contrib: Vector{{"eu-1", PN{N: 5}}}}))
 	f.Add(AppendLikeRecord(nil, &LikeRecord{Keyed: true, Contrib: Vector{{"us-1", PN{P: 2}}}}))
+	f.Add(AppendLikeRecord(nil, &LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1",
+		Amount: 0, Asked: 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeLikeRecord(b)
 		if err != nil {

@@ -211,3 +211,36 @@ func TestKeyedRecordEncoding(t *testing.T) {
 		t.Fatal("decoded a keyed record that was never applied")
 	}
 }
+
+// An approximate counter's keyed increment: the client asked for 1, and
+// two replicas that had not heard of each other counted 64 and 0. Merged
+// either way round, the record keeps the later application's decision
+// (every replica's contributions reconcile to it) and still knows the
+// client asked for 1.
+func TestKeyedApproxApplicationsKeepTheLaterDecision(t *testing.T) {
+	a, b := &LikeRecord{}, &LikeRecord{}
+	da := a.ApplyKeyedCounted("a", 1, 64, MakeHLC(1000, 0))
+	db := b.ApplyKeyedCounted("b", 1, 0, MakeHLC(2000, 0))
+	if da != 64 || db != 0 || a.Asked != 1 || b.Asked != 1 {
+		t.Fatalf("applications: a %+v (delta %d), b %+v (delta %d)", a, da, b, db)
+	}
+	for _, order := range [][2]*LikeRecord{{a, b}, {b, a}} {
+		m := order[0].Clone()
+		m.Merge(order[1])
+		if m.Amount != 0 || m.Requested() != 1 || m.Origin != "b" {
+			t.Fatalf("merged register %+v: want b's decision 0, asked 1", m)
+		}
+		// Only b, the winner, reconciles: it takes a's 64 back.
+		if d := m.Reconcile("a"); d != 0 {
+			t.Fatalf("a reconciled by %d", d)
+		}
+		if d := m.Reconcile("b"); d != -64 || m.Contrib.Value() != 0 || m.Excess() != 0 {
+			t.Fatalf("b reconciled by %d to %+v", d, m)
+		}
+	}
+	exact := &LikeRecord{}
+	exact.ApplyKeyed("a", 5, MakeHLC(1000, 0))
+	if exact.Asked != 0 || exact.Requested() != 5 {
+		t.Fatalf("an exact application stores asked: %+v", exact)
+	}
+}

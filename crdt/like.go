@@ -9,6 +9,12 @@ package crdt
 // "applied", and the register also carries the increment's Amount, which
 // the contributions must add up to instead of 1. Keyed is the record's kind,
 // not part of the register: every portion of a keyed record says so.
+//
+// On an approximate counter the replica counts another amount than the
+// client asked for (a multiple of its step, or nothing). Amount is then
+// what it counted, the target every replica reconciles to, and Asked keeps
+// what the client asked for, so a retry with another amount is still told
+// apart from a retry.
 type LikeRecord struct {
 	Liked   bool
 	HLC     HLC
@@ -16,6 +22,10 @@ type LikeRecord struct {
 	Contrib Vector // Contrib[r]: what replica r added/removed for this user
 	Keyed   bool   // an increment-key record, see above
 	Amount  int64  // a keyed record's increment; register field, zero otherwise
+	// Asked is the amount the client asked for, if it is not Amount (an
+	// approximate counter counted another); zero otherwise. A register
+	// field.
+	Asked int64
 	// At is when the winning action happened by its client (unix ms), if
 	// the client said so; zero means at the register's HLC. A register
 	// field: time windows book the record's reconciliation there.
@@ -58,6 +68,9 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 	if r.Amount != o.Amount {
 		return r.Amount > o.Amount
 	}
+	if r.Asked != o.Asked {
+		return r.Asked > o.Asked
+	}
 	return r.At > o.At
 }
 
@@ -66,7 +79,7 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 func (r *LikeRecord) Merge(o *LikeRecord) bool {
 	changed := false
 	if o.Wins(r) {
-		r.Liked, r.HLC, r.Origin, r.Amount, r.At = o.Liked, o.HLC, o.Origin, o.Amount, o.At
+		r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At = o.Liked, o.HLC, o.Origin, o.Amount, o.Asked, o.At
 		changed = true
 	}
 	if o.Keyed && !r.Keyed {
@@ -117,9 +130,29 @@ func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delt
 // the change to self's counter-vector entry: amount, less whatever the
 // record's earlier contributions already count.
 func (r *LikeRecord) ApplyKeyed(self string, amount int64, hlc HLC) (delta int64) {
+	return r.ApplyKeyedCounted(self, amount, amount, hlc)
+}
+
+// ApplyKeyedCounted is ApplyKeyed for an increment the client asked by
+// asked and the replica counts as counted (an approximate counter's
+// decision): counted is the record's Amount, and asked is kept beside it
+// for telling a retry from a reuse of the key.
+func (r *LikeRecord) ApplyKeyedCounted(self string, asked, counted int64, hlc HLC) (delta int64) {
 	r.Keyed = true
-	r.Liked, r.HLC, r.Origin, r.Amount, r.At = true, hlc, self, amount, 0
+	r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At = true, hlc, self, counted, 0, 0
+	if asked != counted {
+		r.Asked = asked
+	}
 	return r.Reconcile(self)
+}
+
+// Requested is the amount the client asked for when the key was applied:
+// Asked if the replica counted another amount, else Amount.
+func (r *LikeRecord) Requested() int64 {
+	if r.Asked != 0 {
+		return r.Asked
+	}
+	return r.Amount
 }
 
 // Additions is how many times, in all, replicas have added this user to the
@@ -144,7 +177,7 @@ func (r *LikeRecord) Clone() *LikeRecord {
 // Equal reports whether r and o are the same state.
 func (r *LikeRecord) Equal(o *LikeRecord) bool {
 	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Keyed == o.Keyed &&
-		r.Amount == o.Amount && r.At == o.At && r.Contrib.Equal(o.Contrib)
+		r.Amount == o.Amount && r.Asked == o.Asked && r.At == o.At && r.Contrib.Equal(o.Contrib)
 }
 
 // Portion returns the part of r that replica id speaks for: id's own
@@ -156,7 +189,7 @@ func (r *LikeRecord) Equal(o *LikeRecord) bool {
 func (r *LikeRecord) Portion(id string) *LikeRecord {
 	p := &LikeRecord{Keyed: r.Keyed}
 	if r.Origin == id {
-		p.Liked, p.HLC, p.Origin, p.Amount, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.At
+		p.Liked, p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At
 	}
 	if e := r.Contrib.Get(id); e != (PN{}) {
 		p.Contrib = Vector{{Replica: id, PN: e}}
@@ -172,7 +205,7 @@ func (r *LikeRecord) Restrict(keep func(replica string) bool) (*LikeRecord, bool
 	cut := false
 	if r.Origin != "" || r.HLC != 0 {
 		if keep(r.Origin) {
-			p.Liked, p.HLC, p.Origin, p.Amount, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.At
+			p.Liked, p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At
 		} else {
 			cut = true
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 
 	"github.com/tally-dev/tally/api"
@@ -56,7 +57,11 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.Incr{Key: key, Value: res.Value, Duplicate: res.Duplicate})
+	out := api.Incr{Key: key, Value: res.Value, Duplicate: res.Duplicate, Approx: res.Approx}
+	if res.Approx && !res.Duplicate {
+		out.Counted = &res.Counted
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -86,7 +91,19 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector),
-		StalenessMs: s.staleness(), Unreconciled: rd.Unreconciled})
+	out := api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector),
+		StalenessMs: s.staleness(), Unreconciled: rd.Unreconciled}
+	if rd.ApproxError > 0 {
+		out.Approx, out.Mode = true, api.ModeApprox
+		out.Error = approxError(rd.ApproxError, region.CounterStd(rd.ApproxError, rd.Vector))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// approxError is the error of an approximate count whose standard
+// deviation is at most std, in whole counts rounded up.
+func approxError(relErr, std float64) *api.ApproxError {
+	s := int64(math.Ceil(std))
+	return &api.ApproxError{Relative: relErr, Std: s, Bound95: 2 * s}
 }

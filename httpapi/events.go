@@ -34,8 +34,10 @@ const MaxBatchEvents = 10000
 //	  {"ok":false,"value":0,"error":"...","code":"bad_id"},...]}
 //
 // where value is the like count or counter value after the event, changed
-// (likes) and duplicate (increments) appear only when true, and a rejected
-// event carries its own error and code.
+// (likes) and duplicate (increments) appear only when true, an increment
+// of an approximate counter says "approx":true and, if it counted
+// anything, what it "counted", and a rejected event carries its own error
+// and code.
 
 // eventsBatch is one request's working memory, pooled: the body, the
 // decoded operations and the answer. Nothing in it outlives the request
@@ -365,6 +367,15 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 		}
 		if rr.Duplicate {
 			dst = append(dst, `,"duplicate":true`...)
+		}
+		if rr.Approx {
+			// Most increments of a hot approximate counter count nothing:
+			// "counted" only when they did keeps a batch's answer small.
+			dst = append(dst, `,"approx":true`...)
+			if rr.Counted != 0 {
+				dst = append(dst, `,"counted":`...)
+				dst = strconv.AppendInt(dst, rr.Counted, 10)
+			}
 		}
 		dst = append(dst, '}')
 	}

@@ -65,6 +65,9 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	if s.cfg.Numbering != nil {
 		out.Numbering = s.cfg.Numbering()
 	}
+	for _, r := range s.rep.ApproxRules() {
+		out.Approx = append(out.Approx, api.ApproxRule{Prefix: r.Prefix, Error: r.Error})
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -35,6 +35,7 @@ type envOpts struct {
 	reg        *prometheus.Registry // shared with the replica
 	noLists    bool                 // like lists off
 	noLog      bool                 // event log off
+	approx     []region.ApproxRule  // approximate counters (seed 1)
 }
 
 func newEnv(t *testing.T, o envOpts) *env {
@@ -49,6 +50,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	}
 	rep, err := region.New(region.Config{
 		Region: "us", Replica: "us-1", Store: st, HoldWrites: o.hold, Registerer: o.reg, LikeLists: !o.noLists, EventLog: !o.noLog,
+		Approx: o.approx, Seed: 1,
 	})
 	if err != nil {
 		t.Fatal(err)

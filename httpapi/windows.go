@@ -268,10 +268,30 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	for _, e := range sum.Vector {
 		out.Regions[regionName(regions, e.Replica)] += e.Value()
 	}
-	out.Approx = win.Unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
-	out.Final = win.Closed && !out.Approx
+	moving := win.Unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Approx, out.Final = moving, win.Closed && !moving
+	if relErr := s.approxError(kind, key); relErr > 0 {
+		out.Approx, out.Mode = true, api.ModeApprox
+		if key != "" {
+			counter, err := s.rep.Counter(key)
+			if err != nil {
+				return err
+			}
+			out.Error = approxError(relErr, region.WindowStd(relErr, counter.Vector, sum.Vector))
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// approxError is the relative error target of a counter key's reads, 0
+// for an exact counter and for likes. The counters' total ("") has the
+// largest target of any rule: it adds up every counter.
+func (s *Server) approxError(kind storage.Kind, key string) float64 {
+	if kind != storage.Counters {
+		return 0
+	}
+	return s.rep.ApproxError(key)
 }
 
 // fmtSpan writes a whole number of seconds compactly: "1s", "10m", "1h",
@@ -371,6 +391,7 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	out := api.Series{Kind: kind.String(), Step: fmtSpan(step)}
 	closed := true
 	unreconciled := 0
+	anyApprox := false
 	for i, key := range keys {
 		k := key
 		if k == "*" {
@@ -408,12 +429,35 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 				vals[j] += e.Value()
 			}
 		}
+		if relErr := s.approxError(kind, k); relErr > 0 {
+			anyApprox = true
+			line.Mode = api.ModeApprox
+			if k != "" {
+				if line.Error, err = s.seriesError(relErr, k, win.Points); err != nil {
+					return err
+				}
+			}
+		}
 		out.Series = append(out.Series, line)
 	}
-	out.Approx = unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
-	out.Final = closed && !out.Approx
+	moving := unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Approx, out.Final = moving || anyApprox, closed && !moving
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// seriesError bounds each point of an approximate counter's series.
+func (s *Server) seriesError(relErr float64, key string, points []region.Point) (*api.SeriesError, error) {
+	counter, err := s.rep.Counter(key)
+	if err != nil {
+		return nil, err
+	}
+	e := &api.SeriesError{Relative: relErr, Std: make([]int64, len(points)), Bound95: make([]int64, len(points))}
+	for j, p := range points {
+		pe := approxError(relErr, region.WindowStd(relErr, counter.Vector, p.Vector))
+		e.Std[j], e.Bound95[j] = pe.Std, pe.Bound95
+	}
+	return e, nil
 }
 
 // GET /v1/trending?window=10m&n=10[&region=eu][&kind=likes|counters][&prefix=p]
@@ -477,11 +521,14 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		from, to := tr.From.UTC(), tr.To.UTC()
 		out.From, out.To = &from, &to
 	}
+	anyApprox := false
 	for _, it := range tr.Items {
-		out.Items = append(out.Items, api.TrendingItem{Item: it.Key, Count: it.Count})
+		approx := s.approxError(kind, it.Key) > 0
+		anyApprox = anyApprox || approx
+		out.Items = append(out.Items, api.TrendingItem{Item: it.Key, Count: it.Count, Approx: approx})
 	}
-	out.Approx = s.cfg.Replication != nil && s.cfg.Replication.Stale()
-	out.Final = !tr.AllTime && tr.Closed && !out.Approx
+	moving := s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Approx, out.Final = moving || anyApprox, !tr.AllTime && tr.Closed && !moving
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -103,6 +103,13 @@ type Config struct {
 	// width:keep pairs as for Windows; "" keeps none. Every region must
 	// say the same. Default "1h:8d,1d:400d".
 	UniquesWindows string `hcl:"uniques_windows,optional"`
+	// Approx makes the counters under a prefix approximate: an increment
+	// is counted in steps that grow with the counter, so a hot counter
+	// writes, fsyncs and replicates a fraction of its increments, within a
+	// relative standard error. HCL: approx "views:" { error = 0.01 }; the
+	// longest matching prefix wins, "" is every counter. Likes are never
+	// approximate. Every region should say the same. Default none.
+	Approx []ApproxConfig `hcl:"approx,block"`
 	// ShutdownTimeout bounds how long shutdown waits for in-flight
 	// requests before closing their connections, as a Go duration. It
 	// should exceed RequestTimeout. Default "15s".
@@ -417,6 +424,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.Sequences) > maxSequences {
 		bad("%d sequences: at most %d", len(c.Sequences), maxSequences)
+	}
+	if err := c.validateApprox(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Sequences) > 0 && c.NATS == "" {
 		bad("sequences are set but nats is empty: the allocator lives on JetStream")

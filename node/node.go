@@ -143,6 +143,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
 		LikeLists:      cfg.LikeLists,
 		EventLog:       cfg.EventLog,
+		Approx:         cfg.ApproxRules(),
 	}
 	if rcfg.Windows, err = cfg.WindowConfig(); err != nil {
 		return nil, err

@@ -157,6 +157,31 @@ func BenchmarkIncrDurable(b *testing.B) {
 	})
 }
 
+// BenchmarkIncrApprox is BenchmarkIncrDurable on an approximate counter
+// (target 1%): from single increments, most of which count nothing and so
+// wait for no fsync, and in batches, where one hot counter costs exact
+// increments one write per commit already.
+func BenchmarkIncrApprox(b *testing.B) {
+	approx := func(c *Config) { c.Approx = []ApproxRule{{Prefix: "", Error: 0.01}} }
+	for _, writers := range benchWriters {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			r, _ := openBenchReplicaWith(b, storage.DurabilitySync, approx)
+			runWriters(b, writers, "incrs", func(ctx context.Context, _ int64) error {
+				_, err := r.Incr(ctx, "hot", 1, "")
+				return err
+			})
+		})
+	}
+	b.Run(fmt.Sprintf("batch=%d/writers=%d", benchBatch, benchBatchWriters), func(b *testing.B) {
+		r, _ := openBenchReplicaWith(b, storage.DurabilitySync, approx)
+		runBatches(b, r, "incrs", func(_ int64, ops []Op) {
+			for j := range ops {
+				ops[j] = Op{Kind: OpIncr, Item: "hot", By: 1}
+			}
+		})
+	})
+}
+
 // BenchmarkIncrKeyed is batched ingest of increments of one counter, each
 // with a new idempotency key: one keyed record per increment.
 func BenchmarkIncrKeyed(b *testing.B) {

@@ -81,6 +81,16 @@ type Config struct {
 	// name carries its retention, but a replica books only the levels it
 	// is configured with.
 	Windows *WindowConfig
+	// Approx makes the counters under some prefixes approximate (approx.go):
+	// an increment is counted in steps that grow with the counter, so a hot
+	// counter writes, fsyncs and replicates a fraction of its increments,
+	// within a relative standard error. Nil: every counter is exact. Every
+	// replica should use the same rules: each counts its own increments by
+	// its rules, and reads say approx by the rules of the replica read.
+	Approx []ApproxRule
+	// Seed seeds the replica's random source, which only approximate
+	// counters draw from. Zero: a seed from crypto/rand.
+	Seed uint64
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -116,6 +126,9 @@ func (c Config) Validate() error {
 		if err := c.Windows.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := validateApprox(c.Approx); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.Sequences) > maxSequences {
 		errs = append(errs, fmt.Errorf("region: %d sequences, at most %d", len(c.Sequences), maxSequences))

@@ -39,4 +39,16 @@
 // reconciliation, at the winning action's. Trending (trending.go) takes
 // candidates from local Space-Saving sketches fed by each commit and
 // re-scores them exactly from the buckets.
+//
+// # Approximate counters
+//
+// Counters under a prefix with an ApproxRule (Config.Approx) count an
+// increment in steps that grow with the counter (approx.go): an increment
+// of 1 counts as the step with probability 1/step, so a hot counter writes
+// one entry per step increments. The coins come from a random source the
+// writer goroutine owns (Config.Seed). An increment that counts nothing
+// writes nothing, and a group commit that writes nothing is not committed.
+// The count is unbiased, and its standard deviation is at most the rule's
+// Error times the counter's magnitude (CounterStd), across any number of
+// replicas. Likes are never approximate.
 package region

@@ -24,6 +24,10 @@ type metrics struct {
 	idemExpired    prometheus.Counter
 	bucketsExpired prometheus.Counter
 	uniqueIDs      prometheus.Counter
+	ownChanged     prometheus.Counter
+	approxIncrs    *prometheus.CounterVec
+	approxWritten  prometheus.Counter
+	approxSkipped  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -79,11 +83,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_time_buckets_expired_total",
 			Help: "Time buckets deleted for being past their retention.",
 		}),
+		ownChanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_own_entries_changed_total",
+			Help: "Own vector entries (counts and time buckets) changed by commits: what replication's fast path is handed (it coalesces them per flush).",
+		}),
+		approxIncrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_approx_increments_total",
+			Help: "Increments of approximate counters applied, by outcome: written (the increment counted a step, " +
+				"or carried an idempotency key, which is always stored) or skipped (it counted nothing and wrote nothing).",
+		}, []string{"outcome"}),
 	}
 	m.uniqueIDs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tally_unique_ids_total",
 		Help: "Ids added to unique-count sketches (each id of each add, repeated ids included).",
 	})
+	m.approxWritten = m.approxIncrs.WithLabelValues("written")
+	m.approxSkipped = m.approxIncrs.WithLabelValues("skipped")
 	m.refusedOwn = m.refused.WithLabelValues("own_entry")
 	m.refusedCap = m.refused.WithLabelValues("entry_cap")
 	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
@@ -94,7 +109,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs)
 	}
 	return m
 }

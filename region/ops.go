@@ -136,6 +136,12 @@ type Result struct {
 	// this replica or one it heard from; Value is the counter's current
 	// value.
 	Duplicate bool
+	// Approx: the increment is of an approximate counter (Config.Approx).
+	// Counted is what it counted: a multiple of the counter's step, often
+	// nothing (then the replica wrote nothing for it), By on average.
+	// Zero for a duplicate.
+	Approx  bool
+	Counted int64
 }
 
 // VectorMerge carries a remote view of a vector to merge by max.

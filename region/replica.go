@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ type Replica struct {
 	uniqueLevels []level     // Config.Windows.Uniques, compiled
 	ownPages     *pageCache  // owned by the writer goroutine (uniques.go)
 	trends       *trends     // trending sketches (trending.go)
+	approx       approxRules // Config.Approx, compiled
 
 	umu          sync.RWMutex // protects unreconciled
 	unreconciled map[vkey]int // vector -> records counting in it whose excess is not zero
@@ -74,6 +76,7 @@ type Replica struct {
 	pclock    *physClock   // safe for concurrent use
 	hlcStored crdt.HLC     // largest HLC persisted in metaHLC
 	nums      []*numbering // one per Config.Sequences
+	rng       *rand.Rand   // approximate counters' coin flips (Config.Seed)
 
 	kick chan struct{} // wakes the writer to number queued likes
 	// reconcileKick asks the writer for the reconciliation pass that
@@ -135,6 +138,8 @@ func New(cfg Config) (*Replica, error) {
 		windows:       compileWindows(cfg.Windows),
 		uniqueLevels:  compileLevels(cfg.Windows.Uniques),
 		ownPages:      newPageCache(ownPageCacheSize),
+		approx:        compileApprox(cfg.Approx),
+		rng:           newRand(cfg.Seed),
 		trends:        newTrends(cfg.Windows.TrendingCapacity),
 	}
 	mono := cfg.Monotonic
@@ -506,6 +511,7 @@ func (r *Replica) commit(batch []*request) {
 		}
 		return
 	}
+	r.metrics.ownChanged.Add(float64(len(changes.Vectors)))
 	tx.afterNumber() // before the acks: a caller sees its like numbered or queued
 	// Before the acks too: an acknowledged write is already queued for
 	// replication, so the next flush after the ack carries it.
@@ -525,6 +531,10 @@ type Read struct {
 	// counter) whose excess is not yet zero in this replica's view: the
 	// count may still move.
 	Unreconciled int
+	// ApproxError is the relative error target of an approximate counter
+	// (Config.Approx), 0 for an exact one and for likes. CounterStd turns
+	// it and Vector into a bound on the value's standard deviation.
+	ApproxError float64
 }
 
 // Likes reads an item's like count.
@@ -554,7 +564,11 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 	r.umu.RLock()
 	u := r.unreconciled[vkey{kind, item}]
 	r.umu.RUnlock()
-	return Read{Value: v.Value(), Vector: v, Unreconciled: u}, nil
+	rd := Read{Value: v.Value(), Vector: v, Unreconciled: u}
+	if kind == storage.Counters {
+		rd.ApproxError = r.approx.errorOf(item)
+	}
+	return rd, nil
 }
 
 // Liked reports whether user likes item in this replica's view.

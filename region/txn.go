@@ -336,6 +336,9 @@ func (t *txn) applyIncr(op *Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
+	if e := t.r.approx.errorOf(op.Item); e > 0 {
+		return t.applyApproxIncr(op, vs, e)
+	}
 	if err := checkEntry(vs.cur.Get(t.r.self), op.By); err != nil {
 		return Result{Err: err}
 	}
@@ -348,6 +351,32 @@ func (t *txn) applyIncr(op *Op) Result {
 		t.logIncr(op.Item, op.By)
 	}
 	return Result{Value: vs.cur.Value()}
+}
+
+// applyApproxIncr applies an unkeyed increment of an approximate counter:
+// it counts what the coin decides, and an increment that counts nothing
+// touches nothing (no write, no booking, no event, nothing to replicate).
+func (t *txn) applyApproxIncr(op *Op, vs *vecState, relErr float64) Result {
+	n := t.approxIncr(relErr, vs.cur, op.By)
+	if err := checkEntry(vs.cur.Get(t.r.self), n); err != nil {
+		return Result{Err: err}
+	}
+	if n == 0 {
+		t.r.metrics.approxSkipped.Inc()
+		return Result{Value: vs.cur.Value(), Approx: true}
+	}
+	t.r.metrics.approxWritten.Inc()
+	vs.cur = vs.cur.Add(t.r.self, n)
+	t.book(storage.Counters, op.Item, t.atOr(op.At), n)
+	if len(t.r.nums) > 0 {
+		t.countIncr(op.Item, n)
+	}
+	if t.r.cfg.EventLog && !t.r.chaosLogSkipsIncrements() {
+		// The event says what was counted: By is the counted amount, so
+		// the log adds up to the counter (and the audit to its entry).
+		t.logIncr(op.Item, n)
+	}
+	return Result{Value: vs.cur.Value(), Approx: true, Counted: n}
 }
 
 // logIncr folds an unkeyed increment into its counter's event of this
@@ -383,21 +412,32 @@ func (t *txn) applyKeyed(op *Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
+	relErr := t.r.approx.errorOf(op.Item)
 	if rec := rs.rec; applied(rec) {
-		if rec.HLC != 0 && rec.Amount != op.By {
+		if rec.HLC != 0 && rec.Requested() != op.By {
 			return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
-				ErrIdempotencyMismatch, op.IdemKey, rec.Amount, op.By)}
+				ErrIdempotencyMismatch, op.IdemKey, rec.Requested(), op.By)}
 		}
-		return Result{Value: vs.cur.Value(), Duplicate: true}
+		return Result{Value: vs.cur.Value(), Duplicate: true, Approx: relErr > 0}
 	}
-	if err := checkEntry(vs.cur.Get(t.r.self), op.By); err != nil {
+	// On an approximate counter the coin is flipped once, here: the record
+	// keeps what it decided (a retry is a duplicate of this decision, and
+	// a concurrent application elsewhere reconciles to the later one's).
+	counted := op.By
+	if relErr > 0 {
+		counted = t.approxIncr(relErr, vs.cur, op.By)
+	}
+	if err := checkEntry(vs.cur.Get(t.r.self), counted); err != nil {
 		return Result{Err: err}
+	}
+	if relErr > 0 {
+		t.r.metrics.approxWritten.Inc() // the key is written, whatever was counted
 	}
 	hlc := t.r.clock.Now(t.nowMs)
 	if hlc <= rs.rec.HLC {
 		hlc = rs.rec.HLC + 1
 	}
-	delta := rs.rec.ApplyKeyed(t.r.self, op.By, hlc)
+	delta := rs.rec.ApplyKeyedCounted(t.r.self, op.By, counted, hlc)
 	rs.rec.At = op.At
 	vs.cur = vs.cur.Add(t.r.self, delta)
 	t.book(storage.Counters, op.Item, rs.rec.BookedMs(), delta)
@@ -407,9 +447,12 @@ func (t *txn) applyKeyed(op *Op) Result {
 			P: p, N: n, Count: 1, HLC: hlc})
 	}
 	if len(t.r.nums) > 0 {
-		t.countIncr(op.Item, op.By)
+		t.countIncr(op.Item, counted)
 	}
 	rs.dirty, rs.spread, rs.deleted = true, true, false
+	if relErr > 0 {
+		return Result{Value: vs.cur.Value(), Approx: true, Counted: counted}
+	}
 	return Result{Value: vs.cur.Value()}
 }
 

@@ -64,3 +64,21 @@ func (s *Store) MemoryUse() (MemoryUse, error) {
 	}
 	return u, nil
 }
+
+// WriteStats is what the store has written since it opened.
+type WriteStats struct {
+	// Commits counts committed batches: each is one WAL fsync under
+	// DurabilitySync.
+	Commits uint64
+	// WALBytes is what Pebble wrote to the WAL (its WAL.BytesWritten).
+	WALBytes uint64
+}
+
+// WriteStats reports the commits and WAL bytes written since open, for
+// measuring what a workload costs the disk.
+func (s *Store) WriteStats() (WriteStats, error) {
+	if s.closed.Load() {
+		return WriteStats{}, fmt.Errorf("write stats: %w", ErrClosed)
+	}
+	return WriteStats{Commits: s.commits.Load(), WALBytes: s.db.Metrics().WAL.BytesWritten}, nil
+}

@@ -153,6 +153,8 @@ type Store struct {
 	logLast atomic.Uint64 // seq of the last committed event
 	// logIDNew: logID is not stored yet; the first batch with events stores it.
 	logIDNew atomic.Bool
+
+	commits atomic.Uint64 // batches committed since open (see WriteStats)
 }
 
 // memTableSlots is how many memtables the block cache makes room for:
@@ -568,7 +570,11 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 			s.failure.CompareAndSwap(nil, &err)
 		}
 	}()
-	return b.Commit(s.wo)
+	if err := b.Commit(s.wo); err != nil {
+		return err
+	}
+	s.commits.Add(1)
+	return nil
 }
 
 var _ io.Closer = (*Store)(nil)

@@ -58,6 +58,20 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.EventTimeFuture, "event-time-future", c.EventTimeFuture, "how far in the future a client-given event time may be (`duration`)")
 	fs.IntVar(&c.TrendingCapacity, "trending-capacity", c.TrendingCapacity, "counters per trending sketch (`k`): keys above 1/k of a window's additions are never missed")
 	fs.StringVar(&c.UniquesWindows, "uniques-windows", c.UniquesWindows, "time-bucket levels of every unique count (`levels`, e.g. 1h:8d,1d:400d; \"\": none)")
+	fs.Func("approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; e.g. views:=0.01, \"=0.05\" for every counter): counted in growing steps, at that relative standard error", func(s string) error {
+		ac, err := tallynode.ParseApprox(s)
+		if err != nil {
+			return err
+		}
+		for i := range c.Approx { // a flag overrides the file's rule for its prefix
+			if c.Approx[i].Prefix == ac.Prefix {
+				c.Approx[i] = ac
+				return nil
+			}
+		}
+		c.Approx = append(c.Approx, ac)
+		return nil
+	})
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials `file`")

@@ -275,3 +275,59 @@ func TestLeaseReclaimAfterConfig(t *testing.T) {
 		t.Fatalf("reclaim_after = lease_ttl accepted: %v", err)
 	}
 }
+
+// Approximate counters: approx blocks in the file, --approx flags adding
+// a rule or replacing the file's rule for the same prefix; bad rules in
+// either place are usage errors naming the rule.
+func TestApproxSettings(t *testing.T) {
+	path := writeFile(t, "a.hcl", `
+approx "views:" {
+  error = 0.01
+}
+approx "" {
+  error = 0.05
+}
+`)
+	cfg, err := loadConfig([]string{"--config", path}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tallynode.ApproxConfig{{Prefix: "views:", Error: 0.01}, {Prefix: "", Error: 0.05}}
+	if !reflect.DeepEqual(cfg.Approx, want) {
+		t.Fatalf("from file: %+v", cfg.Approx)
+	}
+	cfg, err = loadConfig([]string{"--config", path, "--approx", "views:=0.002", "--approx", "hits:=0.1"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []tallynode.ApproxConfig{{Prefix: "views:", Error: 0.002}, {Prefix: "", Error: 0.05}, {Prefix: "hits:", Error: 0.1}}
+	if !reflect.DeepEqual(cfg.Approx, want) {
+		t.Fatalf("flags over file: %+v", cfg.Approx)
+	}
+	if cfg, err := loadConfig(nil, noEnv, io.Discard); err != nil || cfg.Approx != nil {
+		t.Fatalf("default: %+v, %v", cfg.Approx, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		file string
+		want string
+	}{
+		{[]string{"--approx", "views:"}, "", "PREFIX=ERROR"},
+		{[]string{"--approx", "views:=0.9"}, "", `approx "views:": error 0.9`},
+		{nil, "approx \"views:\" {\n  error = 2\n}\n", `approx "views:": error 2`},
+		{nil, "approx \"views:\" {}\n", `"error" is required`},
+		{nil, "approx \"a\" {\n  error = 0.01\n}\napprox \"a\" {\n  error = 0.02\n}\n", `approx "a" is configured twice`},
+		{[]string{"--nats", "nats://x:1", "--replica", "us-1", "--approx", "search:=0.01", "--sequence", "s=increments/search:*/10^k"}, "",
+			"a numbered counter must be exact"},
+	} {
+		args := tc.args
+		if tc.file != "" {
+			args = append([]string{"--config", writeFile(t, "bad.hcl", tc.file)}, args...)
+		}
+		_, err := loadConfig(args, noEnv, io.Discard)
+		var uerr *usageError
+		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %q: error %v, want a usage error mentioning %q", tc.args, tc.file, err, tc.want)
+		}
+	}
+}

@@ -29,6 +29,40 @@ type localConfig struct {
 	Dashboard  dashboardAddr // see dashboard.go
 	Milestones string
 	Sequences  sequenceFlag
+	Approx     approxFlag
+}
+
+// approxFlag is local's repeatable --approx: the first one given replaces
+// the defaults, and "" leaves none.
+type approxFlag struct {
+	list []tallynode.ApproxConfig
+	set  bool
+}
+
+func (f *approxFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	var parts []string
+	for _, ac := range f.list {
+		parts = append(parts, ac.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func (f *approxFlag) Set(s string) error {
+	if !f.set {
+		f.list, f.set = nil, true
+	}
+	if s == "" {
+		return nil
+	}
+	ac, err := tallynode.ParseApprox(s)
+	if err != nil {
+		return err
+	}
+	f.list = append(f.list, ac)
+	return nil
 }
 
 // sequenceFlag is local's repeatable --sequence: the first one given
@@ -78,6 +112,7 @@ func defaultLocalConfig() localConfig {
 			{Name: "post5", Counts: tallynode.CountsLikes, Match: "post5", Milestones: "1000"},
 			{Name: "searches", Counts: tallynode.CountsIncrements, Match: "search:*", Milestones: "10^k"},
 		}},
+		Approx: approxFlag{list: []tallynode.ApproxConfig{{Prefix: "hot:", Error: 0.01}}},
 	}
 }
 
@@ -95,6 +130,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
 		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
 		fs.Var(&lc.Sequences, "sequence", "also number `NAME=COUNTS/MATCH/MILESTONES` (repeatable; the first replaces the defaults, \"\" leaves none)")
+		fs.Var(&lc.Approx, "approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; the first replaces the default, \"\" leaves none)")
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -148,6 +184,7 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
 	d.Sequences = lc.Sequences.list
+	d.Approx = lc.Approx.list
 	return d
 }
 

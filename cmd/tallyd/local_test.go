@@ -101,6 +101,37 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 	if _, err := parseLocal([]string{"--sequence", "likes=likes/x/5"}, noEnv, io.Discard); err == nil {
 		t.Error("a sequence named likes was accepted")
 	}
+	// Every replica gets the approx rules: hot: at 1% by default; the
+	// first --approx replaces it, "" alone leaves none.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "[hot:=0.01]"},
+		{[]string{"--approx", "views:=0.02", "--approx", "hits:=0.1"}, "[views:=0.02 hits:=0.1]"},
+		{[]string{"--approx", ""}, "[]"},
+	} {
+		lc, err := parseLocal(tc.args, noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs, err := lc.deployConfig(nil).NodeConfigs(func(r string) string { return "nats://" + r + ":4222" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cfgs {
+			var got []string
+			for _, ac := range c.Approx {
+				got = append(got, ac.String())
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Errorf("%q: %s's approx rules %v, want %s", tc.args, c.Replica, got, tc.want)
+			}
+		}
+	}
+	if _, err := parseLocal([]string{"--approx", "hot:=2"}, noEnv, io.Discard); err == nil {
+		t.Error("an approx error of 2 was accepted")
+	}
 }
 
 // A replica setting local cannot run is a usage error, before anything

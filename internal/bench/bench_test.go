@@ -205,6 +205,56 @@ func TestBenchEventsInProcess(t *testing.T) {
 	}
 }
 
+// --approx runs incr and idem twice, on exact keys and on keys under the
+// approx prefix, and compares their cost: the approximate run commits and
+// hands replication a fraction of what the exact one does per event, and
+// ends near the increments sent; the exact run ends on them exactly.
+func TestBenchEventsApprox(t *testing.T) {
+	cfg := defaultEventsBenchConfig()
+	cfg.Mixes, cfg.Approx, cfg.Start = []string{"incr", "idem", "like"}, 0.3, 100
+	cfg.Batch, cfg.Concurrency, cfg.Duration = 1, 1, 300*time.Millisecond
+	var out strings.Builder
+	res, err := runEventsBench(context.Background(), cfg, &out, &lockedBuilder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, r := range res {
+		labels = append(labels, r.Label())
+		if r.Errors != 0 || r.Events == 0 {
+			t.Fatalf("%s: %+v (first error %q)", r.Label(), r, r.FirstError)
+		}
+	}
+	if strings.Join(labels, ",") != "incr,incr~,idem,idem~,like" {
+		t.Fatalf("runs %v", labels)
+	}
+	perEvent := func(r *eventsMixResult) float64 { return float64(r.Cost.Commits) / float64(r.Events) }
+	exact, approx := res[0], res[1]
+	if exact.Value != exact.Counted || exact.Cost.Written+exact.Cost.Skipped != 0 || perEvent(exact) < 0.99 {
+		t.Errorf("exact run: %+v", exact)
+	}
+	if perEvent(approx) > 0.5*perEvent(exact) || approx.Cost.Entries > 0.5*exact.Cost.Entries*float64(approx.Events)/float64(exact.Events) ||
+		approx.Cost.Written+approx.Cost.Skipped != float64(approx.Events) || approx.Cost.Skipped == 0 {
+		t.Errorf("approx run costs %+v for %d events; exact %+v for %d", approx.Cost, approx.Events, exact.Cost, exact.Events)
+	}
+	if d := float64(approx.Value - approx.Counted); d > 4*0.3*float64(approx.Counted) || d < -4*0.3*float64(approx.Counted) {
+		t.Errorf("approx run ended at %d for %d sent", approx.Value, approx.Counted)
+	}
+	if keyed := res[3]; keyed.Cost.Written != float64(keyed.Events) || keyed.Cost.Skipped != 0 {
+		t.Errorf("keyed approx increments are always written: %+v for %d events", keyed.Cost, keyed.Events)
+	}
+	for _, want := range []string{"what each cost", "incr~", "WAL bytes", "skipped", "every counter key starts at 100"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, &out)
+		}
+	}
+	t.Log(out.String())
+	cfg.URL = "http://127.0.0.1:1"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "in-process") {
+		t.Errorf("--approx with --url: %v", err)
+	}
+}
+
 // With --users, likes repeat users: every event is applied, fewer count.
 func TestBenchEventsRepeatUsers(t *testing.T) {
 	s := startServe(t)

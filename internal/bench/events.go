@@ -19,6 +19,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -84,7 +85,25 @@ type eventsBenchConfig struct {
 	// this process: with an in-process replica, server and load generator
 	// both). Default none.
 	CPUProfile, MemProfile string
+	// Approx, if > 0, compares approximate counters with exact ones under
+	// the same load: the in-process replica makes the counters under
+	// approxPrefix approximate at this relative error, every incr and
+	// idem mix runs on the exact keys and on the same keys under
+	// approxPrefix, Duration each, in alternating halves (exact, approx,
+	// approx, exact), and a second table shows what each cost
+	// (commits, WAL bytes, own entries handed to replication) and how far
+	// the counters ended from the increments sent. Default 0 (off).
+	Approx float64
+	// Start, if > 0, first adds Start to every counter key of the run
+	// (the exact ones and, with Approx, the approximate ones alike), in one
+	// increment each, so the mixes run on counters of that size: a hot
+	// counter's step depends on its size. Default 0.
+	Start int64
 }
+
+// approxPrefix is the prefix of the keys bench events makes approximate
+// (--approx).
+const approxPrefix = "approx."
 
 func defaultEventsBenchConfig() eventsBenchConfig {
 	return eventsBenchConfig{
@@ -177,6 +196,20 @@ func (c eventsBenchConfig) Validate() error {
 	if c.MemEvery < 0 {
 		bad("--mem-every %s: want 0 (off) or more", c.MemEvery)
 	}
+	if c.Start < 0 || c.Start > region.MaxBy {
+		bad("--start %d: want 0..%d", c.Start, int64(region.MaxBy))
+	}
+	if c.Approx != 0 {
+		if !(c.Approx >= region.MinApproxError && c.Approx <= region.MaxApproxError) {
+			bad("--approx %v: want a relative error in %v..%v (0: off)", c.Approx, region.MinApproxError, region.MaxApproxError)
+		}
+		if c.URL != "" {
+			bad("--approx configures the in-process replica: leave --url out")
+		}
+		if !crdt.ValidID(approxPrefix + benchKey(c.Item, c.Keys-1, c.Keys)) {
+			bad("--item %q: too long for --approx (keys get the prefix %q)", c.Item, approxPrefix)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -203,6 +236,8 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
 		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
 		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")
+		fs.Int64Var(&cfg.Start, "start", cfg.Start, "first add `N` to every counter key (exact and approximate alike), so the mixes run on counters that size")
+		fs.Float64Var(&cfg.Approx, "approx", cfg.Approx, "also run incr and idem on keys under "+approxPrefix+" made approximate at this relative `error` (e.g. 0.01), and compare their cost and error with the exact run (0: off)")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -232,11 +267,60 @@ func (c *cli) benchEvents(ctx context.Context, args []string) error {
 // eventsMixResult is one mix's outcome.
 type eventsMixResult struct {
 	Mix string
+	// Approx: the run was on the approximate keys (--approx).
+	Approx bool
 	// Events is how many events were applied (acknowledged, durable);
 	// loadResult's Counted how many changed a count: every incr, likes
 	// with "changed":true.
 	Events int64
 	loadResult
+	// Cost is what the run cost the in-process replica, and Value how
+	// much its counters moved (with --approx; zero otherwise).
+	Cost  benchCost
+	Value int64
+	// Total is the sum of the run's counters after it (with --approx):
+	// what an approximate counter's error bound is relative to.
+	Total int64
+}
+
+// Label names the run in the tables: the mix, and "~" for the
+// approximate keys.
+func (r *eventsMixResult) Label() string {
+	if r.Approx {
+		return r.Mix + "~"
+	}
+	return r.Mix
+}
+
+// benchCost is what the in-process replica wrote: commits (each one WAL
+// fsync), WAL bytes, own entries handed to replication, and approximate
+// increments written and skipped.
+type benchCost struct {
+	Commits, WALBytes         uint64
+	Entries, Written, Skipped float64
+}
+
+// add folds another segment of the same mix and keys into r.
+func (r *eventsMixResult) add(o *eventsMixResult) {
+	r.Events += o.Events
+	r.Requests += o.Requests
+	r.Errors += o.Errors
+	r.Units += o.Units
+	r.Counted += o.Counted
+	if r.FirstError == "" {
+		r.FirstError = o.FirstError
+	}
+	r.Elapsed += o.Elapsed
+	r.Latency.Merge(&o.Latency)
+	r.Cost = benchCost{Commits: r.Cost.Commits + o.Cost.Commits, WALBytes: r.Cost.WALBytes + o.Cost.WALBytes,
+		Entries: r.Cost.Entries + o.Cost.Entries, Written: r.Cost.Written + o.Cost.Written, Skipped: r.Cost.Skipped + o.Cost.Skipped}
+	r.Value += o.Value
+	r.Total = o.Total // the later segment's
+}
+
+func (c benchCost) sub(o benchCost) benchCost {
+	return benchCost{Commits: c.Commits - o.Commits, WALBytes: c.WALBytes - o.WALBytes,
+		Entries: c.Entries - o.Entries, Written: c.Written - o.Written, Skipped: c.Skipped - o.Skipped}
 }
 
 // EventsPerSec is the rate of applied events.
@@ -257,9 +341,11 @@ func perSec(n int64, d time.Duration) float64 {
 func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.Writer) (_ []*eventsMixResult, err error) {
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
 	var store func() (storage.MemoryUse, error)
+	var measure func(keys []string) (benchCost, int64, error) // in-process only
 	if base == "" {
 		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: cfg.EventLog, Windows: cfg.Windows}, log)
+		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: cfg.EventLog, Windows: cfg.Windows,
+			Approx: cfg.Approx}, log)
 		if err != nil {
 			return nil, err
 		}
@@ -270,7 +356,11 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		}()
 		base = "http://" + n.Addr().String()
 		target = fmt.Sprintf("in-process replica at %s (durability %s, windows %q, data %s)", base, cfg.Durability, windowsFlag(cfg.Windows), dir)
+		if cfg.Approx > 0 {
+			target += fmt.Sprintf(", counters under %q approximate at %v", approxPrefix, cfg.Approx)
+		}
 		store = n.MemoryUse
+		measure = func(keys []string) (benchCost, int64, error) { return measureNode(ctx, n, base, keys) }
 	}
 	if err := checkReady(ctx, base); err != nil {
 		return nil, err
@@ -294,13 +384,74 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	var results []*eventsMixResult
 	run := newRunID()
 	keys := make([]string, cfg.Keys)
+	approxKeys := make([]string, cfg.Keys)
 	for i := range keys {
 		keys[i] = benchKey(cfg.Item, i, cfg.Keys)
+		approxKeys[i] = approxPrefix + keys[i]
 	}
-	for i, mix := range cfg.Mixes {
-		r := (&eventsRun{cfg: cfg, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, i), keys: keys}).run(ctx)
-		results = append(results, r)
-		if err := ctx.Err(); err != nil {
+	if cfg.Start > 0 {
+		all := keys
+		if cfg.Approx > 0 {
+			all = append(append([]string(nil), keys...), approxKeys...)
+		}
+		if err := startCounters(ctx, base, cfg.Token, all, cfg.Start); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "every counter key starts at %d\n\n", cfg.Start)
+	}
+	runs := 0
+	for _, mix := range cfg.Mixes {
+		// With --approx, incr and idem run on the exact keys and on the
+		// approximate ones in turn, half the duration at a time, in the
+		// order exact, approx, approx, exact: whatever drifts over a run
+		// (the store grows, compactions start) then weighs on both alike.
+		order, seg := []bool{false}, cfg.Duration
+		if cfg.Approx > 0 && mix != "like" { // likes are never approximate
+			order, seg = []bool{false, true, true, false}, cfg.Duration/2
+		}
+		var exact, approx *eventsMixResult
+		for _, isApprox := range order {
+			k := keys
+			if isApprox {
+				k = approxKeys
+			}
+			var before benchCost
+			var value int64
+			if measure != nil {
+				if before, value, err = measure(k); err != nil {
+					return results, err
+				}
+			}
+			c := cfg
+			c.Duration = seg
+			r := (&eventsRun{cfg: c, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, runs), keys: k}).run(ctx)
+			runs++
+			r.Approx = isApprox
+			if measure != nil {
+				after, v, err := measure(k)
+				if err != nil {
+					return results, err
+				}
+				r.Cost, r.Value, r.Total = after.sub(before), v-value, v
+			}
+			acc := &exact
+			if isApprox {
+				acc = &approx
+			}
+			if *acc == nil {
+				*acc = r
+			} else {
+				(*acc).add(r)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		results = append(results, exact)
+		if approx != nil {
+			results = append(results, approx)
+		}
+		if ctx.Err() != nil {
 			break
 		}
 	}
@@ -313,8 +464,11 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	fmt.Fprintf(out, row, "mix", "requests", "events", "errors", "events/s", "counted/s", "p50", "p99", "max")
 	for _, r := range results {
 		h := &r.Latency
-		fmt.Fprintf(out, row, r.Mix, r.Requests, r.Events, r.Errors, fmt.Sprintf("%.0f", r.EventsPerSec()),
+		fmt.Fprintf(out, row, r.Label(), r.Requests, r.Events, r.Errors, fmt.Sprintf("%.0f", r.EventsPerSec()),
 			fmt.Sprintf("%.0f", r.CountedPerSec()), ms(h.Quantile(0.5)), ms(h.Quantile(0.99)), ms(h.Max()))
+	}
+	if cfg.Approx > 0 {
+		printApproxCosts(out, cfg, results)
 	}
 	for _, r := range results {
 		if r.Errors > 0 {
@@ -541,4 +695,123 @@ func jsonIntField(body []byte, name string) (int64, error) {
 		return 0, fmt.Errorf("POST /v1/events: bad %q in the answer: %w", name, err)
 	}
 	return n, nil
+}
+
+// measureNode reads what the in-process replica has written so far (its
+// store's commits and WAL bytes, and from its /metrics the own entries
+// handed to replication and the approximate increments written and
+// skipped) and the sum of the counters keys.
+func measureNode(ctx context.Context, n *node.Node, base string, keys []string) (benchCost, int64, error) {
+	ws, err := n.Store().WriteStats()
+	if err != nil {
+		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
+	}
+	c := benchCost{Commits: ws.Commits, WALBytes: ws.WALBytes}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return benchCost{}, 0, fmt.Errorf("bench: GET /metrics: %w", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return benchCost{}, 0, fmt.Errorf("bench: GET /metrics: %w", err)
+	}
+	c.Entries = metricValue(body, "tally_own_entries_changed_total", "")
+	c.Written = metricValue(body, "tally_approx_increments_total", `outcome="written"`)
+	c.Skipped = metricValue(body, "tally_approx_increments_total", `outcome="skipped"`)
+	var sum int64
+	for _, k := range keys {
+		rd, err := n.Replica().Counter(k)
+		if err != nil {
+			return benchCost{}, 0, fmt.Errorf("bench: read counter %s: %w", k, err)
+		}
+		sum += rd.Value
+	}
+	return c, sum, nil
+}
+
+// metricValue sums the samples of metric name in a Prometheus text
+// exposition whose labels contain labels ("": any).
+func metricValue(body []byte, name, labels string) float64 {
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' || !strings.Contains(rest, labels) {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// printApproxCosts prints, for each run, what it cost the replica and how
+// far its counters ended from the increments sent (counted), relative to
+// what was sent ("error") and to the counters' total ("of total", what an
+// approximate counter's bound is relative to).
+func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMixResult) {
+	fmt.Fprintf(out, "\nwhat each cost the replica (mix~: the same mix on keys under %q, approximate at %v):\n", approxPrefix, cfg.Approx)
+	const row = "%5v %12v %9v %11v %10v %10v %9v %12v %12v %9v %9v\n"
+	fmt.Fprintf(out, row, "mix", "events/s", "commits", "WAL bytes", "WAL B/ev", "entries", "skipped", "sent", "value", "error", "of total")
+	for _, r := range results {
+		if r.Mix == "like" {
+			continue
+		}
+		skipped := "-"
+		if r.Approx && r.Cost.Written+r.Cost.Skipped > 0 {
+			skipped = fmt.Sprintf("%.1f%%", 100*r.Cost.Skipped/(r.Cost.Written+r.Cost.Skipped))
+		}
+		walPerEvent, errPct, totalPct := 0.0, "-", "-"
+		if r.Events > 0 {
+			walPerEvent = float64(r.Cost.WALBytes) / float64(r.Events)
+		}
+		if r.Counted > 0 {
+			errPct = fmt.Sprintf("%+.3f%%", 100*float64(r.Value-r.Counted)/float64(r.Counted))
+		}
+		if r.Total > 0 {
+			totalPct = fmt.Sprintf("%+.3f%%", 100*float64(r.Value-r.Counted)/float64(r.Total))
+		}
+		fmt.Fprintf(out, row, r.Label(), fmt.Sprintf("%.0f", r.EventsPerSec()), r.Cost.Commits, r.Cost.WALBytes,
+			fmt.Sprintf("%.2f", walPerEvent), fmt.Sprintf("%.0f", r.Cost.Entries), skipped, r.Counted, r.Value, errPct, totalPct)
+	}
+}
+
+// startCounters adds n to every key, in batches of POST /v1/events.
+func startCounters(ctx context.Context, base, token string, keys []string, n int64) error {
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), maxBenchEventsBatch)]
+		keys = keys[len(batch):]
+		var body []byte
+		for _, k := range batch {
+			body = append(body, `{"type":"incr","key":"`...)
+			body = append(body, k...)
+			body = append(body, `","by":`...)
+			body = strconv.AppendInt(body, n, 10)
+			body = append(body, "}\n"...)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/events", bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("bench: --start: %w", err)
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return fmt.Errorf("bench: --start: %w", err)
+		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || bytes.Contains(msg, []byte(`"rejected":`)) && !bytes.Contains(msg, []byte(`"rejected":0`)) {
+			return fmt.Errorf("bench: --start: POST /v1/events: %s: %s", resp.Status, bytes.TrimSpace(msg))
+		}
+	}
+	return nil
 }

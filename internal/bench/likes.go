@@ -266,6 +266,9 @@ type benchReplica struct {
 	EventLog bool
 	// Windows is node.Config.Windows; "off" is "" (no time buckets).
 	Windows string
+	// Approx, if > 0, makes the counters under approxPrefix approximate
+	// at this relative error.
+	Approx float64
 }
 
 // windowsFlag is the node.Config.Windows a --windows flag stands for.
@@ -287,6 +290,9 @@ func startBenchReplica(ctx context.Context, rc benchReplica, log hclog.Logger) (
 	cfg.Region, cfg.Replica, cfg.DataDir = "bench", "bench-1", dir
 	cfg.Listen, cfg.Durability, cfg.EventLog = "127.0.0.1:0", rc.Durability, rc.EventLog
 	cfg.Windows = windowsFlag(rc.Windows)
+	if rc.Approx > 0 {
+		cfg.Approx = []node.ApproxConfig{{Prefix: approxPrefix, Error: rc.Approx}}
+	}
 	n, err := node.Start(ctx, cfg, node.Options{Logger: log})
 	if err != nil {
 		return nil, "", errors.Join(err, os.RemoveAll(dir))

@@ -48,6 +48,8 @@ type Config struct {
 	// Sequences are every replica's further numbered sequences
 	// (node.Config).
 	Sequences []node.SequenceConfig
+	// Approx are every replica's approximate-counter rules (node.Config).
+	Approx []node.ApproxConfig
 	// Node, if set, adjusts each replica's config after the fields above
 	// are applied (e.g. shorter intervals in tests).
 	Node func(*node.Config)
@@ -102,6 +104,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		// region, as a production deployment would pin them to one.
 		cfg.Milestones, cfg.AllocCluster = c.Milestones, c.Regions[0]
 		cfg.Sequences = slices.Clone(c.Sequences)
+		cfg.Approx = slices.Clone(c.Approx)
 		if c.Node != nil {
 			c.Node(&cfg)
 		}
