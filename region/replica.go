@@ -137,7 +137,7 @@ func New(cfg Config) (*Replica, error) {
 		unreconciled:  make(map[vkey]int),
 		windows:       compileWindows(cfg.Windows),
 		uniqueLevels:  compileLevels(cfg.Windows.Uniques),
-		ownPages:      newPageCache(ownPageCacheSize),
+		ownPages:      newPageCache(ownPageCacheBytes),
 		approx:        compileApprox(cfg.Approx),
 		rng:           newRand(cfg.Seed),
 		trends:        newTrends(cfg.Windows.TrendingCapacity),

@@ -86,24 +86,45 @@ type pageState struct {
 // pageCache keeps the stored bytes of this replica's own sketch pages, so a
 // hot key's adds neither read their pages back from Pebble every commit nor
 // encode the old page again for the digest. Only the writer goroutine uses
-// it; only the writer writes own pages.
+// it; only the writer writes own pages. It is bounded by bytes: sparse
+// pages (most pages of most keys) cost a few dozen, a dense one 257 plus
+// the entry.
 type pageCache struct {
-	max   int
-	pages map[skey][]byte
+	max, size int
+	pages     map[skey][]byte
 }
 
-func newPageCache(max int) *pageCache {
-	return &pageCache{max: max, pages: make(map[skey][]byte)}
+// pageEntryBytes estimates a cache entry's cost beside its page bytes:
+// the map slot, the key's strings' headers and the slice header.
+const pageEntryBytes = 96
+
+func newPageCache(maxBytes int) *pageCache {
+	return &pageCache{max: maxBytes, pages: make(map[skey][]byte)}
 }
 
 func (c *pageCache) put(k skey, enc []byte) {
 	if c.max <= 0 {
 		return
 	}
-	if _, ok := c.pages[k]; !ok && len(c.pages) >= c.max {
-		clear(c.pages) // simple and rare: a full cache starts over
+	old, ok := c.pages[k]
+	if ok {
+		c.size -= len(old)
+	} else {
+		if c.size+pageEntryBytes+len(enc) > c.max {
+			clear(c.pages) // simple and rare: a full cache starts over
+			c.size = 0
+		}
+		c.size += pageEntryBytes
 	}
+	c.size += len(enc)
 	c.pages[k] = enc
+}
+
+func (c *pageCache) drop(k skey) {
+	if old, ok := c.pages[k]; ok {
+		c.size -= pageEntryBytes + len(old)
+		delete(c.pages, k)
+	}
 }
 
 // page returns the overlay state of a sketch page, loading it on first
@@ -267,7 +288,7 @@ func (t *txn) cachePages() {
 // expireSketch deletes a unique-count time bucket past its retention.
 func (t *txn) expireSketch(ref storage.WindowRef) error {
 	for pg := range crdt.HLLPages {
-		delete(t.r.ownPages.pages, skey{ref.Kind, ref.Name, t.r.self, uint8(pg)})
+		t.r.ownPages.drop(skey{ref.Kind, ref.Name, t.r.self, uint8(pg)})
 	}
 	return t.b.DeleteSketch(ref.Kind, ref.Name)
 }
@@ -414,6 +435,7 @@ func (u *UniqueRead) finish() {
 	u.Estimate = u.Sketch.Estimate()
 }
 
-// ownPageCacheSize is how many own sketch pages the writer keeps (their
-// stored bytes: at most 257 each, about 2 per register set while sparse).
-const ownPageCacheSize = 1 << 17
+// ownPageCacheBytes bounds the writer's cache of its own sketch pages:
+// 1,000 keys' sparse pages (three sketches each) fit in a fraction of it,
+// dense ones about 150,000 pages.
+const ownPageCacheBytes = 48 << 20

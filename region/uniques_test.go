@@ -303,3 +303,26 @@ func TestUniquesWindowExpiry(t *testing.T) {
 		t.Fatal("digests after expiry differ from an empty store's: a bucket page is left")
 	}
 }
+
+// The own-page cache stays within its byte bound, counts replaced and
+// dropped pages, and starts over when full.
+func TestPageCacheBytes(t *testing.T) {
+	c := newPageCache(10 * (pageEntryBytes + 100))
+	enc := make([]byte, 100)
+	for i := range 10 {
+		c.put(skey{kind: storage.Uniques, name: "k", replica: "r", page: uint8(i)}, enc)
+	}
+	if len(c.pages) != 10 || c.size != 10*(pageEntryBytes+100) {
+		t.Fatalf("10 pages: %d kept, size %d", len(c.pages), c.size)
+	}
+	c.put(skey{kind: storage.Uniques, name: "k", replica: "r", page: 3}, enc[:50]) // a replacement fits
+	c.drop(skey{kind: storage.Uniques, name: "k", replica: "r", page: 4})
+	if len(c.pages) != 9 || c.size != 9*(pageEntryBytes+100)-50 {
+		t.Fatalf("after replace and drop: %d kept, size %d", len(c.pages), c.size)
+	}
+	c.put(skey{kind: storage.Uniques, name: "k", replica: "r", page: 20}, enc)
+	c.put(skey{kind: storage.Uniques, name: "k", replica: "r", page: 21}, enc) // over the bound: starts over
+	if len(c.pages) != 1 || c.size != pageEntryBytes+100 {
+		t.Fatalf("after overflow: %d kept, size %d", len(c.pages), c.size)
+	}
+}
