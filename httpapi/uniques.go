@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
@@ -161,23 +160,12 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 // uniqueRange reads last= or from=&to= (to defaults to now); windowed is
 // false if neither is given (the all-time count).
 func (s *Server) uniqueRange(q url.Values) (fromMs, toMs int64, windowed bool, err error) {
-	last, err := one(q, "last")
-	if err != nil {
-		return 0, 0, false, err
-	}
-	from, err := one(q, "from")
-	if err != nil {
-		return 0, 0, false, err
-	}
-	to, err := one(q, "to")
-	if err != nil {
-		return 0, 0, false, err
-	}
+	last, from, to, err := rangeParams(q)
 	switch {
+	case err != nil:
+		return 0, 0, false, err
 	case last == "" && from == "" && to == "":
 		return 0, 0, false, nil
-	case last != "" && (from != "" || to != ""):
-		return 0, 0, false, newError(http.StatusBadRequest, CodeBadRequest, "give last, or from (and to), not both")
 	case last != "":
 		d, err := parseSpan("last", last)
 		if err != nil {
@@ -188,17 +176,6 @@ func (s *Server) uniqueRange(q url.Values) (fromMs, toMs int64, windowed bool, e
 	case from == "":
 		return 0, 0, false, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=24h) or from (and to)")
 	}
-	if fromMs, err = parseTime("from", from); err != nil {
-		return 0, 0, false, err
-	}
-	toMs = s.rep.Now().UnixMilli()
-	if to != "" {
-		if toMs, err = parseTime("to", to); err != nil {
-			return 0, 0, false, err
-		}
-	}
-	if toMs <= fromMs || time.Duration(toMs-fromMs)*time.Millisecond > maxLast {
-		return 0, 0, false, newError(http.StatusBadRequest, CodeBadTime, "to must be after from, by at most %v", maxLast)
-	}
-	return fromMs, toMs, true, nil
+	fromMs, toMs, err = s.fromTo(from, to)
+	return fromMs, toMs, err == nil, err
 }

@@ -126,24 +126,49 @@ func one(q url.Values, name string) (string, error) {
 	return "", newError(http.StatusBadRequest, CodeBadRequest, "give %s once", name)
 }
 
+// rangeParams reads last=, from= and to=, each at most once, and refuses
+// last together with from or to.
+func rangeParams(q url.Values) (last, from, to string, err error) {
+	if last, err = one(q, "last"); err != nil {
+		return "", "", "", err
+	}
+	if from, err = one(q, "from"); err != nil {
+		return "", "", "", err
+	}
+	if to, err = one(q, "to"); err != nil {
+		return "", "", "", err
+	}
+	if last != "" && (from != "" || to != "") {
+		return "", "", "", newError(http.StatusBadRequest, CodeBadRequest, "give last, or from (and to), not both")
+	}
+	return last, from, to, nil
+}
+
+// fromTo reads from= and to= (to defaults to now) as bounds in unix ms.
+func (s *Server) fromTo(from, to string) (fromMs, toMs int64, err error) {
+	if fromMs, err = parseTime("from", from); err != nil {
+		return 0, 0, err
+	}
+	toMs = s.rep.Now().UnixMilli()
+	if to != "" {
+		if toMs, err = parseTime("to", to); err != nil {
+			return 0, 0, err
+		}
+	}
+	if toMs <= fromMs || time.Duration(toMs-fromMs)*time.Millisecond > maxLast {
+		return 0, 0, newError(http.StatusBadRequest, CodeBadTime, "to must be after from, by at most %v", maxLast)
+	}
+	return fromMs, toMs, nil
+}
+
 // windowRange reads last= or from=&to= (to defaults to now). With a step,
 // last= is the latest whole steps, the current one included.
 func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step time.Duration) (fromMs, toMs int64, err error) {
-	last, err := one(q, "last")
-	if err != nil {
-		return 0, 0, err
-	}
-	from, err := one(q, "from")
-	if err != nil {
-		return 0, 0, err
-	}
-	to, err := one(q, "to")
+	last, from, to, err := rangeParams(q)
 	if err != nil {
 		return 0, 0, err
 	}
 	switch {
-	case last != "" && (from != "" || to != ""):
-		return 0, 0, newError(http.StatusBadRequest, CodeBadRequest, "give last, or from (and to), not both")
 	case last != "":
 		d, err := parseSpan("last", last)
 		if err != nil {
@@ -159,19 +184,7 @@ func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step t
 	case from == "":
 		return 0, 0, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=60s) or from (and to)")
 	}
-	if fromMs, err = parseTime("from", from); err != nil {
-		return 0, 0, err
-	}
-	toMs = s.rep.Now().UnixMilli()
-	if to != "" {
-		if toMs, err = parseTime("to", to); err != nil {
-			return 0, 0, err
-		}
-	}
-	if toMs <= fromMs || time.Duration(toMs-fromMs)*time.Millisecond > maxLast {
-		return 0, 0, newError(http.StatusBadRequest, CodeBadTime, "to must be after from, by at most %v", maxLast)
-	}
-	return fromMs, toMs, nil
+	return s.fromTo(from, to)
 }
 
 // regionOf maps replica ids to regions: this replica's, and its peers' as
