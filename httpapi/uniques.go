@@ -107,12 +107,9 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	if err != nil {
 		return err
 	}
-	by, err := one(q, "by")
+	byRegion, err := byRegionParam(q)
 	if err != nil {
 		return err
-	}
-	if by != "" && by != "region" {
-		return newError(http.StatusBadRequest, CodeBadRequest, "by %s: want by=region", quoteShort(by))
 	}
 	var rd region.UniqueRead
 	if windowed {
@@ -133,7 +130,7 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	}
 	slices.Sort(out.Regions)
 	out.Regions = slices.Compact(out.Regions)
-	if by == "region" {
+	if byRegion {
 		perRegion := map[string]*crdt.HLL{}
 		for id, h := range rd.ByReplica {
 			name := regionName(regionOf, id)

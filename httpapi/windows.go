@@ -126,6 +126,18 @@ func one(q url.Values, name string) (string, error) {
 	return "", newError(http.StatusBadRequest, CodeBadRequest, "give %s once", name)
 }
 
+// byRegionParam reads by=: absent, or "region" (split per region).
+func byRegionParam(q url.Values) (bool, error) {
+	by, err := one(q, "by")
+	if err != nil {
+		return false, err
+	}
+	if by != "" && by != "region" {
+		return false, newError(http.StatusBadRequest, CodeBadRequest, "by %s: only by=region", quoteShort(by))
+	}
+	return by == "region", nil
+}
+
 // rangeParams reads last=, from= and to=, each at most once, and refuses
 // last together with from or to.
 func rangeParams(q url.Values) (last, from, to string, err error) {
@@ -376,12 +388,9 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	if err != nil {
 		return err
 	}
-	by, err := one(q, "by")
+	byRegion, err := byRegionParam(q)
 	if err != nil {
 		return err
-	}
-	if by != "" && by != "region" {
-		return newError(http.StatusBadRequest, CodeBadRequest, "by %s: only by=region", quoteShort(by))
 	}
 	first := keys[0]
 	if first == "*" {
@@ -424,12 +433,12 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 		closed = closed && win.Closed
 		unreconciled += win.Unreconciled
 		line := api.SeriesOfKey{Key: key, Values: make([]int64, len(win.Points))}
-		if by == "region" {
+		if byRegion {
 			line.Regions = map[string][]int64{}
 		}
 		for j, p := range win.Points {
 			line.Values[j] = p.Value()
-			if by != "region" {
+			if !byRegion {
 				continue
 			}
 			for _, e := range p.Vector {

@@ -98,18 +98,24 @@ func bucketOfKey(k []byte) (int, bool) {
 	if len(k) < 5 || k[0] != prefixBucket || k[4] != '/' {
 		return 0, false
 	}
-	b := 0
-	for _, c := range k[1:4] {
+	return parseHex(k[1:4])
+}
+
+// parseHex reads lowercase hex digits (the bucket and sketch page numbers
+// in keys).
+func parseHex(b []byte) (int, bool) {
+	v := 0
+	for _, c := range b {
 		switch {
 		case '0' <= c && c <= '9':
-			b = b<<4 | int(c-'0')
+			v = v<<4 | int(c-'0')
 		case 'a' <= c && c <= 'f':
-			b = b<<4 | int(c-'a'+10)
+			v = v<<4 | int(c-'a'+10)
 		default:
 			return 0, false
 		}
 	}
-	return b, true
+	return v, true
 }
 
 func appendKey(dst []byte, prefix byte, parts ...string) []byte {

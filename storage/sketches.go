@@ -73,7 +73,7 @@ func parseSketchKey(rest []byte) (k Kind, name, replica string, page int, ok boo
 	if n < 3 || rest[n-3] != '/' {
 		return 0, "", "", 0, false
 	}
-	page, ok = parseHexByte(rest[n-2:])
+	page, ok = parseHex(rest[n-2:])
 	if !ok || page >= crdt.HLLPages {
 		return 0, "", "", 0, false
 	}
@@ -83,21 +83,6 @@ func parseSketchKey(rest []byte) (k Kind, name, replica string, page int, ok boo
 		return 0, "", "", 0, false
 	}
 	return k, string(rest[:i]), string(rest[i+1:]), page, k.IsSketch()
-}
-
-func parseHexByte(b []byte) (int, bool) {
-	v := 0
-	for _, c := range b {
-		switch {
-		case '0' <= c && c <= '9':
-			v = v<<4 | int(c-'0')
-		case 'a' <= c && c <= 'f':
-			v = v<<4 | int(c-'a'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
 }
 
 // PutSketchPage writes replica's page of a sketch, replacing the page
