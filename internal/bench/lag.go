@@ -134,7 +134,7 @@ func (c *cli) benchReplication(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "bench replication: starting regions %s in process (embedded NATS, durability %s)...\n",
 		strings.Join(cfg.Regions, ","), cfg.Durability)
 	t0 := time.Now()
-	d, err := startBenchDeployment(ctx, cfg, c.env, log)
+	d, err := startBenchDeployment(ctx, benchDeploy{Regions: cfg.Regions, Durability: cfg.Durability, LogLevel: cfg.LogLevel}, c.env, log)
 	if err != nil {
 		return err
 	}
@@ -168,9 +168,16 @@ type benchDeployment struct {
 	dir     string
 }
 
+// benchDeploy is what an in-process deployment differs in from `tallyd
+// local`'s: the regions, their durability and their log level.
+type benchDeploy struct {
+	Regions              []string
+	Durability, LogLevel string
+}
+
 // startBenchDeployment starts cfg.Regions the way `tallyd local` does. On
 // error nothing is left running.
-func startBenchDeployment(ctx context.Context, cfg replBenchConfig, env Env, log hclog.Logger) (*benchDeployment, error) {
+func startBenchDeployment(ctx context.Context, cfg benchDeploy, env Env, log hclog.Logger) (*benchDeployment, error) {
 	dir, err := os.MkdirTemp("", "tallyd-bench-")
 	if err != nil {
 		return nil, fmt.Errorf("bench: temp data dir: %w", err)
