@@ -17,6 +17,8 @@ func TestBenchHelp(t *testing.T) {
 		{[]string{"bench", "events", "-h"}, "-mem-every"},
 		{[]string{"bench", "events", "-h"}, "-windows"},
 		{[]string{"bench", "replication", "-h"}, "-samples"},
+		{[]string{"bench", "-h"}, "budget"},
+		{[]string{"bench", "budget", "-h"}, "-exhaust"},
 	} {
 		code, stdout, _ := runArgs(t, c.args...)
 		if code != 0 || !strings.Contains(stdout, c.want) {

@@ -19,12 +19,13 @@ import (
 //	tallyd bench events       batched ingest (POST /v1/events) throughput
 //	tallyd bench space        Pebble bytes per liked (item, user)
 //	tallyd bench replication  ack→visible lag and convergence after a heal
+//	tallyd bench budget       budget spends/s, latency and overspend
 //
-// Both start what they measure in process when not pointed elsewhere, so
+// They start what they measure in process when not pointed elsewhere, so
 // they run with no setup; docs/benchmarks.md records their figures.
 func (c *cli) bench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("bench: want a mode: likes, events, space or replication (run 'tallyd help bench')")
+		return usagef("bench: want a mode: likes, events, space, replication or budget (run 'tallyd help bench')")
 	}
 	switch args[0] {
 	case "likes":
@@ -35,11 +36,13 @@ func (c *cli) bench(ctx context.Context, args []string) error {
 		return c.benchSpace(ctx, args[1:])
 	case "replication":
 		return c.benchReplication(ctx, args[1:])
+	case "budget":
+		return c.benchBudget(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, benchUsage)
 		return flag.ErrHelp
 	}
-	return usagef("bench: unknown mode %q: want likes, events, space or replication", args[0])
+	return usagef("bench: unknown mode %q: want likes, events, space, replication or budget", args[0])
 }
 
 const benchUsage = `usage: tallyd bench <mode> [flags]
@@ -53,6 +56,9 @@ modes:
                sstable bytes per pair
   replication  an in-process local deployment: replication lag from ack to
                visibility in the other regions, and time to agree after a heal
+  budget       clients spending one budget by 1 in a loop: spends/s, latency,
+               refusals and overspend (which must be 0), on one in-process
+               replica, --regions N in-process regions, or --url
 
 run 'tallyd bench <mode> -h' for a mode's flags
 `

@@ -131,6 +131,17 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "replication", "--samples", "-1"}, "--samples -1"},
 		{[]string{"bench", "replication", "--cut-writers", "0"}, "--cut-writers 0"},
 		{[]string{"bench", "replication", "--cut-for", "0s"}, "--cut-for 0s"},
+		{[]string{"bench", "budget", "--clients", "0"}, "--clients 0: want 1..10000"},
+		{[]string{"bench", "budget", "--clients", "1,x"}, `--clients: "x" is not an integer`},
+		{[]string{"bench", "budget", "--regions", "0"}, "--regions 0: want 1..8"},
+		{[]string{"bench", "budget", "--budget", "0"}, "--budget 0: want 1.."},
+		{[]string{"bench", "budget", "--url", "ftp://x"}, `--url "ftp://x": want http://host:port`},
+		{[]string{"bench", "budget", "--url", ","}, "--url: want at least one URL"},
+		{[]string{"bench", "budget", "--url", "http://a:1", "--regions", "3"}, "--regions configures the in-process replicas: leave it out with --url"},
+		{[]string{"bench", "budget", "--key", "a/b"}, `--key "a/b"`},
+		{[]string{"bench", "budget", "--backoff", "-1ms"}, "--backoff -1ms"},
+		{[]string{"bench", "budget", "--flavor", "a,b"}, `--flavor "a,b": want a label without commas`},
+		{[]string{"bench", "budget", "--duration", "0s"}, "--duration 0s"},
 	}
 	for _, c := range cases {
 		code, stdout, stderr := runArgs(t, c.args...)
