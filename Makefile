@@ -6,7 +6,7 @@ BIN         := bin/tallyd
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-peers fuzz chaos clean
+.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-peers bench-budget fuzz chaos clean
 
 all: build
 
@@ -70,6 +70,18 @@ bench: build
 ## ROUNDS=1 LEVELS=1,16 DURATION=5 make bench-peers for a short run.
 bench-peers: build
 	bash scripts/bench-peers.sh
+
+## bench-budget: spending one bounded budget by 1 at 1, 16 and 64 clients,
+## side by side: PostgreSQL naive read-then-update (which overspends),
+## SELECT ... FOR UPDATE and UPDATE ... WHERE budget >= 1, against tally's
+## budget on one replica (also pinned to one core) and across three
+## regions: spends/s, p99 and overspend in one table,
+## docs/bench-budget.csv and docs/bench-budget.png. Installs postgresql and
+## gnuplot-nox with apt-get if missing; PostgreSQL runs as a throwaway
+## loopback server. About 4 minutes; not part of `make test` or CI.
+## LEVELS=1,16 DURATION=5 make bench-budget for a short run.
+bench-budget: build
+	bash scripts/bench-budget.sh
 
 ## fuzz: run every fuzz target in the tree for FUZZTIME each (go test runs
 ## one target at a time per package). FUZZTIME=2m make fuzz for a longer run.
