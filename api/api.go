@@ -485,3 +485,67 @@ type Uniques struct {
 	// counts in both, so these add up to more than the estimate.
 	ByRegion map[string]int64 `json:"by_region,omitempty"`
 }
+
+// BudgetGrant answers POST /v1/budgets/{key}/grant.
+type BudgetGrant struct {
+	Key     string `json:"key"`
+	Granted int64  `json:"granted"`
+	// Remaining is the budget's remaining as this region sees it; Rights
+	// is how much of it this region may spend without asking.
+	Remaining int64 `json:"remaining"`
+	Rights    int64 `json:"rights"`
+}
+
+// BudgetSpend answers POST /v1/budgets/{key}/spend when the spend is done
+// (or was done before: Duplicate).
+type BudgetSpend struct {
+	Key       string `json:"key"`
+	Spent     int64  `json:"spent"`
+	Remaining int64  `json:"remaining"`
+	Rights    int64  `json:"rights"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// BudgetRefused is the 409 body of a spend or cashback the region cannot
+// cover: Code is budget_exhausted or rights_elsewhere.
+type BudgetRefused struct {
+	Error     string `json:"error"`
+	Code      string `json:"code"`
+	Key       string `json:"key"`
+	Remaining int64  `json:"remaining"`
+	Rights    int64  `json:"rights"`
+}
+
+// Budget answers GET /v1/budgets/{key}.
+type Budget struct {
+	Key       string `json:"key"`
+	Remaining int64  `json:"remaining"`
+	Granted   int64  `json:"granted"`
+	Spent     int64  `json:"spent"`
+	// Rights: what each replica holds, by replica id, as this region
+	// knows it (exact for its own: LocalRights).
+	Rights      map[string]int64 `json:"rights"`
+	LocalRights int64            `json:"local_rights"`
+	// Approx: other regions hold rights and may be spending them, so the
+	// remaining may be lower there now (never below zero anywhere).
+	Approx bool `json:"approx"`
+	// Unreconciled: keyed spends applied in more than one region whose
+	// refunds are still on their way (Spent may still fall).
+	Unreconciled int `json:"unreconciled,omitempty"`
+}
+
+// Balance is one key's value in a cashback answer.
+type Balance struct {
+	Key   string `json:"key"`
+	Value int64  `json:"value"`
+}
+
+// Cashback answers POST /v1/cashback.
+type Cashback struct {
+	Amount    int64 `json:"amount"`
+	Duplicate bool  `json:"duplicate"`
+	// Budget's value is its remaining as seen here.
+	Budget   Balance `json:"budget"`
+	Merchant Balance `json:"merchant"`
+	User     Balance `json:"user"`
+}

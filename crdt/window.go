@@ -77,11 +77,15 @@ func StartName(start int64) string {
 // id: it contains '#'.
 func IsBucketName(name string) bool { return strings.IndexByte(name, '#') >= 0 }
 
-// BaseKey is the part of a vector name before '#': the bucket's key, or the
-// whole name of a plain vector. Anti-entropy buckets hash it, so all of a
-// key's time buckets live next to its all-time vector.
+// BaseKey is the part of a vector name before '#' or '~': the key of a time
+// bucket or of a budget's inbox vector, or the whole name of a plain
+// vector. Anti-entropy buckets hash it, so all of a key's time buckets and
+// inboxes live next to its all-time vector.
 func BaseKey(name string) string {
 	if i := strings.IndexByte(name, '#'); i >= 0 {
+		return name[:i]
+	}
+	if i := strings.IndexByte(name, BudgetInboxSep); i >= 0 {
 		return name[:i]
 	}
 	return name

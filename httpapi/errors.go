@@ -29,6 +29,8 @@ const (
 	CodeNotFound            = "not_found"              // 404: no such route
 	CodeMethodNotAllowed    = "method_not_allowed"     // 405: route exists, method does not (see Allow)
 	CodeIdempotencyMismatch = "idempotency_mismatch"   // 409: the key was applied with another amount
+	CodeBudgetExhausted     = "budget_exhausted"       // 409: the budget has less left than the spend (as seen here)
+	CodeRightsElsewhere     = "rights_elsewhere"       // 409: enough left, but other regions hold the rights; retry soon
 	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
 	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
 	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.MaxEntry
@@ -110,6 +112,10 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 		return newError(http.StatusNotFound, CodeNotFound, "like lists are off on this replica (like_lists = false)")
 	case errors.Is(err, region.ErrNoLog):
 		return newError(http.StatusNotFound, CodeNotFound, "the event log is off on this replica (event_log = false)")
+	case errors.Is(err, region.ErrBudgetExhausted):
+		return newError(http.StatusConflict, CodeBudgetExhausted, "budget exhausted; nothing was spent")
+	case errors.Is(err, region.ErrRightsElsewhere):
+		return newError(http.StatusConflict, CodeRightsElsewhere, "other regions hold the budget's rights; retry soon; nothing was spent")
 	case errors.Is(err, region.ErrIdempotencyMismatch):
 		return newError(http.StatusConflict, CodeIdempotencyMismatch, "%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -217,6 +217,10 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/uniques/"+key, w(s.Handler(s.postUniques))).Methods(http.MethodPost)
 	rt.Handle("/v1/uniques/"+key, s.Handler(s.getUniques)).Methods(http.MethodGet)
 	rt.Handle("/v1/uniques", s.Handler(s.getUniquesUnion)).Methods(http.MethodGet)
+	rt.Handle("/v1/budgets/"+key+"/grant", w(s.Handler(s.grantBudget))).Methods(http.MethodPost)
+	rt.Handle("/v1/budgets/"+key+"/spend", w(s.Handler(s.spendBudget))).Methods(http.MethodPost)
+	rt.Handle("/v1/budgets/"+key, s.Handler(s.getBudget)).Methods(http.MethodGet)
+	rt.Handle("/v1/cashback", w(s.Handler(s.postCashback))).Methods(http.MethodPost)
 
 	rt.Handle("/healthz", s.Handler(s.healthz)).Methods(http.MethodGet)
 	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)

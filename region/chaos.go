@@ -23,6 +23,7 @@ const (
 	BugLogSkipsIncrements = "log-skips-increments"
 	BugBucketsAtArrival   = "buckets-at-arrival"
 	BugSketchStoredOnly   = "sketch-merge-stored-only"
+	BugSpendWithoutRights = "spend-without-rights"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -62,6 +63,10 @@ type Chaos struct {
 	// pages, and each region's unique counts hold only the ids it was
 	// sent itself.
 	SketchStoredOnly bool
+	// SpendWithoutRights: a budget spend is allowed when the budget as
+	// this replica sees it has enough left, whoever holds the rights: the
+	// classic overspend of two regions that each see the last units.
+	SpendWithoutRights bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -79,7 +84,8 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
 		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
-		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly}
+		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
+		SpendWithoutRights: bug == BugSpendWithoutRights}
 }
 
 // String names the bugs that are on, for logs.
@@ -111,6 +117,20 @@ func (r *Replica) chaosAckBeforeCommit(batch []*request) bool {
 
 // reconcile runs the winner's reconciliation after a merge, unless the bug
 // NoReconcile (or, for keyed records, KeysNotReconciled) is on.
+// chaosSpendWithoutRights reports whether the bug SpendWithoutRights is on.
+func (r *Replica) chaosSpendWithoutRights() bool {
+	return buildtags.Chaos && r.cfg.Chaos.SpendWithoutRights
+}
+
+// refundLoser is crdt.LikeRecord.RefundLoser (a budget's keyed spends),
+// unless the chaos build's KeysNotReconciled bug is on.
+func (r *Replica) refundLoser(rec *crdt.LikeRecord) int64 {
+	if buildtags.Chaos && r.cfg.Chaos.KeysNotReconciled {
+		return 0
+	}
+	return rec.RefundLoser(r.self)
+}
+
 func (r *Replica) reconcile(rec *crdt.LikeRecord) int64 {
 	if buildtags.Chaos && (r.cfg.Chaos.NoReconcile || rec.Keyed && r.cfg.Chaos.KeysNotReconciled) {
 		return 0

@@ -27,6 +27,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugNoReconcile, Chaos{NoReconcile: true}},
 		{BugListsLocalOnly, Chaos{ListsLocalOnly: true}},
 		{BugSketchStoredOnly, Chaos{SketchStoredOnly: true}},
+		{BugSpendWithoutRights, Chaos{SpendWithoutRights: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want
@@ -101,5 +102,25 @@ func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 	}
 	if got := mustUniques(t, b, "k").Estimate; got != want {
 		t.Errorf("B estimates %v, want %v (chaos build %t)", got, want, buildtags.Chaos)
+	}
+}
+
+// The SpendWithoutRights bug overspends budgets in a chaos build, caught by
+// the same invariants the budget property test checks, and is ignored in
+// any other build.
+func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
+	bug := func(c *Config) { c.Chaos = Chaos{SpendWithoutRights: true} }
+	caught := 0
+	for seed := range uint64(6) {
+		if v := budgetRun(t, seed, 250, bug); v != "" {
+			caught++
+			t.Logf("seed %d: %s", seed, v)
+		}
+	}
+	if buildtags.Chaos && caught == 0 {
+		t.Fatal("spending without rights was never caught")
+	}
+	if !buildtags.Chaos && caught > 0 {
+		t.Fatalf("the chaos bug changed %d runs outside a chaos build", caught)
 	}
 }

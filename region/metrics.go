@@ -28,6 +28,10 @@ type metrics struct {
 	approxIncrs    *prometheus.CounterVec
 	approxWritten  prometheus.Counter
 	approxSkipped  prometheus.Counter
+	budgetRefused  *prometheus.CounterVec
+	budgetAsks     prometheus.Counter
+	budgetGiven    prometheus.Counter
+	budgetSpent    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -105,11 +109,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.refusedExpiry = m.refused.WithLabelValues("expired_key")
 	m.refusedNoReg = m.refused.WithLabelValues("keyed_no_register")
 	m.refusedBucket = m.refused.WithLabelValues("expired_bucket")
-	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques} {
+	m.budgetRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_budget_refused_total",
+		Help: "Budget spends refused, by reason: exhausted, or rights_elsewhere (other replicas hold the rights).",
+	}, []string{"reason"})
+	m.budgetAsks = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_budget_asks_total",
+		Help: "Requests for budget rights this replica sent its peers.",
+	})
+	m.budgetGiven = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_budget_rights_given_total",
+		Help: "Budget rights this replica gave to peers that asked.",
+	})
+	m.budgetSpent = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_budget_spent_total",
+		Help: "Budget units spent at this replica (spends and cashbacks, before refunds of duplicate keys).",
+	})
+	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques, OpGrant, OpSpend, OpCashback} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs)
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs,
+			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetSpent)
 	}
 	return m
 }

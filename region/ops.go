@@ -56,8 +56,17 @@ const (
 	OpIncr
 	// OpUniques adds IDs to the unique count of Item (uniques.go).
 	OpUniques
+	// OpGrant adds By to budget Item (budgets.go).
+	OpGrant
+	// OpSpend takes By from budget Item if this replica holds the rights
+	// to it, at most once per IdemKey if set (budgets.go).
+	OpSpend
+	// OpCashback spends By from budget Item, takes it from counter
+	// Merchant and adds it to counter User, once per IdemKey (required),
+	// all or nothing (budgets.go).
+	OpCashback
 
-	numOpKinds = OpUniques + 1
+	numOpKinds = OpCashback + 1
 )
 
 func (k OpKind) String() string {
@@ -70,6 +79,12 @@ func (k OpKind) String() string {
 		return "incr"
 	case OpUniques:
 		return "uniques"
+	case OpGrant:
+		return "grant"
+	case OpSpend:
+		return "spend"
+	case OpCashback:
+		return "cashback"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -89,6 +104,9 @@ type Op struct {
 	At int64
 	// IDs are the ids an OpUniques adds (1 to MaxUniqueIDs).
 	IDs []string
+	// Merchant is the counter an OpCashback takes By from (User is the
+	// counter it adds By to).
+	Merchant string
 }
 
 // Validate checks ids and bounds.
@@ -107,6 +125,28 @@ func (o *Op) Validate() error {
 		}
 		if o.IdemKey != "" && !crdt.ValidID(o.IdemKey) {
 			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
+		}
+	case OpGrant, OpSpend, OpCashback:
+		if o.By < 1 || o.By > MaxBy {
+			return fmt.Errorf("%w: by %d outside 1..%d", ErrInvalid, o.By, int64(MaxBy))
+		}
+		switch {
+		case o.Kind == OpGrant && o.IdemKey != "":
+			// A grant applied twice would be taken back by a spend-like
+			// reconciliation, which no rights check covers.
+			return fmt.Errorf("%w: grants take no idempotency key", ErrInvalid)
+		case o.Kind == OpCashback && o.IdemKey == "":
+			return fmt.Errorf("%w: a cashback needs an idempotency key", ErrInvalid)
+		case o.IdemKey != "" && !crdt.ValidID(o.IdemKey):
+			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
+		}
+		if o.Kind == OpCashback {
+			if !crdt.ValidID(o.Merchant) || !crdt.ValidID(o.User) {
+				return fmt.Errorf("%w: bad merchant %q or user %q", ErrInvalid, o.Merchant, o.User)
+			}
+			if o.Merchant == o.User {
+				return fmt.Errorf("%w: merchant and user are the same counter %q", ErrInvalid, o.User)
+			}
 		}
 	case OpUniques:
 		if len(o.IDs) == 0 || len(o.IDs) > MaxUniqueIDs {
@@ -142,6 +182,11 @@ type Result struct {
 	// Zero for a duplicate.
 	Approx  bool
 	Counted int64
+	// Rights is what this replica holds of a budget after a grant, spend
+	// or cashback (Value is the budget's remaining, as seen here).
+	Rights int64
+	// Merchant and UserValue are a cashback's two balances after it.
+	Merchant, UserValue int64
 }
 
 // VectorMerge carries a remote view of a vector to merge by max.
@@ -169,6 +214,8 @@ type Changes struct {
 	Sketches []SketchChange
 	// Merged counts records changed by merges only (nothing new to spread).
 	Merged int
+	// Asks are requests for budget rights to send to the peers.
+	Asks []RightsAsk
 }
 
 // VectorChange is a replica's new own entry of one vector.
@@ -186,5 +233,5 @@ type RecordChange struct {
 
 // Empty reports whether c carries nothing.
 func (c *Changes) Empty() bool {
-	return len(c.Vectors) == 0 && len(c.Records) == 0 && len(c.Sketches) == 0
+	return len(c.Vectors) == 0 && len(c.Records) == 0 && len(c.Sketches) == 0 && len(c.Asks) == 0
 }

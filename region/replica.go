@@ -78,6 +78,10 @@ type Replica struct {
 	nums      []*numbering // one per Config.Sequences
 	rng       *rand.Rand   // approximate counters' coin flips (Config.Seed)
 
+	// asked: when this replica last asked its peers for each budget's
+	// rights (budgets.go).
+	asked map[string]int64
+
 	kick chan struct{} // wakes the writer to number queued likes
 	// reconcileKick asks the writer for the reconciliation pass that
 	// recovery put off (see txn.mergeRecord).
@@ -91,6 +95,8 @@ type request struct {
 	vmerges []VectorMerge
 	rmerges []RecordMerge
 	smerges []SketchMerge
+	// gives are peers' asks for budget rights (GiveRights).
+	gives []RightsGive
 	// ids counts the unique ids of the ops (OpUniques), which weigh on
 	// the batch like ops.
 	ids int
@@ -115,7 +121,7 @@ type request struct {
 }
 
 func (q *request) size() int {
-	return len(q.ops) + q.ids + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
+	return len(q.ops) + q.ids + len(q.gives) + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
 }
 
 // New opens a replica on cfg.Store and starts its writer.
@@ -135,6 +141,7 @@ func New(cfg Config) (*Replica, error) {
 		kick:          make(chan struct{}, 1),
 		reconcileKick: make(chan struct{}, 1),
 		unreconciled:  make(map[vkey]int),
+		asked:         make(map[string]int64),
 		windows:       compileWindows(cfg.Windows),
 		uniqueLevels:  compileLevels(cfg.Windows.Uniques),
 		ownPages:      newPageCache(ownPageCacheBytes),

@@ -33,6 +33,11 @@ type txn struct {
 	events []storage.Event
 	incrEv map[string]int
 
+	// Budgets (budgets.go) the batch touches, and the asks for rights it
+	// sends.
+	budgets map[string]*budgetState
+	asks    []RightsAsk
+
 	// Unique-count sketch pages (uniques.go) the batch touches.
 	pages   map[skey]*pageState
 	porder  []skey
@@ -70,14 +75,22 @@ type rkey struct {
 
 // kind is the vector family the record's contributions count in.
 func (k rkey) kind() storage.Kind {
-	if k.keyed {
+	switch {
+	case k.isBudget():
+		return storage.Budgets
+	case k.keyed:
 		return storage.Counters
 	}
 	return storage.Likes
 }
 
 // vector is the vector the record's contributions count in.
-func (k rkey) vector() vkey { return vkey{k.kind(), k.a} }
+func (k rkey) vector() vkey {
+	if k.isBudget() {
+		return vkey{storage.Budgets, k.a[len(budgetRecordPrefix):]}
+	}
+	return vkey{k.kind(), k.a}
+}
 
 type vecState struct {
 	orig crdt.Vector // committed value; never modified
@@ -223,6 +236,9 @@ func (t *txn) apply(q *request) {
 			t.r.log.Warn("record merge skipped", "item", q.rmerges[i].Item, "user", q.rmerges[i].User, "error", err)
 		}
 	}
+	for _, g := range q.gives {
+		t.give(g)
+	}
 	for i := range q.smerges {
 		if err := t.mergeSketch(&q.smerges[i]); err != nil {
 			t.r.log.Warn("sketch merge skipped", "name", q.smerges[i].Name, "replica", q.smerges[i].Replica, "error", err)
@@ -269,6 +285,12 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return t.applyLike(op.Item, op.User, op.Kind == OpLike, op.At)
 	case OpUniques:
 		return t.applyUniques(op)
+	case OpGrant:
+		return t.applyGrant(op)
+	case OpSpend:
+		return t.applySpend(op)
+	case OpCashback:
+		return t.applyCashback(op)
 	default:
 		return t.applyIncr(op)
 	}
@@ -413,12 +435,11 @@ func (t *txn) applyKeyed(op *Op) Result {
 		return Result{Err: err}
 	}
 	relErr := t.r.approx.errorOf(op.Item)
-	if rec := rs.rec; applied(rec) {
-		if rec.HLC != 0 && rec.Requested() != op.By {
-			return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
-				ErrIdempotencyMismatch, op.IdemKey, rec.Requested(), op.By)}
+	if res, done := t.keyedDuplicate(rs, op.IdemKey, op.By, 1); done {
+		if res.Err == nil {
+			res.Value, res.Approx = vs.cur.Value(), relErr > 0
 		}
-		return Result{Value: vs.cur.Value(), Duplicate: true, Approx: relErr > 0}
+		return res
 	}
 	// On an approximate counter the coin is flipped once, here: the record
 	// keeps what it decided (a retry is a duplicate of this decision, and
@@ -530,7 +551,7 @@ func without(v crdt.Vector, id string) crdt.Vector {
 }
 
 func (t *txn) mergeRecord(m *RecordMerge) error {
-	if !crdt.ValidID(m.Item) || !crdt.ValidID(m.User) || m.Rec == nil {
+	if m.Rec == nil || !ValidRecordKey(m.Item, m.Rec.Keyed) || !crdt.ValidID(m.User) {
 		return fmt.Errorf("%w: bad record merge %q/%q", ErrInvalid, m.Item, m.User)
 	}
 	in := m.Rec
@@ -597,8 +618,15 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 
 // reconcileRecord runs the winner's duty on a record of the overlay.
 func (t *txn) reconcileRecord(k rkey, rs *recState) error {
-	if delta := t.r.reconcile(rs.rec); delta != 0 {
-		vs, err := t.vector(k.kind(), k.a)
+	var delta int64
+	if k.isBudget() {
+		delta = t.r.refundLoser(rs.rec)
+	} else {
+		delta = t.r.reconcile(rs.rec)
+	}
+	if delta != 0 {
+		vk := k.vector()
+		vs, err := t.vector(vk.kind, vk.item)
 		if err != nil {
 			return err
 		}
@@ -608,7 +636,7 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 		t.book(k.kind(), k.a, rs.rec.BookedMs(), delta)
 		rs.dirty, rs.spread = true, true
 		t.r.metrics.reconciled.Inc()
-		if t.r.cfg.EventLog {
+		if t.r.cfg.EventLog && !k.isBudget() {
 			e := storage.Event{Type: storage.EventReconcile, Kind: k.kind(), Key: k.a, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
 			if k.keyed {
 				e.Idem = k.b
@@ -714,6 +742,7 @@ func (t *txn) commit() (Changes, error) {
 		}
 	}
 	t.writePages(&ch)
+	ch.Asks = t.asks
 	if err := t.number(); err != nil {
 		return Changes{}, err
 	}

@@ -199,7 +199,7 @@ type booking struct {
 // book records that the own entry of (kind, key) moved by delta because of
 // an event at atMs. The txn folds bookings and writes the buckets at commit.
 func (t *txn) book(kind storage.Kind, key string, atMs, delta int64) {
-	if delta == 0 || len(t.r.windows.rules) == 0 {
+	if delta == 0 || len(t.r.windows.rules) == 0 || kind == storage.Budgets {
 		return
 	}
 	atMs = t.chaosBookingTime(kind, atMs)

@@ -2,9 +2,11 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,4 +340,70 @@ func TestDuplicateReplicaIDDetected(t *testing.T) {
 	if after := testutilCounter(us.rep.m.ownIDConflicts); after != before {
 		t.Fatalf("own deltas counted as conflicts: %v -> %v", before, after)
 	}
+}
+
+// Budget spends from three regions over real NATS, with a lossy fast path:
+// rights move to the regions that ask, every spend the budget covers
+// succeeds somewhere, and not one more.
+func TestBudgetSpendsOverNATS(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu", "ap")
+	for _, n := range nodes {
+		n.faults.SetFaults(Faults{Drop: 0.3, Dup: 0.2, Delay: 5 * time.Millisecond, Seed: 5})
+	}
+	ctx := context.Background()
+	const granted = 300
+	if _, err := nodes[0].replica.Apply(ctx, region.Op{Kind: region.OpGrant, Item: "gift", By: granted}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error { // everyone has heard of the grant
+		for _, n := range nodes {
+			if rd, err := n.replica.Budget("gift"); err != nil || rd.Remaining != granted {
+				return fmt.Errorf("%s: %+v %v", n.id, rd, err)
+			}
+		}
+		return nil
+	})
+	var spent [3]int
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(60 * time.Second)
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				_, err := n.replica.Apply(ctx, region.Op{Kind: region.OpSpend, Item: "gift", By: 1})
+				switch {
+				case err == nil:
+					spent[i]++
+				case errors.Is(err, region.ErrRightsElsewhere):
+					time.Sleep(2 * time.Millisecond)
+				case errors.Is(err, region.ErrBudgetExhausted):
+					return
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := spent[0] + spent[1] + spent[2]
+	if total != granted {
+		t.Fatalf("spent %v = %d in all, want exactly %d", spent, total, granted)
+	}
+	if spent[1] == 0 || spent[2] == 0 {
+		t.Fatalf("spent %v: rights never reached eu and ap", spent)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for _, n := range nodes {
+			rd, err := n.replica.Budget("gift")
+			if err != nil {
+				return err
+			}
+			if rd.Remaining != 0 || rd.Spent != granted {
+				return fmt.Errorf("%s: %+v", n.id, rd)
+			}
+		}
+		return nil
+	})
 }

@@ -17,6 +17,7 @@ type Outbox struct {
 	vecs  map[outVec]crdt.PN
 	recs  map[outRec]*crdt.LikeRecord
 	pages map[outPage]*crdt.HLLPage
+	asks  map[string]int64 // budget key -> rights wanted
 }
 
 // outPage names one page of this replica's sketch of a key.
@@ -40,7 +41,8 @@ type outRec struct {
 
 // NewOutbox returns an empty outbox.
 func NewOutbox() *Outbox {
-	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]*crdt.LikeRecord), pages: make(map[outPage]*crdt.HLLPage)}
+	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]*crdt.LikeRecord), pages: make(map[outPage]*crdt.HLLPage),
+		asks: make(map[string]int64)}
 }
 
 // Add queues one commit's changes. It is region.Config.OnCommit.
@@ -59,6 +61,9 @@ func (o *Outbox) Add(c region.Changes) {
 			o.recs[k] = r.Rec // a private copy, per region.Changes
 		}
 	}
+	for _, a := range c.Asks {
+		o.asks[a.Key] = max(o.asks[a.Key], a.Want)
+	}
 	for i := range c.Sketches {
 		sc := &c.Sketches[i]
 		k := outPage{sc.Kind, sc.Name, sc.Page}
@@ -75,21 +80,26 @@ func (o *Outbox) Add(c region.Changes) {
 func (o *Outbox) Len() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return len(o.vecs) + len(o.recs) + len(o.pages)
+	return len(o.vecs) + len(o.recs) + len(o.pages) + len(o.asks)
 }
 
 // take empties the outbox and returns what it held.
-func (o *Outbox) take() ([]OwnEntry, []Record, []OwnPage) {
+func (o *Outbox) take() ([]OwnEntry, []Record, []OwnPage, []Ask) {
 	o.mu.Lock()
-	vecs, recs, pages := o.vecs, o.recs, o.pages
-	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 {
+	vecs, recs, pages, asks := o.vecs, o.recs, o.pages, o.asks
+	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && len(asks) == 0 {
 		o.mu.Unlock()
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	o.vecs = make(map[outVec]crdt.PN, len(vecs))
 	o.recs = make(map[outRec]*crdt.LikeRecord, len(recs))
 	o.pages = make(map[outPage]*crdt.HLLPage, len(pages))
+	o.asks = make(map[string]int64)
 	o.mu.Unlock()
+	oa := make([]Ask, 0, len(asks))
+	for k, w := range asks {
+		oa = append(oa, Ask{Key: k, Want: w})
+	}
 	op := make([]OwnPage, 0, len(pages))
 	for k, p := range pages {
 		op = append(op, OwnPage{Kind: k.kind, Name: k.name, Page: k.page, Regs: p})
@@ -102,5 +112,5 @@ func (o *Outbox) take() ([]OwnEntry, []Record, []OwnPage) {
 	for k, r := range recs {
 		or = append(or, Record{Item: k.item, User: k.user, Rec: r})
 	}
-	return ov, or, op
+	return ov, or, op, oa
 }

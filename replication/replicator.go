@@ -265,16 +265,20 @@ func (r *Replicator) newFlusher() *flusher {
 // flush publishes what the outbox holds, or a heartbeat if nothing went out
 // for HeartbeatInterval.
 func (r *Replicator) flush(f *flusher) {
-	vecs, recs, pages := r.cfg.Outbox.take()
+	vecs, recs, pages, asks := r.cfg.Outbox.take()
 	if r.gossipIncrements() {
 		chaosOutgoing(f.gossipSent, vecs)
 	}
 	now := r.cfg.Now()
-	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
+	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && len(asks) == 0 && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
 		return
 	}
 	root := r.cfg.Store.Root()
-	for _, msg := range r.split(vecs, recs, pages) {
+	msgs := r.split(vecs, recs, pages)
+	// Asks ride in the last message, after this replica's own changes, so
+	// a giver weighs them against our latest spends.
+	msgs[len(msgs)-1].Asks = asks
+	for _, msg := range msgs {
 		f.seq++
 		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq, r.cfg.Replica.Now().UnixMilli(), root
 		data := AppendDelta(nil, msg)
@@ -466,6 +470,17 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 	}
 	if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil && ctx.Err() == nil {
 		r.log.Warn("sketch merge failed", "error", err)
+	}
+	// Peers' asks for budget rights, after their changes are merged, so
+	// what we give is measured against their latest spends and ours.
+	var gives []region.RightsGive
+	for _, d := range batch {
+		for _, a := range d.Asks {
+			gives = append(gives, region.RightsGive{Key: a.Key, To: d.Replica, Want: a.Want})
+		}
+	}
+	if err := r.cfg.Replica.GiveRights(ctx, gives); err != nil && ctx.Err() == nil {
+		r.log.Warn("giving budget rights failed", "error", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -48,10 +49,20 @@ type Delta struct {
 	// wire they follow the records, and a message without them may end
 	// before: senders that predate sketches stay readable.
 	Sketches []OwnPage
+	// Asks are the sender's requests for budget rights (region.RightsAsk):
+	// a peer that holds rights to the key gives it some. On the wire they
+	// follow the sketches (whose section is then present, maybe empty).
+	Asks []Ask
+}
+
+// Ask is a request for rights to one budget.
+type Ask struct {
+	Key  string
+	Want int64
 }
 
 func (d *Delta) empty() bool {
-	return len(d.Vectors) == 0 && len(d.Records) == 0 && len(d.Sketches) == 0
+	return len(d.Vectors) == 0 && len(d.Records) == 0 && len(d.Sketches) == 0 && len(d.Asks) == 0
 }
 
 // OwnPage is one page of the sender's own sketch of a key, absolute.
@@ -164,12 +175,20 @@ func AppendDelta(b []byte, d *Delta) []byte {
 		b = binary.AppendUvarint(b, e.PN.N)
 	}
 	b = appendRecords(b, d.Records)
-	if len(d.Sketches) == 0 {
+	if len(d.Sketches) == 0 && len(d.Asks) == 0 {
 		return b
 	}
 	b = binary.AppendUvarint(b, uint64(len(d.Sketches)))
 	for _, p := range d.Sketches {
 		b = appendSketchPage(b, p.Kind, p.Name, "", p.Page, p.Regs)
+	}
+	if len(d.Asks) == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(d.Asks)))
+	for _, a := range d.Asks {
+		b = appendStr(b, a.Key)
+		b = binary.AppendUvarint(b, uint64(a.Want))
 	}
 	return b
 }
@@ -200,11 +219,18 @@ func DecodeDelta(p []byte) (*Delta, error) {
 	}
 	d.Records = r.records()
 	if r.err == nil && len(r.b) > 0 {
-		n := r.sketchCount()
+		n := r.count()
 		for i := 0; i < n && r.err == nil; i++ {
 			k, name := r.sketchName()
 			page, regs := r.sketchPage()
 			d.Sketches = append(d.Sketches, OwnPage{Kind: k, Name: name, Page: page, Regs: regs})
+		}
+		if r.err == nil && len(r.b) > 0 {
+			d.Asks = r.asks()
+		} else if r.err == nil && n == 0 {
+			// One encoding per message: no sketches and no asks is no
+			// trailing section at all.
+			r.fail("empty sketch section")
 		}
 	}
 	return d, r.finish("delta")
@@ -473,7 +499,7 @@ func (r *reader) records() []Record {
 	n := r.count()
 	var out []Record
 	for i := 0; i < n && r.err == nil; i++ {
-		rec := Record{Item: r.id(), User: r.id()}
+		rec := Record{Item: string(r.blob()), User: r.id()}
 		body := r.blob()
 		if r.err != nil {
 			break
@@ -483,7 +509,30 @@ func (r *reader) records() []Record {
 			r.fail("record %s/%s: %v", rec.Item, rec.User, err)
 			break
 		}
+		// A keyed record's first name may be a budget's (region).
+		if !region.ValidRecordKey(rec.Item, rec.Rec.Keyed) {
+			r.fail("bad record name %q", rec.Item)
+			break
+		}
 		out = append(out, rec)
+	}
+	return out
+}
+
+// asks reads a delta's asks for budget rights (a present section is not
+// empty).
+func (r *reader) asks() []Ask {
+	n := r.count()
+	if r.err == nil && n == 0 {
+		r.fail("empty asks section")
+	}
+	var out []Ask
+	for i := 0; i < n && r.err == nil; i++ {
+		a := Ask{Key: r.id(), Want: int64(r.uvarint())}
+		if r.err == nil && (a.Want < 1 || a.Want > region.MaxBy) {
+			r.fail("ask for %d rights", a.Want)
+		}
+		out = append(out, a)
 	}
 	return out
 }

@@ -35,6 +35,13 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 		}
 		d.Sketches = append(d.Sketches, OwnPage{Kind: k, Name: name, Page: rng.IntN(crdt.HLLPages), Regs: randRegs(rng)})
 	}
+	for i := range rng.IntN(3) {
+		d.Vectors = append(d.Vectors, OwnEntry{Kind: storage.Budgets, Item: crdt.BudgetInboxName("gift", fmt.Sprint("eu-", i)), PN: crdt.PN{P: rng.Uint64()}})
+		rec := randRecord(rng)
+		rec.Keyed, rec.Liked, rec.Amount = true, true, -int64(1+i)
+		d.Records = append(d.Records, Record{Item: "~gift", User: fmt.Sprint("order-", i), Rec: rec})
+		d.Asks = append(d.Asks, Ask{Key: fmt.Sprint("gift", i), Want: 1 + rng.Int64N(1<<40)})
+	}
 	return d
 }
 
@@ -126,6 +133,13 @@ func TestDecodersRejectGarbage(t *testing.T) {
 	cases["sketch page"] = bytes.Replace(sk, []byte{'v', 9}, []byte{'v', 64}, 1)
 	cases["sketch rho"] = bytes.Replace(sk, []byte{5, 3}, []byte{5, 52}, 1)
 	cases["sketch truncated"] = sk[:len(sk)-1]
+	ask := AppendDelta(nil, &Delta{Replica: "a", Region: "b", Asks: []Ask{{Key: "g", Want: 5}}})
+	cases["empty asks"] = append(ask[:len(ask)-4], 0)                                  // sketches 0, asks 0
+	cases["no asks after empty sketches"] = ask[:len(ask)-4]                           // sketches 0, nothing after
+	cases["ask for nothing"] = append(ask[:len(ask)-1], 0)                             // want 0
+	cases["ask bad key"] = bytes.Replace(ask, []byte{1, 'g', 5}, []byte{1, '~', 5}, 1) // not an id
+	budgetRec := &crdt.LikeRecord{HLC: 5, Origin: "a", Amount: -1, Contrib: crdt.Vector{{Replica: "a", PN: crdt.PN{N: 1}}}}
+	cases["budget name on a like record"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "~g", User: "u", Rec: budgetRec}}})
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
 			t.Errorf("%s: err %v, want ErrBadMessage", name, err)

@@ -15,6 +15,10 @@ const (
 	LikesWindows Kind = 'L'
 	// CountersWindows vectors are the time buckets of counters.
 	CountersWindows Kind = 'C'
+	// Budgets vectors are bounded counters (crdt.Budget): the main vector
+	// under the budget's key, and one inbox vector per replica that was
+	// sent rights, named crdt.BudgetInboxName(key, replica).
+	Budgets Kind = 'g'
 )
 
 func (k Kind) String() string {
@@ -31,13 +35,15 @@ func (k Kind) String() string {
 		return "uniques"
 	case UniquesWindows:
 		return "uniques-windows"
+	case Budgets:
+		return "budgets"
 	}
 	return "unknown"
 }
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool {
-	return k == Likes || k == Counters || k == LikesWindows || k == CountersWindows
+	return k == Likes || k == Counters || k == LikesWindows || k == CountersWindows || k == Budgets
 }
 
 // Windows is the kind of k's time buckets (k itself if it is one).
@@ -67,10 +73,14 @@ func (k Kind) IsWindows() bool { return k == LikesWindows || k == CountersWindow
 
 // ValidItem reports whether item is a well-formed vector name of kind k: an
 // id for an all-time vector, a bucket name (crdt.ParseBucket) for a time
-// bucket.
+// bucket, a key or inbox name (crdt.SplitBudgetName) for a budget.
 func ValidItem(k Kind, item string) bool {
 	if k.IsWindows() {
 		_, ok := crdt.ParseBucket(item)
+		return ok
+	}
+	if k == Budgets {
+		_, _, _, ok := crdt.SplitBudgetName(item)
 		return ok
 	}
 	return k.Valid() && crdt.ValidID(item)

@@ -1,0 +1,286 @@
+package crdt
+
+import (
+	"errors"
+	"slices"
+	"strings"
+)
+
+// # Bounded counters (budgets)
+//
+// A budget is a PN-counter that must never go below zero, however the
+// replicas are cut apart. The plain vector cannot promise that: two
+// replicas that each see 10 left may each spend 10. So the value is split
+// into rights, in the manner of escrow (Antidote's bounded counter): a
+// replica may only spend rights it holds, and it knows its own rights
+// exactly, because every term of them that others write only ever grows.
+//
+// State, as vectors (each entry written only by its replica, merged by
+// element-wise max like every other vector):
+//
+//   - Main: entry r has P = what r granted (plus refunds of duplicate
+//     keyed spends, see region) and N = what r spent.
+//   - Inbox[j], one vector per replica j that ever received rights:
+//     entry s ≠ j has P = the rights s has sent to j in all; entry j
+//     itself has N = the rights j has sent to anyone in all.
+//
+// The rights of r are
+//
+//	rights(r) = Main[r].P − Main[r].N + Σ_{s≠r} Inbox[r][s].P − Inbox[r][r].N
+//
+// and they add up to the value: every transfer appears once as P in the
+// receiver's inbox and once in the sender's own N. A replica writes its own
+// Main entry, its own entry of its own inbox (sent) and its own entry of
+// the receiver's inbox (sent to j), all in one commit. Its view of the
+// terms it does not write (what others sent it) can only be behind, so
+// the rights it computes for itself are never more than it truly holds,
+// and a spend it allows never takes any replica's true rights below zero.
+// Summed over replicas: total spent ≤ total granted, under any partition,
+// message loss or reordering.
+
+// BudgetInboxSep separates a budget key from the receiving replica in the
+// name of an inbox vector ("<key>~<replica>"). It is not an id byte, so a
+// name splits one way only.
+const BudgetInboxSep = '~'
+
+// Budget errors.
+var (
+	// ErrBudgetExhausted: the budget as this replica sees it has less left
+	// than the spend asks for.
+	ErrBudgetExhausted = errors.New("budget exhausted")
+	// ErrRightsElsewhere: the budget has enough left, but this replica
+	// holds too few of the rights to spend it; other replicas hold them.
+	ErrRightsElsewhere = errors.New("budget rights held elsewhere")
+)
+
+// BudgetInboxName names the inbox vector of replica to in budget key.
+func BudgetInboxName(key, to string) string { return key + string(BudgetInboxSep) + to }
+
+// SplitBudgetName splits a budget vector name into the budget key and, for
+// an inbox, the receiving replica (inbox false for the main vector). ok is
+// false unless both parts are ids.
+func SplitBudgetName(name string) (key, to string, inbox, ok bool) {
+	i := strings.IndexByte(name, BudgetInboxSep)
+	if i < 0 {
+		return name, "", false, ValidID(name)
+	}
+	key, to = name[:i], name[i+1:]
+	return key, to, true, ValidID(key) && ValidID(to)
+}
+
+// Budget is one replica's view of a bounded counter. The zero value is an
+// empty budget. Vectors are shared with the caller: methods that change
+// the budget change them (the replica's writer keeps its own copies).
+type Budget struct {
+	Main  Vector
+	Inbox map[string]Vector // by receiving replica
+}
+
+// Remaining is what is left to spend: ΣP − ΣN of Main.
+func (b *Budget) Remaining() int64 { return b.Main.Value() }
+
+// Granted and Spent are the halves of Main summed (Granted includes the
+// refunds of duplicate keyed spends). They saturate at the int64 range.
+func (b *Budget) Granted() int64 {
+	var s uint64
+	for _, e := range b.Main {
+		s = addSat(s, e.P)
+	}
+	return subSat(s, 0)
+}
+
+// Spent is what all replicas spent, as far as this view knows.
+func (b *Budget) Spent() int64 {
+	var s uint64
+	for _, e := range b.Main {
+		s = addSat(s, e.N)
+	}
+	return subSat(s, 0)
+}
+
+func addSat(a, b uint64) uint64 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return ^uint64(0)
+}
+
+// Received is what r has been sent by others, as far as this view knows.
+func (b *Budget) Received(r string) uint64 {
+	var s uint64
+	for _, e := range b.Inbox[r] {
+		if e.Replica != r {
+			s = addSat(s, e.P)
+		}
+	}
+	return s
+}
+
+// Sent is what r has sent to others in all.
+func (b *Budget) Sent(r string) uint64 { return b.Inbox[r].Get(r).N }
+
+// Rights is what replica r may spend or give away, in this view. For r's
+// own view of itself it is exact or low, never high (see the comment at
+// the top of this file). It can be negative only in a view that is not
+// r's own and holds r's outgoing entries without its incoming ones.
+func (b *Budget) Rights(r string) int64 {
+	own := b.Main.Get(r)
+	var hi, lo uint64 // rights = hi − lo, in saturating halves
+	hi = addSat(own.P, b.Received(r))
+	lo = addSat(own.N, b.Sent(r))
+	return subSat(hi, lo)
+}
+
+// Holders lists every replica that appears in the budget, sorted: any
+// replica with rights granted, spent or received some.
+func (b *Budget) Holders() []string {
+	seen := make(map[string]bool)
+	var out []string
+	add := func(r string) {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	for _, e := range b.Main {
+		add(e.Replica)
+	}
+	for to, v := range b.Inbox {
+		add(to)
+		for _, e := range v {
+			add(e.Replica)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Grant adds n (> 0) to the budget, as rights of self.
+func (b *Budget) Grant(self string, n int64) {
+	b.Main = b.Main.Add(self, n)
+}
+
+// Spend takes n (> 0) from self's rights: ErrBudgetExhausted if the budget
+// as seen has less than n left, ErrRightsElsewhere if it has but self
+// holds less than n of it. Nothing changes on error.
+func (b *Budget) Spend(self string, n int64) error {
+	if err := b.check(self, n); err != nil {
+		return err
+	}
+	b.Main = b.Main.Add(self, -n)
+	return nil
+}
+
+// Refund gives n (> 0) back to self's rights: the undoing of a spend that
+// turned out to be a duplicate.
+func (b *Budget) Refund(self string, n int64) { b.Main = b.Main.Add(self, n) }
+
+func (b *Budget) check(self string, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if b.Remaining() < n {
+		return ErrBudgetExhausted
+	}
+	if b.Rights(self) < n {
+		return ErrRightsElsewhere
+	}
+	return nil
+}
+
+// Transfer moves n (> 0) of self's rights to replica to, under the same
+// rule as Spend: a replica gives away only rights it holds.
+func (b *Budget) Transfer(self, to string, n int64) error {
+	if to == self || n <= 0 {
+		return nil
+	}
+	if b.Rights(self) < n {
+		return ErrRightsElsewhere
+	}
+	if b.Inbox == nil {
+		b.Inbox = make(map[string]Vector)
+	}
+	b.Inbox[to] = b.Inbox[to].Add(self, n)      // P: sent to `to`
+	b.Inbox[self] = b.Inbox[self].Add(self, -n) // N: sent in all
+	return nil
+}
+
+// Merge folds o into b by element-wise max of every vector; it reports
+// whether b changed. o is not modified.
+func (b *Budget) Merge(o *Budget) bool {
+	var changed, c bool
+	b.Main, c = b.Main.Merge(o.Main)
+	changed = changed || c
+	for to, v := range o.Inbox {
+		if b.Inbox == nil {
+			b.Inbox = make(map[string]Vector)
+		}
+		b.Inbox[to], c = b.Inbox[to].Merge(v)
+		changed = changed || c
+	}
+	return changed
+}
+
+// Clone returns a copy that shares no memory with b.
+func (b *Budget) Clone() Budget {
+	out := Budget{Main: b.Main.Clone()}
+	if b.Inbox != nil {
+		out.Inbox = make(map[string]Vector, len(b.Inbox))
+		for k, v := range b.Inbox {
+			out.Inbox[k] = v.Clone()
+		}
+	}
+	return out
+}
+
+// Equal reports whether b and o hold the same state.
+func (b *Budget) Equal(o *Budget) bool {
+	if !b.Main.Equal(o.Main) {
+		return false
+	}
+	for k, v := range b.Inbox {
+		if !v.Equal(o.Inbox[k]) {
+			return false
+		}
+	}
+	for k, v := range o.Inbox {
+		if !v.Equal(b.Inbox[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Give is how much of its rights a holder gives a replica that asked for
+// want: at least want if it can, and half of what it holds if that is
+// more, so that rights move towards demand in a few rounds rather than one
+// spend at a time, while the giver keeps half for its own clients. Zero
+// if it holds nothing.
+func Give(holds, want int64) int64 {
+	if holds <= 0 || want <= 0 {
+		return 0
+	}
+	g := max(want, (holds+1)/2)
+	return min(g, holds)
+}
+
+// RefundLoser is the reconciliation rule of a budget's keyed spend: a
+// replica that applied the spend but is not the record's winner (Origin)
+// takes its own application back, as a refund (P). The winner never acts.
+// So every change a reconciliation makes gives rights back and none spends
+// them: the like records' rule, where the winner fixes the excess in either
+// direction from its own view, could spend again on a stale view of a
+// loser's refund, without the rights check a spend needs. It returns the
+// change to self's entry of the budget's main vector (≥ 0).
+func (r *LikeRecord) RefundLoser(self string) (delta int64) {
+	if !r.Keyed || r.Origin == self {
+		return 0
+	}
+	own := r.Contrib.Get(self)
+	if own.N <= own.P {
+		return 0
+	}
+	d := own.N - own.P
+	r.Contrib = r.Contrib.Set(self, PN{P: own.P + d, N: own.N})
+	return int64(d)
+}

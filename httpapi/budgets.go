@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/region"
+)
+
+// Budget routes: bounded counters that are never overspent (region
+// budgets.go). A spend the region cannot cover is a 409 whose code says
+// why: budget_exhausted (nothing, or too little, left as seen here) or
+// rights_elsewhere (enough left, but other regions hold the rights; this
+// region asked them for some, so a retry shortly after usually succeeds).
+
+type grantRequest struct {
+	By *int64 `json:"by"`
+}
+
+type spendRequest struct {
+	By             *int64  `json:"by"`
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+type cashbackRequest struct {
+	Budget         *string `json:"budget"`
+	Merchant       *string `json:"merchant"`
+	User           *string `json:"user"`
+	Amount         *int64  `json:"amount"`
+	IdempotencyKey *string `json:"idempotency_key"`
+}
+
+// budgetBy checks a grant's, spend's or cashback's amount (def if absent).
+func budgetBy(field string, v *int64, def int64) (int64, error) {
+	if v == nil {
+		if def == 0 {
+			return 0, newError(http.StatusBadRequest, CodeMissingField, "%s is required", field)
+		}
+		return def, nil
+	}
+	if *v < 1 || *v > region.MaxBy {
+		return 0, newError(http.StatusBadRequest, CodeBadBy, "%s %d is out of range; want 1 to %d", field, *v, int64(region.MaxBy))
+	}
+	return *v, nil
+}
+
+// POST /v1/budgets/{key}/grant {"by": n}
+func (s *Server) grantBudget(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	var body grantRequest
+	if err := s.decodeBody(w, r, &body); err != nil && !errors.Is(err, errEmptyBody) {
+		return err
+	}
+	by, err := budgetBy("by", body.By, 0)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpGrant, Item: key, By: by})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.BudgetGrant{Key: key, Granted: by, Remaining: res.Value, Rights: res.Rights})
+	return nil
+}
+
+// POST /v1/budgets/{key}/spend {"by": n, "idempotency_key": "..."}
+func (s *Server) spendBudget(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	var body spendRequest
+	if err := s.decodeBody(w, r, &body); err != nil && !errors.Is(err, errEmptyBody) {
+		return err
+	}
+	by, err := budgetBy("by", body.By, 1)
+	if err != nil {
+		return err
+	}
+	idem, err := idempotencyKey(r, body.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpSpend, Item: key, By: by, IdemKey: idem})
+	if refusedBudget(w, key, res, err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.BudgetSpend{Key: key, Spent: by, Remaining: res.Value, Rights: res.Rights, Duplicate: res.Duplicate})
+	return nil
+}
+
+// refusedBudget writes the 409 of a spend the region cannot cover, and
+// reports whether err was one.
+func refusedBudget(w http.ResponseWriter, key string, res region.Result, err error) bool {
+	out := api.BudgetRefused{Key: key, Remaining: res.Value, Rights: res.Rights}
+	switch {
+	case errors.Is(err, region.ErrBudgetExhausted):
+		out.Code = CodeBudgetExhausted
+		out.Error = "budget exhausted: it has less left than the spend, as this region sees it; nothing was spent"
+	case errors.Is(err, region.ErrRightsElsewhere):
+		out.Code = CodeRightsElsewhere
+		out.Error = "the budget has enough left, but other regions hold the rights to it; this region asked them " +
+			"for some, so retry in a few milliseconds (or at another region); nothing was spent"
+	default:
+		return false
+	}
+	writeJSON(w, http.StatusConflict, out)
+	return true
+}
+
+// GET /v1/budgets/{key}
+func (s *Server) getBudget(w http.ResponseWriter, r *http.Request) error {
+	key, err := pathID(r, "key")
+	if err != nil {
+		return err
+	}
+	rd, err := s.rep.Budget(key)
+	if err != nil {
+		return err
+	}
+	out := api.Budget{Key: key, Remaining: rd.Remaining, Granted: rd.Granted, Spent: rd.Spent, Rights: rd.Rights,
+		LocalRights: rd.LocalRights, Unreconciled: rd.Unreconciled, Approx: rd.Unreconciled > 0}
+	for id, n := range rd.Rights {
+		if id != s.rep.ID() && n > 0 {
+			out.Approx = true
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// POST /v1/cashback {"budget","merchant","user","amount","idempotency_key"}
+func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
+	var body cashbackRequest
+	if err := s.decodeBody(w, r, &body); err != nil {
+		if errors.Is(err, errEmptyBody) {
+			return newError(http.StatusBadRequest, CodeMissingField, "a cashback needs a body: budget, merchant, user, amount, idempotency_key")
+		}
+		return err
+	}
+	var missing []string
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"budget", body.Budget}, {"merchant", body.Merchant}, {"user", body.User}} {
+		if f.v == nil {
+			missing = append(missing, f.name)
+		} else if err := checkID(f.name, *f.v); err != nil {
+			return err
+		}
+	}
+	if len(missing) > 0 {
+		return newError(http.StatusBadRequest, CodeMissingField, "%s required", strings.Join(missing, ", "))
+	}
+	amount, err := budgetBy("amount", body.Amount, 0)
+	if err != nil {
+		return err
+	}
+	idem, err := idempotencyKey(r, body.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	if idem == "" {
+		return newError(http.StatusBadRequest, CodeMissingField, "idempotency_key (or the Idempotency-Key header) is required: it names the purchase")
+	}
+	if *body.Merchant == *body.User {
+		return newError(http.StatusBadRequest, CodeBadRequest, "merchant and user must be different counters")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpCashback, Item: *body.Budget, Merchant: *body.Merchant,
+		User: *body.User, By: amount, IdemKey: idem})
+	if refusedBudget(w, *body.Budget, res, err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.Cashback{Amount: amount, Duplicate: res.Duplicate,
+		Budget:   api.Balance{Key: *body.Budget, Value: res.Value},
+		Merchant: api.Balance{Key: *body.Merchant, Value: res.Merchant},
+		User:     api.Balance{Key: *body.User, Value: res.UserValue}})
+	return nil
+}

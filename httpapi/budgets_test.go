@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+)
+
+func TestBudgetRoutes(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	// A spend from a budget never granted is refused as exhausted, with
+	// the state it was refused on.
+	r := e.do("POST", "/v1/budgets/gifts/spend", `{"by":1}`)
+	if r.status != http.StatusConflict || r.body["code"] != CodeBudgetExhausted || num(t, r.body, "remaining") != 0 {
+		t.Fatalf("spend from nothing: %d %s", r.status, r.raw)
+	}
+	b := e.do("POST", "/v1/budgets/gifts/grant", `{"by":10}`).ok(t)
+	if num(t, b, "granted") != 10 || num(t, b, "remaining") != 10 || num(t, b, "rights") != 10 {
+		t.Fatalf("grant: %v", b)
+	}
+	b = e.do("POST", "/v1/budgets/gifts/spend", `{"by":4,"idempotency_key":"order-1"}`).ok(t)
+	if num(t, b, "spent") != 4 || num(t, b, "remaining") != 6 || b["duplicate"] != false {
+		t.Fatalf("spend: %v", b)
+	}
+	b = e.do("POST", "/v1/budgets/gifts/spend", `{"by":4}`, "Idempotency-Key", "order-1").ok(t)
+	if b["duplicate"] != true || num(t, b, "remaining") != 6 {
+		t.Fatalf("retry: %v", b)
+	}
+	e.do("POST", "/v1/budgets/gifts/spend", `{"by":5,"idempotency_key":"order-1"}`).isError(t, http.StatusConflict, CodeIdempotencyMismatch)
+	e.do("POST", "/v1/budgets/gifts/spend", "").ok(t) // by defaults to 1
+	r = e.do("POST", "/v1/budgets/gifts/spend", `{"by":6}`)
+	if r.status != http.StatusConflict || r.body["code"] != CodeBudgetExhausted || num(t, r.body, "remaining") != 5 || r.body["error"] == "" {
+		t.Fatalf("overspend: %d %s", r.status, r.raw)
+	}
+	b = e.do("GET", "/v1/budgets/gifts", "").ok(t)
+	if num(t, b, "remaining") != 5 || num(t, b, "granted") != 10 || num(t, b, "spent") != 5 || num(t, b, "local_rights") != 5 || b["approx"] != false {
+		t.Fatalf("read: %v", b)
+	}
+	if rights, _ := b["rights"].(map[string]any); len(rights) != 1 || fmt.Sprint(rights["us-1"]) != "5" {
+		t.Fatalf("rights: %v", b["rights"])
+	}
+
+	// Cashback: all or nothing, conserved, once per key.
+	e.do("POST", "/v1/budgets/pool/grant", `{"by":7}`).ok(t)
+	cb := `{"budget":"pool","merchant":"shop","user":"ann","amount":5,"idempotency_key":"p1"}`
+	b = e.do("POST", "/v1/cashback", cb).ok(t)
+	if b["duplicate"] != false || fmt.Sprint(b["budget"], b["merchant"], b["user"]) != "map[key:pool value:2] map[key:shop value:-5] map[key:ann value:5]" {
+		t.Fatalf("cashback: %v", b)
+	}
+	if b = e.do("POST", "/v1/cashback", cb).ok(t); b["duplicate"] != true {
+		t.Fatalf("cashback retry: %v", b)
+	}
+	r = e.do("POST", "/v1/cashback", `{"budget":"pool","merchant":"shop","user":"ann","amount":5,"idempotency_key":"p2"}`)
+	if r.status != http.StatusConflict || r.body["code"] != CodeBudgetExhausted {
+		t.Fatalf("cashback past the pool: %d %s", r.status, r.raw)
+	}
+	if e.counter("shop") != -5 || e.counter("ann") != 5 {
+		t.Fatalf("balances %d %d after a refused cashback", e.counter("shop"), e.counter("ann"))
+	}
+
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		code               string
+	}{
+		{"POST", "/v1/budgets/g/grant", ``, http.StatusBadRequest, CodeMissingField},
+		{"POST", "/v1/budgets/g/grant", `{"by":0}`, http.StatusBadRequest, CodeBadBy},
+		{"POST", "/v1/budgets/g/grant", `{"by":-3}`, http.StatusBadRequest, CodeBadBy},
+		{"POST", "/v1/budgets/g/grant", `{"by":1099511627777}`, http.StatusBadRequest, CodeBadBy},
+		{"POST", "/v1/budgets/g/grant", `{"by":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeUnknownField},
+		{"POST", "/v1/budgets/g/grant", `{"by":"1"}`, http.StatusBadRequest, CodeBadJSON},
+		{"POST", "/v1/budgets/g/spend", `{"by":0}`, http.StatusBadRequest, CodeBadBy},
+		{"POST", "/v1/budgets/g/spend", `{"by":1,"idempotency_key":"a b"}`, http.StatusBadRequest, CodeBadID},
+		{"POST", "/v1/budgets/g~x/spend", `{"by":1}`, http.StatusBadRequest, CodeBadID},
+		{"GET", "/v1/budgets/g~x", ``, http.StatusBadRequest, CodeBadID},
+		{"POST", "/v1/cashback", ``, http.StatusBadRequest, CodeMissingField},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"u","amount":1}`, http.StatusBadRequest, CodeMissingField},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeMissingField},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"m","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadRequest},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"u","amount":0,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadBy},
+		{"POST", "/v1/cashback", `{"budget":"p/q","merchant":"m","user":"u","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadID},
+		{"GET", "/v1/budgets/g/spend", ``, http.StatusMethodNotAllowed, CodeMethodNotAllowed},
+	} {
+		e.do(c.method, c.path, c.body).isError(t, c.status, c.code)
+	}
+}

@@ -1,0 +1,433 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Budgets: bounded counters (crdt.Budget) that are never overspent.
+//
+// Every spend is checked against this replica's own rights in the writer's
+// overlay, so the check and the spend are one step of one group commit:
+// concurrent spends at one replica cannot both use the last right. A spend
+// never waits on another region. One that this replica cannot cover is
+// refused at once, ErrBudgetExhausted if the budget as seen here has less
+// left, ErrRightsElsewhere if it has more but others hold the rights; the
+// latter also asks the peers for rights (Changes.Asks, which replication
+// sends in the next delta). A peer that holds rights answers with a
+// transfer (GiveRights), an ordinary change of its own entries that comes
+// back by the fast path, so a retry a few milliseconds later is covered.
+
+var (
+	// ErrBudgetExhausted: the budget as this replica sees it has less left
+	// than the spend asks for.
+	ErrBudgetExhausted = fmt.Errorf("region: %w", crdt.ErrBudgetExhausted)
+	// ErrRightsElsewhere: the budget has enough left, but other replicas
+	// hold the rights to it; this one asked them for some.
+	ErrRightsElsewhere = fmt.Errorf("region: %w", crdt.ErrRightsElsewhere)
+)
+
+// budgetRecordPrefix marks a keyed record of a budget spend: its key is
+// budgetRecordPrefix + budget key, which no counter key can be (the byte
+// is not an id byte), so a budget's idempotency keys and a counter's of
+// the same name never meet.
+const budgetRecordPrefix = "~"
+
+// budgetRecordKey is the keyed record of a budget spend's idempotency key.
+func budgetRecordKey(key, idem string) rkey {
+	return rkey{budgetRecordPrefix + key, idem, true}
+}
+
+// ValidRecordKey reports whether a is a keyed record's first name part: a
+// counter key, or a budget key with budgetRecordPrefix (replication checks
+// record names with it).
+func ValidRecordKey(a string, keyed bool) bool {
+	if keyed && len(a) > 1 && a[:1] == budgetRecordPrefix {
+		return crdt.ValidID(a[1:])
+	}
+	return crdt.ValidID(a)
+}
+
+// isBudget reports whether a keyed record counts in a budget.
+func (k rkey) isBudget() bool { return k.keyed && len(k.a) > 1 && k.a[:1] == budgetRecordPrefix }
+
+// askInterval is how often a replica asks its peers for one budget's
+// rights at most: a burst of refused spends sends one ask, not one each.
+const askIntervalMs = 20
+
+// lowRightsSpends: after a spend, a replica left with rights for fewer
+// than this many more spends of that size asks for more before it runs
+// out.
+const lowRightsSpends = 4
+
+// RightsAsk is a replica's request for rights to one budget.
+type RightsAsk struct {
+	Key  string
+	Want int64
+}
+
+// RightsGive is a peer's request, received by replication: give replica
+// To some of this replica's rights to Key.
+type RightsGive struct {
+	Key  string
+	To   string
+	Want int64
+}
+
+// budgetState is the overlay of one budget: its main vector and the inbox
+// vectors the batch touches.
+type budgetState struct {
+	key   string
+	main  *vecState
+	inbox map[string]*vecState
+}
+
+// budget returns a budget's overlay with its main vector and this
+// replica's own inbox loaded.
+func (t *txn) budget(key string) (*budgetState, error) {
+	if bs, ok := t.budgets[key]; ok {
+		return bs, nil
+	}
+	main, err := t.vector(storage.Budgets, key)
+	if err != nil {
+		return nil, err
+	}
+	bs := &budgetState{key: key, main: main, inbox: make(map[string]*vecState, 2)}
+	if _, err := t.inbox(bs, t.r.self); err != nil {
+		return nil, err
+	}
+	if t.budgets == nil {
+		t.budgets = make(map[string]*budgetState)
+	}
+	t.budgets[key] = bs
+	return bs, nil
+}
+
+func (t *txn) inbox(bs *budgetState, to string) (*vecState, error) {
+	if vs, ok := bs.inbox[to]; ok {
+		return vs, nil
+	}
+	vs, err := t.vector(storage.Budgets, crdt.BudgetInboxName(bs.key, to))
+	if err != nil {
+		return nil, err
+	}
+	bs.inbox[to] = vs
+	return vs, nil
+}
+
+// view is the budget as crdt.Budget over the overlay's current vectors;
+// put writes a changed view back.
+func (bs *budgetState) view() crdt.Budget {
+	b := crdt.Budget{Main: bs.main.cur, Inbox: make(map[string]crdt.Vector, len(bs.inbox))}
+	for to, vs := range bs.inbox {
+		b.Inbox[to] = vs.cur
+	}
+	return b
+}
+
+func (bs *budgetState) put(b crdt.Budget) {
+	bs.main.cur = b.Main
+	for to, vs := range bs.inbox {
+		vs.cur = b.Inbox[to]
+	}
+}
+
+// refuse turns a crdt budget error into the replica's, and asks for
+// rights when they are elsewhere.
+func (t *txn) refuse(key string, b *crdt.Budget, by int64, err error) Result {
+	res := Result{Value: b.Remaining(), Rights: b.Rights(t.r.self)}
+	switch {
+	case errors.Is(err, crdt.ErrRightsElsewhere):
+		t.r.metrics.budgetRefused.WithLabelValues("rights_elsewhere").Inc()
+		t.ask(key, by)
+		res.Err = ErrRightsElsewhere
+	case errors.Is(err, crdt.ErrBudgetExhausted):
+		t.r.metrics.budgetRefused.WithLabelValues("exhausted").Inc()
+		res.Err = ErrBudgetExhausted
+	default:
+		res.Err = err
+	}
+	return res
+}
+
+// ask queues a request for rights to key for this commit's Changes, at
+// most once per askIntervalMs per key.
+func (t *txn) ask(key string, want int64) {
+	if t.r.cfg.OnCommit == nil {
+		return // nobody to ask
+	}
+	if last, ok := t.r.asked[key]; ok && t.nowMs-last < askIntervalMs && t.nowMs >= last {
+		return
+	}
+	if len(t.r.asked) >= 1<<14 {
+		for k, at := range t.r.asked { // forget asks older than the interval
+			if t.nowMs-at >= askIntervalMs || at > t.nowMs {
+				delete(t.r.asked, k)
+			}
+		}
+	}
+	t.r.asked[key] = t.nowMs
+	t.asks = append(t.asks, RightsAsk{Key: key, Want: want})
+	t.r.metrics.budgetAsks.Inc()
+}
+
+// afterSpend asks for more rights when this replica is running low while
+// the budget has more elsewhere.
+func (t *txn) afterSpend(key string, b *crdt.Budget, by int64) {
+	if rights := b.Rights(t.r.self); rights < lowRightsSpends*by && b.Remaining() > rights {
+		t.ask(key, lowRightsSpends*by)
+	}
+}
+
+func (t *txn) applyGrant(op *Op) Result {
+	bs, err := t.budget(op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if err := checkEntry(bs.main.cur.Get(t.r.self), op.By); err != nil {
+		return Result{Err: err}
+	}
+	b := bs.view()
+	b.Grant(t.r.self, op.By)
+	bs.put(b)
+	return Result{Value: b.Remaining(), Rights: b.Rights(t.r.self)}
+}
+
+func (t *txn) applySpend(op *Op) Result {
+	bs, err := t.budget(op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	var rs *recState
+	if op.IdemKey != "" {
+		if rs, err = t.record(budgetRecordKey(op.Item, op.IdemKey)); err != nil {
+			return Result{Err: err}
+		}
+		if res, done := t.keyedDuplicate(rs, op.IdemKey, -op.By, -1); done {
+			b := bs.view()
+			res.Value, res.Rights = b.Remaining(), b.Rights(t.r.self)
+			return res
+		}
+	}
+	if err := checkEntry(bs.main.cur.Get(t.r.self), -op.By); err != nil {
+		return Result{Err: err}
+	}
+	b := bs.view()
+	if err := t.spend(&b, op.By); err != nil {
+		return t.refuse(op.Item, &b, op.By, err)
+	}
+	bs.put(b)
+	if rs != nil {
+		t.applyKeyedRecord(rs, -op.By, op.At)
+	}
+	t.afterSpend(op.Item, &b, op.By)
+	t.r.metrics.budgetSpent.Add(float64(op.By))
+	return Result{Value: b.Remaining(), Rights: b.Rights(t.r.self)}
+}
+
+// spend is crdt.Budget.Spend, or the chaos build's deliberate bug.
+func (t *txn) spend(b *crdt.Budget, by int64) error {
+	if t.r.chaosSpendWithoutRights() && b.Remaining() >= by {
+		b.Main = b.Main.Add(t.r.self, -by)
+		return nil
+	}
+	return b.Spend(t.r.self, by)
+}
+
+// keyedDuplicate answers a keyed operation whose key was applied already
+// (here or at a replica this one has heard from): a duplicate, or
+// ErrIdempotencyMismatch if it was applied with another amount. done is
+// false if the key is new.
+//
+// sign is how the client wrote the amount: 1 for an increment, −1 for a
+// spend (stored as a decrement, asked for as a positive by).
+func (t *txn) keyedDuplicate(rs *recState, idem string, amount, sign int64) (Result, bool) {
+	rec := rs.rec
+	if !applied(rec) {
+		return Result{}, false
+	}
+	if rec.HLC != 0 && rec.Requested() != amount {
+		return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
+			ErrIdempotencyMismatch, idem, sign*rec.Requested(), sign*amount)}, true
+	}
+	return Result{Duplicate: true}, true
+}
+
+// applyKeyedRecord writes a new application of a budget spend's or
+// cashback's idempotency key into its record (the vectors are the
+// caller's). The record's winner keeps the application; any other replica
+// that applied the key concurrently refunds its own (reconcileRecord).
+func (t *txn) applyKeyedRecord(rs *recState, amount, at int64) {
+	hlc := t.r.clock.Now(t.nowMs)
+	if hlc <= rs.rec.HLC {
+		hlc = rs.rec.HLC + 1
+	}
+	rs.rec.ApplyKeyedCounted(t.r.self, amount, amount, hlc)
+	rs.rec.At = at
+	rs.dirty, rs.spread, rs.deleted = true, true, false
+}
+
+// applyCashback is one purchase's cashback: spend By from budget Item,
+// take By from counter Merchant and add it to counter User, under one
+// idempotency key, all in this commit or none of it. The two balances add
+// up to the same sum before and after; the budget bounds what is paid.
+func (t *txn) applyCashback(op *Op) Result {
+	bs, err := t.budget(op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	brs, err := t.record(budgetRecordKey(op.Item, op.IdemKey))
+	if err != nil {
+		return Result{Err: err}
+	}
+	mrs, err := t.record(rkey{op.Merchant, op.IdemKey, true})
+	if err != nil {
+		return Result{Err: err}
+	}
+	urs, err := t.record(rkey{op.User, op.IdemKey, true})
+	if err != nil {
+		return Result{Err: err}
+	}
+	mvs, err := t.vector(storage.Counters, op.Merchant)
+	if err != nil {
+		return Result{Err: err}
+	}
+	uvs, err := t.vector(storage.Counters, op.User)
+	if err != nil {
+		return Result{Err: err}
+	}
+	b := bs.view()
+	result := func(res Result) Result {
+		res.Value, res.Rights = b.Remaining(), b.Rights(t.r.self)
+		res.Merchant, res.UserValue = mvs.cur.Value(), uvs.cur.Value()
+		return res
+	}
+	// The budget's record speaks for the purchase. The balances' records
+	// are checked too: one applied without the budget's means the key was
+	// used for something else on that counter.
+	if res, done := t.keyedDuplicate(brs, op.IdemKey, -op.By, -1); done {
+		return result(res)
+	}
+	for _, c := range []struct {
+		rs     *recState
+		amount int64
+	}{{mrs, -op.By}, {urs, op.By}} {
+		if res, done := t.keyedDuplicate(c.rs, op.IdemKey, c.amount, 1); done && res.Err != nil {
+			return result(res)
+		} else if done {
+			return result(Result{Err: fmt.Errorf("%w: key %q was applied to a balance without the budget spend",
+				ErrIdempotencyMismatch, op.IdemKey)})
+		}
+	}
+	if err := errors.Join(checkEntry(bs.main.cur.Get(t.r.self), -op.By),
+		checkEntry(mvs.cur.Get(t.r.self), -op.By), checkEntry(uvs.cur.Get(t.r.self), op.By)); err != nil {
+		return Result{Err: ErrOverflow}
+	}
+	if err := t.spend(&b, op.By); err != nil {
+		return result(t.refuse(op.Item, &b, op.By, err))
+	}
+	bs.put(b)
+	t.applyKeyedRecord(brs, -op.By, op.At)
+	for _, c := range []struct {
+		rs  *recState
+		vs  *vecState
+		key string
+		by  int64
+	}{{mrs, mvs, op.Merchant, -op.By}, {urs, uvs, op.User, op.By}} {
+		t.applyKeyedRecord(c.rs, c.by, op.At)
+		c.vs.cur = c.vs.cur.Add(t.r.self, c.by)
+		t.book(storage.Counters, c.key, c.rs.rec.BookedMs(), c.by)
+		if t.r.cfg.EventLog {
+			p, n := halves(c.by)
+			t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: c.key, Idem: op.IdemKey, By: c.by,
+				P: p, N: n, Count: 1, HLC: c.rs.rec.HLC})
+		}
+	}
+	t.afterSpend(op.Item, &b, op.By)
+	t.r.metrics.budgetSpent.Add(float64(op.By))
+	return result(Result{})
+}
+
+// give moves some of this replica's rights to a peer that asked.
+func (t *txn) give(g RightsGive) {
+	if g.To == t.r.self || !crdt.ValidID(g.Key) || !crdt.ValidID(g.To) || g.Want <= 0 {
+		return
+	}
+	bs, err := t.budget(g.Key)
+	if err != nil {
+		t.r.log.Warn("rights not given", "key", g.Key, "to", g.To, "error", err)
+		return
+	}
+	if _, err := t.inbox(bs, g.To); err != nil {
+		t.r.log.Warn("rights not given", "key", g.Key, "to", g.To, "error", err)
+		return
+	}
+	b := bs.view()
+	n := crdt.Give(b.Rights(t.r.self), g.Want)
+	if n == 0 || checkEntry(bs.inbox[g.To].cur.Get(t.r.self), n) != nil || checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
+		return
+	}
+	if err := b.Transfer(t.r.self, g.To, n); err != nil {
+		return
+	}
+	bs.put(b)
+	t.r.metrics.budgetGiven.Add(float64(n))
+}
+
+// GiveRights answers peers' asks for rights (replication calls it with the
+// asks of received deltas): for each, this replica gives the asker part of
+// the rights it holds (crdt.Give), if it holds any. The transfers commit
+// like any write and reach the asker by the fast path.
+func (r *Replica) GiveRights(ctx context.Context, gives []RightsGive) error {
+	if len(gives) == 0 || !r.accepting.Load() {
+		return nil
+	}
+	return r.submit(ctx, &request{gives: gives, done: make(chan struct{})})
+}
+
+// BudgetRead is a budget as this replica sees it.
+type BudgetRead struct {
+	Remaining, Granted, Spent int64
+	// Rights is what each replica holds, by replica id, as far as this
+	// replica knows (exact for itself: LocalRights).
+	Rights      map[string]int64
+	LocalRights int64
+	// Unreconciled counts keyed spends applied at more than one replica
+	// whose refunds have not all arrived: Spent may still fall.
+	Unreconciled int
+}
+
+// Budget reads a budget.
+func (r *Replica) Budget(key string) (BudgetRead, error) {
+	if !crdt.ValidID(key) {
+		return BudgetRead{}, fmt.Errorf("%w: bad budget key %q", ErrInvalid, key)
+	}
+	if err := r.Err(); err != nil {
+		return BudgetRead{}, err
+	}
+	main, ok := r.cache.get(vkey{storage.Budgets, key})
+	if !ok {
+		var err error
+		if main, err = r.store.Vector(storage.Budgets, key); err != nil {
+			return BudgetRead{}, err
+		}
+	}
+	inboxes, err := r.store.BudgetInboxes(key)
+	if err != nil {
+		return BudgetRead{}, err
+	}
+	b := crdt.Budget{Main: main, Inbox: inboxes}
+	rd := BudgetRead{Remaining: b.Remaining(), Granted: b.Granted(), Spent: b.Spent(), LocalRights: b.Rights(r.self),
+		Rights: make(map[string]int64)}
+	for _, id := range b.Holders() {
+		rd.Rights[id] = b.Rights(id)
+	}
+	r.umu.RLock()
+	rd.Unreconciled = r.unreconciled[vkey{storage.Budgets, key}]
+	r.umu.RUnlock()
+	return rd, nil
+}

@@ -1,0 +1,369 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// budgetNet is a few replicas on real stores whose commits are delivered
+// by hand, in any order the test picks, with the asks for rights answered
+// as replication answers them.
+type budgetNet struct {
+	t     *testing.T
+	reps  []*Replica
+	boxes []*mailbox
+	// queues[i][j]: changes from i not yet delivered to j.
+	queues [][][]Changes
+}
+
+func newBudgetNet(t *testing.T, n int, mut func(*Config)) *budgetNet {
+	net := &budgetNet{t: t, queues: make([][][]Changes, n)}
+	clock := &stepClock{}
+	for i := range n {
+		box := &mailbox{}
+		r, _ := openReplica(t, t.TempDir(), fmt.Sprintf("r%d", i), func(c *Config) {
+			c.OnCommit, c.Now = box.onCommit, clock.now
+			if mut != nil {
+				mut(c)
+			}
+		})
+		net.reps, net.boxes = append(net.reps, r), append(net.boxes, box)
+		net.queues[i] = make([][]Changes, n)
+	}
+	return net
+}
+
+// post moves every replica's new commits into its queues to the others.
+func (n *budgetNet) post() {
+	for i, box := range n.boxes {
+		for _, c := range box.take() {
+			for j := range n.reps {
+				if j != i {
+					n.queues[i][j] = append(n.queues[i][j], c)
+				}
+			}
+		}
+	}
+}
+
+// deliver hands the first k queued commits from i to j, as deltas: own
+// vector entries, changed records, then the asks.
+func (n *budgetNet) deliver(i, j, k int) {
+	n.t.Helper()
+	q := n.queues[i][j]
+	k = min(k, len(q))
+	from, to := n.reps[i], n.reps[j]
+	for _, c := range q[:k] {
+		var vecs []VectorMerge
+		for _, v := range c.Vectors {
+			vecs = append(vecs, VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set(from.ID(), v.Own)})
+		}
+		var recs []RecordMerge
+		for _, r := range c.Records {
+			recs = append(recs, RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec.Clone()})
+		}
+		if err := to.Merge(context.Background(), vecs, recs); err != nil {
+			n.t.Fatal(err)
+		}
+		var gives []RightsGive
+		for _, a := range c.Asks {
+			gives = append(gives, RightsGive{Key: a.Key, To: from.ID(), Want: a.Want})
+		}
+		if err := to.GiveRights(context.Background(), gives); err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	n.queues[i][j] = q[k:]
+}
+
+// settle delivers everything until nothing is left to deliver.
+func (n *budgetNet) settle() {
+	for range 50 {
+		n.post()
+		left := false
+		for i := range n.reps {
+			for j := range n.reps {
+				if len(n.queues[i][j]) > 0 {
+					left = true
+					n.deliver(i, j, len(n.queues[i][j]))
+				}
+			}
+		}
+		if !left {
+			return
+		}
+	}
+	n.t.Fatal("replicas did not settle")
+}
+
+func (n *budgetNet) budget(i int, key string) BudgetRead {
+	n.t.Helper()
+	rd, err := n.reps[i].Budget(key)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return rd
+}
+
+// Rights start where the grant is; a region without them is refused with
+// ErrRightsElsewhere and asks; the holder gives; the retry is covered.
+func TestBudgetRightsMoveToDemand(t *testing.T) {
+	ctx := context.Background()
+	net := newBudgetNet(t, 2, nil)
+	a, b := net.reps[0], net.reps[1]
+	if res, err := a.Apply(ctx, Op{Kind: OpGrant, Item: "gift", By: 100}); err != nil || res.Value != 100 || res.Rights != 100 {
+		t.Fatalf("grant: %+v %v", res, err)
+	}
+	net.settle()
+	res, err := b.Apply(ctx, Op{Kind: OpSpend, Item: "gift", By: 10})
+	if !errors.Is(err, ErrRightsElsewhere) || res.Value != 100 || res.Rights != 0 {
+		t.Fatalf("spend without rights: %+v %v, want ErrRightsElsewhere with 100 left", res, err)
+	}
+	net.settle() // B's ask reaches A, A gives, the transfer reaches B
+	if rd := net.budget(1, "gift"); rd.LocalRights != 50 || rd.Rights["r0"] != 50 || rd.Remaining != 100 {
+		t.Fatalf("after the ask B sees %+v, want 50 rights each", rd)
+	}
+	if res, err := b.Apply(ctx, Op{Kind: OpSpend, Item: "gift", By: 10}); err != nil || res.Value != 90 || res.Rights != 40 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if _, err := b.Apply(ctx, Op{Kind: OpSpend, Item: "gift", By: 95}); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("spend of 95 with 90 left: %v, want ErrBudgetExhausted", err)
+	}
+	net.settle()
+	for i := range 2 {
+		if rd := net.budget(i, "gift"); rd.Remaining != 90 || rd.Granted != 100 || rd.Spent != 10 {
+			t.Fatalf("replica %d: %+v", i, rd)
+		}
+	}
+}
+
+func TestBudgetOpsValidate(t *testing.T) {
+	ctx := context.Background()
+	r, _ := openReplica(t, t.TempDir(), "A", nil)
+	for _, op := range []Op{
+		{Kind: OpGrant, Item: "g", By: 0},
+		{Kind: OpGrant, Item: "g", By: -5},
+		{Kind: OpGrant, Item: "g", By: 5, IdemKey: "k"},
+		{Kind: OpSpend, Item: "g", By: MaxBy + 1},
+		{Kind: OpSpend, Item: "g~x", By: 1},
+		{Kind: OpSpend, Item: "g", By: 1, IdemKey: "bad key"},
+		{Kind: OpCashback, Item: "g", By: 1, Merchant: "m", User: "u"},
+		{Kind: OpCashback, Item: "g", By: 1, Merchant: "m", User: "m", IdemKey: "k"},
+		{Kind: OpCashback, Item: "g", By: 1, Merchant: "", User: "u", IdemKey: "k"},
+	} {
+		if _, err := r.Apply(ctx, op); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", op, err)
+		}
+	}
+}
+
+// A keyed spend counts once at one replica, answers duplicates with the
+// current state, and refuses the key with another amount.
+func TestBudgetKeyedSpend(t *testing.T) {
+	ctx := context.Background()
+	r, _ := openReplica(t, t.TempDir(), "A", nil)
+	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "g", By: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		res, err := r.Apply(ctx, Op{Kind: OpSpend, Item: "g", By: 4, IdemKey: "order-1"})
+		if err != nil || res.Value != 6 || res.Duplicate != (i > 0) {
+			t.Fatalf("attempt %d: %+v %v", i, res, err)
+		}
+	}
+	if _, err := r.Apply(ctx, Op{Kind: OpSpend, Item: "g", By: 5, IdemKey: "order-1"}); !errors.Is(err, ErrIdempotencyMismatch) {
+		t.Fatalf("reuse with another amount: %v", err)
+	}
+	// The budget's keys and a counter's of the same names are apart.
+	if res, err := r.Apply(ctx, Op{Kind: OpIncr, Item: "g", By: 4, IdemKey: "order-1"}); err != nil || res.Duplicate || res.Value != 4 {
+		t.Fatalf("counter g with the same key: %+v %v", res, err)
+	}
+}
+
+// Cashback is all or nothing: a refused one changes no balance, a done one
+// moves the amount from merchant to user and spends it from the budget, a
+// retry is a duplicate.
+func TestCashbackAtomic(t *testing.T) {
+	ctx := context.Background()
+	r, _ := openReplica(t, t.TempDir(), "A", nil)
+	cb := func(key string, amount int64) (Result, error) {
+		return r.Apply(ctx, Op{Kind: OpCashback, Item: "pool", Merchant: "shop", User: "ann", By: amount, IdemKey: key})
+	}
+	if _, err := cb("p1", 5); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("cashback from an empty pool: %v", err)
+	}
+	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "pool", By: 8}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := cb("p1", 5)
+	if err != nil || res.Value != 3 || res.Merchant != -5 || res.UserValue != 5 {
+		t.Fatalf("cashback: %+v %v", res, err)
+	}
+	if res, err := cb("p1", 5); err != nil || !res.Duplicate || res.UserValue != 5 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if _, err := cb("p2", 5); !errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("cashback past the pool: %v", err)
+	}
+	for key, want := range map[string]int64{"shop": -5, "ann": 5} {
+		if rd, err := r.Counter(key); err != nil || rd.Value != want {
+			t.Fatalf("counter %s = %d (%v), want %d", key, rd.Value, err, want)
+		}
+	}
+	// A key used on a balance alone is not a purchase.
+	if _, err := r.Apply(ctx, Op{Kind: OpIncr, Item: "ann", By: 1, IdemKey: "p3"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cb("p3", 1); !errors.Is(err, ErrIdempotencyMismatch) {
+		t.Fatalf("cashback on a key used by an increment: %v", err)
+	}
+	if rd, _ := r.Budget("pool"); rd.Remaining != 3 {
+		t.Fatalf("pool %+v after refusals", rd)
+	}
+}
+
+// Property: under random grants, spends (keyed ones retried at several
+// replicas), cashbacks and deliveries in random order and timing, with
+// rights asked for and given as replication does, no replica ever sees a
+// negative remaining or holds negative rights, and once everything is
+// delivered all agree that exactly the acknowledged spends were spent
+// (each key once) and the balances add up.
+func TestBudgetInvariantUnderRandomDelivery(t *testing.T) {
+	seeds := 12
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			if v := budgetRun(t, seed, 250, nil); v != "" {
+				t.Fatal(v)
+			}
+		})
+	}
+}
+
+// budgetRun runs one random schedule and returns the first violation of
+// the invariants ("" if none). mut adjusts every replica's Config.
+func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(seed, 7))
+	net := newBudgetNet(t, 3, mut)
+	var granted, spent, cashed int64
+	keyed := make(map[string]int64) // acknowledged keyed spends and cashbacks: key -> amount
+	amountOf := func(k int) int64 { return 1 + int64(k%3) }
+	check := func(step int) string {
+		for i := range net.reps {
+			rd := net.budget(i, "b")
+			if rd.Remaining < 0 || rd.LocalRights < 0 {
+				return fmt.Sprintf("step %d: replica %d sees remaining %d, holds %d", step, i, rd.Remaining, rd.LocalRights)
+			}
+		}
+		return ""
+	}
+	for step := range steps {
+		i := rng.IntN(len(net.reps))
+		r := net.reps[i]
+		switch op := rng.IntN(12); {
+		case op == 0:
+			n := int64(1 + rng.IntN(10))
+			if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "b", By: n}); err != nil {
+				t.Fatal(err)
+			}
+			granted += n
+		case op <= 3:
+			n := int64(1 + rng.IntN(3))
+			_, err := r.Apply(ctx, Op{Kind: OpSpend, Item: "b", By: n})
+			if err == nil {
+				spent += n
+			} else if !errors.Is(err, ErrBudgetExhausted) && !errors.Is(err, ErrRightsElsewhere) {
+				t.Fatal(err)
+			}
+		case op <= 5:
+			k := rng.IntN(20)
+			key, n := fmt.Sprintf("k%d", k), amountOf(k)
+			var err error
+			if op == 4 {
+				_, err = r.Apply(ctx, Op{Kind: OpSpend, Item: "b", By: n, IdemKey: key})
+			} else {
+				key = "c" + key
+				_, err = r.Apply(ctx, Op{Kind: OpCashback, Item: "b", By: n, IdemKey: key, Merchant: "m", User: "u"})
+			}
+			if err == nil {
+				keyed[key] = n
+			} else if !errors.Is(err, ErrBudgetExhausted) && !errors.Is(err, ErrRightsElsewhere) {
+				t.Fatal(err)
+			}
+		default:
+			net.post()
+			j := rng.IntN(len(net.reps))
+			if j != i {
+				net.deliver(i, j, rng.IntN(4))
+			}
+		}
+		if v := check(step); v != "" {
+			return v
+		}
+	}
+	net.settle()
+	for key, n := range keyed {
+		spent += n
+		if key[0] == 'c' {
+			cashed += n
+		}
+	}
+	if spent > granted {
+		return fmt.Sprintf("acknowledged %d spent of %d granted", spent, granted)
+	}
+	for i := range net.reps {
+		rd := net.budget(i, "b")
+		if rd.Remaining != granted-spent || rd.Unreconciled != 0 {
+			return fmt.Sprintf("replica %d: %+v, want remaining %d = %d granted − %d spent", i, rd, granted-spent, granted, spent)
+		}
+		var held int64
+		for _, n := range rd.Rights {
+			if n < 0 {
+				return fmt.Sprintf("replica %d: rights %v", i, rd.Rights)
+			}
+			held += n
+		}
+		if held != rd.Remaining {
+			return fmt.Sprintf("replica %d: rights %v add up to %d, remaining %d", i, rd.Rights, held, rd.Remaining)
+		}
+		m, _ := net.reps[i].Counter("m")
+		u, _ := net.reps[i].Counter("u")
+		if m.Value+u.Value != 0 || u.Value != cashed {
+			return fmt.Sprintf("replica %d: merchant %d + user %d, want user %d and a zero sum", i, m.Value, u.Value, cashed)
+		}
+	}
+	return ""
+}
+
+// The inbox vectors of a budget are read back with one scan and never
+// mixed up with another budget's.
+func TestBudgetInboxesScan(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "A", nil)
+	_ = r
+	st := r.store
+	b := st.NewBatch()
+	b.PutVectorEntry(storage.Budgets, crdt.BudgetInboxName("g", "B"), "A", crdt.PN{}, crdt.PN{P: 3})
+	b.PutVectorEntry(storage.Budgets, crdt.BudgetInboxName("g", "A"), "A", crdt.PN{}, crdt.PN{N: 3})
+	b.PutVectorEntry(storage.Budgets, crdt.BudgetInboxName("g2", "B"), "A", crdt.PN{}, crdt.PN{P: 9})
+	b.PutVectorEntry(storage.Budgets, "g", "A", crdt.PN{}, crdt.PN{P: 10})
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	in, err := st.BudgetInboxes("g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in) != 2 || in["B"].Get("A").P != 3 || in["A"].Get("A").N != 3 {
+		t.Fatalf("inboxes %v", in)
+	}
+}
