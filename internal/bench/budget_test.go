@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -327,5 +329,52 @@ func TestBudgetBenchExhaust(t *testing.T) {
 		if c.lose == 0 && !regexp.MustCompile(`(?m)^ +4 +300 +\d+ .* 4 +\d+ +0 +0 +0$`).MatchString(stdout) {
 			t.Errorf("no row of 4 clients that spent 300, each told exhausted once, 0 left, 0 overspent:\n%s", stdout)
 		}
+	}
+}
+
+// The real routes on an in-process replica: every level spends its
+// budget to the last unit and no further, and the data directory goes.
+func TestBenchBudgetInProcess(t *testing.T) {
+	code, stdout, stderr := runArgs(t, "bench", "budget", "--exhaust", "--budget", "500", "--clients", "1,4", "--duration", "30s")
+	if code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
+	}
+	for _, c := range []string{"1", "4"} {
+		if !regexp.MustCompile(`(?m)^ +` + c + ` +500 +\d+ .* ` + c + ` +0 +0 +0 +0$`).MatchString(stdout) {
+			t.Errorf("no row of %s clients that spent all 500, each told exhausted, none left or overspent:\n%s", c, stdout)
+		}
+	}
+	if strings.Count(stdout, "exhausted: exactly the 500 granted were spent") != 2 {
+		t.Errorf("not every level spent exactly its budget:\n%s", stdout)
+	}
+	m := regexp.MustCompile(`data (\S+)\)`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no data dir in output:\n%s", stdout)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("data dir %s left behind: %v", m[1], err)
+	}
+}
+
+// Two regions in process: clients at the region that was not granted the
+// budget are told rights_elsewhere, retry, and spend; the regions agree
+// and nothing is overspent.
+func TestBenchBudgetRegions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a two-region deployment")
+	}
+	cfg := defaultBudgetBenchConfig()
+	cfg.Regions, cfg.Clients, cfg.Duration, cfg.Budget = 2, []int{4}, 500*time.Millisecond, 1_000_000
+	var out strings.Builder
+	res, err := runBudgetBench(context.Background(), cfg, Env{}, &out, &lockedBuilder{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, &out)
+	}
+	r := res[0]
+	if r.Spent == 0 || r.Errors != 0 || r.Overspend() != 0 || r.Elsewhere == 0 || r.End.Spent != r.Spent {
+		t.Errorf("%+v\n%s", r, &out)
+	}
+	if !strings.Contains(out.String(), "in-process regions us http://") || !strings.Contains(out.String(), ", eu http://") {
+		t.Errorf("output does not name the regions:\n%s", &out)
 	}
 }
