@@ -76,8 +76,28 @@ type Budget struct {
 	Inbox map[string]Vector // by receiving replica
 }
 
-// Remaining is what is left to spend: ΣP − ΣN of Main.
+// Remaining is what is left to spend, ΣP − ΣN of Main: exact once the
+// view is complete, but a view may hold a replica's spends before the
+// rights it spent them from (deltas from different replicas arrive in any
+// order, and none relays another's entries), and then be low, even
+// negative. Available is the figure to show.
 func (b *Budget) Remaining() int64 { return b.Main.Value() }
+
+// Available is what is left to spend as this view can vouch for: every
+// holder's rights summed, a holder whose spends arrived before the rights
+// it spent counting as holding none. It is never negative, and equals
+// Remaining in any view that is causally complete, such as every view
+// once replicas have exchanged state (where every replica's rights are at
+// least zero, because each spends only what it holds).
+func (b *Budget) Available() int64 {
+	var sum uint64
+	for _, r := range b.Holders() {
+		if n := b.Rights(r); n > 0 {
+			sum = addSat(sum, uint64(n))
+		}
+	}
+	return subSat(sum, 0)
+}
 
 // Granted and Spent are the halves of Main summed (Granted includes the
 // refunds of duplicate keyed spends). They saturate at the int64 range.
@@ -160,9 +180,10 @@ func (b *Budget) Grant(self string, n int64) {
 	b.Main = b.Main.Add(self, n)
 }
 
-// Spend takes n (> 0) from self's rights: ErrBudgetExhausted if the budget
-// as seen has less than n left, ErrRightsElsewhere if it has but self
-// holds less than n of it. Nothing changes on error.
+// Spend takes n (> 0) from self's rights: ErrRightsElsewhere if self
+// holds less than n but the budget has at least n available as seen
+// (others hold it), ErrBudgetExhausted if it has not. Nothing changes on
+// error.
 func (b *Budget) Spend(self string, n int64) error {
 	if err := b.check(self, n); err != nil {
 		return err
@@ -176,16 +197,13 @@ func (b *Budget) Spend(self string, n int64) error {
 func (b *Budget) Refund(self string, n int64) { b.Main = b.Main.Add(self, n) }
 
 func (b *Budget) check(self string, n int64) error {
-	if n <= 0 {
+	if n <= 0 || b.Rights(self) >= n {
 		return nil
 	}
-	if b.Remaining() < n {
+	if b.Available() < n {
 		return ErrBudgetExhausted
 	}
-	if b.Rights(self) < n {
-		return ErrRightsElsewhere
-	}
-	return nil
+	return ErrRightsElsewhere
 }
 
 // Transfer moves n (> 0) of self's rights to replica to, under the same

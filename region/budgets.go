@@ -96,7 +96,22 @@ func (t *txn) budget(key string) (*budgetState, error) {
 	if err != nil {
 		return nil, err
 	}
-	bs := &budgetState{key: key, main: main, inbox: make(map[string]*vecState, 2)}
+	bs := &budgetState{key: key, main: main, inbox: make(map[string]*vecState, 4)}
+	// Every stored inbox, so that what the budget has available, and so
+	// whether a refusal is exhausted or rights_elsewhere, is judged on the
+	// whole view: one range scan per budget per commit. (An inbox this
+	// batch's merges create is missed until the next commit; that can
+	// only misname a refusal. This replica's own rights need only its own
+	// inbox, which is always loaded.)
+	stored, err := t.r.store.BudgetInboxes(key)
+	if err != nil {
+		return nil, err
+	}
+	for to := range stored {
+		if _, err := t.inbox(bs, to); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := t.inbox(bs, t.r.self); err != nil {
 		return nil, err
 	}
@@ -139,7 +154,7 @@ func (bs *budgetState) put(b crdt.Budget) {
 // refuse turns a crdt budget error into the replica's, and asks for
 // rights when they are elsewhere.
 func (t *txn) refuse(key string, b *crdt.Budget, by int64, err error) Result {
-	res := Result{Value: b.Remaining(), Rights: b.Rights(t.r.self)}
+	res := Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
 	switch {
 	case errors.Is(err, crdt.ErrRightsElsewhere):
 		t.r.metrics.budgetRefused.WithLabelValues("rights_elsewhere").Inc()
@@ -178,7 +193,7 @@ func (t *txn) ask(key string, want int64) {
 // afterSpend asks for more rights when this replica is running low while
 // the budget has more elsewhere.
 func (t *txn) afterSpend(key string, b *crdt.Budget, by int64) {
-	if rights := b.Rights(t.r.self); rights < lowRightsSpends*by && b.Remaining() > rights {
+	if rights := b.Rights(t.r.self); rights < lowRightsSpends*by && b.Available() > rights {
 		t.ask(key, lowRightsSpends*by)
 	}
 }
@@ -194,7 +209,7 @@ func (t *txn) applyGrant(op *Op) Result {
 	b := bs.view()
 	b.Grant(t.r.self, op.By)
 	bs.put(b)
-	return Result{Value: b.Remaining(), Rights: b.Rights(t.r.self)}
+	return Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
 }
 
 func (t *txn) applySpend(op *Op) Result {
@@ -209,7 +224,7 @@ func (t *txn) applySpend(op *Op) Result {
 		}
 		if res, done := t.keyedDuplicate(rs, op.IdemKey, -op.By, -1); done {
 			b := bs.view()
-			res.Value, res.Rights = b.Remaining(), b.Rights(t.r.self)
+			res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
 			return res
 		}
 	}
@@ -226,7 +241,7 @@ func (t *txn) applySpend(op *Op) Result {
 	}
 	t.afterSpend(op.Item, &b, op.By)
 	t.r.metrics.budgetSpent.Add(float64(op.By))
-	return Result{Value: b.Remaining(), Rights: b.Rights(t.r.self)}
+	return Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
 }
 
 // spend is crdt.Budget.Spend, or the chaos build's deliberate bug.
@@ -302,7 +317,7 @@ func (t *txn) applyCashback(op *Op) Result {
 	}
 	b := bs.view()
 	result := func(res Result) Result {
-		res.Value, res.Rights = b.Remaining(), b.Rights(t.r.self)
+		res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
 		res.Merchant, res.UserValue = mvs.cur.Value(), uvs.cur.Value()
 		return res
 	}
@@ -389,7 +404,11 @@ func (r *Replica) GiveRights(ctx context.Context, gives []RightsGive) error {
 	return r.submit(ctx, &request{gives: gives, done: make(chan struct{})})
 }
 
-// BudgetRead is a budget as this replica sees it.
+// BudgetRead is a budget as this replica sees it. Remaining is
+// crdt.Budget.Available: never negative, and exact once the replicas have
+// exchanged state. Granted and Spent are the sums of the entries seen,
+// which may be from different moments of different replicas (a spend seen
+// before the grant it was spent from).
 type BudgetRead struct {
 	Remaining, Granted, Spent int64
 	// Rights is what each replica holds, by replica id, as far as this
@@ -421,7 +440,7 @@ func (r *Replica) Budget(key string) (BudgetRead, error) {
 		return BudgetRead{}, err
 	}
 	b := crdt.Budget{Main: main, Inbox: inboxes}
-	rd := BudgetRead{Remaining: b.Remaining(), Granted: b.Granted(), Spent: b.Spent(), LocalRights: b.Rights(r.self),
+	rd := BudgetRead{Remaining: b.Available(), Granted: b.Granted(), Spent: b.Spent(), LocalRights: b.Rights(r.self),
 		Rights: make(map[string]int64)}
 	for _, id := range b.Holders() {
 		rd.Rights[id] = b.Rights(id)

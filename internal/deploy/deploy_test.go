@@ -570,3 +570,155 @@ func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
 		return nil
 	})
 }
+
+// The budget scenario of the README tour: 1,000 granted in us, spent from
+// all three regions, with eu cut off for a while in the middle. Exactly
+// 1,000 spends succeed in all, no region ever shows a negative remaining,
+// and every refused spend says why: rights_elsewhere while the budget has
+// units held by other regions, budget_exhausted once it has none.
+func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startReadyDeployment(t)
+	us, eu := urls[0], urls[1]
+	const granted = 1000
+	if st, b, err := testkit.DoJSON("POST", us+"/v1/budgets/gift-cards/grant", `{"by":1000}`); err != nil || st != 200 {
+		t.Fatalf("grant: %d %v %v", st, b, err)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		for _, u := range urls {
+			if st, b, err := testkit.DoJSON("GET", u+"/v1/budgets/gift-cards", ""); err != nil || st != 200 || b["remaining"] != float64(granted) {
+				return fmt.Errorf("%s: %d %v %v", u, st, b, err)
+			}
+		}
+		return nil
+	})
+
+	var mu sync.Mutex
+	spent := map[string]int{}
+	refused := map[string]int{} // by code
+	var negative []string
+	spend := func(u string) (done bool) {
+		st, b, err := testkit.DoJSON("POST", u+"/v1/budgets/gift-cards/spend", `{"by":1}`)
+		if err != nil {
+			t.Error(err)
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch code, _ := b["code"].(string); {
+		case st == 200:
+			spent[u]++
+		case st == 409 && (code == "rights_elsewhere" || code == "budget_exhausted"):
+			refused[code]++
+			if msg, _ := b["error"].(string); msg == "" {
+				t.Errorf("409 without a reason: %v", b)
+			}
+			return code == "budget_exhausted"
+		default:
+			t.Errorf("spend at %s: %d %v", u, st, b)
+			return true
+		}
+		if rem, _ := b["remaining"].(float64); rem < 0 {
+			negative = append(negative, fmt.Sprintf("%s: %v", u, b))
+		}
+		return false
+	}
+	// Spenders at every region, until told to stop or the budget is gone
+	// as their region sees it; a sampler reads every region meanwhile.
+	run := func(stop <-chan struct{}) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		for _, u := range urls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if spend(u) {
+						return
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}()
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				for _, u := range urls {
+					if _, b, err := testkit.DoJSON("GET", u+"/v1/budgets/gift-cards", ""); err == nil {
+						if rem, _ := b["remaining"].(float64); rem < 0 {
+							mu.Lock()
+							negative = append(negative, fmt.Sprintf("read %s: %v", u, b))
+							mu.Unlock()
+						}
+					}
+				}
+			}
+		}()
+		return &wg
+	}
+	cut := func(up bool) {
+		t.Helper()
+		for _, other := range []string{"us", "ap"} {
+			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 200 {
+				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
+			}
+		}
+	}
+	phase := func(d time.Duration) {
+		stop := make(chan struct{})
+		wg := run(stop)
+		time.Sleep(d)
+		close(stop)
+		wg.Wait()
+	}
+	phase(300 * time.Millisecond) // all connected: rights spread to where spends are
+	cut(false)
+	phase(700 * time.Millisecond) // eu alone spends only what it holds
+	mu.Lock()
+	t.Logf("after the cut: spent %v, refused %v", spent, refused)
+	mu.Unlock()
+	cut(true)
+	// After the heal, spend until every region sees the budget exhausted
+	// (a spender stops at its region's first budget_exhausted: a region's
+	// view of the remaining can only be behind, so that means none left).
+	stop := make(chan struct{})
+	wg := run(stop)
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for _, u := range urls {
+			if st, b, err := testkit.DoJSON("GET", u+"/v1/budgets/gift-cards", ""); err != nil || st != 200 || b["remaining"] != float64(0) {
+				return fmt.Errorf("%s: %d %v %v", u, st, b, err)
+			}
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, n := range spent {
+		total += n
+	}
+	t.Logf("spent %v = %d, refused %v", spent, total, refused)
+	if total != granted {
+		t.Fatalf("%d spends succeeded, want exactly %d", total, granted)
+	}
+	if len(negative) > 0 {
+		t.Fatalf("negative remaining seen: %v", negative)
+	}
+	if refused["budget_exhausted"] == 0 {
+		t.Fatalf("no spend was refused as exhausted: %v", refused)
+	}
+}
