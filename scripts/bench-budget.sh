@@ -394,6 +394,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 	for c in "${levels[@]}"; do
 		say "round $round of $ROUNDS, $c clients"
 		for f in $FLAVORS; do
+			say "  $f"
 			case $f in
 			pg-*) pg_level "$f" "$c" "$round" ;;
 			tally-*) tally_level "$f" "$c" "$round" ;;
