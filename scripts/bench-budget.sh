@@ -35,7 +35,8 @@
 #   ROUNDS     times every level is run; medians are reported   (1)
 #   BUDGET     what each level's budget starts at               (1000000000)
 #   TALLYD     the tallyd binary                                (bin/tallyd)
-#   CSV, PLOT  where the results go     (docs/bench-budget.csv, .png)
+#   CSV, PLOT  where the results go     (docs/bench-budget.csv, .png;
+#              with ROUNDS > 1 every round also in docs/bench-budget-rounds.csv)
 #   LOGDIR     raw outputs of every run                         (bin/bench-budget)
 #   FLAVORS    a subset to run, space-separated                 (all)
 #   REPLOT=1   only redraw PLOT from an existing CSV
@@ -82,7 +83,7 @@ declare -A flavor_of=(
 	[tally-1]=1-replica [tally-3]=3-regions [tally-1-1core]=1-replica-1core
 )
 declare -A label=(
-	[pg-naive]="PostgreSQL naive read-then-update"
+	[pg-naive]="PostgreSQL naive read-then-update (overspends)"
 	[pg-for-update]="PostgreSQL SELECT ... FOR UPDATE"
 	[pg-lock-free]="PostgreSQL UPDATE ... WHERE budget >= 1"
 	[tally-1]="tally, one replica"
@@ -433,19 +434,21 @@ median() {
 } >"$CSV"
 if ((ROUNDS > 1)); then
 	{
-		echo "round,flavor,clients,spends_per_s,p50_ms,p99_ms,overspend,refused"
-		cat "$RAW"
+		echo "round,system,flavor,clients,spends_per_s,p50_ms,p99_ms,overspend,refused"
+		while IFS=, read -r round f rest; do
+			echo "$round,${system_of[$f]},${flavor_of[$f]},$rest"
+		done <"$RAW"
 	} >"${CSV%.csv}-rounds.csv"
 fi
 
 echo
-printf '%-42s %7s %10s %8s %8s %10s %10s %8s\n' "flavor (median of $ROUNDS)" clients "spends/s" "p50 ms" "p99 ms" overspend "of spends" refused
+printf '%-48s %7s %10s %8s %8s %10s %10s %8s\n' "flavor (median of $ROUNDS)" clients "spends/s" "p50 ms" "p99 ms" overspend "of spends" refused
 tail -n +2 "$CSV" | while IFS=, read -r s fl c sps p50 p99 over refused; do
 	for f in $ALL_FLAVORS; do
 		[[ ${system_of[$f]} == "$s" && ${flavor_of[$f]} == "$fl" ]] && break
 	done
 	pct=$(awk -v o="$over" -v s="$sps" -v d="$DURATION" 'BEGIN { n = s * d; if (n > 0) printf "%.1f%%", 100 * o / n; else print "-" }')
-	printf '%-42s %7s %10s %8s %8s %10s %10s %8s\n' "${label[$f]}" "$c" "$sps" "$p50" "$p99" "$over" "$pct" "$refused"
+	printf '%-48s %7s %10s %8s %8s %10s %10s %8s\n' "${label[$f]}" "$c" "$sps" "$p50" "$p99" "$over" "$pct" "$refused"
 done
 cat <<EOF
 
