@@ -259,6 +259,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Duration, cfg.Seed, cfg.Bug = 10*time.Second, 11, tc.bug
 			cfg.ConvergeTimeout = 8 * time.Second
+			// No budgets unless a control's tweak asks for them: each
+			// control keeps the workload it was tuned with.
+			cfg.BudgetWeight = 0
 			tc.tweak(&cfg)
 			rep := runChaos(t, cfg)
 			if rep.Pass {
