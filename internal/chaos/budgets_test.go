@@ -340,7 +340,10 @@ func TestExecBudgetOutcomes(t *testing.T) {
 					o.Outcome, o.Reason, o.Attempts, o.Applications, tc.out, tc.reason, tc.attempts, tc.applications)
 			}
 			for _, f := range fakes {
-				for _, b := range f.bodies {
+				f.mu.Lock() // a timed-out request's handler may still be running
+				bodies := slices.Clone(f.bodies)
+				f.mu.Unlock()
+				for _, b := range bodies {
 					if b["by"] != float64(2) || tc.keyed != (b["idempotency_key"] == "op-1") {
 						t.Fatalf("sent %v", b)
 					}
