@@ -528,7 +528,9 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 			// the peers' view of our entries is the repair.
 			t.r.metrics.ownRecovered.Inc()
 			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
-			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog && !m.Kind.IsWindows() {
+			// Budgets are not logged (their inbox vectors' names are not
+			// even ids, which the log's encoding requires).
+			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog && !m.Kind.IsWindows() && m.Kind != storage.Budgets {
 				t.logEvent(storage.Event{Type: storage.EventRecovered, Kind: m.Kind, Key: m.Item, Count: 1,
 					P: max(own.P, local.P) - local.P, N: max(own.N, local.N) - local.N, HLC: crdt.MakeHLC(t.nowMs, 0)})
 			}

@@ -254,11 +254,31 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindUniques, prefix: "uniques/", only: true,
 		},
+		{
+			// Spends allowed whenever the budget as a region sees it has
+			// enough left, whoever holds the rights: while a region is
+			// cut off, both sides spend the same last units, and views
+			// and the final state go below 0, while every counter, like,
+			// bucket and cashback balance stays right.
+			bug: "spend-without-rights",
+			tweak: func(c *Config) {
+				c.Faults = []string{FaultPartition}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight, c.BudgetWeight = 20, 0, 20, 0, 60
+				c.Schedule = []Episode{
+					{Index: 1, Kind: KindIsolate, At: 2 * time.Second, Dur: 2500 * time.Millisecond, Region: "ap"},
+					{Index: 2, Kind: KindIsolate, At: 5500 * time.Millisecond, Dur: 2500 * time.Millisecond, Region: "eu"},
+				}
+			},
+			kind: KindBudgets, prefix: "budget/", only: true,
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.Duration, cfg.Seed, cfg.Bug = 10*time.Second, 11, tc.bug
 			cfg.ConvergeTimeout = 8 * time.Second
+			// No budgets unless a control's tweak asks for them: each
+			// control keeps the workload it was tuned with.
+			cfg.BudgetWeight = 0
 			tc.tweak(&cfg)
 			rep := runChaos(t, cfg)
 			if rep.Pass {

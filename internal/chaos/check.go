@@ -59,6 +59,15 @@ const (
 	// differs from another region's, or is not from the sketches of the
 	// replicas that acknowledged adds; or could not be read.
 	KindUniques = "uniques"
+	// KindBudgets: a region's view of a budget, sampled during the run,
+	// showed remaining below 0 (or spent above granted), or a replica held
+	// negative rights in its own view; or, after the final heal, the
+	// regions disagree on a budget, its rights do not add up to its
+	// remaining, it is below 0 or outside the model's bounds of the
+	// acknowledged grants and spends (each idempotency key once), or the
+	// cashback balances do not conserve their sum or do not match what the
+	// pool spent; or a budget could not be read.
+	KindBudgets = "budgets"
 )
 
 // Violation is one failed check.

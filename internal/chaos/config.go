@@ -29,7 +29,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
-var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only"}
+var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights"}
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -69,21 +69,24 @@ type Config struct {
 	Workers int
 	// Users, Items and Counters size the workload. Defaults 300, 40, 4.
 	Users, Items, Counters int
-	// LikeWeight, PairWeight, IncrWeight and UniqueWeight set the mix of
-	// single likes/unlikes, concurrent pairs (one user in two regions at
-	// once), counter increments and unique-count adds. Defaults 65, 10,
-	// 25, 10; all four zero means the defaults, so a mix that sets the
-	// first three and not UniqueWeight adds no unique ids.
-	LikeWeight, PairWeight, IncrWeight, UniqueWeight int
+	// LikeWeight, PairWeight, IncrWeight, UniqueWeight and BudgetWeight
+	// set the mix of single likes/unlikes, concurrent pairs (one user in
+	// two regions at once), counter increments, unique-count adds and
+	// budget operations (grants, spends and cashbacks). Defaults 65, 10,
+	// 25, 10, 10; all five zero means the defaults, so a mix that sets the
+	// first three and not UniqueWeight or BudgetWeight adds no unique ids
+	// and touches no budget.
+	LikeWeight, PairWeight, IncrWeight, UniqueWeight, BudgetWeight int
 	// UniqueKeys is how many unique-count keys the workload adds ids to
 	// (uv:1, uv:2, ...), and UniqueIDs how many distinct ids it draws them
 	// from: every key and region draws from the same ids, so an id is
 	// added in several regions, to several keys, and more than once.
 	// Defaults 3 and 10,000.
 	UniqueKeys, UniqueIDs int
-	// RetryElsewhere is the share of increments the client sends again,
-	// with the same idempotency key, to another region right after the
-	// first answer, as a client failing over would. Default 0.3.
+	// RetryElsewhere is the share of increments, and of keyed budget
+	// spends and cashbacks, the client sends again, with the same
+	// idempotency key, to another region right after the first answer, as
+	// a client failing over would. Default 0.3.
 	RetryElsewhere float64
 	// ClientTimeout bounds one HTTP request of the workload. Default 1.5s.
 	ClientTimeout time.Duration
@@ -132,6 +135,7 @@ func DefaultConfig() Config {
 		PairWeight:          10,
 		IncrWeight:          25,
 		UniqueWeight:        10,
+		BudgetWeight:        10,
 		UniqueKeys:          3,
 		UniqueIDs:           10_000,
 		RetryElsewhere:      0.3,
@@ -169,8 +173,8 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Counters, d.Counters)
 	setInt(&c.UniqueKeys, d.UniqueKeys)
 	setInt(&c.UniqueIDs, d.UniqueIDs)
-	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 {
-		c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = d.LikeWeight, d.PairWeight, d.IncrWeight, d.UniqueWeight
+	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 && c.BudgetWeight == 0 {
+		c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight, c.BudgetWeight = d.LikeWeight, d.PairWeight, d.IncrWeight, d.UniqueWeight, d.BudgetWeight
 	}
 	if c.Seed == 0 {
 		c.Seed = d.Seed
@@ -235,7 +239,8 @@ func (c Config) Validate() error {
 		bad("workload: want workers >= 1, users >= workers, items >= 1, counters >= 1 (got %d, %d, %d, %d)",
 			c.Workers, c.Users, c.Items, c.Counters)
 	}
-	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.UniqueWeight < 0 || c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight == 0 {
+	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.UniqueWeight < 0 || c.BudgetWeight < 0 ||
+		c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight == 0 {
 		bad("mix: weights must be >= 0 and not all 0")
 	}
 	if c.UniqueWeight > 0 && (c.UniqueKeys < 1 || c.UniqueKeys > maxUniqueKeys || c.UniqueIDs < 1) {

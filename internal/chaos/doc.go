@@ -49,6 +49,20 @@
 // is sent again to the same region until acknowledged, so the model knows
 // exactly which ids every key holds.
 //
+// Clients also grant and spend budgets (bud:1, bud:2 and the cashback
+// pool cb:pool): grants of 2 to 6 at random regions, spends of 1 to 3,
+// half of them with an idempotency key, and cashbacks of 1 to 3 from the
+// pool (merchant counters m:1, m:2 pay users' counters cu:1 to cu:3, one
+// key per purchase). Grants are small beside the spending, so the budgets
+// run out again and again, while regions are cut apart too. A 409
+// (budget_exhausted, rights_elsewhere) is a normal answer; a
+// rights_elsewhere is tried again at the same region a moment later. A
+// share of keyed spends and cashbacks (Config.RetryElsewhere), and every
+// one whose answer was lost, is sent again, same key and amount, to
+// another region. A grant or unkeyed spend whose answer was lost is not
+// sent again: the model counts it as maybe applied, and so a keyed one no
+// region acknowledged.
+//
 // Every increment, and half the likes and unlikes, carries the client's
 // own time of the event ("at", up to 3 s before it is sent, as an app
 // that queues events sends them), the same in every attempt and resend of
@@ -85,6 +99,20 @@
 //     estimate), the same in every region, within 5 standard errors of
 //     the number of distinct ids, from the sketches of exactly the
 //     replicas that acknowledged adds, and not stale;
+//   - no region's view of a budget, sampled through the run, showed
+//     remaining below 0 (or spent above granted), and no replica held
+//     negative rights in its own view (local_rights); after the final
+//     heal every region reads every budget alike, nothing unreconciled,
+//     remaining ≥ 0, the rights (each ≥ 0) adding up to it, and within
+//     the model's bounds: between the acknowledged grants less the
+//     acknowledged spends (each idempotency key once) plus the maybe
+//     spends, and the same plus the maybe grants (granted and spent may
+//     both exceed the acknowledged amounts by the refunds of keys two
+//     regions applied, bounded by the model); the cashback balances
+//     conserve their sum exactly (merchants + users = 0), each within
+//     the model's bounds (each acknowledged purchase once), and the
+//     users' credits are what the pool's grants less its remaining say
+//     it spent;
 //   - every restarted region became ready;
 //   - once numbering has settled (no like waits for a number, no lease is
 //     held), every milestone number the allocator's state says was used

@@ -18,7 +18,18 @@ const (
 	// batch of unique events). Adding is idempotent, so a timed-out add
 	// is retried at the same region until acknowledged, like a like.
 	OpUnique OpKind = "unique"
+	// OpGrant adds By to budget Key; OpSpend spends By from it, with an
+	// idempotency key (Idem) or without; OpCashback spends By from the
+	// cashback pool (Key), takes it from counter Merchant and adds it to
+	// counter User, under Idem (budgets.go).
+	OpGrant    OpKind = "grant"
+	OpSpend    OpKind = "spend"
+	OpCashback OpKind = "cashback"
 )
+
+// budgetOp reports whether k is a budget operation: a grant, a spend or a
+// cashback.
+func (k OpKind) budgetOp() bool { return k == OpGrant || k == OpSpend || k == OpCashback }
 
 // Outcome is what the client learned of an operation.
 type Outcome string
@@ -31,6 +42,10 @@ const (
 	OutcomeOK      Outcome = "ok"      // acknowledged (2xx)
 	OutcomeFailed  Outcome = "failed"  // certainly not applied: connection refused, 503 not_ready, 4xx
 	OutcomeTimeout Outcome = "timeout" // indeterminate: no answer in time, connection lost, 5xx
+	// OutcomeRefused: a budget spend or cashback answered 409
+	// (budget_exhausted or rights_elsewhere, in Reason): the region
+	// answered, and spent nothing.
+	OutcomeRefused Outcome = "refused"
 )
 
 // Resolutions of a timed-out increment.
@@ -46,19 +61,24 @@ type Op struct {
 	// Region is where the client sent it (every attempt of it but an
 	// increment's Retry).
 	Region string `json:"region"`
-	// Key is the item (likes), the counter key (increments) or the
-	// unique-count key (unique adds).
-	Key  string `json:"key"`
-	User string `json:"user,omitempty"`
-	By   int64  `json:"by,omitempty"`
-	Idem string `json:"idem,omitempty"`
+	// Key is the item (likes), the counter key (increments), the
+	// unique-count key (unique adds) or the budget (grants, spends and
+	// cashbacks).
+	Key string `json:"key"`
+	// User is the user of a like or unlike, or the counter a cashback
+	// credits; Merchant the counter a cashback debits.
+	User     string `json:"user,omitempty"`
+	Merchant string `json:"merchant,omitempty"`
+	By       int64  `json:"by,omitempty"`
+	Idem     string `json:"idem,omitempty"`
 	// IDs are a unique add's ids, repeats included; an acknowledged add
 	// whose answer rejected some of them holds only the applied ones.
 	IDs []string `json:"ids,omitempty"`
-	// Retry, for an increment, is the region the client sent the same
-	// idempotency key to after the first answer (a failover); "" if
-	// none, sent RetryAfter the first answer. RetryOutcome is that
-	// attempt's outcome, RetryDuplicate whether it answered duplicate:true.
+	// Retry, for an increment or a keyed spend or cashback, is the region
+	// the client sent the same idempotency key to after the first answer
+	// (a failover); "" if none, sent RetryAfter the first answer.
+	// RetryOutcome is that attempt's outcome, RetryDuplicate whether it
+	// answered duplicate:true.
 	Retry          string        `json:"retry,omitempty"`
 	RetryAfter     time.Duration `json:"retry_after,omitempty"`
 	RetryOutcome   Outcome       `json:"retry_outcome,omitempty"`
@@ -95,6 +115,11 @@ type Op struct {
 	Resolved string `json:"resolved,omitempty"`
 	// Value is the count or counter value in the acknowledgement.
 	Value int64 `json:"value,omitempty"`
+	// Applications, for a keyed spend or cashback, counts the regions
+	// whose attempt may have applied the key (answered ok and not
+	// duplicate, or no answer): each beyond the first is refunded by
+	// reconciliation, raising the budget's granted and spent alike.
+	Applications int `json:"applications,omitempty"`
 	// Episode is the fault episode active when the operation started (0:
 	// none), and LinkFault whether it cut regions apart.
 	Episode   int  `json:"episode,omitempty"`
@@ -107,6 +132,9 @@ type Op struct {
 	stamped bool
 	// single: a unique add of one id sent as {"id": ...}, not {"ids": [...]}.
 	single bool
+	// keyed: a budget spend sent with an idempotency key (a cashback
+	// always is).
+	keyed bool
 }
 
 // applied reports whether the model counts the operation: acknowledged, or

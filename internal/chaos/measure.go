@@ -30,7 +30,9 @@ func statsOf(ms []float64) Stats {
 // Availability is the share of writes acknowledged at the first attempt,
 // among those sent to a region whose process was up and accepting writes
 // (connection refused and 503 not_ready are left out: the region was down
-// or recovering, which is not what a partition should cause).
+// or recovering, which is not what a partition should cause). Budget
+// operations are left out too: a refused spend is a right answer, and one
+// a region cannot cover during a cut is the point of a budget.
 type Availability struct {
 	Attempted int     `json:"attempted"`
 	Acked     int     `json:"acked"`
@@ -41,7 +43,7 @@ func availability(ops []Op, during func(*Op) bool) Availability {
 	var a Availability
 	for i := range ops {
 		o := &ops[i]
-		if !during(o) || o.Reason == "refused" || o.Reason == "not_ready" {
+		if !during(o) || o.Kind.budgetOp() || o.Reason == "refused" || o.Reason == "not_ready" {
 			continue
 		}
 		a.Attempted++
@@ -61,7 +63,7 @@ func latencies(ops []Op, during func(*Op) bool) Stats {
 	var ms []float64
 	for i := range ops {
 		o := &ops[i]
-		if during(o) && o.Outcome == OutcomeOK && o.Attempts == 1 {
+		if during(o) && !o.Kind.budgetOp() && o.Outcome == OutcomeOK && o.Attempts == 1 {
 			ms = append(ms, float64((o.End-o.Start).Microseconds())/1000)
 		}
 	}
@@ -99,6 +101,49 @@ type OpCounts struct {
 	Uniques     int `json:"uniques"`
 	UniqueIDs   int `json:"unique_ids"`
 	UniquePairs int `json:"unique_pairs"`
+	// Grants, Spends and Cashbacks are the budget operations, counted
+	// apart from the others: BudgetDone were acknowledged, BudgetRefused
+	// answered 409 (BudgetExhausted budget_exhausted, RightsElsewhere
+	// rights_elsewhere, after its retries), BudgetMaybe never answered by
+	// any region they were sent to; BudgetRetriedElsewhere keyed ones were
+	// sent again to another region.
+	Grants                 int `json:"grants"`
+	Spends                 int `json:"spends"`
+	Cashbacks              int `json:"cashbacks"`
+	BudgetDone             int `json:"budget_done"`
+	BudgetRefused          int `json:"budget_refused"`
+	BudgetExhausted        int `json:"budget_exhausted"`
+	RightsElsewhere        int `json:"rights_elsewhere"`
+	BudgetMaybe            int `json:"budget_maybe"`
+	BudgetRetriedElsewhere int `json:"budget_retried_elsewhere"`
+}
+
+// countBudgetOp counts a budget operation.
+func (c *OpCounts) countBudgetOp(o *Op) {
+	switch o.Kind {
+	case OpGrant:
+		c.Grants++
+	case OpSpend:
+		c.Spends++
+	case OpCashback:
+		c.Cashbacks++
+	}
+	if o.Retry != "" {
+		c.BudgetRetriedElsewhere++
+	}
+	switch o.Outcome {
+	case OutcomeOK:
+		c.BudgetDone++
+	case OutcomeRefused:
+		c.BudgetRefused++
+		if o.Reason == "budget_exhausted" {
+			c.BudgetExhausted++
+		} else {
+			c.RightsElsewhere++
+		}
+	case OutcomeTimeout:
+		c.BudgetMaybe++
+	}
 }
 
 func countOps(ops []Op) OpCounts {
@@ -107,6 +152,10 @@ func countOps(ops []Op) OpCounts {
 	for i := range ops {
 		o := &ops[i]
 		c.Total++
+		if o.Kind.budgetOp() {
+			c.countBudgetOp(o)
+			continue
+		}
 		switch o.Kind {
 		case OpLike:
 			c.Likes++

@@ -103,7 +103,8 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestWorkloadIDsAreValid(t *testing.T) {
-	for _, id := range []string{itemID(0), itemID(999), userID(1234), counterID(3), replicaID("us"), "op-123", uniqueKeyID(0), uniqueKeyID(99), uniqueID(0), uniqueID(99_999)} {
+	for _, id := range []string{itemID(0), itemID(999), userID(1234), counterID(3), replicaID("us"), "op-123", uniqueKeyID(0), uniqueKeyID(99), uniqueID(0), uniqueID(99_999),
+		budgetKeyID(0), budgetKeyID(9), cashbackPool, merchantID(0), cashbackUserID(9)} {
 		if !crdt.ValidID(id) {
 			t.Errorf("%q is not a valid tally id", id)
 		}
@@ -131,8 +132,8 @@ func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
 	// one worker, one at a time.
 	for _, s := range a {
 		f := strings.Fields(s)
-		if f[0] == string(OpIncr) || f[0] == string(OpUnique) {
-			continue // no user
+		if f[0] == string(OpIncr) || f[0] == string(OpUnique) || OpKind(f[0]).budgetOp() {
+			continue // no user (a cashback's user is a balance)
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(f[3], "user-"))
 		if err != nil || n%cfg.Workers != 3 {

@@ -96,6 +96,15 @@ type Checked struct {
 	UniqueKeys  int `json:"unique_keys"`
 	UniqueReads int `json:"unique_reads"`
 	UniqueIDs   int `json:"unique_ids"`
+	// BudgetKeys counts the budgets, BudgetReads the final reads of
+	// budgets and cashback balances compared (every region),
+	// BudgetSamples the views of budgets the sampler read during the run.
+	BudgetKeys    int `json:"budget_keys"`
+	BudgetReads   int `json:"budget_reads"`
+	BudgetSamples int `json:"budget_samples"`
+	// BudgetRefunds is what reconciliation gave back of keyed spends and
+	// cashbacks applied in two regions (see budgetChecked).
+	BudgetRefunds int64 `json:"budget_refunds"`
 }
 
 // Measures are the run's figures.
@@ -211,7 +220,8 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "faults: %d episodes (%s), %d skipped\n", len(r.Episodes)-skipped, strings.Join(parts, ", "), skipped)
 	o := r.Ops
-	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d, unique adds %d; %d concurrent pairs)\n", o.Total, o.Likes, o.Unlikes, o.Increments, o.Uniques, o.Pairs)
+	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d, unique adds %d, budget operations %d; %d concurrent pairs)\n",
+		o.Total, o.Likes, o.Unlikes, o.Increments, o.Uniques, o.Grants+o.Spends+o.Cashbacks, o.Pairs)
 	fmt.Fprintf(w, "  ok %d, failed %d (refused %d, not_ready %d), indeterminate %d: %d likes and unique adds retried until acknowledged, increments resolved %d applied before + %d at resolution, %d unresolved\n",
 		o.OK, o.Failed, o.FailedRefused, o.FailedNotReady, o.TimedOut, o.LikesRetried, o.ResolvedDuplicate, o.ResolvedApplied, o.Unresolved)
 	fmt.Fprintf(w, "  %d increments sent again to another region with the same idempotency key, %d answered duplicate there\n",
@@ -223,6 +233,10 @@ func (r *Report) WriteText(w io.Writer) {
 	if k.UniqueKeys > 0 {
 		fmt.Fprintf(w, "unique counts: %d keys and their union, all time and last %s: %d answers compared in %d regions, %d distinct ids; %d adds sent %d ids, %d to two regions at once\n",
 			k.UniqueKeys, uniqueWindow, k.UniqueReads, k.Regions, k.UniqueIDs, o.Uniques, o.UniqueIDs, o.UniquePairs)
+	}
+	if k.BudgetKeys > 0 {
+		fmt.Fprintf(w, "budgets: %d budgets, %d views sampled during the run, %d final reads of budgets and cashback balances compared; %d grants, %d spends and %d cashbacks: %d done, %d refused (%d budget_exhausted, %d rights_elsewhere), %d unanswered (maybe); %d keyed ones sent again to another region, %d refunded by reconciliation\n",
+			k.BudgetKeys, k.BudgetSamples, k.BudgetReads, o.Grants, o.Spends, o.Cashbacks, o.BudgetDone, o.BudgetRefused, o.BudgetExhausted, o.RightsElsewhere, o.BudgetMaybe, o.BudgetRetriedElsewhere, k.BudgetRefunds)
 	}
 	if c.Milestones != MilestonesOff {
 		fmt.Fprintf(w, "milestones (%s): %d checked, each fired once and alike everywhere; %d like numbers used\n", c.Milestones, k.Milestones, k.NumbersUsed)

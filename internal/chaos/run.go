@@ -69,7 +69,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.w.clients[p.region] = p.client
 	}
 	r.x.w = r.w
-	r.s = newSampler(d, r.keys, cfg.SampleInterval, r.start)
+	// The sampler also watches the cashback balances for rollbacks, and
+	// every region's view of every budget.
+	sampled := slices.Clone(r.keys)
+	merchants, users := cashbackCounters(cfg)
+	for _, c := range slices.Concat(merchants, users) {
+		sampled = append(sampled, key{ID: c})
+	}
+	r.s = newSampler(d, sampled, budgetIDs(cfg), cfg.SampleInterval, r.start)
 	if err := r.run(ctx, plan, rep); err != nil {
 		return nil, err
 	}
@@ -186,13 +193,19 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	if un.Keys > 0 {
 		r.logf("unique counts checked after %.1fs: %d violations", time.Since(t0).Seconds(), len(uvs))
 	}
+	t0 = time.Now()
+	bvs, bn := checkBudgetsUntil(ctx, r.d.procs, ops, r.cfg)
+	vs = append(vs, bvs...)
+	if bn.Keys > 0 {
+		r.logf("budgets checked after %.1fs: %d violations", time.Since(t0).Seconds(), len(bvs))
+	}
 	vs = append(vs, msVs...)
 	if !converged {
 		vs = append(vs, Violation{Kind: KindNotConverged,
 			Detail: fmt.Sprintf("the regions did not read the same values with approx:false for 2s within %s of the final heal", r.cfg.ConvergeTimeout)})
 	}
-	samples, rollbacks := r.s.result()
-	vs = append(vs, rollbacks...)
+	samples, budgetSamples, sampledVs := r.s.result()
+	vs = append(vs, sampledVs...)
 	r.x.mu.Lock()
 	vs = append(vs, r.x.violations...)
 	r.x.mu.Unlock()
@@ -243,7 +256,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	rep.Ops = countOps(ops)
 	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples,
 		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowBuckets: wn.Buckets, TrendingLists: wn.Trending,
-		UniqueKeys: un.Keys, UniqueReads: un.Reads, UniqueIDs: un.Distinct}
+		UniqueKeys: un.Keys, UniqueReads: un.Reads, UniqueIDs: un.Distinct,
+		BudgetKeys: bn.Keys, BudgetReads: bn.Reads, BudgetSamples: budgetSamples, BudgetRefunds: bn.Refunds}
 	return nil
 }
 
@@ -317,7 +331,8 @@ func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
 		Duration: cfg.Duration.String(), Regions: cfg.Regions, Faults: faults, ChaosBuild: build,
 		MsgFaults: msgFaults, Bug: cfg.Bug, Rate: cfg.Rate, Workers: cfg.Workers,
 		Users: cfg.Users, Items: cfg.Items, Counters: cfg.Counters,
-		Mix:           fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d", cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight),
+		Mix: fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d, budgets %d",
+			cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight),
 		ClientTimeout: cfg.ClientTimeout.String(), AntiEntropy: cfg.AntiEntropyInterval.String(), PeerTimeout: cfg.PeerTimeout.String(),
 		Milestones: cfg.Milestones, LeaseTTL: leaseTTL,
 	}

@@ -3,8 +3,12 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/tally-dev/tally/api"
 )
 
 // sampler checks no-rollback: it reads every key in every region
@@ -13,15 +17,21 @@ import (
 // restarts. A region whose data dir was wiped is not sampled until it is
 // ready again: until then it holds writes and says its reads are approx,
 // and its first sample after that must be at least its last one before.
+//
+// It also reads every region's view of every budget: none may show
+// remaining below 0 (or spent above granted), and the region's own
+// rights (local_rights) must never be below 0.
 type sampler struct {
 	d        *deployment
 	keys     []key
+	budgets  []string
 	interval time.Duration
 	start    time.Time
 
 	mu         sync.Mutex // protects the fields below
 	last       map[string]map[key]sample
 	samples    int
+	budgetSeen int // budget views sampled
 	violations []Violation
 }
 
@@ -30,8 +40,8 @@ type sample struct {
 	at  time.Duration
 }
 
-func newSampler(d *deployment, keys []key, interval time.Duration, start time.Time) *sampler {
-	return &sampler{d: d, keys: keys, interval: interval, start: start, last: map[string]map[key]sample{}}
+func newSampler(d *deployment, keys []key, budgets []string, interval time.Duration, start time.Time) *sampler {
+	return &sampler{d: d, keys: keys, budgets: budgets, interval: interval, start: start, last: map[string]map[key]sample{}}
 }
 
 // run samples every region until ctx ends.
@@ -66,12 +76,34 @@ func (s *sampler) region(ctx context.Context, p *proc) {
 			}
 			got[k] = rd.Replicas[own]
 		}
+		views := make(map[string]api.Budget, len(s.budgets))
+		for _, b := range s.budgets {
+			v, err := p.client.readBudget(ctx, b, time.Second)
+			if err != nil {
+				continue
+			}
+			views[b] = v
+		}
 		// A sample taken while the process was killed, or restarted, is
 		// not trusted either way.
 		if ok2, epoch2 := p.sampleState(); !ok2 || epoch2 != epoch {
 			continue
 		}
 		s.record(p.region, own, at, got)
+		s.recordBudgets(p.region, at, views)
+	}
+}
+
+// recordBudgets checks one region's views of the budgets.
+func (s *sampler) recordBudgets(region string, at time.Duration, views map[string]api.Budget) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range slices.Sorted(maps.Keys(views)) {
+		s.budgetSeen++
+		if v := budgetViolation(views[k]); v != "" {
+			s.violations = append(s.violations, Violation{Kind: KindBudgets, Region: region, Key: budgetName(k),
+				Detail: fmt.Sprintf("the view at %.1fs: %s (rights %v)", at.Seconds(), v, views[k].Rights)})
+		}
 	}
 }
 
@@ -94,9 +126,10 @@ func (s *sampler) record(region, own string, at time.Duration, got map[key]PN) {
 	}
 }
 
-// result returns how many entries were sampled and the rollbacks seen.
-func (s *sampler) result() (int, []Violation) {
+// result returns how many entries and budget views were sampled and the
+// violations seen.
+func (s *sampler) result() (samples, budgets int, vs []Violation) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.samples, append([]Violation(nil), s.violations...)
+	return s.samples, s.budgetSeen, append([]Violation(nil), s.violations...)
 }

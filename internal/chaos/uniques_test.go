@@ -192,7 +192,7 @@ func TestCheckUniquesUncertainStaleAndUnreadable(t *testing.T) {
 // pool, and send a pair's ids to two regions.
 func TestPlannerUniqueAdds(t *testing.T) {
 	cfg := DefaultConfig().withDefaults()
-	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight = 0, 0, 0, 1
+	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight = 0, 0, 0, 1, 0
 	p := newPlanner(cfg, 0)
 	forms := map[string]int{}
 	for range 300 {

@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// workload drives the regions with likes, unlikes, increments and unique
-// adds, like many users of many clients would, and records every
-// operation.
+// workload drives the regions with likes, unlikes, increments, unique
+// adds and budget grants, spends and cashbacks, like many users of many
+// clients would, and records every operation.
 //
 // Users are split among workers; a worker runs one operation at a time, so
 // each user's actions are serialized (the next one waits for the answer
@@ -128,7 +128,7 @@ func (p *planner) next() plannedOp {
 	// least 20 ms (no user acts twice within a clock millisecond).
 	think := max(time.Duration(p.rng.ExpFloat64()*float64(p.mean)), 20*time.Millisecond)
 	c := p.cfg
-	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight)
+	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight + c.BudgetWeight)
 	user := userID(p.users[p.rng.IntN(len(p.users))])
 	likeKind := func(pLike float64) OpKind {
 		if p.rng.Float64() < pLike {
@@ -153,6 +153,8 @@ func (p *planner) next() plannedOp {
 			p.stamp(&Op{Kind: a, Region: c.Regions[i], Key: item, User: user}),
 			p.stamp(&Op{Kind: b, Region: c.Regions[j], Key: item, User: user}),
 		}}
+	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight:
+		return plannedOp{think, p.budget()}
 	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight:
 		return plannedOp{think, p.uniques()}
 	default:
@@ -228,7 +230,7 @@ func (w *workload) runStep(retry context.Context, step plannedOp) {
 	w.reroute(step.ops)
 	for _, o := range step.ops {
 		o.ID, o.Pair, o.Episode, o.LinkFault = w.nextID.Add(1), pair, ep, link
-		if o.Kind == OpIncr {
+		if o.Kind == OpIncr || o.keyed {
 			o.Idem = fmt.Sprintf("op-%d", o.ID)
 		}
 	}
@@ -253,6 +255,10 @@ func (w *workload) exec(retry context.Context, o *Op) {
 	}()
 	if o.Kind == OpUnique {
 		w.addUniques(retry, o)
+		return
+	}
+	if o.Kind.budgetOp() {
+		w.execBudget(retry, o)
 		return
 	}
 	if o.Kind == OpIncr {
