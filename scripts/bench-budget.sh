@@ -42,6 +42,8 @@
 #   REPLOT=1   only redraw PLOT from an existing CSV
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib/bench-common.sh
+source scripts/lib/bench-common.sh
 
 LEVELS=${LEVELS:-1,16,64}
 DURATION=${DURATION:-10}
@@ -142,39 +144,12 @@ plot() {
 
 # ---- packages -----------------------------------------------------------
 
-# pg_bin is the newest PostgreSQL's server bin directory (initdb, pg_ctl
-# and pgbench live there, not on PATH).
-pg_bin() {
-	local d
-	d=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -n 1)
-	[[ -n $d && -x $d/initdb && -x $d/pg_ctl && -x $d/pgbench ]] && echo "$d"
-}
 
 install_missing() {
 	local pkgs=()
 	[[ " $FLAVORS " == *" pg-"* ]] && { pg_bin >/dev/null || pkgs+=(postgresql); }
 	command -v gnuplot >/dev/null || pkgs+=(gnuplot-nox)
-	((${#pkgs[@]} == 0)) && return
-	local sudo=()
-	if [[ $(id -u) != 0 ]]; then
-		command -v sudo >/dev/null || die "missing ${pkgs[*]} and not root: install them, or run as root"
-		sudo=(sudo)
-	fi
-	say "installing ${pkgs[*]} with apt-get"
-	# Only the binaries are wanted: a policy-rc.d that says "no" keeps the
-	# packages from starting a system-wide PostgreSQL on 5432. It is
-	# removed again right after, and only if this script put it there.
-	local policy=/usr/sbin/policy-rc.d ours=
-	if [[ ! -e $policy ]]; then
-		printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null
-		"${sudo[@]}" chmod 755 "$policy"
-		ours=1
-	fi
-	local rc=0
-	"${sudo[@]}" apt-get update -qq && DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
-		--no-install-recommends "${pkgs[@]}" >"$LOGDIR/apt-get.log" 2>&1 || rc=$?
-	[[ -n $ours ]] && "${sudo[@]}" rm -f "$policy"
-	((rc == 0)) || die "apt-get install ${pkgs[*]} failed (exit $rc): see $LOGDIR/apt-get.log"
+	apt_install "${pkgs[@]}"
 }
 
 mkdir -p "$LOGDIR" "$(dirname "$CSV")" "$(dirname "$PLOT")"
@@ -197,17 +172,10 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-budget.XXXXXX")
 chmod 711 "$WORK" # the postgres user must reach its data directory
-pg_data=          # set once pg_ctl has started a cluster
-pg_log=
-pg_port=
 
 cleanup() {
 	local rc=$?
-	if [[ -n $pg_data ]]; then
-		as_pg "$PGBIN/pg_ctl" -D "$pg_data" -m fast -w stop >/dev/null 2>&1 ||
-			say "could not stop PostgreSQL in $pg_data"
-	fi
-	[[ -n $pg_log && -f $pg_log ]] && cp "$pg_log" "$LOGDIR/postgres.log"
+	pg_stop
 	rm -rf "$WORK"
 	exit "$rc"
 }
@@ -215,66 +183,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# free_port prints a loopback port nothing listens on, below the kernel's
-# ephemeral range: a port above it may be the local end of some client's
-# connection, and then a server cannot bind it although nothing listens.
-free_port() {
-	local p lo
-	lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-	((lo > 21000)) || lo=32768
-	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % (lo - 20000)))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-	die "no free loopback port found"
-}
 
-# as_pg runs a PostgreSQL server command as a non-root user: initdb and
-# postgres refuse to run as root.
-as_pg() {
-	if [[ $(id -u) == 0 ]]; then
-		runuser -u postgres -- "$@"
-	else
-		"$@"
-	fi
-}
 
-ensure_pg_user() {
-	[[ $(id -u) == 0 ]] || return 0
-	id postgres >/dev/null 2>&1 && return 0
-	say "creating system user postgres to run the throwaway PostgreSQL"
-	useradd --system --no-create-home --shell /usr/sbin/nologin postgres
-}
 
-psql_q() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres "$@"; }
 
 start_pg() {
-	ensure_pg_user
-	local dir=$WORK/pg
-	mkdir -p "$dir"
-	[[ $(id -u) == 0 ]] && chown postgres: "$dir"
-	pg_port=$(free_port)
-	as_pg "$PGBIN/initdb" -D "$dir/data" -U postgres -A trust -E UTF8 >"$LOGDIR/initdb.log" 2>&1 ||
-		die "initdb failed: see $LOGDIR/initdb.log"
-	# Defaults but for where it listens and room for the clients; fsync
-	# and synchronous_commit stay on: a spend is acknowledged once durable,
-	# as tally's is. Read committed, the default isolation, throughout.
-	as_pg tee -a "$dir/data/postgresql.conf" >/dev/null <<-EOF
-		listen_addresses = '127.0.0.1'
-		port = $pg_port
-		unix_socket_directories = '$dir'
-		max_connections = 300
-		shared_buffers = 256MB
-		fsync = on
-		synchronous_commit = on
-	EOF
-	as_pg "$PGBIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null ||
-		die "pg_ctl start failed: $(tail -n 5 "$dir/server.log")"
-	pg_data=$dir/data
-	pg_log=$dir/server.log
+	pg_start
 	# The budget is one row; every successful spend also records itself,
 	# so that what clients were told can be counted against the budget.
 	psql_q <<-'EOF'
@@ -411,11 +325,6 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- report -------------------------------------------------------------
 
-# median of the numbers on stdin (the mean of the middle two for an even
-# count).
-median() {
-	sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 # Per flavor and level, the median over the rounds of every column on
 # its own.
