@@ -237,6 +237,9 @@ type Status struct {
 	Events any `json:"events,omitempty"`
 	// Approx lists the approximate-counter rules, longest prefix winning.
 	Approx []ApproxRule `json:"approx,omitempty"`
+	// Auth says which routes need a bearer token: reads (GETs under /v1/),
+	// writes, admin routes. Never the tokens.
+	Auth Auth `json:"auth"`
 }
 
 // History answers GET /v1/likes/{item}/{user}/history: the pair's likes
@@ -548,4 +551,11 @@ type Cashback struct {
 	Budget   Balance `json:"budget"`
 	Merchant Balance `json:"merchant"`
 	User     Balance `json:"user"`
+}
+
+// Auth is which roles' routes need a token (Status.Auth).
+type Auth struct {
+	Read  bool `json:"read"`
+	Write bool `json:"write"`
+	Admin bool `json:"admin"`
 }

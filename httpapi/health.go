@@ -51,6 +51,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 
 		ClockCorrectionMs: s.rep.ClockCorrectionMs(),
 		ClockAheadMs:      s.rep.ClockAheadMs(),
+
+		Auth: api.Auth{Read: len(s.readTokens) > 0, Write: len(s.writeTokens) > 0, Admin: len(s.adminTokens) > 0},
 	}
 	if dur == storage.DurabilityNone {
 		out.DurabilityWarning = "writes are acknowledged before fsync: they survive a process crash but not a power loss"

@@ -119,25 +119,59 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) error 
 		"method %s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))
 }
 
+// Tokens: each role's setting may hold several tokens separated by
+// spaces (a token has none), every one valid, so a token is rotated
+// without a failed request: add the new one, move the clients, remove
+// the old one. A higher role's tokens open the lower roles' routes:
+// admin > write > read. Tokens are never logged or echoed: errors say
+// which role was wanted, not what was sent.
+
+// tokens splits a role's setting into its tokens.
+func tokens(setting string) [][]byte {
+	var out [][]byte
+	for _, t := range strings.Fields(setting) {
+		out = append(out, []byte(t))
+	}
+	return out
+}
+
 // RequireWrite guards a write route: if Config.WriteToken is set, the
-// request must carry it (or the admin token) as a bearer token.
+// request must carry one of its tokens (or an admin token) as a bearer
+// token.
 func (s *Server) RequireWrite(h http.Handler) http.Handler {
-	if s.cfg.WriteToken == "" {
+	if len(s.writeTokens) == 0 {
 		return h
 	}
-	return s.requireToken(h, "write", s.cfg.WriteToken, s.cfg.AdminToken)
+	return s.requireToken(h, "write", s.writeTokens, s.adminTokens)
 }
 
 // RequireAdmin guards an admin route: if Config.AdminToken is set, the
-// request must carry it as a bearer token.
+// request must carry one of its tokens as a bearer token.
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
-	if s.cfg.AdminToken == "" {
+	if len(s.adminTokens) == 0 {
 		return h
 	}
-	return s.requireToken(h, "admin", s.cfg.AdminToken)
+	return s.requireToken(h, "admin", s.adminTokens)
 }
 
-func (s *Server) requireToken(h http.Handler, kind string, tokens ...string) http.Handler {
+// requireRead guards every GET of the API (not /healthz, /readyz and
+// /metrics, which probes and scrapers read and which hold no user data)
+// if Config.ReadToken is set: a read, write or admin token opens it.
+func (s *Server) requireRead(h http.Handler) http.Handler {
+	if len(s.readTokens) == 0 {
+		return h
+	}
+	guarded := s.requireToken(h, "read", s.readTokens, s.writeTokens, s.adminTokens)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/") {
+			guarded.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) requireToken(h http.Handler, kind string, sets ...[][]byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := bearer(r)
 		if !ok {
@@ -145,11 +179,17 @@ func (s *Server) requireToken(h http.Handler, kind string, tokens ...string) htt
 				"this route needs the %s token as 'Authorization: Bearer <token>'", kind))
 			return
 		}
-		for _, t := range tokens {
-			if t != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t)) == 1 {
-				h.ServeHTTP(w, r)
-				return
+		// Compare with every token, not stopping at a match, so the time
+		// taken says nothing about which one matched.
+		match := 0
+		for _, set := range sets {
+			for _, t := range set {
+				match |= subtle.ConstantTimeCompare([]byte(got), t)
 			}
+		}
+		if match == 1 {
+			h.ServeHTTP(w, r)
+			return
 		}
 		s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind))
 	})

@@ -55,6 +55,52 @@ func TestTokens(t *testing.T) {
 	e.do("POST", "/v1/admin/ping", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
 	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer w-secret").isError(t, http.StatusUnauthorized, CodeUnauthorized)
 	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer a-secret").ok(t)
+	if b := e.do("GET", "/v1/status", "").ok(t); fmt.Sprint(b["auth"]) != "map[admin:true read:false write:true]" {
+		t.Fatalf("status auth: %v", b["auth"])
+	}
+}
+
+// Several tokens per role are all valid (rotation: old and new at once),
+// a read token guards every GET under /v1/ and higher roles' tokens open
+// it, probes and metrics stay open, /v1/status says what is guarded, and
+// no token ever appears in an answer or in the log.
+func TestReadTokenAndRotation(t *testing.T) {
+	e := newEnv(t, envOpts{api: func(c *Config) {
+		c.ReadToken, c.WriteToken, c.AdminToken = "r-old r-new", "w-old w-new", "a-secret"
+	}})
+	for _, tok := range []string{"w-old", "w-new", "a-secret"} {
+		e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer "+tok).ok(t)
+	}
+	for _, tok := range []string{"r-old", "r-new", "r-old r-new", "r-new,w-new"} {
+		e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer "+tok).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	}
+	for _, path := range []string{"/v1/counters/c", "/v1/likes/p", "/v1/status", "/v1/budgets/b", "/v1/uniques/u", "/v1/trending"} {
+		e.do("GET", path, "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+		e.do("GET", path, "", "Authorization", "Bearer r-wrong").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+		for _, tok := range []string{"r-old", "r-new", "w-new", "a-secret"} {
+			e.do("GET", path, "", "Authorization", "Bearer "+tok).ok(t)
+		}
+	}
+	if got := e.counter("c"); got != 3 {
+		t.Fatalf("counter %d, want 3", got)
+	}
+	e.do("GET", "/healthz", "").ok(t)
+	if r := e.do("GET", "/metrics", ""); r.status != http.StatusOK {
+		t.Fatalf("/metrics: %d", r.status)
+	}
+	b := e.do("GET", "/v1/status", "", "Authorization", "Bearer r-new").ok(t)
+	if fmt.Sprint(b["auth"]) != "map[admin:true read:true write:true]" {
+		t.Fatalf("status auth: %v", b["auth"])
+	}
+	r := e.do("GET", "/v1/status", "", "Authorization", "Bearer not-a-token")
+	for _, secret := range []string{"r-old", "r-new", "w-old", "w-new", "a-secret", "not-a-token"} {
+		if strings.Contains(r.raw, secret) {
+			t.Fatalf("answer shows a token: %s", r.raw)
+		}
+		if strings.Contains(e.logs.String(), secret) {
+			t.Fatalf("log shows a token %q", secret)
+		}
+	}
 }
 
 func TestNoTokensMeansOpen(t *testing.T) {

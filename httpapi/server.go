@@ -54,11 +54,15 @@ type Config struct {
 	RequestTimeout time.Duration
 	// WriteToken, if set, is required as `Authorization: Bearer <token>` on
 	// write routes (likes, unlikes, increments). The admin token is accepted
-	// there too. Default: writes are open.
+	// there too. Default: writes are open. Each token setting may list
+	// several tokens separated by spaces, all valid (for rotation).
 	WriteToken string
 	// AdminToken, if set, is required on routes wrapped with RequireAdmin.
 	// Default: admin routes are open.
 	AdminToken string
+	// ReadToken, if set, is required on every GET under /v1/ (write and
+	// admin tokens are accepted too). Default: reads are open.
+	ReadToken string
 	// Version is reported by /v1/status. Default "dev".
 	Version string
 	// Replication, if set, makes reads honest about peers (approx), adds
@@ -125,6 +129,8 @@ type Server struct {
 	started time.Time
 	// eventsPool recycles POST /v1/events working memory (*eventsBatch).
 	eventsPool *sync.Pool
+	// The tokens of each role (Config.ReadToken, ...), split.
+	readTokens, writeTokens, adminTokens [][]byte
 }
 
 // New builds the Server and registers its metrics on cfg.Registry.
@@ -144,6 +150,10 @@ func New(cfg Config) (*Server, error) {
 		metrics:    m,
 		started:    time.Now(),
 		eventsPool: newEventsPool(),
+
+		readTokens:  tokens(cfg.ReadToken),
+		writeTokens: tokens(cfg.WriteToken),
+		adminTokens: tokens(cfg.AdminToken),
 	}
 	s.router = s.newRouter()
 	return s, nil
@@ -185,7 +195,7 @@ func (s *Server) newRouter() *mux.Router {
 		return errNotFound
 	})
 	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
-	rt.Use(s.routeLabel, s.requireJSONBody)
+	rt.Use(s.routeLabel, s.requireRead, s.requireJSONBody)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	w := s.RequireWrite

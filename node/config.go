@@ -49,6 +49,12 @@ type Config struct {
 	// AdminToken, if set, is required as a bearer token on admin routes and
 	// is also accepted on write routes. Env: TALLY_ADMIN_TOKEN.
 	AdminToken string `hcl:"admin_token,optional"`
+	// ReadToken, if set, is required as a bearer token on every GET under
+	// /v1/ (write and admin tokens open reads too). Env: TALLY_READ_TOKEN.
+	// Every token setting may list several tokens separated by spaces,
+	// all valid: rotate a token by adding the new one, moving the
+	// clients, then removing the old one.
+	ReadToken string `hcl:"read_token,optional"`
 	// LogLevel is trace, debug, info, warn or error. Default "info"; debug
 	// logs every HTTP request.
 	LogLevel string `hcl:"log_level,optional"`
@@ -387,10 +393,13 @@ func (c Config) Validate() error {
 		bad("idempotency_ttl %q: want a duration such as 24h, or 0 to keep keys forever", c.IdempotencyTTL)
 	}
 	for _, t := range []struct{ name, v string }{
-		{"write_token", c.WriteToken}, {"admin_token", c.AdminToken},
+		{"write_token", c.WriteToken}, {"admin_token", c.AdminToken}, {"read_token", c.ReadToken},
 	} {
-		if !ValidToken(t.v) {
-			bad("%s: must be printable ASCII without spaces (it is sent as a bearer token)", t.name)
+		for _, tok := range strings.Split(t.v, " ") {
+			if !ValidToken(tok) {
+				bad("%s: want tokens of printable ASCII separated by single spaces (each is sent as a bearer token)", t.name)
+				break
+			}
 		}
 	}
 	for _, p := range append(append([]string(nil), c.Peers...), c.Retired...) {

@@ -139,3 +139,34 @@ func TestSequenceConfig(t *testing.T) {
 		t.Fatalf("sequences without nats: %v", err)
 	}
 }
+
+// A token setting lists tokens separated by spaces (for rotation); a token
+// is printable ASCII, and an error names the setting, never the value.
+func TestTokenSettings(t *testing.T) {
+	for _, tc := range []struct {
+		v  string
+		ok bool
+	}{
+		{"", true}, {"s3cret", true}, {"old new", true}, {"a b c", true},
+		{"tab\there", false}, {"new\nline", false}, {"caf\u00e9", false},
+	} {
+		for _, field := range []string{"read_token", "write_token", "admin_token"} {
+			c := validConfig()
+			switch field {
+			case "read_token":
+				c.ReadToken = tc.v
+			case "write_token":
+				c.WriteToken = tc.v
+			default:
+				c.AdminToken = tc.v
+			}
+			err := c.Validate()
+			if (err == nil) != tc.ok {
+				t.Errorf("%s %q: err %v, want ok=%v", field, tc.v, err, tc.ok)
+			}
+			if err != nil && (!strings.Contains(err.Error(), field) || strings.Contains(err.Error(), tc.v)) {
+				t.Errorf("%s: error %q should name the setting and not show the value", field, err)
+			}
+		}
+	}
+}

@@ -220,6 +220,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		RequestTimeout: duration(cfg.RequestTimeout),
 		WriteToken:     cfg.WriteToken,
 		AdminToken:     cfg.AdminToken,
+		ReadToken:      cfg.ReadToken,
 		Version:        opts.Version,
 		Replication:    n.rep,
 		Links:          opts.Links,

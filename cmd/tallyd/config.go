@@ -29,6 +29,7 @@ func duration(s string) time.Duration {
 const (
 	envWriteToken = "TALLY_WRITE_TOKEN"
 	envAdminToken = "TALLY_ADMIN_TOKEN"
+	envReadToken  = "TALLY_READ_TOKEN"
 	envNATSPass   = "TALLY_NATS_PASSWORD"
 )
 
@@ -44,6 +45,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode`: fsync (ack after WAL fsync) or none (unsafe on power loss)")
 	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+")")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+")")
+	fs.StringVar(&c.ReadToken, "read-token", c.ReadToken, "bearer `token` required on reads under /v1/ (env "+envReadToken+"); each token flag takes several tokens separated by spaces, all valid")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
@@ -145,6 +147,9 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 	}
 	if v := getenv(envWriteToken); v != "" {
 		cfg.WriteToken = v
+	}
+	if v := getenv(envReadToken); v != "" {
+		cfg.ReadToken = v
 	}
 	if v := getenv(envAdminToken); v != "" {
 		cfg.AdminToken = v

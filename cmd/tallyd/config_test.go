@@ -168,7 +168,7 @@ func TestConfigErrors(t *testing.T) {
 			"every problem at once", []string{
 				"--region", "a/b", "--replica", "", "--listen", "nohost", "--durability", "fast",
 				"--log-level", "loud", "--max-body-bytes", "0", "--request-timeout", "soon",
-				"--shutdown-timeout", "-1s", "--write-token", "has space",
+				"--shutdown-timeout", "-1s", "--write-token", "has\ttab",
 			}, "",
 			[]string{
 				`region "a/b"`, `replica "a/b-1"`, `listen "nohost"`, `durability "fast"`, `log_level "loud"`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -50,7 +51,15 @@ func startLocalDashboard(ctx context.Context, lc localConfig, cfgs []tallynode.C
 	if addr == "" {
 		return nil, nil
 	}
-	dcfg := dashboard.Config{WriteToken: lc.WriteToken, AdminToken: lc.AdminToken, Listen: addr}
+	// A token setting may list several tokens (rotation): the dashboard
+	// sends the first.
+	first := func(setting string) string {
+		if f := strings.Fields(setting); len(f) > 0 {
+			return f[0]
+		}
+		return ""
+	}
+	dcfg := dashboard.Config{WriteToken: first(lc.WriteToken), AdminToken: first(lc.AdminToken), Listen: addr}
 	for i, n := range nodes {
 		dcfg.Regions = append(dcfg.Regions, dashboard.Target{Region: cfgs[i].Region, Replica: cfgs[i].Replica, URL: "http://" + n.Addr().String()})
 	}

@@ -137,7 +137,7 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 // A replica setting local cannot run is a usage error, before anything
 // starts.
 func TestLocalInvalidReplicaSetting(t *testing.T) {
-	code, _, stderr := runArgs(t, "local", "--data", t.TempDir(), "--port", "0", "--write-token", "has space")
+	code, _, stderr := runArgs(t, "local", "--data", t.TempDir(), "--port", "0", "--write-token", "has\ttab")
 	if code != 2 || !strings.Contains(stderr, "write_token") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
