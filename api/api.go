@@ -240,6 +240,8 @@ type Status struct {
 	// Auth says which routes need a bearer token: reads (GETs under /v1/),
 	// writes, admin routes. Never the tokens.
 	Auth Auth `json:"auth"`
+	// Edge says how the HTTP listener is protected and limited.
+	Edge Edge `json:"edge"`
 }
 
 // History answers GET /v1/likes/{item}/{user}/history: the pair's likes
@@ -551,6 +553,32 @@ type Cashback struct {
 	Budget   Balance `json:"budget"`
 	Merchant Balance `json:"merchant"`
 	User     Balance `json:"user"`
+}
+
+// Edge is how the replica's HTTP listener is protected (Status.Edge).
+type Edge struct {
+	// TLS: the API is served over HTTPS.
+	TLS bool `json:"tls"`
+	// ClientCerts: a client certificate signed by the configured CA is
+	// required (mutual TLS).
+	ClientCerts bool `json:"client_certs"`
+	// InsecureListen: the operator opted in to listening beyond loopback
+	// without TLS or without a write token.
+	InsecureListen bool `json:"insecure_listen"`
+	// Draining: the replica is stopping; /readyz fails.
+	Draining bool `json:"draining,omitempty"`
+	// Limits are the rate limits per route class, per replica.
+	Limits []Limit `json:"limits"`
+}
+
+// Limit is one route class's rate limits (Edge.Limits): requests (events,
+// for batches) per second and bucket sizes, per client and per user.
+type Limit struct {
+	Class       string  `json:"class"`
+	Client      float64 `json:"client,omitempty"`
+	ClientBurst int     `json:"client_burst,omitempty"`
+	User        float64 `json:"user,omitempty"`
+	UserBurst   int     `json:"user_burst,omitempty"`
 }
 
 // Auth is which roles' routes need a token (Status.Auth).

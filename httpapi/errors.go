@@ -34,9 +34,11 @@ const (
 	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
 	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
 	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.MaxEntry
+	CodeRateLimited         = "rate_limited"           // 429: over a rate limit of this replica; retry after Retry-After
 	CodeInternal            = "internal"               // 500: a bug or an unexpected storage error; logged
 	CodeNotReady            = "not_ready"              // 503: replica recovering, retry (Retry-After)
 	CodeShuttingDown        = "shutting_down"          // 503: replica closing, retry elsewhere (Retry-After)
+	CodeDraining            = "draining"               // 503 from /readyz: replica about to stop; send traffic elsewhere
 	CodeStorageFailed       = "storage_failed"         // 503: a commit failed; the replica must restart
 	CodeReplicaIDConflict   = "replica_id_conflict"    // 503: another process holds this replica id
 	CodeTimeout             = "timeout"                // 503: no commit in time; the write may have applied

@@ -97,6 +97,9 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.limitEvents(r, n); err != nil {
+		return err
+	}
 	var res []region.Result
 	if len(b.ops) > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)

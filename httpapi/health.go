@@ -27,6 +27,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
 			"replica storage failed; it stopped writing and must be restarted")
 	}
+	if s.draining.Load() {
+		return newError(http.StatusServiceUnavailable, CodeDraining,
+			"replica is about to stop; send traffic to another replica")
+	}
 	if !s.rep.Accepting() {
 		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
 			msg: "replica is recovering its state from peers and not accepting writes yet"}
@@ -52,7 +56,8 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 		ClockCorrectionMs: s.rep.ClockCorrectionMs(),
 		ClockAheadMs:      s.rep.ClockAheadMs(),
 
-		Auth: api.Auth{Read: len(s.readTokens) > 0, Write: len(s.writeTokens) > 0, Admin: len(s.adminTokens) > 0},
+		Auth: s.authStatus(),
+		Edge: s.edgeStatus(),
 	}
 	if dur == storage.DurabilityNone {
 		out.DurabilityWarning = "writes are acknowledged before fsync: they survive a process crash but not a power loss"
@@ -73,3 +78,25 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// authStatus says which roles are guarded, never by what.
+func (s *Server) authStatus() api.Auth {
+	a := s.auth.Load()
+	return api.Auth{Read: len(a.read) > 0, Write: len(a.write) > 0, Admin: len(a.admin) > 0}
+}
+
+// edgeStatus is the listener's protections and the limits in force.
+func (s *Server) edgeStatus() api.Edge {
+	e := api.Edge{
+		TLS: s.cfg.Edge.TLS, ClientCerts: s.cfg.Edge.ClientCerts, InsecureListen: s.cfg.Edge.InsecureListen,
+		Draining: s.draining.Load(), Limits: []api.Limit{},
+	}
+	for _, l := range s.Limits() {
+		e.Limits = append(e.Limits, api.Limit{Class: l.Class, Client: l.Client, ClientBurst: l.ClientBurst, User: l.User, UserBurst: l.UserBurst})
+	}
+	return e
+}
+
+// SetDraining makes /readyz fail (on true) so that load balancers stop
+// sending traffic before the replica stops; everything else is served.
+func (s *Server) SetDraining(on bool) { s.draining.Store(on) }

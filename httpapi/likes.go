@@ -139,6 +139,9 @@ func (s *Server) like(w http.ResponseWriter, r *http.Request, item, user string,
 
 // likeAt is like with a client-given event time (unix ms; zero: now).
 func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user string, liked bool, at int64) error {
+	if err := s.limitUser(user); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	kind := region.OpUnlike

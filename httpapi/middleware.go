@@ -135,33 +135,44 @@ func tokens(setting string) [][]byte {
 	return out
 }
 
-// RequireWrite guards a write route: if Config.WriteToken is set, the
-// request must carry one of its tokens (or an admin token) as a bearer
-// token.
-func (s *Server) RequireWrite(h http.Handler) http.Handler {
-	if len(s.writeTokens) == 0 {
-		return h
-	}
-	return s.requireToken(h, "write", s.writeTokens, s.adminTokens)
+// SetTokens replaces the tokens of each role (a reload). Requests
+// already past the check are not affected.
+func (s *Server) SetTokens(read, write, admin string) {
+	s.auth.Store(&authTokens{read: tokens(read), write: tokens(write), admin: tokens(admin)})
 }
 
-// RequireAdmin guards an admin route: if Config.AdminToken is set, the
-// request must carry one of its tokens as a bearer token.
+// RequireWrite guards a write route: if write tokens are set, the request
+// must carry one of them (or an admin token) as a bearer token.
+func (s *Server) RequireWrite(h http.Handler) http.Handler {
+	return s.requireToken(h, "write", func(a *authTokens) [][][]byte {
+		if len(a.write) == 0 {
+			return nil
+		}
+		return [][][]byte{a.write, a.admin}
+	})
+}
+
+// RequireAdmin guards an admin route: if admin tokens are set, the
+// request must carry one of them as a bearer token.
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
-	if len(s.adminTokens) == 0 {
-		return h
-	}
-	return s.requireToken(h, "admin", s.adminTokens)
+	return s.requireToken(h, "admin", func(a *authTokens) [][][]byte {
+		if len(a.admin) == 0 {
+			return nil
+		}
+		return [][][]byte{a.admin}
+	})
 }
 
 // requireRead guards every GET of the API (not /healthz, /readyz and
 // /metrics, which probes and scrapers read and which hold no user data)
-// if Config.ReadToken is set: a read, write or admin token opens it.
+// if read tokens are set: a read, write or admin token opens it.
 func (s *Server) requireRead(h http.Handler) http.Handler {
-	if len(s.readTokens) == 0 {
-		return h
-	}
-	guarded := s.requireToken(h, "read", s.readTokens, s.writeTokens, s.adminTokens)
+	guarded := s.requireToken(h, "read", func(a *authTokens) [][][]byte {
+		if len(a.read) == 0 {
+			return nil
+		}
+		return [][][]byte{a.read, a.write, a.admin}
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/") {
 			guarded.ServeHTTP(w, r)
@@ -171,8 +182,16 @@ func (s *Server) requireRead(h http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) requireToken(h http.Handler, kind string, sets ...[][]byte) http.Handler {
+// requireToken lets a request through if sets, given the tokens in force,
+// is nil (the role is open) or one of its tokens is the request's bearer
+// token.
+func (s *Server) requireToken(h http.Handler, kind string, sets func(*authTokens) [][][]byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := sets(s.auth.Load())
+		if want == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
 		got, ok := bearer(r)
 		if !ok {
 			s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized,
@@ -182,7 +201,7 @@ func (s *Server) requireToken(h http.Handler, kind string, sets ...[][]byte) htt
 		// Compare with every token, not stopping at a match, so the time
 		// taken says nothing about which one matched.
 		match := 0
-		for _, set := range sets {
+		for _, set := range want {
 			for _, t := range set {
 				match |= subtle.ConstantTimeCompare([]byte(got), t)
 			}

@@ -228,3 +228,36 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal("New without a Replica: no error")
 	}
 }
+
+func TestSetTokensTakesEffectAtOnce(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.do("POST", "/v1/counters/c/incr", "").ok(t) // open
+	e.srv.SetTokens("", "w-1", "")
+	e.do("POST", "/v1/counters/c/incr", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-1").ok(t)
+	e.do("GET", "/v1/counters/c", "").ok(t) // reads still open
+	e.srv.SetTokens("r-1", "w-1 w-2", "a-1")
+	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-2").ok(t)
+	e.do("GET", "/v1/counters/c", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("PUT", "/v1/admin/links/a/b", `{"up":true}`, "Authorization", "Bearer w-2").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.srv.SetTokens("", "w-2", "")
+	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-1").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	if got := e.counter("c"); got != 3 {
+		t.Fatalf("counter %d, want 3", got)
+	}
+	if b := e.do("GET", "/v1/status", "").ok(t); fmt.Sprint(b["auth"]) != "map[admin:false read:false write:true]" {
+		t.Fatalf("status auth: %v", b["auth"])
+	}
+}
+
+func TestDrainingFailsReadinessOnly(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.do("GET", "/readyz", "").ok(t)
+	e.srv.SetDraining(true)
+	e.do("GET", "/readyz", "").isError(t, http.StatusServiceUnavailable, CodeDraining)
+	e.do("GET", "/healthz", "").ok(t)
+	e.do("PUT", "/v1/likes/p/u", "").ok(t) // still served while load balancers move away
+	if b := e.do("GET", "/v1/status", "").ok(t); b["edge"].(map[string]any)["draining"] != true {
+		t.Fatalf("status edge: %v", b["edge"])
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -63,6 +64,12 @@ type Config struct {
 	// ReadToken, if set, is required on every GET under /v1/ (write and
 	// admin tokens are accepted too). Default: reads are open.
 	ReadToken string
+	// Limits are the rate limits per route class (see Limit). Default:
+	// none. SetLimits replaces them.
+	Limits []Limit
+	// Edge says how the listener is protected, for /v1/status: the HTTP
+	// server is node's, not the Server's.
+	Edge Edge
 	// Version is reported by /v1/status. Default "dev".
 	Version string
 	// Replication, if set, makes reads honest about peers (approx), adds
@@ -83,6 +90,13 @@ type Config struct {
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
 	// state of a sequence, read from its KV now.
 	Sequence func(ctx context.Context, name string) (any, error)
+}
+
+// Edge is how the replica's listener is protected.
+type Edge struct {
+	TLS            bool // HTTPS
+	ClientCerts    bool // a client certificate from the configured CA is required
+	InsecureListen bool // the operator opted in to a non-loopback listener without TLS or a write token
 }
 
 func (c *Config) ensureDefaults() {
@@ -129,8 +143,19 @@ type Server struct {
 	started time.Time
 	// eventsPool recycles POST /v1/events working memory (*eventsBatch).
 	eventsPool *sync.Pool
-	// The tokens of each role (Config.ReadToken, ...), split.
-	readTokens, writeTokens, adminTokens [][]byte
+	// auth holds the tokens of each role; SetTokens swaps it.
+	auth atomic.Pointer[authTokens]
+	// limiter holds the rate limits; SetLimits swaps it.
+	limiter      atomic.Pointer[limiter]
+	limitMetrics *limitMetrics
+	// draining is set by SetDraining: /readyz fails so load balancers
+	// move away before the listener closes.
+	draining atomic.Bool
+}
+
+// authTokens are the tokens of each role (Config.ReadToken, ...), split.
+type authTokens struct {
+	read, write, admin [][]byte
 }
 
 // New builds the Server and registers its metrics on cfg.Registry.
@@ -143,17 +168,22 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	lm, err := newLimitMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
-		cfg:        cfg,
-		rep:        cfg.Replica,
-		log:        cfg.Logger.Named("http"),
-		metrics:    m,
-		started:    time.Now(),
-		eventsPool: newEventsPool(),
-
-		readTokens:  tokens(cfg.ReadToken),
-		writeTokens: tokens(cfg.WriteToken),
-		adminTokens: tokens(cfg.AdminToken),
+		cfg:          cfg,
+		rep:          cfg.Replica,
+		log:          cfg.Logger.Named("http"),
+		metrics:      m,
+		started:      time.Now(),
+		eventsPool:   newEventsPool(),
+		limitMetrics: lm,
+	}
+	s.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
+	if err := s.SetLimits(cfg.Limits); err != nil {
+		return nil, err
 	}
 	s.router = s.newRouter()
 	return s, nil
@@ -195,7 +225,7 @@ func (s *Server) newRouter() *mux.Router {
 		return errNotFound
 	})
 	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
-	rt.Use(s.routeLabel, s.requireRead, s.requireJSONBody)
+	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	w := s.RequireWrite

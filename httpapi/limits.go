@@ -1,0 +1,316 @@
+package httpapi
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// Abuse limits: token buckets per route class, keyed by client (its
+// bearer token, else its address) and, on the like routes, by user. Each
+// replica keeps its own buckets: a client spread over R regions gets R
+// times the rate.
+
+// Route classes a Limit applies to.
+const (
+	ClassWrite = "write" // every route that changes state, but the admin routes
+	ClassRead  = "read"  // GETs that read one key or the replica's status
+	ClassScan  = "scan"  // reads that scan: lists, windows, series, trending, feed, history, union, audit
+)
+
+// LimitClasses are the route classes, in the order /v1/status shows them.
+var LimitClasses = []string{ClassWrite, ClassRead, ClassScan}
+
+// Limit is the token buckets of one route class. A rate of 0 is no limit.
+type Limit struct {
+	// Class is ClassWrite, ClassRead or ClassScan.
+	Class string
+	// Client is each client's rate, requests per second (for POST
+	// /v1/events, events per second); ClientBurst how many it may send at
+	// once (default: one second's worth, at least 1).
+	Client      float64
+	ClientBurst int
+	// User is each user's rate on the like routes (PUT, POST and DELETE of
+	// a like), which name the user; UserBurst as ClientBurst.
+	User      float64
+	UserBurst int
+}
+
+// Validate reports what is wrong with l.
+func (l Limit) Validate() error {
+	switch l.Class {
+	case ClassWrite, ClassRead, ClassScan:
+	default:
+		return fmt.Errorf("limit class %q: want %s", l.Class, strings.Join(LimitClasses, ", "))
+	}
+	if !(l.Client >= 0 && l.User >= 0) || math.IsInf(l.Client, 0) || math.IsInf(l.User, 0) || l.ClientBurst < 0 || l.UserBurst < 0 {
+		return fmt.Errorf("limit %s: rates and bursts must be finite and >= 0", l.Class)
+	}
+	if l.User > 0 && l.Class != ClassWrite {
+		return fmt.Errorf("limit %s: per-user limits apply to the like routes, class %s", l.Class, ClassWrite)
+	}
+	return nil
+}
+
+// burst is the bucket size for a rate: the given burst, else one second's
+// worth, at least 1.
+func burst(r float64, b int) int {
+	if b > 0 {
+		return b
+	}
+	return max(1, int(math.Ceil(r)))
+}
+
+// maxBuckets bounds each bucket table. When it is full, buckets that
+// are full again (idle long enough that forgetting them changes nothing)
+// are dropped; if none is, new clients share one bucket until some are.
+const maxBuckets = 1 << 20
+
+// buckets is one table of token buckets (a class, by client or by user).
+type buckets struct {
+	rate  rate.Limit
+	burst int
+	max   int // keys held at most (maxBuckets)
+	gauge prometheus.Gauge
+
+	mu        sync.Mutex
+	m         map[string]*rate.Limiter
+	overflow  *rate.Limiter // shared by new keys while m is full
+	lastSweep time.Time
+}
+
+func newBuckets(r float64, b int, gauge prometheus.Gauge) *buckets {
+	bs := &buckets{rate: rate.Limit(r), burst: burst(r, b), max: maxBuckets, gauge: gauge, m: map[string]*rate.Limiter{}}
+	bs.overflow = rate.NewLimiter(bs.rate, bs.burst)
+	gauge.Set(0)
+	return bs
+}
+
+// take takes n tokens (capped at the burst, so a batch larger than the
+// burst can pass on a full bucket) for key. It returns 0, or how long
+// until the tokens will be there (nothing taken).
+func (bs *buckets) take(key string, n int, now time.Time) time.Duration {
+	n = min(n, bs.burst)
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	lim := bs.m[key]
+	if lim == nil {
+		if len(bs.m) >= bs.max {
+			bs.sweep(now)
+		}
+		if len(bs.m) >= bs.max {
+			lim = bs.overflow
+		} else {
+			lim = rate.NewLimiter(bs.rate, bs.burst)
+			bs.m[key] = lim
+			bs.gauge.Set(float64(len(bs.m)))
+		}
+	}
+	res := lim.ReserveN(now, n)
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+// sweep drops full buckets, at most once a second (a table full of busy
+// clients is not scanned on every new one).
+func (bs *buckets) sweep(now time.Time) {
+	if now.Sub(bs.lastSweep) < time.Second {
+		return
+	}
+	bs.lastSweep = now
+	for k, lim := range bs.m {
+		if lim.TokensAt(now) >= float64(bs.burst) {
+			delete(bs.m, k)
+		}
+	}
+	bs.gauge.Set(float64(len(bs.m)))
+}
+
+// limiter is one configuration of limits: the tables of each class.
+// SetLimits swaps it whole, so a reload starts every bucket full.
+type limiter struct {
+	limits map[string]Limit
+	client map[string]*buckets
+	user   map[string]*buckets
+}
+
+// limitMetrics are the limiter's metrics.
+type limitMetrics struct {
+	limited *prometheus.CounterVec // by class, by (client | user)
+	tracked *prometheus.GaugeVec   // buckets held, by class, by
+}
+
+func newLimitMetrics(reg prometheus.Registerer) (*limitMetrics, error) {
+	m := &limitMetrics{
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_http_limited_total",
+			Help: "Requests refused with 429 by a rate limit, by route class and by what the bucket is keyed on (client or user).",
+		}, []string{"class", "by"}),
+		tracked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tally_http_limit_buckets",
+			Help: "Token buckets held by the rate limits, by route class and key (client or user).",
+		}, []string{"class", "by"}),
+	}
+	for _, c := range []prometheus.Collector{m.limited, m.tracked} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("httpapi: register limit metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func newLimiter(limits []Limit, m *limitMetrics) (*limiter, error) {
+	l := &limiter{limits: map[string]Limit{}, client: map[string]*buckets{}, user: map[string]*buckets{}}
+	for _, lim := range limits {
+		if err := lim.Validate(); err != nil {
+			return nil, fmt.Errorf("httpapi: %w", err)
+		}
+		if _, dup := l.limits[lim.Class]; dup {
+			return nil, fmt.Errorf("httpapi: limit %s given twice", lim.Class)
+		}
+		l.limits[lim.Class] = lim
+		if lim.Client > 0 {
+			l.client[lim.Class] = newBuckets(lim.Client, lim.ClientBurst, m.tracked.WithLabelValues(lim.Class, "client"))
+		}
+		if lim.User > 0 {
+			l.user[lim.Class] = newBuckets(lim.User, lim.UserBurst, m.tracked.WithLabelValues(lim.Class, "user"))
+		}
+	}
+	return l, nil
+}
+
+// SetLimits replaces the rate limits (a reload). Every bucket starts full.
+func (s *Server) SetLimits(limits []Limit) error {
+	l, err := newLimiter(limits, s.limitMetrics)
+	if err != nil {
+		return err
+	}
+	for _, c := range LimitClasses { // a class no longer limited holds no buckets
+		if l.client[c] == nil {
+			s.limitMetrics.tracked.WithLabelValues(c, "client").Set(0)
+		}
+		if l.user[c] == nil {
+			s.limitMetrics.tracked.WithLabelValues(c, "user").Set(0)
+		}
+	}
+	s.limiter.Store(l)
+	return nil
+}
+
+// Limits are the rate limits in force.
+func (s *Server) Limits() []Limit {
+	l := s.limiter.Load()
+	var out []Limit
+	for _, c := range LimitClasses {
+		if lim, ok := l.limits[c]; ok {
+			lim.ClientBurst, lim.UserBurst = 0, 0
+			if b := l.client[c]; b != nil {
+				lim.ClientBurst = b.burst
+			}
+			if b := l.user[c]; b != nil {
+				lim.UserBurst = b.burst
+			}
+			out = append(out, lim)
+		}
+	}
+	return out
+}
+
+// scanRoutes are the route templates of class scan (any method).
+var scanRoutes = map[string]bool{
+	"/v1/likes/{item}/window": true, "/v1/likes/{item}/series": true,
+	"/v1/counters/{key}/window": true, "/v1/counters/{key}/series": true,
+	"/v1/window": true, "/v1/series": true, "/v1/trending": true,
+	"/v1/likers/{item}": true, "/v1/users/{user}/likes": true, "/v1/feed": true,
+	"/v1/likes/{item}/{user}/history": true, "/v1/uniques": true, "/v1/audit": true,
+	"/v1/convergence": true, "/v1/milestones": true,
+}
+
+// routeClass is the limit class of a request to a route template, "" for
+// routes no limit applies to: probes, metrics, the admin routes.
+func routeClass(method, route string) string {
+	switch {
+	case !strings.HasPrefix(route, "/v1/"), strings.HasPrefix(route, "/v1/admin/"):
+		return ""
+	case scanRoutes[route]:
+		return ClassScan
+	case method == http.MethodGet || method == http.MethodHead:
+		return ClassRead
+	default:
+		return ClassWrite
+	}
+}
+
+// clientKey names the client a request's buckets belong to: its bearer
+// token if it sent one (every holder of a token is one client), else its
+// address. Behind a proxy every client has the proxy's address: give
+// clients tokens, or limit at the proxy.
+func clientKey(r *http.Request) string {
+	if t, ok := bearer(r); ok {
+		return "t " + t
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "a " + host
+}
+
+// limited answers 429 with Retry-After (whole seconds, rounded up).
+func (s *Server) limited(class, by string, wait time.Duration) error {
+	s.limitMetrics.limited.WithLabelValues(class, by).Inc()
+	secs := int(math.Ceil(wait.Seconds()))
+	return &apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, retryAfter: max(1, secs),
+		msg: fmt.Sprintf("over this replica's %s limit per %s; retry in %d s", class, by, max(1, secs))}
+}
+
+// limitClient is router middleware: it takes one token from the client's
+// bucket of the route's class, or answers 429.
+func (s *Server) limitClient(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l := s.limiter.Load()
+		if len(l.client) > 0 {
+			class := routeClass(r.Method, s.metrics.label(mux.CurrentRoute(r)))
+			if bs := l.client[class]; bs != nil {
+				if wait := bs.take(clientKey(r), 1, time.Now()); wait > 0 {
+					s.writeError(w, r, s.limited(class, "client", wait))
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitEvents takes the rest of a batch's n events from the client's
+// write bucket (the request took one). A batch costs at most the whole
+// bucket, so one larger than it passes on a full bucket.
+func (s *Server) limitEvents(r *http.Request, n int) error {
+	if bs := s.limiter.Load().client[ClassWrite]; bs != nil && min(n, bs.burst) > 1 {
+		if wait := bs.take(clientKey(r), min(n, bs.burst)-1, time.Now()); wait > 0 {
+			return s.limited(ClassWrite, "client", wait)
+		}
+	}
+	return nil
+}
+
+// limitUser takes a token from user's write bucket, or returns a 429.
+func (s *Server) limitUser(user string) error {
+	if bs := s.limiter.Load().user[ClassWrite]; bs != nil {
+		if wait := bs.take(user, 1, time.Now()); wait > 0 {
+			return s.limited(ClassWrite, "user", wait)
+		}
+	}
+	return nil
+}
