@@ -9,6 +9,7 @@
 # Secrets come from the environment, not from this file:
 #   TALLY_NATS_PASSWORD  password of NATS user tally-eu
 #   TALLY_WRITE_TOKEN    bearer token for likes, unlikes and increments
+#                        (required: the listener is public)
 #   TALLY_ADMIN_TOKEN    bearer token for admin routes
 
 region  = "eu"
@@ -16,9 +17,29 @@ replica = "eu-1" # never reuse or change for this data directory
 
 data_dir = "/var/lib/tally/eu-1"
 
-# Reachable by the load balancer and Prometheus; set TALLY_WRITE_TOKEN
-# (tallyd warns at startup if it listens beyond loopback without one).
+# Reachable by the load balancer and Prometheus. Beyond loopback, tallyd
+# refuses to start without both TLS and a write token (TALLY_WRITE_TOKEN),
+# unless insecure_listen = true says a proxy in front does TLS.
 listen = "0.0.0.0:8080"
+
+# HTTPS; the files are read again when they change and on SIGHUP, so a
+# renewed certificate needs no restart. Add tls_client_ca to require client
+# certificates (mutual TLS) from the load balancer.
+tls_cert = "/etc/tally/api-cert.pem"
+tls_key  = "/etc/tally/api-key.pem"
+
+# Abuse limits, per replica, per client (its token, else its address) and,
+# on the like routes, per user; over them a 429 with Retry-After.
+limit "write" {
+  client = 2000
+  user   = 5
+}
+limit "scan" {
+  client = 50
+}
+
+# On SIGTERM, /readyz fails this long before the listener closes.
+drain_delay = "5s"
 
 durability = "fsync"
 

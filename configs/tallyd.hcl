@@ -30,11 +30,47 @@ listen = "127.0.0.1:8080"
 durability = "fsync"
 
 # Bearer tokens. If set, write routes need `Authorization: Bearer <write_token>`
-# (the admin token works there too) and admin routes need the admin token.
-# Prefer the environment variables to keeping secrets in this file.
+# (the admin token works there too), admin routes need the admin token, and
+# GETs under /v1/ need the read token (any of the three opens them). Each
+# may list several tokens separated by spaces, all valid: rotate by adding
+# the new one, moving clients, removing the old one (SIGHUP reloads them).
+# Prefer the environment variables (TALLY_WRITE_TOKEN, TALLY_ADMIN_TOKEN,
+# TALLY_READ_TOKEN) to keeping secrets in this file.
 # Default: empty (routes open) -- only acceptable on loopback.
 # write_token = "change-me"
 # admin_token = "change-me-too"
+# read_token  = "change-me-three"
+
+# HTTPS: a PEM certificate (chain) and key, read again when the files change
+# and on SIGHUP. tls_client_ca also requires client certificates signed by
+# that CA (mutual TLS). Default: plain HTTP.
+# tls_cert      = "/etc/tally/api-cert.pem"
+# tls_key       = "/etc/tally/api-key.pem"
+# tls_client_ca = "/etc/tally/clients-ca.pem"
+
+# Listening beyond loopback needs TLS and a write token, or this opt-in
+# (say, behind a proxy that terminates TLS). Default: false.
+# insecure_listen = true
+
+# Rate limits per route class, per replica: "write" (every write route),
+# "read" (GETs of one key, status) and "scan" (lists, windows, series,
+# trending, feed, history, union, audit). client = requests (events, for
+# batches) per second per client (its bearer token, else its address);
+# user = per user on the like routes (write only). Bursts default to one
+# second's worth. Over a limit: 429 rate_limited with Retry-After. SIGHUP
+# reloads them. Default: no limits.
+# limit "write" {
+#   client       = 2000
+#   client_burst = 4000
+#   user         = 5
+# }
+# limit "scan" {
+#   client = 50
+# }
+
+# On SIGTERM, /readyz fails for this long (so load balancers move away)
+# before the listener closes. Default "5s".
+drain_delay = "5s"
 
 # trace, debug, info, warn or error. debug logs every HTTP request.
 log_level = "info"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/milestone"
 	"github.com/tally-dev/tally/storage"
 )
@@ -55,6 +56,30 @@ type Config struct {
 	// all valid: rotate a token by adding the new one, moving the
 	// clients, then removing the old one.
 	ReadToken string `hcl:"read_token,optional"`
+	// TLSCert and TLSKey, if set, serve the API over HTTPS with this PEM
+	// certificate (chain) and key. Both files are read again when they
+	// change and on SIGHUP, so a renewed certificate needs no restart.
+	TLSCert string `hcl:"tls_cert,optional"`
+	TLSKey  string `hcl:"tls_key,optional"`
+	// TLSClientCA, if set (with TLSCert), requires every client to present
+	// a certificate signed by a CA in this PEM file (mutual TLS); reloaded
+	// like the certificate.
+	TLSClientCA string `hcl:"tls_client_ca,optional"`
+	// InsecureListen allows listening beyond loopback without TLS or
+	// without a write token. Without it such a listener is refused: bearer
+	// tokens would travel in clear, or anyone reaching the port could
+	// write. Default false.
+	InsecureListen bool `hcl:"insecure_listen,optional"`
+	// Limits are token-bucket rate limits per route class (write, read,
+	// scan), per client and, on the like routes, per user. HCL: limit
+	// "write" { client = 100, user = 10 }. Each replica limits alone: a
+	// client spread over R regions gets R times the rate. Reloaded on
+	// SIGHUP. Default none.
+	Limits []LimitConfig `hcl:"limit,block"`
+	// DrainDelay is how long SIGTERM keeps serving with /readyz failing
+	// before the listener closes, so load balancers move away first, as a
+	// Go duration. Default "5s".
+	DrainDelay string `hcl:"drain_delay,optional"`
 	// LogLevel is trace, debug, info, warn or error. Default "info"; debug
 	// logs every HTTP request.
 	LogLevel string `hcl:"log_level,optional"`
@@ -192,6 +217,84 @@ type Config struct {
 	LeaseReclaimAfter string `hcl:"lease_reclaim_after,optional"`
 }
 
+// LimitConfig is the rate limits of one route class: requests per second
+// (events, for POST /v1/events) and bucket sizes. 0 is no limit; a burst
+// of 0 is one second's worth.
+type LimitConfig struct {
+	// Class is "write" (every write route), "read" (GETs of one key and
+	// the status) or "scan" (lists, windows, series, trending, feed,
+	// history, union, audit).
+	Class       string  `hcl:"class,label"`
+	Client      float64 `hcl:"client,optional"`
+	ClientBurst int     `hcl:"client_burst,optional"`
+	// User limits each user on the like routes (class write only).
+	User      float64 `hcl:"user,optional"`
+	UserBurst int     `hcl:"user_burst,optional"`
+}
+
+// ParseLimit parses the flag form of a limit, "CLASS=KEY:N,...", with
+// keys client, client_burst, user and user_burst, e.g.
+// "write=client:100,user:10".
+func ParseLimit(s string) (LimitConfig, error) {
+	class, rest, ok := strings.Cut(s, "=")
+	lc := LimitConfig{Class: class}
+	if !ok || rest == "" {
+		return lc, fmt.Errorf("limit %q: want CLASS=KEY:N,..., e.g. write=client:100,user:10", s)
+	}
+	for _, kv := range strings.Split(rest, ",") {
+		k, v, ok := strings.Cut(kv, ":")
+		f, err := strconv.ParseFloat(v, 64)
+		if !ok || err != nil {
+			return lc, fmt.Errorf("limit %q: %q: want KEY:N", s, kv)
+		}
+		switch k {
+		case "client":
+			lc.Client = f
+		case "user":
+			lc.User = f
+		case "client_burst", "user_burst":
+			if f != float64(int(f)) {
+				return lc, fmt.Errorf("limit %q: %s: want a whole number", s, k)
+			}
+			if k == "client_burst" {
+				lc.ClientBurst = int(f)
+			} else {
+				lc.UserBurst = int(f)
+			}
+		default:
+			return lc, fmt.Errorf("limit %q: unknown key %q: want client, client_burst, user or user_burst", s, k)
+		}
+	}
+	return lc, lc.api().Validate()
+}
+
+// String is the limit in ParseLimit's form.
+func (lc LimitConfig) String() string {
+	var parts []string
+	for _, p := range []struct {
+		k string
+		v float64
+	}{{"client", lc.Client}, {"client_burst", float64(lc.ClientBurst)}, {"user", lc.User}, {"user_burst", float64(lc.UserBurst)}} {
+		if p.v != 0 {
+			parts = append(parts, p.k+":"+strconv.FormatFloat(p.v, 'g', -1, 64))
+		}
+	}
+	return lc.Class + "=" + strings.Join(parts, ",")
+}
+
+func (lc LimitConfig) api() httpapi.Limit {
+	return httpapi.Limit{Class: lc.Class, Client: lc.Client, ClientBurst: lc.ClientBurst, User: lc.User, UserBurst: lc.UserBurst}
+}
+
+// apiLimits are the limits as the HTTP API takes them.
+func (c Config) apiLimits() []httpapi.Limit {
+	var out []httpapi.Limit
+	for _, lc := range c.Limits {
+		out = append(out, lc.api())
+	}
+	return out
+}
+
 // WindowRuleConfig gives the keys under a prefix their own time-bucket
 // levels.
 type WindowRuleConfig struct {
@@ -291,6 +394,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:     1 << 20,
 		RequestTimeout:   "10s",
 		ShutdownTimeout:  "15s",
+		DrainDelay:       "5s",
 		IdempotencyTTL:   "24h",
 		LikeLists:        true,
 		EventLog:         true,
@@ -356,6 +460,32 @@ func (c Config) Validate() error {
 			bad("debug_listen %q: %v", c.DebugListen, err)
 		}
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls_cert and tls_key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		bad("tls_client_ca needs tls_cert and tls_key: client certificates are asked for over TLS")
+	}
+	if !loopback(c.Listen) && !c.InsecureListen {
+		if c.TLSCert == "" {
+			bad("listen %q is beyond loopback without TLS: bearer tokens and data would travel in clear; "+
+				"set tls_cert and tls_key, or insecure_listen = true (--insecure-listen) behind a TLS proxy", c.Listen)
+		}
+		if c.WriteToken == "" {
+			bad("listen %q is beyond loopback without a write token: anyone reaching the port could write; "+
+				"set write_token (TALLY_WRITE_TOKEN), or insecure_listen = true (--insecure-listen)", c.Listen)
+		}
+	}
+	seenLimit := map[string]bool{}
+	for _, lc := range c.Limits {
+		if err := lc.api().Validate(); err != nil {
+			bad("%v", err)
+		}
+		if seenLimit[lc.Class] {
+			bad("limit %q is configured twice", lc.Class)
+		}
+		seenLimit[lc.Class] = true
+	}
 	if _, err := storage.ParseDurability(c.Durability); err != nil || c.Durability == "" {
 		bad("durability %q: want fsync or none", c.Durability)
 	}
@@ -379,6 +509,9 @@ func (c Config) Validate() error {
 		bad("lease_reclaim_after %q: want a duration such as 1h, or 0 for never", c.LeaseReclaimAfter)
 	} else if ttl, err := time.ParseDuration(c.LeaseTTL); err == nil && v != 0 && v <= ttl {
 		bad("lease_reclaim_after %q: must exceed lease_ttl %q", c.LeaseReclaimAfter, c.LeaseTTL)
+	}
+	if v, err := time.ParseDuration(c.DrainDelay); err != nil || v < 0 {
+		bad("drain_delay %q: want a duration such as 5s, or 0 to stop at once", c.DrainDelay)
 	}
 	if v, err := time.ParseDuration(c.EventRetention); err != nil || v <= 0 {
 		bad("event_retention %q: want a duration such as 168h", c.EventRetention)
@@ -458,6 +591,20 @@ func checkListen(addr string) error {
 		return fmt.Errorf("bad port %q", port)
 	}
 	return nil
+}
+
+// loopback reports whether a listen address (valid host:port) reaches
+// this host only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true // refused by checkListen
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // ValidToken reports whether s can be sent as a bearer token: printable

@@ -44,6 +44,8 @@ type Node struct {
 	registry *prometheus.Registry
 	srv      *http.Server
 	ln       net.Listener
+	certs    *certs // nil without TLS
+	reload   reloadState
 
 	done     chan struct{} // closed when the HTTP serve loop returns
 	serveErr error         // why it returned; read after done is closed
@@ -221,6 +223,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		WriteToken:     cfg.WriteToken,
 		AdminToken:     cfg.AdminToken,
 		ReadToken:      cfg.ReadToken,
+		Limits:         cfg.apiLimits(),
+		Edge:           httpapi.Edge{TLS: cfg.TLSCert != "", ClientCerts: cfg.TLSClientCA != "", InsecureListen: cfg.InsecureListen},
 		Version:        opts.Version,
 		Replication:    n.rep,
 		Links:          opts.Links,
@@ -241,6 +245,13 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		return nil, fmt.Errorf("build HTTP API: %w", err)
 	}
 
+	if cfg.TLSCert != "" {
+		if n.certs, err = newCerts(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log.Named("tls")); err != nil {
+			return nil, err
+		}
+		n.certs.watch()
+		undo = append(undo, n.certs.close)
+	}
 	var lc net.ListenConfig
 	if n.ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -260,8 +271,11 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
+	if n.certs != nil {
+		n.srv.TLSConfig = n.certs.config()
+	}
 	go n.serve()
-	log.Info("serving HTTP", "addr", n.ln.Addr().String())
+	log.Info("serving HTTP", "addr", n.ln.Addr().String(), "tls", n.certs != nil, "client_certs", cfg.TLSClientCA != "")
 	return n, nil
 }
 
@@ -291,7 +305,13 @@ func writeTimeout(request time.Duration) time.Duration {
 // serve runs the HTTP server until Shutdown or a listener failure.
 func (n *Node) serve() {
 	defer close(n.done)
-	if err := n.srv.Serve(n.ln); !errors.Is(err, http.ErrServerClosed) {
+	var err error
+	if n.certs != nil {
+		err = n.srv.ServeTLS(n.ln, "", "") // the certificate comes from TLSConfig
+	} else {
+		err = n.srv.Serve(n.ln)
+	}
+	if !errors.Is(err, http.ErrServerClosed) {
 		n.serveErr = fmt.Errorf("serve HTTP on %s: %w", n.ln.Addr(), err)
 	}
 }
@@ -333,6 +353,9 @@ func (n *Node) Close(ctx context.Context) error {
 		<-n.done
 		if n.serveErr != nil {
 			errs = append(errs, n.serveErr)
+		}
+		if n.certs != nil {
+			n.certs.close()
 		}
 		if n.rep != nil {
 			n.log.Info("stopping replication")

@@ -46,6 +46,25 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+")")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+")")
 	fs.StringVar(&c.ReadToken, "read-token", c.ReadToken, "bearer `token` required on reads under /v1/ (env "+envReadToken+"); each token flag takes several tokens separated by spaces, all valid")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "serve HTTPS with this PEM certificate `file` (reloaded on change and SIGHUP)")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM key `file` of --tls-cert")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS)")
+	fs.BoolVar(&c.InsecureListen, "insecure-listen", c.InsecureListen, "allow listening beyond loopback without TLS or without a write token")
+	fs.Func("limit", "rate limit of a route class, `CLASS=KEY:N,...` (repeatable; classes write, read, scan; keys client, client_burst, user, user_burst; e.g. write=client:100,user:10), per second, per replica", func(s string) error {
+		lc, err := tallynode.ParseLimit(s)
+		if err != nil {
+			return err
+		}
+		for i := range c.Limits { // a flag overrides the file's limit of its class
+			if c.Limits[i].Class == lc.Class {
+				c.Limits[i] = lc
+				return nil
+			}
+		}
+		c.Limits = append(c.Limits, lc)
+		return nil
+	})
+	fs.StringVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes (`duration`)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")

@@ -57,6 +57,13 @@ data_dir       = "/var/lib/tally"
 listen         = "0.0.0.0:9000"
 durability     = "none"
 write_token    = "from-file"
+tls_cert       = "/etc/tally/api.pem"
+tls_key        = "/etc/tally/api-key.pem"
+drain_delay    = "2s"
+limit "write" {
+  client = 100
+  user   = 2.5
+}
 log_level      = "debug"
 log_json       = true
 max_body_bytes = "2048" # a string converts, as with gohcl
@@ -76,6 +83,8 @@ window "views:" {
 	want := tallynode.Config{
 		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
 		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
+		TLSCert: "/etc/tally/api.pem", TLSKey: "/etc/tally/api-key.pem", DrainDelay: "2s",
+		Limits:       []tallynode.LimitConfig{{Class: "write", Client: 100, User: 2.5}},
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h", LikeLists: true,
 		EventLog: true, EventRetention: "168h", EventLogKeep: "168h",
 		Windows: "1s:1h,1m:7d", EventTimePast: "2m", EventTimeFuture: "1m", TrendingCapacity: 128, UniquesWindows: "1h:8d,1d:400d",

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -12,6 +13,7 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -29,7 +31,19 @@ import (
 )
 
 // The secrets every test server and replica shares.
-const testPassword = "s3cret-for-tests"
+const (
+	testPassword   = "s3cret-for-tests"
+	testWriteToken = "w-for-tests"
+)
+
+// tokenEnv is an environment with the write token the shipped region
+// configs require (their listener is public).
+func tokenEnv(k string) string {
+	if k == envWriteToken {
+		return testWriteToken
+	}
+	return ""
+}
 
 // natsEnv is the environment configs/nats/*.conf reads (see its header),
 // for one server whose route port is routePort.
@@ -73,7 +87,7 @@ func TestConfigFilesParse(t *testing.T) {
 	}
 	for _, f := range hcls {
 		args := []string{"--config", f}
-		if _, err := loadConfig(args, noEnv, io.Discard); err != nil {
+		if _, err := loadConfig(args, tokenEnv, io.Discard); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
 	}
@@ -143,7 +157,7 @@ func TestNATSConfigs(t *testing.T) {
 				if k == envNATSPass {
 					return testPassword
 				}
-				return ""
+				return tokenEnv(k)
 			}}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -151,6 +165,7 @@ func TestNATSConfigs(t *testing.T) {
 			done <- c.serve(ctx, []string{"--config", filepath.Join("..", "..", "configs", r+"-1.hcl"),
 				"--listen", "127.0.0.1:0", "--data", filepath.Join(t.TempDir(), r),
 				"--nats", servers[r].ClientURL(), "--nats-ca", certs.ca,
+				"--tls-cert", certs.cert, "--tls-key", certs.key, "--drain-delay", "0",
 				"--alloc-replicas", "1", "--milestones", "10", "--log-level", "warn"})
 		}()
 		t.Cleanup(func() {
@@ -161,7 +176,7 @@ func TestNATSConfigs(t *testing.T) {
 		})
 		select {
 		case a := <-addr:
-			cl, err := client.New(client.Config{BaseURL: "http://" + a.String()})
+			cl, err := client.New(client.Config{BaseURL: "https://" + a.String(), Token: testWriteToken, HTTP: certs.httpClient(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,10 +418,22 @@ func makeCerts(t *testing.T) testCerts {
 	return c
 }
 
+// httpClient trusts the test CA, for the API served with its certificate.
+func (c testCerts) httpClient(t *testing.T) *http.Client {
+	t.Helper()
+	pemCA, err := os.ReadFile(c.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemCA)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
 // The shipped region configs' sequence blocks decode into sequences.
 func TestConfigFileSequences(t *testing.T) {
 	cfg, err := loadConfig([]string{"--config", filepath.Join("..", "..", "configs", "eu-1.hcl"),
-		"--sequence", "extra=likes/post:*/every:10"}, noEnv, io.Discard)
+		"--sequence", "extra=likes/post:*/every:10"}, tokenEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,6 +52,8 @@ type cli struct {
 	// onListen, if set, is called with the HTTP address once serve listens
 	// (tests bind port 0 and need the real port).
 	onListen func(net.Addr)
+	// hup, if set, stands for SIGHUP in serve (tests reload through it).
+	hup chan os.Signal
 }
 
 // command is one subcommand. run gets the arguments after the command name.

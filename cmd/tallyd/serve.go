@@ -3,15 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
 	tallynode "github.com/tally-dev/tally/node"
 )
 
-// serve runs one replica until ctx ends (SIGINT/SIGTERM), then shuts down
-// gracefully.
+// serve runs one replica until ctx ends (SIGINT/SIGTERM), then drains
+// (/readyz fails for drain_delay) and shuts down gracefully. SIGHUP
+// reloads what can change without a restart.
 func (c *cli) serve(ctx context.Context, args []string) error {
 	cfg, err := loadConfig(args, c.getenv, c.stdout)
 	if err != nil {
@@ -24,6 +29,13 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		JSONFormat: cfg.LogJSON,
 	})
 	warnUnsafe(log, cfg)
+	hup := c.hup
+	if hup == nil {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGHUP)
+		defer signal.Stop(ch)
+		hup = ch
+	}
 	logMalloc(log)
 
 	if cfg.DebugListen != "" {
@@ -43,11 +55,19 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		c.onListen(n.Addr())
 	}
 
-	select {
-	case <-ctx.Done():
-		log.Info("shutting down", "reason", context.Cause(ctx))
-	case <-n.Done():
-		log.Error("HTTP server stopped unexpectedly", "error", n.Err())
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down", "reason", context.Cause(ctx))
+			n.Drain(context.WithoutCancel(ctx)) // a second signal kills (see main)
+			break wait
+		case <-n.Done():
+			log.Error("HTTP server stopped unexpectedly", "error", n.Err())
+			break wait
+		case <-hup:
+			reload(log, n, args, c.getenv)
+		}
 	}
 	// The parent ctx is done; shutdown gets its own deadline.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), duration(cfg.ShutdownTimeout))
@@ -58,16 +78,36 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	return nil
 }
 
+// reload loads the configuration again (file, environment, the same
+// flags) and applies what can change in a running replica, logging what
+// changed by name (never a token) and what needs a restart. A
+// configuration that does not load or validate changes nothing.
+func reload(log hclog.Logger, n *tallynode.Node, args []string, getenv func(string) string) {
+	cfg, err := loadConfig(args, getenv, io.Discard)
+	if err != nil {
+		log.Error("SIGHUP: configuration not reloaded; nothing changed", "error", err)
+		return
+	}
+	r, err := n.Reload(cfg)
+	if err != nil {
+		log.Error("SIGHUP: configuration not reloaded; nothing changed", "error", err)
+		return
+	}
+	log.Info("SIGHUP: configuration reloaded", "applied", strings.Join(r.Applied, ","))
+	if len(r.NeedsRestart) > 0 {
+		log.Warn("SIGHUP: these settings changed but apply only at a restart", "settings", strings.Join(r.NeedsRestart, ","))
+	}
+}
+
 // warnUnsafe logs settings that trade safety for convenience.
 func warnUnsafe(log hclog.Logger, cfg tallynode.Config) {
 	if cfg.Durability == "none" || cfg.Durability == "nosync" {
 		log.Warn("durability none: writes are acknowledged before they are fsynced; " +
 			"a power loss or kernel crash can lose acknowledged writes")
 	}
-	host, _, _ := net.SplitHostPort(cfg.Listen)
-	if ip := net.ParseIP(host); (ip == nil || !ip.IsLoopback()) && host != "localhost" && cfg.WriteToken == "" {
-		log.Warn("listening beyond loopback without a write token: anyone who can reach the port can write",
-			"listen", cfg.Listen)
+	if cfg.InsecureListen {
+		log.Warn("insecure_listen: a listener beyond loopback may serve without TLS or without a write token",
+			"listen", cfg.Listen, "tls", cfg.TLSCert != "", "write_token", cfg.WriteToken != "")
 	}
 }
 

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,15 +24,18 @@ type served struct {
 	code   chan int
 	stdout *lockedBuilder
 	stderr *lockedBuilder
+	hup    chan os.Signal // stands for SIGHUP
 }
 
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &served{cancel: cancel, code: make(chan int, 1), stdout: &lockedBuilder{}, stderr: &lockedBuilder{}}
+	s := &served{cancel: cancel, code: make(chan int, 1), stdout: &lockedBuilder{}, stderr: &lockedBuilder{}, hup: make(chan os.Signal, 1)}
 	addrs := make(chan net.Addr, 1)
-	c := &cli{stdout: s.stdout, stderr: s.stderr, getenv: noEnv, onListen: func(a net.Addr) { addrs <- a }}
-	go func() { s.code <- c.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)) }()
+	c := &cli{stdout: s.stdout, stderr: s.stderr, getenv: noEnv, onListen: func(a net.Addr) { addrs <- a }, hup: s.hup}
+	go func() {
+		s.code <- c.run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--drain-delay", "0"}, args...))
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -185,4 +192,145 @@ func TestServeDebugListen(t *testing.T) {
 	if _, err := http.Get("http://" + debugAddr + "/debug/pprof/"); err == nil {
 		t.Error("debug server still answers after serve stopped")
 	}
+}
+
+// TestSIGHUPRotatesTokenWithoutAFailedRequest rotates the write token the
+// way docs/operations.md says: add the new token, reload, move the client,
+// remove the old token, reload. A client writing all along never fails.
+func TestSIGHUPRotatesTokenWithoutAFailedRequest(t *testing.T) {
+	path := writeFile(t, "tallyd.hcl", `write_token = "old-token"`)
+	s := startServe(t, "--config", path, "--data", t.TempDir())
+	base := "http://" + s.addr
+
+	var token atomic.Value
+	token.Store("old-token")
+	var ok, failed atomic.Int64
+	var lastErr atomic.Value
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			code, err := callWithToken("PUT", fmt.Sprintf("%s/v1/likes/p/u%d", base, i), token.Load().(string))
+			if code == 200 {
+				ok.Add(1)
+			} else {
+				failed.Add(1)
+				lastErr.Store(fmt.Sprintf("%d %v", code, err))
+			}
+		}
+	}()
+	waitRequests := func(n int64) {
+		t.Helper()
+		at := ok.Load()
+		testkit.WaitFor(t, 10*time.Second, func() error {
+			if ok.Load() < at+n {
+				return fmt.Errorf("client made %d requests", ok.Load()-at)
+			}
+			return nil
+		})
+	}
+	reloadTo := func(content string, probe string, want int) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s.hup <- syscall.SIGHUP
+		testkit.WaitFor(t, 10*time.Second, func() error {
+			if code, err := callWithToken("PUT", base+"/v1/likes/probe/p", probe); code != want {
+				return fmt.Errorf("probe with %s: %d %v, want %d", probe, code, err, want)
+			}
+			return nil
+		})
+	}
+	waitRequests(20)
+	reloadTo(`write_token = "old-token new-token"`, "new-token", 200)
+	waitRequests(20)
+	token.Store("new-token")
+	waitRequests(20)
+	reloadTo(`write_token = "new-token"`, "old-token", 401)
+	waitRequests(20)
+	close(stop)
+	<-done
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests failed during the rotation; last: %v", failed.Load(), failed.Load()+ok.Load(), lastErr.Load())
+	}
+	logs := s.stderr.String()
+	if !strings.Contains(logs, "configuration reloaded") || !strings.Contains(logs, "write_token") {
+		t.Fatalf("the reload is not logged with what changed:\n%s", logs)
+	}
+	for _, secret := range []string{"old-token", "new-token"} {
+		if strings.Contains(logs, secret) || strings.Contains(s.stdout.String(), secret) {
+			t.Fatalf("a token appears in the output:\n%s", logs)
+		}
+	}
+
+	// A file that does not validate changes nothing, and says so.
+	if err := os.WriteFile(path, []byte(`write_token = "new-token"`+"\n"+`log_level = "loud"`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.hup <- syscall.SIGHUP
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(s.stderr.String(), "not reloaded; nothing changed") {
+			return fmt.Errorf("no log of the refused reload")
+		}
+		return nil
+	})
+	if code, _ := callWithToken("PUT", base+"/v1/likes/probe/q", "new-token"); code != 200 {
+		t.Fatalf("after a refused reload the token in force is refused: %d", code)
+	}
+}
+
+// TestSIGTERMDrains: the first signal fails /readyz for the drain delay,
+// while requests are still served, and then serve stops.
+func TestSIGTERMDrains(t *testing.T) {
+	s := startServe(t, "--data", t.TempDir(), "--drain-delay", "2s")
+	base := "http://" + s.addr
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if code, _ := s.call(t, "GET", "/readyz"); code != 200 {
+			return fmt.Errorf("readyz %d", code)
+		}
+		return nil
+	})
+	s.cancel()
+	testkit.WaitFor(t, 2*time.Second, func() error {
+		code, b := s.call(t, "GET", "/readyz")
+		if code != 503 || b["code"] != "draining" {
+			return fmt.Errorf("readyz %d %v", code, b)
+		}
+		return nil
+	})
+	if code, _ := callWithToken("PUT", base+"/v1/likes/p/u", ""); code != 200 {
+		t.Fatalf("like while draining: %d", code)
+	}
+	if code := s.stop(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, s.stderr)
+	}
+	if !strings.Contains(s.stderr.String(), "draining") {
+		t.Fatalf("drain not logged:\n%s", s.stderr)
+	}
+}
+
+// callWithToken sends a request with a bearer token ("" for none) and
+// returns its status.
+func callWithToken(method, url, token string) (int, error) {
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, res.Body)
+	return res.StatusCode, nil
 }
