@@ -2,18 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -176,7 +167,7 @@ func TestNATSConfigs(t *testing.T) {
 		})
 		select {
 		case a := <-addr:
-			cl, err := client.New(client.Config{BaseURL: "https://" + a.String(), Token: testWriteToken, HTTP: certs.httpClient(t)})
+			cl, err := client.New(client.Config{BaseURL: "https://" + a.String(), Token: testWriteToken, HTTP: certs.kit.Client(t, false)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -367,67 +358,17 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// testCerts are PEM files: a CA and one certificate for 127.0.0.1 and
-// localhost, good for servers and clients alike.
-type testCerts struct{ ca, cert, key string }
+// testCerts are the PEM files of testkit.Certs the NATS servers and the
+// API use: a CA and one certificate for 127.0.0.1 and localhost.
+type testCerts struct {
+	ca, cert, key string
+	kit           *testkit.Certs
+}
 
 func makeCerts(t *testing.T) testCerts {
 	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "tally test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := testCerts{ca: filepath.Join(dir, "ca.pem"), cert: filepath.Join(dir, "cert.pem"), key: filepath.Join(dir, "key.pem")}
-	for path, block := range map[string]*pem.Block{
-		c.ca: {Type: "CERTIFICATE", Bytes: caDER}, c.cert: {Type: "CERTIFICATE", Bytes: der}, c.key: {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
-}
-
-// httpClient trusts the test CA, for the API served with its certificate.
-func (c testCerts) httpClient(t *testing.T) *http.Client {
-	t.Helper()
-	pemCA, err := os.ReadFile(c.ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemCA)
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	k := testkit.NewCerts(t)
+	return testCerts{ca: k.CA, cert: k.Cert, key: k.Key, kit: k}
 }
 
 // The shipped region configs' sequence blocks decode into sequences.
