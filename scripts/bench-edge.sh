@@ -21,6 +21,12 @@
 # variants alike. Each case is compared with plain of the same round
 # (change_pct: the median over rounds of variant/plain - 1).
 #
+# Throughput moves with whatever else runs on the machine; CPU time per
+# request much less so. Every run also records cpu_us: the user+system
+# time of the whole tallyd process (load client and replica, startup
+# included) per request (likes) or per event (events), over all its
+# levels or mixes, and cpu_change_pct compares it with plain as above.
+#
 # The machine may be shared: the load average is logged every 5 s to
 # LOGDIR/load.log, and every run records the CPU that other processes
 # used while it ran (other_cores: the machine's busy time from /proc/stat
@@ -74,7 +80,7 @@ CASES=("likes plain" "likes tls" "likes limit" "likes-newconn plain" "likes-newc
 mkdir -p "$LOGDIR" "$(dirname "$CSV")"
 LOGDIR=$(cd "$LOGDIR" && pwd)
 rm -f "$LOGDIR"/*.out "$LOGDIR"/*.err "$LOGDIR"/*.time "$LOGDIR"/load.log
-RAW=$LOGDIR/rounds.raw # round,cores,bench,variant,level,per_s,p50_ms,p99_ms,other_cores,load1
+RAW=$LOGDIR/rounds.raw # round,cores,bench,variant,level,per_s,p50_ms,p99_ms,other_cores,load1,cpu_us
 : >"$RAW"
 
 # ---- the load log, stopped on exit ---------------------------------------
@@ -126,18 +132,22 @@ run_case() {
 	local other
 	other=$(awk -v b="$((b1 - b0))" -v hz="$HZ" -v r="$real" -v u="$user" -v s="$sys" \
 		'BEGIN { o = (b / hz - u - s) / r; printf "%.2f", o < 0 ? 0 : o }')
-	local pre="$round,$cores,$bench,$variant"
+	local pre="$round,$cores,$bench,$variant" ops cpu
 	if [[ $bench == events ]]; then
 		# mix requests events errors events/s counted/s p50 p99 max
-		awk -v r="$round" -v c="$cores" -v v="$variant" -v o="$other" -v l="$load1" '($1 == "incr" || $1 == "like") && NF == 9 {
+		ops=$(awk '($1 == "incr" || $1 == "like") && NF == 9 { n += $3 } END { print n + 0 }' "$base.out")
+		cpu=$(awk -v u="$user" -v s="$sys" -v n="$ops" 'BEGIN { if (n > 0) printf "%.4f", 1e6 * (u + s) / n; else print 0 }')
+		awk -v r="$round" -v c="$cores" -v v="$variant" -v o="$other" -v l="$load1" -v cpu="$cpu" '($1 == "incr" || $1 == "like") && NF == 9 {
 			if ($4 != 0) { print "bench-edge: events " v " " $1 ": " $4 " errors" > "/dev/stderr" }
 			sub(/ms$/, "", $7); sub(/ms$/, "", $8)
-			print r "," c ",events-" $1 "," v ",4," $5 "," $7 "," $8 "," o "," l }' "$base.out" >>"$RAW"
+			print r "," c ",events-" $1 "," v ",4," $5 "," $7 "," $8 "," o "," l "," cpu }' "$base.out" >>"$RAW"
 	else
 		# concurrency,requests,errors,counted,seconds,ok_per_sec,p50_ms,p99_ms,...
-		awk -F, -v pre="$pre" -v o="$other" -v l="$load1" 'NR > 1 {
+		ops=$(awk -F, 'NR > 1 { n += $2 } END { print n + 0 }' "$base.out")
+		cpu=$(awk -v u="$user" -v s="$sys" -v n="$ops" 'BEGIN { if (n > 0) printf "%.1f", 1e6 * (u + s) / n; else print 0 }')
+		awk -F, -v pre="$pre" -v o="$other" -v l="$load1" -v cpu="$cpu" 'NR > 1 {
 			if ($3 != 0) { print "bench-edge: " pre " c" $1 ": " $3 " errors" > "/dev/stderr" }
-			print pre "," $1 "," $6 "," $7 "," $8 "," o "," l }' "$base.out" >>"$RAW"
+			print pre "," $1 "," $6 "," $7 "," $8 "," o "," l "," cpu }' "$base.out" >>"$RAW"
 	fi
 }
 
@@ -171,40 +181,49 @@ median() {
 }
 
 {
-	echo "round,cores,bench,variant,level,per_s,p50_ms,p99_ms,other_cores,load1"
+	echo "round,cores,bench,variant,level,per_s,p50_ms,p99_ms,other_cores,load1,cpu_us"
 	cat "$RAW"
 } >"${CSV%.csv}-rounds.csv"
 
+# change COLUMN CORES BENCH VARIANT LEVEL: the median over rounds of the
+# change of COLUMN from plain in the same round, in %.
+change() {
+	awk -F, -v f="$1" -v c="$2" -v b="$3" -v v="$4" -v l="$5" '
+		$2 == c && $3 == b && $5 == l && $4 == "plain" { plain[$1] = $f }
+		$2 == c && $3 == b && $5 == l && $4 == v { got[$1] = $f }
+		END { for (r in got) if (plain[r] > 0) print 100 * (got[r] / plain[r] - 1) }' "$RAW" | median
+}
+
 # Per cores, bench, variant and level: medians over the rounds, the range
-# of per_s, and the median over rounds of the change from plain in the
-# same round.
+# of per_s, and the changes from plain.
 {
-	echo "cores,bench,variant,level,rounds,per_s,per_s_min,per_s_max,change_pct,p50_ms,p99_ms,other_cores_max"
+	echo "cores,bench,variant,level,rounds,per_s,per_s_min,per_s_max,change_pct,p50_ms,p99_ms,cpu_us,cpu_change_pct,other_cores_max"
 	cut -d, -f2-5 "$RAW" | awk '!seen[$0]++' | while IFS=, read -r cores bench variant level; do
 		rows=$(awk -F, -v c="$cores" -v b="$bench" -v v="$variant" -v l="$level" '$2 == c && $3 == b && $4 == v && $5 == l' "$RAW")
-		change=$(awk -F, -v c="$cores" -v b="$bench" -v v="$variant" -v l="$level" '
-			$2 == c && $3 == b && $5 == l && $4 == "plain" { plain[$1] = $6 }
-			$2 == c && $3 == b && $5 == l && $4 == v { got[$1] = $6 }
-			END { for (r in got) if (plain[r] > 0) print 100 * (got[r] / plain[r] - 1) }' "$RAW" | median)
-		printf '%s,%s,%s,%s,%d,%.0f,%.0f,%.0f,%.1f,%.3f,%.3f,%.2f\n' "$cores" "$bench" "$variant" "$level" \
+		printf '%s,%s,%s,%s,%d,%.0f,%.0f,%.0f,%.1f,%.3f,%.3f,%.4g,%.1f,%.2f\n' "$cores" "$bench" "$variant" "$level" \
 			"$(wc -l <<<"$rows")" "$(cut -d, -f6 <<<"$rows" | median)" "$(cut -d, -f6 <<<"$rows" | sort -g | head -n 1)" \
-			"$(cut -d, -f6 <<<"$rows" | sort -g | tail -n 1)" "$change" "$(cut -d, -f7 <<<"$rows" | median)" \
-			"$(cut -d, -f8 <<<"$rows" | median)" "$(cut -d, -f9 <<<"$rows" | sort -g | tail -n 1)"
+			"$(cut -d, -f6 <<<"$rows" | sort -g | tail -n 1)" "$(change 6 "$cores" "$bench" "$variant" "$level")" \
+			"$(cut -d, -f7 <<<"$rows" | median)" "$(cut -d, -f8 <<<"$rows" | median)" "$(cut -d, -f11 <<<"$rows" | median)" \
+			"$(change 11 "$cores" "$bench" "$variant" "$level")" "$(cut -d, -f9 <<<"$rows" | sort -g | tail -n 1)"
 	done | sort -t, -k1,1r -k2,2 -k4,4n -k3,3
 } >"$CSV"
 
 echo
-printf '%5s %-14s %-7s %6s %10s %21s %9s %9s %9s %7s\n' cores bench variant level "per s" "[range]" "vs plain" "p50 ms" "p99 ms" "others"
-tail -n +2 "$CSV" | while IFS=, read -r cores bench variant level _ per lo hi change p50 p99 other; do
-	[[ $variant == plain ]] && change=-
-	printf '%5s %-14s %-7s %6s %10s %21s %9s %9s %9s %7s\n' "$cores" "$bench" "$variant" "$level" "$per" "[$lo-$hi]" \
-		"$change" "$p50" "$p99" "$other"
+row='%5s %-14s %-7s %6s %10s %21s %9s %9s %9s %9s %9s %7s\n'
+# shellcheck disable=SC2059 # the format is the table's
+printf "$row" cores bench variant level "per s" "[range]" "vs plain" "p50 ms" "p99 ms" "cpu µs" "vs plain" "others"
+tail -n +2 "$CSV" | while IFS=, read -r cores bench variant level _ per lo hi change p50 p99 cpu cpu_change other; do
+	[[ $variant == plain ]] && change=- cpu_change=-
+	# shellcheck disable=SC2059
+	printf "$row" "$cores" "$bench" "$variant" "$level" "$per" "[$lo-$hi]" "$change" "$p50" "$p99" "$cpu" "$cpu_change" "$other"
 done
 cat <<EOF
 
 per s: likes/s (likes, likes-newconn) or events/s (events-incr, events-like; level = workers),
 median of $ROUNDS rounds; "vs plain": median over rounds of the change from plain in the same
-round, in %; others: the most CPU (cores) other processes used during any one run of the row.
+round, in %; cpu µs: user+system time of the whole tallyd process (client and replica, all
+levels of the run) per request or event, median, and its change from plain in the same round;
+others: the most CPU (cores) other processes used during any one run of the row.
 tallyd at commit $commit; $DURATION s per level and mix; limit variant: --limit $LIMIT.
 Load average (1, 5, 15 min) at the start: $load_start; at the end: $load_end (every 5 s: $LOGDIR/load.log).
 CSV: $CSV, every run: ${CSV%.csv}-rounds.csv   raw outputs: $LOGDIR/
