@@ -6,7 +6,7 @@ BIN         := bin/tallyd
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-peers bench-budget fuzz chaos clean
+.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-peers bench-budget bench-edge fuzz chaos clean
 
 all: build
 
@@ -82,6 +82,18 @@ bench-peers: build
 ## LEVELS=1,16 DURATION=5 make bench-budget for a short run.
 bench-budget: build
 	bash scripts/bench-budget.sh
+
+## bench-edge: what TLS and the rate limiter cost at the HTTP edge, with
+## and without in one run: single likes at 1, 16 and 64 connections
+## plain, over TLS and with a never-refusing write limit; likes with a new
+## connection (and handshake) per request; batched ingest plain and over
+## TLS; on both cores and on one (taskset -c 0). Rounds interleave, medians
+## and the change from plain go to docs/bench-edge.csv (every run to
+## docs/bench-edge-rounds.csv), the load average every 5 s to
+## bin/bench-edge/load.log. About 8 minutes; not part of `make test` or CI.
+## ROUNDS=1 DURATION=2 CORES=2 make bench-edge for a short run.
+bench-edge: build
+	bash scripts/bench-edge.sh
 
 ## fuzz: run every fuzz target in the tree for FUZZTIME each (go test runs
 ## one target at a time per package). FUZZTIME=2m make fuzz for a longer run.

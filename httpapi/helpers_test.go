@@ -21,7 +21,7 @@ import (
 // env is one real replica on a real Pebble store in a temp dir, served by
 // the Server over a real HTTP listener.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	rep  *region.Replica
 	srv  *Server
 	ts   *httptest.Server
@@ -38,7 +38,7 @@ type envOpts struct {
 	approx     []region.ApproxRule  // approximate counters (seed 1)
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: t.TempDir(), Durability: o.durability})
 	if err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,8 +15,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/deploy"
@@ -67,14 +66,10 @@ type budgetBenchConfig struct {
 	// Settle bounds the wait for every region to see the grant before a
 	// level, and to read the same budget after it. Default 60s.
 	Settle time.Duration
-	// Timeout bounds one request. Default 10s.
-	Timeout time.Duration
-	// Token is sent as a bearer token. Default: env TALLY_WRITE_TOKEN.
-	Token string
-	// Durability of the in-process replicas: fsync or none. Default fsync.
-	Durability string
-	// LogLevel of the in-process replicas. Default "error".
-	LogLevel string
+	// sharedConfig: Timeout (default 10s), Token, KeepAlive, and the
+	// in-process replicas' Durability, LogLevel, TLS (one replica only)
+	// and Limits.
+	sharedConfig
 	// CSV, if set, is a file that gets a header and then a row per level
 	// (budgetCSVHeader), as each level ends. Default none.
 	CSV string
@@ -95,17 +90,15 @@ const (
 
 func defaultBudgetBenchConfig() budgetBenchConfig {
 	return budgetBenchConfig{
-		Regions:    1,
-		Clients:    []int{1, 16, 64},
-		Duration:   10 * time.Second,
-		Budget:     defaultBudget,
-		Key:        "bench",
-		Backoff:    2 * time.Millisecond,
-		Settle:     60 * time.Second,
-		Timeout:    10 * time.Second,
-		Durability: "fsync",
-		LogLevel:   "error",
-		System:     "tally",
+		Regions:      1,
+		Clients:      []int{1, 16, 64},
+		Duration:     10 * time.Second,
+		Budget:       defaultBudget,
+		Key:          "bench",
+		Backoff:      2 * time.Millisecond,
+		Settle:       60 * time.Second,
+		sharedConfig: defaultSharedConfig(10 * time.Second),
+		System:       "tally",
 	}
 }
 
@@ -144,17 +137,9 @@ func (c budgetBenchConfig) Validate() error {
 	if c.Settle <= 0 {
 		bad("--settle %s: want more than 0", c.Settle)
 	}
-	if c.Timeout <= 0 {
-		bad("--timeout %s: want more than 0", c.Timeout)
-	}
-	if !node.ValidToken(c.Token) {
-		bad("--token: must be printable ASCII without spaces")
-	}
-	if c.Durability != "fsync" && c.Durability != "none" {
-		bad("--durability %q: want fsync or none", c.Durability)
-	}
-	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
-		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
+	c.sharedConfig.validate(bad)
+	if c.TLS && c.Regions > 1 {
+		bad("--tls serves one in-process replica: not with --regions %d", c.Regions)
 	}
 	for _, f := range []struct{ name, v string }{{"system", c.System}, {"flavor", c.Flavor}} {
 		if f.v == "" && f.name == "flavor" {
@@ -203,10 +188,7 @@ func parseBudgetBench(args []string, getenv func(string) string, help io.Writer)
 		fs.StringVar(&cfg.Key, "key", cfg.Key, "`prefix` of the budget keys: <prefix>.<run>.c<clients>")
 		fs.DurationVar(&cfg.Backoff, "backoff", cfg.Backoff, "wait after a rights_elsewhere refusal before asking again")
 		fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "longest wait for every region to see the grant, and to read the same budget after a level")
-		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on one request")
-		fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `token` for the write routes (env "+envWriteToken+")")
-		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replicas: fsync or none")
-		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the in-process replicas")
+		cfg.sharedConfig.bind(fs, "replicas")
 		fs.StringVar(&cfg.CSV, "csv", cfg.CSV, "also write a row per level to `file`: system,flavor,clients,spends_per_s,p50_ms,p99_ms,overspend,refused")
 		fs.StringVar(&cfg.System, "system", cfg.System, "the csv's system `label`")
 		fs.StringVar(&cfg.Flavor, "flavor", cfg.Flavor, "the csv's flavor `label` (default 1-replica, <n>-regions or <n>-urls)")
@@ -214,8 +196,7 @@ func parseBudgetBench(args []string, getenv func(string) string, help io.Writer)
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := flagsSet(fs)
 	if cfg.Exhaust && !set["budget"] {
 		cfg.Budget = defaultExhaustBudget
 	}
@@ -237,11 +218,7 @@ func parseBudgetBench(args []string, getenv func(string) string, help io.Writer)
 	}
 	if len(cfg.URLs) > 0 {
 		// The in-process settings would be silently ignored.
-		for _, name := range []string{"regions", "durability", "log-level"} {
-			if set[name] {
-				errs = append(errs, fmt.Errorf("--%s configures the in-process replicas: leave it out with --url", name))
-			}
-		}
+		errs = append(errs, urlOnly(set, append([]string{"regions"}, inProcessFlags...))...)
 	}
 	if err := errors.Join(append(errs, cfg.Validate())...); err != nil {
 		return cfg, usagef("bench budget: %s", oneLine(err))
@@ -278,6 +255,7 @@ func (c *cli) benchBudget(ctx context.Context, args []string) error {
 // and stop them.
 type budgetTarget struct {
 	urls  []string
+	tls   *tls.Config // trusted for https; nil: the system's roots
 	about string
 	close func() error
 }
@@ -287,21 +265,22 @@ func startBudgetTarget(ctx context.Context, cfg budgetBenchConfig, env Env, logO
 	if len(cfg.URLs) > 0 {
 		return &budgetTarget{urls: cfg.URLs, about: strings.Join(cfg.URLs, ", "), close: func() error { return nil }}, nil
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
+	log := cfg.logger(logOut)
 	if cfg.Regions == 1 {
-		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: true, Windows: node.DefaultConfig().Windows}, log)
+		n, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: true, Windows: node.DefaultConfig().Windows,
+			TLS: cfg.TLS, Limits: cfg.Limits}, log)
 		if err != nil {
 			return nil, err
 		}
-		base := "http://" + n.Addr().String()
 		return &budgetTarget{
-			urls:  []string{base},
-			about: fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir),
-			close: func() error { return stopBenchReplica(ctx, n, dir) },
+			urls:  []string{n.base},
+			tls:   n.tls,
+			about: fmt.Sprintf("in-process replica at %s (durability %s%s, data %s)", n.base, cfg.Durability, cfg.edge(), n.dir),
+			close: func() error { return n.stop(ctx) },
 		}, nil
 	}
 	regions := budgetRegions(cfg.Regions)
-	d, err := startBenchDeployment(ctx, benchDeploy{Regions: regions, Durability: cfg.Durability, LogLevel: cfg.LogLevel}, env, log)
+	d, err := startBenchDeployment(ctx, benchDeploy{Regions: regions, Durability: cfg.Durability, LogLevel: cfg.LogLevel, Limits: cfg.Limits}, env, log)
 	if err != nil {
 		return nil, err
 	}
@@ -311,8 +290,8 @@ func startBudgetTarget(ctx context.Context, cfg budgetBenchConfig, env Env, logO
 	}
 	return &budgetTarget{
 		urls: d.urls,
-		about: fmt.Sprintf("in-process regions %s (embedded NATS, durability %s, data %s)",
-			strings.Join(where, ", "), cfg.Durability, d.dir),
+		about: fmt.Sprintf("in-process regions %s (embedded NATS, durability %s%s, data %s)",
+			strings.Join(where, ", "), cfg.Durability, cfg.edge(), d.dir),
 		close: func() error { return d.Close(ctx) },
 	}, nil
 }
@@ -330,7 +309,7 @@ func runBudgetBench(ctx context.Context, cfg budgetBenchConfig, env Env, out, lo
 		}
 	}()
 	for _, u := range t.urls {
-		if err := waitReady(ctx, u, cfg.Settle); err != nil {
+		if err := waitReady(ctx, u, t.tls, cfg.Settle); err != nil {
 			return nil, err
 		}
 	}
@@ -342,7 +321,7 @@ func runBudgetBench(ctx context.Context, cfg budgetBenchConfig, env Env, out, lo
 	if err := rep.begin(); err != nil {
 		return nil, err
 	}
-	client, closeIdle := newLoadClient(max(maxInts(cfg.Clients), 4))
+	client, closeIdle := newLoadClient(max(maxInts(cfg.Clients), 4), t.tls, cfg.KeepAlive)
 	defer closeIdle()
 	api := &budgetAPI{client: client, token: cfg.Token, timeout: cfg.Timeout}
 	run := newRunID()
@@ -372,10 +351,10 @@ func maxInts(v []int) int {
 }
 
 // waitReady polls base's /readyz until it answers 200, for up to d.
-func waitReady(ctx context.Context, base string, d time.Duration) error {
+func waitReady(ctx context.Context, base string, tlsc *tls.Config, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		err := checkReady(ctx, base)
+		err := checkReady(ctx, base, tlsc)
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/node"
@@ -60,14 +59,9 @@ type eventsBenchConfig struct {
 	Users int
 	// Format of request bodies: ndjson or array. Default ndjson.
 	Format string
-	// Timeout bounds one request. Default 30s.
-	Timeout time.Duration
-	// Token is sent as a bearer token. Default: env TALLY_WRITE_TOKEN.
-	Token string
-	// Durability of the in-process replica: fsync or none. Default fsync.
-	Durability string
-	// LogLevel of the in-process replica. Default "error".
-	LogLevel string
+	// sharedConfig: Timeout (default 30s), Token, KeepAlive, and the
+	// in-process replica's Durability, LogLevel, TLS and Limits.
+	sharedConfig
 	// EventLog keeps the in-process replica's event log, as tallyd does
 	// by default. Default true.
 	EventLog bool
@@ -107,18 +101,16 @@ const approxPrefix = "approx."
 
 func defaultEventsBenchConfig() eventsBenchConfig {
 	return eventsBenchConfig{
-		Mixes:       []string{"incr", "like"},
-		Batch:       10000,
-		Concurrency: 4,
-		Duration:    10 * time.Second,
-		Item:        "hot",
-		Keys:        1,
-		Format:      "ndjson",
-		Timeout:     30 * time.Second,
-		Durability:  "fsync",
-		LogLevel:    "error",
-		EventLog:    true,
-		Windows:     node.DefaultConfig().Windows,
+		Mixes:        []string{"incr", "like"},
+		Batch:        10000,
+		Concurrency:  4,
+		Duration:     10 * time.Second,
+		Item:         "hot",
+		Keys:         1,
+		Format:       "ndjson",
+		sharedConfig: defaultSharedConfig(30 * time.Second),
+		EventLog:     true,
+		Windows:      node.DefaultConfig().Windows,
 	}
 }
 
@@ -176,18 +168,7 @@ func (c eventsBenchConfig) Validate() error {
 	if c.Format != "ndjson" && c.Format != "array" {
 		bad("--format %q: want ndjson or array", c.Format)
 	}
-	if c.Timeout <= 0 {
-		bad("--timeout %s: want more than 0", c.Timeout)
-	}
-	if !node.ValidToken(c.Token) {
-		bad("--token: must be printable ASCII without spaces")
-	}
-	if c.Durability != "fsync" && c.Durability != "none" {
-		bad("--durability %q: want fsync or none", c.Durability)
-	}
-	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
-		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
-	}
+	c.sharedConfig.validate(bad)
 	nc := node.DefaultConfig()
 	nc.Windows = windowsFlag(c.Windows)
 	if _, err := nc.WindowConfig(); err != nil {
@@ -227,10 +208,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.IntVar(&cfg.Keys, "keys", cfg.Keys, "spread the events round-robin over `N` keys <item>-0 ... <item>-<N-1> (1: all on <item>)")
 		fs.IntVar(&cfg.Users, "users", cfg.Users, "likes pick from `N` users (0: a new user for every like)")
 		fs.StringVar(&cfg.Format, "format", cfg.Format, "request body `format`: ndjson or array")
-		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on one request")
-		fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `token` for the write route (env "+envWriteToken+")")
-		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replica: fsync or none")
-		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the in-process replica")
+		cfg.sharedConfig.bind(fs, "replica")
 		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the in-process replica's event log, as tallyd does by default")
 		fs.StringVar(&cfg.Windows, "windows", cfg.Windows, "time-bucket `levels` of the in-process replica, as tallyd serve --windows takes them (\"\" or off: none)")
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
@@ -248,7 +226,11 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 			cfg.Mixes = append(cfg.Mixes, m)
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	errs := []error{cfg.Validate()}
+	if cfg.URL != "" {
+		errs = append(errs, urlOnly(flagsSet(fs), []string{"tls", "limit"})...)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return cfg, usagef("bench events: %s", oneLine(err))
 	}
 	return cfg, nil
@@ -342,27 +324,29 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
 	var store func() (storage.MemoryUse, error)
 	var measure func(keys []string) (benchCost, int64, error) // in-process only
+	var tlsc *tls.Config
 	if base == "" {
-		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: cfg.EventLog, Windows: cfg.Windows,
-			Approx: cfg.Approx}, log)
+		log := cfg.logger(logOut)
+		n, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: cfg.EventLog, Windows: cfg.Windows,
+			Approx: cfg.Approx, TLS: cfg.TLS, Limits: cfg.Limits}, log)
 		if err != nil {
 			return nil, err
 		}
 		defer func() {
-			if err := stopBenchReplica(ctx, n, dir); err != nil {
+			if err := n.stop(ctx); err != nil {
 				log.Warn("stopping the in-process replica", "error", err)
 			}
 		}()
-		base = "http://" + n.Addr().String()
-		target = fmt.Sprintf("in-process replica at %s (durability %s, windows %q, data %s)", base, cfg.Durability, windowsFlag(cfg.Windows), dir)
+		base, tlsc = n.base, n.tls
+		target = fmt.Sprintf("in-process replica at %s (durability %s, windows %q%s, data %s)", base, cfg.Durability, windowsFlag(cfg.Windows),
+			cfg.edge(), n.dir)
 		if cfg.Approx > 0 {
 			target += fmt.Sprintf(", counters under %q approximate at %v", approxPrefix, cfg.Approx)
 		}
 		store = n.MemoryUse
-		measure = func(keys []string) (benchCost, int64, error) { return measureNode(ctx, n, base, keys) }
+		measure = func(keys []string) (benchCost, int64, error) { return measureNode(ctx, n, keys) }
 	}
-	if err := checkReady(ctx, base); err != nil {
+	if err := checkReady(ctx, base, tlsc); err != nil {
 		return nil, err
 	}
 	if cfg.CPUProfile != "" {
@@ -394,7 +378,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		if cfg.Approx > 0 {
 			all = append(append([]string(nil), keys...), approxKeys...)
 		}
-		if err := startCounters(ctx, base, cfg.Token, all, cfg.Start); err != nil {
+		if err := startCounters(ctx, base, tlsc, cfg.Token, all, cfg.Start); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(out, "every counter key starts at %d\n\n", cfg.Start)
@@ -424,7 +408,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 			}
 			c := cfg
 			c.Duration = seg
-			r := (&eventsRun{cfg: c, base: base, mix: mix, users: fmt.Sprintf("%s.%d", run, runs), keys: k}).run(ctx)
+			r := (&eventsRun{cfg: c, base: base, tls: tlsc, mix: mix, users: fmt.Sprintf("%s.%d", run, runs), keys: k}).run(ctx)
 			runs++
 			r.Approx = isApprox
 			if measure != nil {
@@ -522,6 +506,7 @@ func writeAllocProfile(path string) error {
 type eventsRun struct {
 	cfg    eventsBenchConfig
 	base   string
+	tls    *tls.Config // trusted for https; nil: the system's roots
 	mix    string
 	users  string   // prefix of this mix's user ids
 	keys   []string // the counters or items, round-robin
@@ -540,7 +525,7 @@ type eventsWorker struct {
 
 func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 	conc := er.cfg.Concurrency
-	client, closeIdle := newLoadClient(conc)
+	client, closeIdle := newLoadClient(conc, er.tls, er.cfg.KeepAlive)
 	defer closeIdle()
 	er.client = client
 	lr := runLoad(ctx, loadConfig{Workers: conc, Duration: er.cfg.Duration}, func(worker int) loadOp {
@@ -701,17 +686,19 @@ func jsonIntField(body []byte, name string) (int64, error) {
 // store's commits and WAL bytes, and from its /metrics the own entries
 // handed to replication and the approximate increments written and
 // skipped) and the sum of the counters keys.
-func measureNode(ctx context.Context, n *node.Node, base string, keys []string) (benchCost, int64, error) {
+func measureNode(ctx context.Context, n *benchServer, keys []string) (benchCost, int64, error) {
 	ws, err := n.Store().WriteStats()
 	if err != nil {
 		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
 	}
 	c := benchCost{Commits: ws.Commits, WALBytes: ws.WALBytes}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/metrics", nil)
 	if err != nil {
 		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client, closeIdle := newControlClient(n.tls)
+	defer closeIdle()
+	resp, err := client.Do(req)
 	if err != nil {
 		return benchCost{}, 0, fmt.Errorf("bench: GET /metrics: %w", err)
 	}
@@ -783,7 +770,9 @@ func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMix
 }
 
 // startCounters adds n to every key, in batches of POST /v1/events.
-func startCounters(ctx context.Context, base, token string, keys []string, n int64) error {
+func startCounters(ctx context.Context, base string, tlsc *tls.Config, token string, keys []string, n int64) error {
+	client, closeIdle := newControlClient(tlsc)
+	defer closeIdle()
 	for len(keys) > 0 {
 		batch := keys[:min(len(keys), maxBenchEventsBatch)]
 		keys = keys[len(batch):]
@@ -803,7 +792,7 @@ func startCounters(ctx context.Context, base, token string, keys []string, n int
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := client.Do(req)
 		if err != nil {
 			return fmt.Errorf("bench: --start: %w", err)
 		}

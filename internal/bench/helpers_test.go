@@ -49,12 +49,12 @@ func startServe(t *testing.T) *served {
 // startServeWith starts a standalone replica configured by rc.
 func startServeWith(t *testing.T, rc benchReplica) *served {
 	t.Helper()
-	n, dir, err := startBenchReplica(context.Background(), rc, hclog.NewNullLogger())
+	n, err := startBenchReplica(context.Background(), rc, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := stopBenchReplica(context.Background(), n, dir); err != nil {
+		if err := n.stop(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/node"
 )
 
 // replBenchConfig is what `tallyd bench replication` takes. It always runs
@@ -173,6 +174,8 @@ type benchDeployment struct {
 type benchDeploy struct {
 	Regions              []string
 	Durability, LogLevel string
+	// Limits are every replica's rate limits (node.Config.Limits).
+	Limits []node.LimitConfig
 }
 
 // startBenchDeployment starts cfg.Regions the way `tallyd local` does. On
@@ -185,6 +188,9 @@ func startBenchDeployment(ctx context.Context, cfg benchDeploy, env Env, log hcl
 	dcfg := deploy.DefaultConfig()
 	dcfg.Regions, dcfg.DataDir, dcfg.Port = cfg.Regions, dir, 0
 	dcfg.Durability, dcfg.LogLevel, dcfg.Logger, dcfg.Version = cfg.Durability, cfg.LogLevel, log, env.Version
+	if len(cfg.Limits) > 0 {
+		dcfg.Node = func(c *node.Config) { c.Limits = cfg.Limits }
+	}
 	dep, err := deploy.Start(ctx, dcfg)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -58,27 +59,20 @@ type likesBenchConfig struct {
 	// for scripts. With csv and json the description goes to stderr, so
 	// stdout holds only the data. Default "table".
 	Format string
-	// Timeout bounds one request. Default 10s.
-	Timeout time.Duration
-	// Token is sent as a bearer token. Default: env TALLY_WRITE_TOKEN.
-	Token string
-	// Durability of the in-process replica: fsync or none. Default fsync.
-	Durability string
-	// LogLevel of the in-process replica. Default "error".
-	LogLevel string
+	// sharedConfig: Timeout (default 10s), Token, KeepAlive, and the
+	// in-process replica's Durability, LogLevel, TLS and Limits.
+	sharedConfig
 }
 
 func defaultLikesBenchConfig() likesBenchConfig {
 	return likesBenchConfig{
-		Concurrency: []int{1, 16, 256},
-		Duration:    10 * time.Second,
-		Item:        "hot",
-		Items:       1,
-		Zipf:        1.1,
-		Format:      "table",
-		Timeout:     10 * time.Second,
-		Durability:  "fsync",
-		LogLevel:    "error",
+		Concurrency:  []int{1, 16, 256},
+		Duration:     10 * time.Second,
+		Item:         "hot",
+		Items:        1,
+		Zipf:         1.1,
+		Format:       "table",
+		sharedConfig: defaultSharedConfig(10 * time.Second),
 	}
 }
 
@@ -129,18 +123,7 @@ func (c likesBenchConfig) Validate() error {
 	default:
 		bad("--format %q: want table, csv or json", c.Format)
 	}
-	if c.Timeout <= 0 {
-		bad("--timeout %s: want more than 0", c.Timeout)
-	}
-	if !node.ValidToken(c.Token) {
-		bad("--token: must be printable ASCII without spaces")
-	}
-	if c.Durability != "fsync" && c.Durability != "none" {
-		bad("--durability %q: want fsync or none", c.Durability)
-	}
-	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
-		bad("--log-level %q: want trace, debug, info, warn or error", c.LogLevel)
-	}
+	c.sharedConfig.validate(bad)
 	return errors.Join(errs...)
 }
 
@@ -158,10 +141,7 @@ func parseLikesBench(args []string, getenv func(string) string, help io.Writer) 
 		fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "Zipf exponent `s` (> 1) of the items' popularity with --items > 1; 0 is uniform")
 		fs.Int64Var(&cfg.Users, "users", cfg.Users, "draw each like's user at random from `N` users (0: a new user per like, so every like counts)")
 		fs.StringVar(&cfg.Format, "format", cfg.Format, "results on stdout as `table`, csv or json (csv and json: description on stderr)")
-		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "bound on one request")
-		fs.StringVar(&cfg.Token, "token", cfg.Token, "bearer `token` for the write route (env "+envWriteToken+")")
-		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode` of the in-process replica: fsync or none")
-		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the in-process replica")
+		cfg.sharedConfig.bind(fs, "replica")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -171,6 +151,9 @@ func parseLikesBench(args []string, getenv func(string) string, help io.Writer) 
 		return cfg, usagef("bench likes: --concurrency: %v", err)
 	}
 	errs := []error{cfg.Validate()}
+	if cfg.URL != "" {
+		errs = append(errs, urlOnly(flagsSet(fs), []string{"tls", "limit"})...)
+	}
 	// --zipf used to take the number of items; say so rather than quietly
 	// loading one hot item with an exponent nobody meant.
 	fs.Visit(func(f *flag.Flag) {
@@ -216,21 +199,23 @@ func (r *likesLevelResult) OKPerSec() float64 {
 // logOut gets the replica's log and, for csv and json, the description.
 func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Writer) ([]*likesLevelResult, error) {
 	base, target := strings.TrimSuffix(cfg.URL, "/"), cfg.URL
+	var tlsc *tls.Config
 	if base == "" {
-		log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: logOut})
-		n, dir, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: true, Windows: node.DefaultConfig().Windows}, log)
+		log := cfg.logger(logOut)
+		s, err := startBenchReplica(ctx, benchReplica{Durability: cfg.Durability, EventLog: true, Windows: node.DefaultConfig().Windows,
+			TLS: cfg.TLS, Limits: cfg.Limits}, log)
 		if err != nil {
 			return nil, err
 		}
 		defer func() {
-			if err := stopBenchReplica(ctx, n, dir); err != nil {
+			if err := s.stop(ctx); err != nil {
 				log.Warn("stopping the in-process replica", "error", err)
 			}
 		}()
-		base = "http://" + n.Addr().String()
-		target = fmt.Sprintf("in-process replica at %s (durability %s, data %s)", base, cfg.Durability, dir)
+		base, tlsc = s.base, s.tls
+		target = fmt.Sprintf("in-process replica at %s (durability %s%s, data %s)", base, cfg.Durability, cfg.edge(), s.dir)
 	}
-	if err := checkReady(ctx, base); err != nil {
+	if err := checkReady(ctx, base, tlsc); err != nil {
 		return nil, err
 	}
 	rep := newLikesReporter(cfg, target, out, logOut)
@@ -240,7 +225,7 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 	var results []*likesLevelResult
 	run := newRunID()
 	for i, conc := range cfg.Concurrency {
-		lv := &likesLevel{cfg: cfg, base: base, users: fmt.Sprintf("%s.%d", run, i), conc: conc}
+		lv := &likesLevel{cfg: cfg, base: base, tls: tlsc, users: fmt.Sprintf("%s.%d", run, i), conc: conc}
 		r := lv.run(ctx)
 		results = append(results, r)
 		if err := rep.level(r); err != nil {
@@ -269,6 +254,10 @@ type benchReplica struct {
 	// Approx, if > 0, makes the counters under approxPrefix approximate
 	// at this relative error.
 	Approx float64
+	// TLS serves HTTPS with a certificate made for the run.
+	TLS bool
+	// Limits are node.Config.Limits.
+	Limits []node.LimitConfig
 }
 
 // windowsFlag is the node.Config.Windows a --windows flag stands for.
@@ -279,43 +268,79 @@ func windowsFlag(s string) string {
 	return s
 }
 
+// benchServer is an in-process standalone replica and how to reach it.
+type benchServer struct {
+	*node.Node
+	dir     string      // its data directory
+	certDir string      // its certificate's directory; "" without TLS
+	base    string      // http://addr or https://addr
+	tls     *tls.Config // what a client needs to trust it; nil without TLS
+}
+
 // startBenchReplica starts a standalone replica on a fresh temporary
 // directory, listening on a free loopback port.
-func startBenchReplica(ctx context.Context, rc benchReplica, log hclog.Logger) (*node.Node, string, error) {
+func startBenchReplica(ctx context.Context, rc benchReplica, log hclog.Logger) (*benchServer, error) {
 	dir, err := os.MkdirTemp("", "tallyd-bench-")
 	if err != nil {
-		return nil, "", fmt.Errorf("bench: temp data dir: %w", err)
+		return nil, fmt.Errorf("bench: temp data dir: %w", err)
 	}
+	s := &benchServer{dir: dir}
 	cfg := node.DefaultConfig()
 	cfg.Region, cfg.Replica, cfg.DataDir = "bench", "bench-1", dir
 	cfg.Listen, cfg.Durability, cfg.EventLog = "127.0.0.1:0", rc.Durability, rc.EventLog
 	cfg.Windows = windowsFlag(rc.Windows)
+	cfg.Limits = rc.Limits
 	if rc.Approx > 0 {
 		cfg.Approx = []node.ApproxConfig{{Prefix: approxPrefix, Error: rc.Approx}}
 	}
-	n, err := node.Start(ctx, cfg, node.Options{Logger: log})
-	if err != nil {
-		return nil, "", errors.Join(err, os.RemoveAll(dir))
+	if rc.TLS {
+		// Beside the data directory, not in it: the store owns that.
+		if s.certDir, err = os.MkdirTemp("", "tallyd-bench-tls-"); err != nil {
+			return nil, errors.Join(fmt.Errorf("bench: temp tls dir: %w", err), os.RemoveAll(dir))
+		}
+		cert, err := newBenchCert(s.certDir)
+		if err != nil {
+			return nil, errors.Join(err, os.RemoveAll(dir), os.RemoveAll(s.certDir))
+		}
+		cfg.TLSCert, cfg.TLSKey, s.tls = cert.CertFile, cert.KeyFile, cert.Client
 	}
-	return n, dir, nil
+	if s.Node, err = node.Start(ctx, cfg, node.Options{Logger: log}); err != nil {
+		return nil, errors.Join(err, s.removeDirs())
+	}
+	s.base = "http://" + s.Addr().String()
+	if rc.TLS {
+		s.base = "https://" + s.Addr().String()
+	}
+	return s, nil
 }
 
-// stopBenchReplica closes n and removes its data directory.
-func stopBenchReplica(ctx context.Context, n *node.Node, dir string) error {
+func (s *benchServer) removeDirs() error {
+	err := os.RemoveAll(s.dir)
+	if s.certDir != "" {
+		err = errors.Join(err, os.RemoveAll(s.certDir))
+	}
+	return err
+}
+
+// stop closes the replica and removes its directories.
+func (s *benchServer) stop(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	return errors.Join(n.Close(sctx), os.RemoveAll(dir))
+	return errors.Join(s.Close(sctx), s.removeDirs())
 }
 
-// checkReady fails unless base answers GET /readyz with 200.
-func checkReady(ctx context.Context, base string) error {
+// checkReady fails unless base answers GET /readyz with 200. tlsc is
+// what the client trusts for https (nil: the system's roots).
+func checkReady(ctx context.Context, base string, tlsc *tls.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client, closeIdle := newControlClient(tlsc)
+	defer closeIdle()
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("bench: %s not reachable: %w", base, err)
 	}
@@ -331,13 +356,14 @@ func checkReady(ctx context.Context, base string) error {
 type likesLevel struct {
 	cfg    likesBenchConfig
 	base   string
-	users  string // prefix of this level's user ids
+	tls    *tls.Config // trusted for https; nil: the system's roots
+	users  string      // prefix of this level's user ids
 	conc   int
 	client *http.Client
 }
 
 func (lv *likesLevel) run(ctx context.Context) *likesLevelResult {
-	client, closeIdle := newLoadClient(lv.conc)
+	client, closeIdle := newLoadClient(lv.conc, lv.tls, lv.cfg.KeepAlive)
 	defer closeIdle()
 	lv.client = client
 	lr := runLoad(ctx, loadConfig{Workers: lv.conc, Duration: lv.cfg.Duration, MaxRequests: lv.cfg.MaxRequests}, func(worker int) loadOp {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -40,15 +41,29 @@ type loadResult struct {
 type loadOp func(ctx context.Context) (units, counted int64, err error)
 
 // newLoadClient returns an HTTP client that keeps one connection per
-// worker alive, and the func that closes them.
-func newLoadClient(workers int) (*http.Client, func()) {
+// worker alive (unless keepAlive is false: then every request opens its
+// own, and with https does a full handshake), and the func that closes
+// them. tlsc is what it trusts for https; nil is the system's roots.
+// HTTP/2 stays off, over TLS too, so that TLS changes nothing but the
+// encryption: one HTTP/1.1 connection per worker either way.
+func newLoadClient(workers int, tlsc *tls.Config, keepAlive bool) (*http.Client, func()) {
 	tr := &http.Transport{
 		MaxIdleConns:        workers,
 		MaxIdleConnsPerHost: workers,
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
+		DisableKeepAlives:   !keepAlive,
+		TLSClientConfig:     tlsc.Clone(),
+		// A non-nil empty map is what turns HTTP/2 off.
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
 	return &http.Client{Transport: tr}, tr.CloseIdleConnections
+}
+
+// newControlClient is a client for the few requests around a run
+// (readiness, metrics, setup), trusting tlsc for https.
+func newControlClient(tlsc *tls.Config) (*http.Client, func()) {
+	return newLoadClient(1, tlsc, true)
 }
 
 // runLoad runs cfg.Workers workers, each sending with the loadOp newOp
