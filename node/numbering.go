@@ -219,20 +219,31 @@ type sequenceStatus struct {
 	Numbered   uint64       `json:"numbered"`
 	Unnumbered int          `json:"unnumbered"`
 	Lease      alloc.Status `json:"lease"`
+	// ClaimsPending: milestones whose rank this replica took and whose
+	// claim it has not yet made and published (-1: its store could not be
+	// read). Their likes are recorded only in its data directory until
+	// then. Above 0 for long: the KV or the milestone stream is out of
+	// reach.
+	ClaimsPending int `json:"claims_pending"`
 }
 
 // status is /v1/status's "numbering": one entry per sequence.
 func (num *numbering) status() any {
 	out := make([]sequenceStatus, 0, len(num.seqs))
 	for _, s := range num.seqs {
+		pending, err := num.replica.PendingClaims(s.cfg.Name)
+		if err != nil {
+			pending = -1
+		}
 		out = append(out, sequenceStatus{
-			Name:       s.cfg.Name,
-			Counts:     s.cfg.Counts,
-			Match:      s.cfg.Match,
-			Milestones: s.rule.String(),
-			Numbered:   num.replica.Numbered(s.cfg.Name),
-			Unnumbered: num.replica.Unnumbered(s.cfg.Name),
-			Lease:      s.holder.Status(),
+			Name:          s.cfg.Name,
+			Counts:        s.cfg.Counts,
+			Match:         s.cfg.Match,
+			Milestones:    s.rule.String(),
+			Numbered:      num.replica.Numbered(s.cfg.Name),
+			Unnumbered:    num.replica.Unnumbered(s.cfg.Name),
+			ClaimsPending: pending,
+			Lease:         s.holder.Status(),
 		})
 	}
 	return out

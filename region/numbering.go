@@ -462,6 +462,16 @@ func (r *Replica) Claims(seq string, fn func(n uint64, l storage.CountedLike) bo
 	return ClaimIntents{Store: r.store, Sequence: seq}.Claims(fn)
 }
 
+// PendingClaims is how many milestone claim intents of seq are not yet
+// settled: milestones whose rank this replica took and whose claim is not
+// yet made and published. Until then the like each one names is recorded
+// only in this replica's data directory.
+func (r *Replica) PendingClaims(seq string) (int, error) {
+	n := 0
+	err := r.Claims(seq, func(uint64, storage.CountedLike) bool { n++; return true })
+	return n, err
+}
+
 // SettleClaim removes a claim intent of seq once its milestone is claimed
 // and published, or lost to another replica.
 func (r *Replica) SettleClaim(seq string, n uint64) error {

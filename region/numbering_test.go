@@ -283,15 +283,24 @@ func TestMilestonesGoByRank(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if n, err := r.PendingClaims("likes"); err != nil || n != 0 {
+		t.Fatalf("pending claims %d %v before the ranks are known, want 0", n, err)
+	}
 	finalize(t, r, 101, 109, 40)
 	if got, want := fmt.Sprint(claimsOf(t, r)), "[45:post/u5]"; got != want {
 		t.Fatalf("claims %s, want %s", got, want)
+	}
+	if n, err := r.PendingClaims("likes"); err != nil || n != 1 {
+		t.Fatalf("pending claims %d %v, want 1", n, err)
 	}
 	if _, _, ok, _ := r.store.Numbered("likes", 105); ok {
 		t.Fatal("the block's likes are still recorded after its ranks were taken")
 	}
 	if err := r.SettleClaim("likes", 45); err != nil {
 		t.Fatal(err)
+	}
+	if n, err := r.PendingClaims("likes"); err != nil || n != 0 {
+		t.Fatalf("pending claims %d %v after settling, want 0", n, err)
 	}
 	finalize(t, r, 101, 109, 40)
 	if c := claimsOf(t, r); len(c) != 0 {

@@ -203,6 +203,8 @@ type numberingStatus struct {
 		Waiting bool   `json:"waiting_for_lease"`
 		KVError string `json:"kv_error"`
 	} `json:"lease"`
+	// ClaimsPending: milestone claims the region has still to make.
+	ClaimsPending int `json:"claims_pending"`
 }
 
 // numbering reads the region's numbering of the likes sequence from

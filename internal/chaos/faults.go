@@ -2,11 +2,17 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/alloc"
 )
 
 // EpisodeRecord is an episode as it ran.
@@ -228,7 +234,10 @@ func (x *executor) restart(ctx context.Context, rec *EpisodeRecord, p *proc) err
 // lost with it, as docs/architecture.md says. To test recovery rather
 // than that known limit, the workload is paused and the regions are
 // allowed to converge first; the region's timed-out increments are also
-// resolved, since idempotency keys die with the data dir.
+// resolved, since idempotency keys die with the data dir. Numbering has
+// the same limit (a milestone whose like is recorded only on the lost
+// disk does not fire), so the region's numbering must settle too (see
+// waitNumberingSettled).
 func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 	e := rec.Episode
 	p := x.d.proc(e.Region)
@@ -254,7 +263,7 @@ func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 		return fmt.Errorf("wipe skipped: %w", err)
 	}
 	if x.cfg.numbering() {
-		if err := waitNumberingIdle(qctx, p); err != nil {
+		if err := waitNumberingSettled(qctx, x.d, p); err != nil {
 			x.violate(Violation{Kind: KindMilestoneUnsettled, Region: e.Region,
 				Detail: fmt.Sprintf("episode #%d: with no writes for 30s, %s's numbering did not settle: %v", e.Index, e.Region, err)})
 			return fmt.Errorf("wipe skipped: %w", err)
@@ -271,19 +280,30 @@ func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 	return x.restart(ctx, rec, p)
 }
 
-// waitNumberingIdle polls the region's numbering until it has given
-// back its leases (it does after IdleRelease without likes) with no like
-// waiting for a number. Only then does the allocator know every number it
-// used: a replica restarted on an empty disk gives its old leases back
-// from its last report to the KV, and the numbers it used after that
-// report would be used again (the disk-loss limit of numbering, as losing
-// an unreplicated write is the disk-loss limit of counting).
-func waitNumberingIdle(ctx context.Context, p *proc) error {
+// waitNumberingSettled polls until nothing of the region's numbering is
+// recorded only in its data directory, so that losing it loses no
+// milestone. Which like took each number of a block stays in the
+// holder's store (and nowhere else) until the block's ranks are known and
+// taken; a milestone rank then becomes a claim intent, still only in the
+// store, until it is claimed and published. So the region must hold no
+// lease and no unnumbered like, the allocator must hold no closed block
+// of the region (a block whose ranks wait for a block below it, or that
+// the holder has not taken yet: it takes them at its next renewal), and
+// the region must have no pending claim. Giving the leases back is not
+// enough: a milestone in the last block the region closed would die with
+// the disk (the known disk-loss limit of numbering, docs/architecture.md),
+// as losing an unreplicated write is the disk-loss limit of counting.
+// The other regions are idle too (the workload is paused), so the blocks
+// below close within their idle time.
+func waitNumberingSettled(ctx context.Context, d *deployment, p *proc) error {
+	nc, js, err := connectAllocator(d)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	holder := replicaID(p.region)
 	for {
-		st, err := p.client.numbering(ctx)
-		if err == nil && (st.Unnumbered > 0 || len(st.Lease.Leases) > 0) {
-			err = fmt.Errorf("%d likes unnumbered, %d leases held", st.Unnumbered, len(st.Lease.Leases))
-		}
+		err := numberingSettled(ctx, js, p, holder)
 		if err == nil {
 			return nil
 		}
@@ -291,6 +311,48 @@ func waitNumberingIdle(ctx context.Context, p *proc) error {
 			return err
 		}
 	}
+}
+
+// numberingSettled says why the region's numbering has not settled, or
+// nil. The blocks are read before the claims: once the allocator holds no
+// block of the region, no new claim intent can appear there.
+func numberingSettled(ctx context.Context, js jetstream.JetStream, p *proc, holder string) error {
+	st, err := p.client.numbering(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Unnumbered > 0 || len(st.Lease.Leases) > 0 {
+		return fmt.Errorf("%d likes unnumbered, %d leases held", st.Unnumbered, len(st.Lease.Leases))
+	}
+	var closed []alloc.Closed
+	kv, err := js.KeyValue(ctx, alloc.DefaultBucket)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound): // nothing numbered yet
+	case err != nil:
+		return fmt.Errorf("open the allocator's bucket: %w", err)
+	default:
+		seq, err := alloc.Read(ctx, kv, likesSequence)
+		if err != nil {
+			return fmt.Errorf("read the allocator: %w", err)
+		}
+		closed = seq.Closed
+	}
+	var blocks []string
+	for _, c := range closed {
+		if c.Holder == holder {
+			blocks = append(blocks, fmt.Sprintf("[%d,%d) used %d folded %v", c.Start, c.End, c.Used, c.Folded))
+		}
+	}
+	if len(blocks) > 0 {
+		return fmt.Errorf("blocks whose ranks it has not taken: %s", strings.Join(blocks, "; "))
+	}
+	if st, err = p.client.numbering(ctx); err != nil {
+		return err
+	}
+	if st.ClaimsPending != 0 {
+		return fmt.Errorf("%d milestone claims not made", st.ClaimsPending)
+	}
+	return nil
 }
 
 // waitConverged polls /v1/convergence until every region says converged
