@@ -115,12 +115,13 @@
 //     it spent;
 //   - every restarted region became ready;
 //   - once numbering has settled (no like waits for a number, no lease is
-//     held), every milestone number the allocator's state says was used
-//     (below its high-water mark, not on its free list) fired exactly
-//     once: claimed in the KV, published, and listed alike by every
-//     region, for a like the workload did in the region that fired it,
-//     and no claim lost to another like of the same number
-//     (tally_milestones_lost_total is 0 in every process).
+//     held, every block is closed and its ranks taken), every milestone
+//     rank up to the allocator's dense rank (the count of numbers used)
+//     fired exactly once, and none above it: claimed in the KV,
+//     published, and listed alike by every region, for a like the
+//     workload did in the region that fired it, and no claim lost to
+//     another like of the same rank (tally_milestones_lost_total is 0 in
+//     every process).
 //
 // It measures how long after each heal every region holds what any region
 // held, how long after the final heal every region reads the model value,
