@@ -47,6 +47,9 @@ func (b *Batch) PutFlag(user string, old, f crdt.Flag) {
 // Flag returns user's committed flag (the zero Flag if it was never set).
 // It reads memory only.
 func (s *Store) Flag(user string) crdt.Flag {
+	if s.nflags.Load() == 0 { // the common case: nobody was ever blocked
+		return crdt.Flag{}
+	}
 	s.fmu.RLock()
 	defer s.fmu.RUnlock()
 	return s.flags[user]
@@ -90,6 +93,7 @@ func (s *Store) loadFlag(key, val []byte) error {
 		return fmt.Errorf("flag %q: %w", key, err)
 	}
 	s.flags[string(key[7:])] = f // "b<B>/f/<user>"
+	s.nflags.Store(int64(len(s.flags)))
 	return nil
 }
 
@@ -102,5 +106,30 @@ func (b *Batch) commitFlags() {
 	for u, f := range b.flags {
 		b.s.flags[u] = f
 	}
+	b.s.nflags.Store(int64(len(b.s.flags)))
 	b.s.fmu.Unlock()
+}
+
+// LikeRecordsOfUser calls fn with every like record of user, by a scan of
+// every bucket: the slow way to find them, for a store without the like
+// index.
+func (s *Store) LikeRecordsOfUser(user string, fn func(item string, r *crdt.LikeRecord)) error {
+	for bucket := range Buckets {
+		var cursor []byte
+		for {
+			var err error
+			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, u string, r *crdt.LikeRecord) {
+				if u == user && !r.Keyed {
+					fn(item, r)
+				}
+			}})
+			if err != nil {
+				return fmt.Errorf("like records of %s: %w", user, err)
+			}
+			if cursor == nil {
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -157,7 +157,8 @@ type Store struct {
 	commits atomic.Uint64 // batches committed since open (see WriteStats)
 
 	fmu   sync.RWMutex         // protects flags
-	flags map[string]crdt.Flag // every committed block flag, by user (flags.go)
+	flags  map[string]crdt.Flag // every committed block flag, by user (flags.go)
+	nflags atomic.Int64         // len(flags)
 }
 
 // memTableSlots is how many memtables the block cache makes room for:
