@@ -156,7 +156,7 @@ type Store struct {
 
 	commits atomic.Uint64 // batches committed since open (see WriteStats)
 
-	fmu   sync.RWMutex         // protects flags
+	fmu    sync.RWMutex         // protects flags
 	flags  map[string]crdt.Flag // every committed block flag, by user (flags.go)
 	nflags atomic.Int64         // len(flags)
 }
