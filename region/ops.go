@@ -214,7 +214,8 @@ type VectorMerge struct {
 	Vec  crdt.Vector
 }
 
-// RecordMerge carries a remote like record to merge.
+// RecordMerge carries a remote like record to merge, or a block flag in
+// its record form (Item BlockRecordItem, crdt.Flag.Record).
 type RecordMerge struct {
 	Item, User string
 	Rec        *crdt.LikeRecord
@@ -225,7 +226,9 @@ type Changes struct {
 	// Vectors whose own entry changed, with its new absolute value.
 	Vectors []VectorChange
 	// Records changed by a local action or by this replica's reconciliation,
-	// so their new state must spread. Each Rec is a private copy.
+	// so their new state must spread, and block flags this replica set (as
+	// the register-only record of (BlockRecordItem, user)). Each Rec is a
+	// private copy.
 	Records []RecordChange
 	// Sketches are the pages of this replica's own unique-count sketches
 	// that changed, with their new absolute registers.
