@@ -587,3 +587,30 @@ type Auth struct {
 	Write bool `json:"write"`
 	Admin bool `json:"admin"`
 }
+
+// Block answers PUT, DELETE and GET /v1/blocks/{user}: the user's block
+// flag as this replica sees it. A blocked user's likes do not count in any
+// region once the flag has reached it, and their likes and unlikes are
+// refused (403 user_blocked) wherever it has.
+type Block struct {
+	User    string `json:"user"`
+	Blocked bool   `json:"blocked"`
+	// Changed (PUT and DELETE only): the blocked state changed in this
+	// replica's view.
+	Changed bool `json:"changed,omitempty"`
+	// HLC and Replica are the stamp ("<unix ms>.<logical>") and the
+	// replica of the block or unblock that decides the state: of two, the
+	// larger stamp wins, ties by replica id. Absent if the user was never
+	// blocked.
+	HLC     string     `json:"hlc,omitempty"`
+	Replica string     `json:"replica,omitempty"`
+	At      *time.Time `json:"at,omitempty"`
+}
+
+// Blocks answers GET /v1/blocks: one page of the blocked users, in id
+// order.
+type Blocks struct {
+	Users []Block `json:"users"`
+	// Next is the cursor of the next page (?after=), absent on the last.
+	Next string `json:"next,omitempty"`
+}

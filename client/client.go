@@ -163,6 +163,24 @@ func (c *Client) Audit(ctx context.Context) (api.Audit, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/audit", nil, &out)
 }
 
+// Block blocks (blocked) or unblocks user (an admin route): a blocked
+// user's likes stop counting in every region, and their likes and
+// unlikes are refused with 403 user_blocked.
+func (c *Client) Block(ctx context.Context, user string, blocked bool) (api.Block, error) {
+	method := http.MethodPut
+	if !blocked {
+		method = http.MethodDelete
+	}
+	var out api.Block
+	return out, c.do(ctx, method, "/v1/blocks/"+esc(user), nil, &out)
+}
+
+// BlockOf reads user's block flag as the replica sees it (an admin route).
+func (c *Client) BlockOf(ctx context.Context, user string) (api.Block, error) {
+	var out api.Block
+	return out, c.do(ctx, http.MethodGet, "/v1/blocks/"+esc(user), nil, &out)
+}
+
 // Incr adds by to a counter; idem, if not "", is its idempotency key.
 func (c *Client) Incr(ctx context.Context, key string, by int64, idem string) (api.Incr, error) {
 	body := struct {

@@ -67,6 +67,21 @@ func TestClientAgainstAReplica(t *testing.T) {
 		t.Fatalf("liked: %+v %v", r, err)
 	}
 
+	if b, err := c.Block(ctx, "alice", true); err != nil || !b.Blocked || !b.Changed || b.Replica != "us-1" || b.HLC == "" {
+		t.Fatalf("block: %+v %v", b, err)
+	}
+	if _, err := c.Like(ctx, "post2", "alice"); client.Code(err) != "user_blocked" || client.StatusCode(err) != 403 {
+		t.Fatalf("a blocked user's like: %v", err)
+	}
+	if r, err := c.Likes(ctx, "post1"); err != nil || r.Count != 0 {
+		t.Fatalf("likes with alice blocked: %+v %v", r, err)
+	}
+	if b, err := c.Block(ctx, "alice", false); err != nil || b.Blocked || !b.Changed {
+		t.Fatalf("unblock: %+v %v", b, err)
+	}
+	if b, err := c.BlockOf(ctx, "alice"); err != nil || b.Blocked || b.Replica != "us-1" {
+		t.Fatalf("block state: %+v %v", b, err)
+	}
 	if r, err := c.Incr(ctx, "views", 5, "req-1"); err != nil || r.Value != 5 || r.Duplicate {
 		t.Fatalf("incr: %+v %v", r, err)
 	}

@@ -58,6 +58,20 @@
 // the record takes origin A, liked = false, d = (1 − 0) + (1 − 1) − 0 = 1, so
 // A.n = 1 and the count is 0 everywhere once the record has spread.
 //
+// # Block flags
+//
+// A Flag is a per-user last-writer-wins register {Blocked, HLC, Origin},
+// ordered by (HLC, Origin) like a like record's register. A blocked user's
+// likes do not count, so the excess of each of the user's like records is
+// d = Σ(Contrib.P − Contrib.N) − (Liked && !Blocked ? 1 : 0)
+// (LikeRecord.ExcessBlocked). The rule is the same, with one more trigger:
+// a record's winner brings d to zero whenever its view of the record or of
+// the user's flag changes. Every record's winner eventually sees the final
+// record and the final flag, so every record ends at d = 0 and an item
+// counts exactly the users whose latest action is a like and whose final
+// flag is not blocked. Between replicas a flag travels as a register-only
+// like record (Flag.Record), so provenance cuts apply to it unchanged.
+//
 // # Time buckets
 //
 // A time bucket (Bucket) is a PN vector like any other, named

@@ -97,15 +97,33 @@ func (r *LikeRecord) Excess() int64 {
 	return r.Contrib.Value() - r.target()
 }
 
+// ExcessBlocked is Excess with the user's block flag (Flag) taken into
+// account: a blocked user's like counts 0, so d = Σ(P − N) − (Liked &&
+// !blocked ? 1 : 0). A keyed record belongs to no user; blocked does not
+// change its target.
+func (r *LikeRecord) ExcessBlocked(blocked bool) int64 {
+	if blocked && !r.Keyed {
+		return r.Contrib.Value()
+	}
+	return r.Contrib.Value() - r.target()
+}
+
 // Reconcile applies the winner's duty: if self is the record's Origin, it
 // brings the excess to zero by raising self's own N (excess > 0) or P
 // (excess < 0). It returns the change to self's item-vector entry, which the
 // caller must add to the item's vector in the same durable write.
 func (r *LikeRecord) Reconcile(self string) (delta int64) {
+	return r.ReconcileBlocked(self, false)
+}
+
+// ReconcileBlocked is Reconcile against ExcessBlocked: the winner's duty
+// when its view of the user's flag says blocked. It must run whenever the
+// winner's view of the record or of the flag changes.
+func (r *LikeRecord) ReconcileBlocked(self string, blocked bool) (delta int64) {
 	if r.Origin != self {
 		return 0
 	}
-	d := r.Excess()
+	d := r.ExcessBlocked(blocked)
 	if d == 0 {
 		return 0
 	}

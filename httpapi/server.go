@@ -269,6 +269,10 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/milestones", s.Handler(s.getMilestones)).Methods(http.MethodGet)
 	rt.Handle("/v1/sequences/{name"+seg, s.Handler(s.getSequence)).Methods(http.MethodGet)
 	rt.Handle("/v1/audit", s.RequireAdmin(s.Handler(s.getAudit))).Methods(http.MethodGet)
+	rt.Handle("/v1/blocks/"+user, s.RequireAdmin(s.Handler(s.putBlock))).Methods(http.MethodPut)
+	rt.Handle("/v1/blocks/"+user, s.RequireAdmin(s.Handler(s.deleteBlock))).Methods(http.MethodDelete)
+	rt.Handle("/v1/blocks/"+user, s.RequireAdmin(s.Handler(s.getBlock))).Methods(http.MethodGet)
+	rt.Handle("/v1/blocks", s.RequireAdmin(s.Handler(s.getBlocks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	if s.cfg.ChaosClock != nil {

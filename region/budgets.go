@@ -43,9 +43,13 @@ func budgetRecordKey(key, idem string) rkey {
 }
 
 // ValidRecordKey reports whether a is a keyed record's first name part: a
-// counter key, or a budget key with budgetRecordPrefix (replication checks
-// record names with it).
+// counter key, or a budget key with budgetRecordPrefix; or a like record's
+// item, or BlockRecordItem for a block flag (replication checks record
+// names with it).
 func ValidRecordKey(a string, keyed bool) bool {
+	if !keyed && a == BlockRecordItem {
+		return true
+	}
 	if keyed && len(a) > 1 && a[:1] == budgetRecordPrefix {
 		return crdt.ValidID(a[1:])
 	}

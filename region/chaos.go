@@ -24,6 +24,7 @@ const (
 	BugBucketsAtArrival   = "buckets-at-arrival"
 	BugSketchStoredOnly   = "sketch-merge-stored-only"
 	BugSpendWithoutRights = "spend-without-rights"
+	BugBlockNotReconciled = "block-not-reconciled"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -67,6 +68,11 @@ type Chaos struct {
 	// this replica sees it has enough left, whoever holds the rights: the
 	// classic overspend of two regions that each see the last units.
 	SpendWithoutRights bool
+	// BlockNotReconciled: a block flag merged from a peer changes the
+	// flag but does not make this replica reconcile the user's records it
+	// is the winner of, so a block or unblock issued elsewhere leaves
+	// those likes counted (or uncounted) for good.
+	BlockNotReconciled bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -85,13 +91,13 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
 		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
 		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
-		SpendWithoutRights: bug == BugSpendWithoutRights}
+		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -131,11 +137,17 @@ func (r *Replica) refundLoser(rec *crdt.LikeRecord) int64 {
 	return rec.RefundLoser(r.self)
 }
 
-func (r *Replica) reconcile(rec *crdt.LikeRecord) int64 {
+// (blocked: the record's user is blocked in this replica's view.)
+func (r *Replica) reconcile(rec *crdt.LikeRecord, blocked bool) int64 {
 	if buildtags.Chaos && (r.cfg.Chaos.NoReconcile || rec.Keyed && r.cfg.Chaos.KeysNotReconciled) {
 		return 0
 	}
-	return rec.Reconcile(r.self)
+	return rec.ReconcileBlocked(r.self, blocked)
+}
+
+// chaosBlockNotReconciled reports whether the bug BlockNotReconciled is on.
+func (r *Replica) chaosBlockNotReconciled() bool {
+	return buildtags.Chaos && r.cfg.Chaos.BlockNotReconciled
 }
 
 // chaosClockFollowsWall reports whether the bug ClockFollowsWall is on.

@@ -28,6 +28,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugListsLocalOnly, Chaos{ListsLocalOnly: true}},
 		{BugSketchStoredOnly, Chaos{SketchStoredOnly: true}},
 		{BugSpendWithoutRights, Chaos{SpendWithoutRights: true}},
+		{BugBlockNotReconciled, Chaos{BlockNotReconciled: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want

@@ -32,6 +32,14 @@
 // of a conflicting record; the reconciliation rule of package crdt then runs
 // in the same batch, adjusting this replica's own entries.
 //
+// # Block list
+//
+// A user's block flag (crdt.Flag, blocks.go) changes what the winner of
+// each of the user's like records aims for: a blocked user's like counts
+// 0. When a flag's blocked state changes here, the writer reconciles in
+// the same batch every record of the user it is the winner of and re-marks
+// the others; a blocked user's likes and unlikes are refused (ErrBlocked).
+//
 // # Time windows
 //
 // Every change of an own entry is also booked, in the same batch, into the

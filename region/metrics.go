@@ -32,6 +32,8 @@ type metrics struct {
 	budgetAsks     prometheus.Counter
 	budgetGiven    prometheus.Counter
 	budgetSpent    prometheus.Counter
+	refusedWrites  *prometheus.CounterVec
+	refusedBlocked prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -125,12 +127,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tally_budget_spent_total",
 		Help: "Budget units spent at this replica (spends and cashbacks, before refunds of duplicate keys).",
 	})
-	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques, OpGrant, OpSpend, OpCashback} {
+	m.refusedWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tally_writes_refused_total",
+		Help: "Local writes refused for who asked, by reason: user_blocked (a like or unlike of a user blocked in this replica's view).",
+	}, []string{"reason"})
+	m.refusedBlocked = m.refusedWrites.WithLabelValues("user_blocked")
+	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques, OpGrant, OpSpend, OpCashback, OpBlock, OpUnblock} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
 		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs,
-			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetSpent)
+			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetSpent, m.refusedWrites)
 	}
 	return m
 }

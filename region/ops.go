@@ -65,8 +65,13 @@ const (
 	// Merchant and adds it to counter User, once per IdemKey (required),
 	// all or nothing (budgets.go).
 	OpCashback
+	// OpBlock blocks User (blocks.go): their likes stop counting and
+	// their likes and unlikes are refused. Item is not used.
+	OpBlock
+	// OpUnblock unblocks User: their likes count again.
+	OpUnblock
 
-	numOpKinds = OpCashback + 1
+	numOpKinds = OpUnblock + 1
 )
 
 func (k OpKind) String() string {
@@ -85,6 +90,10 @@ func (k OpKind) String() string {
 		return "spend"
 	case OpCashback:
 		return "cashback"
+	case OpBlock:
+		return "block"
+	case OpUnblock:
+		return "unblock"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -111,6 +120,12 @@ type Op struct {
 
 // Validate checks ids and bounds.
 func (o *Op) Validate() error {
+	if o.Kind == OpBlock || o.Kind == OpUnblock {
+		if !crdt.ValidID(o.User) {
+			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		}
+		return nil
+	}
 	if !crdt.ValidID(o.Item) {
 		return fmt.Errorf("%w: bad item or key %q", ErrInvalid, o.Item)
 	}
@@ -187,6 +202,9 @@ type Result struct {
 	Rights int64
 	// Merchant and UserValue are a cashback's two balances after it.
 	Merchant, UserValue int64
+	// Flag is the user's block flag after a block or unblock (Changed:
+	// the blocked state changed in this replica's view).
+	Flag crdt.Flag
 }
 
 // VectorMerge carries a remote view of a vector to merge by max.
@@ -196,7 +214,8 @@ type VectorMerge struct {
 	Vec  crdt.Vector
 }
 
-// RecordMerge carries a remote like record to merge.
+// RecordMerge carries a remote like record to merge, or a block flag in
+// its record form (Item BlockRecordItem, crdt.Flag.Record).
 type RecordMerge struct {
 	Item, User string
 	Rec        *crdt.LikeRecord
@@ -207,7 +226,9 @@ type Changes struct {
 	// Vectors whose own entry changed, with its new absolute value.
 	Vectors []VectorChange
 	// Records changed by a local action or by this replica's reconciliation,
-	// so their new state must spread. Each Rec is a private copy.
+	// so their new state must spread, and block flags this replica set (as
+	// the register-only record of (BlockRecordItem, user)). Each Rec is a
+	// private copy.
 	Records []RecordChange
 	// Sketches are the pages of this replica's own unique-count sketches
 	// that changed, with their new absolute registers.

@@ -38,6 +38,9 @@ type txn struct {
 	budgets map[string]*budgetState
 	asks    []RightsAsk
 
+	// Block flags (blocks.go) the batch touches.
+	flags map[string]*flagState
+
 	// Unique-count sketch pages (uniques.go) the batch touches.
 	pages   map[skey]*pageState
 	porder  []skey
@@ -178,7 +181,13 @@ func (t *txn) record(k rkey) (*recState, error) {
 	}
 	s := &recState{}
 	if ok {
-		s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
+		// origEx is the excess the stored marker stands for: under the
+		// committed flag, whatever this batch did to the flag so far.
+		origEx := rec.Excess()
+		if !k.keyed {
+			origEx = rec.ExcessBlocked(t.r.store.Flag(k.b).Blocked)
+		}
+		s.orig, s.rec, s.origEx = rec, rec.Clone(), origEx
 		if k.keyed && t.r.keyExpired(rec, t.nowMs) {
 			s.resetKeyed()
 		}
@@ -291,12 +300,18 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return t.applySpend(op)
 	case OpCashback:
 		return t.applyCashback(op)
+	case OpBlock, OpUnblock:
+		return t.applyBlock(op.User, op.Kind == OpBlock)
 	default:
 		return t.applyIncr(op)
 	}
 }
 
 func (t *txn) applyLike(item, user string, liked bool, at int64) Result {
+	if t.blocked(user) {
+		t.r.metrics.refusedBlocked.Inc()
+		return Result{Err: ErrBlocked}
+	}
 	rs, err := t.record(rkey{item, user, false})
 	if err != nil {
 		return Result{Err: err}
@@ -557,6 +572,13 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return fmt.Errorf("%w: bad record merge %q/%q", ErrInvalid, m.Item, m.User)
 	}
 	in := m.Rec
+	if m.Item == BlockRecordItem && !in.Keyed {
+		f, ok := crdt.FlagOfRecord(in)
+		if !ok {
+			return fmt.Errorf("%w: flag of %q is not a pure register", ErrInvalid, m.User)
+		}
+		return t.mergeFlag(m.User, f)
+	}
 	k := rkey{m.Item, m.User, in.Keyed}
 	if k.keyed && t.r.keyExpired(in, t.nowMs) {
 		// Gone by rule everywhere: taking it would bring it back.
@@ -624,7 +646,7 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 	if k.isBudget() {
 		delta = t.r.refundLoser(rs.rec)
 	} else {
-		delta = t.r.reconcile(rs.rec)
+		delta = t.r.reconcile(rs.rec, !k.keyed && t.blocked(k.b))
 	}
 	if delta != 0 {
 		vk := k.vector()
@@ -715,6 +737,17 @@ func (t *txn) commit() (Changes, error) {
 		on  bool
 	}
 	var markers []markerChange
+	for user, fs := range t.flags {
+		if !fs.dirty {
+			continue
+		}
+		t.b.PutFlag(user, fs.orig, fs.cur)
+		if fs.spread {
+			ch.Records = append(ch.Records, RecordChange{Item: BlockRecordItem, User: user, Rec: fs.cur.Record()})
+		} else {
+			ch.Merged++
+		}
+	}
 	for _, k := range t.rorder {
 		rs := t.recs[k]
 		if rs.deleted && !rs.dirty {
@@ -725,13 +758,21 @@ func (t *txn) commit() (Changes, error) {
 			continue
 		}
 		if !rs.dirty {
+			// A record the batch did not change still moves when its
+			// user's flag did (blocks.go): its marker follows.
+			if !k.keyed && len(t.flags) > 0 && rs.orig != nil {
+				if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
+					t.b.SetMarker(k.a, k.b, false, ex != 0)
+					markers = append(markers, markerChange{k.vector(), ex != 0})
+				}
+			}
 			continue
 		}
 		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
 		if was := rs.orig != nil && rs.orig.Liked; !k.keyed && t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
 			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
 		}
-		if ex := rs.rec.Excess(); (ex != 0) != (rs.origEx != 0) {
+		if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
 			t.b.SetMarker(k.a, k.b, k.keyed, ex != 0)
 			markers = append(markers, markerChange{k.vector(), ex != 0})
 		}

@@ -47,6 +47,10 @@ func (r *Replicator) servePage(data []byte) []byte {
 			regs := *p
 			pg.Sketches = append(pg.Sketches, SketchPage{Kind: k, Name: name, Replica: replica, Page: page, Regs: &regs})
 		},
+		// A block flag travels as its register-only record (region.BlockRecordItem).
+		Flag: func(user string, f crdt.Flag) {
+			pg.Records = append(pg.Records, Record{Item: region.BlockRecordItem, User: user, Rec: f.Record()})
+		},
 	})
 	if err != nil {
 		r.log.Error("serve page", "bucket", q.Bucket, "error", err)

@@ -78,6 +78,12 @@ func TestForgedDeltaChangesNothing(t *testing.T) {
 	relay := &Delta{Replica: "ap-1", Region: "ap", Incarnation: 2, Seq: 1, SentAtMs: time.Now().UnixMilli(),
 		Records: forged(&crdt.LikeRecord{Origin: "eu-1", HLC: rec.HLC + 1,
 			Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{N: 1000}}, {Replica: "us-1", PN: crdt.PN{N: 1000}}}})}
+	// And a block of u1 in eu-1's and us-1's names: taken, it would take
+	// u1's like out of the count.
+	for _, origin := range []string{"eu-1", "us-1"} {
+		relay.Records = append(relay.Records, Record{Item: region.BlockRecordItem, User: "u1",
+			Rec: crdt.Flag{Blocked: true, HLC: rec.HLC + 1, Origin: origin}.Record()})
+	}
 	unknown := &Delta{Replica: "ap-1", Region: "ap", Incarnation: 2, Seq: 2, SentAtMs: time.Now().UnixMilli(),
 		Records: forged(&crdt.LikeRecord{Contrib: crdt.Vector{{Replica: "zz", PN: crdt.PN{P: 1000}}}})}
 	for _, d := range []*Delta{stranger, relay, unknown} {

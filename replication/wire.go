@@ -514,6 +514,11 @@ func (r *reader) records() []Record {
 			r.fail("bad record name %q", rec.Item)
 			break
 		}
+		// A block flag is a register and nothing else.
+		if _, ok := crdt.FlagOfRecord(rec.Rec); rec.Item == region.BlockRecordItem && !ok {
+			r.fail("block flag of %s is not a pure register", rec.User)
+			break
+		}
 		out = append(out, rec)
 	}
 	return out

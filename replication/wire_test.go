@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -41,6 +42,10 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 		rec.Keyed, rec.Liked, rec.Amount = true, true, -int64(1+i)
 		d.Records = append(d.Records, Record{Item: "~gift", User: fmt.Sprint("order-", i), Rec: rec})
 		d.Asks = append(d.Asks, Ask{Key: fmt.Sprint("gift", i), Want: 1 + rng.Int64N(1<<40)})
+	}
+	for i := range rng.IntN(3) {
+		f := crdt.Flag{Blocked: rng.IntN(2) == 0, HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
+		d.Records = append(d.Records, Record{Item: region.BlockRecordItem, User: fmt.Sprint("user", i), Rec: f.Record()})
 	}
 	return d
 }
@@ -140,6 +145,10 @@ func TestDecodersRejectGarbage(t *testing.T) {
 	cases["ask bad key"] = bytes.Replace(ask, []byte{1, 'g', 5}, []byte{1, '~', 5}, 1) // not an id
 	budgetRec := &crdt.LikeRecord{HLC: 5, Origin: "a", Amount: -1, Contrib: crdt.Vector{{Replica: "a", PN: crdt.PN{N: 1}}}}
 	cases["budget name on a like record"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "~g", User: "u", Rec: budgetRec}}})
+	flagWithContrib := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "a", Contrib: crdt.Vector{{Replica: "a", PN: crdt.PN{P: 1}}}}
+	cases["block flag with a contribution"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: flagWithContrib}}})
+	keyedFlag := &crdt.LikeRecord{Keyed: true, Liked: true, HLC: 5, Origin: "a", Amount: 1}
+	cases["keyed block flag"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: keyedFlag}}})
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
 			t.Errorf("%s: err %v, want ErrBadMessage", name, err)
@@ -176,6 +185,8 @@ func FuzzDecodePage(f *testing.F) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	f.Add(AppendPage(nil, &Page{Entries: []Entry{{Kind: storage.Likes, Item: "i", Replica: "r", PN: crdt.PN{P: 1}}}, Records: []Record{{Item: "i", User: "u", Rec: randRecord(rng)}}, Next: []byte("k")}))
 	f.Add(AppendPageRequest(nil, &PageRequest{Bucket: 7, After: []byte("x")}))
+	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.BlockRecordItem, User: "u",
+		Rec: crdt.Flag{Blocked: true, HLC: 9, Origin: "eu-1"}.Record()}}}))
 	f.Add(AppendPage(nil, &Page{Next: []byte("k"), Sketches: []SketchPage{{Kind: storage.Uniques, Name: "v", Replica: "r", Page: 3, Regs: randRegs(rng)},
 		{Kind: storage.UniquesWindows, Name: crdt.Bucket{Key: "v", Width: 3600, Start: 0, Keep: 0}.Name(), Replica: "r", Page: 63, Regs: randRegs(rng)}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {

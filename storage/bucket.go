@@ -119,6 +119,11 @@ func (s *Store) loadDigests() error {
 				return errors.Join(err, it.Close())
 			}
 		}
+		if len(key) > 7 && key[5] == prefixFlag && key[6] == '/' {
+			if err := s.loadFlag(key, it.Value()); err != nil {
+				return errors.Join(fmt.Errorf("compute digests: %w", err), it.Close())
+			}
+		}
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("compute digests: %w", err)
@@ -135,6 +140,8 @@ type BucketVisitor struct {
 	// Sketch receives one stored page of a replica's unique-count sketch;
 	// p is only valid during the call.
 	Sketch func(k Kind, name, replica string, page int, p *crdt.HLLPage)
+	// Flag receives a user's block flag.
+	Flag func(user string, f crdt.Flag)
 }
 
 // ScanBucket visits a bucket's entries in key order, starting after the key
@@ -227,6 +234,18 @@ func visit(rest, val []byte, v BucketVisitor) error {
 		}
 		if v.Sketch != nil {
 			v.Sketch(k, name, replica, page, &p)
+		}
+	case len(rest) > 2 && rest[0] == prefixFlag && rest[1] == '/':
+		user := string(rest[2:])
+		if !crdt.ValidID(user) {
+			return fmt.Errorf("malformed flag key")
+		}
+		f, err := crdt.DecodeFlag(val)
+		if err != nil {
+			return err
+		}
+		if v.Flag != nil {
+			v.Flag(user, f)
 		}
 	default:
 		return fmt.Errorf("unknown replicated key")

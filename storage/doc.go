@@ -26,6 +26,8 @@
 //	b<B>/v/C/<key>#.../<replica> crdt.PN   a time bucket of a counter
 //	b<B>/r/<item>/<user>       LikeRecord  one user's like record
 //	b<B>/k/<key>/<idem>        LikeRecord  a keyed record: one idempotency key of a counter
+//	b<B>/f/<user>              crdt.Flag   a user's block flag; <B> is FlagBucket(user), and
+//	                                       the store keeps every flag in memory too
 //	x/<item>/<user>            (empty)     like record whose excess is not yet zero
 //	w/<key>/<idem>             (empty)     keyed record whose excess is not yet zero
 //	e/<16 hex ms>/<key>/<idem> (empty)     a keyed record by its register's wall time, for expiry

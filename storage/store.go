@@ -155,6 +155,10 @@ type Store struct {
 	logIDNew atomic.Bool
 
 	commits atomic.Uint64 // batches committed since open (see WriteStats)
+
+	fmu    sync.RWMutex         // protects flags
+	flags  map[string]crdt.Flag // every committed block flag, by user (flags.go)
+	nflags atomic.Int64         // len(flags)
 }
 
 // memTableSlots is how many memtables the block cache makes room for:
@@ -213,7 +217,8 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.Durability == DurabilityNone {
 		wo = pebble.NoSync
 	}
-	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes)}
+	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
+		flags: make(map[string]crdt.Flag)}
 	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.loadDigests(); err != nil {
 		_ = db.Close()
@@ -379,6 +384,8 @@ type Batch struct {
 	dx   *digestDelta // digest changes, from the store's pool; nil until the first
 
 	events []Event // logged by LogEvent, written by Commit
+
+	flags map[string]crdt.Flag // flags written (PutFlag), published by Commit
 }
 
 // digestDelta accumulates a batch's digest changes by bucket. An array
@@ -513,6 +520,7 @@ func (b *Batch) Commit() error {
 		b.s.dmu.Unlock()
 		b.dx.touched = b.dx.touched[:0]
 	}
+	b.commitFlags()
 	return nil
 }
 

@@ -133,6 +133,32 @@ func TestChaosClockStepsAndForgeriesPass(t *testing.T) {
 	}
 }
 
+// Admins block and unblock users while regions are cut off, one after
+// another, so blocks reach regions that took the users' likes meanwhile,
+// and two regions flag one user at once: PASS, every count leaves out
+// exactly the users whose latest flag is blocked.
+func TestChaosBlocksDuringPartitionsPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a chaos test on real processes")
+	}
+	cfg := DefaultConfig()
+	cfg.Duration, cfg.Seed, cfg.Rate = 20*time.Second, 5, 120
+	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 70, 10, 10, 0, 0, 10
+	cfg.BlockUsers = 12
+	cfg.Schedule = []Episode{
+		{Index: 1, Kind: KindIsolate, At: 2 * time.Second, Dur: 4 * time.Second, Region: "us"},
+		{Index: 2, Kind: KindIsolate, At: 8 * time.Second, Dur: 4 * time.Second, Region: "eu"},
+		{Index: 3, Kind: KindIsolate, At: 14 * time.Second, Dur: 4 * time.Second, Region: "ap"},
+	}
+	rep := runChaos(t, cfg)
+	if !rep.Pass {
+		for region, tail := range rep.LogTails {
+			t.Logf("log of %s:\n%s", region, tail)
+		}
+		t.Fatalf("FAIL: %v", rep.ViolationCounts)
+	}
+}
+
 // Negative controls: with each deliberate bug the checker must FAIL, and
 // for the reason the bug causes.
 func TestChaosCatchesDeliberateBugs(t *testing.T) {
@@ -271,6 +297,20 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindBudgets, prefix: "budget/", only: true,
 		},
+		{
+			// Block flags merged without the records' winners
+			// reconciling: a block issued in one region leaves the
+			// user's likes accepted elsewhere counted (and an unblock
+			// leaves them out), so the regions' final counts differ from
+			// the model's, which counts no blocked user's like.
+			bug: "block-not-reconciled",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight, c.BlockWeight = 80, 0, 10, 0, 10
+				c.BlockUsers = 20
+			},
+			kind: KindValueMismatch, prefix: "likes/",
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()
@@ -278,7 +318,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			cfg.ConvergeTimeout = 8 * time.Second
 			// No budgets unless a control's tweak asks for them: each
 			// control keeps the workload it was tuned with.
-			cfg.BudgetWeight = 0
+			cfg.BudgetWeight, cfg.BlockWeight = 0, 0
 			tc.tweak(&cfg)
 			rep := runChaos(t, cfg)
 			if rep.Pass {

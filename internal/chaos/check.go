@@ -68,6 +68,10 @@ const (
 	// cashback balances do not conserve their sum or do not match what the
 	// pool spent; or a budget could not be read.
 	KindBudgets = "budgets"
+	// KindBlocks: after the final heal a region's block flag of a user is
+	// not the latest acknowledged block or unblock (by stamp, then
+	// replica), or an acknowledgement's stamp could not be read.
+	KindBlocks = "blocks"
 )
 
 // Violation is one failed check.
@@ -115,6 +119,9 @@ type finalState struct {
 	// Histories are sampled pairs' like histories, per region. Nil: not
 	// checked.
 	Histories map[userKey]map[string]*api.History
+	// Flags are the final block flags of every user the workload blocked
+	// or unblocked: per user, per region. Nil: not checked.
+	Flags map[string]map[string]*api.Block
 	// Wiped: a region lost its data during the run, and with it the
 	// history of the actions it had accepted (they are in its region's
 	// stream), so the latest action of a history is not checked.
@@ -209,6 +216,10 @@ func buildModel(ops []Op) (model, []Violation) {
 	m := model{Counters: map[string]PN{}, Allowed: map[userKey][]bool{}, LastOp: map[userKey]int64{}, Uncertain: map[string]bool{}}
 	var vs []Violation
 	last := map[userKey][]*Op{} // the last acknowledged action group
+	// maybe: a like or unlike after the last acknowledged group that may
+	// have applied: its first attempt timed out and its retry was refused
+	// because the user had been blocked meanwhile (blocks.go).
+	maybe := map[userKey]*Op{}
 	for i := range ops {
 		o := &ops[i]
 		switch o.Kind {
@@ -229,15 +240,18 @@ func buildModel(ops []Op) (model, []Violation) {
 			m.Counters[o.Key] = c
 		case OpLike, OpUnlike:
 			uk := userKey{o.Key, o.User}
-			switch o.Outcome {
-			case OutcomeOK:
+			switch {
+			case o.Outcome == OutcomeOK:
+				delete(maybe, uk)
 				g := last[uk]
 				if o.Pair != 0 && len(g) > 0 && g[0].Pair == o.Pair {
 					last[uk] = append(g, o)
 				} else {
 					last[uk] = []*Op{o}
 				}
-			case OutcomeTimeout:
+			case o.Outcome == OutcomeTimeout && o.BlockedRetry:
+				maybe[uk] = o
+			case o.Outcome == OutcomeTimeout:
 				m.Uncertain[uk.String()] = true
 				vs = append(vs, Violation{Kind: KindUnresolved, Region: o.Region, Key: o.Key, User: o.User, Op: o.ID,
 					Detail: fmt.Sprintf("%s was never acknowledged after %d attempts", o.Kind, o.Attempts)})
@@ -248,18 +262,23 @@ func buildModel(ops []Op) (model, []Violation) {
 		}
 	}
 	for uk, g := range last {
-		if len(g) == 0 {
-			m.Allowed[uk] = []bool{false}
-			continue
-		}
 		var states []bool
 		for _, o := range g {
 			if !slices.Contains(states, o.Kind == OpLike) {
 				states = append(states, o.Kind == OpLike)
 			}
 		}
+		if len(g) == 0 {
+			states = []bool{false}
+		} else {
+			m.LastOp[uk] = g[0].ID
+		}
+		// A last action that may or may not have applied: the record may
+		// say either, and the count follows the record.
+		if o := maybe[uk]; o != nil && !slices.Contains(states, o.Kind == OpLike) {
+			states = append(states, o.Kind == OpLike)
+		}
 		m.Allowed[uk] = states
-		m.LastOp[uk] = g[0].ID
 	}
 	return m, vs
 }
@@ -271,6 +290,9 @@ func (uk userKey) String() string { return "likes/" + uk.Item + "/" + uk.User }
 // model's value of every key (absent: uncertain) and the violations.
 func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 	m, vs := buildModel(ops)
+	flags, fvs := buildFlags(ops)
+	vs = append(vs, fvs...)
+	vs = append(vs, checkFlags(flags, f)...)
 	wants := map[key]int64{}
 	byID := map[int64]*Op{}
 	for i := range ops {
@@ -329,6 +351,13 @@ func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 			for _, uk := range perItem[k.ID] {
 				if final[uk] {
 					liked++
+				}
+				if flags.Uncertain[uk.User] {
+					uncertain = true
+					continue
+				}
+				if flags.blocked(uk.User) {
+					continue // a blocked user's like counts nowhere
 				}
 				allowed := m.Allowed[uk]
 				switch {

@@ -56,6 +56,9 @@ type answer struct {
 	// badTime: refused because the client's event time is out of the
 	// replica's accepted range (400 bad_time).
 	badTime bool
+	// blocked: a like or unlike refused because the user is blocked (403
+	// user_blocked).
+	blocked bool
 }
 
 // classify maps a request's error to an outcome. Only what certainly did
@@ -92,8 +95,9 @@ func (c *client) like(ctx context.Context, item, user string, liked bool, timeou
 		send = c.api.Unlike
 	}
 	l, err := send(ctx, item, user)
-	out, reason := classify(err)
-	return answer{outcome: out, reason: reason, value: l.Count}
+	a := answerOf(err)
+	a.value = l.Count
+	return a
 }
 
 // PN is one replica's entry of a vector as the API shows it.

@@ -29,7 +29,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
-var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights"}
+var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled"}
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -77,6 +77,10 @@ type Config struct {
 	// first three and not UniqueWeight or BudgetWeight adds no unique ids
 	// and touches no budget.
 	LikeWeight, PairWeight, IncrWeight, UniqueWeight, BudgetWeight int
+	// BlockWeight sets the share of admin blocks and unblocks (blocks.go)
+	// in the same mix, of the first BlockUsers users. Defaults 3 and 4;
+	// like UniqueWeight, it is zero when the mix is set without it.
+	BlockWeight, BlockUsers int
 	// UniqueKeys is how many unique-count keys the workload adds ids to
 	// (uv:1, uv:2, ...), and UniqueIDs how many distinct ids it draws them
 	// from: every key and region draws from the same ids, so an id is
@@ -136,6 +140,8 @@ func DefaultConfig() Config {
 		IncrWeight:          25,
 		UniqueWeight:        10,
 		BudgetWeight:        10,
+		BlockWeight:         3,
+		BlockUsers:          4,
 		UniqueKeys:          3,
 		UniqueIDs:           10_000,
 		RetryElsewhere:      0.3,
@@ -173,8 +179,10 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Counters, d.Counters)
 	setInt(&c.UniqueKeys, d.UniqueKeys)
 	setInt(&c.UniqueIDs, d.UniqueIDs)
-	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 && c.BudgetWeight == 0 {
+	setInt(&c.BlockUsers, d.BlockUsers)
+	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 && c.BudgetWeight == 0 && c.BlockWeight == 0 {
 		c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight, c.BudgetWeight = d.LikeWeight, d.PairWeight, d.IncrWeight, d.UniqueWeight, d.BudgetWeight
+		c.BlockWeight = d.BlockWeight
 	}
 	if c.Seed == 0 {
 		c.Seed = d.Seed
@@ -239,9 +247,12 @@ func (c Config) Validate() error {
 		bad("workload: want workers >= 1, users >= workers, items >= 1, counters >= 1 (got %d, %d, %d, %d)",
 			c.Workers, c.Users, c.Items, c.Counters)
 	}
-	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.UniqueWeight < 0 || c.BudgetWeight < 0 ||
-		c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight == 0 {
+	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.UniqueWeight < 0 || c.BudgetWeight < 0 || c.BlockWeight < 0 ||
+		c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight+c.BlockWeight == 0 {
 		bad("mix: weights must be >= 0 and not all 0")
+	}
+	if c.BlockWeight > 0 && (c.BlockUsers < 1 || c.BlockUsers > c.Users) {
+		bad("blocks: want 1 to %d users to block (got %d)", c.Users, c.BlockUsers)
 	}
 	if c.UniqueWeight > 0 && (c.UniqueKeys < 1 || c.UniqueKeys > maxUniqueKeys || c.UniqueIDs < 1) {
 		bad("unique counts: want 1 to %d keys and at least 1 id (got %d, %d)", maxUniqueKeys, c.UniqueKeys, c.UniqueIDs)

@@ -63,6 +63,11 @@
 // sent again: the model counts it as maybe applied, and so a keyed one no
 // region acknowledged.
 //
+// Admins block and unblock the first Config.BlockUsers users at random
+// regions (blocks.go), also while regions are cut apart. A blocked user's
+// like refused with 403 user_blocked was not applied; a block whose answer
+// was lost is retried at the same region until acknowledged.
+//
 // Every increment, and half the likes and unlikes, carries the client's
 // own time of the event ("at", up to 3 s before it is sent, as an app
 // that queues events sends them), the same in every attempt and resend of
@@ -75,7 +80,10 @@
 //   - every region reads every counter as the sum of its applied
 //     increments, and every item's count as the number of users whose last
 //     action was a like (for a last concurrent pair, either action may win,
-//     and the count must match the records), all with approx:false;
+//     and the count must match the records) and whose final block flag is
+//     not blocked, all with approx:false;
+//   - every region holds, for every user blocked or unblocked, the flag of
+//     the acknowledged block or unblock with the largest (stamp, replica);
 //   - every region agrees on every user's record, and each record matches
 //     the user's last acknowledged action (no acknowledged write lost);
 //   - nothing counts twice;

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
 )
@@ -63,8 +64,10 @@ const forgedReplica = "zz-9"
 //     its own, in the all-time vectors and the time buckets, and like
 //     records naming real replicas.
 //   - On the region's own replica's subject: like records whose register
-//     and contributions belong to other replicas, as if relayed.
-//   - On the same subject: the replica's own records stamped a year ahead.
+//     and contributions belong to other replicas, as if relayed, and block
+//     flags set in another replica's name.
+//   - On the same subject: the replica's own records and block flags
+//     stamped a year ahead.
 func (x *executor) forge(ctx context.Context, e Episode) error {
 	nc, err := nats.Connect(x.d.net.ClientURL(e.Region), nats.Name("chaos forger"))
 	if err != nil {
@@ -115,13 +118,21 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 				Contrib: crdt.Vector{}.Set(y, crdt.PN{N: 7}).Set(z, crdt.PN{P: 3}),
 			}}},
 		}
+		// A block of any user (most are never blocked), as if relayed.
+		_, user = pickKey()
+		relay.Records = append(relay.Records, replication.Record{Item: region.BlockRecordItem, User: user,
+			Rec: crdt.Flag{Blocked: true, HLC: now + 5000<<16, Origin: y}.Record()})
 		item, user = pickKey()
+		yearAhead := crdt.MakeHLC(time.Now().Add(365*24*time.Hour).UnixMilli(), 0)
 		future := &replication.Delta{Replica: self, Region: e.Region,
 			Records: []replication.Record{{Item: item, User: user, Rec: &crdt.LikeRecord{
-				Liked: rng.IntN(2) == 0, HLC: crdt.MakeHLC(time.Now().Add(365*24*time.Hour).UnixMilli(), 0), Origin: self,
+				Liked: rng.IntN(2) == 0, HLC: yearAhead, Origin: self,
 				Contrib: crdt.Vector{}.Set(self, crdt.PN{P: 1}),
 			}}},
 		}
+		_, user = pickKey()
+		future.Records = append(future.Records, replication.Record{Item: region.BlockRecordItem, User: user,
+			Rec: crdt.Flag{Blocked: true, HLC: yearAhead, Origin: self}.Record()})
 		for _, d := range []*replication.Delta{stranger, relay, future} {
 			if err := publish(d); err != nil {
 				return fmt.Errorf("forge: %w", err)

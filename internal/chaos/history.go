@@ -25,7 +25,16 @@ const (
 	OpGrant    OpKind = "grant"
 	OpSpend    OpKind = "spend"
 	OpCashback OpKind = "cashback"
+	// OpBlock and OpUnblock block and unblock User (an admin route,
+	// blocks.go); the acknowledgement's stamp and replica are FlagHLC and
+	// FlagReplica. A timed-out one is retried at the same region until
+	// acknowledged.
+	OpBlock   OpKind = "block"
+	OpUnblock OpKind = "unblock"
 )
+
+// blockOp reports whether k is a block or an unblock.
+func (k OpKind) blockOp() bool { return k == OpBlock || k == OpUnblock }
 
 // budgetOp reports whether k is a budget operation: a grant, a spend or a
 // cashback.
@@ -120,6 +129,14 @@ type Op struct {
 	// duplicate, or no answer): each beyond the first is refunded by
 	// reconciliation, raising the budget's granted and spent alike.
 	Applications int `json:"applications,omitempty"`
+	// FlagHLC and FlagReplica are the stamp and replica of an
+	// acknowledged block or unblock, as it answered.
+	FlagHLC     string `json:"flag_hlc,omitempty"`
+	FlagReplica string `json:"flag_replica,omitempty"`
+	// BlockedRetry: a like or unlike whose first attempt timed out and
+	// whose retry was refused because the user had been blocked there
+	// since; whether the first attempt applied is unknown.
+	BlockedRetry bool `json:"blocked_retry,omitempty"`
 	// Episode is the fault episode active when the operation started (0:
 	// none), and LinkFault whether it cut regions apart.
 	Episode   int  `json:"episode,omitempty"`

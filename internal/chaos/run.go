@@ -166,6 +166,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	likers := readLikers(ctx, r.d.procs, items)
 	audits := readAudits(ctx, r.d.procs)
 	histories := readHistories(ctx, r.d.procs, users)
+	flags := readFlags(ctx, r.d.procs, blockedUsers(ops))
 	var ms milestoneResult
 	var msVs []Violation
 	if r.cfg.numbering() {
@@ -183,7 +184,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 		wiped = wiped || e.Kind == KindWipe && !e.Skipped
 	}
 	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
-		Histories: histories, Wiped: wiped}
+		Histories: histories, Flags: flags, Wiped: wiped}
 	wants, vs := check(ops, r.keys, fs)
 	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, r.keys, wants, r.start)
 	vs = append(vs, wvs...)
@@ -331,8 +332,8 @@ func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
 		Duration: cfg.Duration.String(), Regions: cfg.Regions, Faults: faults, ChaosBuild: build,
 		MsgFaults: msgFaults, Bug: cfg.Bug, Rate: cfg.Rate, Workers: cfg.Workers,
 		Users: cfg.Users, Items: cfg.Items, Counters: cfg.Counters,
-		Mix: fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d, budgets %d",
-			cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight),
+		Mix: fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d, budgets %d, blocks %d (of %d users)",
+			cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight, cfg.BlockUsers),
 		ClientTimeout: cfg.ClientTimeout.String(), AntiEntropy: cfg.AntiEntropyInterval.String(), PeerTimeout: cfg.PeerTimeout.String(),
 		Milestones: cfg.Milestones, LeaseTTL: leaseTTL,
 	}

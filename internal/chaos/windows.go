@@ -130,7 +130,8 @@ func atJSON(at int64) any {
 // answerOf turns a write's error into an answer.
 func answerOf(err error) answer {
 	out, reason := classify(err)
-	return answer{outcome: out, reason: reason, badTime: tallyclient.Code(err) == "bad_time"}
+	code := tallyclient.Code(err)
+	return answer{outcome: out, reason: reason, badTime: code == "bad_time", blocked: code == "user_blocked"}
 }
 
 // incrAt sends an increment with an idempotency key and the event time at

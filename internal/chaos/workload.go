@@ -128,7 +128,7 @@ func (p *planner) next() plannedOp {
 	// least 20 ms (no user acts twice within a clock millisecond).
 	think := max(time.Duration(p.rng.ExpFloat64()*float64(p.mean)), 20*time.Millisecond)
 	c := p.cfg
-	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight + c.BudgetWeight)
+	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight + c.BudgetWeight + c.BlockWeight)
 	user := userID(p.users[p.rng.IntN(len(p.users))])
 	likeKind := func(pLike float64) OpKind {
 		if p.rng.Float64() < pLike {
@@ -153,6 +153,8 @@ func (p *planner) next() plannedOp {
 			p.stamp(&Op{Kind: a, Region: c.Regions[i], Key: item, User: user}),
 			p.stamp(&Op{Kind: b, Region: c.Regions[j], Key: item, User: user}),
 		}}
+	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight:
+		return plannedOp{think, []*Op{p.block()}}
 	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight:
 		return plannedOp{think, p.budget()}
 	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight:
@@ -261,6 +263,10 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		w.execBudget(retry, o)
 		return
 	}
+	if o.Kind.blockOp() {
+		w.execBlock(retry, o)
+		return
+	}
 	if o.Kind == OpIncr {
 		o.At = eventTime(o.lag) // every attempt and resend carries it
 	}
@@ -287,6 +293,12 @@ func (w *workload) exec(retry context.Context, o *Op) {
 			return
 		}
 		if a.outcome == OutcomeOK {
+			return
+		}
+		if a.blocked && o.Outcome == OutcomeTimeout {
+			// The user was blocked here since the first attempt, whose
+			// fate is unknown: no retry can settle it now (blocks.go).
+			o.BlockedRetry = true
 			return
 		}
 		// A failed first attempt was not applied. A like or unlike that may

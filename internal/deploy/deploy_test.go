@@ -722,3 +722,75 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 		t.Fatalf("no spend was refused as exhausted: %v", refused)
 	}
 }
+
+// The block scenario of the README tour, over HTTP, with the block issued
+// in a region cut off from the others: erin's likes leave every region's
+// counts once the cut heals, also the one eu took meanwhile, her new likes
+// are refused everywhere (403 user_blocked), and an unblock in another
+// region brings every like back.
+func TestBlockThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startReadyDeployment(t)
+	us, eu, ap := urls[0], urls[1], urls[2]
+	do := func(method, url string, want int) map[string]any {
+		t.Helper()
+		st, b, err := testkit.DoJSON(method, url, "")
+		if err != nil || st != want {
+			t.Fatalf("%s %s: %d %v %v, want %d", method, url, st, b, err, want)
+		}
+		return b
+	}
+	counts := func(want map[string]float64) {
+		t.Helper()
+		testkit.WaitFor(t, 20*time.Second, func() error {
+			for _, u := range urls {
+				for item, n := range want {
+					_, b, err := testkit.DoJSON("GET", u+"/v1/likes/"+item, "")
+					if err != nil {
+						return err
+					}
+					if b["count"] != n || b["approx"] != false {
+						return fmt.Errorf("%s %s: %v, want count %v, exact", u, item, b, n)
+					}
+				}
+			}
+			return nil
+		})
+	}
+	do("PUT", us+"/v1/likes/post3/erin", 200)
+	do("PUT", ap+"/v1/likes/post3/frank", 200)
+	do("PUT", eu+"/v1/likes/post4/erin", 200)
+	counts(map[string]float64{"post3": 2, "post4": 1})
+
+	for _, other := range []string{"eu", "ap"} {
+		if st, _, err := testkit.DoJSON("PUT", us+"/v1/admin/links/us/"+other, `{"up":false}`); err != nil || st != 200 {
+			t.Fatalf("cut us-%s: %d %v", other, st, err)
+		}
+	}
+	b := do("PUT", us+"/v1/blocks/erin", 200)
+	if b["blocked"] != true || b["replica"] != "us-1" || b["hlc"] == nil {
+		t.Fatalf("block: %v", b)
+	}
+	if b := do("PUT", us+"/v1/likes/post5/erin", 403); b["code"] != "user_blocked" {
+		t.Fatalf("refusal: %v", b)
+	}
+	do("PUT", eu+"/v1/likes/post5/erin", 200) // eu has not heard of the block
+	for _, other := range []string{"eu", "ap"} {
+		if st, _, err := testkit.DoJSON("PUT", us+"/v1/admin/links/us/"+other, `{"up":true}`); err != nil || st != 200 {
+			t.Fatalf("heal us-%s: %d %v", other, st, err)
+		}
+	}
+	counts(map[string]float64{"post3": 1, "post4": 0, "post5": 0})
+	for _, u := range urls {
+		if b := do("GET", u+"/v1/blocks/erin", 200); b["blocked"] != true || b["hlc"] == nil {
+			t.Fatalf("%s: flag %v", u, b)
+		}
+		do("PUT", u+"/v1/likes/post6/erin", 403)
+	}
+	if b := do("DELETE", eu+"/v1/blocks/erin", 200); b["blocked"] != false || b["replica"] != "eu-1" {
+		t.Fatalf("unblock: %v", b)
+	}
+	counts(map[string]float64{"post3": 2, "post4": 1, "post5": 1})
+}
