@@ -14,7 +14,7 @@ type chaosClockRequest struct {
 // exists only when Config.ChaosClock is set, which only a chaos build does.
 func (s *Server) putChaosClock(w http.ResponseWriter, r *http.Request) error {
 	var req chaosClockRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeRequired(w, r, &req, `{"offset_ms":n}`); err != nil {
 		return err
 	}
 	if req.OffsetMs == nil {

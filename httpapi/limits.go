@@ -21,7 +21,7 @@ import (
 
 // Route classes a Limit applies to.
 const (
-	ClassWrite = "write" // every route that changes state, but the admin routes
+	ClassWrite = "write" // every route that changes state, but the admin routes (links, blocks)
 	ClassRead  = "read"  // GETs that read one key or the replica's status
 	ClassScan  = "scan"  // reads that scan: lists, windows, series, trending, feed, history, union, audit
 )
@@ -241,8 +241,9 @@ var scanRoutes = map[string]bool{
 // routes no limit applies to: probes, metrics, the admin routes.
 func routeClass(method, route string) string {
 	switch {
-	case !strings.HasPrefix(route, "/v1/"), strings.HasPrefix(route, "/v1/admin/"):
-		return ""
+	case !strings.HasPrefix(route, "/v1/"), strings.HasPrefix(route, "/v1/admin/"),
+		route == "/v1/blocks", strings.HasPrefix(route, "/v1/blocks/"):
+		return "" // an operator's routes, behind the admin token
 	case scanRoutes[route]:
 		return ClassScan
 	case method == http.MethodGet || method == http.MethodHead:

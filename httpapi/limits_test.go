@@ -163,6 +163,8 @@ func TestRouteClasses(t *testing.T) {
 		{"POST", "/v1/feed", ClassScan},
 		{"GET", "/v1/audit", ClassScan},
 		{"PUT", "/v1/admin/links/{a}/{b}", ""},
+		{"PUT", "/v1/blocks/{user}", ""},
+		{"GET", "/v1/blocks", ""},
 		{"GET", "/metrics", ""},
 		{"GET", "/readyz", ""},
 		{"GET", unmatched, ""},

@@ -101,7 +101,7 @@ func (s *Server) putLink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req linkRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
+	if err := s.decodeRequired(w, r, &req, `{"up":true}`); err != nil {
 		return err
 	}
 	if req.Up == nil {

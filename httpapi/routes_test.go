@@ -277,6 +277,7 @@ func TestAdminLinks(t *testing.T) {
 		t.Fatal("link still up")
 	}
 	e.do("PUT", "/v1/admin/links/us/ap", `{"up":false}`, auth...).isError(t, http.StatusNotFound, CodeNotFound)
+	e.do("PUT", "/v1/admin/links/us/eu", "", auth...).isError(t, http.StatusBadRequest, CodeBadJSON)
 	e.do("PUT", "/v1/admin/links/us/eu", `{}`, auth...).isError(t, http.StatusBadRequest, CodeMissingField)
 	e.do("PUT", "/v1/admin/links/us/eu", `{"up":"no"}`, auth...).isError(t, http.StatusBadRequest, CodeBadJSON)
 	b = e.do("GET", "/v1/admin/links", "", auth...).ok(t)
