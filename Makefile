@@ -90,7 +90,7 @@ bench-budget: build
 ## TLS; on both cores and on one (taskset -c 0). Rounds interleave, medians
 ## and the change from plain go to docs/bench-edge.csv (every run to
 ## docs/bench-edge-rounds.csv), the load average every 5 s to
-## bin/bench-edge/load.log. About 8 minutes; not part of `make test` or CI.
+## bin/bench-edge/load.log. About 12 minutes; not part of `make test` or CI.
 ## ROUNDS=1 DURATION=2 CORES=2 make bench-edge for a short run.
 bench-edge: build
 	bash scripts/bench-edge.sh
