@@ -69,10 +69,13 @@ func burst(r float64, b int) int {
 	return max(1, int(math.Ceil(r)))
 }
 
-// maxBuckets bounds each bucket table. When it is full, buckets that
-// are full again (idle long enough that forgetting them changes nothing)
-// are dropped; if none is, new clients share one bucket until some are.
-const maxBuckets = 1 << 20
+// maxBuckets bounds each bucket table (a bucket costs about 150 bytes
+// with its key, so a full table about 40 MB). When it is full, buckets
+// that are full again (idle long enough that forgetting them changes
+// nothing: a second or so at the usual bursts) are dropped; if none is,
+// new clients share one bucket until some are. Only more distinct
+// clients or users than this within a refill time meet the shared one.
+const maxBuckets = 1 << 18
 
 // buckets is one table of token buckets (a class, by client or by user).
 type buckets struct {
