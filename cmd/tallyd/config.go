@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,17 +53,10 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.BoolVar(&c.InsecureListen, "insecure-listen", c.InsecureListen, "allow listening beyond loopback without TLS or without a write token")
 	fs.Func("limit", "rate limit of a route class, `CLASS=KEY:N,...` (repeatable; classes write, read, scan; keys client, client_burst, user, user_burst; e.g. write=client:100,user:10), per second, per replica", func(s string) error {
 		lc, err := tallynode.ParseLimit(s)
-		if err != nil {
-			return err
+		if err == nil { // a flag overrides the file's limit of its class
+			c.Limits = upsert(c.Limits, lc, func(o tallynode.LimitConfig) bool { return o.Class == lc.Class })
 		}
-		for i := range c.Limits { // a flag overrides the file's limit of its class
-			if c.Limits[i].Class == lc.Class {
-				c.Limits[i] = lc
-				return nil
-			}
-		}
-		c.Limits = append(c.Limits, lc)
-		return nil
+		return err
 	})
 	fs.StringVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes (`duration`)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
@@ -81,17 +75,10 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.UniquesWindows, "uniques-windows", c.UniquesWindows, "time-bucket levels of every unique count (`levels`, e.g. 1h:8d,1d:400d; \"\": none)")
 	fs.Func("approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; e.g. views:=0.01, \"=0.05\" for every counter): counted in growing steps, at that relative standard error", func(s string) error {
 		ac, err := tallynode.ParseApprox(s)
-		if err != nil {
-			return err
+		if err == nil { // a flag overrides the file's rule for its prefix
+			c.Approx = upsert(c.Approx, ac, func(o tallynode.ApproxConfig) bool { return o.Prefix == ac.Prefix })
 		}
-		for i := range c.Approx { // a flag overrides the file's rule for its prefix
-			if c.Approx[i].Prefix == ac.Prefix {
-				c.Approx[i] = ac
-				return nil
-			}
-		}
-		c.Approx = append(c.Approx, ac)
-		return nil
+		return err
 	})
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
@@ -135,6 +122,16 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.IntVar(&c.AllocReplicas, "alloc-replicas", c.AllocReplicas, "replicas of the allocator bucket and milestone stream (`n`: 1, 3 or 5)")
 	fs.StringVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a cut-off replica numbers from an unrenewed lease (`duration`)")
 	fs.StringVar(&c.LeaseReclaimAfter, "lease-reclaim-after", c.LeaseReclaimAfter, "free a silent replica's lease tail after its beat is still this long (`duration` > lease-ttl; 0: never)")
+}
+
+// upsert replaces the first element of list that same matches with v, or
+// appends v: a repeatable flag overriding the file's entry with its key.
+func upsert[T any](list []T, v T, same func(T) bool) []T {
+	if i := slices.IndexFunc(list, same); i >= 0 {
+		list[i] = v
+		return list
+	}
+	return append(list, v)
 }
 
 // loadConfig builds the serve config from args, the config file they name

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -338,5 +339,32 @@ approx "" {
 		if !errors.As(err, &uerr) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v %q: error %v, want a usage error mentioning %q", tc.args, tc.file, err, tc.want)
 		}
+	}
+}
+
+// A --limit flag replaces the file's limit of its class and adds others.
+func TestLimitFlagsOverrideTheFile(t *testing.T) {
+	path := writeFile(t, "t.hcl", `
+limit "write" {
+  client = 100
+  user   = 5
+}
+limit "scan" {
+  client = 10
+}
+`)
+	cfg, err := loadConfig([]string{"--config", path, "--limit", "write=client:7", "--limit", "read=client:3,client_burst:9"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range cfg.Limits {
+		got = append(got, l.String())
+	}
+	if want := "[write=client:7 scan=client:10 read=client:3,client_burst:9]"; fmt.Sprint(got) != want {
+		t.Fatalf("limits %v, want %s", got, want)
+	}
+	if _, err := loadConfig([]string{"--limit", "write=clients:7"}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "clients") {
+		t.Fatalf("a bad --limit: %v", err)
 	}
 }
