@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/localnet"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -24,32 +21,7 @@ func TestBlockDuringPartitionOverNATS(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	regions := []string{"us", "eu", "ap"}
-	cfg := localnet.DefaultConfig()
-	cfg.Regions, cfg.Dir = regions, t.TempDir()
-	cl, err := localnet.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-	ids := []string{"us-1", "eu-1", "ap-1"}
-	var nodes []*node
-	for i, r := range regions {
-		nodes = append(nodes, startNode(t, cl.ClientURL(r), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids))
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.close()
-		}
-	})
-	for _, n := range nodes {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			if !n.replica.Accepting() {
-				return fmt.Errorf("%s not accepting", n.id)
-			}
-			return nil
-		})
-	}
+	cl, nodes := startSuperCluster(ctx, t)
 	us, eu, ap := nodes[0], nodes[1], nodes[2]
 	// "spam" likes three posts, each in another region; two others like post0.
 	for i, n := range nodes {

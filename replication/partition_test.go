@@ -19,34 +19,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	regions := []string{"us", "eu", "ap"}
-	cfg := localnet.DefaultConfig()
-	cfg.Regions, cfg.Dir = regions, t.TempDir()
-	cl, err := localnet.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Close() })
-
-	ids := []string{"us-1", "eu-1", "ap-1"}
-	var nodes []*node
-	for i, r := range regions {
-		n := startNode(t, cl.ClientURL(r), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids)
-		nodes = append(nodes, n)
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.close()
-		}
-	})
-	for _, n := range nodes {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			if !n.replica.Accepting() {
-				return fmt.Errorf("%s not accepting", n.id)
-			}
-			return nil
-		})
-	}
+	cl, nodes := startSuperCluster(ctx, t)
 	us, eu, ap := nodes[0], nodes[1], nodes[2]
 	if _, err := us.replica.Like(ctx, "post", "warmup"); err != nil {
 		t.Fatal(err)
@@ -121,4 +94,39 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 			t.Fatalf("retry %d at ap after the heal: %+v, %v", i, res, err)
 		}
 	}
+}
+
+// startSuperCluster starts the topology of `tallyd local` (three regions,
+// us, eu and ap, each with its own nats-server, joined by gateways through
+// cuttable links) and one replica per region (us-1, eu-1, ap-1), and waits
+// until every replica accepts writes. Everything stops at the test's end.
+func startSuperCluster(ctx context.Context, t *testing.T) (*localnet.Cluster, []*node) {
+	t.Helper()
+	regions := []string{"us", "eu", "ap"}
+	cfg := localnet.DefaultConfig()
+	cfg.Regions, cfg.Dir = regions, t.TempDir()
+	cl, err := localnet.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Close() })
+	ids := []string{"us-1", "eu-1", "ap-1"}
+	var nodes []*node
+	for i, r := range regions {
+		nodes = append(nodes, startNode(t, cl.ClientURL(r), r, ids[i], filepath.Join(t.TempDir(), ids[i]), ids))
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.close()
+		}
+	})
+	for _, n := range nodes {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if !n.replica.Accepting() {
+				return fmt.Errorf("%s not accepting", n.id)
+			}
+			return nil
+		})
+	}
+	return cl, nodes
 }
