@@ -35,25 +35,7 @@ func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
 	// reports go every TTL/4: 2 s, a wide window to lose the disk in.
 	cfg.Milestones, cfg.LeaseTTL = "every:1", 8*time.Second
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	d, err := startDeployment(ctx, cfg, t.TempDir(), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop()
-	if err := waitFeedsSynced(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	nc, js, err := connectAllocator(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	kv, err := js.KeyValue(ctx, alloc.DefaultBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, d, kv := startWithAllocator(t, cfg)
 	l := &liker{start: time.Now(), hist: &history{}}
 	eu, us := d.proc("eu"), d.proc("us")
 
@@ -142,25 +124,7 @@ func TestWipeWaitsForItsMilestonesToBeClaimed(t *testing.T) {
 	cfg.Binary, cfg.Faults, cfg.Out = chaosBinary(t), []string{}, testOut{t}
 	cfg.Milestones = "every:1"
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	d, err := startDeployment(ctx, cfg, t.TempDir(), "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.stop()
-	if err := waitFeedsSynced(ctx, d); err != nil {
-		t.Fatal(err)
-	}
-	nc, js, err := connectAllocator(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	kv, err := js.KeyValue(ctx, alloc.DefaultBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, d, kv := startWithAllocator(t, cfg)
 
 	// A block below everything eu will number, held open.
 	const slow = "slow-holder"
@@ -250,4 +214,31 @@ func holdBlock(t *testing.T, ctx context.Context, kv jetstream.KeyValue, holder 
 			t.Fatalf("lease a block: %v", err)
 		}
 	}
+}
+
+// startWithAllocator starts a deployment of cfg for a test of at most 3
+// minutes, waits until every region's milestone feed is synced, and
+// opens the allocator's KV bucket. Everything stops at the test's end.
+func startWithAllocator(t *testing.T, cfg Config) (context.Context, *deployment, jetstream.KeyValue) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	d, err := startDeployment(ctx, cfg, t.TempDir(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.stop)
+	if err := waitFeedsSynced(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	nc, js, err := connectAllocator(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	kv, err := js.KeyValue(ctx, alloc.DefaultBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, d, kv
 }
