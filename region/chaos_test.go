@@ -111,15 +111,23 @@ func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 // any other build.
 func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
 	bug := func(c *Config) { c.Chaos = Chaos{SpendWithoutRights: true} }
+	controlCaught(t, "spending without rights", func(seed uint64) string { return budgetRun(t, seed, 250, bug) })
+}
+
+// controlCaught runs a simulation with a chaos bug on six seeds: in a
+// chaos build its checks must catch the bug at least once (a control that
+// passes proves nothing), in any other build never (the bug is off).
+func controlCaught(t *testing.T, what string, run func(seed uint64) string) {
+	t.Helper()
 	caught := 0
 	for seed := range uint64(6) {
-		if v := budgetRun(t, seed, 250, bug); v != "" {
+		if v := run(seed); v != "" {
 			caught++
 			t.Logf("seed %d: %s", seed, v)
 		}
 	}
 	if buildtags.Chaos && caught == 0 {
-		t.Fatal("spending without rights was never caught")
+		t.Fatalf("%s was never caught", what)
 	}
 	if !buildtags.Chaos && caught > 0 {
 		t.Fatalf("the chaos bug changed %d runs outside a chaos build", caught)
