@@ -68,6 +68,11 @@ durability = "fsync"
 #   client = 50
 # }
 
+# Proxies in front of tallyd (addresses or CIDR prefixes) whose
+# X-Forwarded-For names the client the limits key on. Default: none, and
+# the header is ignored.
+# trusted_proxies = ["10.0.0.0/8"]
+
 # On SIGTERM, /readyz fails for this long (so load balancers move away)
 # before the listener closes. Default "5s".
 drain_delay = "5s"

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -258,9 +259,11 @@ func routeClass(method, route string) string {
 
 // clientKey names the client a request's buckets belong to: its bearer
 // token if it sent one (every holder of a token is one client), else its
-// address. Behind a proxy every client has the proxy's address: give
-// clients tokens, or limit at the proxy.
-func clientKey(r *http.Request) string {
+// address. A request from a trusted proxy (Config.TrustedProxies) is
+// keyed by the address the proxy says it came from: the rightmost entry
+// of X-Forwarded-For that is not itself a trusted proxy. Without trusted
+// proxies the header is ignored, since any client can send it.
+func (s *Server) clientKey(r *http.Request) string {
 	if t, ok := bearer(r); ok {
 		return "t " + t
 	}
@@ -268,7 +271,35 @@ func clientKey(r *http.Request) string {
 	if err != nil {
 		host = r.RemoteAddr
 	}
+	if len(s.cfg.TrustedProxies) > 0 && s.trusted(host) {
+		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+		for i := len(hops) - 1; i >= 0; i-- {
+			hop := strings.TrimSpace(hops[i])
+			if _, err := netip.ParseAddr(hop); err != nil {
+				break // a malformed hop: trust nothing further left
+			}
+			host = hop
+			if !s.trusted(hop) {
+				break
+			}
+		}
+	}
 	return "a " + host
+}
+
+// trusted reports whether addr is one of Config.TrustedProxies.
+func (s *Server) trusted(addr string) bool {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // limited answers 429 with Retry-After (whole seconds, rounded up).
@@ -287,7 +318,7 @@ func (s *Server) limitClient(next http.Handler) http.Handler {
 		if len(l.client) > 0 {
 			class := routeClass(r.Method, s.metrics.label(mux.CurrentRoute(r)))
 			if bs := l.client[class]; bs != nil {
-				if wait := bs.take(clientKey(r), 1, time.Now()); wait > 0 {
+				if wait := bs.take(s.clientKey(r), 1, time.Now()); wait > 0 {
 					s.writeError(w, r, s.limited(class, "client", wait))
 					return
 				}
@@ -302,7 +333,7 @@ func (s *Server) limitClient(next http.Handler) http.Handler {
 // bucket, so one larger than it passes on a full bucket.
 func (s *Server) limitEvents(r *http.Request, n int) error {
 	if bs := s.limiter.Load().client[ClassWrite]; bs != nil && min(n, bs.burst) > 1 {
-		if wait := bs.take(clientKey(r), min(n, bs.burst)-1, time.Now()); wait > 0 {
+		if wait := bs.take(s.clientKey(r), min(n, bs.burst)-1, time.Now()); wait > 0 {
 			return s.limited(ClassWrite, "client", wait)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,4 +209,28 @@ func TestBucketTableStaysBounded(t *testing.T) {
 	if w := bs.take("a", 1, later); w != 0 {
 		t.Fatalf("a was forgotten with a full bucket, so it starts full: waits %v", w)
 	}
+}
+
+// Behind a trusted proxy a client is the address the proxy forwarded for;
+// without one, X-Forwarded-For is ignored (any client can send it).
+func TestTrustedProxyForwardsTheClientAddress(t *testing.T) {
+	limit := []Limit{{Class: ClassWrite, Client: slow, ClientBurst: 1}}
+	e := newEnv(t, envOpts{api: func(c *Config) {
+		c.Limits = limit
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}
+	}})
+	xff := func(v string) []string { return []string{"X-Forwarded-For", v} }
+	e.do("POST", "/v1/counters/c/incr", "", xff("203.0.113.7")...).ok(t)
+	limited(t, e.do("POST", "/v1/counters/c/incr", "", xff("203.0.113.7")...), "client")
+	e.do("POST", "/v1/counters/c/incr", "", xff("198.51.100.1")...).ok(t)
+	// A client that prepends a forged hop is still keyed on what the
+	// proxy saw; hops through further trusted proxies are skipped.
+	limited(t, e.do("POST", "/v1/counters/c/incr", "", xff("192.0.2.99, 203.0.113.7")...), "client")
+	limited(t, e.do("POST", "/v1/counters/c/incr", "", xff("203.0.113.7, 10.1.2.3")...), "client")
+	// No header: the proxy's own address, one more client.
+	e.do("POST", "/v1/counters/c/incr", "").ok(t)
+
+	plain := newEnv(t, envOpts{api: func(c *Config) { c.Limits = limit }})
+	plain.do("POST", "/v1/counters/c/incr", "", xff("203.0.113.7")...).ok(t)
+	limited(t, plain.do("POST", "/v1/counters/c/incr", "", xff("198.51.100.1")...), "client")
 }

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,10 @@ type Config struct {
 	// Limits are the rate limits per route class (see Limit). Default:
 	// none. SetLimits replaces them.
 	Limits []Limit
+	// TrustedProxies are the addresses (prefixes) of proxies in front of
+	// the replica whose X-Forwarded-For names the client a rate limit
+	// keys on. Default: none (the header is ignored).
+	TrustedProxies []netip.Prefix
 	// Edge says how the listener is protected, for /v1/status: the HTTP
 	// server is node's, not the Server's.
 	Edge Edge

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -76,6 +77,10 @@ type Config struct {
 	// client spread over R regions gets R times the rate. Reloaded on
 	// SIGHUP. Default none.
 	Limits []LimitConfig `hcl:"limit,block"`
+	// TrustedProxies are the addresses or CIDR prefixes of proxies in
+	// front of the replica: a request from one is limited as the client
+	// its X-Forwarded-For names. Default none (the header is ignored).
+	TrustedProxies []string `hcl:"trusted_proxies,optional"`
 	// DrainDelay is how long SIGTERM keeps serving with /readyz failing
 	// before the listener closes, so load balancers move away first, as a
 	// Go duration. Default "5s".
@@ -286,6 +291,24 @@ func (lc LimitConfig) api() httpapi.Limit {
 	return httpapi.Limit{Class: lc.Class, Client: lc.Client, ClientBurst: lc.ClientBurst, User: lc.User, UserBurst: lc.UserBurst}
 }
 
+// trustedProxies parses TrustedProxies: an address is a prefix of its
+// full length.
+func (c Config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range c.TrustedProxies {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			a, aerr := netip.ParseAddr(s)
+			if aerr != nil {
+				return nil, fmt.Errorf("trusted_proxies %q: want an IP address or a CIDR prefix such as 10.0.0.0/8", s)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
 // apiLimits are the limits as the HTTP API takes them.
 func (c Config) apiLimits() []httpapi.Limit {
 	var out []httpapi.Limit
@@ -475,6 +498,9 @@ func (c Config) Validate() error {
 			bad("listen %q is beyond loopback without a write token: anyone reaching the port could write; "+
 				"set write_token (TALLY_WRITE_TOKEN), or insecure_listen = true (--insecure-listen)", c.Listen)
 		}
+	}
+	if _, err := c.trustedProxies(); err != nil {
+		bad("%v", err)
 	}
 	seenLimit := map[string]bool{}
 	for _, lc := range c.Limits {

@@ -214,6 +214,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		undo = append(undo, n.pub.Close)
 	}
 
+	proxies, _ := cfg.trustedProxies() // Validate checked them
 	apiCfg := httpapi.Config{
 		Replica:        n.replica,
 		Logger:         log,
@@ -224,6 +225,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		AdminToken:     cfg.AdminToken,
 		ReadToken:      cfg.ReadToken,
 		Limits:         cfg.apiLimits(),
+		TrustedProxies: proxies,
 		Edge:           httpapi.Edge{TLS: cfg.TLSCert != "", ClientCerts: cfg.TLSClientCA != "", InsecureListen: cfg.InsecureListen},
 		Version:        opts.Version,
 		Replication:    n.rep,

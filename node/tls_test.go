@@ -263,3 +263,16 @@ func callJSON(t *testing.T, c *http.Client, url string) (int, map[string]any) {
 	}
 	return res.StatusCode, b
 }
+
+func TestTrustedProxiesParse(t *testing.T) {
+	c := standalone(t.TempDir())
+	c.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.1", "::ffff:198.51.100.9", "2001:db8::/32"}
+	ps, err := c.trustedProxies()
+	if err != nil || fmt.Sprint(ps) != "[10.0.0.0/8 192.0.2.1/32 198.51.100.9/32 2001:db8::/32]" {
+		t.Fatalf("%v %v", ps, err)
+	}
+	c.TrustedProxies = []string{"10.0.0.0/33"}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "trusted_proxies") {
+		t.Fatalf("a bad prefix: %v", err)
+	}
+}
