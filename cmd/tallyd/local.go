@@ -30,6 +30,7 @@ type localConfig struct {
 	Milestones string
 	Sequences  sequenceFlag
 	Approx     approxFlag
+	Limits     []tallynode.LimitConfig
 }
 
 // approxFlag is local's repeatable --approx: the first one given replaces
@@ -131,6 +132,13 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
 		fs.Var(&lc.Sequences, "sequence", "also number `NAME=COUNTS/MATCH/MILESTONES` (repeatable; the first replaces the defaults, \"\" leaves none)")
 		fs.Var(&lc.Approx, "approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; the first replaces the default, \"\" leaves none)")
+		fs.Func("limit", "rate limit of every replica, `CLASS=KEY:N,...` as tallyd serve takes it (repeatable; e.g. write=user:5)", func(s string) error {
+			l, err := tallynode.ParseLimit(s)
+			if err == nil {
+				lc.Limits = upsert(lc.Limits, l, func(o tallynode.LimitConfig) bool { return o.Class == l.Class })
+			}
+			return err
+		})
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -185,6 +193,7 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
 	d.Sequences = lc.Sequences.list
 	d.Approx = lc.Approx.list
+	d.Limits = lc.Limits
 	return d
 }
 

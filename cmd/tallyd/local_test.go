@@ -56,7 +56,7 @@ func startLocal(t *testing.T, args ...string) *localRun {
 // allocator lives in the first region, settings reach every replica.
 func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 	lc, err := parseLocal([]string{"--regions", "a,b", "--port", "9000", "--milestones", "every:5", "--durability", "none",
-		"--data", "/tmp/x"}, noEnv, io.Discard)
+		"--data", "/tmp/x", "--limit", "write=user:5", "--limit", "scan=client:9", "--limit", "write=user:2"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +73,9 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 			c.NATS != "nats://"+r+":4222" || c.Milestones != "every:5" || c.AllocCluster != "a" || c.Durability != "none" ||
 			c.DataDir != "/tmp/x/"+r+"-1" || len(c.Peers) != 1 {
 			t.Errorf("region %s: %+v", r, c)
+		}
+		if fmt.Sprint(c.Limits) != "[write=user:2 scan=client:9]" {
+			t.Errorf("region %s: limits %v", r, c.Limits)
 		}
 		if len(c.Sequences) != 2 || c.Sequences[1].Name != "searches" {
 			t.Errorf("region %s: default sequences %v", r, c.Sequences)

@@ -50,6 +50,9 @@ type Config struct {
 	Sequences []node.SequenceConfig
 	// Approx are every replica's approximate-counter rules (node.Config).
 	Approx []node.ApproxConfig
+	// Limits are every replica's rate limits (node.Config); each replica
+	// keeps its own buckets.
+	Limits []node.LimitConfig
 	// Node, if set, adjusts each replica's config after the fields above
 	// are applied (e.g. shorter intervals in tests).
 	Node func(*node.Config)
@@ -105,6 +108,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		cfg.Milestones, cfg.AllocCluster = c.Milestones, c.Regions[0]
 		cfg.Sequences = slices.Clone(c.Sequences)
 		cfg.Approx = slices.Clone(c.Approx)
+		cfg.Limits = slices.Clone(c.Limits)
 		if c.Node != nil {
 			c.Node(&cfg)
 		}
