@@ -58,15 +58,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 		}
 		return err
 	})
-	fs.Func("trusted-proxies", "comma-separated `addresses` or CIDR prefixes of proxies whose X-Forwarded-For names the client the rate limits key on", func(s string) error {
-		c.TrustedProxies = nil
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				c.TrustedProxies = append(c.TrustedProxies, p)
-			}
-		}
-		return nil
-	})
+	fs.Func("trusted-proxies", "comma-separated `addresses` or CIDR prefixes of proxies whose X-Forwarded-For names the client the rate limits key on", commaList(&c.TrustedProxies))
 	fs.StringVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes (`duration`)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
@@ -96,24 +88,8 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "PEM `file` of the CA of the NATS servers' certificates (turns on TLS)")
 	fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "client certificate `file` for NATS")
 	fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "client key `file` for NATS")
-	fs.Func("peers", "comma-separated replica `ids` of the other replicas", func(s string) error {
-		c.Peers = nil
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				c.Peers = append(c.Peers, p)
-			}
-		}
-		return nil
-	})
-	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their entries are taken from any peer)", func(s string) error {
-		c.Retired = nil
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				c.Retired = append(c.Retired, p)
-			}
-		}
-		return nil
-	})
+	fs.Func("peers", "comma-separated replica `ids` of the other replicas", commaList(&c.Peers))
+	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their entries are taken from any peer)", commaList(&c.Retired))
 	fs.StringVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "how often changes are published (`duration`)")
 	fs.StringVar(&c.AntiEntropyInterval, "anti-entropy-interval", c.AntiEntropyInterval, "how often digests are compared with peers (`duration`)")
 	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
@@ -131,6 +107,20 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.IntVar(&c.AllocReplicas, "alloc-replicas", c.AllocReplicas, "replicas of the allocator bucket and milestone stream (`n`: 1, 3 or 5)")
 	fs.StringVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a cut-off replica numbers from an unrenewed lease (`duration`)")
 	fs.StringVar(&c.LeaseReclaimAfter, "lease-reclaim-after", c.LeaseReclaimAfter, "free a silent replica's lease tail after its beat is still this long (`duration` > lease-ttl; 0: never)")
+}
+
+// commaList is a flag's Set for a comma-separated list: it replaces
+// *dst with the list's non-empty, trimmed elements.
+func commaList(dst *[]string) func(string) error {
+	return func(s string) error {
+		*dst = nil
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				*dst = append(*dst, p)
+			}
+		}
+		return nil
+	}
 }
 
 // upsert replaces the first element of list that same matches with v, or

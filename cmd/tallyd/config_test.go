@@ -364,6 +364,10 @@ limit "scan" {
 	if want := "[write=client:7 scan=client:10 read=client:3,client_burst:9]"; fmt.Sprint(got) != want {
 		t.Fatalf("limits %v, want %s", got, want)
 	}
+	cfg, err = loadConfig([]string{"--trusted-proxies", " 10.0.0.0/8, ,192.0.2.1"}, noEnv, io.Discard)
+	if err != nil || fmt.Sprint(cfg.TrustedProxies) != "[10.0.0.0/8 192.0.2.1]" {
+		t.Fatalf("--trusted-proxies: %v %v", cfg.TrustedProxies, err)
+	}
 	if _, err := loadConfig([]string{"--limit", "write=clients:7"}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "clients") {
 		t.Fatalf("a bad --limit: %v", err)
 	}
