@@ -539,6 +539,17 @@ type Budget struct {
 	Unreconciled int `json:"unreconciled,omitempty"`
 }
 
+// BudgetHandoff answers the /v1/admin/budgets/handoff routes: the replica
+// this one hands its budget rights to ("" when no handoff is on), and the
+// rights it still holds, in how many budgets.
+type BudgetHandoff struct {
+	To      string `json:"to"`
+	Budgets int    `json:"budgets"`
+	Held    int64  `json:"held"`
+	// Moved: the rights this request moved (PUT only).
+	Moved int64 `json:"moved"`
+}
+
 // Balance is one key's value in a cashback answer.
 type Balance struct {
 	Key   string `json:"key"`

@@ -195,3 +195,69 @@ func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
 		User:     api.Balance{Key: *body.User, Value: res.UserValue}})
 	return nil
 }
+
+type handoffRequest struct {
+	To *string `json:"to"`
+}
+
+// PUT /v1/admin/budgets/handoff {"to": "<replica>"}: before this replica
+// is retired, hand every budget right it holds to a peer, now and as more
+// arrive (region handoff.go).
+func (s *Server) putHandoff(w http.ResponseWriter, r *http.Request) error {
+	var req handoffRequest
+	if err := s.decodeRequired(w, r, &req, `{"to":"eu-1"}`); err != nil {
+		return err
+	}
+	if req.To == nil {
+		return newError(http.StatusBadRequest, CodeMissingField, `body needs "to": the replica to hand the budget rights to`)
+	}
+	to := *req.To
+	if to == s.rep.ID() {
+		return newError(http.StatusBadRequest, CodeBadRequest, "cannot hand budget rights off to this replica itself")
+	}
+	if err := s.knownPeer(to); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	h, err := s.rep.HandOffRights(ctx, to)
+	if err != nil {
+		return err
+	}
+	s.log.Warn("budget rights handed off by admin", "to", to, "budgets", h.Budgets, "moved", h.Moved, "held", h.Held)
+	writeJSON(w, http.StatusOK, api.BudgetHandoff{To: h.To, Budgets: h.Budgets, Held: h.Held, Moved: h.Moved})
+	return nil
+}
+
+// knownPeer checks that to is a replica this one replicates with: rights
+// handed to an id nobody runs would be stranded for good.
+func (s *Server) knownPeer(to string) error {
+	if s.cfg.Replication == nil {
+		return newError(http.StatusConflict, CodeUnknownReplica, "this replica has no peers to hand its budget rights to")
+	}
+	var ids []string
+	for _, p := range s.cfg.Replication.Peers() {
+		if p.Replica == to {
+			return nil
+		}
+		ids = append(ids, p.Replica)
+	}
+	return newError(http.StatusConflict, CodeUnknownReplica, "%q is not a peer of this replica (peers: %s)", to, strings.Join(ids, ", "))
+}
+
+// GET /v1/admin/budgets/handoff
+func (s *Server) getHandoff(w http.ResponseWriter, _ *http.Request) error {
+	h, err := s.rep.HandoffStatus()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.BudgetHandoff{To: h.To, Budgets: h.Budgets, Held: h.Held})
+	return nil
+}
+
+// DELETE /v1/admin/budgets/handoff: keep rights again.
+func (s *Server) deleteHandoff(w http.ResponseWriter, r *http.Request) error {
+	s.rep.CancelHandoff()
+	s.log.Warn("budget rights handoff cancelled by admin")
+	return s.getHandoff(w, r)
+}

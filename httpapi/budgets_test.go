@@ -84,3 +84,22 @@ func TestBudgetRoutes(t *testing.T) {
 		e.do(c.method, c.path, c.body).isError(t, c.status, c.code)
 	}
 }
+
+// Without peers there is nobody to hand rights to: the handoff is refused
+// and changes nothing. Bad bodies are 400s.
+func TestBudgetHandoffRoutes(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	e.do("POST", "/v1/budgets/gifts/grant", `{"by":10}`).ok(t)
+	e.do("PUT", "/v1/admin/budgets/handoff", `{"to":"eu-1"}`).isError(t, http.StatusConflict, CodeUnknownReplica)
+	e.do("PUT", "/v1/admin/budgets/handoff", `{}`).isError(t, http.StatusBadRequest, CodeMissingField)
+	e.do("PUT", "/v1/admin/budgets/handoff", `{"to":"us-1"}`).isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do("PUT", "/v1/admin/budgets/handoff", `{"to":7}`).isError(t, http.StatusBadRequest, CodeBadJSON)
+	e.do("PUT", "/v1/admin/budgets/handoff", "").isError(t, http.StatusBadRequest, CodeBadJSON)
+	b := e.do("GET", "/v1/admin/budgets/handoff", "").ok(t)
+	if b["to"] != "" || num(t, b, "held") != 10 || num(t, b, "budgets") != 1 {
+		t.Fatalf("status: %v", b)
+	}
+	if b = e.do("DELETE", "/v1/admin/budgets/handoff", "").ok(t); b["to"] != "" || num(t, b, "held") != 10 {
+		t.Fatalf("cancel: %v", b)
+	}
+}

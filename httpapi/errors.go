@@ -32,6 +32,7 @@ const (
 	CodeIdempotencyMismatch = "idempotency_mismatch"   // 409: the key was applied with another amount
 	CodeBudgetExhausted     = "budget_exhausted"       // 409: the budget has less left than the spend (as seen here)
 	CodeRightsElsewhere     = "rights_elsewhere"       // 409: enough left, but other regions hold the rights; retry soon
+	CodeUnknownReplica      = "unknown_replica"        // 409: a handoff target this replica does not replicate with
 	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
 	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
 	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.MaxEntry

@@ -278,6 +278,9 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/blocks/"+user, s.RequireAdmin(s.Handler(s.deleteBlock))).Methods(http.MethodDelete)
 	rt.Handle("/v1/blocks/"+user, s.RequireAdmin(s.Handler(s.getBlock))).Methods(http.MethodGet)
 	rt.Handle("/v1/blocks", s.RequireAdmin(s.Handler(s.getBlocks))).Methods(http.MethodGet)
+	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.putHandoff))).Methods(http.MethodPut)
+	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.getHandoff))).Methods(http.MethodGet)
+	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.deleteHandoff))).Methods(http.MethodDelete)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	if s.cfg.ChaosClock != nil {

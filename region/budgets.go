@@ -176,8 +176,8 @@ func (t *txn) refuse(key string, b *crdt.Budget, by int64, err error) Result {
 // ask queues a request for rights to key for this commit's Changes, at
 // most once per askIntervalMs per key.
 func (t *txn) ask(key string, want int64) {
-	if t.r.cfg.OnCommit == nil {
-		return // nobody to ask
+	if t.r.cfg.OnCommit == nil || t.r.handoff.Load() != nil {
+		return // nobody to ask, or handing rights off
 	}
 	if last, ok := t.r.asked[key]; ok && t.nowMs-last < askIntervalMs && t.nowMs >= last {
 		return
@@ -213,6 +213,7 @@ func (t *txn) applyGrant(op *Op) Result {
 	b := bs.view()
 	b.Grant(t.r.self, op.By)
 	bs.put(b)
+	t.forwardLater(op.Item)
 	return Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
 }
 

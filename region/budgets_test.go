@@ -20,10 +20,13 @@ type budgetNet struct {
 	boxes []*mailbox
 	// queues[i][j]: changes from i not yet delivered to j.
 	queues [][][]Changes
+	// gone: replicas retired from the network; nothing is posted to or
+	// from them any more.
+	gone map[int]bool
 }
 
 func newBudgetNet(t *testing.T, n int, mut func(*Config)) *budgetNet {
-	net := &budgetNet{t: t, queues: make([][][]Changes, n)}
+	net := &budgetNet{t: t, queues: make([][][]Changes, n), gone: make(map[int]bool)}
 	clock := &stepClock{}
 	for i := range n {
 		box := &mailbox{}
@@ -42,9 +45,12 @@ func newBudgetNet(t *testing.T, n int, mut func(*Config)) *budgetNet {
 // post moves every replica's new commits into its queues to the others.
 func (n *budgetNet) post() {
 	for i, box := range n.boxes {
+		if n.gone[i] {
+			continue
+		}
 		for _, c := range box.take() {
 			for j := range n.reps {
-				if j != i {
+				if j != i && !n.gone[j] {
 					n.queues[i][j] = append(n.queues[i][j], c)
 				}
 			}
@@ -241,7 +247,7 @@ func TestBudgetInvariantUnderRandomDelivery(t *testing.T) {
 	}
 	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			if v := budgetRun(t, seed, 250, nil); v != "" {
+			if v := budgetRun(t, seed, 250, nil, -1); v != "" {
 				t.Fatal(v)
 			}
 		})
@@ -249,8 +255,11 @@ func TestBudgetInvariantUnderRandomDelivery(t *testing.T) {
 }
 
 // budgetRun runs one random schedule and returns the first violation of
-// the invariants ("" if none). mut adjusts every replica's Config.
-func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
+// the invariants ("" if none). mut adjusts every replica's Config. With
+// handoffAt ≥ 0, replica r0 hands its rights off to r1 at that step (by
+// handOff) and is retired after the schedule: then the others must be
+// able to spend everything that is left.
+func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config), handoffAt int, handOff ...func(*Replica)) string {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	net := newBudgetNet(t, 3, mut)
@@ -267,6 +276,13 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
 		return ""
 	}
 	for step := range steps {
+		if step == handoffAt {
+			if len(handOff) > 0 {
+				handOff[0](net.reps[0])
+			} else if _, err := net.reps[0].HandOffRights(ctx, "r1"); err != nil {
+				t.Fatal(err)
+			}
+		}
 		i := rng.IntN(len(net.reps))
 		r := net.reps[i]
 		switch op := rng.IntN(12); {
@@ -340,6 +356,49 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
 		if m.Value+u.Value != 0 || u.Value != cashed {
 			return fmt.Sprintf("replica %d: merchant %d + user %d, want user %d and a zero sum", i, m.Value, u.Value, cashed)
 		}
+	}
+	if handoffAt >= 0 {
+		return drainWithout(t, net, 0, granted-spent)
+	}
+	return ""
+}
+
+// drainWithout retires replica gone and spends, at the others, until the
+// budget "b" is exhausted everywhere: every one of the left units must be
+// spendable, none stranded with the retired replica.
+func drainWithout(t *testing.T, net *budgetNet, gone int, left int64) string {
+	ctx := context.Background()
+	if rd := net.budget(gone, "b"); rd.LocalRights != 0 {
+		return fmt.Sprintf("replica %d is retired holding %d rights (%+v)", gone, rd.LocalRights, rd)
+	}
+	net.gone[gone] = true
+	for j := range net.reps {
+		net.queues[gone][j], net.queues[j][gone] = nil, nil
+	}
+	var drained int64
+	for range 100 {
+		for i, r := range net.reps {
+			if i == gone {
+				continue
+			}
+			for {
+				_, err := r.Apply(ctx, Op{Kind: OpSpend, Item: "b", By: 1})
+				if err != nil {
+					if !errors.Is(err, ErrBudgetExhausted) && !errors.Is(err, ErrRightsElsewhere) {
+						t.Fatal(err)
+					}
+					break
+				}
+				drained++
+			}
+		}
+		net.settle()
+		if drained >= left {
+			break
+		}
+	}
+	if drained != left {
+		return fmt.Sprintf("with replica %d retired, the others spent %d of the %d left", gone, drained, left)
 	}
 	return ""
 }

@@ -111,7 +111,7 @@ func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 // any other build.
 func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
 	bug := func(c *Config) { c.Chaos = Chaos{SpendWithoutRights: true} }
-	controlCaught(t, "spending without rights", func(seed uint64) string { return budgetRun(t, seed, 250, bug) })
+	controlCaught(t, "spending without rights", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
 }
 
 // controlCaught runs a simulation with a chaos bug on six seeds: in a

@@ -5,35 +5,36 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics are the replica's Prometheus instruments. With no Registerer they
 // still count (tests read them) but are exported nowhere.
 type metrics struct {
-	ops            *prometheus.CounterVec
-	opsByKind      [numOpKinds]prometheus.Counter // resolved once: the writer counts every op
-	ownRecovered   prometheus.Counter
-	reconciled     prometheus.Counter
-	refused        *prometheus.CounterVec
-	refusedOwn     prometheus.Counter
-	refusedCap     prometheus.Counter
-	refusedFuture  prometheus.Counter
-	refusedExpiry  prometheus.Counter
-	refusedNoReg   prometheus.Counter
-	refusedBucket  prometheus.Counter
-	clockSteps     prometheus.Counter
-	batchWrites    prometheus.Histogram
-	commitSeconds  prometheus.Histogram
-	numbered       *prometheus.CounterVec
-	unnumbered     *prometheus.GaugeVec
-	idemExpired    prometheus.Counter
-	bucketsExpired prometheus.Counter
-	uniqueIDs      prometheus.Counter
-	ownChanged     prometheus.Counter
-	approxIncrs    *prometheus.CounterVec
-	approxWritten  prometheus.Counter
-	approxSkipped  prometheus.Counter
-	budgetRefused  *prometheus.CounterVec
-	budgetAsks     prometheus.Counter
-	budgetGiven    prometheus.Counter
-	budgetSpent    prometheus.Counter
-	refusedWrites  *prometheus.CounterVec
-	refusedBlocked prometheus.Counter
+	ops             *prometheus.CounterVec
+	opsByKind       [numOpKinds]prometheus.Counter // resolved once: the writer counts every op
+	ownRecovered    prometheus.Counter
+	reconciled      prometheus.Counter
+	refused         *prometheus.CounterVec
+	refusedOwn      prometheus.Counter
+	refusedCap      prometheus.Counter
+	refusedFuture   prometheus.Counter
+	refusedExpiry   prometheus.Counter
+	refusedNoReg    prometheus.Counter
+	refusedBucket   prometheus.Counter
+	clockSteps      prometheus.Counter
+	batchWrites     prometheus.Histogram
+	commitSeconds   prometheus.Histogram
+	numbered        *prometheus.CounterVec
+	unnumbered      *prometheus.GaugeVec
+	idemExpired     prometheus.Counter
+	bucketsExpired  prometheus.Counter
+	uniqueIDs       prometheus.Counter
+	ownChanged      prometheus.Counter
+	approxIncrs     *prometheus.CounterVec
+	approxWritten   prometheus.Counter
+	approxSkipped   prometheus.Counter
+	budgetRefused   *prometheus.CounterVec
+	budgetAsks      prometheus.Counter
+	budgetGiven     prometheus.Counter
+	budgetHandedOff prometheus.Counter
+	budgetSpent     prometheus.Counter
+	refusedWrites   *prometheus.CounterVec
+	refusedBlocked  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -123,6 +124,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tally_budget_rights_given_total",
 		Help: "Budget rights this replica gave to peers that asked.",
 	})
+	m.budgetHandedOff = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tally_budget_rights_handed_off_total",
+		Help: "Budget rights this replica moved to its handoff target (before being retired).",
+	})
 	m.budgetSpent = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tally_budget_spent_total",
 		Help: "Budget units spent at this replica (spends and cashbacks, before refunds of duplicate keys).",
@@ -137,7 +142,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs,
-			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetSpent, m.refusedWrites)
+			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetHandedOff, m.budgetSpent, m.refusedWrites)
 	}
 	return m
 }

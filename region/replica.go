@@ -81,6 +81,9 @@ type Replica struct {
 	// asked: when this replica last asked its peers for each budget's
 	// rights (budgets.go).
 	asked map[string]int64
+	// handoff: the replica this one hands its budget rights to, if any
+	// (handoff.go).
+	handoff atomic.Pointer[string]
 
 	kick chan struct{} // wakes the writer to number queued likes
 	// reconcileKick asks the writer for the reconciliation pass that
@@ -97,6 +100,10 @@ type request struct {
 	smerges []SketchMerge
 	// gives are peers' asks for budget rights (GiveRights).
 	gives []RightsGive
+	// handoff lists budgets whose rights to hand off now (HandOffRights);
+	// handedOff is how many rights the writer moved for them.
+	handoff   []string
+	handedOff int64
 	// ids counts the unique ids of the ops (OpUniques), which weigh on
 	// the batch like ops.
 	ids int
@@ -121,7 +128,7 @@ type request struct {
 }
 
 func (q *request) size() int {
-	return len(q.ops) + q.ids + len(q.gives) + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
+	return len(q.ops) + q.ids + len(q.gives) + len(q.handoff) + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
 }
 
 // New opens a replica on cfg.Store and starts its writer.

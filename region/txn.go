@@ -37,6 +37,9 @@ type txn struct {
 	// sends.
 	budgets map[string]*budgetState
 	asks    []RightsAsk
+	// forward: budgets whose rights may have grown in this batch, moved on
+	// at commit while a handoff is on (handoff.go).
+	forward map[string]struct{}
 
 	// Block flags (blocks.go) the batch touches.
 	flags map[string]*flagState
@@ -247,6 +250,11 @@ func (t *txn) apply(q *request) {
 	}
 	for _, g := range q.gives {
 		t.give(g)
+	}
+	if to := t.r.handoffTo(); to != "" {
+		for _, k := range q.handoff {
+			q.handedOff += t.handOff(k, to)
+		}
 	}
 	for i := range q.smerges {
 		if err := t.mergeSketch(&q.smerges[i]); err != nil {
@@ -526,6 +534,12 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	if m.Kind.IsWindows() {
 		vs.bucket, vs.parsed = bucket, true
 	}
+	if m.Kind == storage.Budgets {
+		// A transfer to us, or our own entries adopted in recovery.
+		if key, _, _, ok := crdt.SplitBudgetName(m.Item); ok {
+			t.forwardLater(key)
+		}
+	}
 	vec := m.Vec
 	if own := vec.Get(t.r.self); !vs.cur.Get(t.r.self).Covers(own) {
 		if t.r.accepting.Load() {
@@ -645,6 +659,9 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 	var delta int64
 	if k.isBudget() {
 		delta = t.r.refundLoser(rs.rec)
+		if delta != 0 {
+			t.forwardLater(k.a[len(budgetRecordPrefix):])
+		}
 	} else {
 		delta = t.r.reconcile(rs.rec, !k.keyed && t.blocked(k.b))
 	}
@@ -709,6 +726,7 @@ func (t *txn) persistClock() {
 func (t *txn) commit() (Changes, error) {
 	ch := Changes{Records: make([]RecordChange, 0, len(t.rorder))}
 	self := t.r.self
+	t.forwardRights()
 	if err := t.flushBookings(); err != nil {
 		return Changes{}, err
 	}

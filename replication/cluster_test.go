@@ -417,3 +417,64 @@ func TestBudgetSpendsOverNATS(t *testing.T) {
 		return nil
 	})
 }
+
+// A replica about to be retired hands its budget rights off over real NATS
+// (with a lossy fast path); once it is gone, the others spend every unit,
+// its grant included, and not one more.
+func TestBudgetHandoffOverNATS(t *testing.T) {
+	nodes, _ := startCluster(t, "us", "eu", "ap")
+	for _, n := range nodes {
+		n.faults.SetFaults(Faults{Drop: 0.3, Dup: 0.2, Delay: 5 * time.Millisecond, Seed: 9})
+	}
+	ctx := context.Background()
+	us, eu, ap := nodes[0], nodes[1], nodes[2]
+	for _, g := range []struct {
+		n  *node
+		by int64
+	}{{us, 200}, {eu, 50}} {
+		if _, err := g.n.replica.Apply(ctx, region.Op{Kind: region.OpGrant, Item: "gift", By: g.by}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := us.replica.HandOffRights(ctx, "eu-1")
+	if err != nil || h.Moved != 200 || h.Held != 0 {
+		t.Fatalf("handoff: %+v %v", h, err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error { // eu and ap hear of the transfer
+		for _, n := range []*node{eu, ap} {
+			if rd, err := n.replica.Budget("gift"); err != nil || rd.Remaining != 250 || rd.Rights["us-1"] != 0 {
+				return fmt.Errorf("%s: %+v %v", n.id, rd, err)
+			}
+		}
+		return nil
+	})
+	us.close() // retired
+
+	var spent [2]atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(60 * time.Second)
+	for i, n := range []*node{eu, ap} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				_, err := n.replica.Apply(ctx, region.Op{Kind: region.OpSpend, Item: "gift", By: 1})
+				switch {
+				case err == nil:
+					spent[i].Add(1)
+				case errors.Is(err, region.ErrRightsElsewhere):
+					time.Sleep(2 * time.Millisecond)
+				case errors.Is(err, region.ErrBudgetExhausted):
+					return
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := spent[0].Load() + spent[1].Load(); got != 250 {
+		t.Fatalf("with us retired, eu and ap spent %d+%d, want exactly 250", spent[0].Load(), spent[1].Load())
+	}
+}

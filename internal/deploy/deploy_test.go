@@ -794,3 +794,55 @@ func TestBlockThroughCutAndHeal(t *testing.T) {
 	}
 	counts(map[string]float64{"post3": 2, "post4": 1, "post5": 1})
 }
+
+// Handing a region's budget rights off before retiring it, over HTTP: the
+// target must be a peer, the rights move, a later grant there moves on
+// too, and the region that got them pays the others' spends.
+func TestBudgetHandoffOverHTTP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	urls := startReadyDeployment(t)
+	us, ap := urls[0], urls[2]
+	do := func(method, url, body string, want int) map[string]any {
+		t.Helper()
+		st, b, err := testkit.DoJSON(method, url, body)
+		if err != nil || st != want {
+			t.Fatalf("%s %s %s: %d %v %v, want %d", method, url, body, st, b, err, want)
+		}
+		return b
+	}
+	do("POST", us+"/v1/budgets/gift-cards/grant", `{"by":100}`, 200)
+	if b := do("PUT", us+"/v1/admin/budgets/handoff", `{"to":"mars-1"}`, 409); b["code"] != "unknown_replica" {
+		t.Fatalf("handoff to a stranger: %v", b)
+	}
+	do("PUT", us+"/v1/admin/budgets/handoff", `{"to":"us-1"}`, 400)
+	do("PUT", us+"/v1/admin/budgets/handoff", `{}`, 400)
+	if b := do("PUT", us+"/v1/admin/budgets/handoff", `{"to":"eu-1"}`, 200); b["moved"] != float64(100) || b["held"] != float64(0) || b["budgets"] != float64(1) {
+		t.Fatalf("handoff: %v", b)
+	}
+	do("POST", us+"/v1/budgets/gift-cards/grant", `{"by":5}`, 200)
+	if b := do("GET", us+"/v1/admin/budgets/handoff", "", 200); b["to"] != "eu-1" || b["held"] != float64(0) {
+		t.Fatalf("handoff status: %v", b)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		b := do("GET", ap+"/v1/budgets/gift-cards", "", 200)
+		if r, _ := b["rights"].(map[string]any); b["remaining"] != float64(105) || r["eu-1"] != float64(105) {
+			return fmt.Errorf("ap sees %v", b)
+		}
+		return nil
+	})
+	// ap asks, and eu (not us) pays.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if st, b, err := testkit.DoJSON("POST", ap+"/v1/budgets/gift-cards/spend", `{"by":1}`); err != nil || st != 200 {
+			return fmt.Errorf("spend at ap: %d %v %v", st, b, err)
+		}
+		return nil
+	})
+	if b := do("DELETE", us+"/v1/admin/budgets/handoff", "", 200); b["to"] != "" {
+		t.Fatalf("cancelled handoff: %v", b)
+	}
+	if b := do("POST", us+"/v1/budgets/gift-cards/grant", `{"by":3}`, 200); b["rights"] != float64(3) {
+		t.Fatalf("grant after the cancel: %v", b)
+	}
+}

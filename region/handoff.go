@@ -1,0 +1,228 @@
+package region
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Handing off budget rights: before a replica is retired for good, it
+// gives every budget right it holds to a peer, so that none is stranded
+// with it (a retired replica's rights are out of everyone's reach: no
+// other replica may write its entries).
+//
+// A handoff is a mode, not one pass. While it is on, every commit that may
+// have raised this replica's rights to a budget (a grant here, a refund, a
+// merge of a transfer or of its own entries) moves them on to the target
+// in the same commit, and this replica asks nobody for rights. So rights
+// that were on their way when the handoff began, and grants that still
+// reach this replica, end at the target too. The transfers are ordinary
+// ones (crdt.Budget.Transfer): each writes only this replica's entries,
+// and they travel by the fast path and anti-entropy like every other.
+//
+// The mode is held in memory: it ends with the process. A replica being
+// retired is stopped once it holds nothing; one restarted instead is asked
+// again.
+
+// handoffPage bounds how many budgets one handoff commit moves.
+const handoffPage = 256
+
+// Handoff reports a handoff pass.
+type Handoff struct {
+	// To is the replica the rights go to ("" when no handoff is on).
+	To string
+	// Budgets is how many budgets this replica had rights to move;
+	// Moved is the rights moved by this pass, in all.
+	Budgets int
+	Moved   int64
+	// Held is the rights this replica holds once the pass committed, in
+	// all budgets: 0, unless rights arrived during the pass (the next
+	// commit moves them) or an entry is at its cap.
+	Held int64
+}
+
+// HandOffRights turns the handoff to replica to on (replacing any earlier
+// target) and moves every right this replica holds to it now. to must be
+// another replica's valid id; whether it is a live peer is the caller's
+// check.
+func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error) {
+	if !crdt.ValidID(to) || to == r.self {
+		return Handoff{}, fmt.Errorf("%w: cannot hand budget rights off to %q", ErrInvalid, to)
+	}
+	if err := r.Err(); err != nil {
+		return Handoff{}, err
+	}
+	if !r.accepting.Load() {
+		// Until recovery ends, this replica's own entries may be behind
+		// what it wrote before: a transfer written from them now could
+		// hand off rights it already spent.
+		return Handoff{}, ErrNotReady
+	}
+	r.handoff.Store(&to)
+	// A barrier: once an empty request has committed, every commit either
+	// moved its rights on (it saw the target) or is in the store for the
+	// scan below.
+	if err := r.submit(ctx, &request{}); err != nil {
+		return Handoff{}, fmt.Errorf("hand off budget rights: %w", err)
+	}
+	keys, err := r.budgetsHeld()
+	if err != nil {
+		return Handoff{}, err
+	}
+	h := Handoff{To: to, Budgets: len(keys)}
+	for len(keys) > 0 {
+		page := keys[:min(len(keys), handoffPage)]
+		keys = keys[len(page):]
+		q := &request{handoff: page}
+		if err := r.submit(ctx, q); err != nil {
+			return h, fmt.Errorf("hand off budget rights: %w", err)
+		}
+		h.Moved += q.handedOff
+	}
+	held, err := r.rightsHeld()
+	h.Held = held
+	return h, err
+}
+
+// CancelHandoff turns the handoff off: rights are kept and asked for
+// again. Rights already moved stay with the target, which holds them like
+// any other.
+func (r *Replica) CancelHandoff() { r.handoff.Store(nil) }
+
+// HandoffStatus reports the handoff target ("" if none) and the rights
+// this replica holds now, in how many budgets.
+func (r *Replica) HandoffStatus() (Handoff, error) {
+	var h Handoff
+	if to := r.handoff.Load(); to != nil {
+		h.To = *to
+	}
+	keys, err := r.budgetsHeld()
+	if err != nil {
+		return h, err
+	}
+	h.Budgets = len(keys)
+	h.Held, err = r.rightsHeld()
+	return h, err
+}
+
+// handoffTo is the handoff target, or "".
+func (r *Replica) handoffTo() string {
+	if to := r.handoff.Load(); to != nil {
+		return *to
+	}
+	return ""
+}
+
+// budgetsHeld lists, sorted, the budgets this replica holds rights to, by
+// a scan of every budget vector (handoffs are rare).
+func (r *Replica) budgetsHeld() ([]string, error) {
+	held, err := r.scanRights()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(held))
+	for k, n := range held {
+		if n > 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// rightsHeld sums this replica's rights over every budget.
+func (r *Replica) rightsHeld() (int64, error) {
+	held, err := r.scanRights()
+	var sum int64
+	for _, n := range held {
+		if n > 0 {
+			sum += n
+		}
+	}
+	return sum, err
+}
+
+// scanRights reads this replica's rights to every budget it has written
+// or received rights to, from the store (committed state).
+func (r *Replica) scanRights() (map[string]int64, error) {
+	keys := make(map[string]struct{})
+	err := r.store.ScanVectors(storage.Budgets, func(item string, v crdt.Vector) bool {
+		key, to, inbox, ok := crdt.SplitBudgetName(item)
+		if ok && (inbox && to == r.self || !inbox && v.Get(r.self) != (crdt.PN{})) {
+			keys[key] = struct{}{}
+		}
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scan budget rights: %w", err)
+	}
+	out := make(map[string]int64, len(keys))
+	for key := range keys {
+		main, err := r.store.Vector(storage.Budgets, key)
+		if err != nil {
+			return nil, fmt.Errorf("scan budget rights: %w", err)
+		}
+		inboxes, err := r.store.BudgetInboxes(key)
+		if err != nil {
+			return nil, fmt.Errorf("scan budget rights: %w", err)
+		}
+		b := crdt.Budget{Main: main, Inbox: inboxes}
+		out[key] = b.Rights(r.self)
+	}
+	return out, nil
+}
+
+// forwardLater marks a budget whose rights here may have grown in this
+// commit, for forwardRights. It marks whether or not a handoff is on: one
+// that starts before the commit must see the mark.
+func (t *txn) forwardLater(key string) {
+	if t.forward == nil {
+		t.forward = make(map[string]struct{})
+	}
+	t.forward[key] = struct{}{}
+}
+
+// forwardRights moves, before the commit, this replica's rights to every
+// marked budget to the handoff target.
+func (t *txn) forwardRights() {
+	to := t.r.handoffTo()
+	if to == "" || len(t.forward) == 0 || !t.r.accepting.Load() {
+		return
+	}
+	keys := make([]string, 0, len(t.forward))
+	for k := range t.forward {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // deterministic write order
+	for _, k := range keys {
+		t.handOff(k, to)
+	}
+}
+
+// handOff moves all of this replica's rights to budget key to replica to,
+// in the overlay, and returns how many.
+func (t *txn) handOff(key, to string) int64 {
+	bs, err := t.budget(key)
+	if err != nil {
+		t.r.log.Warn("budget rights not handed off", "key", key, "to", to, "error", err)
+		return 0
+	}
+	if _, err := t.inbox(bs, to); err != nil {
+		t.r.log.Warn("budget rights not handed off", "key", key, "to", to, "error", err)
+		return 0
+	}
+	b := bs.view()
+	n := b.Rights(t.r.self)
+	if n <= 0 || checkEntry(bs.inbox[to].cur.Get(t.r.self), n) != nil || checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
+		return 0
+	}
+	if err := b.Transfer(t.r.self, to, n); err != nil {
+		return 0
+	}
+	bs.put(b)
+	t.r.metrics.budgetHandedOff.Add(float64(n))
+	return n
+}
