@@ -24,8 +24,10 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) error {
 		kind = storage.Likes
 	case k == "counters":
 		kind = storage.Counters
+	case k == "budgets":
+		kind = storage.Budgets
 	default:
-		return newError(http.StatusBadRequest, CodeBadRequest, "kind %q: want likes or counters, with key", k)
+		return newError(http.StatusBadRequest, CodeBadRequest, "kind %q: want likes, counters or budgets, with key", k)
 	}
 	if kind != 0 && key == "" {
 		return newError(http.StatusBadRequest, CodeBadRequest, "kind needs a key")

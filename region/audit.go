@@ -38,9 +38,8 @@ func (a *AuditReport) OK() bool { return len(a.Diffs) == 0 }
 // kind and key set) from its event log and compares it with the stored
 // one, from one snapshot. Every region's view of this replica's entries
 // converges to the stored ones, so auditing every replica audits every
-// region's counts. Budgets are left out: their grants, spends, transfers
-// and refunds are not in the log (a cashback's balances are counters, and
-// are).
+// region's counts, budgets included: grants, spends, transfers, refunds
+// and recoveries are all logged (storage.Event.Moves).
 func (r *Replica) Audit(kind storage.Kind, key string) (AuditReport, error) {
 	if !r.cfg.EventLog {
 		return AuditReport{}, fmt.Errorf("%w: the event log is off", ErrNoLog)
@@ -63,7 +62,7 @@ func (r *Replica) Audit(kind storage.Kind, key string) (AuditReport, error) {
 		}
 	}
 	for k := range keys {
-		if key != "" && (k.Kind != kind || k.Key != key) || k.Kind == storage.Budgets {
+		if key != "" && (k.Kind != kind || auditKey(k) != key) {
 			continue
 		}
 		rep.Vectors++
@@ -78,6 +77,17 @@ func (r *Replica) Audit(kind storage.Kind, key string) (AuditReport, error) {
 		return strings.Compare(a.Key, b.Key)
 	})
 	return rep, nil
+}
+
+// auditKey is the key a vector is audited under: a budget's inboxes are
+// audited with the budget.
+func auditKey(k storage.VectorKey) string {
+	if k.Kind == storage.Budgets {
+		if key, _, _, ok := crdt.SplitBudgetName(k.Key); ok {
+			return key
+		}
+	}
+	return k.Key
 }
 
 // MaxHistory bounds the actions one History call returns.

@@ -213,6 +213,7 @@ func (t *txn) applyGrant(op *Op) Result {
 	b := bs.view()
 	b.Grant(t.r.self, op.By)
 	bs.put(b)
+	t.logBudget(storage.EventGrant, op.Item, "", "", op.By)
 	t.forwardLater(op.Item)
 	return Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
 }
@@ -241,6 +242,7 @@ func (t *txn) applySpend(op *Op) Result {
 		return t.refuse(op.Item, &b, op.By, err)
 	}
 	bs.put(b)
+	t.logBudget(storage.EventSpend, op.Item, "", op.IdemKey, op.By)
 	if rs != nil {
 		t.applyKeyedRecord(rs, -op.By, op.At)
 	}
@@ -351,6 +353,7 @@ func (t *txn) applyCashback(op *Op) Result {
 		return result(t.refuse(op.Item, &b, op.By, err))
 	}
 	bs.put(b)
+	t.logBudget(storage.EventSpend, op.Item, "", op.IdemKey, op.By)
 	t.applyKeyedRecord(brs, -op.By, op.At)
 	for _, c := range []struct {
 		rs  *recState
@@ -370,6 +373,26 @@ func (t *txn) applyCashback(op *Op) Result {
 	t.afterSpend(op.Item, &b, op.By)
 	t.r.metrics.budgetSpent.Add(float64(op.By))
 	return result(Result{})
+}
+
+// logBudget logs a grant, spend or transfer of by (Config.EventLog). The
+// P and N it records follow storage.Event.Moves: a grant raises the main
+// vector's P, a spend its N; a transfer raises the receiver's inbox P and
+// this replica's own inbox N.
+func (t *txn) logBudget(typ storage.EventType, key, to, idem string, by int64) {
+	if !t.r.cfg.EventLog {
+		return
+	}
+	e := storage.Event{Type: typ, Kind: storage.Budgets, Key: key, User: to, Idem: idem, By: by, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
+	switch typ {
+	case storage.EventGrant:
+		e.P = uint64(by)
+	case storage.EventSpend:
+		e.N = uint64(by)
+	case storage.EventTransfer:
+		e.P, e.N = uint64(by), uint64(by)
+	}
+	t.logEvent(e)
 }
 
 // give moves some of this replica's rights to a peer that asked.
@@ -395,6 +418,7 @@ func (t *txn) give(g RightsGive) {
 		return
 	}
 	bs.put(b)
+	t.logBudget(storage.EventTransfer, g.Key, g.To, "", n)
 	t.r.metrics.budgetGiven.Add(float64(n))
 }
 

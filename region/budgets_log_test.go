@@ -2,16 +2,19 @@ package region
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/storage"
 )
 
-// Budgets are not in the event log (nor are their refunds), so the audit
-// leaves their vectors out; a cashback's balances are counters, logged and
-// audited like any.
-func TestAuditLeavesBudgetsOut(t *testing.T) {
+// Budgets are in the event log like everything else: grants, spends
+// (keyed or not, and a cashback's), transfers, and the audit recomputes
+// every own entry of a budget (main vector and inboxes) from them. One
+// entry changed behind the log's back shows as a difference.
+func TestAuditCoversBudgets(t *testing.T) {
 	net := newBudgetNet(t, 2, func(c *Config) { c.EventLog = true })
 	a, b := net.reps[0], net.reps[1]
 	ctx := context.Background()
@@ -35,18 +38,46 @@ func TestAuditLeavesBudgetsOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	net.settle()
-	for _, r := range net.reps {
-		rep, err := r.Audit(0, "")
-		if err != nil || !rep.OK() || rep.Vectors != 2 { // shop, and ann or bob
-			t.Fatalf("%s: %+v, %v", r.ID(), rep, err)
+	// A: pool, pool~r0 (sent), pool~r1 (given), shop, ann. B: pool
+	// (spent), shop, bob.
+	for i, want := range []int{5, 3} {
+		rep, err := net.reps[i].Audit(0, "")
+		if err != nil || !rep.OK() || rep.Vectors != want {
+			t.Fatalf("%s: %+v, %v; want %d vectors audited", net.reps[i].ID(), rep, err, want)
 		}
+	}
+	var got []string
+	if err := a.store.ScanLog(0, 100, func(e storage.Event) bool {
+		if e.Kind == storage.Budgets {
+			got = append(got, fmt.Sprintf("%s %s %s %s %d", e.Type, e.Key, e.User, e.Idem, e.By))
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"grant pool   20", "spend pool   2", "spend pool  s1 3", "spend pool  p1 4", "transfer pool r1  6"}; !slices.Equal(got, want) {
+		t.Fatalf("A's budget events:\n%q\nwant\n%q", got, want)
+	}
+	// One budget's audit covers its inboxes; an entry changed behind the
+	// log's back is a difference.
+	if rep, err := a.Audit(storage.Budgets, "pool"); err != nil || !rep.OK() || rep.Vectors != 3 {
+		t.Fatalf("audit of pool: %+v, %v", rep, err)
+	}
+	batch := a.store.NewBatch()
+	batch.PutVectorEntry(storage.Budgets, crdt.BudgetInboxName("pool", "r1"), "r0", crdt.PN{P: 6}, crdt.PN{P: 7})
+	if err := batch.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := a.Audit(storage.Budgets, "pool")
+	if err != nil || rep.OK() || len(rep.Diffs) != 1 || rep.Diffs[0].Key != "pool~r1" || rep.Diffs[0].Logged.P != 6 || rep.Diffs[0].Stored.P != 7 {
+		t.Fatalf("audit of a tampered inbox: %+v, %v", rep, err)
 	}
 }
 
 // A replica recovering its own entries of a budget (after it lost its
-// disk) writes nothing unreadable to its event log: the inbox vectors'
-// names ("<key>~<replica>") are not ids, which the log's encoding
-// requires, and budgets are not logged anyway.
+// disk) logs the recovery readably (an inbox's name, "<key>~<replica>",
+// is no id, which the log's encoding requires: it is logged as key and
+// receiver), and its audit accounts for every entry.
 func TestBudgetRecoveryKeepsTheLogReadable(t *testing.T) {
 	dir := t.TempDir()
 	a, closeA := openReplica(t, dir, "A", func(c *Config) { c.HoldWrites, c.EventLog = true, true })
@@ -68,7 +99,7 @@ func TestBudgetRecoveryKeepsTheLogReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := a.Audit(0, "")
-	if err != nil || !rep.OK() || rep.Vectors != 1 {
+	if err != nil || !rep.OK() || rep.Vectors != 4 { // pool, pool~A, pool~B, c
 		t.Fatalf("audit after recovery: %+v, %v", rep, err)
 	}
 	// And the store opens again: its last log chunk is read at open.

@@ -223,6 +223,7 @@ func (t *txn) handOff(key, to string) int64 {
 		return 0
 	}
 	bs.put(b)
+	t.logBudget(storage.EventTransfer, key, to, "", n)
 	t.r.metrics.budgetHandedOff.Add(float64(n))
 	return n
 }

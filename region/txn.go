@@ -557,11 +557,15 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 			// the peers' view of our entries is the repair.
 			t.r.metrics.ownRecovered.Inc()
 			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
-			// Budgets are not logged (their inbox vectors' names are not
-			// even ids, which the log's encoding requires).
-			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog && !m.Kind.IsWindows() && m.Kind != storage.Budgets {
-				t.logEvent(storage.Event{Type: storage.EventRecovered, Kind: m.Kind, Key: m.Item, Count: 1,
-					P: max(own.P, local.P) - local.P, N: max(own.N, local.N) - local.N, HLC: crdt.MakeHLC(t.nowMs, 0)})
+			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog && !m.Kind.IsWindows() {
+				e := storage.Event{Type: storage.EventRecovered, Kind: m.Kind, Key: m.Item, Count: 1,
+					P: max(own.P, local.P) - local.P, N: max(own.N, local.N) - local.N, HLC: crdt.MakeHLC(t.nowMs, 0)}
+				if m.Kind == storage.Budgets {
+					// An inbox's name is no id: the log names it by key
+					// and receiver (storage.Event.Moves).
+					e.Key, e.User, _, _ = crdt.SplitBudgetName(m.Item)
+				}
+				t.logEvent(e)
 			}
 		}
 	}
@@ -677,8 +681,8 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 		t.book(k.kind(), k.a, rs.rec.BookedMs(), delta)
 		rs.dirty, rs.spread = true, true
 		t.r.metrics.reconciled.Inc()
-		if t.r.cfg.EventLog && !k.isBudget() {
-			e := storage.Event{Type: storage.EventReconcile, Kind: k.kind(), Key: k.a, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
+		if t.r.cfg.EventLog {
+			e := storage.Event{Type: storage.EventReconcile, Kind: vk.kind, Key: vk.item, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
 			if k.keyed {
 				e.Idem = k.b
 			} else {

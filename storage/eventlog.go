@@ -43,6 +43,10 @@ const (
 	EventIncr      EventType = 'i' // increments: Count of them (unkeyed ones of one counter fold into one event per commit)
 	EventReconcile EventType = 'r' // the winner's correction of a record: Key, User (or Idem), P or N
 	EventRecovered EventType = 'v' // own entry raised from a peer during recovery (lost or old state)
+	// Budgets (Kind Budgets; see Event.Moves for the vectors they move).
+	EventGrant    EventType = 'g' // a grant: P
+	EventSpend    EventType = 's' // a spend, or a cashback's (Idem: its key): N
+	EventTransfer EventType = 't' // rights sent to replica User: P on its inbox, N on ours
 )
 
 func (t EventType) String() string {
@@ -57,13 +61,20 @@ func (t EventType) String() string {
 		return "reconcile"
 	case EventRecovered:
 		return "recovered"
+	case EventGrant:
+		return "grant"
+	case EventSpend:
+		return "spend"
+	case EventTransfer:
+		return "transfer"
 	}
 	return "unknown"
 }
 
 // Event is one entry of the log. P and N are how much the event raised
 // this replica's own entry of the Kind vector of Key: summed over the log,
-// they give the own entry.
+// they give the own entry. Budget events name the vector differently
+// (Moves).
 type Event struct {
 	Seq   uint64
 	Type  EventType
@@ -75,6 +86,25 @@ type Event struct {
 	Count uint64 // increments folded into the event; 1 otherwise
 	P, N  uint64
 	HLC   crdt.HLC
+}
+
+// Moves calls fn with each vector whose own entry (of replica self) the
+// event raised, and by how much. For every kind but Budgets that is
+// Key's vector by (P, N). A budget event with User set names an inbox: a
+// transfer raises the receiver User's inbox by P and self's own inbox by
+// N (what self sent in all); any other budget event with User set (a
+// recovery) raises the inbox of User. Without User, it is the budget's
+// main vector.
+func (e *Event) Moves(self string, fn func(k VectorKey, pn crdt.PN)) {
+	switch {
+	case e.Kind != Budgets || e.User == "":
+		fn(VectorKey{e.Kind, e.Key}, crdt.PN{P: e.P, N: e.N})
+	case e.Type == EventTransfer:
+		fn(VectorKey{e.Kind, crdt.BudgetInboxName(e.Key, e.User)}, crdt.PN{P: e.P})
+		fn(VectorKey{e.Kind, crdt.BudgetInboxName(e.Key, self)}, crdt.PN{N: e.N})
+	default:
+		fn(VectorKey{e.Kind, crdt.BudgetInboxName(e.Key, e.User)}, crdt.PN{P: e.P, N: e.N})
+	}
 }
 
 // LogChunk is at most how many events one log key (and one published
@@ -404,11 +434,12 @@ func (s *Store) LogTotals(self string) (LogTotals, error) {
 		for _, e := range events {
 			t.Last = e.Seq
 			t.Events++
-			k := VectorKey{e.Kind, e.Key}
-			pn := t.Logged[k]
-			pn.P += e.P
-			pn.N += e.N
-			t.Logged[k] = pn
+			e.Moves(self, func(k VectorKey, d crdt.PN) {
+				pn := t.Logged[k]
+				pn.P += d.P
+				pn.N += d.N
+				t.Logged[k] = pn
+			})
 		}
 	}
 	if err := it.Close(); err != nil {

@@ -15,6 +15,40 @@ var eventSamples = []Event{
 	{Type: EventIncr, Kind: Counters, Key: "views", By: 6_000, P: 6_000, Count: 1000, HLC: 9},
 	{Type: EventReconcile, Kind: Counters, Key: "views", User: "", Idem: "req-1", P: 5},
 	{Type: EventRecovered, Kind: Likes, Key: "post1", P: 1 << 53, N: 1 << 53},
+	{Type: EventGrant, Kind: Budgets, Key: "gifts", By: 1000, P: 1000, Count: 1, HLC: 10},
+	{Type: EventSpend, Kind: Budgets, Key: "gifts", Idem: "order-7", By: 3, N: 3, Count: 1, HLC: 11},
+	{Type: EventTransfer, Kind: Budgets, Key: "gifts", User: "eu-1", By: 500, P: 500, N: 500, Count: 1, HLC: 12},
+	{Type: EventRecovered, Kind: Budgets, Key: "gifts", User: "us-1", N: 500, Count: 1},
+}
+
+// Moves names the vectors an event raised: a budget event with a user
+// names an inbox, and a transfer raises two.
+func TestEventMoves(t *testing.T) {
+	type move struct {
+		k  VectorKey
+		pn crdt.PN
+	}
+	for i, want := range [][]move{
+		{{VectorKey{Likes, "post1"}, crdt.PN{P: 1}}},
+		6: {{VectorKey{Budgets, "gifts"}, crdt.PN{P: 1000}}},
+		7: {{VectorKey{Budgets, "gifts"}, crdt.PN{N: 3}}},
+		8: {{VectorKey{Budgets, "gifts~eu-1"}, crdt.PN{P: 500}}, {VectorKey{Budgets, "gifts~us-1"}, crdt.PN{N: 500}}},
+		9: {{VectorKey{Budgets, "gifts~us-1"}, crdt.PN{N: 500}}},
+	} {
+		if want == nil {
+			continue
+		}
+		var got []move
+		eventSamples[i].Moves("us-1", func(k VectorKey, pn crdt.PN) { got = append(got, move{k, pn}) })
+		if len(got) != len(want) {
+			t.Fatalf("event %d moves %+v, want %+v", i, got, want)
+		}
+		for j := range want {
+			if got[j] != want[j] {
+				t.Fatalf("event %d moves %+v, want %+v", i, got, want)
+			}
+		}
+	}
 }
 
 func TestEventsRoundTrip(t *testing.T) {
@@ -61,6 +95,7 @@ func FuzzDecodeEvents(f *testing.F) {
 // seq (also inside a chunk), a commit's events are chunked by LogChunk,
 // and a trim deletes whole published chunks while the numbering goes on.
 func TestEventLog(t *testing.T) {
+	samples := eventSamples[:6] // 6 a commit: chunks start at 1, 7, 13
 	dir := t.TempDir()
 	s := openTest(t, Config{Dir: dir})
 	if s.LogLast() != 0 || s.LogID() == "" {
@@ -69,7 +104,7 @@ func TestEventLog(t *testing.T) {
 	id := s.LogID()
 	for range 3 {
 		commit(t, s, func(b *Batch) {
-			for _, e := range eventSamples {
+			for _, e := range samples {
 				b.LogEvent(e)
 			}
 		})
@@ -85,7 +120,7 @@ func TestEventLog(t *testing.T) {
 	}
 	var seqs []uint64
 	if err := s.ScanLog(10, 5, func(e Event) bool {
-		want := eventSamples[(e.Seq-1)%uint64(len(eventSamples))]
+		want := samples[(e.Seq-1)%uint64(len(samples))]
 		want.Seq = e.Seq
 		if e != want {
 			t.Errorf("seq %d: %+v, want %+v", e.Seq, e, want)
