@@ -1,8 +1,9 @@
 // Package dashboard is the dashboard of a local deployment (tallyd local):
 // one page that shows every region's view of an item and a counter, how
 // far each replica is from its peers, the links between regions, a chart
-// of the likes each region booked over the last minutes and the trending
-// items, with buttons to like from a region and to cut or heal a link.
+// of the likes each region booked over the last minutes, the trending
+// items and a budget as each region sees it, with buttons to like, grant
+// and spend from a region and to cut or heal a link.
 //
 // It is its own HTTP server, not part of any replica's API: it reads the
 // regions' routes server-side (so the page needs no CORS) and forwards the
@@ -96,6 +97,7 @@ func New(cfg Config) *Dashboard {
 	d.mux.HandleFunc("POST /api/like", d.like)
 	d.mux.HandleFunc("POST /api/burst", d.burst)
 	d.mux.HandleFunc("POST /api/incr", d.incr)
+	d.mux.HandleFunc("POST /api/budget", d.budget)
 	d.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		dashError(w, http.StatusNotFound, "no route %s %s", r.Method, r.URL.Path)
 	})
@@ -148,8 +150,10 @@ type RegionOverview struct {
 	Status      json.RawMessage `json:"status,omitempty"`
 	// Milestones is the region's GET /v1/milestones?limit=dashMilestones;
 	// absent when milestones are off (the region answers 404).
-	Milestones json.RawMessage   `json:"milestones,omitempty"`
-	Errors     map[string]string `json:"errors,omitempty"`
+	Milestones json.RawMessage `json:"milestones,omitempty"`
+	// Budget is the region's GET /v1/budgets/{budget}.
+	Budget json.RawMessage   `json:"budget,omitempty"`
+	Errors map[string]string `json:"errors,omitempty"`
 }
 
 // Overview answers GET /api/overview: every region's view and the links.
@@ -157,22 +161,26 @@ type Overview struct {
 	At         time.Time        `json:"at"`
 	Item       string           `json:"item"`
 	Counter    string           `json:"counter"`
+	Budget     string           `json:"budget"`
 	Regions    []RegionOverview `json:"regions"`
 	Links      []api.Link       `json:"links"`
 	LinksError string           `json:"links_error,omitempty"`
 }
 
-// GET /api/overview?item=post1&counter=views: every region's view, read
-// concurrently.
+// GET /api/overview?item=post1&counter=views&budget=gift-cards: every
+// region's view, read concurrently.
 func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
-	item, counter := r.FormValue("item"), r.FormValue("counter")
+	item, counter, budget := r.FormValue("item"), r.FormValue("counter"), r.FormValue("budget")
 	if item == "" {
 		item = "post1"
 	}
 	if counter == "" {
 		counter = "views"
 	}
-	out := Overview{Item: item, Counter: counter, Regions: make([]RegionOverview, len(d.cfg.Regions)), Links: []api.Link{}}
+	if budget == "" {
+		budget = "gift-cards"
+	}
+	out := Overview{Item: item, Counter: counter, Budget: budget, Regions: make([]RegionOverview, len(d.cfg.Regions)), Links: []api.Link{}}
 	parts := []struct {
 		name, path string
 		dst        func(*RegionOverview) *json.RawMessage
@@ -183,6 +191,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		{"convergence", "/v1/convergence", func(o *RegionOverview) *json.RawMessage { return &o.Convergence }, false},
 		{"status", "/v1/status", func(o *RegionOverview) *json.RawMessage { return &o.Status }, false},
 		{"milestones", "/v1/milestones?limit=" + strconv.Itoa(dashMilestones), func(o *RegionOverview) *json.RawMessage { return &o.Milestones }, true},
+		{"budget", "/v1/budgets/" + url.PathEscape(budget), func(o *RegionOverview) *json.RawMessage { return &o.Budget }, false},
 	}
 	var (
 		mu sync.Mutex // protects the Errors maps and Reachable

@@ -22,10 +22,11 @@ type fakeRegion struct {
 	name string
 	srv  *httptest.Server
 
-	mu     sync.Mutex // protects writes, links, reads
+	mu     sync.Mutex // protects writes, links, reads, spends
 	writes []string   // "METHOD path auth body"
 	links  map[string]bool
 	reads  []string // "path?query" of the window routes (windows_test.go)
+	spends int      // spend requests so far (budget_test.go)
 }
 
 func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
@@ -96,6 +97,7 @@ func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
 		_ = json.NewEncoder(w).Encode(map[string]any{"key": r.PathValue("key"), "value": 8})
 	})
 	f.windowRoutes(mux)
+	f.budgetRoutes(mux, record)
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -194,7 +196,7 @@ func TestDashboardOverviewAggregatesEveryRegion(t *testing.T) {
 		t.Errorf("eu has milestones off, yet: %s", ov.Regions[1].Milestones)
 	}
 	ap := ov.Regions[2]
-	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 5 {
+	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 6 {
 		t.Errorf("unreachable region: %+v", ap)
 	}
 	if len(ov.Links) != 3 || !ov.Links[0].Up || ov.Links[0].BytesBA != 20 || ov.LinksError != "" {

@@ -1,0 +1,126 @@
+package dashboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+const (
+	// dashMaxSpends bounds the spends of one budget action.
+	dashMaxSpends = 1000
+	// dashSpendRetries is how often one spend refused with
+	// rights_elsewhere is retried (the refusal asked the peers for
+	// rights), dashSpendBackoff apart, as a client would.
+	dashSpendRetries = 5
+	dashSpendBackoff = 5 * time.Millisecond
+)
+
+// budgetResponse answers POST /api/budget.
+type budgetResponse struct {
+	Region string `json:"region"`
+	Key    string `json:"key"`
+	Op     string `json:"op"`
+	By     int64  `json:"by"`
+	Sent   int    `json:"sent"`
+	OK     int    `json:"ok"`
+	// Refused counts the final 409s by code (budget_exhausted,
+	// rights_elsewhere); Retries the rights_elsewhere answers retried.
+	Refused map[string]int `json:"refused"`
+	Retries int            `json:"retries"`
+	Failed  int            `json:"failed"`
+	Error   string         `json:"error,omitempty"` // the first failure
+	// Remaining and Rights are the region's answer to the last request
+	// that succeeded or was refused.
+	Remaining int64 `json:"remaining"`
+	Rights    int64 `json:"rights"`
+	Ms        int64 `json:"ms"`
+}
+
+// POST /api/budget?region=us&key=gift-cards&op=grant|spend[&by=1][&n=1]:
+// a grant of by, or n spends of by one after the other, at one region. A
+// spend refused with rights_elsewhere is retried a few times a few ms
+// apart, as a client would: the refusal asked the peers for rights.
+func (d *Dashboard) budget(w http.ResponseWriter, r *http.Request) {
+	reg, ok := d.region(w, r)
+	if !ok {
+		return
+	}
+	key, op := r.FormValue("key"), r.FormValue("op")
+	if key == "" {
+		dashError(w, http.StatusBadRequest, "want key=...")
+		return
+	}
+	if op != "grant" && op != "spend" {
+		dashError(w, http.StatusBadRequest, "op %q: want grant or spend", op)
+		return
+	}
+	by, n := int64(1), 1
+	if s := r.FormValue("by"); s != "" {
+		var err error
+		if by, err = strconv.ParseInt(s, 10, 64); err != nil || by < 1 {
+			dashError(w, http.StatusBadRequest, "by %q: want a positive integer", s)
+			return
+		}
+	}
+	if s := r.FormValue("n"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > dashMaxSpends || op == "grant" && n != 1 {
+			dashError(w, http.StatusBadRequest, "n %q: want 1..%d spends (a grant is one)", s, dashMaxSpends)
+			return
+		}
+	}
+	u := reg.URL + "/v1/budgets/" + url.PathEscape(key) + "/" + op
+	body := fmt.Sprintf(`{"by":%d}`, by)
+	start := time.Now()
+	out := budgetResponse{Region: reg.Region, Key: key, Op: op, By: by, Sent: n, Refused: map[string]int{}}
+	for range n {
+		for try := 0; ; try++ {
+			st, raw, err := d.forward(r.Context(), http.MethodPost, u, d.writeToken(), body)
+			var ans struct {
+				Code      string `json:"code"`
+				Remaining int64  `json:"remaining"`
+				Rights    int64  `json:"rights"`
+			}
+			if err == nil && (st == http.StatusOK || st == http.StatusConflict) {
+				err = json.Unmarshal(raw, &ans)
+			}
+			switch {
+			case err == nil && st == http.StatusOK:
+				out.OK++
+			case err == nil && st == http.StatusConflict && ans.Code == "rights_elsewhere" && try < dashSpendRetries:
+				out.Retries++
+				select {
+				case <-time.After(dashSpendBackoff):
+					continue
+				case <-r.Context().Done():
+					dashError(w, http.StatusServiceUnavailable, "cancelled")
+					return
+				}
+			case err == nil && st == http.StatusConflict && ans.Code != "":
+				out.Refused[ans.Code]++
+			default:
+				if err == nil {
+					err = upstreamError(st, raw)
+				}
+				out.Failed++
+				if out.Error == "" {
+					out.Error = err.Error()
+				}
+			}
+			if err == nil {
+				out.Remaining, out.Rights = ans.Remaining, ans.Rights
+			}
+			break
+		}
+	}
+	out.Ms = time.Since(start).Milliseconds()
+	st := http.StatusOK
+	if out.Failed == n {
+		st = http.StatusBadGateway
+	}
+	dashJSON(w, st, out)
+}
