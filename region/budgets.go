@@ -378,10 +378,26 @@ func (t *txn) applyCashback(op *Op) Result {
 // logBudget logs a grant, spend or transfer of by (Config.EventLog). The
 // P and N it records follow storage.Event.Moves: a grant raises the main
 // vector's P, a spend its N; a transfer raises the receiver's inbox P and
-// this replica's own inbox N.
+// this replica's own inbox N. Unkeyed spends of one budget fold into one
+// event per commit (By their sum, Count how many), as unkeyed increments
+// do: they have no identity a consumer could use, and a hot budget's
+// spends would otherwise cost an event each.
 func (t *txn) logBudget(typ storage.EventType, key, to, idem string, by int64) {
 	if !t.r.cfg.EventLog {
 		return
+	}
+	if typ == storage.EventSpend && idem == "" {
+		if i, ok := t.spendEv[key]; ok {
+			e := &t.events[i]
+			e.By += by
+			e.N += uint64(by)
+			e.Count++
+			return
+		}
+		if t.spendEv == nil {
+			t.spendEv = make(map[string]int)
+		}
+		t.spendEv[key] = len(t.events)
 	}
 	e := storage.Event{Type: typ, Kind: storage.Budgets, Key: key, User: to, Idem: idem, By: by, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
 	switch typ {

@@ -108,3 +108,34 @@ func TestBudgetRecoveryKeepsTheLogReadable(t *testing.T) {
 		t.Fatalf("reopen after recovery: %v", err)
 	}
 }
+
+// Unkeyed spends of one budget in one commit fold into one event (their
+// sum and count); keyed ones keep an event each. The audit still adds up.
+func TestBudgetSpendsFoldPerCommit(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.EventLog = true })
+	ctx := context.Background()
+	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "pool", By: 50}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Do(ctx, []Op{
+		{Kind: OpSpend, Item: "pool", By: 1}, {Kind: OpSpend, Item: "pool", By: 2},
+		{Kind: OpSpend, Item: "pool", By: 4, IdemKey: "k"}, {Kind: OpSpend, Item: "pool", By: 3},
+		{Kind: OpSpend, Item: "pool", By: 100}, // refused: not logged
+	})
+	if err != nil || res[4].Err == nil {
+		t.Fatalf("spends: %+v %v", res, err)
+	}
+	var got []string
+	if err := r.store.ScanLog(0, 100, func(e storage.Event) bool {
+		got = append(got, fmt.Sprintf("%s %s %d×%d n%d", e.Type, e.Idem, e.Count, e.By, e.N))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"grant  1×50 n0", "spend  3×6 n6", "spend k 1×4 n4"}; !slices.Equal(got, want) {
+		t.Fatalf("events %q, want %q", got, want)
+	}
+	if rep, err := r.Audit(0, ""); err != nil || !rep.OK() {
+		t.Fatalf("audit: %+v %v", rep, err)
+	}
+}

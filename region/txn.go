@@ -30,8 +30,9 @@ type txn struct {
 
 	// events: the batch's event log entries (Config.EventLog), in order;
 	// incrEv: where each counter's unkeyed increments fold.
-	events []storage.Event
-	incrEv map[string]int
+	events  []storage.Event
+	incrEv  map[string]int
+	spendEv map[string]int // unkeyed budget spends, folded the same way
 
 	// Budgets (budgets.go) the batch touches, and the asks for rights it
 	// sends.
