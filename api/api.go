@@ -546,7 +546,8 @@ type BudgetHandoff struct {
 	To      string `json:"to"`
 	Budgets int    `json:"budgets"`
 	Held    int64  `json:"held"`
-	// Moved: the rights this request moved (PUT only).
+	// Moved: the rights moved since this handoff began (PUT only): by the
+	// request's pass and by the commits that raced it.
 	Moved int64 `json:"moved"`
 }
 

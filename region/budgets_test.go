@@ -239,18 +239,26 @@ func TestCashbackAtomic(t *testing.T) {
 // rights asked for and given as replication does, no replica ever sees a
 // negative remaining or holds negative rights, and once everything is
 // delivered all agree that exactly the acknowledged spends were spent
-// (each key once) and the balances add up.
+// (each key once) and the balances add up. In the handoff runs, replica
+// r0 hands its rights off at a random step and is retired at the end:
+// it must hold nothing, and the others must spend exactly what is left.
 func TestBudgetInvariantUnderRandomDelivery(t *testing.T) {
 	seeds := 12
 	if testing.Short() {
 		seeds = 3
 	}
-	for seed := range uint64(seeds) {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			if v := budgetRun(t, seed, 250, nil, -1); v != "" {
-				t.Fatal(v)
-			}
-		})
+	for _, handoff := range []bool{false, true} {
+		for seed := range uint64(seeds) {
+			t.Run(fmt.Sprintf("handoff=%v/%d", handoff, seed), func(t *testing.T) {
+				at := -1
+				if handoff {
+					at = int(seed * 17 % 200)
+				}
+				if v := budgetRun(t, seed, 250, nil, at); v != "" {
+					t.Fatal(v)
+				}
+			})
+		}
 	}
 }
 

@@ -34,8 +34,10 @@ const handoffPage = 256
 type Handoff struct {
 	// To is the replica the rights go to ("" when no handoff is on).
 	To string
-	// Budgets is how many budgets this replica had rights to move;
-	// Moved is the rights moved by this pass, in all.
+	// Budgets is how many budgets this replica held rights to when the
+	// pass scanned them (after the first commits of the handoff, which may
+	// have moved some already); Moved is the rights moved since the
+	// handoff began, by the pass and by the commits around it.
 	Budgets int
 	Moved   int64
 	// Held is the rights this replica holds once the pass committed, in
@@ -61,6 +63,7 @@ func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error)
 		// hand off rights it already spent.
 		return Handoff{}, ErrNotReady
 	}
+	start := r.handedOff.Load()
 	r.handoff.Store(&to)
 	// A barrier: once an empty request has committed, every commit either
 	// moved its rights on (it saw the target) or is in the store for the
@@ -76,12 +79,11 @@ func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error)
 	for len(keys) > 0 {
 		page := keys[:min(len(keys), handoffPage)]
 		keys = keys[len(page):]
-		q := &request{handoff: page}
-		if err := r.submit(ctx, q); err != nil {
+		if err := r.submit(ctx, &request{handoff: page}); err != nil {
 			return h, fmt.Errorf("hand off budget rights: %w", err)
 		}
-		h.Moved += q.handedOff
 	}
+	h.Moved = r.handedOff.Load() - start
 	held, err := r.rightsHeld()
 	h.Held = held
 	return h, err
@@ -203,27 +205,27 @@ func (t *txn) forwardRights() {
 }
 
 // handOff moves all of this replica's rights to budget key to replica to,
-// in the overlay, and returns how many.
-func (t *txn) handOff(key, to string) int64 {
+// in the overlay.
+func (t *txn) handOff(key, to string) {
 	bs, err := t.budget(key)
 	if err != nil {
 		t.r.log.Warn("budget rights not handed off", "key", key, "to", to, "error", err)
-		return 0
+		return
 	}
 	if _, err := t.inbox(bs, to); err != nil {
 		t.r.log.Warn("budget rights not handed off", "key", key, "to", to, "error", err)
-		return 0
+		return
 	}
 	b := bs.view()
 	n := b.Rights(t.r.self)
 	if n <= 0 || checkEntry(bs.inbox[to].cur.Get(t.r.self), n) != nil || checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
-		return 0
+		return
 	}
 	if err := b.Transfer(t.r.self, to, n); err != nil {
-		return 0
+		return
 	}
 	bs.put(b)
 	t.logBudget(storage.EventTransfer, key, to, "", n)
 	t.r.metrics.budgetHandedOff.Add(float64(n))
-	return n
+	t.r.handedOff.Add(n)
 }

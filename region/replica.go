@@ -84,6 +84,8 @@ type Replica struct {
 	// handoff: the replica this one hands its budget rights to, if any
 	// (handoff.go).
 	handoff atomic.Pointer[string]
+	// handedOff: rights moved by handoffs in all (the writer adds).
+	handedOff atomic.Int64
 
 	kick chan struct{} // wakes the writer to number queued likes
 	// reconcileKick asks the writer for the reconciliation pass that
@@ -100,10 +102,8 @@ type request struct {
 	smerges []SketchMerge
 	// gives are peers' asks for budget rights (GiveRights).
 	gives []RightsGive
-	// handoff lists budgets whose rights to hand off now (HandOffRights);
-	// handedOff is how many rights the writer moved for them.
-	handoff   []string
-	handedOff int64
+	// handoff lists budgets whose rights to hand off now (HandOffRights).
+	handoff []string
 	// ids counts the unique ids of the ops (OpUniques), which weigh on
 	// the batch like ops.
 	ids int

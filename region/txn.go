@@ -254,7 +254,7 @@ func (t *txn) apply(q *request) {
 	}
 	if to := t.r.handoffTo(); to != "" {
 		for _, k := range q.handoff {
-			q.handedOff += t.handOff(k, to)
+			t.handOff(k, to)
 		}
 	}
 	for i := range q.smerges {

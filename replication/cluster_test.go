@@ -343,6 +343,26 @@ func TestDuplicateReplicaIDDetected(t *testing.T) {
 	}
 }
 
+// spendUntilExhausted spends 1 of budget gift at n, again and again,
+// until n answers budget_exhausted or the deadline passes; a
+// rights_elsewhere is retried after 2 ms. spent counts the spends made.
+func spendUntilExhausted(t *testing.T, n *node, deadline time.Time, spent *atomic.Int64) {
+	for time.Now().Before(deadline) {
+		_, err := n.replica.Apply(context.Background(), region.Op{Kind: region.OpSpend, Item: "gift", By: 1})
+		switch {
+		case err == nil:
+			spent.Add(1)
+		case errors.Is(err, region.ErrRightsElsewhere):
+			time.Sleep(2 * time.Millisecond)
+		case errors.Is(err, region.ErrBudgetExhausted):
+			return
+		default:
+			t.Error(err)
+			return
+		}
+	}
+}
+
 // Budget spends from three regions over real NATS, with a lossy fast path:
 // rights move to the regions that ask, every spend the budget covers
 // succeeds somewhere, and not one more.
@@ -380,20 +400,7 @@ func TestBudgetSpendsOverNATS(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 			}
-			for time.Now().Before(deadline) {
-				_, err := n.replica.Apply(ctx, region.Op{Kind: region.OpSpend, Item: "gift", By: 1})
-				switch {
-				case err == nil:
-					spent[i].Add(1)
-				case errors.Is(err, region.ErrRightsElsewhere):
-					time.Sleep(2 * time.Millisecond)
-				case errors.Is(err, region.ErrBudgetExhausted):
-					return
-				default:
-					t.Error(err)
-					return
-				}
-			}
+			spendUntilExhausted(t, n, deadline, &spent[i])
 		}()
 	}
 	wg.Wait()
@@ -457,20 +464,7 @@ func TestBudgetHandoffOverNATS(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
-				_, err := n.replica.Apply(ctx, region.Op{Kind: region.OpSpend, Item: "gift", By: 1})
-				switch {
-				case err == nil:
-					spent[i].Add(1)
-				case errors.Is(err, region.ErrRightsElsewhere):
-					time.Sleep(2 * time.Millisecond)
-				case errors.Is(err, region.ErrBudgetExhausted):
-					return
-				default:
-					t.Error(err)
-					return
-				}
-			}
+			spendUntilExhausted(t, n, deadline, &spent[i])
 		}()
 	}
 	wg.Wait()
