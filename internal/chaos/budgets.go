@@ -103,6 +103,43 @@ const (
 	rightsRetryWait = 30 * time.Millisecond
 )
 
+// handoffShare: one budget operation in handoffShare is a handoff of a
+// region's rights to another, held for a moment (OpHandoff).
+const handoffShare = 40
+
+// execHandoff runs a handoff: on, held for o.RetryAfter, off. The cancel
+// is retried until the region answers (a region killed meanwhile has lost
+// the mode with the process, and answers once it is back).
+func (w *workload) execHandoff(ctx context.Context, o *Op) {
+	c := w.clients[o.Region]
+	o.Attempts++
+	var out api.BudgetHandoff
+	cctx, cancel := context.WithTimeout(ctx, w.cfg.ClientTimeout)
+	err := c.call(cctx, http.MethodPut, "/v1/admin/budgets/handoff", struct {
+		To string `json:"to"`
+	}{o.User}, &out)
+	cancel()
+	o.Outcome, o.Reason = classify(err)
+	if err != nil {
+		if o.Outcome == OutcomeFailed {
+			return // not on
+		}
+	} else {
+		o.Value = out.Moved
+	}
+	if !sleep(ctx, o.RetryAfter) {
+		ctx = context.WithoutCancel(ctx) // the workload ended: still turn it off
+	}
+	for try := 0; try < 50; try++ {
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.ClientTimeout)
+		err := c.call(cctx, http.MethodDelete, "/v1/admin/budgets/handoff", nil, &out)
+		cancel()
+		if err == nil || !sleep(ctx, 200*time.Millisecond) {
+			return
+		}
+	}
+}
+
 // budget draws a budget operation: a grant a fifth of the time (to any
 // budget, the pool included), a cashback a third, else a spend from
 // bud:N, half of them keyed. A share of the keyed ones (RetryElsewhere)
@@ -110,6 +147,11 @@ const (
 func (p *planner) budget() []*Op {
 	c := p.cfg
 	o := &Op{Region: p.region()}
+	if p.rng.IntN(handoffShare) == 0 {
+		o.Kind, o.User = OpHandoff, replicaID(p.otherRegion(o.Region))
+		o.RetryAfter = time.Duration(200+p.rng.IntN(800)) * time.Millisecond
+		return []*Op{o}
+	}
 	switch r := p.rng.IntN(15); {
 	case r < 3:
 		o.Kind, o.By = OpGrant, int64(minGrant+p.rng.IntN(maxGrant-minGrant+1))

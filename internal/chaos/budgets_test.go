@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -221,6 +222,15 @@ func TestPlannerBudgetOps(t *testing.T) {
 			t.Fatalf("%d ops", len(ops))
 		}
 		o := ops[0]
+		if o.Kind == OpHandoff {
+			kinds["handoff"]++
+			if !slices.Contains(cfg.Regions, o.Region) || o.User == replicaID(o.Region) ||
+				!slices.ContainsFunc(cfg.Regions, func(r string) bool { return replicaID(r) == o.User }) ||
+				o.RetryAfter < 200*time.Millisecond || o.RetryAfter >= time.Second {
+				t.Fatalf("handoff %+v", o)
+			}
+			continue
+		}
 		if !slices.Contains(budgetIDs(cfg), o.Key) || !crdt.ValidID(o.Key) || !slices.Contains(cfg.Regions, o.Region) {
 			t.Fatalf("op %+v", o)
 		}
@@ -258,6 +268,9 @@ func TestPlannerBudgetOps(t *testing.T) {
 		if kinds[k] < 50 {
 			t.Errorf("%d of %s in 600: %v", kinds[k], k, kinds)
 		}
+	}
+	if kinds["handoff"] < 5 {
+		t.Errorf("%d handoffs in 600: %v", kinds["handoff"], kinds)
 	}
 }
 
@@ -349,6 +362,59 @@ func TestExecBudgetOutcomes(t *testing.T) {
 						t.Fatalf("sent %v", b)
 					}
 				}
+			}
+		})
+	}
+}
+
+// A handoff is turned on, held, and turned off; one the region refuses is
+// never turned off (it was never on); a lost cancel is sent again.
+func TestExecHandoff(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		put     int
+		deletes []int // statuses of the DELETEs, in order
+		out     Outcome
+		moved   int64
+	}{
+		{name: "on and off", put: 200, deletes: []int{200}, out: OutcomeOK, moved: 7},
+		{name: "cancel retried", put: 200, deletes: []int{503, 200}, out: OutcomeOK, moved: 7},
+		{name: "refused", put: 409, out: OutcomeFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var calls []string
+			dels := tc.deletes
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, r.Method+" "+r.URL.Path+" "+strings.TrimSpace(string(body)))
+				st := tc.put
+				if r.Method == http.MethodDelete {
+					st, dels = dels[0], dels[1:]
+				}
+				w.WriteHeader(st)
+				if st != 200 {
+					_, _ = io.WriteString(w, `{"error":"no","code":"unknown_replica"}`)
+					return
+				}
+				_, _ = io.WriteString(w, `{"to":"eu-1","budgets":1,"held":0,"moved":7}`)
+			}))
+			t.Cleanup(srv.Close)
+			cfg := DefaultConfig().withDefaults()
+			cfg.Regions, cfg.ClientTimeout = []string{"us", "eu"}, 200*time.Millisecond
+			w := &workload{cfg: cfg, clients: map[string]*client{"us": newClient("us", strings.TrimPrefix(srv.URL, "http://"), 2)}}
+			o := &Op{ID: 1, Kind: OpHandoff, Region: "us", User: "eu-1", RetryAfter: 10 * time.Millisecond}
+			w.execHandoff(context.Background(), o)
+			mu.Lock()
+			defer mu.Unlock()
+			want := []string{`PUT /v1/admin/budgets/handoff {"to":"eu-1"}`}
+			for range tc.deletes {
+				want = append(want, "DELETE /v1/admin/budgets/handoff ")
+			}
+			if o.Outcome != tc.out || o.Value != tc.moved || !slices.Equal(calls, want) {
+				t.Fatalf("outcome %s, moved %d, calls %q; want %s, %d, %q", o.Outcome, o.Value, calls, tc.out, tc.moved, want)
 			}
 		})
 	}

@@ -31,6 +31,12 @@ const (
 	// acknowledged.
 	OpBlock   OpKind = "block"
 	OpUnblock OpKind = "unblock"
+	// OpHandoff: an admin has Region hand every budget right it holds to
+	// replica User (PUT /v1/admin/budgets/handoff), holds the handoff for
+	// RetryAfter, then cancels it; Value is the rights it moved. It
+	// changes who holds rights, never how many there are, so the budget
+	// model does not change, and every budget check must still hold.
+	OpHandoff OpKind = "handoff"
 )
 
 // blockOp reports whether k is a block or an unblock.

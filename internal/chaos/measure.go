@@ -43,7 +43,7 @@ func availability(ops []Op, during func(*Op) bool) Availability {
 	var a Availability
 	for i := range ops {
 		o := &ops[i]
-		if !during(o) || o.Kind.budgetOp() || o.Reason == "refused" || o.Reason == "not_ready" {
+		if !during(o) || o.Kind.budgetOp() || o.Kind == OpHandoff || o.Reason == "refused" || o.Reason == "not_ready" {
 			continue
 		}
 		a.Attempted++
@@ -63,7 +63,7 @@ func latencies(ops []Op, during func(*Op) bool) Stats {
 	var ms []float64
 	for i := range ops {
 		o := &ops[i]
-		if during(o) && !o.Kind.budgetOp() && o.Outcome == OutcomeOK && o.Attempts == 1 {
+		if during(o) && !o.Kind.budgetOp() && o.Kind != OpHandoff && o.Outcome == OutcomeOK && o.Attempts == 1 {
 			ms = append(ms, float64((o.End-o.Start).Microseconds())/1000)
 		}
 	}
@@ -116,6 +116,10 @@ type OpCounts struct {
 	RightsElsewhere        int `json:"rights_elsewhere"`
 	BudgetMaybe            int `json:"budget_maybe"`
 	BudgetRetriedElsewhere int `json:"budget_retried_elsewhere"`
+	// Handoffs are the handoffs of a region's rights that were turned on
+	// (HandedOff rights moved by them in all).
+	Handoffs  int   `json:"handoffs"`
+	HandedOff int64 `json:"handed_off"`
 }
 
 // countBudgetOp counts a budget operation.
@@ -154,6 +158,13 @@ func countOps(ops []Op) OpCounts {
 		c.Total++
 		if o.Kind.budgetOp() {
 			c.countBudgetOp(o)
+			continue
+		}
+		if o.Kind == OpHandoff {
+			if o.Outcome == OutcomeOK {
+				c.Handoffs++
+				c.HandedOff += o.Value
+			}
 			continue
 		}
 		switch o.Kind {

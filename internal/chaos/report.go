@@ -235,8 +235,8 @@ func (r *Report) WriteText(w io.Writer) {
 			k.UniqueKeys, uniqueWindow, k.UniqueReads, k.Regions, k.UniqueIDs, o.Uniques, o.UniqueIDs, o.UniquePairs)
 	}
 	if k.BudgetKeys > 0 {
-		fmt.Fprintf(w, "budgets: %d budgets, %d views sampled during the run, %d final reads of budgets and cashback balances compared; %d grants, %d spends and %d cashbacks: %d done, %d refused (%d budget_exhausted, %d rights_elsewhere), %d unanswered (maybe); %d keyed ones sent again to another region, %d refunded by reconciliation\n",
-			k.BudgetKeys, k.BudgetSamples, k.BudgetReads, o.Grants, o.Spends, o.Cashbacks, o.BudgetDone, o.BudgetRefused, o.BudgetExhausted, o.RightsElsewhere, o.BudgetMaybe, o.BudgetRetriedElsewhere, k.BudgetRefunds)
+		fmt.Fprintf(w, "budgets: %d budgets, %d views sampled during the run, %d final reads of budgets and cashback balances compared; %d grants, %d spends and %d cashbacks: %d done, %d refused (%d budget_exhausted, %d rights_elsewhere), %d unanswered (maybe); %d keyed ones sent again to another region, %d refunded by reconciliation; %d handoffs moved %d rights\n",
+			k.BudgetKeys, k.BudgetSamples, k.BudgetReads, o.Grants, o.Spends, o.Cashbacks, o.BudgetDone, o.BudgetRefused, o.BudgetExhausted, o.RightsElsewhere, o.BudgetMaybe, o.BudgetRetriedElsewhere, k.BudgetRefunds, o.Handoffs, o.HandedOff)
 	}
 	if c.Milestones != MilestonesOff {
 		fmt.Fprintf(w, "milestones (%s): %d checked, each fired once and alike everywhere; %d like numbers used\n", c.Milestones, k.Milestones, k.NumbersUsed)

@@ -267,6 +267,10 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		w.execBlock(retry, o)
 		return
 	}
+	if o.Kind == OpHandoff {
+		w.execHandoff(retry, o)
+		return
+	}
 	if o.Kind == OpIncr {
 		o.At = eventTime(o.lag) // every attempt and resend carries it
 	}
