@@ -71,7 +71,7 @@ func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error)
 	if err := r.submit(ctx, &request{}); err != nil {
 		return Handoff{}, fmt.Errorf("hand off budget rights: %w", err)
 	}
-	keys, err := r.budgetsHeld()
+	keys, _, err := r.held()
 	if err != nil {
 		return Handoff{}, err
 	}
@@ -84,8 +84,7 @@ func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error)
 		}
 	}
 	h.Moved = r.handedOff.Load() - start
-	held, err := r.rightsHeld()
-	h.Held = held
+	_, h.Held, err = r.held()
 	return h, err
 }
 
@@ -101,12 +100,8 @@ func (r *Replica) HandoffStatus() (Handoff, error) {
 	if to := r.handoff.Load(); to != nil {
 		h.To = *to
 	}
-	keys, err := r.budgetsHeld()
-	if err != nil {
-		return h, err
-	}
-	h.Budgets = len(keys)
-	h.Held, err = r.rightsHeld()
+	keys, held, err := r.held()
+	h.Budgets, h.Held = len(keys), held
 	return h, err
 }
 
@@ -118,33 +113,21 @@ func (r *Replica) handoffTo() string {
 	return ""
 }
 
-// budgetsHeld lists, sorted, the budgets this replica holds rights to, by
-// a scan of every budget vector (handoffs are rare).
-func (r *Replica) budgetsHeld() ([]string, error) {
-	held, err := r.scanRights()
+// held lists, sorted, the budgets this replica holds rights to, and sums
+// those rights, by a scan of every budget vector (handoffs are rare).
+func (r *Replica) held() (keys []string, sum int64, err error) {
+	rights, err := r.scanRights()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	keys := make([]string, 0, len(held))
-	for k, n := range held {
+	for k, n := range rights {
 		if n > 0 {
 			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	return keys, nil
-}
-
-// rightsHeld sums this replica's rights over every budget.
-func (r *Replica) rightsHeld() (int64, error) {
-	held, err := r.scanRights()
-	var sum int64
-	for _, n := range held {
-		if n > 0 {
 			sum += n
 		}
 	}
-	return sum, err
+	slices.Sort(keys)
+	return keys, sum, nil
 }
 
 // scanRights reads this replica's rights to every budget it has written
