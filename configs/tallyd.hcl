@@ -105,8 +105,8 @@ idempotency_ttl = "24h"
 # changed like. false drops them; true again rebuilds them at start.
 like_lists = true
 
-# The event log: every accepted like, unlike and increment, in the batch of
-# its write; with nats set, published to the region's stream
+# The event log: every accepted like, unlike and increment, and every budget
+# grant, spend and transfer, in the batch of its write; with nats set, published to the region's stream
 # TALLY_EVENTS_<REGION> (kept event_retention), and read back by
 # GET /v1/audit and GET /v1/likes/{item}/{user}/history. A published event
 # stays in the local log (which the audit reads) for event_log_keep.
