@@ -3,9 +3,9 @@ package dashboard
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -58,20 +58,17 @@ func (d *Dashboard) budget(w http.ResponseWriter, r *http.Request) {
 		dashError(w, http.StatusBadRequest, "op %q: want grant or spend", op)
 		return
 	}
-	by, n := int64(1), 1
-	if s := r.FormValue("by"); s != "" {
-		var err error
-		if by, err = strconv.ParseInt(s, 10, 64); err != nil || by < 1 {
-			dashError(w, http.StatusBadRequest, "by %q: want a positive integer", s)
-			return
-		}
+	maxN := dashMaxSpends
+	if op == "grant" {
+		maxN = 1 // a grant is one
 	}
-	if s := r.FormValue("n"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > dashMaxSpends || op == "grant" && n != 1 {
-			dashError(w, http.StatusBadRequest, "n %q: want 1..%d spends (a grant is one)", s, dashMaxSpends)
-			return
-		}
+	by, ok := formInt[int64](w, r, "by", 1, 1, math.MaxInt64)
+	if !ok {
+		return
+	}
+	n, ok := formInt(w, r, "n", 1, 1, maxN)
+	if !ok {
+		return
 	}
 	u := reg.URL + "/v1/budgets/" + url.PathEscape(key) + "/" + op
 	body := fmt.Sprintf(`{"by":%d}`, by)

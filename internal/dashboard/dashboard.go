@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -318,13 +319,9 @@ func (d *Dashboard) incr(w http.ResponseWriter, r *http.Request) {
 		dashError(w, http.StatusBadRequest, "want counter=...")
 		return
 	}
-	by := int64(1)
-	if s := r.FormValue("by"); s != "" {
-		var err error
-		if by, err = strconv.ParseInt(s, 10, 64); err != nil {
-			dashError(w, http.StatusBadRequest, "by %q: want an integer", s)
-			return
-		}
+	by, ok := formInt[int64](w, r, "by", 1, math.MinInt64, math.MaxInt64)
+	if !ok {
+		return
 	}
 	st, body, err := d.forward(r.Context(), http.MethodPost, reg.URL+"/v1/counters/"+url.PathEscape(key)+"/incr",
 		d.writeToken(), fmt.Sprintf(`{"by":%d}`, by))
@@ -357,13 +354,9 @@ func (d *Dashboard) burst(w http.ResponseWriter, r *http.Request) {
 		dashError(w, http.StatusBadRequest, "want item=...")
 		return
 	}
-	n := dashDefaultBurst
-	if s := r.FormValue("n"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 || n > dashMaxBurst {
-			dashError(w, http.StatusBadRequest, "n %q: want 1..%d", s, dashMaxBurst)
-			return
-		}
+	n, ok := formInt(w, r, "n", dashDefaultBurst, 1, dashMaxBurst)
+	if !ok {
+		return
 	}
 	start := time.Now()
 	out := burstResponse{Region: reg.Region, Item: item, Sent: n}
@@ -410,6 +403,21 @@ func (d *Dashboard) writeToken() string {
 		return d.cfg.WriteToken
 	}
 	return d.cfg.AdminToken
+}
+
+// formInt reads the integer form value name, def if absent. One that is
+// not an integer in [lo, hi] is answered 400, and ok is false.
+func formInt[T int | int64](w http.ResponseWriter, r *http.Request, name string, def, lo, hi T) (v T, ok bool) {
+	s := r.FormValue(name)
+	if s == "" {
+		return def, true
+	}
+	x, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || x < int64(lo) || x > int64(hi) {
+		dashError(w, http.StatusBadRequest, "%s %q: want an integer from %d to %d", name, s, lo, hi)
+		return 0, false
+	}
+	return T(x), true
 }
 
 // region finds the ?region= parameter's region or answers 404.
