@@ -215,7 +215,11 @@ func (t *txn) applyGrant(op *Op) Result {
 	bs.put(b)
 	t.logBudget(storage.EventGrant, op.Item, "", "", op.By)
 	t.forwardLater(op.Item)
-	return Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
+	rights := b.Rights(t.r.self)
+	if t.r.handoffTo() != "" && t.r.accepting.Load() {
+		rights = 0 // the commit moves them on (forwardRights)
+	}
+	return Result{Value: b.Available(), Rights: rights}
 }
 
 func (t *txn) applySpend(op *Op) Result {

@@ -50,7 +50,7 @@ func TestHandoffMovesRightsAndKeepsForwarding(t *testing.T) {
 	if rd := net.budget(0, "c"); rd.LocalRights != 0 || rd.Rights["r2"] != 5 {
 		t.Fatalf("r0 after the transfer arrived: %+v, want its 5 moved on to r2", rd)
 	}
-	if res := apply(r0, Op{Kind: OpGrant, Item: "a", By: 7}); res.Value != 107 {
+	if res := apply(r0, Op{Kind: OpGrant, Item: "a", By: 7}); res.Value != 107 || res.Rights != 0 {
 		t.Fatalf("grant at r0 during the handoff: %+v", res)
 	}
 	if rd := net.budget(0, "a"); rd.LocalRights != 0 || rd.Rights["r2"] != 107 {
