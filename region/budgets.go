@@ -390,19 +390,6 @@ func (t *txn) logBudget(typ storage.EventType, key, to, idem string, by int64) {
 	if !t.r.cfg.EventLog {
 		return
 	}
-	if typ == storage.EventSpend && idem == "" {
-		if i, ok := t.spendEv[key]; ok {
-			e := &t.events[i]
-			e.By += by
-			e.N += uint64(by)
-			e.Count++
-			return
-		}
-		if t.spendEv == nil {
-			t.spendEv = make(map[string]int)
-		}
-		t.spendEv[key] = len(t.events)
-	}
 	e := storage.Event{Type: typ, Kind: storage.Budgets, Key: key, User: to, Idem: idem, By: by, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
 	switch typ {
 	case storage.EventGrant:
@@ -411,6 +398,10 @@ func (t *txn) logBudget(typ storage.EventType, key, to, idem string, by int64) {
 		e.N = uint64(by)
 	case storage.EventTransfer:
 		e.P, e.N = uint64(by), uint64(by)
+	}
+	if typ == storage.EventSpend && idem == "" {
+		t.logFolded(&t.spendEv, e)
+		return
 	}
 	t.logEvent(e)
 }

@@ -161,9 +161,13 @@ func (r *Replica) scanRights() (map[string]int64, error) {
 }
 
 // forwardLater marks a budget whose rights here may have grown in this
-// commit, for forwardRights. It marks whether or not a handoff is on: one
-// that starts before the commit must see the mark.
+// commit, for forwardRights, while a handoff is on. A handoff that starts
+// after this batch was applied needs no mark: HandOffRights's barrier
+// waits for the batch's commit, and its scan then finds the rights.
 func (t *txn) forwardLater(key string) {
+	if t.r.handoff.Load() == nil {
+		return
+	}
 	if t.forward == nil {
 		t.forward = make(map[string]struct{})
 	}

@@ -429,20 +429,26 @@ func (t *txn) applyApproxIncr(op *Op, vs *vecState, relErr float64) Result {
 // batch: one event per counter per commit, carrying the sum and count.
 func (t *txn) logIncr(key string, by int64) {
 	p, n := halves(by)
-	if i, ok := t.incrEv[key]; ok {
-		e := &t.events[i]
-		e.By += by
-		e.P += p
-		e.N += n
-		e.Count++
+	t.logFolded(&t.incrEv, storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: key, By: by,
+		P: p, N: n, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)})
+}
+
+// logFolded adds e to the batch's event of the same key in folds (By,
+// P, N and Count summed), or logs it as that key's event.
+func (t *txn) logFolded(folds *map[string]int, e storage.Event) {
+	if i, ok := (*folds)[e.Key]; ok {
+		f := &t.events[i]
+		f.By += e.By
+		f.P += e.P
+		f.N += e.N
+		f.Count += e.Count
 		return
 	}
-	if t.incrEv == nil {
-		t.incrEv = make(map[string]int)
+	if *folds == nil {
+		*folds = make(map[string]int)
 	}
-	t.incrEv[key] = len(t.events)
-	t.events = append(t.events, storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: key, By: by,
-		P: p, N: n, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)})
+	(*folds)[e.Key] = len(t.events)
+	t.events = append(t.events, e)
 }
 
 // applyKeyed applies an increment with an idempotency key unless the key
@@ -535,7 +541,7 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	if m.Kind.IsWindows() {
 		vs.bucket, vs.parsed = bucket, true
 	}
-	if m.Kind == storage.Budgets {
+	if m.Kind == storage.Budgets && t.r.handoff.Load() != nil {
 		// A transfer to us, or our own entries adopted in recovery.
 		if key, _, _, ok := crdt.SplitBudgetName(m.Item); ok {
 			t.forwardLater(key)
