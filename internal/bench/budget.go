@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -369,6 +370,11 @@ type budgetState struct {
 	Granted   int64 `json:"granted"`
 	Spent     int64 `json:"spent"`
 	Remaining int64 `json:"remaining"`
+	// Rights is where the region believes the rights lie. Two regions
+	// can read the same totals while each misses the other's latest
+	// spends; they agree only once the rights agree too.
+	Rights       map[string]int64 `json:"rights"`
+	Unreconciled int64            `json:"unreconciled"`
 }
 
 // used is how much of the budget is gone as this region sees it.
@@ -379,8 +385,10 @@ func budgetsAgree(states []budgetState) bool {
 	if len(states) == 0 {
 		return false
 	}
-	for _, s := range states[1:] {
-		if s != states[0] {
+	ref := states[0]
+	for _, s := range states {
+		if s.Granted != ref.Granted || s.Spent != ref.Spent || s.Remaining != ref.Remaining ||
+			s.Unreconciled != 0 || !maps.Equal(s.Rights, ref.Rights) {
 			return false
 		}
 	}

@@ -50,7 +50,7 @@ func TestBudgetOverspendArithmetic(t *testing.T) {
 }
 
 func TestBudgetsAgree(t *testing.T) {
-	a := budgetState{Granted: 10, Spent: 3, Remaining: 7}
+	a := budgetState{Granted: 10, Spent: 3, Remaining: 7, Rights: map[string]int64{"us-1": 4, "eu-1": 3}}
 	if budgetsAgree(nil) {
 		t.Error("no regions agree")
 	}
@@ -61,6 +61,20 @@ func TestBudgetsAgree(t *testing.T) {
 	b.Spent, b.Remaining = 4, 6
 	if budgetsAgree([]budgetState{a, a, b}) {
 		t.Error("a region behind agrees")
+	}
+	// Seen in CI: us and eu each spent 1 the other had not heard of, so
+	// both read spent 3 of 10, with the rights left in different places.
+	// Taking that as agreement reported 2 acknowledged spends as lost.
+	us, eu := a, a
+	us.Rights = map[string]int64{"us-1": 3, "eu-1": 4}
+	eu.Rights = map[string]int64{"us-1": 4, "eu-1": 3}
+	if budgetsAgree([]budgetState{us, eu}) {
+		t.Error("regions that each miss the other's last spend agree")
+	}
+	c := a
+	c.Unreconciled = 1
+	if budgetsAgree([]budgetState{c, c}) {
+		t.Error("regions with a spend still to reconcile agree")
 	}
 }
 
