@@ -25,6 +25,7 @@ const (
 	BugSketchStoredOnly   = "sketch-merge-stored-only"
 	BugSpendWithoutRights = "spend-without-rights"
 	BugBlockNotReconciled = "block-not-reconciled"
+	BugApproxCoinTwice    = "approx-coin-twice"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -73,6 +74,11 @@ type Chaos struct {
 	// is the winner of, so a block or unblock issued elsewhere leaves
 	// those likes counted (or uncounted) for good.
 	BlockNotReconciled bool
+	// ApproxCoinTwice: a keyed increment of an approximate counter flips
+	// one coin for what its answer (and its record) says it counted and
+	// another for what it writes to the vector, so the counter drifts
+	// from the sum of what its increments were told they counted.
+	ApproxCoinTwice bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -91,13 +97,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
 		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
 		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
-		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled}
+		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
+		ApproxCoinTwice: bug == BugApproxCoinTwice}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -164,6 +171,16 @@ func (r *Replica) chaosListsSkip(rs *recState) bool {
 // chaosLogSkipsIncrements reports whether the bug LogSkipsIncrements is on.
 func (r *Replica) chaosLogSkipsIncrements() bool {
 	return buildtags.Chaos && r.cfg.Chaos.LogSkipsIncrements
+}
+
+// chaosApproxWritten is what a keyed increment by `by` of an approximate
+// counter at cur writes, having counted `counted`: that, unless the bug
+// ApproxCoinTwice is on, when a second coin decides.
+func (t *txn) chaosApproxWritten(relErr float64, cur crdt.Vector, by, counted int64) int64 {
+	if !buildtags.Chaos || !t.r.cfg.Chaos.ApproxCoinTwice || relErr == 0 {
+		return counted
+	}
+	return t.approxIncr(relErr, cur, by)
 }
 
 // chaosBookingTime is the time a change of an own entry of family kind is

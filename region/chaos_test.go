@@ -29,6 +29,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugSketchStoredOnly, Chaos{SketchStoredOnly: true}},
 		{BugSpendWithoutRights, Chaos{SpendWithoutRights: true}},
 		{BugBlockNotReconciled, Chaos{BlockNotReconciled: true}},
+		{BugApproxCoinTwice, Chaos{ApproxCoinTwice: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want

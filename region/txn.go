@@ -488,9 +488,10 @@ func (t *txn) applyKeyed(op *Op) Result {
 	if hlc <= rs.rec.HLC {
 		hlc = rs.rec.HLC + 1
 	}
+	written := t.chaosApproxWritten(relErr, vs.cur, op.By, counted)
 	delta := rs.rec.ApplyKeyedCounted(t.r.self, op.By, counted, hlc)
 	rs.rec.At = op.At
-	vs.cur = vs.cur.Add(t.r.self, delta)
+	vs.cur = vs.cur.Add(t.r.self, delta+written-counted)
 	t.book(storage.Counters, op.Item, rs.rec.BookedMs(), delta)
 	if t.r.cfg.EventLog && !t.r.chaosLogSkipsIncrements() {
 		p, n := halves(delta)

@@ -311,6 +311,21 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindValueMismatch, prefix: "likes/",
 		},
+		{
+			// Keyed increments of an approximate counter that write
+			// what a second coin decides, not what their answers (and
+			// records) say they counted: the counter drifts from the
+			// sum of the counts the clients were told, while each read
+			// stays approximate, alike everywhere, and as likely within
+			// the error bound of the true sum as a correct one.
+			bug: "approx-coin-twice",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.RetryElsewhere = 20, 0, 80, 0
+				c.Counters, c.ApproxCounters = 1, 1
+			},
+			kind: KindValueMismatch, prefix: "counter/apx-",
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			cfg := DefaultConfig()

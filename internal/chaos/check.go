@@ -72,6 +72,10 @@ const (
 	// not the latest acknowledged block or unblock (by stamp, then
 	// replica), or an acknowledgement's stamp could not be read.
 	KindBlocks = "blocks"
+	// KindApproxCounter: after the final heal a region's approximate
+	// counter is further from the true sum of its increments than its
+	// error bound allows, or its read says approx:false (approx.go).
+	KindApproxCounter = "approx-counter"
 )
 
 // Violation is one failed check.

@@ -53,6 +53,10 @@ type answer struct {
 	value int64
 	// duplicate: an increment's idempotency key had been applied before.
 	duplicate bool
+	// approx: an increment of an approximate counter, which counted
+	// counted (when not a duplicate).
+	approx  bool
+	counted int64
 	// badTime: refused because the client's event time is out of the
 	// replica's accepted range (400 bad_time).
 	badTime bool

@@ -29,7 +29,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
-var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled"}
+var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice"}
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -69,6 +69,10 @@ type Config struct {
 	Workers int
 	// Users, Items and Counters size the workload. Defaults 300, 40, 4.
 	Users, Items, Counters int
+	// ApproxCounters is how many approximate counters (apx-0, ...; see
+	// approx.go) take increments beside the Counters exact ones, each as
+	// likely to be drawn as an exact one. Default 2; negative: none.
+	ApproxCounters int
 	// LikeWeight, PairWeight, IncrWeight, UniqueWeight and BudgetWeight
 	// set the mix of single likes/unlikes, concurrent pairs (one user in
 	// two regions at once), counter increments, unique-count adds and
@@ -135,6 +139,7 @@ func DefaultConfig() Config {
 		Users:               300,
 		Items:               40,
 		Counters:            4,
+		ApproxCounters:      2,
 		LikeWeight:          65,
 		PairWeight:          10,
 		IncrWeight:          25,
@@ -177,6 +182,8 @@ func (c Config) withDefaults() Config {
 	setInt(&c.Users, d.Users)
 	setInt(&c.Items, d.Items)
 	setInt(&c.Counters, d.Counters)
+	setInt(&c.ApproxCounters, d.ApproxCounters)
+	c.ApproxCounters = max(c.ApproxCounters, 0)
 	setInt(&c.UniqueKeys, d.UniqueKeys)
 	setInt(&c.UniqueIDs, d.UniqueIDs)
 	setInt(&c.BlockUsers, d.BlockUsers)

@@ -209,6 +209,7 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 		"--anti-entropy-interval", d.cfg.AntiEntropyInterval.String(),
 		"--peer-timeout", d.cfg.PeerTimeout.String(),
 		"--windows", windowLevels,
+		"--approx", approxArg(),
 		"--log-level", "warn", "--drain-delay", "0"}
 	if d.cfg.numbering() {
 		// The allocator's KV and the milestone stream live in the first

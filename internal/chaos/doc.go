@@ -41,6 +41,10 @@
 // final heal by resending its key, so every operation counts exactly once
 // or not at all, and the model has one exact value per key.
 //
+// A share of the increments go to approximate counters (apx-0, ...; the
+// regions run with an approx rule on apx-), which count in steps decided
+// by a coin; each answer says what it counted (approx.go).
+//
 // Clients also add ids to a few unique counts (uv:1, uv:2, uv:3: POST
 // /v1/uniques/{key} with one id or a list, or a batch of unique events),
 // drawn from one pool of ids so that the same id is added in several
@@ -107,6 +111,12 @@
 //     estimate), the same in every region, within 5 standard errors of
 //     the number of distinct ids, from the sketches of exactly the
 //     replicas that acknowledged adds, and not stale;
+//   - every region reads each approximate counter alike, approx:true,
+//     between the sums of the smallest and largest count each applied
+//     increment can have kept (what its answers said it counted; within
+//     bounds if an answer was lost), and within 6 times its error bound
+//     of the true sum of the increments; its time buckets are compared
+//     between regions and count in the counters' total;
 //   - no region's view of a budget, sampled through the run, showed
 //     remaining below 0 (or spent above granted), and no replica held
 //     negative rights in its own view (local_rights); after the final

@@ -130,6 +130,12 @@ type Op struct {
 	Resolved string `json:"resolved,omitempty"`
 	// Value is the count or counter value in the acknowledgement.
 	Value int64 `json:"value,omitempty"`
+	// Counted, for an increment of an approximate counter, is what each
+	// answer that applied it (ok, not duplicate) said it counted, and
+	// CountUnseen says an attempt's answer was lost: it may have applied
+	// and counted something nobody saw (approx.go).
+	Counted     []int64 `json:"counted,omitempty"`
+	CountUnseen bool    `json:"count_unseen,omitempty"`
 	// Applications, for a keyed spend or cashback, counts the regions
 	// whose attempt may have applied the key (answered ok and not
 	// duplicate, or no answer): each beyond the first is refunded by
@@ -166,6 +172,20 @@ func (o *Op) applied() bool {
 	return o.Outcome == OutcomeOK || o.Outcome == OutcomeTimeout && o.Resolved != ""
 }
 
+// noteCount records what an increment's attempt answered of its count,
+// if its counter is approximate (Counted, CountUnseen).
+func (o *Op) noteCount(a answer) {
+	if !isApprox(o.Key) {
+		return
+	}
+	switch {
+	case a.outcome == OutcomeOK && !a.duplicate:
+		o.Counted = append(o.Counted, a.counted)
+	case a.outcome == OutcomeTimeout:
+		o.CountUnseen = true
+	}
+}
+
 // history is the record of every operation. Workers add finished
 // operations; the resolver later completes timed-out increments.
 type history struct {
@@ -195,9 +215,10 @@ func (h *history) unresolved(region string) []*Op {
 
 // resolve records how a timed-out increment was resolved, and the event
 // time of the resolving resend if it was not At (0: it was).
-func (h *history) resolve(o *Op, how string, at int64) {
+func (h *history) resolve(o *Op, how string, at int64, a answer) {
 	h.mu.Lock()
 	o.Resolved = how
+	o.noteCount(a)
 	if at != o.At {
 		o.ResolveAt = at
 	}

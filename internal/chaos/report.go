@@ -102,6 +102,16 @@ type Checked struct {
 	BudgetKeys    int `json:"budget_keys"`
 	BudgetReads   int `json:"budget_reads"`
 	BudgetSamples int `json:"budget_samples"`
+	// ApproxKeys counts the approximate counters, ApproxReads their final
+	// reads compared (every region), ApproxIncrements their applied
+	// increments, ApproxUnseen those with an answer lost (known only
+	// within bounds), and ApproxMaxStep the largest count one answer
+	// reported: above 1, they were counting approximately.
+	ApproxKeys       int   `json:"approx_keys"`
+	ApproxReads      int   `json:"approx_reads"`
+	ApproxIncrements int   `json:"approx_increments"`
+	ApproxUnseen     int   `json:"approx_unseen"`
+	ApproxMaxStep    int64 `json:"approx_max_step"`
 	// BudgetRefunds is what reconciliation gave back of keyed spends and
 	// cashbacks applied in two regions (see budgetChecked).
 	BudgetRefunds int64 `json:"budget_refunds"`
@@ -237,6 +247,10 @@ func (r *Report) WriteText(w io.Writer) {
 	if k.BudgetKeys > 0 {
 		fmt.Fprintf(w, "budgets: %d budgets, %d views sampled during the run, %d final reads of budgets and cashback balances compared; %d grants, %d spends and %d cashbacks: %d done, %d refused (%d budget_exhausted, %d rights_elsewhere), %d unanswered (maybe); %d keyed ones sent again to another region, %d refunded by reconciliation; %d handoffs moved %d rights\n",
 			k.BudgetKeys, k.BudgetSamples, k.BudgetReads, o.Grants, o.Spends, o.Cashbacks, o.BudgetDone, o.BudgetRefused, o.BudgetExhausted, o.RightsElsewhere, o.BudgetMaybe, o.BudgetRetriedElsewhere, k.BudgetRefunds, o.Handoffs, o.HandedOff)
+	}
+	if k.ApproxKeys > 0 {
+		fmt.Fprintf(w, "approximate counters (error %g): %d counters, %d final reads compared; %d increments applied, counted in steps up to %d, %d with an answer lost\n",
+			approxError, k.ApproxKeys, k.ApproxReads, k.ApproxIncrements, k.ApproxMaxStep, k.ApproxUnseen)
 	}
 	if c.Milestones != MilestonesOff {
 		fmt.Fprintf(w, "milestones (%s): %d checked, each fired once and alike everywhere; %d like numbers used\n", c.Milestones, k.Milestones, k.NumbersUsed)

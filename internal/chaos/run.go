@@ -186,8 +186,15 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
 		Histories: histories, Flags: flags, Wiped: wiped}
 	wants, vs := check(ops, r.keys, fs)
-	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, r.keys, wants, r.start)
+	apx := approxIDs(r.cfg)
+	wkeys := slices.Clone(r.keys)
+	for _, id := range apx {
+		wkeys = append(wkeys, key{ID: id})
+	}
+	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, wkeys, wants, r.start)
 	vs = append(vs, wvs...)
+	avs, an := checkApproxUntil(ctx, r.d.procs, ops, apx)
+	vs = append(vs, avs...)
 	t0 := time.Now()
 	uvs, un := checkUniquesUntil(ctx, r.d.procs, ops, uniqueKeys(r.cfg))
 	vs = append(vs, uvs...)
@@ -258,7 +265,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples,
 		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowBuckets: wn.Buckets, TrendingLists: wn.Trending,
 		UniqueKeys: un.Keys, UniqueReads: un.Reads, UniqueIDs: un.Distinct,
-		BudgetKeys: bn.Keys, BudgetReads: bn.Reads, BudgetSamples: budgetSamples, BudgetRefunds: bn.Refunds}
+		BudgetKeys: bn.Keys, BudgetReads: bn.Reads, BudgetSamples: budgetSamples, BudgetRefunds: bn.Refunds,
+		ApproxKeys: an.Keys, ApproxReads: an.Reads, ApproxIncrements: an.Increments, ApproxUnseen: an.Unseen, ApproxMaxStep: an.MaxStep}
 	return nil
 }
 

@@ -104,6 +104,41 @@ func TestCheckWindowsCountersExactPerBucket(t *testing.T) {
 	}
 }
 
+// An approximate counter's buckets are compared between regions, and the
+// counters' total is the model's exact counters plus what each region
+// reads of the approximate ones.
+func TestCheckWindowsApproxCounters(t *testing.T) {
+	c, a := key{ID: "c"}, key{ID: approxID(0)}
+	keys := []key{c, a}
+	ops := []Op{
+		incrAt(1, "us", "c", 5, t0+100, OutcomeOK, ""),
+		incrAt(2, "eu", a.ID, 3, t0+1100, OutcomeOK, ""),
+	}
+	ops[1].Counted = []int64{8}
+	m := buildWindowModel(ops)
+	if !m.Uncertain[a.ID] || m.Uncertain["c"] || m.Uncertain[totalKey] || len(m.Bookings[a.ID]) != 0 {
+		t.Fatalf("model: %+v", m)
+	}
+	wants := map[key]int64{c: 5}
+	s := t0 / 1000
+	good := map[key]map[int64]int64{c: {s: 5}, a: {s + 1: 8}, {ID: totalKey}: {s: 5, s + 1: 8}}
+	if vs, _ := checkWindows(ops, keys, wants, windowsEverywhere(good)); len(vs) != 0 {
+		t.Fatalf("violations: %v", vs)
+	}
+	// The total holds what the approximate counter does not: wrong.
+	bad := map[key]map[int64]int64{c: {s: 5}, a: {s + 1: 8}, {ID: totalKey}: {s: 5, s + 1: 3}}
+	if vs, _ := checkWindows(ops, keys, wants, windowsEverywhere(bad)); len(vs) == 0 || !strings.Contains(vs[0].Key, totalKey) {
+		t.Fatalf("a total that is not the sum: %v", vs)
+	}
+	// One region's approximate buckets differ from another's.
+	ws := windowsEverywhere(good)
+	ws.Series["1s"]["eu"].Values[a] = map[int64]int64{s + 2: 8}
+	ws.Series["1s"]["eu"].Values[key{ID: totalKey}] = map[int64]int64{s: 5, s + 2: 8}
+	if vs, _ := checkWindows(ops, keys, wants, ws); len(vs) != 1 || vs[0].Key != a.String() || vs[0].Region != "eu" {
+		t.Fatalf("regions that disagree on an approximate counter: %v", vs)
+	}
+}
+
 func TestCheckWindowsLateResolutionMayBeInEitherBucket(t *testing.T) {
 	keys := []key{{ID: "c"}}
 	o := incrAt(1, "us", "c", 5, t0+100, OutcomeTimeout, ResolvedApplied)

@@ -164,7 +164,11 @@ func (p *planner) next() plannedOp {
 		if p.rng.IntN(10) < 3 {
 			by = -int64(1 + p.rng.IntN(3))
 		}
-		o := &Op{Kind: OpIncr, Region: p.region(), Key: counterID(p.rng.IntN(c.Counters)), By: by,
+		ctr := counterID(p.rng.IntN(c.Counters))
+		if n := p.rng.IntN(c.Counters + c.ApproxCounters); n >= c.Counters {
+			ctr = approxID(n - c.Counters)
+		}
+		o := &Op{Kind: OpIncr, Region: p.region(), Key: ctr, By: by,
 			lag: p.lag(), Events: p.rng.IntN(3) == 0}
 		if p.rng.Float64() < c.RetryElsewhere {
 			// The client loses the answer and fails over: it sends the
@@ -293,6 +297,7 @@ func (w *workload) exec(retry context.Context, o *Op) {
 			o.Value = a.value
 		}
 		if o.Kind == OpIncr {
+			o.noteCount(a)
 			w.retryElsewhere(retry, o)
 			return
 		}
@@ -330,6 +335,7 @@ func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
 	o.Attempts++
 	a := w.clients[o.Retry].incrAt(ctx, o.Key, o.By, o.Idem, o.At, o.Events, w.cfg.ClientTimeout)
 	o.RetryOutcome, o.RetryDuplicate = a.outcome, a.duplicate
+	o.noteCount(a)
 	switch {
 	case a.outcome == OutcomeOK:
 		o.Outcome, o.Value = OutcomeOK, a.value
@@ -365,7 +371,7 @@ func (w *workload) resolve(ctx context.Context, region string) int {
 				if a.duplicate {
 					how = ResolvedDuplicate
 				}
-				w.hist.resolve(o, how, at)
+				w.hist.resolve(o, how, at, a)
 				break
 			}
 			if a.badTime && at == o.At {
