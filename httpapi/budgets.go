@@ -257,7 +257,11 @@ func (s *Server) getHandoff(w http.ResponseWriter, _ *http.Request) error {
 
 // DELETE /v1/admin/budgets/handoff: keep rights again.
 func (s *Server) deleteHandoff(w http.ResponseWriter, r *http.Request) error {
-	s.rep.CancelHandoff()
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	if err := s.rep.CancelHandoff(ctx); err != nil {
+		return err
+	}
 	s.log.Warn("budget rights handoff cancelled by admin")
 	return s.getHandoff(w, r)
 }

@@ -23,9 +23,13 @@ import (
 // ones (crdt.Budget.Transfer): each writes only this replica's entries,
 // and they travel by the fast path and anti-entropy like every other.
 //
-// The mode is held in memory: it ends with the process. A replica being
-// retired is stopped once it holds nothing; one restarted instead is asked
-// again.
+// The target is recorded in the store, in the commit that turns the mode
+// on (and removed by the one that cancels it), so a replica restarted
+// during a handoff goes on handing off: once its recovery ends and it
+// accepts writes again, it turns the mode on and runs the pass again
+// (resumeHandoffWhenReady). Not before: until then its own entries may be
+// behind what it wrote, and a transfer written from them could give away
+// rights it already spent.
 
 // handoffPage bounds how many budgets one handoff commit moves.
 const handoffPage = 256
@@ -57,18 +61,26 @@ func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error)
 	if err := r.Err(); err != nil {
 		return Handoff{}, err
 	}
+	r.handoffMu.Lock()
+	defer r.handoffMu.Unlock()
+	return r.handOffRights(ctx, to)
+}
+
+// handOffRights is HandOffRights with handoffMu held.
+func (r *Replica) handOffRights(ctx context.Context, to string) (Handoff, error) {
 	if !r.accepting.Load() {
 		// Until recovery ends, this replica's own entries may be behind
 		// what it wrote before: a transfer written from them now could
 		// hand off rights it already spent.
 		return Handoff{}, ErrNotReady
 	}
+	r.resumeHandoff.Store(nil) // this handoff replaces one found on open
 	start := r.handedOff.Load()
 	r.handoff.Store(&to)
-	// A barrier: once an empty request has committed, every commit either
-	// moved its rights on (it saw the target) or is in the store for the
-	// scan below.
-	if err := r.submit(ctx, &request{}); err != nil {
+	// A barrier, which also records the target: once it has committed,
+	// every commit either moved its rights on (it saw the target) or is in
+	// the store for the scan below.
+	if err := r.submit(ctx, &request{setHandoff: &to}); err != nil {
 		return Handoff{}, fmt.Errorf("hand off budget rights: %w", err)
 	}
 	keys, _, err := r.held()
@@ -88,16 +100,55 @@ func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error)
 	return h, err
 }
 
-// CancelHandoff turns the handoff off: rights are kept and asked for
-// again. Rights already moved stay with the target, which holds them like
-// any other.
-func (r *Replica) CancelHandoff() { r.handoff.Store(nil) }
+// CancelHandoff turns the handoff off, and removes it from the store:
+// rights are kept and asked for again. Rights already moved stay with the
+// target, which holds them like any other.
+func (r *Replica) CancelHandoff(ctx context.Context) error {
+	r.handoffMu.Lock()
+	defer r.handoffMu.Unlock()
+	r.resumeHandoff.Store(nil)
+	r.handoff.Store(nil)
+	none := ""
+	if err := r.submit(ctx, &request{setHandoff: &none}); err != nil {
+		return fmt.Errorf("cancel budget rights handoff: %w", err)
+	}
+	return nil
+}
 
-// HandoffStatus reports the handoff target ("" if none) and the rights
-// this replica holds now, in how many budgets.
+// resumeHandoffWhenReady turns on again the handoff found in the store on
+// open, once the replica accepts writes, unless an admin started or
+// cancelled one meanwhile. It stops with the replica.
+func (r *Replica) resumeHandoffWhenReady() {
+	defer r.wg.Done()
+	select {
+	case <-r.stopped.Done():
+		return
+	case <-r.accepted:
+	}
+	r.handoffMu.Lock()
+	defer r.handoffMu.Unlock()
+	to := r.resumeHandoff.Load()
+	if to == nil {
+		return // an admin started or cancelled a handoff meanwhile
+	}
+	h, err := r.handOffRights(r.stopped, *to)
+	if err != nil {
+		if r.stopped.Err() == nil {
+			r.log.Error("budget rights handoff found in the store not resumed: hand off again", "to", *to, "error", err)
+		}
+		return
+	}
+	r.log.Warn("budget rights handoff resumed after a restart", "to", h.To, "budgets", h.Budgets, "moved", h.Moved, "held", h.Held)
+}
+
+// HandoffStatus reports the handoff target ("" if none; the one found on
+// open, until it is resumed) and the rights this replica holds now, in
+// how many budgets.
 func (r *Replica) HandoffStatus() (Handoff, error) {
 	var h Handoff
 	if to := r.handoff.Load(); to != nil {
+		h.To = *to
+	} else if to := r.resumeHandoff.Load(); to != nil {
 		h.To = *to
 	}
 	keys, held, err := r.held()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 )
 
 // A handoff moves every right the replica holds, and goes on moving the
@@ -96,7 +97,9 @@ func TestHandoffMovesRightsAndKeepsForwarding(t *testing.T) {
 	}
 
 	// Cancelled, r0 keeps what it is granted.
-	r0.CancelHandoff()
+	if err := r0.CancelHandoff(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if res := apply(r0, Op{Kind: OpGrant, Item: "d", By: 4}); res.Rights != 4 {
 		t.Fatalf("grant after the handoff was cancelled: %+v, want 4 rights kept", res)
 	}
@@ -110,7 +113,9 @@ func TestHandoffControlOnePassStrandsRights(t *testing.T) {
 		if _, err := r.HandOffRights(context.Background(), "r1"); err != nil {
 			t.Fatal(err)
 		}
-		r.CancelHandoff()
+		if err := r.CancelHandoff(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for seed := range uint64(12) {
 		if v := budgetRun(t, seed, 250, nil, int(seed*17%200), onePass); v != "" {
@@ -119,4 +124,61 @@ func TestHandoffControlOnePassStrandsRights(t *testing.T) {
 		}
 	}
 	t.Fatal("a one-pass handoff stranded nothing in 12 schedules: the check cannot fail")
+}
+
+// A handoff is recorded in the store: a replica restarted during one
+// turns it on again, but only once it accepts writes (its own entries may
+// be behind until recovery ends), and a cancelled one stays cancelled.
+func TestHandoffResumesAfterARestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r0, closeR0 := openReplica(t, dir, "r0", nil)
+	if _, err := r0.Apply(ctx, Op{Kind: OpGrant, Item: "a", By: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := r0.HandOffRights(ctx, "r1"); err != nil || h.Moved != 10 {
+		t.Fatalf("handoff: %+v %v", h, err)
+	}
+	closeR0()
+
+	// Restarted holding writes, as a node does until recovery ends: the
+	// handoff is pending, not on.
+	r0, closeR0 = openReplica(t, dir, "r0", func(c *Config) { c.HoldWrites = true })
+	if st, err := r0.HandoffStatus(); err != nil || st.To != "r1" || r0.handoffTo() != "" {
+		t.Fatalf("before writes are accepted: status %+v (%v), mode %q; want r1 pending, not on", st, err, r0.handoffTo())
+	}
+	r0.AcceptWrites()
+	waitHandoff(t, r0, "r1")
+	res, err := r0.Apply(ctx, Op{Kind: OpGrant, Item: "a", By: 5})
+	if err != nil || res.Rights != 0 {
+		t.Fatalf("grant after the restart: %+v %v, want its rights moved on", res, err)
+	}
+	if rd, err := r0.Budget("a"); err != nil || rd.LocalRights != 0 || rd.Rights["r1"] != 15 {
+		t.Fatalf("after the restart: %+v %v, want all 15 with r1", rd, err)
+	}
+
+	// Cancelled, then restarted: the replica keeps what it is granted.
+	if err := r0.CancelHandoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closeR0()
+	r0, _ = openReplica(t, dir, "r0", nil)
+	if st, err := r0.HandoffStatus(); err != nil || st.To != "" {
+		t.Fatalf("a cancelled handoff after a restart: %+v %v", st, err)
+	}
+	if res, err := r0.Apply(ctx, Op{Kind: OpGrant, Item: "a", By: 4}); err != nil || res.Rights != 4 {
+		t.Fatalf("grant after a cancelled handoff and a restart: %+v %v, want 4 kept", res, err)
+	}
+}
+
+// waitHandoff waits until r's handoff to `to` is on.
+func waitHandoff(t *testing.T, r *Replica, to string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.handoffTo() != to {
+		if time.Now().After(deadline) {
+			t.Fatalf("the handoff to %s was not resumed", to)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

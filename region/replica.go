@@ -24,6 +24,9 @@ const (
 	// not come back as "has data" and start counting from partial state.
 	metaAccepted = "accepted-writes"
 	metaHLC      = "hlc-max" // the largest HLC issued or observed, as committed
+	// metaHandoff is the replica a handoff of budget rights goes to, ""
+	// or absent if none is on (handoff.go).
+	metaHandoff = "budget-handoff"
 )
 
 // The largest HLC this replica has issued is stored (metaHLC) in every
@@ -84,6 +87,14 @@ type Replica struct {
 	// handoff: the replica this one hands its budget rights to, if any
 	// (handoff.go).
 	handoff atomic.Pointer[string]
+	// handoffMu serializes starting, cancelling and resuming handoffs.
+	handoffMu sync.Mutex
+	// resumeHandoff: the handoff found in the store on open, to turn on
+	// again once writes are accepted (resumeHandoffWhenReady), unless an
+	// admin starts or cancels one first.
+	resumeHandoff atomic.Pointer[string]
+	// accepted is closed once local writes are accepted.
+	accepted chan struct{}
 	// handedOff: rights moved by handoffs in all (the writer adds).
 	handedOff atomic.Int64
 
@@ -104,6 +115,9 @@ type request struct {
 	gives []RightsGive
 	// handoff lists budgets whose rights to hand off now (HandOffRights).
 	handoff []string
+	// setHandoff, if not nil, is the handoff target to record in the
+	// store ("": none).
+	setHandoff *string
 	// ids counts the unique ids of the ops (OpUniques), which weigh on
 	// the batch like ops.
 	ids int
@@ -147,6 +161,7 @@ func New(cfg Config) (*Replica, error) {
 		reqs:          make(chan *request, cfg.QueueDepth),
 		kick:          make(chan struct{}, 1),
 		reconcileKick: make(chan struct{}, 1),
+		accepted:      make(chan struct{}),
 		unreconciled:  make(map[vkey]int),
 		asked:         make(map[string]int64),
 		windows:       compileWindows(cfg.Windows),
@@ -197,6 +212,10 @@ func New(cfg Config) (*Replica, error) {
 	if cfg.IdempotencyTTL > 0 {
 		r.wg.Add(1)
 		go r.sweepIdempotency()
+	}
+	if r.resumeHandoff.Load() != nil {
+		r.wg.Add(1)
+		go r.resumeHandoffWhenReady()
 	}
 	if len(r.windows.rules) > 0 {
 		r.wg.Add(1)
@@ -249,6 +268,12 @@ func (r *Replica) load() error {
 	_, accepted, err := r.store.Meta(metaAccepted)
 	if err != nil {
 		return fmt.Errorf("load replica: %w", err)
+	}
+	if to, ok, err := r.store.Meta(metaHandoff); err != nil {
+		return fmt.Errorf("load replica: %w", err)
+	} else if ok && len(to) > 0 {
+		s := string(to)
+		r.resumeHandoff.Store(&s)
 	}
 	r.fresh = !accepted
 	if !ok {
@@ -314,6 +339,7 @@ func (r *Replica) AcceptWrites() {
 			return
 		}
 		r.accepting.Store(true)
+		close(r.accepted)
 		select {
 		case r.reconcileKick <- struct{}{}:
 		default:

@@ -257,6 +257,9 @@ func (t *txn) apply(q *request) {
 			t.handOff(k, to)
 		}
 	}
+	if q.setHandoff != nil {
+		t.b.PutMeta(metaHandoff, []byte(*q.setHandoff))
+	}
 	for i := range q.smerges {
 		if err := t.mergeSketch(&q.smerges[i]); err != nil {
 			t.r.log.Warn("sketch merge skipped", "name", q.smerges[i].Name, "replica", q.smerges[i].Replica, "error", err)
