@@ -24,17 +24,23 @@ const MaxBatchEvents = 10000
 //	{"type":"like","item":"v1","user":"alice"}
 //	{"type":"incr","key":"views:v1","by":5,"idempotency_key":"req-42"}
 //
-// and a unique event adds an id (or user) to a key's unique count:
+// a unique event adds an id (or user) to a key's unique count, and grant
+// and spend events raise and spend a budget (spend: by defaults to 1):
 //
 //	{"type":"unique","key":"viewers:v1","id":"alice"}
+//	{"type":"grant","key":"campaign-7","by":1000}
+//	{"type":"spend","key":"campaign-7","by":3,"idempotency_key":"imp-981"}
 //
 // The answer has one result per event, in request order:
 //
 //	{"applied":A,"rejected":R,"results":[{"ok":true,"value":V,"changed":true},
 //	  {"ok":false,"value":0,"error":"...","code":"bad_id"},...]}
 //
-// where value is the like count or counter value after the event, changed
-// (likes) and duplicate (increments) appear only when true, an increment
+// where value is the like count or counter value after the event (a
+// budget's remaining as this region sees it), changed (likes) and
+// duplicate (increments, spends) appear only when true, a spend the region
+// cannot cover is rejected with code budget_exhausted or rights_elsewhere
+// (nothing spent), an increment
 // of an approximate counter says "approx":true and, if it counted
 // anything, what it "counted", and a rejected event carries its own error
 // and code.
@@ -278,10 +284,53 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			return bad(CodeBadRequest, "unique events take id or user, not userId")
 		}
 		return region.Op{Kind: region.OpUniques, Item: b.ids[b.internID(e.key)].s, IDs: []string{string(uid)}, At: at}, nil
+	case "grant", "spend":
+		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 || len(e.id) > 0 || e.at != nil || e.hasAtNum {
+			return bad(CodeBadRequest, "%s events take key, by and (spend) idempotency_key only", typ)
+		}
+		if err := checkIDBytes("key", e.key); err != nil {
+			return region.Op{}, err
+		}
+		kind, by := region.OpSpend, int64(1)
+		if typ == "grant" {
+			kind = region.OpGrant
+			if !e.hasBy {
+				return bad(CodeMissingField, "grant events need by")
+			}
+			if len(e.idem) > 0 {
+				return bad(CodeBadRequest, "grant events take no idempotency_key")
+			}
+		}
+		if e.hasBy {
+			by = e.by
+		}
+		if by < 1 || by > region.MaxBy {
+			return bad(CodeBadBy, "by %d is out of range; want 1 to %d", by, int64(region.MaxBy))
+		}
+		var idem string
+		if len(e.idem) > 0 {
+			if !crdt.ValidIDBytes(e.idem) {
+				return bad(CodeBadID, "idempotency_key must be %s", idRule)
+			}
+			idem = string(e.idem)
+		}
+		id := &b.ids[b.internID(e.key)]
+		// As for increments: grants (and spends) of one key in one batch
+		// add up to at most MaxBy each, so no batch takes an entry to its
+		// limit.
+		if kind == region.OpGrant && id.up+by > region.MaxBy || kind == region.OpSpend && id.down+by > region.MaxBy {
+			return bad(CodeBadBy, "the %ss of key %s in this batch would add up past %d", typ, quoteShort(id.s), int64(region.MaxBy))
+		}
+		if kind == region.OpGrant {
+			id.up += by
+		} else {
+			id.down += by
+		}
+		return region.Op{Kind: kind, Item: id.s, By: by, IdemKey: idem}, nil
 	case "":
-		return bad(CodeMissingField, `event needs "type": like, unlike, incr or unique`)
+		return bad(CodeMissingField, `event needs "type": like, unlike, incr, unique, grant or spend`)
 	}
-	return bad(CodeBadRequest, "unknown event type %s: want like, unlike, incr or unique", quoteShort(typ))
+	return bad(CodeBadRequest, "unknown event type %s: want like, unlike, incr, unique, grant or spend", quoteShort(typ))
 }
 
 // pick returns the one of two alternative fields that is set, validated.

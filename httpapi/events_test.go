@@ -138,3 +138,50 @@ func TestEventsCapTheSumOfByPerKey(t *testing.T) {
 		t.Fatalf("other = %d, want 2^40", v)
 	}
 }
+
+// Grants and spends in a batch: each spend is checked against the rights
+// as the batch's earlier events left them, a refused one is rejected alone
+// with the code the spend route gives, and a retried idempotency key
+// spends once.
+func TestEventsBudgets(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	b := e.do("POST", "/v1/events", `[
+		{"type":"grant","key":"camp","by":10},
+		{"type":"spend","key":"camp","by":3,"idempotency_key":"imp-1"},
+		{"type":"spend","key":"camp","by":3,"idempotency_key":"imp-1"},
+		{"type":"spend","key":"camp"},
+		{"type":"spend","key":"camp","by":7},
+		{"type":"spend","key":"camp","by":6},
+		{"type":"spend","key":"camp","by":0},
+		{"type":"grant","key":"camp"},
+		{"type":"grant","key":"camp","by":2,"idempotency_key":"g"},
+		{"type":"spend","key":"camp","at":"2026-11-26T00:00:00Z"},
+		{"type":"spend","key":"camp","user":"u"},
+		{"type":"spend","key":"no/key"}
+	]`).ok(t)
+	if num(t, b, "applied") != 5 || num(t, b, "rejected") != 7 {
+		t.Fatalf("%v", b)
+	}
+	want := []struct {
+		value     int64
+		duplicate bool
+		code      string
+	}{{10, false, ""}, {7, false, ""}, {7, true, ""}, {6, false, ""}, {0, false, CodeBudgetExhausted}, {0, false, ""},
+		{0, false, CodeBadBy}, {0, false, CodeMissingField}, {0, false, CodeBadRequest}, {0, false, CodeBadRequest}, {0, false, CodeBadRequest}, {0, false, CodeBadID}}
+	for i, w := range want {
+		r := b["results"].([]any)[i].(map[string]any)
+		dup, _ := r["duplicate"].(bool)
+		code, _ := r["code"].(string)
+		if code != w.code || r["ok"] != (w.code == "") || num(t, r, "value") != w.value || dup != w.duplicate {
+			t.Errorf("event %d: %v, want %+v", i, r, w)
+		}
+	}
+	// The batch spent 3 + 1 + 6 of 10; the refused 7 spent nothing.
+	if r := e.do("GET", "/v1/budgets/camp", "").ok(t); num(t, r, "remaining") != 0 || num(t, r, "spent") != 10 {
+		t.Fatalf("budget after the batch: %v", r)
+	}
+	b = e.do("POST", "/v1/events", `{"type":"spend","key":"camp","by":3,"idempotency_key":"imp-1"}`+"\n").ok(t)
+	if r := b["results"].([]any)[0].(map[string]any); r["ok"] != true || r["duplicate"] != true {
+		t.Fatalf("a retried key in a later batch: %v", r)
+	}
+}

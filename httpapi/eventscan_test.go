@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
 )
 
 // scanAll decodes every event of body with the scanner.
@@ -163,6 +165,42 @@ var eventSeeds = []string{
 	`[]`, ``, `  `, `[1]`, `5`, `"x"`, `[true]`, `{"type":tru}`, `{"by":-}`, `{"by":01}`,
 	`{"type":"a\"b\\c\/d\b\f\n\r\t"}`, `{"type":"\ud800\u0041"}`, "{\"type\":\"\xff\"}",
 	`{"by":-9223372036854775808}`, `{"by":9223372036854775808}`, `{"by":1e3}`,
+	`[{"type":"grant","key":"b","by":10},{"type":"spend","key":"b","by":3,"idempotency_key":"k"},{"type":"spend","key":"b"}]`,
+	`{"type":"grant","key":"b"}{"type":"spend","key":"b","by":0}`,
+	`{"type":"spend","key":"b","by":-1}{"type":"grant","key":"b","by":2,"idempotency_key":"g"}`,
+}
+
+// Every event the scanner takes validates into an operation the replica
+// accepts as well formed, or into a 4xx apiError; never a panic.
+func FuzzEventOps(f *testing.F) {
+	for _, s := range eventSeeds {
+		f.Add([]byte(s))
+	}
+	// Event times, which the reference decoder of FuzzDecodeEvents
+	// predates.
+	f.Add([]byte(`{"type":"spend","key":"b","at":1}{"type":"incr","key":"c","at":"2026-11-26T00:00:00Z"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		events, err := scanAll(body)
+		if err != nil {
+			return // FuzzDecodeEvents covers the scanner's refusals
+		}
+		b := &eventsBatch{intern: map[string]int32{}}
+		for i := range events {
+			op, bad := b.op(&events[i])
+			if bad != nil {
+				if bad.status/100 != 4 || bad.code == "" || bad.msg == "" {
+					t.Fatalf("event %+v: refusal %#v is not a 4xx apiError", events[i], bad)
+				}
+				continue
+			}
+			if !crdt.ValidID(op.Item) || op.By > region.MaxBy || op.By < -region.MaxBy {
+				t.Fatalf("event %+v took as %+v", events[i], op)
+			}
+			if (op.Kind == region.OpGrant || op.Kind == region.OpSpend) && op.By < 1 {
+				t.Fatalf("budget event %+v took with by %d", events[i], op.By)
+			}
+		}
+	})
 }
 
 // The scanner accepts exactly what encoding/json accepted, with the same
@@ -263,7 +301,7 @@ func TestEventsDecodingAndAnswer(t *testing.T) {
 		`{"ok":true,"value":1,"changed":true},` +
 		`{"ok":true,"value":2,"changed":true},` +
 		`{"ok":true,"value":2},` +
-		`{"ok":false,"value":0,"error":"event needs \"type\": like, unlike, incr or unique","code":"missing_field"},` +
+		`{"ok":false,"value":0,"error":"event needs \"type\": like, unlike, incr, unique, grant or spend","code":"missing_field"},` +
 		`{"ok":true,"value":-2},` +
 		`{"ok":true,"value":-2,"duplicate":true},` +
 		`{"ok":false,"value":0,"error":"user \"é\" is not valid; want 1..128 bytes of [A-Za-z0-9_.:@-]","code":"bad_id"}]}` + "\n"

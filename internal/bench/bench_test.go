@@ -112,7 +112,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{[]string{"bench", "likes", "--users", "-1"}, "--users -1"},
 		{[]string{"bench", "likes", "--format", "xml"}, `--format "xml": want table, csv or json`},
 		{[]string{"bench", "likes", "--durability", "maybe"}, `--durability "maybe"`},
-		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr, idem, like or unique`},
+		{[]string{"bench", "events", "--mix", "dance"}, `--mix "dance": want incr, idem, like, unique or spend`},
 		{[]string{"bench", "events", "--batch", "10001"}, "--batch 10001: want 1..10000"},
 		{[]string{"bench", "events", "--format", "xml"}, `--format "xml"`},
 		{[]string{"bench", "events", "--users", "-1"}, "--users -1"},
@@ -188,11 +188,12 @@ func TestBenchLikesInProcess(t *testing.T) {
 }
 
 // bench events starts its own replica, sends every mix in both body
-// formats, counts what the replica acknowledged, and samples memory.
+// formats, counts what the replica acknowledged (every spend covered by
+// the grant the spend mix starts with), and samples memory.
 func TestBenchEventsInProcess(t *testing.T) {
 	for _, format := range []string{"ndjson", "array"} {
 		cfg := defaultEventsBenchConfig()
-		cfg.Mixes = []string{"incr", "idem", "like"}
+		cfg.Mixes = []string{"incr", "idem", "like", "spend"}
 		cfg.Batch, cfg.Concurrency, cfg.Duration = 50, 2, 200*time.Millisecond
 		cfg.Format, cfg.MemEvery = format, 100*time.Millisecond
 		var out strings.Builder
@@ -200,7 +201,7 @@ func TestBenchEventsInProcess(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res) != 3 || res[0].Mix != "incr" || res[1].Mix != "idem" || res[2].Mix != "like" {
+		if len(res) != 4 || res[0].Mix != "incr" || res[1].Mix != "idem" || res[2].Mix != "like" || res[3].Mix != "spend" {
 			t.Fatalf("%s: results %+v", format, res)
 		}
 		for _, r := range res {

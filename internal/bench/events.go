@@ -35,7 +35,10 @@ type eventsBenchConfig struct {
 	//         is looked up and then stored by the replica);
 	//   like: every event likes the hot item <item> (or one of Keys) by
 	//         a user never seen before (so every event is counted), or
-	//         with Users > 0 by a user drawn from a fixed set.
+	//         with Users > 0 by a user drawn from a fixed set;
+	//   spend: every event is {"type":"spend","key":<item>} (by 1, no
+	//         idempotency key) from a budget (or Keys of them) granted
+	//         2^40 first, so none runs out.
 	// Default incr,like.
 	Mixes []string
 	// Batch is the number of events in one POST /v1/events. Default 10000
@@ -138,11 +141,11 @@ func (c eventsBenchConfig) Validate() error {
 		}
 	}
 	if len(c.Mixes) == 0 {
-		bad("--mix: want at least one of incr, idem, like, unique")
+		bad("--mix: want at least one of incr, idem, like, unique, spend")
 	}
 	for _, m := range c.Mixes {
-		if m != "incr" && m != "idem" && m != "like" && m != "unique" {
-			bad("--mix %q: want incr, idem, like or unique", m)
+		if m != "incr" && m != "idem" && m != "like" && m != "unique" && m != "spend" {
+			bad("--mix %q: want incr, idem, like, unique or spend", m)
 		}
 	}
 	if c.Batch < 1 || c.Batch > maxBenchEventsBatch {
@@ -200,7 +203,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 	mixes := strings.Join(cfg.Mixes, ",")
 	fs := newFlagSet("bench events", func(fs *flag.FlagSet) {
 		fs.StringVar(&cfg.URL, "url", cfg.URL, "base `URL` of the replica to load (default: start one in process)")
-		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), idem (the same, each with a new idempotency key), like (one hot item, new users), unique (ids into the keys' unique counts: new ids, or with --users N drawn from N)")
+		fs.StringVar(&mixes, "mix", mixes, "comma-separated event `mixes`, run one after another: incr (one hot counter), idem (the same, each with a new idempotency key), like (one hot item, new users), unique (ids into the keys' unique counts: new ids, or with --users N drawn from N), spend (spends of 1 from the keys' budgets, granted 2^40 first)")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "`events` per request (at most 10000)")
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "`workers`, each with one request in flight")
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long each mix sends requests")
@@ -390,7 +393,7 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 		// order exact, approx, approx, exact: whatever drifts over a run
 		// (the store grows, compactions start) then weighs on both alike.
 		order, seg := []bool{false}, cfg.Duration
-		if cfg.Approx > 0 && mix != "like" { // likes are never approximate
+		if cfg.Approx > 0 && (mix == "incr" || mix == "idem") { // only counters are approximate
 			order, seg = []bool{false, true, true, false}, cfg.Duration/2
 		}
 		var exact, approx *eventsMixResult
@@ -528,6 +531,11 @@ func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 	client, closeIdle := newLoadClient(conc, er.tls, er.cfg.KeepAlive)
 	defer closeIdle()
 	er.client = client
+	if er.mix == "spend" {
+		if err := er.grantAll(ctx); err != nil {
+			return &eventsMixResult{Mix: er.mix, loadResult: loadResult{Errors: 1, FirstError: oneLine(err)}}
+		}
+	}
 	lr := runLoad(ctx, loadConfig{Workers: conc, Duration: er.cfg.Duration}, func(worker int) loadOp {
 		w := &eventsWorker{id: worker, rnd: uint64(worker)*0x9e3779b97f4a7c15 + 1, key: worker * len(er.keys) / conc}
 		return func(ctx context.Context) (int64, int64, error) {
@@ -539,6 +547,29 @@ func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 }
 
 // work sends batches until the mix's time runs out or ctx ends.
+
+// grantAll grants every key's budget region.MaxBy, in batches of grant
+// events, before a spend mix.
+func (er *eventsRun) grantAll(ctx context.Context) error {
+	w := &eventsWorker{}
+	for keys := er.keys; len(keys) > 0; {
+		batch := keys[:min(len(keys), maxBenchEventsBatch)]
+		keys = keys[len(batch):]
+		b := w.body[:0]
+		for _, k := range batch {
+			b = append(b, `{"type":"grant","key":"`...)
+			b = append(b, k...)
+			b = append(b, `","by":`...)
+			b = strconv.AppendInt(b, region.MaxBy, 10)
+			b = append(b, "}\n"...)
+		}
+		w.body = b
+		if _, _, err := er.postBody(ctx, w, "ndjson", len(batch)); err != nil {
+			return fmt.Errorf("granting the budgets: %w", err)
+		}
+	}
+	return nil
+}
 
 // appendFreshID appends an id no event of this run used before: the run's
 // prefix, the worker and the worker's next sequence number.
@@ -568,6 +599,10 @@ func (er *eventsRun) fill(w *eventsWorker) {
 			w.key = 0
 		}
 		switch er.mix {
+		case "spend":
+			b = append(b, `{"type":"spend","key":"`...)
+			b = append(b, key...)
+			b = append(b, `"}`...)
 		case "incr":
 			b = append(b, `{"type":"incr","key":"`...)
 			b = append(b, key...)
@@ -611,13 +646,18 @@ func (er *eventsRun) fill(w *eventsWorker) {
 // post sends the worker's body and returns how many events the replica
 // applied and how many of those were counted.
 func (er *eventsRun) post(ctx context.Context, w *eventsWorker) (applied, counted int64, err error) {
+	return er.postBody(ctx, w, er.cfg.Format, er.cfg.Batch)
+}
+
+// postBody is post of a body of n events in format (ndjson or array).
+func (er *eventsRun) postBody(ctx context.Context, w *eventsWorker, format string, n int) (applied, counted int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, er.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, er.base+"/v1/events", bytes.NewReader(w.body))
 	if err != nil {
 		return 0, 0, err
 	}
-	if er.cfg.Format == "ndjson" {
+	if format == "ndjson" {
 		req.Header.Set("Content-Type", "application/x-ndjson")
 	} else {
 		req.Header.Set("Content-Type", "application/json")
@@ -647,11 +687,11 @@ func (er *eventsRun) post(ctx context.Context, w *eventsWorker) (applied, counte
 		return 0, 0, err
 	}
 	if rejected > 0 {
-		return 0, 0, fmt.Errorf("POST /v1/events: %d of %d events rejected: %s", rejected, er.cfg.Batch,
+		return 0, 0, fmt.Errorf("POST /v1/events: %d of %d events rejected: %s", rejected, n,
 			bytes.TrimSpace(body[:min(len(body), 512)]))
 	}
 	switch er.mix {
-	case "incr":
+	case "incr", "spend":
 		return applied, applied, nil
 	case "idem": // a duplicate key would not count; every key here is new
 		return applied, applied - int64(bytes.Count(body, []byte(`"duplicate":true`))), nil
