@@ -91,9 +91,28 @@ func (b *Budget) Remaining() int64 { return b.Main.Value() }
 // least zero, because each spends only what it holds).
 func (b *Budget) Available() int64 {
 	var sum uint64
-	for _, r := range b.Holders() {
+	// Every holder once, as Holders lists them, but without its map and
+	// sort: a spend answers with Available, so this runs once per spend.
+	// Budgets have a handful of holders, and a scan of those seen is
+	// cheaper than a map.
+	var buf [8]string
+	seen := buf[:0]
+	add := func(r string) {
+		if slices.Contains(seen, r) {
+			return
+		}
+		seen = append(seen, r)
 		if n := b.Rights(r); n > 0 {
 			sum = addSat(sum, uint64(n))
+		}
+	}
+	for _, e := range b.Main {
+		add(e.Replica)
+	}
+	for to, v := range b.Inbox {
+		add(to)
+		for _, e := range v {
+			add(e.Replica)
 		}
 	}
 	return subSat(sum, 0)

@@ -3,6 +3,7 @@ package crdt
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -329,6 +330,32 @@ func TestRefundLoserCountsOnceAndNeverSpends(t *testing.T) {
 		}
 		if total != -by {
 			t.Fatalf("seed %d: entries moved by %d in all, want %d", seed, total, -by)
+		}
+	}
+}
+
+// Available is the sum of every holder's positive rights, as Holders
+// lists them, in any view: exact, behind, or holding one replica's
+// outgoing entries without its incoming ones.
+func TestAvailableSumsEveryHoldersPositiveRights(t *testing.T) {
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}
+	for seed := range uint64(500) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		pick := func() string { return ids[rng.IntN(2+int(seed%uint64(len(ids)-1)))] }
+		b := Budget{Inbox: map[string]Vector{}}
+		for range rng.IntN(12) {
+			b.Main = b.Main.Set(pick(), PN{P: rng.Uint64N(100), N: rng.Uint64N(100)})
+		}
+		for range rng.IntN(12) {
+			to := pick()
+			b.Inbox[to] = b.Inbox[to].Set(pick(), PN{P: rng.Uint64N(50), N: rng.Uint64N(150)})
+		}
+		var want int64
+		for _, r := range b.Holders() {
+			want += max(b.Rights(r), 0)
+		}
+		if got := b.Available(); got != want {
+			t.Fatalf("seed %d: Available %d, the holders' positive rights add up to %d: %+v", seed, got, want, b)
 		}
 	}
 }

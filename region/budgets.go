@@ -88,6 +88,9 @@ type budgetState struct {
 	key   string
 	main  *vecState
 	inbox map[string]*vecState
+	// views is view's map, reused: a batch of spends of one budget reads
+	// the view once per spend.
+	views map[string]crdt.Vector
 }
 
 // budget returns a budget's overlay with its main vector and this
@@ -140,12 +143,19 @@ func (t *txn) inbox(bs *budgetState, to string) (*vecState, error) {
 
 // view is the budget as crdt.Budget over the overlay's current vectors;
 // put writes a changed view back.
+//
+// The view's Inbox map is the budget state's own, refilled by every call:
+// a view is good until the next view of the same budget, and changes to
+// it reach the state only through put.
 func (bs *budgetState) view() crdt.Budget {
-	b := crdt.Budget{Main: bs.main.cur, Inbox: make(map[string]crdt.Vector, len(bs.inbox))}
-	for to, vs := range bs.inbox {
-		b.Inbox[to] = vs.cur
+	if bs.views == nil {
+		bs.views = make(map[string]crdt.Vector, len(bs.inbox))
 	}
-	return b
+	clear(bs.views)
+	for to, vs := range bs.inbox {
+		bs.views[to] = vs.cur
+	}
+	return crdt.Budget{Main: bs.main.cur, Inbox: bs.views}
 }
 
 func (bs *budgetState) put(b crdt.Budget) {
