@@ -167,6 +167,9 @@ func (p *planner) budget() []*Op {
 		o.Kind, o.Key = OpSpend, budgetKeyID(p.rng.IntN(budgetSpendKeys))
 		o.By, o.keyed = int64(1+p.rng.IntN(maxBudgetSpend)), p.rng.IntN(2) == 0
 	}
+	// A third of grants and spends go as one-event batches (POST
+	// /v1/events), as increments do.
+	o.Events = o.Kind != OpCashback && p.rng.IntN(3) == 0
 	if o.keyed && p.rng.Float64() < c.RetryElsewhere {
 		// The client loses the answer and fails over: the same key and
 		// amount to another region, at once or a little later.
@@ -242,6 +245,9 @@ func (w *workload) budgetAttempts(ctx context.Context, o *Op, region string) (an
 func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) answer {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if o.Events {
+		return c.budgetEvent(ctx, o)
+	}
 	var err error
 	var a answer
 	switch o.Kind {
@@ -283,6 +289,38 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 	}
 	a.outcome = OutcomeOK
 	return a
+}
+
+// budgetEvent sends a grant or spend as a one-event batch (POST
+// /v1/events). A rejected event whose code says the budget cannot cover
+// it is OutcomeRefused, as a 409 of the spend route; another rejected
+// event was not applied.
+func (c *client) budgetEvent(ctx context.Context, o *Op) answer {
+	ev := struct {
+		Type string `json:"type"`
+		Key  string `json:"key"`
+		By   int64  `json:"by"`
+		Idem string `json:"idempotency_key,omitempty"`
+	}{"spend", o.Key, o.By, o.Idem}
+	if o.Kind == OpGrant {
+		ev.Type = "grant"
+	}
+	var res api.EventsResult
+	err := c.call(ctx, http.MethodPost, "/v1/events", []any{ev}, &res)
+	switch {
+	case err != nil:
+		return answerOf(err)
+	case len(res.Results) != 1:
+		return answer{outcome: OutcomeTimeout, reason: fmt.Sprintf("events: %d results for 1 event", len(res.Results))}
+	}
+	r := res.Results[0]
+	switch {
+	case r.OK:
+		return answer{outcome: OutcomeOK, value: r.Value, duplicate: r.Duplicate}
+	case r.Code == "budget_exhausted" || r.Code == "rights_elsewhere":
+		return answer{outcome: OutcomeRefused, reason: r.Code}
+	}
+	return answer{outcome: OutcomeFailed, reason: "event rejected: " + r.Code}
 }
 
 // readBudget reads GET /v1/budgets/{key}.

@@ -419,3 +419,40 @@ func TestExecHandoff(t *testing.T) {
 		})
 	}
 }
+
+// A grant or spend sent as a one-event batch: the event's result decides
+// the outcome as the route's answer would, a budget refusal included.
+func TestBudgetEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name, answer string
+		out          Outcome
+		reason       string
+		dup          bool
+	}{
+		{"spent", `{"applied":1,"rejected":0,"results":[{"ok":true,"value":7}]}`, OutcomeOK, "", false},
+		{"duplicate", `{"applied":1,"rejected":0,"results":[{"ok":true,"value":7,"duplicate":true}]}`, OutcomeOK, "", true},
+		{"exhausted", `{"applied":0,"rejected":1,"results":[{"ok":false,"value":0,"error":"x","code":"budget_exhausted"}]}`, OutcomeRefused, "budget_exhausted", false},
+		{"elsewhere", `{"applied":0,"rejected":1,"results":[{"ok":false,"value":0,"error":"x","code":"rights_elsewhere"}]}`, OutcomeRefused, "rights_elsewhere", false},
+		{"bad", `{"applied":0,"rejected":1,"results":[{"ok":false,"value":0,"error":"x","code":"bad_by"}]}`, OutcomeFailed, "event rejected: bad_by", false},
+		{"no result", `{"applied":0,"rejected":0,"results":[]}`, OutcomeTimeout, "events: 0 results for 1 event", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				got = r.Method + " " + r.URL.Path + " " + strings.TrimSpace(string(body))
+				_, _ = io.WriteString(w, tc.answer)
+			}))
+			t.Cleanup(srv.Close)
+			c := newClient("us", strings.TrimPrefix(srv.URL, "http://"), 1)
+			o := &Op{Kind: OpSpend, Key: "bud:1", By: 2, Idem: "op-9", Events: true}
+			a := c.budgetWrite(context.Background(), o, time.Second)
+			if a.outcome != tc.out || a.reason != tc.reason || a.duplicate != tc.dup || tc.out == OutcomeOK && a.value != 7 {
+				t.Fatalf("answer %+v, want %s %q duplicate=%v", a, tc.out, tc.reason, tc.dup)
+			}
+			if want := `POST /v1/events [{"type":"spend","key":"bud:1","by":2,"idempotency_key":"op-9"}]`; got != want {
+				t.Fatalf("sent %s, want %s", got, want)
+			}
+		})
+	}
+}

@@ -57,7 +57,8 @@
 // pool cb:pool): grants of 2 to 6 at random regions, spends of 1 to 3,
 // half of them with an idempotency key, and cashbacks of 1 to 3 from the
 // pool (merchant counters m:1, m:2 pay users' counters cu:1 to cu:3, one
-// key per purchase). Grants are small beside the spending, so the budgets
+// key per purchase); a third of the grants and spends go as one-event
+// batches (POST /v1/events). Grants are small beside the spending, so the budgets
 // run out again and again, while regions are cut apart too. A 409
 // (budget_exhausted, rights_elsewhere) is a normal answer; a
 // rights_elsewhere is tried again at the same region a moment later. A

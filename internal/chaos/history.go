@@ -110,9 +110,9 @@ type Op struct {
 	// replicas' accepted past (a long run), is the time the resolving
 	// resend carried instead (see workload.resolve).
 	ResolveAt int64 `json:"resolve_at,omitempty"`
-	// Events: the increment was sent as a one-event batch (POST
-	// /v1/events) rather than to its counter's route; a unique add, as one
-	// unique event per id.
+	// Events: the increment (or budget grant or spend) was sent as a
+	// one-event batch (POST /v1/events) rather than to its own route; a
+	// unique add, as one unique event per id.
 	Events bool `json:"events,omitempty"`
 	// Pair is shared by the two operations of a concurrent pair (the same
 	// user acting in two regions at once); 0 otherwise.
