@@ -363,3 +363,23 @@ func TestCheckHistories(t *testing.T) {
 		t.Fatalf("an incomplete history: %v", vs)
 	}
 }
+
+// Availability counts a write acknowledged at its first attempt, also an
+// increment whose failover retry was sent after it anyway; not one
+// acknowledged only at a retry, nor one refused or not_ready (the region
+// was down), nor a budget operation or a blocked user's like (answers).
+func TestAvailabilityCountsFirstAttempts(t *testing.T) {
+	ok := incr(1, "us", "c", 1, OutcomeOK, "")
+	retried := incr(2, "us", "c", 1, OutcomeOK, "")
+	retried.Attempts, retried.Retry, retried.FirstAcked = 2, "eu", true
+	late := incr(3, "us", "c", 1, OutcomeOK, "")
+	late.Attempts, late.Retry = 2, "eu" // the first timed out; the retry was acknowledged
+	down := incr(4, "us", "c", 1, OutcomeFailed, "")
+	down.Reason = "not_ready"
+	spend := Op{ID: 5, Kind: OpSpend, Outcome: OutcomeRefused, Attempts: 1}
+	blocked := Op{ID: 6, Kind: OpLike, Outcome: OutcomeFailed, Reason: "http 403 user_blocked", Attempts: 1}
+	a := availability([]Op{ok, retried, late, down, spend, blocked}, func(*Op) bool { return true })
+	if a.Attempted != 3 || a.Acked != 2 {
+		t.Fatalf("%+v, want 2 of 3", a)
+	}
+}

@@ -124,6 +124,10 @@ type Op struct {
 	// Outcome is the final outcome; Attempts how many requests it took.
 	Outcome  Outcome `json:"outcome"`
 	Attempts int     `json:"attempts"`
+	// FirstAcked: the first attempt was acknowledged, though more were
+	// sent (an increment's failover retry goes whatever the first
+	// answer was).
+	FirstAcked bool `json:"first_acked,omitempty"`
 	// Reason says why an operation failed or timed out (first attempt).
 	Reason string `json:"reason,omitempty"`
 	// Resolved says how a timed-out increment was resolved ("" if not).

@@ -3,6 +3,7 @@ package chaos
 import (
 	"math"
 	"sort"
+	"strings"
 )
 
 // Stats summarizes durations, in milliseconds.
@@ -32,7 +33,9 @@ func statsOf(ms []float64) Stats {
 // (connection refused and 503 not_ready are left out: the region was down
 // or recovering, which is not what a partition should cause). Budget
 // operations are left out too: a refused spend is a right answer, and one
-// a region cannot cover during a cut is the point of a budget.
+// a region cannot cover during a cut is the point of a budget; and so are
+// other 4xx refusals, such as a blocked user's like (403 user_blocked):
+// the region answered, and rightly.
 type Availability struct {
 	Attempted int     `json:"attempted"`
 	Acked     int     `json:"acked"`
@@ -43,11 +46,12 @@ func availability(ops []Op, during func(*Op) bool) Availability {
 	var a Availability
 	for i := range ops {
 		o := &ops[i]
-		if !during(o) || o.Kind.budgetOp() || o.Kind == OpHandoff || o.Reason == "refused" || o.Reason == "not_ready" {
+		if !during(o) || o.Kind.budgetOp() || o.Kind == OpHandoff || o.Reason == "refused" || o.Reason == "not_ready" ||
+			o.Outcome == OutcomeFailed && strings.HasPrefix(o.Reason, "http 4") {
 			continue
 		}
 		a.Attempted++
-		if o.Outcome == OutcomeOK && o.Attempts == 1 {
+		if o.Outcome == OutcomeOK && (o.Attempts == 1 || o.FirstAcked) {
 			a.Acked++
 		}
 	}
@@ -63,6 +67,8 @@ func latencies(ops []Op, during func(*Op) bool) Stats {
 	var ms []float64
 	for i := range ops {
 		o := &ops[i]
+		// Only single attempts: an increment's span includes its failover
+		// retry, sent after it was acknowledged.
 		if during(o) && !o.Kind.budgetOp() && o.Kind != OpHandoff && o.Outcome == OutcomeOK && o.Attempts == 1 {
 			ms = append(ms, float64((o.End-o.Start).Microseconds())/1000)
 		}

@@ -291,6 +291,7 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		}
 		if o.Attempts == 1 {
 			o.Outcome, o.Reason = a.outcome, a.reason
+			o.FirstAcked = a.outcome == OutcomeOK
 		}
 		if a.outcome == OutcomeOK {
 			o.Outcome = OutcomeOK
