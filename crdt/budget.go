@@ -91,30 +91,11 @@ func (b *Budget) Remaining() int64 { return b.Main.Value() }
 // least zero, because each spends only what it holds).
 func (b *Budget) Available() int64 {
 	var sum uint64
-	// Every holder once, as Holders lists them, but without its map and
-	// sort: a spend answers with Available, so this runs once per spend.
-	// Budgets have a handful of holders, and a scan of those seen is
-	// cheaper than a map.
-	var buf [8]string
-	seen := buf[:0]
-	add := func(r string) {
-		if slices.Contains(seen, r) {
-			return
-		}
-		seen = append(seen, r)
+	b.eachHolder(func(r string) {
 		if n := b.Rights(r); n > 0 {
 			sum = addSat(sum, uint64(n))
 		}
-	}
-	for _, e := range b.Main {
-		add(e.Replica)
-	}
-	for to, v := range b.Inbox {
-		add(to)
-		for _, e := range v {
-			add(e.Replica)
-		}
-	}
+	})
 	return subSat(sum, 0)
 }
 
@@ -173,12 +154,23 @@ func (b *Budget) Rights(r string) int64 {
 // Holders lists every replica that appears in the budget, sorted: any
 // replica with rights granted, spent or received some.
 func (b *Budget) Holders() []string {
-	seen := make(map[string]bool)
 	var out []string
+	b.eachHolder(func(r string) { out = append(out, r) })
+	slices.Sort(out)
+	return out
+}
+
+// eachHolder calls fn once for every replica in the budget, in no order.
+// A spend answers with Available, so this runs once per spend: budgets
+// have a handful of holders, and a scan of those seen is cheaper than a
+// map.
+func (b *Budget) eachHolder(fn func(string)) {
+	var buf [8]string
+	seen := buf[:0]
 	add := func(r string) {
-		if !seen[r] {
-			seen[r] = true
-			out = append(out, r)
+		if !slices.Contains(seen, r) {
+			seen = append(seen, r)
+			fn(r)
 		}
 	}
 	for _, e := range b.Main {
@@ -190,8 +182,6 @@ func (b *Budget) Holders() []string {
 			add(e.Replica)
 		}
 	}
-	slices.Sort(out)
-	return out
 }
 
 // Grant adds n (> 0) to the budget, as rights of self.

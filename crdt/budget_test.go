@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -334,8 +335,8 @@ func TestRefundLoserCountsOnceAndNeverSpends(t *testing.T) {
 	}
 }
 
-// Available is the sum of every holder's positive rights, as Holders
-// lists them, in any view: exact, behind, or holding one replica's
+// Available is the sum of every holder's positive rights, and Holders
+// lists each holder once, in any view: exact, behind, or holding one replica's
 // outgoing entries without its incoming ones.
 func TestAvailableSumsEveryHoldersPositiveRights(t *testing.T) {
 	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"}
@@ -350,12 +351,27 @@ func TestAvailableSumsEveryHoldersPositiveRights(t *testing.T) {
 			to := pick()
 			b.Inbox[to] = b.Inbox[to].Set(pick(), PN{P: rng.Uint64N(50), N: rng.Uint64N(150)})
 		}
+		// The holders, found here independently of the package: every
+		// replica named in Main, as an inbox, or in an inbox.
+		holders := map[string]bool{}
+		for _, e := range b.Main {
+			holders[e.Replica] = true
+		}
+		for to, v := range b.Inbox {
+			holders[to] = true
+			for _, e := range v {
+				holders[e.Replica] = true
+			}
+		}
 		var want int64
-		for _, r := range b.Holders() {
+		for r := range holders {
 			want += max(b.Rights(r), 0)
 		}
 		if got := b.Available(); got != want {
 			t.Fatalf("seed %d: Available %d, the holders' positive rights add up to %d: %+v", seed, got, want, b)
+		}
+		if got := b.Holders(); len(got) != len(holders) || !slices.IsSorted(got) {
+			t.Fatalf("seed %d: Holders %v, want the %d of %v, sorted", seed, got, len(holders), holders)
 		}
 	}
 }

@@ -248,25 +248,13 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		if by > region.MaxBy || by < -region.MaxBy {
 			return bad(CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
 		}
-		var idem string
-		if len(e.idem) > 0 {
-			if !crdt.ValidIDBytes(e.idem) {
-				return bad(CodeBadID, "idempotency_key must be %s", idRule)
-			}
-			idem = string(e.idem)
+		idem, err := eventIdem(e)
+		if err != nil {
+			return region.Op{}, err
 		}
 		id := &b.ids[b.internID(e.key)]
-		// One batch may add at most MaxBy to a key, and subtract at most
-		// MaxBy: without the cap, one batch of 10,000 maximal increments
-		// takes this replica's entry to its 2^53 limit, after which the
-		// key refuses every increment for good.
-		if by > 0 && id.up+by > region.MaxBy || by < 0 && id.down-by > region.MaxBy {
+		if !id.add(by) {
 			return bad(CodeBadBy, "the increments of key %s in this batch would add up past %d in one direction", quoteShort(id.s), int64(region.MaxBy))
-		}
-		if by > 0 {
-			id.up += by
-		} else {
-			id.down -= by
 		}
 		return region.Op{Kind: region.OpIncr, Item: id.s, By: by, IdemKey: idem, At: at}, nil
 	case "unique":
@@ -307,24 +295,17 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		if by < 1 || by > region.MaxBy {
 			return bad(CodeBadBy, "by %d is out of range; want 1 to %d", by, int64(region.MaxBy))
 		}
-		var idem string
-		if len(e.idem) > 0 {
-			if !crdt.ValidIDBytes(e.idem) {
-				return bad(CodeBadID, "idempotency_key must be %s", idRule)
-			}
-			idem = string(e.idem)
+		idem, err := eventIdem(e)
+		if err != nil {
+			return region.Op{}, err
 		}
 		id := &b.ids[b.internID(e.key)]
-		// As for increments: grants (and spends) of one key in one batch
-		// add up to at most MaxBy each, so no batch takes an entry to its
-		// limit.
-		if kind == region.OpGrant && id.up+by > region.MaxBy || kind == region.OpSpend && id.down+by > region.MaxBy {
-			return bad(CodeBadBy, "the %ss of key %s in this batch would add up past %d", typ, quoteShort(id.s), int64(region.MaxBy))
+		signed := by // a grant raises the budget's entry, a spend lowers it
+		if kind == region.OpSpend {
+			signed = -by
 		}
-		if kind == region.OpGrant {
-			id.up += by
-		} else {
-			id.down += by
+		if !id.add(signed) {
+			return bad(CodeBadBy, "the %ss of key %s in this batch would add up past %d", typ, quoteShort(id.s), int64(region.MaxBy))
 		}
 		return region.Op{Kind: kind, Item: id.s, By: by, IdemKey: idem}, nil
 	case "":
@@ -356,10 +337,38 @@ func checkIDBytes(field string, v []byte) *apiError {
 }
 
 // internedID is one distinct id of a batch: one string copy, and for a
-// counter key the sums of the batch's increments and decrements of it.
+// counter or budget key the sums of the batch's changes up and down.
 type internedID struct {
 	s        string
 	up, down int64
+}
+
+// add counts a change by `by` of the key, unless it would take the batch's
+// changes past MaxBy in its direction. One batch may add at most MaxBy to
+// a key, and subtract at most MaxBy: without the cap, one batch of 10,000
+// maximal increments takes this replica's entry to its 2^53 limit, after
+// which the key refuses every increment (or grant) for good.
+func (id *internedID) add(by int64) bool {
+	if by > 0 && id.up+by > region.MaxBy || by < 0 && id.down-by > region.MaxBy {
+		return false
+	}
+	if by > 0 {
+		id.up += by
+	} else {
+		id.down -= by
+	}
+	return true
+}
+
+// eventIdem is an event's idempotency key, validated ("" if none).
+func eventIdem(e *rawEvent) (string, *apiError) {
+	if len(e.idem) == 0 {
+		return "", nil
+	}
+	if !crdt.ValidIDBytes(e.idem) {
+		return "", newError(http.StatusBadRequest, CodeBadID, "idempotency_key must be %s", idRule)
+	}
+	return string(e.idem), nil
 }
 
 // internID returns the index in b.ids of a (valid) id, adding it if it is

@@ -305,16 +305,10 @@ func (c *client) budgetEvent(ctx context.Context, o *Op) answer {
 	if o.Kind == OpGrant {
 		ev.Type = "grant"
 	}
-	var res api.EventsResult
-	err := c.call(ctx, http.MethodPost, "/v1/events", []any{ev}, &res)
+	r, a, ok := c.oneEvent(ctx, ev)
 	switch {
-	case err != nil:
-		return answerOf(err)
-	case len(res.Results) != 1:
-		return answer{outcome: OutcomeTimeout, reason: fmt.Sprintf("events: %d results for 1 event", len(res.Results))}
-	}
-	r := res.Results[0]
-	switch {
+	case !ok:
+		return a
 	case r.OK:
 		return answer{outcome: OutcomeOK, value: r.Value, duplicate: r.Duplicate}
 	case r.Code == "budget_exhausted" || r.Code == "rights_elsewhere":

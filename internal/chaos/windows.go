@@ -148,18 +148,13 @@ func (c *client) incrAt(ctx context.Context, key string, by int64, idem string, 
 			Idem string `json:"idempotency_key"`
 			At   any    `json:"at,omitempty"`
 		}{"incr", key, by, idem, atJSON(at)}
-		var res api.EventsResult
-		err := c.call(ctx, http.MethodPost, "/v1/events", []any{ev}, &res)
+		r, a, ok := c.oneEvent(ctx, ev)
 		switch {
-		case err != nil:
-			return answerOf(err)
-		case len(res.Results) != 1:
-			return answer{outcome: OutcomeTimeout, reason: fmt.Sprintf("events: %d results for 1 event", len(res.Results))}
-		case !res.Results[0].OK:
-			r := res.Results[0]
+		case !ok:
+			return a
+		case !r.OK:
 			return answer{outcome: OutcomeFailed, reason: "event rejected: " + r.Code, badTime: r.Code == "bad_time"}
 		}
-		r := res.Results[0]
 		return answer{outcome: OutcomeOK, value: r.Value, duplicate: r.Duplicate, approx: r.Approx, counted: deref(r.Counted)}
 	}
 	body := struct {
@@ -172,6 +167,20 @@ func (c *client) incrAt(ctx context.Context, key string, by int64, idem string, 
 		return answerOf(err)
 	}
 	return answer{outcome: OutcomeOK, value: r.Value, duplicate: r.Duplicate, approx: r.Approx, counted: deref(r.Counted)}
+}
+
+// oneEvent sends ev as a one-event batch (POST /v1/events) and returns its
+// result; ok is false, with the answer to give, if there is none.
+func (c *client) oneEvent(ctx context.Context, ev any) (r api.EventResult, a answer, ok bool) {
+	var res api.EventsResult
+	err := c.call(ctx, http.MethodPost, "/v1/events", []any{ev}, &res)
+	switch {
+	case err != nil:
+		return r, answerOf(err), false
+	case len(res.Results) != 1:
+		return r, answer{outcome: OutcomeTimeout, reason: fmt.Sprintf("events: %d results for 1 event", len(res.Results))}, false
+	}
+	return res.Results[0], answer{}, true
 }
 
 // deref is *p, 0 if p is nil: a batched increment of an approximate
