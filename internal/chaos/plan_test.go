@@ -132,8 +132,8 @@ func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
 	// one worker, one at a time.
 	for _, s := range a {
 		f := strings.Fields(s)
-		if f[0] == string(OpIncr) || f[0] == string(OpUnique) || OpKind(f[0]).budgetOp() || OpKind(f[0]).blockOp() {
-			continue // no user (a cashback's user is a balance; a block is an admin's)
+		if f[0] == string(OpIncr) || f[0] == string(OpUnique) || OpKind(f[0]).budgetOp() || OpKind(f[0]).blockOp() || f[0] == string(OpHandoff) {
+			continue // no user (a cashback's user is a balance; a block and a handoff are an admin's)
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(f[3], "user-"))
 		if err != nil || n%cfg.Workers != 3 {
