@@ -114,3 +114,28 @@ func TestHTTPWriteTimeoutCoversTheRequestTimeout(t *testing.T) {
 		t.Fatalf("WriteTimeout %s: want more than the 3s request timeout plus reading, and bounded", wt)
 	}
 }
+
+// A budget handoff recorded in the data directory is resumed after a
+// restart only if its target is still a configured peer; otherwise it is
+// cancelled, so no right is handed to a replica nobody runs any more.
+func TestRestartCancelsAHandoffToAReplicaNoLongerAPeer(t *testing.T) {
+	cfg := standalone(t.TempDir())
+	n := startT(t, cfg)
+	if _, err := n.Replica().HandOffRights(context.Background(), "gone-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n = startT(t, cfg) // no peers: gone-1 is not one
+	if to := n.Replica().HandoffTarget(); to != "" {
+		t.Fatalf("after a restart without gone-1 as a peer, the handoff goes to %q", to)
+	}
+	if err := n.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n = startT(t, cfg)
+	if to := n.Replica().HandoffTarget(); to != "" {
+		t.Fatalf("the cancelled handoff came back: %q", to)
+	}
+}

@@ -145,15 +145,22 @@ func (r *Replica) resumeHandoffWhenReady() {
 // open, until it is resumed) and the rights this replica holds now, in
 // how many budgets.
 func (r *Replica) HandoffStatus() (Handoff, error) {
-	var h Handoff
-	if to := r.handoff.Load(); to != nil {
-		h.To = *to
-	} else if to := r.resumeHandoff.Load(); to != nil {
-		h.To = *to
-	}
+	h := Handoff{To: r.HandoffTarget()}
 	keys, held, err := r.held()
 	h.Budgets, h.Held = len(keys), held
 	return h, err
+}
+
+// HandoffTarget is the replica a handoff goes to: the one on now, or the
+// one found in the store on open and not yet resumed ("" if neither).
+func (r *Replica) HandoffTarget() string {
+	if to := r.handoff.Load(); to != nil {
+		return *to
+	}
+	if to := r.resumeHandoff.Load(); to != nil {
+		return *to
+	}
+	return ""
 }
 
 // handoffTo is the handoff target, or "".
