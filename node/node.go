@@ -140,8 +140,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Store:      n.store,
 		Logger:     log,
 		HoldWrites: opts.HoldWrites,
-		Chaos:      region.ChaosFromEnv(opts.Getenv), // zero outside a chaos build
-		Registerer: n.registry,
+		// A handoff recorded before a restart goes on only to a replica
+		// that is still a peer: rights handed to one nobody runs any more
+		// would be out of reach (the PUT that started it checked too).
+		KeepHandoff: func(to string) bool { return slices.Contains(cfg.Peers, to) },
+		Chaos:       region.ChaosFromEnv(opts.Getenv), // zero outside a chaos build
+		Registerer:  n.registry,
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
 		LikeLists:      cfg.LikeLists,
@@ -195,9 +199,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if n.replica.Fresh() {
 		log.Info("new replica: the data directory held no state")
 	}
-	if err := n.checkHandoff(cfg); err != nil {
-		return nil, err
-	}
+
 	if n.num != nil {
 		n.num.start(n.replica)
 		undo = append(undo, func() {
@@ -462,25 +464,5 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	}
 	n.rep = rep
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
-	return nil
-}
-
-// checkHandoff cancels a budget handoff found in the data directory whose
-// target is no longer one of the configured peers: the rights it would
-// move on after the restart would be out of every live replica's reach.
-// The PUT that started it checked the target; the configuration may have
-// changed since.
-func (n *Node) checkHandoff(cfg Config) error {
-	to := n.replica.HandoffTarget()
-	if to == "" || slices.Contains(cfg.Peers, to) {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-	defer cancel()
-	if err := n.replica.CancelHandoff(ctx); err != nil {
-		return fmt.Errorf("cancel the budget handoff to %s, which is not a peer: %w", to, err)
-	}
-	n.log.Error("budget rights handoff found in the data directory cancelled: its target is not a peer any more; hand off again to a peer",
-		"to", to, "peers", cfg.Peers)
 	return nil
 }

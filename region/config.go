@@ -43,6 +43,11 @@ type Config struct {
 	// AcceptWrites is called: a replica whose own entries must first be
 	// recovered from peers must not acknowledge anything before that.
 	HoldWrites bool
+	// KeepHandoff, if set, is asked on open about a budget handoff found
+	// in the store (handoff.go): one whose target it refuses, such as a
+	// replica that is no longer a peer, is dropped instead of resumed.
+	// Default: every one is resumed.
+	KeepHandoff func(to string) bool
 	// Chaos switches on deliberate bugs, honoured only in a chaos build (see
 	// Chaos). Default: none.
 	Chaos Chaos

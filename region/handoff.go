@@ -115,6 +115,24 @@ func (r *Replica) CancelHandoff(ctx context.Context) error {
 	return nil
 }
 
+// loadHandoff takes the handoff to `to` found in the store on open: it is
+// resumed once writes are accepted, unless Config.KeepHandoff refuses its
+// target, when it is dropped from the store.
+func (r *Replica) loadHandoff(to string) error {
+	if r.cfg.KeepHandoff == nil || r.cfg.KeepHandoff(to) {
+		r.resumeHandoff.Store(&to)
+		return nil
+	}
+	b := r.store.NewBatch()
+	defer b.Close()
+	b.PutMeta(metaHandoff, nil)
+	if err := b.Commit(); err != nil {
+		return fmt.Errorf("drop the budget handoff to %s: %w", to, err)
+	}
+	r.log.Error("budget rights handoff found in the store dropped: its target is not a peer any more; hand off again to a peer", "to", to)
+	return nil
+}
+
 // resumeHandoffWhenReady turns on again the handoff found in the store on
 // open, once the replica accepts writes, unless an admin started or
 // cancelled one meanwhile. It stops with the replica.

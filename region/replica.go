@@ -272,8 +272,9 @@ func (r *Replica) load() error {
 	if to, ok, err := r.store.Meta(metaHandoff); err != nil {
 		return fmt.Errorf("load replica: %w", err)
 	} else if ok && len(to) > 0 {
-		s := string(to)
-		r.resumeHandoff.Store(&s)
+		if err := r.loadHandoff(string(to)); err != nil {
+			return fmt.Errorf("load replica: %w", err)
+		}
 	}
 	r.fresh = !accepted
 	if !ok {
