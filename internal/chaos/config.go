@@ -38,8 +38,10 @@ type Config struct {
 	// Required. A chaos build (`go build -tags chaos`) enables message
 	// faults and Bug.
 	Binary string
-	// Duration is how long the workload and the fault schedule run, before
-	// the final heal and checks. Default 60s.
+	// Duration is how long the workload runs at least, before the final
+	// heal and checks; it runs on until every episode of the schedule is
+	// over, since restarts and heals on a busy machine make a schedule
+	// drift, and a planned fault is never dropped for that. Default 60s.
 	Duration time.Duration
 	// Seed fixes the fault schedule and the workload's choices: the same
 	// seed gives the same schedule. Default 1.

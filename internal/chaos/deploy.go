@@ -250,8 +250,9 @@ func (p *proc) setEnv(env ...string) {
 }
 
 // kill sends SIGKILL to a region's process and reaps it. It first reads
-// the process's count of lost milestone claims, which dies with it.
-func (d *deployment) kill(p *proc) error {
+// the process's count of lost milestone claims, which dies with it; then,
+// if aim is not nil, it calls aim, which returns at the moment to kill.
+func (d *deployment) kill(p *proc, aim func()) error {
 	if d.cfg.numbering() && p.running() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if lost, err := p.client.lostClaims(ctx); err == nil {
@@ -260,6 +261,9 @@ func (d *deployment) kill(p *proc) error {
 			p.mu.Unlock()
 		}
 		cancel()
+	}
+	if aim != nil {
+		aim()
 	}
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done

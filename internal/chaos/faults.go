@@ -27,7 +27,6 @@ type EpisodeRecord struct {
 	HealMs *float64 `json:"heal_ms,omitempty"`
 	// ReadyMs is how long the restarted region took to be ready (kill, wipe).
 	ReadyMs *float64 `json:"ready_ms,omitempty"`
-	Skipped bool     `json:"skipped,omitempty"`
 	Note    string   `json:"note,omitempty"`
 
 	healAt time.Time // when the fault was undone (nats: the start of the server)
@@ -76,10 +75,10 @@ const healWait = 15 * time.Second
 
 // run executes plan. After a link fault heals, it measures the heal before
 // the next fault begins, so that no heal is cut short by the next fault
-// (the schedule drifts by that time, and by restarts that take long). An
-// episode that would start after the run's duration is skipped. Each
-// episode leaves the deployment healed, so run returns with every link up
-// and every region running, unless ctx ended.
+// (the schedule drifts by that time, and by restarts that take long). A
+// late episode still runs, and the workload with it (Config.Duration).
+// Each episode leaves the deployment healed, so run returns with every
+// link up and every region running, unless ctx ended.
 func (x *executor) run(ctx context.Context, plan []Episode) {
 	x.natsDown = map[string]bool{}
 	for _, e := range plan {
@@ -90,10 +89,6 @@ func (x *executor) run(ctx context.Context, plan []Episode) {
 		x.mu.Lock()
 		x.records = append(x.records, rec)
 		x.mu.Unlock()
-		if rec.Start > x.cfg.Duration {
-			rec.Skipped, rec.Note, rec.End = true, "the schedule ran late: would start after the run's duration", rec.Start
-			continue
-		}
 		x.logf("fault %s", e)
 		ep := e
 		x.current.Store(&ep)
@@ -185,7 +180,11 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		return nil
 	case KindKill:
 		p := x.d.proc(e.Region)
-		if err := x.d.kill(p); err != nil {
+		var aim func()
+		if e.AfterAck {
+			aim = func() { x.aim(ctx, e.Region) }
+		}
+		if err := x.d.kill(p, aim); err != nil {
 			return err
 		}
 		sleep(ctx, e.Dur)
@@ -208,6 +207,22 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 	}
 	return fmt.Errorf("unknown episode kind %q", e.Kind)
 }
+
+// aim waits until the workload sees region acknowledge an increment (at
+// most aimWait), for a kill aimed at the moment after an acknowledgement.
+func (x *executor) aim(ctx context.Context, region string) {
+	t0 := time.Now()
+	select {
+	case <-x.w.nextAck(region):
+		x.logf("%s acknowledged an increment %.0f ms into the episode: kill now", region, float64(time.Since(t0).Microseconds())/1000)
+	case <-time.After(aimWait):
+		x.logf("%s acknowledged no increment within %s: kill anyway", region, aimWait)
+	case <-ctx.Done():
+	}
+}
+
+// aimWait bounds how long an aimed kill waits for an acknowledgement.
+const aimWait = 5 * time.Second
 
 // restart starts a region's process again and waits until it is ready.
 func (x *executor) restart(ctx context.Context, rec *EpisodeRecord, p *proc) error {
@@ -269,7 +284,7 @@ func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 			return fmt.Errorf("wipe skipped: %w", err)
 		}
 	}
-	if err := x.d.kill(p); err != nil {
+	if err := x.d.kill(p, nil); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(p.dataDir); err != nil {

@@ -60,7 +60,7 @@ func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 		before := eventsBy(t, ctx, x)
 		if trial > 0 {
 			// x restarts with the switch: its first claim kills it.
-			if err := d.kill(x); err != nil {
+			if err := d.kill(x, nil); err != nil {
 				t.Fatal(err)
 			}
 			x.setEnv(crash)

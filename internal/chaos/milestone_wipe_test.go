@@ -65,7 +65,7 @@ func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
 	if len(unreported) == 0 {
 		t.Fatal("eu's lease reports never lagged")
 	}
-	if err := d.kill(eu); err != nil {
+	if err := d.kill(eu, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(eu.dataDir); err != nil {

@@ -55,6 +55,13 @@ type Episode struct {
 	Flaps []time.Duration `json:"flaps,omitempty"`
 	// Offset is the clock episode's step of Region's wall clock.
 	Offset time.Duration `json:"offset,omitempty"`
+	// AfterAck aims a kill: once the episode starts, the process is killed
+	// the moment the workload next sees Region acknowledge an increment,
+	// not at a random point of the writer's cycle. A negative control
+	// whose bug opens a window after each acknowledgement (ack before
+	// commit) then hits that window on every kill, however busy the
+	// machine, instead of by the luck of where a kill lands.
+	AfterAck bool `json:"after_ack,omitempty"`
 }
 
 func (e Episode) String() string {
@@ -72,6 +79,9 @@ func (e Episode) String() string {
 		what = fmt.Sprintf("flap %s-%s (%d toggles)", e.A, e.B, len(e.Flaps))
 	case KindKill:
 		what = "kill -9 " + e.Region
+		if e.AfterAck {
+			what += " right after it acknowledges an increment"
+		}
 	case KindWipe:
 		what = "kill -9 and wipe " + e.Region
 	case KindNATS:

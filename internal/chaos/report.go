@@ -68,7 +68,6 @@ type ReportEpisode struct {
 	End       float64  `json:"end"`
 	HealMs    *float64 `json:"heal_ms,omitempty"`
 	ReadyMs   *float64 `json:"ready_ms,omitempty"`
-	Skipped   bool     `json:"skipped,omitempty"`
 	Note      string   `json:"note,omitempty"`
 }
 
@@ -216,19 +215,14 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
 	kinds := map[string]int{}
-	skipped := 0
 	for _, e := range r.Episodes {
-		if e.Skipped {
-			skipped++
-		} else {
-			kinds[e.Kind]++
-		}
+		kinds[e.Kind]++
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		parts = append(parts, fmt.Sprintf("%s %d", k, kinds[k]))
 	}
-	fmt.Fprintf(w, "faults: %d episodes (%s), %d skipped\n", len(r.Episodes)-skipped, strings.Join(parts, ", "), skipped)
+	fmt.Fprintf(w, "faults: %d episodes (%s)\n", len(r.Episodes), strings.Join(parts, ", "))
 	o := r.Ops
 	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d, unique adds %d, budget operations %d; %d concurrent pairs)\n",
 		o.Total, o.Likes, o.Unlikes, o.Increments, o.Uniques, o.Grants+o.Spends+o.Cashbacks, o.Pairs)

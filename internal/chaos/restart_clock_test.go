@@ -41,7 +41,7 @@ func TestLatestActionWinsAfterARestart(t *testing.T) {
 			t.Fatalf("warm-up like: %+v", a)
 		}
 	}
-	if err := d.kill(us); err != nil {
+	if err := d.kill(us, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.start(us); err != nil {

@@ -107,7 +107,7 @@ func (r *runner) logf(format string, args ...any) {
 }
 
 func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
-	gen, stopGen := context.WithTimeout(ctx, r.cfg.Duration)
+	gen, stopGen := context.WithCancel(ctx)
 	retry, stopRetry := context.WithCancel(ctx)
 	sctx, stopSampler := context.WithCancel(ctx)
 	var workers, others sync.WaitGroup
@@ -126,8 +126,18 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 		r.x.run(ctx, plan)
 	})
 
-	<-gen.Done()
-	r.logf("workload stopped; waiting for the last fault episode")
+	// The workload runs for Duration and on until the last episode is
+	// over.
+	if sleep(ctx, r.cfg.Duration) {
+		select {
+		case <-faults:
+		default:
+			r.logf("the schedule runs late: the workload goes on until its last episode is over")
+			<-faults
+		}
+	}
+	stopGen()
+	r.logf("workload stopped")
 	<-faults
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("chaos: %w", err)
@@ -181,7 +191,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	// Check.
 	wiped := false
 	for _, e := range r.x.episodeRecords() {
-		wiped = wiped || e.Kind == KindWipe && !e.Skipped
+		wiped = wiped || e.Kind == KindWipe
 	}
 	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
 		Histories: histories, Flags: flags, Wiped: wiped}
@@ -227,7 +237,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	for _, e := range eps {
 		rep.Episodes = append(rep.Episodes, ReportEpisode{Index: e.Index, Kind: e.Kind, What: e.Episode.String(),
 			PlannedAt: e.At.Seconds(), Start: e.Start.Seconds(), End: e.End.Seconds(),
-			HealMs: e.HealMs, ReadyMs: e.ReadyMs, Skipped: e.Skipped, Note: e.Note})
+			HealMs: e.HealMs, ReadyMs: e.ReadyMs, Note: e.Note})
 		switch {
 		case e.HealMs != nil && *e.HealMs >= 0:
 			heals = append(heals, *e.HealMs)

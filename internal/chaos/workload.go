@@ -36,8 +36,36 @@ type workload struct {
 	nextID   atomic.Int64
 	nextPair atomic.Int64
 
-	mu     sync.Mutex      // protects paused
-	paused map[string]bool // regions whose process is stopped (KindPause)
+	mu     sync.Mutex               // protects paused and acked
+	paused map[string]bool          // regions whose process is stopped (KindPause)
+	acked  map[string]chan struct{} // closed at a region's next acknowledged increment
+}
+
+// nextAck returns a channel closed when region next acknowledges an
+// increment (see Episode.AfterAck).
+func (w *workload) nextAck(region string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.acked == nil {
+		w.acked = map[string]chan struct{}{}
+	}
+	ch := w.acked[region]
+	if ch == nil {
+		ch = make(chan struct{})
+		w.acked[region] = ch
+	}
+	return ch
+}
+
+// noteAck tells whoever waits in nextAck that region acknowledged an
+// increment.
+func (w *workload) noteAck(region string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch := w.acked[region]; ch != nil {
+		close(ch)
+		delete(w.acked, region)
+	}
 }
 
 // setPaused marks a region paused or not: while it is, new operations
@@ -296,6 +324,9 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		if a.outcome == OutcomeOK {
 			o.Outcome = OutcomeOK
 			o.Value = a.value
+			if o.Kind == OpIncr {
+				w.noteAck(o.Region)
+			}
 		}
 		if o.Kind == OpIncr {
 			o.noteCount(a)
