@@ -49,6 +49,21 @@ func chaosBinary(t *testing.T) string {
 	return binPath
 }
 
+// realProcesses marks a test that runs tallyd processes: skipped with
+// -short, and run in parallel with the package's other such tests (as many
+// at once as -parallel, GOMAXPROCS by default). A chaos run spends most of
+// its time waiting (think times, restarts, convergence), so two at once
+// take little longer than one, and each then runs on a machine as busy as
+// a CI machine running other packages: a test that only passes on an idle
+// machine fails here, not in CI.
+func realProcesses(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	t.Parallel()
+}
+
 // testOut sends progress lines to the test log.
 type testOut struct{ t *testing.T }
 
@@ -76,9 +91,7 @@ func runChaos(t *testing.T, cfg Config) *Report {
 
 // A minute of every fault class, checked against the model: PASS.
 func TestChaosFullMixPasses(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a one-minute chaos test on real processes")
-	}
+	realProcesses(t, "runs a one-minute chaos test on real processes")
 	cfg := DefaultConfig()
 	// Seed 2839 plans every kind of episode a 3-region run has in 60 s
 	// (all but split, which needs four regions).
@@ -106,9 +119,7 @@ func TestChaosFullMixPasses(t *testing.T) {
 // Clock steps (+1 h, -30 s, +30 s) and a malicious region's forgeries,
 // each while the workload runs: PASS.
 func TestChaosClockStepsAndForgeriesPass(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a chaos test on real processes")
-	}
+	realProcesses(t, "runs a chaos test on real processes")
 	cfg := DefaultConfig()
 	cfg.Duration, cfg.Seed, cfg.Rate = 24*time.Second, 7, 100
 	cfg.Schedule = []Episode{
@@ -136,9 +147,7 @@ func TestChaosClockStepsAndForgeriesPass(t *testing.T) {
 // and two regions flag one user at once: PASS, every count leaves out
 // exactly the users whose latest flag is blocked.
 func TestChaosBlocksDuringPartitionsPass(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a chaos test on real processes")
-	}
+	realProcesses(t, "runs a chaos test on real processes")
 	cfg := DefaultConfig()
 	cfg.Duration, cfg.Seed, cfg.Rate = 20*time.Second, 5, 120
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 70, 10, 10, 0, 0, 10
@@ -160,9 +169,7 @@ func TestChaosBlocksDuringPartitionsPass(t *testing.T) {
 // Negative controls: with each deliberate bug the checker must FAIL, and
 // for the reason the bug causes.
 func TestChaosCatchesDeliberateBugs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs chaos tests on real processes")
-	}
+	realProcesses(t, "runs chaos tests on real processes")
 	for _, tc := range []struct {
 		bug    string
 		tweak  func(*Config)
@@ -339,6 +346,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
+			t.Parallel()
 			cfg := DefaultConfig()
 			cfg.Duration, cfg.Seed, cfg.Bug = 10*time.Second, 11, tc.bug
 			cfg.ConvergeTimeout = 8 * time.Second

@@ -26,9 +26,7 @@ import (
 // deployment, each crashing a region the seed picks while the other
 // regions keep liking.
 func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
+	realProcesses(t, "runs real processes")
 	cfg := DefaultConfig()
 	cfg.Binary, cfg.Faults = chaosBinary(t), []string{}
 	// Blocks hold at least 16 numbers, so a region hits a milestone

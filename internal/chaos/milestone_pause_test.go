@@ -11,9 +11,7 @@ import (
 // the lease, which nobody else touched. No number is used twice or
 // skipped, every milestone fires once, and every count is exact.
 func TestMilestonesAcrossAPausedLeaseHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a chaos test on real processes")
-	}
+	realProcesses(t, "runs a chaos test on real processes")
 	cfg := DefaultConfig()
 	cfg.Duration, cfg.Seed = 8*time.Second, 5
 	cfg.Faults = []string{}

@@ -26,9 +26,7 @@ import (
 //
 // About 40 s (a fresh replica's recovery); skipped under -short.
 func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a fresh replica's recovery takes about 40 s")
-	}
+	realProcesses(t, "a fresh replica's recovery takes about 40 s")
 	cfg := DefaultConfig()
 	cfg.Binary, cfg.Faults = chaosBinary(t), []string{}
 	// Every number a milestone: every reuse shows as a lost claim. Lease
@@ -117,9 +115,7 @@ func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
 //
 // About 30 s; skipped under -short.
 func TestWipeWaitsForItsMilestonesToBeClaimed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
+	realProcesses(t, "runs real processes")
 	cfg := DefaultConfig()
 	cfg.Binary, cfg.Faults, cfg.Out = chaosBinary(t), []string{}, testOut{t}
 	cfg.Milestones = "every:1"

@@ -18,9 +18,7 @@ import (
 // elsewhere. The replica now persists the largest HLC it issued, in the
 // batch that used it, and starts there.
 func TestLatestActionWinsAfterARestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs real processes")
-	}
+	realProcesses(t, "runs real processes")
 	cfg := DefaultConfig()
 	cfg.Binary, cfg.Faults = chaosBinary(t), []string{}
 	cfg = cfg.withDefaults()
