@@ -35,7 +35,7 @@ const (
 	CodeUnknownReplica      = "unknown_replica"        // 409: a handoff target this replica does not replicate with
 	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
 	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
-	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.MaxEntry
+	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.EntryCap
 	CodeRateLimited         = "rate_limited"           // 429: over a rate limit of this replica; retry after Retry-After
 	CodeInternal            = "internal"               // 500: a bug or an unexpected storage error; logged
 	CodeNotReady            = "not_ready"              // 503: replica recovering, retry (Retry-After)
@@ -107,7 +107,7 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 			"replica storage failed; it stopped writing and must be restarted")
 	case errors.Is(err, region.ErrOverflow):
 		return newError(http.StatusUnprocessableEntity, CodeOverflow,
-			"this replica's counter entry would exceed %d; the increment was not applied", int64(region.MaxEntry))
+			"%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrBadTime):
 		return newError(http.StatusBadRequest, CodeBadTime, "%s", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrInvalid):

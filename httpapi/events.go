@@ -346,8 +346,8 @@ type internedID struct {
 // add counts a change by `by` of the key, unless it would take the batch's
 // changes past MaxBy in its direction. One batch may add at most MaxBy to
 // a key, and subtract at most MaxBy: without the cap, one batch of 10,000
-// maximal increments takes this replica's entry to its 2^53 limit, after
-// which the key refuses every increment (or grant) for good.
+// maximal increments would catch up with region.EntryCap at once, and the
+// key would refuse large increments (or grants) until the cap rises.
 func (id *internedID) add(by int64) bool {
 	if by > 0 && id.up+by > region.MaxBy || by < 0 && id.down-by > region.MaxBy {
 		return false

@@ -1,11 +1,12 @@
 package httpapi
 
 import (
-	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tally-dev/tally/region"
@@ -190,25 +191,52 @@ func TestIdempotentIncr(t *testing.T) {
 	}
 }
 
+// TestOverflow is the attack of #27 item 7 through the HTTP listener:
+// 8,192 increments by 2^40 take this replica's entry of a key to 2^53,
+// where a fixed cap made every later +1 answer 422 overflow for good.
+// Now the cap rises with the clock (region.EntryCap), far past 2^53
+// already, so a +1 is counted and the read is the exact integer.
 func TestOverflow(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	// Fill this replica's entry to MaxEntry in one group commit.
-	ops := make([]region.Op, region.MaxEntry/region.MaxBy)
-	for i := range ops {
-		ops[i] = region.Op{Kind: region.OpIncr, Item: "full", By: region.MaxBy}
+	const n = region.FreeEntry / region.MaxBy // 8,192
+	body := fmt.Sprintf(`{"by":%d}`, int64(region.MaxBy))
+	var (
+		next   atomic.Int64
+		failed atomic.Value
+		wg     sync.WaitGroup
+	)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= n {
+				res, err := e.ts.Client().Post(e.ts.URL+"/v1/counters/full/incr", "application/json", strings.NewReader(body))
+				if err != nil {
+					failed.Store(err.Error())
+					return
+				}
+				raw, _ := io.ReadAll(res.Body)
+				_ = res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					failed.Store(fmt.Sprintf("status %d: %s", res.StatusCode, raw))
+					return
+				}
+			}
+		}()
 	}
-	res, err := e.rep.Do(context.Background(), ops)
-	if err != nil {
-		t.Fatal(err)
+	wg.Wait()
+	if f := failed.Load(); f != nil {
+		t.Fatalf("an increment by 2^40 failed: %v", f)
 	}
-	for _, r := range res {
-		if r.Err != nil {
-			t.Fatal(r.Err)
-		}
+	if got := e.counter("full"); got != region.FreeEntry {
+		t.Fatalf("value %d after the attack, want 2^53", got)
 	}
-	e.do("POST", "/v1/counters/full/incr", `{"by":1}`).isError(t, http.StatusUnprocessableEntity, CodeOverflow)
-	if got := e.counter("full"); got != region.MaxEntry {
-		t.Fatalf("value %d after refused increment, want %d", got, int64(region.MaxEntry))
+	const want = "9007199254740993" // 2^53 + 1, exact
+	if r := e.do("POST", "/v1/counters/full/incr", `{"by":1}`); r.status != http.StatusOK || !strings.Contains(r.raw, `"value":`+want) {
+		t.Fatalf("+1 after the attack: %d %s, want 200 with value %s", r.status, r.raw, want)
+	}
+	if r := e.do("GET", "/v1/counters/full", ""); r.status != http.StatusOK || !strings.Contains(r.raw, `"value":`+want) {
+		t.Fatalf("read after the attack: %d %s, want value %s", r.status, r.raw, want)
 	}
 	// Subtracting is still fine.
 	e.do("POST", "/v1/counters/full/incr", `{"by":-1}`).ok(t)

@@ -217,7 +217,7 @@ func (t *txn) applyGrant(op *Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	if err := checkEntry(bs.main.cur.Get(t.r.self), op.By); err != nil {
+	if err := t.checkEntry(bs.main.cur.Get(t.r.self), op.By); err != nil {
 		return Result{Err: err}
 	}
 	b := bs.view()
@@ -248,7 +248,7 @@ func (t *txn) applySpend(op *Op) Result {
 			return res
 		}
 	}
-	if err := checkEntry(bs.main.cur.Get(t.r.self), -op.By); err != nil {
+	if err := t.checkEntry(bs.main.cur.Get(t.r.self), -op.By); err != nil {
 		return Result{Err: err}
 	}
 	b := bs.view()
@@ -359,8 +359,8 @@ func (t *txn) applyCashback(op *Op) Result {
 				ErrIdempotencyMismatch, op.IdemKey)})
 		}
 	}
-	if err := errors.Join(checkEntry(bs.main.cur.Get(t.r.self), -op.By),
-		checkEntry(mvs.cur.Get(t.r.self), -op.By), checkEntry(uvs.cur.Get(t.r.self), op.By)); err != nil {
+	if err := errors.Join(t.checkEntry(bs.main.cur.Get(t.r.self), -op.By),
+		t.checkEntry(mvs.cur.Get(t.r.self), -op.By), t.checkEntry(uvs.cur.Get(t.r.self), op.By)); err != nil {
 		return Result{Err: ErrOverflow}
 	}
 	if err := t.spend(&b, op.By); err != nil {
@@ -432,7 +432,7 @@ func (t *txn) give(g RightsGive) {
 	}
 	b := bs.view()
 	n := crdt.Give(b.Rights(t.r.self), g.Want)
-	if n == 0 || checkEntry(bs.inbox[g.To].cur.Get(t.r.self), n) != nil || checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
+	if n == 0 || t.checkEntry(bs.inbox[g.To].cur.Get(t.r.self), n) != nil || t.checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
 		return
 	}
 	if err := b.Transfer(t.r.self, g.To, n); err != nil {

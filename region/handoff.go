@@ -281,7 +281,7 @@ func (t *txn) handOff(key, to string) {
 	}
 	b := bs.view()
 	n := b.Rights(t.r.self)
-	if n <= 0 || checkEntry(bs.inbox[to].cur.Get(t.r.self), n) != nil || checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
+	if n <= 0 || t.checkEntry(bs.inbox[to].cur.Get(t.r.self), n) != nil || t.checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
 		return
 	}
 	if err := b.Transfer(t.r.self, to, n); err != nil {

@@ -277,7 +277,7 @@ func TestFutureStampQuarantined(t *testing.T) {
 	}
 }
 
-// Entries past 2^53 are structurally impossible and never merged.
+// Entries past 2^62 (MaxEntry) are structurally impossible and never merged.
 func TestEntryPastCapRefused(t *testing.T) {
 	a, _ := openReplica(t, t.TempDir(), "A", nil)
 	ctx := context.Background()

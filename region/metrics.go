@@ -63,7 +63,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_merge_refused_total",
 			Help: "Remote state refused by the merge, by reason: own_entry (a peer raised this replica's own entry or register " +
-				"after recovery), entry_cap (an entry past 2^53), future_stamp (a record stamped more than a minute " +
+				"after recovery), entry_cap (an entry past 2^62), future_stamp (a record stamped more than a minute " +
 				"ahead of the local clock; anti-entropy offers it again later), expired_key (a keyed record whose " +
 				"register is older than the idempotency TTL), keyed_no_register (a contribution to an idempotency key " +
 				"this replica has no register for yet; anti-entropy offers it again).",

@@ -22,7 +22,9 @@ var (
 	// one stopped (Replica.Stop) so the two do not overwrite each
 	// other's entries.
 	ErrIDConflict = errors.New("region: another process holds this replica id")
-	// ErrOverflow: the operation would push a counter entry past MaxEntry.
+	// ErrOverflow: the operation would push this replica's entry of a key
+	// past EntryCap. The cap rises with time: a smaller change, or the
+	// same one a little later, can be applied.
 	ErrOverflow = errors.New("region: counter would overflow")
 	// ErrInvalid: the operation is malformed (bad id, zero kind, ...).
 	ErrInvalid = errors.New("region: invalid operation")
@@ -36,10 +38,44 @@ var (
 	ErrNoLog = errors.New("region: the event log is off")
 )
 
-// MaxEntry bounds each half of a replica's vector entry (2^53, the largest
-// integer JSON clients read exactly). Sums over up to 1024 replicas stay
-// inside int64, so no count can overflow.
-const MaxEntry = 1 << 53
+// MaxEntry bounds each half of a replica's vector entry (2^62): no entry
+// past it is merged. A replica's own value P − N is always inside int64;
+// sums over several replicas are kept in 128 bits and saturate at the
+// int64 range (crdt.Vector.Value), which entries that grow at most as
+// EntryCap allows cannot reach before the 2160s.
+const MaxEntry = 1 << 62
+
+// How fast a replica's own entries may grow (EntryCap): freely up to
+// FreeEntry, then by EntryRatePerMs for every millisecond since
+// EntryEpochMs, up to MaxEntry.
+const (
+	FreeEntry      = 1 << 53
+	EntryRatePerMs = 1 << 20       // about 10^9 a second
+	EntryEpochMs   = 1735689600000 // 2025-01-01T00:00:00Z
+)
+
+// EntryCap is the most either half of this replica's own entry of any
+// key may hold at wall time nowMs: FreeEntry before EntryEpochMs, then
+// rising by EntryRatePerMs a millisecond, and MaxEntry from about 2164 on.
+//
+// Halves only grow, so a fixed cap could be reached once (8,192
+// increments of MaxBy reach 2^53) and would then refuse every increment
+// of that key for good. A cap that rises with time can be caught up
+// with, but then refuses only what outruns it: a +1 fits again within a
+// millisecond, MaxBy within about 17 minutes, and nothing is refused
+// once the burst stops. Reaching MaxEntry takes until the cap gets there, about
+// 139 years after EntryEpochMs, however fast the writes come. The clock
+// is the replica's (Replica.Now), with steps taken out.
+func EntryCap(nowMs int64) uint64 {
+	if nowMs <= EntryEpochMs {
+		return FreeEntry
+	}
+	ms := uint64(nowMs - EntryEpochMs)
+	if ms >= (MaxEntry-FreeEntry)/EntryRatePerMs {
+		return MaxEntry
+	}
+	return FreeEntry + ms*EntryRatePerMs
+}
 
 // MaxBy bounds the size of one increment.
 const MaxBy = 1 << 40

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -212,22 +214,91 @@ func TestBatchOpsOneCommitInOrder(t *testing.T) {
 	}
 }
 
+// TestOverflowRefused: an own entry grows at most to EntryCap. At the
+// cap, what would pass it is refused with ErrOverflow and nothing else
+// changes; the cap rises with the clock, so the key takes increments
+// again as time passes (#27: a fixed cap, once reached, refused every
+// increment of the key for good).
 func TestOverflowRefused(t *testing.T) {
-	r, _ := openReplica(t, t.TempDir(), "a", nil)
-	ops := make([]Op, MaxEntry/MaxBy+1)
+	clock := &manualClock{t: time.UnixMilli(EntryEpochMs)} // cap FreeEntry
+	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.now })
+	ctx := context.Background()
+	ops := make([]Op, FreeEntry/MaxBy+1)
 	for i := range ops {
 		ops[i] = Op{Kind: OpIncr, Item: "big", By: MaxBy}
 	}
-	res, err := r.Do(context.Background(), ops)
+	res, err := r.Do(ctx, ops)
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := res[len(res)-1]
-	if !errors.Is(last.Err, ErrOverflow) {
+	for i, res := range res[:len(res)-1] {
+		if res.Err != nil {
+			t.Fatalf("op %d: %v", i, res.Err)
+		}
+	}
+	if last := res[len(res)-1]; !errors.Is(last.Err, ErrOverflow) {
 		t.Fatalf("last op: %+v, want ErrOverflow", last)
 	}
-	if rd, _ := r.Counter("big"); rd.Value != MaxEntry {
-		t.Fatalf("value %d, want %d", rd.Value, int64(MaxEntry))
+	one := func(by int64) Result {
+		t.Helper()
+		res, err := r.Do(ctx, []Op{{Kind: OpIncr, Item: "big", By: by}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	if res := one(1); !errors.Is(res.Err, ErrOverflow) {
+		t.Fatalf("+1 at the cap: %+v, want ErrOverflow", res)
+	}
+	if res := one(-1); res.Err != nil || res.Value != FreeEntry-1 {
+		t.Fatalf("-1 at the cap: %+v, want value %d", res, int64(FreeEntry-1))
+	}
+	// One millisecond later the cap is EntryRatePerMs higher: exactly that
+	// much more fits, and no more.
+	clock.advance(time.Millisecond)
+	if res := one(EntryRatePerMs); res.Err != nil || res.Value != FreeEntry+EntryRatePerMs-1 {
+		t.Fatalf("+%d a millisecond later: %+v", EntryRatePerMs, res)
+	}
+	if res := one(1); !errors.Is(res.Err, ErrOverflow) {
+		t.Fatalf("+1 past the risen cap: %+v, want ErrOverflow", res)
+	}
+	clock.advance(time.Millisecond)
+	if res := one(1); res.Err != nil {
+		t.Fatalf("+1 after the cap rose again: %+v", res)
+	}
+	if rd, _ := r.Counter("big"); rd.Value != FreeEntry+EntryRatePerMs {
+		t.Fatalf("value %d, want %d", rd.Value, int64(FreeEntry+EntryRatePerMs))
+	}
+}
+
+// TestEntryCap: the cap never falls, starts at FreeEntry, rises by
+// exactly EntryRatePerMs a millisecond until it reaches MaxEntry, and gets
+// there no sooner than 2160.
+func TestEntryCap(t *testing.T) {
+	if got := EntryCap(0); got != FreeEntry {
+		t.Fatalf("EntryCap(0) = %d", got)
+	}
+	if got := EntryCap(math.MaxInt64); got != MaxEntry {
+		t.Fatalf("EntryCap(max) = %d", got)
+	}
+	y2160 := time.Date(2160, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	if got := EntryCap(y2160); got >= MaxEntry {
+		t.Fatalf("EntryCap(2160) = %d, already MaxEntry", got)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100000 {
+		a := EntryEpochMs - 1<<40 + rng.Int64N(1<<44) // before the epoch to past MaxEntry
+		if rng.IntN(4) == 0 {
+			a = EntryEpochMs - 1<<20 + rng.Int64N(1<<21) // near the epoch
+		}
+		d := rng.Int64N(1 << 20)
+		ca, cb := EntryCap(a), EntryCap(a+d)
+		if ca < FreeEntry || cb > MaxEntry || cb < ca {
+			t.Fatalf("EntryCap(%d) = %d, EntryCap(%d) = %d", a, ca, a+d, cb)
+		}
+		if a >= EntryEpochMs && cb < MaxEntry && cb-ca != uint64(d)*EntryRatePerMs {
+			t.Fatalf("EntryCap rose by %d over %d ms", cb-ca, d)
+		}
 	}
 }
 

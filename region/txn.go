@@ -388,7 +388,7 @@ func (t *txn) applyIncr(op *Op) Result {
 	if e := t.r.approx.errorOf(op.Item); e > 0 {
 		return t.applyApproxIncr(op, vs, e)
 	}
-	if err := checkEntry(vs.cur.Get(t.r.self), op.By); err != nil {
+	if err := t.checkEntry(vs.cur.Get(t.r.self), op.By); err != nil {
 		return Result{Err: err}
 	}
 	vs.cur = vs.cur.Add(t.r.self, op.By)
@@ -407,7 +407,7 @@ func (t *txn) applyIncr(op *Op) Result {
 // touches nothing (no write, no booking, no event, nothing to replicate).
 func (t *txn) applyApproxIncr(op *Op, vs *vecState, relErr float64) Result {
 	n := t.approxIncr(relErr, vs.cur, op.By)
-	if err := checkEntry(vs.cur.Get(t.r.self), n); err != nil {
+	if err := t.checkEntry(vs.cur.Get(t.r.self), n); err != nil {
 		return Result{Err: err}
 	}
 	if n == 0 {
@@ -481,7 +481,7 @@ func (t *txn) applyKeyed(op *Op) Result {
 	if relErr > 0 {
 		counted = t.approxIncr(relErr, vs.cur, op.By)
 	}
-	if err := checkEntry(vs.cur.Get(t.r.self), counted); err != nil {
+	if err := t.checkEntry(vs.cur.Get(t.r.self), counted); err != nil {
 		return Result{Err: err}
 	}
 	if relErr > 0 {
@@ -512,10 +512,13 @@ func (t *txn) applyKeyed(op *Op) Result {
 }
 
 // checkEntry refuses a change that would take either half of an own entry
-// past MaxEntry.
-func checkEntry(e crdt.PN, delta int64) error {
-	if delta > 0 && e.P+uint64(delta) > MaxEntry || delta < 0 && e.N+uint64(-delta) > MaxEntry {
-		return ErrOverflow
+// past EntryCap at the commit's time. (Halves are at most MaxEntry = 2^62
+// and |delta| at most 2^41, so the sums cannot wrap.)
+func (t *txn) checkEntry(e crdt.PN, delta int64) error {
+	limit := EntryCap(t.nowMs)
+	if delta > 0 && e.P+uint64(delta) > limit || delta < 0 && e.N+uint64(-delta) > limit {
+		return fmt.Errorf("%w: this replica's entry may hold at most %d now (rising by %d a second up to %d)",
+			ErrOverflow, limit, EntryRatePerMs*1000, uint64(MaxEntry))
 	}
 	return nil
 }
@@ -535,7 +538,7 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	for _, e := range m.Vec {
 		if e.P > MaxEntry || e.N > MaxEntry {
 			t.r.metrics.refusedCap.Inc()
-			return fmt.Errorf("%w: entry %s=%v of %c/%q is past 2^53", ErrInvalid, e.Replica, e.PN, m.Kind, m.Item)
+			return fmt.Errorf("%w: entry %s=%v of %c/%q is past 2^62", ErrInvalid, e.Replica, e.PN, m.Kind, m.Item)
 		}
 	}
 	vs, err := t.vector(m.Kind, m.Item)
@@ -617,7 +620,7 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 	for _, e := range in.Contrib {
 		if e.P > MaxEntry || e.N > MaxEntry {
 			t.r.metrics.refusedCap.Inc()
-			return fmt.Errorf("%w: contribution %s=%v past 2^53", ErrInvalid, e.Replica, e.PN)
+			return fmt.Errorf("%w: contribution %s=%v past 2^62", ErrInvalid, e.Replica, e.PN)
 		}
 	}
 	// A stamp far ahead of our wall clock is a broken clock or a forgery.
