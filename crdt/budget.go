@@ -279,16 +279,28 @@ func (b *Budget) Equal(o *Budget) bool {
 }
 
 // Give is how much of its rights a holder gives a replica that asked for
-// want: at least want if it can, and half of what it holds if that is
-// more, so that rights move towards demand in a few rounds rather than one
-// spend at a time, while the giver keeps half for its own clients. Zero
-// if it holds nothing.
-func Give(holds, want int64) int64 {
-	if holds <= 0 || want <= 0 {
+// want, the rule of "What an ask can take" in docs/architecture.md:
+//
+//   - nothing if the asker already has want, as far as the holder sees
+//     (has: the asker's rights in the holder's view), or wants nothing;
+//   - the holder keeps keep, its own recent demand (what it spent
+//     lately), and of the rest, its spare, gives half, rounded up: at
+//     least the last right, so every right can reach demand, and never
+//     more than half, whatever want says.
+//
+// An ask's want is the asker's word, not checked: bounding it would not
+// bound what a region that lies can take. What bounds that is the holder:
+// one ask takes at most half its spare (the rest only in further asks,
+// which replicas answer at a bounded rate) and never its recent demand.
+// Giving half rather than want moves rights to demand in a few rounds,
+// not one spend at a time.
+func Give(holds, keep, want, has int64) int64 {
+	keep = max(keep, 0)
+	if want <= 0 || has >= want || holds <= keep {
 		return 0
 	}
-	g := max(want, (holds+1)/2)
-	return min(g, holds)
+	spare := holds - keep
+	return spare - spare/2
 }
 
 // RefundLoser is the reconciliation rule of a budget's keyed spend: a

@@ -134,7 +134,7 @@ func (s *budgetSim) step(rng interface{ IntN(int) int }) {
 	case op <= 6:
 		// b asks a for rights; a gives what Give says.
 		v := s.views[a]
-		if g := Give(v.Rights(a), int64(1+rng.IntN(5))); g > 0 && a != b {
+		if g := Give(v.Rights(a), int64(rng.IntN(3)), int64(1+rng.IntN(5)), v.Rights(b)); g > 0 && a != b {
 			if err := v.Transfer(a, b, g); err != nil {
 				s.t.Fatalf("transfer of %d by a holder of %d: %v", g, v.Rights(a), err)
 			}
@@ -206,7 +206,7 @@ func TestBudgetSpendTransferAndRefusals(t *testing.T) {
 	if err := b.Spend("B", 1); !errors.Is(err, ErrRightsElsewhere) {
 		t.Fatalf("B spends A's rights: %v, want ErrRightsElsewhere", err)
 	}
-	if err := a.Transfer("A", "B", Give(a.Rights("A"), 1)); err != nil {
+	if err := a.Transfer("A", "B", Give(a.Rights("A"), 0, 1, a.Rights("B"))); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.Rights("A"); got != 5 {
@@ -240,11 +240,64 @@ func TestBudgetSpendTransferAndRefusals(t *testing.T) {
 }
 
 func TestGive(t *testing.T) {
-	for _, c := range []struct{ holds, want, give int64 }{
-		{0, 5, 0}, {-3, 5, 0}, {10, 0, 0}, {10, 1, 5}, {10, 7, 7}, {10, 20, 10}, {1, 1, 1}, {3, 1, 2},
+	for _, c := range []struct{ holds, keep, want, has, give int64 }{
+		{0, 0, 5, 0, 0}, {-3, 0, 5, 0, 0}, {10, 0, 0, 0, 0}, {10, 0, 1, 0, 5}, {10, 0, 7, 0, 5},
+		{1, 0, 1, 0, 1}, {3, 0, 1, 0, 2},
+		{1000, 0, 1 << 40, 0, 500}, // #27: one ask took all 1000
+		{10, 4, 1, 0, 3}, {10, 10, 1, 0, 0}, {10, 12, 1, 0, 0}, {10, -5, 1, 0, 5},
+		{10, 0, 5, 5, 0}, {10, 0, 5, 4, 5}, {10, 0, 5, -2, 5},
 	} {
-		if got := Give(c.holds, c.want); got != c.give {
-			t.Errorf("Give(%d, %d) = %d, want %d", c.holds, c.want, got, c.give)
+		if got := Give(c.holds, c.keep, c.want, c.has); got != c.give {
+			t.Errorf("Give(%d, %d, %d, %d) = %d, want %d", c.holds, c.keep, c.want, c.has, got, c.give)
+		}
+	}
+}
+
+// What an ask can take, as properties of Give over random arguments: a
+// holder never gives its recent demand, nor more than half of the rest,
+// however large the ask; repeated asks take the spare away no faster than
+// by halves; an asker whose rights cover its ask takes nothing; and
+// asks that keep coming move every spare right, so rights reach demand.
+func TestGiveProperties(t *testing.T) {
+	rng := newRand(27)
+	arg := func() int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return int64(rng.IntN(5)) - 1
+		case 1:
+			return int64(rng.IntN(1 << 40))
+		}
+		return int64(rng.IntN(2000))
+	}
+	for range 200000 {
+		holds, keep, want, has := arg(), arg(), arg(), arg()
+		g := Give(holds, keep, want, has)
+		spare := holds - max(keep, 0)
+		switch {
+		case g < 0:
+			t.Fatalf("Give(%d, %d, %d, %d) = %d < 0", holds, keep, want, has, g)
+		case g > 0 && (want <= 0 || has >= want):
+			t.Fatalf("Give(%d, %d, %d, %d) = %d to an ask that is covered", holds, keep, want, has, g)
+		case g > 0 && holds-g < max(keep, 0):
+			t.Fatalf("Give(%d, %d, %d, %d) = %d gives away the holder's recent demand", holds, keep, want, has, g)
+		case g > 0 && 2*g > spare+1:
+			t.Fatalf("Give(%d, %d, %d, %d) = %d, more than half the spare %d", holds, keep, want, has, g, spare)
+		case spare > 0 && want > 0 && has < want && g == 0:
+			t.Fatalf("Give(%d, %d, %d, %d) = 0 with %d to spare", holds, keep, want, has, spare)
+		}
+		// However large and however often the ask, k answered asks leave
+		// the holder at least keep plus the spare halved k times (rounded
+		// down), and moving the whole spare takes a round per bit of it.
+		h, asker := holds, int64(0)
+		for k := 1; h > max(keep, 0) && k <= 64; k++ {
+			g := Give(h, keep, 1<<40, asker)
+			h, asker = h-g, asker+g
+			if h < max(keep, 0)+spare>>k {
+				t.Fatalf("holds %d keep %d: after %d asks %d left, want at least %d", holds, keep, k, h, max(keep, 0)+spare>>k)
+			}
+		}
+		if spare > 0 && h != max(keep, 0) {
+			t.Fatalf("holds %d keep %d: asks stopped moving rights with %d left", holds, keep, h)
 		}
 	}
 }

@@ -63,6 +63,66 @@ func (k rkey) isBudget() bool { return k.keyed && len(k.a) > 1 && k.a[:1] == bud
 // rights at most: a burst of refused spends sends one ask, not one each.
 const askIntervalMs = 20
 
+// giveIntervalMs: a replica answers one peer's asks for one budget's
+// rights at most this often. An ask takes at most half of what the
+// replica can spare (crdt.Give), so asks, however many and however large,
+// take a spare away by halves, one halving per interval per asker.
+const giveIntervalMs = 100
+
+// spendWindowMs is the window of a replica's own recent demand for a
+// budget: what it spent in the current and the previous window (1 to 2
+// seconds of spends) it keeps when it gives rights away.
+const spendWindowMs = 1000
+
+// recentSpends is what this replica spent of one budget in the current
+// spend window (cur, window number slot) and the one before (prev).
+type recentSpends struct {
+	slot      int64
+	cur, prev int64
+}
+
+// at is the spends of the last one to two windows at nowMs.
+func (w recentSpends) at(nowMs int64) int64 {
+	switch s := nowMs / spendWindowMs; {
+	case s <= w.slot:
+		return w.cur + w.prev
+	case s == w.slot+1:
+		return w.cur
+	}
+	return 0
+}
+
+// add counts n spent at nowMs.
+func (w *recentSpends) add(nowMs, n int64) {
+	switch s := nowMs / spendWindowMs; {
+	case s == w.slot+1:
+		w.slot, w.prev, w.cur = s, w.cur, 0
+	case s > w.slot+1:
+		w.slot, w.prev, w.cur = s, 0, 0
+	}
+	w.cur += n
+}
+
+// noteSpent folds a commit's spends of each budget into the replica's
+// recent demand (writer only).
+func (t *txn) noteSpent() {
+	for key, bs := range t.budgets {
+		if bs.spent == 0 {
+			continue
+		}
+		if len(t.r.spends) >= 1<<14 {
+			for k, w := range t.r.spends { // forget budgets not spent lately
+				if w.at(t.nowMs) == 0 {
+					delete(t.r.spends, k)
+				}
+			}
+		}
+		w := t.r.spends[key]
+		w.add(t.nowMs, bs.spent)
+		t.r.spends[key] = w
+	}
+}
+
 // lowRightsSpends: after a spend, a replica left with rights for fewer
 // than this many more spends of that size asks for more before it runs
 // out.
@@ -91,6 +151,8 @@ type budgetState struct {
 	// views is view's map, reused: a batch of spends of one budget reads
 	// the view once per spend.
 	views map[string]crdt.Vector
+	// spent is what this commit spent of the budget (noteSpent).
+	spent int64
 }
 
 // budget returns a budget's overlay with its main vector and this
@@ -256,6 +318,7 @@ func (t *txn) applySpend(op *Op) Result {
 		return t.refuse(op.Item, &b, op.By, err)
 	}
 	bs.put(b)
+	bs.spent += op.By
 	t.logBudget(storage.EventSpend, op.Item, "", op.IdemKey, op.By)
 	if rs != nil {
 		t.applyKeyedRecord(rs, -op.By, op.At)
@@ -367,6 +430,7 @@ func (t *txn) applyCashback(op *Op) Result {
 		return result(t.refuse(op.Item, &b, op.By, err))
 	}
 	bs.put(b)
+	bs.spent += op.By
 	t.logBudget(storage.EventSpend, op.Item, "", op.IdemKey, op.By)
 	t.applyKeyedRecord(brs, -op.By, op.At)
 	for _, c := range []struct {
@@ -416,9 +480,15 @@ func (t *txn) logBudget(typ storage.EventType, key, to, idem string, by int64) {
 	t.logEvent(e)
 }
 
-// give moves some of this replica's rights to a peer that asked.
+// give moves some of this replica's rights to a peer that asked: what
+// crdt.Give allows, keeping this replica's own recent spends, and at most
+// once per giveIntervalMs for one budget and one asker.
 func (t *txn) give(g RightsGive) {
 	if g.To == t.r.self || !crdt.ValidID(g.Key) || !crdt.ValidID(g.To) || g.Want <= 0 {
+		return
+	}
+	gk := giveKey{g.Key, g.To}
+	if last, ok := t.r.gave[gk]; ok && t.nowMs-last < giveIntervalMs && t.nowMs >= last {
 		return
 	}
 	bs, err := t.budget(g.Key)
@@ -431,7 +501,8 @@ func (t *txn) give(g RightsGive) {
 		return
 	}
 	b := bs.view()
-	n := crdt.Give(b.Rights(t.r.self), g.Want)
+	keep := t.r.spends[g.Key].at(t.nowMs) + bs.spent
+	n := crdt.Give(b.Rights(t.r.self), keep, g.Want, b.Rights(g.To))
 	if n == 0 || t.checkEntry(bs.inbox[g.To].cur.Get(t.r.self), n) != nil || t.checkEntry(bs.inbox[t.r.self].cur.Get(t.r.self), -n) != nil {
 		return
 	}
@@ -439,13 +510,25 @@ func (t *txn) give(g RightsGive) {
 		return
 	}
 	bs.put(b)
+	if len(t.r.gave) >= 1<<14 {
+		for k, at := range t.r.gave { // forget gives older than the interval
+			if t.nowMs-at >= giveIntervalMs || at > t.nowMs {
+				delete(t.r.gave, k)
+			}
+		}
+	}
+	t.r.gave[gk] = t.nowMs
 	t.logBudget(storage.EventTransfer, g.Key, g.To, "", n)
 	t.r.metrics.budgetGiven.Add(float64(n))
 }
 
+// giveKey names one budget's gives to one asker.
+type giveKey struct{ key, to string }
+
 // GiveRights answers peers' asks for rights (replication calls it with the
 // asks of received deltas): for each, this replica gives the asker part of
-// the rights it holds (crdt.Give), if it holds any. The transfers commit
+// the rights it holds (crdt.Give, and give for how often), if it holds
+// more than it spent lately. The transfers commit
 // like any write and reach the asker by the fast path.
 func (r *Replica) GiveRights(ctx context.Context, gives []RightsGive) error {
 	if len(gives) == 0 || !r.accepting.Load() {

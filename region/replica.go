@@ -84,6 +84,10 @@ type Replica struct {
 	// asked: when this replica last asked its peers for each budget's
 	// rights (budgets.go).
 	asked map[string]int64
+	// gave: when this replica last gave each asker rights to each budget;
+	// spends: what it spent of each budget lately (budgets.go).
+	gave   map[giveKey]int64
+	spends map[string]recentSpends
 	// handoff: the replica this one hands its budget rights to, if any
 	// (handoff.go).
 	handoff atomic.Pointer[string]
@@ -164,6 +168,8 @@ func New(cfg Config) (*Replica, error) {
 		accepted:      make(chan struct{}),
 		unreconciled:  make(map[vkey]int),
 		asked:         make(map[string]int64),
+		gave:          make(map[giveKey]int64),
+		spends:        make(map[string]recentSpends),
 		windows:       compileWindows(cfg.Windows),
 		uniqueLevels:  compileLevels(cfg.Windows.Uniques),
 		ownPages:      newPageCache(ownPageCacheBytes),

@@ -745,6 +745,7 @@ func (t *txn) commit() (Changes, error) {
 	ch := Changes{Records: make([]RecordChange, 0, len(t.rorder))}
 	self := t.r.self
 	t.forwardRights()
+	t.noteSpent()
 	if err := t.flushBookings(); err != nil {
 		return Changes{}, err
 	}
