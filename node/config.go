@@ -173,8 +173,9 @@ type Config struct {
 	// A replica with an empty data directory waits until it has synced
 	// from every one of them before it acknowledges writes.
 	Peers []string `hcl:"peers,optional"`
-	// Retired are replicas gone for good: their entries, which no longer
-	// change, are taken from any peer's anti-entropy pages.
+	// Retired are replicas gone for good: their state no longer changes,
+	// so no message may add to it; only a replica recovering from an
+	// empty data directory takes it, from its peers' anti-entropy pages.
 	Retired []string `hcl:"retired,optional"`
 	// FlushInterval is how often changed entries are published. Default "10ms".
 	FlushInterval string `hcl:"flush_interval,optional"`

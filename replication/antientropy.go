@@ -297,7 +297,7 @@ func (r *Replicator) pullBucket(ctx context.Context, id string, bucket int) erro
 		}
 		recs := make([]region.RecordMerge, 0, len(pg.Records))
 		for _, rc := range pg.Records {
-			if rec, ok := r.vetRecord(id, rc.Rec); ok {
+			if rec, ok := r.vetRecord(id, rc.Rec, aePage); ok {
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
 			}
 		}

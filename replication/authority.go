@@ -17,7 +17,9 @@ import (
 //   - entries of this replica: passed to the region, which takes them
 //     only during recovery (before it acknowledges anything) and refuses
 //     and counts a higher claim after that;
-//   - entries of a retired replica, which no longer changes;
+//   - entries of a retired replica, which no longer changes, but only in
+//     an anti-entropy page pulled while this replica recovers from an
+//     empty store (see takesRetired);
 //
 // and nothing of an id that is neither this replica, a peer nor retired:
 // such a message or entry is refused and counted. Entries of the other
@@ -42,33 +44,66 @@ func (r *Replicator) known(id string) bool {
 	return ok
 }
 
-// speaksFor reports whether a message from sender may carry owner's state.
-func (r *Replicator) speaksFor(sender, owner string) bool {
+// source is how a message reached this replica.
+type source bool
+
+const (
+	fastPath source = false // a delta on the sender's subject
+	aePage   source = true  // a page this replica pulled from the sender
+)
+
+// speaksFor reports whether a message from sender, arrived by src, may
+// carry owner's state.
+func (r *Replicator) speaksFor(sender, owner string, src source) bool {
 	if r.trustRelays() { // never outside a chaos build
 		return true
 	}
-	return owner == sender || owner == r.self || r.retired[owner]
+	if r.retired[owner] {
+		return r.takesRetired(src)
+	}
+	return owner == sender || owner == r.self
 }
 
-// vetEntry decides whether a vector entry of owner, from sender, merges.
+// takesRetired reports whether state of a retired replica, arrived by src,
+// merges: only from an anti-entropy page pulled while this replica
+// recovers from an empty store (docs/architecture.md, "Retired replicas
+// and relays").
+//
+// A retired replica publishes nothing, so whatever names it now comes
+// from another replica, which cannot show that the state is the retired
+// one's. Every replica had that state when the id was retired (retiring
+// starts from a converged deployment), so a relay of it can only repeat
+// what this replica holds or add to it, and an addition is a forgery:
+// taken, a contribution to a like record would make the record's winner
+// reconcile it away with its own, authentic entry, and the forgery would
+// spread as that replica's. So once recovered, and on the fast path
+// always, it is left out. A replica that lost its disk has nothing to
+// compare with and gets it back from its peers, as it gets its own
+// entries back: that is the one time it takes their word for it.
+func (r *Replicator) takesRetired(src source) bool {
+	return src == aePage && r.fresh && !r.recovered.Load()
+}
+
+// vetEntry decides whether a vector entry of owner, pulled from sender in
+// an anti-entropy page, merges.
 func (r *Replicator) vetEntry(sender, owner string) bool {
 	if !r.known(owner) {
 		r.refuse(refusedUnknownReplica, "entry of a replica that is not a configured peer", "from", sender, "replica", owner)
 		return false
 	}
-	return r.speaksFor(sender, owner)
+	return r.speaksFor(sender, owner, aePage)
 }
 
-// vetRecord returns the part of rec that sender may say, and whether
-// anything is left to merge.
-func (r *Replicator) vetRecord(sender string, rec *crdt.LikeRecord) (*crdt.LikeRecord, bool) {
+// vetRecord returns the part of rec that sender may say, having sent it
+// by src, and whether anything is left to merge.
+func (r *Replicator) vetRecord(sender string, rec *crdt.LikeRecord, src source) (*crdt.LikeRecord, bool) {
 	unknown := ""
 	out, cut := rec.Restrict(func(id string) bool {
 		if !r.known(id) {
 			unknown = id
 			return false
 		}
-		return r.speaksFor(sender, id)
+		return r.speaksFor(sender, id, src)
 	})
 	if unknown != "" {
 		// A record naming a replica nobody configured is not a relay

@@ -52,7 +52,7 @@ func BenchmarkVetRecord(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, ok := r.vetRecord("eu", recs[i%len(recs)].Rec); !ok {
+		if _, ok := r.vetRecord("eu", recs[i%len(recs)].Rec, fastPath); !ok {
 			b.Fatal("nothing left")
 		}
 	}

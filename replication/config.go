@@ -59,9 +59,12 @@ type Config struct {
 	// before it accepts writes.
 	Peers []string
 	// Retired are replicas gone for good. Nobody publishes as them any
-	// more, so their entries, which no longer change, are taken from any
-	// peer's anti-entropy pages: every replica converges on their final
-	// state. (A live replica's entries are taken only from itself.)
+	// more, and their state no longer changes: every replica holds it
+	// already (retiring starts from a converged deployment), so no
+	// message may add to it. Only a replica recovering from an empty
+	// store takes it, from its peers' anti-entropy pages, as it takes its
+	// own entries back. (A live replica's entries are taken only from
+	// itself.)
 	Retired []string
 	// RecoveryTimeout bounds how long a replica whose store has data waits
 	// for its peers before it accepts writes anyway. Default 10s. A fresh

@@ -229,15 +229,16 @@ func TestClockFollowsThePeersMedian(t *testing.T) {
 }
 
 // Whose state a message may carry: its sender's, this replica's own (for
-// the region to judge), a retired replica's; never a live peer's as a
-// relay, and never an unknown replica's.
+// the region to judge), a retired replica's only in a page pulled while an
+// empty store recovers; never a live peer's as a relay, and never an
+// unknown replica's.
 func TestAuthorityRules(t *testing.T) {
 	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}, "ap": {id: "ap"}},
 		retired: map[string]bool{"old": true}, m: newMetrics(nil), log: hclog.NewNullLogger()}
 	for _, c := range []struct {
 		owner string
 		want  bool
-	}{{"eu", true}, {"us", true}, {"old", true}, {"ap", false}, {"zz", false}} {
+	}{{"eu", true}, {"us", true}, {"old", false}, {"ap", false}, {"zz", false}} {
 		if got := r.vetEntry("eu", c.owner); got != c.want {
 			t.Errorf("eu relaying %s's entry: %v, want %v", c.owner, got, c.want)
 		}
@@ -246,12 +247,40 @@ func TestAuthorityRules(t *testing.T) {
 		t.Errorf("unknown_replica refusals %v, want 1", got)
 	}
 	rec := &crdt.LikeRecord{Liked: true, HLC: 9, Origin: "ap", Contrib: crdt.Vector{}.Set("ap", crdt.PN{P: 1}).Set("eu", crdt.PN{N: 1}).Set("old", crdt.PN{P: 1})}
-	got, ok := r.vetRecord("eu", rec)
-	want := &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("eu", crdt.PN{N: 1}).Set("old", crdt.PN{P: 1})}
+	got, ok := r.vetRecord("eu", rec, aePage)
+	want := &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("eu", crdt.PN{N: 1})}
 	if !ok || !got.Equal(want) {
 		t.Errorf("eu's record: %+v, want %+v", got, want)
 	}
-	if _, ok := r.vetRecord("eu", &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("zz", crdt.PN{P: 1})}); ok {
+	if _, ok := r.vetRecord("eu", &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("zz", crdt.PN{P: 1})}, aePage); ok {
 		t.Error("a record naming an unknown replica was kept")
+	}
+
+	// The retired id, by how the state came and when.
+	for _, c := range []struct {
+		fresh, recovered bool
+		src              source
+		want             bool
+	}{
+		{fresh: true, recovered: false, src: aePage, want: true}, // an empty store recovering: the only case
+		{fresh: true, recovered: false, src: fastPath},
+		{fresh: true, recovered: true, src: aePage},
+		{fresh: false, recovered: false, src: aePage}, // a restart with data: it has the state
+		{fresh: false, recovered: true, src: aePage},
+		{fresh: false, recovered: true, src: fastPath},
+	} {
+		r.fresh = c.fresh
+		r.recovered.Store(c.recovered)
+		name := fmt.Sprintf("fresh=%v recovered=%v page=%v", c.fresh, c.recovered, c.src == aePage)
+		if c.src == aePage {
+			if got := r.vetEntry("eu", "old"); got != c.want {
+				t.Errorf("%s: retired entry taken %v, want %v", name, got, c.want)
+			}
+		}
+		forged := &crdt.LikeRecord{Liked: true, HLC: 1000, Origin: "old", Contrib: crdt.Vector{}.Set("old", crdt.PN{P: 1000})}
+		got, ok := r.vetRecord("eu", forged, c.src)
+		if ok != c.want || c.want && !got.Equal(forged) {
+			t.Errorf("%s: retired record kept %v (%+v), want %v", name, ok, got, c.want)
+		}
 	}
 }

@@ -50,8 +50,11 @@ type Replicator struct {
 
 	mu    sync.Mutex // protects the peers' state (the set is fixed by Config.Peers)
 	peers map[string]*peer
-	// retired: Config.Retired, whose entries any peer may relay.
+	// retired: Config.Retired, whose state is taken only while a fresh
+	// store recovers (authority.go, takesRetired).
 	retired map[string]bool
+	// fresh: the replica's store was empty at start (region.Replica.Fresh).
+	fresh bool
 	// seenRival is the incarnation of the last other process found using
 	// our id (identity.go).
 	seenRival atomic.Uint64
@@ -122,6 +125,7 @@ func New(cfg Config) (*Replicator, error) {
 			return nil, fmt.Errorf("register peer metrics: %w", err)
 		}
 	}
+	r.fresh = cfg.Replica.Fresh()
 	r.retired = make(map[string]bool, len(cfg.Retired))
 	for _, id := range cfg.Retired {
 		r.retired[id] = true
@@ -459,7 +463,7 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: pn}}})
 		}
 		for _, rc := range d.Records {
-			rec, ok := r.vetRecord(d.Replica, rc.Rec)
+			rec, ok := r.vetRecord(d.Replica, rc.Rec, fastPath)
 			if ok {
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
 			}

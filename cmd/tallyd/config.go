@@ -89,7 +89,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "client certificate `file` for NATS")
 	fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "client key `file` for NATS")
 	fs.Func("peers", "comma-separated replica `ids` of the other replicas", commaList(&c.Peers))
-	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their entries are taken from any peer)", commaList(&c.Retired))
+	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their state is taken from peers only when recovering from an empty data directory)", commaList(&c.Retired))
 	fs.StringVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "how often changes are published (`duration`)")
 	fs.StringVar(&c.AntiEntropyInterval, "anti-entropy-interval", c.AntiEntropyInterval, "how often digests are compared with peers (`duration`)")
 	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
