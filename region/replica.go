@@ -305,12 +305,14 @@ func (r *Replica) ClockAheadMs() int64 { return r.clockAhead.Load() }
 // messages with it.
 func (r *Replica) Now() time.Time { return time.UnixMilli(r.pclock.NowMs()) }
 
-// AdjustClock moves the replica's clock by the median offset of its peers'
-// clocks from it (positive: theirs are ahead), if that is more than 2 s.
-// It reports whether it moved.
-func (r *Replica) AdjustClock(medianMs int64) bool {
+// AdjustClock moves the replica's clock toward its peers' by their median
+// offset from it (positive: theirs are ahead), if that is more than 2 s:
+// at most 10 s at a time, and never more than a minute past the replica's
+// own readings of the time, however many peers say so (physClock). It
+// returns how far it moved, in ms.
+func (r *Replica) AdjustClock(medianMs int64) int64 {
 	if r.chaosClockFollowsWall() {
-		return false
+		return 0
 	}
 	return r.pclock.Adjust(medianMs)
 }

@@ -132,11 +132,12 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 	return more
 }
 
-// followPeerClocks moves the replica's clock to the median of its own and
-// its fresh peers' clocks when that is more than a couple of seconds away
-// (region.Replica.AdjustClock): one replica whose clock is wrong follows
-// the others, and the others stay. With a single fresh peer nobody can
-// tell which of two clocks is wrong, and nothing moves.
+// followPeerClocks moves the replica's clock toward the median of its own
+// and its fresh peers' clocks when that is more than a couple of seconds
+// away (region.Replica.AdjustClock): one replica whose clock is wrong
+// follows the others, and the others stay. With a single fresh peer
+// nobody can tell which of two clocks is wrong, and nothing moves. Lying
+// peers, however many, move it a bounded distance (region/clock.go).
 func (r *Replicator) followPeerClocks() {
 	now := r.cfg.Now()
 	offsets := []int64{0}
@@ -156,10 +157,10 @@ func (r *Replicator) followPeerClocks() {
 	if lo := offsets[(n-1)/2]; abs(lo) < abs(med) {
 		med = lo // of two middle values, the one closer to ours
 	}
-	if r.cfg.Replica.AdjustClock(med) {
+	if moved := r.cfg.Replica.AdjustClock(med); moved != 0 {
 		r.mu.Lock()
 		for _, p := range r.peers {
-			p.lagMs += med // until their next message measures it again
+			p.lagMs += moved // until their next message measures it again
 		}
 		r.mu.Unlock()
 	}
