@@ -1,31 +1,45 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
 
 // GET /healthz: liveness. 200 while the process serves requests, 503 once
-// the replica's storage failed: the replica then refuses every write until
-// it is restarted, which is exactly what a liveness probe is for.
+// the replica stopped (its storage failed, or another process holds its
+// id): the replica then refuses every write until it is restarted, which
+// is exactly what a liveness probe is for. The code says which.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 	if err := s.rep.Err(); err != nil {
-		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
-			"replica storage failed; it stopped writing and must be restarted")
+		return stoppedError(err)
 	}
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	return nil
+}
+
+// stoppedError is why a stopped replica answers 503 on /healthz and
+// /readyz: replica_id_conflict or storage_failed.
+func stoppedError(err error) *apiError {
+	if errors.Is(err, region.ErrIDConflict) {
+		return newError(http.StatusServiceUnavailable, CodeReplicaIDConflict,
+			"another process runs with this replica's id; this one stopped and must be restarted with an id of its own: %s",
+			strings.TrimPrefix(err.Error(), "region: "))
+	}
+	return newError(http.StatusServiceUnavailable, CodeStorageFailed,
+		"replica storage failed; it stopped writing and must be restarted")
 }
 
 // GET /readyz: readiness. 200 only when the replica acknowledges writes
 // (with replication: once it has recovered its state from its peers).
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 	if err := s.rep.Err(); err != nil {
-		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
-			"replica storage failed; it stopped writing and must be restarted")
+		return stoppedError(err)
 	}
 	if s.draining.Load() {
 		return newError(http.StatusServiceUnavailable, CodeDraining,
