@@ -2,6 +2,8 @@ package replication
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -114,4 +116,91 @@ func maxCorrection(nodes []*node) int64 {
 		m = max(m, abs(n.replica.ClockCorrectionMs()))
 	}
 	return m
+}
+
+// Issue 27, item 8: a hello on eu-1's id subject, forged on a NATS without
+// authorization, claiming a process that started at the epoch, stopped a
+// live eu-1 with replica_id_conflict. A hello alone is a claim, not a
+// process: eu-1 goes on.
+func TestForgedHelloDoesNotStopALiveReplica(t *testing.T) {
+	nodes, url := startCluster(t, "us", "eu")
+	eu := nodes[1]
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	data, err := json.Marshal(hello{Replica: "eu-1", Incarnation: 5, StartedMs: 0, Host: "forger", PID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := testutil.ToFloat64(eu.rep.m.ownIDConflicts)
+	for range 3 {
+		if err := nc.Publish(idSubject("eu-1"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A subscription's handler runs one message at a time: once the third
+	// is counted, the first two have been judged.
+	testkit.WaitFor(t, 5*time.Second, func() error {
+		if n := testutil.ToFloat64(eu.rep.m.ownIDConflicts) - before; n < 3 {
+			return fmt.Errorf("eu-1 has taken %v of the hellos", n)
+		}
+		return nil
+	})
+	if err := eu.replica.Err(); err != nil {
+		t.Fatalf("a forged hello stopped eu-1: %v", err)
+	}
+	if _, err := eu.replica.Incr(context.Background(), "c", 1, ""); err != nil {
+		t.Fatalf("eu-1 after the forged hello: %v", err)
+	}
+}
+
+// The evidence a hello needs, in either order: a delta on the replica's
+// own subject from the incarnation the hello names. With it, the process
+// that started later stops; without it, or as the earlier one, it goes on.
+func TestRivalHelloNeedsItsDeltas(t *testing.T) {
+	s := newScenario(t)
+	s.names = []string{"us", "eu", "ap"}
+	for _, name := range s.names {
+		s.open(name)
+	}
+	helloFrom := func(n *scenarioNode, inc uint64, startedMs int64) {
+		t.Helper()
+		data, err := json.Marshal(hello{Replica: n.name, Incarnation: inc, StartedMs: startedMs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.rep.onHello(idSubject(n.name), data)
+	}
+	deltaFrom := func(n *scenarioNode, inc uint64) {
+		n.rep.receive(deltaSubject(n.name, n.name), AppendDelta(nil, &Delta{Replica: n.name, Region: n.name, Incarnation: inc, Seq: 1}))
+	}
+	stopped := func(n *scenarioNode) bool { return errors.Is(n.replica.Err(), region.ErrIDConflict) }
+
+	us, eu, ap := s.nodes["us"], s.nodes["eu"], s.nodes["ap"]
+	helloFrom(us, 7, 0)
+	if stopped(us) {
+		t.Fatal("us stopped on a hello alone")
+	}
+	deltaFrom(us, 8) // another incarnation's delta proves nothing for 7
+	if stopped(us) {
+		t.Fatal("us stopped on a hello and another incarnation's delta")
+	}
+	deltaFrom(us, 7)
+	if !stopped(us) {
+		t.Fatal("us goes on beside an earlier process publishing as it")
+	}
+
+	deltaFrom(eu, 7) // the delta first, then the hello
+	helloFrom(eu, 7, 0)
+	if !stopped(eu) {
+		t.Fatal("eu goes on beside an earlier process publishing as it")
+	}
+
+	deltaFrom(ap, 7) // a process that started after this one: it stops, not ap
+	helloFrom(ap, 7, s.clock.Now().Add(time.Hour).UnixMilli())
+	if stopped(ap) {
+		t.Fatal("ap stopped for a process that started after it")
+	}
 }

@@ -17,9 +17,21 @@ import (
 // hear each other, the one that started later (ties by incarnation) stops:
 // it refuses reads and writes with region.ErrIDConflict until restarted,
 // and the earlier one goes on. A newcomer hears the holder before its
-// recovery ends (recovery waits at least two heartbeat intervals), so it
-// never acknowledges a write. Two processes started on opposite sides of
-// a partition are found when it heals; the later one then stops.
+// recovery ends (recovery waits at least two heartbeat intervals, and the
+// holder sends a heartbeat every interval), so it never acknowledges a
+// write. Two processes started on opposite sides of a partition are found
+// when it heals; the later one then stops.
+//
+// A hello is only a claim, so it stops this process only once the
+// process it names has also been seen doing what a holder of the id does:
+// publishing deltas on this replica's own delta subject, with the
+// incarnation the hello names. A hello alone (issue 27: one with
+// started_ms 0 stopped a live replica) makes this process announce itself
+// and log, nothing more. With the shipped NATS permissions only the
+// replica's own user may publish on either subject, so only a process
+// holding its credentials can be taken for a rival at all; on a NATS
+// without authorization anyone can forge both (docs/architecture.md,
+// "Threat model").
 
 const subjectIDPrefix = "tally.id."
 
@@ -61,19 +73,50 @@ func (r *Replicator) onHello(_ string, data []byte) {
 		return // our own
 	}
 	r.m.ownIDConflicts.Inc()
-	first := r.seenRival.Load() != h.Incarnation
-	if first {
-		r.seenRival.Store(h.Incarnation)
+	if r.seenRival.Swap(h.Incarnation) != h.Incarnation {
 		r.announce() // so that the other process decides too
 	}
+	r.idMu.Lock()
+	r.rivalHello = &h
+	r.idMu.Unlock()
+	r.judgeRival()
+}
+
+// sawRivalDelta notes a delta on this replica's own subject from another
+// incarnation: the evidence a hello needs (judgeRival).
+func (r *Replicator) sawRivalDelta(incarnation uint64) {
+	r.rivalDelta.Store(incarnation)
+	r.judgeRival()
+}
+
+// judgeRival decides, once the latest rival hello and a delta from the same
+// incarnation are both in, which of the two processes stops: this one if
+// the other started first.
+func (r *Replicator) judgeRival() {
+	r.idMu.Lock()
+	h := r.rivalHello
+	if h == nil {
+		r.idMu.Unlock()
+		return
+	}
 	me := r.hello()
-	if h.StartedMs < me.StartedMs || h.StartedMs == me.StartedMs && h.Incarnation < me.Incarnation {
+	earlier := h.StartedMs < me.StartedMs || h.StartedMs == me.StartedMs && h.Incarnation < me.Incarnation
+	proven := r.rivalDelta.Load() == h.Incarnation
+	logged := r.rivalLogged == h.Incarnation
+	if !earlier || !proven {
+		r.rivalLogged = h.Incarnation
+	}
+	r.idMu.Unlock()
+	switch {
+	case earlier && proven:
 		r.cfg.Replica.Stop(fmt.Errorf("%w: process %x (pid %d on %s, started %s) held %q first; give this process its own id",
 			region.ErrIDConflict, h.Incarnation, h.PID, h.Host,
 			time.UnixMilli(h.StartedMs).UTC().Format(time.RFC3339), r.self))
-		return
-	}
-	if first {
+	case logged:
+	case earlier:
+		r.log.Warn("a hello says another process held this replica's id first; this one stops only once that process publishes as it too",
+			"replica", r.self, "other_host", h.Host, "other_pid", h.PID)
+	default:
 		r.log.Error("another process started with this replica's id; it stops, this one goes on",
 			"replica", r.self, "other_host", h.Host, "other_pid", h.PID)
 	}

@@ -58,6 +58,15 @@ type Replicator struct {
 	// seenRival is the incarnation of the last other process found using
 	// our id (identity.go).
 	seenRival atomic.Uint64
+	// rivalDelta is the incarnation of the last other process seen
+	// publishing deltas on our own subject (identity.go).
+	rivalDelta atomic.Uint64
+	// idMu guards the rival hello state (identity.go, judgeRival).
+	idMu sync.Mutex
+	// rivalHello is the last hello of another process naming our id.
+	rivalHello *hello
+	// rivalLogged is the incarnation whose hello was last logged.
+	rivalLogged uint64
 	// lastRefusalLog rate-limits the log line for refused messages.
 	lastRefusalLog atomic.Int64
 
@@ -353,11 +362,15 @@ func (r *Replicator) receive(subject string, data []byte) {
 		// Our own messages come back (we subscribe to every delta); a
 		// sequence we did not send means another process runs with our
 		// id, and the two would overwrite each other's entries.
-		if d.Incarnation != r.incarnation && r.seenRival.Swap(d.Incarnation) != d.Incarnation {
+		if d.Incarnation == r.incarnation {
+			return
+		}
+		if r.seenRival.Swap(d.Incarnation) != d.Incarnation {
 			r.m.ownIDConflicts.Inc()
 			r.log.Error("another process publishes as this replica: replica ids must be unique", "replica", r.self, "seq", d.Seq)
 			r.announce() // identity.go: the later of the two stops
 		}
+		r.sawRivalDelta(d.Incarnation)
 		return
 	}
 	r.mu.Lock()
