@@ -238,10 +238,13 @@ type Status struct {
 	// Approx lists the approximate-counter rules, longest prefix winning.
 	Approx []ApproxRule `json:"approx,omitempty"`
 	// Auth says which routes need a bearer token: reads (GETs under /v1/),
-	// writes, admin routes. Never the tokens.
-	Auth Auth `json:"auth"`
-	// Edge says how the HTTP listener is protected and limited.
-	Edge Edge `json:"edge"`
+	// writes, admin routes. Never the tokens. Shown only to a caller with
+	// the admin token (or, with no admin token set, on a loopback
+	// listener): how a replica is guarded is no stranger's business.
+	Auth *Auth `json:"auth,omitempty"`
+	// Edge says how the HTTP listener is protected and limited; shown to
+	// the same callers as Auth.
+	Edge *Edge `json:"edge,omitempty"`
 }
 
 // History answers GET /v1/likes/{item}/{user}/history: the pair's likes
@@ -577,6 +580,9 @@ type Edge struct {
 	// InsecureListen: the operator opted in to listening beyond loopback
 	// without TLS or without a write token.
 	InsecureListen bool `json:"insecure_listen"`
+	// InsecureOpenAdmin: the operator opted in to admin routes without a
+	// token on a listener beyond loopback.
+	InsecureOpenAdmin bool `json:"insecure_open_admin"`
 	// Draining: the replica is stopping; /readyz fails.
 	Draining bool `json:"draining,omitempty"`
 	// Limits are the rate limits per route class, per replica.

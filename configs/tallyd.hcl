@@ -52,6 +52,11 @@ durability = "fsync"
 # (say, behind a proxy that terminates TLS). Default: false.
 # insecure_listen = true
 
+# Listening beyond loopback also needs admin_token, or this opt-in, which
+# leaves the admin routes (block list, audit, budget handoff, links) open
+# to anyone reaching the port; logged as a warning. Default: false.
+# insecure_open_admin = true
+
 # Rate limits per route class, per replica: "write" (every write route),
 # "read" (GETs of one key, status) and "scan" (lists, windows, series,
 # trending, feed, history, union, audit). client = requests (events, for

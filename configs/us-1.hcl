@@ -10,7 +10,8 @@
 #   TALLY_NATS_PASSWORD  password of NATS user tally-us
 #   TALLY_WRITE_TOKEN    bearer token for likes, unlikes and increments
 #                        (required: the listener is public)
-#   TALLY_ADMIN_TOKEN    bearer token for admin routes
+#   TALLY_ADMIN_TOKEN    bearer token for admin routes (block list, audit,
+#                        budget handoff; required: the listener is public)
 
 region  = "us"
 replica = "us-1" # never reuse or change for this data directory
@@ -19,7 +20,8 @@ data_dir = "/var/lib/tally/us-1"
 
 # Reachable by the load balancer and Prometheus. Beyond loopback, tallyd
 # refuses to start without both TLS and a write token (TALLY_WRITE_TOKEN),
-# unless insecure_listen = true says a proxy in front does TLS.
+# unless insecure_listen = true says a proxy in front does TLS, and
+# without an admin token (TALLY_ADMIN_TOKEN), unless insecure_open_admin.
 listen = "0.0.0.0:8080"
 
 # HTTPS; the files are read again when they change and on SIGHUP, so a

@@ -55,7 +55,7 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 
 // GET /v1/status: what this replica is and how it acknowledges writes, plus
 // replication's view: peers with last-heard time and lag, pending work.
-func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
+func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	dur := s.rep.Durability()
 	out := api.Status{
 		Region:        s.rep.Region(),
@@ -69,9 +69,13 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 
 		ClockCorrectionMs: s.rep.ClockCorrectionMs(),
 		ClockAheadMs:      s.rep.ClockAheadMs(),
-
-		Auth: s.authStatus(),
-		Edge: s.edgeStatus(),
+	}
+	// How the replica is guarded is an operator's business: a stranger
+	// who learns that admin routes are open, or that there is no TLS,
+	// has learned where to push.
+	if s.adminCaller(r) {
+		auth, edge := s.authStatus(), s.edgeStatus()
+		out.Auth, out.Edge = &auth, &edge
 	}
 	if dur == storage.DurabilityNone {
 		out.DurabilityWarning = "writes are acknowledged before fsync: they survive a process crash but not a power loss"
@@ -102,7 +106,8 @@ func (s *Server) authStatus() api.Auth {
 // edgeStatus is the listener's protections and the limits in force.
 func (s *Server) edgeStatus() api.Edge {
 	e := api.Edge{
-		TLS: s.cfg.Edge.TLS, ClientCerts: s.cfg.Edge.ClientCerts, InsecureListen: s.cfg.Edge.InsecureListen,
+		TLS: s.cfg.Edge.TLS, ClientCerts: s.cfg.Edge.ClientCerts,
+		InsecureListen: s.cfg.Edge.InsecureListen, InsecureOpenAdmin: s.cfg.Edge.OpenAdmin,
 		Draining: s.draining.Load(), Limits: []api.Limit{},
 	}
 	for _, l := range s.Limits() {

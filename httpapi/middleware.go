@@ -153,14 +153,38 @@ func (s *Server) RequireWrite(h http.Handler) http.Handler {
 }
 
 // RequireAdmin guards an admin route: if admin tokens are set, the
-// request must carry one of them as a bearer token.
+// request must carry one of them as a bearer token. Without admin tokens
+// the route is open only on a listener that reaches this host alone, or
+// where the operator opted in (Edge.OpenAdmin); on a public listener it
+// is closed to everyone, so a replica whose configuration check was
+// bypassed still lets no stranger block users or move budgets.
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
-	return s.requireToken(h, "admin", func(a *authTokens) [][][]byte {
+	guarded := s.requireToken(h, "admin", func(a *authTokens) [][][]byte {
 		if len(a.admin) == 0 {
 			return nil
 		}
 		return [][][]byte{a.admin}
 	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(s.auth.Load().admin) == 0 && s.cfg.Edge.Public && !s.cfg.Edge.OpenAdmin {
+			s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized,
+				"admin routes are closed: this replica listens beyond loopback and has no admin token"))
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	})
+}
+
+// adminCaller reports whether r may see what only an operator should:
+// it carries an admin token, or no admin token is set and the listener
+// reaches this host alone (every caller is then a local operator).
+func (s *Server) adminCaller(r *http.Request) bool {
+	a := s.auth.Load()
+	if len(a.admin) == 0 {
+		return !s.cfg.Edge.Public
+	}
+	got, ok := bearer(r)
+	return ok && matchToken(got, a.admin)
 }
 
 // requireRead guards every GET of the API (not /healthz, /readyz and
@@ -198,20 +222,25 @@ func (s *Server) requireToken(h http.Handler, kind string, sets func(*authTokens
 				"this route needs the %s token as 'Authorization: Bearer <token>'", kind))
 			return
 		}
-		// Compare with every token, not stopping at a match, so the time
-		// taken says nothing about which one matched.
-		match := 0
-		for _, set := range want {
-			for _, t := range set {
-				match |= subtle.ConstantTimeCompare([]byte(got), t)
-			}
-		}
-		if match == 1 {
+		if matchToken(got, want...) {
 			h.ServeHTTP(w, r)
 			return
 		}
 		s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind))
 	})
+}
+
+// matchToken reports whether got is one of the tokens of sets. It
+// compares with every token, not stopping at a match, so the time taken
+// says nothing about which one matched.
+func matchToken(got string, sets ...[][]byte) bool {
+	match := 0
+	for _, set := range sets {
+		for _, t := range set {
+			match |= subtle.ConstantTimeCompare([]byte(got), t)
+		}
+	}
+	return match == 1
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header.

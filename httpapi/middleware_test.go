@@ -55,7 +55,14 @@ func TestTokens(t *testing.T) {
 	e.do("POST", "/v1/admin/ping", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
 	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer w-secret").isError(t, http.StatusUnauthorized, CodeUnauthorized)
 	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer a-secret").ok(t)
-	if b := e.do("GET", "/v1/status", "").ok(t); fmt.Sprint(b["auth"]) != "map[admin:true read:false write:true]" {
+	// The auth posture is the admin's to see, not an anonymous caller's
+	// nor a writer's.
+	for _, auth := range []string{"", "Bearer w-secret", "Bearer wrong"} {
+		if b := e.do("GET", "/v1/status", "", "Authorization", auth).ok(t); b["auth"] != nil || b["edge"] != nil {
+			t.Fatalf("status with %q shows auth %v edge %v", auth, b["auth"], b["edge"])
+		}
+	}
+	if b := e.do("GET", "/v1/status", "", "Authorization", "Bearer a-secret").ok(t); fmt.Sprint(b["auth"]) != "map[admin:true read:false write:true]" {
 		t.Fatalf("status auth: %v", b["auth"])
 	}
 }
@@ -88,7 +95,10 @@ func TestReadTokenAndRotation(t *testing.T) {
 	if r := e.do("GET", "/metrics", ""); r.status != http.StatusOK {
 		t.Fatalf("/metrics: %d", r.status)
 	}
-	b := e.do("GET", "/v1/status", "", "Authorization", "Bearer r-new").ok(t)
+	if b := e.do("GET", "/v1/status", "", "Authorization", "Bearer r-new").ok(t); b["auth"] != nil {
+		t.Fatalf("status shows a reader auth %v", b["auth"])
+	}
+	b := e.do("GET", "/v1/status", "", "Authorization", "Bearer a-secret").ok(t)
 	if fmt.Sprint(b["auth"]) != "map[admin:true read:true write:true]" {
 		t.Fatalf("status auth: %v", b["auth"])
 	}

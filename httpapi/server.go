@@ -60,7 +60,8 @@ type Config struct {
 	// several tokens separated by spaces, all valid (for rotation).
 	WriteToken string
 	// AdminToken, if set, is required on routes wrapped with RequireAdmin.
-	// Default: admin routes are open.
+	// Default: admin routes are open, but only on a listener that is not
+	// Edge.Public, or with Edge.OpenAdmin.
 	AdminToken string
 	// ReadToken, if set, is required on every GET under /v1/ (write and
 	// admin tokens are accepted too). Default: reads are open.
@@ -102,6 +103,13 @@ type Edge struct {
 	TLS            bool // HTTPS
 	ClientCerts    bool // a client certificate from the configured CA is required
 	InsecureListen bool // the operator opted in to a non-loopback listener without TLS or a write token
+	// Public: the listener reaches beyond this host. Without an admin
+	// token, its admin routes then answer 401 unless OpenAdmin is set,
+	// and /v1/status shows its auth posture to no caller.
+	Public bool
+	// OpenAdmin: the operator opted in to admin routes without a token on
+	// a public listener (insecure_open_admin).
+	OpenAdmin bool
 }
 
 func (c *Config) ensureDefaults() {

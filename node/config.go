@@ -71,6 +71,12 @@ type Config struct {
 	// tokens would travel in clear, or anyone reaching the port could
 	// write. Default false.
 	InsecureListen bool `hcl:"insecure_listen,optional"`
+	// InsecureOpenAdmin allows listening beyond loopback without an admin
+	// token, leaving the admin routes (block list, audit, budget handoff,
+	// links) open to anyone reaching the port. Without it such a listener
+	// is refused; insecure_listen does not imply it. Logged as a warning
+	// at start. Default false.
+	InsecureOpenAdmin bool `hcl:"insecure_open_admin,optional"`
 	// Limits are token-bucket rate limits per route class (write, read,
 	// scan), per client and, on the like routes, per user. HCL: limit
 	// "write" { client = 100, user = 10 }. Each replica limits alone: a
@@ -499,6 +505,11 @@ func (c Config) Validate() error {
 			bad("listen %q is beyond loopback without a write token: anyone reaching the port could write; "+
 				"set write_token (TALLY_WRITE_TOKEN), or insecure_listen = true (--insecure-listen)", c.Listen)
 		}
+	}
+	if !loopback(c.Listen) && c.AdminToken == "" && !c.InsecureOpenAdmin {
+		bad("listen %q is beyond loopback without an admin token: anyone reaching the port could block users, "+
+			"read the audit and move budgets; set admin_token (TALLY_ADMIN_TOKEN), or insecure_open_admin = true "+
+			"(--insecure-open-admin) if something in front guards the admin routes", c.Listen)
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		bad("%v", err)

@@ -232,11 +232,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ReadToken:      cfg.ReadToken,
 		Limits:         cfg.apiLimits(),
 		TrustedProxies: proxies,
-		Edge:           httpapi.Edge{TLS: cfg.TLSCert != "", ClientCerts: cfg.TLSClientCA != "", InsecureListen: cfg.InsecureListen},
-		Version:        opts.Version,
-		Replication:    n.rep,
-		Links:          opts.Links,
-		ChaosClock:     chaosClock, // nil outside a chaos build
+		Edge: httpapi.Edge{TLS: cfg.TLSCert != "", ClientCerts: cfg.TLSClientCA != "", InsecureListen: cfg.InsecureListen,
+			Public: !loopback(cfg.Listen), OpenAdmin: cfg.InsecureOpenAdmin},
+		Version:     opts.Version,
+		Replication: n.rep,
+		Links:       opts.Links,
+		ChaosClock:  chaosClock, // nil outside a chaos build
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() any { return n.pub.Status() }

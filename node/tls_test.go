@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -206,12 +207,26 @@ func TestListenBeyondLoopbackNeedsProtectionOrOptIn(t *testing.T) {
 		t.Fatalf("public listener with TLS, no token: %v", err)
 	}
 	cfg.WriteToken = "w"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "without an admin token") {
+		t.Fatalf("public listener with TLS and a write token, no admin token: %v", err)
+	}
+	cfg.AdminToken = "a"
 	if err := cfg.Validate(); err != nil {
-		t.Fatalf("public listener with TLS and a token: %v", err)
+		t.Fatalf("public listener with TLS and tokens: %v", err)
 	}
 	cfg.TLSCert, cfg.TLSKey, cfg.WriteToken, cfg.InsecureListen = "", "", "", true
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("public listener with the opt-in: %v", err)
+	}
+	// insecure_listen does not open the admin routes: that is its own,
+	// explicit opt-out.
+	cfg.AdminToken = ""
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "without an admin token") {
+		t.Fatalf("insecure_listen without an admin token: %v", err)
+	}
+	cfg.InsecureOpenAdmin = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("public listener with both opt-outs: %v", err)
 	}
 	for _, l := range []string{"127.0.0.1:0", "localhost:8080", "[::1]:8080"} {
 		c := standalone(t.TempDir())
@@ -274,5 +289,29 @@ func TestTrustedProxiesParse(t *testing.T) {
 	c.TrustedProxies = []string{"10.0.0.0/33"}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "trusted_proxies") {
 		t.Fatalf("a bad prefix: %v", err)
+	}
+}
+
+// A node on every interface with an admin token refuses anonymous admin
+// calls on its real listener, and a reload cannot take the admin token
+// away while it listens beyond loopback.
+func TestPublicNodeKeepsAdminClosed(t *testing.T) {
+	certs := testkit.NewCerts(t)
+	cfg := standalone(t.TempDir())
+	cfg.Listen, cfg.TLSCert, cfg.TLSKey, cfg.WriteToken, cfg.AdminToken = "0.0.0.0:0", certs.Cert, certs.Key, "w", "a"
+	n := startT(t, cfg)
+	_, port, _ := net.SplitHostPort(n.Addr().String())
+	url := "https://127.0.0.1:" + port
+	c := certs.Client(t, false)
+	if code, b := callJSON(t, c, url+"/v1/audit"); code != http.StatusUnauthorized || b["code"] != "unauthorized" {
+		t.Fatalf("anonymous audit: %d %v", code, b)
+	}
+	open := cfg
+	open.AdminToken = ""
+	if _, err := n.Reload(open); err == nil || !strings.Contains(err.Error(), "without an admin token") {
+		t.Fatalf("reload dropping the admin token: %v", err)
+	}
+	if code, b := callJSON(t, c, url+"/v1/audit"); code != http.StatusUnauthorized {
+		t.Fatalf("anonymous audit after the refused reload: %d %v", code, b)
 	}
 }

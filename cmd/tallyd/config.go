@@ -51,6 +51,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM key `file` of --tls-cert")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS)")
 	fs.BoolVar(&c.InsecureListen, "insecure-listen", c.InsecureListen, "allow listening beyond loopback without TLS or without a write token")
+	fs.BoolVar(&c.InsecureOpenAdmin, "insecure-open-admin", c.InsecureOpenAdmin, "allow listening beyond loopback without an admin token: admin routes open to anyone reaching the port")
 	fs.Func("limit", "rate limit of a route class, `CLASS=KEY:N,...` (repeatable; classes write, read, scan; keys client, client_burst, user, user_burst; e.g. write=client:100,user:10), per second, per replica", func(s string) error {
 		lc, err := tallynode.ParseLimit(s)
 		if err == nil { // a flag overrides the file's limit of its class

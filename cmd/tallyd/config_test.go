@@ -58,6 +58,7 @@ data_dir       = "/var/lib/tally"
 listen         = "0.0.0.0:9000"
 durability     = "none"
 write_token    = "from-file"
+insecure_open_admin = true
 tls_cert       = "/etc/tally/api.pem"
 tls_key        = "/etc/tally/api-key.pem"
 drain_delay    = "2s"
@@ -83,7 +84,7 @@ window "views:" {
 	}
 	want := tallynode.Config{
 		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
-		Durability: "none", WriteToken: "from-file", LogLevel: "debug", LogJSON: true,
+		Durability: "none", WriteToken: "from-file", InsecureOpenAdmin: true, LogLevel: "debug", LogJSON: true,
 		TLSCert: "/etc/tally/api.pem", TLSKey: "/etc/tally/api-key.pem", DrainDelay: "2s",
 		Limits:       []tallynode.LimitConfig{{Class: "write", Client: 100, User: 2.5}},
 		MaxBodyBytes: 2048, RequestTimeout: "3s", ShutdownTimeout: "5s", IdempotencyTTL: "24h", LikeLists: true,

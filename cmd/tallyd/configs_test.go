@@ -27,11 +27,14 @@ const (
 	testWriteToken = "w-for-tests"
 )
 
-// tokenEnv is an environment with the write token the shipped region
-// configs require (their listener is public).
+// tokenEnv is an environment with the write and admin tokens the shipped
+// region configs require (their listener is public).
 func tokenEnv(k string) string {
-	if k == envWriteToken {
+	switch k {
+	case envWriteToken:
 		return testWriteToken
+	case envAdminToken:
+		return "a-for-tests"
 	}
 	return ""
 }

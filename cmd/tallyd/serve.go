@@ -109,6 +109,10 @@ func warnUnsafe(log hclog.Logger, cfg tallynode.Config) {
 		log.Warn("insecure_listen: a listener beyond loopback may serve without TLS or without a write token",
 			"listen", cfg.Listen, "tls", cfg.TLSCert != "", "write_token", cfg.WriteToken != "")
 	}
+	if cfg.InsecureOpenAdmin && cfg.AdminToken == "" {
+		log.Warn("insecure_open_admin: admin routes (block list, audit, budget handoff, links) need no token: "+
+			"anyone reaching the listener can use them", "listen", cfg.Listen)
+	}
 }
 
 // logMalloc says how the C allocator was tuned at start (see

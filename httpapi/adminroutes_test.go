@@ -1,0 +1,113 @@
+package httpapi
+
+import (
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/mux"
+)
+
+// adminRoutes are every route that needs the admin role. The test below
+// finds them from the router itself, so a new admin route that is not
+// guarded, or a guard dropped from one, fails it.
+var adminRoutes = []string{
+	"DELETE /v1/admin/budgets/handoff",
+	"DELETE /v1/blocks/{user}",
+	"GET /v1/admin/budgets/handoff",
+	"GET /v1/admin/links",
+	"GET /v1/audit",
+	"GET /v1/blocks",
+	"GET /v1/blocks/{user}",
+	"PUT /v1/admin/budgets/handoff",
+	"PUT /v1/admin/chaos/clock",
+	"PUT /v1/admin/links/{a}/{b}",
+	"PUT /v1/blocks/{user}",
+}
+
+// routeVar matches a path variable of a route template.
+var routeVar = regexp.MustCompile(`\{([^}:]+)(:[^}]*)?\}`)
+
+// guardedRoutes calls every route of e's router once, anonymously, and
+// returns those that answered 401 unauthorized ("METHOD template").
+func guardedRoutes(t *testing.T, e *env) []string {
+	t.Helper()
+	var guarded []string
+	err := e.srv.Router().Walk(func(rt *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := rt.GetPathTemplate()
+		if err != nil {
+			return err
+		}
+		methods, err := rt.GetMethods()
+		if err != nil {
+			return err
+		}
+		clean := routeVar.ReplaceAllString(tpl, "{$1}")
+		path := routeVar.ReplaceAllString(tpl, "x")
+		for _, m := range methods {
+			r := e.do(m, path, "")
+			if r.status == http.StatusUnauthorized {
+				if r.body["code"] != CodeUnauthorized {
+					t.Errorf("%s %s: 401 with code %v", m, path, r.body["code"])
+				}
+				guarded = append(guarded, m+" "+clean)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(guarded)
+	return guarded
+}
+
+// On a public listener without an admin token every admin route is
+// closed to everyone (a replica whose configuration check was bypassed
+// still opens nothing), and only admin routes are; on a loopback
+// listener, or with the operator's opt-out, they stay open as before.
+func TestAdminRoutesAllGuarded(t *testing.T) {
+	chaos := func(time.Duration) {}
+	e := newEnv(t, envOpts{api: func(c *Config) { c.Edge.Public, c.ChaosClock = true, chaos }})
+	got := guardedRoutes(t, e)
+	if !slices.Equal(got, adminRoutes) {
+		t.Fatalf("routes closed on a public listener without an admin token:\n%s\nwant:\n%s",
+			strings.Join(got, "\n"), strings.Join(adminRoutes, "\n"))
+	}
+	for _, r := range got {
+		if !strings.Contains(r, "/admin/") && !strings.Contains(r, "/blocks") && !strings.Contains(r, "/audit") {
+			t.Errorf("%s is guarded but not listed as admin", r)
+		}
+	}
+	if b := e.do("GET", "/v1/status", "").ok(t); b["auth"] != nil || b["edge"] != nil {
+		t.Fatalf("public status shows auth %v edge %v", b["auth"], b["edge"])
+	}
+
+	e = newEnv(t, envOpts{api: func(c *Config) { c.Edge.Public, c.AdminToken, c.ChaosClock = true, "a-1", chaos }})
+	if got := guardedRoutes(t, e); !slices.Equal(got, adminRoutes) {
+		t.Fatalf("routes guarded by the admin token:\n%s", strings.Join(got, "\n"))
+	}
+	e.do("PUT", "/v1/blocks/alice", "", "Authorization", "Bearer a-1").ok(t)
+	if b := e.do("GET", "/v1/status", "", "Authorization", "Bearer a-1").ok(t); b["auth"] == nil || b["edge"] == nil {
+		t.Fatalf("the admin's status lacks auth or edge: %v", b)
+	}
+
+	for _, o := range []func(*Config){
+		func(c *Config) {}, // loopback, as tallyd local
+		func(c *Config) { c.Edge.Public, c.Edge.OpenAdmin = true, true }, // the opt-out
+	} {
+		e := newEnv(t, envOpts{api: func(c *Config) { o(c); c.ChaosClock = chaos }})
+		if got := guardedRoutes(t, e); len(got) != 0 {
+			t.Fatalf("guarded without tokens: %v", got)
+		}
+	}
+	// On loopback without an admin token every caller is a local
+	// operator and sees the posture.
+	e = newEnv(t, envOpts{})
+	if b := e.do("GET", "/v1/status", "").ok(t); b["auth"] == nil || b["edge"] == nil {
+		t.Fatalf("loopback status lacks auth or edge: %v", b)
+	}
+}
