@@ -253,10 +253,14 @@ type History struct {
 	Item    string          `json:"item"`
 	User    string          `json:"user"`
 	Actions []HistoryAction `json:"actions"`
-	// Complete: every replica answered. Missing lists those that did not:
-	// their actions are not in the list.
+	// Complete: every replica answered with its whole history. Missing
+	// lists those that did not answer: their actions are not in the list.
+	// Partial lists those whose history does not cover their whole life
+	// (their data directory was lost or restored from an old copy): the
+	// actions they accepted before may not be in the list.
 	Complete bool     `json:"complete"`
 	Missing  []string `json:"missing,omitempty"`
+	Partial  []string `json:"partial,omitempty"`
 }
 
 // HistoryAction is one like or unlike.

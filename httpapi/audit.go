@@ -80,8 +80,12 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		for _, a := range own {
 			h.Actions = append(h.Actions, replication.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
 		}
+		if s.rep.StateLost() {
+			h.Partial = []string{s.rep.ID()}
+		}
 	}
-	out := api.History{Item: item, User: user, Actions: []api.HistoryAction{}, Complete: len(h.Missing) == 0, Missing: h.Missing}
+	out := api.History{Item: item, User: user, Actions: []api.HistoryAction{},
+		Complete: len(h.Missing) == 0 && len(h.Partial) == 0, Missing: h.Missing, Partial: h.Partial}
 	for _, a := range h.Actions {
 		out.Actions = append(out.Actions, api.HistoryAction{Liked: a.Liked, HLC: a.HLC.String(), Replica: a.Replica, Region: a.Region,
 			At: time.UnixMilli(a.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})

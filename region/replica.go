@@ -27,6 +27,14 @@ const (
 	// metaHandoff is the replica a handoff of budget rights goes to, ""
 	// or absent if none is on (handoff.go).
 	metaHandoff = "budget-handoff"
+	// metaStateLost is written, for good, in the first batch in which
+	// recovery took back from a peer state of this replica's own that
+	// the store did not hold: the data directory was wiped, restored
+	// from an old copy, or lost acknowledged writes (durability none).
+	// What the lost state recorded of the actions accepted then (the
+	// like history) is gone, so the history no longer covers this
+	// replica's whole life (StateLost).
+	metaStateLost = "own-state-lost"
 )
 
 // The largest HLC this replica has issued is stored (metaHLC) in every
@@ -64,6 +72,7 @@ type Replica struct {
 	acceptOnce sync.Once
 	failure    atomic.Pointer[error]
 	clockAhead atomic.Int64 // ms the stored clock was ahead of the wall clock at open, if past the bound
+	stateLost  atomic.Bool  // metaStateLost is stored
 
 	windows      windowRules // Config.Windows, compiled
 	uniqueLevels []level     // Config.Windows.Uniques, compiled
@@ -283,6 +292,11 @@ func (r *Replica) load() error {
 		}
 	}
 	r.fresh = !accepted
+	if _, lost, err := r.store.Meta(metaStateLost); err != nil {
+		return fmt.Errorf("load replica: %w", err)
+	} else if lost {
+		r.stateLost.Store(true)
+	}
 	if !ok {
 		b := r.store.NewBatch()
 		defer b.Close()
@@ -333,6 +347,13 @@ func (r *Replica) Durability() storage.Durability { return r.store.Durability() 
 // replica opened: a new replica, one whose data was lost, or one whose
 // recovery from peers was interrupted before it finished.
 func (r *Replica) Fresh() bool { return r.fresh }
+
+// StateLost reports whether this replica's data directory once had to
+// take back from its peers state of its own it did not hold: it was
+// wiped, restored from an old copy, or lost acknowledged writes. The
+// actions it accepted before then are not all in its like history, for
+// good: its history does not cover its whole life.
+func (r *Replica) StateLost() bool { return r.stateLost.Load() }
 
 // AcceptWrites lets the replica acknowledge writes (see Config.HoldWrites).
 // The first time, it durably records that the store has accepted writes, so

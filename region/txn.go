@@ -56,6 +56,10 @@ type txn struct {
 	bookOrder   []booking
 	lastBookKey booking
 	lastBook    *int64
+
+	// stateLost: recovery took back own state the store did not hold
+	// (metaStateLost).
+	stateLost bool
 }
 
 // logEvent adds an event to the batch's log, if the log is on.
@@ -571,6 +575,11 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 			// the peers' view of our entries is the repair.
 			t.r.metrics.ownRecovered.Inc()
 			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
+			if !m.Kind.IsWindows() {
+				// A time bucket's own entry is booked from the others;
+				// the counts themselves are what was lost.
+				t.stateLost = true
+			}
 			if local := vs.cur.Get(t.r.self); t.r.cfg.EventLog && !m.Kind.IsWindows() {
 				e := storage.Event{Type: storage.EventRecovered, Kind: m.Kind, Key: m.Item, Count: 1,
 					P: max(own.P, local.P) - local.P, N: max(own.N, local.N) - local.N, HLC: crdt.MakeHLC(t.nowMs, 0)}
@@ -645,17 +654,22 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		t.r.metrics.refusedNoReg.Inc()
 		return nil
 	}
+	self := t.r.self
+	ownRaise := !rs.rec.Contrib.Get(self).Covers(in.Contrib.Get(self))
+	regRaise := in.Origin == self && in.Wins(rs.rec)
 	if t.r.accepting.Load() {
 		// As for vectors: once writes are acknowledged, only this replica
 		// raises its own contribution or writes registers in its name.
-		self := t.r.self
-		ownRaise := !rs.rec.Contrib.Get(self).Covers(in.Contrib.Get(self))
-		regRaise := in.Origin == self && in.Wins(rs.rec)
 		if ownRaise || regRaise {
 			t.r.metrics.refusedOwn.Inc()
 			t.r.log.Warn("refused a peer's newer view of our own like record", "item", m.Item, "user", m.User)
 			in, _ = in.Restrict(func(id string) bool { return id != self })
 		}
+	} else if ownRaise || regRaise {
+		// Recovery: a peer knows an action this replica accepted and
+		// the store forgot (a repeated like moves no vector, but its
+		// register names us).
+		t.stateLost = true
 	}
 	t.r.clock.Observe(in.HLC)
 	if !rs.rec.Merge(in) {
@@ -827,6 +841,9 @@ func (t *txn) commit() (Changes, error) {
 		return Changes{}, err
 	}
 	t.b.LogEvents(t.events)
+	if t.stateLost && !t.r.stateLost.Load() {
+		t.b.PutMeta(metaStateLost, []byte{1})
+	}
 	if t.b.Len() > 0 {
 		t.persistClock()
 	}
@@ -838,6 +855,9 @@ func (t *txn) commit() (Changes, error) {
 		return Changes{}, err
 	}
 	timer.ObserveDuration()
+	if t.stateLost {
+		t.r.stateLost.Store(true)
+	}
 	t.r.metrics.batchWrites.Observe(float64(t.b.Len()))
 	// Publish: the commit is durable, so readers may see it.
 	for _, k := range t.order {

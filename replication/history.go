@@ -34,11 +34,20 @@ type PairHistory struct {
 	// Missing lists the replicas that did not answer: their actions are
 	// not in Actions.
 	Missing []string
+	// Partial lists the replicas that answered but whose history does
+	// not cover their whole life: their data directory lost state
+	// (region.Replica.StateLost), and the actions they accepted before
+	// may be gone.
+	Partial []string
 }
 
 // Wire: a request is v1 | typeHistoryReq | item | user | limit; a reply
-// is v1 | typeHistory | region | count | (liked (0/1) | HLC | seq)*, or
-// empty when the replica has no history to give (its log is off).
+// is v1 | typeHistory | region | count | (liked (0/1) | HLC | seq)* |
+// flags, or empty when the replica has no history to give (its log is
+// off). flags bit 0: the replica's history is partial (StateLost). A
+// reply without flags (an older replica) decodes as whole; an older
+// replica refuses a reply with them, so during an upgrade it names the
+// newer replicas as missing, never as whole.
 const (
 	typeHistoryReq = 5
 	typeHistory    = 6
@@ -76,13 +85,22 @@ func (r *Replicator) serveHistory(data []byte) []byte {
 		b = binary.AppendUvarint(b, uint64(a.HLC))
 		b = binary.AppendUvarint(b, a.Seq)
 	}
-	return b
+	var flags uint64
+	if r.cfg.Replica.StateLost() {
+		flags |= historyPartial
+	}
+	return binary.AppendUvarint(b, flags)
 }
 
-// DecodeHistoryReply decodes replica's answer to a history request.
-func DecodeHistoryReply(data []byte, replica string) ([]PairAction, error) {
+// historyPartial is the flag of a reply from a replica whose history
+// does not cover its whole life.
+const historyPartial = 1
+
+// DecodeHistoryReply decodes replica's answer to a history request, and
+// whether replica said its history is partial.
+func DecodeHistoryReply(data []byte, replica string) ([]PairAction, bool, error) {
 	if len(data) == 0 {
-		return nil, fmt.Errorf("%s keeps no history (its event log is off, or it failed)", replica)
+		return nil, false, fmt.Errorf("%s keeps no history (its event log is off, or it failed)", replica)
 	}
 	d := &reader{b: data}
 	d.header(typeHistory)
@@ -99,10 +117,16 @@ func DecodeHistoryReply(data []byte, replica string) ([]PairAction, error) {
 		}
 		out = append(out, PairAction{Replica: replica, Region: reg, Liked: liked == 1, HLC: crdt.HLC(d.uvarint()), Seq: d.uvarint()})
 	}
-	if err := d.finish("history"); err != nil {
-		return nil, err
+	var flags uint64
+	if d.err == nil && len(d.b) > 0 {
+		if flags = d.uvarint(); d.err == nil && flags&^historyPartial != 0 {
+			d.fail("history flags %#x", flags)
+		}
 	}
-	return out, nil
+	if err := d.finish("history"); err != nil {
+		return nil, false, err
+	}
+	return out, flags&historyPartial != 0, nil
 }
 
 // History gathers the likes and unlikes of (item, user) from this replica
@@ -113,6 +137,9 @@ func (r *Replicator) History(ctx context.Context, item, user string, limit int) 
 		return PairHistory{}, err
 	}
 	var h PairHistory
+	if r.cfg.Replica.StateLost() {
+		h.Partial = append(h.Partial, r.self)
+	}
 	for _, a := range own {
 		h.Actions = append(h.Actions, PairAction{Replica: r.self, Region: r.cfg.Replica.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
 	}
@@ -123,8 +150,9 @@ func (r *Replicator) History(ctx context.Context, item, user string, limit int) 
 		wg.Go(func() {
 			data, err := r.request(ctx, historySubject(p), req)
 			var got []PairAction
+			var partial bool
 			if err == nil {
-				got, err = DecodeHistoryReply(data, p)
+				got, partial, err = DecodeHistoryReply(data, p)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -133,10 +161,14 @@ func (r *Replicator) History(ctx context.Context, item, user string, limit int) 
 				return
 			}
 			h.Actions = append(h.Actions, got...)
+			if partial {
+				h.Partial = append(h.Partial, p)
+			}
 		})
 	}
 	wg.Wait()
 	slices.Sort(h.Missing)
+	slices.Sort(h.Partial)
 	slices.SortFunc(h.Actions, func(a, b PairAction) int {
 		return cmp.Or(cmp.Compare(a.HLC, b.HLC), strings.Compare(a.Replica, b.Replica))
 	})

@@ -85,10 +85,15 @@ func TestHistoryGathersEveryReplica(t *testing.T) {
 
 func FuzzDecodeHistoryReply(f *testing.F) {
 	f.Add([]byte{wireV1, typeHistory, 2, 'u', 's', 1, 1, 5, 3})
+	f.Add([]byte{wireV1, typeHistory, 2, 'u', 's', 1, 1, 5, 3, 1})
+	f.Add([]byte{wireV1, typeHistory, 2, 'u', 's', 0, 2})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		actions, err := DecodeHistoryReply(b, "us-1")
+		actions, partial, err := DecodeHistoryReply(b, "us-1")
 		if err != nil {
+			if partial || actions != nil {
+				t.Fatalf("an error with a result: %v %v", actions, partial)
+			}
 			return
 		}
 		if len(actions) > region.MaxHistory {

@@ -207,9 +207,13 @@ func (p *Publisher) run(ctx context.Context) {
 	}
 }
 
-// eventJSON is an event on the stream.
+// eventJSON is an event on the stream. (replica, log, seq) is its
+// identity: seq counts from 1 in each data directory, and log, random per
+// data directory (storage.Store.LogID), tells a wiped replica's events
+// from its earlier self's.
 type eventJSON struct {
 	Seq     uint64 `json:"seq"`
+	Log     string `json:"log"`
 	Replica string `json:"replica"`
 	Region  string `json:"region"`
 	Type    string `json:"type"`
@@ -225,19 +229,19 @@ type eventJSON struct {
 	At      string `json:"at"`
 }
 
-// AppendEventsJSON appends events as JSON lines: a message body on the
-// stream.
-func AppendEventsJSON(dst []byte, region, replica string, events []storage.Event) []byte {
+// AppendEventsJSON appends events of the log logID as JSON lines: a
+// message body on the stream.
+func AppendEventsJSON(dst []byte, region, replica, logID string, events []storage.Event) []byte {
 	for i := range events {
-		dst = append(dst, EncodeEventJSON(region, replica, &events[i])...)
+		dst = append(dst, EncodeEventJSON(region, replica, logID, &events[i])...)
 		dst = append(dst, '\n')
 	}
 	return dst
 }
 
-// EncodeEventJSON is one event as JSON.
-func EncodeEventJSON(region, replica string, e *storage.Event) []byte {
-	b, _ := json.Marshal(eventJSON{Seq: e.Seq, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
+// EncodeEventJSON is one event of the log logID as JSON.
+func EncodeEventJSON(region, replica, logID string, e *storage.Event) []byte {
+	b, _ := json.Marshal(eventJSON{Seq: e.Seq, Log: logID, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
 		Key: e.Key, User: e.User, Idem: e.Idem, By: e.By, Count: e.Count, P: e.P, N: e.N, HLC: e.HLC.String(),
 		At: time.UnixMilli(e.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})
 	return b
@@ -304,7 +308,7 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 		var body []byte
 		for _, events := range chunks {
 			id := fmt.Sprintf("%s.%s.%d", p.cfg.Replica, p.cfg.Store.LogID(), events[0].Seq)
-			body = AppendEventsJSON(body[:0], p.cfg.Region, p.cfg.Replica, events)
+			body = AppendEventsJSON(body[:0], p.cfg.Region, p.cfg.Replica, p.cfg.Store.LogID(), events)
 			f, err := p.cfg.JS.PublishAsync(subject, body, jetstream.WithMsgID(id))
 			if err != nil {
 				perr = fmt.Errorf("publish events from %d: %w", events[0].Seq, err)
