@@ -126,10 +126,12 @@ type finalState struct {
 	// Flags are the final block flags of every user the workload blocked
 	// or unblocked: per user, per region. Nil: not checked.
 	Flags map[string]map[string]*api.Block
-	// Wiped: a region lost its data during the run, and with it the
-	// history of the actions it had accepted (they are in its region's
-	// stream), so the latest action of a history is not checked.
-	Wiped bool
+	// Wiped are the replicas whose region lost its data during the run,
+	// and with it the history of the actions it had accepted (they are in
+	// its region's stream): the latest action of a history is not
+	// checked, and a history may say it is partial, for those replicas
+	// only.
+	Wiped []string
 }
 
 // checkHistories reports a sampled pair whose history differs between
@@ -143,8 +145,13 @@ func checkHistories(f finalState) []Violation {
 		var first string
 		for _, r := range f.Regions {
 			h, ok := f.Histories[uk][r]
-			if !ok || !h.Complete {
+			if !ok || !h.Complete && (len(h.Missing) > 0 || len(h.Partial) == 0) {
 				vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(), Detail: "the history could not be read whole"})
+				continue
+			}
+			if p := slices.DeleteFunc(slices.Clone(h.Partial), func(id string) bool { return slices.Contains(f.Wiped, id) }); len(p) > 0 {
+				vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(),
+					Detail: fmt.Sprintf("the history says %v lost part of theirs, but only %v lost a disk", p, f.Wiped)})
 				continue
 			}
 			render := fmt.Sprint(h.Actions)
@@ -153,7 +160,7 @@ func checkHistories(f finalState) []Violation {
 			} else if render != first {
 				vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(), Detail: "the history differs between regions: " + render + " vs " + first})
 			}
-			if n := len(h.Actions); n > 0 && !f.Wiped {
+			if n := len(h.Actions); n > 0 && len(f.Wiped) == 0 {
 				if liked, ok := f.Liked[uk][r]; ok && h.Actions[n-1].Liked != liked {
 					vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(),
 						Detail: fmt.Sprintf("the latest action in the history says liked=%v, the record %v", h.Actions[n-1].Liked, liked)})

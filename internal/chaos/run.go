@@ -189,9 +189,11 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	others.Wait() // the sampler and the executor
 
 	// Check.
-	wiped := false
+	var wiped []string
 	for _, e := range r.x.episodeRecords() {
-		wiped = wiped || e.Kind == KindWipe
+		if id := replicaID(e.Region); e.Kind == KindWipe && !slices.Contains(wiped, id) {
+			wiped = append(wiped, id)
+		}
 	}
 	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
 		Histories: histories, Flags: flags, Wiped: wiped}
