@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/ratelog"
 )
 
 // Durability says when a commit is acknowledged.
@@ -139,6 +140,8 @@ type Store struct {
 	// failure is the first failure (see ErrFailed); no commit runs after.
 	// A pointer, so the event listener built before the Store can set it.
 	failure *atomic.Pointer[error]
+	// bgErrors logs Pebble's background errors at a bounded rate.
+	bgErrors *ratelog.Limiter
 
 	dmu     sync.Mutex // protects digests
 	digests [Buckets]uint64
@@ -199,16 +202,25 @@ func Open(cfg Config) (*Store, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	failure := new(atomic.Pointer[error])
-	// A failed flush fails the store (see ErrFailed). Pebble fills in the
-	// other events (background errors are logged).
-	opts.EventListener = &pebble.EventListener{FlushEnd: func(info pebble.FlushInfo) {
-		if info.Err != nil {
+	// While a disk is full Pebble retries a failed flush at once, again
+	// and again, and reports each failure as a background error: hundreds
+	// of lines a second. The first is logged, then one per interval.
+	bgErrors := ratelog.New(ratelog.Config{Logger: cfg.Logger, Level: hclog.Error, Every: backgroundErrorEvery})
+	opts.EventListener = &pebble.EventListener{
+		// A failed flush fails the store (see ErrFailed).
+		FlushEnd: func(info pebble.FlushInfo) {
+			if info.Err == nil || emptyFlush(info) {
+				return
+			}
 			err := fmt.Errorf("%w: memtable flush: %w", ErrFailed, info.Err)
 			if failure.CompareAndSwap(nil, &err) {
 				cfg.Logger.Error("flush failed; the store stops taking writes", "error", info.Err)
 			}
-		}
-	}}
+		},
+		BackgroundError: func(err error) {
+			bgErrors.Log("pebble background error", "error", err)
+		},
+	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
@@ -218,7 +230,7 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
-		flags: make(map[string]crdt.Flag)}
+		flags: make(map[string]crdt.Flag), bgErrors: bgErrors}
 	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.loadDigests(); err != nil {
 		_ = db.Close()
@@ -229,6 +241,21 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	return s, nil
+}
+
+// backgroundErrorEvery is the least time between two log lines for
+// Pebble's background errors (see ratelog).
+const backgroundErrorEvery = ratelog.DefaultEvery
+
+// emptyFlush reports whether info is a flush that succeeded with nothing
+// to write. Pebble reports it as an error, "pebble: empty table" (an
+// unexported value, so only its text identifies it), with no output: it
+// happens at every open that replays a WAL holding no batch, such as the
+// one a clean close leaves when nothing was written since the open. It is
+// not a failure; taking it for one failed every restart after a restart
+// without writes (TestRestartWithoutWrites pins the text).
+func emptyFlush(info pebble.FlushInfo) bool {
+	return len(info.Output) == 0 && !info.Ingest && info.Err.Error() == "pebble: empty table"
 }
 
 // Err returns why the store failed (wrapping ErrFailed), or nil.
