@@ -15,6 +15,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/ratelog"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -69,6 +70,9 @@ type Replicator struct {
 	rivalLogged uint64
 	// lastRefusalLog rate-limits the log line for refused messages.
 	lastRefusalLog atomic.Int64
+	// mergeFailed logs failed merges at a bounded rate: a stopped replica
+	// (a full disk) fails every merge of every delta it receives.
+	mergeFailed *ratelog.Limiter
 
 	kick        chan struct{} // asks anti-entropy for a round now
 	incarnation uint64        // random per process, sent in every delta
@@ -135,6 +139,7 @@ func New(cfg Config) (*Replicator, error) {
 		}
 	}
 	r.fresh = cfg.Replica.Fresh()
+	r.mergeFailed = ratelog.New(ratelog.Config{Logger: r.log, Level: hclog.Warn})
 	r.retired = make(map[string]bool, len(cfg.Retired))
 	for _, id := range cfg.Retired {
 		r.retired[id] = true
@@ -483,10 +488,10 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 		}
 	}
 	if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil && ctx.Err() == nil {
-		r.log.Warn("merge failed", "error", err)
+		r.mergeFailed.Log("merge failed", "what", "changes", "error", err)
 	}
 	if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil && ctx.Err() == nil {
-		r.log.Warn("sketch merge failed", "error", err)
+		r.mergeFailed.Log("merge failed", "what", "sketches", "error", err)
 	}
 	// Peers' asks for budget rights, after their changes are merged, so
 	// what we give is measured against their latest spends and ours.
@@ -497,7 +502,7 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 		}
 	}
 	if err := r.cfg.Replica.GiveRights(ctx, gives); err != nil && ctx.Err() == nil {
-		r.log.Warn("giving budget rights failed", "error", err)
+		r.mergeFailed.Log("merge failed", "what", "budget rights asked", "error", err)
 	}
 }
 
