@@ -278,12 +278,24 @@ func (h *HLL) IsZero() bool {
 	return true
 }
 
+// HLLMaxEstimate is the largest estimate: 2^62, about 4.6·10^18. A 64-bit
+// hash tells at most 2^64 ids apart, and its collisions bend the count well
+// before that, so no real set of ids gets near it; registers that estimate
+// more (every register at HLLMaxRho estimates +Inf) are saturated, forged
+// or corrupt, and the estimate says so by being exactly this. It is a
+// float64 and an int64 exactly, with room to spare for the standard error.
+const HLLMaxEstimate = 1 << 62
+
 // Estimate returns the estimated number of distinct ids added, using Otmar
 // Ertl's improved raw estimator ("New cardinality estimation algorithms for
 // HyperLogLog sketches", 2017, section 3.2). It needs no empirical bias
 // tables and stays accurate from 0 to far beyond 10^9. An empty sketch
-// estimates 0; a sketch whose registers are all HLLMaxRho (about 2^64 ids)
-// estimates +Inf.
+// estimates 0. The estimate is always finite, between 0 and
+// HLLMaxEstimate: a sketch whose registers are all HLLMaxRho (about 2^64
+// ids, or a forged page from a peer) would estimate +Inf, and one with all
+// registers at HLLMaxRho−1 more than 2^63, past an int64; both estimate
+// HLLMaxEstimate. Raising registers never lowers the estimate (up to
+// rounding), so a merge never does either.
 //
 // With C[k] the number of registers holding k (k = 0..q+1, q = 64−p):
 //
@@ -304,7 +316,11 @@ func (h *HLL) Estimate() float64 {
 		z = 0.5 * (z + float64(c[k]))
 	}
 	z += m * hllSigma(float64(c[0])/m)
-	return m * m / (2 * math.Ln2 * z)
+	e := m * m / (2 * math.Ln2 * z)
+	if !(e < HLLMaxEstimate) { // and NaN, which no sketch should give
+		return HLLMaxEstimate
+	}
+	return e
 }
 
 // hllSigma is σ(x) = x + Σ_{k≥1} x^(2^k)·2^(k−1) for x in [0, 1], summed until
