@@ -135,12 +135,21 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 }
 
 // writeJSON writes v as the JSON response body with the given status.
+//
+// Only our own response types reach here, and they should always marshal;
+// one that does not (a NaN or an infinity in a float field) is a bug, and
+// the client gets a 500 with an id. The request's writer (statusWriter)
+// keeps the failure, and instrument logs it under the same id once the
+// handler returns: an answer nobody can read must not go unlogged.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		// Only our own response types reach here; they always marshal.
+		id := uuid.NewString()
+		if sw := findStatusWriter(w); sw != nil {
+			sw.encodeErr = &encodeFailure{id: id, what: fmt.Sprintf("%T", v), status: status, err: err}
+		}
 		status = http.StatusInternalServerError
-		b = []byte(`{"error":"internal error: response encoding failed","code":"internal"}`)
+		b, _ = json.Marshal(api.Error{Error: fmt.Sprintf("internal error: response encoding failed (id %s)", id), Code: CodeInternal})
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -49,6 +49,10 @@ func (s *Server) instrument(w http.ResponseWriter, r *http.Request, next http.Ha
 		if aborted {
 			status = 499 // the client saw a broken response
 		}
+		if f := sw.encodeErr; f != nil {
+			s.log.Error("response encoding failed", "id", f.id, "method", r.Method, "path", r.URL.EscapedPath(),
+				"route", info.route, "type", f.what, "status", f.status, "error", f.err)
+		}
 		elapsed := time.Since(start)
 		s.metrics.observe(info.route, r.Method, status, elapsed)
 		if s.log.IsDebug() {
@@ -259,6 +263,31 @@ type statusWriter struct {
 	status      int
 	bytes       int64
 	wroteHeader bool
+	encodeErr   *encodeFailure // set by writeJSON, logged by instrument
+}
+
+// encodeFailure is a response writeJSON could not encode.
+type encodeFailure struct {
+	id     string // in the client's error message too
+	what   string // the Go type of the value
+	status int    // the status the handler meant to send
+	err    error
+}
+
+// findStatusWriter returns the statusWriter that instrument put under w,
+// looking through wrappers that Unwrap, or nil.
+func findStatusWriter(w http.ResponseWriter) *statusWriter {
+	for w != nil {
+		if sw, ok := w.(*statusWriter); ok {
+			return sw
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+	return nil
 }
 
 func (w *statusWriter) WriteHeader(code int) {
