@@ -39,6 +39,7 @@ import (
 type smallDisk struct {
 	vfs.FS
 	exempt  []string
+	only    vfs.DiskWriteCategory // if set, only files of this category take room
 	written atomic.Int64
 	quota   atomic.Int64
 	refused atomic.Int64 // writes cut short or refused
@@ -75,26 +76,29 @@ func (d *smallDisk) room(name string, n int) int {
 	}
 }
 
-func (d *smallDisk) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+func (d *smallDisk) wrap(name string, cat vfs.DiskWriteCategory, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return nil, err
+	}
+	if d.only != "" && cat != d.only {
+		return f, nil
 	}
 	return &smallFile{File: f, d: d, name: name}, nil
 }
 
 func (d *smallDisk) Create(name string, cat vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := d.FS.Create(name, cat)
-	return d.wrap(name, f, err)
+	return d.wrap(name, cat, f, err)
 }
 
 func (d *smallDisk) OpenReadWrite(name string, cat vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := d.FS.OpenReadWrite(name, cat, opts...)
-	return d.wrap(name, f, err)
+	return d.wrap(name, cat, f, err)
 }
 
 func (d *smallDisk) ReuseForWrite(oldname, newname string, cat vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := d.FS.ReuseForWrite(oldname, newname, cat)
-	return d.wrap(newname, f, err)
+	return d.wrap(newname, cat, f, err)
 }
 
 type smallFile struct {
@@ -163,12 +167,19 @@ func TestFullDiskChild(t *testing.T) {
 	}
 	failed := false
 	for i, after := 0, 0; i < 1_000_000 && after < 3; i++ {
-		b := s.NewBatch()
-		for j := range fullDiskPer {
-			fillWorkload(b, fullDiskID(i, j), uint64(i*fullDiskPer+j))
+		err, stalled := commitOrFail(s, func(b *Batch) {
+			for j := range fullDiskPer {
+				fillWorkload(b, fullDiskID(i, j), uint64(i*fullDiskPer+j))
+			}
+		})
+		if stalled {
+			// The store failed (a flush) while the commit waited inside
+			// Pebble for room only a flush can make: it never returns, and
+			// Close would wait for it. The operator stops the process.
+			fmt.Printf("failed %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			fmt.Fprintln(os.Stderr, "child: a commit is stalled on the failed store; exiting without closing")
+			os.Exit(0)
 		}
-		err := b.Commit()
-		b.Close()
 		switch {
 		case err == nil && failed:
 			fmt.Printf("acked after failure %d\n", i)
@@ -188,14 +199,45 @@ func TestFullDiskChild(t *testing.T) {
 	// Stopped by an operator; the disk is still full, so the close may
 	// fail. It must not hang.
 	done := make(chan error, 1)
+	start := time.Now()
 	go func() { done <- s.Close() }()
 	select {
 	case err := <-done:
-		fmt.Fprintf(os.Stderr, "child close: %v\n", err)
+		fmt.Fprintf(os.Stderr, "child close after %s: %v\n", time.Since(start).Round(time.Millisecond), err)
 	case <-time.After(10 * time.Second):
 		fmt.Println("close hung")
 	}
 	os.Exit(0)
+}
+
+// commitOrFail commits a batch filled by fill and returns its error; or,
+// if the store fails while the commit has not returned (it is stalled in
+// Pebble), the store's error and stalled.
+func commitOrFail(s *Store, fill func(b *Batch)) (err error, stalled bool) {
+	done := make(chan error, 1)
+	go func() {
+		b := s.NewBatch()
+		defer b.Close()
+		fill(b)
+		done <- b.Commit()
+	}()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			return err, false
+		case <-tick.C:
+			if err := s.Err(); err != nil {
+				select {
+				case err := <-done:
+					return err, false
+				case <-time.After(time.Second):
+					return err, true
+				}
+			}
+		}
+	}
 }
 
 // runFullDisk runs the child on dir (with a smallDisk of quota bytes if
@@ -204,7 +246,9 @@ func TestFullDiskChild(t *testing.T) {
 // batches it acknowledged.
 func runFullDisk(t *testing.T, dir string, quota int64) (acked int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestFullDiskChild$", "-test.count=1", "-test.timeout=120s")
+	// A child that hangs panics at its timeout with every goroutine's
+	// stack, which the failure below shows.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFullDiskChild$", "-test.count=1", "-test.timeout=30s")
 	cmd.Env = append(os.Environ(), fullDiskDirEnv+"="+dir)
 	if quota > 0 {
 		cmd.Env = append(cmd.Env, fullDiskQuotaEnv+"="+strconv.FormatInt(quota, 10))
@@ -230,6 +274,14 @@ func runFullDisk(t *testing.T, dir string, quota int64) (acked int) {
 		}
 	}
 	t.Logf("child acked %d commits (%d batches) before the disk filled; %s; exit %v", next, next*fullDiskPer, failure, werr)
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.HasPrefix(line, "child") {
+			t.Log(line)
+		}
+	}
+	if strings.Contains(stderr.String(), "panic: test timed out") {
+		t.Fatalf("child hung; stderr:\n%s", stderr.String())
+	}
 	if failure == "" {
 		// Pebble ended the process on a write it cannot fail: allowed,
 		// as long as it was the full disk.
@@ -365,26 +417,7 @@ func TestFullDiskLogsAtABoundedRate(t *testing.T) {
 	// on with a failed store, retrying its flush, as a real one can.
 	disk := newSmallDisk(vfs.NewMem(), 1<<20, "MANIFEST", ".log")
 	s := openTest(t, Config{Dir: "/db", FS: disk, MemTableBytes: 256 << 10, RecordFilterBytes: -1, Logger: log})
-	defer func() {
-		// Pebble's Close waits for the flush it retries forever: give it
-		// room first.
-		disk.Grow()
-		s.Close()
-	}()
-	for i := 0; s.Err() == nil; i++ {
-		b := s.NewBatch()
-		for j := range fullDiskPer {
-			fillWorkload(b, fullDiskID(i, j), uint64(i*fullDiskPer+j))
-		}
-		err := b.Commit()
-		b.Close()
-		if err != nil && !errors.Is(err, ErrFailed) {
-			t.Fatalf("commit %d: %v", i, err)
-		}
-		if i > 100_000 {
-			t.Fatal("the disk never filled")
-		}
-	}
+	fillUntilFailed(t, s, disk)
 	// Many failed retries, well within one interval.
 	testkit.WaitFor(t, 5*time.Second, func() error {
 		if _, held := s.bgErrors.Counts(); held < 100 {
@@ -422,4 +455,69 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// fillUntilFailed commits workload batches from a goroutine until the
+// store fails, and waits for that. The last commit may be stalled inside
+// Pebble, waiting for room that only a flush or compaction can make: at
+// cleanup the disk gets room, the writer ends, and the store is closed
+// (Pebble's Close, too, waits for the flush it retries forever).
+func fillUntilFailed(t *testing.T, s *Store, disk *smallDisk) {
+	t.Helper()
+	stop := make(chan struct{})
+	writer := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				writer <- nil
+				return
+			default:
+			}
+			b := s.NewBatch()
+			for j := range fullDiskPer {
+				fillWorkload(b, fullDiskID(i, j), uint64(i*fullDiskPer+j))
+			}
+			err := b.Commit()
+			b.Close()
+			if err != nil {
+				if !errors.Is(err, ErrFailed) {
+					err = fmt.Errorf("commit %d: %w", i, err)
+				} else {
+					<-stop
+					err = nil
+				}
+				writer <- err
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		disk.Grow()
+		if err := <-writer; err != nil {
+			t.Error(err)
+		}
+		s.Close()
+	})
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if s.Err() == nil {
+			return errors.New("the store has not failed")
+		}
+		return nil
+	})
+}
+
+// A disk full for compactions alone (flushes of small memtables still
+// fit): level 0 fills, and Pebble would stall every commit for good while
+// the replica looked healthy. The store fails instead, so the replica
+// answers storage_failed and /healthz fails.
+func TestCompactionOnFullDiskFailsTheStore(t *testing.T) {
+	disk := newSmallDisk(vfs.NewMem(), 0)
+	disk.only = "pebble-compaction"
+	s := openTest(t, Config{Dir: "/db", FS: disk, MemTableBytes: 256 << 10, RecordFilterBytes: -1})
+	fillUntilFailed(t, s, disk)
+	if err := s.Err(); !errors.Is(err, ErrFailed) || !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "compaction") {
+		t.Fatalf("store error %v, want ErrFailed for a compaction on a full disk", err)
+	}
 }

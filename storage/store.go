@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -124,7 +125,8 @@ var ErrClosed = errors.New("storage: closed")
 // disk), after which its commit pipeline cannot continue and the failed
 // batch may or may not be in the WAL; or a memtable flush failed (a full
 // or failing disk), after which writes would pile up in memory and then
-// stall. Either way the store refuses every later commit and Err says why:
+// stall; or a compaction found the disk full, after which level 0 fills
+// and writes stall too. Either way the store refuses every later commit and Err says why:
 // the process must restart (after the disk is fixed) and recover from the
 // WAL.
 var ErrFailed = errors.New("storage: failed; restart the replica")
@@ -206,15 +208,26 @@ func Open(cfg Config) (*Store, error) {
 	// and again, and reports each failure as a background error: hundreds
 	// of lines a second. The first is logged, then one per interval.
 	bgErrors := ratelog.New(ratelog.Config{Logger: cfg.Logger, Level: hclog.Error, Every: backgroundErrorEvery})
+	fail := func(what string, cause error) {
+		err := fmt.Errorf("%w: %s: %w", ErrFailed, what, cause)
+		if failure.CompareAndSwap(nil, &err) {
+			cfg.Logger.Error(what+" failed; the store stops taking writes", "error", cause)
+		}
+	}
 	opts.EventListener = &pebble.EventListener{
 		// A failed flush fails the store (see ErrFailed).
 		FlushEnd: func(info pebble.FlushInfo) {
-			if info.Err == nil || emptyFlush(info) {
-				return
+			if info.Err != nil && !emptyFlush(info) {
+				fail("memtable flush", info.Err)
 			}
-			err := fmt.Errorf("%w: memtable flush: %w", ErrFailed, info.Err)
-			if failure.CompareAndSwap(nil, &err) {
-				cfg.Logger.Error("flush failed; the store stops taking writes", "error", info.Err)
+		},
+		// So does a compaction that finds the disk full. Flushes of
+		// small memtables may still fit, but without compactions level 0
+		// fills up, and Pebble then stalls every commit for good: the
+		// replica would hang, answering 503 timeout with /healthz at 200.
+		CompactionEnd: func(info pebble.CompactionInfo) {
+			if info.Err != nil && errors.Is(info.Err, syscall.ENOSPC) {
+				fail("compaction", info.Err)
 			}
 		},
 		BackgroundError: func(err error) {
