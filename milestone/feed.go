@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,7 +25,10 @@ type FeedConfig struct {
 	// Replicas and Cluster place the stream, as the allocator's bucket.
 	Replicas int
 	Cluster  string
-	Logger   hclog.Logger
+	// Poll is how often the feed looks for new milestones besides when a
+	// publication wakes it. Default 2s.
+	Poll   time.Duration
+	Logger hclog.Logger
 }
 
 // Feed is a replica's view of the milestone stream: it publishes the
@@ -62,6 +66,9 @@ func NewFeed(cfg FeedConfig) (*Feed, error) {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
+	if cfg.Poll == 0 {
+		cfg.Poll = 2 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -81,7 +88,7 @@ func (f *Feed) ensure(ctx context.Context) (jetstream.Stream, error) {
 		sc := jetstream.StreamConfig{
 			Name:                 f.cfg.Stream,
 			Description:          "tally milestones: one message per sequence number",
-			Subjects:             []string{"tally.milestone.>"},
+			Subjects:             []string{subjectAll},
 			Storage:              jetstream.FileStorage,
 			Replicas:             f.cfg.Replicas,
 			MaxMsgsPerSubject:    1,
@@ -161,8 +168,11 @@ func (f *Feed) run(ctx context.Context) {
 	}
 }
 
-// follow reads the stream with an ordered consumer (which recreates itself
-// after gaps) until ctx ends or it fails.
+// follow reads the stream by sequence until ctx ends or a read fails: at
+// once, then whenever a milestone is published (a plain subscription
+// wakes it) and every Poll. It needs no consumer on the stream, so a
+// replica's NATS user may create, read or delete none (an application's
+// durable consumer is out of its reach).
 func (f *Feed) follow(ctx context.Context) error {
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	s, err := f.ensure(octx)
@@ -170,52 +180,68 @@ func (f *Feed) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Start after what we have: a restart of follow does not re-read.
+	wake := make(chan struct{}, 1)
+	if nc := f.cfg.JS.Conn(); nc != nil {
+		sub, err := nc.Subscribe(subjectAll, func(*nats.Msg) {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", subjectAll, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	t := time.NewTicker(f.cfg.Poll)
+	defer t.Stop()
+	for {
+		if err := f.readNew(ctx, s); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+// subjectAll matches every milestone's subject.
+const subjectAll = "tally.milestone.>"
+
+// readNew reads every message after the last one read, up to the end of
+// the stream, with the stream's message get (the next message on
+// tally.milestone.> from a sequence on).
+func (f *Feed) readNew(ctx context.Context, s jetstream.Stream) error {
 	var last uint64
 	f.mu.Lock()
 	for _, e := range f.events {
 		last = max(last, e.StreamSeq)
 	}
 	f.mu.Unlock()
-	occ := jetstream.OrderedConsumerConfig{FilterSubjects: []string{"tally.milestone.>"}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if last > 0 {
-		occ.DeliverPolicy, occ.OptStartSeq = jetstream.DeliverByStartSequencePolicy, last+1
-	}
-	cons, err := s.OrderedConsumer(ctx, occ)
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", f.cfg.Stream, err)
-	}
-	if info, err := cons.Info(ctx); err == nil && info.NumPending == 0 {
-		f.setSynced(nil)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", f.cfg.Stream, err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
 	for {
-		msg, err := it.Next()
-		if err != nil {
-			return fmt.Errorf("read %s: %w", f.cfg.Stream, err)
-		}
-		meta, err := msg.Metadata()
-		if err != nil {
-			continue
-		}
-		ev, err := DecodeEvent(msg.Data())
-		if err != nil {
-			f.log.Warn("skipping a bad milestone message", "subject", msg.Subject(), "error", err)
-			continue
-		}
-		ev.StreamSeq = meta.Sequence.Stream
-		f.mu.Lock()
-		f.events[msg.Subject()] = ev
-		f.mu.Unlock()
-		if meta.NumPending == 0 {
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := s.GetMsg(octx, last+1, jetstream.WithGetMsgSubject(subjectAll))
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			f.setSynced(nil)
+			return nil
 		}
+		if err != nil {
+			return fmt.Errorf("read %s after %d: %w", f.cfg.Stream, last, err)
+		}
+		last = msg.Sequence
+		ev, err := DecodeEvent(msg.Data)
+		if err != nil {
+			f.log.Warn("skipping a bad milestone message", "subject", msg.Subject, "error", err)
+			continue
+		}
+		ev.StreamSeq = msg.Sequence
+		f.mu.Lock()
+		f.events[msg.Subject] = ev
+		f.mu.Unlock()
 	}
 }
 

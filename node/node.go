@@ -401,6 +401,7 @@ func (n *Node) Close(ctx context.Context) error {
 // dial connects to NATS (in the background if it is not reachable yet).
 func (n *Node) dial(cfg Config, opts Options) error {
 	natsOpts := append([]nats.Option(nil), opts.NATSOptions...)
+	natsOpts = append(natsOpts, nats.CustomInboxPrefix(replication.InboxPrefix(cfg.Replica)))
 	if cfg.NATSCreds != "" {
 		natsOpts = append(natsOpts, nats.UserCredentials(cfg.NATSCreds))
 	}

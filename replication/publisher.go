@@ -265,9 +265,22 @@ func (p *Publisher) ensure(ctx context.Context) (jetstream.Stream, error) {
 	if p.cfg.Cluster != "" {
 		sc.Placement = &jetstream.Placement{Cluster: p.cfg.Cluster}
 	}
-	s, err := p.cfg.JS.CreateOrUpdateStream(ctx, sc)
+	// Create only, never update: a replica's NATS user may not reconfigure
+	// a stream (docs/architecture.md, "NATS permissions: what a region may
+	// do"). A retention changed in the config is applied by an operator.
+	s, err := p.cfg.JS.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = p.cfg.JS.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = p.cfg.JS.Stream(ctx, name)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open stream %s: %w", name, err)
+	}
+	if got := s.CachedInfo().Config; got.MaxAge != sc.MaxAge || got.Sealed || got.MaxMsgs > 0 || got.MaxBytes > 0 {
+		p.log.Warn("the event stream's limits differ from this replica's; an operator must update the stream (a replica may not)",
+			"stream", name, "max_age", got.MaxAge, "want_max_age", sc.MaxAge, "sealed", got.Sealed, "max_msgs", got.MaxMsgs, "max_bytes", got.MaxBytes)
 	}
 	p.stream = s
 	return s, nil

@@ -90,6 +90,11 @@ type DialConfig struct {
 	Logger hclog.Logger
 }
 
+// InboxPrefix is the prefix of replica's reply subjects (nats.CustomInboxPrefix):
+// its NATS user may subscribe to its own replies only, never to the shared
+// _INBOX.> where other clients' replies pass.
+func InboxPrefix(replica string) string { return "_INBOX_" + token(replica) }
+
 // Dial connects to NATS with settings suited to replication: fast dead-link
 // detection, endless reconnects, and a reconnect buffer so publishes never
 // block while the link is down.

@@ -52,6 +52,8 @@ func natsEnv(region string, routePort int, certs testCerts) map[string]string {
 	for _, r := range []string{"US", "EU", "AP"} {
 		env["TALLY_"+r+"_1_NATS_PASSWORD"] = testPassword
 	}
+	env["TALLY_APPS_NATS_PASSWORD"] = testPassword
+	env["TALLY_ADMIN_NATS_PASSWORD"] = testPassword
 	return env
 }
 
@@ -260,6 +262,7 @@ func TestNATSConfigs(t *testing.T) {
 	// One replica's user: not another replica's subjects, not the streams.
 	violations := make(chan error, 16)
 	nc, err := nats.Connect(servers["us"].ClientURL(), nats.RootCAs(certs.ca), nats.UserInfo("tally-us-1", testPassword),
+		nats.CustomInboxPrefix("_INBOX_us-1"), // the only replies it may read
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	if err != nil {
 		t.Fatal(err)
@@ -320,6 +323,127 @@ func TestNATSConfigs(t *testing.T) {
 	if _, err := js.Stream(ctx, "KV_tally_alloc"); err != nil {
 		t.Fatalf("the allocator's stream after the attempts: %v", err)
 	}
+	attackShipped(t, shipped{servers: servers, clients: clients, certs: certs, us1: nc, violations: violations})
+}
+
+// shipped is a running deployment of the shipped configs, and us-1's own
+// NATS connection, whose permission violations arrive on violations.
+type shipped struct {
+	servers    map[string]*server.Server
+	clients    map[string]*client.Client
+	certs      testCerts
+	us1        *nats.Conn
+	violations chan error
+}
+
+// denied runs an attack with us-1's credentials and wants it to fail with
+// a permissions violation (issue #27, item 2).
+func (d shipped) denied(t *testing.T, what string, attack func(context.Context) error) {
+	t.Helper()
+	for len(d.violations) > 0 {
+		<-d.violations
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	err := attack(ctx)
+	cancel()
+	select {
+	case v := <-d.violations:
+		if !strings.Contains(v.Error(), "Permissions Violation") {
+			t.Errorf("tally-us-1 %s: %v", what, v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("tally-us-1 %s: no permissions violation (the attack returned %v)", what, err)
+	}
+}
+
+// connect is a NATS connection as user.
+func (d shipped) connect(t *testing.T, region, user string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(d.servers[region].ClientURL(), append([]nats.Option{nats.RootCAs(d.certs.ca), nats.UserInfo(user, testPassword)}, opts...)...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// attackShipped: what a region's credentials may not do, each attack of
+// issue #27 item 2 against the shipped configs.
+func attackShipped(t *testing.T, d shipped) {
+	ctx := context.Background()
+	js, err := jetstream.New(d.us1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reconfiguring a stream: the event stream's publisher stays stuck on
+	// a sealed stream or one that keeps a single message.
+	events, err := js.Stream(ctx, "TALLY_EVENTS_US")
+	if err != nil {
+		t.Fatalf("us-1's event stream: %v", err)
+	}
+	for what, mutate := range map[string]func(*jetstream.StreamConfig){
+		"limited its event stream to one message": func(c *jetstream.StreamConfig) { c.MaxMsgs = 1 },
+		"sealed its event stream":                 func(c *jetstream.StreamConfig) { c.Sealed = true },
+	} {
+		cfg := events.CachedInfo().Config
+		mutate(&cfg)
+		d.denied(t, what, func(c context.Context) error { _, err := js.UpdateStream(c, cfg); return err })
+		cfg = events.CachedInfo().Config
+		mutate(&cfg)
+		c, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := js.CreateStream(c, cfg) // allowed subject: must not change an existing stream
+		cancel()
+		if err == nil {
+			t.Errorf("tally-us-1 %s by creating it again", what)
+		}
+	}
+	if info, err := events.Info(ctx); err != nil || info.Config.Sealed || info.Config.MaxMsgs > 0 {
+		t.Fatalf("the event stream after the attempts: %+v, %v", info, err)
+	}
+
+	// Other clients' replies: nothing answered on
+	// another client's inbox is seen by us-1.
+	d.denied(t, "subscribed to every client's replies", func(context.Context) error {
+		_, err := d.us1.SubscribeSync("_INBOX.>")
+		if err == nil {
+			err = d.us1.Flush()
+		}
+		return err
+	})
+
+	// An application's durable consumer on the milestone stream: us-1 may
+	// not read, acknowledge, take over or delete it.
+	apps := d.connect(t, "us", "tally-apps")
+	ajs, err := jetstream.New(apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ajs.CreateOrUpdateConsumer(ctx, "TALLY_MILESTONES", jetstream.ConsumerConfig{
+		Durable: "billing", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "tally.milestone.>"}); err != nil {
+		t.Fatalf("an application's consumer: %v", err)
+	}
+	d.denied(t, "looked up an application's consumer", func(c context.Context) error {
+		_, err := js.Consumer(c, "TALLY_MILESTONES", "billing")
+		return err
+	})
+	d.denied(t, "took over an application's consumer", func(c context.Context) error {
+		_, err := js.CreateOrUpdateConsumer(c, "TALLY_MILESTONES", jetstream.ConsumerConfig{Durable: "billing", AckPolicy: jetstream.AckNonePolicy})
+		return err
+	})
+	d.denied(t, "fetched from an application's consumer", func(c context.Context) error {
+		_, err := d.us1.Request("$JS.API.CONSUMER.MSG.NEXT.TALLY_MILESTONES.billing", []byte(`{"batch":1,"no_wait":true}`), time.Second)
+		return err
+	})
+	d.denied(t, "acknowledged for an application's consumer", func(context.Context) error {
+		return d.us1.Publish("$JS.ACK.TALLY_MILESTONES.billing.1.1.1.0.0", []byte("+ACK"))
+	})
+	d.denied(t, "deleted an application's consumer", func(c context.Context) error {
+		return js.DeleteConsumer(c, "TALLY_MILESTONES", "billing")
+	})
+	if info, err := ajs.Consumer(ctx, "TALLY_MILESTONES", "billing"); err != nil || info.CachedInfo().AckFloor.Stream != 0 || info.CachedInfo().Config.AckPolicy != jetstream.AckExplicitPolicy {
+		t.Fatalf("the application's consumer after the attempts: %v", err)
+	}
+
 }
 
 func mustURL(t *testing.T, s string) *url.URL {
