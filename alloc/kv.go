@@ -84,6 +84,9 @@ func (s *seqKV) apply(ctx context.Context, fn func(st *State, nonce string) erro
 				}
 				backoff = min(2*backoff, 200*time.Millisecond)
 			}
+		case errors.Is(err, ErrRefused):
+			// The lease authority will never write this change.
+			return st, fmt.Errorf("update %s: %w", s.key, err)
 		default:
 			// Indeterminate: the next read decides.
 			if !sleep(ctx, backoff) {

@@ -7,7 +7,7 @@
 # out keep their defaults (see configs/tallyd.hcl).
 #
 # Secrets come from the environment, not from this file:
-#   TALLY_NATS_PASSWORD  password of NATS user tally-us
+#   TALLY_NATS_PASSWORD  password of NATS user tally-us-1
 #   TALLY_WRITE_TOKEN    bearer token for likes, unlikes and increments
 #                        (required: the listener is public)
 #   TALLY_ADMIN_TOKEN    bearer token for admin routes (block list, audit,
@@ -72,6 +72,10 @@ milestones     = "1000,1000000,1000000000"
 alloc_cluster  = "us"
 alloc_replicas = 3
 lease_ttl      = "4s"
+# The bucket is written only by the lease authority (tallyd lease-authority,
+# run in the alloc_cluster region), which checks every replica's write; this
+# replica's NATS user may not write it (configs/nats/*.conf).
+alloc_authority = true
 
 # A per-item sequence and a numbered counter, with their own milestones.
 # Every region must configure the same sequences: each numbers only the

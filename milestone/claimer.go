@@ -63,6 +63,8 @@ type Claimer struct {
 	won  prometheus.Counter
 	lost prometheus.Counter
 
+	mu sync.Mutex // one ClaimAll at a time: the claimer's loop and the holder's OnFinal
+
 	kick   chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -145,6 +147,8 @@ func (c *Claimer) run(ctx context.Context) {
 
 // ClaimAll settles every intent it can now, in number order.
 func (c *Claimer) ClaimAll(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	type intent struct {
 		n uint64
 		l storage.CountedLike
@@ -181,6 +185,13 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 	_, err := c.cfg.KV.Update(octx, key, encodeEvent(ev), 0)
 	cancel()
 	won := err == nil
+	if errors.Is(err, alloc.ErrRefused) {
+		// The lease authority found the rank in no block of ours awaiting
+		// its ranks: never claimable (an intent older than the authority).
+		c.lost.Inc()
+		c.log.Error("the lease authority refused a milestone claim; not claiming it", "key", key, "error", err)
+		return c.cfg.Source.SettleClaim(n)
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		octx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 		e, gerr := c.cfg.KV.Get(octx, key)

@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/alloc"
 )
 
 // DefaultStream is the milestone stream's name.
@@ -25,6 +27,10 @@ type FeedConfig struct {
 	// Replicas and Cluster place the stream, as the allocator's bucket.
 	Replicas int
 	Cluster  string
+	// ByAuthority: the lease authority publishes the milestones this
+	// replica wins (alloc.Authority), and the replica's NATS user may not;
+	// publishing only checks that the stream holds the event.
+	ByAuthority bool
 	// Poll is how often the feed looks for new milestones besides when a
 	// publication wakes it. Default 2s.
 	Poll   time.Duration
@@ -121,6 +127,12 @@ func (f *Feed) publish(ctx context.Context, ev Event) error {
 		return err
 	}
 	subj := subject(ev.Sequence, ev.Number)
+	if f.cfg.ByAuthority {
+		if _, err := s.GetLastMsgForSubject(ctx, subj); err != nil {
+			return fmt.Errorf("milestone %s not in the stream yet: %w", subj, err)
+		}
+		return nil
+	}
 	_, err = f.cfg.JS.Publish(ctx, subj, encodeEvent(ev), jetstream.WithMsgID(subj))
 	if err == nil {
 		return nil
@@ -283,4 +295,28 @@ func (f *Feed) Synced() (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.synced, f.lastErr
+}
+
+// PublishClaim publishes the milestone a claim's value holds, once: the
+// lease authority's alloc.AuthorityConfig.Publish.
+func (f *Feed) PublishClaim(ctx context.Context, _ string, value []byte) error {
+	ev, err := DecodeEvent(value)
+	if err != nil {
+		return err
+	}
+	return f.publish(ctx, ev)
+}
+
+// DecodeClaim reads a milestone claim written at key: the lease
+// authority's alloc.AuthorityConfig.Claim. The key must name the claim's
+// own sequence and number.
+func DecodeClaim(key string, value []byte) (alloc.Claim, error) {
+	ev, err := DecodeEvent(value)
+	if err != nil {
+		return alloc.Claim{}, err
+	}
+	if key != kvKey(ev.Sequence, ev.Number) || ev.StreamSeq != 0 {
+		return alloc.Claim{}, fmt.Errorf("milestone: claim of %s %d at key %s", ev.Sequence, ev.Number, key)
+	}
+	return alloc.Claim{Sequence: ev.Sequence, Rank: ev.Number, Replica: ev.Replica}, nil
 }

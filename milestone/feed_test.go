@@ -49,3 +49,21 @@ func TestEventsDoNotWaitForTheStream(t *testing.T) {
 		t.Fatal("Events waited for the stream lookup")
 	}
 }
+
+// FuzzDecodeClaim: a claim the lease authority accepts names the key it is
+// written at, and its replica and rank are the event's.
+func FuzzDecodeClaim(f *testing.F) {
+	f.Add("ms.likes.1000", encodeEvent(Event{Sequence: "likes", Number: 1000, Item: "p", User: "u", Region: "us", Replica: "us-1"}))
+	f.Add("ms.likes.1000000", encodeEvent(Event{Sequence: "likes", Number: 1000, Item: "p", Replica: "us-1"}))
+	f.Add("seq.likes", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, key string, b []byte) {
+		c, err := DecodeClaim(key, b)
+		if err != nil {
+			return
+		}
+		e, err := DecodeEvent(b)
+		if err != nil || key != kvKey(c.Sequence, c.Rank) || c.Replica != e.Replica || c.Rank != e.Number {
+			t.Fatalf("claim %+v at %s of %s: %v", c, key, b, err)
+		}
+	})
+}

@@ -227,6 +227,14 @@ type Config struct {
 	// comes back; only a replica that never returns needs it. Default "0"
 	// (off: a replica gives its own tail back when it returns).
 	LeaseReclaimAfter string `hcl:"lease_reclaim_after,optional"`
+	// AllocAuthority: the allocator's bucket is written only by the lease
+	// authority (`tallyd lease-authority`), to which this replica sends
+	// its writes; its NATS user may not write the bucket, nor publish
+	// milestones, itself (docs/architecture.md, "NATS permissions: what a
+	// region may do"). The shipped configs set it. Needs
+	// lease_reclaim_after = "0": the authority lets no replica close
+	// another's lease. Default false (the replica writes the bucket).
+	AllocAuthority bool `hcl:"alloc_authority,optional"`
 }
 
 // LimitConfig is the rate limits of one route class: requests per second
@@ -547,6 +555,9 @@ func (c Config) Validate() error {
 		bad("lease_reclaim_after %q: want a duration such as 1h, or 0 for never", c.LeaseReclaimAfter)
 	} else if ttl, err := time.ParseDuration(c.LeaseTTL); err == nil && v != 0 && v <= ttl {
 		bad("lease_reclaim_after %q: must exceed lease_ttl %q", c.LeaseReclaimAfter, c.LeaseTTL)
+	}
+	if c.AllocAuthority && duration(c.LeaseReclaimAfter) != 0 {
+		bad("lease_reclaim_after %q: the lease authority (alloc_authority) lets no replica close another's lease; retire it with tallyd admin retire", c.LeaseReclaimAfter)
 	}
 	if v, err := time.ParseDuration(c.DrainDelay); err != nil || v < 0 {
 		bad("drain_delay %q: want a duration such as 5s, or 0 to stop at once", c.DrainDelay)

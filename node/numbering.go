@@ -55,7 +55,7 @@ const LikesSequence = "likes"
 type numbering struct {
 	cfg     Config
 	log     hclog.Logger
-	kv      *alloc.LazyBucket
+	kv      alloc.KV
 	feed    *milestone.Feed
 	seqs    []*sequence
 	replica *region.Replica // set by start, before anything runs
@@ -108,8 +108,13 @@ func newNumbering(cfg Config, nc *nats.Conn, store *storage.Store, log hclog.Log
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	num := &numbering{cfg: cfg, log: log}
-	num.kv = alloc.NewLazyBucket(js, alloc.BucketConfig{Name: cfg.AllocBucket, Replicas: cfg.AllocReplicas, Cluster: cfg.AllocCluster})
-	num.feed, err = milestone.NewFeed(milestone.FeedConfig{JS: js, Replicas: cfg.AllocReplicas, Cluster: cfg.AllocCluster, Logger: log})
+	bucket := alloc.NewLazyBucket(js, alloc.BucketConfig{Name: cfg.AllocBucket, Replicas: cfg.AllocReplicas, Cluster: cfg.AllocCluster})
+	num.kv = bucket
+	if cfg.AllocAuthority {
+		num.kv = &alloc.RemoteKV{NC: nc, Bucket: bucket, Replica: cfg.Replica}
+	}
+	num.feed, err = milestone.NewFeed(milestone.FeedConfig{JS: js, Replicas: cfg.AllocReplicas, Cluster: cfg.AllocCluster,
+		ByAuthority: cfg.AllocAuthority, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -173,14 +178,22 @@ func (num *numbering) regionNumbering() []*region.Numbering {
 func (num *numbering) start(r *region.Replica) {
 	num.replica = r
 	for _, s := range num.seqs {
-		name := s.cfg.Name
+		name, claimer := s.cfg.Name, s.claimer
 		s.holder.Attach(r.NumbersReady)
 		s.holder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
 			fb := make([]region.FinalBlock, len(blocks))
 			for i, b := range blocks {
 				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
 			}
-			return r.Finalize(ctx, name, fb)
+			if err := r.Finalize(ctx, name, fb); err != nil {
+				return err
+			}
+			if num.cfg.AllocAuthority {
+				// The authority accepts a claim only while its block
+				// waits for its ranks: claim before the block is settled.
+				return claimer.ClaimAll(ctx)
+			}
+			return nil
 		})
 		s.holder.Start()
 		s.claimer.Start()

@@ -107,6 +107,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.AllocCluster, "alloc-cluster", c.AllocCluster, "NATS `cluster` (region) holding the allocator bucket and milestone stream")
 	fs.IntVar(&c.AllocReplicas, "alloc-replicas", c.AllocReplicas, "replicas of the allocator bucket and milestone stream (`n`: 1, 3 or 5)")
 	fs.StringVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a cut-off replica numbers from an unrenewed lease (`duration`)")
+	fs.BoolVar(&c.AllocAuthority, "alloc-authority", c.AllocAuthority, "write the allocator's bucket through the lease authority (tallyd lease-authority)")
 	fs.StringVar(&c.LeaseReclaimAfter, "lease-reclaim-after", c.LeaseReclaimAfter, "free a silent replica's lease tail after its beat is still this long (`duration` > lease-ttl; 0: never)")
 }
 

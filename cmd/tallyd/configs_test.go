@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,8 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/internal/testkit"
+	tallynode "github.com/tally-dev/tally/node"
 )
 
 // The secrets every test server and replica shares.
@@ -53,6 +56,7 @@ func natsEnv(region string, routePort int, certs testCerts) map[string]string {
 		env["TALLY_"+r+"_1_NATS_PASSWORD"] = testPassword
 	}
 	env["TALLY_APPS_NATS_PASSWORD"] = testPassword
+	env["TALLY_AUTHORITY_NATS_PASSWORD"] = testPassword
 	env["TALLY_ADMIN_NATS_PASSWORD"] = testPassword
 	return env
 }
@@ -143,6 +147,15 @@ func TestNATSConfigs(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The lease authority, in the region of the allocator's bucket.
+	auth, err := tallynode.StartAuthority(tallynode.AuthorityConfig{
+		NATS: servers["us"].ClientURL(), NATSUser: tallynode.AuthorityUser, NATSPassword: testPassword, NATSCA: certs.ca,
+		AllocCluster: "us", AllocReplicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(auth.Close)
 
 	// tallyd serve on configs/<region>-1.hcl, pointed at the test servers.
 	clients := map[string]*client.Client{}
@@ -410,6 +423,99 @@ func attackShipped(t *testing.T, d shipped) {
 		}
 		return err
 	})
+
+	// The allocator's bucket: us-1 may not write it, nor publish a
+	// milestone, except through the lease authority.
+	kv, err := js.KeyValue(ctx, "tally_alloc")
+	if err != nil {
+		t.Fatalf("the allocator's bucket: %v", err)
+	}
+	entry, err := kv.Get(ctx, "seq.likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := alloc.DecodeState(entry.Value())
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := st.Clone()
+	forged.Dense.Rank = forged.Dense.Pos - 1 + 985 // milestone 1000 after 15 likes
+	forged.Dense.Pos += 985
+	forged.HWM += 985
+	d.denied(t, "wrote a forged dense rank", func(c context.Context) error { _, err := kv.Put(c, "seq.likes", forged.Encode()); return err })
+	d.denied(t, "deleted a sequence", func(c context.Context) error { return kv.Delete(c, "seq.searches") })
+	d.denied(t, "purged a sequence", func(c context.Context) error { return kv.Purge(c, "seq.searches") })
+	d.denied(t, "wrote a 900 KiB junk key", func(c context.Context) error {
+		_, err := kv.Put(c, "junk", make([]byte, 900<<10))
+		return err
+	})
+	fake := []byte(`{"sequence":"likes","number":1000000,"item":"post","user":"mallory","region":"us","replica":"us-1","time":"2026-01-01T00:00:00Z"}`)
+	d.denied(t, "published a forged milestone", func(c context.Context) error {
+		_, err := js.Publish(c, "tally.milestone.likes.1000000", fake)
+		return err
+	})
+	d.denied(t, "wrote through the authority as eu-1", func(c context.Context) error {
+		_, err := (&alloc.RemoteKV{NC: d.us1, Bucket: kv, Replica: "eu-1"}).Update(c, "seq.likes", forged.Encode(), entry.Revision())
+		return err
+	})
+	// Through the authority, as itself: refused, never stored.
+	remote := &alloc.RemoteKV{NC: d.us1, Bucket: kv, Replica: "us-1"}
+	for what, write := range map[string]func(context.Context) error{
+		"a forged dense rank": func(c context.Context) error {
+			for {
+				e, err := kv.Get(c, "seq.likes")
+				if err != nil {
+					return err
+				}
+				f, _ := alloc.DecodeState(e.Value())
+				f.Dense.Rank = f.Dense.Pos - 1 // every number below counted as used
+				f.Dense.Pos, f.HWM = f.Dense.Pos+985, f.HWM+985
+				f.Dense.Rank += 985
+				_, err = remote.Update(c, "seq.likes", f.Encode(), e.Revision())
+				if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+					return err
+				}
+			}
+		},
+		"a claim of milestone 1000000": func(c context.Context) error {
+			_, err := remote.Update(c, "ms.likes.1000000", fake, 0)
+			return err
+		},
+		"a 600 KiB junk key": func(c context.Context) error { // 900 KiB exceed NATS's max_payload as JSON
+			_, err := remote.Update(c, "junk", make([]byte, 600<<10), 0)
+			return err
+		},
+		"a deleted sequence": func(c context.Context) error {
+			_, err := remote.Update(c, "seq.searches", nil, 0)
+			return err
+		},
+	} {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := write(c)
+		cancel()
+		if !errors.Is(err, alloc.ErrRefused) {
+			t.Errorf("us-1 wrote %s through the lease authority: %v", what, err)
+		}
+	}
+	if _, err := kv.Get(ctx, "ms.likes.1000000"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("a forged claim is in the bucket: %v", err)
+	}
+	for r, cl := range d.clients {
+		m, err := cl.Milestones(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range m.Milestones {
+			if ev.Number == 1000000 || ev.User == "mallory" {
+				t.Errorf("%s lists a forged milestone %+v", r, ev)
+			}
+		}
+	}
+	if e, err := kv.Get(ctx, "seq.likes"); err != nil {
+		t.Fatal(err)
+	} else if st, err := alloc.DecodeState(e.Value()); err != nil || st.Dense.Rank > 100 {
+		t.Errorf("the likes sequence after the attempts: %+v, %v", st, err)
+	}
 
 	// An application's durable consumer on the milestone stream: us-1 may
 	// not read, acknowledge, take over or delete it.

@@ -65,15 +65,16 @@ type command struct {
 // commands is the subcommand table: adding a command is one line here.
 func commands() map[string]command {
 	return map[string]command{
-		"serve":      {"run one replica and its HTTP API", (*cli).serve},
-		"local":      {"run a full local multi-region deployment in one process", (*cli).local},
-		"bench":      {"measure throughput, latency, replication lag and healing", (*cli).bench},
-		"chaos":      {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
-		"admin":      {"operator steps: retire a replica's leases", (*cli).admin},
-		"milestones": {"follow the milestones as an application, acknowledging each", (*cli).milestones},
-		"events":     {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
-		"version":    {"print the version", (*cli).version},
-		"help":       {"show help for tallyd or a command", (*cli).help},
+		"serve":           {"run one replica and its HTTP API", (*cli).serve},
+		"local":           {"run a full local multi-region deployment in one process", (*cli).local},
+		"bench":           {"measure throughput, latency, replication lag and healing", (*cli).bench},
+		"chaos":           {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
+		"admin":           {"operator steps: retire a replica's leases", (*cli).admin},
+		"lease-authority": {"be the only writer of the allocator's bucket, checking every replica's write", (*cli).leaseAuthority},
+		"milestones":      {"follow the milestones as an application, acknowledging each", (*cli).milestones},
+		"events":          {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
+		"version":         {"print the version", (*cli).version},
+		"help":            {"show help for tallyd or a command", (*cli).help},
 	}
 }
 

@@ -6,12 +6,15 @@
 // and the default deployment exercise one permission model
 // (docs/architecture.md, "NATS permissions: what a region may do").
 //
-// Three kinds of users share the TALLY account:
+// Four kinds of users share the TALLY account:
 //
 //   - one per replica: its own replication subjects, its region's event
 //     stream, reads of the allocator's bucket and of the milestone
 //     stream; no stream or consumer administration, no other client's
 //     replies;
+//   - tally-authority, the lease authority: the only writer of the
+//     allocator's bucket and of milestones, which checks every replica's
+//     write (alloc.Authority);
 //   - tally-apps, the applications: durable consumers on the milestone
 //     stream and the event streams, nothing that writes tally's data;
 //   - tally-admin, the operator: everything (bootstrap, retire, updates
@@ -54,8 +57,9 @@ type User struct {
 
 // Names of the shared users.
 const (
-	AppsUser  = "tally-apps"
-	AdminUser = "tally-admin"
+	AppsUser      = "tally-apps"
+	AdminUser     = "tally-admin"
+	AuthorityUser = "tally-authority" // node.AuthorityUser
 )
 
 // ReplicaUser is the NATS user name of replica.
@@ -89,8 +93,8 @@ func Replica(region, replica string) Perms {
 			{"its own fast path and identity announcements only", []string{
 				replication.DeltaSubject(region, replica), replication.IDSubject(replica)}},
 			{"anti-entropy requests to any peer; answers go to its own inbox", replication.AERequestSubjects()},
-			{"milestones: numbers are leased and claimed by writes to the allocator's KV bucket (compare-and-swap on the sequence's key, create-only claims), events go to the milestone stream", []string{
-				"$KV." + alloc.DefaultBucket + ".>", "tally.milestone.>"}},
+			{"milestones: leases and claims are written by the lease authority, which checks each (the replica may not write the allocator's bucket nor publish a milestone)", []string{
+				alloc.AuthoritySubject(replica)}},
 			{"the allocator's bucket and the milestone stream: create once (identical configs only: a create never changes an existing stream), look up, read by message; no update, delete, purge or consumer", []string{
 				jsAPI("INFO"),
 				jsAPI("STREAM.INFO." + kvStream), jsAPI("STREAM.CREATE." + kvStream),
@@ -109,6 +113,30 @@ func Replica(region, replica string) Perms {
 			{"a wake-up when a milestone is published (the stream is then read by message)", []string{"tally.milestone.>"}},
 			{"replies to its own requests only (nats.CustomInboxPrefix): never _INBOX.>, where other clients' replies pass", []string{
 				replication.InboxPrefix(replica) + ".>"}},
+		},
+	}
+}
+
+// Authority is what the lease authority (`tallyd lease-authority`) may
+// do: write the allocator's bucket and publish milestones, answering the
+// replicas' requests.
+func Authority() Perms {
+	ms := milestone.DefaultStream
+	return Perms{
+		Publish: []Rule{
+			{"the only writer of the allocator's bucket and of milestones", []string{
+				"$KV." + alloc.DefaultBucket + ".>", "tally.milestone.>"}},
+			{"the bucket and the milestone stream: create, look up, read", []string{
+				jsAPI("INFO"),
+				jsAPI("STREAM.INFO." + kvStream), jsAPI("STREAM.CREATE." + kvStream),
+				jsAPI("STREAM.MSG.GET." + kvStream), jsAPI("DIRECT.GET." + kvStream + ".>"),
+				jsAPI("STREAM.INFO." + ms), jsAPI("STREAM.CREATE." + ms),
+				jsAPI("STREAM.MSG.GET." + ms), jsAPI("DIRECT.GET." + ms + ".>")}},
+		},
+		AllowResponses: true,
+		Subscribe: []Rule{
+			{"the replicas' write requests; the subject names the writer", []string{alloc.AuthoritySubjectPrefix + "*"}},
+			{"replies to its own requests only", []string{replication.InboxPrefix(AuthorityUser) + ".>"}},
 		},
 	}
 }
@@ -148,8 +176,9 @@ func Users(region string, replicas, regions []string) []User {
 		p := Replica(region, rep)
 		out = append(out, User{Name: ReplicaUser(rep), PasswordEnv: "TALLY_" + envName(rep) + "_NATS_PASSWORD", Perms: &p})
 	}
-	apps := Apps(regions)
+	apps, auth := Apps(regions), Authority()
 	out = append(out,
+		User{Name: AuthorityUser, PasswordEnv: "TALLY_AUTHORITY_NATS_PASSWORD", Perms: &auth},
 		User{Name: AppsUser, PasswordEnv: "TALLY_APPS_NATS_PASSWORD", Perms: &apps},
 		User{Name: AdminUser, PasswordEnv: "TALLY_ADMIN_NATS_PASSWORD"})
 	return out

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/alloc"
+	tallynode "github.com/tally-dev/tally/node"
+)
+
+// leaseAuthority runs `tallyd lease-authority`: the only writer of the
+// allocator's bucket, checking every replica's write (alloc.Authority).
+func (c *cli) leaseAuthority(ctx context.Context, args []string) error {
+	cfg := tallynode.AuthorityConfig{AllocBucket: alloc.DefaultBucket, AllocReplicas: 1, NATSUser: tallynode.AuthorityUser}
+	logLevel := "info"
+	fs := newFlagSet("lease-authority", func(fs *flag.FlagSet) {
+		fs.StringVar(&cfg.NATS, "nats", "", "NATS server `urls`, comma-separated, of the region holding the allocator's bucket (required)")
+		fs.StringVar(&cfg.NATSUser, "user", cfg.NATSUser, "NATS `user` (password from env "+envNATSPass+"; \"\": none)")
+		fs.StringVar(&cfg.NATSCreds, "creds", "", "NATS credentials `file` instead of a user")
+		fs.StringVar(&cfg.NATSCA, "nats-ca", "", "CA `file` to verify the NATS servers' TLS certificates")
+		fs.StringVar(&cfg.AllocBucket, "alloc-bucket", cfg.AllocBucket, "the allocator's KV `bucket` (the replicas' alloc_bucket)")
+		fs.StringVar(&cfg.AllocCluster, "alloc-cluster", "", "NATS `cluster` holding the bucket and the milestone stream (the replicas' alloc_cluster)")
+		fs.IntVar(&cfg.AllocReplicas, "alloc-replicas", cfg.AllocReplicas, "replicas of the bucket and the milestone stream (`n`: the replicas' alloc_replicas)")
+		fs.StringVar(&logLevel, "log-level", logLevel, "log `level`: trace, debug, info, warn, error")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, fs)
+			return err
+		}
+		return usagef("lease-authority: %v (run 'tallyd lease-authority -h')", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("lease-authority: unexpected argument %q", fs.Arg(0))
+	case cfg.NATS == "":
+		return usagef("lease-authority: --nats is required")
+	case cfg.NATSCreds != "":
+		cfg.NATSUser = ""
+	}
+	if cfg.NATSUser != "" {
+		cfg.NATSPassword = c.getenv(envNATSPass)
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(logLevel), Output: c.stderr})
+	a, err := tallynode.StartAuthority(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	fmt.Fprintf(c.stdout, "lease authority serving the allocator's bucket %s\n", cfg.AllocBucket)
+	<-ctx.Done()
+	return nil
+}
