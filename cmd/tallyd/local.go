@@ -13,6 +13,7 @@ import (
 
 	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/natsperm"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -237,6 +238,9 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if cfgs[0].Milestones != "" {
 		fmt.Fprintf(c.stdout, "milestones, as an application: tallyd milestones follow --nats %s --durable myapp\n", cfgs[0].NATS)
 	}
+	fmt.Fprintf(c.stdout, "nats users as shipped (configs/nats): each replica its own (tally-<replica>), the lease authority; "+
+		"without credentials a client is an application (%s); the operator: --user %s --password %s\n",
+		natsperm.AppsUser, natsperm.AdminUser, d.NATSPassword(natsperm.AdminUser))
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -H 'Content-Type: application/json' -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
 	dash, err := startLocalDashboard(ctx, lc, cfgs, nodes, log) // nil if --dashboard ""

@@ -7,6 +7,8 @@ package deploy
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -17,9 +19,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/internal/natsperm"
 	"github.com/tally-dev/tally/node"
 )
 
@@ -106,6 +110,9 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		// The allocator's KV and the milestone stream live in the first
 		// region, as a production deployment would pin them to one.
 		cfg.Milestones, cfg.AllocCluster = c.Milestones, c.Regions[0]
+		// Its own NATS user (Start sets it) writes the bucket only through
+		// the lease authority, as the shipped configs have it.
+		cfg.NATSUser, cfg.AllocAuthority = natsperm.ReplicaUser(ids[i]), true
 		cfg.Sequences = slices.Clone(c.Sequences)
 		cfg.Approx = slices.Clone(c.Approx)
 		cfg.Limits = slices.Clone(c.Limits)
@@ -146,10 +153,12 @@ func (c Config) Validate() error {
 
 // Deployment is a running deployment: NATS, then one node per region.
 type Deployment struct {
-	cluster *localnet.Cluster
-	cfgs    []node.Config
-	nodes   []*node.Node
-	log     hclog.Logger
+	cluster   *localnet.Cluster
+	authority *node.Authority
+	passwords map[string]string // NATS user -> password
+	cfgs      []node.Config
+	nodes     []*node.Node
+	log       hclog.Logger
 }
 
 // Start starts NATS for every region, waits for it, then starts one
@@ -180,6 +189,24 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 			ncfg.ClientPorts[r] = cfg.NATSPort + i
 		}
 	}
+	// NATS users as the shipped configs/nats/*.conf have them (one source,
+	// internal/natsperm), with fresh passwords: each replica its own, the
+	// lease authority, the operator; a client without credentials is an
+	// application (tally-apps), which may follow streams but write nothing.
+	users := map[string][]natsperm.User{}
+	d.passwords = map[string]string{}
+	for _, r := range cfg.Regions {
+		users[r] = natsperm.Users(r, []string{r + "-1"}, cfg.Regions)
+		for _, u := range users[r] {
+			if d.passwords[u.Name] == "" {
+				if d.passwords[u.Name], err = newPassword(); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	ncfg.Users = func(r string) []*server.User { return natsperm.ServerUsers(users[r], d.passwords) }
+	ncfg.NoAuthUser = natsperm.AppsUser
 	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	d.cluster, err = localnet.Start(startCtx, ncfg)
 	cancel()
@@ -187,6 +214,19 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 		return nil, fmt.Errorf("start local NATS: %w", err)
 	}
 	if d.cfgs, err = cfg.NodeConfigs(d.cluster.ClientURL); err != nil {
+		return nil, err
+	}
+	for i := range d.cfgs {
+		d.cfgs[i].NATSPassword = d.passwords[d.cfgs[i].NATSUser]
+	}
+	// The lease authority, beside the allocator's bucket in the first
+	// region.
+	d.authority, err = node.StartAuthority(node.AuthorityConfig{
+		NATS: d.cluster.ClientURL(cfg.Regions[0]), NATSUser: natsperm.AuthorityUser, NATSPassword: d.passwords[natsperm.AuthorityUser],
+		AllocBucket: d.cfgs[0].AllocBucket, AllocCluster: d.cfgs[0].AllocCluster, AllocReplicas: d.cfgs[0].AllocReplicas,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
 		return nil, err
 	}
 	links := Links{Cluster: d.cluster}
@@ -198,6 +238,20 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 		d.nodes = append(d.nodes, n)
 	}
 	return d, nil
+}
+
+// NATSPassword is the password of a NATS user of the deployment
+// (natsperm.AdminUser, natsperm.AppsUser, a replica's user), made fresh
+// when it started.
+func (d *Deployment) NATSPassword(user string) string { return d.passwords[user] }
+
+// newPassword is a fresh random NATS password.
+func newPassword() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("deploy: NATS password: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // Cluster is the NATS super-cluster (to cut and heal links).
@@ -253,6 +307,10 @@ func (d *Deployment) Close(ctx context.Context) error {
 		}
 	}
 	d.nodes = nil
+	if d.authority != nil { // after the replicas: they give back their leases through it
+		d.authority.Close()
+		d.authority = nil
+	}
 	if d.cluster != nil {
 		if err := d.cluster.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close NATS: %w", err))

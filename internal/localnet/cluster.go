@@ -175,6 +175,13 @@ func (c *Cluster) options(r *region) *server.Options {
 		SyncAlways:   true,
 		PingInterval: c.cfg.PingInterval,
 	}
+	if c.cfg.Users != nil {
+		for _, u := range c.cfg.Users(r.name) {
+			cp := *u // each server its own: a server fills in a user's account
+			o.Users = append(o.Users, &cp)
+		}
+		o.NoAuthUser = c.cfg.NoAuthUser
+	}
 	if !c.multi() {
 		// No gateway and no cluster: a standalone JetStream server.
 		return o

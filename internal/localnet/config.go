@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // Default resource limits for each region's JetStream. They are small on
@@ -58,6 +59,14 @@ type Config struct {
 	// notice a link that silently drops bytes (SetDrop) sooner: they close
 	// a connection after two unanswered pings.
 	PingInterval time.Duration
+
+	// Users, if set, gives the users of region's server (with their
+	// permissions): clients must then authenticate as one of them, or be
+	// taken as NoAuthUser. Nil (the default) lets any client do anything.
+	Users func(region string) []*server.User
+	// NoAuthUser is the user a client connecting without credentials is
+	// taken as, when Users is set ("": such a client is refused).
+	NoAuthUser string
 
 	// JetStreamMaxMemory and JetStreamMaxStore limit each region's
 	// JetStream. Zero means the Default values above.
