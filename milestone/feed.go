@@ -207,15 +207,31 @@ func (f *Feed) follow(ctx context.Context) error {
 	}
 	t := time.NewTicker(f.cfg.Poll)
 	defer t.Stop()
+	// A wake-up may come before the stream has stored the message: look
+	// again shortly, a few times, before leaving it to the next Poll.
+	again := time.NewTimer(0)
+	defer again.Stop()
+	<-again.C
+	retries := 0
 	for {
-		if err := f.readNew(ctx, s); err != nil {
+		n, err := f.readNew(ctx, s)
+		if err != nil {
 			return err
+		}
+		if n > 0 {
+			retries = 0
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-wake:
+			retries = 5
 		case <-t.C:
+		case <-again.C:
+		}
+		if retries > 0 {
+			retries--
+			again.Reset(50 * time.Millisecond)
 		}
 	}
 }
@@ -226,7 +242,7 @@ const subjectAll = "tally.milestone.>"
 // readNew reads every message after the last one read, up to the end of
 // the stream, with the stream's message get (the next message on
 // tally.milestone.> from a sequence on).
-func (f *Feed) readNew(ctx context.Context, s jetstream.Stream) error {
+func (f *Feed) readNew(ctx context.Context, s jetstream.Stream) (n int, err error) {
 	var last uint64
 	f.mu.Lock()
 	for _, e := range f.events {
@@ -239,12 +255,13 @@ func (f *Feed) readNew(ctx context.Context, s jetstream.Stream) error {
 		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			f.setSynced(nil)
-			return nil
+			return n, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read %s after %d: %w", f.cfg.Stream, last, err)
+			return n, fmt.Errorf("read %s after %d: %w", f.cfg.Stream, last, err)
 		}
 		last = msg.Sequence
+		n++
 		ev, err := DecodeEvent(msg.Data)
 		if err != nil {
 			f.log.Warn("skipping a bad milestone message", "subject", msg.Subject, "error", err)
