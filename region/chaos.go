@@ -2,6 +2,7 @@ package region
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
@@ -26,6 +27,9 @@ const (
 	BugSpendWithoutRights = "spend-without-rights"
 	BugBlockNotReconciled = "block-not-reconciled"
 	BugApproxCoinTwice    = "approx-coin-twice"
+	BugGiveWhatIsAsked    = "give-what-is-asked"
+	BugClockFollowsPeers  = "clock-follows-peers"
+	BugEstimateUnbounded  = "estimate-unbounded"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -79,6 +83,22 @@ type Chaos struct {
 	// another for what it writes to the vector, so the counter drifts
 	// from the sum of what its increments were told they counted.
 	ApproxCoinTwice bool
+	// GiveWhatIsAsked: a replica answers a peer's ask for rights with
+	// what the ask wants, or half of what it holds if that is more, up to
+	// all it holds: the rule before issue 27, by which one ask of 2^40
+	// takes every right a holder has, whatever its own demand.
+	GiveWhatIsAsked bool
+	// ClockFollowsPeers: the peers' correction of the clock is the whole
+	// median offset, every time, with no bound per step or in all: the
+	// rule before issue 27, by which heartbeats forged a day ahead drag
+	// the clock a day ahead, and time buckets and idempotency keys
+	// expire a day early.
+	ClockFollowsPeers bool
+	// EstimateUnbounded: a unique count's estimate is not kept finite: a
+	// sketch estimated at crdt.HLLMaxEstimate, the clamp, reads +Inf, as
+	// a sketch of saturated pages did before issue 27, and its read
+	// cannot be answered.
+	EstimateUnbounded bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -100,13 +120,15 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
 		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
 		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
-		ApproxCoinTwice: bug == BugApproxCoinTwice}
+		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
+		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice)
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t",
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -200,4 +222,52 @@ func (t *txn) chaosBookingTime(kind storage.Kind, atMs int64) int64 {
 // no copy of the page.
 func (t *txn) chaosSkipSketchMerge(ps *pageState) bool {
 	return buildtags.Chaos && t.r.cfg.Chaos.SketchStoredOnly && ps.orig.IsZero() && ps.cur.IsZero()
+}
+
+// chaosGive is what give hands a peer that asked for want: crdt.Give's
+// amount, unless the bug GiveWhatIsAsked is on, when it is the rule before
+// issue 27: at least want, or half of holds if that is more, up to holds.
+func (t *txn) chaosGive(holds, keep, want, has int64) int64 {
+	if !buildtags.Chaos || !t.r.cfg.Chaos.GiveWhatIsAsked {
+		return crdt.Give(holds, keep, want, has)
+	}
+	if holds <= 0 || want <= 0 {
+		return 0
+	}
+	return min(max(want, (holds+1)/2), holds)
+}
+
+// chaosAdjustClock moves the clock by the peers' whole median offset, with
+// no bound, and reports true, if the bug ClockFollowsPeers is on; else it
+// does nothing and reports false.
+func (r *Replica) chaosAdjustClock(medianMs int64) (int64, bool) {
+	if !buildtags.Chaos || !r.cfg.Chaos.ClockFollowsPeers {
+		return 0, false
+	}
+	return r.pclock.adjustUnbounded(medianMs), true
+}
+
+// adjustUnbounded is Adjust before issue 27 (the ClockFollowsPeers bug):
+// the whole median offset past maxPeerSkew, every time.
+func (c *physClock) adjustUnbounded(medianMs int64) int64 {
+	if medianMs <= maxPeerSkew.Milliseconds() && medianMs >= -maxPeerSkew.Milliseconds() {
+		return 0
+	}
+	c.mu.Lock()
+	c.peerMs += medianMs
+	corr := c.stepMs + c.peerMs
+	c.mu.Unlock()
+	c.log.Warn("this replica's clock disagrees with its peers'; following them (chaos bug clock-follows-peers: unbounded)",
+		"offset", time.Duration(medianMs)*time.Millisecond, "correction", time.Duration(corr)*time.Millisecond)
+	return medianMs
+}
+
+// chaosEstimate is a unique read's estimate e as answered: e, unless the
+// bug EstimateUnbounded is on and e is the clamp crdt.HLLMaxEstimate, when
+// it is +Inf, what a saturated sketch estimated before the clamp.
+func (r *Replica) chaosEstimate(e float64) float64 {
+	if buildtags.Chaos && r.cfg.Chaos.EstimateUnbounded && e >= crdt.HLLMaxEstimate {
+		return math.Inf(1)
+	}
+	return e
 }

@@ -3,9 +3,13 @@ package region
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
+	"time"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/storage"
 )
 
 // ChaosFromEnv reads the bug only in a chaos build.
@@ -30,6 +34,9 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugSpendWithoutRights, Chaos{SpendWithoutRights: true}},
 		{BugBlockNotReconciled, Chaos{BlockNotReconciled: true}},
 		{BugApproxCoinTwice, Chaos{ApproxCoinTwice: true}},
+		{BugGiveWhatIsAsked, Chaos{GiveWhatIsAsked: true}},
+		{BugClockFollowsPeers, Chaos{ClockFollowsPeers: true}},
+		{BugEstimateUnbounded, Chaos{EstimateUnbounded: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want
@@ -133,4 +140,53 @@ func controlCaught(t *testing.T, what string, run func(seed uint64) string) {
 	if !buildtags.Chaos && caught > 0 {
 		t.Fatalf("the chaos bug changed %d runs outside a chaos build", caught)
 	}
+}
+
+// The issue 27 controls of the chaos suite's forge episode break what the
+// fixes of issue 27 bound, in a chaos build only: one ask of 2^40 takes
+// every right (give-what-is-asked), peers a day ahead move the clock a day
+// (clock-follows-peers), and a saturated sketch estimates +Inf
+// (estimate-unbounded). In any other build the fields are ignored.
+func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
+	t.Run("give-what-is-asked", func(t *testing.T) {
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Chaos = Chaos{GiveWhatIsAsked: true} })
+		got := (&txn{r: r}).chaosGive(1000, 0, 1<<40, 0)
+		want := int64(500) // crdt.Give: half of the spare
+		if buildtags.Chaos {
+			want = 1000
+		}
+		if got != want {
+			t.Errorf("a holder of 1000 gives %d for an ask of 2^40, want %d (chaos build %t)", got, want, buildtags.Chaos)
+		}
+	})
+	t.Run("clock-follows-peers", func(t *testing.T) {
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Chaos = Chaos{ClockFollowsPeers: true} })
+		day := (25 * time.Hour).Milliseconds()
+		got := r.AdjustClock(day)
+		want := maxPeerStep.Milliseconds()
+		if buildtags.Chaos {
+			want = day
+		}
+		if got != want || r.ClockCorrectionMs() != want {
+			t.Errorf("peers 25 h ahead moved the clock %d ms (correction %d), want %d (chaos build %t)", got, r.ClockCorrectionMs(), want, buildtags.Chaos)
+		}
+	})
+	t.Run("estimate-unbounded", func(t *testing.T) {
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Chaos = Chaos{EstimateUnbounded: true} })
+		var sat crdt.HLLPage
+		for i := range sat {
+			sat[i] = crdt.HLLMaxRho
+		}
+		var pages []SketchMerge
+		for pg := range crdt.HLLPages {
+			pages = append(pages, SketchMerge{Kind: storage.Uniques, Name: "uv:forged", Replica: "B", Page: pg, Regs: sat})
+		}
+		if err := r.MergeSketches(context.Background(), pages); err != nil {
+			t.Fatal(err)
+		}
+		got := mustUniques(t, r, "uv:forged").Estimate
+		if buildtags.Chaos != math.IsInf(got, 1) || !buildtags.Chaos && got != crdt.HLLMaxEstimate {
+			t.Errorf("a saturated sketch estimates %v (chaos build %t)", got, buildtags.Chaos)
+		}
+	})
 }

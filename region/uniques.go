@@ -331,6 +331,7 @@ func (r *Replica) Uniques(keys []string) (UniqueRead, error) {
 		}
 	}
 	out.finish()
+	out.Estimate = r.chaosEstimate(out.Estimate) // out.Estimate outside a chaos build
 	return out, nil
 }
 
@@ -413,6 +414,7 @@ func (r *Replica) UniquesWindow(keys []string, fromMs, toMs int64) (UniqueRead, 
 		}
 	}
 	out.finish()
+	out.Estimate = r.chaosEstimate(out.Estimate) // out.Estimate outside a chaos build
 	return out, nil
 }
 
