@@ -81,6 +81,9 @@ func (r *Replicator) speaksFor(sender, owner string, src source) bool {
 // compare with and gets it back from its peers, as it gets its own
 // entries back: that is the one time it takes their word for it.
 func (r *Replicator) takesRetired(src source) bool {
+	if r.trustRetiredRelays() { // never outside a chaos build
+		return true
+	}
 	return src == aePage && r.fresh && !r.recovered.Load()
 }
 

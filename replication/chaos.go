@@ -22,6 +22,9 @@ const (
 	BugGossipIncrements = "gossip-increments"
 	// BugTrustRelays is the EnvChaosBug value that sets Chaos.TrustRelays.
 	BugTrustRelays = "trust-relays"
+	// BugTrustRetiredRelays is the EnvChaosBug value that sets
+	// Chaos.TrustRetiredRelays.
+	BugTrustRetiredRelays = "trust-retired-relays"
 )
 
 // Chaos is what a chaos build may do to replication so that the chaos
@@ -44,6 +47,12 @@ type Chaos struct {
 	// whole, whoever sent it, as before authority.go: a forged record
 	// rewrites other replicas' parts and a stranger becomes a peer.
 	TrustRelays bool
+	// TrustRetiredRelays switches on a deliberate bug: state of a retired
+	// replica is taken from any peer, on the fast path and in pages, at
+	// any time, as before issue 27: a region that names the retired id
+	// in a like record's contributions makes the record's winner
+	// reconcile the forged count away with its own entry.
+	TrustRetiredRelays bool
 }
 
 // ChaosFromEnv reads EnvChaosNet and EnvChaosBug through getenv (os.Getenv
@@ -59,7 +68,8 @@ func ChaosFromEnv(getenv func(string) string) (Chaos, error) {
 		return Chaos{}, fmt.Errorf("%s=%q: %w", EnvChaosNet, spec, err)
 	}
 	bug := getenv(EnvChaosBug)
-	return Chaos{Net: net, GossipIncrements: bug == BugGossipIncrements, TrustRelays: bug == BugTrustRelays}, nil
+	return Chaos{Net: net, GossipIncrements: bug == BugGossipIncrements, TrustRelays: bug == BugTrustRelays,
+		TrustRetiredRelays: bug == BugTrustRetiredRelays}, nil
 }
 
 // gossipIncrements reports whether the gossip-increments bug is on.
@@ -98,4 +108,9 @@ func (r *Replicator) chaosIncoming(sender string, e OwnEntry) crdt.PN {
 // trustRelays reports whether the bug TrustRelays is on.
 func (r *Replicator) trustRelays() bool {
 	return buildtags.Chaos && r.cfg.Chaos.TrustRelays
+}
+
+// trustRetiredRelays reports whether the bug TrustRetiredRelays is on.
+func (r *Replicator) trustRetiredRelays() bool {
+	return buildtags.Chaos && r.cfg.Chaos.TrustRetiredRelays
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/buildtags"
 )
 
@@ -28,6 +31,10 @@ func TestChaosFromEnv(t *testing.T) {
 	}
 	if c.GossipIncrements {
 		t.Fatal("another package's bug switched on gossip-increments")
+	}
+	env = map[string]string{EnvChaosBug: BugTrustRetiredRelays}
+	if c, _ = ChaosFromEnv(func(k string) string { return env[k] }); c != (Chaos{TrustRetiredRelays: buildtags.Chaos}) {
+		t.Fatalf("chaos build %v: %s gave %+v", buildtags.Chaos, BugTrustRetiredRelays, c)
 	}
 }
 
@@ -86,5 +93,23 @@ func TestChaosNetOnlyInChaosBuild(t *testing.T) {
 	}
 	if got := s.net.Pending() - before; got != want {
 		t.Fatalf("chaos build %v: %d messages published with drop=1, want %d", buildtags.Chaos, got, want)
+	}
+}
+
+// Config.Chaos.TrustRetiredRelays is the chaos suite's control of issue 27,
+// item 1: in a chaos build a live peer's word for a retired replica is
+// taken on the fast path after recovery, as before the fix; in any other
+// build the field is ignored and the forgery is cut.
+func TestTrustRetiredRelaysOnlyInChaosBuild(t *testing.T) {
+	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}}, retired: map[string]bool{"old": true},
+		cfg: Config{Chaos: Chaos{TrustRetiredRelays: true}}, m: newMetrics(nil), log: hclog.NewNullLogger()}
+	r.recovered.Store(true)
+	forged := &crdt.LikeRecord{Liked: true, HLC: 1000, Origin: "old", Contrib: crdt.Vector{}.Set("old", crdt.PN{P: 1000})}
+	_, kept := r.vetRecord("eu", forged, fastPath)
+	if kept != buildtags.Chaos {
+		t.Errorf("chaos build %t: a relay of the retired replica's state kept %t", buildtags.Chaos, kept)
+	}
+	if !r.vetEntry("eu", "eu") || r.vetEntry("eu", "ap") {
+		t.Error("the bug changed what live peers may say")
 	}
 }
