@@ -344,6 +344,73 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindValueMismatch, prefix: "counter/apx-",
 		},
+		{
+			// Like records in the retired replica's name (issue 27, item
+			// 1), forged by a region on its own subject every 50 ms and
+			// taken as before the fix: each names a pair the workload
+			// liked or unliked with an acknowledgement before the
+			// episode, so the record exists and has a winner; it is
+			// stamped long ago, so the winner keeps the register, and
+			// claims the retired replica counted the user 1000 times, so
+			// the winner reconciles the 1000 away with its own entry.
+			// Which pairs is the seed's choice, not the timing's: every
+			// forged record moves a count by about 1000.
+			bug: "trust-retired-relays",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
+			},
+			kind: KindValueMismatch, prefix: "likes/",
+		},
+		{
+			// Asks answered with what they want (issue 27, item 6): the
+			// forge episode's one ask for 2^40 rights takes all 1000
+			// each other region was granted just before, and the
+			// episode, once a region's transfer shows (its own commit:
+			// milliseconds; it waits up to 5 s), finds it holding 0, less
+			// than half. The fixed rule gives exactly half.
+			bug: "give-what-is-asked",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
+			},
+			kind: KindBudgetDrained, prefix: "budget/" + forgedBudget,
+		},
+		{
+			// Clocks that follow their peers without bound (issue 27,
+			// item 8): the forge episode's heartbeats, in us's and eu's
+			// names every 2 ms, are nearly always ap's last message from
+			// each at an anti-entropy round (every 300 ms), so ap jumps
+			// an hour and then a day ahead at its first rounds of each
+			// half; then us and eu see ap and the other's forged
+			// heartbeats agree, and follow. Once all three are a day
+			// ahead they agree, so they stay there: by their clocks the
+			// run is more than the 1 s buckets' 3 h ago, so the final
+			// check's 1 s series reads answer 404 no_window in every
+			// region (a window violation of no key), whatever the
+			// workload did. (The likes' minute and hour buckets then
+			// miss the likes stamped a day ahead, too.)
+			bug: "clock-follows-peers",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
+			},
+			kind: KindWindow, prefix: "",
+		},
+		{
+			// A saturated sketch's estimate not kept finite (issue 27,
+			// item 5): the forge episode publishes, as ap's replica, the
+			// sketch of uv:forged with every register at its largest
+			// value, before anything else; us and eu merge it, and at
+			// the end their reads of the key answer 500 instead of the
+			// clamped estimate.
+			bug: "estimate-unbounded",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 3 * time.Second, Region: "ap"}}
+			},
+			kind: KindUniques, prefix: "uniques/" + forgedUniqueKey,
+		},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			t.Parallel()
@@ -366,6 +433,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			if rep.Pass {
 				t.Fatalf("bug %s went unnoticed", tc.bug)
 			}
+
 			if !rep.Has(tc.kind, tc.prefix) {
 				t.Fatalf("bug %s: no %s violation on a %s key: %v", tc.bug, tc.kind, tc.prefix, rep.ViolationCounts)
 			}

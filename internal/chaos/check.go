@@ -76,6 +76,11 @@ const (
 	// counter is further from the true sum of its increments than its
 	// error bound allows, or its read says approx:false (approx.go).
 	KindApproxCounter = "approx-counter"
+	// KindBudgetDrained: one forged ask for rights, however many it
+	// wanted, left a region holding less than half of what it held of a
+	// budget (forge episodes; issue 27, item 6: an ask takes at most half
+	// of a holder's spare).
+	KindBudgetDrained = "budget-drained"
 )
 
 // Violation is one failed check.

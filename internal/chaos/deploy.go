@@ -206,6 +206,8 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 		"--region", p.region, "--replica", p.replica, "--data", p.dataDir,
 		"--listen", p.addr, "--nats", d.net.ClientURL(p.region),
 		"--peers", strings.Join(p.peers, ","),
+		// A retired replica with no state: forge episodes forge it.
+		"--retired", retiredReplica,
 		"--anti-entropy-interval", d.cfg.AntiEntropyInterval.String(),
 		"--peer-timeout", d.cfg.PeerTimeout.String(),
 		"--windows", windowLevels,

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +59,42 @@ func (c *client) setClockOffset(ctx context.Context, d time.Duration) error {
 // forgedReplica is the id the malicious region makes up.
 const forgedReplica = "zz-9"
 
+// retiredReplica is a replica every region is told is retired (--retired)
+// and that never ran: it has no state, so any state that names it is
+// forged.
+const retiredReplica = "old-1"
+
+// Issue 27's forgeries (forgeAsk, forgeSketch, forgeClocks) use a budget
+// and a unique-count key of their own, apart from the workload's, so the
+// model never counts them: the forge episode checks the budget itself,
+// and the final checks read the key (checkForgedSketch).
+const (
+	forgedBudget    = "bud:forge"
+	forgedUniqueKey = "uv:forged"
+	// forgedGrant is what each region other than the forger grants to
+	// forgedBudget before the forged ask.
+	forgedGrant = 1000
+	// forgedAskWait bounds the wait for the ask's transfer to show.
+	forgedAskWait = 5 * time.Second
+)
+
+// forgedClockLead is how far ahead of the wall clock a forge episode's
+// heartbeats may leave every replica's clock for the rest of the run:
+// peers move a clock at most a minute past its own readings of the time
+// (region.maxPeerCorrection), and once every replica has moved, they
+// agree and nothing moves them back. The final checks of a run with a
+// forge episode allow for it: a like is booked and a milestone stamped
+// by a clock up to this far ahead of the harness's.
+const forgedClockLead = time.Minute
+
+// Incarnations of the forger's messages: as the region's own replica,
+// as the other replicas (heartbeats), and in a hello.
+const (
+	forgedIncarnation      = 0x5eed
+	forgedPeerIncarnation  = 0xbea7
+	forgedHelloIncarnation = 0x4e110
+)
+
 // forge runs a forge episode: a client on e.Region's NATS server, with
 // that region's access, publishes forged deltas for e.Dur. None of them
 // may change a count or a record anywhere (docs/architecture.md, "Threat
@@ -68,28 +108,88 @@ const forgedReplica = "zz-9"
 //     flags set in another replica's name.
 //   - On the same subject: the replica's own records and block flags
 //     stamped a year ahead.
+//   - On the same subject: like records in the name of the retired
+//     replica, of pairs the workload touched, stamped long ago and
+//     claiming it counted the user 1000 times (issue 27, item 1): taken,
+//     the record's winner would reconcile the 1000 away with its own
+//     entry.
+//   - One ask for 2^40 rights (forgeAsk, item 6), a saturated sketch
+//     (forgeSketch, item 5), heartbeats an hour and then a day ahead in
+//     the other replicas' names and a hello claiming one of their ids
+//     since 1970 (forgeClocks, item 8).
 func (x *executor) forge(ctx context.Context, e Episode) error {
 	nc, err := nats.Connect(x.d.net.ClientURL(e.Region), nats.Name("chaos forger"))
 	if err != nil {
 		return fmt.Errorf("forge skipped: %w", err)
 	}
 	defer nc.Close()
-	rng := rand.New(rand.NewPCG(x.cfg.Seed, uint64(e.Index)))
-	self := replicaID(e.Region)
-	var others []string
+	f := &forger{x: x, e: e, nc: nc, self: replicaID(e.Region)}
 	for _, r := range x.cfg.Regions {
 		if r != e.Region {
-			others = append(others, replicaID(r))
+			f.others = append(f.others, r)
 		}
+	}
+	// The pairs the workload has acted on so far, with an acknowledgement
+	// (their records exist, and have a winner to reconcile).
+	for _, o := range x.w.hist.snapshot() {
+		if (o.Kind == OpLike || o.Kind == OpUnlike) && o.Outcome == OutcomeOK {
+			f.touched = append(f.touched, userKey{o.Key, o.User})
+		}
+	}
+	if err := f.sketch(); err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
+	var wg sync.WaitGroup
+	var deltasErr, clocksErr, askErr error
+	wg.Go(func() { deltasErr = f.deltas(ctx) })
+	wg.Go(func() { clocksErr = f.clocks(ctx) })
+	wg.Go(func() { askErr = f.ask(ctx) })
+	wg.Wait()
+	if err := errors.Join(deltasErr, clocksErr, askErr); err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
+	return nil
+}
+
+// forger is one forge episode's publisher.
+type forger struct {
+	x       *executor
+	e       Episode
+	nc      *nats.Conn
+	self    string    // the forging region's replica
+	others  []string  // the other regions
+	touched []userKey // pairs the workload acted on before the episode
+	seq     atomic.Uint64
+}
+
+// publish sends d as the forging region's own replica.
+func (f *forger) publish(d *replication.Delta) error {
+	d.Replica, d.Region = f.self, f.e.Region
+	d.Incarnation, d.Seq, d.SentAtMs = forgedIncarnation, f.seq.Add(1), time.Now().UnixMilli()
+	return f.nc.Publish("tally.delta."+d.Region+"."+d.Replica, replication.AppendDelta(nil, d))
+}
+
+// deltas publishes the forged records and entries every 50 ms for the
+// episode's duration.
+func (f *forger) deltas(ctx context.Context) error {
+	x, e := f.x, f.e
+	rng := rand.New(rand.NewPCG(x.cfg.Seed, uint64(e.Index)))
+	var others []string
+	for _, r := range f.others {
+		others = append(others, replicaID(r))
 	}
 	pickKey := func() (string, string) {
 		return itemID(rng.IntN(x.cfg.Items)), userID(rng.IntN(x.cfg.Users))
 	}
-	seq := uint64(0)
-	publish := func(d *replication.Delta) error {
-		seq++
-		d.Incarnation, d.Seq, d.SentAtMs = 0x5eed, seq, time.Now().UnixMilli()
-		return nc.Publish("tally.delta."+d.Region+"."+d.Replica, replication.AppendDelta(nil, d))
+	pickTouched := func() (string, string) {
+		if len(f.touched) == 0 {
+			return pickKey()
+		}
+		uk := f.touched[rng.IntN(len(f.touched))]
+		return uk.Item, uk.User
 	}
 	sent := 0
 	for end := time.Now().Add(e.Dur); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 50*time.Millisecond) {
@@ -112,7 +212,7 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 			}}},
 		}
 		item, user = pickKey()
-		relay := &replication.Delta{Replica: self, Region: e.Region,
+		relay := &replication.Delta{
 			Records: []replication.Record{{Item: item, User: user, Rec: &crdt.LikeRecord{
 				Liked: rng.IntN(2) == 0, HLC: now + 5000<<16, Origin: y,
 				Contrib: crdt.Vector{}.Set(y, crdt.PN{N: 7}).Set(z, crdt.PN{P: 3}),
@@ -122,27 +222,197 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 		_, user = pickKey()
 		relay.Records = append(relay.Records, replication.Record{Item: region.BlockRecordItem, User: user,
 			Rec: crdt.Flag{Blocked: true, HLC: now + 5000<<16, Origin: y}.Record()})
+		// The retired replica's like of a touched pair, stamped long ago
+		// so that the register's holder keeps the register: it would
+		// reconcile the forged 1000 away with its own entry.
+		item, user = pickTouched()
+		relay.Records = append(relay.Records, replication.Record{Item: item, User: user, Rec: &crdt.LikeRecord{
+			Liked: true, HLC: 1000, Origin: retiredReplica,
+			Contrib: crdt.Vector{}.Set(retiredReplica, crdt.PN{P: 1000}),
+		}})
 		item, user = pickKey()
 		yearAhead := crdt.MakeHLC(time.Now().Add(365*24*time.Hour).UnixMilli(), 0)
-		future := &replication.Delta{Replica: self, Region: e.Region,
+		future := &replication.Delta{
 			Records: []replication.Record{{Item: item, User: user, Rec: &crdt.LikeRecord{
-				Liked: rng.IntN(2) == 0, HLC: yearAhead, Origin: self,
-				Contrib: crdt.Vector{}.Set(self, crdt.PN{P: 1}),
+				Liked: rng.IntN(2) == 0, HLC: yearAhead, Origin: f.self,
+				Contrib: crdt.Vector{}.Set(f.self, crdt.PN{P: 1}),
 			}}},
 		}
 		_, user = pickKey()
 		future.Records = append(future.Records, replication.Record{Item: region.BlockRecordItem, User: user,
-			Rec: crdt.Flag{Blocked: true, HLC: yearAhead, Origin: self}.Record()})
-		for _, d := range []*replication.Delta{stranger, relay, future} {
-			if err := publish(d); err != nil {
-				return fmt.Errorf("forge: %w", err)
+			Rec: crdt.Flag{Blocked: true, HLC: yearAhead, Origin: f.self}.Record()})
+		if err := f.nc.Publish("tally.delta."+e.Region+"."+forgedReplica, replication.AppendDelta(nil, withStamp(stranger, uint64(sent+1)))); err != nil {
+			return err
+		}
+		for _, d := range []*replication.Delta{relay, future} {
+			if err := f.publish(d); err != nil {
+				return err
+			}
+		}
+		sent += 3
+	}
+	x.logf("forged %d deltas as %s", sent, e.Region)
+	return nil
+}
+
+// withStamp sets a stranger's delta's incarnation, sequence and send time.
+func withStamp(d *replication.Delta, seq uint64) *replication.Delta {
+	d.Incarnation, d.Seq, d.SentAtMs = forgedIncarnation, seq, time.Now().UnixMilli()
+	return d
+}
+
+// sketch publishes, as the region's own replica, a sketch of
+// forgedUniqueKey with every register at its largest legal value (issue
+// 27, item 5). Every region that merges it must still answer the key's
+// unique count, a finite estimate (checkForgedSketch).
+//
+// The forger is not the region's process: the region itself ignores
+// deltas from another incarnation on its own subject, and takes its own
+// sketch from nobody once it accepts writes, so it reads the key as
+// empty, while the regions that merged the pages read the clamp.
+func (f *forger) sketch() error {
+	var sat crdt.HLLPage
+	for i := range sat {
+		sat[i] = crdt.HLLMaxRho
+	}
+	const perDelta = 16 // 4 KiB of registers a message
+	for first := 0; first < crdt.HLLPages; first += perDelta {
+		d := &replication.Delta{}
+		for pg := first; pg < min(first+perDelta, crdt.HLLPages); pg++ {
+			d.Sketches = append(d.Sketches, replication.OwnPage{Kind: storage.Uniques, Name: forgedUniqueKey, Page: pg, Regs: &sat})
+		}
+		if err := f.publish(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ask forges one ask for 2^40 rights to forgedBudget (issue 27, item 6):
+// each other region first grants forgedGrant to it, then the region's own
+// replica asks once, as a delta of its own. Each holder must keep at least
+// half of what it held: one ask takes at most half of a holder's spare.
+// The wait ends once every holder's transfer shows, or after
+// forgedAskWait; the check is of what each holds then, so a holder that
+// gave everything fails it however long the transfer took to show.
+func (f *forger) ask(ctx context.Context) error {
+	x := f.x
+	before := map[string]int64{}
+	for _, r := range f.others {
+		c := x.d.proc(r).client
+		cctx, cancel := context.WithTimeout(ctx, x.cfg.ClientTimeout)
+		err := c.call(cctx, http.MethodPost, "/v1/budgets/"+url.PathEscape(forgedBudget)+"/grant", struct {
+			By int64 `json:"by"`
+		}{forgedGrant}, nil)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("grant %s at %s: %w", forgedBudget, r, err)
+		}
+		b, err := c.readBudget(ctx, forgedBudget, x.cfg.ClientTimeout)
+		if err != nil {
+			return fmt.Errorf("read %s at %s: %w", forgedBudget, r, err)
+		}
+		before[r] = b.LocalRights
+	}
+	if err := f.publish(&replication.Delta{Asks: []replication.Ask{{Key: forgedBudget, Want: region.MaxBy}}}); err != nil {
+		return err
+	}
+	after := map[string]int64{}
+	deadline := time.Now().Add(forgedAskWait)
+	for {
+		moved := 0
+		for _, r := range f.others {
+			b, err := x.d.proc(r).client.readBudget(ctx, forgedBudget, x.cfg.ClientTimeout)
+			if err != nil {
+				return fmt.Errorf("read %s at %s: %w", forgedBudget, r, err)
+			}
+			after[r] = b.LocalRights
+			if b.LocalRights != before[r] {
+				moved++
+			}
+		}
+		if moved == len(f.others) || time.Now().After(deadline) || !sleep(ctx, 50*time.Millisecond) {
+			break
+		}
+	}
+	for _, r := range f.others {
+		x.logf("forged ask for %s as %s: %s held %d, holds %d", forgedBudget, f.e.Region, r, before[r], after[r])
+		if v, ok := drained(r, before[r], after[r]); ok {
+			x.violate(v)
+		}
+	}
+	return nil
+}
+
+// drained reports a violation if a holder of before rights holds fewer
+// than half of them (rounded down) after one forged ask.
+func drained(region string, before, after int64) (Violation, bool) {
+	if after >= before/2 {
+		return Violation{}, false
+	}
+	return Violation{Kind: KindBudgetDrained, Region: region, Key: budgetName(forgedBudget),
+		Detail: fmt.Sprintf("one forged ask for 2^40 rights left it %d of the %d it held: an ask takes at most half of a holder's spare", after, before)}, true
+}
+
+// clocks forges, in the name of every other replica, heartbeats stamped
+// an hour ahead for the first half of the episode and a day and an hour
+// ahead for the second (issue 27, item 8), every 2 ms: between two
+// anti-entropy rounds, a replica's last message from each peer is then
+// nearly always a forged one, so its peers' median is the forged offset
+// at almost every round. Peers may move a clock 10 s a round and a minute
+// in all: the run must pass with clocks up to a minute ahead.
+//
+// And it sends a hello in the first other replica's name claiming it
+// started in 1970. A hello alone stops no replica; only a process also
+// seen publishing as it with the hello's incarnation does. On a NATS
+// without authorization, as here, anyone can forge both, so the hello
+// names an incarnation the forged heartbeats do not use: what is checked
+// is that a hello alone stops nothing (a stopped region fails the run).
+func (f *forger) clocks(ctx context.Context) error {
+	x, e := f.x, f.e
+	h, _ := json.Marshal(map[string]any{"replica": replicaID(f.others[0]), "incarnation": forgedHelloIncarnation,
+		"started_ms": 0, "host": "forger", "pid": 1})
+	if err := f.nc.Publish("tally.id."+replicaID(f.others[0]), h); err != nil {
+		return err
+	}
+	start := time.Now()
+	seq, sent := uint64(0), 0
+	for end := start.Add(e.Dur); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 2*time.Millisecond) {
+		ahead := time.Hour
+		if time.Since(start) > e.Dur/2 {
+			ahead = 25 * time.Hour
+		}
+		seq++
+		for _, r := range f.others {
+			d := &replication.Delta{Replica: replicaID(r), Region: r, Incarnation: forgedPeerIncarnation, Seq: seq,
+				SentAtMs: time.Now().Add(ahead).UnixMilli()}
+			if err := f.nc.Publish("tally.delta."+r+"."+d.Replica, replication.AppendDelta(nil, d)); err != nil {
+				return err
 			}
 			sent++
 		}
 	}
-	if err := nc.Flush(); err != nil {
-		return fmt.Errorf("forge: %w", err)
-	}
-	x.logf("forged %d deltas as %s", sent, e.Region)
+	x.logf("forged %d heartbeats as %v, an hour then a day ahead, and a hello as %s", sent, f.others, replicaID(f.others[0]))
 	return nil
+}
+
+// checkForgedSketch reads forgedUniqueKey, which forge episodes saturate,
+// in every region: each must answer it (issue 27, item 5: a saturated
+// sketch estimated +Inf and its reads answered 500 for good).
+func checkForgedSketch(ctx context.Context, procs []*proc, timeout time.Duration) []Violation {
+	var vs []Violation
+	for _, p := range procs {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		u, err := p.client.readUniques(rctx, []string{forgedUniqueKey}, "")
+		cancel()
+		switch {
+		case err != nil:
+			vs = append(vs, Violation{Kind: KindUniques, Region: p.region, Key: "uniques/" + forgedUniqueKey,
+				Detail: "a saturated sketch cannot be read: " + err.Error()})
+		case u.Estimate < 0 || u.Estimate > crdt.HLLMaxEstimate:
+			vs = append(vs, Violation{Kind: KindUniques, Region: p.region, Key: "uniques/" + forgedUniqueKey,
+				Detail: fmt.Sprintf("a saturated sketch estimates %d, outside [0, 2^62]", u.Estimate)})
+		}
+	}
+	return vs
 }

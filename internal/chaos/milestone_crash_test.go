@@ -111,7 +111,7 @@ func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		ops := l.hist.snapshot()
-		res, vs := settleMilestones(ctx, d, ops, l.start, 30*time.Second)
+		res, vs := settleMilestones(ctx, d, ops, l.start, 0, 30*time.Second)
 		if len(vs) > 0 {
 			t.Fatalf("trial %d: %d violations, first: %v", trial, len(vs), vs[:min(len(vs), 10)])
 		}

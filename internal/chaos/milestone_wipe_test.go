@@ -81,7 +81,7 @@ func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
 			t.Fatalf("like at us: %+v", o)
 		}
 	}
-	res, vs := settleMilestones(ctx, d, l.hist.snapshot(), l.start, 20*time.Second)
+	res, vs := settleMilestones(ctx, d, l.hist.snapshot(), l.start, 0, 20*time.Second)
 	t.Logf("%d milestones checked, %d numbers used; %v", res.Milestones, res.Numbers, vs)
 	if len(vs) != 0 {
 		t.Fatalf("want no violation (nothing numbered twice, nothing skipped), got %v", vs)
@@ -170,7 +170,7 @@ func TestWipeWaitsForItsMilestonesToBeClaimed(t *testing.T) {
 	if len(x.violations) > 0 {
 		t.Fatalf("the wipe reported %v", x.violations)
 	}
-	res, vs := settleMilestones(ctx, d, l.hist.snapshot(), l.start, 20*time.Second)
+	res, vs := settleMilestones(ctx, d, l.hist.snapshot(), l.start, 0, 20*time.Second)
 	t.Logf("%d milestones checked, %d numbers used; %v", res.Milestones, res.Numbers, vs)
 	if len(vs) != 0 {
 		t.Fatalf("want no violation (no milestone of eu's lost with its disk), got %v", vs)

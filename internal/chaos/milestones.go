@@ -73,6 +73,10 @@ type milestoneFinal struct {
 	Status map[string]numberingStatus
 	Lost   map[string]float64
 	Errs   map[string]error
+	// ClockLead is how far ahead of the harness's clock the regions'
+	// clocks may run (forgedClockLead after a forge episode; else 0): an
+	// event's time may be that much later than its like's answer.
+	ClockLead time.Duration
 }
 
 // milestoneResult says how much the milestone check covered.
@@ -237,7 +241,7 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 		}
 		found := false
 		for _, o := range cands {
-			from, to := start.Add(o.Start-timeSlack), start.Add(o.End+timeSlack)
+			from, to := start.Add(o.Start-timeSlack), start.Add(o.End+timeSlack+f.ClockLead)
 			if !e.Time.Before(from) && !e.Time.After(to) {
 				found = true
 				break
@@ -276,7 +280,8 @@ func opTimes(ops []*Op) string {
 // settleMilestones waits until numbering has settled and passes the
 // milestone check, or until timeout, and returns the last check. Settling
 // takes the holders' idle time (2 s without likes) and a claim retry.
-func settleMilestones(ctx context.Context, d *deployment, ops []Op, start time.Time, timeout time.Duration) (milestoneResult, []Violation) {
+// lead is milestoneFinal.ClockLead.
+func settleMilestones(ctx context.Context, d *deployment, ops []Op, start time.Time, lead, timeout time.Duration) (milestoneResult, []Violation) {
 	rule, err := milestone.ParseRule(d.cfg.Milestones)
 	if err != nil {
 		return milestoneResult{}, []Violation{{Kind: KindMilestoneUnsettled, Key: "milestones", Detail: err.Error()}}
@@ -289,6 +294,7 @@ func settleMilestones(ctx context.Context, d *deployment, ops []Op, start time.T
 	defer nc.Close()
 	for {
 		f := collectMilestones(ctx, d, js, rule)
+		f.ClockLead = lead
 		res, vs := checkMilestones(ops, start, f)
 		if len(vs) == 0 || time.Now().After(deadline) || !sleep(ctx, 250*time.Millisecond) {
 			return res, vs

@@ -177,12 +177,20 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	audits := readAudits(ctx, r.d.procs)
 	histories := readHistories(ctx, r.d.procs, users)
 	flags := readFlags(ctx, r.d.procs, blockedUsers(ops))
+	// Forged heartbeats may have left every clock ahead (forgedClockLead).
+	forged, lead := false, time.Duration(0)
+	for _, e := range r.x.episodeRecords() {
+		forged = forged || e.Kind == KindForge
+	}
+	if forged {
+		lead = forgedClockLead
+	}
 	var ms milestoneResult
 	var msVs []Violation
 	if r.cfg.numbering() {
 		r.logf("waiting for numbering to settle")
 		t0 := time.Now()
-		ms, msVs = settleMilestones(ctx, r.d, ops, r.start, 30*time.Second)
+		ms, msVs = settleMilestones(ctx, r.d, ops, r.start, lead, 30*time.Second)
 		r.logf("numbering checked after %.1fs: %d milestones, %d violations", time.Since(t0).Seconds(), ms.Milestones, len(msVs))
 	}
 	stopSampler()
@@ -203,7 +211,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	for _, id := range apx {
 		wkeys = append(wkeys, key{ID: id})
 	}
-	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, wkeys, wants, r.start)
+	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, wkeys, wants, r.start, lead)
 	vs = append(vs, wvs...)
 	avs, an := checkApproxUntil(ctx, r.d.procs, ops, apx)
 	vs = append(vs, avs...)
@@ -212,6 +220,9 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	vs = append(vs, uvs...)
 	if un.Keys > 0 {
 		r.logf("unique counts checked after %.1fs: %d violations", time.Since(t0).Seconds(), len(uvs))
+	}
+	if forged {
+		vs = append(vs, checkForgedSketch(ctx, r.d.procs, r.cfg.ClientTimeout)...)
 	}
 	t0 = time.Now()
 	bvs, bn := checkBudgetsUntil(ctx, r.d.procs, ops, r.cfg)

@@ -279,8 +279,10 @@ func windowKeys(keys []key) []key {
 
 // readWindows reads, in every region, the series of every key at every
 // level over the run (spanFrom on), and, if the run is short enough, the
-// trending lists.
-func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.Time) windowState {
+// trending lists. The series run to lead past the harness's clock: the
+// regions' clocks may be that far ahead (forgedClockLead), and a like
+// without a client's time is booked by its stamp.
+func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.Time, lead time.Duration) windowState {
 	now := time.Now()
 	ws := windowState{Series: map[string]map[string]*seriesRead{}, SpanFrom: spanFrom.UnixMilli(), SpanTo: now.UnixMilli()}
 	for _, p := range procs {
@@ -299,7 +301,7 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 		if l.maxSpan > 0 && now.Sub(from) > l.maxSpan {
 			from = now.Add(-l.maxSpan)
 		}
-		levels = append(levels, ranged{l, from.UnixMilli(), now.Add(l.width + time.Second).UnixMilli()})
+		levels = append(levels, ranged{l, from.UnixMilli(), now.Add(l.width + time.Second + lead).UnixMilli()})
 	}
 	byFamily := map[bool][]string{}
 	for _, k := range windowKeys(keys) {
@@ -755,10 +757,10 @@ const windowCheckTimeout = 10 * time.Second
 // checkWindowsUntil reads and checks the windows until they pass, or the
 // regions agree on them (reading again would not change a thing), or
 // windowCheckTimeout has gone by, and returns the last check's result.
-func checkWindowsUntil(ctx context.Context, procs []*proc, ops []Op, keys []key, wants map[key]int64, start time.Time) ([]Violation, windowChecked) {
+func checkWindowsUntil(ctx context.Context, procs []*proc, ops []Op, keys []key, wants map[key]int64, start time.Time, lead time.Duration) ([]Violation, windowChecked) {
 	deadline := time.Now().Add(windowCheckTimeout)
 	for {
-		ws := readWindows(ctx, procs, keys, start.Add(-windowMargin))
+		ws := readWindows(ctx, procs, keys, start.Add(-windowMargin), lead)
 		vs, n := checkWindows(ops, keys, wants, ws)
 		if len(vs) == 0 || ws.agreed() || time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
 			return vs, n
