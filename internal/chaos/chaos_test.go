@@ -378,24 +378,22 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 		},
 		{
 			// Clocks that follow their peers without bound (issue 27,
-			// item 8): the forge episode's heartbeats, in us's and eu's
-			// names every 2 ms, are nearly always ap's last message from
-			// each at an anti-entropy round (every 300 ms), so ap jumps
-			// an hour and then a day ahead at its first rounds of each
-			// half; then us and eu see ap and the other's forged
-			// heartbeats agree, and follow. Once all three are a day
-			// ahead they agree, so they stay there: by their clocks the
-			// run is more than the 1 s buckets' 3 h ago, so the final
-			// check's 1 s series reads answer 404 no_window in every
-			// region (a window violation of no key), whatever the
-			// workload did. (The likes' minute and hour buckets then
-			// miss the likes stamped a day ahead, too.)
+			// item 8): with the workload paused, the forge episode's
+			// heartbeats in every replica's name, every 2 ms, are each
+			// replica's last message from both its peers at nearly every
+			// anti-entropy round (the peers themselves send one a
+			// second), so every clock jumps an hour ahead, then a day,
+			// at its first rounds of each phase; the episode then reads
+			// each region's clock correction (clock-dragged). The clocks
+			// agree there and stay: the final 1 s series reads also
+			// answer no_window (window), the run being more than the
+			// 1 s buckets' 3 h ago by every region's clock.
 			bug: "clock-follows-peers",
 			tweak: func(c *Config) {
 				c.Faults = []string{}
 				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
 			},
-			kind: KindWindow, prefix: "",
+			kind: KindClockDragged, prefix: "clock",
 		},
 		{
 			// A saturated sketch's estimate not kept finite (issue 27,

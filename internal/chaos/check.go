@@ -81,6 +81,14 @@ const (
 	// budget (forge episodes; issue 27, item 6: an ask takes at most half
 	// of a holder's spare).
 	KindBudgetDrained = "budget-drained"
+	// KindClockDragged: after heartbeats forged an hour and a day ahead,
+	// a region's clock is corrected by more than the minute peers may
+	// move it (forge episodes; issue 27, item 8).
+	KindClockDragged = "clock-dragged"
+	// KindStoppedByHello: after a forged hello claiming its replica id, a
+	// region stopped (forge episodes; issue 27, item 8: a hello alone
+	// stops no replica).
+	KindStoppedByHello = "stopped-by-hello"
 )
 
 // Violation is one failed check.

@@ -64,7 +64,7 @@ const forgedReplica = "zz-9"
 // forged.
 const retiredReplica = "old-1"
 
-// Issue 27's forgeries (forgeAsk, forgeSketch, forgeClocks) use a budget
+// Issue 27's forgeries (ask, sketch, clocks) use a budget
 // and a unique-count key of their own, apart from the workload's, so the
 // model never counts them: the forge episode checks the budget itself,
 // and the final checks read the key (checkForgedSketch).
@@ -113,10 +113,12 @@ const (
 //     claiming it counted the user 1000 times (issue 27, item 1): taken,
 //     the record's winner would reconcile the 1000 away with its own
 //     entry.
-//   - One ask for 2^40 rights (forgeAsk, item 6), a saturated sketch
-//     (forgeSketch, item 5), heartbeats an hour and then a day ahead in
-//     the other replicas' names and a hello claiming one of their ids
-//     since 1970 (forgeClocks, item 8).
+//   - One ask for 2^40 rights (ask, item 6) and a saturated sketch
+//     (sketch, item 5).
+//
+// Then, for 3 s more with the workload paused, heartbeats an hour and
+// then a day ahead in every replica's name and a hello claiming one of
+// their ids since 1970 (clocks, item 8).
 func (x *executor) forge(ctx context.Context, e Episode) error {
 	nc, err := nats.Connect(x.d.net.ClientURL(e.Region), nats.Name("chaos forger"))
 	if err != nil {
@@ -140,12 +142,15 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 		return fmt.Errorf("forge: %w", err)
 	}
 	var wg sync.WaitGroup
-	var deltasErr, clocksErr, askErr error
+	var deltasErr, askErr error
 	wg.Go(func() { deltasErr = f.deltas(ctx) })
-	wg.Go(func() { clocksErr = f.clocks(ctx) })
 	wg.Go(func() { askErr = f.ask(ctx) })
 	wg.Wait()
-	if err := errors.Join(deltasErr, clocksErr, askErr); err != nil {
+	if err := errors.Join(deltasErr, askErr); err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
+	// Then, with the workload paused, the clocks and the hello.
+	if err := f.clocks(ctx); err != nil {
 		return fmt.Errorf("forge: %w", err)
 	}
 	if err := nc.Flush(); err != nil {
@@ -354,22 +359,41 @@ func drained(region string, before, after int64) (Violation, bool) {
 		Detail: fmt.Sprintf("one forged ask for 2^40 rights left it %d of the %d it held: an ask takes at most half of a holder's spare", after, before)}, true
 }
 
-// clocks forges, in the name of every other replica, heartbeats stamped
-// an hour ahead for the first half of the episode and a day and an hour
-// ahead for the second (issue 27, item 8), every 2 ms: between two
-// anti-entropy rounds, a replica's last message from each peer is then
-// nearly always a forged one, so its peers' median is the forged offset
-// at almost every round. Peers may move a clock 10 s a round and a minute
-// in all: the run must pass with clocks up to a minute ahead.
+// forgedClockPhase is how long the forged heartbeats say each of their
+// two times (an hour ahead, then a day and an hour ahead).
+const forgedClockPhase = 1500 * time.Millisecond
+
+// clocks forges heartbeats in every replica's name, its own region's
+// included, stamped an hour ahead for forgedClockPhase and then a day and
+// an hour ahead for as long (issue 27, item 8), and a hello in the first
+// other replica's name claiming it started in 1970. Then it reads every
+// region's status: no region may have stopped (stopped-by-hello), and no
+// clock may be more than a minute off (clock-dragged): peers move a clock
+// 10 s a round and a minute in all, however many lie.
 //
-// And it sends a hello in the first other replica's name claiming it
-// started in 1970. A hello alone stops no replica; only a process also
-// seen publishing as it with the hello's incarnation does. On a NATS
-// without authorization, as here, anyone can forge both, so the hello
-// names an incarnation the forged heartbeats do not use: what is checked
-// is that a hello alone stops nothing (a stopped region fails the run).
+// The workload is paused meanwhile, so that a replica's peers publish
+// nothing but a heartbeat a second while the forger publishes one in each
+// name every 2 ms: at an anti-entropy round (every 300 ms) the last
+// message from each peer is then a forged one but for about 1 round in
+// 100, and a replica sees the forged offset as its peers' median at its
+// first or second round of each phase. So, deterministically, every clock
+// is pushed as far as its peers may push it: the bound, a minute, is what
+// the rest of the run is checked with (forgedClockLead), and a clock
+// without the bound (the clock-follows-peers control) is a day ahead.
+//
+// A hello alone stops no replica; only a process also seen publishing as
+// it with the hello's incarnation does. On a NATS without authorization,
+// as here, anyone can forge both, so the hello names an incarnation the
+// forged heartbeats do not use: what is checked is that a hello alone
+// stops nothing.
 func (f *forger) clocks(ctx context.Context) error {
 	x, e := f.x, f.e
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := x.w.gate.pause(qctx); err != nil {
+		return fmt.Errorf("forged clocks skipped: %w", err)
+	}
+	defer x.w.gate.resume()
 	h, _ := json.Marshal(map[string]any{"replica": replicaID(f.others[0]), "incarnation": forgedHelloIncarnation,
 		"started_ms": 0, "host": "forger", "pid": 1})
 	if err := f.nc.Publish("tally.id."+replicaID(f.others[0]), h); err != nil {
@@ -377,23 +401,62 @@ func (f *forger) clocks(ctx context.Context) error {
 	}
 	start := time.Now()
 	seq, sent := uint64(0), 0
-	for end := start.Add(e.Dur); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 2*time.Millisecond) {
+	for end := start.Add(2 * forgedClockPhase); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 2*time.Millisecond) {
 		ahead := time.Hour
-		if time.Since(start) > e.Dur/2 {
+		if time.Since(start) > forgedClockPhase {
 			ahead = 25 * time.Hour
 		}
 		seq++
-		for _, r := range f.others {
+		for _, r := range x.cfg.Regions {
 			d := &replication.Delta{Replica: replicaID(r), Region: r, Incarnation: forgedPeerIncarnation, Seq: seq,
 				SentAtMs: time.Now().Add(ahead).UnixMilli()}
+			if r == e.Region {
+				// As the forger's own deltas: one rival incarnation.
+				d.Incarnation, d.Seq = forgedIncarnation, f.seq.Add(1)
+			}
 			if err := f.nc.Publish("tally.delta."+r+"."+d.Replica, replication.AppendDelta(nil, d)); err != nil {
 				return err
 			}
 			sent++
 		}
 	}
-	x.logf("forged %d heartbeats as %v, an hour then a day ahead, and a hello as %s", sent, f.others, replicaID(f.others[0]))
+	if err := f.nc.Flush(); err != nil {
+		return err
+	}
+	x.logf("forged %d heartbeats as %v, an hour then a day ahead, and a hello as %s", sent, x.cfg.Regions, replicaID(f.others[0]))
+	for _, p := range x.d.procs {
+		sctx, cancel := context.WithTimeout(ctx, x.cfg.ClientTimeout)
+		st, err := p.client.api.Status(sctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("status of %s after forged clocks: %w", p.region, err)
+		}
+		x.logf("after forged clocks: %s's clock is corrected by %s", p.region, time.Duration(st.ClockCorrectionMs)*time.Millisecond)
+		for _, v := range forgedClockViolations(p.region, st.ClockCorrectionMs, st.StorageError) {
+			x.violate(v)
+		}
+	}
 	return nil
+}
+
+// forgedClockSlack is what a clock's correction may exceed the peers'
+// bound by: a step of the wall clock, kept out, is up to a second.
+const forgedClockSlack = 5 * time.Second
+
+// forgedClockViolations are what a region's status after forged clocks and
+// a forged hello shows wrong: a clock corrected by more than the peers may
+// move it, or a stopped replica.
+func forgedClockViolations(region string, correctionMs int64, stopped string) []Violation {
+	var vs []Violation
+	if c := time.Duration(correctionMs) * time.Millisecond; c > forgedClockLead+forgedClockSlack || c < -forgedClockLead-forgedClockSlack {
+		vs = append(vs, Violation{Kind: KindClockDragged, Region: region, Key: "clock",
+			Detail: fmt.Sprintf("after heartbeats forged an hour and a day ahead its clock is corrected by %s: peers may move it %s at most", c, forgedClockLead)})
+	}
+	if stopped != "" {
+		vs = append(vs, Violation{Kind: KindStoppedByHello, Region: region, Key: "replica",
+			Detail: fmt.Sprintf("after a forged hello it stopped (%s): a hello alone must stop no replica", stopped)})
+	}
+	return vs
 }
 
 // checkForgedSketch reads forgedUniqueKey, which forge episodes saturate,

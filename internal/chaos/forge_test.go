@@ -74,3 +74,32 @@ func TestCheckForgedSketch(t *testing.T) {
 		t.Fatalf("violations %v, want ap's and sa's", vs)
 	}
 }
+
+// A clock corrected by up to the peers' bound, plus slack, and a running
+// replica pass; a clock an hour or a day off, or a replica stopped by a
+// forged hello, do not.
+func TestForgedClockViolations(t *testing.T) {
+	for _, c := range []struct {
+		corrMs  int64
+		stopped string
+		kinds   []string
+	}{
+		{0, "", nil},
+		{60_000, "", nil},  // the bound: peers moved it a minute
+		{-62_000, "", nil}, // and a wall clock step kept out
+		{3_600_000, "", []string{KindClockDragged}}, // clock-follows-peers
+		{90_000_000, "", []string{KindClockDragged}},
+		{0, "replica_id_conflict", []string{KindStoppedByHello}},
+	} {
+		var kinds []string
+		for _, v := range forgedClockViolations("us", c.corrMs, c.stopped) {
+			if v.Region != "us" {
+				t.Errorf("violation %s", v)
+			}
+			kinds = append(kinds, v.Kind)
+		}
+		if strings.Join(kinds, ",") != strings.Join(c.kinds, ",") {
+			t.Errorf("correction %d ms, stopped %q: violations %v, want %v", c.corrMs, c.stopped, kinds, c.kinds)
+		}
+	}
+}

@@ -29,8 +29,10 @@ const (
 	KindClock = "clock"
 	// KindForge is a malicious region: for Dur, a NATS client publishes
 	// forged deltas, from a replica nobody configured and on a real
-	// replica's subject carrying other replicas' parts of like records
-	// (forge).
+	// replica's subject carrying other replicas' or a retired replica's
+	// parts of like records, an ask for 2^40 rights and a saturated
+	// sketch; then, for 3 s more with the workload paused, heartbeats far
+	// ahead in every replica's name and a forged hello (forge).
 	KindForge = "forge"
 )
 
