@@ -124,7 +124,7 @@ func TestChaosClockStepsAndForgeriesPass(t *testing.T) {
 	cfg.Duration, cfg.Seed, cfg.Rate = 24*time.Second, 7, 100
 	cfg.Schedule = []Episode{
 		{Index: 1, Kind: KindClock, At: 2 * time.Second, Dur: 4 * time.Second, Region: "us", Offset: time.Hour},
-		{Index: 2, Kind: KindForge, At: 7 * time.Second, Dur: 4 * time.Second, Region: "ap"},
+		{Index: 2, Kind: KindForge, At: 7 * time.Second, Dur: 4 * time.Second, Region: "ap", Sketch: true},
 		{Index: 3, Kind: KindClock, At: 12 * time.Second, Dur: 4 * time.Second, Region: "eu", Offset: -30 * time.Second},
 		{Index: 4, Kind: KindClock, At: 17 * time.Second, Dur: 4 * time.Second, Region: "ap", Offset: 30 * time.Second},
 	}
@@ -405,7 +405,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			bug: "estimate-unbounded",
 			tweak: func(c *Config) {
 				c.Faults = []string{}
-				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 3 * time.Second, Region: "ap"}}
+				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 3 * time.Second, Region: "ap", Sketch: true}}
 			},
 			kind: KindUniques, prefix: "uniques/" + forgedUniqueKey,
 		},

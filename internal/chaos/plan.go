@@ -64,6 +64,13 @@ type Episode struct {
 	// commit) then hits that window on every kill, however busy the
 	// machine, instead of by the luck of where a kill lands.
 	AfterAck bool `json:"after_ack,omitempty"`
+	// Sketch: a forge episode also publishes a saturated sketch as its
+	// region's replica (issue 27, item 5), which every region must still
+	// answer. Plan never sets it: the forging region never takes its own
+	// forged pages from its peers, so the regions' digests differ for the
+	// rest of the run, and a later wipe, which waits for the regions to
+	// converge, would wait in vain. Tests put it in Config.Schedule.
+	Sketch bool `json:"sketch,omitempty"`
 }
 
 func (e Episode) String() string {
@@ -94,6 +101,9 @@ func (e Episode) String() string {
 		what = fmt.Sprintf("step the clock of %s by %s", e.Region, e.Offset)
 	case KindForge:
 		what = "forge deltas as " + e.Region
+		if e.Sketch {
+			what += ", a saturated sketch too"
+		}
 	default:
 		what = e.Kind
 	}

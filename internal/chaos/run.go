@@ -221,7 +221,11 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	if un.Keys > 0 {
 		r.logf("unique counts checked after %.1fs: %d violations", time.Since(t0).Seconds(), len(uvs))
 	}
-	if forged {
+	sketched := false
+	for _, e := range r.x.episodeRecords() {
+		sketched = sketched || e.Kind == KindForge && e.Sketch
+	}
+	if sketched {
 		vs = append(vs, checkForgedSketch(ctx, r.d.procs, r.cfg.ClientTimeout)...)
 	}
 	t0 = time.Now()
