@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -113,12 +111,11 @@ const (
 //     claiming it counted the user 1000 times (issue 27, item 1): taken,
 //     the record's winner would reconcile the 1000 away with its own
 //     entry.
-//   - One ask for 2^40 rights (ask, item 6) and, if e.Sketch, a
-//     saturated sketch (sketch, item 5).
+//   - If e.Sketch, at the start, a saturated sketch (sketch, item 5).
 //
-// Then, for 3 s more with the workload paused, heartbeats an hour and
-// then a day ahead in every replica's name and a hello claiming one of
-// their ids since 1970 (clocks, item 8).
+// Then, with the workload paused, one ask for 2^40 rights (ask, item 6),
+// and for 3 s heartbeats an hour and then a day ahead in every replica's
+// name and a hello claiming one of their ids since 1970 (clocks, item 8).
 func (x *executor) forge(ctx context.Context, e Episode) error {
 	nc, err := nats.Connect(x.d.net.ClientURL(e.Region), nats.Name("chaos forger"))
 	if err != nil {
@@ -143,15 +140,21 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 			return fmt.Errorf("forge: %w", err)
 		}
 	}
-	var wg sync.WaitGroup
-	var deltasErr, askErr error
-	wg.Go(func() { deltasErr = f.deltas(ctx) })
-	wg.Go(func() { askErr = f.ask(ctx) })
-	wg.Wait()
-	if err := errors.Join(deltasErr, askErr); err != nil {
+	if err := f.deltas(ctx); err != nil {
 		return fmt.Errorf("forge: %w", err)
 	}
-	// Then, with the workload paused, the clocks and the hello.
+	// Then, with the workload paused, the ask (no handoff of the
+	// workload's then moves a holder's rights while the check waits),
+	// the clocks and the hello (see clocks).
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := x.w.gate.pause(qctx); err != nil {
+		return fmt.Errorf("forge: the ask and the clocks skipped: %w", err)
+	}
+	defer x.w.gate.resume()
+	if err := f.ask(ctx); err != nil {
+		return fmt.Errorf("forge: %w", err)
+	}
 	if err := f.clocks(ctx); err != nil {
 		return fmt.Errorf("forge: %w", err)
 	}
@@ -374,7 +377,7 @@ const forgedClockPhase = 1500 * time.Millisecond
 // clock may be more than a minute off (clock-dragged): peers move a clock
 // 10 s a round and a minute in all, however many lie.
 //
-// The workload is paused meanwhile, so that a replica's peers publish
+// The workload is paused meanwhile (forge), so that a replica's peers publish
 // nothing but a heartbeat a second while the forger publishes one in each
 // name every 2 ms: at an anti-entropy round (every 300 ms) the last
 // message from each peer is then a forged one but for about 1 round in
@@ -391,12 +394,6 @@ const forgedClockPhase = 1500 * time.Millisecond
 // stops nothing.
 func (f *forger) clocks(ctx context.Context) error {
 	x, e := f.x, f.e
-	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := x.w.gate.pause(qctx); err != nil {
-		return fmt.Errorf("forged clocks skipped: %w", err)
-	}
-	defer x.w.gate.resume()
 	h, _ := json.Marshal(map[string]any{"replica": replicaID(f.others[0]), "incarnation": forgedHelloIncarnation,
 		"started_ms": 0, "host": "forger", "pid": 1})
 	if err := f.nc.Publish("tally.id."+replicaID(f.others[0]), h); err != nil {

@@ -30,9 +30,9 @@ const (
 	// KindForge is a malicious region: for Dur, a NATS client publishes
 	// forged deltas, from a replica nobody configured and on a real
 	// replica's subject carrying other replicas' or a retired replica's
-	// parts of like records, an ask for 2^40 rights and a saturated
-	// sketch; then, for 3 s more with the workload paused, heartbeats far
-	// ahead in every replica's name and a forged hello (forge).
+	// parts of like records; then, with the workload paused, an ask for
+	// 2^40 rights and, for 3 s, heartbeats far ahead in every replica's
+	// name and a forged hello (forge).
 	KindForge = "forge"
 )
 
