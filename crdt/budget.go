@@ -209,7 +209,14 @@ func (b *Budget) check(self string, n int64) error {
 	if n <= 0 || b.Rights(self) >= n {
 		return nil
 	}
-	if b.Available() < n {
+	// Both measures of what is left must fall short: each can be low in
+	// a view that is not complete. Available is low while the view holds
+	// a sender's total sent (its own inbox) without its entry in the
+	// receiver's inbox: the two are separate vectors and may travel
+	// apart. Remaining is low while a grant has not arrived. A view low
+	// by one measure only answers ErrRightsElsewhere, which a client
+	// retries, rather than ErrBudgetExhausted, on which it gives up.
+	if b.Available() < n && b.Remaining() < n {
 		return ErrBudgetExhausted
 	}
 	return ErrRightsElsewhere
