@@ -6,7 +6,7 @@ BIN         := bin/tallyd
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-peers bench-budget bench-edge fuzz chaos clean
+.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-regress bench-peers bench-budget bench-edge fuzz chaos clean
 
 all: build
 
@@ -58,6 +58,15 @@ bench: build
 	./$(BIN) bench events --duration 5s
 	./$(BIN) bench space
 	./$(BIN) bench replication
+
+## bench-regress: the single-like path of this working tree against older
+## commits (BASE, default 693822d) and Redis with fsync always, interleaved,
+## the servers pinned to one core: every round, then medians and the worst
+## round. Run it before and after a change to the write path. About 3 min
+## (5 rounds x 3 contestants x 10 s). Installs wrk and Redis if missing.
+## BASE="693822d 687486b" VARIANTS=off SERVER_CPUS=0,1 GOMAXPROCS=1 also work.
+bench-regress:
+	bash scripts/bench-regress.sh
 
 ## bench-peers: tally's durable like path side by side with Redis (INCR, the
 ## like-with-dedup Lua script, the same with AOF fsync always) and PostgreSQL

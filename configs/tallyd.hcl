@@ -24,6 +24,11 @@ listen = "127.0.0.1:8080"
 # on loopback. Default: "" (off).
 # debug_listen = "127.0.0.1:6060"
 
+# The fewest Go schedulers (GOMAXPROCS) to run with, also on one CPU: with
+# one, every WAL fsync stalls request handling. 0 or 1 leave GOMAXPROCS as
+# the runtime set it. Default: 2.
+# min_procs = 2
+
 # "fsync": acknowledge a write only after its WAL fsync (group-committed).
 # "none": acknowledge before the fsync: survives a process crash, NOT a power
 # loss. Opt-in only; tallyd warns at startup and /v1/status reports it.

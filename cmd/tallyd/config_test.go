@@ -83,7 +83,7 @@ window "views:" {
 		t.Fatal(err)
 	}
 	want := tallynode.Config{
-		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000",
+		Region: "eu", Replica: "eu-7", DataDir: "/var/lib/tally", Listen: "0.0.0.0:9000", MinProcs: 2,
 		Durability: "none", WriteToken: "from-file", InsecureOpenAdmin: true, LogLevel: "debug", LogJSON: true,
 		TLSCert: "/etc/tally/api.pem", TLSKey: "/etc/tally/api-key.pem", DrainDelay: "2s",
 		Limits:       []tallynode.LimitConfig{{Class: "write", Client: 100, User: 2.5}},

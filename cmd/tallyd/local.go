@@ -211,6 +211,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
 	}
 	logMalloc(log)
+	raiseProcs(log, tallynode.DefaultConfig().MinProcs)
 
 	dcfg := lc.deployConfig(log)
 	if err := dcfg.Validate(); err != nil {

@@ -37,6 +37,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		hup = ch
 	}
 	logMalloc(log)
+	raiseProcs(log, cfg.MinProcs)
 
 	if cfg.DebugListen != "" {
 		d, err := startDebug(ctx, cfg.DebugListen, log.Named("debug"))
