@@ -3,10 +3,15 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -166,11 +171,64 @@ func TestChaosBlocksDuringPartitionsPass(t *testing.T) {
 	}
 }
 
+// Which negative controls TestChaosCatchesDeliberateBugs runs. All of
+// them take about 7 minutes of real processes, two at a time, so `make
+// test` runs a few, picked by a seed, and `make chaos` runs them all:
+//
+//   - TALLY_CHAOS_CONTROLS: "all", or how many to run (default
+//     controlsInTest);
+//   - TALLY_CHAOS_SEED: the seed of the pick (default: today's date in
+//     UTC as yyyymmdd, so that CI covers every control within a few days
+//     while a rerun on the same day picks the same ones).
+//
+// The test logs the seed and the controls picked; a control that failed
+// reruns alone with `-run 'TestChaosCatchesDeliberateBugs/<bug>$'`,
+// which always runs it.
+const (
+	envControls    = "TALLY_CHAOS_CONTROLS"
+	envControlSeed = "TALLY_CHAOS_SEED"
+	controlsInTest = 5
+)
+
+// pickControls returns which of the n controls to run (by index, in
+// order), the seed and why.
+func pickControls(n int, getenv func(string) string, today time.Time) ([]int, uint64, error) {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	want := controlsInTest
+	if v := getenv(envControls); v == "all" {
+		return all, 0, nil
+	} else if v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			return nil, 0, fmt.Errorf("%s=%q: want \"all\" or a positive count", envControls, v)
+		}
+		want = k
+	}
+	seed, _ := strconv.ParseUint(today.UTC().Format("20060102"), 10, 64)
+	if v := getenv(envControlSeed); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return nil, 0, fmt.Errorf("%s=%q: want a non-negative integer", envControlSeed, v)
+		}
+	}
+	if want >= n {
+		return all, seed, nil
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x636f6e74726f6c73)) // "controls"
+	rng.Shuffle(n, func(i, j int) { all[i], all[j] = all[j], all[i] })
+	picked := all[:want]
+	slices.Sort(picked)
+	return picked, seed, nil
+}
+
 // Negative controls: with each deliberate bug the checker must FAIL, and
 // for the reason the bug causes.
 func TestChaosCatchesDeliberateBugs(t *testing.T) {
 	realProcesses(t, "runs chaos tests on real processes")
-	for _, tc := range []struct {
+	controls := []struct {
 		bug    string
 		tweak  func(*Config)
 		kind   string
@@ -409,7 +467,23 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindUniques, prefix: "uniques/" + forgedUniqueKey,
 		},
-	} {
+	}
+	picked, seed, err := pickControls(len(controls), os.Getenv, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(picked) < len(controls) {
+		var names []string
+		for _, i := range picked {
+			names = append(names, controls[i].bug)
+		}
+		t.Logf("%d of %d controls, picked by %s=%d: %s (%s=all runs every one)",
+			len(picked), len(controls), envControlSeed, seed, strings.Join(names, ", "), envControls)
+	}
+	for i, tc := range controls {
+		if !slices.Contains(picked, i) && !namedByRun(tc.bug) {
+			continue
+		}
 		t.Run(tc.bug, func(t *testing.T) {
 			t.Parallel()
 			cfg := DefaultConfig()
@@ -440,4 +514,71 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The pick is the seed's alone, covers each control once over enough
+// seeds, and "all" or a count of at least every control runs them all.
+func TestPickControls(t *testing.T) {
+	day := time.Date(2026, 11, 26, 23, 0, 0, 0, time.UTC)
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	a, seed, err := pickControls(17, env(), day)
+	if err != nil || seed != 20261126 || len(a) != controlsInTest {
+		t.Fatalf("default: %v seed %d %v", a, seed, err)
+	}
+	b, _, _ := pickControls(17, env(envControlSeed, "20261126"), day.AddDate(0, 0, 3))
+	if !slices.Equal(a, b) {
+		t.Fatalf("the same seed picked %v, then %v", a, b)
+	}
+	seen := map[int]bool{}
+	for s := range 40 {
+		p, _, _ := pickControls(17, env(envControlSeed, strconv.Itoa(s)), day)
+		if len(p) != controlsInTest || !slices.IsSorted(p) {
+			t.Fatalf("seed %d: %v", s, p)
+		}
+		for _, i := range p {
+			seen[i] = true
+		}
+	}
+	if len(seen) != 17 {
+		t.Fatalf("40 seeds covered %d of 17 controls", len(seen))
+	}
+	for _, v := range []string{"all", "17", "30"} {
+		if p, _, err := pickControls(17, env(envControls, v), day); err != nil || len(p) != 17 {
+			t.Fatalf("%s=%s: %v %v", envControls, v, p, err)
+		}
+	}
+	if p, _, _ := pickControls(17, env(envControls, "2"), day); len(p) != 2 {
+		t.Fatalf("%s=2: %v", envControls, p)
+	}
+	for _, bad := range [][]string{{envControls, "0"}, {envControls, "some"}, {envControlSeed, "-1"}} {
+		if _, _, err := pickControls(17, env(bad...), day); err == nil {
+			t.Fatalf("%v accepted", bad)
+		}
+	}
+}
+
+// namedByRun reports whether -run names this control's subtest itself
+// (a pattern with a "/" part that matches bug), so that a rerun of one
+// control runs it whatever the pick.
+func namedByRun(bug string) bool {
+	f := flag.Lookup("test.run")
+	if f == nil {
+		return false
+	}
+	pat := f.Value.String()
+	i := strings.IndexByte(pat, '/')
+	if i < 0 {
+		return false
+	}
+	re, err := regexp.Compile(pat[i+1:])
+	return err == nil && re.MatchString(bug)
 }
