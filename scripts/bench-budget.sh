@@ -23,7 +23,8 @@
 # synchronous_commit on, tally with durability fsync). Each level reports
 # spends/s (successful ones), p50 and p99 latency, and the overspend: the
 # spends acknowledged minus what the budget went down by, which a budget
-# must keep at 0. docs/benchmarks.md ("Budgets") explains the figures.
+# must keep at 0. docs/benchmarks.md ("Budgets") records the figures and
+# docs/performance.md explains them.
 #
 # PostgreSQL and gnuplot are installed with apt-get if missing. PostgreSQL
 # runs as a throwaway instance on loopback, on a free port, in a temporary

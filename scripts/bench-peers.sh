@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench-peers.sh: tally's durable like path side by side with Redis and
 # PostgreSQL on this machine, at the same concurrency levels and for the
-# same time per level. It prints one table, writes a CSV and a PNG plot, and
-# docs/benchmarks.md ("Side by side with Redis and PostgreSQL") explains the
-# figures.
+# same time per level. It prints one table and writes a CSV and a PNG plot;
+# docs/benchmarks.md ("Side by side with Redis and PostgreSQL") records the
+# figures and docs/performance.md explains them.
 #
 # Redis, PostgreSQL, wrk and gnuplot are installed with apt-get if missing.
 # The servers run as throwaway instances on loopback, on free ports, in a
