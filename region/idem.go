@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tally-dev/tally/crdt"
 )
 
 // Idempotency keys are keyed records (crdt.LikeRecord with Keyed set),
@@ -86,4 +87,17 @@ func (r *Replica) sweep(ctx context.Context, done prometheus.Counter, page func(
 			return total, err
 		}
 	}
+}
+
+// KeyExpired reports whether a keyed record is past the idempotency TTL by
+// this replica's clock: gone by rule, whether or not swept yet.
+func (r *Replica) KeyExpired(rec *crdt.LikeRecord) bool {
+	return rec.Keyed && r.keyExpired(rec, r.pclock.NowMs())
+}
+
+// keyExpired is the rule every replica applies to keyed records: a key
+// expires IdempotencyTTL after its register's stamp (zero TTL: never).
+func (r *Replica) keyExpired(rec *crdt.LikeRecord, nowMs int64) bool {
+	ttl := r.cfg.IdempotencyTTL.Milliseconds()
+	return ttl > 0 && rec.HLC != 0 && rec.HLC.WallMs()+ttl <= nowMs
 }
