@@ -36,6 +36,29 @@ const BlockRecordItem = "!"
 // unlikes are refused.
 var ErrBlocked = errors.New("region: user is blocked")
 
+// flagTxn is the batch's overlay of block flags.
+type flagTxn struct {
+	noHooks
+	flags map[string]*flagState
+}
+
+// write adds the changed flags to the batch, and to ch those this replica
+// set (as records: crdt.Flag.Record).
+func (ft *flagTxn) write(t *txn, ch *Changes) error {
+	for user, fs := range ft.flags {
+		if !fs.dirty {
+			continue
+		}
+		t.b.PutFlag(user, fs.orig, fs.cur)
+		if fs.spread {
+			ch.Records = append(ch.Records, RecordChange{Item: BlockRecordItem, User: user, Rec: fs.cur.Record()})
+		} else {
+			ch.Merged++
+		}
+	}
+	return nil
+}
+
 // flagState is the overlay of one user's flag.
 type flagState struct {
 	orig, cur crdt.Flag

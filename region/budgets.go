@@ -31,6 +31,33 @@ var (
 	ErrRightsElsewhere = fmt.Errorf("region: %w", crdt.ErrRightsElsewhere)
 )
 
+// budgetTxn is the batch's overlay of budgets.
+type budgetTxn struct {
+	noHooks
+	// budgets the batch touches, and the asks for rights it sends.
+	budgets map[string]*budgetState
+	asks    []RightsAsk
+	// forward: budgets whose rights may have grown in this batch, moved on
+	// at commit while a handoff is on (handoff.go).
+	forward map[string]struct{}
+	// spendEv: where each budget's unkeyed spends fold in the log.
+	spendEv map[string]int
+}
+
+// settle moves the rights a handoff forwards (handoff.go) and folds the
+// batch's spends into the replica's recent demand.
+func (*budgetTxn) settle(t *txn) error {
+	t.forwardRights()
+	t.noteSpent()
+	return nil
+}
+
+// write hands the asks for rights to replication.
+func (bt *budgetTxn) write(_ *txn, ch *Changes) error {
+	ch.Asks = bt.asks
+	return nil
+}
+
 // budgetRecordPrefix marks a keyed record of a budget spend: its key is
 // budgetRecordPrefix + budget key, which no counter key can be (the byte
 // is not an id byte), so a budget's idempotency keys and a counter's of

@@ -6,7 +6,14 @@ import (
 )
 
 // Counters: increments of a counter's vector, unkeyed, or keyed by an
-// idempotency key whose keyed record says whether it was applied.
+// idempotency key whose keyed record says whether it was applied. They
+// write through the vectors and records and have no hooks of their own.
+
+// counterTxn is the batch's counter state beside its vectors and records.
+type counterTxn struct {
+	// incrEv: where each counter's unkeyed increments fold in the log.
+	incrEv map[string]int
+}
 
 // expireKeyed deletes a keyed record the sweeper found past the TTL, if
 // it still is: a merge may have moved its register since the sweep read it.

@@ -119,6 +119,20 @@ type numbering struct {
 	mQueued    prometheus.Gauge
 }
 
+// numberTxn is the batch's numbering: per sequence, nil until one is
+// touched.
+type numberTxn struct {
+	noHooks
+	seq []seqTxn
+}
+
+// write numbers the batch's counted events (number).
+func (*numberTxn) write(t *txn, _ *Changes) error { return t.number() }
+
+// publish tells the sequences what the durable batch took (afterNumber):
+// before the acks, so a caller sees its like numbered or queued.
+func (*numberTxn) publish(t *txn) { t.afterNumber() }
+
 // seqTxn is one sequence's part of a group commit.
 type seqTxn struct {
 	counted                             []storage.CountedLike

@@ -12,6 +12,23 @@ import (
 // idempotency keys and budget spends' share this overlay, the winner's duty
 // (reconcileRecord) and the reconciliation markers.
 
+// recordTxn is the batch's overlay of records.
+type recordTxn struct {
+	noHooks
+	recs   map[rkey]*recState
+	rorder []rkey // records in first-touch order, for deterministic writes
+	// markers: the reconciliation markers the batch sets or clears, for
+	// Replica.unreconciled once the commit is durable.
+	markers []markerChange
+}
+
+// markerChange is a record's marker set (on) or cleared, counted against
+// the vector the record counts in.
+type markerChange struct {
+	vec vkey
+	on  bool
+}
+
 // rkey names a record: (item, user) of a like record, or (counter key,
 // idempotency key) of a keyed record.
 type rkey struct {
@@ -238,4 +255,64 @@ func (t *txn) reconcileMarked() error {
 		}
 	}
 	return nil
+}
+
+// write adds the changed records, their like index entries and markers to
+// the batch, and to ch the records whose new state must spread. Flags are
+// written first (flagTxn): a record the batch did not change still moves
+// when its user's flag did, and its marker follows.
+func (rt *recordTxn) write(t *txn, ch *Changes) error {
+	for _, k := range rt.rorder {
+		rs := rt.recs[k]
+		if rs.deleted && !rs.dirty {
+			t.b.DeleteKeyedRecord(k.a, k.b, rs.orig)
+			if rs.origEx != 0 {
+				rt.markers = append(rt.markers, markerChange{k.vector(), false})
+			}
+			continue
+		}
+		if !rs.dirty {
+			// A record the batch did not change still moves when its
+			// user's flag did (blocks.go): its marker follows.
+			if !k.keyed && len(t.flags) > 0 && rs.orig != nil {
+				if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
+					t.b.SetMarker(k.a, k.b, false, ex != 0)
+					rt.markers = append(rt.markers, markerChange{k.vector(), ex != 0})
+				}
+			}
+			continue
+		}
+		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
+		if was := rs.orig != nil && rs.orig.Liked; !k.keyed && t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
+			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
+		}
+		if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
+			t.b.SetMarker(k.a, k.b, k.keyed, ex != 0)
+			rt.markers = append(rt.markers, markerChange{k.vector(), ex != 0})
+		}
+		if rs.spread {
+			// rs.rec is the txn's own copy and the txn ends here: it can
+			// be handed over without another copy.
+			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec})
+		} else {
+			ch.Merged++
+		}
+	}
+	return nil
+}
+
+// publish counts the markers set and cleared in Replica.unreconciled.
+func (rt *recordTxn) publish(t *txn) {
+	if len(rt.markers) == 0 {
+		return
+	}
+	t.r.umu.Lock()
+	for _, m := range rt.markers {
+		if m.on {
+			t.r.unreconciled[m.vec]++
+		} else if t.r.unreconciled[m.vec]--; t.r.unreconciled[m.vec] <= 0 {
+			delete(t.r.unreconciled, m.vec)
+		}
+	}
+	t.r.umu.Unlock()
 }

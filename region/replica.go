@@ -585,7 +585,6 @@ func (r *Replica) commit(batch []*request) {
 		return
 	}
 	r.metrics.ownChanged.Add(float64(len(changes.Vectors)))
-	tx.afterNumber() // before the acks: a caller sees its like numbered or queued
 	// Before the acks too: an acknowledged write is already queued for
 	// replication, so the next flush after the ack carries it.
 	if r.cfg.OnCommit != nil && (!changes.Empty() || changes.Merged > 0) {

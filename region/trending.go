@@ -227,6 +227,12 @@ func (s *spaceSaving) down(i int) {
 	}
 }
 
+// trendTxn feeds the trending sketches once a batch is durable: it has no
+// overlay of its own and reads the time buckets' vectors.
+type trendTxn struct{ noHooks }
+
+func (*trendTxn) publish(t *txn) { t.feedTrends() }
+
 // feedTrends feeds the sketches from a commit's time buckets: every raise
 // of a P half of a 1 min or 1 h bucket. Writer only.
 func (t *txn) feedTrends() {

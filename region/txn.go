@@ -9,58 +9,81 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
-// txn is the writer's overlay for one group commit: the vectors, records
-// and idempotency keys the batch touches, read once from committed state and
-// then changed in memory until the batch is written.
+// txn is the writer's overlay for one group commit: what the batch touches
+// of every data type, read once from committed state and then changed in
+// memory until the batch is written.
+//
+// Each data type is a part (the interface below) that owns its share of the
+// overlay, in its own file. The writer applies a batch's requests to the
+// parts (apply), then commits the batch: every part settles, then every
+// part writes into the one atomic batch, then the event log, the state-lost
+// mark and the clock are added, the batch is committed durably, and every
+// part publishes what the commit changed to readers (caches, indexes). Only
+// then are the requests acknowledged (Replica.commit). Each step runs the
+// parts in the order of parts().
 type txn struct {
-	r      *Replica
-	b      *storage.Batch
-	nowMs  int64
-	vecs   map[vkey]*vecState
-	recs   map[rkey]*recState
-	order  []vkey // vectors in first-touch order, for deterministic writes
-	rorder []rkey
-	// last is the vector the previous op touched: a batch of likes of one
-	// hot item (or increments of one counter) skips the map lookup.
-	lastKey vkey
-	last    *vecState
+	r     *Replica
+	b     *storage.Batch
+	nowMs int64
 
-	// Numbering (numbering.go): per sequence, nil until one is touched.
-	seq []seqTxn
-
-	// events: the batch's event log entries (Config.EventLog), in order;
-	// incrEv: where each counter's unkeyed increments fold.
-	events  []storage.Event
-	incrEv  map[string]int
-	spendEv map[string]int // unkeyed budget spends, folded the same way
-
-	// Budgets (budgets.go) the batch touches, and the asks for rights it
-	// sends.
-	budgets map[string]*budgetState
-	asks    []RightsAsk
-	// forward: budgets whose rights may have grown in this batch, moved on
-	// at commit while a handoff is on (handoff.go).
-	forward map[string]struct{}
-
-	// Block flags (blocks.go) the batch touches.
-	flags map[string]*flagState
-
-	// Unique-count sketch pages (uniques.go) the batch touches.
-	pages   map[skey]*pageState
-	porder  []skey
-	targets map[targetKey]*uniqueTarget
-
-	// Time buckets (windows.go): changes of own entries to book, folded
-	// per (family, key, second).
-	bookings    map[booking]*int64
-	bookOrder   []booking
-	lastBookKey booking
-	lastBook    *int64
-
+	// events: the batch's event log entries (Config.EventLog), in order.
+	events []storage.Event
 	// stateLost: recovery took back own state the store did not hold
 	// (metaStateLost).
 	stateLost bool
+
+	// The parts, each in its file; the txn's methods that apply operations
+	// and merges to them are there too.
+	vectorTxn  // vectors.go: the vectors every counting part shares
+	recordTxn  // records.go: like and keyed records
+	counterTxn // counters.go
+	budgetTxn  // budgets.go and handoff.go
+	flagTxn    // blocks.go
+	pageTxn    // uniques.go
+	bookingTxn // windows.go: time buckets
+	trendTxn   // trending.go
+	numberTxn  // numbering.go
 }
+
+// A part is one data type's share of a group commit. The writer calls each
+// hook of every part once per batch, in the order of parts(); a part
+// embeds noHooks for the hooks it does not need.
+type part interface {
+	// settle makes the part's last changes to the overlay before anything
+	// is written (they may touch other parts' overlays: a budget's rights
+	// forwarded, bookings into time buckets' vectors).
+	settle(t *txn) error
+	// write adds the part's changes to the batch, and to ch what
+	// replication must carry.
+	write(t *txn, ch *Changes) error
+	// publish runs once the batch is durable, before any request of it is
+	// acknowledged: it shows the commit to readers (caches, in-memory
+	// indexes) and to whatever waits on it.
+	publish(t *txn)
+}
+
+// parts lists the parts in the order their hooks run. The order matters:
+// budgets settle before time buckets are booked (a forwarded right loads
+// vectors, and vectors are written in first-touch order); vectors are
+// written before flags, flags before records (a record's marker follows
+// its user's flag), records before sketch pages and pages before numbers,
+// so a batch holds its writes in that order; and the vector cache is
+// published before the trending sketches, both before the markers, and
+// all of them before the sequences learn what the batch took (the sketch
+// page cache is the writer's own, so its place among them is free).
+//
+// A new data type adds its part to txn and here. (Likes and counters have
+// no hooks of their own: they write through the vectors and records.)
+func (t *txn) parts() [8]part {
+	return [...]part{&t.budgetTxn, &t.bookingTxn, &t.vectorTxn, &t.trendTxn, &t.flagTxn, &t.recordTxn, &t.pageTxn, &t.numberTxn}
+}
+
+// noHooks gives a part the hooks it does not need, as no-ops.
+type noHooks struct{}
+
+func (noHooks) settle(*txn) error          { return nil }
+func (noHooks) write(*txn, *Changes) error { return nil }
+func (noHooks) publish(*txn)               {}
 
 // logEvent adds an event to the batch's log, if the log is on.
 func (t *txn) logEvent(e storage.Event) {
@@ -82,12 +105,14 @@ func halves(delta int64) (p, n uint64) {
 // of 10,000 likes does not rehash its way up).
 func (r *Replica) newTxn(records int) *txn {
 	return &txn{
-		r:      r,
-		b:      r.store.NewBatch(),
-		nowMs:  r.pclock.NowMs(),
-		vecs:   make(map[vkey]*vecState),
-		recs:   make(map[rkey]*recState, records),
-		rorder: make([]rkey, 0, records),
+		r:         r,
+		b:         r.store.NewBatch(),
+		nowMs:     r.pclock.NowMs(),
+		vectorTxn: vectorTxn{vecs: make(map[vkey]*vecState)},
+		recordTxn: recordTxn{
+			recs:   make(map[rkey]*recState, records),
+			rorder: make([]rkey, 0, records),
+		},
 	}
 }
 
@@ -226,88 +251,16 @@ func (t *txn) persistClock() {
 // commit writes the overlay, fsyncs, and publishes it to readers.
 func (t *txn) commit() (Changes, error) {
 	ch := Changes{Records: make([]RecordChange, 0, len(t.rorder))}
-	self := t.r.self
-	t.forwardRights()
-	t.noteSpent()
-	if err := t.flushBookings(); err != nil {
-		return Changes{}, err
-	}
-	for _, k := range t.order {
-		vs := t.vecs[k]
-		if vs.deleted {
-			if len(vs.orig) > 0 {
-				t.b.DeleteVector(k.kind, k.item, vs.orig)
-			}
-			continue
-		}
-		if k.kind.IsWindows() && len(vs.orig) == 0 && len(vs.cur) > 0 {
-			t.b.IndexWindow(k.kind, k.item)
-		}
-		for _, e := range vs.cur {
-			if vs.orig.Get(e.Replica) != e.PN {
-				t.b.PutVectorEntry(k.kind, k.item, e.Replica, vs.orig.Get(e.Replica), e.PN)
-			}
-		}
-		if own := vs.cur.Get(self); own != vs.orig.Get(self) {
-			ch.Vectors = append(ch.Vectors, VectorChange{Kind: k.kind, Item: k.item, Own: own})
+	parts := t.parts()
+	for _, p := range parts {
+		if err := p.settle(t); err != nil {
+			return Changes{}, err
 		}
 	}
-	type markerChange struct {
-		vec vkey
-		on  bool
-	}
-	var markers []markerChange
-	for user, fs := range t.flags {
-		if !fs.dirty {
-			continue
+	for _, p := range parts {
+		if err := p.write(t, &ch); err != nil {
+			return Changes{}, err
 		}
-		t.b.PutFlag(user, fs.orig, fs.cur)
-		if fs.spread {
-			ch.Records = append(ch.Records, RecordChange{Item: BlockRecordItem, User: user, Rec: fs.cur.Record()})
-		} else {
-			ch.Merged++
-		}
-	}
-	for _, k := range t.rorder {
-		rs := t.recs[k]
-		if rs.deleted && !rs.dirty {
-			t.b.DeleteKeyedRecord(k.a, k.b, rs.orig)
-			if rs.origEx != 0 {
-				markers = append(markers, markerChange{k.vector(), false})
-			}
-			continue
-		}
-		if !rs.dirty {
-			// A record the batch did not change still moves when its
-			// user's flag did (blocks.go): its marker follows.
-			if !k.keyed && len(t.flags) > 0 && rs.orig != nil {
-				if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
-					t.b.SetMarker(k.a, k.b, false, ex != 0)
-					markers = append(markers, markerChange{k.vector(), ex != 0})
-				}
-			}
-			continue
-		}
-		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
-		if was := rs.orig != nil && rs.orig.Liked; !k.keyed && t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
-			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
-		}
-		if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
-			t.b.SetMarker(k.a, k.b, k.keyed, ex != 0)
-			markers = append(markers, markerChange{k.vector(), ex != 0})
-		}
-		if rs.spread {
-			// rs.rec is the txn's own copy and the txn ends here: it can
-			// be handed over without another copy.
-			ch.Records = append(ch.Records, RecordChange{Item: k.a, User: k.b, Rec: rs.rec})
-		} else {
-			ch.Merged++
-		}
-	}
-	t.writePages(&ch)
-	ch.Asks = t.asks
-	if err := t.number(); err != nil {
-		return Changes{}, err
 	}
 	t.b.LogEvents(t.events)
 	if t.stateLost && !t.r.stateLost.Load() {
@@ -329,24 +282,8 @@ func (t *txn) commit() (Changes, error) {
 	}
 	t.r.metrics.batchWrites.Observe(float64(t.b.Len()))
 	// Publish: the commit is durable, so readers may see it.
-	for _, k := range t.order {
-		vs := t.vecs[k]
-		if !vs.cur.Equal(vs.orig) {
-			t.r.cache.put(k, vs.cur)
-		}
-	}
-	t.feedTrends()
-	t.cachePages()
-	if len(markers) > 0 {
-		t.r.umu.Lock()
-		for _, m := range markers {
-			if m.on {
-				t.r.unreconciled[m.vec]++
-			} else if t.r.unreconciled[m.vec]--; t.r.unreconciled[m.vec] <= 0 {
-				delete(t.r.unreconciled, m.vec)
-			}
-		}
-		t.r.umu.Unlock()
+	for _, p := range parts {
+		p.publish(t)
 	}
 	return ch, nil
 }

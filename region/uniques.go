@@ -69,6 +69,21 @@ func (r *Replica) MergeSketches(ctx context.Context, pages []SketchMerge) error 
 	return r.submit(ctx, &request{smerges: pages})
 }
 
+// pageTxn is the batch's overlay of sketch pages.
+type pageTxn struct {
+	noHooks
+	pages   map[skey]*pageState
+	porder  []skey // pages in first-touch order, for deterministic writes
+	targets map[targetKey]*uniqueTarget
+}
+
+func (*pageTxn) write(t *txn, ch *Changes) error {
+	t.writePages(ch)
+	return nil
+}
+
+func (*pageTxn) publish(t *txn) { t.cachePages() }
+
 // skey names one page of one replica's sketch.
 type skey struct {
 	kind    storage.Kind

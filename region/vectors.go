@@ -13,6 +13,18 @@ import (
 // store), changed in memory, written entry by entry at commit, and put in
 // the cache once the commit is durable.
 
+// vectorTxn is the batch's overlay of vectors.
+type vectorTxn struct {
+	noHooks
+	vecs  map[vkey]*vecState
+	order []vkey // vectors in first-touch order, for deterministic writes
+	// last is the vector the previous op touched: a batch of likes of one
+	// hot item (or increments of one counter) skips the map lookup.
+	lastKey vkey
+	last    *vecState
+}
+
+// vecState is the overlay of one vector.
 type vecState struct {
 	orig crdt.Vector // committed value; never modified
 	cur  crdt.Vector
@@ -127,4 +139,42 @@ func without(v crdt.Vector, id string) crdt.Vector {
 		}
 	}
 	return out
+}
+
+// write adds the changed entries of every vector to the batch (a time
+// bucket's first entries also index it for expiry), and this replica's
+// changed own entries to ch.
+func (v *vectorTxn) write(t *txn, ch *Changes) error {
+	self := t.r.self
+	for _, k := range v.order {
+		vs := v.vecs[k]
+		if vs.deleted {
+			if len(vs.orig) > 0 {
+				t.b.DeleteVector(k.kind, k.item, vs.orig)
+			}
+			continue
+		}
+		if k.kind.IsWindows() && len(vs.orig) == 0 && len(vs.cur) > 0 {
+			t.b.IndexWindow(k.kind, k.item)
+		}
+		for _, e := range vs.cur {
+			if vs.orig.Get(e.Replica) != e.PN {
+				t.b.PutVectorEntry(k.kind, k.item, e.Replica, vs.orig.Get(e.Replica), e.PN)
+			}
+		}
+		if own := vs.cur.Get(self); own != vs.orig.Get(self) {
+			ch.Vectors = append(ch.Vectors, VectorChange{Kind: k.kind, Item: k.item, Own: own})
+		}
+	}
+	return nil
+}
+
+// publish puts the changed vectors in the cache readers read.
+func (v *vectorTxn) publish(t *txn) {
+	for _, k := range v.order {
+		vs := v.vecs[k]
+		if !vs.cur.Equal(vs.orig) {
+			t.r.cache.put(k, vs.cur)
+		}
+	}
 }

@@ -189,6 +189,19 @@ func (w *windowRules) levels(kind storage.Kind, key string) []level {
 	return nil
 }
 
+// bookingTxn is the batch's bookings into time buckets: changes of own
+// entries, folded per (family, key, second).
+type bookingTxn struct {
+	noHooks
+	bookings    map[booking]*int64
+	bookOrder   []booking
+	lastBookKey booking
+	lastBook    *int64
+}
+
+// settle books the folded changes into the buckets' vectors.
+func (*bookingTxn) settle(t *txn) error { return t.flushBookings() }
+
 // booking is a change to book into time buckets at commit.
 type booking struct {
 	kind storage.Kind // Likes or Counters
