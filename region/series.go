@@ -1,0 +1,189 @@
+package region
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Reading time windows: a key's net change over a window, or a series of
+// points, summed from the time buckets the writer books (windows.go). Reads
+// only: nothing here is on the write path.
+
+// Window is the answer to a window or series read.
+type Window struct {
+	// From and To bound the window, aligned to Width: [From, To).
+	From, To time.Time
+	Width    time.Duration
+	// Bucket is the width of the level read.
+	Bucket time.Duration
+	// Points are the window's buckets in time order, empty ones included
+	// (Series), or one point for the whole window (Window). Each holds
+	// per-replica sums of the buckets' entries, whose value is the net
+	// change of the count in that interval.
+	Points []Point
+	// Unreconciled counts records of the key whose excess is not zero yet.
+	Unreconciled int
+	// Closed: the window ended more than WindowConfig.Past ago, so no new
+	// local event can be booked into it.
+	Closed bool
+}
+
+// Point is one interval of a series.
+type Point struct {
+	Start  time.Time
+	Vector crdt.Vector
+}
+
+// Value is the point's net change.
+func (p Point) Value() int64 { return p.Vector.Value() }
+
+// Window limits.
+const (
+	// MaxWindowBuckets is the most buckets one read sums per key.
+	MaxWindowBuckets = 100_000
+	// MaxSeriesPoints is the most points a series returns.
+	MaxSeriesPoints = 10_000
+)
+
+// ErrNoWindow: no level of the key covers the asked range.
+var ErrNoWindow = errors.New("region: no time buckets cover that range")
+
+// pickLevel chooses the finest level of (kind, key) that still holds from
+// and sums [from, to) in at most MaxWindowBuckets buckets, with a width that
+// divides step (step 0: any).
+func (r *Replica) pickLevel(kind storage.Kind, key string, fromMs, toMs, step int64) (level, error) {
+	nowMs := r.pclock.NowMs()
+	levels := r.windows.levels(kind, key)
+	for _, l := range levels {
+		if step != 0 && step%l.width != 0 {
+			continue
+		}
+		if l.keep != 0 && fromMs < nowMs-(l.keep+l.width)*1000 {
+			continue
+		}
+		if (toMs-fromMs)/1000/l.width > MaxWindowBuckets {
+			continue
+		}
+		return l, nil
+	}
+	if len(levels) == 0 {
+		return level{}, fmt.Errorf("%w: %s %q has no time buckets configured", ErrNoWindow, kind, key)
+	}
+	return level{}, fmt.Errorf("%w: levels of %s %q are %s", ErrNoWindow, kind, key, describeLevels(levels))
+}
+
+func describeLevels(ls []level) string {
+	var parts []string
+	for _, l := range ls {
+		keep := "forever"
+		if l.keep != 0 {
+			keep = (time.Duration(l.keep) * time.Second).String()
+		}
+		parts = append(parts, fmt.Sprintf("%v kept %s", time.Duration(l.width)*time.Second, keep))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// WindowRange turns "the last d" into aligned bounds: the d/width latest
+// buckets of the finest level that covers d, the current one included.
+func (r *Replica) WindowRange(kind storage.Kind, key string, last time.Duration) (fromMs, toMs int64, err error) {
+	nowMs := r.pclock.NowMs()
+	l, err := r.pickLevel(kind, key, nowMs-last.Milliseconds(), nowMs, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	to := (crdt.BucketStart(nowMs, l.width) + l.width) * 1000
+	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
+	return to - n*l.width*1000, to, nil
+}
+
+// WindowOf reads the net change of (kind, key) in [fromMs, toMs), widened
+// to whole buckets of the finest level that covers it. key "" is the
+// family's total.
+func (r *Replica) WindowOf(kind storage.Kind, key string, fromMs, toMs int64) (Window, error) {
+	return r.series(kind, key, fromMs, toMs, 0)
+}
+
+// Series reads (kind, key) in [fromMs, toMs) as points of step (a multiple
+// of a level's width).
+func (r *Replica) Series(kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) (Window, error) {
+	if step < time.Second || step%time.Second != 0 {
+		return Window{}, fmt.Errorf("%w: step %v is not whole seconds", ErrInvalid, step)
+	}
+	return r.series(kind, key, fromMs, toMs, int64(step/time.Second))
+}
+
+func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64) (Window, error) {
+	if err := r.Err(); err != nil {
+		return Window{}, err
+	}
+	if kind != storage.Likes && kind != storage.Counters || key != "" && !crdt.ValidID(key) {
+		return Window{}, fmt.Errorf("%w: bad window key %c/%q", ErrInvalid, kind, key)
+	}
+	if toMs <= fromMs {
+		return Window{}, fmt.Errorf("%w: window ends before it starts", ErrInvalid)
+	}
+	l, err := r.pickLevel(kind, key, fromMs, toMs, step)
+	if err != nil {
+		return Window{}, err
+	}
+	from := crdt.BucketStart(fromMs, l.width)
+	to := crdt.BucketStart(toMs-1, l.width) + l.width
+	if step == 0 {
+		step = to - from
+	} else {
+		from = crdt.BucketStart(from*1000, step)
+		to = crdt.BucketStart((to-1)*1000, step) + step
+	}
+	if (to-from)/step > MaxSeriesPoints {
+		return Window{}, fmt.Errorf("%w: %d points, at most %d", ErrInvalid, (to-from)/step, MaxSeriesPoints)
+	}
+	w := Window{From: time.Unix(from, 0), To: time.Unix(to, 0), Width: time.Duration(step) * time.Second,
+		Bucket: time.Duration(l.width) * time.Second}
+	w.Points = make([]Point, (to-from)/step)
+	for i := range w.Points {
+		w.Points[i].Start = time.Unix(from+int64(i)*step, 0)
+	}
+	nowMs := r.pclock.NowMs()
+	err = r.store.WindowSeries(kind.Windows(), key, l.width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+		if b.Expired(nowMs) {
+			return
+		}
+		p := &w.Points[(b.Start-from)/step]
+		p.Vector = addVectors(p.Vector, v)
+	})
+	if err != nil {
+		return Window{}, fmt.Errorf("read window: %w", err)
+	}
+	if key != "" {
+		r.umu.RLock()
+		w.Unreconciled = r.unreconciled[vkey{kind, key}]
+		r.umu.RUnlock()
+	}
+	w.Closed = to*1000+r.cfg.Windows.Past.Milliseconds() <= nowMs
+	return w, nil
+}
+
+// addVectors adds o's entries to v's, half by half (not a merge: the
+// buckets of a window are disjoint intervals).
+func addVectors(v, o crdt.Vector) crdt.Vector {
+	for _, e := range o {
+		cur := v.Get(e.Replica)
+		v = v.Set(e.Replica, crdt.PN{P: cur.P + e.P, N: cur.N + e.N})
+	}
+	return v
+}
+
+// Sum is the window's total as one point.
+func (w Window) Sum() Point {
+	p := Point{Start: w.From}
+	for _, q := range w.Points {
+		p.Vector = addVectors(p.Vector, q.Vector)
+	}
+	return p
+}
