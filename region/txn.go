@@ -31,6 +31,10 @@ type txn struct {
 	// stateLost: recovery took back own state the store did not hold
 	// (metaStateLost).
 	stateLost bool
+	// ch is what the commit changed, for replication; the parts' write
+	// hooks fill it. (Kept here, not on commit's stack, which an interface
+	// call would move to the heap: one more allocation per batch.)
+	ch Changes
 
 	// The parts, each in its file; the txn's methods that apply operations
 	// and merges to them are there too.
@@ -250,7 +254,7 @@ func (t *txn) persistClock() {
 
 // commit writes the overlay, fsyncs, and publishes it to readers.
 func (t *txn) commit() (Changes, error) {
-	ch := Changes{Records: make([]RecordChange, 0, len(t.rorder))}
+	t.ch = Changes{Records: make([]RecordChange, 0, len(t.rorder))}
 	parts := t.parts()
 	for _, p := range parts {
 		if err := p.settle(t); err != nil {
@@ -258,7 +262,7 @@ func (t *txn) commit() (Changes, error) {
 		}
 	}
 	for _, p := range parts {
-		if err := p.write(t, &ch); err != nil {
+		if err := p.write(t, &t.ch); err != nil {
 			return Changes{}, err
 		}
 	}
@@ -270,7 +274,7 @@ func (t *txn) commit() (Changes, error) {
 		t.persistClock()
 	}
 	if t.b.Len() == 0 {
-		return ch, nil
+		return t.ch, nil
 	}
 	timer := prometheus.NewTimer(t.r.metrics.commitSeconds)
 	if err := t.b.Commit(); err != nil {
@@ -285,5 +289,5 @@ func (t *txn) commit() (Changes, error) {
 	for _, p := range parts {
 		p.publish(t)
 	}
-	return ch, nil
+	return t.ch, nil
 }
