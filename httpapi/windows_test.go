@@ -169,18 +169,18 @@ func TestWindowsBadInput(t *testing.T) {
 	}
 }
 
-// readmeRoute matches a route row of the README's table: | `GET /v1/x` |.
-var readmeRoute = regexp.MustCompile("(?m)^\\| `(GET|PUT|POST|DELETE) (/[^`]*)`")
+// docRoute matches a route row of docs/api.md's table: | `GET /v1/x` |.
+var docRoute = regexp.MustCompile("(?m)^\\| `(GET|PUT|POST|DELETE) (/[^`]*)`")
 
-// Every route the router serves is documented in the README's route
+// Every route the router serves is documented in docs/api.md's route
 // table, and every documented route is served.
-func TestREADMEDocumentsEveryRoute(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+func TestAPIDocDocumentsEveryRoute(t *testing.T) {
+	raw, err := os.ReadFile("../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	documented := map[string]bool{}
-	for _, m := range readmeRoute.FindAllStringSubmatch(string(raw), -1) {
+	for _, m := range docRoute.FindAllStringSubmatch(string(raw), -1) {
 		path, _, _ := strings.Cut(m[2], "?")
 		documented[m[1]+" "+path] = true
 	}
@@ -222,7 +222,7 @@ func TestREADMEDocumentsEveryRoute(t *testing.T) {
 	sort.Strings(missing)
 	sort.Strings(extra)
 	if len(missing) > 0 || len(extra) > 0 {
-		t.Fatalf("README route table and router differ:\n served, not documented: %v\n documented, not served: %v", missing, extra)
+		t.Fatalf("docs/api.md route table and router differ:\n served, not documented: %v\n documented, not served: %v", missing, extra)
 	}
 	if len(served) < 30 {
 		t.Fatalf("only %d routes walked: the walk is broken", len(served))

@@ -90,7 +90,7 @@ func history(t *testing.T, n *replica, item, user string) map[string]any {
 	return b
 }
 
-// The README's "lose a disk" step, with real Pebble and NATS: us-1 is
+// The tour's "lose a disk" step (docs/tour.md), with real Pebble and NATS: us-1 is
 // wiped and numbers its events from 1 again. Every event on the stream
 // still has its own (replica, log, seq); and the like the lost disk
 // accepted is gone from the like history, which now says so

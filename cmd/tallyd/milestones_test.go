@@ -15,7 +15,7 @@ import (
 	"github.com/tally-dev/tally/internal/testkit"
 )
 
-// The README's application example: `tallyd milestones follow` on a local
+// The tour's application example (docs/tour.md): `tallyd milestones follow` on a local
 // deployment prints each milestone once, runs --exec for it, and after a
 // restart under the same --durable name goes on where it left off.
 func TestMilestonesFollow(t *testing.T) {

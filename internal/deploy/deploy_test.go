@@ -42,8 +42,8 @@ func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 	return d
 }
 
-// The README's first command, in process: three regions, likes everywhere,
-// a cut link with writes on both sides, a heal, exact convergence.
+// `make run`'s deployment, in process: three regions, likes everywhere, a
+// cut link with writes on both sides, a heal, exact convergence.
 func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three regions")
@@ -107,7 +107,7 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 	})
 }
 
-// startReadyDeployment starts the README's deployment and waits until
+// startReadyDeployment starts `make run`'s deployment and waits until
 // every region is ready.
 func startReadyDeployment(t *testing.T) []string {
 	t.Helper()
@@ -496,7 +496,7 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 	}
 }
 
-// The unique-count scenario of the README tour: overlapping viewers added
+// The unique-count scenario of the tour (docs/tour.md): overlapping viewers added
 // in three regions, eu cut off while both sides add more, then the heal.
 // Every region then reports the same estimate (the same sketches), within
 // the stated error of the true distinct count, all-time, for the last day
@@ -571,7 +571,7 @@ func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
 	})
 }
 
-// The budget scenario of the README tour: 1,000 granted in us, spent from
+// The budget scenario of the tour (docs/tour.md): 1,000 granted in us, spent from
 // all three regions, with eu cut off for a while in the middle. Exactly
 // 1,000 spends succeed in all, no region ever shows a negative remaining,
 // and every refused spend says why: rights_elsewhere while the budget has
@@ -723,7 +723,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 	}
 }
 
-// The block scenario of the README tour, over HTTP, with the block issued
+// The block scenario of the tour (docs/tour.md), over HTTP, with the block issued
 // in a region cut off from the others: erin's likes leave every region's
 // counts once the cut heals, also the one eu took meanwhile, her new likes
 // are refused everywhere (403 user_blocked), and an unblock in another
