@@ -13,7 +13,7 @@ import (
 const (
 	KindIsolate = "isolate" // every link of one region cut (partition)
 	KindSplit   = "split"   // regions cut into a majority and a minority (partition; 4+ regions)
-	KindBridge  = "bridge"  // one link cut; the others still relay state (partition)
+	KindBridge  = "bridge"  // one link cut; the other links stay up (partition)
 	KindLoss    = "loss"    // one direction of one link discards its bytes (loss)
 	KindFlap    = "flap"    // one link cut and healed every few hundred ms (flap)
 	KindKill    = "kill"    // kill -9 of a region, restart on its data (kill)
