@@ -1,0 +1,146 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
+)
+
+// scenario is the harness of the tests inside the package that step
+// replicas by hand and reach into them (forged deltas, single merges):
+// replicas on real stores, joined by a MemNetwork in manual mode, with a
+// clock that moves only when told. The scripts in the repository's
+// testdata/ run on replicationtest's Env, the same deployment from outside
+// the package.
+func newScenario(t *testing.T) *scenario {
+	s := &scenario{
+		t:     t,
+		dir:   t.TempDir(),
+		net:   NewMemNetwork(MemConfig{Manual: true, Seed: 1}),
+		clock: &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		nodes: map[string]*scenarioNode{},
+	}
+	t.Cleanup(s.close)
+	return s
+}
+
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type scenario struct {
+	t     *testing.T
+	dir   string
+	net   *MemNetwork
+	clock *manualClock
+	names []string // every replica started, in order
+	nodes map[string]*scenarioNode
+	tweak func(*Config) // if set, adjusts each replica's Config
+}
+
+type scenarioNode struct {
+	name    string
+	store   *storage.Store
+	replica *region.Replica
+	rep     *Replicator
+	faults  *FaultyTransport
+	steps   *Steps
+	flusher *flusher // steps' own
+}
+
+const scenarioHeartbeat = time.Second
+
+func (s *scenario) open(name string) *scenarioNode {
+	t := s.t
+	st, err := storage.Open(storage.Config{Dir: filepath.Join(s.dir, name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := NewOutbox()
+	rep, err := region.New(region.Config{Region: name, Replica: name, Store: st, Now: s.clock.Now, HoldWrites: true, OnCommit: ob.Add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := NewFaultyTransport(s.net.Join(name), Faults{})
+	var peers []string
+	for _, p := range s.names {
+		if p != name {
+			peers = append(peers, p)
+		}
+	}
+	cfg := Config{
+		Replica: rep, Store: st, Outbox: ob, Transport: ft, Now: s.clock.Now,
+		HeartbeatInterval: scenarioHeartbeat, AntiEntropyInterval: time.Second, PeerTimeout: 5 * time.Second,
+		Peers: peers,
+	}
+	if s.tweak != nil {
+		s.tweak(&cfg)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := r.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &scenarioNode{name: name, store: st, replica: rep, rep: r, faults: ft, steps: steps, flusher: steps.f}
+	s.nodes[name] = n
+	return n
+}
+
+func (n *scenarioNode) close() {
+	n.rep.Close()
+	n.faults.Close()
+	_ = n.replica.Close()
+	_ = n.store.Close()
+}
+
+func (s *scenario) close() {
+	for _, n := range s.nodes {
+		n.close()
+	}
+}
+
+// mergeInbox merges what the replica received, as its merger would.
+func (s *scenario) mergeInbox(ctx context.Context, n *scenarioNode) { n.steps.Merge(ctx) }
+
+// antiEntropy runs one round from each replica, as its anti-entropy loop
+// would, deciding recovery for those still holding writes.
+func (s *scenario) antiEntropy(ctx context.Context, nodes []*scenarioNode) {
+	for _, n := range nodes {
+		n.steps.AntiEntropy(ctx)
+	}
+}
+
+// vector prints a vector's entries sorted by replica: us:+2-1.
+func vector(v crdt.Vector) string {
+	parts := make([]string, 0, len(v))
+	for _, e := range v {
+		parts = append(parts, fmt.Sprintf("%s:+%d-%d", e.Replica, e.PN.P, e.PN.N))
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, " ") + "}"
+}
