@@ -496,7 +496,7 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 // parseTime reads a time T in unix ms: now, +d or -d from now, a time of
-// day on the clock's first day (15:04:05.999), or RFC 3339.
+// day on the clock's first day (15:04:05.999 or 15:04), or RFC 3339.
 func (e *Env) parseTime(s string) (int64, error) {
 	now := e.Clock.Now()
 	switch {
@@ -514,7 +514,10 @@ func (e *Env) parseTime(s string) (int64, error) {
 	}
 	t, err := time.Parse("15:04:05.999", s)
 	if err != nil {
-		return 0, fmt.Errorf("time %q: %w", s, err)
+		t, err = time.Parse("15:04", s)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("time %q: want now, ±duration, 15:04:05.999 or RFC 3339", s)
 	}
 	day := Start.Truncate(24 * time.Hour)
 	return day.Add(t.Sub(t.Truncate(24 * time.Hour))).UnixMilli(), nil
@@ -640,7 +643,8 @@ func windowFlags(w region.Window) string {
 // by the replica's clock (expired ones are gone by rule, swept or not).
 func (e *Env) buckets(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
 	width := int64(durationArg(t, d, "width") / time.Second)
-	from, to := e.timeArg(t, d, "from", 0)/1000, e.timeArg(t, d, "to", (1<<40)*1000)/1000
+	// Bucket names hold 10 digits of start: the default end is the last.
+	from, to := e.timeArg(t, d, "from", 0)/1000, e.timeArg(t, d, "to", 9_999_999_999_000)/1000
 	nowMs := n.Replica.Now().UnixMilli()
 	var lines []string
 	err := n.Store.WindowSeries(kind.Windows(), key, width, from, to, func(bk crdt.Bucket, v crdt.Vector) {
