@@ -201,10 +201,6 @@ func (b *Budget) Spend(self string, n int64) error {
 	return nil
 }
 
-// Refund gives n (> 0) back to self's rights: the undoing of a spend that
-// turned out to be a duplicate.
-func (b *Budget) Refund(self string, n int64) { b.Main = b.Main.Add(self, n) }
-
 func (b *Budget) check(self string, n int64) error {
 	if n <= 0 || b.Rights(self) >= n {
 		return nil
@@ -253,18 +249,6 @@ func (b *Budget) Merge(o *Budget) bool {
 		changed = changed || c
 	}
 	return changed
-}
-
-// Clone returns a copy that shares no memory with b.
-func (b *Budget) Clone() Budget {
-	out := Budget{Main: b.Main.Clone()}
-	if b.Inbox != nil {
-		out.Inbox = make(map[string]Vector, len(b.Inbox))
-		for k, v := range b.Inbox {
-			out.Inbox[k] = v.Clone()
-		}
-	}
-	return out
 }
 
 // Equal reports whether b and o hold the same state.

@@ -530,10 +530,6 @@ func (b *Batch) PutMeta(name string, v []byte) {
 // Len is the number of writes in the batch, counting logged events.
 func (b *Batch) Len() int { return int(b.b.Count()) + len(b.events) }
 
-// Events are the events the batch logged; after Commit they carry their
-// seqs.
-func (b *Batch) Events() []Event { return b.events }
-
 // Commit applies the batch atomically and, under DurabilitySync, returns
 // only after the WAL holding it is fsynced.
 func (b *Batch) Commit() error {
