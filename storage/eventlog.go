@@ -255,14 +255,9 @@ func (s *Store) LogID() string { return s.logID }
 // LogLast is the seq of the last committed event (0: none yet).
 func (s *Store) LogLast() uint64 { return s.logLast.Load() }
 
-// LogEvent appends e to the batch's events; Commit writes them with the
-// next seqs. Only the replica's writer logs, one batch at a time.
-func (b *Batch) LogEvent(e Event) {
-	b.events = append(b.events, e)
-}
-
-// LogEvents appends events, as LogEvent each. The batch may keep and
-// change the slice (Commit sets the seqs).
+// LogEvents appends events to the batch's events; Commit writes them with
+// the next seqs. Only the replica's writer logs, one batch at a time. The
+// batch may keep and change the slice (Commit sets the seqs).
 func (b *Batch) LogEvents(events []Event) {
 	if b.events == nil {
 		b.events = events
@@ -358,13 +353,6 @@ func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
 		}
 		return n < limit
 	})
-}
-
-// LogFirst is the seq of the oldest event still in the log (0: empty).
-func (s *Store) LogFirst() (uint64, error) {
-	var first uint64
-	err := s.ScanLog(0, 1, func(e Event) bool { first = e.Seq; return false })
-	return first, err
 }
 
 // LogPublished is how far the stream has acknowledged the log.

@@ -55,13 +55,6 @@ func (s *Store) Flag(user string) crdt.Flag {
 	return s.flags[user]
 }
 
-// FlaggedUsers reports how many users have a flag, blocked or not.
-func (s *Store) FlaggedUsers() int {
-	s.fmu.RLock()
-	defer s.fmu.RUnlock()
-	return len(s.flags)
-}
-
 // Flagged is one user's flag, as Flags lists it.
 type Flagged struct {
 	User string

@@ -23,16 +23,9 @@ type IdemValue struct {
 	HasBy bool
 }
 
-// AppendIdemValue encodes v: version 2 | zigzag Value | zigzag AtMs |
-// zigzag By. (Version 1 had no By.)
-func AppendIdemValue(dst []byte, v IdemValue) []byte {
-	dst = append(dst, 2)
-	dst = binary.AppendVarint(dst, v.Value)
-	dst = binary.AppendVarint(dst, v.AtMs)
-	return binary.AppendVarint(dst, v.By)
-}
-
-// DecodeIdemValue decodes an AppendIdemValue encoding, version 1 or 2.
+// DecodeIdemValue decodes an idempotency value as versions before keyed
+// records stored it: version 2 | zigzag Value | zigzag AtMs | zigzag By,
+// or version 1, which had no By.
 func DecodeIdemValue(b []byte) (IdemValue, error) {
 	if len(b) == 0 || (b[0] != 1 && b[0] != 2) {
 		return IdemValue{}, fmt.Errorf("decode idempotency value: %w: bad version", crdt.ErrCorrupt)

@@ -137,10 +137,6 @@ func appendKey(dst []byte, prefix byte, parts ...string) []byte {
 	return dst
 }
 
-func vectorEntryKey(k Kind, item, replica string) []byte {
-	return appendVectorEntryKey(make([]byte, 0, 10+len(item)+len(replica)), k, item, replica)
-}
-
 func appendVectorEntryKey(dst []byte, k Kind, item, replica string) []byte {
 	dst = appendBucketPrefix(dst, VectorBucket(item))
 	dst = append(dst, prefixVector, '/', byte(k), '/')

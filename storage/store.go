@@ -294,18 +294,6 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Sync makes every write applied so far durable (a WAL fsync, shared with
-// any concurrent commits).
-func (s *Store) Sync() error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("sync store: %w", err)
-	}
-	return nil
-}
-
 // get returns a copy of key's value, or nil, false if absent.
 func (s *Store) get(key []byte) ([]byte, bool, error) {
 	if s.closed.Load() {
@@ -512,14 +500,6 @@ func (b *Batch) SetMarker(item, user string, keyed, on bool) {
 	} else {
 		_ = b.b.Delete(k, nil)
 	}
-}
-
-// PutIdempotency writes a per-replica idempotency key as versions before
-// keyed records did; ConvertIdempotency turns it into a keyed record. Tests
-// use it to build such a store.
-func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
-	b.buf = AppendIdemValue(b.buf[:0], v)
-	_ = b.b.Set(idemKey(key, idem), b.buf, nil)
 }
 
 // PutMeta writes a metadata value.

@@ -1,0 +1,63 @@
+package storage
+
+// What only the tests use: helpers that build or inspect a store in ways
+// the replica never needs.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// LogEvent appends e to the batch's events; Commit writes them with the
+// next seqs. Only the replica's writer logs, one batch at a time.
+func (b *Batch) LogEvent(e Event) {
+	b.events = append(b.events, e)
+}
+
+// LogFirst is the seq of the oldest event still in the log (0: empty).
+func (s *Store) LogFirst() (uint64, error) {
+	var first uint64
+	err := s.ScanLog(0, 1, func(e Event) bool { first = e.Seq; return false })
+	return first, err
+}
+
+// PutIdempotency writes a per-replica idempotency key as versions before
+// keyed records did; ConvertIdempotency turns it into a keyed record. Tests
+// use it to build such a store.
+func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
+	b.buf = AppendIdemValue(b.buf[:0], v)
+	_ = b.b.Set(idemKey(key, idem), b.buf, nil)
+}
+
+// Sync makes every write applied so far durable (a WAL fsync, shared with
+// any concurrent commits).
+func (s *Store) Sync() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
+	return nil
+}
+
+// FlaggedUsers reports how many users have a flag, blocked or not.
+func (s *Store) FlaggedUsers() int {
+	s.fmu.RLock()
+	defer s.fmu.RUnlock()
+	return len(s.flags)
+}
+
+// AppendIdemValue encodes v as DecodeIdemValue reads it, version 2.
+func AppendIdemValue(dst []byte, v IdemValue) []byte {
+	dst = append(dst, 2)
+	dst = binary.AppendVarint(dst, v.Value)
+	dst = binary.AppendVarint(dst, v.AtMs)
+	return binary.AppendVarint(dst, v.By)
+}
+
+func vectorEntryKey(k Kind, item, replica string) []byte {
+	return appendVectorEntryKey(make([]byte, 0, 10+len(item)+len(replica)), k, item, replica)
+}
