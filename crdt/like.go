@@ -142,19 +142,14 @@ func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delt
 	return changed, r.Reconcile(self)
 }
 
-// ApplyKeyed records the local application of an increment by amount at
+// ApplyKeyedCounted records the local application of an increment at
 // replica self, stamped hlc, on a keyed record that holds no earlier
-// application (the caller checks: an applied key is a duplicate). It returns
-// the change to self's counter-vector entry: amount, less whatever the
-// record's earlier contributions already count.
-func (r *LikeRecord) ApplyKeyed(self string, amount int64, hlc HLC) (delta int64) {
-	return r.ApplyKeyedCounted(self, amount, amount, hlc)
-}
-
-// ApplyKeyedCounted is ApplyKeyed for an increment the client asked by
-// asked and the replica counts as counted (an approximate counter's
-// decision): counted is the record's Amount, and asked is kept beside it
-// for telling a retry from a reuse of the key.
+// application (the caller checks: an applied key is a duplicate). The
+// client asked by asked and the replica counts counted (an approximate
+// counter's decision; an exact one counts what was asked): counted is the
+// record's Amount, and asked is kept beside it for telling a retry from a
+// reuse of the key. It returns the change to self's counter-vector entry:
+// counted, less whatever the record's earlier contributions already count.
 func (r *LikeRecord) ApplyKeyedCounted(self string, asked, counted int64, hlc HLC) (delta int64) {
 	r.Keyed = true
 	r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At = true, hlc, self, counted, 0, 0

@@ -73,10 +73,6 @@ func StartName(start int64) string {
 	return string(n[i+1 : i+11])
 }
 
-// IsBucketName reports whether name is a time bucket's name rather than an
-// id: it contains '#'.
-func IsBucketName(name string) bool { return strings.IndexByte(name, '#') >= 0 }
-
 // BaseKey is the part of a vector name before '#' or '~': the key of a time
 // bucket or of a budget's inbox vector, or the whole name of a plain
 // vector. Anti-entropy buckets hash it, so all of a key's time buckets and

@@ -68,7 +68,7 @@ func sampleRecord() *crdt.LikeRecord {
 // keyedSample is a keyed record: an increment by amount applied at eu-1.
 func keyedSample(amount, ms int64) *crdt.LikeRecord {
 	r := &crdt.LikeRecord{}
-	r.ApplyKeyed("eu-1", amount, crdt.MakeHLC(ms, 0))
+	r.ApplyKeyedCounted("eu-1", amount, amount, crdt.MakeHLC(ms, 0))
 	return r
 }
 
