@@ -235,40 +235,6 @@ func (b *Budget) Transfer(self, to string, n int64) error {
 	return nil
 }
 
-// Merge folds o into b by element-wise max of every vector; it reports
-// whether b changed. o is not modified.
-func (b *Budget) Merge(o *Budget) bool {
-	var changed, c bool
-	b.Main, c = b.Main.Merge(o.Main)
-	changed = changed || c
-	for to, v := range o.Inbox {
-		if b.Inbox == nil {
-			b.Inbox = make(map[string]Vector)
-		}
-		b.Inbox[to], c = b.Inbox[to].Merge(v)
-		changed = changed || c
-	}
-	return changed
-}
-
-// Equal reports whether b and o hold the same state.
-func (b *Budget) Equal(o *Budget) bool {
-	if !b.Main.Equal(o.Main) {
-		return false
-	}
-	for k, v := range b.Inbox {
-		if !v.Equal(o.Inbox[k]) {
-			return false
-		}
-	}
-	for k, v := range o.Inbox {
-		if !v.Equal(b.Inbox[k]) {
-			return false
-		}
-	}
-	return true
-}
-
 // Give is how much of its rights a holder gives a replica that asked for
 // want, the rule of "What an ask can take" in docs/architecture.md:
 //

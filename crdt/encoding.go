@@ -42,20 +42,6 @@ func DecodePN(b []byte) (PN, error) {
 	return e, d.finish("pn")
 }
 
-// AppendVector appends the encoding of v to dst.
-func AppendVector(dst []byte, v Vector) []byte {
-	dst = append(dst, formatV1)
-	return appendVectorBody(dst, v)
-}
-
-// DecodeVector decodes an AppendVector encoding.
-func DecodeVector(b []byte) (Vector, error) {
-	d := decoder{b: b}
-	d.version()
-	v := d.vector()
-	return v, d.finish("vector")
-}
-
 // AppendLikeRecord appends the encoding of r to dst.
 func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
 	var flags byte

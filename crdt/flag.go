@@ -52,15 +52,6 @@ func (f *Flag) Set(self string, blocked bool, hlc HLC) (changed bool) {
 	return changed
 }
 
-// Portion returns the part of f that replica id speaks for: all of it if id
-// set it, else the zero Flag.
-func (f Flag) Portion(id string) Flag {
-	if f.Origin == id {
-		return f
-	}
-	return Flag{}
-}
-
 // Flag encoding:
 //
 //	Flag: v1 | blocked (0 or 1) | HLC | origin
@@ -107,8 +98,8 @@ func DecodeFlag(b []byte) (Flag, error) {
 
 // Record is f as a register-only like record {Liked: Blocked, HLC,
 // Origin}: the form a flag travels in between replicas, so that the fast
-// path, anti-entropy pages and provenance cuts (LikeRecord.Portion,
-// Restrict) carry it as they carry any record's register.
+// path, anti-entropy pages and provenance cuts (LikeRecord.Restrict)
+// carry it as they carry any record's register.
 func (f Flag) Record() *LikeRecord {
 	return &LikeRecord{Liked: f.Blocked, HLC: f.HLC, Origin: f.Origin}
 }

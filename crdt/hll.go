@@ -268,16 +268,6 @@ func (h *HLL) Merge(o *HLL) (changed bool) {
 // Equal reports whether h and o hold the same registers.
 func (h *HLL) Equal(o *HLL) bool { return h.pages == o.pages }
 
-// IsZero reports whether h is empty (every register zero).
-func (h *HLL) IsZero() bool {
-	for i := range h.pages {
-		if !h.pages[i].IsZero() {
-			return false
-		}
-	}
-	return true
-}
-
 // HLLMaxEstimate is the largest estimate: 2^62, about 4.6·10^18. A 64-bit
 // hash tells at most 2^64 ids apart, and its collisions bend the count well
 // before that, so no real set of ids gets near it; registers that estimate

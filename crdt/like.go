@@ -193,23 +193,6 @@ func (r *LikeRecord) Equal(o *LikeRecord) bool {
 		r.Amount == o.Amount && r.Asked == o.Asked && r.At == o.At && r.Contrib.Equal(o.Contrib)
 }
 
-// Portion returns the part of r that replica id speaks for: id's own
-// Contrib entry, and the register if id is its Origin (otherwise the zero
-// register, which loses to every real one). Merging only portions, each
-// received from its owner, converges to the same state as merging whole
-// records (TestLikeConvergence's provenance runs); a relay cannot then
-// forge another replica's part.
-func (r *LikeRecord) Portion(id string) *LikeRecord {
-	p := &LikeRecord{Keyed: r.Keyed}
-	if r.Origin == id {
-		p.Liked, p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At
-	}
-	if e := r.Contrib.Get(id); e != (PN{}) {
-		p.Contrib = Vector{{Replica: id, PN: e}}
-	}
-	return p
-}
-
 // Restrict returns a copy of r keeping only the Contrib entries of the
 // replicas keep accepts, and the register only if keep accepts its Origin.
 // It reports whether anything was left out.

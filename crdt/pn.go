@@ -159,16 +159,6 @@ func (v Vector) Equal(o Vector) bool {
 	return true
 }
 
-// Covers reports whether v is at least o in every entry (v = v.Merge(o)).
-func (v Vector) Covers(o Vector) bool {
-	for _, e := range o {
-		if !v.Get(e.Replica).Covers(e.PN) {
-			return false
-		}
-	}
-	return true
-}
-
 func subSat(p, n uint64) int64 {
 	if p >= n {
 		if d := p - n; d <= math.MaxInt64 {
