@@ -3,8 +3,11 @@ package region
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // A handoff moves every right the replica holds, and goes on moving the
@@ -174,11 +177,10 @@ func TestHandoffResumesAfterARestart(t *testing.T) {
 // waitHandoff waits until r's handoff to `to` is on.
 func waitHandoff(t *testing.T, r *Replica, to string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for r.handoffTo() != to {
-		if time.Now().After(deadline) {
-			t.Fatalf("the handoff to %s was not resumed", to)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if got := r.handoffTo(); got != to {
+			return fmt.Errorf("the handoff to %s was not resumed (handing off to %q)", to, got)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }

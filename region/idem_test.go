@@ -2,12 +2,15 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // manualClock is a wall clock the test moves.
@@ -119,13 +122,12 @@ func TestIdempotencySweeper(t *testing.T) {
 		t.Fatalf("k forgotten within its TTL: %+v, %v", res, err)
 	}
 	clock.advance(2 * time.Hour)
-	deadline := time.Now().Add(10 * time.Second)
-	for testutil.ToFloat64(r.metrics.idemExpired) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper did not expire k")
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if testutil.ToFloat64(r.metrics.idemExpired) < 1 {
+			return errors.New("the sweeper did not expire k")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
 		t.Fatalf("after the sweep: %+v, %v", res, err)
 	}

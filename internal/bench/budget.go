@@ -19,6 +19,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/region"
 )
@@ -353,16 +354,9 @@ func maxInts(v []int) int {
 
 // waitReady polls base's /readyz until it answers 200, for up to d.
 func waitReady(ctx context.Context, base string, tlsc *tls.Config, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := checkReady(ctx, base, tlsc)
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return err
-		}
-	}
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return poll.Until(wctx, 50*time.Millisecond, func() error { return checkReady(ctx, base, tlsc) })
 }
 
 // budgetState is a budget as one region reads it.
@@ -637,28 +631,28 @@ func (lv *budgetLevel) run(ctx context.Context) (*budgetLevelResult, error) {
 // budget yet is waited for.
 func (lv *budgetLevel) settle(ctx context.Context, ok func(budgetState) bool) (budgetState, time.Duration, error) {
 	t0 := time.Now()
-	deadline := t0.Add(lv.cfg.Settle)
+	wctx, cancel := context.WithTimeout(ctx, lv.cfg.Settle)
+	defer cancel()
 	states := make([]budgetState, len(lv.urls))
-	for {
+	err := poll.Until(wctx, healPollEvery, func() error {
 		var lastErr error
 		for i, u := range lv.urls {
 			s, err := lv.api.get(ctx, u, lv.key)
 			if err != nil && !errors.Is(err, errNoBudget) {
-				return budgetState{}, 0, err
+				return poll.Permanent(err)
 			}
 			lastErr = err
 			states[i] = s
 		}
 		if lastErr == nil && budgetsAgree(states) && ok(states[0]) {
-			return states[0], time.Since(t0), nil
+			return nil
 		}
-		if time.Now().After(deadline) {
-			return budgetState{}, 0, fmt.Errorf("after %s the regions read %+v (%v)", lv.cfg.Settle, states, lastErr)
-		}
-		if err := sleepCtx(ctx, healPollEvery); err != nil {
-			return budgetState{}, 0, err
-		}
+		return fmt.Errorf("the regions read %+v (%v)", states, lastErr)
+	})
+	if err != nil {
+		return budgetState{}, 0, fmt.Errorf("settle within %s: %w", lv.cfg.Settle, err)
 	}
+	return states[0], time.Since(t0), nil
 }
 
 // spendAll runs the clients until cfg.Duration has passed or each was

@@ -21,6 +21,7 @@ import (
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/localnet"
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
 )
 
@@ -229,19 +230,11 @@ const lagJitter = 20 * time.Millisecond
 // reached every other one: until then, gateway interest may still be
 // propagating and the first lags would measure start-up.
 func (b *replBench) warmUp(ctx context.Context) error {
-	deadline := time.Now().Add(b.cfg.Timeout)
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
 	for i := range b.api {
-		for {
-			err := b.api[i].Ready(ctx)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("bench: region %s not ready after %s: %w", b.d.regions[i], b.cfg.Timeout, err)
-			}
-			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-				return err
-			}
+		if err := poll.Until(wctx, 20*time.Millisecond, func() error { return b.api[i].Ready(ctx) }); err != nil {
+			return fmt.Errorf("bench: region %s not ready within %s: %w", b.d.regions[i], b.cfg.Timeout, err)
 		}
 	}
 	for i := range b.d.regions {

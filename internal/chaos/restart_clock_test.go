@@ -2,8 +2,11 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // A user likes an item in a region that has just restarted, and, 1.5 s
@@ -67,7 +70,7 @@ func TestLatestActionWinsAfterARestart(t *testing.T) {
 	// Wait until every region holds the same record, the same for 1 s.
 	var stableSince time.Time
 	last := map[string]bool{}
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testkit.WaitFor(t, 20*time.Second, func() error {
 		now := map[string]bool{}
 		for _, p := range d.procs {
 			l, err := p.client.liked(ctx, "post", "alice", timeout)
@@ -82,12 +85,12 @@ func TestLatestActionWinsAfterARestart(t *testing.T) {
 			stableSince = time.Now()
 		}
 		last = now
-		if !stableSince.IsZero() && time.Since(stableSince) > time.Second {
-			if now["us"] {
-				t.Fatal("alice likes post everywhere: her like at the restarted region beat her unlike 1.5 s later")
-			}
-			return
+		if stableSince.IsZero() || time.Since(stableSince) <= time.Second {
+			return fmt.Errorf("regions did not agree on alice's record for 1 s: %v", now)
 		}
+		return nil
+	})
+	if last["us"] {
+		t.Fatal("alice likes post everywhere: her like at the restarted region beat her unlike 1.5 s later")
 	}
-	t.Fatalf("regions did not agree on alice's record: %v", last)
 }

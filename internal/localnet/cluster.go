@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // DefaultStartTimeout bounds Start when its context has no deadline.
@@ -301,7 +303,7 @@ func (c *Cluster) Server(region string) *server.Server {
 // an outbound and an inbound gateway connection to each other (after a
 // heal, say). Links that are cut are not waited for.
 func (c *Cluster) WaitConnected(ctx context.Context) error {
-	return poll(ctx, "gateways connected", c.connected)
+	return waitFor(ctx, "gateways connected", c.connected)
 }
 
 // connected reports the first missing gateway connection of an up link.
@@ -338,7 +340,7 @@ func (c *Cluster) connected() error {
 // the others it cannot succeed; call it after a heal). With one region
 // JetStream is standalone and ready once the server is.
 func (c *Cluster) WaitJetStream(ctx context.Context) error {
-	return poll(ctx, "jetstream ready", c.jetStreamReady)
+	return waitFor(ctx, "jetstream ready", c.jetStreamReady)
 }
 
 func (c *Cluster) jetStreamReady() error {
@@ -363,21 +365,12 @@ func (c *Cluster) jetStreamReady() error {
 	return nil
 }
 
-// poll calls check until it succeeds or ctx ends.
-func poll(ctx context.Context, what string, check func() error) error {
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %s: %w (last: %w)", what, ctx.Err(), err)
-		case <-t.C:
-		}
+// waitFor calls check until it succeeds or ctx ends.
+func waitFor(ctx context.Context, what string, check func() error) error {
+	if err := poll.Until(ctx, pollInterval, check); err != nil {
+		return fmt.Errorf("wait for %s: %w", what, err)
 	}
+	return nil
 }
 
 // Close stops the links and the servers and waits for every goroutine. It
