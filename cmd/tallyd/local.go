@@ -14,6 +14,7 @@ import (
 	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/natsperm"
+	"github.com/tally-dev/tally/internal/process"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -210,8 +211,8 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if hclog.LevelFromString(lc.LogLevel) == hclog.NoLevel {
 		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
 	}
-	logMalloc(log)
-	raiseProcs(log, tallynode.DefaultConfig().MinProcs)
+	process.RaiseProcs(log, tallynode.DefaultConfig().MinProcs)
+	process.LogTuning(log)
 
 	dcfg := lc.deployConfig(log)
 	if err := dcfg.Validate(); err != nil {

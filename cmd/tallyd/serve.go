@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/internal/process"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -36,15 +37,15 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		defer signal.Stop(ch)
 		hup = ch
 	}
-	logMalloc(log)
-	raiseProcs(log, cfg.MinProcs)
+	process.RaiseProcs(log, cfg.MinProcs)
+	process.LogTuning(log)
 
 	if cfg.DebugListen != "" {
-		d, err := startDebug(ctx, cfg.DebugListen, log.Named("debug"))
+		d, err := process.StartDebug(ctx, cfg.DebugListen, log.Named("debug"))
 		if err != nil {
 			return err
 		}
-		defer d.close()
+		defer d.Close()
 		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", d.Addr())
 	}
 	n, err := tallynode.Start(ctx, cfg, tallynode.Options{Logger: log, Version: version(), Getenv: c.getenv})
@@ -113,14 +114,5 @@ func warnUnsafe(log hclog.Logger, cfg tallynode.Config) {
 	if cfg.InsecureOpenAdmin && cfg.AdminToken == "" {
 		log.Warn("insecure_open_admin: admin routes (block list, audit, budget handoff, links) need no token: "+
 			"anyone reaching the listener can use them", "listen", cfg.Listen)
-	}
-}
-
-// logMalloc says how the C allocator was tuned at start (see
-// malloc_glibc.go), so an operator comparing RSS across hosts knows.
-func logMalloc(log hclog.Logger) {
-	if a, m := mallocTuning(); a > 0 || m > 0 {
-		log.Info("C allocator tuned for Pebble's cache (MALLOC_ARENA_MAX or GLIBC_TUNABLES override it)",
-			"arena_max", a, "mmap_threshold", m)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package process
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// debugServer serves Go's profiler on its own listener, apart from the API
+// DebugServer serves Go's profiler on its own listener, apart from the API
 // so that it can stay on loopback while the API does not, and so that no
 // API middleware (auth, body limits, request timeouts) cuts a 30 s CPU
 // profile short.
-type debugServer struct {
+type DebugServer struct {
 	srv *http.Server
 	ln  net.Listener
 	wg  sync.WaitGroup
 }
 
-// startDebug listens on addr and serves /debug/pprof/ until close.
-func startDebug(ctx context.Context, addr string, log hclog.Logger) (*debugServer, error) {
+// StartDebug listens on addr and serves /debug/pprof/ until Close.
+func StartDebug(ctx context.Context, addr string, log hclog.Logger) (*DebugServer, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -40,7 +40,7 @@ func startDebug(ctx context.Context, addr string, log hclog.Logger) (*debugServe
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	d := &debugServer{ln: ln, srv: &http.Server{
+	d := &DebugServer{ln: ln, srv: &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
@@ -57,10 +57,10 @@ func startDebug(ctx context.Context, addr string, log hclog.Logger) (*debugServe
 }
 
 // Addr is the bound address.
-func (d *debugServer) Addr() net.Addr { return d.ln.Addr() }
+func (d *DebugServer) Addr() net.Addr { return d.ln.Addr() }
 
-// close stops the server at once: a profile in progress is cut off.
-func (d *debugServer) close() {
+// Close stops the server at once: a profile in progress is cut off.
+func (d *DebugServer) Close() {
 	_ = d.srv.Close()
 	d.wg.Wait()
 }

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package main
+package process
 
 import (
 	"os"
@@ -13,7 +13,7 @@ func TestMallocTuning(t *testing.T) {
 	if !glibc() {
 		t.Skip("not glibc: nothing is tuned")
 	}
-	a, m := mallocTuning()
+	a, m := MallocTuning()
 	wantA, wantM := 2, 65536
 	if os.Getenv("GLIBC_TUNABLES") != "" {
 		wantA, wantM = 0, 0
@@ -25,6 +25,6 @@ func TestMallocTuning(t *testing.T) {
 		wantM = 0
 	}
 	if a != wantA || m != wantM {
-		t.Errorf("mallocTuning() = %d, %d; want %d, %d", a, m, wantA, wantM)
+		t.Errorf("MallocTuning() = %d, %d; want %d, %d", a, m, wantA, wantM)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux && cgo
 
-package main
+package process
 
 /*
 #include <stdlib.h>
@@ -40,9 +40,9 @@ static int tally_malloc_mmap_threshold(void) { return 0; }
 */
 import "C"
 
-// mallocTuning says what the process start set in the C allocator (zero:
+// MallocTuning says what the process start set in the C allocator (zero:
 // left as it was, because the operator set it, or not glibc).
-func mallocTuning() (arenaMax, mmapThreshold int) {
+func MallocTuning() (arenaMax, mmapThreshold int) {
 	return int(C.tally_malloc_arena_max()), int(C.tally_malloc_mmap_threshold())
 }
 
