@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/cliutil"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -39,14 +39,12 @@ run 'tallyd admin <subcommand> -h' for its flags
 
 // adminRetire frees the leases of a retired replica (alloc.RetireHolder).
 func (c *cli) adminRetire(ctx context.Context, args []string) error {
-	var natsURL, creds, user, password, holder string
+	var conn cliutil.NATSClient
+	var holder string
 	cfg := alloc.RetireConfig{Bucket: alloc.DefaultBucket, Sequence: tallynode.LikesSequence}
 	timeout := 30 * time.Second
 	fs := newFlagSet("admin retire", func(fs *flag.FlagSet) {
-		fs.StringVar(&natsURL, "nats", "", "NATS server `url` of the region holding the allocator's bucket (required)")
-		fs.StringVar(&creds, "creds", "", "NATS credentials `file`")
-		fs.StringVar(&user, "user", "", "NATS `user` (with --password)")
-		fs.StringVar(&password, "password", "", "NATS `password`")
+		conn.Bind(fs, "NATS server `url` of the region holding the allocator's bucket (required)", true)
 		fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "the allocator's KV `bucket` (the replicas' alloc_bucket)")
 		fs.StringVar(&cfg.Sequence, "sequence", cfg.Sequence, "`sequence` whose leases are freed")
 		fs.StringVar(&holder, "holder", "", "`replica` id that will not come back (required)")
@@ -65,33 +63,18 @@ func (c *cli) adminRetire(ctx context.Context, args []string) error {
 		return usagef("admin retire: unexpected argument %q", fs.Arg(0))
 	case holder == "":
 		return usagef("admin retire: --holder is required: the id of the replica that will not come back")
-	case natsURL == "":
-		return usagef("admin retire: --nats is required")
-	case creds != "" && user != "":
-		return usagef("admin retire: give --creds or --user, not both")
-	case (user == "") != (password == ""):
-		return usagef("admin retire: --user and --password go together")
 	case timeout <= 0:
 		return usagef("admin retire: --timeout must be positive")
 	}
+	if err := conn.Check("admin retire", c.getenv); err != nil {
+		return err
+	}
 	cfg.Holder = holder
-
-	opts := []nats.Option{nats.Name("tallyd admin retire"), nats.Timeout(5 * time.Second)}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
-	}
-	if user != "" {
-		opts = append(opts, nats.UserInfo(user, password))
-	}
-	nc, err := nats.Connect(natsURL, opts...)
+	nc, js, err := conn.Connect("admin retire", "tallyd admin retire", nats.Timeout(5*time.Second))
 	if err != nil {
-		return fmt.Errorf("admin retire: connect to %s: %w", natsURL, err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("admin retire: jetstream: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	freed, err := alloc.RetireHolder(ctx, js, cfg)

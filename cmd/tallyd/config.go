@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2/gohcl"
 	"github.com/hashicorp/hcl/v2/hclparse"
 
+	"github.com/tally-dev/tally/internal/cliutil"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -31,7 +32,7 @@ const (
 	envWriteToken = "TALLY_WRITE_TOKEN"
 	envAdminToken = "TALLY_ADMIN_TOKEN"
 	envReadToken  = "TALLY_READ_TOKEN"
-	envNATSPass   = "TALLY_NATS_PASSWORD"
+	envNATSPass   = cliutil.EnvNATSPassword
 )
 
 // bindFlags defines serve's flags on fs, writing into c. Each flag's

@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/replication"
 )
 
@@ -29,12 +29,10 @@ func (c *cli) events(ctx context.Context, args []string) error {
 		}
 		return usagef("events: want the subcommand tail (run 'tallyd events -h')")
 	}
-	var natsURL, creds, user string
+	var conn cliutil.NATSClient
 	var cfg replication.TailConfig
 	fs := newFlagSet("events tail", func(fs *flag.FlagSet) {
-		fs.StringVar(&natsURL, "nats", "", "NATS server `url` that reaches the region's stream (required)")
-		fs.StringVar(&creds, "creds", "", "NATS credentials `file`")
-		fs.StringVar(&user, "user", "", "NATS `user` (password from env "+envNATSPass+")")
+		conn.Bind(fs, "NATS server `url` that reaches the region's stream (required)", false)
 		fs.StringVar(&cfg.Region, "region", "", "the `region` whose events to read (required)")
 		fs.StringVar(&cfg.Durable, "durable", "", "consumer `name` to keep the position under (default: read from the start, keep nothing)")
 		fs.IntVar(&cfg.Limit, "limit", 0, "stop after `n` events (0: follow until interrupted)")
@@ -50,30 +48,20 @@ func (c *cli) events(ctx context.Context, args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return usagef("events tail: unexpected argument %q", fs.Arg(0))
-	case natsURL == "":
-		return usagef("events tail: --nats is required")
 	case cfg.Region == "":
 		return usagef("events tail: --region is required")
-	case creds != "" && user != "":
-		return usagef("events tail: give --creds or --user, not both")
 	case cfg.Limit < 0:
 		return usagef("events tail: --limit must not be negative")
 	}
-	opts := []nats.Option{nats.Name("tallyd events tail " + cfg.Region), nats.MaxReconnects(-1)}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+	if err := conn.Check("events tail", c.getenv); err != nil {
+		return err
 	}
-	if user != "" {
-		opts = append(opts, nats.UserInfo(user, c.getenv(envNATSPass)))
-	}
-	nc, err := nats.Connect(natsURL, opts...)
+	nc, js, err := conn.Connect("events tail", "tallyd events tail "+cfg.Region, nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("events tail: connect to %s: %w", natsURL, err)
+		return err
 	}
 	defer nc.Close()
-	if cfg.JS, err = jetstream.New(nc); err != nil {
-		return fmt.Errorf("events tail: jetstream: %w", err)
-	}
+	cfg.JS = js
 	return replication.TailEvents(ctx, cfg, func(data []byte) error {
 		_, err := fmt.Fprintf(c.stdout, "%s\n", data)
 		return err

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/milestone"
 )
 
@@ -28,12 +28,11 @@ func (c *cli) milestones(ctx context.Context, args []string) error {
 		}
 		return usagef("milestones: want the subcommand follow (run 'tallyd milestones -h')")
 	}
-	var natsURL, creds, user, password, command string
+	var conn cliutil.NATSClient
+	var command string
 	cfg := milestone.FollowConfig{Stream: milestone.DefaultStream, Retry: 5 * time.Second}
 	fs := newFlagSet("milestones follow", func(fs *flag.FlagSet) {
-		fs.StringVar(&natsURL, "nats", "", "NATS server `url` that reaches the milestone stream (required)")
-		fs.StringVar(&creds, "creds", "", "NATS credentials `file`")
-		fs.StringVar(&user, "user", "", "NATS `user` (password from env "+envNATSPass+")")
+		conn.Bind(fs, "NATS server `url` that reaches the milestone stream (required)", false)
 		fs.StringVar(&cfg.Durable, "durable", "", "the application's consumer `name`: where it left off is kept under it (required)")
 		fs.StringVar(&cfg.Stream, "stream", cfg.Stream, "the milestone `stream`")
 		fs.DurationVar(&cfg.Retry, "retry", cfg.Retry, "how long a milestone whose handling failed waits before it comes again (`duration`)")
@@ -50,32 +49,19 @@ func (c *cli) milestones(ctx context.Context, args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return usagef("milestones follow: unexpected argument %q", fs.Arg(0))
-	case natsURL == "":
-		return usagef("milestones follow: --nats is required")
 	case cfg.Durable == "":
 		return usagef("milestones follow: --durable is required: the name your application's position is kept under")
-	case creds != "" && user != "":
-		return usagef("milestones follow: give --creds or --user, not both")
 	case cfg.Retry <= 0:
 		return usagef("milestones follow: --retry must be positive")
 	}
-	password = c.getenv(envNATSPass)
-	opts := []nats.Option{nats.Name("tallyd milestones follow " + cfg.Durable), nats.MaxReconnects(-1)}
-	if creds != "" {
-		opts = append(opts, nats.UserCredentials(creds))
+	if err := conn.Check("milestones follow", c.getenv); err != nil {
+		return err
 	}
-	if user != "" {
-		opts = append(opts, nats.UserInfo(user, password))
-	}
-	nc, err := nats.Connect(natsURL, opts...)
+	nc, js, err := conn.Connect("milestones follow", "tallyd milestones follow "+cfg.Durable, nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("milestones follow: connect to %s: %w", natsURL, err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("milestones follow: jetstream: %w", err)
-	}
 	cfg.JS = js
 	enc := json.NewEncoder(c.stdout)
 	return milestone.Follow(ctx, cfg, func(ctx context.Context, ev milestone.Event) error {

@@ -1,7 +1,8 @@
 // Package cliutil holds what tallyd's commands share for flags and errors:
-// a usage error (exit code 2), a quiet flag set and its usage text. The
-// commands live in cmd/tallyd and in tooling packages such as
-// internal/bench, which is why this is a package of its own.
+// a usage error (exit code 2), a quiet flag set and its usage text, and a
+// NATS client's flags and connection. The commands live in cmd/tallyd and
+// in tooling packages such as internal/bench, which is why this is a
+// package of its own.
 package cliutil
 
 import (
