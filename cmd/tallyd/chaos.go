@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/internal/chaos"
+	"github.com/tally-dev/tally/internal/cliutil"
 )
 
 // chaos runs the chaos suite (package chaos) against region processes run
@@ -44,9 +45,9 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("chaos: unexpected argument %q", fs.Arg(0))
 	}
-	cfg.Regions = splitList(regions)
+	cfg.Regions = cliutil.SplitList(regions)
 	if faults != "all" {
-		cfg.Faults = splitList(faults)
+		cfg.Faults = cliutil.SplitList(faults)
 		if cfg.Faults == nil {
 			cfg.Faults = []string{} // none: the workload alone
 		}
@@ -90,16 +91,6 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 		return fmt.Errorf("chaos: FAIL with seed %d: %d violation kinds (see the report)", rep.Seed, len(rep.ViolationCounts))
 	}
 	return nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 const chaosHelp = `

@@ -6,16 +6,8 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
-	"slices"
-	"strings"
 	"time"
-
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
-	"github.com/hashicorp/hcl/v2/hclparse"
 
 	"github.com/tally-dev/tally/internal/cliutil"
 	tallynode "github.com/tally-dev/tally/node"
@@ -57,11 +49,11 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.Func("limit", "rate limit of a route class, `CLASS=KEY:N,...` (repeatable; classes write, read, scan; keys client, client_burst, user, user_burst; e.g. write=client:100,user:10), per second, per replica", func(s string) error {
 		lc, err := tallynode.ParseLimit(s)
 		if err == nil { // a flag overrides the file's limit of its class
-			c.Limits = upsert(c.Limits, lc, func(o tallynode.LimitConfig) bool { return o.Class == lc.Class })
+			c.Limits = cliutil.Upsert(c.Limits, lc, func(o tallynode.LimitConfig) bool { return o.Class == lc.Class })
 		}
 		return err
 	})
-	fs.Func("trusted-proxies", "comma-separated `addresses` or CIDR prefixes of proxies whose X-Forwarded-For names the client the rate limits key on", commaList(&c.TrustedProxies))
+	fs.Func("trusted-proxies", "comma-separated `addresses` or CIDR prefixes of proxies whose X-Forwarded-For names the client the rate limits key on", cliutil.CommaList(&c.TrustedProxies))
 	fs.StringVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes (`duration`)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
 	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
@@ -80,7 +72,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.Func("approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; e.g. views:=0.01, \"=0.05\" for every counter): counted in growing steps, at that relative standard error", func(s string) error {
 		ac, err := tallynode.ParseApprox(s)
 		if err == nil { // a flag overrides the file's rule for its prefix
-			c.Approx = upsert(c.Approx, ac, func(o tallynode.ApproxConfig) bool { return o.Prefix == ac.Prefix })
+			c.Approx = cliutil.Upsert(c.Approx, ac, func(o tallynode.ApproxConfig) bool { return o.Prefix == ac.Prefix })
 		}
 		return err
 	})
@@ -91,8 +83,8 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "PEM `file` of the CA of the NATS servers' certificates (turns on TLS)")
 	fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "client certificate `file` for NATS")
 	fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "client key `file` for NATS")
-	fs.Func("peers", "comma-separated replica `ids` of the other replicas", commaList(&c.Peers))
-	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their state is taken from peers only when recovering from an empty data directory)", commaList(&c.Retired))
+	fs.Func("peers", "comma-separated replica `ids` of the other replicas", cliutil.CommaList(&c.Peers))
+	fs.Func("retired", "comma-separated `ids` of replicas gone for good (their state is taken from peers only when recovering from an empty data directory)", cliutil.CommaList(&c.Retired))
 	fs.StringVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "how often changes are published (`duration`)")
 	fs.StringVar(&c.AntiEntropyInterval, "anti-entropy-interval", c.AntiEntropyInterval, "how often digests are compared with peers (`duration`)")
 	fs.StringVar(&c.PeerTimeout, "peer-timeout", c.PeerTimeout, "a peer unheard-from this long makes reads approx (`duration`)")
@@ -111,30 +103,6 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "how long a cut-off replica numbers from an unrenewed lease (`duration`)")
 	fs.BoolVar(&c.AllocAuthority, "alloc-authority", c.AllocAuthority, "write the allocator's bucket through the lease authority (tallyd lease-authority)")
 	fs.StringVar(&c.LeaseReclaimAfter, "lease-reclaim-after", c.LeaseReclaimAfter, "free a silent replica's lease tail after its beat is still this long (`duration` > lease-ttl; 0: never)")
-}
-
-// commaList is a flag's Set for a comma-separated list: it replaces
-// *dst with the list's non-empty, trimmed elements.
-func commaList(dst *[]string) func(string) error {
-	return func(s string) error {
-		*dst = nil
-		for _, p := range strings.Split(s, ",") {
-			if p = strings.TrimSpace(p); p != "" {
-				*dst = append(*dst, p)
-			}
-		}
-		return nil
-	}
-}
-
-// upsert replaces the first element of list that same matches with v, or
-// appends v: a repeatable flag overriding the file's entry with its key.
-func upsert[T any](list []T, v T, same func(T) bool) []T {
-	if i := slices.IndexFunc(list, same); i >= 0 {
-		list[i] = v
-		return list
-	}
-	return append(list, v)
 }
 
 // loadConfig builds the serve config from args, the config file they name
@@ -160,7 +128,7 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 
 	cfg := tallynode.DefaultConfig()
 	if file != "" {
-		if err := decodeFile(file, &cfg); err != nil {
+		if err := cliutil.DecodeHCLFile(file, &cfg); err != nil {
 			return tallynode.Config{}, &usageError{Err: err}
 		}
 	}
@@ -185,61 +153,4 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 		return tallynode.Config{}, usagef("invalid config: %s", oneLine(err))
 	}
 	return cfg, nil
-}
-
-// decodeFile reads an HCL (or, by its .json extension, HCL JSON) file into
-// c. Attributes the file does not set keep c's values.
-func decodeFile(path string, c *tallynode.Config) error {
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("config file: %w", err)
-	}
-	p := hclparse.NewParser()
-	var (
-		f     *hcl.File
-		diags hcl.Diagnostics
-	)
-	if strings.HasSuffix(path, ".json") {
-		f, diags = p.ParseJSONFile(path)
-	} else {
-		f, diags = p.ParseHCLFile(path)
-	}
-	if !diags.HasErrors() {
-		diags = gohcl.DecodeBody(f.Body, nil, c)
-	}
-	if diags.HasErrors() {
-		var src []byte
-		if f != nil {
-			src = f.Bytes
-		}
-		return fmt.Errorf("config file %s: %s", path, formatDiags(diags, src))
-	}
-	return nil
-}
-
-// formatDiags renders every error diagnostic on one line:
-// "file.hcl:3,1-4: Unsupported argument: An argument named ...".
-//
-// The offending source line is quoted, since some diagnostics (a value of
-// the wrong type) do not name the attribute.
-func formatDiags(diags hcl.Diagnostics, src []byte) string {
-	var parts []string
-	for _, d := range diags {
-		if d.Severity != hcl.DiagError {
-			continue
-		}
-		s := d.Summary
-		if d.Detail != "" {
-			s += ": " + d.Detail
-		}
-		if d.Subject != nil {
-			n := d.Subject.Start.Line
-			if lines := strings.Split(string(src), "\n"); n >= 1 && n <= len(lines) {
-				s = fmt.Sprintf("line %d (%s): %s", n, strings.TrimSpace(lines[n-1]), s)
-			} else {
-				s = fmt.Sprintf("line %d: %s", n, s)
-			}
-		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, "; ")
 }

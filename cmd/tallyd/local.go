@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/natsperm"
@@ -30,75 +31,9 @@ type localConfig struct {
 	AdminToken string
 	Dashboard  dashboardAddr // see dashboard.go
 	Milestones string
-	Sequences  sequenceFlag
-	Approx     approxFlag
+	Sequences  cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
+	Approx     cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
 	Limits     []tallynode.LimitConfig
-}
-
-// approxFlag is local's repeatable --approx: the first one given replaces
-// the defaults, and "" leaves none.
-type approxFlag struct {
-	list []tallynode.ApproxConfig
-	set  bool
-}
-
-func (f *approxFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	var parts []string
-	for _, ac := range f.list {
-		parts = append(parts, ac.String())
-	}
-	return strings.Join(parts, " ")
-}
-
-func (f *approxFlag) Set(s string) error {
-	if !f.set {
-		f.list, f.set = nil, true
-	}
-	if s == "" {
-		return nil
-	}
-	ac, err := tallynode.ParseApprox(s)
-	if err != nil {
-		return err
-	}
-	f.list = append(f.list, ac)
-	return nil
-}
-
-// sequenceFlag is local's repeatable --sequence: the first one given
-// replaces the defaults, and "" leaves none.
-type sequenceFlag struct {
-	list []tallynode.SequenceConfig
-	set  bool
-}
-
-func (f *sequenceFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	var parts []string
-	for _, sc := range f.list {
-		parts = append(parts, sc.String())
-	}
-	return strings.Join(parts, " ")
-}
-
-func (f *sequenceFlag) Set(s string) error {
-	if !f.set {
-		f.list, f.set = nil, true
-	}
-	if s == "" {
-		return nil
-	}
-	sc, err := tallynode.ParseSequence(s)
-	if err != nil {
-		return err
-	}
-	f.list = append(f.list, sc)
-	return nil
 }
 
 func defaultLocalConfig() localConfig {
@@ -111,11 +46,11 @@ func defaultLocalConfig() localConfig {
 		LogLevel:   "info",
 		Dashboard:  dashboardAddr{Addr: dashboard.DefaultAddr},
 		Milestones: "10^k",
-		Sequences: sequenceFlag{list: []tallynode.SequenceConfig{
+		Sequences: cliutil.ListFlag[tallynode.SequenceConfig]{Parse: tallynode.ParseSequence, List: []tallynode.SequenceConfig{
 			{Name: "post5", Counts: tallynode.CountsLikes, Match: "post5", Milestones: "1000"},
 			{Name: "searches", Counts: tallynode.CountsIncrements, Match: "search:*", Milestones: "10^k"},
 		}},
-		Approx: approxFlag{list: []tallynode.ApproxConfig{{Prefix: "hot:", Error: 0.01}}},
+		Approx: cliutil.ListFlag[tallynode.ApproxConfig]{Parse: tallynode.ParseApprox, List: []tallynode.ApproxConfig{{Prefix: "hot:", Error: 0.01}}},
 	}
 }
 
@@ -137,7 +72,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.Func("limit", "rate limit of every replica, `CLASS=KEY:N,...` as tallyd serve takes it (repeatable; e.g. write=user:5)", func(s string) error {
 			l, err := tallynode.ParseLimit(s)
 			if err == nil {
-				lc.Limits = upsert(lc.Limits, l, func(o tallynode.LimitConfig) bool { return o.Class == l.Class })
+				lc.Limits = cliutil.Upsert(lc.Limits, l, func(o tallynode.LimitConfig) bool { return o.Class == l.Class })
 			}
 			return err
 		})
@@ -153,12 +88,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 	if fs.NArg() > 0 {
 		return lc, usagef("local: unexpected argument %q", fs.Arg(0))
 	}
-	lc.Regions = nil
-	for _, r := range strings.Split(regions, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			lc.Regions = append(lc.Regions, r)
-		}
-	}
+	lc.Regions = cliutil.SplitList(regions)
 	var errs []error
 	if len(lc.Regions) == 0 {
 		errs = append(errs, errors.New("--regions: at least one region"))
@@ -193,8 +123,8 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
 	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
-	d.Sequences = lc.Sequences.list
-	d.Approx = lc.Approx.list
+	d.Sequences = lc.Sequences.List
+	d.Approx = lc.Approx.List
 	d.Limits = lc.Limits
 	return d
 }
