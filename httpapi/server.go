@@ -202,12 +202,6 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Router returns the router so later layers can add routes (admin links,
-// convergence). Routes added to it get the same panic recovery, logging and
-// metrics as the built-in ones; wrap writes in RequireWrite and admin
-// actions in RequireAdmin.
-func (s *Server) Router() *mux.Router { return s.router }
-
 // Handler adapts a handler that returns an error to http.Handler: a nil
 // error means the handler wrote its response; otherwise the error becomes a
 // JSON error response (see errors.go for the mapping). Later layers use it

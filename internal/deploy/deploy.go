@@ -254,9 +254,6 @@ func newPassword() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// Cluster is the NATS super-cluster (to cut and heal links).
-func (d *Deployment) Cluster() *localnet.Cluster { return d.cluster }
-
 // Nodes are the replicas, in Regions order.
 func (d *Deployment) Nodes() []*node.Node { return slices.Clone(d.nodes) }
 

@@ -291,14 +291,6 @@ func (c *Cluster) ClientURL(region string) string {
 	return r.srv.ClientURL()
 }
 
-// Server is the embedded server of a region, nil for an unknown region.
-func (c *Cluster) Server(region string) *server.Server {
-	if r := c.byName[region]; r != nil {
-		return r.srv
-	}
-	return nil
-}
-
 // WaitConnected waits until, for every link that is up, both servers have
 // an outbound and an inbound gateway connection to each other (after a
 // heal, say). Links that are cut are not waited for.
