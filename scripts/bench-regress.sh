@@ -20,6 +20,8 @@
 #   head-off     (VARIANTS=off) the working tree with every per-like
 #                feature off: windows, event log, like lists, uniques
 #                windows (what the defaults cost)
+#   head-p1      (VARIANTS=p1) the working tree with --min-procs 1: one
+#                Go scheduler when pinned to one core (what min_procs buys)
 #   redis        (PEER=redis) Redis with appendfsync always running the
 #                like-with-dedup Lua script (SADD, then INCR if added), by
 #                redis-benchmark with the same connection count
@@ -31,7 +33,7 @@
 #   CONNS         connections (wrk) or clients (Redis)       (50)
 #   SERVER_CPUS   CPUs the servers are pinned to             (0)
 #   CLIENT_CPUS   CPUs the load generators are pinned to     (1)
-#   VARIANTS      "off" adds head-off                        ()
+#   VARIANTS      "off" adds head-off, "p1" head-p1          ()
 #   PEER          "redis" adds Redis                         (redis)
 #   HEAD_FLAGS    extra flags for the working tree's server  ()
 #   CSV           every round's figures                      (bin/bench-regress/rounds.csv)
@@ -96,6 +98,11 @@ if [[ $VARIANTS == *off* ]]; then
 	contestants+=(head-off)
 	bin[head-off]=$WORK/head/tallyd
 	flags[head-off]="$HEAD_FLAGS --windows= --event-log=false --like-lists=false --uniques-windows="
+fi
+if [[ $VARIANTS == *p1* ]]; then
+	contestants+=(head-p1)
+	bin[head-p1]=$WORK/head/tallyd
+	flags[head-p1]="$HEAD_FLAGS --min-procs 1"
 fi
 for c in $BASE; do
 	sha=$(git rev-parse --short "$c^{commit}") || die "BASE: $c is not a commit"
