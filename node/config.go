@@ -42,12 +42,13 @@ type Config struct {
 	// CPU while they run. Default "" (off).
 	DebugListen string `hcl:"debug_listen,optional"`
 	// MinProcs is the fewest Go schedulers (GOMAXPROCS) the process
-	// runs with; a lower GOMAXPROCS, from the CPU count, a container's
-	// CPU limit or the environment, is raised to it. With one, every WAL
+	// runs with; a lower GOMAXPROCS is raised to it. The runtime picks
+	// one when the process may run on one CPU only (a one-CPU machine,
+	// taskset, a cpuset), and GOMAXPROCS=1 sets it. With one, every WAL
 	// fsync holds the only scheduler for its whole length, and requests
-	// that arrive meanwhile wait unread: on one core, single likes over
-	// HTTP went from 12,000-15,000/s (p99 10-26 ms) with two or four to
-	// 3,000-11,000/s (p99 120-400 ms) with one.
+	// that arrive meanwhile wait unread: pinned to one core, single likes
+	// over HTTP ran at 2,200-5,300/s (p99 205-256 ms) with one scheduler
+	// and 10,800-14,200/s (p99 8-13 ms) with two (docs/performance.md).
 	// Default 2; 0 or 1 leaves GOMAXPROCS as it is.
 	MinProcs int `hcl:"min_procs,optional"`
 	// Durability is "fsync" (acknowledge after the WAL fsync; the default)

@@ -16,8 +16,9 @@ func LogTuning(log hclog.Logger) {
 }
 
 // RaiseProcs raises GOMAXPROCS to min if it is lower, and says so. With
-// one Go scheduler, from one CPU, a container's CPU limit or
-// GOMAXPROCS=1, every WAL fsync holds that scheduler for its whole
+// one Go scheduler, which the runtime picks when the process may run
+// on one CPU only (taskset, a cpuset, a one-CPU machine) and
+// GOMAXPROCS=1 sets, every WAL fsync holds that scheduler for its whole
 // length and requests that arrive meanwhile wait unread (see
 // node.Config.MinProcs). min of 0 or 1 leaves GOMAXPROCS as it is.
 func RaiseProcs(log hclog.Logger, min int) {
