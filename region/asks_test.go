@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"github.com/tally-dev/tally/internal/testkit"
 	"testing"
 	"time"
 )
@@ -10,8 +11,8 @@ import (
 // answer per asker and budget per giveIntervalMs, each at most half of
 // what the holder can spare, and never what it spent in the last window.
 func TestAsksTakeHalfTheSpareAtABoundedRate(t *testing.T) {
-	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
-	r, _ := openReplica(t, t.TempDir(), "eu-1", func(c *Config) { c.Now = clock.now })
+	clock := testkit.NewClock(time.UnixMilli(1_700_000_000_000))
+	r, _ := openReplica(t, t.TempDir(), "eu-1", func(c *Config) { c.Now = clock.Now })
 	ctx := context.Background()
 	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "bx", By: 1000}); err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestAsksTakeHalfTheSpareAtABoundedRate(t *testing.T) {
 	if got := rights(); got != 500 {
 		t.Fatalf("after 100 asks at once: %d left, want 500", got)
 	}
-	clock.advance(giveIntervalMs * time.Millisecond / 2)
+	clock.Advance(giveIntervalMs * time.Millisecond / 2)
 	ask(1, "us-1")
 	if got := rights(); got != 500 {
 		t.Fatalf("after an ask within the interval: %d left, want 500", got)
@@ -47,7 +48,7 @@ func TestAsksTakeHalfTheSpareAtABoundedRate(t *testing.T) {
 	if got := rights(); got != 250 {
 		t.Fatalf("after ap-1's ask: %d left, want 250", got)
 	}
-	clock.advance(giveIntervalMs * time.Millisecond / 2)
+	clock.Advance(giveIntervalMs * time.Millisecond / 2)
 	ask(1, "us-1")
 	if got := rights(); got != 125 {
 		t.Fatalf("after an ask an interval later: %d left, want 125", got)
@@ -58,12 +59,12 @@ func TestAsksTakeHalfTheSpareAtABoundedRate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	clock.advance(giveIntervalMs * time.Millisecond)
+	clock.Advance(giveIntervalMs * time.Millisecond)
 	ask(1, "us-1")
 	if got := rights(); got != 25 {
 		t.Fatalf("after asks while it spent 100: %d left, want 25", got)
 	}
-	clock.advance(2 * spendWindowMs * time.Millisecond)
+	clock.Advance(2 * spendWindowMs * time.Millisecond)
 	ask(1, "us-1")
 	if got := rights(); got != 12 {
 		t.Fatalf("after asks once its spends are past the window: %d left, want 12", got)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,31 +12,13 @@ import (
 	"github.com/tally-dev/tally/internal/testkit"
 )
 
-// manualClock is a wall clock the test moves.
-type manualClock struct {
-	mu sync.Mutex // protects t
-	t  time.Time
-}
-
-func (c *manualClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // A keyed increment is a duplicate until its key expires by the rule
 // (TTL after its stamp), then applies again; the sweep deletes exactly the
 // expired keys.
 func TestExpireIdempotency(t *testing.T) {
-	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	clock := testkit.NewClock(time.UnixMilli(1_700_000_000_000))
 	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) {
-		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.now, 30*time.Minute, 1000*time.Hour
+		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.Now, 30*time.Minute, 1000*time.Hour
 	})
 	ctx := context.Background()
 	incr := func(idem string, wantValue int64, wantDup bool) {
@@ -51,10 +32,10 @@ func TestExpireIdempotency(t *testing.T) {
 		incr(fmt.Sprintf("old-%d", i), int64(i+1), false)
 	}
 	incr("old-7", 2500, true) // a duplicate answers the current value
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	incr("new", 2501, false)
 
-	n, err := r.ExpireIdempotency(ctx, clock.now())
+	n, err := r.ExpireIdempotency(ctx, clock.Now())
 	if err != nil || n != 2500 {
 		t.Fatalf("expired %d, %v; want 2500", n, err)
 	}
@@ -63,7 +44,7 @@ func TestExpireIdempotency(t *testing.T) {
 	}
 	incr("old-7", 2502, false) // forgotten: applies again
 	incr("new", 2502, true)    // within the TTL: still a duplicate
-	if n, err := r.ExpireIdempotency(ctx, clock.now()); err != nil || n != 0 {
+	if n, err := r.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
 		t.Errorf("second sweep expired %d, %v; want 0 (old-7 was stored anew)", n, err)
 	}
 }
@@ -72,28 +53,28 @@ func TestExpireIdempotency(t *testing.T) {
 // retry after the TTL applies again before any sweep, and the writer
 // checks each key the sweep hands it again.
 func TestKeyExpiresByRule(t *testing.T) {
-	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	clock := testkit.NewClock(time.UnixMilli(1_700_000_000_000))
 	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) {
-		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.now, time.Hour, 1000*time.Hour
+		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.Now, time.Hour, 1000*time.Hour
 	})
 	ctx := context.Background()
 	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
 		t.Fatal(err)
 	}
-	clock.advance(59 * time.Minute)
+	clock.Advance(59 * time.Minute)
 	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
 		t.Fatalf("within the TTL: %+v, %v", res, err)
 	}
-	clock.advance(2 * time.Minute)
+	clock.Advance(2 * time.Minute)
 	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
 		t.Fatalf("after the TTL, before any sweep: %+v, %v", res, err)
 	}
-	if n, err := r.ExpireIdempotency(ctx, clock.now()); err != nil || n != 0 {
+	if n, err := r.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
 		t.Fatalf("sweep deleted %d fresh keys, %v", n, err)
 	}
 
 	// Within one batch: expire, then the increment, then expire again.
-	clock.advance(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	tx := r.newTxn(0)
 	defer tx.close()
 	first := &request{expire: []rkey{{"views", "k", true}}}
@@ -109,9 +90,9 @@ func TestKeyExpiresByRule(t *testing.T) {
 
 // With a TTL the replica's own sweeper forgets old keys, and Close stops it.
 func TestIdempotencySweeper(t *testing.T) {
-	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	clock := testkit.NewClock(time.UnixMilli(1_700_000_000_000))
 	r, closeFn := openReplica(t, t.TempDir(), "a", func(c *Config) {
-		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.now, time.Hour, 10*time.Millisecond
+		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.Now, time.Hour, 10*time.Millisecond
 	})
 	ctx := context.Background()
 	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
@@ -121,7 +102,7 @@ func TestIdempotencySweeper(t *testing.T) {
 	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
 		t.Fatalf("k forgotten within its TTL: %+v, %v", res, err)
 	}
-	clock.advance(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		if testutil.ToFloat64(r.metrics.idemExpired) < 1 {
 			return errors.New("the sweeper did not expire k")

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"github.com/tally-dev/tally/internal/testkit"
 	"testing"
 	"time"
 
@@ -59,10 +60,10 @@ func TestKeyedIncrementOnceAcrossReplicas(t *testing.T) {
 // A merge never brings back an expired key, and a contribution without
 // its register waits for it.
 func TestExpiredKeyNotResurrected(t *testing.T) {
-	clock := &manualClock{t: time.UnixMilli(1_700_000_000_000)}
+	clock := testkit.NewClock(time.UnixMilli(1_700_000_000_000))
 	mk := func(id string, box *mailbox) *Replica {
 		r, _ := openReplica(t, t.TempDir(), id, func(c *Config) {
-			c.Now, c.IdempotencyTTL, c.IdempotencySweep, c.OnCommit = clock.now, time.Hour, 1000*time.Hour, box.onCommit
+			c.Now, c.IdempotencyTTL, c.IdempotencySweep, c.OnCommit = clock.Now, time.Hour, 1000*time.Hour, box.onCommit
 		})
 		return r
 	}
@@ -73,7 +74,7 @@ func TestExpiredKeyNotResurrected(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := boxA.take()
-	clock.advance(2 * time.Hour)
+	clock.Advance(2 * time.Hour)
 	// A's old record arrives at B after the TTL: B drops it.
 	for _, c := range old {
 		for _, rc := range c.Records {
@@ -97,7 +98,7 @@ func TestExpiredKeyNotResurrected(t *testing.T) {
 		t.Fatal("B stored a contribution without its register")
 	}
 	// At A the expired record is gone by rule: the sweep deletes it.
-	if n, err := a.ExpireIdempotency(ctx, clock.now()); err != nil || n != 1 {
+	if n, err := a.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 1 {
 		t.Fatalf("A's sweep: %d, %v", n, err)
 	}
 }

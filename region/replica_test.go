@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tally-dev/tally/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -220,8 +221,8 @@ func TestBatchOpsOneCommitInOrder(t *testing.T) {
 // again as time passes (#27: a fixed cap, once reached, refused every
 // increment of the key for good).
 func TestOverflowRefused(t *testing.T) {
-	clock := &manualClock{t: time.UnixMilli(EntryEpochMs)} // cap FreeEntry
-	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.now })
+	clock := testkit.NewClock(time.UnixMilli(EntryEpochMs)) // cap FreeEntry
+	r, _ := openReplica(t, t.TempDir(), "a", func(c *Config) { c.Now = clock.Now })
 	ctx := context.Background()
 	ops := make([]Op, FreeEntry/MaxBy+1)
 	for i := range ops {
@@ -255,14 +256,14 @@ func TestOverflowRefused(t *testing.T) {
 	}
 	// One millisecond later the cap is EntryRatePerMs higher: exactly that
 	// much more fits, and no more.
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	if res := one(EntryRatePerMs); res.Err != nil || res.Value != FreeEntry+EntryRatePerMs-1 {
 		t.Fatalf("+%d a millisecond later: %+v", EntryRatePerMs, res)
 	}
 	if res := one(1); !errors.Is(res.Err, ErrOverflow) {
 		t.Fatalf("+1 past the risen cap: %+v, want ErrOverflow", res)
 	}
-	clock.advance(time.Millisecond)
+	clock.Advance(time.Millisecond)
 	if res := one(1); res.Err != nil {
 		t.Fatalf("+1 after the cap rose again: %+v", res)
 	}

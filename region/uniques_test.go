@@ -3,6 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
+	"github.com/tally-dev/tally/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -30,7 +31,7 @@ type sketchNet struct {
 	pool  []*sketchMsg
 }
 
-func newSketchNet(t *testing.T, n int, clock *manualClock) *sketchNet {
+func newSketchNet(t *testing.T, n int, clock *testkit.Clock) *sketchNet {
 	net := &sketchNet{t: t}
 	for i := range n {
 		box := &mailbox{}
@@ -105,7 +106,7 @@ func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 16))
-			clock := &manualClock{t: winT0}
+			clock := testkit.NewClock(winT0)
 			net := newSketchNet(t, 3, clock)
 			ref := new(crdt.HLL)
 			hourRef := map[int64]*crdt.HLL{}
@@ -113,13 +114,13 @@ func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 			ctx := context.Background()
 			sawDiff := false
 			for round := range 60 {
-				clock.advance(time.Duration(rng.IntN(120)) * time.Second)
+				clock.Advance(time.Duration(rng.IntN(120)) * time.Second)
 				i := rng.IntN(len(net.rs))
 				ids := make([]string, 1+rng.IntN(400))
 				for k := range ids {
 					ids[k] = fmt.Sprintf("user%d", rng.IntN(12_000)) // overlapping across replicas
 				}
-				at := clock.ms() - int64(rng.IntN(240_000))
+				at := clock.Now().UnixMilli() - int64(rng.IntN(240_000))
 				if _, err := net.rs[i].Apply(ctx, Op{Kind: OpUniques, Item: "video:1", IDs: ids, At: at}); err != nil {
 					t.Fatal(err)
 				}
@@ -184,7 +185,7 @@ func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 // again writes nothing and sends nothing. Sketches survive a restart.
 func TestUniquesWriteOnlyRaisedPages(t *testing.T) {
 	dir := t.TempDir()
-	clock := &manualClock{t: winT0}
+	clock := testkit.NewClock(winT0)
 	box := &mailbox{}
 	r, closeR := openWin(t, dir, "r0", winOpts{clock: clock, box: box, windows: &WindowConfig{Uniques: []WindowLevel{}}})
 	ctx := context.Background()
@@ -222,7 +223,7 @@ func TestUniquesWriteOnlyRaisedPages(t *testing.T) {
 	if after := mustUniques(t, r2, "k"); !after.Sketch.Equal(before.Sketch) || after.Estimate != before.Estimate {
 		t.Fatalf("after restart estimate %.1f, before %.1f", after.Estimate, before.Estimate)
 	}
-	if _, err := r2.UniquesWindow([]string{"k"}, clock.ms()-3600_000, clock.ms()); err == nil {
+	if _, err := r2.UniquesWindow([]string{"k"}, clock.Now().UnixMilli()-3600_000, clock.Now().UnixMilli()); err == nil {
 		t.Fatal("windowed read with unique windows off answered")
 	}
 }
@@ -230,7 +231,7 @@ func TestUniquesWriteOnlyRaisedPages(t *testing.T) {
 // Once writes are accepted, a peer cannot raise this replica's own
 // sketch; another replica's pages merge.
 func TestUniquesOwnSketchProtected(t *testing.T) {
-	clock := &manualClock{t: winT0}
+	clock := testkit.NewClock(winT0)
 	r, _ := openWin(t, t.TempDir(), "r0", winOpts{clock: clock})
 	var regs crdt.HLLPage
 	regs[3] = 7
@@ -259,7 +260,7 @@ func TestUniquesOwnSketchProtected(t *testing.T) {
 // deletes them (digests back to what they were), reads skip them and a
 // late merge does not bring them back.
 func TestUniquesWindowExpiry(t *testing.T) {
-	clock := &manualClock{t: winT0}
+	clock := testkit.NewClock(winT0)
 	levels := []WindowLevel{{Width: time.Hour, Keep: time.Hour}}
 	r, _ := openWin(t, t.TempDir(), "r0", winOpts{clock: clock, windows: &WindowConfig{Uniques: levels}})
 	ctx := context.Background()
@@ -275,10 +276,10 @@ func TestUniquesWindowExpiry(t *testing.T) {
 	if err != nil || math.Round(w.Estimate) != 3 {
 		t.Fatalf("last hour: %.2f %v", w.Estimate, err)
 	}
-	bk := crdt.Bucket{Key: "k", Width: 3600, Start: crdt.BucketStart(clock.ms(), 3600), Keep: 3600}
+	bk := crdt.Bucket{Key: "k", Width: 3600, Start: crdt.BucketStart(clock.Now().UnixMilli(), 3600), Keep: 3600}
 	var page crdt.HLLPage
 	page[0] = 1
-	clock.advance(3*time.Hour + 5*time.Minute)
+	clock.Advance(3*time.Hour + 5*time.Minute)
 	n, err := r.ExpireWindows(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("expired %d buckets, %v; want 1", n, err)

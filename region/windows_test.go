@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/tally-dev/tally/internal/testkit"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -24,18 +25,9 @@ import (
 // or hour boundary.
 var winT0 = time.UnixMilli(1_700_000_000_000 + 12_345)
 
-// setMs moves a manualClock to ms.
-func (c *manualClock) setMs(ms int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = time.UnixMilli(ms)
-}
-
-func (c *manualClock) ms() int64 { return c.now().UnixMilli() }
-
 // winOpts is how a window test opens a replica.
 type winOpts struct {
-	clock   *manualClock
+	clock   *testkit.Clock
 	windows *WindowConfig
 	box     *mailbox
 	reg     prometheus.Registerer
@@ -51,7 +43,7 @@ func openWin(t *testing.T, dir, id string, o winOpts) (*Replica, func()) {
 		scfg.Durability = storage.DurabilityNone
 	}
 	return openReplicaStore(t, scfg, id, func(cfg *Config) {
-		cfg.Now, cfg.Windows, cfg.Registerer = o.clock.now, o.windows, o.reg
+		cfg.Now, cfg.Windows, cfg.Registerer = o.clock.Now, o.windows, o.reg
 		if o.box != nil {
 			cfg.OnCommit = o.box.onCommit
 		}
@@ -228,7 +220,7 @@ func randAt(rng *rand.Rand, nowMs int64, wc *WindowConfig) int64 {
 // model of the events. Later, with the 1 s buckets expired, the coarser
 // levels still answer exactly.
 func TestWindowRollupExact(t *testing.T) {
-	clock := &manualClock{t: winT0}
+	clock := testkit.NewClock(winT0)
 	wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
 	r, _ := openWin(t, t.TempDir(), "A", winOpts{clock: clock, windows: wc})
 	ctx := context.Background()
@@ -236,10 +228,10 @@ func TestWindowRollupExact(t *testing.T) {
 	m := secModel{}
 	liked := map[[2]string]bool{}
 	keyedBy := map[string]int64{} // idempotency key -> amount applied
-	minAt, maxAt := clock.ms(), clock.ms()
+	minAt, maxAt := clock.Now().UnixMilli(), clock.Now().UnixMilli()
 	for range 250 {
-		clock.advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
-		nowMs := clock.ms()
+		clock.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		nowMs := clock.Now().UnixMilli()
 		ops := make([]Op, 1+rng.IntN(4))
 		for i := range ops {
 			op := Op{At: randAt(rng, nowMs, wc)}
@@ -369,7 +361,7 @@ func TestWindowRollupExact(t *testing.T) {
 	}
 
 	// WindowRange: the last 10 minutes are the 600 latest seconds.
-	nowMs := clock.ms()
+	nowMs := clock.Now().UnixMilli()
 	if f, e, err := r.WindowRange(storage.Likes, "p:1", 10*time.Minute); err != nil ||
 		e != (crdt.BucketStart(nowMs, 1)+1)*1000 || e-f != 600_000 {
 		t.Fatalf("WindowRange(10m) = [%d, %d), %v at now %d", f, e, err, nowMs)
@@ -378,7 +370,7 @@ func TestWindowRollupExact(t *testing.T) {
 	// Four hours later the 1 s buckets are past their retention: reads
 	// skip them, the sweep deletes them, and minutes and hours still
 	// answer exactly (pickLevel moves to the 1 min level).
-	clock.advance(4 * time.Hour)
+	clock.Advance(4 * time.Hour)
 	for _, kind := range fams {
 		w := checkSeries(t, r, m, kind, "", from, to, time.Minute)
 		if !w.Closed {
@@ -391,7 +383,7 @@ func TestWindowRollupExact(t *testing.T) {
 	if _, err := r.ExpireWindows(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if refs, _ := r.store.ExpiredWindows(clock.ms(), 0); len(refs) != 0 {
+	if refs, _ := r.store.ExpiredWindows(clock.Now().UnixMilli(), 0); len(refs) != 0 {
 		t.Fatalf("after the sweep %d buckets are still due, e.g. %v", len(refs), refs[0])
 	}
 	for _, kind := range fams {
@@ -559,7 +551,7 @@ func sequential(m secModel, kind storage.Kind, key string, acts []action) {
 	}
 }
 
-func newWinNet(t *testing.T, n int, clock *manualClock, wc *WindowConfig) *winNet {
+func newWinNet(t *testing.T, n int, clock *testkit.Clock, wc *WindowConfig) *winNet {
 	net := &winNet{t: t}
 	for i := range n {
 		box := &mailbox{}
@@ -584,7 +576,7 @@ func TestWindowConvergence(t *testing.T) {
 }
 
 func runWindowConvergence(t *testing.T, seed uint64) {
-	clock := &manualClock{t: winT0}
+	clock := testkit.NewClock(winT0)
 	wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
 	net := newWinNet(t, 3, clock, wc)
 	ctx := context.Background()
@@ -592,7 +584,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 	m := secModel{}
 	soloLiked := map[[2]string]bool{}
 	contended := map[[3]string][]action{} // {kind, key, user or idem} -> actions
-	minAt, maxAt := clock.ms(), clock.ms()
+	minAt, maxAt := clock.Now().UnixMilli(), clock.Now().UnixMilli()
 	note := func(at int64) { minAt, maxAt = min(minAt, at), max(maxAt, at) }
 
 	// like applies a like or unlike at replica i and returns the action as
@@ -616,8 +608,8 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 	}
 	contendedN, dupKeys := 0, 0
 	for step := range 300 {
-		clock.advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
-		nowMs := clock.ms()
+		clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
+		nowMs := clock.Now().UnixMilli()
 		i := rng.IntN(len(net.rs))
 		switch rng.IntN(10) {
 		case 0, 1, 2:
@@ -654,8 +646,8 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 			if rng.IntN(4) == 0 {
 				net.deliverSome(rng, 8, 0.2)
 			}
-			clock.advance(time.Duration(rng.IntN(3)) * time.Millisecond)
-			b, _ := like(j, item, user, true, randAt(rng, clock.ms(), wc))
+			clock.Advance(time.Duration(rng.IntN(3)) * time.Millisecond)
+			b, _ := like(j, item, user, true, randAt(rng, clock.Now().UnixMilli(), wc))
 			contended[ck] = append(contended[ck], b)
 			contendedN++
 		case 8:
@@ -664,7 +656,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 			j := (i + 1 + rng.IntN(len(net.rs)-1)) % len(net.rs)
 			ck := [3]string{"c", key, idem}
 			for _, x := range []int{i, j} {
-				at := randAt(rng, clock.ms(), wc)
+				at := randAt(rng, clock.Now().UnixMilli(), wc)
 				res, err := net.rs[x].Do(ctx, []Op{{Kind: OpIncr, Item: key, By: 3, IdemKey: idem, At: at}})
 				if err != nil || res[0].Err != nil {
 					t.Fatal(err, res)
@@ -679,7 +671,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 				}
 				note(rec.BookedMs())
 				contended[ck] = append(contended[ck], action{hlc: rec.HLC, origin: rec.Origin, by: 3, atMs: rec.BookedMs()})
-				clock.advance(time.Duration(rng.IntN(3)) * time.Millisecond)
+				clock.Advance(time.Duration(rng.IntN(3)) * time.Millisecond)
 				if x == i && rng.IntN(3) == 0 {
 					net.deliverTo(j) // j hears of it first: a duplicate there
 				}
@@ -794,7 +786,7 @@ func counterValue(t *testing.T, g prometheus.Gatherer, name, label, value string
 // still serves (keep + width back) is widened to the start of an hour
 // bucket that expires ExpiryGraceMs later, so that read meets it.
 func TestWindowRetentionNoResurrection(t *testing.T) {
-	clock := &manualClock{t: winT0}
+	clock := testkit.NewClock(winT0)
 	wc := &WindowConfig{
 		Rules: []WindowRule{{Levels: []WindowLevel{{Width: time.Hour, Keep: 10 * time.Minute}}}},
 		Past:  time.Second, Future: time.Second,
@@ -805,7 +797,7 @@ func TestWindowRetentionNoResurrection(t *testing.T) {
 	b, _ := openWin(t, t.TempDir(), "B", winOpts{clock: clock, windows: wc})
 	c, _ := openWin(t, t.TempDir(), "C", winOpts{clock: clock, windows: wc, box: boxC})
 	ctx := context.Background()
-	now := clock.ms()
+	now := clock.Now().UnixMilli()
 
 	res, err := a.Do(ctx, []Op{{Kind: OpIncr, Item: "c:1", By: 5}, {Kind: OpLike, Item: "p:1", User: "u"}})
 	if err != nil || res[0].Err != nil || res[1].Err != nil {
@@ -855,7 +847,7 @@ func TestWindowRetentionNoResurrection(t *testing.T) {
 	// read reads the oldest second the level serves, widened to its hour.
 	read := func(r *Replica, kind storage.Kind, key string) int64 {
 		t.Helper()
-		fromMs := clock.ms() - (3600+600)*1000
+		fromMs := clock.Now().UnixMilli() - (3600+600)*1000
 		w, err := r.WindowOf(kind, key, fromMs, fromMs+1)
 		if err != nil {
 			t.Fatal(err)
@@ -865,18 +857,18 @@ func TestWindowRetentionNoResurrection(t *testing.T) {
 		}
 		return w.Points[0].Value()
 	}
-	clock.setMs(exp - 1)
+	clock.Set(time.UnixMilli(exp - 1))
 	if got := read(a, storage.Counters, "c:1"); got != 5 {
 		t.Fatalf("1 ms before expiry: %d, want 5", got)
 	}
 	if got := read(a, storage.Likes, ""); got != 1 {
 		t.Fatalf("1 ms before expiry: likes total %d, want 1", got)
 	}
-	if refs, _ := a.store.ExpiredWindows(clock.ms(), 0); len(refs) != 0 {
+	if refs, _ := a.store.ExpiredWindows(clock.Now().UnixMilli(), 0); len(refs) != 0 {
 		t.Fatalf("due 1 ms before expiry: %v", refs)
 	}
 
-	clock.setMs(exp)
+	clock.Set(time.UnixMilli(exp))
 	// Gone by rule before any sweep: still stored, never read. (The
 	// background sweeper ticks every 10 s of real time; should it have
 	// run in the last microseconds, the reads below still must be 0.)
@@ -1038,7 +1030,7 @@ func only(id string) func(string) bool { return func(r string) bool { return r =
 // trendScene is two replicas that took likes over several minutes and
 // exchanged everything, with the model of what they took.
 type trendScene struct {
-	clock   *manualClock
+	clock   *testkit.Clock
 	wc      *WindowConfig
 	dirs    []string
 	rs      []*Replica
@@ -1094,7 +1086,7 @@ func shuffledPlan(seed uint64, counts, unlikes map[string]int) []sceneEv {
 // exchanging changes now and then and fully at the end. Fifteen minutes
 // before, a few likes of "old:*" that only all-time counts see.
 func likeScene(t *testing.T, wc *WindowConfig, plan []sceneEv) *trendScene {
-	s := &trendScene{clock: &manualClock{t: winT0}, wc: wc, window: trendModel{}, allTime: trendModel{}}
+	s := &trendScene{clock: testkit.NewClock(winT0), wc: wc, window: trendModel{}, allTime: trendModel{}}
 	boxes := []*mailbox{{}, {}}
 	for i, id := range []string{"A", "B"} {
 		dir := t.TempDir()
@@ -1115,14 +1107,14 @@ func likeScene(t *testing.T, wc *WindowConfig, plan []sceneEv) *trendScene {
 		}
 		at := int64(0)
 		if e.backMs > 0 {
-			at = s.clock.ms() - e.backMs
+			at = s.clock.Now().UnixMilli() - e.backMs
 		}
 		res, err := r.Do(ctx, []Op{{Kind: kind, Item: e.key, User: e.user, At: at}})
 		if err != nil || res[0].Err != nil || !res[0].Changed {
 			t.Fatalf("%s %v %s/%s: %v %+v", r.ID(), kind, e.key, e.user, err, res)
 		}
 		if at == 0 {
-			at = s.clock.ms()
+			at = s.clock.Now().UnixMilli()
 		}
 		d := int64(1)
 		if !e.liked {
@@ -1135,16 +1127,16 @@ func likeScene(t *testing.T, wc *WindowConfig, plan []sceneEv) *trendScene {
 			do(sceneEv{key: fmt.Sprintf("old:%d", i), user: fmt.Sprintf("o%d", u), at: u % 2, liked: true})
 		}
 	}
-	start := (crdt.BucketStart(s.clock.ms()+15*60_000, 60) + 60) * 1000
+	start := (crdt.BucketStart(s.clock.Now().UnixMilli()+15*60_000, 60) + 60) * 1000
 	for i, e := range plan {
-		s.clock.setMs(start + e.offMs)
+		s.clock.Set(time.UnixMilli(start + e.offMs))
 		do(e)
 		if i%17 == 0 {
 			exchange(t, s.rs[0], s.rs[1], boxes[0], boxes[1])
 		}
 	}
 	exchange(t, s.rs[0], s.rs[1], boxes[0], boxes[1])
-	nowMs := s.clock.ms()
+	nowMs := s.clock.Now().UnixMilli()
 	s.to = crdt.BucketStart(nowMs, 60) + 60
 	s.from = s.to - 600
 	for _, b := range booked {
@@ -1406,7 +1398,7 @@ func TestWindowContendedLikesConverge(t *testing.T) {
 			[]send{{0, 1, true}, {1, 0, false}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			clock := &manualClock{t: winT0}
+			clock := testkit.NewClock(winT0)
 			wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}, Past: 5 * time.Minute, Future: time.Minute}
 			var rs []*Replica
 			var boxes []*mailbox
@@ -1416,10 +1408,10 @@ func TestWindowContendedLikesConverge(t *testing.T) {
 				rs, boxes = append(rs, r), append(boxes, box)
 			}
 			ctx := context.Background()
-			start := clock.ms()
+			start := clock.Now().UnixMilli()
 			var acts []action
 			for _, l := range c.likes {
-				clock.advance(time.Millisecond) // each action a later stamp
+				clock.Advance(time.Millisecond) // each action a later stamp
 				kind := OpUnlike
 				if l.liked {
 					kind = OpLike

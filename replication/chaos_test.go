@@ -49,7 +49,7 @@ func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
 	for _, name := range s.names {
 		s.open(name)
 	}
-	s.clock.advance(2 * scenarioHeartbeat)
+	s.clock.Advance(2 * scenarioHeartbeat)
 	s.antiEntropy(ctx, []*scenarioNode{s.nodes["us"], s.nodes["eu"]})
 	us, eu := s.nodes["us"], s.nodes["eu"]
 	us.faults.SetFaults(Faults{Dup: 1})

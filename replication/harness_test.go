@@ -6,9 +6,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/testkit"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
@@ -26,35 +27,18 @@ func newScenario(t *testing.T) *scenario {
 		t:     t,
 		dir:   t.TempDir(),
 		net:   NewMemNetwork(MemConfig{Manual: true, Seed: 1}),
-		clock: &manualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)},
+		clock: testkit.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		nodes: map[string]*scenarioNode{},
 	}
 	t.Cleanup(s.close)
 	return s
 }
 
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type scenario struct {
 	t     *testing.T
 	dir   string
 	net   *MemNetwork
-	clock *manualClock
+	clock *testkit.Clock
 	names []string // every replica started, in order
 	nodes map[string]*scenarioNode
 	tweak func(*Config) // if set, adjusts each replica's Config

@@ -47,7 +47,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 	s := newScenario(t)
 	startAll := func() {
 		t.Helper()
-		s.clock.advance(2 * scenarioHeartbeat) // past the wait for heartbeats
+		s.clock.Advance(2 * scenarioHeartbeat) // past the wait for heartbeats
 		for _, name := range s.names {
 			s.antiEntropy(ctx, []*scenarioNode{s.nodes[name]})
 		}
@@ -136,7 +136,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 	for _, name := range s.names {
 		s.mergeInbox(ctx, s.nodes[name])
 	}
-	s.clock.advance(scenarioHeartbeat)
+	s.clock.Advance(scenarioHeartbeat)
 	s.antiEntropy(ctx, []*scenarioNode{s.nodes["eu"], s.nodes["ap"]})
 	want("after the forged delta")
 
@@ -178,7 +178,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 	if !ap.replica.Fresh() {
 		t.Fatal("ap is not fresh after losing its disk")
 	}
-	s.clock.advance(2 * scenarioHeartbeat)
+	s.clock.Advance(2 * scenarioHeartbeat)
 	s.antiEntropy(ctx, []*scenarioNode{ap})
 	if !ap.replica.Accepting() {
 		t.Fatal("ap did not recover")

@@ -16,11 +16,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -50,7 +50,7 @@ type Config struct {
 type Env struct {
 	cfg   Config
 	Net   *replication.MemNetwork
-	Clock *Clock
+	Clock *testkit.Clock
 	// Windows is the time bucket configuration of replicas opened from now
 	// on (the windows command); nil: none.
 	Windows *region.WindowConfig
@@ -77,29 +77,9 @@ func New(cfg Config) *Env {
 	return &Env{
 		cfg:   cfg,
 		Net:   replication.NewMemNetwork(replication.MemConfig{Manual: true, Seed: 1}),
-		Clock: &Clock{now: Start},
+		Clock: testkit.NewClock(Start),
 		nodes: map[string]*Node{},
 	}
-}
-
-// Clock is a wall clock that moves only when told.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock by d.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // Names are the replicas started, in order.
