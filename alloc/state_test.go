@@ -5,6 +5,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // TestStateRandomOps drives the state machine with random acquires,
@@ -12,7 +14,11 @@ import (
 // checks after every step that the invariants hold, and at the end that
 // the numbers used are exactly [1, n): none used twice, none skipped.
 func TestStateRandomOps(t *testing.T) {
-	for seed := uint64(1); seed <= 200; seed++ {
+	seeds := uint64(200)
+	if testkit.Race { // one goroutine: nothing for the detector, 10× the time
+		seeds = 40
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			st := NewState()
