@@ -27,8 +27,11 @@ test: lint unit
 CHAOS_PKGS  := region milestone replication
 CHAOS_TESTS := $(shell sed -nE 's/^func (Test[A-Za-z0-9_]+).*/\1/p' $(CHAOS_PKGS:%=%/chaos_test.go) | sort -u | paste -sd'|' -)
 
+# -p 3 on two cores: the longest packages (the chaos suite, the local
+# deployment's and the tour's tests) mostly wait on processes, so a third
+# package at a time fills that wait.
 unit:
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -p 3 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 5m -tags $(TAGS) -run '^($(CHAOS_TESTS))$$' $(CHAOS_PKGS:%=./%/) ./internal/buildtags/
 
 lint: fmt-check vet staticcheck shellcheck
