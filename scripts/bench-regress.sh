@@ -22,6 +22,8 @@
 #                windows (what the defaults cost)
 #   head-p1      (VARIANTS=p1) the working tree with --min-procs 1: one
 #                Go scheduler when pinned to one core (what min_procs buys)
+#   head-lists   (VARIANTS=lists) the working tree with --like-lists=false
+#   head-log     (VARIANTS=log) the working tree with --event-log=false
 #   redis        (PEER=redis) Redis with appendfsync always running the
 #                like-with-dedup Lua script (SADD, then INCR if added), by
 #                redis-benchmark with the same connection count
@@ -33,7 +35,7 @@
 #   CONNS         connections (wrk) or clients (Redis)       (50)
 #   SERVER_CPUS   CPUs the servers are pinned to             (0)
 #   CLIENT_CPUS   CPUs the load generators are pinned to     (1)
-#   VARIANTS      "off" adds head-off, "p1" head-p1          ()
+#   VARIANTS      any of off, p1, lists, log (see above)     ()
 #   PEER          "redis" adds Redis                         (redis)
 #   HEAD_FLAGS    extra flags for the working tree's server  ()
 #   CSV           every round's figures                      (bin/bench-regress/rounds.csv)
@@ -104,6 +106,16 @@ if [[ $VARIANTS == *p1* ]]; then
 	bin[head-p1]=$WORK/head/tallyd
 	flags[head-p1]="$HEAD_FLAGS --min-procs 1"
 fi
+if [[ $VARIANTS == *lists* ]]; then
+	contestants+=(head-lists)
+	bin[head-lists]=$WORK/head/tallyd
+	flags[head-lists]="$HEAD_FLAGS --like-lists=false"
+fi
+if [[ $VARIANTS == *log* ]]; then
+	contestants+=(head-log)
+	bin[head-log]=$WORK/head/tallyd
+	flags[head-log]="$HEAD_FLAGS --event-log=false"
+fi
 for c in $BASE; do
 	sha=$(git rev-parse --short "$c^{commit}") || die "BASE: $c is not a commit"
 	say "building $sha"
@@ -135,7 +147,12 @@ stop_server() {
 	server_pid=
 }
 
-# run_tally NAME ROUND: writes "likes_per_sec p99_ms" to $WORK/result.
+# cpu_ticks: the CPU time the server has used so far (user and system, in
+# clock ticks, from /proc/PID/stat).
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server_pid/stat"; }
+
+# run_tally NAME ROUND: writes "likes_per_sec p99_ms server_cpu_us_per_like"
+# to $WORK/result.
 run_tally() {
 	local name=$1 round=$2 port dir=$WORK/data-$1-$2 out=$LOGDIR/$1.r$2.wrk lua=$WORK/like.lua
 	port=$(free_port)
@@ -154,15 +171,19 @@ run_tally() {
 		  return wrk.format("PUT", "/v1/likes/hot/$name.r$round." .. math.random(0, 999999999))
 		end
 	EOF
+	local cpu0 cpu1
+	cpu0=$(cpu_ticks)
 	taskset -c "$CLIENT_CPUS" wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency -s "$lua" \
 		"http://127.0.0.1:$port" >"$out" 2>&1 || die "wrk failed: see $out"
+	cpu1=$(cpu_ticks)
 	stop_server
 	rm -rf "$dir"
 	grep -q 'Non-2xx\|Socket errors' "$out" && say "$name: some requests failed, see $out"
-	awk '$1 == "Requests/sec:" { rps = $2 }
+	awk -v ticks=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" '$1 == "Requests/sec:" { rps = $2 }
+		/requests in/ { n = $1 }
 		$1 == "99%" { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v)
 			p99 = (u == "us") ? v / 1000 : (u == "s") ? v * 1000 : v }
-		END { if (rps == "" || p99 == "") exit 1; printf "%.0f %.2f\n", rps, p99 }' "$out" >"$WORK/result" ||
+		END { if (rps == "" || p99 == "" || n == 0) exit 1; printf "%.0f %.2f %.1f\n", rps, p99, ticks / hz * 1e6 / n }' "$out" >"$WORK/result" ||
 		die "no figures in $out"
 }
 
@@ -194,13 +215,13 @@ run_redis() {
 	stop_server
 	rm -rf "$dir"
 	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms",...
-	awk -F'"' 'NR == 2 { printf "%.0f %.2f\n", $4, $14 }' "$out" >"$WORK/result"
+	awk -F'"' 'NR == 2 { printf "%.0f %.2f -\n", $4, $14 }' "$out" >"$WORK/result"
 }
 
 # ---- the run ------------------------------------------------------------
 
 say "contestants: ${contestants[*]}; $ROUNDS rounds of $DURATION s; server on CPU $SERVER_CPUS, load on CPU $CLIENT_CPUS; GOMAXPROCS=${GOMAXPROCS:-unset}"
-echo "round,contestant,likes_per_sec,p99_ms" >"$CSV"
+echo "round,contestant,likes_per_sec,p99_ms,server_cpu_us_per_like" >"$CSV"
 n=${#contestants[@]}
 for round in $(seq "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do
@@ -210,16 +231,16 @@ for round in $(seq "$ROUNDS"); do
 		else
 			run_tally "$name" "$round"
 		fi
-		read -r rps p99 <"$WORK/result"
-		say "round $round $name: $rps likes/s, p99 $p99 ms"
-		echo "$round,$name,$rps,$p99" >>"$CSV"
+		read -r rps p99 cpu <"$WORK/result"
+		say "round $round $name: $rps likes/s, p99 $p99 ms, server CPU $cpu µs a like"
+		echo "$round,$name,$rps,$p99,$cpu" >>"$CSV"
 	done
 done
 
 # ---- summary ------------------------------------------------------------
 
 echo
-printf '%-10s %-40s %9s %9s %7s %10s %8s\n' contestant "likes/s per round" median worst "w/med" "max p99" "x head"
+printf '%-10s %-40s %9s %9s %7s %10s %8s %10s\n' contestant "likes/s per round" median worst "w/med" "max p99" "x head" "µs CPU/like"
 # median FILE: the median of the numbers in FILE, one a line.
 median() { sort -n "$1" | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 awk -F, '$2 == "head" { print $3 }' "$CSV" >"$WORK/head.rps"
@@ -230,8 +251,10 @@ for name in "${contestants[@]}"; do
 	med=$(median "$WORK/c.rps")
 	worst=$(sort -n "$WORK/c.rps" | head -n 1)
 	p99=$(awk -F, -v c="$name" '$2 == c && $4 > p { p = $4 } END { print p + 0 }' "$CSV")
-	awk -v c="$name" -v rounds="$rounds" -v med="$med" -v worst="$worst" -v p99="$p99" -v hm="$head_median" \
-		'BEGIN { printf "%-10s %-40s %9d %9d %6.0f%% %8.2fms %7.2fx\n", c, rounds, med, worst, 100 * worst / med, p99, med / hm }'
+	awk -F, -v c="$name" '$2 == c { print $5 }' "$CSV" >"$WORK/c.cpu"
+	cpu=$(median "$WORK/c.cpu") # server CPU per like, median of the rounds ("-" for Redis)
+	awk -v c="$name" -v rounds="$rounds" -v med="$med" -v worst="$worst" -v p99="$p99" -v hm="$head_median" -v cpu="$cpu" \
+		'BEGIN { printf "%-10s %-40s %9d %9d %6.0f%% %8.2fms %7.2fx %10s\n", c, rounds, med, worst, 100 * worst / med, p99, med / hm, cpu }'
 done
 echo
 echo "rounds: $CSV; wrk and redis-benchmark outputs and server logs: $LOGDIR"
