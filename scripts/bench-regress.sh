@@ -96,26 +96,18 @@ go build -o "$WORK/head/tallyd" ./cmd/tallyd
 contestants+=(head)
 bin[head]=$WORK/head/tallyd
 flags[head]=$HEAD_FLAGS
-if [[ $VARIANTS == *off* ]]; then
-	contestants+=(head-off)
-	bin[head-off]=$WORK/head/tallyd
-	flags[head-off]="$HEAD_FLAGS --windows= --event-log=false --like-lists=false --uniques-windows="
-fi
-if [[ $VARIANTS == *p1* ]]; then
-	contestants+=(head-p1)
-	bin[head-p1]=$WORK/head/tallyd
-	flags[head-p1]="$HEAD_FLAGS --min-procs 1"
-fi
-if [[ $VARIANTS == *lists* ]]; then
-	contestants+=(head-lists)
-	bin[head-lists]=$WORK/head/tallyd
-	flags[head-lists]="$HEAD_FLAGS --like-lists=false"
-fi
-if [[ $VARIANTS == *log* ]]; then
-	contestants+=(head-log)
-	bin[head-log]=$WORK/head/tallyd
-	flags[head-log]="$HEAD_FLAGS --event-log=false"
-fi
+# The working tree's variants: VARIANTS word, contestant, extra flags.
+while read -r word name extra; do
+	[[ " $VARIANTS " == *" $word "* ]] || continue
+	contestants+=("$name")
+	bin[$name]=$WORK/head/tallyd
+	flags[$name]="$HEAD_FLAGS $extra"
+done <<-'VARIANTS'
+	off head-off --windows= --event-log=false --like-lists=false --uniques-windows=
+	p1 head-p1 --min-procs 1
+	lists head-lists --like-lists=false
+	log head-log --event-log=false
+VARIANTS
 for c in $BASE; do
 	sha=$(git rev-parse --short "$c^{commit}") || die "BASE: $c is not a commit"
 	say "building $sha"
