@@ -165,19 +165,6 @@ stop_server() {
 
 
 
-# wait_for WHAT PID CMD...: runs CMD every 0.1 s until it succeeds, for up
-# to 30 s, giving up at once if the server PID has exited.
-wait_for() {
-	local what=$1 pid=$2
-	shift 2
-	for _ in $(seq 300); do
-		"$@" >/dev/null 2>&1 && return 0
-		kill -0 "$pid" 2>/dev/null || die "$what exited while starting"
-		sleep 0.1
-	done
-	die "$what did not come up in 30 s"
-}
-
 # ---- results ------------------------------------------------------------
 
 RAW=$WORK/rounds.csv # round,workload,concurrency,ops_per_sec,p50_ms,p99_ms

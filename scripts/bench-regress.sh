@@ -122,17 +122,6 @@ done
 
 # ---- one round of one contestant ----------------------------------------
 
-wait_up() {
-	local what=$1
-	shift
-	for _ in $(seq 300); do
-		"$@" >/dev/null 2>&1 && return 0
-		kill -0 "$server_pid" 2>/dev/null || die "$what exited while starting"
-		sleep 0.1
-	done
-	die "$what did not come up in 30 s"
-}
-
 stop_server() {
 	kill "$server_pid" 2>/dev/null || true
 	wait "$server_pid" 2>/dev/null || true
@@ -152,7 +141,7 @@ run_tally() {
 	taskset -c "$SERVER_CPUS" "${bin[$name]}" serve --listen "127.0.0.1:$port" --data "$dir" \
 		--durability fsync --log-level warn ${flags[$name]} >"$LOGDIR/$name.r$round.log" 2>&1 &
 	server_pid=$!
-	wait_up "$name" curl -fsS "http://127.0.0.1:$port/healthz"
+	wait_for "$name" "$server_pid" curl -fsS "http://127.0.0.1:$port/healthz"
 	# New users only: a prefix of this contestant and round, then uniform
 	# over 10^9 (a repeat is a like that changes nothing, about 1 in 10^4).
 	cat >"$lua" <<-EOF
@@ -193,7 +182,7 @@ run_redis() {
 		"appendfsync always" "logfile $LOGDIR/redis.r$round.log" >"$dir/redis.conf"
 	taskset -c "$SERVER_CPUS" redis-server "$dir/redis.conf" &
 	server_pid=$!
-	wait_up redis redis-cli -p "$port" ping
+	wait_for redis "$server_pid" redis-cli -p "$port" ping
 	sha=$(redis-cli -p "$port" SCRIPT LOAD "$LIKE_LUA")
 	bench() {
 		taskset -c "$CLIENT_CPUS" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNS" -n "$1" -r 1000000000 \

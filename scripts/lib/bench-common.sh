@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # bench-common.sh: what the peer benchmarks (bench-peers.sh,
-# bench-budget.sh) share: installing Debian packages without starting
-# their services, free loopback ports, and a throwaway PostgreSQL cluster
-# in a temporary directory. Sourced, not run. The caller defines die and
+# bench-budget.sh, bench-regress.sh) share: installing Debian packages
+# without starting their services, free loopback ports, waiting for a
+# server to come up, and a throwaway PostgreSQL cluster in a temporary
+# directory. Sourced, not run. The caller defines die and
 # say, and sets LOGDIR (where logs go), WORK (a temporary directory) and,
 # before pg_start, PGBIN (pg_bin's answer).
 
@@ -122,4 +123,17 @@ psql_q() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres 
 median() {
 	sort -g | awk '$1 == "-" { none = 1 } { v[NR] = $1 }
 		END { if (none) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# wait_for WHAT PID CMD...: runs CMD every 0.1 s until it succeeds, for up
+# to 30 s, giving up at once if the server PID has exited.
+wait_for() {
+	local what=$1 pid=$2
+	shift 2
+	for _ in $(seq 300); do
+		"$@" >/dev/null 2>&1 && return 0
+		kill -0 "$pid" 2>/dev/null || die "$what exited while starting"
+		sleep 0.1
+	done
+	die "$what did not come up in 30 s"
 }
