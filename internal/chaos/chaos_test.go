@@ -224,6 +224,16 @@ func pickControls(n int, getenv func(string) string, today time.Time) ([]int, ui
 	return picked, seed, nil
 }
 
+// forgeOnly is the tweak of a control whose bug only a malicious region
+// shows: no other fault, and one forge episode by ap, 2 s in, lasting dur
+// (forging the saturated sketch too if sketch).
+func forgeOnly(dur time.Duration, sketch bool) func(*Config) {
+	return func(c *Config) {
+		c.Faults = []string{}
+		c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: dur, Region: "ap", Sketch: sketch}}
+	}
+}
+
 // Negative controls: with each deliberate bug the checker must FAIL, and
 // for the reason the bug causes.
 func TestChaosCatchesDeliberateBugs(t *testing.T) {
@@ -283,12 +293,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 		{
 			// Forged deltas merged whole rewrite other replicas' parts of
 			// like records and add a stranger's entries.
-			bug: "trust-relays",
-			tweak: func(c *Config) {
-				c.Faults = []string{}
-				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
-			},
-			kind: KindValueMismatch, prefix: "likes/",
+			bug:   "trust-relays",
+			tweak: forgeOnly(4*time.Second, false),
+			kind:  KindValueMismatch, prefix: "likes/",
 		},
 		{
 			// Stamps that follow a wall clock an hour ahead: the other
@@ -413,12 +420,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// the winner reconciles the 1000 away with its own entry.
 			// Which pairs is the seed's choice, not the timing's: every
 			// forged record moves a count by about 1000.
-			bug: "trust-retired-relays",
-			tweak: func(c *Config) {
-				c.Faults = []string{}
-				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
-			},
-			kind: KindValueMismatch, prefix: "likes/",
+			bug:   "trust-retired-relays",
+			tweak: forgeOnly(4*time.Second, false),
+			kind:  KindValueMismatch, prefix: "likes/",
 		},
 		{
 			// Asks answered with what they want (issue 27, item 6): the
@@ -427,12 +431,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// episode, once a region's transfer shows (its own commit:
 			// milliseconds; it waits up to 5 s), finds it holding 0, less
 			// than half. The fixed rule gives exactly half.
-			bug: "give-what-is-asked",
-			tweak: func(c *Config) {
-				c.Faults = []string{}
-				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
-			},
-			kind: KindBudgetDrained, prefix: "budget/" + forgedBudget,
+			bug:   "give-what-is-asked",
+			tweak: forgeOnly(4*time.Second, false),
+			kind:  KindBudgetDrained, prefix: "budget/" + forgedBudget,
 		},
 		{
 			// Clocks that follow their peers without bound (issue 27,
@@ -446,12 +447,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// agree there and stay: the final 1 s series reads also
 			// answer no_window (window), the run being more than the
 			// 1 s buckets' 3 h ago by every region's clock.
-			bug: "clock-follows-peers",
-			tweak: func(c *Config) {
-				c.Faults = []string{}
-				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 4 * time.Second, Region: "ap"}}
-			},
-			kind: KindClockDragged, prefix: "clock",
+			bug:   "clock-follows-peers",
+			tweak: forgeOnly(4*time.Second, false),
+			kind:  KindClockDragged, prefix: "clock",
 		},
 		{
 			// A saturated sketch's estimate not kept finite (issue 27,
@@ -460,12 +458,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// value, before anything else; us and eu merge it, and at
 			// the end their reads of the key answer 500 instead of the
 			// clamped estimate.
-			bug: "estimate-unbounded",
-			tweak: func(c *Config) {
-				c.Faults = []string{}
-				c.Schedule = []Episode{{Index: 1, Kind: KindForge, At: 2 * time.Second, Dur: 3 * time.Second, Region: "ap", Sketch: true}}
-			},
-			kind: KindUniques, prefix: "uniques/" + forgedUniqueKey,
+			bug:   "estimate-unbounded",
+			tweak: forgeOnly(3*time.Second, true),
+			kind:  KindUniques, prefix: "uniques/" + forgedUniqueKey,
 		},
 	}
 	picked, seed, err := pickControls(len(controls), os.Getenv, time.Now())
