@@ -3,7 +3,10 @@ package crdt
 import (
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // PN is one replica's entry of a PN-counter: how much it has added (P) and
@@ -136,6 +139,17 @@ func (v Vector) Value() int64 {
 		return math.MinInt64
 	}
 	return subSat(0, lo)
+}
+
+// String shows the entries sorted by replica, as in test scripts and logs:
+// {eu:+1-0 us:+2-1}.
+func (v Vector) String() string {
+	parts := make([]string, 0, len(v))
+	for _, e := range v {
+		parts = append(parts, e.Replica+":+"+strconv.FormatUint(e.PN.P, 10)+"-"+strconv.FormatUint(e.PN.N, 10))
+	}
+	slices.Sort(parts)
+	return "{" + strings.Join(parts, " ") + "}"
 }
 
 // Clone returns a copy that shares no memory with v.

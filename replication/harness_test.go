@@ -2,16 +2,12 @@ package replication
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/internal/testkit"
 
-	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -117,14 +113,4 @@ func (s *scenario) antiEntropy(ctx context.Context, nodes []*scenarioNode) {
 	for _, n := range nodes {
 		n.steps.AntiEntropy(ctx)
 	}
-}
-
-// vector prints a vector's entries sorted by replica: us:+2-1.
-func vector(v crdt.Vector) string {
-	parts := make([]string, 0, len(v))
-	for _, e := range v {
-		parts = append(parts, fmt.Sprintf("%s:+%d-%d", e.Replica, e.PN.P, e.PN.N))
-	}
-	slices.Sort(parts)
-	return "{" + strings.Join(parts, " ") + "}"
 }

@@ -101,7 +101,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 				t.Fatal(err)
 			}
 			if r.Value != 1 || r.Unreconciled != 0 || len(r.Vector) != 1 || r.Vector.Get("eu") != (crdt.PN{P: 1}) {
-				t.Fatalf("%s, %s: postr counts %d %s (unreconciled %d), want 1 {eu:+1-0}", stage, name, r.Value, vector(r.Vector), r.Unreconciled)
+				t.Fatalf("%s, %s: postr counts %d %s (unreconciled %d), want 1 {eu:+1-0}", stage, name, r.Value, r.Vector.String(), r.Unreconciled)
 			}
 			if rec, _, _ := n.replica.Record("postr", "mallory"); rec != nil && (rec.HLC != 0 || len(rec.Contrib) != 0) {
 				t.Fatalf("%s, %s: a like of mallory's in old's name was taken: %+v", stage, name, rec)
@@ -115,7 +115,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 				t.Fatal(err)
 			}
 			if b.Value != 1 || b.Vector.Get("old") != (crdt.PN{P: 1}) || v.Value != 3 || v.Vector.Get("old") != (crdt.PN{P: 3}) {
-				t.Fatalf("%s, %s: old's own state is post1 %s, views %s; want old:+1-0 and old:+3-0", stage, name, vector(b.Vector), vector(v.Vector))
+				t.Fatalf("%s, %s: old's own state is post1 %s, views %s; want old:+1-0 and old:+3-0", stage, name, b.Vector.String(), v.Vector.String())
 			}
 			if n.store.Root() != root {
 				t.Fatalf("%s: %s's digest differs from us's", stage, name)
@@ -264,7 +264,7 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 				t.Fatal(err)
 			}
 			if r.Value != 1 || r.Unreconciled != 0 || r.Vector.Get("eu-1") != (crdt.PN{P: 1}) || r.Vector.Get("old-1") != (crdt.PN{}) {
-				t.Fatalf("%s, %s: postr counts %d %s (unreconciled %d), want 1 {eu-1:+1-0}", stage, id, r.Value, vector(r.Vector), r.Unreconciled)
+				t.Fatalf("%s, %s: postr counts %d %s (unreconciled %d), want 1 {eu-1:+1-0}", stage, id, r.Value, r.Vector.String(), r.Unreconciled)
 			}
 			if rec, _, _ := n.replica.Record("postr", "alice"); rec == nil || rec.Origin != "eu-1" || rec.Contrib.Get("old-1") != (crdt.PN{}) {
 				t.Fatalf("%s, %s: alice's record took the forgery: %+v", stage, id, rec)
@@ -277,7 +277,7 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 				t.Fatal(err)
 			}
 			if v.Value != 3 || v.Vector.Get("old-1") != (crdt.PN{P: 3}) {
-				t.Fatalf("%s, %s: views %d %s, want old-1's 3", stage, id, v.Value, vector(v.Vector))
+				t.Fatalf("%s, %s: views %d %s, want old-1's 3", stage, id, v.Value, v.Vector.String())
 			}
 		}
 	}

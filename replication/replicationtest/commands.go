@@ -231,7 +231,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 				t.Fatal(err)
 			}
 			fmt.Fprintf(&b, "%s: likes=%d %s unreconciled=%d; counter=%d %s\n",
-				n.Name, likes.Value, Vector(likes.Vector), likes.Unreconciled, ctr.Value, Vector(ctr.Vector))
+				n.Name, likes.Value, likes.Vector.String(), likes.Unreconciled, ctr.Value, ctr.Vector.String())
 		}
 
 	case "count":
@@ -263,7 +263,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 				at = "client"
 			}
 			fmt.Fprintf(&b, "%s: liked=%v origin=%s booked=%s (%s time) excess=%d contrib=%s\n",
-				n.Name, rec.Liked, rec.Origin, e.fmtTime(rec.BookedMs()), at, rec.Excess(), Vector(rec.Contrib))
+				n.Name, rec.Liked, rec.Origin, e.fmtTime(rec.BookedMs()), at, rec.Excess(), rec.Contrib.String())
 		}
 
 	case "series", "window", "buckets":
@@ -401,16 +401,6 @@ func (e *Env) status(b *strings.Builder, nodes []*Node) {
 		}
 		b.WriteString("\n")
 	}
-}
-
-// Vector prints a vector's entries sorted by replica: {eu:+1-0 us:+2-1}.
-func Vector(v crdt.Vector) string {
-	parts := make([]string, 0, len(v))
-	for _, e := range v {
-		parts = append(parts, fmt.Sprintf("%s:+%d-%d", e.Replica, e.PN.P, e.PN.N))
-	}
-	slices.Sort(parts)
-	return "{" + strings.Join(parts, " ") + "}"
 }
 
 // parseOp reads one op: its verb, then its positional words and key=value
@@ -610,7 +600,7 @@ func (e *Env) series(t *testing.T, d *datadriven.TestData, b *strings.Builder, n
 		e.fmtTime(w.To.UnixMilli()), w.Width, w.Bucket, len(w.Points), windowFlags(w))
 	for _, p := range w.Points {
 		if len(p.Vector) > 0 {
-			fmt.Fprintf(b, "  %s %+d %s\n", e.fmtTime(p.Start.UnixMilli()), p.Value(), Vector(p.Vector))
+			fmt.Fprintf(b, "  %s %+d %s\n", e.fmtTime(p.Start.UnixMilli()), p.Value(), p.Vector.String())
 		}
 	}
 }
@@ -625,7 +615,7 @@ func (e *Env) window(t *testing.T, d *datadriven.TestData, b *strings.Builder, n
 		return
 	}
 	fmt.Fprintf(b, "%s: [%s, %s) of %v buckets: %+d %s%s\n", n.Name, e.fmtTime(w.From.UnixMilli()), e.fmtTime(w.To.UnixMilli()),
-		w.Bucket, w.Sum().Value(), Vector(w.Sum().Vector), windowFlags(w))
+		w.Bucket, w.Sum().Value(), w.Sum().Vector.String(), windowFlags(w))
 }
 
 func windowFlags(w region.Window) string {
@@ -655,7 +645,7 @@ func (e *Env) buckets(t *testing.T, d *datadriven.TestData, b *strings.Builder, 
 		if bk.Keep != 0 {
 			keep = (time.Duration(bk.Keep) * time.Second).String()
 		}
-		lines = append(lines, fmt.Sprintf("  %s %+d %s kept %s", e.fmtTime(bk.Start*1000), v.Value(), Vector(v), keep))
+		lines = append(lines, fmt.Sprintf("  %s %+d %s kept %s", e.fmtTime(bk.Start*1000), v.Value(), v.String(), keep))
 	})
 	if err != nil {
 		t.Fatal(err)
