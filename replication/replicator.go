@@ -447,17 +447,22 @@ func (r *Replicator) runMerger(ctx context.Context) {
 		case d := <-r.inbox:
 			batch = append(batch, d)
 		}
-	fill:
-		for len(batch) < 64 {
-			select {
-			case d := <-r.inbox:
-				batch = append(batch, d)
-			default:
-				break fill
-			}
-		}
-		r.merge(ctx, batch)
+		r.merge(ctx, r.takeQueued(batch, 64))
 	}
+}
+
+// takeQueued appends to batch the deltas waiting in the inbox, without
+// waiting for more, until batch holds max.
+func (r *Replicator) takeQueued(batch []*Delta, max int) []*Delta {
+	for len(batch) < max {
+		select {
+		case d := <-r.inbox:
+			batch = append(batch, d)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // merge applies a batch of received deltas in one writer request. A delta

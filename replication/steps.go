@@ -1,6 +1,9 @@
 package replication
 
-import "context"
+import (
+	"context"
+	"math"
+)
 
 // Steps drives a Replicator by hand, in place of the goroutines Start
 // runs: whoever holds it decides when the replica publishes its outbox,
@@ -31,16 +34,7 @@ func (s *Steps) Flush() { s.r.flush(s.f) }
 // Merge merges every delta received so far in one batch, as the merger
 // would, and returns how many there were.
 func (s *Steps) Merge(ctx context.Context) int {
-	var batch []*Delta
-	for {
-		select {
-		case d := <-s.r.inbox:
-			batch = append(batch, d)
-			continue
-		default:
-		}
-		break
-	}
+	batch := s.r.takeQueued(nil, math.MaxInt)
 	if len(batch) > 0 {
 		s.r.merge(ctx, batch)
 	}
