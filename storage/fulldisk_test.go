@@ -43,6 +43,8 @@ type smallDisk struct {
 	written atomic.Int64
 	quota   atomic.Int64
 	refused atomic.Int64 // writes cut short or refused
+	full    sync.Once
+	onFull  func(name string) // if set, called once, at the first write cut short
 }
 
 func newSmallDisk(base vfs.FS, quota int64, exempt ...string) *smallDisk {
@@ -70,6 +72,9 @@ func (d *smallDisk) room(name string, n int) int {
 		if d.written.CompareAndSwap(w, w+got) {
 			if got < int64(n) {
 				d.refused.Add(1)
+				if d.onFull != nil {
+					d.full.Do(func() { d.onFull(name) })
+				}
 			}
 			return int(got)
 		}
@@ -158,7 +163,14 @@ func TestFullDiskChild(t *testing.T) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		cfg.FS = newSmallDisk(vfs.Default, quota)
+		disk := newSmallDisk(vfs.Default, quota)
+		// Pebble may end the process on a failed write with a message that
+		// does not say why (a panic with an error value it cannot print,
+		// then a fatal error), so the disk says when it filled.
+		disk.onFull = func(name string) {
+			fmt.Fprintf(os.Stderr, "child: the disk is full: a write to %s: no space left on device\n", filepath.Base(name))
+		}
+		cfg.FS = disk
 	}
 	s, err := Open(cfg)
 	if err != nil {
