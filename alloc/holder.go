@@ -127,7 +127,11 @@ func (h *Holder) Close(ctx context.Context) error {
 			<-h.done
 		}
 		h.mu.Lock()
-		work := h.kvOK.IsZero() // no round yet: leases of an earlier run may be ours to give back
+		// No round yet: leases of an earlier run may be ours to give back.
+		// The last round failed: it may have landed an acquire whose
+		// answer was lost (Close cuts off a round in flight), a lease
+		// only a round can find and give back.
+		work := h.kvOK.IsZero() || h.kvErr != nil
 		for _, l := range h.leases {
 			if l.taken == l.durable {
 				l.release, work = true, true

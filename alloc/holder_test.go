@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,4 +362,72 @@ func took(h *Holder, n uint64) error {
 		return fmt.Errorf("taken %d, want more than %d", got, n)
 	}
 	return nil
+}
+
+// lostReplyKV writes every Update, but once armed, holds back the answer
+// of the next one until its caller gives up: a write whose outcome the
+// holder never learns, as when the connection drops after the KV applied
+// it.
+type lostReplyKV struct {
+	KV
+	armed  atomic.Bool
+	landed chan struct{}
+}
+
+func (k *lostReplyKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	r, err := k.KV.Update(ctx, key, value, rev)
+	if err != nil || !k.armed.CompareAndSwap(true, false) {
+		return r, err
+	}
+	close(k.landed)
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestCloseGivesBackALeaseWhoseAcquireWasCutOff: a holder holding nothing
+// is closed while the round acquiring its first lease waits for the KV's
+// answer, and the acquire has landed. The holder never learns of that
+// lease; Close must still give it back, or it stays held by a replica that
+// is gone until another holder reclaims its tail. (The hammer test saw
+// it: "after every replica closed: leases [{... Holder:r0 ...}]".)
+func TestCloseGivesBackALeaseWhoseAcquireWasCutOff(t *testing.T) {
+	kv, _ := startKV(t)
+	lost := &lostReplyKV{KV: kv, landed: make(chan struct{})}
+	cfg := testConfig(kv, "a")
+	cfg.KV = lost
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Start()
+	// A holder nobody took from is idle: its rounds acquire nothing.
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.kvOK.IsZero() {
+			return errors.New("no round has reached the KV yet")
+		}
+		return nil
+	})
+	lost.armed.Store(true)
+	if _, ok := h.Take(1); ok {
+		t.Fatal("took a number before holding a lease")
+	}
+	select {
+	case <-lost.landed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the holder never acquired a lease")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	st, err := Read(ctx, kv, "likes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Leases) != 0 {
+		t.Fatalf("after close: leases %+v", st.Leases)
+	}
 }
