@@ -30,7 +30,9 @@ type Config struct {
 	KV KV
 	// Sequence names the global sequence, e.g. "likes". Required.
 	Sequence string
-	// Holder is this replica's id. Required.
+	// Holder is the id of the replica this holder numbers for (a holder
+	// is a replica's client of the allocator, not another process).
+	// Required.
 	Holder string
 
 	// TTL is how long the holder may number from a lease after sending the

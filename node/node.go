@@ -1,9 +1,9 @@
-// Package node runs one tally replica: it opens the store, starts the
-// replica (region), connects to NATS and runs replication and, with
-// milestones, the like numbering (alloc, milestone), and serves the HTTP
-// API (httpapi) on a listener. `tallyd serve` runs one Node; a local
-// deployment (internal/deploy) runs one per region in one process, which
-// is why each Node has its own metrics registry and logger.
+// Package node is one replica at work: it opens the store, starts the
+// replica's state machine (region), connects to NATS and runs replication
+// and, with milestones, the like numbering (alloc, milestone), and serves
+// the HTTP API (httpapi) on a listener. `tallyd serve` runs one Node; a
+// local deployment (internal/deploy) runs one per region in one process,
+// which is why each Node has its own metrics registry and logger.
 package node
 
 import (

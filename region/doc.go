@@ -1,6 +1,8 @@
-// Package region is one tally replica: it applies likes, unlikes,
-// increments and remote merges to its state, persists them through storage,
-// and answers reads with per-replica vectors.
+// Package region is a replica's state machine: it applies likes, unlikes,
+// increments and remote merges to the replica's state, persists them
+// through storage, and answers reads with per-replica vectors. (A region
+// is a geography, a replica one copy of the state with its own id, a node
+// one tallyd process: docs/architecture.md, "Words".)
 //
 // # One writer
 //
