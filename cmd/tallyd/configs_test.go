@@ -93,18 +93,15 @@ func TestConfigFilesParse(t *testing.T) {
 	}
 }
 
-// TestNATSConfigs runs tally on the shipped NATS and tallyd configs, one
-// server per region, with local ports, generated certificates and test
-// passwords: replication and milestones work, a server without the
-// certificates and password cannot join as a route or a gateway, and one
-// replica's user cannot publish as another or touch the streams.
-func TestNATSConfigs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three NATS servers and three replicas")
-	}
-	certs := makeCerts(t)
-	regions := []string{"us", "eu", "ap"}
-	ports := map[string][4]int{} // client, route, gateway, monitoring
+// errPortTaken: a NATS server could not listen on a port picked for it.
+var errPortTaken = errors.New("a picked port was taken before the server listened")
+
+// startRegionServers starts one NATS server per region on the shipped
+// configs with local ports, generated certificates and test passwords.
+// On errPortTaken the servers it started are shut down.
+func startRegionServers(t *testing.T, regions []string, certs testCerts) (map[string][4]int, map[string]*server.Server, error) {
+	t.Helper()
+	ports := map[string][4]int{}
 	for _, r := range regions {
 		ports[r] = [4]int{freePort(t), freePort(t), freePort(t), freePort(t)}
 	}
@@ -112,7 +109,7 @@ func TestNATSConfigs(t *testing.T) {
 	for _, r := range regions {
 		src, err := os.ReadFile(filepath.Join("..", "..", "configs", "nats", r+".conf"))
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		p := ports[r]
 		conf := strings.NewReplacer(
@@ -127,17 +124,56 @@ func TestNATSConfigs(t *testing.T) {
 		})
 		path := filepath.Join(t.TempDir(), r+".conf")
 		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		for k, v := range natsEnv(r, p[1], certs) {
 			t.Setenv(k, v)
 		}
 		opts, err := server.ProcessConfigFile(path)
 		if err != nil {
-			t.Fatalf("%s: %v", r, err)
+			return nil, nil, fmt.Errorf("%s: %w", r, err)
 		}
 		opts.NoSigs = true
-		servers[r] = startServer(t, opts)
+		s, err := tryServer(opts)
+		if err != nil {
+			for _, s := range servers {
+				s.Shutdown()
+				s.WaitForShutdown()
+			}
+			return nil, nil, fmt.Errorf("region %s: %w", r, err)
+		}
+		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		servers[r] = s
+	}
+	return ports, servers, nil
+}
+
+// TestNATSConfigs runs tally on the shipped NATS and tallyd configs, one
+// server per region, with local ports, generated certificates and test
+// passwords: replication and milestones work, a server without the
+// certificates and password cannot join as a route or a gateway, and one
+// replica's user cannot publish as another or touch the streams.
+func TestNATSConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers and three replicas")
+	}
+	certs := makeCerts(t)
+	regions := []string{"us", "eu", "ap"}
+	// Free ports are picked before the servers listen on them; in between,
+	// another test's outgoing connection may take one as its local port.
+	// Then a server cannot listen: start again on other ports.
+	var ports map[string][4]int // client, route, gateway, monitoring
+	var servers map[string]*server.Server
+	for attempt := 1; ; attempt++ {
+		var err error
+		ports, servers, err = startRegionServers(t, regions, certs)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; again on other ports", attempt, err)
 	}
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for r, s := range servers {
@@ -563,23 +599,65 @@ func mustURL(t *testing.T, s string) *url.URL {
 
 func startServer(t *testing.T, opts *server.Options) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(opts)
+	s, err := tryServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// tryServer starts a NATS server and waits until it listens. It fails at
+// once, with errPortTaken, if the server could not listen on a port.
+func tryServer(opts *server.Options) (*server.Server, error) {
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	logger := &fatalLogger{fatal: make(chan string, 8)}
 	if os.Getenv("TALLY_TEST_NATS_LOG") != "" {
 		s.ConfigureLogger()
+	} else {
+		s.SetLogger(logger, false, false)
 	}
 	go s.Start()
 	// Generous: under `go test -race ./...` on two cores this runs beside
 	// the chaos suite's processes, and a JetStream server with TLS once
 	// took more than 20 s to listen.
-	if !s.ReadyForConnections(90 * time.Second) {
-		t.Fatalf("nats server %s not ready", opts.ServerName)
+	for range 90 {
+		if s.ReadyForConnections(time.Second) {
+			return s, nil
+		}
+		select {
+		case msg := <-logger.fatal:
+			s.Shutdown()
+			s.WaitForShutdown()
+			if strings.Contains(msg, "Error listening") {
+				return nil, fmt.Errorf("nats server %s: %s: %w", opts.ServerName, msg, errPortTaken)
+			}
+			return nil, fmt.Errorf("nats server %s: %s", opts.ServerName, msg)
+		default:
+		}
 	}
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	return s
+	s.Shutdown()
+	return nil, fmt.Errorf("nats server %s not ready", opts.ServerName)
 }
+
+// fatalLogger keeps a NATS server's fatal messages (it logs nothing else):
+// a server that cannot listen says so only there, then waits forever.
+type fatalLogger struct{ fatal chan string }
+
+func (l *fatalLogger) Fatalf(format string, v ...any) {
+	select {
+	case l.fatal <- fmt.Sprintf(format, v...):
+	default:
+	}
+}
+func (l *fatalLogger) Noticef(string, ...any) {}
+func (l *fatalLogger) Warnf(string, ...any)   {}
+func (l *fatalLogger) Errorf(string, ...any)  {}
+func (l *fatalLogger) Debugf(string, ...any)  {}
+func (l *fatalLogger) Tracef(string, ...any)  {}
 
 func freePort(t *testing.T) int {
 	t.Helper()
