@@ -485,11 +485,13 @@ func (s *tourShell) run(t *testing.T, where, text string) string {
 	}
 }
 
-// freePorts returns the first of n consecutive free TCP ports.
+// freePorts returns the first of n consecutive free TCP ports. They are
+// below Linux's ephemeral range (32768 up), where no test's outgoing
+// connection can take one before tallyd listens on it.
 func freePorts(t *testing.T, n int) int {
 	t.Helper()
 	for range 100 {
-		base := 20000 + rand.IntN(40000)
+		base := 20000 + rand.IntN(12000)
 		var ls []net.Listener
 		for i := range n {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
