@@ -51,8 +51,10 @@ import (
 //	series <us|all> likes post1 step=1m from=T to=T
 //	                         a series; the points with entries only
 //	window <us|all> counters views from=T to=T   the net change in a window
-//	buckets <us|all> likes post1 width=1m [from=T to=T]
-//	                         the stored, unexpired buckets of one level
+//	buckets <us|all> likes post1 width=1m [from=T to=T] [expired]
+//	                         the stored, unexpired buckets of one level;
+//	                         with expired, also the slots past their
+//	                         retention still stored (not yet swept)
 //	budget <us|all> b        a budget as each replica sees it
 //	metric <us|all> tally_merge_refused_total [reason=expired_bucket]
 //	                         a metric's value, summed over matching labels
@@ -630,7 +632,8 @@ func windowFlags(w region.Window) string {
 }
 
 // buckets prints the stored buckets of one level that have not expired
-// by the replica's clock (expired ones are gone by rule, swept or not).
+// by the replica's clock (expired ones are gone by rule, swept or not);
+// with the expired argument, the expired slots still stored too, marked.
 func (e *Env) buckets(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
 	width := int64(durationArg(t, d, "width") / time.Second)
 	// Bucket names hold 10 digits of start: the default end is the last.
@@ -638,14 +641,18 @@ func (e *Env) buckets(t *testing.T, d *datadriven.TestData, b *strings.Builder, 
 	nowMs := n.Replica.Now().UnixMilli()
 	var lines []string
 	err := n.Store.WindowSeries(kind.Windows(), key, width, from, to, func(bk crdt.Bucket, v crdt.Vector) {
+		gone := ""
 		if bk.Expired(nowMs) {
-			return
+			if !d.HasArg("expired") {
+				return
+			}
+			gone = " expired"
 		}
 		keep := "forever"
 		if bk.Keep != 0 {
 			keep = (time.Duration(bk.Keep) * time.Second).String()
 		}
-		lines = append(lines, fmt.Sprintf("  %s %+d %s kept %s", e.fmtTime(bk.Start*1000), v.Value(), v.String(), keep))
+		lines = append(lines, fmt.Sprintf("  %s %+d %s kept %s%s", e.fmtTime(bk.Start*1000), v.Value(), v.String(), keep, gone))
 	})
 	if err != nil {
 		t.Fatal(err)
