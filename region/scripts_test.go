@@ -8,9 +8,10 @@ import (
 
 // TestWindowScripts runs the time bucket scripts of the repository's
 // testdata/windows (replicationtest lists their commands): bookings at
-// client times, their bounds, and how concurrent likes settle in the
-// buckets of replicas that exchange their changes. `go test ./region -run
-// Scripts -rewrite` rewrites the expected output.
+// client times, their bounds, how concurrent and contended likes settle
+// in the slots of replicas that exchange their changes, and slots past
+// their retention staying gone. `go test ./region -run Scripts -rewrite`
+// rewrites the expected output.
 func TestWindowScripts(t *testing.T) {
 	replicationtest.Run(t, "../testdata/windows")
 }
