@@ -1,0 +1,74 @@
+package storage
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// The keys and values earlier versions wrote for a like record, a
+// counter's keyed record and a budget spend, with their markers and
+// expiry entries, captured byte for byte: existing data directories hold
+// exactly these, and the digests peers compare are computed over them.
+var goldenRecordKVs = [][2]string{
+	{"b2b8/k/cnt/idem-1", "\x01\x0f\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04us-1\x80\x01\x98\xc8\x95\xff\xbc1\x02\x02\x04eu-1@@\x04us-1@\x00"},
+	{"bbb1/k/~bud/idem-2", "\x01\x03\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04eu-1\t\x02\x04eu-1\x00\x05\x04us-1\x05\x05"},
+	{"bc11/r/post:1/alice", "\x01\x05\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04eu-1\x98\xc8\x95\xff\xbc1\x02\x04eu-1\x01\x00\x04us-1\x01\x01"},
+	{"e/0000018bcfe56800/cnt/idem-1", ""},
+	{"e/0000018bcfe56800/~bud/idem-2", ""},
+	{"w/cnt/idem-1", ""},
+	{"w/~bud/idem-2", ""},
+	{"x/post:1/alice", ""},
+}
+
+const goldenRecordRoot = 0x1b5bb0d26e3aec8a
+
+func TestGoldenRecordKeys(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h := crdt.MakeHLC(1700000000000, 3)
+	b := s.NewBatch()
+	b.PutLikeRecord("post:1", "alice", nil, &crdt.LikeRecord{Liked: true, HLC: h, Origin: "eu-1", At: 1699999999000,
+		Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 1}}, {Replica: "us-1", PN: crdt.PN{P: 1, N: 1}}}})
+	b.SetMarker("post:1", "alice", false, true)
+	b.PutLikeRecord("cnt", "idem-1", nil, &crdt.LikeRecord{Keyed: true, Liked: true, HLC: h, Origin: "us-1", Amount: 64, Asked: 1,
+		At: 1699999999000, Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 64, N: 64}}, {Replica: "us-1", PN: crdt.PN{P: 64}}}})
+	b.SetMarker("cnt", "idem-1", true, true)
+	b.PutLikeRecord("~bud", "idem-2", nil, &crdt.LikeRecord{Keyed: true, Liked: true, HLC: h, Origin: "eu-1", Amount: -5,
+		Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{N: 5}}, {Replica: "us-1", PN: crdt.PN{P: 5, N: 5}}}})
+	b.SetMarker("~bud", "idem-2", true, true)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+
+	it, err := s.db.NewIter(&pebble.IterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]string
+	for it.First(); it.Valid(); it.Next() {
+		if it.Key()[0] != prefixMeta {
+			got = append(got, [2]string{string(it.Key()), string(it.Value())})
+		}
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(goldenRecordKVs) {
+		t.Fatalf("%d keys, want %d: %q", len(got), len(goldenRecordKVs), got)
+	}
+	for i, kv := range got {
+		if kv != goldenRecordKVs[i] {
+			t.Errorf("key %d: %q = %q, want %q = %q", i, kv[0], kv[1], goldenRecordKVs[i][0], goldenRecordKVs[i][1])
+		}
+	}
+	if r := s.Root(); r != goldenRecordRoot {
+		t.Errorf("root %#x, want %#x", r, uint64(goldenRecordRoot))
+	}
+}
