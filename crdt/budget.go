@@ -260,6 +260,68 @@ func Give(holds, keep, want, has int64) int64 {
 	return spare - spare/2
 }
 
+// Spend is one idempotency key of a budget spend: the lattice of a
+// counter's keyed record (KeyedRecord), whose Amount is the change to the
+// budget (−by for a spend of by), counted in the budget's main vector.
+// What sets it apart is who fixes an excess: a spend is never reconciled
+// by the winner's rule, only by RefundLoser.
+type Spend KeyedRecord
+
+func (s *Spend) keyed() *KeyedRecord { return (*KeyedRecord)(s) }
+
+// Applied reports whether the register holds an application of the key.
+func (s *Spend) Applied() bool { return s.keyed().Applied() }
+
+// BookedMs is the time the winning application is booked at.
+func (s *Spend) BookedMs() int64 { return s.keyed().BookedMs() }
+
+// Wins reports whether s's register beats o's, as KeyedRecord.Wins.
+func (s *Spend) Wins(o *Spend) bool { return s.keyed().Wins(o.keyed()) }
+
+// Merge folds o into s, as KeyedRecord.Merge; it reports whether s changed.
+func (s *Spend) Merge(o *Spend) bool { return s.keyed().Merge(o.keyed()) }
+
+// Excess is Σ(P − N) over Contrib minus Amount if applied.
+func (s *Spend) Excess() int64 { return s.keyed().Excess() }
+
+// Apply records the local application of a spend's key at replica self,
+// stamped hlc, on a record that holds no earlier application: Amount is
+// amount (−by), and self's contribution takes it. The application takes At
+// zero; a caller with a client's time sets At afterwards. It returns the
+// change to self's contribution, which the caller's spend of the budget
+// has already made to the main vector.
+func (s *Spend) Apply(self string, amount int64, hlc HLC) (delta int64) {
+	return s.keyed().ApplyCounted(self, amount, amount, hlc)
+}
+
+// Requested is the amount the key was applied with, as
+// KeyedRecord.Requested.
+func (s *Spend) Requested() int64 { return s.keyed().Requested() }
+
+// Clone returns a deep copy.
+func (s *Spend) Clone() *Spend { return (*Spend)(s.keyed().Clone()) }
+
+// Equal reports whether s and o are the same state.
+func (s *Spend) Equal(o *Spend) bool { return s.keyed().Equal(o.keyed()) }
+
+// Restrict returns a copy of s keeping only what keep accepts, as
+// KeyedRecord.Restrict.
+func (s *Spend) Restrict(keep func(replica string) bool) (*Spend, bool) {
+	p, cut := s.keyed().Restrict(keep)
+	return (*Spend)(p), cut
+}
+
+// Empty reports whether s holds nothing: no register, no contribution.
+func (s *Spend) Empty() bool { return s.keyed().Empty() }
+
+// Stamp is the register's HLC and Origin.
+func (s *Spend) Stamp() (HLC, string) { return s.HLC, s.Origin }
+
+// Contributions is Contrib.
+func (s *Spend) Contributions() Vector { return s.Contrib }
+
+func (*Spend) isRecord() {}
+
 // RefundLoser is the reconciliation rule of a budget's keyed spend: a
 // replica that applied the spend but is not the record's winner (Origin)
 // takes its own application back, as a refund (P). The winner never acts.
@@ -268,15 +330,15 @@ func Give(holds, keep, want, has int64) int64 {
 // direction from its own view, could spend again on a stale view of a
 // loser's refund, without the rights check a spend needs. It returns the
 // change to self's entry of the budget's main vector (≥ 0).
-func (r *LikeRecord) RefundLoser(self string) (delta int64) {
-	if !r.Keyed || r.Origin == self {
+func (s *Spend) RefundLoser(self string) (delta int64) {
+	if s.Origin == self {
 		return 0
 	}
-	own := r.Contrib.Get(self)
+	own := s.Contrib.Get(self)
 	if own.N <= own.P {
 		return 0
 	}
 	d := own.N - own.P
-	r.Contrib = r.Contrib.Set(self, PN{P: own.P + d, N: own.N})
+	s.Contrib = s.Contrib.Set(self, PN{P: own.P + d, N: own.N})
 	return int64(d)
 }

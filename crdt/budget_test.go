@@ -357,13 +357,13 @@ func TestRefundLoserCountsOnceAndNeverSpends(t *testing.T) {
 		rng := newRand(seed)
 		ids := replicaPool(2 + rng.IntN(4))
 		const by = 7
-		views := make(map[string]*LikeRecord)
+		views := make(map[string]*Spend)
 		// Some replicas apply the key concurrently, each unaware of the
 		// others; the rest only hear of it.
 		for i, id := range ids {
-			rec := &LikeRecord{}
+			rec := &Spend{}
 			if i == 0 || rng.IntN(2) == 0 {
-				if d := rec.ApplyKeyedCounted(id, -by, -by, MakeHLC(1000+int64(rng.IntN(50)), uint16(i))); d != -by {
+				if d := rec.Apply(id, -by, MakeHLC(1000+int64(rng.IntN(50)), uint16(i))); d != -by {
 					t.Fatalf("application changed the entry by %d, want %d", d, -by)
 				}
 			}

@@ -58,6 +58,19 @@
 // the record takes origin A, liked = false, d = (1 − 0) + (1 − 1) − 0 = 1, so
 // A.n = 1 and the count is 0 everywhere once the record has spread.
 //
+// # Keyed records and spends
+//
+// The same lattice serves idempotency keys. A KeyedRecord, per (counter,
+// idempotency key), says the key was applied and by how much (Amount):
+// its contributions must add up to Amount instead of 1, and the winner
+// fixes the excess as for a like. A Spend, per (budget, idempotency key),
+// is a keyed record whose amount is taken from a budget; its excess is
+// fixed only by refunds (Spend.RefundLoser), never by the winner, so no
+// reconciliation spends. The three kinds are distinct types (Record is
+// any of them) sharing one encoding: the keyed flag tells a like record
+// from the other two, and the name a record is stored and sent under
+// (SpendName) tells a spend from a counter's keyed record.
+//
 // # Block flags
 //
 // A Flag is a per-user last-writer-wins register {Blocked, HLC, Origin},

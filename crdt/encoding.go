@@ -13,11 +13,12 @@ import (
 //
 //	PN:         v1 | P | N
 //	Vector:     v1 | count | (replica | P | N)*
-//	LikeRecord: v1 | flags | HLC | origin | [amount] | [at] | [asked] | count | (replica | P | N)*
-//	            flags bit 0 = liked, bit 1 = keyed, bit 2 = at, bit 3 = asked; amount (zigzag
-//	            varint) only in a keyed record with a register; at (unix ms) only with bit 2;
-//	            asked (zigzag varint, not 0, not amount) only with bit 3, in a keyed record
-//	            with a register
+//	Record:     v1 | flags | HLC | origin | [amount] | [at] | [asked] | count | (replica | P | N)*
+//	            (LikeRecord, KeyedRecord and Spend alike)
+//	            flags bit 0 = liked (applied), bit 1 = keyed, bit 2 = at, bit 3 = asked; amount
+//	            (zigzag varint) only in a keyed record with a register; at (unix ms) only with
+//	            bit 2; asked (zigzag varint, not 0, not amount) only with bit 3, in a keyed
+//	            record with a register
 const formatV1 = 1
 
 // ErrCorrupt is returned (wrapped) by every decoder for malformed input.
@@ -42,74 +43,185 @@ func DecodePN(b []byte) (PN, error) {
 	return e, d.finish("pn")
 }
 
+// The three kinds of record share one encoding, told apart by the keyed
+// flag (a KeyedRecord and a Spend set it) and, between those two, by the
+// name they are stored and sent under (SpendName). A keyed kind's liked
+// flag says it holds a register (it is applied).
+
+// wireRecord is a record of any kind in the shape of its encoding.
+type wireRecord struct {
+	liked, keyed      bool
+	hlc               HLC
+	origin            string
+	amount, asked, at int64
+	contrib           Vector
+}
+
 // AppendLikeRecord appends the encoding of r to dst.
 func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
-	var flags byte
-	if r.Liked {
-		flags |= 1
+	return appendRecord(dst, &wireRecord{liked: r.Liked, hlc: r.HLC, origin: r.Origin, at: r.At, contrib: r.Contrib})
+}
+
+// AppendKeyedRecord appends the encoding of r to dst.
+func AppendKeyedRecord(dst []byte, r *KeyedRecord) []byte {
+	return appendRecord(dst, &wireRecord{liked: r.Applied(), keyed: true, hlc: r.HLC, origin: r.Origin, amount: r.Amount,
+		asked: r.Asked, at: r.At, contrib: r.Contrib})
+}
+
+// AppendSpend appends the encoding of s to dst: a keyed record's.
+func AppendSpend(dst []byte, s *Spend) []byte { return AppendKeyedRecord(dst, s.keyed()) }
+
+// AppendRecord appends the encoding of a record of any kind to dst.
+func AppendRecord(dst []byte, r Record) []byte {
+	switch r := r.(type) {
+	case *LikeRecord:
+		return AppendLikeRecord(dst, r)
+	case *KeyedRecord:
+		return AppendKeyedRecord(dst, r)
+	case *Spend:
+		return AppendSpend(dst, r)
 	}
-	if r.Keyed {
-		flags |= 2
-	}
-	if r.At != 0 && r.HLC != 0 {
-		flags |= 4
-	}
-	if r.Asked != 0 && r.Keyed && r.HLC != 0 {
-		flags |= 8
-	}
-	dst = append(dst, formatV1, flags)
-	dst = binary.AppendUvarint(dst, uint64(r.HLC))
-	dst = appendString(dst, r.Origin)
-	if r.Keyed && r.HLC != 0 {
-		dst = binary.AppendVarint(dst, r.Amount)
-	}
-	if flags&4 != 0 {
-		dst = binary.AppendUvarint(dst, uint64(r.At))
-	}
-	if flags&8 != 0 {
-		dst = binary.AppendVarint(dst, r.Asked)
-	}
-	return appendVectorBody(dst, r.Contrib)
+	panic("crdt: AppendRecord of a nil record")
 }
 
 // DecodeLikeRecord decodes an AppendLikeRecord encoding.
 func DecodeLikeRecord(b []byte) (*LikeRecord, error) {
+	w, err := decodeRecord(b, "like record", kindLike)
+	if err != nil {
+		return nil, err
+	}
+	return likeOf(&w), nil
+}
+
+// DecodeKeyedRecord decodes an AppendKeyedRecord encoding.
+func DecodeKeyedRecord(b []byte) (*KeyedRecord, error) {
+	w, err := decodeRecord(b, "keyed record", kindKeyed)
+	if err != nil {
+		return nil, err
+	}
+	return keyedOf(&w), nil
+}
+
+// DecodeSpend decodes an AppendSpend encoding.
+func DecodeSpend(b []byte) (*Spend, error) {
+	r, err := DecodeKeyedRecord(b)
+	return (*Spend)(r), err
+}
+
+// DecodeRecord decodes a record of the kind its encoding says: a like
+// record or, keyed, a KeyedRecord, or a Spend if spend (its name says so:
+// SpendKey). A spend that is not keyed is corrupt.
+func DecodeRecord(b []byte, spend bool) (Record, error) {
+	want, what := kindAny, "record"
+	if spend {
+		want, what = kindKeyed, "spend"
+	}
+	w, err := decodeRecord(b, what, want)
+	switch {
+	case err != nil:
+		return nil, err
+	case spend:
+		return (*Spend)(keyedOf(&w)), nil
+	case w.keyed:
+		return keyedOf(&w), nil
+	}
+	return likeOf(&w), nil
+}
+
+func likeOf(w *wireRecord) *LikeRecord {
+	return &LikeRecord{Liked: w.liked, HLC: w.hlc, Origin: w.origin, At: w.at, Contrib: w.contrib}
+}
+
+func keyedOf(w *wireRecord) *KeyedRecord {
+	return &KeyedRecord{HLC: w.hlc, Origin: w.origin, Amount: w.amount, Asked: w.asked, At: w.at, Contrib: w.contrib}
+}
+
+func appendRecord(dst []byte, r *wireRecord) []byte {
+	var flags byte
+	if r.liked {
+		flags |= 1
+	}
+	if r.keyed {
+		flags |= 2
+	}
+	if r.at != 0 && r.hlc != 0 {
+		flags |= 4
+	}
+	if r.asked != 0 && r.keyed && r.hlc != 0 {
+		flags |= 8
+	}
+	dst = append(dst, formatV1, flags)
+	dst = binary.AppendUvarint(dst, uint64(r.hlc))
+	dst = appendString(dst, r.origin)
+	if r.keyed && r.hlc != 0 {
+		dst = binary.AppendVarint(dst, r.amount)
+	}
+	if flags&4 != 0 {
+		dst = binary.AppendUvarint(dst, uint64(r.at))
+	}
+	if flags&8 != 0 {
+		dst = binary.AppendVarint(dst, r.asked)
+	}
+	return appendVectorBody(dst, r.contrib)
+}
+
+// The kinds a decoder takes: a like record, a keyed record or spend, or
+// either, as the flags say.
+const (
+	kindAny = iota
+	kindLike
+	kindKeyed
+)
+
+// decodeRecord decodes a record's encoding, which must be of kind want;
+// what names the kind in errors.
+func decodeRecord(b []byte, what string, want int) (wireRecord, error) {
 	d := decoder{b: b}
 	d.version()
 	flags := d.byte()
 	if d.err == nil && flags&^15 != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
-	r := &LikeRecord{Liked: flags&1 != 0, Keyed: flags&2 != 0, HLC: HLC(d.uvarint())}
-	r.Origin = d.string()
-	if d.err == nil && (r.Origin == "") != (r.HLC == 0) {
-		d.fail("origin %q with hlc %d", r.Origin, r.HLC)
+	r := wireRecord{liked: flags&1 != 0, keyed: flags&2 != 0, hlc: HLC(d.uvarint())}
+	r.origin = d.string()
+	if d.err == nil && (r.origin == "") != (r.hlc == 0) {
+		d.fail("origin %q with hlc %d", r.origin, r.hlc)
 	}
-	if d.err == nil && r.Liked && r.HLC == 0 {
+	if d.err == nil && r.liked && r.hlc == 0 {
 		d.fail("liked without a timestamp")
 	}
-	if d.err == nil && r.Origin != "" && !ValidID(r.Origin) {
+	if d.err == nil && r.origin != "" && !ValidID(r.origin) {
 		d.fail("bad origin id")
 	}
-	if r.Keyed && r.HLC != 0 {
-		if r.Amount = d.varint(); d.err == nil && !r.Liked {
+	if r.keyed && r.hlc != 0 {
+		if r.amount = d.varint(); d.err == nil && !r.liked {
 			d.fail("keyed record not applied")
 		}
 	}
 	if flags&4 != 0 {
-		if r.At = int64(d.uvarint()); d.err == nil && (r.HLC == 0 || r.At <= 0 || r.At > 1<<47) {
-			d.fail("bad at %d", r.At)
+		if r.at = int64(d.uvarint()); d.err == nil && (r.hlc == 0 || r.at <= 0 || r.at > 1<<47) {
+			d.fail("bad at %d", r.at)
 		}
 	}
 	if flags&8 != 0 {
 		// Canonical: only a keyed application stores Asked, and only when
 		// it differs from the Amount counted.
-		if r.Asked = d.varint(); d.err == nil && (!r.Keyed || r.HLC == 0 || r.Asked == 0 || r.Asked == r.Amount) {
-			d.fail("bad asked %d", r.Asked)
+		if r.asked = d.varint(); d.err == nil && (!r.keyed || r.hlc == 0 || r.asked == 0 || r.asked == r.amount) {
+			d.fail("bad asked %d", r.asked)
 		}
 	}
-	r.Contrib = d.vector()
-	return r, d.finish("like record")
+	r.contrib = d.vector()
+	switch {
+	case d.err != nil:
+	case want == kindLike && r.keyed:
+		d.fail("keyed where a like record is expected")
+	case want == kindKeyed && !r.keyed:
+		d.fail("not keyed where a keyed record is expected")
+	}
+	if err := d.finish(what); err != nil {
+		return wireRecord{}, err
+	}
+	return r, nil
 }
 
 func appendString(dst []byte, s string) []byte {

@@ -66,14 +66,28 @@ func randEncRecord(rng *rand.Rand) *LikeRecord {
 			r.HLC = 1
 		}
 		r.Origin = randID(rng, []int{3, MaxIDLen}[rng.IntN(2)])
-		if rng.IntN(4) == 0 {
-			r.Keyed, r.Liked, r.Amount = true, true, int64(randUint(rng, true))
-			if a := int64(randUint(rng, true)); rng.IntN(2) == 0 && a != 0 && a != r.Amount {
-				r.Asked = a // an approximate counter's decision
-			}
+		if rng.IntN(3) == 0 {
+			r.At = int64(1 + rng.Uint64N(1<<47))
 		}
-	} else {
-		r.Keyed = rng.IntN(3) == 0
+	}
+	return r
+}
+
+func randEncKeyed(rng *rand.Rand) *KeyedRecord {
+	r := &KeyedRecord{Contrib: randEncVector(rng)}
+	if rng.IntN(6) != 0 {
+		r.HLC = HLC(randUint(rng, true))
+		if r.HLC == 0 {
+			r.HLC = 1
+		}
+		r.Origin = randID(rng, []int{3, MaxIDLen}[rng.IntN(2)])
+		r.Amount = int64(randUint(rng, true))
+		if a := int64(randUint(rng, true)); rng.IntN(2) == 0 && a != 0 && a != r.Amount {
+			r.Asked = a // an approximate counter's decision
+		}
+		if rng.IntN(3) == 0 {
+			r.At = int64(1 + rng.Uint64N(1<<47))
+		}
 	}
 	return r
 }
@@ -94,9 +108,13 @@ func TestEncodingLayout(t *testing.T) {
 		{"record zero", AppendLikeRecord(nil, &LikeRecord{}), []byte{1, 0, 0, 0, 0}},
 		{"record", AppendLikeRecord(nil, &LikeRecord{Liked: true, HLC: MakeHLC(1, 2), Origin: "us", Contrib: Vector{{"us", PN{P: 1}}}}),
 			cat(1, 1, uv(1<<16|2), "us", 1, "us", 1, 0)},
-		{"keyed record, approximate", AppendLikeRecord(nil, &LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1, 2), Origin: "us",
+		{"keyed record, approximate", AppendKeyedRecord(nil, &KeyedRecord{HLC: MakeHLC(1, 2), Origin: "us",
 			Amount: 64, Asked: 1, Contrib: Vector{{"us", PN{P: 64}}}}),
 			cat(1, 1|2|8, uv(1<<16|2), "us", uv(128), 2, 1, "us", uv(64), 0)},
+		{"keyed record, no register", AppendKeyedRecord(nil, &KeyedRecord{Contrib: Vector{{"us", PN{P: 1}}}}),
+			cat(1, 2, 0, "", 1, "us", 1, 0)},
+		{"spend", AppendSpend(nil, &Spend{HLC: MakeHLC(1, 2), Origin: "us", Amount: -3, Contrib: Vector{{"us", PN{N: 3}}}}),
+			cat(1, 1|2, uv(1<<16|2), "us", uv(5), 1, "us", 0, 3)},
 	}
 	for _, c := range cases {
 		if !bytes.Equal(c.got, c.want) {
@@ -156,6 +174,26 @@ func TestRoundTripLikeRecord(t *testing.T) {
 	}
 }
 
+func TestRoundTripKeyedRecordAndSpend(t *testing.T) {
+	rng := newRand(45)
+	for i := range 3000 {
+		r := randEncKeyed(rng)
+		b := AppendKeyedRecord(nil, r)
+		got, err := DecodeKeyedRecord(b)
+		if err != nil || !got.Equal(r) {
+			t.Fatalf("#%d DecodeKeyedRecord(AppendKeyedRecord(%+v)) = %+v, %v", i, r, got, err)
+		}
+		// A spend is the same lattice and the same bytes.
+		s := (*Spend)(r)
+		if sb := AppendSpend(nil, s); !bytes.Equal(sb, b) {
+			t.Fatalf("#%d spend encodes as % x, keyed record as % x", i, sb, b)
+		}
+		if got, err := DecodeSpend(b); err != nil || !got.Equal(s) {
+			t.Fatalf("#%d DecodeSpend(AppendSpend(%+v)) = %+v, %v", i, s, got, err)
+		}
+	}
+}
+
 func TestEncodingDeterministic(t *testing.T) {
 	rng := newRand(43)
 	pool := replicaPool(20)
@@ -201,6 +239,14 @@ func TestEncodingDeterministic(t *testing.T) {
 		if !bytes.Equal(ea, AppendLikeRecord(nil, a.Clone())) {
 			t.Fatalf("#%d clone encodes differently", i)
 		}
+		ka, kb := randKeyedRecord(rng, pool[:3]), randKeyedRecord(rng, pool[:3])
+		eka, ekb := AppendKeyedRecord(nil, ka), AppendKeyedRecord(nil, kb)
+		if ka.Equal(kb) != bytes.Equal(eka, ekb) {
+			t.Fatalf("#%d keyed records %+v / %+v: equal=%v but bytes equal=%v", i, ka, kb, ka.Equal(kb), bytes.Equal(eka, ekb))
+		}
+		if !bytes.Equal(eka, AppendKeyedRecord(nil, ka.Clone())) {
+			t.Fatalf("#%d keyed clone encodes differently", i)
+		}
 		va, vb := randVector(rng, pool[:4], false), randVector(rng, pool[:4], false)
 		if va.Equal(vb) != bytes.Equal(AppendVector(nil, va), AppendVector(nil, vb)) {
 			t.Fatalf("#%d vectors %v / %v: equality and byte equality disagree", i, va, vb)
@@ -214,9 +260,12 @@ func TestEncodingDeterministic(t *testing.T) {
 type decodeFn func([]byte) error
 
 var (
-	decPN     decodeFn = func(b []byte) error { _, err := DecodePN(b); return err }
-	decVector decodeFn = func(b []byte) error { _, err := DecodeVector(b); return err }
-	decRecord decodeFn = func(b []byte) error { _, err := DecodeLikeRecord(b); return err }
+	decPN       decodeFn = func(b []byte) error { _, err := DecodePN(b); return err }
+	decVector   decodeFn = func(b []byte) error { _, err := DecodeVector(b); return err }
+	decRecord   decodeFn = func(b []byte) error { _, err := DecodeLikeRecord(b); return err }
+	decKeyed    decodeFn = func(b []byte) error { _, err := DecodeKeyedRecord(b); return err }
+	decSpend    decodeFn = func(b []byte) error { _, err := DecodeSpend(b); return err }
+	decAnySpend decodeFn = func(b []byte) error { _, err := DecodeRecord(b, true); return err }
 )
 
 func TestDecodeRejects(t *testing.T) {
@@ -293,6 +342,17 @@ func TestDecodeRejects(t *testing.T) {
 		{"record contrib unsorted", decRecord, cat(1, 1, 5, "a", 2, "b", 1, 0, "a", 1, 0)},
 		{"record contrib zero", decRecord, cat(1, 1, 5, "a", 1, "a", 0, 0)},
 		{"record contrib count huge", decRecord, cat(1, 1, 5, "a", uv(1<<60), "a", 1, 0)},
+
+		// Each kind's decoder takes its own kind only; a spend's name on a
+		// like record is corrupt.
+		{"keyed as like record", decRecord, cat(1, 1|2, 5, "a", 2, 1, "a", 1, 0)},
+		{"keyed portion as like record", decRecord, cat(1, 2, 0, "", 1, "a", 1, 0)},
+		{"like as keyed record", decKeyed, cat(1, 1, 5, "a", 1, "a", 1, 0)},
+		{"zero like as keyed record", decKeyed, cat(1, 0, 0, 0, 0)},
+		{"like as spend", decSpend, cat(1, 1, 5, "a", 1, "a", 1, 0)},
+		{"like under a spend's name", decAnySpend, cat(1, 1, 5, "a", 1, "a", 1, 0)},
+		{"keyed not applied", decKeyed, cat(1, 2, 5, "a", 2, 0)},
+		{"asked on a like record", decRecord, cat(1, 1|8, 5, "a", 2, 0)},
 	}
 	for _, c := range cases {
 		err := c.dec(c.in)
@@ -357,6 +417,8 @@ func TestDecodeRejectsTruncationAndTrailing(t *testing.T) {
 			{"pn", decPN, AppendPN(nil, randPN(rng, true))},
 			{"vector", decVector, AppendVector(nil, randEncVector(rng))},
 			{"record", decRecord, AppendLikeRecord(nil, randEncRecord(rng))},
+			{"keyed record", decKeyed, AppendKeyedRecord(nil, randEncKeyed(rng))},
+			{"spend", decSpend, AppendSpend(nil, (*Spend)(randEncKeyed(rng)))},
 		}
 		for _, e := range encs {
 			if err := e.dec(e.b); err != nil {

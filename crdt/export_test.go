@@ -8,10 +8,9 @@ import "strings"
 // id: it contains '#'.
 func IsBucketName(name string) bool { return strings.IndexByte(name, '#') >= 0 }
 
-// ApplyKeyed is ApplyKeyedCounted for an exact counter: it counts the
-// amount asked.
-func (r *LikeRecord) ApplyKeyed(self string, amount int64, hlc HLC) (delta int64) {
-	return r.ApplyKeyedCounted(self, amount, amount, hlc)
+// Apply is ApplyCounted for an exact counter: it counts the amount asked.
+func (r *KeyedRecord) Apply(self string, amount int64, hlc HLC) (delta int64) {
+	return r.ApplyCounted(self, amount, amount, hlc)
 }
 
 // Merge folds o into b by element-wise max of every vector; it reports
@@ -88,9 +87,21 @@ func (h *HLL) IsZero() bool {
 // records (TestLikeConvergence's provenance runs); a relay cannot then
 // forge another replica's part.
 func (r *LikeRecord) Portion(id string) *LikeRecord {
-	p := &LikeRecord{Keyed: r.Keyed}
+	p := &LikeRecord{}
 	if r.Origin == id {
-		p.Liked, p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At
+		p.Liked, p.HLC, p.Origin, p.At = r.Liked, r.HLC, r.Origin, r.At
+	}
+	if e := r.Contrib.Get(id); e != (PN{}) {
+		p.Contrib = Vector{{Replica: id, PN: e}}
+	}
+	return p
+}
+
+// Portion is LikeRecord.Portion for a keyed record.
+func (r *KeyedRecord) Portion(id string) *KeyedRecord {
+	p := &KeyedRecord{}
+	if r.Origin == id {
+		p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.HLC, r.Origin, r.Amount, r.Asked, r.At
 	}
 	if e := r.Contrib.Get(id); e != (PN{}) {
 		p.Contrib = Vector{{Replica: id, PN: e}}

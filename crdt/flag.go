@@ -105,10 +105,10 @@ func (f Flag) Record() *LikeRecord {
 }
 
 // FlagOfRecord reads a flag back from its Record form. It refuses (ok
-// false) a record that is not a pure register: keyed, with contributions,
-// an amount, an asked amount or a client time.
+// false) a record that is not a pure register: with contributions or a
+// client time.
 func FlagOfRecord(r *LikeRecord) (f Flag, ok bool) {
-	if r.Keyed || len(r.Contrib) > 0 || r.Amount != 0 || r.Asked != 0 || r.At != 0 {
+	if len(r.Contrib) > 0 || r.At != 0 {
 		return Flag{}, false
 	}
 	return Flag{Blocked: r.Liked, HLC: r.HLC, Origin: r.Origin}, true

@@ -74,7 +74,7 @@ func TestFlagRecordForm(t *testing.T) {
 		}
 	}
 	for _, r := range []*LikeRecord{
-		{Keyed: true}, {Contrib: Vector{{"a", PN{P: 1}}}}, {Liked: true, HLC: 1, Origin: "a", At: 5},
+		{Contrib: Vector{{"a", PN{P: 1}}}}, {Liked: true, HLC: 1, Origin: "a", At: 5},
 	} {
 		if _, ok := FlagOfRecord(r); ok {
 			t.Fatalf("FlagOfRecord accepted %+v, which is not a pure register", r)
@@ -111,10 +111,6 @@ func TestExcessBlocked(t *testing.T) {
 	}
 	if d := r.ReconcileBlocked("a", false); d != 1 || r.Contrib.Get("a") != (PN{P: 2, N: 1}) {
 		t.Fatalf("origin's reconciliation after unblock: delta %d, record %+v", d, r)
-	}
-	k := &LikeRecord{Keyed: true, Liked: true, HLC: 5, Origin: "a", Amount: 3, Contrib: Vector{{"a", PN{P: 3}}}}
-	if k.ExcessBlocked(true) != 0 {
-		t.Fatal("a keyed record belongs to no user: a block must not change its excess")
 	}
 }
 

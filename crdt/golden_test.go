@@ -2,6 +2,7 @@ package crdt
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 )
 
@@ -11,7 +12,7 @@ import (
 var goldenRecords = []struct {
 	name string
 	b    []byte
-	want *LikeRecord
+	want Record
 }{
 	{"like", []byte{0x1, 0x5, 0x83, 0x80, 0x80, 0xc0, 0xd6, 0xfc, 0xf3, 0xc5, 0x1, 0x4, 0x65, 0x75, 0x2d, 0x31, 0x98, 0xc8, 0x95,
 		0xff, 0xbc, 0x31, 0x2, 0x4, 0x65, 0x75, 0x2d, 0x31, 0x1, 0x0, 0x4, 0x75, 0x73, 0x2d, 0x31, 0x1, 0x1},
@@ -21,27 +22,57 @@ var goldenRecords = []struct {
 		&LikeRecord{Contrib: Vector{{"us-1", PN{P: 1}}}}},
 	{"keyed", []byte{0x1, 0xf, 0x83, 0x80, 0x80, 0xc0, 0xd6, 0xfc, 0xf3, 0xc5, 0x1, 0x4, 0x75, 0x73, 0x2d, 0x31, 0x80, 0x1, 0x98,
 		0xc8, 0x95, 0xff, 0xbc, 0x31, 0x2, 0x2, 0x4, 0x65, 0x75, 0x2d, 0x31, 0x40, 0x40, 0x4, 0x75, 0x73, 0x2d, 0x31, 0x40, 0x0},
-		&LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "us-1", Amount: 64, Asked: 1, At: 1699999999000,
+		&KeyedRecord{HLC: MakeHLC(1700000000000, 3), Origin: "us-1", Amount: 64, Asked: 1, At: 1699999999000,
 			Contrib: Vector{{"eu-1", PN{P: 64, N: 64}}, {"us-1", PN{P: 64}}}}},
 	{"keyed portion", []byte{0x1, 0x2, 0x0, 0x0, 0x1, 0x4, 0x65, 0x75, 0x2d, 0x31, 0x2, 0x0},
-		&LikeRecord{Keyed: true, Contrib: Vector{{"eu-1", PN{P: 2}}}}},
+		&KeyedRecord{Contrib: Vector{{"eu-1", PN{P: 2}}}}},
 	{"spend", []byte{0x1, 0x3, 0x83, 0x80, 0x80, 0xc0, 0xd6, 0xfc, 0xf3, 0xc5, 0x1, 0x4, 0x65, 0x75, 0x2d, 0x31, 0x9, 0x2, 0x4,
 		0x65, 0x75, 0x2d, 0x31, 0x0, 0x5, 0x4, 0x75, 0x73, 0x2d, 0x31, 0x5, 0x5},
-		&LikeRecord{Keyed: true, Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1", Amount: -5,
+		&Spend{HLC: MakeHLC(1700000000000, 3), Origin: "eu-1", Amount: -5,
 			Contrib: Vector{{"eu-1", PN{N: 5}}, {"us-1", PN{P: 5, N: 5}}}}},
 }
 
 func TestGoldenRecords(t *testing.T) {
 	for _, g := range goldenRecords {
-		r, err := DecodeLikeRecord(g.b)
+		var (
+			got Record
+			re  []byte
+			err error
+		)
+		// Each kind's own decoder and encoder, and the ones that take any.
+		switch want := g.want.(type) {
+		case *LikeRecord:
+			var r *LikeRecord
+			if r, err = DecodeLikeRecord(g.b); err == nil && !r.Equal(want) {
+				t.Errorf("%s: decoded %+v, want %+v", g.name, r, want)
+			}
+			got, re = r, AppendLikeRecord(nil, r)
+		case *KeyedRecord:
+			var r *KeyedRecord
+			if r, err = DecodeKeyedRecord(g.b); err == nil && !r.Equal(want) {
+				t.Errorf("%s: decoded %+v, want %+v", g.name, r, want)
+			}
+			got, re = r, AppendKeyedRecord(nil, r)
+		case *Spend:
+			var r *Spend
+			if r, err = DecodeSpend(g.b); err == nil && !r.Equal(want) {
+				t.Errorf("%s: decoded %+v, want %+v", g.name, r, want)
+			}
+			got, re = r, AppendSpend(nil, r)
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", g.name, err)
 		}
-		if !r.Equal(g.want) {
-			t.Errorf("%s: decoded %+v, want %+v", g.name, r, g.want)
-		}
-		if re := AppendLikeRecord(nil, r); !bytes.Equal(re, g.b) {
+		if !bytes.Equal(re, g.b) {
 			t.Errorf("%s: re-encoded % x, want % x", g.name, re, g.b)
+		}
+		_, spend := g.want.(*Spend)
+		anyKind, err := DecodeRecord(g.b, spend)
+		if err != nil || fmt.Sprintf("%T %+v", anyKind, anyKind) != fmt.Sprintf("%T %+v", got, got) {
+			t.Errorf("%s: DecodeRecord gave %T %+v, %v; want %T %+v", g.name, anyKind, anyKind, err, got, got)
+		}
+		if re := AppendRecord(nil, anyKind); !bytes.Equal(re, g.b) {
+			t.Errorf("%s: AppendRecord gave % x, want % x", g.name, re, g.b)
 		}
 	}
 }

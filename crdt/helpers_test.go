@@ -167,13 +167,31 @@ func randRecord(rng *rand.Rand, pool []string) *LikeRecord {
 		Origin:  pool[rng.IntN(len(pool))],
 		Contrib: randVector(rng, pool, false),
 	}
-	if rng.IntN(4) == 0 {
-		// A keyed record (an idempotent increment) is always applied.
-		r.Keyed, r.Liked, r.Amount = true, true, int64(rng.IntN(5))-2
-	}
 	if rng.IntN(3) == 0 {
 		// A client-given booking time: a register field that must merge
 		// and encode with the rest of the register.
+		r.At = int64(1 + rng.IntN(3))
+	}
+	return r
+}
+
+// randKeyedRecord draws a KeyedRecord as randRecord draws a like record:
+// about one in eight holds contributions only, the rest an application
+// (sometimes an approximate counter's, asked another amount).
+func randKeyedRecord(rng *rand.Rand, pool []string) *KeyedRecord {
+	if rng.IntN(8) == 0 {
+		return &KeyedRecord{Contrib: randVector(rng, pool, false)}
+	}
+	r := &KeyedRecord{
+		HLC:     MakeHLC(int64(1+rng.IntN(3)), uint16(rng.IntN(2))),
+		Origin:  pool[rng.IntN(len(pool))],
+		Amount:  int64(rng.IntN(5)) - 2,
+		Contrib: randVector(rng, pool, false),
+	}
+	if a := int64(rng.IntN(3)) - 1; rng.IntN(4) == 0 && a != 0 && a != r.Amount {
+		r.Asked = a
+	}
+	if rng.IntN(3) == 0 {
 		r.At = int64(1 + rng.IntN(3))
 	}
 	return r

@@ -1,6 +1,8 @@
 package crdt
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,15 +17,15 @@ import (
 type keyedReplica struct {
 	id      string
 	clock   Clock
-	recs    map[string]*LikeRecord
+	recs    map[string]*KeyedRecord
 	counter Vector
 }
 
 type keyedMsg struct {
 	to    int
 	key   string
-	rec   *LikeRecord // the sender's portion
-	entry Entry       // the sender's own counter entry
+	rec   *KeyedRecord // the sender's portion
+	entry Entry        // the sender's own counter entry
 }
 
 func TestKeyedConvergence(t *testing.T) {
@@ -33,7 +35,7 @@ func TestKeyedConvergence(t *testing.T) {
 		n := 2 + int(seed%4)
 		reps := make([]*keyedReplica, n)
 		for i, p := range rng.Perm(26)[:n] {
-			reps[i] = &keyedReplica{id: string(rune('a' + p)), recs: map[string]*LikeRecord{}}
+			reps[i] = &keyedReplica{id: string(rune('a' + p)), recs: map[string]*KeyedRecord{}}
 		}
 		keys := make([]string, 1+rng.IntN(4))
 		for i := range keys {
@@ -61,7 +63,7 @@ func TestKeyedConvergence(t *testing.T) {
 			r := reps[m.to]
 			rec, ok := r.recs[m.key]
 			if !ok {
-				rec = &LikeRecord{}
+				rec = &KeyedRecord{}
 				r.recs[m.key] = rec
 			}
 			r.clock.Observe(m.rec.HLC)
@@ -70,9 +72,6 @@ func TestKeyedConvergence(t *testing.T) {
 				if d := rec.Reconcile(r.id); d != 0 {
 					repairs++
 					r.counter = r.counter.Add(r.id, d)
-				}
-				if !rec.Keyed {
-					t.Fatalf("seed %d: a merged keyed portion lost its kind: %+v", seed, rec)
 				}
 			}
 			var vc bool
@@ -88,10 +87,10 @@ func TestKeyedConvergence(t *testing.T) {
 				dups++ // applied somewhere this replica heard of: a duplicate
 				return
 			}
-			rec := &LikeRecord{}
+			rec := &KeyedRecord{}
 			r.recs[key] = rec
 			h := r.clock.Now(wall + rng.Int64N(50))
-			d := rec.ApplyKeyed(r.id, amount, h)
+			d := rec.Apply(r.id, amount, h)
 			if d != amount || rec.Excess() != 0 {
 				t.Fatalf("seed %d: first application of %d moved the counter by %d, excess %d", seed, amount, d, rec.Excess())
 			}
@@ -171,7 +170,7 @@ func TestKeyedConvergence(t *testing.T) {
 			}
 			for k, rec := range r.recs {
 				a := latest[k]
-				if !rec.Equal(r0.recs[k]) || rec.Excess() != 0 || rec.HLC != a.hlc || rec.Amount != a.amount || !rec.Keyed {
+				if !rec.Equal(r0.recs[k]) || rec.Excess() != 0 || rec.HLC != a.hlc || rec.Amount != a.amount {
 					t.Fatalf("seed %d key %s: %s has %+v (excess %d), %s has %+v; latest application %+v",
 						seed, k, r.id, rec, rec.Excess(), r0.id, r0.recs[k], a)
 				}
@@ -187,17 +186,24 @@ func TestKeyedConvergence(t *testing.T) {
 // A keyed record keeps its kind and amount through encoding, portions and
 // merges with portions that carry no register.
 func TestKeyedRecordEncoding(t *testing.T) {
-	rec := &LikeRecord{}
-	rec.ApplyKeyed("us-1", -7, MakeHLC(1_700_000_000_000, 2))
+	rec := &KeyedRecord{}
+	rec.Apply("us-1", -7, MakeHLC(1_700_000_000_000, 2))
 	rec.Contrib = rec.Contrib.Add("eu-1", -7)
-	for _, r := range []*LikeRecord{rec, rec.Portion("eu-1"), rec.Portion("us-1"), {Keyed: true}} {
-		got, err := DecodeLikeRecord(AppendLikeRecord(nil, r))
+	for _, r := range []*KeyedRecord{rec, rec.Portion("eu-1"), rec.Portion("us-1"), {}} {
+		b := AppendKeyedRecord(nil, r)
+		got, err := DecodeKeyedRecord(b)
 		if err != nil || !got.Equal(r) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, got, err)
 		}
+		if b[1]&2 == 0 {
+			t.Fatalf("%+v encodes without the keyed flag: % x", r, b)
+		}
+		if _, err := DecodeLikeRecord(b); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("a keyed record decoded as a like record: %v", err)
+		}
 	}
-	if p := rec.Portion("eu-1"); !p.Keyed || p.HLC != 0 || p.Amount != 0 {
-		t.Fatalf("a non-origin portion should keep the kind only: %+v", p)
+	if p := rec.Portion("eu-1"); p.Applied() || p.HLC != 0 || p.Amount != 0 {
+		t.Fatalf("a non-origin portion should hold no register: %+v", p)
 	}
 	if got := rec.Excess(); got != -7 {
 		t.Fatalf("two applications of -7 with target -7: excess %d, want -7", got)
@@ -206,8 +212,8 @@ func TestKeyedRecordEncoding(t *testing.T) {
 		t.Fatalf("the origin's repair moved its entry by %d (want 7), excess now %d", d, rec.Excess())
 	}
 	// A keyed record that says it was never applied is corrupt.
-	bad := AppendLikeRecord(nil, &LikeRecord{Keyed: true, HLC: 5, Origin: "a", Amount: 1})
-	if _, err := DecodeLikeRecord(bad); err == nil {
+	bad := cat(1, 2, 5, "a", binary.AppendVarint(nil, 1), 0)
+	if _, err := DecodeKeyedRecord(bad); err == nil {
 		t.Fatal("decoded a keyed record that was never applied")
 	}
 }
@@ -218,13 +224,13 @@ func TestKeyedRecordEncoding(t *testing.T) {
 // (every replica's contributions reconcile to it) and still knows the
 // client asked for 1.
 func TestKeyedApproxApplicationsKeepTheLaterDecision(t *testing.T) {
-	a, b := &LikeRecord{}, &LikeRecord{}
-	da := a.ApplyKeyedCounted("a", 1, 64, MakeHLC(1000, 0))
-	db := b.ApplyKeyedCounted("b", 1, 0, MakeHLC(2000, 0))
+	a, b := &KeyedRecord{}, &KeyedRecord{}
+	da := a.ApplyCounted("a", 1, 64, MakeHLC(1000, 0))
+	db := b.ApplyCounted("b", 1, 0, MakeHLC(2000, 0))
 	if da != 64 || db != 0 || a.Asked != 1 || b.Asked != 1 {
 		t.Fatalf("applications: a %+v (delta %d), b %+v (delta %d)", a, da, b, db)
 	}
-	for _, order := range [][2]*LikeRecord{{a, b}, {b, a}} {
+	for _, order := range [][2]*KeyedRecord{{a, b}, {b, a}} {
 		m := order[0].Clone()
 		m.Merge(order[1])
 		if m.Amount != 0 || m.Requested() != 1 || m.Origin != "b" {
@@ -238,9 +244,83 @@ func TestKeyedApproxApplicationsKeepTheLaterDecision(t *testing.T) {
 			t.Fatalf("b reconciled by %d to %+v", d, m)
 		}
 	}
-	exact := &LikeRecord{}
-	exact.ApplyKeyed("a", 5, MakeHLC(1000, 0))
+	exact := &KeyedRecord{}
+	exact.Apply("a", 5, MakeHLC(1000, 0))
 	if exact.Asked != 0 || exact.Requested() != 5 {
 		t.Fatalf("an exact application stores asked: %+v", exact)
+	}
+}
+
+// lattice is what the merge laws ask of a record type.
+type lattice[R any] interface {
+	Clone() R
+	Merge(R) bool
+	Equal(R) bool
+	Wins(R) bool
+}
+
+// checkMergeLaws checks Merge on a, b, c: commutative, associative and
+// idempotent, reporting exactly whether the receiver changed and leaving
+// its argument alone; and Wins a strict order on registers that are not
+// the same write (same says whether they are).
+func checkMergeLaws[R lattice[R]](t *testing.T, i int, a, b, c R, same bool) {
+	t.Helper()
+	merged := func(x, y R) R {
+		z := x.Clone()
+		z.Merge(y)
+		return z
+	}
+	if ab, ba := merged(a, b), merged(b, a); !ab.Equal(ba) {
+		t.Fatalf("#%d commutativity:\n a=%+v\n b=%+v\n a+b=%+v\n b+a=%+v", i, a, b, ab, ba)
+	}
+	if l, r := merged(merged(a, b), c), merged(a, merged(b, c)); !l.Equal(r) {
+		t.Fatalf("#%d associativity:\n a=%+v\n b=%+v\n c=%+v\n (a+b)+c=%+v\n a+(b+c)=%+v", i, a, b, c, l, r)
+	}
+	if aa := a.Clone(); aa.Merge(a) || !aa.Equal(a) {
+		t.Fatalf("#%d idempotence: a=%+v a+a=%+v", i, a, aa)
+	}
+	x, snapB := a.Clone(), b.Clone()
+	if changed := x.Merge(b); changed == x.Equal(a) {
+		t.Fatalf("#%d Merge reported changed=%v, result equal to receiver = %v\n a=%+v\n b=%+v", i, changed, x.Equal(a), a, b)
+	}
+	if !b.Equal(snapB) {
+		t.Fatalf("#%d Merge modified its argument: %+v -> %+v", i, snapB, b)
+	}
+	if aw, bw := a.Wins(b), b.Wins(a); aw && bw || !same && aw == bw || same && (aw || bw) {
+		t.Fatalf("#%d Wins not a strict total order: a=%+v b=%+v a.Wins=%v b.Wins=%v", i, a, b, aw, bw)
+	}
+}
+
+// Keyed records and spends are the same lattice as like records, with the
+// amounts in the register: the merge laws hold for both, and a merge's
+// register is the winner's, amounts and all.
+func TestKeyedAndSpendMergeLaws(t *testing.T) {
+	rng := newRand(31)
+	pool := replicaPool(3)
+	for i := range 5000 {
+		a, b, c := randKeyedRecord(rng, pool), randKeyedRecord(rng, pool), randKeyedRecord(rng, pool)
+		if i%4 == 0 {
+			b.HLC = a.HLC
+			if i%8 == 0 {
+				b.Origin = a.Origin
+			}
+		}
+		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Amount == b.Amount && a.Asked == b.Asked && a.At == b.At
+		checkMergeLaws(t, i, a, b, c, same)
+		sa, sb, sc := (*Spend)(a.Clone()), (*Spend)(b.Clone()), (*Spend)(c.Clone())
+		checkMergeLaws(t, i, sa, sb, sc, same)
+
+		ab := a.Clone()
+		ab.Merge(b)
+		want := a
+		if b.Wins(a) {
+			want = b
+		}
+		if ab.HLC != want.HLC || ab.Origin != want.Origin || ab.Amount != want.Amount || ab.Asked != want.Asked || ab.At != want.At {
+			t.Fatalf("#%d register of %+v + %+v = %+v, want that of %+v", i, a, b, ab, want)
+		}
+		if s := sa.Clone(); s.Merge(sb) != !ab.Equal(a) || !(*KeyedRecord)(s).Equal(ab) {
+			t.Fatalf("#%d a spend merges unlike a keyed record: %+v, want %+v", i, s, ab)
+		}
 	}
 }

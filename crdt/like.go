@@ -1,31 +1,13 @@
 package crdt
 
 // LikeRecord is one user's like state for one item: a last-writer-wins
-// register {Liked, HLC, Origin} and the per-user contribution vector. See the
-// package documentation for the rules.
-//
-// A keyed record (Keyed set) is the same lattice for one idempotent
-// increment: (counter, idempotency key) instead of (item, user). Liked means
-// "applied", and the register also carries the increment's Amount, which
-// the contributions must add up to instead of 1. Keyed is the record's kind,
-// not part of the register: every portion of a keyed record says so.
-//
-// On an approximate counter the replica counts another amount than the
-// client asked for (a multiple of its step, or nothing). Amount is then
-// what it counted, the target every replica reconciles to, and Asked keeps
-// what the client asked for, so a retry with another amount is still told
-// apart from a retry.
+// register {Liked, HLC, Origin, At} and the per-user contribution vector.
+// See the package documentation for the rules.
 type LikeRecord struct {
 	Liked   bool
 	HLC     HLC
 	Origin  string // replica that wrote the winning action
 	Contrib Vector // Contrib[r]: what replica r added/removed for this user
-	Keyed   bool   // an increment-key record, see above
-	Amount  int64  // a keyed record's increment; register field, zero otherwise
-	// Asked is the amount the client asked for, if it is not Amount (an
-	// approximate counter counted another); zero otherwise. A register
-	// field.
-	Asked int64
 	// At is when the winning action happened by its client (unix ms), if
 	// the client said so; zero means at the register's HLC. A register
 	// field: time windows book the record's reconciliation there.
@@ -34,27 +16,18 @@ type LikeRecord struct {
 
 // BookedMs is the time the record's winning action is booked at in time
 // windows: At if the client gave one, else the register's wall time.
-func (r *LikeRecord) BookedMs() int64 {
-	if r.At != 0 {
-		return r.At
-	}
-	return r.HLC.WallMs()
-}
+func (r *LikeRecord) BookedMs() int64 { return bookedMs(r.At, r.HLC) }
 
-// target is what Contrib should add up to.
-func (r *LikeRecord) target() int64 {
-	switch {
-	case !r.Liked:
-		return 0
-	case r.Keyed:
-		return r.Amount
+func bookedMs(at int64, hlc HLC) int64 {
+	if at != 0 {
+		return at
 	}
-	return 1
+	return hlc.WallMs()
 }
 
 // Wins reports whether r's register beats o's: larger HLC, ties broken by
-// origin id. Equal (HLC, Origin) is the same write; the last tie-break on
-// Liked only keeps Merge commutative should corrupt input ever disagree.
+// origin id. Equal (HLC, Origin) is the same write; the last tie-breaks
+// only keep Merge commutative should corrupt input ever disagree.
 func (r *LikeRecord) Wins(o *LikeRecord) bool {
 	if r.HLC != o.HLC {
 		return r.HLC > o.HLC
@@ -65,12 +38,6 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 	if r.Liked != o.Liked {
 		return r.Liked
 	}
-	if r.Amount != o.Amount {
-		return r.Amount > o.Amount
-	}
-	if r.Asked != o.Asked {
-		return r.Asked > o.Asked
-	}
 	return r.At > o.At
 }
 
@@ -79,33 +46,26 @@ func (r *LikeRecord) Wins(o *LikeRecord) bool {
 func (r *LikeRecord) Merge(o *LikeRecord) bool {
 	changed := false
 	if o.Wins(r) {
-		r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At = o.Liked, o.HLC, o.Origin, o.Amount, o.Asked, o.At
+		r.Liked, r.HLC, r.Origin, r.At = o.Liked, o.HLC, o.Origin, o.At
 		changed = true
-	}
-	if o.Keyed && !r.Keyed {
-		r.Keyed, changed = true, true
 	}
 	var c bool
 	r.Contrib, c = r.Contrib.Merge(o.Contrib)
 	return changed || c
 }
 
-// Excess is d = Σ(P − N) over Contrib minus 1 if liked (minus Amount if
-// applied, for a keyed record): how far the user's contribution to the item
-// count is from what it should be.
-func (r *LikeRecord) Excess() int64 {
-	return r.Contrib.Value() - r.target()
-}
+// Excess is d = Σ(P − N) over Contrib minus 1 if liked: how far the user's
+// contribution to the item count is from what it should be.
+func (r *LikeRecord) Excess() int64 { return r.ExcessBlocked(false) }
 
 // ExcessBlocked is Excess with the user's block flag (Flag) taken into
 // account: a blocked user's like counts 0, so d = Σ(P − N) − (Liked &&
-// !blocked ? 1 : 0). A keyed record belongs to no user; blocked does not
-// change its target.
+// !blocked ? 1 : 0).
 func (r *LikeRecord) ExcessBlocked(blocked bool) int64 {
-	if blocked && !r.Keyed {
-		return r.Contrib.Value()
+	if r.Liked && !blocked {
+		return r.Contrib.Value() - 1
 	}
-	return r.Contrib.Value() - r.target()
+	return r.Contrib.Value()
 }
 
 // Reconcile applies the winner's duty: if self is the record's Origin, it
@@ -123,11 +83,16 @@ func (r *LikeRecord) ReconcileBlocked(self string, blocked bool) (delta int64) {
 	if r.Origin != self {
 		return 0
 	}
-	d := r.ExcessBlocked(blocked)
+	return reconcile(&r.Contrib, self, r.ExcessBlocked(blocked))
+}
+
+// reconcile brings excess d of contributions v to zero through self's own
+// entry, and returns the change to self's vector entry.
+func reconcile(v *Vector, self string, d int64) (delta int64) {
 	if d == 0 {
 		return 0
 	}
-	r.Contrib = r.Contrib.Add(self, -d)
+	*v = v.Add(self, -d)
 	return -d
 }
 
@@ -140,32 +105,6 @@ func (r *LikeRecord) Apply(self string, liked bool, hlc HLC) (changed bool, delt
 	changed = r.Liked != liked
 	r.Liked, r.HLC, r.Origin, r.At = liked, hlc, self, 0
 	return changed, r.Reconcile(self)
-}
-
-// ApplyKeyedCounted records the local application of an increment at
-// replica self, stamped hlc, on a keyed record that holds no earlier
-// application (the caller checks: an applied key is a duplicate). The
-// client asked by asked and the replica counts counted (an approximate
-// counter's decision; an exact one counts what was asked): counted is the
-// record's Amount, and asked is kept beside it for telling a retry from a
-// reuse of the key. It returns the change to self's counter-vector entry:
-// counted, less whatever the record's earlier contributions already count.
-func (r *LikeRecord) ApplyKeyedCounted(self string, asked, counted int64, hlc HLC) (delta int64) {
-	r.Keyed = true
-	r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At = true, hlc, self, counted, 0, 0
-	if asked != counted {
-		r.Asked = asked
-	}
-	return r.Reconcile(self)
-}
-
-// Requested is the amount the client asked for when the key was applied:
-// Asked if the replica counted another amount, else Amount.
-func (r *LikeRecord) Requested() int64 {
-	if r.Asked != 0 {
-		return r.Asked
-	}
-	return r.Amount
 }
 
 // Additions is how many times, in all, replicas have added this user to the
@@ -189,29 +128,49 @@ func (r *LikeRecord) Clone() *LikeRecord {
 
 // Equal reports whether r and o are the same state.
 func (r *LikeRecord) Equal(o *LikeRecord) bool {
-	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.Keyed == o.Keyed &&
-		r.Amount == o.Amount && r.Asked == o.Asked && r.At == o.At && r.Contrib.Equal(o.Contrib)
+	return r.Liked == o.Liked && r.HLC == o.HLC && r.Origin == o.Origin && r.At == o.At && r.Contrib.Equal(o.Contrib)
 }
 
 // Restrict returns a copy of r keeping only the Contrib entries of the
 // replicas keep accepts, and the register only if keep accepts its Origin.
 // It reports whether anything was left out.
 func (r *LikeRecord) Restrict(keep func(replica string) bool) (*LikeRecord, bool) {
-	p := &LikeRecord{Keyed: r.Keyed}
-	cut := false
+	p := &LikeRecord{}
+	regCut := false
 	if r.Origin != "" || r.HLC != 0 {
 		if keep(r.Origin) {
-			p.Liked, p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.Liked, r.HLC, r.Origin, r.Amount, r.Asked, r.At
+			p.Liked, p.HLC, p.Origin, p.At = r.Liked, r.HLC, r.Origin, r.At
 		} else {
-			cut = true
+			regCut = true
 		}
 	}
-	for _, e := range r.Contrib {
-		if keep(e.Replica) {
-			p.Contrib = append(p.Contrib, e)
-		} else {
-			cut = true
-		}
-	}
-	return p, cut
+	var cut bool
+	p.Contrib, cut = restrictContrib(r.Contrib, keep)
+	return p, regCut || cut
 }
+
+// restrictContrib keeps the entries of v whose replica keep accepts, and
+// reports whether any was left out.
+func restrictContrib(v Vector, keep func(replica string) bool) (Vector, bool) {
+	var out Vector
+	cut := false
+	for _, e := range v {
+		if keep(e.Replica) {
+			out = append(out, e)
+		} else {
+			cut = true
+		}
+	}
+	return out, cut
+}
+
+// Empty reports whether r holds nothing: no register, no contribution.
+func (r *LikeRecord) Empty() bool { return r.HLC == 0 && len(r.Contrib) == 0 }
+
+// Stamp is the register's HLC and Origin.
+func (r *LikeRecord) Stamp() (HLC, string) { return r.HLC, r.Origin }
+
+// Contributions is Contrib.
+func (r *LikeRecord) Contributions() Vector { return r.Contrib }
+
+func (*LikeRecord) isRecord() {}

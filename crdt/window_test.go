@@ -303,14 +303,14 @@ func TestLikeRecordAt(t *testing.T) {
 		t.Fatalf("BookedMs without At = %d, want the stamp's wall time", noAt.BookedMs())
 	}
 	// A keyed record carries amount, then at.
-	keyed := &LikeRecord{}
-	keyed.ApplyKeyed("us-1", -3, MakeHLC(1_700_000_001_000, 0))
+	keyed := &KeyedRecord{}
+	keyed.Apply("us-1", -3, MakeHLC(1_700_000_001_000, 0))
 	keyed.At = 1_700_000_000_999
-	kenc := AppendLikeRecord(nil, keyed)
+	kenc := AppendKeyedRecord(nil, keyed)
 	if want := cat(1, 1|2|4, uv(uint64(keyed.HLC)), "us-1", binary.AppendVarint(nil, -3), uv(uint64(keyed.At)), 1, "us-1", 0, 3); !bytes.Equal(kenc, want) {
 		t.Fatalf("keyed encoding % x, want % x", kenc, want)
 	}
-	if got, err := DecodeLikeRecord(kenc); err != nil || !got.Equal(keyed) {
+	if got, err := DecodeKeyedRecord(kenc); err != nil || !got.Equal(keyed) {
 		t.Fatalf("keyed decode: %+v, %v", got, err)
 	}
 
@@ -380,7 +380,7 @@ func TestLikeRecordAtMerges(t *testing.T) {
 	if !m.Merge(same) || m.At != 91 {
 		t.Fatalf("merge of a register with a larger At: %+v", m)
 	}
-	// Apply and ApplyKeyed start a fresh register: At back to zero.
+	// Apply and KeyedRecord.Apply start a fresh register: At back to zero.
 	r := loser.Clone()
 	r.Apply("a", false, MakeHLC(400, 0))
 	if r.At != 0 {

@@ -91,11 +91,11 @@ func (t *txn) blocked(user string) bool {
 
 // excess is a record's excess in the overlay's view (a like record's
 // under its user's flag).
-func (t *txn) excess(k rkey, rec *crdt.LikeRecord) int64 {
-	if k.keyed {
-		return rec.Excess()
+func (t *txn) excess(k rkey, rec crdt.Record) int64 {
+	if like, ok := rec.(*crdt.LikeRecord); ok {
+		return like.ExcessBlocked(t.blocked(k.b))
 	}
-	return rec.ExcessBlocked(t.blocked(k.b))
+	return rec.Excess()
 }
 
 // applyBlock sets user's flag at this replica: a fresh stamp, origin self.
@@ -150,13 +150,13 @@ func (t *txn) mergeFlag(user string, in crdt.Flag) error {
 func (t *txn) flagChanged(user string, reconcile bool) error {
 	var keys []rkey
 	for _, k := range t.rorder { // records this batch touched already
-		if !k.keyed && k.b == user {
+		if k.kind == storage.Likes && k.b == user {
 			keys = append(keys, k)
 		}
 	}
 	err := t.r.likedItems(user, func(item string) {
-		if _, ok := t.recs[rkey{item, user, false}]; !ok {
-			keys = append(keys, rkey{item, user, false})
+		if _, ok := t.recs[likeKey(item, user)]; !ok {
+			keys = append(keys, likeKey(item, user))
 		}
 	})
 	if err != nil {

@@ -58,34 +58,6 @@ func (bt *budgetTxn) write(_ *txn, ch *Changes) error {
 	return nil
 }
 
-// budgetRecordPrefix marks a keyed record of a budget spend: its key is
-// budgetRecordPrefix + budget key, which no counter key can be (the byte
-// is not an id byte), so a budget's idempotency keys and a counter's of
-// the same name never meet.
-const budgetRecordPrefix = "~"
-
-// budgetRecordKey is the keyed record of a budget spend's idempotency key.
-func budgetRecordKey(key, idem string) rkey {
-	return rkey{budgetRecordPrefix + key, idem, true}
-}
-
-// ValidRecordKey reports whether a is a keyed record's first name part: a
-// counter key, or a budget key with budgetRecordPrefix; or a like record's
-// item, or BlockRecordItem for a block flag (replication checks record
-// names with it).
-func ValidRecordKey(a string, keyed bool) bool {
-	if !keyed && a == BlockRecordItem {
-		return true
-	}
-	if keyed && len(a) > 1 && a[:1] == budgetRecordPrefix {
-		return crdt.ValidID(a[1:])
-	}
-	return crdt.ValidID(a)
-}
-
-// isBudget reports whether a keyed record counts in a budget.
-func (k rkey) isBudget() bool { return k.keyed && len(k.a) > 1 && k.a[:1] == budgetRecordPrefix }
-
 // askInterval is how often a replica asks its peers for one budget's
 // rights at most: a burst of refused spends sends one ask, not one each.
 const askIntervalMs = 20
@@ -328,10 +300,10 @@ func (t *txn) applySpend(op *Op) Result {
 	}
 	var rs *recState
 	if op.IdemKey != "" {
-		if rs, err = t.record(budgetRecordKey(op.Item, op.IdemKey)); err != nil {
+		if rs, err = t.record(spendKey(op.Item, op.IdemKey)); err != nil {
 			return Result{Err: err}
 		}
-		if res, done := t.keyedDuplicate(rs, op.IdemKey, -op.By, -1); done {
+		if res, done := t.keyedDuplicate(rs.spend(), op.IdemKey, -op.By, -1); done {
 			b := bs.view()
 			res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
 			return res
@@ -371,29 +343,42 @@ func (t *txn) spend(b *crdt.Budget, by int64) error {
 //
 // sign is how the client wrote the amount: 1 for an increment, −1 for a
 // spend (stored as a decrement, asked for as a positive by).
-func (t *txn) keyedDuplicate(rs *recState, idem string, amount, sign int64) (Result, bool) {
-	rec := rs.rec
-	if !applied(rec) {
+func (t *txn) keyedDuplicate(rec application, idem string, amount, sign int64) (Result, bool) {
+	if rec.Empty() {
 		return Result{}, false
 	}
-	if rec.HLC != 0 && rec.Requested() != amount {
+	if rec.Applied() && rec.Requested() != amount {
 		return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
 			ErrIdempotencyMismatch, idem, sign*rec.Requested(), sign*amount)}, true
 	}
 	return Result{Duplicate: true}, true
 }
 
+// application is what keyedDuplicate reads of a keyed record or spend.
+type application interface {
+	Empty() bool
+	Applied() bool
+	Requested() int64
+}
+
 // applyKeyedRecord writes a new application of a budget spend's or
-// cashback's idempotency key into its record (the vectors are the
-// caller's). The record's winner keeps the application; any other replica
-// that applied the key concurrently refunds its own (reconcileRecord).
+// cashback's idempotency key into its record, a spend or a balance's keyed
+// record (the vectors are the caller's). A spend's winner keeps the
+// application; any other replica that applied the key concurrently
+// refunds its own (reconcileRecord).
 func (t *txn) applyKeyedRecord(rs *recState, amount, at int64) {
 	hlc := t.r.clock.Now(t.nowMs)
-	if hlc <= rs.rec.HLC {
-		hlc = rs.rec.HLC + 1
+	if last, _ := rs.rec.Stamp(); hlc <= last {
+		hlc = last + 1
 	}
-	rs.rec.ApplyKeyedCounted(t.r.self, amount, amount, hlc)
-	rs.rec.At = at
+	switch rec := rs.rec.(type) {
+	case *crdt.Spend:
+		rec.Apply(t.r.self, amount, hlc)
+		rec.At = at
+	case *crdt.KeyedRecord:
+		rec.ApplyCounted(t.r.self, amount, amount, hlc)
+		rec.At = at
+	}
 	rs.dirty, rs.spread, rs.deleted = true, true, false
 }
 
@@ -406,15 +391,15 @@ func (t *txn) applyCashback(op *Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	brs, err := t.record(budgetRecordKey(op.Item, op.IdemKey))
+	brs, err := t.record(spendKey(op.Item, op.IdemKey))
 	if err != nil {
 		return Result{Err: err}
 	}
-	mrs, err := t.record(rkey{op.Merchant, op.IdemKey, true})
+	mrs, err := t.record(keyedKey(op.Merchant, op.IdemKey))
 	if err != nil {
 		return Result{Err: err}
 	}
-	urs, err := t.record(rkey{op.User, op.IdemKey, true})
+	urs, err := t.record(keyedKey(op.User, op.IdemKey))
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -435,14 +420,14 @@ func (t *txn) applyCashback(op *Op) Result {
 	// The budget's record speaks for the purchase. The balances' records
 	// are checked too: one applied without the budget's means the key was
 	// used for something else on that counter.
-	if res, done := t.keyedDuplicate(brs, op.IdemKey, -op.By, -1); done {
+	if res, done := t.keyedDuplicate(brs.spend(), op.IdemKey, -op.By, -1); done {
 		return result(res)
 	}
 	for _, c := range []struct {
 		rs     *recState
 		amount int64
 	}{{mrs, -op.By}, {urs, op.By}} {
-		if res, done := t.keyedDuplicate(c.rs, op.IdemKey, c.amount, 1); done && res.Err != nil {
+		if res, done := t.keyedDuplicate(c.rs.keyed(), op.IdemKey, c.amount, 1); done && res.Err != nil {
 			return result(res)
 		} else if done {
 			return result(Result{Err: fmt.Errorf("%w: key %q was applied to a balance without the budget spend",
@@ -472,7 +457,7 @@ func (t *txn) applyCashback(op *Op) Result {
 		if t.r.cfg.EventLog {
 			p, n := halves(c.by)
 			t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: c.key, Idem: op.IdemKey, By: c.by,
-				P: p, N: n, Count: 1, HLC: c.rs.rec.HLC})
+				P: p, N: n, Count: 1, HLC: c.rs.keyed().HLC})
 		}
 	}
 	t.afterSpend(op.Item, &b, op.By)

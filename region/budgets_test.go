@@ -72,7 +72,7 @@ func (n *budgetNet) deliver(i, j, k int) {
 		}
 		var recs []RecordMerge
 		for _, r := range c.Records {
-			recs = append(recs, RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec.Clone()})
+			recs = append(recs, RecordMerge{Item: r.Item, User: r.User, Rec: cloneRecord(r.Rec)})
 		}
 		if err := to.Merge(context.Background(), vecs, recs); err != nil {
 			n.t.Fatal(err)

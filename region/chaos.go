@@ -159,9 +159,9 @@ func (r *Replica) chaosSpendWithoutRights() bool {
 	return buildtags.Chaos && r.cfg.Chaos.SpendWithoutRights
 }
 
-// refundLoser is crdt.LikeRecord.RefundLoser (a budget's keyed spends),
-// unless the chaos build's KeysNotReconciled bug is on.
-func (r *Replica) refundLoser(rec *crdt.LikeRecord) int64 {
+// refundLoser is crdt.Spend.RefundLoser, unless the chaos build's
+// KeysNotReconciled bug is on.
+func (r *Replica) refundLoser(rec *crdt.Spend) int64 {
 	if buildtags.Chaos && r.cfg.Chaos.KeysNotReconciled {
 		return 0
 	}
@@ -169,11 +169,20 @@ func (r *Replica) refundLoser(rec *crdt.LikeRecord) int64 {
 }
 
 // (blocked: the record's user is blocked in this replica's view.)
-func (r *Replica) reconcile(rec *crdt.LikeRecord, blocked bool) int64 {
-	if buildtags.Chaos && (r.cfg.Chaos.NoReconcile || rec.Keyed && r.cfg.Chaos.KeysNotReconciled) {
+func (r *Replica) reconcileLike(rec *crdt.LikeRecord, blocked bool) int64 {
+	if buildtags.Chaos && r.cfg.Chaos.NoReconcile {
 		return 0
 	}
 	return rec.ReconcileBlocked(r.self, blocked)
+}
+
+// reconcileKeyed is reconcileLike for a counter's keyed record, which the
+// bug KeysNotReconciled also stops.
+func (r *Replica) reconcileKeyed(rec *crdt.KeyedRecord) int64 {
+	if buildtags.Chaos && (r.cfg.Chaos.NoReconcile || r.cfg.Chaos.KeysNotReconciled) {
+		return 0
+	}
+	return rec.Reconcile(r.self)
 }
 
 // chaosBlockNotReconciled reports whether the bug BlockNotReconciled is on.

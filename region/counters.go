@@ -89,7 +89,7 @@ func (t *txn) logIncr(key string, by int64) {
 // Applications at replicas that had not heard of each other all count at
 // first; the keyed record's winner takes the extra ones back.
 func (t *txn) applyKeyed(op *Op) Result {
-	rs, err := t.record(rkey{op.Item, op.IdemKey, true})
+	rs, err := t.record(keyedKey(op.Item, op.IdemKey))
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -98,7 +98,8 @@ func (t *txn) applyKeyed(op *Op) Result {
 		return Result{Err: err}
 	}
 	relErr := t.r.approx.errorOf(op.Item)
-	if res, done := t.keyedDuplicate(rs, op.IdemKey, op.By, 1); done {
+	rec := rs.keyed()
+	if res, done := t.keyedDuplicate(rec, op.IdemKey, op.By, 1); done {
 		if res.Err == nil {
 			res.Value, res.Approx = vs.cur.Value(), relErr > 0
 		}
@@ -118,14 +119,14 @@ func (t *txn) applyKeyed(op *Op) Result {
 		t.r.metrics.approxWritten.Inc() // the key is written, whatever was counted
 	}
 	hlc := t.r.clock.Now(t.nowMs)
-	if hlc <= rs.rec.HLC {
-		hlc = rs.rec.HLC + 1
+	if hlc <= rec.HLC {
+		hlc = rec.HLC + 1
 	}
 	written := t.chaosApproxWritten(relErr, vs.cur, op.By, counted)
-	delta := rs.rec.ApplyKeyedCounted(t.r.self, op.By, counted, hlc)
-	rs.rec.At = op.At
+	delta := rec.ApplyCounted(t.r.self, op.By, counted, hlc)
+	rec.At = op.At
 	vs.cur = vs.cur.Add(t.r.self, delta+written-counted)
-	t.book(storage.Counters, op.Item, rs.rec.BookedMs(), delta)
+	t.book(storage.Counters, op.Item, rec.BookedMs(), delta)
 	if t.r.cfg.EventLog && !t.r.chaosLogSkipsIncrements() {
 		p, n := halves(delta)
 		t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: op.Item, Idem: op.IdemKey, By: op.By,

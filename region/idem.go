@@ -6,9 +6,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/storage"
 )
 
-// Idempotency keys are keyed records (crdt.LikeRecord with Keyed set),
+// Idempotency keys are keyed records (crdt.KeyedRecord; a budget's,
+// crdt.Spend),
 // replicated like like records. One rule expires them everywhere: a key is
 // gone IdempotencyTTL after its register's stamp (Replica.keyExpired). The
 // txn applies the rule whenever it reads a record, so an expired key is
@@ -55,8 +57,8 @@ func (r *Replica) sweepEvery(interval time.Duration, what string, expire func(co
 func (r *Replica) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
 	return r.sweep(ctx, r.metrics.idemExpired, func() (*request, int, error) {
 		var batch []rkey
-		err := r.store.Expiring(cutoff.UnixMilli(), func(key, idem string, _ int64) bool {
-			batch = append(batch, rkey{key, idem, true})
+		err := r.store.Expiring(cutoff.UnixMilli(), func(kind storage.Kind, key, idem string, _ int64) bool {
+			batch = append(batch, rkey{kind, key, idem})
 			return len(batch) < sweepPage
 		})
 		return &request{expire: batch}, len(batch), err
@@ -89,15 +91,21 @@ func (r *Replica) sweep(ctx context.Context, done prometheus.Counter, page func(
 	}
 }
 
-// KeyExpired reports whether a keyed record is past the idempotency TTL by
-// this replica's clock: gone by rule, whether or not swept yet.
-func (r *Replica) KeyExpired(rec *crdt.LikeRecord) bool {
-	return rec.Keyed && r.keyExpired(rec, r.pclock.NowMs())
+// KeyExpired reports whether a keyed record or spend is past the
+// idempotency TTL by this replica's clock: gone by rule, whether or not
+// swept yet. A like record never expires.
+func (r *Replica) KeyExpired(rec crdt.Record) bool {
+	if _, like := rec.(*crdt.LikeRecord); like {
+		return false
+	}
+	return r.keyExpired(rec, r.pclock.NowMs())
 }
 
-// keyExpired is the rule every replica applies to keyed records: a key
-// expires IdempotencyTTL after its register's stamp (zero TTL: never).
-func (r *Replica) keyExpired(rec *crdt.LikeRecord, nowMs int64) bool {
+// keyExpired is the rule every replica applies to keyed records and
+// spends: a key expires IdempotencyTTL after its register's stamp (zero
+// TTL: never).
+func (r *Replica) keyExpired(rec crdt.Record, nowMs int64) bool {
 	ttl := r.cfg.IdempotencyTTL.Milliseconds()
-	return ttl > 0 && rec.HLC != 0 && rec.HLC.WallMs()+ttl <= nowMs
+	hlc, _ := rec.Stamp()
+	return ttl > 0 && hlc != 0 && hlc.WallMs()+ttl <= nowMs
 }

@@ -77,11 +77,11 @@ func TestKeyExpiresByRule(t *testing.T) {
 	clock.Advance(2 * time.Hour)
 	tx := r.newTxn(0)
 	defer tx.close()
-	first := &request{expire: []rkey{{"views", "k", true}}}
+	first := &request{expire: []rkey{keyedKey("views", "k")}}
 	tx.apply(first)
 	retry := &request{ops: []Op{{Kind: OpIncr, Item: "views", By: 1, IdemKey: "k"}}, res: make([]Result, 1)}
 	tx.apply(retry)
-	again := &request{expire: []rkey{{"views", "k", true}}}
+	again := &request{expire: []rkey{keyedKey("views", "k")}}
 	tx.apply(again)
 	if first.expired != 1 || retry.res[0].Duplicate || again.expired != 0 {
 		t.Fatalf("one batch: expired %d, retry %+v, expired again %d", first.expired, retry.res[0], again.expired)

@@ -90,7 +90,7 @@ func TestExpiredKeyNotResurrected(t *testing.T) {
 		t.Fatalf("expired_key refusals: %v", got)
 	}
 	// A contribution with no register is not stored alone.
-	p := &crdt.LikeRecord{Keyed: true, Contrib: crdt.Vector{{Replica: "A", PN: crdt.PN{P: 1}}}}
+	p := &crdt.KeyedRecord{Contrib: crdt.Vector{{Replica: "A", PN: crdt.PN{P: 1}}}}
 	if err := b.Merge(ctx, nil, []RecordMerge{{Item: "views", User: "k2", Rec: p}}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,4 +101,18 @@ func TestExpiredKeyNotResurrected(t *testing.T) {
 	if n, err := a.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 1 {
 		t.Fatalf("A's sweep: %d, %v", n, err)
 	}
+}
+
+// cloneRecord is a deep copy of a record of any kind, as a test forwards
+// one replica's changes to another.
+func cloneRecord(r crdt.Record) crdt.Record {
+	switch r := r.(type) {
+	case *crdt.LikeRecord:
+		return r.Clone()
+	case *crdt.KeyedRecord:
+		return r.Clone()
+	case *crdt.Spend:
+		return r.Clone()
+	}
+	panic("cloneRecord: a record of no known kind")
 }

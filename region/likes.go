@@ -10,7 +10,7 @@ func (t *txn) applyLike(item, user string, liked bool, at int64) Result {
 		t.r.metrics.refusedBlocked.Inc()
 		return Result{Err: ErrBlocked}
 	}
-	rs, err := t.record(rkey{item, user, false})
+	rs, err := t.record(likeKey(item, user))
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -18,19 +18,20 @@ func (t *txn) applyLike(item, user string, liked bool, at int64) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
+	rec := rs.like()
 	hlc := t.r.clock.Now(t.nowMs)
-	if hlc <= rs.rec.HLC {
+	if hlc <= rec.HLC {
 		// The record holds a stamp our clock has not caught up with (it
 		// was written while the clock ran ahead, see load). The action
 		// must still win over it, or it would be reverted.
-		hlc = rs.rec.HLC + 1
+		hlc = rec.HLC + 1
 	}
 	// A like moves the count by at most the number of replicas, so unlike
 	// increments it needs no overflow check.
-	changed, delta := rs.rec.Apply(t.r.self, liked, hlc)
-	rs.rec.At = at
+	changed, delta := rec.Apply(t.r.self, liked, hlc)
+	rec.At = at
 	vs.cur = vs.cur.Add(t.r.self, delta)
-	t.book(storage.Likes, item, rs.rec.BookedMs(), delta)
+	t.book(storage.Likes, item, rec.BookedMs(), delta)
 	if t.r.cfg.EventLog {
 		typ := storage.EventUnlike
 		if liked {
@@ -44,7 +45,7 @@ func (t *txn) applyLike(item, user string, liked bool, at int64) Result {
 	// toggling like/unlike burn numbers, and milestones, without bound.
 	// (Concurrent first likes in several regions may each take one, at
 	// most one per replica.)
-	if delta > 0 && rs.rec.Additions() == 1 {
+	if delta > 0 && rec.Additions() == 1 {
 		if len(t.r.nums) > 0 {
 			t.countLike(item, user)
 		}

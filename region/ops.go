@@ -250,11 +250,13 @@ type VectorMerge struct {
 	Vec  crdt.Vector
 }
 
-// RecordMerge carries a remote like record to merge, or a block flag in
-// its record form (Item BlockRecordItem, crdt.Flag.Record).
+// RecordMerge carries a remote record to merge: a like record of (Item,
+// User), a keyed record of (counter key, idempotency key), a spend of
+// (budget key, idempotency key), or a block flag in its record form (Item
+// BlockRecordItem, crdt.Flag.Record).
 type RecordMerge struct {
 	Item, User string
-	Rec        *crdt.LikeRecord
+	Rec        crdt.Record
 }
 
 // Changes is what one commit changed, handed to replication.
@@ -282,10 +284,10 @@ type VectorChange struct {
 	Own  crdt.PN
 }
 
-// RecordChange is a like record's new state.
+// RecordChange is a record's new state, named as in RecordMerge.
 type RecordChange struct {
 	Item, User string
-	Rec        *crdt.LikeRecord
+	Rec        crdt.Record
 }
 
 // Empty reports whether c carries nothing.

@@ -7,10 +7,11 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
-// Records: like records (item, user) and keyed records (counter or
-// budget key, idempotency key), both crdt.LikeRecord. Like records, counters'
-// idempotency keys and budget spends' share this overlay, the winner's duty
-// (reconcileRecord) and the reconciliation markers.
+// Records: like records (item, user; crdt.LikeRecord), counters' keyed
+// records (counter key, idempotency key; crdt.KeyedRecord) and budget
+// spends (budget key, idempotency key; crdt.Spend). The three kinds share
+// this overlay, the winner's duty (reconcileRecord) and the
+// reconciliation markers.
 
 // recordTxn is the batch's overlay of records.
 type recordTxn struct {
@@ -29,116 +30,164 @@ type markerChange struct {
 	on  bool
 }
 
-// rkey names a record: (item, user) of a like record, or (counter key,
-// idempotency key) of a keyed record.
+// rkey names a record: its kind, as the family of vectors its
+// contributions count in (storage.Likes for a like record, Counters for a
+// keyed record, Budgets for a spend), and its names: (item, user),
+// (counter key, idempotency key) or (budget key, idempotency key).
 type rkey struct {
-	a, b  string
-	keyed bool
+	kind storage.Kind
+	a, b string
 }
 
-// kind is the vector family the record's contributions count in.
-func (k rkey) kind() storage.Kind {
-	switch {
-	case k.isBudget():
-		return storage.Budgets
-	case k.keyed:
-		return storage.Counters
-	}
-	return storage.Likes
-}
+func likeKey(item, user string) rkey    { return rkey{storage.Likes, item, user} }
+func keyedKey(key, idem string) rkey    { return rkey{storage.Counters, key, idem} }
+func spendKey(budget, idem string) rkey { return rkey{storage.Budgets, budget, idem} }
+
+// idempotent reports whether the record is an idempotency key's (a keyed
+// record or a spend), which expires.
+func (k rkey) idempotent() bool { return k.kind != storage.Likes }
 
 // vector is the vector the record's contributions count in.
-func (k rkey) vector() vkey {
-	if k.isBudget() {
-		return vkey{storage.Budgets, k.a[len(budgetRecordPrefix):]}
-	}
-	return vkey{k.kind(), k.a}
-}
+func (k rkey) vector() vkey { return vkey{k.kind, k.a} }
 
 type recState struct {
-	rec    *crdt.LikeRecord
-	orig   *crdt.LikeRecord // committed record; nil if there was none
-	origEx int64            // excess of orig
+	// rec is the record, of the key's kind: *crdt.LikeRecord,
+	// *crdt.KeyedRecord or *crdt.Spend (like, keyed and spend return it
+	// typed).
+	rec    crdt.Record
+	orig   crdt.Record // committed record; nil if there was none
+	origEx int64       // excess of orig
 	dirty  bool
 	spread bool // changed by a local action or own reconciliation
-	// deleted: an expired keyed record the commit deletes.
+	// deleted: an expired keyed record or spend the commit deletes.
 	deleted bool
 
-	// When there was no record, rec points at fresh, and fresh.Contrib
-	// starts on contrib: a first like costs one allocation, not three.
+	// When there was no like record, rec points at fresh, and
+	// fresh.Contrib starts on contrib: a first like costs one allocation,
+	// not three.
 	fresh   crdt.LikeRecord
 	contrib [1]crdt.Entry
 }
 
-// record returns the overlay state of a like or keyed record (zero if
-// none). A keyed record past the idempotency TTL reads as none: it is gone
-// by rule wherever the sweeper has not deleted it yet.
+// like, keyed and spend return the record of a like record's, a keyed
+// record's or a spend's state.
+func (s *recState) like() *crdt.LikeRecord   { return s.rec.(*crdt.LikeRecord) }
+func (s *recState) keyed() *crdt.KeyedRecord { return s.rec.(*crdt.KeyedRecord) }
+func (s *recState) spend() *crdt.Spend       { return s.rec.(*crdt.Spend) }
+
+// record returns the overlay state of a record (zero if none). A keyed
+// record or spend past the idempotency TTL reads as none: it is gone by
+// rule wherever the sweeper has not deleted it yet.
 func (t *txn) record(k rkey) (*recState, error) {
 	if s, ok := t.recs[k]; ok {
 		return s, nil
 	}
-	var rec *crdt.LikeRecord
+	s := &recState{}
 	var ok bool
 	var err error
-	if k.keyed {
-		rec, ok, err = t.r.store.KeyedRecord(k.a, k.b)
-	} else {
-		rec, ok, err = t.r.store.LikeRecord(k.a, k.b)
+	switch k.kind {
+	case storage.Likes:
+		var rec *crdt.LikeRecord
+		if rec, ok, err = t.r.store.LikeRecord(k.a, k.b); ok {
+			// origEx is the excess the stored marker stands for: under
+			// the committed flag, whatever this batch did to the flag so
+			// far.
+			s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.ExcessBlocked(t.r.store.Flag(k.b).Blocked)
+		}
+	case storage.Counters:
+		var rec *crdt.KeyedRecord
+		if rec, ok, err = t.r.store.KeyedRecord(k.a, k.b); ok {
+			s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
+		}
+	case storage.Budgets:
+		var rec *crdt.Spend
+		if rec, ok, err = t.r.store.Spend(k.a, k.b); ok {
+			s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.Excess()
+		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := &recState{}
-	if ok {
-		// origEx is the excess the stored marker stands for: under the
-		// committed flag, whatever this batch did to the flag so far.
-		origEx := rec.Excess()
-		if !k.keyed {
-			origEx = rec.ExcessBlocked(t.r.store.Flag(k.b).Blocked)
-		}
-		s.orig, s.rec, s.origEx = rec, rec.Clone(), origEx
-		if k.keyed && t.r.keyExpired(rec, t.nowMs) {
-			s.resetKeyed()
-		}
-	} else {
-		s.fresh.Contrib = s.contrib[:0]
-		s.rec = &s.fresh
+	switch {
+	case ok && k.idempotent() && t.r.keyExpired(s.orig, t.nowMs):
+		s.reset(k)
+	case !ok:
+		s.reset(k)
 	}
 	t.recs[k] = s
 	t.rorder = append(t.rorder, k)
 	return s, nil
 }
 
-// resetKeyed replaces an expired keyed record by none: the commit deletes
-// it unless the batch writes the key anew.
-func (s *recState) resetKeyed() {
-	s.fresh = crdt.LikeRecord{Keyed: true, Contrib: s.contrib[:0]}
-	s.rec = &s.fresh
+// reset replaces the record by none, of k's kind. An expired keyed record
+// or spend that is stored the commit deletes, unless the batch writes the
+// key anew.
+func (s *recState) reset(k rkey) {
+	switch k.kind {
+	case storage.Likes:
+		s.fresh.Contrib = s.contrib[:0]
+		s.rec = &s.fresh
+	case storage.Counters:
+		s.rec = &crdt.KeyedRecord{Contrib: s.contrib[:0]}
+	case storage.Budgets:
+		s.rec = &crdt.Spend{Contrib: s.contrib[:0]}
+	}
 	s.deleted = s.orig != nil
 }
 
-// applied reports whether a keyed record holds an application of its key.
-func applied(rec *crdt.LikeRecord) bool { return rec.HLC != 0 || len(rec.Contrib) > 0 }
+// ValidRecordName reports whether item names a record of rec's kind: an
+// item for a like record (or BlockRecordItem, for a block flag), a counter
+// key for a keyed record, a budget key for a spend. Replication checks
+// the names of the records it receives with it.
+func ValidRecordName(item string, rec crdt.Record) bool {
+	if _, like := rec.(*crdt.LikeRecord); like && item == BlockRecordItem {
+		return true
+	}
+	return crdt.ValidID(item)
+}
 
+// mergeRecord folds a peer's record into the overlay: a record of any
+// kind, or a block flag in its record form.
 func (t *txn) mergeRecord(m *RecordMerge) error {
-	if m.Rec == nil || !ValidRecordKey(m.Item, m.Rec.Keyed) || !crdt.ValidID(m.User) {
+	if m.Rec == nil || !ValidRecordName(m.Item, m.Rec) || !crdt.ValidID(m.User) {
 		return fmt.Errorf("%w: bad record merge %q/%q", ErrInvalid, m.Item, m.User)
 	}
-	in := m.Rec
-	if m.Item == BlockRecordItem && !in.Keyed {
-		f, ok := crdt.FlagOfRecord(in)
-		if !ok {
-			return fmt.Errorf("%w: flag of %q is not a pure register", ErrInvalid, m.User)
+	switch in := m.Rec.(type) {
+	case *crdt.LikeRecord:
+		if m.Item == BlockRecordItem {
+			f, ok := crdt.FlagOfRecord(in)
+			if !ok {
+				return fmt.Errorf("%w: flag of %q is not a pure register", ErrInvalid, m.User)
+			}
+			return t.mergeFlag(m.User, f)
 		}
-		return t.mergeFlag(m.User, f)
+		return mergeInto(t, likeKey(m.Item, m.User), in, (*recState).like)
+	case *crdt.KeyedRecord:
+		return mergeInto(t, keyedKey(m.Item, m.User), in, (*recState).keyed)
+	case *crdt.Spend:
+		return mergeInto(t, spendKey(m.Item, m.User), in, (*recState).spend)
 	}
-	k := rkey{m.Item, m.User, in.Keyed}
-	if k.keyed && t.r.keyExpired(in, t.nowMs) {
+	return fmt.Errorf("%w: record merge of %T", ErrInvalid, m.Rec)
+}
+
+// mergeable is what mergeInto asks of a kind of record.
+type mergeable[R any] interface {
+	crdt.Record
+	Wins(R) bool
+	Merge(R) bool
+	Restrict(keep func(replica string) bool) (R, bool)
+}
+
+// mergeInto merges in, a record of k's kind, into its overlay state;
+// typed returns that state's record.
+func mergeInto[R mergeable[R]](t *txn, k rkey, in R, typed func(*recState) R) error {
+	inHLC, inOrigin := in.Stamp()
+	if k.idempotent() && t.r.keyExpired(in, t.nowMs) {
 		// Gone by rule everywhere: taking it would bring it back.
 		t.r.metrics.refusedExpiry.Inc()
 		return nil
 	}
-	for _, e := range in.Contrib {
+	for _, e := range in.Contributions() {
 		if e.P > MaxEntry || e.N > MaxEntry {
 			t.r.metrics.refusedCap.Inc()
 			return fmt.Errorf("%w: contribution %s=%v past 2^62", ErrInvalid, e.Replica, e.PN)
@@ -151,15 +200,16 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 	// the bound), so every replica's view of it stays a consistent
 	// portion: taking the contributions without the register could have
 	// two replicas each reconcile as the winner.
-	if in.HLC.WallMs() > t.nowMs+maxClockDriftMs {
+	if inHLC.WallMs() > t.nowMs+maxClockDriftMs {
 		t.r.metrics.refusedFuture.Inc()
-		return fmt.Errorf("%w: record stamped %v, more than %v ahead of our clock", ErrInvalid, in.HLC, maxClockDriftMs)
+		return fmt.Errorf("%w: record stamped %v, more than %v ahead of our clock", ErrInvalid, inHLC, maxClockDriftMs)
 	}
 	rs, err := t.record(k)
 	if err != nil {
 		return err
 	}
-	if k.keyed && in.HLC == 0 && rs.rec.HLC == 0 {
+	rec := typed(rs)
+	if recHLC, _ := rec.Stamp(); k.idempotent() && inHLC == 0 && recHLC == 0 {
 		// A contribution without the register that says when the key was
 		// applied: stored alone, it could never expire. It waits for the
 		// register (anti-entropy offers it again).
@@ -167,14 +217,14 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return nil
 	}
 	self := t.r.self
-	ownRaise := !rs.rec.Contrib.Get(self).Covers(in.Contrib.Get(self))
-	regRaise := in.Origin == self && in.Wins(rs.rec)
+	ownRaise := !rec.Contributions().Get(self).Covers(in.Contributions().Get(self))
+	regRaise := inOrigin == self && in.Wins(rec)
 	if t.r.accepting.Load() {
 		// As for vectors: once writes are acknowledged, only this replica
 		// raises its own contribution or writes registers in its name.
 		if ownRaise || regRaise {
 			t.r.metrics.refusedOwn.Inc()
-			t.r.log.Warn("refused a peer's newer view of our own like record", "item", m.Item, "user", m.User)
+			t.r.log.Warn("refused a peer's newer view of our own like record", "item", k.a, "user", k.b)
 			in, _ = in.Restrict(func(id string) bool { return id != self })
 		}
 	} else if ownRaise || regRaise {
@@ -183,8 +233,8 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		// register names us).
 		t.stateLost = true
 	}
-	t.r.clock.Observe(in.HLC)
-	if !rs.rec.Merge(in) {
+	t.r.clock.Observe(inHLC)
+	if !rec.Merge(in) {
 		return nil
 	}
 	rs.dirty, rs.deleted = true, false
@@ -201,13 +251,15 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 // reconcileRecord runs the winner's duty on a record of the overlay.
 func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 	var delta int64
-	if k.isBudget() {
-		delta = t.r.refundLoser(rs.rec)
-		if delta != 0 {
-			t.forwardLater(k.a[len(budgetRecordPrefix):])
+	switch k.kind {
+	case storage.Likes:
+		delta = t.r.reconcileLike(rs.like(), t.blocked(k.b))
+	case storage.Counters:
+		delta = t.r.reconcileKeyed(rs.keyed())
+	case storage.Budgets:
+		if delta = t.r.refundLoser(rs.spend()); delta != 0 {
+			t.forwardLater(k.a)
 		}
-	} else {
-		delta = t.r.reconcile(rs.rec, !k.keyed && t.blocked(k.b))
 	}
 	if delta != 0 {
 		vk := k.vector()
@@ -218,12 +270,12 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 		vs.cur = vs.cur.Add(t.r.self, delta)
 		// Booked where the winning action is: the buckets end as if the
 		// concurrent actions had happened one after the other.
-		t.book(k.kind(), k.a, rs.rec.BookedMs(), delta)
+		t.book(k.kind, k.a, rs.rec.BookedMs(), delta)
 		rs.dirty, rs.spread = true, true
 		t.r.metrics.reconciled.Inc()
 		if t.r.cfg.EventLog {
 			e := storage.Event{Type: storage.EventReconcile, Kind: vk.kind, Key: vk.item, Count: 1, HLC: crdt.MakeHLC(t.nowMs, 0)}
-			if k.keyed {
+			if k.idempotent() {
 				e.Idem = k.b
 			} else {
 				e.User = k.b
@@ -239,8 +291,8 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 // whose origin is this replica: the pass recovery put off.
 func (t *txn) reconcileMarked() error {
 	var keys []rkey
-	if err := t.r.store.Markers(func(item, user string, keyed bool) bool {
-		keys = append(keys, rkey{item, user, keyed})
+	if err := t.r.store.Markers(func(kind storage.Kind, a, b string) bool {
+		keys = append(keys, rkey{kind, a, b})
 		return true
 	}); err != nil {
 		return err
@@ -265,7 +317,11 @@ func (rt *recordTxn) write(t *txn, ch *Changes) error {
 	for _, k := range rt.rorder {
 		rs := rt.recs[k]
 		if rs.deleted && !rs.dirty {
-			t.b.DeleteKeyedRecord(k.a, k.b, rs.orig)
+			if k.kind == storage.Budgets {
+				t.b.DeleteSpend(k.a, k.b, rs.orig.(*crdt.Spend))
+			} else {
+				t.b.DeleteKeyedRecord(k.a, k.b, rs.orig.(*crdt.KeyedRecord))
+			}
 			if rs.origEx != 0 {
 				rt.markers = append(rt.markers, markerChange{k.vector(), false})
 			}
@@ -274,20 +330,31 @@ func (rt *recordTxn) write(t *txn, ch *Changes) error {
 		if !rs.dirty {
 			// A record the batch did not change still moves when its
 			// user's flag did (blocks.go): its marker follows.
-			if !k.keyed && len(t.flags) > 0 && rs.orig != nil {
+			if k.kind == storage.Likes && len(t.flags) > 0 && rs.orig != nil {
 				if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
-					t.b.SetMarker(k.a, k.b, false, ex != 0)
+					t.b.SetMarker(k.kind, k.a, k.b, ex != 0)
 					rt.markers = append(rt.markers, markerChange{k.vector(), ex != 0})
 				}
 			}
 			continue
 		}
-		t.b.PutLikeRecord(k.a, k.b, rs.orig, rs.rec)
-		if was := rs.orig != nil && rs.orig.Liked; !k.keyed && t.r.cfg.LikeLists && (rs.rec.Liked != was || rs.rec.Liked && rs.rec.HLC != rs.orig.HLC) && !t.r.chaosListsSkip(rs) {
-			t.b.SetLiked(k.a, k.b, rs.rec.Liked, rs.rec.HLC)
+		switch k.kind {
+		case storage.Likes:
+			rec := rs.like()
+			orig, _ := rs.orig.(*crdt.LikeRecord)
+			t.b.PutLikeRecord(k.a, k.b, orig, rec)
+			if was := orig != nil && orig.Liked; t.r.cfg.LikeLists && (rec.Liked != was || rec.Liked && rec.HLC != orig.HLC) && !t.r.chaosListsSkip(rs) {
+				t.b.SetLiked(k.a, k.b, rec.Liked, rec.HLC)
+			}
+		case storage.Counters:
+			orig, _ := rs.orig.(*crdt.KeyedRecord)
+			t.b.PutKeyedRecord(k.a, k.b, orig, rs.keyed())
+		case storage.Budgets:
+			orig, _ := rs.orig.(*crdt.Spend)
+			t.b.PutSpend(k.a, k.b, orig, rs.spend())
 		}
 		if ex := t.excess(k, rs.rec); (ex != 0) != (rs.origEx != 0) {
-			t.b.SetMarker(k.a, k.b, k.keyed, ex != 0)
+			t.b.SetMarker(k.kind, k.a, k.b, ex != 0)
 			rt.markers = append(rt.markers, markerChange{k.vector(), ex != 0})
 		}
 		if rs.spread {

@@ -273,8 +273,8 @@ func (r *Replica) load() error {
 			r.clock.Observe(stored)
 		}
 	}
-	err = r.store.Markers(func(item, user string, keyed bool) bool {
-		r.unreconciled[rkey{item, user, keyed}.vector()]++
+	err = r.store.Markers(func(kind storage.Kind, a, b string) bool {
+		r.unreconciled[rkey{kind, a, b}.vector()]++
 		return true
 	})
 	if err != nil {

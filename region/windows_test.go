@@ -436,7 +436,7 @@ func (n *winNet) collect() {
 					n.pool = append(n.pool, &winMsg{to: j, vec: &VectorMerge{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set(n.rs[i].ID(), v.Own)}})
 				}
 				for _, r := range c.Records {
-					n.pool = append(n.pool, &winMsg{to: j, rec: &RecordMerge{Item: r.Item, User: r.User, Rec: r.Rec.Clone()}})
+					n.pool = append(n.pool, &winMsg{to: j, rec: &RecordMerge{Item: r.Item, User: r.User, Rec: cloneRecord(r.Rec)}})
 				}
 			}
 		}

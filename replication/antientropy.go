@@ -34,8 +34,8 @@ func (r *Replicator) servePage(data []byte) []byte {
 			}
 			pg.Entries = append(pg.Entries, Entry{Kind: k, Item: item, Replica: replica, PN: e})
 		},
-		Record: func(item, user string, rec *crdt.LikeRecord) {
-			if rec.Keyed && r.cfg.Replica.KeyExpired(rec) {
+		Record: func(item, user string, rec crdt.Record) {
+			if r.cfg.Replica.KeyExpired(rec) {
 				return // gone by rule; the sweeper deletes it soon
 			}
 			pg.Records = append(pg.Records, Record{Item: item, User: user, Rec: rec})

@@ -99,15 +99,27 @@ func (r *Replicator) vetEntry(sender, owner string) bool {
 
 // vetRecord returns the part of rec that sender may say, having sent it
 // by src, and whether anything is left to merge.
-func (r *Replicator) vetRecord(sender string, rec *crdt.LikeRecord, src source) (*crdt.LikeRecord, bool) {
+func (r *Replicator) vetRecord(sender string, rec crdt.Record, src source) (crdt.Record, bool) {
 	unknown := ""
-	out, cut := rec.Restrict(func(id string) bool {
+	keep := func(id string) bool {
 		if !r.known(id) {
 			unknown = id
 			return false
 		}
 		return r.speaksFor(sender, id, src)
-	})
+	}
+	var out crdt.Record
+	var cut bool
+	switch rec := rec.(type) {
+	case *crdt.LikeRecord:
+		out, cut = rec.Restrict(keep)
+	case *crdt.KeyedRecord:
+		out, cut = rec.Restrict(keep)
+	case *crdt.Spend:
+		out, cut = rec.Restrict(keep)
+	default:
+		return nil, false
+	}
 	if unknown != "" {
 		// A record naming a replica nobody configured is not a relay
 		// gone stale but made up: refuse all of it.
@@ -117,7 +129,7 @@ func (r *Replicator) vetRecord(sender string, rec *crdt.LikeRecord, src source) 
 	if !cut {
 		return rec, true
 	}
-	return out, out.HLC != 0 || len(out.Contrib) > 0
+	return out, !out.Empty()
 }
 
 // refuse counts a refused message or entry and logs it, at most once a

@@ -249,7 +249,7 @@ func TestAuthorityRules(t *testing.T) {
 	rec := &crdt.LikeRecord{Liked: true, HLC: 9, Origin: "ap", Contrib: crdt.Vector{}.Set("ap", crdt.PN{P: 1}).Set("eu", crdt.PN{N: 1}).Set("old", crdt.PN{P: 1})}
 	got, ok := r.vetRecord("eu", rec, aePage)
 	want := &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("eu", crdt.PN{N: 1})}
-	if !ok || !got.Equal(want) {
+	if !ok || !got.(*crdt.LikeRecord).Equal(want) {
 		t.Errorf("eu's record: %+v, want %+v", got, want)
 	}
 	if _, ok := r.vetRecord("eu", &crdt.LikeRecord{Contrib: crdt.Vector{}.Set("zz", crdt.PN{P: 1})}, aePage); ok {
@@ -279,7 +279,7 @@ func TestAuthorityRules(t *testing.T) {
 		}
 		forged := &crdt.LikeRecord{Liked: true, HLC: 1000, Origin: "old", Contrib: crdt.Vector{}.Set("old", crdt.PN{P: 1000})}
 		got, ok := r.vetRecord("eu", forged, c.src)
-		if ok != c.want || c.want && !got.Equal(forged) {
+		if ok != c.want || c.want && !got.(*crdt.LikeRecord).Equal(forged) {
 			t.Errorf("%s: retired record kept %v (%+v), want %v", name, ok, got, c.want)
 		}
 	}

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"reflect"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
@@ -29,9 +30,9 @@ func goldenWireRecords() []Record {
 	return []Record{
 		{Item: "post:1", User: "alice", Rec: &crdt.LikeRecord{Liked: true, HLC: h, Origin: "eu-1", At: 1699999999000,
 			Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 1}}, {Replica: "us-1", PN: crdt.PN{P: 1, N: 1}}}}},
-		{Item: "cnt", User: "idem-1", Rec: &crdt.LikeRecord{Keyed: true, Liked: true, HLC: h, Origin: "us-1", Amount: 64, Asked: 1,
+		{Item: "cnt", User: "idem-1", Rec: &crdt.KeyedRecord{HLC: h, Origin: "us-1", Amount: 64, Asked: 1,
 			At: 1699999999000, Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 64, N: 64}}, {Replica: "us-1", PN: crdt.PN{P: 64}}}}},
-		{Item: "~bud", User: "idem-2", Rec: &crdt.LikeRecord{Keyed: true, Liked: true, HLC: h, Origin: "eu-1", Amount: -5,
+		{Item: "bud", User: "idem-2", Rec: &crdt.Spend{HLC: h, Origin: "eu-1", Amount: -5,
 			Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{N: 5}}, {Replica: "us-1", PN: crdt.PN{P: 5, N: 5}}}}},
 		{Item: region.BlockRecordItem, User: "mallory", Rec: crdt.Flag{Blocked: true, HLC: h, Origin: "eu-1"}.Record()},
 	}
@@ -43,7 +44,7 @@ func sameRecords(t *testing.T, what string, got, want []Record) {
 		t.Fatalf("%s: %d records, want %d", what, len(got), len(want))
 	}
 	for i := range got {
-		if got[i].Item != want[i].Item || got[i].User != want[i].User || !got[i].Rec.Equal(want[i].Rec) {
+		if got[i].Item != want[i].Item || got[i].User != want[i].User || !reflect.DeepEqual(got[i].Rec, want[i].Rec) {
 			t.Errorf("%s: record %d is %s/%s %+v, want %s/%s %+v", what, i, got[i].Item, got[i].User, got[i].Rec,
 				want[i].Item, want[i].User, want[i].Rec)
 		}

@@ -15,7 +15,7 @@ import (
 type Outbox struct {
 	mu    sync.Mutex // protects vecs, recs and pages
 	vecs  map[outVec]crdt.PN
-	recs  map[outRec]*crdt.LikeRecord
+	recs  map[outRec]crdt.Record
 	pages map[outPage]*crdt.HLLPage
 	asks  map[string]int64 // budget key -> rights wanted
 }
@@ -32,16 +32,41 @@ type outVec struct {
 	item string
 }
 
-// outRec names a like record, or a keyed record (counter key, idempotency
-// key), which may share both names with a like record.
+// outRec names a record: a like record, a keyed record (counter key,
+// idempotency key) or a spend (budget key, idempotency key), which may
+// share both names with a record of another kind.
 type outRec struct {
 	item, user string
-	keyed      bool
+	kind       storage.Kind // the vectors the record counts in, as region names its kind
+}
+
+// outRecOf names the record r carries.
+func outRecOf(r *region.RecordChange) outRec {
+	k := outRec{item: r.Item, user: r.User, kind: storage.Likes}
+	switch r.Rec.(type) {
+	case *crdt.KeyedRecord:
+		k.kind = storage.Counters
+	case *crdt.Spend:
+		k.kind = storage.Budgets
+	}
+	return k
+}
+
+// mergeRecord folds r into cur, a record of the same kind.
+func mergeRecord(cur, r crdt.Record) {
+	switch cur := cur.(type) {
+	case *crdt.LikeRecord:
+		cur.Merge(r.(*crdt.LikeRecord))
+	case *crdt.KeyedRecord:
+		cur.Merge(r.(*crdt.KeyedRecord))
+	case *crdt.Spend:
+		cur.Merge(r.(*crdt.Spend))
+	}
 }
 
 // NewOutbox returns an empty outbox.
 func NewOutbox() *Outbox {
-	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]*crdt.LikeRecord), pages: make(map[outPage]*crdt.HLLPage),
+	return &Outbox{vecs: make(map[outVec]crdt.PN), recs: make(map[outRec]crdt.Record), pages: make(map[outPage]*crdt.HLLPage),
 		asks: make(map[string]int64)}
 }
 
@@ -53,10 +78,11 @@ func (o *Outbox) Add(c region.Changes) {
 		k := outVec{v.Kind, v.Item}
 		o.vecs[k] = o.vecs[k].Merge(v.Own)
 	}
-	for _, r := range c.Records {
-		k := outRec{r.Item, r.User, r.Rec.Keyed}
+	for i := range c.Records {
+		r := &c.Records[i]
+		k := outRecOf(r)
 		if cur, ok := o.recs[k]; ok {
-			cur.Merge(r.Rec)
+			mergeRecord(cur, r.Rec)
 		} else {
 			o.recs[k] = r.Rec // a private copy, per region.Changes
 		}
@@ -92,7 +118,7 @@ func (o *Outbox) take() ([]OwnEntry, []Record, []OwnPage, []Ask) {
 		return nil, nil, nil, nil
 	}
 	o.vecs = make(map[outVec]crdt.PN, len(vecs))
-	o.recs = make(map[outRec]*crdt.LikeRecord, len(recs))
+	o.recs = make(map[outRec]crdt.Record, len(recs))
 	o.pages = make(map[outPage]*crdt.HLLPage, len(pages))
 	o.asks = make(map[string]int64)
 	o.mu.Unlock()

@@ -333,7 +333,7 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record, pages []OwnPage) []*D
 		d.Vectors = append(d.Vectors, v)
 	}
 	for _, rc := range recs {
-		d := next(len(rc.Item) + len(rc.User) + 24 + len(rc.Rec.Contrib)*40)
+		d := next(len(rc.wireName()) + len(rc.User) + 24 + len(rc.Rec.Contributions())*40)
 		d.Records = append(d.Records, rc)
 	}
 	for _, p := range pages {

@@ -12,7 +12,8 @@ import (
 
 // Wire messages. Each starts with a version byte and a type byte; integers
 // are uvarints, strings and blobs are length-prefixed, records are
-// crdt.AppendLikeRecord bytes. Decoders are strict (fuzzed) because any
+// crdt.AppendRecord bytes, a spend's under its budget key's
+// crdt.SpendName. Decoders are strict (fuzzed) because any
 // process on the NATS account can publish to these subjects.
 const (
 	wireV1 = 1
@@ -90,10 +91,20 @@ type OwnEntry struct {
 	PN   crdt.PN
 }
 
-// Record is one like record on the wire.
+// Record is one record on the wire, of any kind, named as in
+// region.RecordMerge: a spend by its budget key (the wire name is its
+// crdt.SpendName).
 type Record struct {
 	Item, User string
-	Rec        *crdt.LikeRecord
+	Rec        crdt.Record
+}
+
+// wireName is the name r's record travels under in place of its Item.
+func (r *Record) wireName() string {
+	if _, spend := r.Rec.(*crdt.Spend); spend {
+		return crdt.SpendName(r.Item)
+	}
+	return r.Item
 }
 
 // Entry is any replica's entry of one vector (anti-entropy pages carry
@@ -131,12 +142,13 @@ func appendBlob(b []byte, p []byte) []byte {
 
 func appendRecords(b []byte, recs []Record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(recs)))
-	for _, r := range recs {
-		b = appendStr(b, r.Item)
+	for i := range recs {
+		r := &recs[i]
+		b = appendStr(b, r.wireName())
 		b = appendStr(b, r.User)
 		n := len(b)
 		b = append(b, 0) // placeholder length byte, fixed below
-		b = crdt.AppendLikeRecord(b, r.Rec)
+		b = crdt.AppendRecord(b, r.Rec)
 		b = fixLen(b, n)
 	}
 	return b
@@ -504,20 +516,26 @@ func (r *reader) records() []Record {
 		if r.err != nil {
 			break
 		}
+		// A spend travels under its budget key's spend name.
+		key, spend := crdt.SpendKey(rec.Item)
 		var err error
-		if rec.Rec, err = crdt.DecodeLikeRecord(body); err != nil {
+		if rec.Rec, err = crdt.DecodeRecord(body, spend); err != nil {
 			r.fail("record %s/%s: %v", rec.Item, rec.User, err)
 			break
 		}
-		// A keyed record's first name may be a budget's (region).
-		if !region.ValidRecordKey(rec.Item, rec.Rec.Keyed) {
+		if spend {
+			rec.Item = key
+		}
+		if !region.ValidRecordName(rec.Item, rec.Rec) {
 			r.fail("bad record name %q", rec.Item)
 			break
 		}
 		// A block flag is a register and nothing else.
-		if _, ok := crdt.FlagOfRecord(rec.Rec); rec.Item == region.BlockRecordItem && !ok {
-			r.fail("block flag of %s is not a pure register", rec.User)
-			break
+		if like, ok := rec.Rec.(*crdt.LikeRecord); ok && rec.Item == region.BlockRecordItem {
+			if _, ok := crdt.FlagOfRecord(like); !ok {
+				r.fail("block flag of %s is not a pure register", rec.User)
+				break
+			}
 		}
 		out = append(out, rec)
 	}

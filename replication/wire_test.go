@@ -39,8 +39,11 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 	for i := range rng.IntN(3) {
 		d.Vectors = append(d.Vectors, OwnEntry{Kind: storage.Budgets, Item: crdt.BudgetInboxName("gift", fmt.Sprint("eu-", i)), PN: crdt.PN{P: rng.Uint64()}})
 		rec := randRecord(rng)
-		rec.Keyed, rec.Liked, rec.Amount = true, true, -int64(1+i)
-		d.Records = append(d.Records, Record{Item: "~gift", User: fmt.Sprint("order-", i), Rec: rec})
+		spend := &crdt.Spend{HLC: rec.HLC, Origin: rec.Origin, Amount: -int64(1 + i), Contrib: rec.Contrib}
+		d.Records = append(d.Records, Record{Item: "gift", User: fmt.Sprint("order-", i), Rec: spend})
+		// A counter's keyed record of the same names is another record.
+		keyed := &crdt.KeyedRecord{HLC: rec.HLC, Origin: rec.Origin, Amount: int64(1 + i), Contrib: rec.Contrib}
+		d.Records = append(d.Records, Record{Item: "gift", User: fmt.Sprint("order-", i), Rec: keyed})
 		d.Asks = append(d.Asks, Ask{Key: fmt.Sprint("gift", i), Want: 1 + rng.Int64N(1<<40)})
 	}
 	for i := range rng.IntN(3) {
@@ -83,7 +86,7 @@ func TestFixLenLongRecord(t *testing.T) {
 	}
 	d := &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "i", User: "u", Rec: rec}}}
 	got, err := DecodeDelta(AppendDelta(nil, d))
-	if err != nil || !got.Records[0].Rec.Equal(rec) {
+	if err != nil || !got.Records[0].Rec.(*crdt.LikeRecord).Equal(rec) {
 		t.Fatalf("got %+v, %v", got, err)
 	}
 }
@@ -143,11 +146,11 @@ func TestDecodersRejectGarbage(t *testing.T) {
 	cases["no asks after empty sketches"] = ask[:len(ask)-4]                           // sketches 0, nothing after
 	cases["ask for nothing"] = append(ask[:len(ask)-1], 0)                             // want 0
 	cases["ask bad key"] = bytes.Replace(ask, []byte{1, 'g', 5}, []byte{1, '~', 5}, 1) // not an id
-	budgetRec := &crdt.LikeRecord{HLC: 5, Origin: "a", Amount: -1, Contrib: crdt.Vector{{Replica: "a", PN: crdt.PN{N: 1}}}}
+	budgetRec := &crdt.LikeRecord{HLC: 5, Origin: "a", Contrib: crdt.Vector{{Replica: "a", PN: crdt.PN{N: 1}}}}
 	cases["budget name on a like record"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "~g", User: "u", Rec: budgetRec}}})
 	flagWithContrib := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "a", Contrib: crdt.Vector{{Replica: "a", PN: crdt.PN{P: 1}}}}
 	cases["block flag with a contribution"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: flagWithContrib}}})
-	keyedFlag := &crdt.LikeRecord{Keyed: true, Liked: true, HLC: 5, Origin: "a", Amount: 1}
+	keyedFlag := &crdt.KeyedRecord{HLC: 5, Origin: "a", Amount: 1}
 	cases["keyed block flag"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: keyedFlag}}})
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {

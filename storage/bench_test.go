@@ -45,7 +45,7 @@ func BenchmarkCommitSync(b *testing.B) {
 						batch := s.NewBatch()
 						batch.PutLikeRecord(item, user, nil, rec)
 						batch.PutVectorEntry(Likes, item, "eu-1", crdt.PN{}, crdt.PN{P: 1})
-						batch.SetMarker(item, user, false, false)
+						batch.SetMarker(Likes, item, user, false)
 						err := batch.Commit()
 						batch.Close()
 						if err != nil {

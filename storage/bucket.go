@@ -131,12 +131,13 @@ func (s *Store) loadDigests() error {
 	return nil
 }
 
-// BucketVisitor receives the entries of a bucket. Record receives like
-// records and keyed records (r.Keyed: item is the counter key, user the
+// BucketVisitor receives the entries of a bucket. Record receives records
+// of every kind: a *crdt.LikeRecord of (item, user), a *crdt.KeyedRecord
+// of (counter key, idempotency key) or a *crdt.Spend of (budget key,
 // idempotency key).
 type BucketVisitor struct {
 	Vector func(k Kind, item, replica string, e crdt.PN)
-	Record func(item, user string, r *crdt.LikeRecord)
+	Record func(item, user string, r crdt.Record)
 	// Sketch receives one stored page of a replica's unique-count sketch;
 	// p is only valid during the call.
 	Sketch func(k Kind, name, replica string, page int, p *crdt.HLLPage)
@@ -212,11 +213,18 @@ func visit(rest, val []byte, v BucketVisitor) error {
 			v.Record(item, user, r)
 		}
 	case len(rest) > 2 && rest[0] == prefixKeyed && rest[1] == '/':
-		key, idem, ok := strings.Cut(string(rest[2:]), "/")
+		name, idem, ok := strings.Cut(string(rest[2:]), "/")
 		if !ok {
 			return fmt.Errorf("malformed keyed record key")
 		}
-		r, err := decodeKeyed(val)
+		var r crdt.Record
+		var err error
+		k, key := keyedKind(name)
+		if k == Budgets {
+			r, err = crdt.DecodeSpend(val)
+		} else {
+			r, err = crdt.DecodeKeyedRecord(val)
+		}
 		if err != nil {
 			return err
 		}

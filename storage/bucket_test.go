@@ -107,7 +107,7 @@ func TestDigestsIncrementalMatchScan(t *testing.T) {
 		for pages := 0; ; pages++ {
 			cursor, err = s1.ScanBucket(b, cursor, 1, BucketVisitor{
 				Vector: func(k Kind, item, replica string, e crdt.PN) { seen["v"+item+replica]++ },
-				Record: func(item, user string, r *crdt.LikeRecord) { seen["r"+item+user]++ },
+				Record: func(item, user string, r crdt.Record) { seen["r"+item+user]++ },
 			})
 			if err != nil {
 				t.Fatal(err)

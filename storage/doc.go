@@ -25,12 +25,15 @@
 //	                                       <B> hashes only the item, so a series is one range
 //	b<B>/v/C/<key>#.../<replica> crdt.PN   a time bucket of a counter
 //	b<B>/r/<item>/<user>       LikeRecord  one user's like record
-//	b<B>/k/<key>/<idem>        LikeRecord  a keyed record: one idempotency key of a counter
+//	b<B>/k/<key>/<idem>        KeyedRecord a keyed record: one idempotency key of a counter
+//	b<B>/k/~<key>/<idem>       Spend       one idempotency key of a budget's spends
+//	                                       (crdt.SpendName)
 //	b<B>/f/<user>              crdt.Flag   a user's block flag; <B> is FlagBucket(user), and
 //	                                       the store keeps every flag in memory too
 //	x/<item>/<user>            (empty)     like record whose excess is not yet zero
-//	w/<key>/<idem>             (empty)     keyed record whose excess is not yet zero
-//	e/<16 hex ms>/<key>/<idem> (empty)     a keyed record by its register's wall time, for expiry
+//	w/<key>/<idem>             (empty)     keyed record (or spend, ~<key>) whose excess is not yet zero
+//	e/<16 hex ms>/<key>/<idem> (empty)     a keyed record (or spend, ~<key>) by its register's wall
+//	                                       time, for expiry
 //	u/<16 hex ms>/<kind>/<bucket> (empty)  a time bucket by its expiry, for the sweeper
 //	i/<key>/<idem>             IdemValue   an older version's per-replica idempotency key,
 //	                                       converted to a keyed record at open

@@ -19,8 +19,8 @@ func fillWorkload(b *Batch, id string, n uint64) {
 	item, user := "item-"+id, "u-"+id
 	b.PutLikeRecord(item, user, nil, workloadRecord(id, n))
 	b.PutVectorEntry(Likes, item, "r-"+id, crdt.PN{}, crdt.PN{P: n + 1})
-	b.PutLikeRecord("ctr", id, nil, keyedSample(int64(n), int64(n)*3+1))
-	b.SetMarker(item, user, false, true)
+	b.PutKeyedRecord("ctr", id, nil, keyedSample(int64(n), int64(n)*3+1))
+	b.SetMarker(Likes, item, user, true)
 }
 
 func workloadRecord(id string, n uint64) *crdt.LikeRecord {

@@ -111,9 +111,9 @@ func (s *Store) LikeRecordsOfUser(user string, fn func(item string, r *crdt.Like
 		var cursor []byte
 		for {
 			var err error
-			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, u string, r *crdt.LikeRecord) {
-				if u == user && !r.Keyed {
-					fn(item, r)
+			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, u string, r crdt.Record) {
+				if like, ok := r.(*crdt.LikeRecord); ok && u == user {
+					fn(item, like)
 				}
 			}})
 			if err != nil {

@@ -35,13 +35,13 @@ func TestGoldenRecordKeys(t *testing.T) {
 	b := s.NewBatch()
 	b.PutLikeRecord("post:1", "alice", nil, &crdt.LikeRecord{Liked: true, HLC: h, Origin: "eu-1", At: 1699999999000,
 		Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 1}}, {Replica: "us-1", PN: crdt.PN{P: 1, N: 1}}}})
-	b.SetMarker("post:1", "alice", false, true)
-	b.PutLikeRecord("cnt", "idem-1", nil, &crdt.LikeRecord{Keyed: true, Liked: true, HLC: h, Origin: "us-1", Amount: 64, Asked: 1,
+	b.SetMarker(Likes, "post:1", "alice", true)
+	b.PutKeyedRecord("cnt", "idem-1", nil, &crdt.KeyedRecord{HLC: h, Origin: "us-1", Amount: 64, Asked: 1,
 		At: 1699999999000, Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 64, N: 64}}, {Replica: "us-1", PN: crdt.PN{P: 64}}}})
-	b.SetMarker("cnt", "idem-1", true, true)
-	b.PutLikeRecord("~bud", "idem-2", nil, &crdt.LikeRecord{Keyed: true, Liked: true, HLC: h, Origin: "eu-1", Amount: -5,
+	b.SetMarker(Counters, "cnt", "idem-1", true)
+	b.PutSpend("bud", "idem-2", nil, &crdt.Spend{HLC: h, Origin: "eu-1", Amount: -5,
 		Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{N: 5}}, {Replica: "us-1", PN: crdt.PN{P: 5, N: 5}}}})
-	b.SetMarker("~bud", "idem-2", true, true)
+	b.SetMarker(Budgets, "bud", "idem-2", true)
 	if err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}

@@ -108,9 +108,9 @@ func (s *Store) BuildLikeIndex() (int, error) {
 		var cursor []byte
 		for {
 			var err error
-			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, user string, r *crdt.LikeRecord) {
-				if r.Liked && !r.Keyed {
-					b.SetLiked(item, user, true, r.HLC)
+			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, user string, r crdt.Record) {
+				if like, ok := r.(*crdt.LikeRecord); ok && like.Liked {
+					b.SetLiked(item, user, true, like.HLC)
 					n++
 				}
 			}})

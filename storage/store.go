@@ -361,10 +361,13 @@ func (s *Store) Meta(name string) ([]byte, bool, error) {
 	return b, ok, wrapRead(err, "meta", name)
 }
 
-// Markers calls fn for every (item, user) whose record is marked
-// unreconciled, like records first, then keyed records (keyed set), each
-// in key order, until fn returns false.
-func (s *Store) Markers(fn func(item, user string, keyed bool) bool) error {
+// Markers calls fn for every record marked unreconciled, like records
+// first, then keyed records and spends, each in key order, until fn
+// returns false. k is the family of vectors the record counts in, which
+// says its kind: Likes for a like record of (item, user), Counters for a
+// keyed record of (counter key, idempotency key), Budgets for a spend of
+// (budget key, idempotency key).
+func (s *Store) Markers(fn func(k Kind, item, user string) bool) error {
 	if s.closed.Load() {
 		return fmt.Errorf("scan markers: %w", ErrClosed)
 	}
@@ -377,8 +380,13 @@ func (s *Store) Markers(fn func(item, user string, keyed bool) bool) error {
 		more := true
 		for it.First(); it.Valid() && more; it.Next() {
 			item, user, ok := strings.Cut(string(it.Key()[len(prefix):]), "/")
-			if ok {
-				more = fn(item, user, p == prefixKeyedMarker)
+			switch {
+			case !ok:
+			case p == prefixKeyedMarker:
+				k, key := keyedKind(item)
+				more = fn(k, key, user)
+			default:
+				more = fn(Likes, item, user)
 			}
 		}
 		if err := it.Close(); err != nil {
@@ -460,45 +468,44 @@ func (b *Batch) PutVectorEntry(k Kind, item, replica string, old, e crdt.PN) {
 	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
-// PutLikeRecord writes a user's record, replacing old (nil if none). A
-// keyed record (r.Keyed) is stored as the record of idempotency key user of
-// counter item.
+// PutLikeRecord writes a user's record, replacing old (nil if none).
 func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
-	if r.Keyed {
-		b.putKeyed(item, user, old, r)
-		return
-	}
-	b.putRecord(appendRecordKey(b.kbuf[:0], item, user), item, user, old, r)
+	putRecord(b, appendRecordKey(b.kbuf[:0], item, user), item, user, old, r, crdt.AppendLikeRecord)
 }
 
-// putRecord writes a like or keyed record under key (which may be b.kbuf),
-// in the record filter first, and updates the bucket digest.
-func (b *Batch) putRecord(key []byte, item, user string, old, r *crdt.LikeRecord) {
+// putRecord writes a record of any kind, encoded by appendRec, under key
+// (which may be b.kbuf) with names item and user, in the record filter
+// first, and updates the bucket digest.
+func putRecord[R any](b *Batch, key []byte, item, user string, old, r *R, appendRec func([]byte, *R) []byte) {
 	if b.s.filter != nil {
 		b.s.filter.add(item, user) // before the commit makes the record visible
 	}
 	b.kbuf = key
 	var oldb []byte
 	if old != nil {
-		b.obuf = crdt.AppendLikeRecord(b.obuf[:0], old)
+		b.obuf = appendRec(b.obuf[:0], old)
 		oldb = b.obuf
 	}
-	b.buf = crdt.AppendLikeRecord(b.buf[:0], r)
+	b.buf = appendRec(b.buf[:0], r)
 	b.digest(b.kbuf, oldb, b.buf)
 	_ = b.b.Set(b.kbuf, b.buf, nil)
 }
 
-// SetMarker marks (on) or clears the unreconciled marker of a like record,
-// or of a keyed record.
-func (b *Batch) SetMarker(item, user string, keyed, on bool) {
-	k := markerKey(item, user)
-	if keyed {
-		k[0] = prefixKeyedMarker
+// SetMarker marks (on) or clears the unreconciled marker of a record: of
+// kind k as Markers says it, a like record (Likes), keyed record
+// (Counters) or spend (Budgets).
+func (b *Batch) SetMarker(k Kind, item, user string, on bool) {
+	var key []byte
+	if k == Likes {
+		key = markerKey(item, user)
+	} else {
+		key = markerKey(keyedName(k, item), user)
+		key[0] = prefixKeyedMarker
 	}
 	if on {
-		_ = b.b.Set(k, nil, nil)
+		_ = b.b.Set(key, nil, nil)
 	} else {
-		_ = b.b.Delete(k, nil)
+		_ = b.b.Delete(key, nil)
 	}
 }
 

@@ -66,9 +66,9 @@ func sampleRecord() *crdt.LikeRecord {
 }
 
 // keyedSample is a keyed record: an increment by amount applied at eu-1.
-func keyedSample(amount, ms int64) *crdt.LikeRecord {
-	r := &crdt.LikeRecord{}
-	r.ApplyKeyedCounted("eu-1", amount, amount, crdt.MakeHLC(ms, 0))
+func keyedSample(amount, ms int64) *crdt.KeyedRecord {
+	r := &crdt.KeyedRecord{}
+	r.ApplyCounted("eu-1", amount, amount, crdt.MakeHLC(ms, 0))
 	return r
 }
 
@@ -79,8 +79,8 @@ func fillAll(b *Batch) {
 	b.PutVectorEntry(Counters, "post:1", "eu-1", crdt.PN{}, crdt.PN{P: 100, N: 58})
 	b.PutLikeRecord("post:1", "alice", nil, sampleRecord())
 	b.PutLikeRecord("post:1", "bob", nil, &crdt.LikeRecord{}) // zero record
-	b.SetMarker("post:1", "alice", false, true)
-	b.PutLikeRecord("views", "req-1", nil, keyedSample(-42, 1_700_000_000_000))
+	b.SetMarker(Likes, "post:1", "alice", true)
+	b.PutKeyedRecord("views", "req-1", nil, keyedSample(-42, 1_700_000_000_000))
 	b.PutMeta("replica", []byte("eu-1"))
 	b.PutMeta("bin", []byte{0, 1, 0, 0xff})
 }
@@ -131,7 +131,7 @@ func checkAll(t *testing.T, s *Store) {
 func collectMarkers(t testing.TB, s *Store) []string {
 	t.Helper()
 	var got []string
-	if err := s.Markers(func(item, user string, _ bool) bool {
+	if err := s.Markers(func(_ Kind, item, user string) bool {
 		got = append(got, item+"/"+user)
 		return true
 	}); err != nil {
@@ -190,9 +190,9 @@ func TestOverwriteAndDelete(t *testing.T) {
 		r.Liked = false
 		r.HLC++
 		b.PutLikeRecord("post:1", "alice", sampleRecord(), r)
-		b.SetMarker("post:1", "alice", false, false)
-		b.SetMarker("post:1", "never-set", false, false) // clearing an absent marker is fine
-		b.PutLikeRecord("views", "req-1", keyedSample(-42, 1_700_000_000_000), keyedSample(1, 2))
+		b.SetMarker(Likes, "post:1", "alice", false)
+		b.SetMarker(Likes, "post:1", "never-set", false) // clearing an absent marker is fine
+		b.PutKeyedRecord("views", "req-1", keyedSample(-42, 1_700_000_000_000), keyedSample(1, 2))
 		b.PutMeta("replica", []byte{})
 	})
 	wantVector(t, s, Likes, "post:1", crdt.Vector{
@@ -307,17 +307,17 @@ func TestMarkers(t *testing.T) {
 	s := openTest(t, Config{Dir: t.TempDir()})
 	defer s.Close()
 	commit(t, s, func(b *Batch) {
-		b.SetMarker("b", "u2", false, true)
-		b.SetMarker("a", "u1", false, true)
-		b.SetMarker("a.b", "u1", false, true)
-		b.SetMarker("b", "u1", false, true)
-		b.SetMarker("c", "u9", false, true)
+		b.SetMarker(Likes, "b", "u2", true)
+		b.SetMarker(Likes, "a", "u1", true)
+		b.SetMarker(Likes, "a.b", "u1", true)
+		b.SetMarker(Likes, "b", "u1", true)
+		b.SetMarker(Likes, "c", "u9", true)
 		// Neighbouring key families must not show up as markers.
 		b.PutLikeRecord("a", "u0", nil, sampleRecord())
 		b.PutMeta("x", []byte("y"))
 		b.PutIdempotency("a", "u1", IdemValue{Value: 1})
 	})
-	commit(t, s, func(b *Batch) { b.SetMarker("c", "u9", false, false) })
+	commit(t, s, func(b *Batch) { b.SetMarker(Likes, "c", "u9", false) })
 
 	// Key order: '.' sorts before '/', so "x/a.b/..." comes before "x/a/...".
 	want := []string{"a.b/u1", "a/u1", "b/u1", "b/u2"}
@@ -327,7 +327,7 @@ func TestMarkers(t *testing.T) {
 
 	// fn returning false stops the scan.
 	var got []string
-	if err := s.Markers(func(item, user string, _ bool) bool {
+	if err := s.Markers(func(_ Kind, item, user string) bool {
 		got = append(got, item+"/"+user)
 		return len(got) < 2
 	}); err != nil {
@@ -427,7 +427,7 @@ func TestCorruptValues(t *testing.T) {
 		_ = b.b.Set(recordKey("bad", "u"), []byte{1}, nil)
 		b.s.filter.add("bad", "u") // as PutLikeRecord does
 		_ = b.b.Set(appendKeyedKey(nil, "bad", "k"), []byte{1, 2}, nil)
-		b.s.filter.add("bad", "k") // as putKeyed does
+		b.s.filter.add("bad", "k") // as PutKeyedRecord does
 	})
 	if _, err := s.Vector(Likes, "bad"); !errors.Is(err, crdt.ErrCorrupt) || !strings.Contains(err.Error(), "eu-1") {
 		t.Errorf("Vector(bad) err = %v, want ErrCorrupt naming the replica", err)
@@ -595,7 +595,7 @@ func TestClosedStore(t *testing.T) {
 		},
 		"KeyedRecord": func() error { _, _, err := s.KeyedRecord("views", "req-1"); return err },
 		"Meta":        func() error { _, _, err := s.Meta("replica"); return err },
-		"Markers":     func() error { return s.Markers(func(string, string, bool) bool { return true }) },
+		"Markers":     func() error { return s.Markers(func(Kind, string, string) bool { return true }) },
 		"Commit":      pending.Commit,
 		"NewBatch.Commit": func() error {
 			b := s.NewBatch()
