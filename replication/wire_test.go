@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -229,4 +230,17 @@ func FuzzDecodeDigests(f *testing.F) {
 			t.Fatalf("re-encode changed the digests: %v", err)
 		}
 	})
+}
+
+// The anti-entropy requests' bytes are fixed: peers of other versions
+// send and read them.
+func TestAntiEntropyRequestBytesAreFixed(t *testing.T) {
+	q := AppendPageRequest(nil, &PageRequest{Bucket: 4095, After: []byte("bfff/r/a/b")})
+	d := AppendDigests(nil, "us-1", []uint64{1, 2})
+	if got, want := hex.EncodeToString(q), "0103ff1f0a626666662f722f612f62"; got != want {
+		t.Errorf("page request %s, want %s", got, want)
+	}
+	if got, want := hex.EncodeToString(d), "01020475732d310201000000000000000200000000000000"; got != want {
+		t.Errorf("digests %s, want %s", got, want)
+	}
 }

@@ -1,0 +1,52 @@
+package storage
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// TestKeyBytesAreFixed pins the exact bytes of every replicated and local
+// key family, the anti-entropy placement of a few keys and a digest
+// contribution. Stores on disk and peers of other versions hold these
+// bytes: a rename or refactor must leave every line here unchanged.
+func TestKeyBytesAreFixed(t *testing.T) {
+	slot := crdt.Bucket{Key: "video:1", Width: 60, Start: 1_700_000_040, Keep: 900}
+	got := []string{
+		string(vectorEntryKey(Likes, "video:1", "us-1")),
+		string(vectorEntryKey(LikesWindows, slot.Name(), "us-1")),
+		string(vectorPrefix(Counters, "hits")),
+		string(recordKey("video:1", "alice")),
+		string(appendKeyedKey(nil, "views", "req-1")),
+		string(appendFlagKey(nil, "alice")),
+		string(appendSketchPageKey(nil, UniquesWindows, slot.Name(), "us-1", 0x2a)),
+		string(appendWindowExpiryKey(nil, WindowIndexMs(slot), CountersWindows, slot.Name())),
+		string(appendExpiryKey(nil, 1_700_000_000_000, "views", "req-1")),
+		string(bucketPrefix(4095)),
+		fmt.Sprintf("%d %d %d", VectorBucket("video:1"), RecordBucket("video:1", "alice"), FlagBucket("alice")),
+		fmt.Sprintf("%x", entryHash([]byte("b123/v/l/video:1/us-1"), []byte{1, 2, 3})),
+	}
+	want := []string{
+		"baa9/v/l/video:1/us-1",
+		"baa9/v/L/video:1#60.006553f128.900/us-1",
+		"bd9b/v/c/hits/",
+		"bf62/r/video:1/alice",
+		"bc84/k/views/req-1",
+		"b352/f/alice",
+		"baa9/h/U/video:1#60.006553f128.900/us-1/2a",
+		"u/0000018bcff67f00/C/video:1#60.006553f128.900",
+		"e/0000018bcfe56800/views/req-1",
+		"bfff/",
+		"2729 3938 850",
+		"9128a59bcaf4b5a0",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("line %d: %q, want %q", i, got[i], want[i])
+		}
+	}
+}
