@@ -305,13 +305,16 @@ type PeerStatus struct {
 	Stale          bool       `json:"stale"`
 	LostMessages   uint64     `json:"lost_messages"`
 	// InSync: the last digest comparison, at most two anti-entropy
-	// intervals ago and without error, found no differing bucket.
-	InSync           bool       `json:"in_sync"`
-	DifferingBuckets int        `json:"differing_buckets"`
-	ComparedAt       *time.Time `json:"compared_at,omitempty"`
-	InSyncSince      *time.Time `json:"in_sync_since,omitempty"`
-	Synced           bool       `json:"synced"`
-	Error            string     `json:"error,omitempty"`
+	// intervals ago and without error, found no differing anti-entropy
+	// segment.
+	InSync bool `json:"in_sync"`
+	// DifferingSegments: the anti-entropy segments that differed then
+	// (JSON name kept for clients: a segment).
+	DifferingSegments int        `json:"differing_buckets"`
+	ComparedAt        *time.Time `json:"compared_at,omitempty"`
+	InSyncSince       *time.Time `json:"in_sync_since,omitempty"`
+	Synced            bool       `json:"synced"`
+	Error             string     `json:"error,omitempty"`
 }
 
 // Convergence answers GET /v1/convergence.

@@ -27,7 +27,7 @@ func (r *Replicator) servePage(data []byte) []byte {
 		return nil
 	}
 	var pg Page
-	pg.Next, err = r.cfg.Store.ScanBucket(q.Bucket, q.After, r.cfg.MaxMessageBytes/2, storage.BucketVisitor{
+	pg.Next, err = r.cfg.Store.ScanSegment(q.Segment, q.After, r.cfg.MaxMessageBytes/2, storage.SegmentVisitor{
 		Vector: func(k storage.Kind, item, replica string, e crdt.PN) {
 			if k.IsWindows() && r.cfg.Replica.BucketExpired(item) {
 				return // gone by rule; the sweeper deletes it soon
@@ -53,7 +53,7 @@ func (r *Replicator) servePage(data []byte) []byte {
 		},
 	})
 	if err != nil {
-		r.log.Error("serve page", "bucket", q.Bucket, "error", err)
+		r.log.Error("serve page", "segment", q.Segment, "error", err)
 		return nil
 	}
 	return AppendPage(nil, &pg)
@@ -90,7 +90,7 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 }
 
 // round syncs from each known peer once. It reports whether some peer had
-// more differing buckets than one round may pull, so the caller can go
+// more differing segments than one round may pull, so the caller can go
 // again at once.
 func (r *Replicator) round(ctx context.Context) (more bool) {
 	r.followPeerClocks()
@@ -173,14 +173,14 @@ func abs(x int64) int64 {
 	return x
 }
 
-// syncFrom compares digests with one peer and pulls differing buckets. It
-// returns how many buckets differed, and whether some were left for a later
-// round because of MaxBucketsPerRound.
+// syncFrom compares digests with one peer and pulls differing segments. It
+// returns how many segments differed, and whether some were left for a later
+// round because of MaxSegmentsPerRound.
 //
-// Buckets whose difference persisted since the last comparison with the
-// peer's digest unchanged come first: the peer's side of such a bucket is
+// Segments whose difference persisted since the last comparison with the
+// peer's digest unchanged come first: the peer's side of such a segment is
 // quiet, so the difference is something the fast path lost, not something
-// still in flight. Until recovery is done every differing bucket is pulled.
+// still in flight. Until recovery is done every differing segment is pulled.
 func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left bool, err error) {
 	// The peer's heartbeats carry its root digest. If the latest one,
 	// recent enough, equals ours, the states were equal then: skip the
@@ -221,24 +221,24 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	p.prevDiff = diff
 	differing = len(diff)
 	pull := append(stable, moving...)
-	if limit := r.cfg.MaxBucketsPerRound; r.recovered.Load() && len(pull) > limit {
+	if limit := r.cfg.MaxSegmentsPerRound; r.recovered.Load() && len(pull) > limit {
 		pull, left = pull[:limit], true
 	}
-	if err := r.pullBuckets(ctx, p.id, pull); err != nil {
+	if err := r.pullSegments(ctx, p.id, pull); err != nil {
 		return differing, left, err
 	}
-	r.m.aeBuckets.Add(float64(len(pull)))
+	r.m.aeSegments.Add(float64(len(pull)))
 	return differing, left, nil
 }
 
-// pullConcurrency is how many buckets are pulled from one peer at once.
+// pullConcurrency is how many segments are pulled from one peer at once.
 // Concurrent pulls overlap their request round trips, and their merges
-// reach the region writer together, so several buckets share one fsync.
+// reach the region writer together, so several segments share one fsync.
 const pullConcurrency = 8
 
-// pullBuckets pulls the given buckets from a peer, a few at a time, and
+// pullSegments pulls the given segments from a peer, a few at a time, and
 // returns the first error (the remaining pulls still finish or stop).
-func (r *Replicator) pullBuckets(ctx context.Context, id string, buckets []int) error {
+func (r *Replicator) pullSegments(ctx context.Context, id string, segs []int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := make(chan int)
@@ -247,19 +247,19 @@ func (r *Replicator) pullBuckets(ctx context.Context, id string, buckets []int) 
 		errOnce  sync.Once
 		firstErr error
 	)
-	for range min(pullConcurrency, len(buckets)) {
+	for range min(pullConcurrency, len(segs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for b := range next {
-				if err := r.pullBucket(ctx, id, b); err != nil {
+				if err := r.pullSegment(ctx, id, b); err != nil {
 					errOnce.Do(func() { firstErr = err; cancel() })
 				}
 			}
 		}()
 	}
 feed:
-	for _, b := range buckets {
+	for _, b := range segs {
 		select {
 		case next <- b:
 		case <-ctx.Done():
@@ -274,16 +274,16 @@ feed:
 	return firstErr
 }
 
-// pullBucket pages through one bucket of a peer and merges it.
-func (r *Replicator) pullBucket(ctx context.Context, id string, bucket int) error {
+// pullSegment pages through one segment of a peer and merges it.
+func (r *Replicator) pullSegment(ctx context.Context, id string, seg int) error {
 	var after []byte
 	for {
-		data, err := r.request(ctx, pageSubject(id), AppendPageRequest(nil, &PageRequest{Bucket: bucket, After: after}))
+		data, err := r.request(ctx, pageSubject(id), AppendPageRequest(nil, &PageRequest{Segment: seg, After: after}))
 		if err != nil {
 			return err
 		}
 		if len(data) == 0 {
-			return fmt.Errorf("peer %s failed to serve bucket %d", id, bucket)
+			return fmt.Errorf("peer %s failed to serve segment %d", id, seg)
 		}
 		pg, err := DecodePage(data)
 		if err != nil {
@@ -309,10 +309,10 @@ func (r *Replicator) pullBucket(ctx context.Context, id string, bucket int) erro
 			}
 		}
 		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil {
-			return fmt.Errorf("merge bucket %d from %s: %w", bucket, id, err)
+			return fmt.Errorf("merge segment %d from %s: %w", seg, id, err)
 		}
 		if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil {
-			return fmt.Errorf("merge bucket %d sketches from %s: %w", bucket, id, err)
+			return fmt.Errorf("merge segment %d sketches from %s: %w", seg, id, err)
 		}
 		if pg.Next == nil {
 			return nil

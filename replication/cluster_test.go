@@ -257,9 +257,9 @@ func TestUniquesConvergeOverNATS(t *testing.T) {
 }
 
 // With the fast path gone entirely, anti-entropy alone converges, even when
-// it may pull only a few buckets per round.
+// it may pull only a few segments per round.
 func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {
-	nodes, _ := startClusterWith(t, func(c *Config) { c.MaxBucketsPerRound = 8 }, "us", "eu")
+	nodes, _ := startClusterWith(t, func(c *Config) { c.MaxSegmentsPerRound = 8 }, "us", "eu")
 	for _, n := range nodes {
 		n.faults.SetFaults(Faults{Drop: 1}) // drop every fast-path message
 	}
@@ -273,10 +273,10 @@ func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {
 	converged(t, nodes, "item", 300, 30*time.Second)
 	var pulled float64
 	for _, n := range nodes {
-		pulled += testutilCounter(n.rep.m.aeBuckets)
+		pulled += testutilCounter(n.rep.m.aeSegments)
 	}
 	if pulled < 300/8 {
-		t.Fatalf("only %v buckets pulled: convergence did not come from anti-entropy", pulled)
+		t.Fatalf("only %v segments pulled: convergence did not come from anti-entropy", pulled)
 	}
 }
 

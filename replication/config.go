@@ -18,7 +18,7 @@ type Config struct {
 	// Replica is the local replica. Required. It should be opened with
 	// HoldWrites so that recovery runs before it acknowledges anything.
 	Replica *region.Replica
-	// Store is the replica's store, for digests and bucket pages. Required.
+	// Store is the replica's store, for digests and segment pages. Required.
 	Store *storage.Store
 	// Outbox is the replica's OnCommit hook. Required.
 	Outbox *Outbox
@@ -45,12 +45,12 @@ type Config struct {
 	// MaxMessageBytes caps one published message or page. Default 256 KiB
 	// (NATS' default max_payload is 1 MiB).
 	MaxMessageBytes int
-	// MaxBucketsPerRound caps the buckets pulled from one peer in one
+	// MaxSegmentsPerRound caps the segments pulled from one peer in one
 	// anti-entropy round once recovered (recovery pulls everything).
-	// Under write load most buckets differ only because fast-path messages
+	// Under write load most segments differ only because fast-path messages
 	// are in flight; the cap keeps anti-entropy from re-reading the whole
-	// state every round. Default 256 (of storage.Buckets = 4096).
-	MaxBucketsPerRound int
+	// state every round. Default 256 (of storage.Segments = 4096).
+	MaxSegmentsPerRound int
 
 	// Peers are the other replicas, in every region. They are the only
 	// replicas this one listens to: a message from any other id is
@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 		PeerTimeout:         5 * time.Second,
 		RequestTimeout:      2 * time.Second,
 		MaxMessageBytes:     256 << 10,
-		MaxBucketsPerRound:  256,
+		MaxSegmentsPerRound: 256,
 		RecoveryTimeout:     10 * time.Second,
 	}
 }
@@ -115,8 +115,8 @@ func (c *Config) ensureDefaults() {
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = d.MaxMessageBytes
 	}
-	if c.MaxBucketsPerRound == 0 {
-		c.MaxBucketsPerRound = d.MaxBucketsPerRound
+	if c.MaxSegmentsPerRound == 0 {
+		c.MaxSegmentsPerRound = d.MaxSegmentsPerRound
 	}
 }
 
@@ -163,8 +163,8 @@ func (c Config) Validate() error {
 		}
 		tokens[token(id)] = id
 	}
-	if c.MaxBucketsPerRound < 0 {
-		errs = append(errs, fmt.Errorf("replication: MaxBucketsPerRound %d < 0", c.MaxBucketsPerRound))
+	if c.MaxSegmentsPerRound < 0 {
+		errs = append(errs, fmt.Errorf("replication: MaxSegmentsPerRound %d < 0", c.MaxSegmentsPerRound))
 	}
 	return errors.Join(errs...)
 }

@@ -17,12 +17,13 @@
 //
 // # Anti-entropy
 //
-// Storage cuts the replicated key space into storage.Buckets buckets and
-// keeps an XOR-of-hashes digest per bucket. Every AntiEntropyInterval a
-// replica asks each peer for its digests (tally.ae.<replica>.digests),
-// compares them with its own, and pages through each differing bucket
-// (tally.ae.<replica>.page), merging what it receives. Each side pulls, so
-// after a round in both directions the buckets agree. Lost messages, a
+// Storage cuts the replicated key space into storage.Segments segments
+// (hash groups of keys) and keeps an XOR-of-hashes digest per segment.
+// Every AntiEntropyInterval a replica asks each peer for its digests
+// (tally.ae.<replica>.digests), compares them with its own, and pages
+// through each differing segment (tally.ae.<replica>.page), merging what it
+// receives. Each side pulls, so after a round in both directions the
+// segments agree. Lost messages, a
 // partition of any length, a restarted replica and a brand-new one all
 // converge this way, with no operator action.
 //

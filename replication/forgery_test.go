@@ -122,7 +122,7 @@ func TestForgedAntiEntropyPageChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	digests := make([]uint64, storage.Buckets)
+	digests := make([]uint64, storage.Segments)
 	for i := range digests {
 		digests[i] = uint64(i) + 1 // differs from everyone's
 	}

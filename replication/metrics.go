@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	published, publishErrors, received, badMessages, inboxDropped prometheus.Counter
 	publishedBytes, lostMessages                                  prometheus.Counter
-	aeRounds, aeErrors, aeBuckets, aeRootMatches                  prometheus.Counter
+	aeRounds, aeErrors, aeSegments, aeRootMatches                 prometheus.Counter
 	ownIDConflicts                                                prometheus.Counter
 	refused                                                       *prometheus.CounterVec
 	lag                                                           prometheus.Histogram
@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		lostMessages:   c("lost_messages_total", "Gaps in peers' message sequence numbers."),
 		aeRounds:       c("antientropy_rounds_total", "Anti-entropy rounds."),
 		aeErrors:       c("antientropy_errors_total", "Anti-entropy syncs with a peer that failed."),
-		aeBuckets:      c("antientropy_buckets_pulled_total", "Differing buckets pulled from peers."),
+		aeSegments:     c("antientropy_buckets_pulled_total", "Differing anti-entropy segments pulled from peers."), // name kept for dashboards
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_replication_refused_total",
 			Help: "Messages or entries refused, by reason: unknown_sender (a delta from a replica that is not a " +
@@ -41,7 +41,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishErrors, m.publishedBytes, m.received, m.badMessages,
-			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeBuckets, m.lag,
+			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeSegments, m.lag,
 			m.ownIDConflicts, m.aeRootMatches, m.refused)
 	}
 	return m
@@ -54,9 +54,10 @@ var (
 	descHeardAge = prometheus.NewDesc("tally_replication_peer_last_heard_age_seconds",
 		"Seconds since the peer was last heard from (-1: never).", []string{"peer"}, nil)
 	descInSync = prometheus.NewDesc("tally_replication_peer_in_sync",
-		"1 if the last digest comparison with the peer found no differing bucket.", []string{"peer"}, nil)
+		"1 if the last digest comparison with the peer found no differing segment.", []string{"peer"}, nil)
+	// The name keeps "buckets" for dashboards: anti-entropy segments.
 	descDiffering = prometheus.NewDesc("tally_replication_peer_differing_buckets",
-		"Buckets that differed at the last digest comparison with the peer.", []string{"peer"}, nil)
+		"Anti-entropy segments that differed at the last digest comparison with the peer.", []string{"peer"}, nil)
 	descRecovered = prometheus.NewDesc("tally_replication_recovered",
 		"1 once start-up recovery from peers finished and writes are accepted.", nil, nil)
 )
@@ -82,7 +83,7 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descHeardAge, prometheus.GaugeValue, age, p.Replica)
 		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(p.InSync), p.Replica)
-		ch <- prometheus.MustNewConstMetric(descDiffering, prometheus.GaugeValue, float64(p.DifferingBuckets), p.Replica)
+		ch <- prometheus.MustNewConstMetric(descDiffering, prometheus.GaugeValue, float64(p.DifferingSegments), p.Replica)
 	}
 	ch <- prometheus.MustNewConstMetric(descRecovered, prometheus.GaugeValue, b2f(c.r.Recovered()))
 }

@@ -109,7 +109,7 @@ type peer struct {
 	inSyncSince time.Time
 	synced      bool // a full pull from it succeeded since start
 	lastErr     string
-	// prevDiff holds, for each bucket that differed at the last
+	// prevDiff holds, for each segment that differed at the last
 	// comparison, the peer's digest then. Owned by the anti-entropy
 	// goroutine (not guarded by mu).
 	prevDiff map[int]uint64
@@ -531,8 +531,8 @@ func (r *Replicator) Peers() []PeerStatus {
 		ps := PeerStatus{
 			Replica: p.id, Region: p.region, LastHeard: timePtr(p.lastHeard), LagMs: p.lagMs,
 			Stale: r.staleLocked(p, now), LostMessages: p.lost,
-			InSync:           recent && p.lastErr == "" && p.differing == 0,
-			DifferingBuckets: p.differing, ComparedAt: timePtr(p.comparedAt), InSyncSince: timePtr(p.inSyncSince),
+			InSync:            recent && p.lastErr == "" && p.differing == 0,
+			DifferingSegments: p.differing, ComparedAt: timePtr(p.comparedAt), InSyncSince: timePtr(p.inSyncSince),
 			Synced: p.synced, Error: p.lastErr,
 		}
 		if !p.lastHeard.IsZero() {

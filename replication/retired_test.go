@@ -144,7 +144,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 	us.close()
 	delete(s.nodes, "us")
 	impostor := s.net.Join("us")
-	digests := make([]uint64, storage.Buckets)
+	digests := make([]uint64, storage.Segments)
 	for i := range digests {
 		digests[i] = uint64(i) + 1 // differs from everyone's
 	}
@@ -312,8 +312,8 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 
 	// Anti-entropy: forged digests and pages, until both eu-1 and ap-1
 	// have finished a whole round against them (each pulls at most
-	// MaxBucketsPerRound buckets a round, then goes again).
-	digests := make([]uint64, storage.Buckets)
+	// MaxSegmentsPerRound segments a round, then goes again).
+	digests := make([]uint64, storage.Segments)
 	for i := range digests {
 		digests[i] = uint64(i) + 1
 	}
@@ -338,7 +338,7 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 		defer mu.Unlock()
 		done := 0
 		for _, n := range pulls {
-			if n > DefaultConfig().MaxBucketsPerRound+pullConcurrency {
+			if n > DefaultConfig().MaxSegmentsPerRound+pullConcurrency {
 				done++
 			}
 		}

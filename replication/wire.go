@@ -116,17 +116,17 @@ type Entry struct {
 	PN      crdt.PN
 }
 
-// PageRequest asks for the entries of one bucket after a cursor.
+// PageRequest asks for the entries of one segment after a cursor.
 type PageRequest struct {
-	Bucket int
-	After  []byte // resume after this storage key; nil from the start
+	Segment int
+	After   []byte // resume after this storage key; nil from the start
 }
 
-// Page is one page of a bucket's entries.
+// Page is one page of a segment's entries.
 type Page struct {
 	Entries  []Entry
 	Records  []Record
-	Next     []byte // cursor for the next page; nil when the bucket is done
+	Next     []byte // cursor for the next page; nil when the segment is done
 	Sketches []SketchPage
 }
 
@@ -248,7 +248,7 @@ func DecodeDelta(p []byte) (*Delta, error) {
 	return d, r.finish("delta")
 }
 
-// AppendDigests encodes a replica's bucket digests.
+// AppendDigests encodes a replica's segment digests.
 func AppendDigests(b []byte, replica string, digests []uint64) []byte {
 	b = append(b, wireV1, typeDigests)
 	b = appendStr(b, replica)
@@ -265,8 +265,8 @@ func DecodeDigests(p []byte) (replica string, digests []uint64, err error) {
 	r.header(typeDigests)
 	replica = r.id()
 	n := r.count()
-	if r.err == nil && n != storage.Buckets {
-		r.fail("%d digests, want %d", n, storage.Buckets)
+	if r.err == nil && n != storage.Segments {
+		r.fail("%d digests, want %d", n, storage.Segments)
 	}
 	for i := 0; i < n && r.err == nil; i++ {
 		digests = append(digests, r.u64())
@@ -277,7 +277,7 @@ func DecodeDigests(p []byte) (replica string, digests []uint64, err error) {
 // AppendPageRequest encodes q.
 func AppendPageRequest(b []byte, q *PageRequest) []byte {
 	b = append(b, wireV1, typePageReq)
-	b = binary.AppendUvarint(b, uint64(q.Bucket))
+	b = binary.AppendUvarint(b, uint64(q.Segment))
 	return appendBlob(b, q.After)
 }
 
@@ -285,9 +285,9 @@ func AppendPageRequest(b []byte, q *PageRequest) []byte {
 func DecodePageRequest(p []byte) (*PageRequest, error) {
 	r := reader{b: p}
 	r.header(typePageReq)
-	q := &PageRequest{Bucket: int(r.uvarint())}
-	if r.err == nil && (q.Bucket < 0 || q.Bucket >= storage.Buckets) {
-		r.fail("bucket %d", q.Bucket)
+	q := &PageRequest{Segment: int(r.uvarint())}
+	if r.err == nil && (q.Segment < 0 || q.Segment >= storage.Segments) {
+		r.fail("segment %d", q.Segment)
 	}
 	q.After = r.blob()
 	return q, r.finish("page request")

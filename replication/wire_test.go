@@ -104,12 +104,12 @@ func TestPagesAndDigestsRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, pg) {
 		t.Fatalf("page round trip: %v", err)
 	}
-	q := &PageRequest{Bucket: 4095, After: []byte("b fff/r/a/b")}
+	q := &PageRequest{Segment: 4095, After: []byte("b fff/r/a/b")}
 	gq, err := DecodePageRequest(AppendPageRequest(nil, q))
 	if err != nil || !reflect.DeepEqual(gq, q) {
 		t.Fatalf("page request round trip: %+v %v", gq, err)
 	}
-	dig := make([]uint64, storage.Buckets)
+	dig := make([]uint64, storage.Segments)
 	for i := range dig {
 		dig[i] = rng.Uint64()
 	}
@@ -158,8 +158,8 @@ func TestDecodersRejectGarbage(t *testing.T) {
 			t.Errorf("%s: err %v, want ErrBadMessage", name, err)
 		}
 	}
-	if _, err := DecodePageRequest(AppendPageRequest(nil, &PageRequest{Bucket: storage.Buckets})); !errors.Is(err, ErrBadMessage) {
-		t.Errorf("out-of-range bucket accepted: %v", err)
+	if _, err := DecodePageRequest(AppendPageRequest(nil, &PageRequest{Segment: storage.Segments})); !errors.Is(err, ErrBadMessage) {
+		t.Errorf("out-of-range segment accepted: %v", err)
 	}
 }
 
@@ -188,7 +188,7 @@ func FuzzDecodeDelta(f *testing.F) {
 func FuzzDecodePage(f *testing.F) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	f.Add(AppendPage(nil, &Page{Entries: []Entry{{Kind: storage.Likes, Item: "i", Replica: "r", PN: crdt.PN{P: 1}}}, Records: []Record{{Item: "i", User: "u", Rec: randRecord(rng)}}, Next: []byte("k")}))
-	f.Add(AppendPageRequest(nil, &PageRequest{Bucket: 7, After: []byte("x")}))
+	f.Add(AppendPageRequest(nil, &PageRequest{Segment: 7, After: []byte("x")}))
 	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.BlockRecordItem, User: "u",
 		Rec: crdt.Flag{Blocked: true, HLC: 9, Origin: "eu-1"}.Record()}}}))
 	f.Add(AppendPage(nil, &Page{Next: []byte("k"), Sketches: []SketchPage{{Kind: storage.Uniques, Name: "v", Replica: "r", Page: 3, Regs: randRegs(rng)},
@@ -211,7 +211,7 @@ func FuzzDecodePage(f *testing.F) {
 }
 
 func FuzzDecodeDigests(f *testing.F) {
-	digests := make([]uint64, storage.Buckets)
+	digests := make([]uint64, storage.Segments)
 	for i := range digests {
 		digests[i] = uint64(i) * 0x9e3779b97f4a7c15
 	}
@@ -235,7 +235,7 @@ func FuzzDecodeDigests(f *testing.F) {
 // The anti-entropy requests' bytes are fixed: peers of other versions
 // send and read them.
 func TestAntiEntropyRequestBytesAreFixed(t *testing.T) {
-	q := AppendPageRequest(nil, &PageRequest{Bucket: 4095, After: []byte("bfff/r/a/b")})
+	q := AppendPageRequest(nil, &PageRequest{Segment: 4095, After: []byte("bfff/r/a/b")})
 	d := AppendDigests(nil, "us-1", []uint64{1, 2})
 	if got, want := hex.EncodeToString(q), "0103ff1f0a626666662f722f612f62"; got != want {
 		t.Errorf("page request %s, want %s", got, want)

@@ -10,7 +10,7 @@ import (
 
 // BudgetInboxes reads every inbox vector of budget key (Budgets kind,
 // named crdt.BudgetInboxName), by receiving replica. They share the key's
-// anti-entropy bucket (VectorBucket hashes the part before '~'), so this is
+// anti-entropy segment (VectorSegment hashes the part before '~'), so this is
 // one range scan.
 func (s *Store) BudgetInboxes(key string) (map[string]crdt.Vector, error) {
 	if s.closed.Load() {

@@ -13,10 +13,11 @@
 //
 // Ids never contain '/', so '/' separates key parts and a prefix scan of
 // "b<B>/v/l/<item>/" sees exactly one item. Replicated state lives under
-// "b<B>/", where <B> is the entry's anti-entropy bucket in three hex digits
-// (VectorBucket of the item, RecordBucket of item and user), so one bucket is
-// one contiguous key range that anti-entropy can page through. The store
-// keeps a digest per bucket (XOR of entry hashes), updated on every commit.
+// "b<B>/", where <B> is the entry's anti-entropy segment in three hex
+// digits (VectorSegment of the item, RecordSegment of item and user; the
+// 'b' stays from when segments were called buckets), so one segment is one
+// contiguous key range that anti-entropy can page through. The store
+// keeps a digest per segment (XOR of entry hashes), updated on every commit.
 //
 //	b<B>/v/l/<item>/<replica>  crdt.PN     likes vector entry of one replica
 //	b<B>/v/c/<key>/<replica>   crdt.PN     counter vector entry of one replica
@@ -28,7 +29,7 @@
 //	b<B>/k/<key>/<idem>        KeyedRecord a keyed record: one idempotency key of a counter
 //	b<B>/k/~<key>/<idem>       Spend       one idempotency key of a budget's spends
 //	                                       (crdt.SpendName)
-//	b<B>/f/<user>              crdt.Flag   a user's block flag; <B> is FlagBucket(user), and
+//	b<B>/f/<user>              crdt.Flag   a user's block flag; <B> is FlagSegment(user), and
 //	                                       the store keeps every flag in memory too
 //	x/<item>/<user>            (empty)     like record whose excess is not yet zero
 //	w/<key>/<idem>             (empty)     keyed record (or spend, ~<key>) whose excess is not yet zero

@@ -433,7 +433,7 @@ func (s *Store) LogTotals(self string) (LogTotals, error) {
 	if err := it.Close(); err != nil {
 		return t, fmt.Errorf("audit event log: %w", err)
 	}
-	lower := []byte{prefixBucket}
+	lower := []byte{prefixSegment}
 	it, err = snap.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
 	if err != nil {
 		return t, fmt.Errorf("audit event log: %w", err)
@@ -443,7 +443,7 @@ func (s *Store) LogTotals(self string) (LogTotals, error) {
 		if len(key) < 8 || key[5] != prefixVector {
 			continue
 		}
-		err := visit(key[5:], it.Value(), BucketVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
+		err := visit(key[5:], it.Value(), SegmentVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
 			if replica == self && !k.IsWindows() { // buckets are not logged
 				t.Stored[VectorKey{k, item}] = e
 			}

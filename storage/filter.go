@@ -21,7 +21,7 @@ import (
 // them for L6, where a small store keeps most of its data.
 //
 // Invariant: every record key in the store is in the filter. It is built
-// from the store's keys at open (during the scan that computes the bucket
+// from the store's keys at open (during the scan that computes the segment
 // digests, so it costs no extra I/O) and every Batch that writes a record
 // adds the key before it commits. Like records are never deleted; an
 // expired keyed record leaves its bits behind, which only costs false

@@ -88,7 +88,7 @@ func TestRecordFilterMalformedKey(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, Config{Dir: dir})
 	commit(t, s, func(b *Batch) {
-		_ = b.b.Set(append(bucketPrefix(3), "r/no-slash"...), crdt.AppendLikeRecord(nil, sampleRecord()), nil)
+		_ = b.b.Set(append(segmentPrefix(3), "r/no-slash"...), crdt.AppendLikeRecord(nil, sampleRecord()), nil)
 	})
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

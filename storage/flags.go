@@ -8,20 +8,20 @@ import (
 )
 
 // Block flags (crdt.Flag): one per user ever blocked or unblocked, under
-// b<B>/f/<user> in the anti-entropy bucket FlagBucket(user), so the
+// b<B>/f/<user> in the anti-entropy segment FlagSegment(user), so the
 // digests and pages cover them like any replicated key. They are few (an
 // admin sets them), so the store also keeps every committed flag in
 // memory: the writer asks for a user's flag on every like, and a Pebble
 // lookup there would cost more than the like.
 const prefixFlag = 'f'
 
-// FlagBucket is the anti-entropy bucket of a user's flag.
-func FlagBucket(user string) int {
-	return int(fnv32a(fnv32a(fnv32Offset, "f/"), user) % Buckets)
+// FlagSegment is the anti-entropy segment of a user's flag.
+func FlagSegment(user string) int {
+	return int(fnv32a(fnv32a(fnv32Offset, "f/"), user) % Segments)
 }
 
 func appendFlagKey(dst []byte, user string) []byte {
-	dst = appendBucketPrefix(dst, FlagBucket(user))
+	dst = appendSegmentPrefix(dst, FlagSegment(user))
 	dst = append(dst, prefixFlag, '/')
 	return append(dst, user...)
 }
@@ -104,14 +104,14 @@ func (b *Batch) commitFlags() {
 }
 
 // LikeRecordsOfUser calls fn with every like record of user, by a scan of
-// every bucket: the slow way to find them, for a store without the like
+// every segment: the slow way to find them, for a store without the like
 // index.
 func (s *Store) LikeRecordsOfUser(user string, fn func(item string, r *crdt.LikeRecord)) error {
-	for bucket := range Buckets {
+	for seg := range Segments {
 		var cursor []byte
 		for {
 			var err error
-			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, u string, r crdt.Record) {
+			cursor, err = s.ScanSegment(seg, cursor, 1<<20, SegmentVisitor{Record: func(item, u string, r crdt.Record) {
 				if like, ok := r.(*crdt.LikeRecord); ok && u == user {
 					fn(item, like)
 				}

@@ -6,14 +6,14 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// A flag is replicated state: it moves its bucket's digest, anti-entropy
+// A flag is replicated state: it moves its segment's digest, anti-entropy
 // pages visit it, and it is read from memory, committed only, also after
 // a reopen.
 func TestFlagsStoredScannedAndReloaded(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, Config{Dir: dir})
 	blocked := crdt.Flag{Blocked: true, HLC: crdt.MakeHLC(1_700_000_000_000, 0), Origin: "us-1"}
-	before := s.Digests()[FlagBucket("u1")]
+	before := s.Digests()[FlagSegment("u1")]
 
 	b := s.NewBatch()
 	b.PutFlag("u1", crdt.Flag{}, blocked)
@@ -27,8 +27,8 @@ func TestFlagsStoredScannedAndReloaded(t *testing.T) {
 	if got := s.Flag("u1"); got != blocked {
 		t.Fatalf("Flag(u1) = %+v, want %+v", got, blocked)
 	}
-	if s.Digests()[FlagBucket("u1")] == before {
-		t.Fatal("the flag did not change its bucket's digest")
+	if s.Digests()[FlagSegment("u1")] == before {
+		t.Fatal("the flag did not change its segment's digest")
 	}
 	unblocked := crdt.Flag{HLC: blocked.HLC + 1, Origin: "eu-1"}
 	commit(t, s, func(b *Batch) {
@@ -37,7 +37,7 @@ func TestFlagsStoredScannedAndReloaded(t *testing.T) {
 
 	var seen []string
 	for _, u := range []string{"u1", "u2"} {
-		if _, err := s.ScanBucket(FlagBucket(u), nil, 1<<20, BucketVisitor{Flag: func(user string, f crdt.Flag) {
+		if _, err := s.ScanSegment(FlagSegment(u), nil, 1<<20, SegmentVisitor{Flag: func(user string, f crdt.Flag) {
 			if user == u && f == s.Flag(u) {
 				seen = append(seen, user)
 			}
@@ -46,7 +46,7 @@ func TestFlagsStoredScannedAndReloaded(t *testing.T) {
 		}
 	}
 	if len(seen) != 2 {
-		t.Fatalf("bucket scans visited %v, want both flags", seen)
+		t.Fatalf("segment scans visited %v, want both flags", seen)
 	}
 	if got, more := s.Flags("", 10, true); len(got) != 1 || got[0].User != "u1" || more {
 		t.Fatalf("blocked flags: %+v more=%v", got, more)
@@ -67,7 +67,7 @@ func TestFlagsStoredScannedAndReloaded(t *testing.T) {
 	if s.Flag("u1") != blocked || s.Flag("u2") != unblocked || s.FlaggedUsers() != 2 {
 		t.Fatalf("after reopen: u1 %+v, u2 %+v, %d flagged", s.Flag("u1"), s.Flag("u2"), s.FlaggedUsers())
 	}
-	if got := s.Digests(); got[FlagBucket("u1")] != digests[FlagBucket("u1")] {
+	if got := s.Digests(); got[FlagSegment("u1")] != digests[FlagSegment("u1")] {
 		t.Fatal("the digest computed at open disagrees with the one kept by commits")
 	}
 }

@@ -44,7 +44,7 @@ func keyedKind(name string) (Kind, string) {
 }
 
 func appendKeyedKey(dst []byte, key, idem string) []byte {
-	return appendBucketedRecordKey(dst, prefixKeyed, key, idem)
+	return appendSegmentRecordKey(dst, prefixKeyed, key, idem)
 }
 
 func appendExpiryKey(dst []byte, ms int64, key, idem string) []byte {

@@ -24,7 +24,7 @@ func expiring(t *testing.T, s *Store, beforeMs int64) []string {
 	return got
 }
 
-// A keyed record lives in its anti-entropy bucket (digest, scans) and in
+// A keyed record lives in its anti-entropy segment (digest, scans) and in
 // the expiry index at its register's time, which moves with the register
 // and goes with the record.
 func TestKeyedRecordLifecycle(t *testing.T) {
@@ -43,15 +43,15 @@ func TestKeyedRecordLifecycle(t *testing.T) {
 		t.Fatalf("Expiring(2500) = %v, want %v (oldest first)", got, want)
 	}
 	var seen []string
-	bucket := RecordBucket("views", "req-1")
-	if _, err := s.ScanBucket(bucket, nil, 1<<20, BucketVisitor{Record: func(item, user string, r crdt.Record) {
+	seg := RecordSegment("views", "req-1")
+	if _, err := s.ScanSegment(seg, nil, 1<<20, SegmentVisitor{Record: func(item, user string, r crdt.Record) {
 		if k, ok := r.(*crdt.KeyedRecord); ok && item == "views" && user == "req-1" {
 			seen = append(seen, fmt.Sprint(k.Amount))
 		}
 	}}); err != nil || !slices.Equal(seen, []string{"5"}) {
-		t.Fatalf("ScanBucket saw %v, %v", seen, err)
+		t.Fatalf("ScanSegment saw %v, %v", seen, err)
 	}
-	d0 := s.Digests()[bucket]
+	d0 := s.Digests()[seg]
 
 	// A later application wins the register: the index entry moves.
 	r2 := r1.Clone()
@@ -77,8 +77,8 @@ func TestKeyedRecordLifecycle(t *testing.T) {
 	}); err != nil || !slices.Equal(markers, []string{"views/req-1 likes"}) {
 		t.Fatalf("markers after delete: %v, %v (the like record's marker stays)", markers, err)
 	}
-	if d := s.Digests()[bucket]; d == d0 {
-		t.Fatal("the bucket digest did not change with the delete")
+	if d := s.Digests()[seg]; d == d0 {
+		t.Fatal("the segment digest did not change with the delete")
 	}
 	// Digests recomputed at open agree with the ones kept by commits.
 	kept := s.Digests()
@@ -97,7 +97,7 @@ func TestKeyedRecordLifecycle(t *testing.T) {
 
 // A spend is stored as a keyed record under its budget key's spend name,
 // and everything that lists it says it is a spend of that budget: reads,
-// bucket scans, markers and the expiry index. A counter's keyed record of
+// segment scans, markers and the expiry index. A counter's keyed record of
 // the same names is another record.
 func TestSpendLifecycle(t *testing.T) {
 	s := openTest(t, Config{Dir: t.TempDir()})
@@ -119,10 +119,10 @@ func TestSpendLifecycle(t *testing.T) {
 		t.Fatalf("absent spend = %+v, %v, %v", got, ok, err)
 	}
 	var seen []string
-	if _, err := s.ScanBucket(RecordBucket(crdt.SpendName("pool"), "req-1"), nil, 1<<20, BucketVisitor{Record: func(item, user string, r crdt.Record) {
+	if _, err := s.ScanSegment(RecordSegment(crdt.SpendName("pool"), "req-1"), nil, 1<<20, SegmentVisitor{Record: func(item, user string, r crdt.Record) {
 		seen = append(seen, fmt.Sprintf("%T %s/%s", r, item, user))
 	}}); err != nil || !slices.Contains(seen, "*crdt.Spend pool/req-1") {
-		t.Fatalf("ScanBucket saw %v, %v", seen, err)
+		t.Fatalf("ScanSegment saw %v, %v", seen, err)
 	}
 	var markers []string
 	if err := s.Markers(func(k Kind, item, user string) bool {

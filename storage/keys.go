@@ -87,31 +87,31 @@ func ValidItem(k Kind, item string) bool {
 }
 
 const (
-	prefixBucket = 'b' // replicated state, by anti-entropy bucket
-	prefixVector = 'v'
-	prefixRecord = 'r'
-	prefixMarker = 'x'
-	prefixIdem   = 'i'
-	prefixMeta   = 'm'
+	prefixSegment = 'b' // replicated state, by anti-entropy segment ('b': they were called buckets)
+	prefixVector  = 'v'
+	prefixRecord  = 'r'
+	prefixMarker  = 'x'
+	prefixIdem    = 'i'
+	prefixMeta    = 'm'
 )
 
-// bucketPrefix is "b<3 hex digits>/": one anti-entropy bucket.
-func bucketPrefix(b int) []byte { return appendBucketPrefix(nil, b) }
+// segmentPrefix is "b<3 hex digits>/": one anti-entropy segment.
+func segmentPrefix(seg int) []byte { return appendSegmentPrefix(nil, seg) }
 
-func appendBucketPrefix(dst []byte, b int) []byte {
+func appendSegmentPrefix(dst []byte, seg int) []byte {
 	const hex = "0123456789abcdef"
-	return append(dst, prefixBucket, hex[b>>8&0xf], hex[b>>4&0xf], hex[b&0xf], '/')
+	return append(dst, prefixSegment, hex[seg>>8&0xf], hex[seg>>4&0xf], hex[seg&0xf], '/')
 }
 
-// bucketOfKey parses the bucket of a replicated key.
-func bucketOfKey(k []byte) (int, bool) {
-	if len(k) < 5 || k[0] != prefixBucket || k[4] != '/' {
+// segmentOfKey parses the segment of a replicated key.
+func segmentOfKey(k []byte) (int, bool) {
+	if len(k) < 5 || k[0] != prefixSegment || k[4] != '/' {
 		return 0, false
 	}
 	return parseHex(k[1:4])
 }
 
-// parseHex reads lowercase hex digits (the bucket and sketch page numbers
+// parseHex reads lowercase hex digits (the segment and sketch page numbers
 // in keys).
 func parseHex(b []byte) (int, bool) {
 	v := 0
@@ -138,17 +138,17 @@ func appendKey(dst []byte, prefix byte, parts ...string) []byte {
 }
 
 func appendVectorEntryKey(dst []byte, k Kind, item, replica string) []byte {
-	dst = appendBucketPrefix(dst, VectorBucket(item))
+	dst = appendSegmentPrefix(dst, VectorSegment(item))
 	dst = append(dst, prefixVector, '/', byte(k), '/')
 	dst = append(dst, item...)
 	dst = append(dst, '/')
 	return append(dst, replica...)
 }
 
-// vectorPrefix is "b<bucket>/v/<k>/<item>/": all replicas' entries of one
+// vectorPrefix is "b<segment>/v/<k>/<item>/": all replicas' entries of one
 // vector.
 func vectorPrefix(k Kind, item string) []byte {
-	dst := append([]byte(nil), bucketPrefix(VectorBucket(item))...)
+	dst := append([]byte(nil), segmentPrefix(VectorSegment(item))...)
 	return append(appendKey(dst, prefixVector, string(k), item), '/')
 }
 
@@ -157,13 +157,13 @@ func recordKey(item, user string) []byte {
 }
 
 func appendRecordKey(dst []byte, item, user string) []byte {
-	return appendBucketedRecordKey(dst, prefixRecord, item, user)
+	return appendSegmentRecordKey(dst, prefixRecord, item, user)
 }
 
-// appendBucketedRecordKey is "b<bucket>/<prefix>/<a>/<b>": a like record
-// (prefixRecord) or keyed record (prefixKeyed) in its anti-entropy bucket.
-func appendBucketedRecordKey(dst []byte, prefix byte, a, b string) []byte {
-	dst = appendBucketPrefix(dst, RecordBucket(a, b))
+// appendSegmentRecordKey is "b<segment>/<prefix>/<a>/<b>": a like record
+// (prefixRecord) or keyed record (prefixKeyed) in its anti-entropy segment.
+func appendSegmentRecordKey(dst []byte, prefix byte, a, b string) []byte {
+	dst = appendSegmentPrefix(dst, RecordSegment(a, b))
 	dst = append(dst, prefix, '/')
 	dst = append(dst, a...)
 	dst = append(dst, '/')

@@ -23,8 +23,8 @@ func TestKeyBytesAreFixed(t *testing.T) {
 		string(appendSketchPageKey(nil, UniquesWindows, slot.Name(), "us-1", 0x2a)),
 		string(appendWindowExpiryKey(nil, WindowIndexMs(slot), CountersWindows, slot.Name())),
 		string(appendExpiryKey(nil, 1_700_000_000_000, "views", "req-1")),
-		string(bucketPrefix(4095)),
-		fmt.Sprintf("%d %d %d", VectorBucket("video:1"), RecordBucket("video:1", "alice"), FlagBucket("alice")),
+		string(segmentPrefix(4095)),
+		fmt.Sprintf("%d %d %d", VectorSegment("video:1"), RecordSegment("video:1", "alice"), FlagSegment("alice")),
 		fmt.Sprintf("%x", entryHash([]byte("b123/v/l/video:1/us-1"), []byte{1, 2, 3})),
 	}
 	want := []string{

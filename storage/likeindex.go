@@ -13,7 +13,7 @@ import (
 // each in id order, for paginated lists. It is derived from the like
 // records (a pair is listed exactly when its record says liked) and kept
 // in the batch that writes the record, so it converges with the records
-// and is never replicated: it lives outside the anti-entropy buckets.
+// and is never replicated: it lives outside the anti-entropy segments.
 const (
 	prefixLikers = 'y' // y/<item>/<user>: uvarint HLC of the winning like
 	prefixLiked  = 'z' // z/<user>/<item>: the same
@@ -104,11 +104,11 @@ func (s *Store) BuildLikeIndex() (int, error) {
 		b = s.NewBatch()
 		return nil
 	}
-	for bucket := range Buckets {
+	for seg := range Segments {
 		var cursor []byte
 		for {
 			var err error
-			cursor, err = s.ScanBucket(bucket, cursor, 1<<20, BucketVisitor{Record: func(item, user string, r crdt.Record) {
+			cursor, err = s.ScanSegment(seg, cursor, 1<<20, SegmentVisitor{Record: func(item, user string, r crdt.Record) {
 				if like, ok := r.(*crdt.LikeRecord); ok && like.Liked {
 					b.SetLiked(item, user, true, like.HLC)
 					n++

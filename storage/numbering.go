@@ -15,7 +15,7 @@ import (
 // Local numbering state (see package alloc): counted events waiting for a
 // number, the event that took each number until its rank is known, and
 // milestone numbers waiting to be claimed. None is replicated; all live
-// outside the anti-entropy buckets.
+// outside the anti-entropy segments.
 const (
 	prefixUnnumbered = 'q' // q/<sequence>/<16 hex ordinal>: a counted event with no number yet
 	prefixClaim      = 'n' // n/<sequence>/<16 hex number>: a milestone to claim

@@ -65,7 +65,7 @@ func TestUnnumberedQueueAndClaims(t *testing.T) {
 	}
 	// Numbering keys are local: they never enter the anti-entropy digests.
 	if s.Root() != root {
-		t.Fatalf("root digest %x, was %x: numbering keys leaked into the buckets", s.Root(), root)
+		t.Fatalf("root digest %x, was %x: numbering keys leaked into the segments", s.Root(), root)
 	}
 }
 

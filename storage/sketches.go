@@ -11,14 +11,14 @@ import (
 
 // Unique-count sketches (crdt.HLL) are stored per replica and per page:
 //
-//	b<bucket>/h/<kind>/<name>/<replica>/<page, 2 hex digits>  canonical page bytes
+//	b<segment>/h/<kind>/<name>/<replica>/<page, 2 hex digits>  canonical page bytes
 //
 // Each replica writes only its own sketch of a key (the ids it was given),
 // exactly as it writes only its own entry of a vector; a read takes the
 // register-wise max over every replica's sketch. A page holding no
 // register is not stored. The page bytes are canonical (crdt.AppendHLLPage),
-// so equal sketches give equal bucket digests and anti-entropy can compare
-// them like any other key. The bucket is VectorBucket(name): a key's time
+// so equal sketches give equal segment digests and anti-entropy can compare
+// them like any other key. The segment is VectorSegment(name): a key's time
 // buckets live next to its all-time sketch.
 const prefixSketch = 'h'
 
@@ -48,7 +48,7 @@ func ValidSketch(k Kind, name string) bool {
 }
 
 func appendSketchPrefix(dst []byte, k Kind, name string) []byte {
-	dst = appendBucketPrefix(dst, VectorBucket(name))
+	dst = appendSegmentPrefix(dst, VectorSegment(name))
 	dst = append(dst, prefixSketch, '/', byte(k), '/')
 	dst = append(dst, name...)
 	return append(dst, '/')

@@ -100,9 +100,9 @@ func TestSketchPagesDigestsAndReaders(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// A bucket scan sees every page with its kind.
+	// A segment scan sees every page with its kind.
 	pages := 0
-	if _, err := s.ScanBucket(VectorBucket("video:1"), nil, 1<<20, BucketVisitor{Sketch: func(k Kind, name, replica string, page int, p *crdt.HLLPage) {
+	if _, err := s.ScanSegment(VectorSegment("video:1"), nil, 1<<20, SegmentVisitor{Sketch: func(k Kind, name, replica string, page int, p *crdt.HLLPage) {
 		pages++
 	}}); err != nil || pages != len(writes) {
 		t.Fatalf("scan: %d pages, %v", pages, err)

@@ -146,7 +146,7 @@ type Store struct {
 	bgErrors *ratelog.Limiter
 
 	dmu     sync.Mutex // protects digests
-	digests [Buckets]uint64
+	digests [Segments]uint64
 
 	// filter holds every like-record key (nil: disabled). Its words are
 	// atomic; see recordFilter for the invariant.
@@ -409,7 +409,7 @@ func wrapRead(err error, what string, parts ...string) error {
 // Batch is an atomic group of writes. It is not safe for concurrent use.
 //
 // Writes of replicated state take the value they replace, so the batch can
-// carry the change to the bucket digests along; the caller (one writer per
+// carry the change to the segment digests along; the caller (one writer per
 // store) knows it already, and a read here would cost a lookup per write.
 type Batch struct {
 	s    *Store
@@ -424,20 +424,20 @@ type Batch struct {
 	flags map[string]crdt.Flag // flags written (PutFlag), published by Commit
 }
 
-// digestDelta accumulates a batch's digest changes by bucket. An array
+// digestDelta accumulates a batch's digest changes by segment. An array
 // rather than a map: a batch of thousands of records touches most of the
-// 4096 buckets, and the map's growth was a tenth of the writer's
+// 4096 segments, and the map's growth was a tenth of the writer's
 // allocations. Pooled per store, since 32 KiB per small batch is not.
 type digestDelta struct {
-	d       [Buckets]uint64
-	touched []uint16 // buckets changed, possibly repeated
+	d       [Segments]uint64
+	touched []uint16 // segments changed, possibly repeated
 }
 
 // NewBatch starts an empty batch.
 func (s *Store) NewBatch() *Batch { return &Batch{s: s, b: s.db.NewBatch()} }
 
 func (b *Batch) digest(key, old, val []byte) {
-	bk, _ := bucketOfKey(key)
+	seg, _ := segmentOfKey(key)
 	if b.dx == nil {
 		b.dx = b.s.dxPool.Get().(*digestDelta)
 	}
@@ -448,10 +448,10 @@ func (b *Batch) digest(key, old, val []byte) {
 	if old != nil {
 		d ^= entryHash(key, old)
 	}
-	if b.dx.d[bk] == 0 {
-		b.dx.touched = append(b.dx.touched, uint16(bk))
+	if b.dx.d[seg] == 0 {
+		b.dx.touched = append(b.dx.touched, uint16(seg))
 	}
-	b.dx.d[bk] ^= d
+	b.dx.d[seg] ^= d
 }
 
 // PutVectorEntry writes replica's absolute entry of a vector, replacing old
@@ -475,7 +475,7 @@ func (b *Batch) PutLikeRecord(item, user string, old, r *crdt.LikeRecord) {
 
 // putRecord writes a record of any kind, encoded by appendRec, under key
 // (which may be b.kbuf) with names item and user, in the record filter
-// first, and updates the bucket digest.
+// first, and updates the segment digest.
 func putRecord[R any](b *Batch, key []byte, item, user string, old, r *R, appendRec func([]byte, *R) []byte) {
 	if b.s.filter != nil {
 		b.s.filter.add(item, user) // before the commit makes the record visible

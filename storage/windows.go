@@ -172,14 +172,14 @@ func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(
 }
 
 // ScanVectors calls fn for every all-time vector of kind k (Likes or
-// Counters), bucket by bucket, until fn returns false. It reads the whole
+// Counters), segment by segment, until fn returns false. It reads the whole
 // family: a full scan, for rare reads such as all-time leaderboards.
 func (s *Store) ScanVectors(k Kind, fn func(item string, v crdt.Vector) bool) error {
 	if s.closed.Load() {
 		return fmt.Errorf("scan %s: %w", k, ErrClosed)
 	}
-	for bk := range Buckets {
-		prefix := append(bucketPrefix(bk), prefixVector, '/', byte(k), '/')
+	for seg := range Segments {
+		prefix := append(segmentPrefix(seg), prefixVector, '/', byte(k), '/')
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 		if err != nil {
 			return fmt.Errorf("scan %s: %w", k, err)

@@ -144,14 +144,14 @@ func TestWindowSeries(t *testing.T) {
 			}
 		}
 	}
-	// A key's buckets share its all-time vector's anti-entropy bucket.
+	// A key's buckets share its all-time vector's anti-entropy segment.
 	for _, sb := range all {
-		if VectorBucket(sb.b.Name()) != VectorBucket(sb.b.Key) {
-			t.Fatalf("%q in anti-entropy bucket %d, its key %q in %d", sb.b.Name(), VectorBucket(sb.b.Name()), sb.b.Key, VectorBucket(sb.b.Key))
+		if VectorSegment(sb.b.Name()) != VectorSegment(sb.b.Key) {
+			t.Fatalf("%q in anti-entropy segment %d, its key %q in %d", sb.b.Name(), VectorSegment(sb.b.Name()), sb.b.Key, VectorSegment(sb.b.Key))
 		}
 	}
 	found := 0
-	if _, err := s.ScanBucket(VectorBucket("a:b"), nil, 1<<30, BucketVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
+	if _, err := s.ScanSegment(VectorSegment("a:b"), nil, 1<<30, SegmentVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
 		if bk, ok := crdt.ParseBucket(item); ok && bk.Key == "a:b" && k.IsWindows() {
 			found++
 		}
@@ -165,7 +165,7 @@ func TestWindowSeries(t *testing.T) {
 		}
 	}
 	if found != want {
-		t.Fatalf("anti-entropy bucket of a:b holds %d of its bucket entries, want %d", found, want)
+		t.Fatalf("anti-entropy segment of a:b holds %d of its bucket entries, want %d", found, want)
 	}
 }
 

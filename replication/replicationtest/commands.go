@@ -398,7 +398,7 @@ func (e *Env) status(b *strings.Builder, nodes []*Node) {
 			case p.ComparedAt == nil:
 				fmt.Fprintf(b, " %s=not-compared", p.Replica)
 			default:
-				fmt.Fprintf(b, " %s=%d-differing", p.Replica, p.DifferingBuckets)
+				fmt.Fprintf(b, " %s=%d-differing", p.Replica, p.DifferingSegments)
 			}
 		}
 		b.WriteString("\n")

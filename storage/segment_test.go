@@ -77,7 +77,7 @@ func TestDigestsIncrementalMatchScan(t *testing.T) {
 	nonzero := 0
 	for b := range inc {
 		if inc[b] != scanned[b] {
-			t.Fatalf("bucket %d: incremental %x, scanned %x", b, inc[b], scanned[b])
+			t.Fatalf("segment %d: incremental %x, scanned %x", b, inc[b], scanned[b])
 		}
 		if inc[b] != 0 {
 			nonzero++
@@ -97,15 +97,15 @@ func TestDigestsIncrementalMatchScan(t *testing.T) {
 	if s1.Root() != s2.Root() {
 		t.Fatalf("same state, different roots: %x vs %x", s1.Root(), s2.Root())
 	}
-	// Paging a bucket with a tiny page size visits each entry exactly once.
-	for b := range Buckets {
+	// Paging a segment with a tiny page size visits each entry exactly once.
+	for b := range Segments {
 		if inc[b] == 0 {
 			continue
 		}
 		seen := map[string]int{}
 		var cursor []byte
 		for pages := 0; ; pages++ {
-			cursor, err = s1.ScanBucket(b, cursor, 1, BucketVisitor{
+			cursor, err = s1.ScanSegment(b, cursor, 1, SegmentVisitor{
 				Vector: func(k Kind, item, replica string, e crdt.PN) { seen["v"+item+replica]++ },
 				Record: func(item, user string, r crdt.Record) { seen["r"+item+user]++ },
 			})
@@ -121,16 +121,16 @@ func TestDigestsIncrementalMatchScan(t *testing.T) {
 		}
 		for k, n := range seen {
 			if n != 1 {
-				t.Fatalf("bucket %d: %s visited %d times", b, k, n)
+				t.Fatalf("segment %d: %s visited %d times", b, k, n)
 			}
 		}
 		if len(seen) == 0 {
-			t.Fatalf("bucket %d has a digest but no entries", b)
+			t.Fatalf("segment %d has a digest but no entries", b)
 		}
 	}
 }
 
-// The hand-written FNV-1a must stay exactly FNV-1a: every replica buckets
+// The hand-written FNV-1a must stay exactly FNV-1a: every replica segments
 // and digests keys with it, old and new versions alike.
 func TestFNVMatchesHashFNV(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
@@ -138,15 +138,15 @@ func TestFNVMatchesHashFNV(t *testing.T) {
 		item, user := randBytes(r), randBytes(r)
 		hv := fnv.New32a()
 		hv.Write([]byte(crdt.BaseKey(string(item)))) // a time bucket hashes its key
-		if got, want := VectorBucket(string(item)), int(hv.Sum32()%Buckets); got != want {
-			t.Fatalf("VectorBucket(%q) = %d, hash/fnv %d", item, got, want)
+		if got, want := VectorSegment(string(item)), int(hv.Sum32()%Segments); got != want {
+			t.Fatalf("VectorSegment(%q) = %d, hash/fnv %d", item, got, want)
 		}
 		h := fnv.New32a()
 		h.Write(item)
 		h.Write([]byte{'/'})
 		h.Write(user)
-		if got, want := RecordBucket(string(item), string(user)), int(h.Sum32()%Buckets); got != want {
-			t.Fatalf("RecordBucket(%q, %q) = %d, hash/fnv %d", item, user, got, want)
+		if got, want := RecordSegment(string(item), string(user)), int(h.Sum32()%Segments); got != want {
+			t.Fatalf("RecordSegment(%q, %q) = %d, hash/fnv %d", item, user, got, want)
 		}
 		h64 := fnv.New64a()
 		h64.Write(item)

@@ -11,25 +11,27 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// Buckets is how many anti-entropy buckets the replicated key space is cut
-// into. Every replica uses the same function from key to bucket, so two
-// replicas compare state bucket by bucket and exchange only what differs.
-const Buckets = 4096
+// Segments is how many anti-entropy segments the replicated key space is
+// cut into (a segment is a hash group of keys with one digest, as the
+// segments of Riak's active anti-entropy hash trees). Every replica uses the
+// same function from key to segment, so two replicas compare state segment
+// by segment and exchange only what differs.
+const Segments = 4096
 
-// VectorBucket is the bucket of every entry of one vector. A time bucket
+// VectorSegment is the segment of every entry of one vector. A time slot
 // (crdt.Bucket) hashes only its key, so it lives next to its key's all-time
 // vector and a key's series is one contiguous key range.
-func VectorBucket(item string) int {
-	return int(fnv32a(fnv32Offset, crdt.BaseKey(item)) % Buckets)
+func VectorSegment(item string) int {
+	return int(fnv32a(fnv32Offset, crdt.BaseKey(item)) % Segments)
 }
 
-// RecordBucket is the bucket of one like record: FNV-1a of "<item>/<user>".
-func RecordBucket(item, user string) int {
-	return int(fnv32a(fnv32a(fnv32a(fnv32Offset, item), "/"), user) % Buckets)
+// RecordSegment is the segment of one like record: FNV-1a of "<item>/<user>".
+func RecordSegment(item, user string) int {
+	return int(fnv32a(fnv32a(fnv32a(fnv32Offset, item), "/"), user) % Segments)
 }
 
 // FNV-1a, written out so that hashing a key allocates nothing (hash/fnv
-// works through an interface). Every replica must bucket and digest keys
+// works through an interface). Every replica must segment and digest keys
 // identically, so these must keep computing exactly FNV-1a.
 const (
 	fnv32Offset = 2166136261
@@ -55,7 +57,7 @@ func fnv64a(h uint64, s []byte) uint64 {
 }
 
 // entryHash is the digest contribution of one replicated key/value pair.
-// A bucket's digest is the XOR of its entries' hashes, so a write updates it
+// A segment's digest is the XOR of its entries' hashes, so a write updates it
 // in O(1): digest ^= hash(key, old) ^ hash(key, new).
 func entryHash(key, value []byte) uint64 {
 	h := fnv64a(fnv64Offset, key)
@@ -73,14 +75,14 @@ func mix64(x uint64) uint64 {
 	return x ^ x>>31
 }
 
-// Digests returns a copy of every bucket's digest.
+// Digests returns a copy of every segment's digest.
 func (s *Store) Digests() []uint64 {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
 	return append([]uint64(nil), s.digests[:]...)
 }
 
-// Root folds all bucket digests into one value: equal roots mean (almost
+// Root folds all segment digests into one value: equal roots mean (almost
 // surely) equal replicated state.
 func (s *Store) Root() uint64 {
 	s.dmu.Lock()
@@ -96,17 +98,17 @@ func rootOf(d []uint64) uint64 {
 	return r
 }
 
-// loadDigests computes every bucket digest by scanning the replicated keys,
+// loadDigests computes every segment digest by scanning the replicated keys,
 // and fills the record filter on the way.
 func (s *Store) loadDigests() error {
-	prefix := []byte{prefixBucket}
+	prefix := []byte{prefixSegment}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return fmt.Errorf("compute digests: %w", err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		key := it.Key()
-		b, ok := bucketOfKey(key)
+		b, ok := segmentOfKey(key)
 		if !ok {
 			continue
 		}
@@ -131,11 +133,11 @@ func (s *Store) loadDigests() error {
 	return nil
 }
 
-// BucketVisitor receives the entries of a bucket. Record receives records
+// SegmentVisitor receives the entries of a segment. Record receives records
 // of every kind: a *crdt.LikeRecord of (item, user), a *crdt.KeyedRecord
 // of (counter key, idempotency key) or a *crdt.Spend of (budget key,
 // idempotency key).
-type BucketVisitor struct {
+type SegmentVisitor struct {
 	Vector func(k Kind, item, replica string, e crdt.PN)
 	Record func(item, user string, r crdt.Record)
 	// Sketch receives one stored page of a replica's unique-count sketch;
@@ -145,28 +147,28 @@ type BucketVisitor struct {
 	Flag func(user string, f crdt.Flag)
 }
 
-// ScanBucket visits a bucket's entries in key order, starting after the key
+// ScanSegment visits a segment's entries in key order, starting after the key
 // after (nil: from the start), until about maxBytes of keys and values were
-// visited. It returns the cursor to resume from, or nil when the bucket is
+// visited. It returns the cursor to resume from, or nil when the segment is
 // done.
-func (s *Store) ScanBucket(bucket int, after []byte, maxBytes int, v BucketVisitor) ([]byte, error) {
-	if bucket < 0 || bucket >= Buckets {
-		return nil, fmt.Errorf("scan bucket %d: out of range", bucket)
+func (s *Store) ScanSegment(segment int, after []byte, maxBytes int, v SegmentVisitor) ([]byte, error) {
+	if segment < 0 || segment >= Segments {
+		return nil, fmt.Errorf("scan segment %d: out of range", segment)
 	}
 	if s.closed.Load() {
 		return nil, ErrClosed
 	}
-	prefix := bucketPrefix(bucket)
+	prefix := segmentPrefix(segment)
 	lower := prefix
 	if after != nil {
 		if !bytes.HasPrefix(after, prefix) {
-			return nil, fmt.Errorf("scan bucket %d: cursor outside bucket", bucket)
+			return nil, fmt.Errorf("scan segment %d: cursor outside segment", segment)
 		}
 		lower = append(append([]byte(nil), after...), 0) // the next key after `after`
 	}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return nil, fmt.Errorf("scan bucket %d: %w", bucket, err)
+		return nil, fmt.Errorf("scan segment %d: %w", segment, err)
 	}
 	defer it.Close()
 	size := 0
@@ -179,13 +181,13 @@ func (s *Store) ScanBucket(bucket int, after []byte, maxBytes int, v BucketVisit
 		key, val := it.Key(), it.Value()
 		size += len(key) + len(val)
 		if err := visit(key[len(prefix):], val, v); err != nil {
-			return nil, fmt.Errorf("scan bucket %d key %q: %w", bucket, key, err)
+			return nil, fmt.Errorf("scan segment %d key %q: %w", segment, key, err)
 		}
 	}
 	return nil, it.Error()
 }
 
-func visit(rest, val []byte, v BucketVisitor) error {
+func visit(rest, val []byte, v SegmentVisitor) error {
 	switch {
 	case len(rest) > 2 && rest[0] == prefixVector && rest[1] == '/':
 		// v/<kind>/<item>/<replica>
