@@ -17,7 +17,7 @@ import (
 
 // Abuse limits: token buckets per route class, keyed by client (its
 // bearer token, else its address) and, on the like routes, by user. Each
-// replica keeps its own buckets: a client spread over R regions gets R
+// replica keeps its own token buckets: a client spread over R regions gets R
 // times the rate.
 
 // Route classes a Limit applies to.
@@ -61,7 +61,7 @@ func (l Limit) Validate() error {
 	return nil
 }
 
-// burst is the bucket size for a rate: the given burst, else one second's
+// burst is the token-bucket size for a rate: the given burst, else one second's
 // worth, at least 1.
 func burst(r float64, b int) int {
 	if b > 0 {
@@ -70,19 +70,19 @@ func burst(r float64, b int) int {
 	return max(1, int(math.Ceil(r)))
 }
 
-// maxBuckets bounds each bucket table (a bucket costs about 150 bytes
-// with its key, so a full table about 40 MB). When it is full, buckets
-// that are full again (idle long enough that forgetting them changes
-// nothing: a second or so at the usual bursts) are dropped; if none is,
-// new clients share one bucket until some are. Only more distinct
+// maxTokenBuckets bounds each token-bucket table (a token bucket costs
+// about 150 bytes with its key, so a full table about 40 MB). When it is
+// full, token buckets that are full again (idle long enough that
+// forgetting them changes nothing: a second or so at the usual bursts)
+// are dropped; if none is, new clients share one token bucket until some are. Only more distinct
 // clients or users than this within a refill time meet the shared one.
-const maxBuckets = 1 << 18
+const maxTokenBuckets = 1 << 18
 
-// buckets is one table of token buckets (a class, by client or by user).
-type buckets struct {
+// tokenBuckets is one table of token buckets (a class, by client or by user).
+type tokenBuckets struct {
 	rate  rate.Limit
 	burst int
-	max   int // keys held at most (maxBuckets)
+	max   int // keys held at most (maxTokenBuckets)
 	gauge prometheus.Gauge
 
 	mu        sync.Mutex
@@ -91,17 +91,17 @@ type buckets struct {
 	lastSweep time.Time
 }
 
-func newBuckets(r float64, b int, gauge prometheus.Gauge) *buckets {
-	bs := &buckets{rate: rate.Limit(r), burst: burst(r, b), max: maxBuckets, gauge: gauge, m: map[string]*rate.Limiter{}}
+func newTokenBuckets(r float64, b int, gauge prometheus.Gauge) *tokenBuckets {
+	bs := &tokenBuckets{rate: rate.Limit(r), burst: burst(r, b), max: maxTokenBuckets, gauge: gauge, m: map[string]*rate.Limiter{}}
 	bs.overflow = rate.NewLimiter(bs.rate, bs.burst)
 	gauge.Set(0)
 	return bs
 }
 
 // take takes n tokens (capped at the burst, so a batch larger than the
-// burst can pass on a full bucket) for key. It returns 0, or how long
+// burst can pass on a full token bucket) for key. It returns 0, or how long
 // until the tokens will be there (nothing taken).
-func (bs *buckets) take(key string, n int, now time.Time) time.Duration {
+func (bs *tokenBuckets) take(key string, n int, now time.Time) time.Duration {
 	n = min(n, bs.burst)
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
@@ -126,9 +126,9 @@ func (bs *buckets) take(key string, n int, now time.Time) time.Duration {
 	return 0
 }
 
-// sweep drops full buckets, at most once a second (a table full of busy
+// sweep drops full token buckets, at most once a second (a table full of busy
 // clients is not scanned on every new one).
-func (bs *buckets) sweep(now time.Time) {
+func (bs *tokenBuckets) sweep(now time.Time) {
 	if now.Sub(bs.lastSweep) < time.Second {
 		return
 	}
@@ -142,24 +142,24 @@ func (bs *buckets) sweep(now time.Time) {
 }
 
 // limiter is one configuration of limits: the tables of each class.
-// SetLimits swaps it whole, so a reload starts every bucket full.
+// SetLimits swaps it whole, so a reload starts every token bucket full.
 type limiter struct {
 	limits map[string]Limit
-	client map[string]*buckets
-	user   map[string]*buckets
+	client map[string]*tokenBuckets
+	user   map[string]*tokenBuckets
 }
 
 // limitMetrics are the limiter's metrics.
 type limitMetrics struct {
 	limited *prometheus.CounterVec // by class, by (client | user)
-	tracked *prometheus.GaugeVec   // buckets held, by class, by
+	tracked *prometheus.GaugeVec   // token buckets held, by class, by
 }
 
 func newLimitMetrics(reg prometheus.Registerer) (*limitMetrics, error) {
 	m := &limitMetrics{
 		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_http_limited_total",
-			Help: "Requests refused with 429 by a rate limit, by route class and by what the bucket is keyed on (client or user).",
+			Help: "Requests refused with 429 by a rate limit, by route class and by what the token bucket is keyed on (client or user).",
 		}, []string{"class", "by"}),
 		tracked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tally_http_limit_buckets",
@@ -175,7 +175,7 @@ func newLimitMetrics(reg prometheus.Registerer) (*limitMetrics, error) {
 }
 
 func newLimiter(limits []Limit, m *limitMetrics) (*limiter, error) {
-	l := &limiter{limits: map[string]Limit{}, client: map[string]*buckets{}, user: map[string]*buckets{}}
+	l := &limiter{limits: map[string]Limit{}, client: map[string]*tokenBuckets{}, user: map[string]*tokenBuckets{}}
 	for _, lim := range limits {
 		if err := lim.Validate(); err != nil {
 			return nil, fmt.Errorf("httpapi: %w", err)
@@ -185,22 +185,22 @@ func newLimiter(limits []Limit, m *limitMetrics) (*limiter, error) {
 		}
 		l.limits[lim.Class] = lim
 		if lim.Client > 0 {
-			l.client[lim.Class] = newBuckets(lim.Client, lim.ClientBurst, m.tracked.WithLabelValues(lim.Class, "client"))
+			l.client[lim.Class] = newTokenBuckets(lim.Client, lim.ClientBurst, m.tracked.WithLabelValues(lim.Class, "client"))
 		}
 		if lim.User > 0 {
-			l.user[lim.Class] = newBuckets(lim.User, lim.UserBurst, m.tracked.WithLabelValues(lim.Class, "user"))
+			l.user[lim.Class] = newTokenBuckets(lim.User, lim.UserBurst, m.tracked.WithLabelValues(lim.Class, "user"))
 		}
 	}
 	return l, nil
 }
 
-// SetLimits replaces the rate limits (a reload). Every bucket starts full.
+// SetLimits replaces the rate limits (a reload). Every token bucket starts full.
 func (s *Server) SetLimits(limits []Limit) error {
 	l, err := newLimiter(limits, s.limitMetrics)
 	if err != nil {
 		return err
 	}
-	for _, c := range LimitClasses { // a class no longer limited holds no buckets
+	for _, c := range LimitClasses { // a class no longer limited holds no token buckets
 		if l.client[c] == nil {
 			s.limitMetrics.tracked.WithLabelValues(c, "client").Set(0)
 		}
@@ -257,7 +257,7 @@ func routeClass(method, route string) string {
 	}
 }
 
-// clientKey names the client a request's buckets belong to: its bearer
+// clientKey names the client a request's token buckets belong to: its bearer
 // token if it sent one (every holder of a token is one client), else its
 // address. A request from a trusted proxy (Config.TrustedProxies) is
 // keyed by the address the proxy says it came from: the rightmost entry
@@ -311,7 +311,7 @@ func (s *Server) limited(class, by string, wait time.Duration) error {
 }
 
 // limitClient is router middleware: it takes one token from the client's
-// bucket of the route's class, or answers 429.
+// token bucket of the route's class, or answers 429.
 func (s *Server) limitClient(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.limiter.Load()
@@ -329,8 +329,8 @@ func (s *Server) limitClient(next http.Handler) http.Handler {
 }
 
 // limitEvents takes the rest of a batch's n events from the client's
-// write bucket (the request took one). A batch costs at most the whole
-// bucket, so one larger than it passes on a full bucket.
+// write token bucket (the request took one). A batch costs at most the
+// whole token bucket, so one larger than it passes on a full one.
 func (s *Server) limitEvents(r *http.Request, n int) error {
 	if bs := s.limiter.Load().client[ClassWrite]; bs != nil && min(n, bs.burst) > 1 {
 		if wait := bs.take(s.clientKey(r), min(n, bs.burst)-1, time.Now()); wait > 0 {
@@ -340,7 +340,7 @@ func (s *Server) limitEvents(r *http.Request, n int) error {
 	return nil
 }
 
-// limitUser takes a token from user's write bucket, or returns a 429.
+// limitUser takes a token from user's write token bucket, or returns a 429.
 func (s *Server) limitUser(user string) error {
 	if bs := s.limiter.Load().user[ClassWrite]; bs != nil {
 		if wait := bs.take(user, 1, time.Now()); wait > 0 {

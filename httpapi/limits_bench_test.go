@@ -16,7 +16,7 @@ import (
 // sub-benchmarks (e.g. with -count 6 and benchstat); docs/benchmarks.md
 // records a run.
 //
-//	go test -run='^$' -bench='ServeWithLimits|BucketsTake' -benchtime=2s ./httpapi/
+//	go test -run='^$' -bench='ServeWithLimits|TokenBucketsTake' -benchtime=2s ./httpapi/
 
 // never is a rate no benchmark reaches: the limiter runs on every
 // request and refuses none.
@@ -27,8 +27,8 @@ const never = 1e9
 // that the request's own cost, not the disk, is what is measured), with
 // no limits, with a write limit per client, and with one per client and
 // per user. Every request comes from the same address, so it is one
-// client's bucket; every like is by a new user, so the per-user table
-// gains a bucket a request (and sweeps them once it is full).
+// client's token bucket; every like is by a new user, so the per-user table
+// gains a token bucket a request (and sweeps them once it is full).
 func BenchmarkServeWithLimits(b *testing.B) {
 	for _, c := range []struct {
 		name   string
@@ -55,16 +55,16 @@ func BenchmarkServeWithLimits(b *testing.B) {
 	}
 }
 
-// BenchmarkBucketsTake is the bucket table alone: one token for one hot
+// BenchmarkTokenBucketsTake is the token-bucket table alone: one token for one hot
 // key (one client sending everything), for keys drawn in turn from
-// 100,000 (many clients or users: a map of that size, each bucket cold
+// 100,000 (many clients or users: a map of that size, each token bucket cold
 // in the cache), and for one key from every core at once (the table's
 // lock contended).
-func BenchmarkBucketsTake(b *testing.B) {
-	newTable := func() *buckets {
-		return newBuckets(never, 0, prometheus.NewGauge(prometheus.GaugeOpts{Name: "bench_buckets"}))
+func BenchmarkTokenBucketsTake(b *testing.B) {
+	newTable := func() *tokenBuckets {
+		return newTokenBuckets(never, 0, prometheus.NewGauge(prometheus.GaugeOpts{Name: "bench_buckets"}))
 	}
-	take := func(b *testing.B, bs *buckets, key string) {
+	take := func(b *testing.B, bs *tokenBuckets, key string) {
 		if wait := bs.take(key, 1, time.Now()); wait > 0 {
 			b.Fatalf("refused for %s", wait)
 		}

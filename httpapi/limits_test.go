@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// slow is a rate so low that no bucket refills during a test: a test
+// slow is a rate so low that no token bucket refills during a test: a test
 // sees exactly its burst.
 const slow = 0.001
 
@@ -56,7 +56,7 @@ func TestClientOverLimitIsRefusedWhileOthersAreServed(t *testing.T) {
 		t.Fatalf("tally_http_limited_total{write,client} = %v, want 1", got)
 	}
 	if got := testutil.ToFloat64(e.srv.limitMetrics.tracked.WithLabelValues(ClassWrite, "client")); got != 3 {
-		t.Fatalf("buckets held %v, want 3 (alice-app, bob-app, the address)", got)
+		t.Fatalf("token buckets held %v, want 3 (alice-app, bob-app, the address)", got)
 	}
 }
 
@@ -98,7 +98,7 @@ func TestEventBatchTakesOneTokenPerEvent(t *testing.T) {
 	if got := e.counter("k"); got != 9 {
 		t.Fatalf("counter %d, want 9: the refused batch must apply nothing", got)
 	}
-	// A batch larger than the whole bucket still passes on a full one.
+	// A batch larger than the whole token bucket still passes on a full one.
 	e.srv.SetLimits([]Limit{{Class: ClassWrite, Client: slow, ClientBurst: 10}})
 	e.do("POST", "/v1/events", batch(30), "Content-Type", "application/x-ndjson").ok(t)
 }
@@ -117,7 +117,7 @@ func TestScanClassAndReload(t *testing.T) {
 	if got := fmt.Sprint(st["edge"].(map[string]any)["limits"]); got != "[map[class:scan client:0.001 client_burst:1]]" {
 		t.Fatalf("status edge.limits: %s", got)
 	}
-	// A reload replaces the limits, and every bucket starts full.
+	// A reload replaces the limits, and every token bucket starts full.
 	if err := e.srv.SetLimits([]Limit{{Class: ClassRead, Client: slow, ClientBurst: 2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -176,11 +176,11 @@ func TestRouteClasses(t *testing.T) {
 	}
 }
 
-// TestBucketTableStaysBounded fills a small table: full buckets are
-// forgotten, and while none is, new keys share one bucket.
-func TestBucketTableStaysBounded(t *testing.T) {
+// TestTokenBucketTableStaysBounded fills a small table: full token buckets
+// are forgotten, and while none is, new keys share one token bucket.
+func TestTokenBucketTableStaysBounded(t *testing.T) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
-	bs := newBuckets(1, 1, g)
+	bs := newTokenBuckets(1, 1, g)
 	bs.max = 3
 	now := time.Unix(1000, 0)
 	for _, k := range []string{"a", "b", "c"} {
@@ -188,17 +188,17 @@ func TestBucketTableStaysBounded(t *testing.T) {
 			t.Fatalf("%s: first take waits %v", k, w)
 		}
 	}
-	// The table is full of empty buckets: d and e share the overflow one.
+	// The table is full of empty token buckets: d and e share the overflow one.
 	if w := bs.take("d", 1, now); w != 0 {
 		t.Fatalf("d: %v", w)
 	}
 	if w := bs.take("e", 1, now); w <= 0 {
-		t.Fatal("e shares d's overflow bucket and must wait")
+		t.Fatal("e shares d's overflow token bucket and must wait")
 	}
 	if len(bs.m) != 3 || testutil.ToFloat64(g) != 3 {
 		t.Fatalf("table %d, gauge %v: want 3", len(bs.m), testutil.ToFloat64(g))
 	}
-	// Two seconds on, every bucket is full again: the sweep drops them.
+	// Two seconds on, every token bucket is full again: the sweep drops them.
 	later := now.Add(2 * time.Second)
 	if w := bs.take("f", 1, later); w != 0 {
 		t.Fatalf("f: %v", w)
@@ -207,7 +207,7 @@ func TestBucketTableStaysBounded(t *testing.T) {
 		t.Fatalf("after the sweep the table holds %d (gauge %v), want 1 (f)", len(bs.m), testutil.ToFloat64(g))
 	}
 	if w := bs.take("a", 1, later); w != 0 {
-		t.Fatalf("a was forgotten with a full bucket, so it starts full: waits %v", w)
+		t.Fatalf("a was forgotten with a full token bucket, so it starts full: waits %v", w)
 	}
 }
 

@@ -121,7 +121,7 @@ func TestBenchReplicaTLSAndLimits(t *testing.T) {
 	}
 	get(http.MethodPut, "/v1/likes/hot/u1")
 	if m := get(http.MethodGet, "/metrics"); !regexp.MustCompile(`tally_http_limit_buckets\{by="client",class="write"\} 1\n`).MatchString(m) {
-		t.Errorf("no write bucket held after a like: the limit did not reach the replica")
+		t.Errorf("no write token bucket held after a like: the limit did not reach the replica")
 	}
 	if err := s.stop(ctx); err != nil {
 		t.Fatal(err)

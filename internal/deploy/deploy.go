@@ -55,7 +55,7 @@ type Config struct {
 	// Approx are every replica's approximate-counter rules (node.Config).
 	Approx []node.ApproxConfig
 	// Limits are every replica's rate limits (node.Config); each replica
-	// keeps its own buckets.
+	// keeps its own token buckets.
 	Limits []node.LimitConfig
 	// Node, if set, adjusts each replica's config after the fields above
 	// are applied (e.g. shorter intervals in tests).
