@@ -381,13 +381,14 @@ type Window struct {
 	Kind string `json:"kind"`          // "likes" or "counters"
 	Key  string `json:"key,omitempty"` // item or counter key; absent: the family's total
 	// Value is the net change in the window: additions minus removals
-	// booked into its buckets (likes minus unlikes, for likes).
+	// booked into its slots (likes minus unlikes, for likes).
 	Value int64     `json:"value"`
 	From  time.Time `json:"from"`
 	To    time.Time `json:"to"`
-	// Bucket is the width of the buckets summed, e.g. "1s": the window's
-	// bounds are the asked ones widened to whole buckets.
-	Bucket string `json:"bucket"`
+	// SlotWidth is the width of the slots summed, e.g. "1s": the window's
+	// bounds are the asked ones widened to whole slots. (JSON name kept
+	// for clients: a slot width.)
+	SlotWidth string `json:"bucket"`
 	// Approx: the value may still move (a peer is unheard-from, a record
 	// of the key is unreconciled, or recovery is running).
 	Approx bool `json:"approx"`
@@ -484,11 +485,12 @@ type Uniques struct {
 	// peer is unheard-from, so ids added there may be missing.
 	Approx bool `json:"approx"`
 	Stale  bool `json:"stale"`
-	// From, To and Bucket are set for a windowed read (last= or from=):
-	// the union of the buckets of that width starting in [from, to).
-	From   *time.Time `json:"from,omitempty"`
-	To     *time.Time `json:"to,omitempty"`
-	Bucket string     `json:"bucket,omitempty"`
+	// From, To and SlotWidth are set for a windowed read (last= or from=):
+	// the union of the slots of that width starting in [from, to). (JSON
+	// name "bucket" kept for clients: a slot width.)
+	From      *time.Time `json:"from,omitempty"`
+	To        *time.Time `json:"to,omitempty"`
+	SlotWidth string     `json:"bucket,omitempty"`
 	// Final: a windowed read that ended long enough ago that no add can
 	// still be booked into it here, with no peer stale.
 	Final *bool `json:"final,omitempty"`
@@ -597,7 +599,7 @@ type Edge struct {
 }
 
 // Limit is one route class's rate limits (Edge.Limits): requests (events,
-// for batches) per second and bucket sizes, per client and per user.
+// for batches) per second and token-bucket sizes, per client and per user.
 type Limit struct {
 	Class       string  `json:"class"`
 	Client      float64 `json:"client,omitempty"`

@@ -85,12 +85,12 @@
 // flag is not blocked. Between replicas a flag travels as a register-only
 // like record (Flag.Record), so provenance cuts apply to it unchanged.
 //
-// # Time buckets
+// # Slots
 //
-// A time bucket (Bucket) is a PN vector like any other, named
+// A slot (Slot) is a PN vector like any other, named
 // <key>#<width>.<start>.<keep>: the net change of a count in one interval.
-// Its name carries its retention, so Expired is a pure rule of (bucket,
-// now) that every replica applies alike, and an expired bucket is never
+// Its name carries its retention, so Expired is a pure rule of (slot,
+// now) that every replica applies alike, and an expired slot is never
 // taken back by a merge.
 
 package crdt

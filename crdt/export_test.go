@@ -4,9 +4,9 @@ package crdt
 
 import "strings"
 
-// IsBucketName reports whether name is a time bucket's name rather than an
+// IsSlotName reports whether name is a slot's name rather than an
 // id: it contains '#'.
-func IsBucketName(name string) bool { return strings.IndexByte(name, '#') >= 0 }
+func IsSlotName(name string) bool { return strings.IndexByte(name, '#') >= 0 }
 
 // Apply is ApplyCounted for an exact counter: it counts the amount asked.
 func (r *KeyedRecord) Apply(self string, amount int64, hlc HLC) (delta int64) {

@@ -181,14 +181,14 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// FuzzParseBucket: bucket names come from peers (merges, anti-entropy
-// pages). ParseBucket must not panic, and a name it accepts must be the
-// canonical name of the bucket it decodes to, with every field in range:
-// one bucket, one name, one vector.
-func FuzzParseBucket(f *testing.F) {
+// FuzzParseSlot: slot names come from peers (merges, anti-entropy
+// pages). ParseSlot must not panic, and a name it accepts must be the
+// canonical name of the slot it decodes to, with every field in range:
+// one slot, one name, one vector.
+func FuzzParseSlot(f *testing.F) {
 	rng := newRand(53)
 	for range 16 {
-		f.Add(randBucket(rng).Name())
+		f.Add(randSlot(rng).Name())
 	}
 	f.Add("post:1#60.000000003c.600")
 	f.Add("#1.0000000000.0")
@@ -197,22 +197,22 @@ func FuzzParseBucket(f *testing.F) {
 	f.Add("a#7.0000000001.0")
 	f.Add("a#1.0000000000")
 	f.Fuzz(func(t *testing.T, name string) {
-		b, ok := ParseBucket(name)
+		b, ok := ParseSlot(name)
 		if !ok {
-			if b != (Bucket{}) {
-				t.Fatalf("ParseBucket(%q) refused but returned %+v", name, b)
+			if b != (Slot{}) {
+				t.Fatalf("ParseSlot(%q) refused but returned %+v", name, b)
 			}
 			return
 		}
 		if re := b.Name(); re != name {
-			t.Fatalf("ParseBucket(%q) = %+v, whose name is %q: accepted a non-canonical name", name, b, re)
+			t.Fatalf("ParseSlot(%q) = %+v, whose name is %q: accepted a non-canonical name", name, b, re)
 		}
-		if b.Key != "" && !ValidID(b.Key) || b.Width < 1 || b.Width > MaxBucketWidth || b.Start < 0 ||
-			b.Start >= maxBucketStart || b.Start%b.Width != 0 || b.Keep < 0 || b.Keep > MaxBucketKeep {
-			t.Fatalf("ParseBucket(%q) = %+v: field out of range", name, b)
+		if b.Key != "" && !ValidID(b.Key) || b.Width < 1 || b.Width > MaxSlotWidth || b.Start < 0 ||
+			b.Start >= maxSlotStart || b.Start%b.Width != 0 || b.Keep < 0 || b.Keep > MaxSlotKeep {
+			t.Fatalf("ParseSlot(%q) = %+v: field out of range", name, b)
 		}
-		if BaseKey(name) != b.Key || !IsBucketName(name) {
-			t.Fatalf("ParseBucket(%q) = %+v but BaseKey %q", name, b, BaseKey(name))
+		if BaseKey(name) != b.Key || !IsSlotName(name) {
+			t.Fatalf("ParseSlot(%q) = %+v but BaseKey %q", name, b, BaseKey(name))
 		}
 	})
 }

@@ -10,11 +10,11 @@ import (
 	"testing"
 )
 
-// randBucket draws a valid bucket: any key (or the family total ""), any
+// randSlot draws a valid slot: any key (or the family total ""), any
 // width, a start that is a multiple of it and fits 10 hex digits, any keep
 // (zero, forever, included).
-func randBucket(rng *rand.Rand) Bucket {
-	b := Bucket{}
+func randSlot(rng *rand.Rand) Slot {
+	b := Slot{}
 	if rng.IntN(5) != 0 {
 		b.Key = randID(rng, []int{8, MaxIDLen}[rng.IntN(2)])
 	}
@@ -22,11 +22,11 @@ func randBucket(rng *rand.Rand) Bucket {
 	case 0:
 		b.Width = []int64{1, 60, 3600, 86400}[rng.IntN(4)]
 	case 1:
-		b.Width = MaxBucketWidth - int64(rng.IntN(2))
+		b.Width = MaxSlotWidth - int64(rng.IntN(2))
 	default:
-		b.Width = 1 + rng.Int64N(MaxBucketWidth)
+		b.Width = 1 + rng.Int64N(MaxSlotWidth)
 	}
-	n := (maxBucketStart - 1) / b.Width // starts 0, w, ..., n*w all fit
+	n := (maxSlotStart - 1) / b.Width // starts 0, w, ..., n*w all fit
 	switch rng.IntN(4) {
 	case 0:
 		b.Start = 0
@@ -39,27 +39,27 @@ func randBucket(rng *rand.Rand) Bucket {
 	case 0:
 		b.Keep = 0
 	case 1:
-		b.Keep = MaxBucketKeep - int64(rng.IntN(2))
+		b.Keep = MaxSlotKeep - int64(rng.IntN(2))
 	default:
-		b.Keep = rng.Int64N(MaxBucketKeep + 1)
+		b.Keep = rng.Int64N(MaxSlotKeep + 1)
 	}
 	return b
 }
 
-func TestBucketNameRoundTrip(t *testing.T) {
+func TestSlotNameRoundTrip(t *testing.T) {
 	rng := newRand(70)
 	for i := range 20000 {
-		b := randBucket(rng)
+		b := randSlot(rng)
 		name := b.Name()
 		if got := string(b.AppendName([]byte("pre"))); got != "pre"+name {
 			t.Fatalf("#%d AppendName = %q, want %q", i, got, "pre"+name)
 		}
-		got, ok := ParseBucket(name)
+		got, ok := ParseSlot(name)
 		if !ok || got != b {
-			t.Fatalf("#%d ParseBucket(%q) = %+v, %v; want %+v", i, name, got, ok, b)
+			t.Fatalf("#%d ParseSlot(%q) = %+v, %v; want %+v", i, name, got, ok, b)
 		}
-		if !IsBucketName(name) || BaseKey(name) != b.Key {
-			t.Fatalf("#%d %q: IsBucketName %v, BaseKey %q; want true, %q", i, name, IsBucketName(name), BaseKey(name), b.Key)
+		if !IsSlotName(name) || BaseKey(name) != b.Key {
+			t.Fatalf("#%d %q: IsSlotName %v, BaseKey %q; want true, %q", i, name, IsSlotName(name), BaseKey(name), b.Key)
 		}
 		// The name is the series prefix, the start, '.', the keep.
 		want := SeriesPrefix(b.Key, b.Width) + StartName(b.Start) + "." + fmt.Sprint(b.Keep)
@@ -75,24 +75,24 @@ func TestBucketNameRoundTrip(t *testing.T) {
 // The names of one (key, width) sort by start, and no other series's name
 // falls between two of them: a key that is a prefix of another, or a width
 // that is a prefix of another, sorts outside the range.
-func TestBucketNamesSortByStart(t *testing.T) {
+func TestSlotNamesSortByStart(t *testing.T) {
 	rng := newRand(71)
 	for i := range 5000 {
-		a, b := randBucket(rng), randBucket(rng)
+		a, b := randSlot(rng), randSlot(rng)
 		b.Key, b.Width = a.Key, a.Width
-		b.Start = rng.Int64N((maxBucketStart-1)/a.Width+1) * a.Width
+		b.Start = rng.Int64N((maxSlotStart-1)/a.Width+1) * a.Width
 		if (a.Start < b.Start) != (a.Name() < b.Name()) && a.Start != b.Start {
 			t.Fatalf("#%d start %d < %d but names %q, %q sort the other way", i, a.Start, b.Start, a.Name(), b.Name())
 		}
-		lo, hi := SeriesPrefix(a.Key, a.Width)+StartName(0), SeriesPrefix(a.Key, a.Width)+StartName(maxBucketStart-1)+"/"
+		lo, hi := SeriesPrefix(a.Key, a.Width)+StartName(0), SeriesPrefix(a.Key, a.Width)+StartName(maxSlotStart-1)+"/"
 		if n := a.Name(); n < lo || n >= hi {
 			t.Fatalf("#%d %q outside its series range [%q, %q)", i, n, lo, hi)
 		}
-		for _, o := range []Bucket{
+		for _, o := range []Slot{
 			{Key: a.Key + ":x", Width: a.Width, Start: a.Start, Keep: a.Keep},
 			{Key: a.Key, Width: a.Width * 10, Start: a.Start * 10, Keep: a.Keep},
 		} {
-			if o.Width > MaxBucketWidth || o.Start >= maxBucketStart || len(o.Key) > MaxIDLen {
+			if o.Width > MaxSlotWidth || o.Start >= maxSlotStart || len(o.Key) > MaxIDLen {
 				continue
 			}
 			if n := o.Name(); n >= lo && n < hi {
@@ -102,7 +102,7 @@ func TestBucketNamesSortByStart(t *testing.T) {
 	}
 }
 
-func TestParseBucketRejects(t *testing.T) {
+func TestParseSlotRejects(t *testing.T) {
 	long := strings.Repeat("k", MaxIDLen+1)
 	for _, name := range []string{
 		"",
@@ -134,9 +134,9 @@ func TestParseBucketRejects(t *testing.T) {
 		"a#60.000000003g.0",       // not hex
 		"a#60.000000001e.0",       // start 30 is not a multiple of 60
 		"a#7.0000000001.0",        // 1 is not a multiple of 7
-		"a#16777217.0000000000.0", // width past MaxBucketWidth
+		"a#16777217.0000000000.0", // width past MaxSlotWidth
 		"a#99999999999.0000000000.0",
-		"a#1.0000000000.4294967297", // keep past MaxBucketKeep
+		"a#1.0000000000.4294967297", // keep past MaxSlotKeep
 		"a#1.0000000000.99999999999",
 		"a#1.0000000000.x",
 		"a#x.0000000000.0",
@@ -147,26 +147,26 @@ func TestParseBucketRejects(t *testing.T) {
 		"é#1.0000000000.0",
 		long + "#1.0000000000.0", // key too long
 	} {
-		if b, ok := ParseBucket(name); ok {
-			t.Errorf("ParseBucket(%q) = %+v, true; want rejected", name, b)
+		if b, ok := ParseSlot(name); ok {
+			t.Errorf("ParseSlot(%q) = %+v, true; want rejected", name, b)
 		}
 	}
 	// The limits themselves are accepted.
-	for _, b := range []Bucket{
-		{Key: "a", Width: MaxBucketWidth, Start: 0, Keep: MaxBucketKeep},
-		{Key: strings.Repeat("k", MaxIDLen), Width: 1, Start: maxBucketStart - 1, Keep: 0},
-		{Key: "", Width: 60, Start: 60 * ((maxBucketStart - 1) / 60), Keep: 1},
+	for _, b := range []Slot{
+		{Key: "a", Width: MaxSlotWidth, Start: 0, Keep: MaxSlotKeep},
+		{Key: strings.Repeat("k", MaxIDLen), Width: 1, Start: maxSlotStart - 1, Keep: 0},
+		{Key: "", Width: 60, Start: 60 * ((maxSlotStart - 1) / 60), Keep: 1},
 	} {
-		if got, ok := ParseBucket(b.Name()); !ok || got != b {
-			t.Errorf("ParseBucket(%q) = %+v, %v; want %+v", b.Name(), got, ok, b)
+		if got, ok := ParseSlot(b.Name()); !ok || got != b {
+			t.Errorf("ParseSlot(%q) = %+v, %v; want %+v", b.Name(), got, ok, b)
 		}
 	}
 }
 
-// One bucket has exactly one name: a sign on width or keep is not
-// canonical (Name never writes one), so ParseBucket must refuse it, or
-// "k#+60.….+600" and "k#60.….600" would be two vectors of one bucket.
-func TestParseBucketRejectsSigns(t *testing.T) {
+// One slot has exactly one name: a sign on width or keep is not
+// canonical (Name never writes one), so ParseSlot must refuse it, or
+// "k#+60.….+600" and "k#60.….600" would be two vectors of one slot.
+func TestParseSlotRejectsSigns(t *testing.T) {
 	for _, name := range []string{
 		"a#+1.0000000000.0",
 		"a#-1.0000000000.0",
@@ -176,13 +176,13 @@ func TestParseBucketRejectsSigns(t *testing.T) {
 		"a#1.0000000000.-0",
 		"a#+0.0000000000.0",
 	} {
-		if b, ok := ParseBucket(name); ok {
-			t.Errorf("ParseBucket(%q) = %+v, true (Name %q); want rejected: not canonical", name, b, b.Name())
+		if b, ok := ParseSlot(name); ok {
+			t.Errorf("ParseSlot(%q) = %+v, true (Name %q); want rejected: not canonical", name, b, b.Name())
 		}
 	}
 }
 
-func TestBucketStart(t *testing.T) {
+func TestSlotStart(t *testing.T) {
 	cases := []struct{ ms, width, want int64 }{
 		{0, 1, 0},
 		{999, 1, 0},
@@ -202,24 +202,24 @@ func TestBucketStart(t *testing.T) {
 		{-3_600_000, 3600, -3600},
 	}
 	for _, c := range cases {
-		if got := BucketStart(c.ms, c.width); got != c.want {
-			t.Errorf("BucketStart(%d, %d) = %d, want %d", c.ms, c.width, got, c.want)
+		if got := SlotStart(c.ms, c.width); got != c.want {
+			t.Errorf("SlotStart(%d, %d) = %d, want %d", c.ms, c.width, got, c.want)
 		}
 	}
-	// Property: the start is a multiple of width and the bucket holds ms.
+	// Property: the start is a multiple of width and the slot holds ms.
 	rng := newRand(72)
 	for range 20000 {
 		ms := rng.Int64N(1<<44) - 1<<43
-		w := []int64{1, 7, 60, 3600, 86400, 1 + rng.Int64N(MaxBucketWidth)}[rng.IntN(6)]
-		s := BucketStart(ms, w)
+		w := []int64{1, 7, 60, 3600, 86400, 1 + rng.Int64N(MaxSlotWidth)}[rng.IntN(6)]
+		s := SlotStart(ms, w)
 		if s%w != 0 || s*1000 > ms || ms >= (s+w)*1000 {
-			t.Fatalf("BucketStart(%d, %d) = %d: not the start of the bucket holding it", ms, w, s)
+			t.Fatalf("SlotStart(%d, %d) = %d: not the start of the slot holding it", ms, w, s)
 		}
 	}
 }
 
-func TestBucketExpired(t *testing.T) {
-	b := Bucket{Key: "k", Width: 60, Start: 1_700_000_040, Keep: 600}
+func TestSlotExpired(t *testing.T) {
+	b := Slot{Key: "k", Width: 60, Start: 1_700_000_040, Keep: 600}
 	exp := (b.Start+b.Width+b.Keep)*1000 + ExpiryGraceMs
 	if got := b.ExpiresMs(); got != exp {
 		t.Fatalf("ExpiresMs = %d, want %d", got, exp)
@@ -243,10 +243,10 @@ func TestBucketExpired(t *testing.T) {
 			t.Fatalf("keep 0 expired at %d", now)
 		}
 	}
-	// Property over random buckets: Expired is exactly "now >= ExpiresMs".
+	// Property over random slots: Expired is exactly "now >= ExpiresMs".
 	rng := newRand(73)
 	for range 5000 {
-		b := randBucket(rng)
+		b := randSlot(rng)
 		e := b.ExpiresMs()
 		if b.Keep == 0 {
 			continue
@@ -257,10 +257,10 @@ func TestBucketExpired(t *testing.T) {
 	}
 }
 
-func TestBaseKeyAndIsBucketName(t *testing.T) {
+func TestBaseKeyAndIsSlotName(t *testing.T) {
 	for _, c := range []struct {
 		name, base string
-		bucket     bool
+		slot       bool
 	}{
 		{"post:1", "post:1", false},
 		{"post:1#60.000000003c.600", "post:1", true},
@@ -270,8 +270,8 @@ func TestBaseKeyAndIsBucketName(t *testing.T) {
 		if got := BaseKey(c.name); got != c.base {
 			t.Errorf("BaseKey(%q) = %q, want %q", c.name, got, c.base)
 		}
-		if got := IsBucketName(c.name); got != c.bucket {
-			t.Errorf("IsBucketName(%q) = %v, want %v", c.name, got, c.bucket)
+		if got := IsSlotName(c.name); got != c.slot {
+			t.Errorf("IsSlotName(%q) = %v, want %v", c.name, got, c.slot)
 		}
 	}
 }

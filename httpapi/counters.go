@@ -21,7 +21,7 @@ type incrRequest struct {
 	// is an alternative (if both are given they must be equal).
 	IdempotencyKey *string `json:"idempotency_key"`
 	// At (or Timestamp) is when the increment happened by the client: it
-	// is booked into the time buckets of that moment (eventTime).
+	// is booked into the slots of that moment (eventTime).
 	At        json.RawMessage `json:"at"`
 	Timestamp json.RawMessage `json:"timestamp"`
 }

@@ -20,7 +20,7 @@ type uniquesRequest struct {
 	IDs []string `json:"ids"`
 	ID  *string  `json:"id"`
 	// At (or Timestamp) is when the ids were seen by the client: they are
-	// booked into the hourly and daily buckets of that moment.
+	// booked into the hourly and daily slots of that moment.
 	At        json.RawMessage `json:"at"`
 	Timestamp json.RawMessage `json:"timestamp"`
 }
@@ -146,7 +146,7 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	}
 	if windowed {
 		from, to := rd.From.UTC(), rd.To.UTC()
-		out.From, out.To, out.Bucket = &from, &to, rd.Bucket.String()
+		out.From, out.To, out.SlotWidth = &from, &to, rd.SlotWidth.String()
 		final := rd.Closed && !out.Stale
 		out.Final = &final
 	}

@@ -18,7 +18,7 @@ import (
 // Error codes of the window routes.
 const (
 	CodeBadTime     = "bad_time"       // 400: a time, duration or step is malformed or out of range
-	CodeNoWindow    = "no_window"      // 404: no time buckets of the key cover the range
+	CodeNoWindow    = "no_window"      // 404: no slots of the key cover the range
 	CodeUnknownZone = "unknown_region" // 400: no replica of that region is known
 )
 
@@ -188,7 +188,7 @@ func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step t
 		}
 		if step > 0 {
 			st := step.Milliseconds()
-			toMs = crdt.BucketStart(s.rep.Now().UnixMilli(), st/1000)*1000 + st
+			toMs = crdt.SlotStart(s.rep.Now().UnixMilli(), st/1000)*1000 + st
 			return toMs - (d.Milliseconds()+st-1)/st*st, toMs, nil
 		}
 		fromMs, toMs, err := s.rep.WindowRange(kind, key, d)
@@ -288,7 +288,7 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	sum := win.Sum()
 	regions := s.regionOf()
 	out := api.Window{Kind: kind.String(), Key: key, Value: sum.Value(), From: win.From.UTC(), To: win.To.UTC(),
-		Bucket: fmtSpan(win.Bucket), Unreconciled: win.Unreconciled, Replicas: replicasJSON(sum.Vector),
+		SlotWidth: fmtSpan(win.SlotWidth), Unreconciled: win.Unreconciled, Replicas: replicasJSON(sum.Vector),
 		Regions: map[string]int64{}}
 	for _, e := range sum.Vector {
 		out.Regions[regionName(regions, e.Replica)] += e.Value()

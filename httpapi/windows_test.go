@@ -38,7 +38,7 @@ func TestWindowsRoutes(t *testing.T) {
 	if num(t, b, "value") != 8 {
 		t.Fatalf("last=5m: %v", b)
 	}
-	// from/to in both notations; the window widens to whole buckets.
+	// from/to in both notations; the window widens to whole slots.
 	from := time.UnixMilli(at).Truncate(time.Second)
 	b = e.do("GET", fmt.Sprintf("/v1/counters/views:v1/window?from=%d&to=%s", at, from.Add(time.Second).UTC().Format(time.RFC3339)), "").ok(t)
 	if num(t, b, "value") != 6 || b["from"] != from.UTC().Format(time.RFC3339) {
@@ -134,7 +134,7 @@ func TestWindowsBadInput(t *testing.T) {
 		{"GET", "/v1/counters/k/window?from=2000&to=1000", "", 400, CodeBadTime},
 		{"GET", "/v1/counters/k!/window?last=1m", "", 400, CodeBadID},
 		{"GET", "/v1/counters/k/series?last=1h&step=1500ms", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k/series?last=10d&step=1s", "", 404, CodeNoWindow}, // 1 s buckets are kept 3 h
+		{"GET", "/v1/counters/k/series?last=10d&step=1s", "", 404, CodeNoWindow}, // 1 s slots are kept 3 h
 		{"GET", "/v1/counters/k/series?last=3650d&step=1s", "", 404, CodeNoWindow},
 		{"GET", "/v1/series?kind=hits&last=1m", "", 400, CodeBadRequest},
 		{"GET", "/v1/series?kind=likes&key=a/b&last=1m", "", 400, CodeBadID},

@@ -133,10 +133,10 @@ type Config struct {
 	// (which the audit reads), as a Go duration; "0" keeps every event.
 	// Default "168h".
 	EventLogKeep string `hcl:"event_log_keep,optional"`
-	// Windows are the time-bucket levels of every like count and counter:
-	// comma-separated width:keep pairs, keep being how long a bucket is
+	// Windows are the slot levels of every like count and counter:
+	// comma-separated width:keep pairs, keep being how long a slot is
 	// kept after it ends (units s, m, h, d, y; "forever" never deletes).
-	// "" keeps no buckets. Every region must say the same. Default
+	// "" keeps no slots. Every region must say the same. Default
 	// "1s:3h,1m:15d,1h:3y".
 	Windows string `hcl:"windows,optional"`
 	// WindowRules give keys under a prefix their own levels. HCL: window
@@ -151,7 +151,7 @@ type Config struct {
 	// TrendingCapacity is k, the counters of each trending sketch: a key
 	// with more than 1/k of a window's additions is never missed. Default 128.
 	TrendingCapacity int `hcl:"trending_capacity,optional"`
-	// UniquesWindows are the time-bucket levels of every unique count,
+	// UniquesWindows are the slot levels of every unique count,
 	// width:keep pairs as for Windows; "" keeps none. Every region must
 	// say the same. Default "1h:8d,1d:400d".
 	UniquesWindows string `hcl:"uniques_windows,optional"`
@@ -248,7 +248,7 @@ type Config struct {
 }
 
 // LimitConfig is the rate limits of one route class: requests per second
-// (events, for POST /v1/events) and bucket sizes. 0 is no limit; a burst
+// (events, for POST /v1/events) and token-bucket sizes. 0 is no limit; a burst
 // of 0 is one second's worth.
 type LimitConfig struct {
 	// Class is "write" (every write route), "read" (GETs of one key and
@@ -343,8 +343,7 @@ func (c Config) apiLimits() []httpapi.Limit {
 	return out
 }
 
-// WindowRuleConfig gives the keys under a prefix their own time-bucket
-// levels.
+// WindowRuleConfig gives the keys under a prefix their own slot levels.
 type WindowRuleConfig struct {
 	// Prefix is the key prefix the rule matches ("" would be every key:
 	// that is Config.Windows).

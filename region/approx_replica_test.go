@@ -102,7 +102,7 @@ func TestApproxCounterWritesFewerBatches(t *testing.T) {
 	if math.Abs(std-0.1*float64(ap.Value)) > 1e-6 || math.Abs(float64(ap.Value-n)) > 3*std {
 		t.Fatalf("approx value %d, std bound %v; sent %d", ap.Value, std, n)
 	}
-	// Time buckets book what was counted: the last hour adds up to the
+	// Slots book what was counted: the last hour adds up to the
 	// counter.
 	now := time.Now().UnixMilli()
 	win, err := r.WindowOf(storage.Counters, "hot:a", now-time.Hour.Milliseconds(), now+1000)

@@ -228,7 +228,7 @@ func runBatches(b *testing.B, r *Replica, unit string, fill func(call int64, ops
 
 // Time windows (windows.go, trending.go).
 
-// windowsOff and windowsNoLevels are the two ways to have no buckets: no
+// windowsOff and windowsNoLevels are the two ways to have no slots: no
 // rule at all, and one rule without levels (what tallyd --windows ""
 // configures: every commit still folds its bookings, then finds no level).
 var (
@@ -239,8 +239,8 @@ var (
 // BenchmarkIncrKeys is batched ingest of increments spread round-robin over
 // 1,000 counters (every Do call touches each once), fsync on, with time
 // windows off, configured without levels, and at the default levels (1 s,
-// 1 min and 1 h buckets of every key and of the family's total). Profile
-// it with -cpuprofile to see what the buckets cost the writer.
+// 1 min and 1 h slots of every key and of the family's total). Profile
+// it with -cpuprofile to see what the slots cost the writer.
 func BenchmarkIncrKeys(b *testing.B) {
 	const keys = 1000
 	names := make([]string, keys)
@@ -268,7 +268,7 @@ type benchClock struct{ ms atomic.Int64 }
 func (c *benchClock) now() time.Time { return time.UnixMilli(c.ms.Load()) }
 
 // benchEpoch is where the fake clocks of the window benchmarks start: a
-// whole day, so every level's buckets are aligned to it.
+// whole day, so every level's slots are aligned to it.
 var benchEpoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // openClockedReplica opens a replica without fsync (reads do not care)
@@ -303,7 +303,7 @@ func fillSteps(b *testing.B, r *Replica, clk *benchClock, steps int, every time.
 	}
 }
 
-// settle deletes the buckets expired by the replica's clock and compacts
+// settle deletes the slots expired by the replica's clock and compacts
 // the store, so that reads hit sstables and the sweeper has nothing left
 // to do while they are timed.
 func settle(b *testing.B, r *Replica, st *storage.Store) {
@@ -340,7 +340,7 @@ func timeReads(b *testing.B, read func() error) {
 
 // BenchmarkWindow1h reads the last hour of one counter as GET
 // /v1/counters/{key}/window?last=1h does (WindowRange, then WindowOf): 3,600
-// buckets of 1 s. 100 counters were each incremented every second of that
+// slots of 1 s. 100 counters were each incremented every second of that
 // hour (fake clock), at the default levels, and the store compacted.
 func BenchmarkWindow1h(b *testing.B) {
 	const keys = 100
@@ -373,8 +373,8 @@ func BenchmarkWindow1h(b *testing.B) {
 				if key == "" {
 					want *= keys
 				}
-				if w.Bucket != time.Second || w.Sum().Value() != want {
-					return fmt.Errorf("window of %q: %d in %v buckets, want %d in 1s", key, w.Sum().Value(), w.Bucket, want)
+				if w.SlotWidth != time.Second || w.Sum().Value() != want {
+					return fmt.Errorf("window of %q: %d in %v slots, want %d in 1s", key, w.Sum().Value(), w.SlotWidth, want)
 				}
 				return nil
 			})
@@ -384,8 +384,8 @@ func BenchmarkWindow1h(b *testing.B) {
 
 // BenchmarkSeries30d reads 30 days of one counter as GET
 // /v1/counters/{key}/series?last=30d&step=1h (or step=1d) does: 720
-// buckets of 1 h. 100 counters were each incremented once an hour for 30
-// days (fake clock), at the default levels; expired buckets were swept and
+// slots of 1 h. 100 counters were each incremented once an hour for 30
+// days (fake clock), at the default levels; expired slots were swept and
 // the store compacted.
 func BenchmarkSeries30d(b *testing.B) {
 	const keys, hours = 100, 30 * 24
@@ -404,14 +404,14 @@ func BenchmarkSeries30d(b *testing.B) {
 			timeReads(b, func() error {
 				// As httpapi's windowRange: the latest whole steps.
 				stepMs := step.Milliseconds()
-				to := crdt.BucketStart(r.Now().UnixMilli(), stepMs/1000)*1000 + stepMs
+				to := crdt.SlotStart(r.Now().UnixMilli(), stepMs/1000)*1000 + stepMs
 				from := to - (30 * 24 * time.Hour).Milliseconds()
 				w, err := r.Series(storage.Counters, "c-7", from, to, step)
 				if err != nil {
 					return err
 				}
-				if w.Bucket != time.Hour || len(w.Points) != int(30*24*time.Hour/step) || w.Sum().Value() != hours {
-					return fmt.Errorf("series: %d points of %v buckets, sum %d", len(w.Points), w.Bucket, w.Sum().Value())
+				if w.SlotWidth != time.Hour || len(w.Points) != int(30*24*time.Hour/step) || w.Sum().Value() != hours {
+					return fmt.Errorf("series: %d points of %v slots, sum %d", len(w.Points), w.SlotWidth, w.Sum().Value())
 				}
 				return nil
 			})
@@ -462,7 +462,7 @@ func BenchmarkTrending100k(b *testing.B) {
 // `make bench` stays short; docs/benchmarks.md runs it with 1000.
 var windowSpaceKeys = flag.Int("windowspace.keys", 200, "counters BenchmarkWindowSpace writes for an hour")
 
-// BenchmarkWindowSpace measures what time buckets cost on disk:
+// BenchmarkWindowSpace measures what slots cost on disk:
 // -windowspace.keys counters each incremented every second for one hour
 // (fake clock), then a full compaction; the sstable bytes against the
 // same load with windows off, per key and hour. One run is the

@@ -22,7 +22,7 @@ const (
 	BugListsLocalOnly     = "lists-local-only"
 	BugKeysNotReconciled  = "keys-not-reconciled"
 	BugLogSkipsIncrements = "log-skips-increments"
-	BugBucketsAtArrival   = "buckets-at-arrival"
+	BugSlotsAtArrival     = "buckets-at-arrival" // the --bug name keeps the old word for slots
 	BugSketchStoredOnly   = "sketch-merge-stored-only"
 	BugSpendWithoutRights = "spend-without-rights"
 	BugBlockNotReconciled = "block-not-reconciled"
@@ -58,10 +58,10 @@ type Chaos struct {
 	// LogSkipsIncrements: increments are applied but not logged, so the
 	// event log misses them.
 	LogSkipsIncrements bool
-	// BucketsAtArrival: counter changes are booked into the time buckets of
+	// SlotsAtArrival: counter changes are booked into the slots of
 	// the writer's clock when they arrive, not of the client's event time
 	// (Op.At) or the winning action's, so the windows misplace them.
-	BucketsAtArrival bool
+	SlotsAtArrival bool
 	// SketchStoredOnly: a sketch page from a peer is merged only into a
 	// copy of that page this replica already stores; one it has no copy
 	// of yet (a zero page is not stored) is skipped, as if there were
@@ -91,7 +91,7 @@ type Chaos struct {
 	// ClockFollowsPeers: the peers' correction of the clock is the whole
 	// median offset, every time, with no bound per step or in all: the
 	// rule before issue 27, by which heartbeats forged a day ahead drag
-	// the clock a day ahead, and time buckets and idempotency keys
+	// the clock a day ahead, and slots and idempotency keys
 	// expire a day early.
 	ClockFollowsPeers bool
 	// EstimateUnbounded: a unique count's estimate is not kept finite: a
@@ -118,7 +118,7 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 	return Chaos{AckBeforeCommit: bug == BugAckBeforeCommit, NoReconcile: bug == BugNoReconcile,
 		ClockFollowsWall: bug == BugClockFollowsWall, ListsLocalOnly: bug == BugListsLocalOnly,
 		KeysNotReconciled: bug == BugKeysNotReconciled, LogSkipsIncrements: bug == BugLogSkipsIncrements,
-		BucketsAtArrival: bug == BugBucketsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
+		SlotsAtArrival: bug == BugSlotsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
 		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded}
@@ -127,7 +127,7 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
 	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t",
-		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.BucketsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
+		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
 		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded)
 }
 
@@ -217,10 +217,10 @@ func (t *txn) chaosApproxWritten(relErr float64, cur crdt.Vector, by, counted in
 }
 
 // chaosBookingTime is the time a change of an own entry of family kind is
-// booked at: atMs, unless the bug BucketsAtArrival is on and kind is
+// booked at: atMs, unless the bug SlotsAtArrival is on and kind is
 // Counters, when it is the writer's clock.
 func (t *txn) chaosBookingTime(kind storage.Kind, atMs int64) int64 {
-	if buildtags.Chaos && t.r.cfg.Chaos.BucketsAtArrival && kind == storage.Counters {
+	if buildtags.Chaos && t.r.cfg.Chaos.SlotsAtArrival && kind == storage.Counters {
 		return t.nowMs
 	}
 	return atMs

@@ -31,7 +31,7 @@ import (
 // it within maxPeerCorrection of one of this replica's own two readings
 // of the time, the wall clock and the wall clock with its steps kept out
 // (anywhere between the two is fine: that is the choice peers settle).
-// Lying heartbeats can thus make expiry (idempotency keys, time buckets)
+// Lying heartbeats can thus make expiry (idempotency keys, slots)
 // run at most a minute early or late, never a day.
 type physClock struct {
 	wall func() time.Time

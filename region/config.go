@@ -33,7 +33,7 @@ type Config struct {
 	Monotonic func() time.Duration
 	// MaxBatch caps the operations applied in one group commit. Default 32768:
 	// several full POST /v1/events batches share a commit, so a key they all
-	// touch (and its time buckets) is written once.
+	// touch (and its slots) is written once.
 	MaxBatch int
 	// QueueDepth is how many operations may wait for the writer. Default 16384.
 	QueueDepth int
@@ -81,8 +81,8 @@ type Config struct {
 	// anti-entropy digests may differ from a peer that swept already.
 	// Default: TTL/100, within 1 s..1 min.
 	IdempotencySweep time.Duration
-	// Windows configures time buckets and trending (windows.go). Nil:
-	// DefaultWindows(). Every replica must use the same rules: a bucket's
+	// Windows configures slots and trending (windows.go). Nil:
+	// DefaultWindows(). Every replica must use the same rules: a slot's
 	// name carries its retention, but a replica books only the levels it
 	// is configured with.
 	Windows *WindowConfig

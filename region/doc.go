@@ -45,10 +45,10 @@
 // # Time windows
 //
 // Every change of an own entry is also booked, in the same batch, into the
-// key's time buckets (windows.go), at the event's time or, for a
+// key's slots (windows.go), at the event's time or, for a
 // reconciliation, at the winning action's. Trending (trending.go) takes
 // candidates from local Space-Saving sketches fed by each commit and
-// re-scores them exactly from the buckets.
+// re-scores them exactly from the slots.
 //
 // # Approximate counters
 //

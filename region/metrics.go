@@ -15,14 +15,14 @@ type metrics struct {
 	refusedFuture   prometheus.Counter
 	refusedExpiry   prometheus.Counter
 	refusedNoReg    prometheus.Counter
-	refusedBucket   prometheus.Counter
+	refusedSlot     prometheus.Counter
 	clockSteps      prometheus.Counter
 	batchWrites     prometheus.Histogram
 	commitSeconds   prometheus.Histogram
 	numbered        *prometheus.CounterVec
 	unnumbered      *prometheus.GaugeVec
 	idemExpired     prometheus.Counter
-	bucketsExpired  prometheus.Counter
+	slotsExpired    prometheus.Counter
 	uniqueIDs       prometheus.Counter
 	ownChanged      prometheus.Counter
 	approxIncrs     *prometheus.CounterVec
@@ -86,13 +86,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "tally_idempotency_keys_expired_total",
 			Help: "Idempotency keys deleted for being older than the idempotency TTL.",
 		}),
-		bucketsExpired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tally_time_buckets_expired_total",
-			Help: "Time buckets deleted for being past their retention.",
+		slotsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_time_buckets_expired_total", // name kept for dashboards: slots
+			Help: "Time-window slots deleted for being past their retention.",
 		}),
 		ownChanged: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tally_own_entries_changed_total",
-			Help: "Own vector entries (counts and time buckets) changed by commits: what replication's fast path is handed (it coalesces them per flush).",
+			Help: "Own vector entries (counts and slots) changed by commits: what replication's fast path is handed (it coalesces them per flush).",
 		}),
 		approxIncrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_approx_increments_total",
@@ -111,7 +111,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.refusedFuture = m.refused.WithLabelValues("future_stamp")
 	m.refusedExpiry = m.refused.WithLabelValues("expired_key")
 	m.refusedNoReg = m.refused.WithLabelValues("keyed_no_register")
-	m.refusedBucket = m.refused.WithLabelValues("expired_bucket")
+	m.refusedSlot = m.refused.WithLabelValues("expired_bucket") // label kept for dashboards: a slot
 	m.budgetRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tally_budget_refused_total",
 		Help: "Budget spends refused, by reason: exhausted, or rights_elsewhere (other replicas hold the rights).",
@@ -141,7 +141,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {
-		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.bucketsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs,
+		reg.MustRegister(m.ops, m.ownRecovered, m.reconciled, m.refused, m.clockSteps, m.batchWrites, commit, m.numbered, m.unnumbered, m.idemExpired, m.slotsExpired, m.uniqueIDs, m.ownChanged, m.approxIncrs,
 			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetHandedOff, m.budgetSpent, m.refusedWrites)
 	}
 	return m

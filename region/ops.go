@@ -145,7 +145,7 @@ type Op struct {
 	// At is when the event happened by its client, in unix ms (zero: now,
 	// by the replica's clock). It must be within WindowConfig.Past and
 	// Future of the replica's clock; the event is booked into the time
-	// buckets of that moment.
+	// slots of that moment.
 	At int64
 	// IDs are the ids an OpUniques adds (1 to MaxUniqueIDs).
 	IDs []string

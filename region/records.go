@@ -268,7 +268,7 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 			return err
 		}
 		vs.cur = vs.cur.Add(t.r.self, delta)
-		// Booked where the winning action is: the buckets end as if the
+		// Booked where the winning action is: the slots end as if the
 		// concurrent actions had happened one after the other.
 		t.book(k.kind, k.a, rs.rec.BookedMs(), delta)
 		rs.dirty, rs.spread = true, true

@@ -138,7 +138,7 @@ type request struct {
 	// expired is how many the writer deleted.
 	expire  []rkey
 	expired int
-	// expireWin lists time buckets to delete if still expired by the
+	// expireWin lists slots to delete if still expired by the
 	// rule (expired counts them too).
 	expireWin []storage.WindowRef
 	// reconcileAll: reconcile every marked record this replica is the

@@ -6,7 +6,7 @@ import (
 	"github.com/tally-dev/tally/replication/replicationtest"
 )
 
-// TestWindowScripts runs the time bucket scripts of the repository's
+// TestWindowScripts runs the slot scripts of the repository's
 // testdata/windows (replicationtest lists their commands): bookings at
 // client times, their bounds, how concurrent and contended likes settle
 // in the slots of replicas that exchange their changes, and slots past

@@ -11,7 +11,7 @@ import (
 )
 
 // Reading time windows: a key's net change over a window, or a series of
-// points, summed from the time buckets the writer books (windows.go). Reads
+// points, summed from the slots the writer books (windows.go). Reads
 // only: nothing here is on the write path.
 
 // Window is the answer to a window or series read.
@@ -19,11 +19,11 @@ type Window struct {
 	// From and To bound the window, aligned to Width: [From, To).
 	From, To time.Time
 	Width    time.Duration
-	// Bucket is the width of the level read.
-	Bucket time.Duration
-	// Points are the window's buckets in time order, empty ones included
+	// SlotWidth is the width of the level read.
+	SlotWidth time.Duration
+	// Points are the window's slots in time order, empty ones included
 	// (Series), or one point for the whole window (Window). Each holds
-	// per-replica sums of the buckets' entries, whose value is the net
+	// per-replica sums of the slots' entries, whose value is the net
 	// change of the count in that interval.
 	Points []Point
 	// Unreconciled counts records of the key whose excess is not zero yet.
@@ -44,17 +44,17 @@ func (p Point) Value() int64 { return p.Vector.Value() }
 
 // Window limits.
 const (
-	// MaxWindowBuckets is the most buckets one read sums per key.
-	MaxWindowBuckets = 100_000
+	// MaxWindowSlots is the most slots one read sums per key.
+	MaxWindowSlots = 100_000
 	// MaxSeriesPoints is the most points a series returns.
 	MaxSeriesPoints = 10_000
 )
 
 // ErrNoWindow: no level of the key covers the asked range.
-var ErrNoWindow = errors.New("region: no time buckets cover that range")
+var ErrNoWindow = errors.New("region: no slots cover that range")
 
 // pickLevel chooses the finest level of (kind, key) that still holds from
-// and sums [from, to) in at most MaxWindowBuckets buckets, with a width that
+// and sums [from, to) in at most MaxWindowSlots slots, with a width that
 // divides step (step 0: any).
 func (r *Replica) pickLevel(kind storage.Kind, key string, fromMs, toMs, step int64) (level, error) {
 	nowMs := r.pclock.NowMs()
@@ -66,13 +66,13 @@ func (r *Replica) pickLevel(kind storage.Kind, key string, fromMs, toMs, step in
 		if l.keep != 0 && fromMs < nowMs-(l.keep+l.width)*1000 {
 			continue
 		}
-		if (toMs-fromMs)/1000/l.width > MaxWindowBuckets {
+		if (toMs-fromMs)/1000/l.width > MaxWindowSlots {
 			continue
 		}
 		return l, nil
 	}
 	if len(levels) == 0 {
-		return level{}, fmt.Errorf("%w: %s %q has no time buckets configured", ErrNoWindow, kind, key)
+		return level{}, fmt.Errorf("%w: %s %q has no slots configured", ErrNoWindow, kind, key)
 	}
 	return level{}, fmt.Errorf("%w: levels of %s %q are %s", ErrNoWindow, kind, key, describeLevels(levels))
 }
@@ -90,20 +90,20 @@ func describeLevels(ls []level) string {
 }
 
 // WindowRange turns "the last d" into aligned bounds: the d/width latest
-// buckets of the finest level that covers d, the current one included.
+// slots of the finest level that covers d, the current one included.
 func (r *Replica) WindowRange(kind storage.Kind, key string, last time.Duration) (fromMs, toMs int64, err error) {
 	nowMs := r.pclock.NowMs()
 	l, err := r.pickLevel(kind, key, nowMs-last.Milliseconds(), nowMs, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	to := (crdt.BucketStart(nowMs, l.width) + l.width) * 1000
+	to := (crdt.SlotStart(nowMs, l.width) + l.width) * 1000
 	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
 	return to - n*l.width*1000, to, nil
 }
 
 // WindowOf reads the net change of (kind, key) in [fromMs, toMs), widened
-// to whole buckets of the finest level that covers it. key "" is the
+// to whole slots of the finest level that covers it. key "" is the
 // family's total.
 func (r *Replica) WindowOf(kind storage.Kind, key string, fromMs, toMs int64) (Window, error) {
 	return r.series(kind, key, fromMs, toMs, 0)
@@ -132,25 +132,25 @@ func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64
 	if err != nil {
 		return Window{}, err
 	}
-	from := crdt.BucketStart(fromMs, l.width)
-	to := crdt.BucketStart(toMs-1, l.width) + l.width
+	from := crdt.SlotStart(fromMs, l.width)
+	to := crdt.SlotStart(toMs-1, l.width) + l.width
 	if step == 0 {
 		step = to - from
 	} else {
-		from = crdt.BucketStart(from*1000, step)
-		to = crdt.BucketStart((to-1)*1000, step) + step
+		from = crdt.SlotStart(from*1000, step)
+		to = crdt.SlotStart((to-1)*1000, step) + step
 	}
 	if (to-from)/step > MaxSeriesPoints {
 		return Window{}, fmt.Errorf("%w: %d points, at most %d", ErrInvalid, (to-from)/step, MaxSeriesPoints)
 	}
 	w := Window{From: time.Unix(from, 0), To: time.Unix(to, 0), Width: time.Duration(step) * time.Second,
-		Bucket: time.Duration(l.width) * time.Second}
+		SlotWidth: time.Duration(l.width) * time.Second}
 	w.Points = make([]Point, (to-from)/step)
 	for i := range w.Points {
 		w.Points[i].Start = time.Unix(from+int64(i)*step, 0)
 	}
 	nowMs := r.pclock.NowMs()
-	err = r.store.WindowSeries(kind.Windows(), key, l.width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+	err = r.store.WindowSeries(kind.Windows(), key, l.width, from, to, func(b crdt.Slot, v crdt.Vector) {
 		if b.Expired(nowMs) {
 			return
 		}
@@ -170,7 +170,7 @@ func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64
 }
 
 // addVectors adds o's entries to v's, half by half (not a merge: the
-// buckets of a window are disjoint intervals).
+// slots of a window are disjoint intervals).
 func addVectors(v, o crdt.Vector) crdt.Vector {
 	for _, e := range o {
 		cur := v.Get(e.Replica)

@@ -15,25 +15,25 @@ import (
 //
 // Candidates come from Space-Saving sketches (Metwally et al.), one per
 // (family, class, replica, minute or hour). Each sketch summarises the
-// additions that replica's entries of the family's 1 min (or 1 h) buckets
+// additions that replica's entries of the family's 1 min (or 1 h) slots
 // received, as this replica has seen them: its own bookings and every
 // merge that raised a peer's entry. A sketch keeps k counters, so any key
 // with more than 1/k of the sketch's additions is in it. A key with more
 // than 1/k of a window's additions over a set of replicas has more than 1/k
 // of some (replica, interval)'s additions, so it is in that sketch: the
 // union of the window's sketches never misses it. The candidates are then
-// re-scored from the time buckets, so every reported count is exact.
+// re-scored from the slots, so every reported count is exact.
 //
 // The sketches are local indexes, like the reconciliation markers: every
-// replica builds its own from the same buckets, and once they have
+// replica builds its own from the same slots, and once they have
 // converged every replica has fed the same additions. A restart rebuilds
-// them from the stored buckets.
+// them from the stored slots.
 //
 // A counter's class is its key up to and including the first ':' ("views:"
 // for "views:v1"), or "" if it has none: a sketch per class keeps a prefix's
 // keys from being crowded out by another's.
 
-// Sketch levels: which bucket widths feed sketches, and how long sketches
+// Sketch levels: which slot widths feed sketches, and how long sketches
 // are kept (the longest trending window they serve).
 var trendLevels = [...]struct{ width, keep int64 }{
 	{60, 2 * 3600},
@@ -86,9 +86,9 @@ func trendLevel(width int64) bool {
 	return false
 }
 
-// feed adds a raise of the P half of replica's entry of bucket b (of base
+// feed adds a raise of the P half of replica's entry of slot b (of base
 // family kind) to its sketch.
-func (tr *trends) feed(kind storage.Kind, b crdt.Bucket, replica string, dp uint64) {
+func (tr *trends) feed(kind storage.Kind, b crdt.Slot, replica string, dp uint64) {
 	if b.Key == "" || dp == 0 || !trendLevel(b.Width) {
 		return
 	}
@@ -228,13 +228,13 @@ func (s *spaceSaving) down(i int) {
 }
 
 // trendTxn feeds the trending sketches once a batch is durable: it has no
-// overlay of its own and reads the time buckets' vectors.
+// overlay of its own and reads the slots' vectors.
 type trendTxn struct{ noHooks }
 
 func (*trendTxn) publish(t *txn) { t.feedTrends() }
 
-// feedTrends feeds the sketches from a commit's time buckets: every raise
-// of a P half of a 1 min or 1 h bucket. Writer only.
+// feedTrends feeds the sketches from a commit's slots: every raise
+// of a P half of a 1 min or 1 h slot. Writer only.
 func (t *txn) feedTrends() {
 	tr := t.r.trends
 	locked := false
@@ -247,10 +247,10 @@ func (t *txn) feedTrends() {
 			continue
 		}
 		if !vs.parsed {
-			vs.bucket, _ = crdt.ParseBucket(k.item)
+			vs.slot, _ = crdt.ParseSlot(k.item)
 			vs.parsed = true
 		}
-		b := vs.bucket
+		b := vs.slot
 		if b.Key == "" || !trendLevel(b.Width) {
 			continue
 		}
@@ -271,9 +271,9 @@ func (t *txn) feedTrends() {
 	}
 }
 
-// rebuildTrends feeds the sketches from the stored buckets of the last
-// sketch retention, after a restart. It reads every 1 min bucket of the
-// last 2 h and 1 h bucket of the last 49 h: at start, time in proportion
+// rebuildTrends feeds the sketches from the stored slots of the last
+// sketch retention, after a restart. It reads every 1 min slot of the
+// last 2 h and 1 h slot of the last 49 h: at start, time in proportion
 // to the keys written then.
 func (r *Replica) rebuildTrends() error {
 	nowMs := r.pclock.NowMs()
@@ -290,11 +290,11 @@ func (r *Replica) rebuildTrends() error {
 					keep = tl.keep
 				}
 			}
-			// Buckets of one (width, keep) expire in start order.
-			from := crdt.Bucket{Width: l.width, Keep: l.keep, Start: crdt.BucketStart(nowMs-keep*1000, l.width) - l.width}
-			to := crdt.Bucket{Width: l.width, Keep: l.keep, Start: crdt.BucketStart(nowMs, l.width) + 2*l.width}
+			// Slots of one (width, keep) expire in start order.
+			from := crdt.Slot{Width: l.width, Keep: l.keep, Start: crdt.SlotStart(nowMs-keep*1000, l.width) - l.width}
+			to := crdt.Slot{Width: l.width, Keep: l.keep, Start: crdt.SlotStart(nowMs, l.width) + 2*l.width}
 			got, err := r.store.WindowsExpiringIn(storage.WindowIndexMs(from), storage.WindowIndexMs(to), func(ref storage.WindowRef) bool {
-				b, ok := crdt.ParseBucket(ref.Name)
+				b, ok := crdt.ParseSlot(ref.Name)
 				return ok && b.Key != "" && b.Width == l.width && b.Keep == l.keep && !seen[ref]
 			})
 			if err != nil {
@@ -313,7 +313,7 @@ func (r *Replica) rebuildTrends() error {
 		if err != nil {
 			return fmt.Errorf("rebuild trending: %w", err)
 		}
-		b, _ := crdt.ParseBucket(ref.Name)
+		b, _ := crdt.ParseSlot(ref.Name)
 		for _, e := range v {
 			r.trends.feed(ref.Kind.Base(), b, e.Replica, e.P)
 		}
@@ -378,7 +378,7 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 			time.Duration(trendLevels[len(trendLevels)-1].keep)*time.Second)
 	}
 	nowMs := r.pclock.NowMs()
-	to := crdt.BucketStart(nowMs, width) + width
+	to := crdt.SlotStart(nowMs, width) + width
 	from := to - (last.Milliseconds()+width*1000-1)/(width*1000)*width
 	out.From, out.To = time.Unix(from, 0), time.Unix(to, 0)
 	out.Closed = to*1000+r.cfg.Windows.Past.Milliseconds() <= nowMs
@@ -387,7 +387,7 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 	for key := range cands {
 		var sum int64
 		var vec crdt.Vector
-		err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+		err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Slot, v crdt.Vector) {
 			if !b.Expired(nowMs) {
 				vec = addVectors(vec, v)
 			}

@@ -44,7 +44,7 @@ type txn struct {
 	budgetTxn  // budgets.go and handoff.go
 	flagTxn    // blocks.go
 	pageTxn    // uniques.go
-	bookingTxn // windows.go: time buckets
+	bookingTxn // windows.go: slots
 	trendTxn   // trending.go
 	numberTxn  // numbering.go
 }
@@ -55,7 +55,7 @@ type txn struct {
 type part interface {
 	// settle makes the part's last changes to the overlay before anything
 	// is written (they may touch other parts' overlays: a budget's rights
-	// forwarded, bookings into time buckets' vectors).
+	// forwarded, bookings into slots' vectors).
 	settle(t *txn) error
 	// write adds the part's changes to the batch, and to ch what
 	// replication must carry.
@@ -67,7 +67,7 @@ type part interface {
 }
 
 // parts lists the parts in the order their hooks run. The order matters:
-// budgets settle before time buckets are booked (a forwarded right loads
+// budgets settle before slots are booked (a forwarded right loads
 // vectors, and vectors are written in first-touch order); vectors are
 // written before flags, flags before records (a record's marker follows
 // its user's flag), records before sketch pages and pages before numbers,
@@ -170,7 +170,7 @@ func (t *txn) apply(q *request) {
 	for _, ref := range q.expireWin {
 		ok, err := t.expireWindow(ref)
 		if err != nil {
-			t.r.log.Warn("time bucket not expired", "bucket", ref.Name, "error", err)
+			t.r.log.Warn("slot not expired", "slot", ref.Name, "error", err)
 		}
 		if ok {
 			q.expired++

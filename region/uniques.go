@@ -24,16 +24,16 @@ import (
 // few registers are set). An add rewrites only the pages whose registers
 // rose, and the fast path carries only those pages, as absolute values.
 //
-// Every add is also booked, in the same batch, into the key's time-bucket
+// Every add is also booked, in the same batch, into the key's slot
 // sketches (WindowConfig.Uniques: hourly and daily by default), so "unique
-// viewers today" is one bucket and "this week" the union of seven.
+// viewers today" is one slot and "this week" the union of seven.
 
 // MaxUniqueIDs bounds the ids of one OpUniques.
 const MaxUniqueIDs = 10_000
 
-// DefaultUniqueLevels are the time buckets of unique counts unless
-// configured: 1 h buckets kept 8 days (any day or week of hours), 1 d
-// buckets kept 400 days.
+// DefaultUniqueLevels are the slots of unique counts unless
+// configured: 1 h slots kept 8 days (any day or week of hours), 1 d
+// slots kept 400 days.
 func DefaultUniqueLevels() []WindowLevel {
 	return []WindowLevel{
 		{Width: time.Hour, Keep: 8 * 24 * time.Hour},
@@ -173,7 +173,7 @@ func (t *txn) page(k skey) (*pageState, error) {
 }
 
 // uniqueTarget is the sketches one add writes: the key's own all-time
-// sketch and its own bucket sketches of one second, with their pages as
+// sketch and its own slot sketches of one second, with their pages as
 // the ids reach them. A batch of single-id events of one key reuses it.
 type uniqueTarget struct {
 	names []skey
@@ -192,7 +192,7 @@ func (t *txn) uniqueTarget(item string, atMs int64) *uniqueTarget {
 	}
 	ut := &uniqueTarget{names: []skey{{kind: storage.Uniques, name: item, replica: t.r.self}}}
 	for _, l := range t.r.uniqueLevels {
-		bk := crdt.Bucket{Key: item, Width: l.width, Start: crdt.BucketStart(atMs, l.width), Keep: l.keep}
+		bk := crdt.Slot{Key: item, Width: l.width, Start: crdt.SlotStart(atMs, l.width), Keep: l.keep}
 		if !bk.Expired(t.nowMs) {
 			ut.names = append(ut.names, skey{kind: storage.UniquesWindows, name: bk.Name(), replica: t.r.self})
 		}
@@ -206,7 +206,7 @@ func (t *txn) uniqueTarget(item string, atMs int64) *uniqueTarget {
 }
 
 // applyUniques adds op.IDs to the key's own sketch and to its own sketches
-// of the time buckets of the event's time. A page that fails to load (a
+// of the slots of the event's time. A page that fails to load (a
 // storage error) fails the op with some of its ids added: harmless, since
 // adding is idempotent and a retry adds them all.
 func (t *txn) applyUniques(op *Op) Result {
@@ -242,8 +242,8 @@ func (t *txn) mergeSketch(m *SketchMerge) error {
 		return fmt.Errorf("%w: bad sketch merge %c/%q/%q page %d", ErrInvalid, m.Kind, m.Name, m.Replica, m.Page)
 	}
 	if m.Kind == storage.UniquesWindows {
-		if bk, _ := crdt.ParseBucket(m.Name); bk.Expired(t.nowMs) {
-			t.r.metrics.refusedBucket.Inc()
+		if bk, _ := crdt.ParseSlot(m.Name); bk.Expired(t.nowMs) {
+			t.r.metrics.refusedSlot.Inc()
 			return nil
 		}
 	}
@@ -300,7 +300,7 @@ func (t *txn) cachePages() {
 	}
 }
 
-// expireSketch deletes a unique-count time bucket past its retention.
+// expireSketch deletes a unique-count slot past its retention.
 func (t *txn) expireSketch(ref storage.WindowRef) error {
 	for pg := range crdt.HLLPages {
 		t.r.ownPages.drop(skey{ref.Kind, ref.Name, t.r.self, uint8(pg)})
@@ -319,19 +319,19 @@ type UniqueRead struct {
 	// ByReplica each one's own sketch (of the keys read, unioned).
 	Replicas  []string
 	ByReplica map[string]*crdt.HLL
-	// From, To and Bucket describe a windowed read (zero otherwise): the
-	// union of the buckets of width Bucket starting in [From, To).
-	From, To time.Time
-	Bucket   time.Duration
+	// From, To and SlotWidth describe a windowed read (zero otherwise):
+	// the union of the slots of width SlotWidth starting in [From, To).
+	From, To  time.Time
+	SlotWidth time.Duration
 	// Closed: a windowed read ended more than WindowConfig.Past ago.
 	Closed bool
 }
 
-// MaxUniqueKeys bounds the keys of one union read, and MaxUniqueBuckets
-// the time buckets it merges per key.
+// MaxUniqueKeys bounds the keys of one union read, and MaxUniqueSlots
+// the slots it merges per key.
 const (
-	MaxUniqueKeys    = 100
-	MaxUniqueBuckets = 1_000
+	MaxUniqueKeys  = 100
+	MaxUniqueSlots = 1_000
 )
 
 // Uniques reads the unique count of the union of keys (one or more).
@@ -366,40 +366,40 @@ func (r *Replica) checkUniqueKeys(keys []string) error {
 }
 
 // UniqueRange turns "the last d" into aligned bounds for a unique-count
-// read: the d/width latest buckets of the finest level that covers d.
+// read: the d/width latest slots of the finest level that covers d.
 func (r *Replica) UniqueRange(last time.Duration) (fromMs, toMs int64, err error) {
 	nowMs := r.pclock.NowMs()
 	l, err := r.pickUniqueLevel(nowMs-last.Milliseconds(), nowMs)
 	if err != nil {
 		return 0, 0, err
 	}
-	to := (crdt.BucketStart(nowMs, l.width) + l.width) * 1000
+	to := (crdt.SlotStart(nowMs, l.width) + l.width) * 1000
 	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
 	return to - n*l.width*1000, to, nil
 }
 
 // pickUniqueLevel chooses the finest unique-count level that still holds
-// fromMs and covers [fromMs, toMs) in at most MaxUniqueBuckets buckets.
+// fromMs and covers [fromMs, toMs) in at most MaxUniqueSlots slots.
 func (r *Replica) pickUniqueLevel(fromMs, toMs int64) (level, error) {
 	nowMs := r.pclock.NowMs()
 	for _, l := range r.uniqueLevels {
 		if l.keep != 0 && fromMs < nowMs-(l.keep+l.width)*1000 {
 			continue
 		}
-		if (toMs-fromMs)/1000/l.width > MaxUniqueBuckets {
+		if (toMs-fromMs)/1000/l.width > MaxUniqueSlots {
 			continue
 		}
 		return l, nil
 	}
 	if len(r.uniqueLevels) == 0 {
-		return level{}, fmt.Errorf("%w: unique counts have no time buckets configured", ErrNoWindow)
+		return level{}, fmt.Errorf("%w: unique counts have no slots configured", ErrNoWindow)
 	}
 	return level{}, fmt.Errorf("%w: unique-count levels are %s", ErrNoWindow, describeLevels(r.uniqueLevels))
 }
 
 // UniquesWindow reads the unique count of the union of keys over
-// [fromMs, toMs), widened to whole buckets of the finest level that
-// covers it: the union of those buckets' sketches.
+// [fromMs, toMs), widened to whole slots of the finest level that
+// covers it: the union of those slots' sketches.
 func (r *Replica) UniquesWindow(keys []string, fromMs, toMs int64) (UniqueRead, error) {
 	if err := r.checkUniqueKeys(keys); err != nil {
 		return UniqueRead{}, err
@@ -411,14 +411,14 @@ func (r *Replica) UniquesWindow(keys []string, fromMs, toMs int64) (UniqueRead, 
 	if err != nil {
 		return UniqueRead{}, err
 	}
-	from := crdt.BucketStart(fromMs, l.width)
-	to := crdt.BucketStart(toMs-1, l.width) + l.width
+	from := crdt.SlotStart(fromMs, l.width)
+	to := crdt.SlotStart(toMs-1, l.width) + l.width
 	nowMs := r.pclock.NowMs()
-	out := UniqueRead{Sketch: new(crdt.HLL), From: time.Unix(from, 0), To: time.Unix(to, 0), Bucket: time.Duration(l.width) * time.Second,
+	out := UniqueRead{Sketch: new(crdt.HLL), From: time.Unix(from, 0), To: time.Unix(to, 0), SlotWidth: time.Duration(l.width) * time.Second,
 		Closed: to*1000+r.cfg.Windows.Past.Milliseconds() < nowMs}
 	out.ByReplica = map[string]*crdt.HLL{}
 	for _, key := range keys {
-		err := r.store.SketchSeries(storage.UniquesWindows, key, l.width, from, to, func(b crdt.Bucket, replica string, page int, p *crdt.HLLPage) {
+		err := r.store.SketchSeries(storage.UniquesWindows, key, l.width, from, to, func(b crdt.Slot, replica string, page int, p *crdt.HLLPage) {
 			if b.Keep != l.keep || b.Expired(nowMs) {
 				return // another level's retention, or gone by rule
 			}

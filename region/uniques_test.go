@@ -100,7 +100,7 @@ func mustUniques(t *testing.T, r *Replica, keys ...string) UniqueRead {
 // own sketch pages in random order, late and duplicated. After the
 // exchange every replica's union equals, register for register, the sketch
 // one node builds from every id, for the all-time count and for every
-// hourly bucket; the estimate is within the stated error of the distinct
+// hourly slot; the estimate is within the stated error of the distinct
 // count. Before the exchange ends they differ (the check can fail).
 func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 	for seed := range uint64(3) {
@@ -124,7 +124,7 @@ func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 				if _, err := net.rs[i].Apply(ctx, Op{Kind: OpUniques, Item: "video:1", IDs: ids, At: at}); err != nil {
 					t.Fatal(err)
 				}
-				h := crdt.BucketStart(at, 3600)
+				h := crdt.SlotStart(at, 3600)
 				if hourRef[h] == nil {
 					hourRef[h] = new(crdt.HLL)
 				}
@@ -172,8 +172,8 @@ func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if w.Bucket != time.Hour || !w.Sketch.Equal(want) {
-						t.Fatalf("%s: hour %d: bucket %v, sketch equal %v", r.ID(), h, w.Bucket, w.Sketch.Equal(want))
+					if w.SlotWidth != time.Hour || !w.Sketch.Equal(want) {
+						t.Fatalf("%s: hour %d: slot %v, sketch equal %v", r.ID(), h, w.SlotWidth, w.Sketch.Equal(want))
 					}
 				}
 			}
@@ -256,7 +256,7 @@ func TestUniquesOwnSketchProtected(t *testing.T) {
 	}
 }
 
-// Unique-count buckets expire by the rule of their name: the sweeper
+// Unique-count slots expire by the rule of their name: the sweeper
 // deletes them (digests back to what they were), reads skip them and a
 // late merge does not bring them back.
 func TestUniquesWindowExpiry(t *testing.T) {
@@ -276,13 +276,13 @@ func TestUniquesWindowExpiry(t *testing.T) {
 	if err != nil || math.Round(w.Estimate) != 3 {
 		t.Fatalf("last hour: %.2f %v", w.Estimate, err)
 	}
-	bk := crdt.Bucket{Key: "k", Width: 3600, Start: crdt.BucketStart(clock.Now().UnixMilli(), 3600), Keep: 3600}
+	bk := crdt.Slot{Key: "k", Width: 3600, Start: crdt.SlotStart(clock.Now().UnixMilli(), 3600), Keep: 3600}
 	var page crdt.HLLPage
 	page[0] = 1
 	clock.Advance(3*time.Hour + 5*time.Minute)
 	n, err := r.ExpireWindows(ctx)
 	if err != nil || n != 1 {
-		t.Fatalf("expired %d buckets, %v; want 1", n, err)
+		t.Fatalf("expired %d slots, %v; want 1", n, err)
 	}
 	if err := r.MergeSketches(ctx, []SketchMerge{{Kind: storage.UniquesWindows, Name: bk.Name(), Replica: "r1", Page: 0, Regs: page}}); err != nil {
 		t.Fatal(err)
@@ -301,7 +301,7 @@ func TestUniquesWindowExpiry(t *testing.T) {
 	}
 	tx.Close()
 	if r.store.Root() != empty {
-		t.Fatal("digests after expiry differ from an empty store's: a bucket page is left")
+		t.Fatal("digests after expiry differ from an empty store's: a slot page is left")
 	}
 }
 

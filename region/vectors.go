@@ -8,7 +8,7 @@ import (
 )
 
 // Vectors: the PN vectors of like counts, counters, budgets and time
-// buckets (storage.Kind), the overlay every part that counts shares. A
+// slots (storage.Kind), the overlay every part that counts shares. A
 // vector is read once per batch (from the cache of hot items or the
 // store), changed in memory, written entry by entry at commit, and put in
 // the cache once the commit is durable.
@@ -28,11 +28,11 @@ type vectorTxn struct {
 type vecState struct {
 	orig crdt.Vector // committed value; never modified
 	cur  crdt.Vector
-	// deleted: an expired time bucket the commit deletes.
+	// deleted: an expired slot the commit deletes.
 	deleted bool
-	// bucket is a time bucket's parsed name, once known (trend is set if
-	// its width feeds the trending sketches).
-	bucket crdt.Bucket
+	// slot is a slot's parsed name, once known (trend is set if its width
+	// feeds the trending sketches).
+	slot   crdt.Slot
 	parsed bool
 }
 
@@ -64,11 +64,11 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 	if !storage.ValidItem(m.Kind, m.Item) {
 		return fmt.Errorf("%w: bad vector merge %c/%q", ErrInvalid, m.Kind, m.Item)
 	}
-	var bucket crdt.Bucket
+	var slot crdt.Slot
 	if m.Kind.IsWindows() {
-		if bucket, _ = crdt.ParseBucket(m.Item); bucket.Expired(t.nowMs) {
+		if slot, _ = crdt.ParseSlot(m.Item); slot.Expired(t.nowMs) {
 			// Gone by rule everywhere: taking it would bring it back.
-			t.r.metrics.refusedBucket.Inc()
+			t.r.metrics.refusedSlot.Inc()
 			return nil
 		}
 	}
@@ -83,7 +83,7 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 		return err
 	}
 	if m.Kind.IsWindows() {
-		vs.bucket, vs.parsed = bucket, true
+		vs.slot, vs.parsed = slot, true
 	}
 	if m.Kind == storage.Budgets && t.r.handoff.Load() != nil {
 		// A transfer to us, or our own entries adopted in recovery.
@@ -109,7 +109,7 @@ func (t *txn) mergeVector(m *VectorMerge) error {
 			t.r.metrics.ownRecovered.Inc()
 			t.r.log.Warn("own entry recovered from peer", "kind", m.Kind, "item", m.Item, "local", vs.cur.Get(t.r.self), "peer", own)
 			if !m.Kind.IsWindows() {
-				// A time bucket's own entry is booked from the others;
+				// A slot's own entry is booked from the others;
 				// the counts themselves are what was lost.
 				t.stateLost = true
 			}
@@ -142,7 +142,7 @@ func without(v crdt.Vector, id string) crdt.Vector {
 }
 
 // write adds the changed entries of every vector to the batch (a time
-// bucket's first entries also index it for expiry), and this replica's
+// slot's first entries also index it for expiry), and this replica's
 // changed own entries to ch.
 func (v *vectorTxn) write(t *txn, ch *Changes) error {
 	self := t.r.self

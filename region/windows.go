@@ -14,8 +14,8 @@ import (
 
 // Time windows. Every change of a replica's own entry of a like count or a
 // counter is also booked, in the same batch, into that replica's own entry
-// of the key's time buckets (crdt.Bucket), one per configured level: a 1 s
-// bucket, a 1 min bucket and a 1 h bucket by default. Each bucket is an
+// of the key's slots (crdt.Slot), one per configured level: a 1 s
+// slot, a 1 min slot and a 1 h slot by default. Each slot is an
 // ordinary PN vector, so it replicates, merges, converges and is repaired
 // exactly like the all-time count. Levels are booked side by side rather
 // than rolled up from finer ones later: a rollup would have to write other
@@ -25,13 +25,13 @@ import (
 // WindowConfig.Past and Future of the replica's clock) or the replica's
 // clock. A reconciliation (a concurrent double like taken back by the
 // record's winner) is booked at the time of the record's winning action
-// (crdt.LikeRecord.BookedMs), so every bucket, not only the total, ends as
+// (crdt.LikeRecord.BookedMs), so every slot, not only the total, ends as
 // if the actions had happened one after the other.
 //
-// Every change is also booked into the family's total: the buckets of the
+// Every change is also booked into the family's total: the slots of the
 // key "" (every like, every counter increment).
 
-// WindowLevel is one granularity of time buckets and how long they are
+// WindowLevel is one granularity of slots and how long they are
 // kept after they end (zero: forever).
 type WindowLevel struct {
 	Width time.Duration
@@ -50,16 +50,16 @@ type WindowRule struct {
 
 // WindowConfig configures time windows and trending.
 type WindowConfig struct {
-	// Rules pick each key's levels. No rule matching a key: no buckets.
+	// Rules pick each key's levels. No rule matching a key: no slots.
 	Rules []WindowRule
 	// Past and Future bound a client-given event time (Op.At) around the
-	// replica's clock. A bucket is final only once Past has gone by after
+	// replica's clock. A slot is final only once Past has gone by after
 	// its end. Defaults 5 min and 1 min.
 	Past, Future time.Duration
 	// TrendingCapacity is k, the counters per trending sketch: any key with
 	// more than 1/k of a window's additions is a candidate. Default 128.
 	TrendingCapacity int
-	// Uniques are the time-bucket levels of every key's unique count. Nil
+	// Uniques are the slot levels of every key's unique count. Nil
 	// means DefaultUniqueLevels; empty turns them off.
 	Uniques []WindowLevel
 }
@@ -72,7 +72,7 @@ const (
 )
 
 // DefaultWindowLevels are the levels every key gets unless configured: 1 s
-// buckets for 3 hours, 1 min buckets for 15 days, 1 h buckets for 3 years.
+// slots for 3 hours, 1 min slots for 15 days, 1 h slots for 3 years.
 func DefaultWindowLevels() []WindowLevel {
 	return []WindowLevel{
 		{Width: time.Second, Keep: 3 * time.Hour},
@@ -130,9 +130,9 @@ func (c *WindowConfig) checkLevels(what string, levels []WindowLevel) []error {
 	for _, l := range levels {
 		w, k := l.Width, l.Keep
 		switch {
-		case w < time.Second || w%time.Second != 0 || w > crdt.MaxBucketWidth*time.Second:
-			errs = append(errs, fmt.Errorf("region: windows: %s: width %v is not whole seconds in 1s..%v", what, w, crdt.MaxBucketWidth*time.Second))
-		case k < 0 || k%time.Second != 0 || k > crdt.MaxBucketKeep*time.Second:
+		case w < time.Second || w%time.Second != 0 || w > crdt.MaxSlotWidth*time.Second:
+			errs = append(errs, fmt.Errorf("region: windows: %s: width %v is not whole seconds in 1s..%v", what, w, crdt.MaxSlotWidth*time.Second))
+		case k < 0 || k%time.Second != 0 || k > crdt.MaxSlotKeep*time.Second:
 			errs = append(errs, fmt.Errorf("region: windows: %s: keep %v is not whole seconds", what, k))
 		case k != 0 && k < c.Past:
 			errs = append(errs, fmt.Errorf("region: windows: %s: keep %v is shorter than the accepted event past %v", what, k, c.Past))
@@ -189,7 +189,7 @@ func (w *windowRules) levels(kind storage.Kind, key string) []level {
 	return nil
 }
 
-// bookingTxn is the batch's bookings into time buckets: changes of own
+// bookingTxn is the batch's bookings into slots: changes of own
 // entries, folded per (family, key, second).
 type bookingTxn struct {
 	noHooks
@@ -199,10 +199,10 @@ type bookingTxn struct {
 	lastBook    *int64
 }
 
-// settle books the folded changes into the buckets' vectors.
+// settle books the folded changes into the slots' vectors.
 func (*bookingTxn) settle(t *txn) error { return t.flushBookings() }
 
-// booking is a change to book into time buckets at commit.
+// booking is a change to book into slots at commit.
 type booking struct {
 	kind storage.Kind // Likes or Counters
 	key  string
@@ -210,13 +210,13 @@ type booking struct {
 }
 
 // book records that the own entry of (kind, key) moved by delta because of
-// an event at atMs. The txn folds bookings and writes the buckets at commit.
+// an event at atMs. The txn folds bookings and writes the slots at commit.
 func (t *txn) book(kind storage.Kind, key string, atMs, delta int64) {
 	if delta == 0 || len(t.r.windows.rules) == 0 || kind == storage.Budgets {
 		return
 	}
 	atMs = t.chaosBookingTime(kind, atMs)
-	b := booking{kind, key, crdt.BucketStart(atMs, 1)}
+	b := booking{kind, key, crdt.SlotStart(atMs, 1)}
 	if t.lastBook != nil && t.lastBookKey == b {
 		*t.lastBook += delta
 		return
@@ -234,7 +234,7 @@ func (t *txn) book(kind storage.Kind, key string, atMs, delta int64) {
 	t.lastBookKey, t.lastBook = b, p
 }
 
-// flushBookings applies the folded bookings to the buckets' own entries.
+// flushBookings applies the folded bookings to the slots' own entries.
 // A family's total is booked once per (family, second), after the keys.
 func (t *txn) flushBookings() error {
 	var name []byte
@@ -246,7 +246,7 @@ func (t *txn) flushBookings() error {
 	var totalOrder []totalKey
 	bookKey := func(kind storage.Kind, key string, sec, d int64) error {
 		for _, l := range t.r.windows.levels(kind, key) {
-			bk := crdt.Bucket{Key: key, Width: l.width, Start: crdt.BucketStart(sec*1000, l.width), Keep: l.keep}
+			bk := crdt.Slot{Key: key, Width: l.width, Start: crdt.SlotStart(sec*1000, l.width), Keep: l.keep}
 			if bk.Expired(t.nowMs) {
 				continue
 			}
@@ -257,7 +257,7 @@ func (t *txn) flushBookings() error {
 			}
 			vs.cur = vs.cur.Add(t.r.self, d)
 			vs.deleted = false
-			vs.bucket, vs.parsed = bk, true
+			vs.slot, vs.parsed = bk, true
 		}
 		return nil
 	}
@@ -309,18 +309,18 @@ func (t *txn) atOr(atMs int64) int64 {
 	return t.nowMs
 }
 
-// BucketExpired reports whether a vector name is a time bucket past its
+// SlotExpired reports whether a vector name is a slot past its
 // retention by this replica's clock (false for any other name).
-func (r *Replica) BucketExpired(name string) bool {
-	b, ok := crdt.ParseBucket(name)
+func (r *Replica) SlotExpired(name string) bool {
+	b, ok := crdt.ParseSlot(name)
 	return ok && b.Expired(r.pclock.NowMs())
 }
 
-// expireWindow deletes a time bucket the sweeper found expired, if it
-// still is (a booking in the same batch cannot make an expired bucket live
-// again: flushBookings skips expired buckets).
+// expireWindow deletes a slot the sweeper found expired, if it
+// still is (a booking in the same batch cannot make an expired slot live
+// again: flushBookings skips expired slots).
 func (t *txn) expireWindow(ref storage.WindowRef) (bool, error) {
-	b, ok := crdt.ParseBucket(ref.Name)
+	b, ok := crdt.ParseSlot(ref.Name)
 	if ok && ref.Kind == storage.UniquesWindows && b.Expired(t.nowMs) {
 		return true, t.expireSketch(ref)
 	}
@@ -335,22 +335,22 @@ func (t *txn) expireWindow(ref storage.WindowRef) (bool, error) {
 	return true, nil
 }
 
-// sweepWindowsEvery is how often the sweeper deletes expired buckets.
+// sweepWindowsEvery is how often the sweeper deletes expired slots.
 const sweepWindowsEvery = 10 * time.Second
 
-// sweepWindows runs until Close, deleting expired time buckets and
+// sweepWindows runs until Close, deleting expired slots and
 // trending sketches past their keep.
 func (r *Replica) sweepWindows() {
-	r.sweepEvery(sweepWindowsEvery, "time buckets", func(ctx context.Context) (int, error) {
+	r.sweepEvery(sweepWindowsEvery, "slots", func(ctx context.Context) (int, error) {
 		r.trends.prune(r.pclock.NowMs())
 		return r.ExpireWindows(ctx)
 	})
 }
 
-// ExpireWindows deletes every time bucket past its retention and returns
+// ExpireWindows deletes every slot past its retention and returns
 // how many it deleted. The sweeper calls it; so can a test.
 func (r *Replica) ExpireWindows(ctx context.Context) (int, error) {
-	return r.sweep(ctx, r.metrics.bucketsExpired, func() (*request, int, error) {
+	return r.sweep(ctx, r.metrics.slotsExpired, func() (*request, int, error) {
 		refs, err := r.store.ExpiredWindows(r.pclock.NowMs(), sweepPage)
 		return &request{expireWin: refs}, len(refs), err
 	})

@@ -59,9 +59,9 @@ func threeLevels() []WindowLevel {
 	}
 }
 
-// secModel is the test's reference for time buckets: the net change of
+// secModel is the test's reference for slots: the net change of
 // every (family, key) per second, the family total ("") included. Every
-// level's bucket is a sum of it.
+// level's slot is a sum of it.
 type secModel map[storage.Kind]map[string]map[int64]int64
 
 func (m secModel) add(kind storage.Kind, key string, atMs, delta int64) {
@@ -71,7 +71,7 @@ func (m secModel) add(kind storage.Kind, key string, atMs, delta int64) {
 	if m[kind] == nil {
 		m[kind] = map[string]map[int64]int64{}
 	}
-	sec := crdt.BucketStart(atMs, 1)
+	sec := crdt.SlotStart(atMs, 1)
 	for _, k := range []string{key, ""} {
 		if m[kind][k] == nil {
 			m[kind][k] = map[int64]int64{}
@@ -91,11 +91,11 @@ func (m secModel) sum(kind storage.Kind, key string, from, to int64) int64 {
 	return s
 }
 
-// byBucket folds the model into buckets of width: start -> net change.
-func (m secModel) byBucket(kind storage.Kind, key string, width int64) map[int64]int64 {
+// bySlot folds the model into slots of width: start -> net change.
+func (m secModel) bySlot(kind storage.Kind, key string, width int64) map[int64]int64 {
 	out := map[int64]int64{}
 	for sec, d := range m[kind][key] {
-		out[crdt.BucketStart(sec*1000, width)] += d
+		out[crdt.SlotStart(sec*1000, width)] += d
 	}
 	return out
 }
@@ -132,7 +132,7 @@ func checkSeries(t *testing.T, r *Replica, m secModel, kind storage.Kind, key st
 	if want := (toMs - fromMs) / 1000 / st; int64(len(w.Points)) != want {
 		t.Fatalf("%s: Series(%s, %q, step %v): %d points, want %d", r.ID(), kind, key, step, len(w.Points), want)
 	}
-	model := m.byBucket(kind, key, st) // fromMs is a multiple of step
+	model := m.bySlot(kind, key, st) // fromMs is a multiple of step
 	for i, p := range w.Points {
 		s := fromMs/1000 + int64(i)*st
 		if p.Start.Unix() != s {
@@ -146,18 +146,18 @@ func checkSeries(t *testing.T, r *Replica, m secModel, kind storage.Kind, key st
 	return w
 }
 
-// storedLevel reads the stored buckets of one level of (kind, key) in
-// [from, to) seconds: start -> vector. Buckets expired by nowMs are left
+// storedLevel reads the stored slots of one level of (kind, key) in
+// [from, to) seconds: start -> vector. Slots expired by nowMs are left
 // out (gone by rule, swept or not).
 func storedLevel(t *testing.T, r *Replica, kind storage.Kind, key string, width, from, to, nowMs int64) map[int64]crdt.Vector {
 	t.Helper()
 	out := map[int64]crdt.Vector{}
-	err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+	err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Slot, v crdt.Vector) {
 		if b.Expired(nowMs) {
 			return
 		}
 		if _, dup := out[b.Start]; dup {
-			t.Errorf("%s: two buckets of %s %q width %d start at %d", r.ID(), kind, key, width, b.Start)
+			t.Errorf("%s: two slots of %s %q width %d start at %d", r.ID(), kind, key, width, b.Start)
 		}
 		out[b.Start] = v.Clone()
 	})
@@ -167,12 +167,12 @@ func storedLevel(t *testing.T, r *Replica, kind storage.Kind, key string, width,
 	return out
 }
 
-// checkLevel compares every bucket of one level with the model: each
+// checkLevel compares every slot of one level with the model: each
 // level is booked on its own, so each must be exact by itself.
 func checkLevel(t *testing.T, r *Replica, m secModel, kind storage.Kind, key string, width, keep, from, to int64) {
 	t.Helper()
 	got := storedLevel(t, r, kind, key, width, from, to, r.pclock.NowMs())
-	model := m.byBucket(kind, key, width)
+	model := m.bySlot(kind, key, width)
 	starts := map[int64]bool{}
 	for s := range got {
 		starts[s] = true
@@ -185,14 +185,14 @@ func checkLevel(t *testing.T, r *Replica, m secModel, kind storage.Kind, key str
 	for s := range starts {
 		v := got[s]
 		if want := model[s]; v.Value() != want {
-			t.Fatalf("%s: %s %q bucket %ds at %s = %d (%v), model %d", r.ID(), kind, key, width,
+			t.Fatalf("%s: %s %q slot %ds at %s = %d (%v), model %d", r.ID(), kind, key, width,
 				time.Unix(s, 0).UTC().Format(time.TimeOnly), v.Value(), v, want)
 		}
 	}
 	// And each carries its level's retention in its name.
-	_ = r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Bucket, _ crdt.Vector) {
+	_ = r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Slot, _ crdt.Vector) {
 		if b.Keep != keep {
-			t.Fatalf("%s: bucket %q has keep %d, want %d", r.ID(), b.Name(), b.Keep, keep)
+			t.Fatalf("%s: slot %q has keep %d, want %d", r.ID(), b.Name(), b.Keep, keep)
 		}
 	})
 }
@@ -217,7 +217,7 @@ func randAt(rng *rand.Rand, nowMs int64, wc *WindowConfig) int64 {
 // Every change of an own entry is booked into every level at the event's
 // time, and the family total is the sum over keys: Series at 1 s, 1 min
 // and 1 h, WindowOf over random ranges and each stored level agree with a
-// model of the events. Later, with the 1 s buckets expired, the coarser
+// model of the events. Later, with the 1 s slots expired, the coarser
 // levels still answer exactly.
 func TestWindowRollupExact(t *testing.T) {
 	clock := testkit.NewClock(winT0)
@@ -301,8 +301,8 @@ func TestWindowRollupExact(t *testing.T) {
 	}
 
 	// Everything booked lies in [from, to), whole hours.
-	from := crdt.BucketStart(minAt, 3600) * 1000
-	to := (crdt.BucketStart(maxAt, 3600) + 3600) * 1000
+	from := crdt.SlotStart(minAt, 3600) * 1000
+	to := (crdt.SlotStart(maxAt, 3600) + 3600) * 1000
 	fams := []storage.Kind{storage.Likes, storage.Counters}
 	for _, kind := range fams {
 		keys := m.keys(kind)
@@ -329,7 +329,7 @@ func TestWindowRollupExact(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				fs, ts := crdt.BucketStart(a, 1), crdt.BucketStart(b-1, 1)+1
+				fs, ts := crdt.SlotStart(a, 1), crdt.SlotStart(b-1, 1)+1
 				if len(w.Points) != 1 || w.From.Unix() != fs || w.To.Unix() != ts || w.Sum().Value() != w.Points[0].Value() {
 					t.Fatalf("WindowOf(%d, %d) = %+v; want one point over [%d, %d)", a, b, w, fs, ts)
 				}
@@ -353,21 +353,21 @@ func TestWindowRollupExact(t *testing.T) {
 			}
 		}
 	}
-	// The all-time counts agree with the buckets' sum.
+	// The all-time counts agree with the slots' sum.
 	for _, key := range m.keys(storage.Counters)[1:] {
 		if rd, _ := r.Counter(key); rd.Value != m.sum(storage.Counters, key, 0, 1<<40) {
-			t.Fatalf("counter %q = %d, buckets say %d", key, rd.Value, m.sum(storage.Counters, key, 0, 1<<40))
+			t.Fatalf("counter %q = %d, slots say %d", key, rd.Value, m.sum(storage.Counters, key, 0, 1<<40))
 		}
 	}
 
 	// WindowRange: the last 10 minutes are the 600 latest seconds.
 	nowMs := clock.Now().UnixMilli()
 	if f, e, err := r.WindowRange(storage.Likes, "p:1", 10*time.Minute); err != nil ||
-		e != (crdt.BucketStart(nowMs, 1)+1)*1000 || e-f != 600_000 {
+		e != (crdt.SlotStart(nowMs, 1)+1)*1000 || e-f != 600_000 {
 		t.Fatalf("WindowRange(10m) = [%d, %d), %v at now %d", f, e, err, nowMs)
 	}
 
-	// Four hours later the 1 s buckets are past their retention: reads
+	// Four hours later the 1 s slots are past their retention: reads
 	// skip them, the sweep deletes them, and minutes and hours still
 	// answer exactly (pickLevel moves to the 1 min level).
 	clock.Advance(4 * time.Hour)
@@ -377,19 +377,19 @@ func TestWindowRollupExact(t *testing.T) {
 			t.Fatalf("a window that ended hours ago is not closed")
 		}
 		if _, err := r.Series(kind, "", from, to, time.Second); !errors.Is(err, ErrNoWindow) {
-			t.Fatalf("Series at 1 s after the 1 s buckets expired: %v, want ErrNoWindow", err)
+			t.Fatalf("Series at 1 s after the 1 s slots expired: %v, want ErrNoWindow", err)
 		}
 	}
 	if _, err := r.ExpireWindows(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if refs, _ := r.store.ExpiredWindows(clock.Now().UnixMilli(), 0); len(refs) != 0 {
-		t.Fatalf("after the sweep %d buckets are still due, e.g. %v", len(refs), refs[0])
+		t.Fatalf("after the sweep %d slots are still due, e.g. %v", len(refs), refs[0])
 	}
 	for _, kind := range fams {
 		for _, key := range m.keys(kind) {
-			if got := storedLevel(t, r, kind, key, 1, 0, 9_999_999_999, 0); len(got) != 0 { // a bucket name holds 10 digits of start
-				t.Fatalf("%s %q: %d 1 s buckets left after the sweep", kind, key, len(got))
+			if got := storedLevel(t, r, kind, key, 1, 0, 9_999_999_999, 0); len(got) != 0 { // a slot name holds 10 digits of start
+				t.Fatalf("%s %q: %d 1 s slots left after the sweep", kind, key, len(got))
 			}
 			checkSeries(t, r, m, kind, key, from, to, time.Minute)
 			checkLevel(t, r, m, kind, key, 3600, 0, from/1000, to/1000)
@@ -564,10 +564,10 @@ func newWinNet(t *testing.T, n int, clock *testkit.Clock, wc *WindowConfig) *win
 
 // Three replicas take increments, likes and unlikes with client times
 // and exchange their changes in random order, with duplicates. After a
-// full exchange every replica holds the same buckets, equal to the model,
+// full exchange every replica holds the same slots, equal to the model,
 // at every level. Contended records (one user liking at two replicas at
 // once, one idempotency key applied at two) are reconciled by their
-// winner at its action's time, so each bucket ends as if the actions had
+// winner at its action's time, so each slot ends as if the actions had
 // happened one after the other in HLC order.
 func TestWindowConvergence(t *testing.T) {
 	for seed := range uint64(3) {
@@ -700,8 +700,8 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 	}
 	t.Logf("%d contended likes, %d keys found applied already, %v reconciliations", contendedN, dupKeys, reconciled)
 
-	from := crdt.BucketStart(minAt, 3600) * 1000
-	to := (crdt.BucketStart(maxAt, 3600) + 3600) * 1000
+	from := crdt.SlotStart(minAt, 3600) * 1000
+	to := (crdt.SlotStart(maxAt, 3600) + 3600) * 1000
 	for _, kind := range []storage.Kind{storage.Likes, storage.Counters} {
 		for _, key := range m.keys(kind) {
 			var first Window
@@ -735,7 +735,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 					read = r.Likes
 				}
 				if rd, err := read(key); err != nil || rd.Value != m.sum(kind, key, 0, 1<<40) {
-					t.Fatalf("%s: all-time %s %q = %+v, %v; buckets' model %d", r.ID(), kind, key, rd, err, m.sum(kind, key, 0, 1<<40))
+					t.Fatalf("%s: all-time %s %q = %+v, %v; slots' model %d", r.ID(), kind, key, rd, err, m.sum(kind, key, 0, 1<<40))
 				}
 			}
 		}
@@ -749,20 +749,20 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 	}
 }
 
-// The case of the package documentation, bucket by bucket, is a script:
+// The case of the package documentation, slot by slot, is a script:
 // testdata/windows/concurrent_likes_booked_at_winner.txt.
 
 // --- Retention -------------------------------------------------------
 
-// A bucket past its retention is gone by rule, and neither changes in
+// A slot past its retention is gone by rule, and neither changes in
 // flight since before it expired nor a late reconciliation booked at its
 // time bring it back: a script, testdata/windows/retention_no_resurrection.txt.
 // Replication hands a replica only other replicas' entries, so what no
-// script reaches is a replica merging its own expired buckets back (a
+// script reaches is a replica merging its own expired slots back (a
 // peer that kept them over a long partition, as a region Merge may be
 // given them): refused, counted, nothing changes, and the expiry index
 // lists nothing of them, due or not.
-func TestWindowExpiredOwnBucketsRefused(t *testing.T) {
+func TestWindowExpiredOwnSlotsRefused(t *testing.T) {
 	clock := testkit.NewClock(winT0)
 	wc := &WindowConfig{
 		Rules: []WindowRule{{Levels: []WindowLevel{{Width: time.Hour, Keep: 10 * time.Minute}}}},
@@ -774,19 +774,19 @@ func TestWindowExpiredOwnBucketsRefused(t *testing.T) {
 	if err != nil || res[0].Err != nil || res[1].Err != nil {
 		t.Fatal(err, res)
 	}
-	hour := crdt.BucketStart(clock.Now().UnixMilli(), 3600)
-	bucket := func(key string) crdt.Bucket { return crdt.Bucket{Key: key, Width: 3600, Start: hour, Keep: 600} }
+	hour := crdt.SlotStart(clock.Now().UnixMilli(), 3600)
+	slot := func(key string) crdt.Slot { return crdt.Slot{Key: key, Width: 3600, Start: hour, Keep: 600} }
 	names := map[storage.Kind][]string{
-		storage.CountersWindows: {bucket("c:1").Name(), bucket("").Name()},
-		storage.LikesWindows:    {bucket("p:1").Name(), bucket("").Name()},
+		storage.CountersWindows: {slot("c:1").Name(), slot("").Name()},
+		storage.LikesWindows:    {slot("p:1").Name(), slot("").Name()},
 	}
-	// What a partitioned peer keeps of A's buckets.
+	// What a partitioned peer keeps of A's slots.
 	var old []VectorMerge
 	for k, ns := range names {
 		for _, n := range ns {
 			v, err := a.store.Vector(k, n)
 			if err != nil || len(v) == 0 {
-				t.Fatalf("A has no bucket %q: %v", n, err)
+				t.Fatalf("A has no slot %q: %v", n, err)
 			}
 			old = append(old, VectorMerge{Kind: k, Item: n, Vec: v})
 		}
@@ -796,7 +796,7 @@ func TestWindowExpiredOwnBucketsRefused(t *testing.T) {
 		for k, ns := range names {
 			for _, n := range ns {
 				if v, _ := a.store.Vector(k, n); len(v) != 0 {
-					t.Fatalf("expired bucket %q stored: %v", n, v)
+					t.Fatalf("expired slot %q stored: %v", n, v)
 				}
 			}
 		}
@@ -805,13 +805,13 @@ func TestWindowExpiredOwnBucketsRefused(t *testing.T) {
 		}
 	}
 
-	clock.Set(time.UnixMilli(bucket("").ExpiresMs()))
+	clock.Set(time.UnixMilli(slot("").ExpiresMs()))
 	if _, err := a.ExpireWindows(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The background sweeper may have taken some: count by the metric.
-	if got := testutil.ToFloat64(a.metrics.bucketsExpired); got != 4 {
-		t.Fatalf("A expired %v buckets, want 4", got)
+	if got := testutil.ToFloat64(a.metrics.slotsExpired); got != 4 {
+		t.Fatalf("A expired %v slots, want 4", got)
 	}
 	stored()
 
@@ -819,18 +819,18 @@ func TestWindowExpiredOwnBucketsRefused(t *testing.T) {
 	if err := a.Merge(ctx, old, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(a.metrics.refusedBucket); got != float64(len(old)) {
-		t.Fatalf("A refused %v expired buckets, want %d", got, len(old))
+	if got := testutil.ToFloat64(a.metrics.refusedSlot); got != float64(len(old)) {
+		t.Fatalf("A refused %v expired slots, want %d", got, len(old))
 	}
 	if !slices.Equal(a.store.Digests(), before) {
-		t.Fatal("merging expired buckets changed the replicated state")
+		t.Fatal("merging expired slots changed the replicated state")
 	}
 	stored()
 	// A read of the oldest second the level serves, widened to the hour.
 	fromMs := clock.Now().UnixMilli() - (3600+600)*1000
 	w, err := a.WindowOf(storage.Counters, "c:1", fromMs, fromMs+1)
 	if err != nil || w.From.Unix() != hour || w.Points[0].Value() != 0 {
-		t.Fatalf("expired bucket read after the merge: %+v, %v", w, err)
+		t.Fatalf("expired slot read after the merge: %+v, %v", w, err)
 	}
 }
 
@@ -983,7 +983,7 @@ func likeScene(t *testing.T, wc *WindowConfig, plan []sceneEv) *trendScene {
 			do(sceneEv{key: fmt.Sprintf("old:%d", i), user: fmt.Sprintf("o%d", u), at: u % 2, liked: true})
 		}
 	}
-	start := (crdt.BucketStart(s.clock.Now().UnixMilli()+15*60_000, 60) + 60) * 1000
+	start := (crdt.SlotStart(s.clock.Now().UnixMilli()+15*60_000, 60) + 60) * 1000
 	for i, e := range plan {
 		s.clock.Set(time.UnixMilli(start + e.offMs))
 		do(e)
@@ -993,11 +993,11 @@ func likeScene(t *testing.T, wc *WindowConfig, plan []sceneEv) *trendScene {
 	}
 	exchange(t, s.rs[0], s.rs[1], boxes[0], boxes[1])
 	nowMs := s.clock.Now().UnixMilli()
-	s.to = crdt.BucketStart(nowMs, 60) + 60
+	s.to = crdt.SlotStart(nowMs, 60) + 60
 	s.from = s.to - 600
 	for _, b := range booked {
 		s.allTime.add(b.key, b.replica, b.d)
-		if sec := crdt.BucketStart(b.ms, 1); sec >= s.from && sec < s.to {
+		if sec := crdt.SlotStart(b.ms, 1); sec >= s.from && sec < s.to {
 			s.window.add(b.key, b.replica, b.d)
 		}
 	}
@@ -1029,7 +1029,7 @@ func trendingLevels() *WindowConfig {
 
 // Trending over the last 10 minutes is the exact top n, with exact counts,
 // at either replica, per replica, by prefix; all time too; and the same
-// after a restart rebuilt the sketches from the stored buckets.
+// after a restart rebuilt the sketches from the stored slots.
 func TestTrendingExact(t *testing.T) {
 	counts, unlikes := map[string]int{}, map[string]int{}
 	for i := range 24 {
@@ -1176,7 +1176,7 @@ func TestTrendingHeavyHitterWithFullSketches(t *testing.T) {
 	check("after restart")
 }
 
-// A restart rebuilds the sketches from the stored buckets, whatever the
+// A restart rebuilds the sketches from the stored slots, whatever the
 // levels' retention: a 1 min level kept forever too.
 func TestTrendingRebuiltForLevelsKeptForever(t *testing.T) {
 	wc := &WindowConfig{Rules: []WindowRule{{Levels: []WindowLevel{{Width: time.Minute}, {Width: time.Hour}}}}}
@@ -1191,6 +1191,6 @@ func TestTrendingRebuiltForLevelsKeptForever(t *testing.T) {
 	checkTrending(t, s.rs[0], mustTrending(t, s.rs[0], storage.Likes, "", 10*time.Minute, 10, nil), want, "after restart")
 }
 
-// With more than two competing actions on a record the buckets converge
+// With more than two competing actions on a record the slots converge
 // to the exact total but not to the sequential minutes: a script,
 // testdata/windows/contended_likes_converge.txt.

@@ -423,7 +423,7 @@ func (r *reader) id() string {
 	return string(p)
 }
 
-// item reads a vector name of kind k: an id, or a time bucket's name.
+// item reads a vector name of kind k: an id, or a slot's name.
 func (r *reader) item(k storage.Kind) string {
 	p := r.blob()
 	if r.err == nil && !storage.ValidItem(k, string(p)) {

@@ -33,7 +33,7 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 	for i := range rng.IntN(4) {
 		k, name := storage.Uniques, fmt.Sprintf("video%d", i)
 		if i%2 == 1 {
-			k, name = storage.UniquesWindows, crdt.Bucket{Key: name, Width: 3600, Start: 7200, Keep: 86400}.Name()
+			k, name = storage.UniquesWindows, crdt.Slot{Key: name, Width: 3600, Start: 7200, Keep: 86400}.Name()
 		}
 		d.Sketches = append(d.Sketches, OwnPage{Kind: k, Name: name, Page: rng.IntN(crdt.HLLPages), Regs: randRegs(rng)})
 	}
@@ -192,7 +192,7 @@ func FuzzDecodePage(f *testing.F) {
 	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.BlockRecordItem, User: "u",
 		Rec: crdt.Flag{Blocked: true, HLC: 9, Origin: "eu-1"}.Record()}}}))
 	f.Add(AppendPage(nil, &Page{Next: []byte("k"), Sketches: []SketchPage{{Kind: storage.Uniques, Name: "v", Replica: "r", Page: 3, Regs: randRegs(rng)},
-		{Kind: storage.UniquesWindows, Name: crdt.Bucket{Key: "v", Width: 3600, Start: 0, Keep: 0}.Name(), Replica: "r", Page: 63, Regs: randRegs(rng)}}}))
+		{Kind: storage.UniquesWindows, Name: crdt.Slot{Key: "v", Width: 3600, Start: 0, Keep: 0}.Name(), Replica: "r", Page: 63, Regs: randRegs(rng)}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if pg, err := DecodePage(data); err == nil {
 			again, err := DecodePage(AppendPage(nil, pg))

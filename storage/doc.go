@@ -22,9 +22,9 @@
 //	b<B>/v/l/<item>/<replica>  crdt.PN     likes vector entry of one replica
 //	b<B>/v/c/<key>/<replica>   crdt.PN     counter vector entry of one replica
 //	b<B>/v/L/<item>#<w>.<start>.<keep>/<replica>
-//	                           crdt.PN     a time bucket of an item's likes (crdt.Bucket);
+//	                           crdt.PN     a slot of an item's likes (crdt.Slot);
 //	                                       <B> hashes only the item, so a series is one range
-//	b<B>/v/C/<key>#.../<replica> crdt.PN   a time bucket of a counter
+//	b<B>/v/C/<key>#.../<replica> crdt.PN   a slot of a counter
 //	b<B>/r/<item>/<user>       LikeRecord  one user's like record
 //	b<B>/k/<key>/<idem>        KeyedRecord a keyed record: one idempotency key of a counter
 //	b<B>/k/~<key>/<idem>       Spend       one idempotency key of a budget's spends
@@ -35,7 +35,7 @@
 //	w/<key>/<idem>             (empty)     keyed record (or spend, ~<key>) whose excess is not yet zero
 //	e/<16 hex ms>/<key>/<idem> (empty)     a keyed record (or spend, ~<key>) by its register's wall
 //	                                       time, for expiry
-//	u/<16 hex ms>/<kind>/<bucket> (empty)  a time bucket by its expiry, for the sweeper
+//	u/<16 hex ms>/<kind>/<slot>   (empty)  a slot by its expiry, for the sweeper
 //	i/<key>/<idem>             IdemValue   an older version's per-replica idempotency key,
 //	                                       converted to a keyed record at open
 //	y/<item>/<user>            uvarint     the like index: HLC of a liked pair, by item

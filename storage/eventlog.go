@@ -444,7 +444,7 @@ func (s *Store) LogTotals(self string) (LogTotals, error) {
 			continue
 		}
 		err := visit(key[5:], it.Value(), SegmentVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
-			if replica == self && !k.IsWindows() { // buckets are not logged
+			if replica == self && !k.IsWindows() { // slots are not logged
 				t.Stored[VectorKey{k, item}] = e
 			}
 		}})

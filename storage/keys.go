@@ -10,10 +10,10 @@ const (
 	Likes Kind = 'l'
 	// Counters vectors are generic PN-counters.
 	Counters Kind = 'c'
-	// LikesWindows vectors are the time buckets of items' like counts,
-	// named by crdt.Bucket.
+	// LikesWindows vectors are the slots of items' like counts,
+	// named by crdt.Slot.
 	LikesWindows Kind = 'L'
-	// CountersWindows vectors are the time buckets of counters.
+	// CountersWindows vectors are the slots of counters.
 	CountersWindows Kind = 'C'
 	// Budgets vectors are bounded counters (crdt.Budget): the main vector
 	// under the budget's key, and one inbox vector per replica that was
@@ -46,7 +46,7 @@ func (k Kind) Valid() bool {
 	return k == Likes || k == Counters || k == LikesWindows || k == CountersWindows || k == Budgets
 }
 
-// Windows is the kind of k's time buckets (k itself if it is one).
+// Windows is the kind of k's slots (k itself if it is one).
 func (k Kind) Windows() Kind {
 	switch k {
 	case Likes:
@@ -68,15 +68,15 @@ func (k Kind) Base() Kind {
 	return k
 }
 
-// IsWindows reports whether k's vectors are time buckets.
+// IsWindows reports whether k's vectors are slots.
 func (k Kind) IsWindows() bool { return k == LikesWindows || k == CountersWindows }
 
 // ValidItem reports whether item is a well-formed vector name of kind k: an
-// id for an all-time vector, a bucket name (crdt.ParseBucket) for a time
-// bucket, a key or inbox name (crdt.SplitBudgetName) for a budget.
+// id for an all-time vector, a slot name (crdt.ParseSlot) for a slot,
+// a key or inbox name (crdt.SplitBudgetName) for a budget.
 func ValidItem(k Kind, item string) bool {
 	if k.IsWindows() {
-		_, ok := crdt.ParseBucket(item)
+		_, ok := crdt.ParseSlot(item)
 		return ok
 	}
 	if k == Budgets {

@@ -12,7 +12,7 @@ import (
 // contribution. Stores on disk and peers of other versions hold these
 // bytes: a rename or refactor must leave every line here unchanged.
 func TestKeyBytesAreFixed(t *testing.T) {
-	slot := crdt.Bucket{Key: "video:1", Width: 60, Start: 1_700_000_040, Keep: 900}
+	slot := crdt.Slot{Key: "video:1", Width: 60, Start: 1_700_000_040, Keep: 900}
 	got := []string{
 		string(vectorEntryKey(Likes, "video:1", "us-1")),
 		string(vectorEntryKey(LikesWindows, slot.Name(), "us-1")),

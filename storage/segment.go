@@ -19,7 +19,7 @@ import (
 const Segments = 4096
 
 // VectorSegment is the segment of every entry of one vector. A time slot
-// (crdt.Bucket) hashes only its key, so it lives next to its key's all-time
+// (crdt.Slot) hashes only its key, so it lives next to its key's all-time
 // vector and a key's series is one contiguous key range.
 func VectorSegment(item string) int {
 	return int(fnv32a(fnv32Offset, crdt.BaseKey(item)) % Segments)

@@ -137,7 +137,7 @@ func TestFNVMatchesHashFNV(t *testing.T) {
 	for range 2000 {
 		item, user := randBytes(r), randBytes(r)
 		hv := fnv.New32a()
-		hv.Write([]byte(crdt.BaseKey(string(item)))) // a time bucket hashes its key
+		hv.Write([]byte(crdt.BaseKey(string(item)))) // a slot hashes its key
 		if got, want := VectorSegment(string(item)), int(hv.Sum32()%Segments); got != want {
 			t.Fatalf("VectorSegment(%q) = %d, hash/fnv %d", item, got, want)
 		}

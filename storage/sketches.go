@@ -18,15 +18,15 @@ import (
 // register-wise max over every replica's sketch. A page holding no
 // register is not stored. The page bytes are canonical (crdt.AppendHLLPage),
 // so equal sketches give equal segment digests and anti-entropy can compare
-// them like any other key. The segment is VectorSegment(name): a key's time
-// buckets live next to its all-time sketch.
+// them like any other key. The segment is VectorSegment(name): a key's slots
+// live next to its all-time sketch.
 const prefixSketch = 'h'
 
 const (
 	// Uniques sketches count the distinct ids added to a key.
 	Uniques Kind = 'u'
-	// UniquesWindows sketches are the time buckets of unique counts, named
-	// by crdt.Bucket.
+	// UniquesWindows sketches are the slots of unique counts, named
+	// by crdt.Slot.
 	UniquesWindows Kind = 'U'
 )
 
@@ -35,13 +35,13 @@ const (
 func (k Kind) IsSketch() bool { return k == Uniques || k == UniquesWindows }
 
 // ValidSketch reports whether name is a well-formed sketch name of kind k:
-// an id for Uniques, a bucket name for UniquesWindows.
+// an id for Uniques, a slot name for UniquesWindows.
 func ValidSketch(k Kind, name string) bool {
 	switch k {
 	case Uniques:
 		return crdt.ValidID(name)
 	case UniquesWindows:
-		_, ok := crdt.ParseBucket(name)
+		_, ok := crdt.ParseSlot(name)
 		return ok
 	}
 	return false
@@ -106,7 +106,7 @@ func (b *Batch) PutSketchPage(k Kind, name, replica string, page int, old []byte
 }
 
 // DeleteSketch deletes every page of every replica's sketch of name (a
-// time bucket past its retention), updating the digests, and its expiry
+// slot past its retention), updating the digests, and its expiry
 // index entry.
 func (b *Batch) DeleteSketch(k Kind, name string) error {
 	prefix := appendSketchPrefix(nil, k, name)
@@ -121,7 +121,7 @@ func (b *Batch) DeleteSketch(k Kind, name string) error {
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("delete sketch %s/%s: %w", k, name, err)
 	}
-	if bk, ok := crdt.ParseBucket(name); ok && k == UniquesWindows {
+	if bk, ok := crdt.ParseSlot(name); ok && k == UniquesWindows {
 		b.kbuf = appendWindowExpiryKey(b.kbuf[:0], WindowIndexMs(bk), k, name)
 		_ = b.b.Delete(b.kbuf, nil)
 	}
@@ -154,10 +154,10 @@ func (s *Store) Sketch(k Kind, name string, fn func(replica string, page int, p 
 	})
 }
 
-// SketchSeries calls fn for every stored page of the time buckets of kind
+// SketchSeries calls fn for every stored page of the slots of kind
 // k (UniquesWindows), key and width with a start in [from, to) (unix
 // seconds), in start order.
-func (s *Store) SketchSeries(k Kind, key string, width, from, to int64, fn func(b crdt.Bucket, replica string, page int, p *crdt.HLLPage)) error {
+func (s *Store) SketchSeries(k Kind, key string, width, from, to int64, fn func(b crdt.Slot, replica string, page int, p *crdt.HLLPage)) error {
 	if s.closed.Load() {
 		return fmt.Errorf("read sketch series %s/%s: %w", k, key, ErrClosed)
 	}
@@ -170,13 +170,13 @@ func (s *Store) SketchSeries(k Kind, key string, width, from, to int64, fn func(
 	lower := append(append([]byte(nil), base...), crdt.StartName(max(from, 0))...)
 	upper := append(append([]byte(nil), base...), crdt.StartName(max(to, 0))...)
 	var cur string
-	var bk crdt.Bucket
+	var bk crdt.Slot
 	var bad error
 	err := s.scanSketches(lower, upper, len(base)-len(series)-2, func(name, replica string, page int, p *crdt.HLLPage) {
 		if name != cur {
 			var ok bool
-			if bk, ok = crdt.ParseBucket(name); !ok {
-				bad = fmt.Errorf("read sketch series %s/%s: malformed bucket %q", k, key, name)
+			if bk, ok = crdt.ParseSlot(name); !ok {
+				bad = fmt.Errorf("read sketch series %s/%s: malformed slot %q", k, key, name)
 			}
 			cur = name
 		}

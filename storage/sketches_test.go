@@ -25,7 +25,7 @@ func TestSketchPagesDigestsAndReaders(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, Config{Dir: dir})
 	empty := s.Digests()
-	bk := crdt.Bucket{Key: "video:1", Width: 3600, Start: 1_700_000_000 - 1_700_000_000%3600, Keep: 8 * 86400}
+	bk := crdt.Slot{Key: "video:1", Width: 3600, Start: 1_700_000_000 - 1_700_000_000%3600, Keep: 8 * 86400}
 	type w struct {
 		k             Kind
 		name, replica string
@@ -85,17 +85,17 @@ func TestSketchPagesDigestsAndReaders(t *testing.T) {
 	if enc, err := s.SketchPage(Uniques, "video:1", "us-1", 8, &p); err != nil || enc != nil || !p.IsZero() {
 		t.Fatalf("absent page: %v %v", enc, err)
 	}
-	// The series reader finds the bucket in its range only.
+	// The series reader finds the slot in its range only.
 	n := 0
-	if err := s.SketchSeries(UniquesWindows, "video:1", 3600, bk.Start, bk.Start+3600, func(b crdt.Bucket, _ string, _ int, _ *crdt.HLLPage) {
+	if err := s.SketchSeries(UniquesWindows, "video:1", 3600, bk.Start, bk.Start+3600, func(b crdt.Slot, _ string, _ int, _ *crdt.HLLPage) {
 		if b != bk {
-			t.Fatalf("series bucket %v", b)
+			t.Fatalf("series slot %v", b)
 		}
 		n++
 	}); err != nil || n != 6 {
 		t.Fatalf("series: %d pages, %v; want 6", n, err)
 	}
-	if err := s.SketchSeries(UniquesWindows, "video:1", 3600, bk.Start+3600, bk.Start+7200, func(crdt.Bucket, string, int, *crdt.HLLPage) {
+	if err := s.SketchSeries(UniquesWindows, "video:1", 3600, bk.Start+3600, bk.Start+7200, func(crdt.Slot, string, int, *crdt.HLLPage) {
 		t.Fatal("series outside the range")
 	}); err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ func TestSketchPagesDigestsAndReaders(t *testing.T) {
 		t.Fatalf("scan: %d pages, %v", pages, err)
 	}
 
-	// Deleting the bucket and the all-time sketch restores the digests.
+	// Deleting the slot and the all-time sketch restores the digests.
 	commit(t, s, func(b *Batch) {
 		if err := b.DeleteSketch(UniquesWindows, bk.Name()); err != nil {
 			t.Fatal(err)

@@ -9,11 +9,11 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// Time buckets (crdt.Bucket) are vectors of the windows kinds, stored like
-// every vector. One more key per bucket lists it by expiry, so the sweeper
+// Slots (crdt.Slot) are vectors of the windows kinds, stored like
+// every vector. One more key per slot lists it by expiry, so the sweeper
 // reads only what is due:
 //
-//	u/<16 hex expiry ms>/<kind>/<bucket name>  (empty)
+//	u/<16 hex expiry ms>/<kind>/<slot name>  (empty)
 const prefixWindowExpiry = 'u'
 
 func appendWindowExpiryKey(dst []byte, ms int64, k Kind, name string) []byte {
@@ -23,24 +23,24 @@ func appendWindowExpiryKey(dst []byte, ms int64, k Kind, name string) []byte {
 	return append(dst, name...)
 }
 
-// foreverMs is where buckets kept forever sit in the expiry index: past
+// foreverMs is where slots kept forever sit in the expiry index: past
 // any clock, so the sweeper never reaches them, and still in start order
 // for WindowsExpiringIn.
 const foreverMs = int64(1) << 50
 
-// WindowIndexMs is a bucket's place in the expiry index: its expiry, or
-// for a bucket kept forever, foreverMs plus its end.
-func WindowIndexMs(b crdt.Bucket) int64 {
+// WindowIndexMs is a slot's place in the expiry index: its expiry, or
+// for a slot kept forever, foreverMs plus its end.
+func WindowIndexMs(b crdt.Slot) int64 {
 	if e := b.ExpiresMs(); e != 0 {
 		return e
 	}
 	return foreverMs + (b.Start+b.Width)*1000
 }
 
-// IndexWindow lists a new time bucket in the expiry index. The writer
-// calls it when it first stores a bucket.
+// IndexWindow lists a new slot in the expiry index. The writer
+// calls it when it first stores a slot.
 func (b *Batch) IndexWindow(k Kind, name string) {
-	bk, ok := crdt.ParseBucket(name)
+	bk, ok := crdt.ParseSlot(name)
 	if !ok {
 		return
 	}
@@ -49,7 +49,7 @@ func (b *Batch) IndexWindow(k Kind, name string) {
 }
 
 // DeleteVector deletes every entry of a vector (old is its stored value),
-// updating the digests, and a time bucket's expiry index entry.
+// updating the digests, and a slot's expiry index entry.
 func (b *Batch) DeleteVector(k Kind, item string, old crdt.Vector) {
 	for _, e := range old {
 		b.kbuf = appendVectorEntryKey(b.kbuf[:0], k, item, e.Replica)
@@ -57,27 +57,27 @@ func (b *Batch) DeleteVector(k Kind, item string, old crdt.Vector) {
 		b.digest(b.kbuf, b.obuf, nil)
 		_ = b.b.Delete(b.kbuf, nil)
 	}
-	if bk, ok := crdt.ParseBucket(item); ok && k.IsWindows() {
+	if bk, ok := crdt.ParseSlot(item); ok && k.IsWindows() {
 		b.kbuf = appendWindowExpiryKey(b.kbuf[:0], WindowIndexMs(bk), k, item)
 		_ = b.b.Delete(b.kbuf, nil)
 	}
 }
 
-// WindowRef names one stored time bucket.
+// WindowRef names one stored slot.
 type WindowRef struct {
 	Kind Kind
 	Name string
 }
 
-// ExpiredWindows lists up to limit time buckets whose expiry is at or
+// ExpiredWindows lists up to limit slots whose expiry is at or
 // before nowMs, oldest first (never one kept forever).
 func (s *Store) ExpiredWindows(nowMs int64, limit int) ([]WindowRef, error) {
 	return s.windowsByExpiry(0, nowMs+1, limit, nil)
 }
 
-// WindowsExpiringIn lists the time buckets whose WindowIndexMs is in
+// WindowsExpiringIn lists the slots whose WindowIndexMs is in
 // [fromMs, toMs) and that fn accepts. A replica rebuilding what it keeps
-// about recent buckets uses it: the buckets of one (width, keep) are
+// about recent slots uses it: the slots of one (width, keep) are
 // listed in the order they start.
 func (s *Store) WindowsExpiringIn(fromMs, toMs int64, fn func(WindowRef) bool) ([]WindowRef, error) {
 	return s.windowsByExpiry(fromMs, toMs, 0, fn)
@@ -85,20 +85,20 @@ func (s *Store) WindowsExpiringIn(fromMs, toMs int64, fn func(WindowRef) bool) (
 
 func (s *Store) windowsByExpiry(fromMs, toMs int64, limit int, keep func(WindowRef) bool) ([]WindowRef, error) {
 	if s.closed.Load() {
-		return nil, fmt.Errorf("list time buckets: %w", ErrClosed)
+		return nil, fmt.Errorf("list slots: %w", ErrClosed)
 	}
 	lower := appendWindowExpiryKey(nil, max(fromMs, 0), 0, "")[:18]
 	upper := appendWindowExpiryKey(nil, max(toMs, 0), 0, "")[:18]
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, fmt.Errorf("list time buckets: %w", err)
+		return nil, fmt.Errorf("list slots: %w", err)
 	}
 	var out []WindowRef
 	for it.First(); it.Valid() && (limit <= 0 || len(out) < limit); it.Next() {
 		key := it.Key()
 		if len(key) < 22 || key[18] != '/' || key[20] != '/' {
 			_ = it.Close()
-			return nil, fmt.Errorf("list time buckets: malformed index key %q", key)
+			return nil, fmt.Errorf("list slots: malformed index key %q", key)
 		}
 		ref := WindowRef{Kind: Kind(key[19]), Name: string(key[21:])}
 		if keep == nil || keep(ref) {
@@ -106,16 +106,16 @@ func (s *Store) windowsByExpiry(fromMs, toMs int64, limit int, keep func(WindowR
 		}
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("list time buckets: %w", err)
+		return nil, fmt.Errorf("list slots: %w", err)
 	}
 	return out, nil
 }
 
-// WindowSeries calls fn, in start order, for every stored time bucket of
+// WindowSeries calls fn, in start order, for every stored slot of
 // kind k (a windows kind), key and width with a start in [from, to) (unix
-// seconds), with its vector. Buckets of one start but different keeps are
+// seconds), with its vector. Slots of one start but different keeps are
 // separate vectors, each passed on its own.
-func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(b crdt.Bucket, v crdt.Vector)) error {
+func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(b crdt.Slot, v crdt.Vector)) error {
 	if s.closed.Load() {
 		return fmt.Errorf("read series %s/%s: %w", k, key, ErrClosed)
 	}
@@ -139,9 +139,9 @@ func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(
 		if cur == nil {
 			return nil
 		}
-		b, ok := crdt.ParseBucket(string(cur))
+		b, ok := crdt.ParseSlot(string(cur))
 		if !ok {
-			return fmt.Errorf("read series %s/%s: malformed bucket %q", k, key, cur)
+			return fmt.Errorf("read series %s/%s: malformed slot %q", k, key, cur)
 		}
 		fn(b, vec)
 		return nil

@@ -10,16 +10,16 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// storedBucket is a time bucket the test wrote, with its vector.
-type storedBucket struct {
+// storedSlot is a slot the test wrote, with its vector.
+type storedSlot struct {
 	kind Kind
-	b    crdt.Bucket
+	b    crdt.Slot
 	vec  crdt.Vector
 }
 
-// putBucket writes every entry of a new time bucket and lists it in the
+// putSlot writes every entry of a new slot and lists it in the
 // expiry index, as the replica's writer does when it first stores one.
-func putBucket(b *Batch, k Kind, bk crdt.Bucket, v crdt.Vector) {
+func putSlot(b *Batch, k Kind, bk crdt.Slot, v crdt.Vector) {
 	name := bk.Name()
 	for _, e := range v {
 		b.PutVectorEntry(k, name, e.Replica, crdt.PN{}, e.PN)
@@ -28,14 +28,14 @@ func putBucket(b *Batch, k Kind, bk crdt.Bucket, v crdt.Vector) {
 }
 
 type seriesPoint struct {
-	b   crdt.Bucket
+	b   crdt.Slot
 	vec crdt.Vector
 }
 
 func readSeries(t *testing.T, s *Store, k Kind, key string, width, from, to int64) []seriesPoint {
 	t.Helper()
 	var got []seriesPoint
-	err := s.WindowSeries(k, key, width, from, to, func(b crdt.Bucket, v crdt.Vector) {
+	err := s.WindowSeries(k, key, width, from, to, func(b crdt.Slot, v crdt.Vector) {
 		got = append(got, seriesPoint{b, v.Clone()})
 	})
 	if err != nil {
@@ -44,10 +44,10 @@ func readSeries(t *testing.T, s *Store, k Kind, key string, width, from, to int6
 	return got
 }
 
-// seriesModel is what WindowSeries must return: the buckets of (k, key,
+// seriesModel is what WindowSeries must return: the slots of (k, key,
 // width) starting in [from, to), by start, then by name (one start, two
 // keeps are two vectors).
-func seriesModel(all []storedBucket, k Kind, key string, width, from, to int64) []seriesPoint {
+func seriesModel(all []storedSlot, k Kind, key string, width, from, to int64) []seriesPoint {
 	var want []seriesPoint
 	for _, sb := range all {
 		if sb.kind == k && sb.b.Key == key && sb.b.Width == width && sb.b.Start >= from && sb.b.Start < to {
@@ -62,17 +62,17 @@ func seriesModel(all []storedBucket, k Kind, key string, width, from, to int64) 
 
 func sameSeries(got, want []seriesPoint) error {
 	if len(got) != len(want) {
-		return fmt.Errorf("%d buckets, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
+		return fmt.Errorf("%d slots, want %d:\n got %v\nwant %v", len(got), len(want), got, want)
 	}
 	for i := range got {
 		if got[i].b != want[i].b || !got[i].vec.Equal(want[i].vec) {
-			return fmt.Errorf("bucket %d = %+v %v, want %+v %v", i, got[i].b, got[i].vec, want[i].b, want[i].vec)
+			return fmt.Errorf("slot %d = %+v %v, want %+v %v", i, got[i].b, got[i].vec, want[i].b, want[i].vec)
 		}
 	}
 	return nil
 }
 
-func randBucketVector(rng *rand.Rand) crdt.Vector {
+func randSlotVector(rng *rand.Rand) crdt.Vector {
 	var v crdt.Vector
 	for _, r := range []string{"eu-1", "us-1", "us-2"} {
 		if rng.IntN(2) == 0 || len(v) == 0 && r == "us-2" {
@@ -82,7 +82,7 @@ func randBucketVector(rng *rand.Rand) crdt.Vector {
 	return v
 }
 
-// WindowSeries returns exactly the buckets of one (kind, key, width) in
+// WindowSeries returns exactly the slots of one (kind, key, width) in
 // [from, to), in start order: not those of a key that is a prefix of
 // another ("a" and "a:b", "a" and "a.b"), nor of a width whose digits
 // are a prefix of another's (6 and 60), nor of the other kind, nor the
@@ -94,13 +94,13 @@ func TestWindowSeries(t *testing.T) {
 	const base = 1_700_000_000 / 3600 * 3600
 	keys := []string{"a", "a:b", "a.b", "ab", "", "b"}
 	widths := []int64{1, 6, 60, 600, 3600}
-	var all []storedBucket
+	var all []storedSlot
 	seen := map[string]bool{}
 	commit(t, s, func(b *Batch) {
 		for range 1500 {
 			k := []Kind{CountersWindows, CountersWindows, CountersWindows, LikesWindows}[rng.IntN(4)]
 			w := widths[rng.IntN(len(widths))]
-			bk := crdt.Bucket{
+			bk := crdt.Slot{
 				Key:   keys[rng.IntN(len(keys))],
 				Width: w,
 				Start: base + int64(rng.IntN(40))*w,
@@ -110,9 +110,9 @@ func TestWindowSeries(t *testing.T) {
 				continue
 			}
 			seen[string(k)+bk.Name()] = true
-			v := randBucketVector(rng)
-			putBucket(b, k, bk, v)
-			all = append(all, storedBucket{k, bk, v})
+			v := randSlotVector(rng)
+			putSlot(b, k, bk, v)
+			all = append(all, storedSlot{k, bk, v})
 		}
 		// All-time vectors of the same keys, which a series never reads.
 		b.PutVectorEntry(Counters, "a", "eu-1", crdt.PN{}, crdt.PN{P: 1000})
@@ -144,7 +144,7 @@ func TestWindowSeries(t *testing.T) {
 			}
 		}
 	}
-	// A key's buckets share its all-time vector's anti-entropy segment.
+	// A key's slots share its all-time vector's anti-entropy segment.
 	for _, sb := range all {
 		if VectorSegment(sb.b.Name()) != VectorSegment(sb.b.Key) {
 			t.Fatalf("%q in anti-entropy segment %d, its key %q in %d", sb.b.Name(), VectorSegment(sb.b.Name()), sb.b.Key, VectorSegment(sb.b.Key))
@@ -152,7 +152,7 @@ func TestWindowSeries(t *testing.T) {
 	}
 	found := 0
 	if _, err := s.ScanSegment(VectorSegment("a:b"), nil, 1<<30, SegmentVisitor{Vector: func(k Kind, item, replica string, e crdt.PN) {
-		if bk, ok := crdt.ParseBucket(item); ok && bk.Key == "a:b" && k.IsWindows() {
+		if bk, ok := crdt.ParseSlot(item); ok && bk.Key == "a:b" && k.IsWindows() {
 			found++
 		}
 	}}); err != nil {
@@ -165,7 +165,7 @@ func TestWindowSeries(t *testing.T) {
 		}
 	}
 	if found != want {
-		t.Fatalf("anti-entropy segment of a:b holds %d of its bucket entries, want %d", found, want)
+		t.Fatalf("anti-entropy segment of a:b holds %d of its slot entries, want %d", found, want)
 	}
 }
 
@@ -173,29 +173,29 @@ func TestExpiredWindows(t *testing.T) {
 	s := openTest(t, Config{Dir: t.TempDir()})
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(82, 83))
-	var all []storedBucket
+	var all []storedSlot
 	commit(t, s, func(b *Batch) {
 		for i := range 300 {
 			k := []Kind{CountersWindows, LikesWindows}[rng.IntN(2)]
 			w := []int64{1, 60, 3600}[rng.IntN(3)]
-			bk := crdt.Bucket{Key: fmt.Sprintf("k%d", i), Width: w, Start: 1_700_000_000 / w * w, Keep: []int64{0, 60, 600, 3600}[rng.IntN(4)]}
+			bk := crdt.Slot{Key: fmt.Sprintf("k%d", i), Width: w, Start: 1_700_000_000 / w * w, Keep: []int64{0, 60, 600, 3600}[rng.IntN(4)]}
 			bk.Start -= int64(rng.IntN(100)) * w
-			v := randBucketVector(rng)
-			putBucket(b, k, bk, v)
-			all = append(all, storedBucket{k, bk, v})
+			v := randSlotVector(rng)
+			putSlot(b, k, bk, v)
+			all = append(all, storedSlot{k, bk, v})
 		}
-		// Not buckets: never indexed.
+		// Not slots: never indexed.
 		b.IndexWindow(CountersWindows, "plain")
 		b.IndexWindow(CountersWindows, "a#60.000000001e.600")
 	})
 	due := func(nowMs int64) []WindowRef {
-		var out []storedBucket
+		var out []storedSlot
 		for _, sb := range all {
 			if sb.b.Expired(nowMs) {
 				out = append(out, sb)
 			}
 		}
-		slices.SortFunc(out, func(x, y storedBucket) int {
+		slices.SortFunc(out, func(x, y storedSlot) int {
 			return cmp.Or(cmp.Compare(x.b.ExpiresMs(), y.b.ExpiresMs()), cmp.Compare(x.kind, y.kind), cmp.Compare(x.b.Name(), y.b.Name()))
 		})
 		refs := []WindowRef{}
@@ -238,7 +238,7 @@ func TestExpiredWindows(t *testing.T) {
 	}
 	var want []WindowRef
 	for _, r := range due(to - 1) {
-		if bk, _ := crdt.ParseBucket(r.Name); bk.ExpiresMs() >= from && r.Kind == LikesWindows {
+		if bk, _ := crdt.ParseSlot(r.Name); bk.ExpiresMs() >= from && r.Kind == LikesWindows {
 			want = append(want, r)
 		}
 	}
@@ -247,33 +247,33 @@ func TestExpiredWindows(t *testing.T) {
 	}
 }
 
-// Deleting a bucket removes its entries and its index entry, and its
-// digest goes back to what it was before the bucket was written: the
+// Deleting a slot removes its entries and its index entry, and its
+// digest goes back to what it was before the slot was written: the
 // store is as if it never had it.
 func TestDeleteVectorRestoresDigest(t *testing.T) {
 	s := openTest(t, Config{Dir: t.TempDir()})
 	defer s.Close()
-	keep := crdt.Bucket{Key: "post:1", Width: 60, Start: 1_699_999_980, Keep: 600}
+	keep := crdt.Slot{Key: "post:1", Width: 60, Start: 1_699_999_980, Keep: 600}
 	commit(t, s, func(b *Batch) {
 		b.PutVectorEntry(Counters, "post:1", "eu-1", crdt.PN{}, crdt.PN{P: 3})
-		putBucket(b, CountersWindows, keep, crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 3}}})
+		putSlot(b, CountersWindows, keep, crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 3}}})
 	})
 	before, rootBefore := s.Digests(), s.Root()
 
-	gone := crdt.Bucket{Key: "post:1", Width: 60, Start: 1_700_000_040, Keep: 600}
+	gone := crdt.Slot{Key: "post:1", Width: 60, Start: 1_700_000_040, Keep: 600}
 	v := crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 2, N: 1}}, {Replica: "us-1", PN: crdt.PN{P: 5}}}
-	commit(t, s, func(b *Batch) { putBucket(b, CountersWindows, gone, v) })
+	commit(t, s, func(b *Batch) { putSlot(b, CountersWindows, gone, v) })
 	if slices.Equal(s.Digests(), before) {
-		t.Fatal("writing a bucket left the digests unchanged")
+		t.Fatal("writing a slot left the digests unchanged")
 	}
 	wantVector(t, s, CountersWindows, gone.Name(), v)
 	if refs, _ := s.ExpiredWindows(gone.ExpiresMs(), 0); !slices.Contains(refs, WindowRef{CountersWindows, gone.Name()}) {
-		t.Fatalf("bucket not in the expiry index: %v", refs)
+		t.Fatalf("slot not in the expiry index: %v", refs)
 	}
 
 	commit(t, s, func(b *Batch) { b.DeleteVector(CountersWindows, gone.Name(), v) })
 	if got := s.Digests(); !slices.Equal(got, before) || s.Root() != rootBefore {
-		t.Fatal("digests after deleting the bucket differ from before it was written")
+		t.Fatal("digests after deleting the slot differ from before it was written")
 	}
 	wantVector(t, s, CountersWindows, gone.Name(), nil)
 	refs, err := s.ExpiredWindows(1<<50, 0)
@@ -283,7 +283,7 @@ func TestDeleteVectorRestoresDigest(t *testing.T) {
 	if got := readSeries(t, s, CountersWindows, "post:1", 60, 0, 1<<40-1); len(got) != 1 || got[0].b != keep {
 		t.Fatalf("series after delete: %v", got)
 	}
-	// The other bucket and the all-time vector are untouched.
+	// The other slot and the all-time vector are untouched.
 	wantVector(t, s, CountersWindows, keep.Name(), crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 3}}})
 	wantVector(t, s, Counters, "post:1", crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 3}}})
 
@@ -292,8 +292,8 @@ func TestDeleteVectorRestoresDigest(t *testing.T) {
 	s2 := openTest(t, Config{Dir: dir})
 	commit(t, s2, func(b *Batch) {
 		b.PutVectorEntry(Counters, "post:1", "eu-1", crdt.PN{}, crdt.PN{P: 3})
-		putBucket(b, CountersWindows, keep, crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 3}}})
-		putBucket(b, CountersWindows, gone, v)
+		putSlot(b, CountersWindows, keep, crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 3}}})
+		putSlot(b, CountersWindows, gone, v)
 	})
 	commit(t, s2, func(b *Batch) { b.DeleteVector(CountersWindows, gone.Name(), v) })
 	if err := s2.Close(); err != nil {
@@ -302,12 +302,12 @@ func TestDeleteVectorRestoresDigest(t *testing.T) {
 	s2 = openTest(t, Config{Dir: dir})
 	defer s2.Close()
 	if !slices.Equal(s2.Digests(), before) {
-		t.Fatal("a reopened store's digests differ from a store that never had the bucket")
+		t.Fatal("a reopened store's digests differ from a store that never had the slot")
 	}
 }
 
 // ScanVectors visits every all-time vector of one kind, whole, and none of
-// the time buckets; it stops when fn says so.
+// the slots; it stops when fn says so.
 func TestScanVectors(t *testing.T) {
 	s := openTest(t, Config{Dir: t.TempDir()})
 	defer s.Close()
@@ -316,13 +316,13 @@ func TestScanVectors(t *testing.T) {
 	commit(t, s, func(b *Batch) {
 		for i := range 200 {
 			item := fmt.Sprintf("item:%d", i)
-			v := randBucketVector(rng)
+			v := randSlotVector(rng)
 			for _, e := range v {
 				b.PutVectorEntry(Likes, item, e.Replica, crdt.PN{}, e.PN)
 			}
 			want[item] = v
 			b.PutVectorEntry(Counters, item, "eu-1", crdt.PN{}, crdt.PN{P: 9})
-			putBucket(b, LikesWindows, crdt.Bucket{Key: item, Width: 60, Start: 1_699_999_980, Keep: 600}, v)
+			putSlot(b, LikesWindows, crdt.Slot{Key: item, Width: 60, Start: 1_699_999_980, Keep: 600}, v)
 		}
 	})
 	got := map[string]crdt.Vector{}

@@ -64,11 +64,11 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.EventRetention, "event-retention", c.EventRetention, "how long the region's event stream keeps events (`duration`)")
 	fs.StringVar(&c.EventLogKeep, "event-log-keep", c.EventLogKeep, "how long a published event stays in the local log the audit reads (`duration`; 0: forever)")
 	fs.StringVar(&c.IdempotencyTTL, "idempotency-ttl", c.IdempotencyTTL, "how long idempotency keys are remembered (`duration`; 0: forever)")
-	fs.StringVar(&c.Windows, "windows", c.Windows, "time-bucket levels of every count, width:keep pairs (`levels`, e.g. 1s:3h,1m:15d,1h:3y; \"\": none)")
+	fs.StringVar(&c.Windows, "windows", c.Windows, "slot levels of every count, width:keep pairs (`levels`, e.g. 1s:3h,1m:15d,1h:3y; \"\": none)")
 	fs.StringVar(&c.EventTimePast, "event-time-past", c.EventTimePast, "how far in the past a client-given event time may be (`duration`)")
 	fs.StringVar(&c.EventTimeFuture, "event-time-future", c.EventTimeFuture, "how far in the future a client-given event time may be (`duration`)")
 	fs.IntVar(&c.TrendingCapacity, "trending-capacity", c.TrendingCapacity, "counters per trending sketch (`k`): keys above 1/k of a window's additions are never missed")
-	fs.StringVar(&c.UniquesWindows, "uniques-windows", c.UniquesWindows, "time-bucket levels of every unique count (`levels`, e.g. 1h:8d,1d:400d; \"\": none)")
+	fs.StringVar(&c.UniquesWindows, "uniques-windows", c.UniquesWindows, "slot levels of every unique count (`levels`, e.g. 1h:8d,1d:400d; \"\": none)")
 	fs.Func("approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; e.g. views:=0.01, \"=0.05\" for every counter): counted in growing steps, at that relative standard error", func(s string) error {
 		ac, err := tallynode.ParseApprox(s)
 		if err == nil { // a flag overrides the file's rule for its prefix

@@ -289,7 +289,7 @@ func TestBenchEventsRepeatUsers(t *testing.T) {
 }
 
 // --keys spreads the events round-robin over <item>-0 ... <item>-<N-1>;
-// --windows off starts a replica that keeps no time buckets.
+// --windows off starts a replica that keeps no slots.
 func TestBenchEventsKeysAndWindows(t *testing.T) {
 	s := startServe(t)
 	cfg := defaultEventsBenchConfig()
@@ -357,7 +357,7 @@ func TestBenchSpace(t *testing.T) {
 }
 
 // bench space --uniques adds ids to unique counts and reports bytes per
-// key; the bucket sketches cost space of their own.
+// key; the slot sketches cost space of their own.
 func TestBenchSpaceUniques(t *testing.T) {
 	var bytes [2]int64
 	for i, windows := range []bool{false, true} {
@@ -374,7 +374,7 @@ func TestBenchSpaceUniques(t *testing.T) {
 		bytes[i] = res.TableBytes
 	}
 	if bytes[1] <= bytes[0] {
-		t.Errorf("with bucket sketches %d bytes, without %d: want more", bytes[1], bytes[0])
+		t.Errorf("with slot sketches %d bytes, without %d: want more", bytes[1], bytes[0])
 	}
 }
 

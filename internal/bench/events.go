@@ -68,8 +68,8 @@ type eventsBenchConfig struct {
 	// EventLog keeps the in-process replica's event log, as tallyd does
 	// by default. Default true.
 	EventLog bool
-	// Windows is the in-process replica's time-bucket levels, as tallyd
-	// serve --windows takes them ("" or "off": no buckets). Default
+	// Windows is the in-process replica's slot levels, as tallyd
+	// serve --windows takes them ("" or "off": no slots). Default
 	// tallyd's, "1s:3h,1m:15d,1h:3y".
 	Windows string
 	// MemEvery, if > 0, samples this process's memory (RSS and Go heap)
@@ -213,7 +213,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.StringVar(&cfg.Format, "format", cfg.Format, "request body `format`: ndjson or array")
 		cfg.sharedConfig.bind(fs, "replica")
 		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the in-process replica's event log, as tallyd does by default")
-		fs.StringVar(&cfg.Windows, "windows", cfg.Windows, "time-bucket `levels` of the in-process replica, as tallyd serve --windows takes them (\"\" or off: none)")
+		fs.StringVar(&cfg.Windows, "windows", cfg.Windows, "slot `levels` of the in-process replica, as tallyd serve --windows takes them (\"\" or off: none)")
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
 		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
 		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")

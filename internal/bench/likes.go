@@ -249,7 +249,7 @@ type benchReplica struct {
 	Durability string // fsync or none
 	// EventLog keeps the event log (no NATS: nothing publishes it).
 	EventLog bool
-	// Windows is node.Config.Windows; "off" is "" (no time buckets).
+	// Windows is node.Config.Windows; "off" is "" (no slots).
 	Windows string
 	// Approx, if > 0, makes the counters under approxPrefix approximate
 	// at this relative error.

@@ -45,7 +45,7 @@ type spaceBenchConfig struct {
 	// distinct ids (named as the users are) are added to the unique count
 	// of each of the Items keys, and the report is bytes per key.
 	Uniques int
-	// UniquesWindows keeps the unique counts' default time buckets (an
+	// UniquesWindows keeps the unique counts' default slots (an
 	// hourly and a daily sketch beside each key's), as tallyd does by
 	// default. Default true.
 	UniquesWindows bool
@@ -95,7 +95,7 @@ func parseSpaceBench(args []string, help io.Writer) (spaceBenchConfig, error) {
 		fs.BoolVar(&cfg.LikeLists, "like-lists", cfg.LikeLists, "keep the liker and liked-item index, as tallyd does by default")
 		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "keep the event log (one event per like), as tallyd does by default")
 		fs.IntVar(&cfg.Uniques, "uniques", cfg.Uniques, "instead of likes, add `N` distinct ids to the unique count of each of --items keys and report bytes per key")
-		fs.BoolVar(&cfg.UniquesWindows, "uniques-windows", cfg.UniquesWindows, "with --uniques, keep the default hourly and daily bucket sketches too, as tallyd does by default")
+		fs.BoolVar(&cfg.UniquesWindows, "uniques-windows", cfg.UniquesWindows, "with --uniques, keep the default hourly and daily slot sketches too, as tallyd does by default")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -221,7 +221,7 @@ func userIDs(cfg spaceBenchConfig) func(n int) string {
 // runUniquesSpace adds cfg.Uniques distinct ids to each of cfg.Items keys'
 // unique counts, compacts, and reports the sstable bytes per key.
 func runUniquesSpace(ctx context.Context, cfg spaceBenchConfig, st *storage.Store, rep *region.Replica, out io.Writer) (res spaceResult, err error) {
-	fmt.Fprintf(out, "bench space: %d distinct ids %s<%s> into each of %d unique count(s), replica bench-1, bucket sketches %v\n",
+	fmt.Fprintf(out, "bench space: %d distinct ids %s<%s> into each of %d unique count(s), replica bench-1, slot sketches %v\n",
 		cfg.Uniques, cfg.UserPrefix, cfg.UserIDs, cfg.Items, cfg.UniquesWindows)
 	user := userIDs(cfg)
 	start := time.Now()

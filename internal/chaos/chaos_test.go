@@ -340,9 +340,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			kind: KindAudit, prefix: "counter/",
 		},
 		{
-			// Increments booked into the time bucket of their arrival
+			// Increments booked into the slot of their arrival
 			// by the replica's clock, not of the client's event time
-			// (up to maxLag before): the counters' 1 s buckets differ
+			// (up to maxLag before): the counters' 1 s slots differ
 			// from the model's, though every total is right.
 			bug: "buckets-at-arrival",
 			tweak: func(c *Config) {
@@ -355,7 +355,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// Sketch pages merged only into copies already stored: no
 			// region ever takes another's sketch, so each region's unique
 			// counts hold only the ids it was sent, while every counter,
-			// like and bucket stays right.
+			// like and slot stays right.
 			bug: "sketch-merge-stored-only",
 			tweak: func(c *Config) {
 				c.Faults = []string{}
@@ -368,7 +368,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// enough left, whoever holds the rights: while a region is
 			// cut off, both sides spend the same last units, and views
 			// and the final state go below 0, while every counter, like,
-			// bucket and cashback balance stays right.
+			// slot and cashback balance stays right.
 			bug: "spend-without-rights",
 			tweak: func(c *Config) {
 				c.Faults = []string{FaultPartition}
@@ -446,7 +446,7 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// each region's clock correction (clock-dragged). The clocks
 			// agree there and stay: the final 1 s series reads also
 			// answer no_window (window), the run being more than the
-			// 1 s buckets' 3 h ago by every region's clock.
+			// 1 s slots' 3 h ago by every region's clock.
 			bug:   "clock-follows-peers",
 			tweak: forgeOnly(4*time.Second, false),
 			kind:  KindClockDragged, prefix: "clock",

@@ -46,7 +46,7 @@ const (
 	// KindAudit: a region's event log does not account for its own
 	// entries (GET /v1/audit), or could not be audited.
 	KindAudit = "audit"
-	// KindWindow: a region's time buckets of a key differ from the
+	// KindWindow: a region's slots of a key differ from the
 	// model's (counters), from another region's or, summed over the run,
 	// from the model's count (likes); or could not be read.
 	KindWindow = "window"

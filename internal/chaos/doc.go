@@ -76,7 +76,7 @@
 // Every increment, and half the likes and unlikes, carries the client's
 // own time of the event ("at", up to 3 s before it is sent, as an app
 // that queues events sends them), the same in every attempt and resend of
-// an increment, so the model knows the 1 s bucket of each. A third of the
+// an increment, so the model knows the 1 s slot of each. A third of the
 // increments go as one-event batches (POST /v1/events).
 //
 // # Checks
@@ -96,11 +96,11 @@
 //     exactly the users whose records there say liked;
 //   - no replica's own vector entry was ever seen to decrease, across
 //     kill -9 and wipes (sampled through the run);
-//   - every region's time buckets of every counter, and of the counters'
+//   - every region's slots of every counter, and of the counters'
 //     total, read at 1 s, 1 min and 1 h over the run, equal the model's
-//     bucket by bucket (an increment resolved too late for its event time
-//     may be in either of two buckets, whose sum is exact); every region
-//     reads the same buckets of every item and of the likes' total, and
+//     slot by slot (an increment resolved too late for its event time
+//     may be in either of two slots, whose sum is exact); every region
+//     reads the same slots of every item and of the likes' total, and
 //     they sum to the model's count;
 //   - trending over a window holding the run (2 h, if the run is shorter)
 //     lists, in every region, the model's top counters and items with
@@ -116,7 +116,7 @@
 //     between the sums of the smallest and largest count each applied
 //     increment can have kept (what its answers said it counted; within
 //     bounds if an answer was lost), and within 6 times its error bound
-//     of the true sum of the increments; its time buckets are compared
+//     of the true sum of the increments; its slots are compared
 //     between regions and count in the counters' total;
 //   - no region's view of a budget, sampled through the run, showed
 //     remaining below 0 (or spent above granted), and no replica held

@@ -99,7 +99,7 @@ const (
 // model"); the final checks find out.
 //
 //   - From a replica nobody configured: like-count and counter entries of
-//     its own, in the all-time vectors and the time buckets, and like
+//     its own, in the all-time vectors and the slots, and like
 //     records naming real replicas.
 //   - On the region's own replica's subject: like records whose register
 //     and contributions belong to other replicas, as if relayed, and block
@@ -212,9 +212,9 @@ func (f *forger) deltas(ctx context.Context) error {
 			Vectors: []replication.OwnEntry{
 				{Kind: storage.Likes, Item: item, PN: crdt.PN{P: 1000}},
 				{Kind: storage.Counters, Item: ctr, PN: crdt.PN{N: 1000}},
-				// And their time buckets (windowLevels' 1 s and 1 min).
-				{Kind: storage.Likes.Windows(), Item: crdt.Bucket{Key: item, Width: 1, Start: sec, Keep: 3 * 3600}.Name(), PN: crdt.PN{P: 1000}},
-				{Kind: storage.Counters.Windows(), Item: crdt.Bucket{Key: ctr, Width: 60, Start: sec - sec%60, Keep: 15 * 86400}.Name(), PN: crdt.PN{P: 1000}},
+				// And their slots (windowLevels' 1 s and 1 min).
+				{Kind: storage.Likes.Windows(), Item: crdt.Slot{Key: item, Width: 1, Start: sec, Keep: 3 * 3600}.Name(), PN: crdt.PN{P: 1000}},
+				{Kind: storage.Counters.Windows(), Item: crdt.Slot{Key: ctr, Width: 60, Start: sec - sec%60, Keep: 15 * 86400}.Name(), PN: crdt.PN{P: 1000}},
 			},
 			Records: []replication.Record{{Item: item, User: user, Rec: &crdt.LikeRecord{
 				Liked: rng.IntN(2) == 0, HLC: now + 5000<<16, Origin: y,

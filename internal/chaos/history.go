@@ -101,7 +101,7 @@ type Op struct {
 	// At is the event time the client sent, in unix ms (0: none, the
 	// replica's clock decides): for an increment, its own time when the
 	// event happened, a little before the first attempt, and the same in
-	// every attempt, so the model knows the 1 s bucket it belongs in; for
+	// every attempt, so the model knows the 1 s slot it belongs in; for
 	// a like or unlike, that of its last attempt (each is stamped anew);
 	// for a unique add, the same in every attempt, unless a replica
 	// refused it (bad_time), when the add is sent again without one.

@@ -84,10 +84,11 @@ type Checked struct {
 	// the workload did; NumbersUsed the likes numbers used in all.
 	Milestones  int    `json:"milestones"`
 	NumbersUsed uint64 `json:"numbers_used"`
-	// WindowBuckets counts the non-zero time buckets compared (every
-	// level, every region): counters' with the model, likes' between
-	// regions; TrendingLists the trending lists compared with the model.
-	WindowBuckets int `json:"window_buckets"`
+	// WindowSlots counts the non-zero slots compared (every level, every
+	// region): counters' with the model, likes' between regions (JSON
+	// name kept for report readers: slots); TrendingLists the trending
+	// lists compared with the model.
+	WindowSlots   int `json:"window_buckets"`
 	TrendingLists int `json:"trending_lists"`
 	// UniqueKeys counts the unique-count keys, UniqueReads the unique
 	// counts compared (each key and their union, all time and last 24 h,
@@ -233,7 +234,7 @@ func (r *Report) WriteText(w io.Writer) {
 	k := r.Checked
 	fmt.Fprintf(w, "checked: %d counters and %d items in %d regions, %d user records, %d own-entry samples\n", k.Counters, k.Items, k.Regions, k.UserRecords, k.Samples)
 	fmt.Fprintf(w, "time windows: %d non-empty buckets (1s, 1m, 1h) compared, %d trending lists; %d operations sent with an event time, %d refused it (bad_time)\n",
-		k.WindowBuckets, k.TrendingLists, o.Stamped, o.FailedBadTime)
+		k.WindowSlots, k.TrendingLists, o.Stamped, o.FailedBadTime)
 	if k.UniqueKeys > 0 {
 		fmt.Fprintf(w, "unique counts: %d keys and their union, all time and last %s: %d answers compared in %d regions, %d distinct ids; %d adds sent %d ids, %d to two regions at once\n",
 			k.UniqueKeys, uniqueWindow, k.UniqueReads, k.Regions, k.UniqueIDs, o.Uniques, o.UniqueIDs, o.UniquePairs)

@@ -290,7 +290,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	m.WriteLatency = latencies(ops, all)
 	rep.Ops = countOps(ops)
 	rep.Checked = Checked{Counters: r.cfg.Counters, Items: r.cfg.Items, UserRecords: len(users), Regions: len(r.cfg.Regions), Samples: samples,
-		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowBuckets: wn.Buckets, TrendingLists: wn.Trending,
+		Milestones: ms.Milestones, NumbersUsed: ms.Numbers, WindowSlots: wn.Slots, TrendingLists: wn.Trending,
 		UniqueKeys: un.Keys, UniqueReads: un.Reads, UniqueIDs: un.Distinct,
 		BudgetKeys: bn.Keys, BudgetReads: bn.Reads, BudgetSamples: budgetSamples, BudgetRefunds: bn.Refunds,
 		ApproxKeys: an.Keys, ApproxReads: an.Reads, ApproxIncrements: an.Increments, ApproxUnseen: an.Unseen, ApproxMaxStep: an.MaxStep}

@@ -22,20 +22,20 @@ import (
 
 // Time windows. The workload stamps every increment, and half the likes
 // and unlikes, with the client's own time of the event (Op.At), so the
-// model knows the 1 s bucket of every acknowledged increment. After the
+// model knows the 1 s slot of every acknowledged increment. After the
 // final heal, every region's series of every counter at each level (1 s,
-// 1 min, 1 h) must equal the model bucket by bucket; for likes, whose
-// buckets depend on which of concurrent actions won, every region must
-// read the same buckets, summing to the model's count. Trending over a
+// 1 min, 1 h) must equal the model slot by slot; for likes, whose
+// slots depend on which of concurrent actions won, every region must
+// read the same slots, summing to the model's count. Trending over a
 // window holding the whole run must list the model's top counters and
 // items with their exact counts.
 
 // windowLevels is the regions' --windows: the levels the checker reads.
 const windowLevels = "1s:3h,1m:15d,1h:3y"
 
-// seriesLevel is a level of time buckets and how the checker reads it: at
+// seriesLevel is a level of slots and how the checker reads it: at
 // step width, from at least minBack before now (so that no finer level,
-// whose buckets are kept for less, answers), over at most maxSpan.
+// whose slots are kept for less, answers), over at most maxSpan.
 type seriesLevel struct {
 	name    string
 	width   time.Duration
@@ -44,11 +44,11 @@ type seriesLevel struct {
 }
 
 var seriesLevels = []seriesLevel{
-	// Within the 1 s buckets' 3 h, and at most 10,000 points.
+	// Within the 1 s slots' 3 h, and at most 10,000 points.
 	{name: "1s", width: time.Second, maxSpan: 2*time.Hour + 30*time.Minute},
-	// Past the 1 s buckets' retention: the 1 min buckets answer.
+	// Past the 1 s slots' retention: the 1 min slots answer.
 	{name: "1m", width: time.Minute, minBack: 4 * time.Hour},
-	// Past the 1 min buckets' 15 days: the 1 h buckets answer.
+	// Past the 1 min slots' 15 days: the 1 h slots answer.
 	{name: "1h", width: time.Hour, minBack: 16 * 24 * time.Hour},
 }
 
@@ -56,7 +56,7 @@ var seriesLevels = []seriesLevel{
 // event of the run is older than its start minus maxLag.
 const windowMargin = maxLag + 5*time.Second
 
-// Trending is read over trendingWindow (minute buckets), which holds the
+// Trending is read over trendingWindow (minute slots), which holds the
 // whole run if it is shorter than trendingSpan, with n = trendingN.
 const (
 	trendingWindow = "2h"
@@ -248,9 +248,9 @@ func family(likes bool) string {
 
 // seriesRead is what one region's series of one level say.
 type seriesRead struct {
-	// From and To bound the buckets read, in unix seconds: [From, To).
+	// From and To bound the slots read, in unix seconds: [From, To).
 	From, To int64
-	// Values are per key (ID totalKey: the family's total), per bucket
+	// Values are per key (ID totalKey: the family's total), per slot
 	// start (unix seconds), the non-zero values.
 	Values map[key]map[int64]int64
 }
@@ -385,17 +385,17 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 }
 
 // windowBooking is where the model books one applied increment: By, into
-// the bucket of one of Ats (unix ms). One time, unless a resolution after
+// the slot of one of Ats (unix ms). One time, unless a resolution after
 // the event time had grown too old leaves two possible (workload.resolve).
 type windowBooking struct {
 	By  int64
 	Ats []int64
 }
 
-// windowModel is what the counters' time buckets must hold: per counter
+// windowModel is what the counters' slots must hold: per counter
 // key (and totalKey, the family's total), the bookings of its applied
 // increments. An Uncertain counter has an increment whose outcome is
-// unknown or that was sent without an event time: its buckets are only
+// unknown or that was sent without an event time: its slots are only
 // compared between regions.
 type windowModel struct {
 	Bookings  map[string][]windowBooking
@@ -405,7 +405,7 @@ type windowModel struct {
 // buildWindowModel books every applied increment at its event time. Every
 // attempt of an increment carries the same one, and a reconciliation
 // that takes back a second application of its key is booked at the
-// winning application's, the same, so each counts once in its bucket.
+// winning application's, the same, so each counts once in its slot.
 func buildWindowModel(ops []Op) windowModel {
 	m := windowModel{Bookings: map[string][]windowBooking{}, Uncertain: map[string]bool{}}
 	for i := range ops {
@@ -416,7 +416,7 @@ func buildWindowModel(ops []Op) windowModel {
 		switch {
 		case isApprox(o.Key):
 			// What it counted is known only within bounds (approx.go):
-			// its buckets are compared between regions, and each
+			// its slots are compared between regions, and each
 			// region's, added to the model's, make the total's.
 			m.Uncertain[o.Key] = true
 		case o.applied() && o.At != 0:
@@ -440,12 +440,12 @@ func buildWindowModel(ops []Op) windowModel {
 	return m
 }
 
-// bucketGroups joins buckets (unix seconds) that the model cannot tell
-// apart: each group's sum is exact, not its split. A bucket in no group
+// slotGroups joins slots (unix seconds) that the model cannot tell
+// apart: each group's sum is exact, not its split. A slot in no group
 // stands alone.
-type bucketGroups map[int64]int64
+type slotGroups map[int64]int64
 
-func (g bucketGroups) find(b int64) int64 {
+func (g slotGroups) find(b int64) int64 {
 	for {
 		p, ok := g[b]
 		if !ok || p == b {
@@ -455,31 +455,31 @@ func (g bucketGroups) find(b int64) int64 {
 	}
 }
 
-func (g bucketGroups) union(a, b int64) {
+func (g slotGroups) union(a, b int64) {
 	if ra, rb := g.find(a), g.find(b); ra != rb {
 		g[ra] = rb
 	}
 }
 
-// expect is the model's buckets of width seconds: the net change per
-// bucket start, and the groups of buckets an increment may be in either
+// expect is the model's slots of width seconds: the net change per
+// slot start, and the groups of slots an increment may be in either
 // of (its By is counted in the first).
-func expect(bs []windowBooking, width int64) (map[int64]int64, bucketGroups) {
-	want, g := map[int64]int64{}, bucketGroups{}
+func expect(bs []windowBooking, width int64) (map[int64]int64, slotGroups) {
+	want, g := map[int64]int64{}, slotGroups{}
 	for _, b := range bs {
-		first := crdt.BucketStart(b.Ats[0], width)
+		first := crdt.SlotStart(b.Ats[0], width)
 		want[first] += b.By
 		for _, at := range b.Ats[1:] {
-			g.union(first, crdt.BucketStart(at, width))
+			g.union(first, crdt.SlotStart(at, width))
 		}
 	}
 	return want, g
 }
 
-// bucketDiffs compares got with want bucket by bucket, each group of g as
-// one, among the buckets in [from, to). It returns how many buckets (or
+// slotDiffs compares got with want slot by slot, each group of g as
+// one, among the slots in [from, to). It returns how many slots (or
 // groups) hold a value, and a description of each that differs.
-func bucketDiffs(got, want map[int64]int64, g bucketGroups, from, to int64, wantName string) (int, []string) {
+func slotDiffs(got, want map[int64]int64, g slotGroups, from, to int64, wantName string) (int, []string) {
 	members := map[int64][]int64{}
 	gotSum, wantSum := map[int64]int64{}, map[int64]int64{}
 	add := func(b int64) int64 {
@@ -527,7 +527,7 @@ func bucketDiffs(got, want map[int64]int64, g bucketGroups, from, to int64, want
 
 // windowChecked counts what checkWindows compared.
 type windowChecked struct {
-	Buckets  int // bucket values (non-zero) compared, all levels and regions
+	Slots    int // slot values (non-zero) compared, all levels and regions
 	Trending int // trending lists compared
 }
 
@@ -567,7 +567,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 		for _, k := range all {
 			exact := !k.Likes && !m.Uncertain[k.ID]
 			var want map[int64]int64
-			var g bucketGroups
+			var g slotGroups
 			if exact {
 				want, g = expect(m.Bookings[k.ID], width)
 			}
@@ -583,8 +583,8 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 					if k.ID == totalKey {
 						want = plusApprox(want, sr, keys)
 					}
-					held, diffs := bucketDiffs(got, want, g, sr.From, sr.To, "model")
-					n.Buckets += held
+					held, diffs := slotDiffs(got, want, g, sr.From, sr.To, "model")
+					n.Slots += held
 					if len(diffs) > 0 {
 						vs = append(vs, Violation{Kind: KindWindow, Region: r, Key: k.String(),
 							Detail: fmt.Sprintf("%s buckets: %d of %d differ from the model's: %s", l.name, len(diffs), held, strings.Join(firstFew(diffs), "; "))})
@@ -592,13 +592,13 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 					continue
 				}
 				// Likes (and uncertain counters): every region reads the
-				// same buckets, and, if they span the run, they sum to the
+				// same slots, and, if they span the run, they sum to the
 				// model's count.
 				if first == "" {
 					first = r
 				} else {
-					held, diffs := bucketDiffs(got, reads[first].Values[k], nil, sr.From, sr.To, first)
-					n.Buckets += held
+					held, diffs := slotDiffs(got, reads[first].Values[k], nil, sr.From, sr.To, first)
+					n.Slots += held
 					if len(diffs) > 0 {
 						vs = append(vs, Violation{Kind: KindWindow, Region: r, Key: k.String(),
 							Detail: fmt.Sprintf("%s buckets: %d of %d differ from %s's: %s", l.name, len(diffs), held, first, strings.Join(firstFew(diffs), "; "))})
@@ -628,7 +628,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 }
 
 // plusApprox is the counters' total want plus what region's read sr holds
-// of the approximate counters among keys, bucket by bucket.
+// of the approximate counters among keys, slot by slot.
 func plusApprox(want map[int64]int64, sr *seriesRead, keys []key) map[int64]int64 {
 	out := maps.Clone(want)
 	if out == nil {
@@ -751,7 +751,7 @@ func (ws windowState) agreed() bool {
 }
 
 // windowCheckTimeout bounds how long the checker waits for the regions'
-// windows to agree: buckets converge with the totals, or moments after.
+// windows to agree: slots converge with the totals, or moments after.
 const windowCheckTimeout = 10 * time.Second
 
 // checkWindowsUntil reads and checks the windows until they pass, or the

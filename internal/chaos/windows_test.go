@@ -56,7 +56,7 @@ func TestWindowModelBooksEachAppliedIncrementAtItsEventTime(t *testing.T) {
 	}
 	want, g := expect(m.Bookings["c"], 1)
 	if len(g) != 0 || want[t0/1000] != 3 || len(want) != 1 {
-		t.Errorf("c: %v %v, want 3 in one bucket", want, g)
+		t.Errorf("c: %v %v, want 3 in one slot", want, g)
 	}
 	want, _ = expect(m.Bookings["d"], 1)
 	if want[t0/1000+2] != 3 || want[t0/1000+3] != 4 {
@@ -74,7 +74,7 @@ func TestWindowModelBooksEachAppliedIncrementAtItsEventTime(t *testing.T) {
 	}
 }
 
-func TestCheckWindowsCountersExactPerBucket(t *testing.T) {
+func TestCheckWindowsCountersExactPerSlot(t *testing.T) {
 	keys := []key{{ID: "c"}}
 	ops := []Op{
 		incrAt(1, "us", "c", 5, t0+100, OutcomeOK, ""),
@@ -87,11 +87,11 @@ func TestCheckWindowsCountersExactPerBucket(t *testing.T) {
 	if len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
 	}
-	if n.Buckets == 0 {
+	if n.Slots == 0 {
 		t.Error("nothing compared")
 	}
 
-	// Booked one second late: the total is right, the buckets are not.
+	// Booked one second late: the total is right, the slots are not.
 	late := map[key]map[int64]int64{{ID: "c"}: {s + 1: 7}, {ID: totalKey}: {s + 1: 7}}
 	ws := windowsEverywhere(late)
 	vs, _ = checkWindows(ops, keys, wants, ws)
@@ -104,7 +104,7 @@ func TestCheckWindowsCountersExactPerBucket(t *testing.T) {
 	}
 }
 
-// An approximate counter's buckets are compared between regions, and the
+// An approximate counter's slots are compared between regions, and the
 // counters' total is the model's exact counters plus what each region
 // reads of the approximate ones.
 func TestCheckWindowsApproxCounters(t *testing.T) {
@@ -130,7 +130,7 @@ func TestCheckWindowsApproxCounters(t *testing.T) {
 	if vs, _ := checkWindows(ops, keys, wants, windowsEverywhere(bad)); len(vs) == 0 || !strings.Contains(vs[0].Key, totalKey) {
 		t.Fatalf("a total that is not the sum: %v", vs)
 	}
-	// One region's approximate buckets differ from another's.
+	// One region's approximate slots differ from another's.
 	ws := windowsEverywhere(good)
 	ws.Series["1s"]["eu"].Values[a] = map[int64]int64{s + 2: 8}
 	ws.Series["1s"]["eu"].Values[key{ID: totalKey}] = map[int64]int64{s: 5, s + 2: 8}
@@ -139,7 +139,7 @@ func TestCheckWindowsApproxCounters(t *testing.T) {
 	}
 }
 
-func TestCheckWindowsLateResolutionMayBeInEitherBucket(t *testing.T) {
+func TestCheckWindowsLateResolutionMayBeInEitherSlot(t *testing.T) {
 	keys := []key{{ID: "c"}}
 	o := incrAt(1, "us", "c", 5, t0+100, OutcomeTimeout, ResolvedApplied)
 	o.Retry, o.RetryOutcome, o.ResolveAt = "eu", OutcomeTimeout, t0+400_000
@@ -181,7 +181,7 @@ func TestCheckWindowsLikesAgreeAndSumToTheCount(t *testing.T) {
 		t.Fatalf("violations: %v", vs)
 	}
 	if ws.agreed() {
-		t.Error("regions that read different buckets agreed")
+		t.Error("regions that read different slots agreed")
 	}
 	// Every region misses the unlike: they agree, but the sum is off.
 	vals[key{Likes: true, ID: "i"}] = map[int64]int64{s: 3}

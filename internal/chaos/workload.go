@@ -215,7 +215,7 @@ func (p *planner) next() plannedOp {
 // maxLag bounds how long before it is sent an event happened: a client
 // stamps an event with its own clock when it happens (Op.At) and sends
 // it a moment later, as an app that queues its events does. Most events
-// thus belong in another 1 s bucket than the one they arrive in.
+// thus belong in another 1 s slot than the one they arrive in.
 const maxLag = 3 * time.Second
 
 func (p *planner) lag() time.Duration {
@@ -390,7 +390,7 @@ func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
 // run's first minutes). It then goes as an event of now, which a replica
 // that had applied the key answers duplicate:true as before; one that
 // applies it books it now (Op.ResolveAt), and the model knows it is in one
-// of the two buckets (windowModel).
+// of the two slots (windowModel).
 func (w *workload) resolve(ctx context.Context, region string) int {
 	left := 0
 	for _, o := range w.hist.unresolved(region) {

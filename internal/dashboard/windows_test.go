@@ -94,7 +94,7 @@ func (f *fakeRegion) windowRoutes(mux *http.ServeMux) {
 			bad(w, http.StatusBadRequest, "bad_time", "not the trending range: "+r.URL.RawQuery)
 			return
 		}
-		win := api.Window{Kind: "likes", Key: r.PathValue("item"), From: fakeFrom, To: fakeTo, Bucket: "1m"}
+		win := api.Window{Kind: "likes", Key: r.PathValue("item"), From: fakeFrom, To: fakeTo, SlotWidth: "1m"}
 		switch r.PathValue("item") {
 		case "v1":
 			win.Value, win.Regions = 30, map[string]int64{"us": 20, "eu": 7, "ap": 3}

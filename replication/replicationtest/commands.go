@@ -27,7 +27,7 @@ import (
 // first day, or RFC 3339):
 //
 //	windows past=5m future=1m levels=(1s:3h,1m:15d,1h)
-//	                         time buckets of the replicas started after it
+//	                         slots of the replicas started after it
 //	start us eu ...          open replicas, sync them and accept writes
 //	like us alice post1 [at=T]     a like (unlike likewise)
 //	incr us views 5 [idem=k] [at=T]  a counter increment
@@ -44,15 +44,15 @@ import (
 //	tick 3s                  move the clock
 //	antientropy [us ...]     one anti-entropy round from each (default: all)
 //	restart us [wipe]        close us (and lose its disk) and open it again
-//	expire <us|all>          sweep expired time buckets
+//	expire <us|all>          sweep expired slots
 //	read <us|all> item       each replica's view of the item's likes and counter
 //	count item               each replica's like count, on one line
 //	record <us|all> alice post1      the like record of alice on post1
 //	series <us|all> likes post1 step=1m from=T to=T
 //	                         a series; the points with entries only
 //	window <us|all> counters views from=T to=T   the net change in a window
-//	buckets <us|all> likes post1 width=1m [from=T to=T] [expired]
-//	                         the stored, unexpired buckets of one level;
+//	slots <us|all> likes post1 width=1m [from=T to=T] [expired]
+//	                         the stored, unexpired slots of one level;
 //	                         with expired, also the slots past their
 //	                         retention still stored (not yet swept)
 //	budget <us|all> b        a budget as each replica sees it
@@ -60,7 +60,7 @@ import (
 //	                         a metric's value, summed over matching labels
 //	root <us|all>            the root of each replica's digests
 //
-// In series, window and buckets, key * is the family's total.
+// In series, window and slots, key * is the family's total.
 func Run(t *testing.T, dir string) {
 	datadriven.Walk(t, dir, func(t *testing.T, path string) {
 		e := New(Config{Dir: t.TempDir()})
@@ -217,7 +217,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			fmt.Fprintf(&b, "%s: %d buckets expired\n", n.Name, got)
+			fmt.Fprintf(&b, "%s: %d slots expired\n", n.Name, got)
 		}
 
 	case "read":
@@ -268,7 +268,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 				n.Name, rec.Liked, rec.Origin, e.fmtTime(rec.BookedMs()), at, rec.Excess(), rec.Contrib.String())
 		}
 
-	case "series", "window", "buckets":
+	case "series", "window", "slots":
 		a := args(t, d, 3)
 		kind, key := parseKind(t, d, a[1]), a[2]
 		if key == "*" {
@@ -281,7 +281,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 			case "window":
 				e.window(t, d, &b, n, kind, key)
 			default:
-				e.buckets(t, d, &b, n, kind, key)
+				e.slots(t, d, &b, n, kind, key)
 			}
 		}
 
@@ -598,8 +598,8 @@ func (e *Env) series(t *testing.T, d *datadriven.TestData, b *strings.Builder, n
 		fmt.Fprintf(b, "%s: error: %v\n", n.Name, err)
 		return
 	}
-	fmt.Fprintf(b, "%s: [%s, %s) step %v of %v buckets, %d points%s\n", n.Name, e.fmtTime(w.From.UnixMilli()),
-		e.fmtTime(w.To.UnixMilli()), w.Width, w.Bucket, len(w.Points), windowFlags(w))
+	fmt.Fprintf(b, "%s: [%s, %s) step %v of %v slots, %d points%s\n", n.Name, e.fmtTime(w.From.UnixMilli()),
+		e.fmtTime(w.To.UnixMilli()), w.Width, w.SlotWidth, len(w.Points), windowFlags(w))
 	for _, p := range w.Points {
 		if len(p.Vector) > 0 {
 			fmt.Fprintf(b, "  %s %+d %s\n", e.fmtTime(p.Start.UnixMilli()), p.Value(), p.Vector.String())
@@ -607,7 +607,7 @@ func (e *Env) series(t *testing.T, d *datadriven.TestData, b *strings.Builder, n
 	}
 }
 
-// window prints a window read: its span, widened to whole buckets, and
+// window prints a window read: its span, widened to whole slots, and
 // the net change in it.
 func (e *Env) window(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
 	from, to := e.timeArg(t, d, "from", 0), e.timeArg(t, d, "to", 0)
@@ -616,8 +616,8 @@ func (e *Env) window(t *testing.T, d *datadriven.TestData, b *strings.Builder, n
 		fmt.Fprintf(b, "%s: error: %v\n", n.Name, err)
 		return
 	}
-	fmt.Fprintf(b, "%s: [%s, %s) of %v buckets: %+d %s%s\n", n.Name, e.fmtTime(w.From.UnixMilli()), e.fmtTime(w.To.UnixMilli()),
-		w.Bucket, w.Sum().Value(), w.Sum().Vector.String(), windowFlags(w))
+	fmt.Fprintf(b, "%s: [%s, %s) of %v slots: %+d %s%s\n", n.Name, e.fmtTime(w.From.UnixMilli()), e.fmtTime(w.To.UnixMilli()),
+		w.SlotWidth, w.Sum().Value(), w.Sum().Vector.String(), windowFlags(w))
 }
 
 func windowFlags(w region.Window) string {
@@ -631,16 +631,16 @@ func windowFlags(w region.Window) string {
 	return s
 }
 
-// buckets prints the stored buckets of one level that have not expired
+// slots prints the stored slots of one level that have not expired
 // by the replica's clock (expired ones are gone by rule, swept or not);
 // with the expired argument, the expired slots still stored too, marked.
-func (e *Env) buckets(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
+func (e *Env) slots(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
 	width := int64(durationArg(t, d, "width") / time.Second)
-	// Bucket names hold 10 digits of start: the default end is the last.
+	// Slot names hold 10 digits of start: the default end is the last.
 	from, to := e.timeArg(t, d, "from", 0)/1000, e.timeArg(t, d, "to", 9_999_999_999_000)/1000
 	nowMs := n.Replica.Now().UnixMilli()
 	var lines []string
-	err := n.Store.WindowSeries(kind.Windows(), key, width, from, to, func(bk crdt.Bucket, v crdt.Vector) {
+	err := n.Store.WindowSeries(kind.Windows(), key, width, from, to, func(bk crdt.Slot, v crdt.Vector) {
 		gone := ""
 		if bk.Expired(nowMs) {
 			if !d.HasArg("expired") {
@@ -657,7 +657,7 @@ func (e *Env) buckets(t *testing.T, d *datadriven.TestData, b *strings.Builder, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(b, "%s: %d buckets of %v\n", n.Name, len(lines), time.Duration(width)*time.Second)
+	fmt.Fprintf(b, "%s: %d slots of %v\n", n.Name, len(lines), time.Duration(width)*time.Second)
 	for _, l := range lines {
 		fmt.Fprintln(b, l)
 	}

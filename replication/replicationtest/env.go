@@ -51,7 +51,7 @@ type Env struct {
 	cfg   Config
 	Net   *replication.MemNetwork
 	Clock *testkit.Clock
-	// Windows is the time bucket configuration of replicas opened from now
+	// Windows is the slot configuration of replicas opened from now
 	// on (the windows command); nil: none.
 	Windows *region.WindowConfig
 
