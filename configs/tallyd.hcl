@@ -124,11 +124,11 @@ event_log       = true
 event_retention = "168h"
 event_log_keep  = "168h"
 
-# Time windows: every like count and counter also keeps time buckets, one
-# per level, as width:keep pairs (keep: how long a bucket stays after it
+# Time windows: every like count and counter also keeps slots, one
+# per level, as width:keep pairs (keep: how long a slot stays after it
 # ends; units s, m, h, d, y, or "forever"). They answer
 # GET /v1/counters/{key}/window?last=60s, the series and the trending
-# lists. Every region must use the same levels. "" keeps no buckets.
+# lists. Every region must use the same levels. "" keeps no slots.
 windows = "1s:3h,1m:15d,1h:3y"
 
 # Keys under a prefix can have their own levels (the longest prefix wins):
@@ -148,9 +148,9 @@ event_time_future = "1m"
 trending_capacity = 128
 
 # Unique counts (POST /v1/uniques/{key}) keep a HyperLogLog sketch per key
-# and also per time bucket of these levels, for GET /v1/uniques/{key}?last=24h.
-# A bucket sketch costs up to 16 KiB per replica (a few bytes per id while
-# small). Every region must use the same levels. "" keeps no buckets.
+# and also per slot of these levels, for GET /v1/uniques/{key}?last=24h.
+# A slot sketch costs up to 16 KiB per replica (a few bytes per id while
+# small). Every region must use the same levels. "" keeps no slots.
 uniques_windows = "1h:8d,1d:400d"
 
 # Approximate counters: the counters under a prefix count an increment in
