@@ -224,7 +224,7 @@ func mergeInto[R mergeable[R]](t *txn, k rkey, in R, typed func(*recState) R) er
 		// raises its own contribution or writes registers in its name.
 		if ownRaise || regRaise {
 			t.r.metrics.refusedOwn.Inc()
-			t.r.log.Warn("refused a peer's newer view of our own like record", "item", k.a, "user", k.b)
+			t.r.log.Warn("refused a peer's newer view of our own record", "item", k.a, "user", k.b)
 			in, _ = in.Restrict(func(id string) bool { return id != self })
 		}
 	} else if ownRaise || regRaise {

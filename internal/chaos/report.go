@@ -233,7 +233,7 @@ func (r *Report) WriteText(w io.Writer) {
 		o.RetriedElsewhere, o.RetryDuplicate)
 	k := r.Checked
 	fmt.Fprintf(w, "checked: %d counters and %d items in %d regions, %d user records, %d own-entry samples\n", k.Counters, k.Items, k.Regions, k.UserRecords, k.Samples)
-	fmt.Fprintf(w, "time windows: %d non-empty buckets (1s, 1m, 1h) compared, %d trending lists; %d operations sent with an event time, %d refused it (bad_time)\n",
+	fmt.Fprintf(w, "time windows: %d non-empty slots (1s, 1m, 1h) compared, %d trending lists; %d operations sent with an event time, %d refused it (bad_time)\n",
 		k.WindowSlots, k.TrendingLists, o.Stamped, o.FailedBadTime)
 	if k.UniqueKeys > 0 {
 		fmt.Fprintf(w, "unique counts: %d keys and their union, all time and last %s: %d answers compared in %d regions, %d distinct ids; %d adds sent %d ids, %d to two regions at once\n",

@@ -587,7 +587,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 					n.Slots += held
 					if len(diffs) > 0 {
 						vs = append(vs, Violation{Kind: KindWindow, Region: r, Key: k.String(),
-							Detail: fmt.Sprintf("%s buckets: %d of %d differ from the model's: %s", l.name, len(diffs), held, strings.Join(firstFew(diffs), "; "))})
+							Detail: fmt.Sprintf("%s slots: %d of %d differ from the model's: %s", l.name, len(diffs), held, strings.Join(firstFew(diffs), "; "))})
 					}
 					continue
 				}
@@ -601,7 +601,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 					n.Slots += held
 					if len(diffs) > 0 {
 						vs = append(vs, Violation{Kind: KindWindow, Region: r, Key: k.String(),
-							Detail: fmt.Sprintf("%s buckets: %d of %d differ from %s's: %s", l.name, len(diffs), held, first, strings.Join(firstFew(diffs), "; "))})
+							Detail: fmt.Sprintf("%s slots: %d of %d differ from %s's: %s", l.name, len(diffs), held, first, strings.Join(firstFew(diffs), "; "))})
 					}
 				}
 				w, certain := wants[k]
@@ -614,7 +614,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 				}
 				if sum != w {
 					vs = append(vs, Violation{Kind: KindWindow, Region: r, Key: k.String(),
-						Detail: fmt.Sprintf("%s buckets over the run sum to %d, model %d (%+d)", l.name, sum, w, sum-w)})
+						Detail: fmt.Sprintf("%s slots over the run sum to %d, model %d (%+d)", l.name, sum, w, sum-w)})
 				}
 			}
 		}

@@ -99,7 +99,7 @@ func TestCheckWindowsCountersExactPerSlot(t *testing.T) {
 		t.Fatalf("kinds %v: %v", kinds(vs), vs)
 	}
 	// At 1 s in every region (counter and total); the minute is right.
-	if len(vs) != 6 || !strings.Contains(vs[0].Detail, "1s buckets: 2 of 2 differ") {
+	if len(vs) != 6 || !strings.Contains(vs[0].Detail, "1s slots: 2 of 2 differ") {
 		t.Errorf("%d violations: %v", len(vs), vs)
 	}
 }
