@@ -40,8 +40,8 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	if body.By != nil {
 		by = *body.By
 	}
-	if by > region.MaxBy || by < -region.MaxBy {
-		return newError(http.StatusBadRequest, CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
+	if err := CheckBy(by); err != nil {
+		return err
 	}
 	idem, err := idempotencyKey(r, body.IdempotencyKey)
 	if err != nil {
@@ -62,6 +62,15 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 		out.Counted = &res.Counted
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// CheckBy refuses an increment the replica would refuse, |by| >
+// region.MaxBy, with code bad_by; package resp shares it.
+func CheckBy(by int64) error {
+	if by > region.MaxBy || by < -region.MaxBy {
+		return newError(http.StatusBadRequest, CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
+	}
 	return nil
 }
 

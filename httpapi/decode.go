@@ -17,6 +17,11 @@ import (
 // idRule is how error messages describe a valid id.
 const idRule = "1..128 bytes of [A-Za-z0-9_.:@-]"
 
+// CheckID validates an id as every route does and names the field in
+// the error (code bad_id), for another front door of the replica (package
+// resp) to refuse the same ids with the same words.
+func CheckID(field, v string) error { return checkID(field, v) }
+
 // checkID validates an id and names the field in the error.
 func checkID(field, v string) error {
 	if crdt.ValidID(v) {

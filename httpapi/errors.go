@@ -89,6 +89,28 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 // codes; anything unknown is a 500 whose details go to the log, not to the
 // client, tagged with an id that appears in both.
 func (s *Server) classify(r *http.Request, err error) *apiError {
+	if e := knownError(err); e != nil {
+		return e
+	}
+	id := uuid.NewString()
+	s.log.Error("request failed", "id", id, "method", r.Method, "path", r.URL.Path, "error", err)
+	return newError(http.StatusInternalServerError, CodeInternal, "internal error (id %s)", id)
+}
+
+// Describe is the stable code and the message an HTTP error body would
+// carry for err, for another front door of the replica (package resp)
+// that answers the same errors in its own protocol. ok is false for an
+// error it does not know: an internal one, which the caller logs.
+func Describe(err error) (code, msg string, ok bool) {
+	if e := knownError(err); e != nil {
+		return e.code, e.msg, true
+	}
+	return "", "", false
+}
+
+// knownError is the apiError of an error this package or the replica
+// returned, nil for any other.
+func knownError(err error) *apiError {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
@@ -129,9 +151,7 @@ func (s *Server) classify(r *http.Request, err error) *apiError {
 			msg: "timed out waiting for the durable commit; the operation may or may not have been applied " +
 				"(likes and unlikes are safe to retry; retry increments with the same idempotency key)"}
 	}
-	id := uuid.NewString()
-	s.log.Error("request failed", "id", id, "method", r.Method, "path", r.URL.Path, "error", err)
-	return newError(http.StatusInternalServerError, CodeInternal, "internal error (id %s)", id)
+	return nil
 }
 
 // writeJSON writes v as the JSON response body with the given status.

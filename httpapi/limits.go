@@ -340,6 +340,12 @@ func (s *Server) limitEvents(r *http.Request, n int) error {
 	return nil
 }
 
+// LimitUser takes one write of user from the per-user write limit, as a
+// like or unlike over HTTP does: another front door of the replica
+// (package resp) calls it so a user's likes share one limit. The error,
+// code rate_limited, says when to retry (Describe).
+func (s *Server) LimitUser(user string) error { return s.limitUser(user) }
+
 // limitUser takes a token from user's write token bucket, or returns a 429.
 func (s *Server) limitUser(user string) error {
 	if bs := s.limiter.Load().user[ClassWrite]; bs != nil {
