@@ -41,6 +41,13 @@ type Config struct {
 	// memory goes. Keep it on loopback: profiles reveal internals and cost
 	// CPU while they run. Default "" (off).
 	DebugListen string `hcl:"debug_listen,optional"`
+	// RESPListen, if set, serves the Redis protocol front door (package
+	// resp) on this separate address, host:port: INCRBY, SADD likes:<item>,
+	// PFADD and the rest as docs/api.md maps them, with the HTTP API's
+	// validation, tokens (sent with AUTH) and durability. RESP has no TLS
+	// here: beyond loopback it needs a write token and insecure_listen.
+	// Default "" (off).
+	RESPListen string `hcl:"resp_listen,optional"`
 	// MinProcs is the fewest Go schedulers (GOMAXPROCS) the process
 	// runs with; a lower GOMAXPROCS is raised to it. The runtime picks
 	// one when the process may run on one CPU only (a one-CPU machine,
@@ -509,6 +516,20 @@ func (c Config) Validate() error {
 	if c.DebugListen != "" {
 		if err := checkListen(c.DebugListen); err != nil {
 			bad("debug_listen %q: %v", c.DebugListen, err)
+		}
+	}
+	if c.RESPListen != "" {
+		if err := checkListen(c.RESPListen); err != nil {
+			bad("resp_listen %q: %v", c.RESPListen, err)
+		} else if !loopback(c.RESPListen) {
+			if c.WriteToken == "" {
+				bad("resp_listen %q is beyond loopback without a write token: anyone reaching the port could write; "+
+					"set write_token (TALLY_WRITE_TOKEN), which RESP clients send with AUTH", c.RESPListen)
+			}
+			if !c.InsecureListen {
+				bad("resp_listen %q is beyond loopback, and RESP is served without TLS: AUTH tokens and data would "+
+					"travel in clear; keep it on loopback, or set insecure_listen = true (--insecure-listen) behind a TLS proxy", c.RESPListen)
+			}
 		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {

@@ -1,7 +1,8 @@
 // Package node is one replica at work: it opens the store, starts the
 // replica's state machine (region), connects to NATS and runs replication
 // and, with milestones, the like numbering (alloc, milestone), and serves
-// the HTTP API (httpapi) on a listener. `tallyd serve` runs one Node; a
+// the HTTP API (httpapi) on a listener and, if configured, the Redis
+// protocol (resp) on another. `tallyd serve` runs one Node; a
 // local deployment (internal/deploy) runs one per region in one process,
 // which is why each Node has its own metrics registry and logger.
 package node
@@ -27,6 +28,7 @@ import (
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/resp"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -45,7 +47,8 @@ type Node struct {
 	registry *prometheus.Registry
 	srv      *http.Server
 	ln       net.Listener
-	certs    *certs // nil without TLS
+	resp     *resp.Server // nil without RESPListen
+	certs    *certs       // nil without TLS
 	reload   reloadState
 
 	done     chan struct{} // closed when the HTTP serve loop returns
@@ -283,9 +286,51 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if n.certs != nil {
 		n.srv.TLSConfig = n.certs.config()
 	}
+	if cfg.RESPListen != "" {
+		if err := n.startRESP(ctx, cfg, opts); err != nil {
+			_ = n.ln.Close()
+			return nil, err
+		}
+	}
 	go n.serve()
 	log.Info("serving HTTP", "addr", n.ln.Addr().String(), "tls", n.certs != nil, "client_certs", cfg.TLSClientCA != "")
 	return n, nil
+}
+
+// startRESP serves the Redis protocol front door on cfg.RESPListen, with
+// the HTTP API's tokens and per-user write limit.
+func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.RESPListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s (resp_listen): %w", cfg.RESPListen, err)
+	}
+	n.resp, err = resp.New(resp.Config{
+		Replica:         n.replica,
+		Listener:        ln,
+		Logger:          n.log,
+		RequestTimeout:  duration(cfg.RequestTimeout),
+		MaxRequestBytes: int(cfg.MaxBodyBytes),
+		ReadToken:       cfg.ReadToken,
+		WriteToken:      cfg.WriteToken,
+		AdminToken:      cfg.AdminToken,
+		LimitUser:       n.api.LimitUser,
+		Version:         opts.Version,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("start RESP: %w", err)
+	}
+	n.log.Info("serving RESP", "addr", n.resp.Addr().String())
+	return nil
+}
+
+// RESPAddr is the bound RESP address, nil without RESPListen.
+func (n *Node) RESPAddr() net.Addr {
+	if n.resp == nil {
+		return nil
+	}
+	return n.resp.Addr()
 }
 
 // newPublisher builds the event publisher: the region's stream, placed in
@@ -362,6 +407,12 @@ func (n *Node) Close(ctx context.Context) error {
 		<-n.done
 		if n.serveErr != nil {
 			errs = append(errs, n.serveErr)
+		}
+		if n.resp != nil {
+			n.log.Info("stopping RESP server")
+			if err := n.resp.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
 		}
 		if n.certs != nil {
 			n.certs.close()

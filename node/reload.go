@@ -71,6 +71,9 @@ func (n *Node) Reload(cfg Config) (Reloaded, error) {
 			}
 		}
 		n.api.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
+		if n.resp != nil {
+			n.resp.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
+		}
 		old.ReadToken, old.WriteToken, old.AdminToken = cfg.ReadToken, cfg.WriteToken, cfg.AdminToken
 	}
 	if !slices.Equal(cfg.Limits, old.Limits) {

@@ -1,0 +1,604 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/tidwall/redcon"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/region"
+)
+
+// LikesPrefix starts the key of every set: SADD likes:<item> <user> is the
+// like of <item> by <user>.
+const LikesPrefix = "likes:"
+
+// replyError is a Redis error reply: a prefix (ERR, NOAUTH, LOADING), the
+// message and tally's stable error code, as "<prefix> <msg> (code <code>)".
+type replyError struct {
+	prefix, code, msg string
+}
+
+func (e *replyError) Error() string {
+	return e.prefix + " " + oneLine(e.msg) + " (code " + e.code + ")"
+}
+
+func errorf(code, format string, args ...any) *replyError {
+	return &replyError{prefix: "ERR", code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// oneLine keeps an error reply on one line, as RESP requires.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// command is one command's handler: it returns its reply's writer or an
+// error to answer instead.
+type command struct {
+	// arity is the number of arguments with the name, as Redis counts
+	// it: n exactly, or -n for at least n.
+	arity int
+	write bool // needs the write role when write tokens are set
+	read  bool // needs the read role when read tokens are set
+	run   func(s *Server, c redcon.Conn, sess *session, args [][]byte) error
+}
+
+// refusal is why a Redis command tally does not take is refused, for the
+// ones a Redis user would expect; "" for the rest (unknown commands).
+func refusal(name string) string {
+	switch name {
+	case "multi", "exec", "discard", "watch", "unwatch":
+		return strings.ToUpper(name) + " is not supported: tally has no transactions; each write is durable on its own"
+	case "expire", "pexpire", "expireat", "pexpireat", "ttl", "pttl", "persist":
+		return strings.ToUpper(name) + " is not supported: tally keeps no TTLs"
+	}
+	return ""
+}
+
+// commands maps a lower-case command name to its handler. It is built
+// once per Server (commandTable) so no table is global mutable state.
+func commandTable() map[string]command {
+	return map[string]command{
+		"ping":      {arity: -1, run: cmdPing},
+		"echo":      {arity: 2, run: cmdEcho},
+		"hello":     {arity: -1, run: cmdHello},
+		"auth":      {arity: -2, run: cmdAuth},
+		"client":    {arity: -2, run: cmdClient},
+		"select":    {arity: 2, run: cmdSelect},
+		"command":   {arity: -1, run: cmdCommand},
+		"info":      {arity: -1, run: cmdInfo},
+		"quit":      {arity: -1, run: cmdQuit},
+		"incr":      {arity: 2, write: true, run: cmdIncr(false, false)},
+		"decr":      {arity: 2, write: true, run: cmdIncr(true, false)},
+		"incrby":    {arity: 3, write: true, run: cmdIncr(false, true)},
+		"decrby":    {arity: 3, write: true, run: cmdIncr(true, true)},
+		"get":       {arity: 2, read: true, run: cmdGet},
+		"mget":      {arity: -2, read: true, run: cmdMGet},
+		"sadd":      {arity: -3, write: true, run: cmdLike(true)},
+		"srem":      {arity: -3, write: true, run: cmdLike(false)},
+		"sismember": {arity: 3, read: true, run: cmdIsMember},
+		"scard":     {arity: 2, read: true, run: cmdCard},
+		"pfadd":     {arity: -3, write: true, run: cmdPFAdd},
+		"pfcount":   {arity: -2, read: true, run: cmdPFCount},
+	}
+}
+
+// dispatch checks a command's name, arity and role, runs it and answers
+// its error if it fails.
+func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
+	if len(cmd.Args) == 0 {
+		c.WriteError("ERR empty command (code bad_request)")
+		return
+	}
+	name := commandName(cmd)
+	h, ok := s.commands[name]
+	if !ok {
+		if why := refusal(name); why != "" {
+			s.writeError(c, name, errorf(httpapi.CodeBadRequest, "%s", why))
+			return
+		}
+		s.writeError(c, name, errorf(httpapi.CodeNotFound, "unknown command '%s'", quoteName(cmd.Args[0])))
+		return
+	}
+	if n := len(cmd.Args); h.arity > 0 && n != h.arity || h.arity < 0 && n < -h.arity {
+		s.writeError(c, name, errorf(httpapi.CodeBadRequest, "wrong number of arguments for '%s' command", name))
+		return
+	}
+	if err := s.authorize(sess, h); err != nil {
+		s.writeError(c, name, err)
+		return
+	}
+	if err := h.run(s, c, sess, cmd.Args[1:]); err != nil {
+		s.writeError(c, name, err)
+	}
+}
+
+// commandName is the command's lower-case name, cut to a sane length.
+func commandName(cmd redcon.Command) string {
+	if len(cmd.Args) == 0 {
+		return ""
+	}
+	n := cmd.Args[0]
+	if len(n) > 32 {
+		n = n[:32]
+	}
+	return strings.ToLower(string(n))
+}
+
+// quoteName shows a command name the client sent in an error, printable
+// and short.
+func quoteName(b []byte) string {
+	if len(b) > 32 {
+		b = b[:32]
+	}
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r > '~' || r == '\'' {
+			return '?'
+		}
+		return r
+	}, string(b))
+}
+
+// authorize refuses a command whose role the connection has not opened
+// with AUTH.
+func (s *Server) authorize(sess *session, h command) error {
+	t := s.auth.Load()
+	switch {
+	case h.write && len(t.write) > 0 && sess.role < roleWrite:
+		return &replyError{prefix: "NOAUTH", code: httpapi.CodeUnauthorized,
+			msg: "authentication required: writes need AUTH with the write token"}
+	case h.read && len(t.read) > 0 && sess.role < roleRead:
+		return &replyError{prefix: "NOAUTH", code: httpapi.CodeUnauthorized,
+			msg: "authentication required: reads need AUTH with the read token"}
+	}
+	return nil
+}
+
+// writeError answers err: a replyError as it is; an error the HTTP API
+// knows with its code; anything else as internal, logged under an id the
+// client sees.
+func (s *Server) writeError(c redcon.Conn, name string, err error) {
+	var re *replyError
+	if errors.As(err, &re) {
+		c.WriteError(re.Error())
+		return
+	}
+	if code, msg, ok := httpapi.Describe(err); ok {
+		prefix := "ERR"
+		if code == httpapi.CodeNotReady {
+			// Nothing was applied: clients retry LOADING on their own.
+			prefix = "LOADING"
+		}
+		c.WriteError((&replyError{prefix: prefix, code: code, msg: msg}).Error())
+		return
+	}
+	id := uuid.NewString()
+	s.log.Error("command failed", "id", id, "command", name, "error", err)
+	c.WriteError((&replyError{prefix: "ERR", code: httpapi.CodeInternal, msg: "internal error (id " + id + ")"}).Error())
+}
+
+func cmdPing(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	switch len(args) {
+	case 0:
+		c.WriteString("PONG")
+	case 1:
+		c.WriteBulk(args[0])
+	default:
+		return errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'ping' command")
+	}
+	return nil
+}
+
+func cmdEcho(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	c.WriteBulk(args[0])
+	return nil
+}
+
+// HELLO [protover [AUTH username password] [SETNAME name]]
+func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
+	proto := sess.resp
+	if len(args) > 0 {
+		v, err := strconv.Atoi(string(args[0]))
+		if err != nil || v < 2 || v > 3 {
+			return &replyError{prefix: "NOPROTO", code: httpapi.CodeBadRequest, msg: "unsupported protocol version; want 2 or 3"}
+		}
+		proto = v
+		args = args[1:]
+	}
+	newRole, name := sess.role, sess.name
+	for len(args) > 0 {
+		switch opt := strings.ToLower(string(args[0])); {
+		case opt == "auth" && len(args) >= 3:
+			r := s.auth.Load().roleOf(args[2])
+			if r == roleNone {
+				return errWrongPass
+			}
+			newRole, args = r, args[3:]
+		case opt == "setname" && len(args) >= 2:
+			name, args = string(args[1]), args[2:]
+		default:
+			return errorf(httpapi.CodeBadRequest, "syntax error in HELLO option '%s'", quoteName(args[0]))
+		}
+	}
+	sess.resp, sess.role, sess.name = proto, newRole, name
+	fields := []struct {
+		k string
+		v any
+	}{
+		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", 0},
+		{"mode", "standalone"}, {"role", "master"}, {"modules", nil},
+	}
+	if proto == 3 {
+		c.WriteRaw([]byte("%" + strconv.Itoa(len(fields)) + "\r\n"))
+	} else {
+		c.WriteArray(2 * len(fields))
+	}
+	for _, f := range fields {
+		c.WriteBulkString(f.k)
+		switch v := f.v.(type) {
+		case string:
+			c.WriteBulkString(v)
+		case int:
+			c.WriteInt(v)
+		default:
+			c.WriteArray(0)
+		}
+	}
+	return nil
+}
+
+var errWrongPass = &replyError{prefix: "WRONGPASS", code: httpapi.CodeUnauthorized, msg: "invalid token"}
+
+// AUTH <token> or AUTH <username> <token> (the username is ignored).
+func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
+	if len(args) > 2 {
+		return errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'auth' command")
+	}
+	t := s.auth.Load()
+	if len(t.read)+len(t.write)+len(t.admin) == 0 {
+		return errorf(httpapi.CodeBadRequest, "AUTH called without any token configured for this replica")
+	}
+	r := t.roleOf(args[len(args)-1])
+	if r == roleNone {
+		return errWrongPass
+	}
+	sess.role = r
+	c.WriteString("OK")
+	return nil
+}
+
+// CLIENT SETNAME, GETNAME, SETINFO, ID; others refused.
+func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
+	switch sub := strings.ToLower(string(args[0])); sub {
+	case "setname":
+		if len(args) != 2 {
+			return errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'client|setname' command")
+		}
+		sess.name = string(args[1])
+		c.WriteString("OK")
+	case "getname":
+		if sess.name == "" {
+			c.WriteNull()
+		} else {
+			c.WriteBulkString(sess.name)
+		}
+	case "setinfo":
+		c.WriteString("OK")
+	case "id":
+		c.WriteInt(0)
+	default:
+		return errorf(httpapi.CodeBadRequest, "unknown subcommand '%s' of CLIENT; tally takes SETNAME, GETNAME, SETINFO, ID", quoteName(args[0]))
+	}
+	return nil
+}
+
+func cmdSelect(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	if string(args[0]) != "0" {
+		return errorf(httpapi.CodeBadRequest, "DB index is out of range: only database 0 exists")
+	}
+	c.WriteString("OK")
+	return nil
+}
+
+// COMMAND [sub ...]: enough for clients that ask at connect; tally
+// describes no commands (an empty array; COUNT: 0).
+func cmdCommand(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	if len(args) > 0 && strings.EqualFold(string(args[0]), "count") {
+		c.WriteInt(0)
+		return nil
+	}
+	c.WriteArray(0)
+	return nil
+}
+
+func cmdInfo(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\nredis_mode:standalone\r\n", s.cfg.Version)
+	fmt.Fprintf(&b, "# Replica\r\nregion:%s\r\nreplica:%s\r\naccepting_writes:%d\r\ndurability:%s\r\n",
+		s.rep.Region(), s.rep.ID(), boolInt(s.rep.Accepting()), s.rep.Durability())
+	c.WriteBulkString(b.String())
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func cmdQuit(_ *Server, c redcon.Conn, _ *session, _ [][]byte) error {
+	c.WriteString("OK")
+	return c.Close() // redcon flushes the reply, then closes
+}
+
+// writeCtx bounds a write's wait for its durable commit.
+func (s *Server) writeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.stop, s.cfg.RequestTimeout)
+}
+
+// INCR, DECR key; INCRBY, DECRBY key n.
+func cmdIncr(negate, withBy bool) func(*Server, redcon.Conn, *session, [][]byte) error {
+	return func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+		key, err := counterKey(args[0])
+		if err != nil {
+			return err
+		}
+		by := int64(1)
+		if withBy {
+			if by, err = parseBy(args[1]); err != nil {
+				return err
+			}
+		}
+		if negate {
+			by = -by // |by| <= region.MaxBy: cannot overflow
+		}
+		ctx, cancel := s.writeCtx()
+		defer cancel()
+		res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpIncr, Item: key, By: by})
+		if err != nil {
+			return err
+		}
+		c.WriteInt64(res.Value)
+		return nil
+	}
+}
+
+// GET key: the counter's value as Redis answers it, a decimal bulk
+// string; a counter never incremented reads "0".
+func cmdGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	key, err := counterKey(args[0])
+	if err != nil {
+		return err
+	}
+	rd, err := s.rep.Counter(key)
+	if err != nil {
+		return err
+	}
+	c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
+	return nil
+}
+
+func cmdMGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	if len(args) > region.MaxUniqueKeys {
+		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), region.MaxUniqueKeys)
+	}
+	values := make([]int64, len(args))
+	for i, a := range args {
+		key, err := counterKey(a)
+		if err != nil {
+			return err
+		}
+		rd, err := s.rep.Counter(key)
+		if err != nil {
+			return err
+		}
+		values[i] = rd.Value
+	}
+	c.WriteArray(len(values))
+	for _, v := range values {
+		c.WriteBulkString(strconv.FormatInt(v, 10))
+	}
+	return nil
+}
+
+// SADD / SREM likes:<item> <user> [user ...]: like or unlike, all users in
+// one durable commit; the reply counts the users whose state changed.
+func cmdLike(liked bool) func(*Server, redcon.Conn, *session, [][]byte) error {
+	kind := region.OpUnlike
+	if liked {
+		kind = region.OpLike
+	}
+	return func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+		item, err := likesItem(args[0])
+		if err != nil {
+			return err
+		}
+		users, err := userIDs(args[1:])
+		if err != nil {
+			return err
+		}
+		ops := make([]region.Op, len(users))
+		for i, u := range users {
+			if s.cfg.LimitUser != nil {
+				if err := s.cfg.LimitUser(u); err != nil {
+					return err
+				}
+			}
+			ops[i] = region.Op{Kind: kind, Item: item, User: u}
+		}
+		ctx, cancel := s.writeCtx()
+		defer cancel()
+		res, err := s.rep.Do(ctx, ops)
+		if err != nil {
+			return err
+		}
+		changed := 0
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+			if r.Changed {
+				changed++
+			}
+		}
+		c.WriteInt(changed)
+		return nil
+	}
+}
+
+func cmdIsMember(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	item, err := likesItem(args[0])
+	if err != nil {
+		return err
+	}
+	users, err := userIDs(args[1:])
+	if err != nil {
+		return err
+	}
+	liked, err := s.rep.Liked(item, users[0])
+	if err != nil {
+		return err
+	}
+	c.WriteInt(boolInt(liked))
+	return nil
+}
+
+func cmdCard(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	item, err := likesItem(args[0])
+	if err != nil {
+		return err
+	}
+	rd, err := s.rep.Likes(item)
+	if err != nil {
+		return err
+	}
+	c.WriteInt64(rd.Value)
+	return nil
+}
+
+// PFADD key id [id ...]: 1 if the key's sketch changed, as Redis answers.
+func cmdPFAdd(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	key, err := uniqueKeys(args[:1])
+	if err != nil {
+		return err
+	}
+	ids, err := uniqueIDs(args[1:])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.writeCtx()
+	defer cancel()
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpUniques, Item: key[0], IDs: ids})
+	if err != nil {
+		return err
+	}
+	c.WriteInt(boolInt(res.Changed))
+	return nil
+}
+
+// PFCOUNT key [key ...]: the distinct ids of the union of the keys.
+func cmdPFCount(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	keys, err := uniqueKeys(args)
+	if err != nil {
+		return err
+	}
+	rd, err := s.rep.Uniques(keys)
+	if err != nil {
+		return err
+	}
+	c.WriteInt64(int64(math.Round(rd.Estimate)))
+	return nil
+}
+
+// counterKey is a counter key: an id as the HTTP API takes it.
+func counterKey(arg []byte) (string, error) {
+	key := string(arg)
+	return key, httpapi.CheckID("key", key)
+}
+
+// likesItem is the item of a set key, likes:<item>.
+func likesItem(arg []byte) (string, error) {
+	key := string(arg)
+	item, ok := strings.CutPrefix(key, LikesPrefix)
+	if !ok {
+		return "", errorf(httpapi.CodeBadID, "set key %s does not start with %q; sets are likes: SADD %s<item> <user>",
+			quote(key), LikesPrefix, LikesPrefix)
+	}
+	return item, httpapi.CheckID("item", item)
+}
+
+// userIDs are the users of SADD, SREM, SISMEMBER: ids, duplicates kept
+// once.
+func userIDs(args [][]byte) ([]string, error) {
+	if len(args) > region.MaxUniqueIDs {
+		return nil, errorf(httpapi.CodeBadRequest, "%d users in one command; at most %d", len(args), region.MaxUniqueIDs)
+	}
+	users := make([]string, 0, len(args))
+	for _, a := range args {
+		u := string(a)
+		if err := httpapi.CheckID("user", u); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(users, u) {
+			users = append(users, u)
+		}
+	}
+	return users, nil
+}
+
+// uniqueKeys are PF* keys: ids, sorted, duplicates dropped (a union of a
+// key with itself is the key).
+func uniqueKeys(args [][]byte) ([]string, error) {
+	if len(args) > region.MaxUniqueKeys {
+		return nil, errorf(httpapi.CodeBadRequest, "%d keys; at most %d", len(args), region.MaxUniqueKeys)
+	}
+	keys := make([]string, len(args))
+	for i, a := range args {
+		keys[i] = string(a)
+		if err := httpapi.CheckID("key", keys[i]); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), nil
+}
+
+func uniqueIDs(args [][]byte) ([]string, error) {
+	if len(args) > region.MaxUniqueIDs {
+		return nil, errorf(httpapi.CodeBadRequest, "%d ids in one command; at most %d", len(args), region.MaxUniqueIDs)
+	}
+	ids := make([]string, len(args))
+	for i, a := range args {
+		ids[i] = string(a)
+		if err := httpapi.CheckID("id", ids[i]); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// parseBy is INCRBY's amount: a decimal int64 within region.MaxBy.
+func parseBy(arg []byte) (int64, error) {
+	by, err := strconv.ParseInt(string(arg), 10, 64)
+	if err != nil {
+		return 0, errorf(httpapi.CodeBadBy, "value is not an integer or out of range")
+	}
+	return by, httpapi.CheckBy(by)
+}
+
+// quote shows a key in an error, cut to a readable length.
+func quote(v string) string {
+	const max = 64
+	if len(v) > max {
+		return fmt.Sprintf("%q... (%d bytes)", v[:max], len(v))
+	}
+	return fmt.Sprintf("%q", v)
+}

@@ -1,0 +1,309 @@
+// Package resp serves the Redis protocol (RESP) front door of one replica:
+// Redis commands mapped onto the replica's likes, counters and unique
+// counts, with the HTTP API's validation, error codes, per-user write
+// limit and durability (a write is answered after its commit is durable).
+//
+// The RESP parsing is github.com/tidwall/redcon's; this package maps
+// commands (commands.go) and owns the listener's goroutines: Close stops
+// accepting, closes every connection and waits for their handlers.
+package resp
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/tidwall/redcon"
+
+	"github.com/tally-dev/tally/region"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, as the HTTP API's bodies
+	DefaultRequestTimeout  = 10 * time.Second
+)
+
+// Config configures a Server.
+type Config struct {
+	// Replica answers every command. Required.
+	Replica *region.Replica
+	// Listener is where the Server accepts connections; it owns it from
+	// New on and closes it on Close. Required.
+	Listener net.Listener
+	// Logger for connection and internal errors. Default: a null logger.
+	Logger hclog.Logger
+	// RequestTimeout bounds how long a write waits for its durable
+	// commit. Default 10s.
+	RequestTimeout time.Duration
+	// MaxRequestBytes bounds one command as sent (a pipeline may hold
+	// many): a longer one is answered with an error and the connection
+	// closed, since the stream cannot be read past it. Default 1 MiB.
+	MaxRequestBytes int
+	// ReadToken, WriteToken and AdminToken are the tokens of each role as
+	// the HTTP API takes them (several separated by spaces). A connection
+	// sends one with AUTH; until then, writes are refused (NOAUTH) if
+	// write tokens are set and reads if read tokens are set. SetTokens
+	// replaces them.
+	ReadToken, WriteToken, AdminToken string
+	// LimitUser, if set, takes one write of a user from the per-user write
+	// limit before a like or unlike (the HTTP API's, so both front doors
+	// share it); its error is answered as the HTTP API would.
+	LimitUser func(user string) error
+	// Version is what HELLO and INFO report. Default "dev".
+	Version string
+}
+
+func (c *Config) ensureDefaults() {
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Replica == nil {
+		errs = append(errs, errors.New("resp: Replica is required"))
+	}
+	if c.Listener == nil {
+		errs = append(errs, errors.New("resp: Listener is required"))
+	}
+	if c.RequestTimeout < 0 {
+		errs = append(errs, errors.New("resp: RequestTimeout < 0"))
+	}
+	if c.MaxRequestBytes < 0 {
+		errs = append(errs, errors.New("resp: MaxRequestBytes < 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Server is the RESP front door of one replica, serving from New until
+// Close.
+type Server struct {
+	cfg  Config
+	rep  *region.Replica
+	log  hclog.Logger
+	ln   net.Listener
+	srv  *redcon.Server
+	auth atomic.Pointer[tokens]
+	// commands maps a lower-case command name to its handler.
+	commands map[string]command
+
+	// stop ends in-flight commands' waits when Close gives up waiting.
+	stop     context.Context
+	cancel   context.CancelFunc
+	conns    sync.WaitGroup // one per accepted connection, done when redcon closes it
+	served   chan struct{}  // closed when the accept loop returns
+	serveErr error          // its error, read after served
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// tokens are the tokens of each role, split.
+type tokens struct {
+	read, write, admin [][]byte
+}
+
+// role is what a connection's AUTH opened.
+type role int
+
+const (
+	roleNone role = iota
+	roleRead
+	roleWrite
+	roleAdmin
+)
+
+// session is one connection's state.
+type session struct {
+	role role
+	name string
+	resp int // protocol version: 2, or 3 after HELLO 3
+}
+
+// New starts serving cfg.Listener.
+func New(cfg Config) (*Server, error) {
+	cfg.ensureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, rep: cfg.Replica, log: cfg.Logger.Named("resp"), served: make(chan struct{}),
+		commands: commandTable()}
+	s.stop, s.cancel = context.WithCancel(context.Background())
+	s.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
+	s.ln = &boundedListener{Listener: cfg.Listener, max: cfg.MaxRequestBytes}
+	s.srv = redcon.NewServerNetwork("tcp", cfg.Listener.Addr().String(), s.handle, s.accept, s.closed)
+	s.srv.AcceptError = func(err error) { s.log.Warn("accept failed", "error", err) }
+	go func() {
+		defer close(s.served)
+		s.serveErr = s.srv.Serve(s.ln)
+	}()
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// SetTokens replaces the tokens of each role (a reload). Connections
+// already authenticated keep their role.
+func (s *Server) SetTokens(read, write, admin string) {
+	split := func(setting string) [][]byte {
+		var out [][]byte
+		for _, t := range strings.Fields(setting) {
+			out = append(out, []byte(t))
+		}
+		return out
+	}
+	s.auth.Store(&tokens{read: split(read), write: split(write), admin: split(admin)})
+}
+
+// Close stops accepting, closes every connection and waits for their
+// handlers, cutting off writes still waiting for their commit when ctx
+// ends. Close is idempotent.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		// Closing the listener ends redcon's accept loop, which then
+		// closes every connection it accepted.
+		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.closeErr = fmt.Errorf("resp: close listener: %w", err)
+		}
+		<-s.served
+		handlers := make(chan struct{})
+		go func() {
+			s.conns.Wait()
+			close(handlers)
+		}()
+		select {
+		case <-handlers:
+		case <-ctx.Done():
+			s.cancel()
+			<-handlers
+		}
+		s.cancel()
+		if s.serveErr != nil {
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("resp: serve: %w", s.serveErr))
+		}
+	})
+	return s.closeErr
+}
+
+func (s *Server) accept(c redcon.Conn) bool {
+	s.conns.Add(1)
+	c.SetContext(&session{resp: 2})
+	return true
+}
+
+func (s *Server) closed(c redcon.Conn, err error) {
+	defer s.conns.Done()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		s.log.Debug("connection closed", "remote", c.RemoteAddr(), "error", err)
+	}
+}
+
+// handle answers one command; it never panics into redcon (which would
+// end the process) and always writes exactly one reply.
+func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
+	if bc, ok := c.NetConn().(*boundedConn); ok {
+		bc.handled()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("command panicked", "command", commandName(cmd), "panic", fmt.Sprint(p))
+			c.WriteError("ERR internal error (code internal)")
+		}
+	}()
+	sess, _ := c.Context().(*session)
+	if sess == nil {
+		sess = &session{resp: 2}
+		c.SetContext(sess)
+	}
+	s.dispatch(c, sess, cmd)
+}
+
+// matchToken reports whether got is one of want, in constant time per
+// token.
+func matchToken(got []byte, want [][]byte) bool {
+	ok := false
+	for _, w := range want {
+		if subtle.ConstantTimeCompare(got, w) == 1 {
+			ok = true
+		}
+	}
+	return ok
+}
+
+// roleOf is the highest role token opens, roleNone if none.
+func (t *tokens) roleOf(token []byte) role {
+	switch {
+	case matchToken(token, t.admin):
+		return roleAdmin
+	case matchToken(token, t.write):
+		return roleWrite
+	case matchToken(token, t.read):
+		return roleRead
+	}
+	return roleNone
+}
+
+// boundedListener wraps each accepted connection in a boundedConn.
+type boundedListener struct {
+	net.Listener
+	max int
+}
+
+func (l *boundedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &boundedConn{Conn: c, max: l.max}, nil
+}
+
+// boundedConn bounds what redcon buffers for one command: redcon grows
+// its buffer until a command is complete, so a client announcing a huge
+// bulk string could make it take any amount of memory. Bytes read since
+// the last command was handled are counted; past the bound, the client
+// gets an error and the connection ends (the rest of the stream cannot
+// be parsed without reading the command).
+type boundedConn struct {
+	net.Conn
+	max     int
+	pending atomic.Int64 // bytes read since a command was last handled
+}
+
+// errTooLarge ends a connection whose command passed the bound.
+var errTooLarge = errors.New("resp: command too large")
+
+// Read refuses to read on once a command has taken max bytes: redcon
+// reads again only while no command in its buffer is complete, so what
+// was read since the last command was handled is that command's.
+func (c *boundedConn) Read(b []byte) (int, error) {
+	if c.pending.Load() >= int64(c.max) {
+		_, _ = c.Conn.Write([]byte(fmt.Sprintf("-ERR request exceeds %d bytes (code body_too_large)\r\n", c.max)))
+		return 0, errTooLarge
+	}
+	n, err := c.Conn.Read(b)
+	c.pending.Add(int64(n))
+	return n, err
+}
+
+// handled resets the count: a command was complete.
+func (c *boundedConn) handled() { c.pending.Store(0) }
