@@ -170,3 +170,47 @@ func TestTokenSettings(t *testing.T) {
 		}
 	}
 }
+
+// resp_listen is off by default; on loopback it needs nothing more; beyond
+// loopback it needs a write token (anyone reaching it could write) and
+// insecure_listen (RESP has no TLS here).
+func TestRESPListen(t *testing.T) {
+	for _, tc := range []struct {
+		listen, token string
+		insecure      bool
+		want          []string // "" entries: valid
+	}{
+		{"", "", false, nil},
+		{"127.0.0.1:6381", "", false, nil},
+		{"localhost:0", "", false, nil},
+		{"nohost", "", false, []string{`resp_listen "nohost": want host:port`}},
+		{"0.0.0.0:6381", "", false, []string{"beyond loopback without a write token", "served without TLS"}},
+		{"0.0.0.0:6381", "", true, []string{"beyond loopback without a write token"}},
+		{"0.0.0.0:6381", "t", false, []string{"served without TLS"}},
+	} {
+		c := validConfig()
+		c.RESPListen, c.WriteToken, c.InsecureListen = tc.listen, tc.token, tc.insecure
+		err := c.Validate()
+		if len(tc.want) == 0 {
+			if err != nil {
+				t.Errorf("%+v: %v", tc, err)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%+v accepted", tc)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%+v: %q lacks %q", tc, err, w)
+			}
+		}
+	}
+	c := validConfig()
+	c.RESPListen, c.WriteToken, c.InsecureListen, c.AdminToken = "0.0.0.0:6381", "t", true, "a"
+	c.Listen = "127.0.0.1:8080"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a write token and insecure_listen: %v", err)
+	}
+}

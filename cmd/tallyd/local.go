@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -21,19 +22,24 @@ import (
 
 // localConfig is what `tallyd local` takes.
 type localConfig struct {
-	Regions    []string
-	DataDir    string
-	Port       int
-	NATSPort   int
-	Durability string
-	LogLevel   string
-	WriteToken string
-	AdminToken string
-	Dashboard  dashboardAddr // see dashboard.go
-	Milestones string
-	Sequences  cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
-	Approx     cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
-	Limits     []tallynode.LimitConfig
+	Regions  []string
+	DataDir  string
+	Port     int
+	NATSPort int
+	// RESPPort is the first region's RESP port, the others following; 0
+	// turns RESP off. respPortSet: --resp-port was given (with --port 0
+	// and no --resp-port, RESP takes free ports too).
+	RESPPort    int
+	respPortSet bool
+	Durability  string
+	LogLevel    string
+	WriteToken  string
+	AdminToken  string
+	Dashboard   dashboardAddr // see dashboard.go
+	Milestones  string
+	Sequences   cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
+	Approx      cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
+	Limits      []tallynode.LimitConfig
 }
 
 func defaultLocalConfig() localConfig {
@@ -42,6 +48,7 @@ func defaultLocalConfig() localConfig {
 		DataDir:    "data",
 		Port:       8081,
 		NATSPort:   4222,
+		RESPPort:   6381,
 		Durability: "fsync",
 		LogLevel:   "info",
 		Dashboard:  dashboardAddr{Addr: dashboard.DefaultAddr},
@@ -62,6 +69,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.DataDir, "data", lc.DataDir, "root data `dir`: <dir>/<replica> per replica, <dir>/nats for JetStream")
 		fs.IntVar(&lc.Port, "port", lc.Port, "HTTP `port` of the first region; the others follow consecutively")
 		fs.IntVar(&lc.NATSPort, "nats-port", lc.NATSPort, "NATS client `port` of the first region; the others follow consecutively (0: any free ports)")
+		fs.IntVar(&lc.RESPPort, "resp-port", lc.RESPPort, "Redis protocol (RESP) `port` of the first region; the others follow consecutively (0: off)")
 		fs.StringVar(&lc.Durability, "durability", lc.Durability, "`mode`: fsync or none")
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
@@ -88,6 +96,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 	if fs.NArg() > 0 {
 		return lc, usagef("local: unexpected argument %q", fs.Arg(0))
 	}
+	fs.Visit(func(f *flag.Flag) { lc.respPortSet = lc.respPortSet || f.Name == "resp-port" })
 	lc.Regions = cliutil.SplitList(regions)
 	var errs []error
 	if len(lc.Regions) == 0 {
@@ -110,6 +119,9 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 	if lc.Port < 0 || lc.Port+len(lc.Regions)-1 > 65535 {
 		errs = append(errs, fmt.Errorf("--port %d: want 1..65535 for every region (0: any free ports)", lc.Port))
 	}
+	if lc.RESPPort < 0 || lc.RESPPort+len(lc.Regions)-1 > 65535 {
+		errs = append(errs, fmt.Errorf("--resp-port %d: want 1..65535 for every region (0: off)", lc.RESPPort))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return lc, usagef("local: %s", oneLine(err))
 	}
@@ -121,6 +133,13 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d := deploy.DefaultConfig()
 	d.Regions, d.DataDir, d.Port, d.NATSPort = lc.Regions, lc.DataDir, lc.Port, lc.NATSPort
 	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
+	switch {
+	case lc.RESPPort == 0: // off
+	case lc.Port == 0 && !lc.respPortSet:
+		d.RESP = true // free ports, as the HTTP ports
+	default:
+		d.RESP, d.RESPPort = true, lc.RESPPort
+	}
 	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
 	d.Sequences = lc.Sequences.List
@@ -163,6 +182,10 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	cfgs, nodes := d.Configs(), d.Nodes()
 	for i, n := range nodes {
 		fmt.Fprintf(c.stdout, "  %-4s http://%s   (replica %s, data %s, nats %s)\n", cfgs[i].Region, n.Addr(), cfgs[i].Replica, cfgs[i].DataDir, cfgs[i].NATS)
+		if a := n.RESPAddr(); a != nil {
+			_, port, _ := net.SplitHostPort(a.String())
+			fmt.Fprintf(c.stdout, "       resp %s   (redis-cli -p %s)\n", a, port)
+		}
 		if c.onListen != nil {
 			c.onListen(n.Addr())
 		}

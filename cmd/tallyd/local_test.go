@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // localRun is an in-process `tallyd local` with free ports and a temp dir.
@@ -73,6 +78,9 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 			c.NATS != "nats://"+r+":4222" || c.Milestones != "every:5" || c.AllocCluster != "a" || c.Durability != "none" ||
 			c.DataDir != "/tmp/x/"+r+"-1" || len(c.Peers) != 1 {
 			t.Errorf("region %s: %+v", r, c)
+		}
+		if c.RESPListen != fmt.Sprintf("127.0.0.1:%d", 6381+i) {
+			t.Errorf("region %s: resp_listen %q", r, c.RESPListen)
 		}
 		if fmt.Sprint(c.Limits) != "[write=user:2 scan=client:9]" {
 			t.Errorf("region %s: limits %v", r, c.Limits)
@@ -144,4 +152,76 @@ func TestLocalInvalidReplicaSetting(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "write_token") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
+}
+
+// --resp-port: the first region's RESP port, the others following; 0
+// turns RESP off; with --port 0 and no --resp-port, free ports.
+func TestLocalRESPPort(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--regions", "a,b"}, []string{"127.0.0.1:6381", "127.0.0.1:6382"}},
+		{[]string{"--regions", "a,b", "--resp-port", "7000"}, []string{"127.0.0.1:7000", "127.0.0.1:7001"}},
+		{[]string{"--regions", "a,b", "--resp-port", "0"}, []string{"", ""}},
+		{[]string{"--regions", "a,b", "--port", "0"}, []string{"127.0.0.1:0", "127.0.0.1:0"}},
+		{[]string{"--regions", "a,b", "--port", "0", "--resp-port", "7000"}, []string{"127.0.0.1:7000", "127.0.0.1:7001"}},
+		{[]string{"--regions", "a,b", "--port", "0", "--resp-port", "0"}, []string{"", ""}},
+	} {
+		lc, err := parseLocal(tc.args, noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs, err := lc.deployConfig(nil).NodeConfigs(func(r string) string { return "nats://" + r + ":4222" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cfgs {
+			if c.RESPListen != tc.want[i] {
+				t.Errorf("%v: region %s: resp_listen %q, want %q", tc.args, c.Region, c.RESPListen, tc.want[i])
+			}
+		}
+	}
+	if _, err := parseLocal([]string{"--resp-port", "65535"}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "--resp-port 65535") {
+		t.Fatalf("--resp-port past 65535 for the third region: %v", err)
+	}
+}
+
+// The banner prints each region's RESP address, and a like sent there
+// with the Redis protocol is counted in every region.
+func TestLocalServesRESP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	run := startLocal(t)
+	found := regexp.MustCompile(`resp (\S+) `).FindAllStringSubmatch(run.out.String(), -1)
+	if len(found) != 3 {
+		t.Fatalf("banner names %d RESP addresses, want 3:\n%s", len(found), run.out)
+	}
+	for _, u := range run.urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	ctx := context.Background()
+	var clients []*redis.Client
+	for _, m := range found {
+		c := redis.NewClient(&redis.Options{Addr: m[1], Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	if v, err := clients[0].SAdd(ctx, "likes:post1", "alice").Result(); err != nil || v != 1 {
+		t.Fatalf("SADD: %d %v", v, err)
+	}
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		for i, c := range clients {
+			if n, err := c.SCard(ctx, "likes:post1").Result(); err != nil || n != 1 {
+				return fmt.Errorf("%s: SCARD %d %v", found[i][1], n, err)
+			}
+		}
+		return nil
+	})
 }

@@ -43,6 +43,11 @@ type Config struct {
 	// following, so tools such as 'tallyd events tail' find them. 0 picks
 	// free ports.
 	NATSPort int
+	// RESP serves each replica's Redis protocol front door (node.Config
+	// RESPListen) on loopback: from RESPPort for the first region, the
+	// others following, or on free ports when RESPPort is 0.
+	RESP     bool
+	RESPPort int
 	// Durability, LogLevel, WriteToken and AdminToken are every replica's
 	// (see node.Config). Defaults as node.DefaultConfig.
 	Durability, LogLevel, WriteToken, AdminToken string
@@ -98,6 +103,13 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 			port = c.Port + i
 		}
 		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if c.RESP {
+			port := 0
+			if c.RESPPort > 0 {
+				port = c.RESPPort + i
+			}
+			cfg.RESPListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		}
 		if c.Durability != "" {
 			cfg.Durability = c.Durability
 		}
@@ -139,6 +151,9 @@ func (c Config) Validate() error {
 	}
 	if c.Port < 0 || c.Port+len(c.Regions)-1 > 65535 {
 		errs = append(errs, fmt.Errorf("deploy: port %d: want 1..65535 for every region (0: any free ports)", c.Port))
+	}
+	if c.RESPPort < 0 || c.RESPPort+len(c.Regions)-1 > 65535 {
+		errs = append(errs, fmt.Errorf("deploy: RESP port %d: want 1..65535 for every region (0: any free ports)", c.RESPPort))
 	}
 	if err := (localnet.Config{Regions: c.Regions, Dir: "-"}).Validate(); err != nil && len(c.Regions) > 0 {
 		errs = append(errs, err)
@@ -266,6 +281,18 @@ func (d *Deployment) URLs() []string {
 	var out []string
 	for _, n := range d.nodes {
 		out = append(out, "http://"+n.Addr().String())
+	}
+	return out
+}
+
+// RESPAddrs are the replicas' RESP addresses ("host:port"), in Regions
+// order; nil without RESP.
+func (d *Deployment) RESPAddrs() []string {
+	var out []string
+	for _, n := range d.nodes {
+		if a := n.RESPAddr(); a != nil {
+			out = append(out, a.String())
+		}
 	}
 	return out
 }
