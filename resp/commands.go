@@ -120,7 +120,8 @@ func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 	}
 }
 
-// commandName is the command's lower-case name, cut to a sane length.
+// commandName is the command's name with ASCII letters in lower case,
+// cut to 32 bytes (a longer one is no command's).
 func commandName(cmd redcon.Command) string {
 	if len(cmd.Args) == 0 {
 		return ""
@@ -129,7 +130,14 @@ func commandName(cmd redcon.Command) string {
 	if len(n) > 32 {
 		n = n[:32]
 	}
-	return strings.ToLower(string(n))
+	b := make([]byte, len(n))
+	for i, c := range n {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b[i] = c
+	}
+	return string(b)
 }
 
 // quoteName shows a command name the client sent in an error, printable
