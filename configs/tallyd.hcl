@@ -24,6 +24,11 @@ listen = "127.0.0.1:8080"
 # on loopback. Default: "" (off).
 # debug_listen = "127.0.0.1:6060"
 
+# The Redis protocol (RESP) front door on its own address: INCRBY, SADD
+# likes:<item> <user>, PFADD, ... (docs/api.md#resp). No TLS: beyond
+# loopback it needs write_token and insecure_listen. Default: "" (off).
+# resp_listen = "127.0.0.1:6381"
+
 # The fewest Go schedulers (GOMAXPROCS) to run with, also on one CPU: with
 # one, every WAL fsync stalls request handling. 0 or 1 leave GOMAXPROCS as
 # the runtime set it. Default: 2.
