@@ -18,6 +18,13 @@ import (
 // RESP front door on a free loopback port, adjusted by adjust.
 func startNode(t *testing.T, adjust func(*node.Config)) *node.Node {
 	t.Helper()
+	n, _ := startNodeConfig(t, adjust)
+	return n
+}
+
+// startNodeConfig is startNode that also returns the node's config.
+func startNodeConfig(t *testing.T, adjust func(*node.Config)) (*node.Node, node.Config) {
+	t.Helper()
 	cfg := node.DefaultConfig()
 	cfg.Region, cfg.DataDir, cfg.Listen, cfg.RESPListen = "eu", t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
 	if adjust != nil {
@@ -33,7 +40,7 @@ func startNode(t *testing.T, adjust func(*node.Config)) *node.Node {
 			t.Errorf("close: %v", err)
 		}
 	})
-	return n
+	return n, cfg
 }
 
 // client is a go-redis client of n's RESP address, closed with the test.
@@ -332,5 +339,53 @@ func TestQuitAndClose(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", n.RESPAddr().String()); err == nil {
 		t.Fatal("still accepting after Close")
+	}
+}
+
+// With a read token, reads need AUTH too; a write token opens reads (a
+// higher role opens the lower roles' commands, as over HTTP).
+func TestAuthGuardsReadsWithAReadToken(t *testing.T) {
+	n := startNode(t, func(c *node.Config) { c.ReadToken, c.WriteToken = "look", "touch" })
+	ctx := context.Background()
+	c := client(t, n, 2, "")
+	wantErr(t, c.SCard(ctx, "likes:p").Err(), "NOAUTH", "unauthorized")
+	wantErr(t, c.Get(ctx, "k").Err(), "NOAUTH", "unauthorized")
+	if v, err := c.Ping(ctx).Result(); err != nil || v != "PONG" {
+		t.Fatalf("PING without AUTH: %q %v", v, err)
+	}
+	if err := c.Do(ctx, "AUTH", "look").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.SCard(ctx, "likes:p").Result(); err != nil || v != 0 {
+		t.Fatalf("SCARD with the read token: %d %v", v, err)
+	}
+	wantErr(t, c.SAdd(ctx, "likes:p", "alice").Err(), "NOAUTH", "unauthorized")
+	if err := c.Do(ctx, "AUTH", "default", "touch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.SAdd(ctx, "likes:p", "alice").Result(); err != nil || v != 1 {
+		t.Fatalf("SADD with the write token: %d %v", v, err)
+	}
+	if v, err := c.SCard(ctx, "likes:p").Result(); err != nil || v != 1 {
+		t.Fatalf("SCARD with the write token: %d %v", v, err)
+	}
+}
+
+// A reload's new tokens reach the RESP front door: new connections AUTH
+// with the new token, the old one is refused.
+func TestReloadedTokens(t *testing.T) {
+	n, cfg := startNodeConfig(t, func(c *node.Config) { c.WriteToken = "old" })
+	cfg.WriteToken = "new"
+	if r, err := n.Reload(cfg); err != nil || len(r.NeedsRestart) != 0 {
+		t.Fatalf("reload: %+v %v", r, err)
+	}
+	ctx := context.Background()
+	c := client(t, n, 2, "")
+	wantErr(t, c.Do(ctx, "AUTH", "old").Err(), "WRONGPASS", "unauthorized")
+	if err := c.Do(ctx, "AUTH", "new").Err(); err != nil {
+		t.Fatalf("AUTH with the reloaded token: %v", err)
+	}
+	if v, err := c.Incr(ctx, "k").Result(); err != nil || v != 1 {
+		t.Fatalf("INCR: %d %v", v, err)
 	}
 }
