@@ -389,3 +389,25 @@ func TestReloadedTokens(t *testing.T) {
 		t.Fatalf("INCR: %d %v", v, err)
 	}
 }
+
+// A like over RESP takes from the HTTP API's per-user write limit: the
+// same user's next like, over either door, is refused with rate_limited.
+func TestPerUserWriteLimit(t *testing.T) {
+	limit, err := node.ParseLimit("write=user:0.001,user_burst:1") // one like, then one per 1000 s
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, func(c *node.Config) { c.Limits = []node.LimitConfig{limit} })
+	ctx := context.Background()
+	c := client(t, n, 2, "")
+	if v, err := c.SAdd(ctx, "likes:p", "alice").Result(); err != nil || v != 1 {
+		t.Fatalf("first like: %d %v", v, err)
+	}
+	wantErr(t, c.SAdd(ctx, "likes:q", "alice").Err(), "ERR", "rate_limited")
+	if code, b := testkit.CallJSON(t, "PUT", "http://"+n.Addr().String()+"/v1/likes/r/alice"); code != 429 {
+		t.Fatalf("HTTP like after a RESP like: %d %v", code, b)
+	}
+	if v, err := c.SAdd(ctx, "likes:p", "bob").Result(); err != nil || v != 1 {
+		t.Fatalf("another user: %d %v", v, err)
+	}
+}
