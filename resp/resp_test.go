@@ -3,6 +3,7 @@ package resp_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/resp"
 )
 
 // startNode starts a standalone replica (real Pebble directory) with its
@@ -409,5 +411,32 @@ func TestPerUserWriteLimit(t *testing.T) {
 	}
 	if v, err := c.SAdd(ctx, "likes:p", "bob").Result(); err != nil || v != 1 {
 		t.Fatalf("another user: %d %v", v, err)
+	}
+}
+
+// A connection that sends nothing for IdleTimeout is closed.
+func TestIdleConnectionsAreClosed(t *testing.T) {
+	n := startNode(t, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := resp.New(resp.Config{Replica: n.Replica(), Listener: ln, IdleTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	idle, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	if _, err := idle.Write([]byte("PING\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.ReadAll(idle)
+	if err != nil || string(got) != "+PONG\r\n" {
+		t.Fatalf("idle connection: read %q, %v; want +PONG, then EOF (closed by the server)", got, err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 const (
 	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, as the HTTP API's bodies
 	DefaultRequestTimeout  = 10 * time.Second
+	DefaultIdleTimeout     = 2 * time.Minute // as the HTTP listener's
 )
 
 // Config configures a Server.
@@ -57,6 +58,10 @@ type Config struct {
 	// limit before a like or unlike (the HTTP API's, so both front doors
 	// share it); its error is answered as the HTTP API would.
 	LimitUser func(user string) error
+	// IdleTimeout closes a connection that sent nothing for that long,
+	// so idle or abandoned clients do not hold goroutines and buffers.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Version is what HELLO and INFO report. Default "dev".
 	Version string
 }
@@ -70,6 +75,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	if c.Version == "" {
 		c.Version = "dev"
@@ -90,6 +98,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 0 {
 		errs = append(errs, errors.New("resp: MaxRequestBytes < 0"))
+	}
+	if c.IdleTimeout < 0 {
+		errs = append(errs, errors.New("resp: IdleTimeout < 0"))
 	}
 	return errors.Join(errs...)
 }
@@ -152,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 	s.ln = &boundedListener{Listener: cfg.Listener, max: cfg.MaxRequestBytes}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Listener.Addr().String(), s.handle, s.accept, s.closed)
 	s.srv.AcceptError = func(err error) { s.log.Warn("accept failed", "error", err) }
+	s.srv.SetIdleClose(cfg.IdleTimeout)
 	go func() {
 		defer close(s.served)
 		s.serveErr = s.srv.Serve(s.ln)
