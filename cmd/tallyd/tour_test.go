@@ -31,7 +31,8 @@ import (
 //
 // The tour uses tallyd local's default ports. The test runs on free ones
 // and substitutes them everywhere in the tour's text: 8080 (the dashboard),
-// 8081-8083 (the regions' HTTP ports) and 4222-4224 (their NATS ports).
+// 8081-8083 (the regions' HTTP ports), 4222-4224 (their NATS ports) and
+// 6381-6383 (their RESP ports).
 // `tallyd` on the PATH is the binary the test built. Three commands are the
 // test's to carry out, as a person at the first terminal would:
 //
@@ -66,7 +67,8 @@ func TestTour(t *testing.T) {
 	}
 	bin := buildTallyd(t)
 	dir := t.TempDir()
-	d := &tourDeployment{bin: bin, dir: dir, http: freePorts(t, 3), nats: freePorts(t, 3)}
+	base := freePorts(t, 9) // one run of ports, so the three kinds cannot overlap
+	d := &tourDeployment{bin: bin, dir: dir, http: base, nats: base + 3, resp: base + 6}
 	sh := startShell(t, dir, filepath.Dir(bin))
 	for _, b := range blocks {
 		switch {
@@ -199,12 +201,12 @@ func splitCommands(body []string, first int) ([]tourCmd, error) {
 
 // tourDeployment is the `tallyd local` process the tour runs against.
 type tourDeployment struct {
-	bin, dir   string
-	http, nats int // the first region's ports; the others follow
-	dashboard  int
-	banner     []string
-	proc       *exec.Cmd
-	exited     chan struct{} // closed when proc has exited
+	bin, dir         string
+	http, nats, resp int // the first region's ports; the others follow
+	dashboard        int
+	banner           []string
+	proc             *exec.Cmd
+	exited           chan struct{} // closed when proc has exited
 }
 
 // start runs `tallyd local` in d.dir, as `make run` would, and returns
@@ -223,7 +225,8 @@ func (d *tourDeployment) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = logf.Close() })
-	cmd := exec.Command(d.bin, "local", "--port", strconv.Itoa(d.http), "--nats-port", strconv.Itoa(d.nats), "--dashboard", "127.0.0.1:0")
+	cmd := exec.Command(d.bin, "local", "--port", strconv.Itoa(d.http), "--nats-port", strconv.Itoa(d.nats),
+		"--resp-port", strconv.Itoa(d.resp), "--dashboard", "127.0.0.1:0")
 	cmd.Dir, cmd.Stderr = d.dir, logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -304,6 +307,7 @@ func (d *tourDeployment) subst(s string) string {
 	for i := range 3 {
 		s = replacePort(s, 8081+i, d.http+i)
 		s = replacePort(s, 4222+i, d.nats+i)
+		s = replacePort(s, 6381+i, d.resp+i)
 	}
 	return replacePort(s, 8080, d.dashboard)
 }
