@@ -21,6 +21,29 @@ func newJS(t *testing.T, c *Cluster, region string) jetstream.JetStream {
 	return js
 }
 
+// createStream creates a stream, again while JetStream answers that it is
+// "temporarily unavailable" (503): with the meta group current, a new
+// cluster's placement can still be settling, as clients see in
+// production, where the replicas retry too. If a create that answered 503
+// took effect, the stream it made is returned.
+func createStream(t *testing.T, ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) (jetstream.Stream, error) {
+	t.Helper()
+	var s jetstream.Stream
+	var err error
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		s, err = js.CreateStream(ctx, sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, sc.Name)
+		}
+		var api *jetstream.APIError
+		if errors.As(err, &api) && api.Code == 503 {
+			return err
+		}
+		return nil
+	})
+	return s, err
+}
+
 // testJetStream checks the two cross-region uses tally makes of
 // JetStream: (a) a stream of events per region, placed in that region and
 // consumed durably by the other regions (by a durable consumer and by a
@@ -36,7 +59,7 @@ func testJetStream(t *testing.T, c *Cluster) {
 	jsUS, jsEU, jsAP := newJS(t, c, "us"), newJS(t, c, "eu"), newJS(t, c, "ap")
 
 	// (a) Events of us, stored in us.
-	events, err := jsUS.CreateStream(ctx, jetstream.StreamConfig{
+	events, err := createStream(t, ctx, jsUS, jetstream.StreamConfig{
 		Name:      "EVENTS_us",
 		Subjects:  []string{"events.us.>"},
 		Placement: &jetstream.Placement{Cluster: "us"},
@@ -57,7 +80,7 @@ func testJetStream(t *testing.T, c *Cluster) {
 		t.Fatalf("create consumer from eu: %v", err)
 	}
 	// ... and a stream in eu sourcing it.
-	copyEU, err := jsEU.CreateStream(ctx, jetstream.StreamConfig{
+	copyEU, err := createStream(t, ctx, jsEU, jetstream.StreamConfig{
 		Name:      "EVENTS_us_at_eu",
 		Sources:   []*jetstream.StreamSource{{Name: "EVENTS_us"}},
 		Placement: &jetstream.Placement{Cluster: "eu"},
