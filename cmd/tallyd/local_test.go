@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tally-dev/tally/internal/testkit"
+	tallynode "github.com/tally-dev/tally/node"
 )
 
 // localRun is an in-process `tallyd local` with free ports and a temp dir.
@@ -122,14 +123,7 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 		{[]string{"--approx", "views:=0.02", "--approx", "hits:=0.1"}, "[views:=0.02 hits:=0.1]"},
 		{[]string{"--approx", ""}, "[]"},
 	} {
-		lc, err := parseLocal(tc.args, noEnv, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfgs, err := lc.deployConfig(nil).NodeConfigs(func(r string) string { return "nats://" + r + ":4222" })
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfgs := localNodeConfigs(t, tc.args)
 		for _, c := range cfgs {
 			var got []string
 			for _, ac := range c.Approx {
@@ -168,14 +162,7 @@ func TestLocalRESPPort(t *testing.T) {
 		{[]string{"--regions", "a,b", "--port", "0", "--resp-port", "7000"}, []string{"127.0.0.1:7000", "127.0.0.1:7001"}},
 		{[]string{"--regions", "a,b", "--port", "0", "--resp-port", "0"}, []string{"", ""}},
 	} {
-		lc, err := parseLocal(tc.args, noEnv, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfgs, err := lc.deployConfig(nil).NodeConfigs(func(r string) string { return "nats://" + r + ":4222" })
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfgs := localNodeConfigs(t, tc.args)
 		for i, c := range cfgs {
 			if c.RESPListen != tc.want[i] {
 				t.Errorf("%v: region %s: resp_listen %q, want %q", tc.args, c.Region, c.RESPListen, tc.want[i])
@@ -224,4 +211,18 @@ func TestLocalServesRESP(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// localNodeConfigs is the node configs `tallyd local` with args would run.
+func localNodeConfigs(t *testing.T, args []string) []tallynode.Config {
+	t.Helper()
+	lc, err := parseLocal(args, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs, err := lc.deployConfig(nil).NodeConfigs(func(r string) string { return "nats://" + r + ":4222" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfgs
 }
