@@ -279,7 +279,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		// it covers reading the body, waiting for the durable commit
 		// (RequestTimeout) and writing the answer.
 		WriteTimeout:   writeTimeout(duration(cfg.RequestTimeout)),
-		IdleTimeout:    2 * time.Minute,
+		IdleTimeout:    idleTimeout,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
@@ -311,6 +311,7 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		Logger:          n.log,
 		RequestTimeout:  duration(cfg.RequestTimeout),
 		MaxRequestBytes: int(cfg.MaxBodyBytes),
+		IdleTimeout:     idleTimeout,
 		ReadToken:       cfg.ReadToken,
 		WriteToken:      cfg.WriteToken,
 		AdminToken:      cfg.AdminToken,
@@ -349,6 +350,10 @@ func (n *Node) newPublisher(cfg Config) (*replication.Publisher, error) {
 
 // httpReadTimeout bounds reading a request, body included.
 const httpReadTimeout = 30 * time.Second
+
+// idleTimeout closes a client connection, HTTP or RESP, that sent nothing
+// for that long.
+const idleTimeout = 2 * time.Minute
 
 // writeTimeout is the HTTP server's WriteTimeout for a request timeout:
 // room to read the body, wait for the commit and write the answer.

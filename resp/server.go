@@ -22,14 +22,16 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/redcon"
 
+	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
 )
 
-// Defaults for Config fields left zero.
+// Defaults for Config fields left zero: the HTTP API's, so both front
+// doors of a replica bound a request alike.
 const (
-	DefaultMaxRequestBytes = 1 << 20 // 1 MiB, as the HTTP API's bodies
-	DefaultRequestTimeout  = 10 * time.Second
-	DefaultIdleTimeout     = 2 * time.Minute // as the HTTP listener's
+	DefaultMaxRequestBytes = httpapi.DefaultMaxBodyBytes
+	DefaultRequestTimeout  = httpapi.DefaultRequestTimeout
+	DefaultIdleTimeout     = 2 * time.Minute
 )
 
 // Config configures a Server.
