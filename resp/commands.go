@@ -543,54 +543,50 @@ func likesItem(arg []byte) (string, error) {
 	return item, httpapi.CheckID("item", item)
 }
 
-// userIDs are the users of SADD, SREM, SISMEMBER: ids, duplicates kept
-// once.
-func userIDs(args [][]byte) ([]string, error) {
-	if len(args) > region.MaxUniqueIDs {
-		return nil, errorf(httpapi.CodeBadRequest, "%d users in one command; at most %d", len(args), region.MaxUniqueIDs)
+// idArgs are a command's ids of one kind (what: "user", "key", "id"), each
+// checked as the HTTP API checks it, at most max of them.
+func idArgs(args [][]byte, what, plural string, max int) ([]string, error) {
+	if len(args) > max {
+		return nil, errorf(httpapi.CodeBadRequest, "%d %s in one command; at most %d", len(args), plural, max)
 	}
-	users := make([]string, 0, len(args))
-	for _, a := range args {
-		u := string(a)
-		if err := httpapi.CheckID("user", u); err != nil {
+	ids := make([]string, len(args))
+	for i, a := range args {
+		ids[i] = string(a)
+		if err := httpapi.CheckID(what, ids[i]); err != nil {
 			return nil, err
 		}
-		if !slices.Contains(users, u) {
-			users = append(users, u)
-		}
 	}
-	return users, nil
+	return ids, nil
+}
+
+// userIDs are the users of SADD, SREM, SISMEMBER: ids, in order, each
+// once.
+func userIDs(args [][]byte) ([]string, error) {
+	users, err := idArgs(args, "user", "users", region.MaxUniqueIDs)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(users))
+	return slices.DeleteFunc(users, func(u string) bool {
+		dup := seen[u]
+		seen[u] = true
+		return dup
+	}), nil
 }
 
 // uniqueKeys are PF* keys: ids, sorted, duplicates dropped (a union of a
 // key with itself is the key).
 func uniqueKeys(args [][]byte) ([]string, error) {
-	if len(args) > region.MaxUniqueKeys {
-		return nil, errorf(httpapi.CodeBadRequest, "%d keys; at most %d", len(args), region.MaxUniqueKeys)
-	}
-	keys := make([]string, len(args))
-	for i, a := range args {
-		keys[i] = string(a)
-		if err := httpapi.CheckID("key", keys[i]); err != nil {
-			return nil, err
-		}
+	keys, err := idArgs(args, "key", "keys", region.MaxUniqueKeys)
+	if err != nil {
+		return nil, err
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), nil
 }
 
 func uniqueIDs(args [][]byte) ([]string, error) {
-	if len(args) > region.MaxUniqueIDs {
-		return nil, errorf(httpapi.CodeBadRequest, "%d ids in one command; at most %d", len(args), region.MaxUniqueIDs)
-	}
-	ids := make([]string, len(args))
-	for i, a := range args {
-		ids[i] = string(a)
-		if err := httpapi.CheckID("id", ids[i]); err != nil {
-			return nil, err
-		}
-	}
-	return ids, nil
+	return idArgs(args, "id", "ids", region.MaxUniqueIDs)
 }
 
 // parseBy is INCRBY's amount: a decimal int64 within region.MaxBy.

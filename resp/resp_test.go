@@ -94,8 +94,8 @@ func TestCountersLikesAndUniques(t *testing.T) {
 			if v, err := c.SAdd(ctx, item, "alice", "bob").Result(); err != nil || v != 2 {
 				t.Fatalf("SADD two: %d %v", v, err)
 			}
-			if v, err := c.SAdd(ctx, item, "alice", "carol").Result(); err != nil || v != 1 {
-				t.Fatalf("SADD one new of two: %d %v", v, err)
+			if v, err := c.SAdd(ctx, item, "alice", "carol", "carol").Result(); err != nil || v != 1 {
+				t.Fatalf("SADD one new of two, one twice: %d %v", v, err)
 			}
 			if v, err := c.SCard(ctx, item).Result(); err != nil || v != 3 {
 				t.Fatalf("SCARD: %d %v", v, err)
