@@ -1,0 +1,306 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tally-dev/tally/crdt"
+)
+
+// Set is a set of shards.
+type Set [Count / 64]uint64
+
+// All is the set of every shard.
+func All() Set {
+	var s Set
+	for i := range s {
+		s[i] = ^uint64(0)
+	}
+	return s
+}
+
+// Has reports whether shard s is in the set.
+func (set *Set) Has(s int) bool { return set[s>>6]&(1<<(s&63)) != 0 }
+
+// Add puts shard s in the set.
+func (set *Set) Add(s int) { set[s>>6] |= 1 << (s & 63) }
+
+// Len is how many shards the set holds.
+func (set *Set) Len() int {
+	n := 0
+	for _, w := range set {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// And returns the shards in both sets.
+func (set Set) And(o Set) Set {
+	for i := range set {
+		set[i] &= o[i]
+	}
+	return set
+}
+
+// Ranges writes the set as sorted runs: "0-340", "342".
+func (set *Set) Ranges() []string {
+	out := []string{}
+	for s := 0; s < Count; {
+		if !set.Has(s) {
+			s++
+			continue
+		}
+		e := s
+		for e+1 < Count && set.Has(e+1) {
+			e++
+		}
+		if e == s {
+			out = append(out, strconv.Itoa(s))
+		} else {
+			out = append(out, strconv.Itoa(s)+"-"+strconv.Itoa(e))
+		}
+		s = e + 1
+	}
+	return out
+}
+
+// parseRanges reads what Ranges writes: numbers and "a-b" runs, each in
+// 0..Count-1, in any order.
+func parseRanges(rs []string) (Set, error) {
+	var set Set
+	for _, r := range rs {
+		a, b, isRun := strings.Cut(r, "-")
+		lo, err := parseShard(a)
+		if err != nil {
+			return Set{}, err
+		}
+		hi := lo
+		if isRun {
+			if hi, err = parseShard(b); err != nil {
+				return Set{}, err
+			}
+			if hi < lo {
+				return Set{}, fmt.Errorf("shard run %q ends before it starts", r)
+			}
+		}
+		for s := lo; s <= hi; s++ {
+			set.Add(s)
+		}
+	}
+	return set, nil
+}
+
+func parseShard(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n >= Count || strconv.Itoa(n) != s {
+		return 0, fmt.Errorf("bad shard %q: want a number 0..%d", s, Count-1)
+	}
+	return n, nil
+}
+
+// Map is a region's shard map: which of its replicas hold each shard.
+// Every shard has at least one holder, and every replica holds Global.
+type Map struct {
+	Region string
+	// Copies is how many replicas the assignment gave each shard.
+	Copies   int
+	replicas []string // sorted
+	held     []Set    // held[i]: the shards replicas[i] holds
+}
+
+// Assign spreads the shards over a region's replicas, copies holders each
+// (at most the number of replicas), by rendezvous hashing: each shard goes
+// to the replicas that score highest for it. So the map depends only on
+// the set of replicas, and adding or removing one replica moves only the
+// shards it gains or held. Every replica holds Global.
+func Assign(region string, replicas []string, copies int) (Map, error) {
+	m := Map{Region: region, Copies: copies, replicas: slices.Clone(replicas)}
+	slices.Sort(m.replicas)
+	if err := m.checkIDs(); err != nil {
+		return Map{}, err
+	}
+	if copies < 1 {
+		return Map{}, fmt.Errorf("shard map of %s: copies %d < 1", region, copies)
+	}
+	m.Copies = min(copies, len(m.replicas))
+	m.held = make([]Set, len(m.replicas))
+	type score struct {
+		h uint64
+		i int
+	}
+	scores := make([]score, len(m.replicas))
+	for s := range keyed {
+		for i, r := range m.replicas {
+			scores[i] = score{rendezvous(r, s), i}
+		}
+		slices.SortFunc(scores, func(a, b score) int {
+			if a.h != b.h {
+				if a.h > b.h {
+					return -1
+				}
+				return 1
+			}
+			return a.i - b.i
+		})
+		for _, sc := range scores[:m.Copies] {
+			m.held[sc.i].Add(s)
+		}
+	}
+	for i := range m.held {
+		m.held[i].Add(Global)
+	}
+	return m, nil
+}
+
+// rendezvous is replica r's score for shard s (FNV-1a of "<r>/<s>" through
+// a finalizer: FNV's low bits alone rank poorly).
+func rendezvous(r string, s int) uint64 {
+	h := uint64(Hash(r + "/" + strconv.Itoa(s)))
+	h ^= h >> 16
+	h *= 0x9e3779b97f4a7c15
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return h ^ h>>32
+}
+
+// Single is the map of a region of one replica: it holds every shard.
+func Single(region, replica string) Map {
+	return Map{Region: region, Copies: 1, replicas: []string{replica}, held: []Set{All()}}
+}
+
+// Replicas are the map's replicas, sorted.
+func (m Map) Replicas() []string { return slices.Clone(m.replicas) }
+
+// Held returns the shards replica holds (none for a replica not in the map).
+func (m Map) Held(replica string) Set {
+	if i, ok := slices.BinarySearch(m.replicas, replica); ok {
+		return m.held[i]
+	}
+	return Set{}
+}
+
+// Holders returns the replicas that hold shard s, sorted.
+func (m Map) Holders(s int) []string {
+	var out []string
+	for i, r := range m.replicas {
+		if m.held[i].Has(s) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Validate reports what is wrong with m: bad or repeated replica ids, a
+// shard nobody holds, a replica that does not hold Global.
+func (m Map) Validate() error {
+	if err := m.checkIDs(); err != nil {
+		return err
+	}
+	var union Set
+	var errs []error
+	for i, r := range m.replicas {
+		if !m.held[i].Has(Global) {
+			errs = append(errs, fmt.Errorf("replica %s does not hold the global shard %d", r, Global))
+		}
+		for w := range union {
+			union[w] |= m.held[i][w]
+		}
+	}
+	if n := union.Len(); n != Count {
+		errs = append(errs, fmt.Errorf("%d of %d shards have no holder", Count-n, Count))
+	}
+	if m.Copies < 1 {
+		errs = append(errs, fmt.Errorf("copies %d < 1", m.Copies))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("shard map of %s: %w", m.Region, err)
+	}
+	return nil
+}
+
+func (m Map) checkIDs() error {
+	if !crdt.ValidID(m.Region) {
+		return fmt.Errorf("shard map: bad region %q", m.Region)
+	}
+	if len(m.replicas) == 0 {
+		return fmt.Errorf("shard map of %s: no replicas", m.Region)
+	}
+	for i, r := range m.replicas {
+		if !crdt.ValidID(r) {
+			return fmt.Errorf("shard map of %s: bad replica id %q", m.Region, r)
+		}
+		if i > 0 && m.replicas[i-1] == r {
+			return fmt.Errorf("shard map of %s: replica %s listed twice", m.Region, r)
+		}
+	}
+	return nil
+}
+
+// Equal reports whether two maps assign the same shards to the same
+// replicas of the same region.
+func (m Map) Equal(o Map) bool {
+	return m.Region == o.Region && m.Copies == o.Copies &&
+		slices.Equal(m.replicas, o.replicas) && slices.Equal(m.held, o.held)
+}
+
+// mapJSON is a map's stored and served form.
+type mapJSON struct {
+	Region   string        `json:"region"`
+	Shards   int           `json:"shards"`
+	Copies   int           `json:"copies"`
+	Replicas []holdingJSON `json:"replicas"`
+}
+
+type holdingJSON struct {
+	Replica string   `json:"replica"`
+	Shards  []string `json:"shards"`
+	Count   int      `json:"count"`
+}
+
+// MarshalJSON writes {"region","shards","copies","replicas":[{"replica",
+// "shards":["0-340","342",...],"count"}]}.
+func (m Map) MarshalJSON() ([]byte, error) {
+	j := mapJSON{Region: m.Region, Shards: Count, Copies: m.Copies, Replicas: []holdingJSON{}}
+	for i, r := range m.replicas {
+		j.Replicas = append(j.Replicas, holdingJSON{Replica: r, Shards: m.held[i].Ranges(), Count: m.held[i].Len()})
+	}
+	return json.Marshal(j)
+}
+
+// Decode reads a map as MarshalJSON writes it, strictly (unknown fields,
+// a different shard count, trailing data and an invalid map are refused).
+// The "count" fields are ignored: the ranges say it.
+func Decode(b []byte) (Map, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var j mapJSON
+	if err := dec.Decode(&j); err != nil {
+		return Map{}, fmt.Errorf("decode shard map: %w", err)
+	}
+	if dec.More() {
+		return Map{}, errors.New("decode shard map: trailing data")
+	}
+	if j.Shards != Count {
+		return Map{}, fmt.Errorf("decode shard map: %d shards, this build has %d", j.Shards, Count)
+	}
+	m := Map{Region: j.Region, Copies: j.Copies}
+	slices.SortFunc(j.Replicas, func(a, b holdingJSON) int { return strings.Compare(a.Replica, b.Replica) })
+	for _, h := range j.Replicas {
+		set, err := parseRanges(h.Shards)
+		if err != nil {
+			return Map{}, fmt.Errorf("decode shard map: replica %s: %w", h.Replica, err)
+		}
+		m.replicas = append(m.replicas, h.Replica)
+		m.held = append(m.held, set)
+	}
+	if err := m.Validate(); err != nil {
+		return Map{}, fmt.Errorf("decode shard map: %w", err)
+	}
+	return m, nil
+}
