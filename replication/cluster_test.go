@@ -264,13 +264,18 @@ func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {
 		n.faults.SetFaults(Faults{Drop: 1}) // drop every fast-path message
 	}
 	ctx := context.Background()
+	// 60 items, 5 likes each: an item's records share its shard's few
+	// segments, so the items spread the likes over many segments.
+	const items = 60
 	for i := range 300 {
 		n := nodes[i%2]
-		if _, err := n.replica.Like(ctx, "item", fmt.Sprintf("user%d", i)); err != nil {
+		if _, err := n.replica.Like(ctx, fmt.Sprintf("item%d", i%items), fmt.Sprintf("user%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	converged(t, nodes, "item", 300, 30*time.Second)
+	for i := range items {
+		converged(t, nodes, fmt.Sprintf("item%d", i), 300/items, 30*time.Second)
+	}
 	var pulled float64
 	for _, n := range nodes {
 		pulled += testutilCounter(n.rep.m.aeSegments)

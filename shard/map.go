@@ -304,3 +304,18 @@ func Decode(b []byte) (Map, error) {
 	}
 	return m, nil
 }
+
+// Maps are the shard maps of a deployment's regions, read as one view of
+// which shards any replica holds.
+type Maps []Map
+
+// Holds reports whether replica holds shard s. A replica in none of the
+// maps holds every shard: its region is not sharded.
+func (ms Maps) Holds(replica string, s int) bool {
+	for _, m := range ms {
+		if i, ok := slices.BinarySearch(m.replicas, replica); ok {
+			return m.held[i].Has(s)
+		}
+	}
+	return true
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 )
 
 // Block flags (crdt.Flag): one per user ever blocked or unblocked, under
@@ -15,9 +16,11 @@ import (
 // lookup there would cost more than the like.
 const prefixFlag = 'f'
 
-// FlagSegment is the anti-entropy segment of a user's flag.
+// FlagSegment is the anti-entropy segment of a user's flag: one of the
+// global shard's, since every replica holds every flag (a user's likes may
+// be on any shard).
 func FlagSegment(user string) int {
-	return int(fnv32a(fnv32a(fnv32Offset, "f/"), user) % Segments)
+	return shard.Global*SegmentsPerShard + int(fnv32a(fnv32a(fnv32Offset, "f/"), user)%SegmentsPerShard)
 }
 
 func appendFlagKey(dst []byte, user string) []byte {

@@ -8,14 +8,14 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// The keys and values earlier versions wrote for a like record, a
-// counter's keyed record and a budget spend, with their markers and
-// expiry entries, captured byte for byte: existing data directories hold
-// exactly these, and the digests peers compare are computed over them.
+// The keys and values a store holds for a like record, a counter's keyed
+// record and a budget spend, with their markers and expiry entries,
+// captured byte for byte: data directories hold exactly these, and the
+// digests peers compare are computed over them.
 var goldenRecordKVs = [][2]string{
-	{"b2b8/k/cnt/idem-1", "\x01\x0f\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04us-1\x80\x01\x98\xc8\x95\xff\xbc1\x02\x02\x04eu-1@@\x04us-1@\x00"},
-	{"bbb1/k/~bud/idem-2", "\x01\x03\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04eu-1\t\x02\x04eu-1\x00\x05\x04us-1\x05\x05"},
-	{"bc11/r/post:1/alice", "\x01\x05\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04eu-1\x98\xc8\x95\xff\xbc1\x02\x04eu-1\x01\x00\x04us-1\x01\x01"},
+	{"b4b5/k/~bud/idem-2", "\x01\x03\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04eu-1\t\x02\x04eu-1\x00\x05\x04us-1\x05\x05"},
+	{"b88d/r/post:1/alice", "\x01\x05\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04eu-1\x98\xc8\x95\xff\xbc1\x02\x04eu-1\x01\x00\x04us-1\x01\x01"},
+	{"bf34/k/cnt/idem-1", "\x01\x0f\x83\x80\x80\xc0\xd6\xfc\xf3\xc5\x01\x04us-1\x80\x01\x98\xc8\x95\xff\xbc1\x02\x02\x04eu-1@@\x04us-1@\x00"},
 	{"e/0000018bcfe56800/cnt/idem-1", ""},
 	{"e/0000018bcfe56800/~bud/idem-2", ""},
 	{"w/cnt/idem-1", ""},
@@ -23,7 +23,15 @@ var goldenRecordKVs = [][2]string{
 	{"x/post:1/alice", ""},
 }
 
-const goldenRecordRoot = 0x1b5bb0d26e3aec8a
+// The same records as segment layout 1 stored them (before segments
+// nested in shards): the "b<B>/" of each replicated key differs.
+var goldenRecordKVsLayout1 = [][2]string{
+	{"b2b8/k/cnt/idem-1", goldenRecordKVs[2][1]},
+	{"bbb1/k/~bud/idem-2", goldenRecordKVs[0][1]},
+	{"bc11/r/post:1/alice", goldenRecordKVs[1][1]},
+}
+
+const goldenRecordRoot = 0xfcfb02757336e949
 
 func TestGoldenRecordKeys(t *testing.T) {
 	s, err := Open(Config{Dir: t.TempDir()})
@@ -47,6 +55,11 @@ func TestGoldenRecordKeys(t *testing.T) {
 	}
 	b.Close()
 
+	checkGoldenRecords(t, s)
+}
+
+func checkGoldenRecords(t *testing.T, s *Store) {
+	t.Helper()
 	it, err := s.db.NewIter(&pebble.IterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -70,5 +83,45 @@ func TestGoldenRecordKeys(t *testing.T) {
 	}
 	if r := s.Root(); r != goldenRecordRoot {
 		t.Errorf("root %#x, want %#x", r, uint64(goldenRecordRoot))
+	}
+}
+
+// A store of segment layout 1 is moved to layout 2 at open, once: every
+// record lands where layout 2 puts it, the digests are those of layout 2,
+// and the records read back.
+func TestMigrateSegments(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rewind the fresh store to layout 1: no layout metadata, the
+	// layout-1 keys, and the local keys that have no segment.
+	b := s.db.NewBatch()
+	_ = b.Delete(metaKey(metaSegmentLayout), nil)
+	for _, kv := range goldenRecordKVsLayout1 {
+		_ = b.Set([]byte(kv[0]), []byte(kv[1]), nil)
+	}
+	for _, kv := range goldenRecordKVs[3:] {
+		_ = b.Set([]byte(kv[0]), []byte(kv[1]), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second open finds layout 2 and moves nothing
+		s, err = Open(Config{Dir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkGoldenRecords(t, s)
+		if r, ok, err := s.LikeRecord("post:1", "alice"); err != nil || !ok || !r.Liked {
+			t.Fatalf("like record after migration: %+v, %v, %v", r, ok, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 )
 
 // Segments is how many anti-entropy segments the replicated key space is
@@ -16,18 +17,35 @@ import (
 // segments of Riak's active anti-entropy hash trees). Every replica uses the
 // same function from key to segment, so two replicas compare state segment
 // by segment and exchange only what differs.
+//
+// Segments nest in shards: shard s owns segments s*SegmentsPerShard up to
+// (s+1)*SegmentsPerShard-1, so two replicas holding different shards
+// compare exactly the segments of the shards both hold.
 const Segments = 4096
+
+// SegmentsPerShard is how many segments each shard (package shard) owns.
+const SegmentsPerShard = Segments / shard.Count
+
+// Segments must nest in shards exactly.
+var _ = [1]struct{}{}[Segments%shard.Count]
+
+// SegmentShard is the shard that owns segment seg.
+func SegmentShard(seg int) int { return seg / SegmentsPerShard }
 
 // VectorSegment is the segment of every entry of one vector. A time slot
 // (crdt.Slot) hashes only its key, so it lives next to its key's all-time
 // vector and a key's series is one contiguous key range.
 func VectorSegment(item string) int {
-	return int(fnv32a(fnv32Offset, crdt.BaseKey(item)) % Segments)
+	return shard.Of(item)*SegmentsPerShard + int(fnv32a(fnv32Offset, crdt.BaseKey(item))>>30)%SegmentsPerShard
 }
 
-// RecordSegment is the segment of one like record: FNV-1a of "<item>/<user>".
-func RecordSegment(item, user string) int {
-	return int(fnv32a(fnv32a(fnv32a(fnv32Offset, item), "/"), user) % Segments)
+// RecordSegment is the segment of one record of (a, b): a like record of
+// (item, user), a keyed record of (counter key, idempotency key) or a spend
+// of ("~"+budget key, idempotency key). It is on a's shard, so a record
+// lives on the shard of the vector it counts in; within the shard FNV-1a of
+// "<a>/<b>" spreads one item's records over the shard's segments.
+func RecordSegment(a, b string) int {
+	return shard.Of(a)*SegmentsPerShard + int(fnv32a(fnv32a(fnv32a(fnv32Offset, a), "/"), b)%SegmentsPerShard)
 }
 
 // FNV-1a, written out so that hashing a key allocates nothing (hash/fnv
@@ -261,4 +279,100 @@ func visit(rest, val []byte, v SegmentVisitor) error {
 		return fmt.Errorf("unknown replicated key")
 	}
 	return nil
+}
+
+// The segment layout: stores written before segments nested in shards
+// (layout 1, no metadata) put a key's segment by a hash of the whole key;
+// Open moves every replicated key to its layout-2 segment once
+// (migrateSegments) and records the layout.
+const (
+	metaSegmentLayout = "segment-layout"
+	segmentLayout     = "2"
+)
+
+// migrateSegments moves every replicated key whose segment is not the
+// current layout's to it, in batches, then records the layout. Each key
+// moves in one batch (delete and set together), so a crash midway leaves
+// every key in one place, and the next Open finishes the move.
+func (s *Store) migrateSegments() error {
+	v, ok, err := s.get(metaKey(metaSegmentLayout))
+	if err != nil {
+		return fmt.Errorf("migrate segments: %w", err)
+	}
+	if ok && string(v) == segmentLayout {
+		return nil
+	}
+	prefix := []byte{prefixSegment}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("migrate segments: %w", err)
+	}
+	b := s.db.NewBatch()
+	moved := 0
+	for it.First(); it.Valid(); it.Next() {
+		key := it.Key()
+		seg, ok := segmentOfKey(key)
+		if !ok {
+			continue
+		}
+		want, err := segmentOfRest(key[5:])
+		if err != nil {
+			err = fmt.Errorf("migrate segments: key %q: %w", key, err)
+			return errors.Join(err, it.Close(), b.Close())
+		}
+		if want == seg {
+			continue
+		}
+		nk := appendSegmentPrefix(nil, want)
+		nk = append(nk, key[5:]...)
+		_ = b.Delete(key, nil)
+		_ = b.Set(nk, it.Value(), nil)
+		moved++
+		if b.Len() >= 4<<20 {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return errors.Join(fmt.Errorf("migrate segments: %w", err), it.Close(), b.Close())
+			}
+			b = s.db.NewBatch()
+		}
+	}
+	if err := it.Close(); err != nil {
+		return errors.Join(fmt.Errorf("migrate segments: %w", err), b.Close())
+	}
+	_ = b.Set(metaKey(metaSegmentLayout), []byte(segmentLayout), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return errors.Join(fmt.Errorf("migrate segments (%d keys moved): %w", moved, err), b.Close())
+	}
+	return b.Close()
+}
+
+// segmentOfRest is the segment a replicated key belongs in, from the key
+// after its "b<B>/" prefix.
+func segmentOfRest(rest []byte) (int, error) {
+	if len(rest) < 3 || rest[1] != '/' {
+		return 0, errors.New("unknown replicated key")
+	}
+	body := string(rest[2:])
+	switch rest[0] {
+	case prefixVector: // <k>/<item>/<replica>
+		parts := strings.Split(body, "/")
+		if len(parts) != 3 {
+			return 0, errors.New("malformed vector key")
+		}
+		return VectorSegment(parts[1]), nil
+	case prefixRecord, prefixKeyed: // <a>/<b>
+		a, b, ok := strings.Cut(body, "/")
+		if !ok {
+			return 0, errors.New("malformed record key")
+		}
+		return RecordSegment(a, b), nil
+	case prefixSketch:
+		_, name, _, _, ok := parseSketchKey(rest[2:])
+		if !ok {
+			return 0, errors.New("malformed sketch key")
+		}
+		return VectorSegment(name), nil
+	case prefixFlag:
+		return FlagSegment(body), nil
+	}
+	return 0, errors.New("unknown replicated key")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 )
 
 // The digests a store keeps up to date commit by commit must equal what a
@@ -138,14 +139,15 @@ func TestFNVMatchesHashFNV(t *testing.T) {
 		item, user := randBytes(r), randBytes(r)
 		hv := fnv.New32a()
 		hv.Write([]byte(crdt.BaseKey(string(item)))) // a slot hashes its key
-		if got, want := VectorSegment(string(item)), int(hv.Sum32()%Segments); got != want {
+		sh := shard.Of(string(item)) * SegmentsPerShard
+		if got, want := VectorSegment(string(item)), sh+int(hv.Sum32()>>30)%SegmentsPerShard; got != want {
 			t.Fatalf("VectorSegment(%q) = %d, hash/fnv %d", item, got, want)
 		}
 		h := fnv.New32a()
 		h.Write(item)
 		h.Write([]byte{'/'})
 		h.Write(user)
-		if got, want := RecordSegment(string(item), string(user)), int(h.Sum32()%Segments); got != want {
+		if got, want := RecordSegment(string(item), string(user)), sh+int(h.Sum32()%SegmentsPerShard); got != want {
 			t.Fatalf("RecordSegment(%q, %q) = %d, hash/fnv %d", item, user, got, want)
 		}
 		h64 := fnv.New64a()

@@ -245,6 +245,10 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
 		flags: make(map[string]crdt.Flag), bgErrors: bgErrors}
 	s.dxPool.New = func() any { return new(digestDelta) }
+	if err := s.migrateSegments(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
 	if err := s.loadDigests(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
