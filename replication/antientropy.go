@@ -208,7 +208,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	var stable, moving []int
 	diff := make(map[int]uint64)
 	for b := range theirs {
-		if theirs[b] == ours[b] {
+		if theirs[b] == ours[b] || !r.shares(p.id, b) {
 			continue
 		}
 		diff[b] = theirs[b]
@@ -292,19 +292,22 @@ func (r *Replicator) pullSegment(ctx context.Context, id string, seg int) error 
 		// Only what the peer may say (authority.go).
 		vecs := make([]region.VectorMerge, 0, len(pg.Entries))
 		for _, e := range pg.Entries {
-			if r.vetEntry(id, e.Replica) {
+			if r.vetEntry(id, e.Replica) && r.holdsName(e.Item) {
 				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
 			}
 		}
 		recs := make([]region.RecordMerge, 0, len(pg.Records))
 		for _, rc := range pg.Records {
+			if !r.holdsName(rc.Item) {
+				continue
+			}
 			if rec, ok := r.vetRecord(id, rc.Rec, aePage); ok {
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
 			}
 		}
 		pages := make([]region.SketchMerge, 0, len(pg.Sketches))
 		for _, p := range pg.Sketches {
-			if r.vetEntry(id, p.Replica) {
+			if r.vetEntry(id, p.Replica) && r.holdsName(p.Name) {
 				pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: p.Replica, Page: p.Page, Regs: *p.Regs})
 			}
 		}

@@ -71,6 +71,10 @@ type Config struct {
 	// store waits for Peers without limit.
 	RecoveryTimeout time.Duration
 
+	// Shards says which shards each replica holds. Default: nil, every
+	// replica holds every shard.
+	Shards ShardView
+
 	// Registerer receives replication metrics. Default: none.
 	Registerer prometheus.Registerer
 

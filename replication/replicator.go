@@ -476,9 +476,14 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 	var pages []region.SketchMerge
 	for _, d := range batch {
 		for _, p := range d.Sketches {
-			pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: d.Replica, Page: p.Page, Regs: *p.Regs})
+			if r.holdsName(p.Name) {
+				pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: d.Replica, Page: p.Page, Regs: *p.Regs})
+			}
 		}
 		for _, e := range d.Vectors {
+			if !r.holdsName(e.Item) {
+				continue // a shard this replica does not hold
+			}
 			pn := e.PN
 			if r.gossipIncrements() {
 				pn = r.chaosIncoming(d.Replica, e)
@@ -486,6 +491,9 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: d.Replica, PN: pn}}})
 		}
 		for _, rc := range d.Records {
+			if !r.holdsName(rc.Item) {
+				continue
+			}
 			rec, ok := r.vetRecord(d.Replica, rc.Rec, fastPath)
 			if ok {
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
@@ -503,6 +511,9 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 	var gives []region.RightsGive
 	for _, d := range batch {
 		for _, a := range d.Asks {
+			if !r.holdsName(a.Key) {
+				continue // rights to a budget are given by its shard's holders
+			}
 			gives = append(gives, region.RightsGive{Key: a.Key, To: d.Replica, Want: a.Want})
 		}
 	}
