@@ -22,6 +22,11 @@ type Config struct {
 	Replica string
 	// Store holds the replica's state. Required; the Replica does not close it.
 	Store *storage.Store
+	// Holds, if set, reports whether this replica holds shard s (package
+	// shard) of a sharded region: local writes of keys on other shards are
+	// refused with ErrNotHeld (they go to a holder). Default: nil, every
+	// shard.
+	Holds func(s int) bool
 	// Logger for the replica. Default: a null logger.
 	Logger hclog.Logger
 	// Now is the wall clock. Default: time.Now.

@@ -26,6 +26,9 @@ var (
 	// past EntryCap. The cap rises with time: a smaller change, or the
 	// same one a little later, can be applied.
 	ErrOverflow = errors.New("region: counter would overflow")
+	// ErrNotHeld: a write of a key on a shard this replica does not hold
+	// (Config.Holds); nothing was applied. A holder of the shard takes it.
+	ErrNotHeld = errors.New("region: key is on a shard this replica does not hold")
 	// ErrInvalid: the operation is malformed (bad id, zero kind, ...).
 	ErrInvalid = errors.New("region: invalid operation")
 	// ErrIdempotencyMismatch: an increment reused an idempotency key that

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -441,6 +442,9 @@ func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
 	if !r.accepting.Load() {
 		return nil, ErrNotReady
 	}
+	if err := r.checkHeld(ops); err != nil {
+		return nil, err
+	}
 	q := &request{ops: ops, res: make([]Result, len(ops))}
 	for i := range ops {
 		q.ids += len(ops[i].IDs)
@@ -449,6 +453,31 @@ func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
 		return nil, err
 	}
 	return q.res, nil
+}
+
+// checkHeld refuses a batch with a key on a shard this replica does not
+// hold: every key an op writes (a cashback writes three) must be here.
+// Block flags live on the global shard, which every replica holds.
+func (r *Replica) checkHeld(ops []Op) error {
+	if r.cfg.Holds == nil {
+		return nil
+	}
+	for i := range ops {
+		o := &ops[i]
+		if o.Kind == OpBlock || o.Kind == OpUnblock {
+			continue
+		}
+		keys := []string{o.Item}
+		if o.Kind == OpCashback {
+			keys = append(keys, o.Merchant, o.User)
+		}
+		for _, k := range keys {
+			if s := shard.Of(k); !r.cfg.Holds(s) {
+				return fmt.Errorf("%w: %q is on shard %d", ErrNotHeld, k, s)
+			}
+		}
+	}
+	return nil
 }
 
 // do1 runs a single op and folds its error into the return.
