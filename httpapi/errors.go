@@ -35,6 +35,7 @@ const (
 	CodeUnknownReplica      = "unknown_replica"        // 409: a handoff target this replica does not replicate with
 	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
 	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
+	CodeShardNotHeld        = "shard_not_held"         // 421: a write of keys on shards this replica does not hold, that it cannot forward (a batch over several shards); send each key to a holder
 	CodeOverflow            = "overflow"               // 422: the counter entry would pass region.EntryCap
 	CodeRateLimited         = "rate_limited"           // 429: over a rate limit of this replica; retry after Retry-After
 	CodeInternal            = "internal"               // 500: a bug or an unexpected storage error; logged
@@ -44,6 +45,7 @@ const (
 	CodeStorageFailed       = "storage_failed"         // 503: a commit failed; the replica must restart
 	CodeReplicaIDConflict   = "replica_id_conflict"    // 503: another process holds this replica id
 	CodeTimeout             = "timeout"                // 503: no commit in time; the write may have applied
+	CodeShardUnavailable    = "shard_unavailable"      // 503: no replica of this region holding the key's shard answered; other regions still serve it
 )
 
 // apiError is an error with its HTTP status and code.
@@ -127,6 +129,9 @@ func knownError(err error) *apiError {
 	case errors.Is(err, region.ErrFailed):
 		return newError(http.StatusServiceUnavailable, CodeStorageFailed,
 			"replica storage failed; it stopped writing and must be restarted")
+	case errors.Is(err, region.ErrNotHeld):
+		return newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
+			"%s; nothing was applied: send it to a holder (GET /v1/shards)", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrOverflow):
 		return newError(http.StatusUnprocessableEntity, CodeOverflow,
 			"%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))

@@ -81,6 +81,10 @@ type Config struct {
 	// Replication, if set, makes reads honest about peers (approx), adds
 	// peers to /v1/status, gates /readyz on recovery and serves
 	// /v1/convergence. Nil: a standalone replica.
+	// Shards, in a sharded region, routes requests to the holders of
+	// their key's shard and answers GET /v1/shards. Default: nil, this
+	// replica holds every shard.
+	Shards      Shards
 	Replication *replication.Replicator
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
@@ -232,7 +236,7 @@ func (s *Server) newRouter() *mux.Router {
 		return errNotFound
 	})
 	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
-	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody)
+	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody, s.routeShard)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	w := s.RequireWrite
@@ -273,6 +277,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)
 	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
 	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
+	rt.Handle("/v1/shards", s.Handler(s.getShards)).Methods(http.MethodGet)
 	rt.Handle("/v1/milestones", s.Handler(s.getMilestones)).Methods(http.MethodGet)
 	rt.Handle("/v1/sequences/{name"+seg, s.Handler(s.getSequence)).Methods(http.MethodGet)
 	rt.Handle("/v1/audit", s.RequireAdmin(s.Handler(s.getAudit))).Methods(http.MethodGet)
