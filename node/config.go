@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/milestone"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -196,6 +198,13 @@ type Config struct {
 	// A replica with an empty data directory waits until it has synced
 	// from every one of them before it acknowledges writes.
 	Peers []string `hcl:"peers,optional"`
+	// Shards, if set, shards the deployment's keys (package shard): each
+	// region's keys are spread over its replicas, Copies holders per
+	// shard, and a replica keeps, merges and serves only the shards it
+	// holds, forwarding a request for another shard to a holder over NATS.
+	// Every replica of the deployment must list the same regions and
+	// replicas. Default: none (every replica holds every key).
+	Shards *ShardsConfig `hcl:"shards,block"`
 	// Retired are replicas gone for good: their state no longer changes,
 	// so no message may add to it; only a replica recovering from an
 	// empty data directory takes it, from its peers' anti-entropy pages.
@@ -437,6 +446,53 @@ func (sc SequenceConfig) matcher() func(string) bool {
 // or increment it could match, and runs a lease holder and a claimer.
 const maxSequences = 32
 
+// ShardsConfig is the deployment's shard layout: every region's replicas,
+// and how many of a region's replicas hold each shard.
+type ShardsConfig struct {
+	// Copies is how many replicas of a region hold each shard (at most the
+	// region's replicas). Default 2.
+	Copies int `hcl:"copies,optional"`
+	// Regions list every region's replicas. HCL: region "us" { replicas =
+	// ["us-1", "us-2", "us-3"] }.
+	Regions []ShardRegion `hcl:"region,block"`
+}
+
+// ShardRegion is one region's replicas.
+type ShardRegion struct {
+	Name     string   `hcl:"name,label"`
+	Replicas []string `hcl:"replicas"`
+}
+
+// shardMaps are the regions' shard maps the config describes, and this
+// replica's region's; nil, and a map of this replica holding everything,
+// without Shards.
+func (c Config) shardMaps() (shard.Maps, shard.Map, error) {
+	if c.Shards == nil {
+		return nil, shard.Single(c.Region, c.Replica), nil
+	}
+	copies := c.Shards.Copies
+	if copies == 0 {
+		copies = 2
+	}
+	var maps shard.Maps
+	var own shard.Map
+	found := false
+	for _, r := range c.Shards.Regions {
+		m, err := shard.Assign(r.Name, r.Replicas, copies)
+		if err != nil {
+			return nil, shard.Map{}, err
+		}
+		maps = append(maps, m)
+		if r.Name == c.Region {
+			own, found = m, true
+		}
+	}
+	if !found || !slices.Contains(own.Replicas(), c.Replica) {
+		return nil, shard.Map{}, fmt.Errorf("shards: region %q does not list this replica %q", c.Region, c.Replica)
+	}
+	return maps, own, nil
+}
+
 // DefaultConfig returns the defaults. Replica and DataDir are left empty:
 // they derive from Region and Replica once those are final (see Derive).
 func DefaultConfig() Config {
@@ -624,6 +680,29 @@ func (c Config) Validate() error {
 		}
 		if p == c.Replica {
 			bad("peers lists this replica's own id %q", p)
+		}
+	}
+	if c.Shards != nil {
+		if _, _, err := c.shardMaps(); err != nil {
+			bad("%v", err)
+		}
+		if c.Shards.Copies < 0 {
+			bad("shards: copies %d < 0", c.Shards.Copies)
+		}
+		if c.NATS == "" {
+			bad("shards are set but nats is empty: a sharded replica forwards requests over NATS")
+		}
+		listed := map[string]bool{}
+		for _, r := range c.Shards.Regions {
+			for _, id := range r.Replicas {
+				if listed[id] {
+					bad("shards: replica %q is listed twice", id)
+				}
+				listed[id] = true
+				if id != c.Replica && !slices.Contains(c.Peers, id) {
+					bad("shards: replica %q is not in peers", id)
+				}
+			}
 		}
 	}
 	if (c.NATSCert == "") != (c.NATSKey == "") {

@@ -29,6 +29,7 @@ import (
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/resp"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -48,6 +49,8 @@ type Node struct {
 	srv      *http.Server
 	ln       net.Listener
 	resp     *resp.Server // nil without RESPListen
+	shards   *shardRouter // nil unless sharded (Config.Shards)
+	maps     shard.Maps   // every region's shard map; nil unless sharded
 	certs    *certs       // nil without TLS
 	reload   reloadState
 
@@ -177,6 +180,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			return nil, err
 		}
 		undo = append(undo, func() { n.nc.Close() })
+		if cfg.Shards != nil {
+			maps, own, err := cfg.shardMaps() // Validate checked it
+			if err != nil {
+				return nil, err
+			}
+			n.maps = maps
+			n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, duration(cfg.RequestTimeout), log)
+			rcfg.Holds = n.shards.Holds
+			held := own.Held(cfg.Replica)
+			log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies)
+		}
 		if cfg.EventLog {
 			if n.pub, err = n.newPublisher(cfg); err != nil {
 				return nil, err
@@ -253,8 +267,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if opts.API != nil {
 		opts.API(&apiCfg)
 	}
+	if n.shards != nil {
+		apiCfg.Shards = n.shards
+	}
 	if n.api, err = httpapi.New(apiCfg); err != nil {
 		return nil, fmt.Errorf("build HTTP API: %w", err)
+	}
+	if n.shards != nil {
+		if err := n.shards.serve(n.api); err != nil {
+			return nil, err
+		}
+		undo = append(undo, n.shards.close)
 	}
 
 	if cfg.TLSCert != "" {
@@ -413,6 +436,10 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.serveErr != nil {
 			errs = append(errs, n.serveErr)
 		}
+		if n.shards != nil {
+			n.log.Info("stopping forwarded requests")
+			n.shards.close()
+		}
 		if n.resp != nil {
 			n.log.Info("stopping RESP server")
 			if err := n.resp.Close(ctx); err != nil {
@@ -497,7 +524,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	if err != nil {
 		return fmt.Errorf("start replication: %w", err)
 	}
-	rep, err := replication.New(replication.Config{
+	rcfg := replication.Config{
 		Chaos:               chaos,
 		Replica:             n.replica,
 		Store:               n.store,
@@ -511,7 +538,11 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 		Peers:               cfg.Peers,
 		Retired:             cfg.Retired,
 		Registerer:          n.registry,
-	})
+	}
+	if n.maps != nil {
+		rcfg.Shards = n.maps
+	}
+	rep, err := replication.New(rcfg)
 	if err == nil {
 		// The replicator's goroutines live until Close, not until the
 		// start-up context ends.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/milestone"
+	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/replication"
 )
 
@@ -101,6 +102,7 @@ func Replica(region, replica string) Perms {
 				jsAPI("STREAM.MSG.GET." + kvStream), jsAPI("DIRECT.GET." + kvStream + ".>"),
 				jsAPI("STREAM.INFO." + ms), jsAPI("STREAM.CREATE." + ms),
 				jsAPI("STREAM.MSG.GET." + ms), jsAPI("DIRECT.GET." + ms + ".>")}},
+			{"requests forwarded to the holders of a shard, in its own region only", []string{node.RouteSubjects(region)}},
 			{"the event log: its own events, to its region's stream, created once, never updated", []string{
 				replication.EventsSubject(region, replica),
 				jsAPI("STREAM.INFO." + events), jsAPI("STREAM.CREATE." + events)}},
@@ -111,6 +113,7 @@ func Replica(region, replica string) Perms {
 			{"anti-entropy requests and identity announcements for its own id only, so nobody else can answer in its name", []string{
 				replication.AERequestPrefix(replica) + ".>", replication.IDSubject(replica)}},
 			{"a wake-up when a milestone is published (the stream is then read by message)", []string{"tally.milestone.>"}},
+			{"requests forwarded to the holders of a shard, in its own region only", []string{node.RouteSubjects(region)}},
 			{"replies to its own requests only (nats.CustomInboxPrefix): never _INBOX.>, where other clients' replies pass", []string{
 				replication.InboxPrefix(replica) + ".>"}},
 		},

@@ -1,0 +1,208 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/shard"
+)
+
+// routePrefix is the subject prefix of a region's forwarded requests:
+// tally.route.<region>.<shard>. Each holder of a shard subscribes to its
+// subject in one queue group, so NATS gives each forwarded request to one
+// holder, spreads them over the holders and skips one that is gone.
+const routePrefix = "tally.route."
+
+// RouteSubjects is the subject pattern of region's forwarded requests,
+// for NATS permissions: its replicas publish and subscribe there.
+func RouteSubjects(region string) string { return routePrefix + token(region) + ".>" }
+
+func routeSubject(region string, s int) string {
+	return routePrefix + token(region) + "." + strconv.Itoa(s)
+}
+
+// token makes an id safe as one NATS subject token, as replication's
+// subjects do.
+func token(id string) string { return strings.ReplaceAll(id, ".", "_") }
+
+// Headers of a forwarded request and its answer, beside the HTTP headers
+// they carry.
+const (
+	hdrMethod = "Tally-Method"
+	hdrURI    = "Tally-Uri"
+	hdrRemote = "Tally-Remote"
+	hdrStatus = "Tally-Status"
+)
+
+// maxForwarded bounds the forwarded requests a holder serves at once; more
+// wait in the NATS subscription.
+const maxForwarded = 256
+
+// shardRouter is a sharded replica's routing (httpapi.Shards): its
+// region's map, and forwarding over NATS request-reply.
+type shardRouter struct {
+	region, self string
+	own          shard.Map
+	held         shard.Set
+	nc           *nats.Conn
+	timeout      time.Duration
+	log          hclog.Logger
+
+	api  http.Handler // set by serve
+	subs []*nats.Subscription
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	ctx  context.Context
+	stop context.CancelFunc
+}
+
+func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
+	ctx, stop := context.WithCancel(context.Background())
+	return &shardRouter{region: region, self: self, own: own, held: own.Held(self), nc: nc, timeout: timeout,
+		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
+}
+
+func (sr *shardRouter) Map() shard.Map   { return sr.own }
+func (sr *shardRouter) Holds(s int) bool { return sr.held.Has(s) }
+
+// serve answers the requests forwarded for every shard this replica
+// holds with api.
+func (sr *shardRouter) serve(api http.Handler) error {
+	sr.api = api
+	for s := range shard.Count {
+		if s == shard.Global || !sr.held.Has(s) {
+			continue // no key routes to Global: its names are not ids
+		}
+		sub, err := sr.nc.QueueSubscribe(routeSubject(sr.region, s), "holders", sr.onRequest)
+		if err != nil {
+			sr.close()
+			return fmt.Errorf("serve forwarded requests of shard %d: %w", s, err)
+		}
+		sr.subs = append(sr.subs, sub)
+	}
+	if err := sr.nc.Flush(); err != nil {
+		sr.close()
+		return fmt.Errorf("serve forwarded requests: %w", err)
+	}
+	return nil
+}
+
+// close stops taking forwarded requests and waits for those in hand.
+func (sr *shardRouter) close() {
+	for _, sub := range sr.subs {
+		_ = sub.Unsubscribe()
+	}
+	sr.subs = nil
+	sr.stop()
+	sr.wg.Wait()
+}
+
+// onRequest serves one forwarded request on its own goroutine (a NATS
+// subscription delivers one message at a time, and a write waits for its
+// fsync), at most maxForwarded at once.
+func (sr *shardRouter) onRequest(msg *nats.Msg) {
+	select {
+	case sr.sem <- struct{}{}:
+	case <-sr.ctx.Done():
+		return
+	}
+	sr.wg.Add(1)
+	go func() {
+		defer func() { <-sr.sem; sr.wg.Done() }()
+		sr.answer(msg)
+	}()
+}
+
+func (sr *shardRouter) answer(msg *nats.Msg) {
+	ctx, cancel := context.WithTimeout(httpapi.WithForwarded(sr.ctx), sr.timeout)
+	defer cancel()
+	h := http.Header(msg.Header)
+	req, err := http.NewRequestWithContext(ctx, h.Get(hdrMethod), h.Get(hdrURI), bytes.NewReader(msg.Data))
+	if err != nil {
+		sr.log.Warn("bad forwarded request", "error", err)
+		return // the sender times out and answers 503
+	}
+	req.RemoteAddr = h.Get(hdrRemote)
+	for _, k := range []string{hdrMethod, hdrURI, hdrRemote} {
+		h.Del(k)
+	}
+	req.Header = h
+	rec := &recorder{header: http.Header{}}
+	sr.api.ServeHTTP(rec, req)
+	out := nats.NewMsg(msg.Reply)
+	out.Header = nats.Header(rec.header)
+	out.Header.Set(hdrStatus, strconv.Itoa(rec.status()))
+	out.Data = rec.body.Bytes()
+	if err := msg.RespondMsg(out); err != nil {
+		sr.log.Warn("answer forwarded request", "error", err)
+	}
+}
+
+// Forward sends r to a holder of shard s and writes its answer.
+func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error {
+	msg := nats.NewMsg(routeSubject(sr.region, s))
+	for k, v := range r.Header {
+		msg.Header[k] = v
+	}
+	msg.Header.Set(hdrMethod, r.Method)
+	msg.Header.Set(hdrURI, r.URL.RequestURI())
+	msg.Header.Set(hdrRemote, r.RemoteAddr)
+	msg.Data = body
+	ctx, cancel := context.WithTimeout(r.Context(), sr.timeout)
+	defer cancel()
+	resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("no holder is up")
+		}
+		return err
+	}
+	status, err := strconv.Atoi(resp.Header.Get(hdrStatus))
+	if err != nil || status < 100 || status > 999 {
+		return fmt.Errorf("holder answered without a status")
+	}
+	resp.Header.Del(hdrStatus)
+	for k, v := range resp.Header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(resp.Data)
+	return nil
+}
+
+// recorder is the http.ResponseWriter of a forwarded request.
+type recorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+}
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) status() int {
+	if r.code == 0 {
+		return http.StatusOK
+	}
+	return r.code
+}
