@@ -23,7 +23,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	cfg = deploy.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Node = func(c *node.Config) { c.LeaseReclaimAfter = "1s" }
-	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "region us") || !strings.Contains(err.Error(), "lease_reclaim_after") {
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "replica us-1") || !strings.Contains(err.Error(), "lease_reclaim_after") {
 		t.Fatalf("a bad replica setting: %v", err)
 	}
 }

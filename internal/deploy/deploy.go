@@ -30,14 +30,22 @@ import (
 // Config describes a deployment: the regions and what every region's
 // replica shares.
 type Config struct {
-	// Regions are the region names, one replica "<region>-1" each.
-	// Default us, eu, ap.
+	// Regions are the region names. Default us, eu, ap.
 	Regions []string
+	// Replicas is how many replicas each region runs, "<region>-1" up to
+	// "<region>-<Replicas>". Default 1. With more than one, the regions
+	// are sharded (node.Config Shards): each shard is held by Copies of a
+	// region's replicas.
+	Replicas int
+	// Copies is how many replicas of a region hold each shard, with
+	// Replicas > 1. Default 2.
+	Copies int
 	// DataDir is the root data directory: <DataDir>/<replica> per replica,
 	// <DataDir>/nats for JetStream. Required.
 	DataDir string
 	// Port is the first region's HTTP port; the others follow
-	// consecutively. 0 picks free ports.
+	// consecutively: every region's first replica, then every region's
+	// second, and so on. 0 picks free ports.
 	Port int
 	// NATSPort is the first region's NATS client port, the others
 	// following, so tools such as 'tallyd events tail' find them. 0 picks
@@ -85,31 +93,58 @@ func DefaultConfig() Config {
 	}
 }
 
-// NodeConfigs derives each region's replica config, in Regions order.
-// clientURL gives a region's NATS URL. Each config is validated; the
-// error names the region and lists every problem.
+func (c Config) replicas() int { return max(c.Replicas, 1) }
+
+// ReplicaIDs are a region's replicas.
+func (c Config) ReplicaIDs(region string) []string {
+	var out []string
+	for j := range c.replicas() {
+		out = append(out, region+"-"+strconv.Itoa(j+1))
+	}
+	return out
+}
+
+// ports is how many consecutive ports from Port (or RESPPort) the
+// replicas take.
+func (c Config) ports() int { return len(c.Regions) * c.replicas() }
+
+// NodeConfigs derives every replica's config: each region's replicas in
+// turn, in Regions order. clientURL gives a region's NATS URL. Each config
+// is validated; the error names the replica and lists every problem.
 func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config, error) {
 	var ids []string
+	var shards *node.ShardsConfig
+	if c.replicas() > 1 {
+		shards = &node.ShardsConfig{Copies: c.Copies}
+	}
 	for _, r := range c.Regions {
-		ids = append(ids, r+"-1")
+		ids = append(ids, c.ReplicaIDs(r)...)
+		if shards != nil {
+			shards.Regions = append(shards.Regions, node.ShardRegion{Name: r, Replicas: c.ReplicaIDs(r)})
+		}
 	}
 	var out []node.Config
-	for i, r := range c.Regions {
+	for i, id := range ids {
+		r, j := c.Regions[i/c.replicas()], i%c.replicas()
+		// The first replicas of the regions take the first ports, as
+		// they do with one replica each.
+		pi := j*len(c.Regions) + i/c.replicas()
 		cfg := node.DefaultConfig()
-		cfg.Region, cfg.Replica = r, ids[i]
-		cfg.DataDir = filepath.Join(c.DataDir, ids[i])
+		cfg.Region, cfg.Replica = r, id
+		cfg.DataDir = filepath.Join(c.DataDir, id)
 		port := 0 // any free port
 		if c.Port > 0 {
-			port = c.Port + i
+			port = c.Port + pi
 		}
 		cfg.Listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		if c.RESP {
 			port := 0
 			if c.RESPPort > 0 {
-				port = c.RESPPort + i
+				port = c.RESPPort + pi
 			}
 			cfg.RESPListen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		}
+		cfg.Shards = shards
 		if c.Durability != "" {
 			cfg.Durability = c.Durability
 		}
@@ -118,13 +153,13 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		}
 		cfg.WriteToken, cfg.AdminToken = c.WriteToken, c.AdminToken
 		cfg.NATS = clientURL(r)
-		cfg.Peers = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == ids[i] })
+		cfg.Peers = slices.DeleteFunc(slices.Clone(ids), func(p string) bool { return p == id })
 		// The allocator's KV and the milestone stream live in the first
 		// region, as a production deployment would pin them to one.
 		cfg.Milestones, cfg.AllocCluster = c.Milestones, c.Regions[0]
 		// Its own NATS user (Start sets it) writes the bucket only through
 		// the lease authority, as the shipped configs have it.
-		cfg.NATSUser, cfg.AllocAuthority = natsperm.ReplicaUser(ids[i]), true
+		cfg.NATSUser, cfg.AllocAuthority = natsperm.ReplicaUser(id), true
 		cfg.Sequences = slices.Clone(c.Sequences)
 		cfg.Approx = slices.Clone(c.Approx)
 		cfg.Limits = slices.Clone(c.Limits)
@@ -132,7 +167,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 			c.Node(&cfg)
 		}
 		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("region %s: %w", r, err)
+			return nil, fmt.Errorf("replica %s: %w", id, err)
 		}
 		out = append(out, cfg)
 	}
@@ -149,11 +184,14 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("deploy: data dir is empty"))
 	}
-	if c.Port < 0 || c.Port+len(c.Regions)-1 > 65535 {
-		errs = append(errs, fmt.Errorf("deploy: port %d: want 1..65535 for every region (0: any free ports)", c.Port))
+	if c.Replicas < 0 || c.Copies < 0 {
+		errs = append(errs, fmt.Errorf("deploy: %d replicas per region, %d copies: want 1 or more (0: the default)", c.Replicas, c.Copies))
 	}
-	if c.RESPPort < 0 || c.RESPPort+len(c.Regions)-1 > 65535 {
-		errs = append(errs, fmt.Errorf("deploy: RESP port %d: want 1..65535 for every region (0: any free ports)", c.RESPPort))
+	if c.Port < 0 || c.Port+c.ports()-1 > 65535 {
+		errs = append(errs, fmt.Errorf("deploy: port %d: want 1..65535 for every replica (0: any free ports)", c.Port))
+	}
+	if c.RESPPort < 0 || c.RESPPort+c.ports()-1 > 65535 {
+		errs = append(errs, fmt.Errorf("deploy: RESP port %d: want 1..65535 for every replica (0: any free ports)", c.RESPPort))
 	}
 	if err := (localnet.Config{Regions: c.Regions, Dir: "-"}).Validate(); err != nil && len(c.Regions) > 0 {
 		errs = append(errs, err)
@@ -211,7 +249,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	users := map[string][]natsperm.User{}
 	d.passwords = map[string]string{}
 	for _, r := range cfg.Regions {
-		users[r] = natsperm.Users(r, []string{r + "-1"}, cfg.Regions)
+		users[r] = natsperm.Users(r, cfg.ReplicaIDs(r), cfg.Regions)
 		for _, u := range users[r] {
 			if d.passwords[u.Name] == "" {
 				if d.passwords[u.Name], err = newPassword(); err != nil {
@@ -248,7 +286,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	for _, nc := range d.cfgs {
 		n, err := node.Start(ctx, nc, node.Options{Logger: cfg.Logger, Links: links, Version: cfg.Version})
 		if err != nil {
-			return nil, fmt.Errorf("region %s: %w", nc.Region, err)
+			return nil, fmt.Errorf("replica %s: %w", nc.Replica, err)
 		}
 		d.nodes = append(d.nodes, n)
 	}
@@ -269,13 +307,13 @@ func newPassword() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// Nodes are the replicas, in Regions order.
+// Nodes are the replicas: each region's in turn, in Regions order.
 func (d *Deployment) Nodes() []*node.Node { return slices.Clone(d.nodes) }
 
-// Configs are the replicas' configs, in Regions order.
+// Configs are the replicas' configs, in Nodes order.
 func (d *Deployment) Configs() []node.Config { return slices.Clone(d.cfgs) }
 
-// URLs are the replicas' HTTP base URLs ("http://host:port"), in Regions
+// URLs are the replicas' HTTP base URLs ("http://host:port"), in Nodes
 // order.
 func (d *Deployment) URLs() []string {
 	var out []string
@@ -285,7 +323,7 @@ func (d *Deployment) URLs() []string {
 	return out
 }
 
-// RESPAddrs are the replicas' RESP addresses ("host:port"), in Regions
+// RESPAddrs are the replicas' RESP addresses ("host:port"), in Nodes
 // order; nil without RESP.
 func (d *Deployment) RESPAddrs() []string {
 	var out []string
@@ -316,7 +354,7 @@ func (d *Deployment) Wait(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	case i := <-failed:
-		return fmt.Errorf("region %s: %w", d.cfgs[i].Region, d.nodes[i].Err())
+		return fmt.Errorf("replica %s: %w", d.cfgs[i].Replica, d.nodes[i].Err())
 	}
 }
 
@@ -327,7 +365,7 @@ func (d *Deployment) Close(ctx context.Context) error {
 	var errs []error
 	for i := len(d.nodes) - 1; i >= 0; i-- {
 		if err := d.nodes[i].Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("close region %s: %w", d.cfgs[i].Region, err))
+			errs = append(errs, fmt.Errorf("close replica %s: %w", d.cfgs[i].Replica, err))
 		}
 	}
 	d.nodes = nil

@@ -1,0 +1,177 @@
+package deploy_test
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/shard"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Three regions of three replicas, each shard held by two per region:
+// likes and increments sent to random replicas of random regions are
+// served by holders of their key's shard (forwarded once when they land
+// elsewhere), read exactly from every replica of every region, through a
+// cut and a heal; no replica keeps a shard it does not hold.
+func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nine replicas")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.Replicas, cfg.Copies = 3, 2
+	d := startConfig(t, cfg)
+	urls, cfgs := d.URLs(), d.Configs()
+	for _, u := range urls {
+		testkit.WaitFor(t, 60*time.Second, func() error {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+
+	// Every replica of a region answers the same map: each keyed shard
+	// held by exactly two of its three replicas, none holding them all.
+	maps := map[string]shard.Map{}
+	for i, u := range urls {
+		m := getShards(t, u)
+		if prev, ok := maps[cfgs[i].Region]; ok && !prev.Equal(m) {
+			t.Fatalf("%s answers another map than its region's other replicas", cfgs[i].Replica)
+		}
+		maps[cfgs[i].Region] = m
+		held := m.Held(cfgs[i].Replica)
+		if n := held.Len(); n == 0 || n == shard.Count {
+			t.Fatalf("%s holds %d of %d shards", cfgs[i].Replica, n, shard.Count)
+		}
+	}
+	for r, m := range maps {
+		for s := range shard.Global {
+			if h := m.Holders(s); len(h) != 2 {
+				t.Fatalf("region %s: shard %d held by %v, want two replicas", r, s, h)
+			}
+		}
+	}
+
+	rng := rand.New(rand.NewPCG(9, 9))
+	likes := map[string]map[string]bool{} // item -> users
+	forwarded := 0
+	like := func(i int, item, user string) {
+		t.Helper()
+		req, _ := http.NewRequest("PUT", urls[i]+"/v1/likes/"+item+"/"+user, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("like %s/%s at %s: %d %s", item, user, cfgs[i].Replica, resp.StatusCode, body)
+		}
+		by := resp.Header.Get(httpapi.ServedByHeader)
+		if holders := maps[cfgs[i].Region].Holders(shard.Of(item)); !slices.Contains(holders, by) {
+			t.Fatalf("like of %s at %s was served by %q, not by a holder %v", item, cfgs[i].Replica, by, holders)
+		}
+		if by != cfgs[i].Replica {
+			forwarded++
+		}
+		if likes[item] == nil {
+			likes[item] = map[string]bool{}
+		}
+		likes[item][user] = true
+	}
+	const items = 30
+	for n := range 300 {
+		like(rng.IntN(len(urls)), fmt.Sprintf("post%d", rng.IntN(items)), fmt.Sprintf("u%d", n%97))
+	}
+	for n := range 30 {
+		u := urls[rng.IntN(len(urls))]
+		if st, b, err := testkit.DoJSON("POST", u+"/v1/counters/views:p/incr", `{"by":5}`); err != nil || st != 200 {
+			t.Fatalf("incr %d: %d %v %v", n, st, b, err)
+		}
+	}
+	if forwarded < 50 { // a third of random arrivals hold no copy
+		t.Fatalf("only %d of 300 likes were forwarded", forwarded)
+	}
+	exact := func(counter float64) func() error {
+		return func() error {
+			for i, u := range urls {
+				for item, users := range likes {
+					_, b, err := testkit.DoJSON("GET", u+"/v1/likes/"+item, "")
+					if err != nil {
+						return err
+					}
+					if b["count"] != float64(len(users)) || b["approx"] != false {
+						return fmt.Errorf("%s: %s = %v, want %d", cfgs[i].Replica, item, b, len(users))
+					}
+				}
+				_, b, err := testkit.DoJSON("GET", u+"/v1/counters/views:p", "")
+				if err != nil {
+					return err
+				}
+				if b["value"] != counter {
+					return fmt.Errorf("%s: views:p = %v, want %v", cfgs[i].Replica, b, counter)
+				}
+			}
+			return nil
+		}
+	}
+	testkit.WaitFor(t, 30*time.Second, exact(150))
+
+	// Cut us from eu; write on both sides; heal.
+	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 {
+		t.Fatalf("cut: %d %v %v", st, b, err)
+	}
+	region := func(name string) []int {
+		var out []int
+		for i, c := range cfgs {
+			if c.Region == name {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	for n := range 60 {
+		side := region([]string{"us", "eu"}[n%2])
+		like(side[rng.IntN(len(side))], fmt.Sprintf("post%d", rng.IntN(items)), fmt.Sprintf("cut%d", n%13))
+	}
+	if st, _, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":true}`); err != nil || st != 200 {
+		t.Fatalf("heal: %d %v", st, err)
+	}
+	testkit.WaitFor(t, 60*time.Second, exact(150))
+
+	for i, n := range d.Nodes() {
+		held := maps[cfgs[i].Region].Held(cfgs[i].Replica)
+		for seg, x := range n.Store().Digests() {
+			if x != 0 && !held.Has(storage.SegmentShard(seg)) {
+				t.Errorf("%s keeps segment %d of shard %d, which it does not hold", cfgs[i].Replica, seg, storage.SegmentShard(seg))
+			}
+		}
+	}
+}
+
+func getShards(t *testing.T, u string) shard.Map {
+	t.Helper()
+	resp, err := http.Get(u + "/v1/shards")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s/v1/shards: %d %s %v", u, resp.StatusCode, b, err)
+	}
+	m, err := shard.Decode(b)
+	if err != nil {
+		t.Fatalf("GET %s/v1/shards: %v: %s", u, err, strings.TrimSpace(string(b)))
+	}
+	return m
+}
