@@ -165,7 +165,7 @@ func (c *client) likers(ctx context.Context, item string, timeout time.Duration)
 	var out []string
 	after := ""
 	for {
-		page, err := c.api.Likers(ctx, item, after, 1000)
+		page, err := c.api.Likers(ctx, item, tallyclient.Page{After: after, Limit: 1000})
 		if err != nil {
 			return nil, fmt.Errorf("list likers of %s at %s: %w", item, c.region, err)
 		}
