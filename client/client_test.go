@@ -16,9 +16,10 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
-// newClient serves a real replica on a real Pebble directory and returns a
-// client of it.
-func newClient(t *testing.T, token string) *client.Client {
+// newServer serves a real replica on a real Pebble directory, with its
+// like lists and event log on and the write token "w", configured further
+// by opts.
+func newServer(t *testing.T, opts ...func(*httpapi.Config)) *httpapi.Server {
 	t.Helper()
 	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -26,16 +27,27 @@ func newClient(t *testing.T, token string) *client.Client {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	reg := prometheus.NewRegistry()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg})
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, Registerer: reg, LikeLists: true, EventLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rep.Close() })
-	srv, err := httpapi.New(httpapi.Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test", WriteToken: "w"})
+	cfg := httpapi.Config{Replica: rep, Registry: reg, Logger: hclog.NewNullLogger(), Version: "test", WriteToken: "w"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := httpapi.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
+	return srv
+}
+
+// newClient serves a real replica (newServer) and returns a client of it
+// that sends token.
+func newClient(t *testing.T, token string, opts ...func(*httpapi.Config)) *client.Client {
+	t.Helper()
+	ts := httptest.NewServer(newServer(t, opts...))
 	t.Cleanup(ts.Close)
 	c, err := client.New(client.Config{BaseURL: ts.URL, Token: token})
 	if err != nil {
@@ -82,20 +94,21 @@ func TestClientAgainstAReplica(t *testing.T) {
 	if b, err := c.BlockOf(ctx, "alice"); err != nil || b.Blocked || b.Replica != "us-1" {
 		t.Fatalf("block state: %+v %v", b, err)
 	}
-	if r, err := c.Incr(ctx, "views", 5, "req-1"); err != nil || r.Value != 5 || r.Duplicate {
+	if r, err := c.Incr(ctx, "views", 5, client.IncrOptions{IdempotencyKey: "req-1"}); err != nil || r.Value != 5 || r.Duplicate {
 		t.Fatalf("incr: %+v %v", r, err)
 	}
-	if r, err := c.Incr(ctx, "views", 5, "req-1"); err != nil || r.Value != 5 || !r.Duplicate {
+	if r, err := c.Incr(ctx, "views", 5, client.IncrOptions{IdempotencyKey: "req-1"}); err != nil || r.Value != 5 || !r.Duplicate {
 		t.Fatalf("retried incr: %+v %v", r, err)
 	}
 	if r, err := c.Counter(ctx, "views"); err != nil || r.Value != 5 {
 		t.Fatalf("counter: %+v %v", r, err)
 	}
 
-	res, err := c.Events(ctx, []byte(`{"type":"incr","key":"views","by":2}
-{"type":"like","item":"post1","user":"carol"}
-{"type":"like","item":"bad id","user":"x"}
-`))
+	res, err := c.Events(ctx, []client.Event{
+		{Type: client.EventIncr, Key: "views", By: 2},
+		{Type: client.EventLike, Item: "post1", User: "carol"},
+		{Type: client.EventLike, Item: "bad id", User: "x"},
+	})
 	if err != nil || res.Applied != 2 || res.Rejected != 1 || len(res.Results) != 3 ||
 		res.Results[0].Value != 7 || !res.Results[1].Changed || res.Results[2].OK || res.Results[2].Code != "bad_id" {
 		t.Fatalf("events: %+v %v", res, err)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -27,9 +26,6 @@ var adminRoutes = []string{
 	"PUT /v1/admin/links/{a}/{b}",
 	"PUT /v1/blocks/{user}",
 }
-
-// routeVar matches a path variable of a route template.
-var routeVar = regexp.MustCompile(`\{([^}:]+)(:[^}]*)?\}`)
 
 // guardedRoutes calls every route of e's router once, anonymously, and
 // returns those that answered 401 unauthorized ("METHOD template").

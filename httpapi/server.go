@@ -17,8 +17,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/netip"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -297,6 +299,38 @@ func (s *Server) newRouter() *mux.Router {
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	})).Methods(http.MethodGet)
 	return rt
+}
+
+// Route is one route the Server serves: a method and a path template
+// whose variables are named without their patterns, e.g. GET
+// "/v1/likes/{item}/{user}".
+type Route struct {
+	Method, Path string
+}
+
+// routeVar matches a path variable of a router template, with its pattern.
+var routeVar = regexp.MustCompile(`\{([^}:]+)(:[^}]*)?\}`)
+
+// Routes lists every route the router serves, in registration order, read
+// from the router itself: a route added to newRouter (or through
+// Router() in a test) is listed without being written down twice.
+func (s *Server) Routes() ([]Route, error) {
+	var out []Route
+	err := s.router.Walk(func(rt *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := rt.GetPathTemplate()
+		if err != nil {
+			return err
+		}
+		methods, err := rt.GetMethods()
+		if err != nil {
+			return fmt.Errorf("httpapi: route %s has no methods: %w", tpl, err)
+		}
+		for _, m := range methods {
+			out = append(out, Route{Method: m, Path: routeVar.ReplaceAllString(tpl, "{$1}")})
+		}
+		return nil
+	})
+	return out, err
 }
 
 // allowedMethods lists the methods some route accepts for r's path, for the

@@ -94,11 +94,8 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	// Writes wait for recovery from peers: the status shows when.
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for _, r := range overview().Regions {
-			var st struct {
-				Accepting bool `json:"accepting"`
-			}
-			if err := json.Unmarshal(r.Status, &st); err != nil || !st.Accepting {
-				return fmt.Errorf("%s not accepting writes: %s %v", r.Region, r.Status, r.Errors)
+			if r.Status == nil || !r.Status.Accepting {
+				return fmt.Errorf("%s not accepting writes: %+v %v", r.Region, r.Status, r.Errors)
 			}
 		}
 		return nil
@@ -115,17 +112,9 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 			return fmt.Errorf("overview: %+v", ov)
 		}
 		for _, r := range ov.Regions {
-			var likes struct {
-				Count  int64 `json:"count"`
-				Approx bool  `json:"approx"`
-			}
-			var conv struct {
-				Converged bool `json:"converged"`
-			}
-			_ = json.Unmarshal(r.Likes, &likes)
-			_ = json.Unmarshal(r.Convergence, &conv)
-			if !r.Reachable || likes.Count != 21 || likes.Approx || !conv.Converged || r.Status == nil || r.Counter == nil {
-				return fmt.Errorf("%s: reachable %v, likes %s, convergence %s, errors %v", r.Region, r.Reachable, r.Likes, r.Convergence, r.Errors)
+			if !r.Reachable || r.Likes == nil || r.Likes.Count != 21 || r.Likes.Approx || r.Convergence == nil || !r.Convergence.Converged ||
+				r.Status == nil || r.Counter == nil {
+				return fmt.Errorf("%s: reachable %v, likes %+v, convergence %+v, errors %v", r.Region, r.Reachable, r.Likes, r.Convergence, r.Errors)
 			}
 		}
 		return nil

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/poll"
@@ -443,18 +444,21 @@ func budgetURL(base, key, op string) string {
 	return u
 }
 
+// at is a client of the region at base.
+func (a *budgetAPI) at(base string) (*client.Client, error) {
+	return client.New(client.Config{BaseURL: base, Token: a.token, HTTP: a.client})
+}
+
 // grant grants by to key at base.
 func (a *budgetAPI) grant(ctx context.Context, base, key string, by int64) error {
-	var buf bytes.Buffer
-	u := budgetURL(base, key, "grant")
-	code, err := a.do(ctx, http.MethodPost, u, []byte(`{"by":`+strconv.FormatInt(by, 10)+`}`), &buf)
+	c, err := a.at(base)
 	if err != nil {
 		return err
 	}
-	if code != http.StatusOK {
-		return fmt.Errorf("POST %s: %d %s: %s", u, code, http.StatusText(code), bytes.TrimSpace(buf.Bytes()))
-	}
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	_, err = c.Grant(ctx, key, by)
+	return err
 }
 
 // errNoBudget is a GET of a budget the region does not know (yet).
@@ -462,22 +466,20 @@ var errNoBudget = errors.New("budget not found")
 
 // get reads key at base.
 func (a *budgetAPI) get(ctx context.Context, base, key string) (budgetState, error) {
-	var buf bytes.Buffer
-	var s budgetState
-	u := budgetURL(base, key, "")
-	code, err := a.do(ctx, http.MethodGet, u, nil, &buf)
+	c, err := a.at(base)
+	if err != nil {
+		return budgetState{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	b, err := c.Budget(ctx, key)
 	switch {
+	case client.StatusCode(err) == http.StatusNotFound:
+		return budgetState{}, fmt.Errorf("%w: %w", errNoBudget, err)
 	case err != nil:
-		return s, err
-	case code == http.StatusNotFound:
-		return s, fmt.Errorf("GET %s: %w", u, errNoBudget)
-	case code != http.StatusOK:
-		return s, fmt.Errorf("GET %s: %d %s: %s", u, code, http.StatusText(code), bytes.TrimSpace(buf.Bytes()))
+		return budgetState{}, err
 	}
-	if err := json.Unmarshal(buf.Bytes(), &s); err != nil {
-		return s, fmt.Errorf("GET %s: %w", u, err)
-	}
-	return s, nil
+	return budgetState{Granted: b.Granted, Spent: b.Spent, Remaining: b.Remaining, Rights: b.Rights, Unreconciled: int64(b.Unreconciled)}, nil
 }
 
 // spendOutcome is what one spend request came to.

@@ -257,7 +257,7 @@ func (f *fakeBudgets) post(w http.ResponseWriter, r *http.Request, region int) {
 			f.budgets[key] = b
 		}
 		b.granted += req.By
-		reply(w, 200, map[string]any{"key": key, "granted": b.granted, "remaining": b.granted - b.spent, "rights": map[string]int64{}})
+		reply(w, 200, map[string]any{"key": key, "granted": b.granted, "remaining": b.granted - b.spent, "rights": b.granted - b.spent})
 	case "spend":
 		switch {
 		case b == nil || b.granted-b.spent < req.By:

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/region"
@@ -732,24 +733,19 @@ func measureNode(ctx context.Context, n *benchServer, keys []string) (benchCost,
 		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
 	}
 	c := benchCost{Commits: ws.Commits, WALBytes: ws.WALBytes}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/metrics", nil)
+	hc, closeIdle := newControlClient(n.tls)
+	defer closeIdle()
+	cl, err := client.New(client.Config{BaseURL: n.base, HTTP: hc})
 	if err != nil {
 		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
 	}
-	client, closeIdle := newControlClient(n.tls)
-	defer closeIdle()
-	resp, err := client.Do(req)
+	metrics, err := cl.Metrics(ctx)
 	if err != nil {
-		return benchCost{}, 0, fmt.Errorf("bench: GET /metrics: %w", err)
+		return benchCost{}, 0, fmt.Errorf("bench: %w", err)
 	}
-	body, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return benchCost{}, 0, fmt.Errorf("bench: GET /metrics: %w", err)
-	}
-	c.Entries = metricValue(body, "tally_own_entries_changed_total", "")
-	c.Written = metricValue(body, "tally_approx_increments_total", `outcome="written"`)
-	c.Skipped = metricValue(body, "tally_approx_increments_total", `outcome="skipped"`)
+	c.Entries = metricValue(metrics, "tally_own_entries_changed_total", "")
+	c.Written = metricValue(metrics, "tally_approx_increments_total", `outcome="written"`)
+	c.Skipped = metricValue(metrics, "tally_approx_increments_total", `outcome="skipped"`)
 	var sum int64
 	for _, k := range keys {
 		rd, err := n.Replica().Counter(k)
@@ -761,17 +757,13 @@ func measureNode(ctx context.Context, n *benchServer, keys []string) (benchCost,
 	return c, sum, nil
 }
 
-// metricValue sums the samples of metric name in a Prometheus text
-// exposition whose labels contain labels ("": any).
-func metricValue(body []byte, name, labels string) float64 {
+// metricValue sums the samples of metric name (as client.Metrics names
+// them) whose labels contain labels ("": any).
+func metricValue(metrics map[string]float64, name, labels string) float64 {
 	sum := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || rest[0] != ' ' && rest[0] != '{' || !strings.Contains(rest, labels) {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if v, err := strconv.ParseFloat(fields[len(fields)-1], 64); err == nil {
+	for series, v := range metrics {
+		rest, ok := strings.CutPrefix(series, name)
+		if ok && (rest == "" || rest[0] == '{') && strings.Contains(rest, labels) {
 			sum += v
 		}
 	}
@@ -811,35 +803,25 @@ func printApproxCosts(out io.Writer, cfg eventsBenchConfig, results []*eventsMix
 
 // startCounters adds n to every key, in batches of POST /v1/events.
 func startCounters(ctx context.Context, base string, tlsc *tls.Config, token string, keys []string, n int64) error {
-	client, closeIdle := newControlClient(tlsc)
+	hc, closeIdle := newControlClient(tlsc)
 	defer closeIdle()
+	c, err := client.New(client.Config{BaseURL: base, Token: token, HTTP: hc})
+	if err != nil {
+		return fmt.Errorf("bench: --start: %w", err)
+	}
 	for len(keys) > 0 {
 		batch := keys[:min(len(keys), maxBenchEventsBatch)]
 		keys = keys[len(batch):]
-		var body []byte
-		for _, k := range batch {
-			body = append(body, `{"type":"incr","key":"`...)
-			body = append(body, k...)
-			body = append(body, `","by":`...)
-			body = strconv.AppendInt(body, n, 10)
-			body = append(body, "}\n"...)
+		events := make([]client.Event, len(batch))
+		for i, k := range batch {
+			events[i] = client.Event{Type: client.EventIncr, Key: k, By: n}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/events", bytes.NewReader(body))
+		res, err := c.Events(ctx, events)
 		if err != nil {
 			return fmt.Errorf("bench: --start: %w", err)
 		}
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return fmt.Errorf("bench: --start: %w", err)
-		}
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || bytes.Contains(msg, []byte(`"rejected":`)) && !bytes.Contains(msg, []byte(`"rejected":0`)) {
-			return fmt.Errorf("bench: --start: POST /v1/events: %s: %s", resp.Status, bytes.TrimSpace(msg))
+		if res.Rejected > 0 {
+			return fmt.Errorf("bench: --start: POST /v1/events: %d of %d events rejected", res.Rejected, len(batch))
 		}
 	}
 	return nil

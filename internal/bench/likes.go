@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/node"
 )
@@ -334,20 +335,14 @@ func (s *benchServer) stop(ctx context.Context) error {
 func checkReady(ctx context.Context, base string, tlsc *tls.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+	hc, closeIdle := newControlClient(tlsc)
+	defer closeIdle()
+	c, err := client.New(client.Config{BaseURL: base, HTTP: hc})
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	client, closeIdle := newControlClient(tlsc)
-	defer closeIdle()
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("bench: %s not reachable: %w", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("bench: %s/readyz: %s: %s", base, resp.Status, bytes.TrimSpace(body))
+	if err := c.Ready(ctx); err != nil {
+		return fmt.Errorf("bench: %s not ready: %w", base, err)
 	}
 	return nil
 }

@@ -2,10 +2,9 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -113,11 +112,8 @@ const handoffShare = 40
 func (w *workload) execHandoff(ctx context.Context, o *Op) {
 	c := w.clients[o.Region]
 	o.Attempts++
-	var out api.BudgetHandoff
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.ClientTimeout)
-	err := c.call(cctx, http.MethodPut, "/v1/admin/budgets/handoff", struct {
-		To string `json:"to"`
-	}{o.User}, &out)
+	out, err := c.api.HandOff(cctx, o.User)
 	cancel()
 	o.Outcome, o.Reason = classify(err)
 	if err != nil {
@@ -132,7 +128,7 @@ func (w *workload) execHandoff(ctx context.Context, o *Op) {
 	}
 	for try := 0; try < 50; try++ {
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.ClientTimeout)
-		err := c.call(cctx, http.MethodDelete, "/v1/admin/budgets/handoff", nil, &out)
+		_, err := c.api.CancelHandoff(cctx)
 		cancel()
 		if err == nil || !sleep(ctx, 200*time.Millisecond) {
 			return
@@ -253,36 +249,23 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 	switch o.Kind {
 	case OpGrant:
 		var out api.BudgetGrant
-		body := struct {
-			By int64 `json:"by"`
-		}{o.By}
-		err = c.call(ctx, http.MethodPost, "/v1/budgets/"+url.PathEscape(o.Key)+"/grant", body, &out)
+		out, err = c.api.Grant(ctx, o.Key, o.By)
 		a.value = out.Remaining
 	case OpSpend:
 		var out api.BudgetSpend
-		body := struct {
-			By   int64  `json:"by"`
-			Idem string `json:"idempotency_key,omitempty"`
-		}{o.By, o.Idem}
-		err = c.call(ctx, http.MethodPost, "/v1/budgets/"+url.PathEscape(o.Key)+"/spend", body, &out)
+		out, err = c.api.Spend(ctx, o.Key, tallyclient.SpendRequest{By: o.By, IdempotencyKey: o.Idem})
 		a.value, a.duplicate = out.Remaining, out.Duplicate
 	case OpCashback:
 		var out api.Cashback
-		body := struct {
-			Budget   string `json:"budget"`
-			Merchant string `json:"merchant"`
-			User     string `json:"user"`
-			Amount   int64  `json:"amount"`
-			Idem     string `json:"idempotency_key"`
-		}{o.Key, o.Merchant, o.User, o.By, o.Idem}
-		err = c.call(ctx, http.MethodPost, "/v1/cashback", body, &out)
+		out, err = c.api.Cashback(ctx, tallyclient.CashbackRequest{Budget: o.Key, Merchant: o.Merchant, User: o.User,
+			Amount: o.By, IdempotencyKey: o.Idem})
 		a.value, a.duplicate = out.Budget.Value, out.Duplicate
 	default:
 		return answer{outcome: OutcomeFailed, reason: "not a budget operation: " + string(o.Kind)}
 	}
-	if code := tallyclient.Code(err); tallyclient.StatusCode(err) == http.StatusConflict &&
-		(code == "budget_exhausted" || code == "rights_elsewhere") {
-		return answer{outcome: OutcomeRefused, reason: code}
+	var refused *tallyclient.Error
+	if errors.As(err, &refused) && refused.Budget != nil {
+		return answer{outcome: OutcomeRefused, reason: refused.Code}
 	}
 	if err != nil {
 		return answerOf(err)
@@ -296,14 +279,9 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 // it is OutcomeRefused, as a 409 of the spend route; another rejected
 // event was not applied.
 func (c *client) budgetEvent(ctx context.Context, o *Op) answer {
-	ev := struct {
-		Type string `json:"type"`
-		Key  string `json:"key"`
-		By   int64  `json:"by"`
-		Idem string `json:"idempotency_key,omitempty"`
-	}{"spend", o.Key, o.By, o.Idem}
+	ev := tallyclient.Event{Type: tallyclient.EventSpend, Key: o.Key, By: o.By, IdempotencyKey: o.Idem}
 	if o.Kind == OpGrant {
-		ev.Type = "grant"
+		ev.Type = tallyclient.EventGrant
 	}
 	r, a, ok := c.oneEvent(ctx, ev)
 	switch {
@@ -321,8 +299,7 @@ func (c *client) budgetEvent(ctx context.Context, o *Op) answer {
 func (c *client) readBudget(ctx context.Context, key string, timeout time.Duration) (api.Budget, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var out api.Budget
-	return out, c.call(ctx, http.MethodGet, "/v1/budgets/"+url.PathEscape(key), nil, &out)
+	return c.api.Budget(ctx, key)
 }
 
 // budgetViolation describes what is wrong with one region's view of a

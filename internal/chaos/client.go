@@ -20,9 +20,6 @@ import (
 type client struct {
 	region string
 	api    *tallyclient.Client
-	// http is api's HTTP client, for the requests tally's client has no
-	// method for (windows.go).
-	http *http.Client
 }
 
 func newClient(region, addr string, conns int) *client {
@@ -32,12 +29,11 @@ func newClient(region, addr string, conns int) *client {
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	hc := &http.Client{Transport: tr}
-	c, err := tallyclient.New(tallyclient.Config{BaseURL: "http://" + addr, HTTP: hc})
+	c, err := tallyclient.New(tallyclient.Config{BaseURL: "http://" + addr, HTTP: &http.Client{Transport: tr}})
 	if err != nil {
 		panic(fmt.Sprintf("chaos: client of %s: %v", addr, err)) // addr is ours: host:port
 	}
-	return &client{region: region, api: c, http: hc}
+	return &client{region: region, api: c}
 }
 
 // dropConns closes idle connections (after the process was killed).
@@ -165,7 +161,7 @@ func (c *client) likers(ctx context.Context, item string, timeout time.Duration)
 	var out []string
 	after := ""
 	for {
-		page, err := c.api.Likers(ctx, item, after, 1000)
+		page, err := c.api.Likers(ctx, item, tallyclient.Page{After: after, Limit: 1000})
 		if err != nil {
 			return nil, fmt.Errorf("list likers of %s at %s: %w", item, c.region, err)
 		}

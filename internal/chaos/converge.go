@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	tallyclient "github.com/tally-dev/tally/client"
 )
 
 // pollRound is one round of reads of every key in every region; a region
@@ -228,7 +229,7 @@ func perRegion[T any](ctx context.Context, procs []*proc, timeout time.Duration,
 // readAudits runs every region's audit of its event log.
 func readAudits(ctx context.Context, procs []*proc) map[string]*api.Audit {
 	return perRegion(ctx, procs, 30*time.Second, func(ctx context.Context, p *proc) (api.Audit, error) {
-		return p.client.api.Audit(ctx)
+		return p.client.api.Audit(ctx, tallyclient.AuditQuery{})
 	})
 }
 
@@ -243,7 +244,7 @@ func readHistories(ctx context.Context, procs []*proc, users []userKey) map[user
 	for i := 0; i < len(users); i += step {
 		uk := users[i]
 		out[uk] = perRegion(ctx, procs, 5*time.Second, func(ctx context.Context, p *proc) (api.History, error) {
-			return p.client.api.History(ctx, uk.Item, uk.User)
+			return p.client.api.History(ctx, uk.Item, uk.User, 0)
 		})
 	}
 	return out

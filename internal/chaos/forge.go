@@ -1,13 +1,10 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/url"
 	"sync/atomic"
 	"time"
 
@@ -37,19 +34,8 @@ func (x *executor) stepClock(ctx context.Context, e Episode) error {
 // setClockOffset offsets a chaos build's wall clock (PUT
 // /v1/admin/chaos/clock).
 func (c *client) setClockOffset(ctx context.Context, d time.Duration) error {
-	body, _ := json.Marshal(map[string]int64{"offset_ms": d.Milliseconds()})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.api.BaseURL()+"/v1/admin/chaos/clock", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d (a chaos build of tallyd serves this route)", req.URL, resp.StatusCode)
+	if err := c.api.SetClockOffset(ctx, d); err != nil {
+		return fmt.Errorf("%w (a chaos build of tallyd serves this route)", err)
 	}
 	return nil
 }
@@ -312,9 +298,7 @@ func (f *forger) ask(ctx context.Context) error {
 	for _, r := range f.others {
 		c := x.d.proc(r).client
 		cctx, cancel := context.WithTimeout(ctx, x.cfg.ClientTimeout)
-		err := c.call(cctx, http.MethodPost, "/v1/budgets/"+url.PathEscape(forgedBudget)+"/grant", struct {
-			By int64 `json:"by"`
-		}{forgedGrant}, nil)
+		_, err := c.api.Grant(cctx, forgedBudget, forgedGrant)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("grant %s at %s: %w", forgedBudget, r, err)

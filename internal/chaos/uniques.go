@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	tallyclient "github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
 )
 
@@ -163,18 +162,12 @@ func (c *client) addUniques(ctx context.Context, key string, ids []string, at in
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if events {
-		type event struct {
-			Type string `json:"type"`
-			Key  string `json:"key"`
-			ID   string `json:"id"`
-			At   any    `json:"at,omitempty"`
-		}
-		evs := make([]event, len(ids))
+		evs := make([]tallyclient.Event, len(ids))
 		for i, id := range ids {
-			evs[i] = event{"unique", key, id, atJSON(at)}
+			evs[i] = tallyclient.Event{Type: tallyclient.EventUnique, Key: key, ID: id, At: atOf(at)}
 		}
-		var res api.EventsResult
-		if err := c.call(ctx, http.MethodPost, "/v1/events", evs, &res); err != nil {
+		res, err := c.api.Events(ctx, evs)
+		if err != nil {
 			return answerOf(err), nil
 		}
 		if len(res.Results) != len(ids) {
@@ -191,16 +184,11 @@ func (c *client) addUniques(ctx context.Context, key string, ids []string, at in
 		}
 		return answer{outcome: OutcomeOK}, rejected
 	}
-	body := struct {
-		IDs []string `json:"ids,omitempty"`
-		ID  string   `json:"id,omitempty"`
-		At  any      `json:"at,omitempty"`
-	}{IDs: ids, At: atJSON(at)}
+	body := tallyclient.UniqueIDs{IDs: ids, At: atOf(at)}
 	if single {
 		body.IDs, body.ID = nil, ids[0]
 	}
-	var out api.UniquesAdded
-	if err := c.call(ctx, http.MethodPost, "/v1/uniques/"+url.PathEscape(key), body, &out); err != nil {
+	if _, err := c.api.AddUniques(ctx, key, body); err != nil {
 		return answerOf(err), nil
 	}
 	return answer{outcome: OutcomeOK}, nil
@@ -209,19 +197,11 @@ func (c *client) addUniques(ctx context.Context, key string, ids []string, at in
 // readUniques reads GET /v1/uniques/{key} or, for several keys, GET
 // /v1/uniques?keys=, over all time or the last= window.
 func (c *client) readUniques(ctx context.Context, keys []string, last string) (api.Uniques, error) {
-	path, q := "/v1/uniques/"+url.PathEscape(keys[0]), url.Values{}
+	q := tallyclient.UniquesQuery{Range: tallyclient.Range{Last: last}}
 	if len(keys) > 1 {
-		path = "/v1/uniques"
-		q.Set("keys", strings.Join(keys, ","))
+		return c.api.UniquesUnion(ctx, keys, q)
 	}
-	if last != "" {
-		q.Set("last", last)
-	}
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var out api.Uniques
-	return out, c.call(ctx, http.MethodGet, path, nil, &out)
+	return c.api.Uniques(ctx, keys[0], q)
 }
 
 // uniqueTarget is one read of unique counts: of one key or of the union of

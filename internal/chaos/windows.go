@@ -1,17 +1,11 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
-	"net/url"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -67,64 +61,17 @@ const (
 // totalKey names a family's total in series reads ("*").
 const totalKey = "*"
 
-// call sends one JSON request and decodes a 2xx answer into out (unless
-// nil). Any other answer is a *tallyclient.Error, as tally's client
-// returns, so classify reads both alike.
-func (c *client) call(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("%s %s: encode body: %w", method, path, err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.api.BaseURL()+path, rd)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s at %s: %w", method, path, c.region, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		e := &tallyclient.Error{Method: method, Path: path, Status: resp.StatusCode}
-		var ae api.Error
-		if json.Unmarshal(data, &ae) == nil && ae.Code != "" {
-			e.Code, e.Message = ae.Code, ae.Error
-		} else {
-			e.Message = string(data[:min(len(data), 200)])
-		}
-		return e
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s at %s: read answer: %w", method, path, c.region, err)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s at %s: decode answer: %w", method, path, c.region, err)
-	}
-	return nil
-}
-
-// atJSON is an event time as a body sends it: both forms the API takes,
-// unix ms and RFC 3339, half each (by the parity of the time, so that
-// every attempt of an increment sends the same bytes). Zero: none.
-func atJSON(at int64) any {
+// atOf is an event time as a body sends it: both forms the API
+// takes, RFC 3339 and unix ms, half each (by the parity of the time, so
+// that every attempt of an increment sends the same bytes). Zero: none.
+func atOf(at int64) tallyclient.EventTime {
 	switch {
 	case at == 0:
-		return nil
+		return tallyclient.EventTime{}
 	case at%2 == 0:
-		return time.UnixMilli(at).UTC().Format(time.RFC3339Nano)
+		return tallyclient.At(time.UnixMilli(at))
 	}
-	return at
+	return tallyclient.AtUnixMilli(at)
 }
 
 // answerOf turns a write's error into an answer.
@@ -141,13 +88,7 @@ func (c *client) incrAt(ctx context.Context, key string, by int64, idem string, 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if events {
-		ev := struct {
-			Type string `json:"type"`
-			Key  string `json:"key"`
-			By   int64  `json:"by"`
-			Idem string `json:"idempotency_key"`
-			At   any    `json:"at,omitempty"`
-		}{"incr", key, by, idem, atJSON(at)}
+		ev := tallyclient.Event{Type: tallyclient.EventIncr, Key: key, By: by, IdempotencyKey: idem, At: atOf(at)}
 		r, a, ok := c.oneEvent(ctx, ev)
 		switch {
 		case !ok:
@@ -157,13 +98,8 @@ func (c *client) incrAt(ctx context.Context, key string, by int64, idem string, 
 		}
 		return answer{outcome: OutcomeOK, value: r.Value, duplicate: r.Duplicate, approx: r.Approx, counted: deref(r.Counted)}
 	}
-	body := struct {
-		By   int64  `json:"by"`
-		Idem string `json:"idempotency_key"`
-		At   any    `json:"at,omitempty"`
-	}{by, idem, atJSON(at)}
-	var r api.Incr
-	if err := c.call(ctx, http.MethodPost, "/v1/counters/"+url.PathEscape(key)+"/incr", body, &r); err != nil {
+	r, err := c.api.Incr(ctx, key, by, tallyclient.IncrOptions{IdempotencyKey: idem, At: atOf(at)})
+	if err != nil {
 		return answerOf(err)
 	}
 	return answer{outcome: OutcomeOK, value: r.Value, duplicate: r.Duplicate, approx: r.Approx, counted: deref(r.Counted)}
@@ -171,9 +107,8 @@ func (c *client) incrAt(ctx context.Context, key string, by int64, idem string, 
 
 // oneEvent sends ev as a one-event batch (POST /v1/events) and returns its
 // result; ok is false, with the answer to give, if there is none.
-func (c *client) oneEvent(ctx context.Context, ev any) (r api.EventResult, a answer, ok bool) {
-	var res api.EventsResult
-	err := c.call(ctx, http.MethodPost, "/v1/events", []any{ev}, &res)
+func (c *client) oneEvent(ctx context.Context, ev tallyclient.Event) (r api.EventResult, a answer, ok bool) {
+	res, err := c.api.Events(ctx, []tallyclient.Event{ev})
 	switch {
 	case err != nil:
 		return r, answerOf(err), false
@@ -201,22 +136,12 @@ func (c *client) likeAt(ctx context.Context, item, user string, liked bool, at i
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var l api.Like
-	var err error
-	if liked {
-		body := struct {
-			Item string `json:"videoId"`
-			User string `json:"userId"`
-			At   any    `json:"at"`
-		}{item, user, atJSON(at)}
-		err = c.call(ctx, http.MethodPost, "/v1/likes", body, &l)
-	} else {
-		body := struct {
-			User string `json:"userId"`
-			At   any    `json:"at"`
-		}{user, atJSON(at)}
-		err = c.call(ctx, http.MethodDelete, "/v1/likes/"+url.PathEscape(item), body, &l)
+	req := tallyclient.LikeRequest{Item: item, User: user, At: atOf(at)}
+	send := c.api.LikeAt
+	if !liked {
+		send = c.api.UnlikeAt
 	}
+	l, err := send(ctx, req)
 	if err != nil {
 		return answerOf(err)
 	}
@@ -225,25 +150,21 @@ func (c *client) likeAt(ctx context.Context, item, user string, liked bool, at i
 
 // series reads GET /v1/series of keys of a family over [fromMs, toMs).
 func (c *client) series(ctx context.Context, family string, keys []string, fromMs, toMs int64, step string) (api.Series, error) {
-	q := url.Values{"kind": {family}, "key": keys, "step": {step},
-		"from": {strconv.FormatInt(fromMs, 10)}, "to": {strconv.FormatInt(toMs, 10)}}
-	var out api.Series
-	return out, c.call(ctx, http.MethodGet, "/v1/series?"+q.Encode(), nil, &out)
+	return c.api.Series(ctx, tallyclient.SeriesQuery{Kind: tallyclient.Kind(family), Keys: keys, SeriesOptions: tallyclient.SeriesOptions{
+		Range: tallyclient.Range{From: time.UnixMilli(fromMs), To: time.UnixMilli(toMs)}, Step: step}})
 }
 
 // trending reads GET /v1/trending of a family.
 func (c *client) trending(ctx context.Context, family, prefix, window string, n int) (api.Trending, error) {
-	q := url.Values{"kind": {family}, "prefix": {prefix}, "window": {window}, "n": {strconv.Itoa(n)}}
-	var out api.Trending
-	return out, c.call(ctx, http.MethodGet, "/v1/trending?"+q.Encode(), nil, &out)
+	return c.api.Trending(ctx, tallyclient.TrendingQuery{Kind: tallyclient.Kind(family), Prefix: prefix, Window: window, N: n})
 }
 
 // family is the API's name of a key's family.
 func family(likes bool) string {
 	if likes {
-		return "likes"
+		return string(tallyclient.KindLikes)
 	}
-	return "counters"
+	return string(tallyclient.KindCounters)
 }
 
 // seriesRead is what one region's series of one level say.

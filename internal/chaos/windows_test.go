@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -235,24 +236,39 @@ func TestCheckTrendingTiesInAnyOrder(t *testing.T) {
 	}
 }
 
-// Both forms of an event time name the same millisecond.
-func TestAtJSON(t *testing.T) {
+// Both forms of an event time name the same millisecond, half of the
+// times each.
+func TestAtOf(t *testing.T) {
+	forms := map[bool]int{}
 	for _, at := range []int64{t0, t0 + 1, t0 + 10, t0 + 999} {
-		switch v := atJSON(at).(type) {
+		raw, err := json.Marshal(atOf(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatalf("%d: %s: %v", at, raw, err)
+		}
+		switch v := v.(type) {
 		case string:
+			forms[true]++
 			p, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil || p.UnixMilli() != at {
 				t.Errorf("%d: %q parses as %d, %v", at, v, p.UnixMilli(), err)
 			}
-		case int64:
-			if v != at {
-				t.Errorf("%d: %d", at, v)
+		case float64:
+			forms[false]++
+			if int64(v) != at {
+				t.Errorf("%d: %s", at, raw)
 			}
 		default:
-			t.Errorf("%d: %T", at, v)
+			t.Errorf("%d: %s", at, raw)
 		}
 	}
-	if atJSON(0) != nil {
-		t.Error("no time: not nil")
+	if forms[true] != 2 || forms[false] != 2 {
+		t.Errorf("forms %v, want 2 of each", forms)
+	}
+	if !atOf(0).IsZero() {
+		t.Error("no time: not zero")
 	}
 }

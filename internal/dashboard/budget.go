@@ -1,12 +1,14 @@
 package dashboard
 
 import (
-	"encoding/json"
-	"fmt"
+	"context"
+	"errors"
 	"math"
 	"net/http"
-	"net/url"
 	"time"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
 )
 
 const (
@@ -45,7 +47,7 @@ type budgetResponse struct {
 // spend refused with rights_elsewhere is retried a few times a few ms
 // apart, as a client would: the refusal asked the peers for rights.
 func (d *Dashboard) budget(w http.ResponseWriter, r *http.Request) {
-	reg, ok := d.region(w, r)
+	i, reg, ok := d.region(w, r)
 	if !ok {
 		return
 	}
@@ -70,25 +72,30 @@ func (d *Dashboard) budget(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	u := reg.URL + "/v1/budgets/" + url.PathEscape(key) + "/" + op
-	body := fmt.Sprintf(`{"by":%d}`, by)
 	start := time.Now()
 	out := budgetResponse{Region: reg.Region, Key: key, Op: op, By: by, Sent: n, Refused: map[string]int{}}
+	c := d.regions[i].api
 	for range n {
 		for try := 0; ; try++ {
-			st, raw, err := d.forward(r.Context(), http.MethodPost, u, d.writeToken(), body)
-			var ans struct {
-				Code      string `json:"code"`
-				Remaining int64  `json:"remaining"`
-				Rights    int64  `json:"rights"`
+			ctx, cancel := context.WithTimeout(r.Context(), dashWriteTimeout)
+			var remaining, rights int64
+			var err error
+			if op == "grant" {
+				var g api.BudgetGrant
+				g, err = c.Grant(ctx, key, by)
+				remaining, rights = g.Remaining, g.Rights
+			} else {
+				var sp api.BudgetSpend
+				sp, err = c.Spend(ctx, key, client.SpendRequest{By: by})
+				remaining, rights = sp.Remaining, sp.Rights
 			}
-			if err == nil && (st == http.StatusOK || st == http.StatusConflict) {
-				err = json.Unmarshal(raw, &ans)
-			}
+			cancel()
+			var ce *client.Error
+			refused := errors.As(err, &ce) && ce.Budget != nil
 			switch {
-			case err == nil && st == http.StatusOK:
+			case err == nil:
 				out.OK++
-			case err == nil && st == http.StatusConflict && ans.Code == "rights_elsewhere" && try < dashSpendRetries:
+			case refused && ce.Code == client.CodeRightsElsewhere && try < dashSpendRetries:
 				out.Retries++
 				select {
 				case <-time.After(dashSpendBackoff):
@@ -97,19 +104,17 @@ func (d *Dashboard) budget(w http.ResponseWriter, r *http.Request) {
 					dashError(w, http.StatusServiceUnavailable, "cancelled")
 					return
 				}
-			case err == nil && st == http.StatusConflict && ans.Code != "":
-				out.Refused[ans.Code]++
+			case refused:
+				out.Refused[ce.Code]++
+				remaining, rights = ce.Budget.Remaining, ce.Budget.Rights
 			default:
-				if err == nil {
-					err = upstreamError(st, raw)
-				}
 				out.Failed++
 				if out.Error == "" {
-					out.Error = err.Error()
+					out.Error = regionError(err).Error()
 				}
 			}
-			if err == nil {
-				out.Remaining, out.Rights = ans.Remaining, ans.Rights
+			if err == nil || refused {
+				out.Remaining, out.Rights = remaining, rights
 			}
 			break
 		}

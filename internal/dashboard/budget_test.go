@@ -46,9 +46,8 @@ func TestDashboardBudget(t *testing.T) {
 	if err := json.Unmarshal(raw, &ov); err != nil || st != http.StatusOK || ov.Budget != "gift-cards" {
 		t.Fatalf("overview: %d %s %v", st, raw, err)
 	}
-	var b map[string]any
-	if err := json.Unmarshal(ov.Regions[0].Budget, &b); err != nil || b["remaining"] != 90.0 {
-		t.Fatalf("us budget: %s (%v)", ov.Regions[0].Budget, err)
+	if b := ov.Regions[0].Budget; b == nil || b.Remaining != 90 || b.LocalRights != 90 {
+		t.Fatalf("us budget: %+v", b)
 	}
 
 	// Four spends: the first is refused rights_elsewhere and retried, two

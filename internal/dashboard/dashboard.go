@@ -6,9 +6,9 @@
 // and spend from a region and to cut or heal a link.
 //
 // It is its own HTTP server, not part of any replica's API: it reads the
-// regions' routes server-side (so the page needs no CORS) and forwards the
-// page's actions to them, adding the write or admin token the deployment
-// was given. Whoever can reach the dashboard can therefore cut links
+// regions' routes server-side through tally's client (so the page needs no
+// CORS) and sends the page's actions to them, with the write or admin
+// token the deployment was given. Whoever can reach the dashboard can therefore cut links
 // without a token. So it listens on loopback by default, every action needs
 // a header that a cross-site page cannot send without a CORS preflight
 // (never granted), and the Host header must be an IP address or localhost,
@@ -16,12 +16,12 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -35,6 +35,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
 )
 
 //go:embed dashboard.html
@@ -80,16 +81,27 @@ type Config struct {
 // Dashboard is the dashboard's http.Handler. It starts no goroutines that
 // outlive a request.
 type Dashboard struct {
-	cfg    Config
-	client *http.Client
-	mux    *http.ServeMux
+	cfg  Config
+	http *http.Client // every region's clients share its connections
+	// regions are the clients of cfg.Regions, in the same order.
+	regions []regionClients
+	mux     *http.ServeMux
+}
+
+// regionClients are one region's clients: reads and writes go with the
+// write token, link changes with the admin token.
+type regionClients struct {
+	api, admin *client.Client
 }
 
 func New(cfg Config) *Dashboard {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // the regions are local; never route them through $HTTP_PROXY
 	tr.MaxIdleConnsPerHost = 2 * dashBurstWorkers
-	d := &Dashboard{cfg: cfg, client: &http.Client{Transport: tr}, mux: http.NewServeMux()}
+	d := &Dashboard{cfg: cfg, http: &http.Client{Transport: tr}, mux: http.NewServeMux()}
+	for _, reg := range cfg.Regions {
+		d.regions = append(d.regions, regionClients{api: d.newClient(reg, d.writeToken()), admin: d.newClient(reg, cfg.AdminToken)})
+	}
 	d.mux.HandleFunc("GET /{$}", d.index)
 	d.mux.HandleFunc("GET /api/overview", d.overview)
 	d.mux.HandleFunc("GET /api/series", d.series)
@@ -105,8 +117,23 @@ func New(cfg Config) *Dashboard {
 	return d
 }
 
+// newClient is a client of reg's API. A URL the client refuses gets one
+// whose every call fails, so that region shows its error.
+func (d *Dashboard) newClient(reg Target, token string) *client.Client {
+	c, err := client.New(client.Config{BaseURL: reg.URL, Token: token, HTTP: d.http, MaxAnswerBytes: dashMaxBody})
+	if err != nil {
+		c, _ = client.New(client.Config{BaseURL: "http://invalid.invalid", HTTP: &http.Client{Transport: failing{err}}})
+	}
+	return c
+}
+
+// failing is a transport whose every request fails with err.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
 // closeIdle drops the kept-alive connections to the regions.
-func (d *Dashboard) closeIdle() { d.client.CloseIdleConnections() }
+func (d *Dashboard) closeIdle() { d.http.CloseIdleConnections() }
 
 func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !d.hostAllowed(r.Host) {
@@ -144,16 +171,16 @@ func (d *Dashboard) index(w http.ResponseWriter, _ *http.Request) {
 // absent and its error is in Errors under the part's name.
 type RegionOverview struct {
 	Target
-	Reachable   bool            `json:"reachable"`
-	Likes       json.RawMessage `json:"likes,omitempty"`
-	Counter     json.RawMessage `json:"counter,omitempty"`
-	Convergence json.RawMessage `json:"convergence,omitempty"`
-	Status      json.RawMessage `json:"status,omitempty"`
+	Reachable   bool             `json:"reachable"`
+	Likes       *api.Likes       `json:"likes,omitempty"`
+	Counter     *api.Counter     `json:"counter,omitempty"`
+	Convergence *api.Convergence `json:"convergence,omitempty"`
+	Status      *api.Status      `json:"status,omitempty"`
 	// Milestones is the region's GET /v1/milestones?limit=dashMilestones;
 	// absent when milestones are off (the region answers 404).
-	Milestones json.RawMessage `json:"milestones,omitempty"`
+	Milestones *api.Milestones `json:"milestones,omitempty"`
 	// Budget is the region's GET /v1/budgets/{budget}.
-	Budget json.RawMessage   `json:"budget,omitempty"`
+	Budget *api.Budget       `json:"budget,omitempty"`
 	Errors map[string]string `json:"errors,omitempty"`
 }
 
@@ -182,20 +209,33 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		budget = "gift-cards"
 	}
 	out := Overview{Item: item, Counter: counter, Budget: budget, Regions: make([]RegionOverview, len(d.cfg.Regions)), Links: []api.Link{}}
+	type read = func(ctx context.Context, c *client.Client, o *RegionOverview) error
 	parts := []struct {
-		name, path string
-		dst        func(*RegionOverview) *json.RawMessage
-		optional   bool // a 404 means the region has it off: no error
+		name     string
+		read     read
+		optional bool // a 404 means the region has it off: no error
 	}{
-		{"likes", "/v1/likes/" + url.PathEscape(item), func(o *RegionOverview) *json.RawMessage { return &o.Likes }, false},
-		{"counter", "/v1/counters/" + url.PathEscape(counter), func(o *RegionOverview) *json.RawMessage { return &o.Counter }, false},
-		{"convergence", "/v1/convergence", func(o *RegionOverview) *json.RawMessage { return &o.Convergence }, false},
-		{"status", "/v1/status", func(o *RegionOverview) *json.RawMessage { return &o.Status }, false},
-		{"milestones", "/v1/milestones?limit=" + strconv.Itoa(dashMilestones), func(o *RegionOverview) *json.RawMessage { return &o.Milestones }, true},
-		{"budget", "/v1/budgets/" + url.PathEscape(budget), func(o *RegionOverview) *json.RawMessage { return &o.Budget }, false},
+		{"likes", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			return into(&o.Likes)(c.Likes(ctx, item))
+		}, false},
+		{"counter", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			return into(&o.Counter)(c.Counter(ctx, counter))
+		}, false},
+		{"convergence", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			return into(&o.Convergence)(c.Convergence(ctx))
+		}, false},
+		{"status", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			return into(&o.Status)(c.Status(ctx))
+		}, false},
+		{"milestones", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			return into(&o.Milestones)(c.Milestones(ctx, dashMilestones))
+		}, true},
+		{"budget", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			return into(&o.Budget)(c.Budget(ctx, budget))
+		}, false},
 	}
 	var (
-		mu sync.Mutex // protects the Errors maps and Reachable
+		mu sync.Mutex // protects the overviews
 		wg sync.WaitGroup
 	)
 	for i, reg := range d.cfg.Regions {
@@ -203,22 +243,24 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		o.Target = reg
 		for _, p := range parts {
 			wg.Go(func() {
-				body, reached, err := d.get(r.Context(), reg.URL+p.path, "")
+				var part RegionOverview
+				ctx, cancel := context.WithTimeout(r.Context(), dashReadTimeout)
+				err := p.read(ctx, d.regions[i].api, &part)
+				cancel()
 				mu.Lock()
 				defer mu.Unlock()
-				o.Reachable = o.Reachable || reached
-				var st *statusError
-				if p.optional && errors.As(err, &st) && st.status == http.StatusNotFound {
+				o.Reachable = o.Reachable || answered(err)
+				if p.optional && client.StatusCode(err) == http.StatusNotFound {
 					return // off in that region: nothing to show
 				}
 				if err != nil {
 					if o.Errors == nil {
 						o.Errors = map[string]string{}
 					}
-					o.Errors[p.name] = err.Error()
+					o.Errors[p.name] = regionError(err).Error()
 					return
 				}
-				*p.dst(o) = body
+				o.merge(&part)
 			})
 		}
 	}
@@ -235,20 +277,36 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	dashJSON(w, http.StatusOK, out)
 }
 
+// into returns a function that stores an answer in *dst if there was no
+// error, and returns the error.
+func into[T any](dst **T) func(T, error) error {
+	return func(v T, err error) error {
+		if err == nil {
+			*dst = &v
+		}
+		return err
+	}
+}
+
+// merge copies the parts part has into o.
+func (o *RegionOverview) merge(part *RegionOverview) {
+	o.Likes = cmp.Or(part.Likes, o.Likes)
+	o.Counter = cmp.Or(part.Counter, o.Counter)
+	o.Convergence = cmp.Or(part.Convergence, o.Convergence)
+	o.Status = cmp.Or(part.Status, o.Status)
+	o.Milestones = cmp.Or(part.Milestones, o.Milestones)
+	o.Budget = cmp.Or(part.Budget, o.Budget)
+}
+
 // links reads the link list from the first region that answers.
 func (d *Dashboard) links(ctx context.Context) ([]api.Link, error) {
 	var errs []error
-	for _, reg := range d.cfg.Regions {
-		body, _, err := d.get(ctx, reg.URL+"/v1/admin/links", d.cfg.AdminToken)
+	for i, reg := range d.cfg.Regions {
+		rctx, cancel := context.WithTimeout(ctx, dashReadTimeout)
+		v, err := d.regions[i].admin.Links(rctx)
+		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", reg.Region, err))
-			continue
-		}
-		var v struct {
-			Links []api.Link `json:"links"`
-		}
-		if err := json.Unmarshal(body, &v); err != nil {
-			errs = append(errs, fmt.Errorf("%s: links: %w", reg.Region, err))
+			errs = append(errs, fmt.Errorf("%s: %w", reg.Region, regionError(err)))
 			continue
 		}
 		if v.Links == nil {
@@ -263,23 +321,23 @@ func (d *Dashboard) links(ctx context.Context) ([]api.Link, error) {
 }
 
 // POST /api/links/{a}/{b}?up=true|false: cut or heal a link through the
-// first region that answers, passing its answer through.
+// first region that answers, passing its answer on.
 func (d *Dashboard) setLink(w http.ResponseWriter, r *http.Request) {
 	up, err := strconv.ParseBool(r.FormValue("up"))
 	if err != nil {
 		dashError(w, http.StatusBadRequest, "want up=true or up=false, got %q", r.FormValue("up"))
 		return
 	}
-	path := "/v1/admin/links/" + url.PathEscape(r.PathValue("a")) + "/" + url.PathEscape(r.PathValue("b"))
-	body := fmt.Sprintf(`{"up":%t}`, up)
 	var errs []error
-	for _, reg := range d.cfg.Regions {
-		st, resp, err := d.forward(r.Context(), http.MethodPut, reg.URL+path, d.cfg.AdminToken, body)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", reg.Region, err))
+	for i, reg := range d.cfg.Regions {
+		ctx, cancel := context.WithTimeout(r.Context(), dashWriteTimeout)
+		l, err := d.regions[i].admin.SetLink(ctx, r.PathValue("a"), r.PathValue("b"), up)
+		cancel()
+		if !answered(err) {
+			errs = append(errs, fmt.Errorf("%s: %w", reg.Region, regionError(err)))
 			continue
 		}
-		dashRaw(w, st, resp)
+		passOn(w, reg, l, err)
 		return
 	}
 	dashError(w, http.StatusBadGateway, "no region answered: %v", strings.ReplaceAll(errors.Join(errs...).Error(), "\n", "; "))
@@ -288,7 +346,7 @@ func (d *Dashboard) setLink(w http.ResponseWriter, r *http.Request) {
 // POST /api/like?region=us&item=post1[&user=alice]: a like at one region,
 // by a random user if none is given.
 func (d *Dashboard) like(w http.ResponseWriter, r *http.Request) {
-	reg, ok := d.region(w, r)
+	i, reg, ok := d.region(w, r)
 	if !ok {
 		return
 	}
@@ -300,17 +358,15 @@ func (d *Dashboard) like(w http.ResponseWriter, r *http.Request) {
 	if user == "" {
 		user = randomUser()
 	}
-	st, body, err := d.forward(r.Context(), http.MethodPut, likeURL(reg, item, user), d.writeToken(), "")
-	if err != nil {
-		dashError(w, http.StatusBadGateway, "%s: %v", reg.Region, err)
-		return
-	}
-	dashRaw(w, st, body)
+	ctx, cancel := context.WithTimeout(r.Context(), dashWriteTimeout)
+	defer cancel()
+	l, err := d.regions[i].api.Like(ctx, item, user)
+	passOn(w, reg, l, err)
 }
 
 // POST /api/incr?region=us&counter=views[&by=1]
 func (d *Dashboard) incr(w http.ResponseWriter, r *http.Request) {
-	reg, ok := d.region(w, r)
+	i, reg, ok := d.region(w, r)
 	if !ok {
 		return
 	}
@@ -323,13 +379,10 @@ func (d *Dashboard) incr(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	st, body, err := d.forward(r.Context(), http.MethodPost, reg.URL+"/v1/counters/"+url.PathEscape(key)+"/incr",
-		d.writeToken(), fmt.Sprintf(`{"by":%d}`, by))
-	if err != nil {
-		dashError(w, http.StatusBadGateway, "%s: %v", reg.Region, err)
-		return
-	}
-	dashRaw(w, st, body)
+	ctx, cancel := context.WithTimeout(r.Context(), dashWriteTimeout)
+	defer cancel()
+	res, err := d.regions[i].api.Incr(ctx, key, by, client.IncrOptions{})
+	passOn(w, reg, res, err)
 }
 
 type burstResponse struct {
@@ -345,7 +398,7 @@ type burstResponse struct {
 // POST /api/burst?region=us&item=post1[&n=100]: n likes by fresh random
 // users at one region, a few at a time. It answers when all are done.
 func (d *Dashboard) burst(w http.ResponseWriter, r *http.Request) {
-	reg, ok := d.region(w, r)
+	i, reg, ok := d.region(w, r)
 	if !ok {
 		return
 	}
@@ -368,9 +421,11 @@ func (d *Dashboard) burst(w http.ResponseWriter, r *http.Request) {
 	for range min(n, dashBurstWorkers) {
 		wg.Go(func() {
 			for range jobs {
-				st, body, err := d.forward(r.Context(), http.MethodPut, likeURL(reg, item, randomUser()), d.writeToken(), "")
-				if err == nil && st != http.StatusOK {
-					err = upstreamError(st, body)
+				ctx, cancel := context.WithTimeout(r.Context(), dashWriteTimeout)
+				_, err := d.regions[i].api.Like(ctx, item, randomUser())
+				cancel()
+				if err != nil {
+					err = regionError(err)
 				}
 				mu.Lock()
 				if err != nil {
@@ -420,84 +475,28 @@ func formInt[T int | int64](w http.ResponseWriter, r *http.Request, name string,
 	return T(x), true
 }
 
-// region finds the ?region= parameter's region or answers 404.
-func (d *Dashboard) region(w http.ResponseWriter, r *http.Request) (Target, bool) {
+// region finds the ?region= parameter's region, and its index in
+// cfg.Regions, or answers 404.
+func (d *Dashboard) region(w http.ResponseWriter, r *http.Request) (int, Target, bool) {
 	name := r.FormValue("region")
 	var names []string
-	for _, reg := range d.cfg.Regions {
+	for i, reg := range d.cfg.Regions {
 		if reg.Region == name {
-			return reg, true
+			return i, reg, true
 		}
 		names = append(names, reg.Region)
 	}
 	dashError(w, http.StatusNotFound, "unknown region %q: regions are %s", name, strings.Join(names, ", "))
-	return Target{}, false
-}
-
-func likeURL(reg Target, item, user string) string {
-	return reg.URL + "/v1/likes/" + url.PathEscape(item) + "/" + url.PathEscape(user)
+	return 0, Target{}, false
 }
 
 func randomUser() string { return fmt.Sprintf("dash-%012x", rand.Uint64()>>16) }
 
-// get reads one route of a region and returns its JSON body if it
-// answered 200. reached says whether the region answered at all.
-func (d *Dashboard) get(ctx context.Context, u, token string) (json.RawMessage, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, dashReadTimeout)
-	defer cancel()
-	st, raw, err := d.do(ctx, http.MethodGet, u, token, nil)
-	if err != nil {
-		return nil, false, err
-	}
-	if st != http.StatusOK {
-		return nil, true, upstreamError(st, raw)
-	}
-	return raw, true, nil
-}
+// answered says whether a region answered a call at all (err is nil or
+// an HTTP error).
+func answered(err error) bool { return err == nil || client.StatusCode(err) != 0 }
 
-// forward sends one write to a region and returns its status and JSON
-// body, whatever the status; err means it did not answer with JSON.
-func (d *Dashboard) forward(ctx context.Context, method, u, token, body string) (int, json.RawMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, dashWriteTimeout)
-	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	return d.do(ctx, method, u, token, rd)
-}
-
-func (d *Dashboard) do(ctx context.Context, method, u, token string, body io.Reader) (int, json.RawMessage, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return 0, nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // the URL is the region's, which the page shows anyway
-		}
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, dashMaxBody))
-	if err != nil {
-		return 0, nil, err
-	}
-	if !json.Valid(raw) {
-		return 0, nil, fmt.Errorf("%s: not JSON: %.80q", resp.Status, raw)
-	}
-	return resp.StatusCode, raw, nil
-}
-
-// statusError is a region's non-200 answer.
+// statusError is a region's non-2xx answer.
 type statusError struct {
 	status int
 	msg    string
@@ -505,16 +504,40 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.msg }
 
-// upstreamError describes a region's non-200 answer by its JSON error.
-func upstreamError(status int, body []byte) error {
-	var e struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
+// regionError describes a region's error for the page: a non-2xx answer
+// by its status and tally's code and message (a *statusError), a call
+// that reached no answer by its cause, without the URL (the page shows
+// the region anyway).
+func regionError(err error) error {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		if ce.Code == "" {
+			return &statusError{ce.Status, fmt.Sprintf("%d %s", ce.Status, http.StatusText(ce.Status))}
+		}
+		return &statusError{ce.Status, fmt.Sprintf("%d %s: %s", ce.Status, ce.Code, ce.Message)}
 	}
-	if json.Unmarshal(body, &e) == nil && e.Error != "" {
-		return &statusError{status, fmt.Sprintf("%d %s: %s", status, e.Code, e.Error)}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return uerr.Err
 	}
-	return &statusError{status, fmt.Sprintf("%d %s", status, http.StatusText(status))}
+	return err
+}
+
+// passOn answers the page with a region's answer to an action: v, or
+// the region's error with its status and code, or 502 if it did not
+// answer.
+func passOn(w http.ResponseWriter, reg Target, v any, err error) {
+	var ce *client.Error
+	switch {
+	case err == nil:
+		dashJSON(w, http.StatusOK, v)
+	case errors.As(err, &ce) && ce.Code != "":
+		dashJSON(w, ce.Status, api.Error{Error: ce.Message, Code: ce.Code})
+	case errors.As(err, &ce):
+		dashError(w, ce.Status, "%s: %v", reg.Region, regionError(err))
+	default:
+		dashError(w, http.StatusBadGateway, "%s: %v", reg.Region, regionError(err))
+	}
 }
 
 func dashJSON(w http.ResponseWriter, status int, v any) {

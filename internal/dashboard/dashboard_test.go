@@ -22,11 +22,12 @@ type fakeRegion struct {
 	name string
 	srv  *httptest.Server
 
-	mu     sync.Mutex // protects writes, links, reads, spends
+	mu     sync.Mutex // protects writes, links, reads, spends, limit
 	writes []string   // "METHOD path auth body"
 	links  map[string]bool
 	reads  []string // "path?query" of the window routes (windows_test.go)
 	spends int      // spend requests so far (budget_test.go)
+	limit  string   // the limit of the last milestones read
 }
 
 func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
@@ -51,7 +52,10 @@ func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
 			_, _ = io.WriteString(w, `{"error":"milestones are off","code":"not_found"}`)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"synced": true, "total": 3, "limit": r.FormValue("limit"),
+		f.mu.Lock()
+		f.limit = r.FormValue("limit")
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(map[string]any{"synced": true, "total": 3,
 			"milestones": []map[string]any{{"sequence": "likes", "number": 1000, "item": "post1", "user": "u7", "region": "eu"}}})
 	})
 	mux.HandleFunc("GET /v1/likes/broken", func(w http.ResponseWriter, _ *http.Request) {
@@ -103,6 +107,12 @@ func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
 	return f
 }
 
+func (f *fakeRegion) milestonesLimit() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.limit
+}
+
 func (f *fakeRegion) recorded() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -144,7 +154,7 @@ func fakeDashboard(t *testing.T) (*Dashboard, []*fakeRegion) {
 }
 
 func TestDashboardOverviewAggregatesEveryRegion(t *testing.T) {
-	d, _ := fakeDashboard(t)
+	d, fakes := fakeDashboard(t)
 	st, out := dashDo(t, d, "GET", "/api/overview?item=post1&counter=views")
 	if st != http.StatusOK {
 		t.Fatalf("overview: %d %v", st, out)
@@ -161,39 +171,25 @@ func TestDashboardOverviewAggregatesEveryRegion(t *testing.T) {
 		if !r.Reachable || len(r.Errors) != 0 {
 			t.Errorf("%s: reachable %v, errors %v", r.Region, r.Reachable, r.Errors)
 		}
-		var likes struct {
-			Count    int64          `json:"count"`
-			Replicas map[string]any `json:"replicas"`
+		likes, conv, ctr, status := r.Likes, r.Convergence, r.Counter, r.Status
+		if likes == nil || conv == nil || ctr == nil || status == nil {
+			t.Fatalf("%s: a part is missing in %s", r.Region, raw)
 		}
-		var conv struct {
-			Converged bool `json:"converged"`
-			Peers     []struct {
-				Region string `json:"region"`
-			} `json:"peers"`
-		}
-		var ctr, status map[string]any
-		for _, p := range []struct {
-			raw json.RawMessage
-			dst any
-		}{{r.Likes, &likes}, {r.Convergence, &conv}, {r.Counter, &ctr}, {r.Status, &status}} {
-			if err := json.Unmarshal(p.raw, p.dst); err != nil {
-				t.Fatalf("%s: %v in %s", r.Region, err, raw)
-			}
-		}
-		if likes.Count != 2 || likes.Replicas[r.Region+"-1"] == nil || !conv.Converged || len(conv.Peers) != 2 ||
-			ctr["value"] != 7.0 || status["region"] != r.Region {
-			t.Errorf("%s: likes %+v, convergence %+v, counter %v, status %v", r.Region, likes, conv, ctr, status)
+		if likes.Count != 2 || likes.Replicas[r.Region+"-1"].P != 2 || !conv.Converged || len(conv.Peers) != 2 ||
+			ctr.Value != 7 || status.Region != r.Region {
+			t.Errorf("%s: likes %+v, convergence %+v, counter %+v, status %+v", r.Region, likes, conv, ctr, status)
 		}
 	}
 	// Milestones: us's newest, asked for with the dashboard's limit; eu has
 	// them off, which is not an error.
-	var ms map[string]any
-	if err := json.Unmarshal(ov.Regions[0].Milestones, &ms); err != nil || ms["total"] != 3.0 ||
-		ms["limit"] != strconv.Itoa(dashMilestones) || len(ms["milestones"].([]any)) != 1 {
-		t.Errorf("us milestones: %s (%v)", ov.Regions[0].Milestones, err)
+	if ms := ov.Regions[0].Milestones; ms == nil || ms.Total != 3 || len(ms.Milestones) != 1 || ms.Milestones[0].Number != 1000 {
+		t.Errorf("us milestones: %+v", ms)
+	}
+	if got := fakes[0].milestonesLimit(); got != strconv.Itoa(dashMilestones) {
+		t.Errorf("us was asked for %q milestones, want %d", got, dashMilestones)
 	}
 	if ov.Regions[1].Milestones != nil {
-		t.Errorf("eu has milestones off, yet: %s", ov.Regions[1].Milestones)
+		t.Errorf("eu has milestones off, yet: %+v", ov.Regions[1].Milestones)
 	}
 	ap := ov.Regions[2]
 	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 6 {

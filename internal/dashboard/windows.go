@@ -1,18 +1,18 @@
 package dashboard
 
 import (
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
 )
 
 // The chart and the trending list read the regions' window routes: the
@@ -69,22 +69,20 @@ func (d *Dashboard) series(w http.ResponseWriter, r *http.Request) {
 		dashError(w, http.StatusBadRequest, "kind %q: want likes or counters", kind)
 		return
 	}
-	q := url.Values{
-		"kind": {kind},
-		"key":  {formDefault(r, "key", "*")},
-		"last": {formDefault(r, "last", "10m")},
-		"step": {formDefault(r, "step", "10s")},
-		"by":   {"region"},
-	}
+	key := formDefault(r, "key", "*")
+	q := client.SeriesQuery{Kind: client.Kind(kind), Keys: []string{key}, SeriesOptions: client.SeriesOptions{
+		Range: client.Range{Last: formDefault(r, "last", "10m")}, Step: formDefault(r, "step", "10s"), ByRegion: true}}
 	reads := make([]seriesRead, len(d.cfg.Regions))
 	var wg sync.WaitGroup
-	for i, reg := range d.cfg.Regions {
+	for i := range d.cfg.Regions {
 		wg.Go(func() {
-			body, _, err := d.get(r.Context(), reg.URL+"/v1/series?"+q.Encode(), "")
-			if err == nil {
-				err = json.Unmarshal(body, &reads[i].s)
+			ctx, cancel := context.WithTimeout(r.Context(), dashReadTimeout)
+			defer cancel()
+			s, err := d.regions[i].api.Series(ctx, q)
+			if err != nil {
+				err = regionError(err)
 			}
-			reads[i].err = err
+			reads[i].s, reads[i].err = s, err
 		})
 	}
 	wg.Wait()
@@ -94,7 +92,7 @@ func (d *Dashboard) series(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out.At = time.Now().UTC()
-	out.Key = q.Get("key")
+	out.Key = key
 	dashJSON(w, http.StatusOK, out)
 }
 
@@ -328,17 +326,23 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 		// The region itself first: it knows its own bookings first.
 		order = append(append([]Target{order[i]}, order[:i]...), order[i+1:]...)
 	}
-	q := url.Values{"kind": {kind}, "window": {formDefault(r, "window", "10m")}, "n": {formDefault(r, "n", "10")}}
-	if zone != "" {
-		q.Set("region", zone)
+	n, ok := formInt(w, r, "n", 10, 1, math.MaxInt32)
+	if !ok {
+		return
 	}
-	out := TrendingView{Kind: kind, Window: q.Get("window"), Region: zone, Items: []TrendingRow{}}
+	q := client.TrendingQuery{Kind: client.Kind(kind), Window: formDefault(r, "window", "10m"), N: n, Region: zone}
+	out := TrendingView{Kind: kind, Window: q.Window, Region: zone, Items: []TrendingRow{}}
 	var tr api.Trending
 	var src Target
+	var srcAPI *client.Client
 	for _, reg := range order {
-		body, _, err := d.get(r.Context(), reg.URL+"/v1/trending?"+q.Encode(), "")
-		if err == nil {
-			err = json.Unmarshal(body, &tr)
+		c := d.regions[slices.IndexFunc(d.cfg.Regions, func(t Target) bool { return t == reg })].api
+		ctx, cancel := context.WithTimeout(r.Context(), dashReadTimeout)
+		var err error
+		tr, err = c.Trending(ctx, q)
+		cancel()
+		if err != nil {
+			err = regionError(err)
 		}
 		var st *statusError
 		if errors.As(err, &st) && st.status >= 400 && st.status < 500 {
@@ -353,7 +357,7 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 			out.Errors[reg.Region] = err.Error()
 			continue
 		}
-		src = reg
+		src, srcAPI = reg, c
 		break
 	}
 	if src.URL == "" {
@@ -373,7 +377,11 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 	// The split: each item's window over the list's own range (none for
 	// window=all, which has no range).
 	if tr.From != nil && tr.To != nil {
-		wq := url.Values{"from": {strconv.FormatInt(tr.From.UnixMilli(), 10)}, "to": {strconv.FormatInt(tr.To.UnixMilli(), 10)}}
+		rng := client.Range{From: *tr.From, To: *tr.To}
+		window := srcAPI.LikesWindow
+		if kind == string(client.KindCounters) {
+			window = srcAPI.CounterWindow
+		}
 		var (
 			mu sync.Mutex // protects out.Approx
 			wg sync.WaitGroup
@@ -381,13 +389,11 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 		for i := range out.Items {
 			row := &out.Items[i]
 			wg.Go(func() {
-				var win api.Window
-				body, _, err := d.get(r.Context(), src.URL+"/v1/"+kind+"/"+url.PathEscape(row.Item)+"/window?"+wq.Encode(), "")
-				if err == nil {
-					err = json.Unmarshal(body, &win)
-				}
+				ctx, cancel := context.WithTimeout(r.Context(), dashReadTimeout)
+				win, err := window(ctx, row.Item, rng)
+				cancel()
 				if err != nil {
-					row.Error = err.Error()
+					row.Error = regionError(err).Error()
 					mu.Lock()
 					out.Approx = true
 					mu.Unlock()
