@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/shard"
 )
 
 // Health, status, replication, milestones, metrics and the admin routes.
@@ -39,6 +40,13 @@ func (c *Client) Status(ctx context.Context) (api.Status, error) {
 func (c *Client) Convergence(ctx context.Context) (api.Convergence, error) {
 	var out api.Convergence
 	return out, c.do(ctx, http.MethodGet, "/v1/convergence", nil, nil, &out)
+}
+
+// Shards reads GET /v1/shards: the region's shard map, from which a
+// caller can send each key straight to a holder.
+func (c *Client) Shards(ctx context.Context) (shard.Map, error) {
+	var out shard.Map
+	return out, c.do(ctx, http.MethodGet, "/v1/shards", nil, nil, &out)
 }
 
 // Milestones reads GET /v1/milestones; limit > 0 asks for the newest limit.

@@ -12,6 +12,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/shard"
 )
 
 // Likes by the body routes with event times in both notations, the lists,
@@ -221,6 +222,9 @@ func TestClientAdminRoutes(t *testing.T) {
 	}
 	if _, err := c.Incr(ctx, "views", 3, client.IncrOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if m, err := c.Shards(ctx); err != nil || !m.Equal(shard.Single("us", "us-1")) {
+		t.Fatalf("shards of an unsharded replica: %+v %v", m, err)
 	}
 	if a, err := c.Audit(ctx, client.AuditQuery{}); err != nil || !a.OK || a.Replica != "us-1" {
 		t.Fatalf("audit: %+v %v", a, err)

@@ -319,3 +319,13 @@ func (ms Maps) Holds(replica string, s int) bool {
 	}
 	return true
 }
+
+// UnmarshalJSON reads a map as Decode does.
+func (m *Map) UnmarshalJSON(b []byte) error {
+	d, err := Decode(b)
+	if err != nil {
+		return err
+	}
+	*m = d
+	return nil
+}
