@@ -342,6 +342,24 @@ type Links struct {
 	At    time.Time `json:"at"`
 }
 
+// ReplicaState is one replica of a local deployment, as PUT and GET
+// /v1/admin/replicas answer it. State is "up", "stopping", "down" or
+// "starting"; a stop or start is asynchronous, so a PUT answers the state
+// it left the replica in, and GET follows it.
+type ReplicaState struct {
+	Replica string `json:"replica"`
+	Region  string `json:"region"`
+	URL     string `json:"url"`
+	State   string `json:"state"`
+	// Error is why the last start failed, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// Replicas answers GET /v1/admin/replicas.
+type Replicas struct {
+	Replicas []ReplicaState `json:"replicas"`
+}
+
 // Milestone is one milestone: the like that took the number.
 type Milestone struct {
 	Sequence string `json:"sequence"` // the sequence's name, e.g. "likes"

@@ -189,3 +189,22 @@ func (c *Client) Metric(ctx context.Context, name string) (float64, error) {
 	}
 	return v, nil
 }
+
+// Replicas lists a local deployment's replicas and their states (an
+// admin route).
+func (c *Client) Replicas(ctx context.Context) (api.Replicas, error) {
+	var out api.Replicas
+	return out, c.do(ctx, http.MethodGet, "/v1/admin/replicas", nil, nil, &out)
+}
+
+// SetReplicaUp stops (up false) or starts again (up true) a replica of a
+// local deployment, on its data and address (an admin route). The change
+// is asynchronous: the answer is the state it left the replica in, and
+// Replicas follows it.
+func (c *Client) SetReplicaUp(ctx context.Context, replica string, up bool) (api.ReplicaState, error) {
+	body := struct {
+		Up bool `json:"up"`
+	}{up}
+	var out api.ReplicaState
+	return out, c.do(ctx, http.MethodPut, "/v1/admin/replicas/"+esc(replica), nil, body, &out)
+}

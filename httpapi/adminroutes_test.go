@@ -18,12 +18,14 @@ var adminRoutes = []string{
 	"DELETE /v1/blocks/{user}",
 	"GET /v1/admin/budgets/handoff",
 	"GET /v1/admin/links",
+	"GET /v1/admin/replicas",
 	"GET /v1/audit",
 	"GET /v1/blocks",
 	"GET /v1/blocks/{user}",
 	"PUT /v1/admin/budgets/handoff",
 	"PUT /v1/admin/chaos/clock",
 	"PUT /v1/admin/links/{a}/{b}",
+	"PUT /v1/admin/replicas/{replica}",
 	"PUT /v1/blocks/{user}",
 }
 

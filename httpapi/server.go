@@ -90,6 +90,8 @@ type Config struct {
 	Replication *replication.Replicator
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
+	// Replicas, in a local deployment, serves /v1/admin/replicas.
+	Replicas ReplicaAdmin
 	// ChaosClock, if set, serves PUT /v1/admin/chaos/clock, which offsets
 	// the replica's wall clock. Only a chaos build sets it.
 	ChaosClock func(offset time.Duration)
@@ -291,6 +293,8 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.getHandoff))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.deleteHandoff))).Methods(http.MethodDelete)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
+	rt.Handle("/v1/admin/replicas", s.RequireAdmin(s.Handler(s.getReplicas))).Methods(http.MethodGet)
+	rt.Handle("/v1/admin/replicas/{replica"+seg, s.RequireAdmin(s.Handler(s.putReplica))).Methods(http.MethodPut)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	if s.cfg.ChaosClock != nil {
 		rt.Handle("/v1/admin/chaos/clock", s.RequireAdmin(s.Handler(s.putChaosClock))).Methods(http.MethodPut)

@@ -77,6 +77,8 @@ type Options struct {
 	NATSOptions []nats.Option
 	// Links, in a local deployment, serves /v1/admin/links.
 	Links httpapi.LinkAdmin
+	// Replicas, in a local deployment, serves /v1/admin/replicas.
+	Replicas httpapi.ReplicaAdmin
 	// API adjusts the HTTP API config before the server is built.
 	API func(*httpapi.Config)
 	// Version is what /v1/status reports as the build. Default "dev".
@@ -254,6 +256,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Version:     opts.Version,
 		Replication: n.rep,
 		Links:       opts.Links,
+		Replicas:    opts.Replicas,
 		ChaosClock:  chaosClock, // nil outside a chaos build
 	}
 	if n.pub != nil {

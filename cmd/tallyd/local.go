@@ -22,7 +22,11 @@ import (
 
 // localConfig is what `tallyd local` takes.
 type localConfig struct {
-	Regions  []string
+	Regions []string
+	// Replicas per region (more than one shards each region) and the
+	// copies of each shard in a region.
+	Replicas int
+	Copies   int
 	DataDir  string
 	Port     int
 	NATSPort int
@@ -45,6 +49,8 @@ type localConfig struct {
 func defaultLocalConfig() localConfig {
 	return localConfig{
 		Regions:    []string{"us", "eu", "ap"},
+		Replicas:   1,
+		Copies:     2,
 		DataDir:    "data",
 		Port:       8081,
 		NATSPort:   4222,
@@ -65,7 +71,9 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 	lc := defaultLocalConfig()
 	regions := strings.Join(lc.Regions, ",")
 	fs := newFlagSet("local", func(fs *flag.FlagSet) {
-		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`, one replica each")
+		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`")
+		fs.IntVar(&lc.Replicas, "replicas", lc.Replicas, "replicas per region (`N`); more than one shards each region's keys over them")
+		fs.IntVar(&lc.Copies, "copies", lc.Copies, "with --replicas above 1, how many replicas of a region hold each shard (`R`)")
 		fs.StringVar(&lc.DataDir, "data", lc.DataDir, "root data `dir`: <dir>/<replica> per replica, <dir>/nats for JetStream")
 		fs.IntVar(&lc.Port, "port", lc.Port, "HTTP `port` of the first region; the others follow consecutively")
 		fs.IntVar(&lc.NATSPort, "nats-port", lc.NATSPort, "NATS client `port` of the first region; the others follow consecutively (0: any free ports)")
@@ -113,14 +121,21 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		}
 		seen[r] = true
 	}
+	if lc.Replicas < 1 || lc.Replicas > 16 {
+		errs = append(errs, fmt.Errorf("--replicas %d: want 1..16", lc.Replicas))
+	}
+	if lc.Copies < 1 {
+		errs = append(errs, fmt.Errorf("--copies %d: want 1 or more", lc.Copies))
+	}
+	ports := len(lc.Regions) * max(lc.Replicas, 1) // HTTP and RESP ports: one per replica
 	if lc.NATSPort < 0 || lc.NATSPort+len(lc.Regions)-1 > 65535 {
 		errs = append(errs, fmt.Errorf("--nats-port %d: want 1..65535 for every region (0: any free ports)", lc.NATSPort))
 	}
-	if lc.Port < 0 || lc.Port+len(lc.Regions)-1 > 65535 {
-		errs = append(errs, fmt.Errorf("--port %d: want 1..65535 for every region (0: any free ports)", lc.Port))
+	if lc.Port < 0 || lc.Port+ports-1 > 65535 {
+		errs = append(errs, fmt.Errorf("--port %d: want 1..65535 for every replica (0: any free ports)", lc.Port))
 	}
-	if lc.RESPPort < 0 || lc.RESPPort+len(lc.Regions)-1 > 65535 {
-		errs = append(errs, fmt.Errorf("--resp-port %d: want 1..65535 for every region (0: off)", lc.RESPPort))
+	if lc.RESPPort < 0 || lc.RESPPort+ports-1 > 65535 {
+		errs = append(errs, fmt.Errorf("--resp-port %d: want 1..65535 for every replica (0: off)", lc.RESPPort))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return lc, usagef("local: %s", oneLine(err))
@@ -132,6 +147,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d := deploy.DefaultConfig()
 	d.Regions, d.DataDir, d.Port, d.NATSPort = lc.Regions, lc.DataDir, lc.Port, lc.NATSPort
+	d.Replicas, d.Copies = lc.Replicas, lc.Copies
 	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
 	switch {
 	case lc.RESPPort == 0: // off
@@ -168,6 +184,10 @@ func (c *cli) local(ctx context.Context, args []string) error {
 		return usagef("local: %s", oneLine(err))
 	}
 	fmt.Fprintf(c.stdout, "starting %d regions (embedded NATS super-cluster, JetStream on)...\n", len(lc.Regions))
+	if lc.Replicas > 1 {
+		fmt.Fprintf(c.stdout, "sharded: %d replicas per region, each shard held by %d of them; any replica takes any key\n",
+			lc.Replicas, min(lc.Copies, lc.Replicas))
+	}
 	d, err := deploy.Start(ctx, dcfg)
 	if err != nil {
 		return err
@@ -196,6 +216,9 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "nats users as shipped (configs/nats): each replica its own (tally-<replica>), the lease authority; "+
 		"without credentials a client is an application (%s); the operator: --user %s --password %s\n",
 		natsperm.AppsUser, natsperm.AdminUser, d.NATSPassword(natsperm.AdminUser))
+	if lc.Replicas > 1 {
+		fmt.Fprintf(c.stdout, "shards: curl http://%s/v1/shards\n", nodes[0].Addr())
+	}
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -H 'Content-Type: application/json' -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)
 	dash, err := startLocalDashboard(ctx, lc, cfgs, nodes, log) // nil if --dashboard ""

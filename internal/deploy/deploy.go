@@ -16,11 +16,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/localnet"
 	"github.com/tally-dev/tally/internal/natsperm"
@@ -204,14 +206,23 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Deployment is a running deployment: NATS, then one node per region.
+// Deployment is a running deployment: NATS, then its replicas.
 type Deployment struct {
 	cluster   *localnet.Cluster
 	authority *node.Authority
 	passwords map[string]string // NATS user -> password
-	cfgs      []node.Config
-	nodes     []*node.Node
+	opts      node.Options
 	log       hclog.Logger
+
+	// mu guards the replicas: an admin stops and starts them
+	// (/v1/admin/replicas) while others read them.
+	mu     sync.Mutex
+	cfgs   []node.Config // after the first start, Listen and RESPListen are the bound addresses
+	nodes  []*node.Node  // nil while a replica is down
+	states []api.ReplicaState
+	ops    sync.WaitGroup // stops and starts under way
+	failed chan string    // a replica whose HTTP server stopped on its own
+	closed bool
 }
 
 // Start starts NATS for every region, waits for it, then starts one
@@ -228,7 +239,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Deployment{log: cfg.Logger}
+	d := &Deployment{log: cfg.Logger, failed: make(chan string, 1)}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, d.Close(ctx))
@@ -282,15 +293,47 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	if err != nil {
 		return nil, err
 	}
-	links := Links{Cluster: d.cluster}
-	for _, nc := range d.cfgs {
-		n, err := node.Start(ctx, nc, node.Options{Logger: cfg.Logger, Links: links, Version: cfg.Version})
+	d.opts = node.Options{Logger: cfg.Logger, Links: Links{Cluster: d.cluster}, Replicas: replicaAdmin{d}, Version: cfg.Version}
+	d.nodes = make([]*node.Node, len(d.cfgs))
+	for i, nc := range d.cfgs {
+		d.states = append(d.states, api.ReplicaState{Replica: nc.Replica, Region: nc.Region, State: "starting"})
+		n, err := node.Start(ctx, nc, d.opts)
 		if err != nil {
 			return nil, fmt.Errorf("replica %s: %w", nc.Replica, err)
 		}
-		d.nodes = append(d.nodes, n)
+		d.started(i, n)
 	}
 	return d, nil
+}
+
+// started records replica i's node as up, keeps its addresses for a
+// restart, and watches it for a failure of its own.
+func (d *Deployment) started(i int, n *node.Node) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed { // a start the admin asked for, finished after Close began
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = n.Close(ctx)
+		return
+	}
+	d.nodes[i] = n
+	d.cfgs[i].Listen = n.Addr().String()
+	if a := n.RESPAddr(); a != nil {
+		d.cfgs[i].RESPListen = a.String()
+	}
+	d.states[i].State, d.states[i].URL, d.states[i].Error = "up", "http://"+n.Addr().String(), ""
+	d.ops.Add(1)
+	go func() {
+		defer d.ops.Done()
+		<-n.Done()
+		if n.Err() != nil { // not a Close
+			select {
+			case d.failed <- fmt.Sprintf("replica %s: %v", d.cfgs[i].Replica, n.Err()):
+			default:
+			}
+		}
+	}()
 }
 
 // NATSPassword is the password of a NATS user of the deployment
@@ -307,18 +350,29 @@ func newPassword() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// Nodes are the replicas: each region's in turn, in Regions order.
-func (d *Deployment) Nodes() []*node.Node { return slices.Clone(d.nodes) }
+// Nodes are the replicas: each region's in turn, in Regions order; nil
+// for a replica an admin stopped.
+func (d *Deployment) Nodes() []*node.Node {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.nodes)
+}
 
 // Configs are the replicas' configs, in Nodes order.
-func (d *Deployment) Configs() []node.Config { return slices.Clone(d.cfgs) }
+func (d *Deployment) Configs() []node.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.cfgs)
+}
 
 // URLs are the replicas' HTTP base URLs ("http://host:port"), in Nodes
-// order.
+// order. A stopped replica keeps its URL: it starts again there.
 func (d *Deployment) URLs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var out []string
-	for _, n := range d.nodes {
-		out = append(out, "http://"+n.Addr().String())
+	for _, c := range d.cfgs {
+		out = append(out, "http://"+c.Listen)
 	}
 	return out
 }
@@ -326,48 +380,115 @@ func (d *Deployment) URLs() []string {
 // RESPAddrs are the replicas' RESP addresses ("host:port"), in Nodes
 // order; nil without RESP.
 func (d *Deployment) RESPAddrs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	var out []string
-	for _, n := range d.nodes {
-		if a := n.RESPAddr(); a != nil {
-			out = append(out, a.String())
+	for _, c := range d.cfgs {
+		if c.RESPListen != "" {
+			out = append(out, c.RESPListen)
 		}
 	}
 	return out
 }
 
 // Wait blocks until ctx ends (nil) or a replica's HTTP server stops on its
-// own (its error, naming the region).
+// own (its error, naming the replica). A replica an admin stops is not a
+// failure.
 func (d *Deployment) Wait(ctx context.Context) error {
-	failed := make(chan int, len(d.nodes))
-	stop := make(chan struct{})
-	defer close(stop) // the watchers below end with Wait
-	for i, n := range d.nodes {
-		go func() {
-			select {
-			case <-n.Done():
-				failed <- i
-			case <-stop:
-			}
-		}()
-	}
 	select {
 	case <-ctx.Done():
 		return nil
-	case i := <-failed:
-		return fmt.Errorf("replica %s: %w", d.cfgs[i].Replica, d.nodes[i].Err())
+	case msg := <-d.failed:
+		return errors.New(msg)
 	}
 }
+
+// SetReplicaUp stops (up false) or starts again (up true) a replica, in
+// the background: a replica may be asked to stop itself, and its own
+// request must finish first. It answers the state it left the replica in.
+func (d *Deployment) SetReplicaUp(id string, up bool) (api.ReplicaState, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	i := slices.IndexFunc(d.cfgs, func(c node.Config) bool { return c.Replica == id })
+	if i < 0 {
+		return api.ReplicaState{}, fmt.Errorf("%w: %q", httpapi.ErrUnknownReplicaAdmin, id)
+	}
+	st := &d.states[i]
+	switch {
+	case d.closed, up && st.State != "down", !up && st.State != "up":
+		return *st, nil // already there or on its way
+	case up:
+		st.State = "starting"
+		cfg := d.cfgs[i]
+		d.ops.Add(1)
+		go func() {
+			defer d.ops.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			n, err := node.Start(ctx, cfg, d.opts)
+			if err != nil {
+				d.log.Error("starting a replica again", "replica", id, "error", err)
+				d.mu.Lock()
+				d.states[i].State, d.states[i].Error = "down", err.Error()
+				d.mu.Unlock()
+				return
+			}
+			d.started(i, n)
+		}()
+	default:
+		st.State = "stopping"
+		n := d.nodes[i]
+		d.ops.Add(1)
+		go func() {
+			defer d.ops.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			if err := n.Close(ctx); err != nil {
+				d.log.Warn("stopping a replica", "replica", id, "error", err)
+			}
+			d.mu.Lock()
+			d.nodes[i], d.states[i].State = nil, "down"
+			d.mu.Unlock()
+		}()
+	}
+	return *st, nil
+}
+
+// ReplicaStates lists every replica and its state.
+func (d *Deployment) ReplicaStates() []api.ReplicaState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.states)
+}
+
+// replicaAdmin serves /v1/admin/replicas from the deployment.
+type replicaAdmin struct{ d *Deployment }
+
+func (a replicaAdmin) SetReplicaUp(id string, up bool) (api.ReplicaState, error) {
+	return a.d.SetReplicaUp(id, up)
+}
+func (a replicaAdmin) ReplicaStates() []api.ReplicaState { return a.d.ReplicaStates() }
 
 // Close stops the replicas in reverse start order (each drains its HTTP
 // requests until ctx ends, then cuts them off), then NATS. Every step runs
 // even if an earlier one failed. Close is for one caller, once.
 func (d *Deployment) Close(ctx context.Context) error {
+	d.mu.Lock()
+	d.closed = true // no more stops or starts
+	d.mu.Unlock()
 	var errs []error
 	for i := len(d.nodes) - 1; i >= 0; i-- {
-		if err := d.nodes[i].Close(ctx); err != nil {
+		d.mu.Lock()
+		n := d.nodes[i]
+		d.mu.Unlock()
+		if n == nil {
+			continue
+		}
+		if err := n.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("close replica %s: %w", d.cfgs[i].Replica, err))
 		}
 	}
+	d.ops.Wait() // the stops and starts under way, and the watchers
 	d.nodes = nil
 	if d.authority != nil { // after the replicas: they give back their leases through it
 		d.authority.Close()

@@ -175,3 +175,104 @@ func getShards(t *testing.T, u string) shard.Map {
 	}
 	return m
 }
+
+// With two copies, a region keeps serving every key, reads and writes,
+// with one replica stopped; started again on its data, the replica
+// catches up. With one copy, the keys of the stopped replica's shards
+// answer 503 shard_unavailable in its region, and the other region still
+// serves them.
+func TestShardedRegionWithAReplicaDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six replicas")
+	}
+	for _, copies := range []int{2, 1} {
+		t.Run(fmt.Sprintf("copies=%d", copies), func(t *testing.T) {
+			cfg := deploy.DefaultConfig()
+			cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, copies, ""
+			d := startConfig(t, cfg)
+			urls := d.URLs() // us-1 us-2 us-3 eu-1 eu-2 eu-3
+			for _, u := range urls {
+				testkit.WaitFor(t, 60*time.Second, func() error {
+					if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+						return fmt.Errorf("%s not ready: %d %v", u, st, err)
+					}
+					return nil
+				})
+			}
+			usMap := getShards(t, urls[0])
+			const items = 40
+			for i := range items {
+				if st, b, err := testkit.DoJSON("PUT", fmt.Sprintf("%s/v1/likes/item%d/before", urls[i%6], i), ""); err != nil || st != 200 {
+					t.Fatalf("like: %d %v %v", st, b, err)
+				}
+			}
+			setUp := func(up bool, want string) {
+				t.Helper()
+				if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/replicas/us-2", fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 202 {
+					t.Fatalf("set us-2 up=%v: %d %v %v", up, st, b, err)
+				}
+				testkit.WaitFor(t, 60*time.Second, func() error {
+					_, b, err := testkit.DoJSON("GET", urls[0]+"/v1/admin/replicas", "")
+					if err != nil {
+						return err
+					}
+					for _, r := range b["replicas"].([]any) {
+						if r := r.(map[string]any); r["replica"] == "us-2" && r["state"] != want {
+							return fmt.Errorf("us-2 is %v, want %s", r["state"], want)
+						}
+					}
+					return nil
+				})
+			}
+			setUp(false, "down")
+			if _, err := http.Get(urls[1] + "/healthz"); err == nil {
+				t.Fatalf("us-2's port still answers after it stopped")
+			}
+			var unavailable int
+			for i := range items {
+				item := fmt.Sprintf("item%d", i)
+				onlyUS2 := slices.Equal(usMap.Holders(shard.Of(item)), []string{"us-2"})
+				for _, u := range []string{urls[0], urls[2]} {
+					st, b, err := testkit.DoJSON("PUT", u+"/v1/likes/"+item+"/while-down", "")
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch {
+					case onlyUS2 && (st != 503 || b["code"] != "shard_unavailable"):
+						t.Fatalf("like of %s, held only by the stopped us-2, at %s: %d %v", item, u, st, b)
+					case onlyUS2:
+						unavailable++
+					case st != 200:
+						t.Fatalf("like of %s at %s with us-2 down: %d %v", item, u, st, b)
+					}
+				}
+				if onlyUS2 { // the other region serves it
+					if st, b, err := testkit.DoJSON("PUT", urls[3]+"/v1/likes/"+item+"/while-down", ""); err != nil || st != 200 {
+						t.Fatalf("like of %s at eu-1 with us-2 down: %d %v %v", item, st, b, err)
+					}
+				}
+			}
+			if copies == 1 && unavailable == 0 {
+				t.Fatalf("no item of the %d was held only by us-2", items)
+			}
+			if copies == 2 && unavailable != 0 {
+				t.Fatalf("%d likes unavailable with two copies", unavailable)
+			}
+			setUp(true, "up")
+			testkit.WaitFor(t, 60*time.Second, func() error {
+				for _, u := range urls {
+					for i := range items {
+						_, b, err := testkit.DoJSON("GET", fmt.Sprintf("%s/v1/likes/item%d", u, i), "")
+						if err != nil {
+							return err
+						}
+						if b["count"] != float64(2) {
+							return fmt.Errorf("%s: item%d = %v, want 2", u, i, b)
+						}
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
