@@ -47,6 +47,7 @@ type command struct {
 	arity int
 	write bool // needs the write role when write tokens are set
 	read  bool // needs the read role when read tokens are set
+	scan  bool // a read that lists (the HTTP API's scan class)
 	run   func(s *Server, c redcon.Conn, sess *session, args [][]byte) error
 }
 
@@ -85,6 +86,8 @@ func commandTable() map[string]command {
 		"srem":      {arity: -3, write: true, run: cmdLike(false)},
 		"sismember": {arity: 3, read: true, run: cmdIsMember},
 		"scard":     {arity: 2, read: true, run: cmdCard},
+		"smembers":  {arity: 2, read: true, scan: true, run: cmdMembers},
+		"sscan":     {arity: -3, read: true, scan: true, run: cmdScan},
 		"pfadd":     {arity: -3, write: true, run: cmdPFAdd},
 		"pfcount":   {arity: -2, read: true, run: cmdPFCount},
 	}
@@ -243,11 +246,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", 0},
 		{"mode", "standalone"}, {"role", "master"}, {"modules", nil},
 	}
-	if proto == 3 {
-		c.WriteRaw([]byte("%" + strconv.Itoa(len(fields)) + "\r\n"))
-	} else {
-		c.WriteArray(2 * len(fields))
-	}
+	sess.writeMapLen(c, len(fields))
 	for _, f := range fields {
 		c.WriteBulkString(f.k)
 		switch v := f.v.(type) {
@@ -293,7 +292,7 @@ func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		c.WriteString("OK")
 	case "getname":
 		if sess.name == "" {
-			c.WriteNull()
+			sess.writeNull(c)
 		} else {
 			c.WriteBulkString(sess.name)
 		}
@@ -326,12 +325,12 @@ func cmdCommand(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	return nil
 }
 
-func cmdInfo(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
+func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\nredis_mode:standalone\r\n", s.cfg.Version)
 	fmt.Fprintf(&b, "# Replica\r\nregion:%s\r\nreplica:%s\r\naccepting_writes:%d\r\ndurability:%s\r\n",
 		s.rep.Region(), s.rep.ID(), boolInt(s.rep.Accepting()), s.rep.Durability())
-	c.WriteBulkString(b.String())
+	sess.writeText(c, b.String())
 	return nil
 }
 

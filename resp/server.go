@@ -118,6 +118,7 @@ type Server struct {
 	auth atomic.Pointer[tokens]
 	// commands maps a lower-case command name to its handler.
 	commands map[string]command
+	cursors  *cursors // where SSCAN pages stopped
 
 	// stop ends in-flight commands' waits when Close gives up waiting.
 	stop     context.Context
@@ -159,7 +160,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, rep: cfg.Replica, log: cfg.Logger.Named("resp"), served: make(chan struct{}),
-		commands: commandTable()}
+		commands: commandTable(), cursors: newCursors(MaxCursors)}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	s.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
 	s.ln = &boundedListener{Listener: cfg.Listener, max: cfg.MaxRequestBytes}
