@@ -118,6 +118,10 @@ func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 		s.writeError(c, name, err)
 		return
 	}
+	if err := s.limitClient(sess, h); err != nil {
+		s.writeError(c, name, err)
+		return
+	}
 	if err := h.run(s, c, sess, cmd.Args[1:]); err != nil {
 		s.writeError(c, name, err)
 	}
@@ -172,6 +176,28 @@ func (s *Server) authorize(sess *session, h command) error {
 	return nil
 }
 
+// limitClient takes the command from the connection's client token
+// bucket of its class, as the HTTP API takes a request: a write, a read,
+// a scan (listing); the rest (PING, HELLO, AUTH...) are not limited, as
+// the HTTP probes are not.
+func (s *Server) limitClient(sess *session, h command) error {
+	if s.cfg.LimitClient == nil {
+		return nil
+	}
+	class := ""
+	switch {
+	case h.write:
+		class = httpapi.ClassWrite
+	case h.scan:
+		class = httpapi.ClassScan
+	case h.read:
+		class = httpapi.ClassRead
+	default:
+		return nil
+	}
+	return s.cfg.LimitClient(class, sess.token, sess.addr)
+}
+
 // writeError answers err: a replyError as it is; an error the HTTP API
 // knows with its code; anything else as internal, logged under an id the
 // client sees.
@@ -223,7 +249,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		proto = v
 		args = args[1:]
 	}
-	newRole, name := sess.role, sess.name
+	newRole, token, name := sess.role, sess.token, sess.name
 	for len(args) > 0 {
 		switch opt := strings.ToLower(string(args[0])); {
 		case opt == "auth" && len(args) >= 3:
@@ -231,14 +257,14 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 			if r == roleNone {
 				return errWrongPass
 			}
-			newRole, args = r, args[3:]
+			newRole, token, args = r, string(args[2]), args[3:]
 		case opt == "setname" && len(args) >= 2:
 			name, args = string(args[1]), args[2:]
 		default:
 			return errorf(httpapi.CodeBadRequest, "syntax error in HELLO option '%s'", quoteName(args[0]))
 		}
 	}
-	sess.resp, sess.role, sess.name = proto, newRole, name
+	sess.resp, sess.role, sess.token, sess.name = proto, newRole, token, name
 	fields := []struct {
 		k string
 		v any
@@ -276,7 +302,7 @@ func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if r == roleNone {
 		return errWrongPass
 	}
-	sess.role = r
+	sess.role, sess.token = r, string(args[len(args)-1])
 	c.WriteString("OK")
 	return nil
 }
