@@ -174,7 +174,8 @@ type session struct {
 	token string // the token AUTH opened role with: the client of the rate limits
 	addr  string // the client's address, its client without a token
 	name  string
-	resp  int // protocol version: 2, or 3 after HELLO 3
+	resp  int  // protocol version: 2, or 3 after HELLO 3
+	quit  bool // QUIT answered: run nothing it pipelined after
 }
 
 // New starts serving cfg.Listener.
@@ -282,25 +283,23 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	}
 }
 
-// handle answers one command; it never panics into redcon (which would
-// end the process) and always writes exactly one reply.
+// handle answers a command and the rest the client pipelined with it
+// (pipeline.go): exactly one reply each, in order, never a panic into
+// redcon (which would end the process).
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if bc, ok := c.NetConn().(*boundedConn); ok {
 		bc.handled()
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("command panicked", "command", commandName(cmd), "panic", fmt.Sprint(p))
-			c.WriteError("ERR internal error (code internal)")
-		}
-	}()
 	sess, _ := c.Context().(*session)
 	if sess == nil {
 		sess = &session{resp: 2, addr: c.RemoteAddr()}
 		c.SetContext(sess)
 	}
-	s.commandN.Add(1)
-	s.dispatch(c, sess, cmd)
+	if len(c.PeekPipeline()) == 0 {
+		s.serveOne(c, sess, cmd)
+		return
+	}
+	s.serve(c, sess, append([]redcon.Command{cmd}, c.ReadPipeline()...))
 }
 
 // matchToken reports whether got is one of want, in constant time per
