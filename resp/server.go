@@ -1,11 +1,13 @@
 // Package resp serves the Redis protocol (RESP) front door of one replica:
 // Redis commands mapped onto the replica's likes, counters and unique
-// counts, with the HTTP API's validation, error codes, per-user write
-// limit and durability (a write is answered after its commit is durable).
+// counts, with the HTTP API's validation, error codes, rate limits and
+// durability (a write is answered after its commit is durable).
 //
 // The RESP parsing is github.com/tidwall/redcon's; this package maps
-// commands (commands.go) and owns the listener's goroutines: Close stops
-// accepting, closes every connection and waits for their handlers.
+// commands (commands.go, sets.go), commits pipelined writes together
+// (pipeline.go), writes the RESP3 frames redcon lacks (reply.go), and
+// owns the listener's goroutines: Close stops accepting, closes every
+// connection and waits for their handlers.
 package resp
 
 import (
