@@ -6,7 +6,7 @@ BIN         := bin/tallyd
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-regress bench-peers bench-budget bench-edge fuzz chaos clean
+.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
 
 all: build
 
@@ -109,6 +109,16 @@ bench-budget: build
 ## ROUNDS=1 DURATION=2 CORES=2 make bench-edge for a short run.
 bench-edge: build
 	bash scripts/bench-edge.sh
+
+## bench-resp: redis-benchmark INCR and SADD likes:post <user> against a
+## tallyd replica's RESP port and against redis-server with appendfsync
+## always, rounds interleaved, pinned to core 0 and on 2 cores, at -P 1
+## and 16: medians and the worst round to bin/bench-resp/summary.csv.
+## Installs redis-server and redis-tools with apt-get if missing. Not part
+## of `make test` or CI. ROUNDS=1 REQUESTS=2000 make bench-resp for a
+## short run.
+bench-resp: build
+	bash scripts/bench-resp.sh
 
 ## fuzz: run every fuzz target in the tree for FUZZTIME each (go test runs
 ## one target at a time per package). FUZZTIME=2m make fuzz for a longer run.

@@ -245,6 +245,17 @@ type Status struct {
 	// Edge says how the HTTP listener is protected and limited; shown to
 	// the same callers as Auth.
 	Edge *Edge `json:"edge,omitempty"`
+	// RESP is the Redis protocol listener (resp_listen), if it is on.
+	RESP *RESPStatus `json:"resp,omitempty"`
+}
+
+// RESPStatus is the Redis protocol listener of a replica.
+type RESPStatus struct {
+	Addr           string `json:"addr"`            // the bound address
+	Connections    int64  `json:"connections"`     // open now
+	MaxConnections int    `json:"max_connections"` // open at most (resp_max_connections)
+	Refused        uint64 `json:"refused"`         // connections refused over the cap since start
+	Commands       uint64 `json:"commands"`        // commands answered since start
 }
 
 // History answers GET /v1/likes/{item}/{user}/history: the pair's likes

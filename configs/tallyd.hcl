@@ -29,6 +29,11 @@ listen = "127.0.0.1:8080"
 # loopback it needs write_token and insecure_listen. Default: "" (off).
 # resp_listen = "127.0.0.1:6381"
 
+# RESP connections open at once; the next client gets "ERR max number of
+# clients reached" and is closed. Each holds a goroutine and buffers.
+# Default: 1024.
+# resp_max_connections = 1024
+
 # The fewest Go schedulers (GOMAXPROCS) to run with, also on one CPU: with
 # one, every WAL fsync stalls request handling. 0 or 1 leave GOMAXPROCS as
 # the runtime set it. Default: 2.

@@ -90,6 +90,9 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Numbering != nil {
 		out.Numbering = s.cfg.Numbering()
 	}
+	if s.cfg.RESP != nil {
+		out.RESP = s.cfg.RESP()
+	}
 	for _, r := range s.rep.ApproxRules() {
 		out.Approx = append(out.Approx, api.ApproxRule{Prefix: r.Prefix, Error: r.Error})
 	}

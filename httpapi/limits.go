@@ -265,7 +265,7 @@ func routeClass(method, route string) string {
 // proxies the header is ignored, since any client can send it.
 func (s *Server) clientKey(r *http.Request) string {
 	if t, ok := bearer(r); ok {
-		return "t " + t
+		return tokenClient(t)
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -284,8 +284,13 @@ func (s *Server) clientKey(r *http.Request) string {
 			}
 		}
 	}
-	return "a " + host
+	return addrClient(host)
 }
+
+// tokenClient and addrClient are the token-bucket keys of a client known
+// by its token and by its address (a host).
+func tokenClient(token string) string { return "t " + token }
+func addrClient(host string) string   { return "a " + host }
 
 // trusted reports whether addr is one of Config.TrustedProxies.
 func (s *Server) trusted(addr string) bool {
@@ -336,6 +341,32 @@ func (s *Server) limitEvents(r *http.Request, n int) error {
 		if wait := bs.take(s.clientKey(r), min(n, bs.burst)-1, time.Now()); wait > 0 {
 			return s.limited(ClassWrite, "client", wait)
 		}
+	}
+	return nil
+}
+
+// LimitClient takes one request of class (ClassWrite, ClassRead,
+// ClassScan) from a client's token bucket, as the HTTP API does for each
+// request: another front door of the replica (package resp) calls it per
+// command, so a client's requests over both share one limit. The client
+// is its token if it authenticated with one (every holder of a token is
+// one client, as over HTTP), else its address (host:port or host; the
+// port is dropped). The error, code rate_limited, says when to retry.
+func (s *Server) LimitClient(class, token, addr string) error {
+	bs := s.limiter.Load().client[class]
+	if bs == nil {
+		return nil
+	}
+	key := tokenClient(token)
+	if token == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = addr
+		}
+		key = addrClient(host)
+	}
+	if wait := bs.take(key, 1, time.Now()); wait > 0 {
+		return s.limited(class, "client", wait)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -99,6 +100,8 @@ type Config struct {
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.
 	Numbering func() any
+	// RESP, if set, adds the Redis protocol listener to /v1/status.
+	RESP func() *api.RESPStatus
 	// Events, if set, adds the event log's publishing to /v1/status.
 	Events func() any
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's

@@ -18,6 +18,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/milestone"
+	"github.com/tally-dev/tally/resp"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
@@ -50,6 +51,11 @@ type Config struct {
 	// here: beyond loopback it needs a write token and insecure_listen.
 	// Default "" (off).
 	RESPListen string `hcl:"resp_listen,optional"`
+	// RESPMaxConnections bounds the RESP connections open at once; the
+	// next client is answered "ERR max number of clients reached" and
+	// closed. Each open connection holds a goroutine and its buffers.
+	// Default 1024.
+	RESPMaxConnections int `hcl:"resp_max_connections,optional"`
 	// MinProcs is the fewest Go schedulers (GOMAXPROCS) the process
 	// runs with; a lower GOMAXPROCS is raised to it. The runtime picks
 	// one when the process may run on one CPU only (a one-CPU machine,
@@ -497,25 +503,26 @@ func (c Config) shardMaps() (shard.Maps, shard.Map, error) {
 // they derive from Region and Replica once those are final (see Derive).
 func DefaultConfig() Config {
 	return Config{
-		Region:           "local",
-		Listen:           "127.0.0.1:8080",
-		MinProcs:         2,
-		Durability:       "fsync",
-		LogLevel:         "info",
-		MaxBodyBytes:     1 << 20,
-		RequestTimeout:   "10s",
-		ShutdownTimeout:  "15s",
-		DrainDelay:       "5s",
-		IdempotencyTTL:   "24h",
-		LikeLists:        true,
-		EventLog:         true,
-		EventRetention:   "168h",
-		EventLogKeep:     "168h",
-		Windows:          "1s:3h,1m:15d,1h:3y",
-		EventTimePast:    "5m",
-		EventTimeFuture:  "1m",
-		TrendingCapacity: 128,
-		UniquesWindows:   "1h:8d,1d:400d",
+		Region:             "local",
+		Listen:             "127.0.0.1:8080",
+		MinProcs:           2,
+		Durability:         "fsync",
+		LogLevel:           "info",
+		MaxBodyBytes:       1 << 20,
+		RESPMaxConnections: resp.DefaultMaxConnections,
+		RequestTimeout:     "10s",
+		ShutdownTimeout:    "15s",
+		DrainDelay:         "5s",
+		IdempotencyTTL:     "24h",
+		LikeLists:          true,
+		EventLog:           true,
+		EventRetention:     "168h",
+		EventLogKeep:       "168h",
+		Windows:            "1s:3h,1m:15d,1h:3y",
+		EventTimePast:      "5m",
+		EventTimeFuture:    "1m",
+		TrendingCapacity:   128,
+		UniquesWindows:     "1h:8d,1d:400d",
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",
@@ -627,6 +634,9 @@ func (c Config) Validate() error {
 	}
 	if hclog.LevelFromString(c.LogLevel) == hclog.NoLevel {
 		bad("log_level %q: want trace, debug, info, warn or error", c.LogLevel)
+	}
+	if c.RESPMaxConnections < 0 {
+		bad("resp_max_connections %d: want > 0 (0: the default, %d)", c.RESPMaxConnections, resp.DefaultMaxConnections)
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad("max_body_bytes %d: want > 0", c.MaxBodyBytes)

@@ -213,4 +213,9 @@ func TestRESPListen(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("a write token and insecure_listen: %v", err)
 	}
+	c = validConfig()
+	c.RESPMaxConnections = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "resp_max_connections -1") {
+		t.Fatalf("resp_max_connections -1: %v", err)
+	}
 }

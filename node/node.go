@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/region"
@@ -262,6 +263,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if n.pub != nil {
 		apiCfg.Events = func() any { return n.pub.Status() }
 	}
+	if cfg.RESPListen != "" {
+		apiCfg.RESP = n.respStatus
+	}
 	if n.num != nil {
 		apiCfg.Milestones = n.num.feed
 		apiCfg.Numbering = n.num.status
@@ -342,6 +346,8 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		WriteToken:      cfg.WriteToken,
 		AdminToken:      cfg.AdminToken,
 		LimitUser:       n.api.LimitUser,
+		LimitClient:     n.api.LimitClient,
+		MaxConnections:  cfg.RESPMaxConnections,
 		Version:         opts.Version,
 	})
 	if err != nil {
@@ -350,6 +356,16 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 	}
 	n.log.Info("serving RESP", "addr", n.resp.Addr().String())
 	return nil
+}
+
+// respStatus is the RESP listener's state for /v1/status; nil until it
+// serves (the HTTP listener starts after it).
+func (n *Node) respStatus() *api.RESPStatus {
+	if n.resp == nil {
+		return nil
+	}
+	st := n.resp.Status()
+	return &st
 }
 
 // RESPAddr is the bound RESP address, nil without RESPListen.

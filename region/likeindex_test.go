@@ -148,3 +148,41 @@ func TestLikeIndexBuiltForAnOlderStore(t *testing.T) {
 		t.Fatalf("likers after off and on %v", ids)
 	}
 }
+
+// AllLikers reads a whole set in one view, up to its bound, and says when
+// there are more.
+func TestAllLikers(t *testing.T) {
+	r, closeFn := openReplica(t, t.TempDir(), "a", func(c *Config) { c.LikeLists = true })
+	defer closeFn()
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Unlike(ctx, "post", "u2"); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(l []storage.Listed) (out []string) {
+		for _, e := range l {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	l, more, err := r.AllLikers("post", MaxAllLikers)
+	if err != nil || more || fmt.Sprint(ids(l)) != "[u0 u1 u3 u4]" {
+		t.Fatalf("all likers: %v %v %v", ids(l), more, err)
+	}
+	l, more, err = r.AllLikers("post", 3)
+	if err != nil || !more || fmt.Sprint(ids(l)) != "[u0 u1 u3]" {
+		t.Fatalf("three of four likers: %v %v %v", ids(l), more, err)
+	}
+	for _, max := range []int{0, MaxAllLikers + 1} {
+		if _, _, err := r.AllLikers("post", max); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("max %d: %v", max, err)
+		}
+	}
+	if _, _, err := r.AllLikers("a b", 10); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a bad id: %v", err)
+	}
+}

@@ -47,7 +47,37 @@ type command struct {
 	arity int
 	write bool // needs the write role when write tokens are set
 	read  bool // needs the read role when read tokens are set
+	scan  bool // a read that lists (the HTTP API's scan class)
 	run   func(s *Server, c redcon.Conn, sess *session, args [][]byte) error
+	// prepare, set for the durable writes (writeCommand), checks the
+	// arguments and returns the ops; run commits them alone, a pipeline
+	// of writes commits many commands' ops together (pipeline.go).
+	prepare func(s *Server, args [][]byte) (pending, error)
+}
+
+// pending is a write command ready to commit: its ops, and how it
+// answers their results (one per op, in order).
+type pending struct {
+	ops   []region.Op
+	reply func(c redcon.Conn, res []region.Result) error
+}
+
+// writeCommand is a durable write: run commits its ops alone and answers
+// after the commit.
+func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) command {
+	return command{arity: arity, write: true, prepare: prepare, run: func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+		p, err := prepare(s, args)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := s.writeCtx()
+		defer cancel()
+		res, err := s.rep.Do(ctx, p.ops)
+		if err != nil {
+			return err
+		}
+		return p.reply(c, res)
+	}}
 }
 
 // refusal is why a Redis command tally does not take is refused, for the
@@ -75,49 +105,58 @@ func commandTable() map[string]command {
 		"command":   {arity: -1, run: cmdCommand},
 		"info":      {arity: -1, run: cmdInfo},
 		"quit":      {arity: -1, run: cmdQuit},
-		"incr":      {arity: 2, write: true, run: cmdIncr(false, false)},
-		"decr":      {arity: 2, write: true, run: cmdIncr(true, false)},
-		"incrby":    {arity: 3, write: true, run: cmdIncr(false, true)},
-		"decrby":    {arity: 3, write: true, run: cmdIncr(true, true)},
+		"incr":      writeCommand(2, prepIncr(false, false)),
+		"decr":      writeCommand(2, prepIncr(true, false)),
+		"incrby":    writeCommand(3, prepIncr(false, true)),
+		"decrby":    writeCommand(3, prepIncr(true, true)),
 		"get":       {arity: 2, read: true, run: cmdGet},
 		"mget":      {arity: -2, read: true, run: cmdMGet},
-		"sadd":      {arity: -3, write: true, run: cmdLike(true)},
-		"srem":      {arity: -3, write: true, run: cmdLike(false)},
+		"sadd":      writeCommand(-3, prepLike(true)),
+		"srem":      writeCommand(-3, prepLike(false)),
 		"sismember": {arity: 3, read: true, run: cmdIsMember},
 		"scard":     {arity: 2, read: true, run: cmdCard},
-		"pfadd":     {arity: -3, write: true, run: cmdPFAdd},
+		"smembers":  {arity: 2, read: true, scan: true, run: cmdMembers},
+		"sscan":     {arity: -3, read: true, scan: true, run: cmdScan},
+		"pfadd":     writeCommand(-3, prepPFAdd),
 		"pfcount":   {arity: -2, read: true, run: cmdPFCount},
 	}
 }
 
-// dispatch checks a command's name, arity and role, runs it and answers
-// its error if it fails.
+// dispatch runs one command and answers its error if it fails.
 func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
-	if len(cmd.Args) == 0 {
-		c.WriteError("ERR empty command (code bad_request)")
-		return
-	}
 	name := commandName(cmd)
+	h, err := s.lookup(sess, name, cmd)
+	if err == nil {
+		err = h.run(s, c, sess, cmd.Args[1:])
+	}
+	if err != nil {
+		s.writeError(c, name, err)
+	}
+}
+
+// lookup is the handler of cmd (named name), once its arity, the
+// connection's role and the client's rate limit allow it.
+func (s *Server) lookup(sess *session, name string, cmd redcon.Command) (command, error) {
+	if len(cmd.Args) == 0 {
+		return command{}, errorf(httpapi.CodeBadRequest, "empty command")
+	}
 	h, ok := s.commands[name]
 	if !ok {
 		if why := refusal(name); why != "" {
-			s.writeError(c, name, errorf(httpapi.CodeBadRequest, "%s", why))
-			return
+			return command{}, errorf(httpapi.CodeBadRequest, "%s", why)
 		}
-		s.writeError(c, name, errorf(httpapi.CodeNotFound, "unknown command '%s'", quoteName(cmd.Args[0])))
-		return
+		return command{}, errorf(httpapi.CodeNotFound, "unknown command '%s'", quoteName(cmd.Args[0]))
 	}
 	if n := len(cmd.Args); h.arity > 0 && n != h.arity || h.arity < 0 && n < -h.arity {
-		s.writeError(c, name, errorf(httpapi.CodeBadRequest, "wrong number of arguments for '%s' command", name))
-		return
+		return command{}, errorf(httpapi.CodeBadRequest, "wrong number of arguments for '%s' command", name)
 	}
 	if err := s.authorize(sess, h); err != nil {
-		s.writeError(c, name, err)
-		return
+		return command{}, err
 	}
-	if err := h.run(s, c, sess, cmd.Args[1:]); err != nil {
-		s.writeError(c, name, err)
+	if err := s.limitClient(sess, h); err != nil {
+		return command{}, err
 	}
+	return h, nil
 }
 
 // commandName is the command's name with ASCII letters in lower case,
@@ -167,6 +206,28 @@ func (s *Server) authorize(sess *session, h command) error {
 			msg: "authentication required: reads need AUTH with the read token"}
 	}
 	return nil
+}
+
+// limitClient takes the command from the connection's client token
+// bucket of its class, as the HTTP API takes a request: a write, a read,
+// a scan (listing); the rest (PING, HELLO, AUTH...) are not limited, as
+// the HTTP probes are not.
+func (s *Server) limitClient(sess *session, h command) error {
+	if s.cfg.LimitClient == nil {
+		return nil
+	}
+	class := ""
+	switch {
+	case h.write:
+		class = httpapi.ClassWrite
+	case h.scan:
+		class = httpapi.ClassScan
+	case h.read:
+		class = httpapi.ClassRead
+	default:
+		return nil
+	}
+	return s.cfg.LimitClient(class, sess.token, sess.addr)
 }
 
 // writeError answers err: a replyError as it is; an error the HTTP API
@@ -220,7 +281,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		proto = v
 		args = args[1:]
 	}
-	newRole, name := sess.role, sess.name
+	newRole, token, name := sess.role, sess.token, sess.name
 	for len(args) > 0 {
 		switch opt := strings.ToLower(string(args[0])); {
 		case opt == "auth" && len(args) >= 3:
@@ -228,14 +289,14 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 			if r == roleNone {
 				return errWrongPass
 			}
-			newRole, args = r, args[3:]
+			newRole, token, args = r, string(args[2]), args[3:]
 		case opt == "setname" && len(args) >= 2:
 			name, args = string(args[1]), args[2:]
 		default:
 			return errorf(httpapi.CodeBadRequest, "syntax error in HELLO option '%s'", quoteName(args[0]))
 		}
 	}
-	sess.resp, sess.role, sess.name = proto, newRole, name
+	sess.resp, sess.role, sess.token, sess.name = proto, newRole, token, name
 	fields := []struct {
 		k string
 		v any
@@ -243,11 +304,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", 0},
 		{"mode", "standalone"}, {"role", "master"}, {"modules", nil},
 	}
-	if proto == 3 {
-		c.WriteRaw([]byte("%" + strconv.Itoa(len(fields)) + "\r\n"))
-	} else {
-		c.WriteArray(2 * len(fields))
-	}
+	sess.writeMapLen(c, len(fields))
 	for _, f := range fields {
 		c.WriteBulkString(f.k)
 		switch v := f.v.(type) {
@@ -277,7 +334,7 @@ func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if r == roleNone {
 		return errWrongPass
 	}
-	sess.role = r
+	sess.role, sess.token = r, string(args[len(args)-1])
 	c.WriteString("OK")
 	return nil
 }
@@ -293,7 +350,7 @@ func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		c.WriteString("OK")
 	case "getname":
 		if sess.name == "" {
-			c.WriteNull()
+			sess.writeNull(c)
 		} else {
 			c.WriteBulkString(sess.name)
 		}
@@ -326,12 +383,12 @@ func cmdCommand(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	return nil
 }
 
-func cmdInfo(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
+func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\nredis_mode:standalone\r\n", s.cfg.Version)
 	fmt.Fprintf(&b, "# Replica\r\nregion:%s\r\nreplica:%s\r\naccepting_writes:%d\r\ndurability:%s\r\n",
 		s.rep.Region(), s.rep.ID(), boolInt(s.rep.Accepting()), s.rep.Durability())
-	c.WriteBulkString(b.String())
+	sess.writeText(c, b.String())
 	return nil
 }
 
@@ -342,7 +399,8 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func cmdQuit(_ *Server, c redcon.Conn, _ *session, _ [][]byte) error {
+func cmdQuit(_ *Server, c redcon.Conn, sess *session, _ [][]byte) error {
+	sess.quit = true // nothing pipelined after QUIT runs
 	c.WriteString("OK")
 	return c.Close() // redcon flushes the reply, then closes
 }
@@ -352,30 +410,29 @@ func (s *Server) writeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.stop, s.cfg.RequestTimeout)
 }
 
-// INCR, DECR key; INCRBY, DECRBY key n.
-func cmdIncr(negate, withBy bool) func(*Server, redcon.Conn, *session, [][]byte) error {
-	return func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+// INCR, DECR key; INCRBY, DECRBY key n: the counter's value after.
+func prepIncr(negate, withBy bool) func(*Server, [][]byte) (pending, error) {
+	return func(_ *Server, args [][]byte) (pending, error) {
 		key, err := counterKey(args[0])
 		if err != nil {
-			return err
+			return pending{}, err
 		}
 		by := int64(1)
 		if withBy {
 			if by, err = parseBy(args[1]); err != nil {
-				return err
+				return pending{}, err
 			}
 		}
 		if negate {
 			by = -by // |by| <= region.MaxBy: cannot overflow
 		}
-		ctx, cancel := s.writeCtx()
-		defer cancel()
-		res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpIncr, Item: key, By: by})
-		if err != nil {
-			return err
-		}
-		c.WriteInt64(res.Value)
-		return nil
+		return pending{ops: []region.Op{{Kind: region.OpIncr, Item: key, By: by}}, reply: func(c redcon.Conn, res []region.Result) error {
+			if res[0].Err != nil {
+				return res[0].Err
+			}
+			c.WriteInt64(res[0].Value)
+			return nil
+		}}, nil
 	}
 }
 
@@ -419,46 +476,42 @@ func cmdMGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 
 // SADD / SREM likes:<item> <user> [user ...]: like or unlike, all users in
 // one durable commit; the reply counts the users whose state changed.
-func cmdLike(liked bool) func(*Server, redcon.Conn, *session, [][]byte) error {
+func prepLike(liked bool) func(*Server, [][]byte) (pending, error) {
 	kind := region.OpUnlike
 	if liked {
 		kind = region.OpLike
 	}
-	return func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	return func(s *Server, args [][]byte) (pending, error) {
 		item, err := likesItem(args[0])
 		if err != nil {
-			return err
+			return pending{}, err
 		}
 		users, err := userIDs(args[1:])
 		if err != nil {
-			return err
+			return pending{}, err
 		}
 		ops := make([]region.Op, len(users))
 		for i, u := range users {
 			if s.cfg.LimitUser != nil {
 				if err := s.cfg.LimitUser(u); err != nil {
-					return err
+					return pending{}, err
 				}
 			}
 			ops[i] = region.Op{Kind: kind, Item: item, User: u}
 		}
-		ctx, cancel := s.writeCtx()
-		defer cancel()
-		res, err := s.rep.Do(ctx, ops)
-		if err != nil {
-			return err
-		}
-		changed := 0
-		for _, r := range res {
-			if r.Err != nil {
-				return r.Err
+		return pending{ops: ops, reply: func(c redcon.Conn, res []region.Result) error {
+			changed := 0
+			for _, r := range res {
+				if r.Err != nil {
+					return r.Err
+				}
+				if r.Changed {
+					changed++
+				}
 			}
-			if r.Changed {
-				changed++
-			}
-		}
-		c.WriteInt(changed)
-		return nil
+			c.WriteInt(changed)
+			return nil
+		}}, nil
 	}
 }
 
@@ -493,23 +546,22 @@ func cmdCard(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 }
 
 // PFADD key id [id ...]: 1 if the key's sketch changed, as Redis answers.
-func cmdPFAdd(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+func prepPFAdd(_ *Server, args [][]byte) (pending, error) {
 	key, err := uniqueKeys(args[:1])
 	if err != nil {
-		return err
+		return pending{}, err
 	}
 	ids, err := uniqueIDs(args[1:])
 	if err != nil {
-		return err
+		return pending{}, err
 	}
-	ctx, cancel := s.writeCtx()
-	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpUniques, Item: key[0], IDs: ids})
-	if err != nil {
-		return err
-	}
-	c.WriteInt(boolInt(res.Changed))
-	return nil
+	return pending{ops: []region.Op{{Kind: region.OpUniques, Item: key[0], IDs: ids}}, reply: func(c redcon.Conn, res []region.Result) error {
+		if res[0].Err != nil {
+			return res[0].Err
+		}
+		c.WriteInt(boolInt(res[0].Changed))
+		return nil
+	}}, nil
 }
 
 // PFCOUNT key [key ...]: the distinct ids of the union of the keys.

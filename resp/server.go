@@ -1,11 +1,13 @@
 // Package resp serves the Redis protocol (RESP) front door of one replica:
 // Redis commands mapped onto the replica's likes, counters and unique
-// counts, with the HTTP API's validation, error codes, per-user write
-// limit and durability (a write is answered after its commit is durable).
+// counts, with the HTTP API's validation, error codes, rate limits and
+// durability (a write is answered after its commit is durable).
 //
 // The RESP parsing is github.com/tidwall/redcon's; this package maps
-// commands (commands.go) and owns the listener's goroutines: Close stops
-// accepting, closes every connection and waits for their handlers.
+// commands (commands.go, sets.go), commits pipelined writes together
+// (pipeline.go), writes the RESP3 frames redcon lacks (reply.go), and
+// owns the listener's goroutines: Close stops accepting, closes every
+// connection and waits for their handlers.
 package resp
 
 import (
@@ -22,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/tidwall/redcon"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
 )
@@ -32,6 +35,7 @@ const (
 	DefaultMaxRequestBytes = httpapi.DefaultMaxBodyBytes
 	DefaultRequestTimeout  = httpapi.DefaultRequestTimeout
 	DefaultIdleTimeout     = 2 * time.Minute
+	DefaultMaxConnections  = 1024
 )
 
 // Config configures a Server.
@@ -60,6 +64,16 @@ type Config struct {
 	// limit before a like or unlike (the HTTP API's, so both front doors
 	// share it); its error is answered as the HTTP API would.
 	LimitUser func(user string) error
+	// LimitClient, if set, takes each command of class write, read or
+	// scan from the client's token bucket of that class (the HTTP API's
+	// per-client limit, so both front doors share it): the client is the
+	// token the connection sent with AUTH, else its address. Its error is
+	// answered as the HTTP API would.
+	LimitClient func(class, token, addr string) error
+	// MaxConnections bounds the connections open at once: the next one
+	// is answered with an error and closed. Default
+	// DefaultMaxConnections.
+	MaxConnections int
 	// IdleTimeout closes a connection that sent nothing for that long,
 	// so idle or abandoned clients do not hold goroutines and buffers.
 	// Default DefaultIdleTimeout.
@@ -80,6 +94,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.Version == "" {
 		c.Version = "dev"
@@ -104,6 +121,9 @@ func (c Config) Validate() error {
 	if c.IdleTimeout < 0 {
 		errs = append(errs, errors.New("resp: IdleTimeout < 0"))
 	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, errors.New("resp: MaxConnections < 0"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -118,6 +138,11 @@ type Server struct {
 	auth atomic.Pointer[tokens]
 	// commands maps a lower-case command name to its handler.
 	commands map[string]command
+	cursors  *cursors // where SSCAN pages stopped
+
+	open     atomic.Int64  // connections open
+	refused  atomic.Uint64 // connections refused over MaxConnections
+	commandN atomic.Uint64 // commands answered
 
 	// stop ends in-flight commands' waits when Close gives up waiting.
 	stop     context.Context
@@ -147,9 +172,12 @@ const (
 
 // session is one connection's state.
 type session struct {
-	role role
-	name string
-	resp int // protocol version: 2, or 3 after HELLO 3
+	role  role
+	token string // the token AUTH opened role with: the client of the rate limits
+	addr  string // the client's address, its client without a token
+	name  string
+	resp  int  // protocol version: 2, or 3 after HELLO 3
+	quit  bool // QUIT answered: run nothing it pipelined after
 }
 
 // New starts serving cfg.Listener.
@@ -159,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, rep: cfg.Replica, log: cfg.Logger.Named("resp"), served: make(chan struct{}),
-		commands: commandTable()}
+		commands: commandTable(), cursors: newCursors(MaxCursors)}
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	s.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
 	s.ln = &boundedListener{Listener: cfg.Listener, max: cfg.MaxRequestBytes}
@@ -175,6 +203,17 @@ func New(cfg Config) (*Server, error) {
 
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Status is the listener's state for /v1/status.
+func (s *Server) Status() api.RESPStatus {
+	return api.RESPStatus{
+		Addr:           s.ln.Addr().String(),
+		Connections:    s.open.Load(),
+		MaxConnections: s.cfg.MaxConnections,
+		Refused:        s.refused.Load(),
+		Commands:       s.commandN.Load(),
+	}
+}
 
 // SetTokens replaces the tokens of each role (a reload). Connections
 // already authenticated keep their role.
@@ -219,37 +258,50 @@ func (s *Server) Close(ctx context.Context) error {
 	return s.closeErr
 }
 
+// accept takes a connection, or refuses it (an error, then closed) when
+// MaxConnections are open. It runs on redcon's accept loop, so the count
+// needs no lock against itself; closed runs on connection goroutines.
 func (s *Server) accept(c redcon.Conn) bool {
+	if s.open.Load() >= int64(s.cfg.MaxConnections) {
+		s.refused.Add(1)
+		// A few bytes into an empty socket buffer: the deadline only
+		// guards against a peer that is already gone.
+		_ = c.NetConn().SetWriteDeadline(time.Now().Add(time.Second))
+		c.WriteError(fmt.Sprintf("ERR max number of clients reached: this replica serves at most %d RESP connections (code %s)",
+			s.cfg.MaxConnections, httpapi.CodeRateLimited))
+		return false // redcon flushes the error and closes
+	}
+	s.open.Add(1)
 	s.conns.Add(1)
-	c.SetContext(&session{resp: 2})
+	c.SetContext(&session{resp: 2, addr: c.RemoteAddr()})
 	return true
 }
 
 func (s *Server) closed(c redcon.Conn, err error) {
 	defer s.conns.Done()
+	s.open.Add(-1)
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("connection closed", "remote", c.RemoteAddr(), "error", err)
 	}
 }
 
-// handle answers one command; it never panics into redcon (which would
-// end the process) and always writes exactly one reply.
+// handle answers a command and the rest the client pipelined with it
+// (pipeline.go): exactly one reply each, in order, never a panic into
+// redcon (which would end the process).
 func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if bc, ok := c.NetConn().(*boundedConn); ok {
 		bc.handled()
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("command panicked", "command", commandName(cmd), "panic", fmt.Sprint(p))
-			c.WriteError("ERR internal error (code internal)")
-		}
-	}()
 	sess, _ := c.Context().(*session)
 	if sess == nil {
-		sess = &session{resp: 2}
+		sess = &session{resp: 2, addr: c.RemoteAddr()}
 		c.SetContext(sess)
 	}
-	s.dispatch(c, sess, cmd)
+	if len(c.PeekPipeline()) == 0 {
+		s.serveOne(c, sess, cmd)
+		return
+	}
+	s.serve(c, sess, append([]redcon.Command{cmd}, c.ReadPipeline()...))
 }
 
 // matchToken reports whether got is one of want, in constant time per
