@@ -280,12 +280,6 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if n.api, err = httpapi.New(apiCfg); err != nil {
 		return nil, fmt.Errorf("build HTTP API: %w", err)
 	}
-	if n.shards != nil {
-		if err := n.shards.serve(n.api); err != nil {
-			return nil, err
-		}
-		undo = append(undo, n.shards.close)
-	}
 
 	if cfg.TLSCert != "" {
 		if n.certs, err = newCerts(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log.Named("tls")); err != nil {
@@ -322,6 +316,20 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	if n.shards != nil {
+		// After RESP: a holder runs forwarded commands of both front doors.
+		var exec func([][]byte, string, int) []byte
+		if n.resp != nil {
+			exec = n.resp.Exec
+		}
+		if err := n.shards.serve(n.api, exec); err != nil {
+			_ = n.ln.Close()
+			if n.resp != nil {
+				_ = n.resp.Close(ctx)
+			}
+			return nil, err
+		}
+	}
 	go n.serve()
 	log.Info("serving HTTP", "addr", n.ln.Addr().String(), "tls", n.certs != nil, "client_certs", cfg.TLSClientCA != "")
 	return n, nil
@@ -349,6 +357,7 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		LimitClient:     n.api.LimitClient,
 		MaxConnections:  cfg.RESPMaxConnections,
 		Version:         opts.Version,
+		Shards:          n.respShards(),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -366,6 +375,14 @@ func (n *Node) respStatus() *api.RESPStatus {
 	}
 	st := n.resp.Status()
 	return &st
+}
+
+// respShards is the RESP front door's routing; nil unless sharded.
+func (n *Node) respShards() resp.Shards {
+	if n.shards == nil {
+		return nil
+	}
+	return respShards{n.shards}
 }
 
 // RESPAddr is the bound RESP address, nil without RESPListen.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
+	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/shard"
@@ -43,6 +44,11 @@ const (
 	hdrURI    = "Tally-Uri"
 	hdrRemote = "Tally-Remote"
 	hdrStatus = "Tally-Status"
+	// A forwarded RESP command: its data is the command as a RESP array,
+	// its answer the reply as RESP.
+	hdrProto = "Tally-Proto"
+	hdrToken = "Tally-Token"
+	hdrRESP  = "Tally-Resp"
 )
 
 // maxForwarded bounds the forwarded requests a holder serves at once; more
@@ -60,6 +66,9 @@ type shardRouter struct {
 	log          hclog.Logger
 
 	api  http.Handler // set by serve
+	// resp runs a forwarded RESP command; set by serve, nil without a
+	// RESP listener.
+	resp func(args [][]byte, token string, proto int) []byte
 	subs []*nats.Subscription
 	sem  chan struct{}
 	wg   sync.WaitGroup
@@ -78,8 +87,8 @@ func (sr *shardRouter) Holds(s int) bool { return sr.held.Has(s) }
 
 // serve answers the requests forwarded for every shard this replica
 // holds with api.
-func (sr *shardRouter) serve(api http.Handler) error {
-	sr.api = api
+func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token string, proto int) []byte) error {
+	sr.api, sr.resp = api, resp
 	for s := range shard.Count {
 		if s == shard.Global || !sr.held.Has(s) {
 			continue // no key routes to Global: its names are not ids
@@ -125,6 +134,10 @@ func (sr *shardRouter) onRequest(msg *nats.Msg) {
 }
 
 func (sr *shardRouter) answer(msg *nats.Msg) {
+	if msg.Header.Get(hdrProto) == "resp" {
+		sr.answerRESP(msg)
+		return
+	}
 	ctx, cancel := context.WithTimeout(httpapi.WithForwarded(sr.ctx), sr.timeout)
 	defer cancel()
 	h := http.Header(msg.Header)
@@ -205,4 +218,55 @@ func (r *recorder) status() int {
 		return http.StatusOK
 	}
 	return r.code
+}
+
+// answerRESP runs a forwarded RESP command and answers its reply.
+func (sr *shardRouter) answerRESP(msg *nats.Msg) {
+	var reply []byte
+	complete, args, _, _, err := redcon.ReadNextCommand(msg.Data, nil)
+	proto, _ := strconv.Atoi(msg.Header.Get(hdrRESP))
+	switch {
+	case err != nil || !complete || len(args) == 0:
+		reply = redcon.AppendError(nil, "ERR malformed forwarded command (code bad_request)")
+	case sr.resp == nil:
+		reply = redcon.AppendError(nil, "ERR this shard's holder serves no RESP (code shard_unavailable)")
+	default:
+		reply = sr.resp(args, msg.Header.Get(hdrToken), proto)
+	}
+	if err := msg.Respond(reply); err != nil {
+		sr.log.Warn("answer forwarded command", "error", err)
+	}
+}
+
+// respShards is the router as package resp routes: a command forwarded
+// as a RESP array, its reply as RESP.
+type respShards struct{ sr *shardRouter }
+
+func (rs respShards) Holds(s int) bool { return rs.sr.held.Has(s) }
+
+func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, token string, proto int) ([]byte, error) {
+	msg := nats.NewMsg(routeSubject(rs.sr.region, s))
+	msg.Header.Set(hdrProto, "resp")
+	msg.Header.Set(hdrRESP, strconv.Itoa(proto))
+	if token != "" {
+		msg.Header.Set(hdrToken, token)
+	}
+	b := redcon.AppendArray(nil, len(args))
+	for _, a := range args {
+		b = redcon.AppendBulk(b, a)
+	}
+	msg.Data = b
+	ctx, cancel := context.WithTimeout(ctx, rs.sr.timeout)
+	defer cancel()
+	resp, err := rs.sr.nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, fmt.Errorf("no holder is up")
+		}
+		return nil, err
+	}
+	if len(resp.Data) == 0 {
+		return nil, fmt.Errorf("holder answered nothing")
+	}
+	return resp.Data, nil
 }

@@ -126,7 +126,14 @@ func commandTable() map[string]command {
 func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 	name := commandName(cmd)
 	h, err := s.lookup(sess, name, cmd)
+	sh := -1
 	if err == nil {
+		sh, err = s.route(sess, name, cmd.Args)
+	}
+	switch {
+	case err == nil && sh >= 0:
+		err = s.forward(c, sess, sh, cmd)
+	case err == nil:
 		err = h.run(s, c, sess, cmd.Args[1:])
 	}
 	if err != nil {
@@ -213,7 +220,7 @@ func (s *Server) authorize(sess *session, h command) error {
 // a scan (listing); the rest (PING, HELLO, AUTH...) are not limited, as
 // the HTTP probes are not.
 func (s *Server) limitClient(sess *session, h command) error {
-	if s.cfg.LimitClient == nil {
+	if s.cfg.LimitClient == nil || sess.forwarded { // limited where it arrived
 		return nil
 	}
 	class := ""

@@ -45,7 +45,7 @@ func (s *Server) serve(c redcon.Conn, sess *session, cmds []redcon.Command) {
 func (s *Server) writeRun(cmds []redcon.Command) int {
 	n, args := 0, 0
 	for _, cmd := range cmds {
-		if h, ok := s.commands[commandName(cmd)]; !ok || h.prepare == nil || n == maxRunCommands {
+		if h, ok := s.commands[commandName(cmd)]; !ok || h.prepare == nil || n == maxRunCommands || !s.here(cmd) {
 			break
 		}
 		if args += len(cmd.Args); n > 0 && args > maxRunArgs {

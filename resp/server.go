@@ -78,6 +78,10 @@ type Config struct {
 	// so idle or abandoned clients do not hold goroutines and buffers.
 	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// Shards, in a sharded region, routes a command to a holder of its
+	// key's shard (shards.go). Default: nil, this replica holds every
+	// shard.
+	Shards Shards
 	// Version is what HELLO and INFO report. Default "dev".
 	Version string
 }
@@ -178,6 +182,9 @@ type session struct {
 	name  string
 	resp  int  // protocol version: 2, or 3 after HELLO 3
 	quit  bool // QUIT answered: run nothing it pipelined after
+	// forwarded: a command another replica forwarded (Exec); it runs
+	// here and was rate-limited there.
+	forwarded bool
 }
 
 // New starts serving cfg.Listener.

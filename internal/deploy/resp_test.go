@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +78,82 @@ func TestRESPReplicates(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// In a sharded deployment, RESP commands sent to any replica run at a
+// holder of their key's shard (forwarded once), and read the same from
+// every replica; a command over keys of several shards not all held is
+// refused with CROSSSLOT, as Redis Cluster refuses it.
+func TestRESPShardedForwards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six replicas")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP = []string{"us", "eu"}, 3, 2, "", true
+	d := startConfig(t, cfg)
+	for _, u := range d.URLs() {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	ctx := context.Background()
+	var clients []*redis.Client
+	for _, a := range d.RESPAddrs() {
+		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 3, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	const items = 12
+	for i := range items {
+		for j, c := range clients { // every replica takes a like of every item
+			if v, err := c.SAdd(ctx, fmt.Sprintf("likes:item%d", i), fmt.Sprintf("u%d", j)).Result(); err != nil || v != 1 {
+				t.Fatalf("SADD likes:item%d at replica %d: %d %v", i, j, v, err)
+			}
+		}
+		if err := clients[i%len(clients)].IncrBy(ctx, fmt.Sprintf("views:%d", i), 5).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A pipeline of writes to many shards: each answered, in order.
+	pipe := clients[0].Pipeline()
+	var incrs []*redis.IntCmd
+	for i := range items {
+		incrs = append(incrs, pipe.IncrBy(ctx, fmt.Sprintf("views:%d", i), 1))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatalf("pipelined increments: %v", err)
+	}
+	for i, c := range incrs {
+		if c.Val() < 1 {
+			t.Fatalf("pipelined INCRBY views:%d answered %d", i, c.Val())
+		}
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for j, c := range clients {
+			for i := range items {
+				card, err := c.SCard(ctx, fmt.Sprintf("likes:item%d", i)).Result()
+				if err != nil {
+					return err
+				}
+				if card != int64(len(clients)) {
+					return fmt.Errorf("replica %d: SCARD likes:item%d = %d, want %d", j, i, card, len(clients))
+				}
+				v, err := c.Get(ctx, fmt.Sprintf("views:%d", i)).Int64()
+				if err != nil || v != 6 {
+					return fmt.Errorf("replica %d: GET views:%d = %d %v, want 6", j, i, v, err)
+				}
+			}
+		}
+		return nil
+	})
+	keys := make([]string, items)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("views:%d", i)
+	}
+	if _, err := clients[0].MGet(ctx, keys...).Result(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MGET over %d shards: %v, want CROSSSLOT", items, err)
+	}
 }

@@ -1,0 +1,154 @@
+package resp
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/tidwall/redcon"
+
+	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/shard"
+)
+
+// Shards is a sharded region's routing for RESP (node implements it over
+// NATS, as it does httpapi.Shards).
+type Shards interface {
+	// Holds reports whether this replica holds shard s.
+	Holds(s int) bool
+	// Forward runs a command (its arguments, name first) at a holder of
+	// shard s in this region, for a client that opened AUTH with token
+	// (empty: none) and speaks protocol version proto, and returns the
+	// holder's reply as RESP bytes.
+	Forward(ctx context.Context, s int, args [][]byte, token string, proto int) ([]byte, error)
+}
+
+// In a sharded region a command goes to a holder of its key's shard, as
+// an HTTP request does: a replica not holding it forwards the command
+// once and writes the holder's reply as it came. A command of several
+// keys (MGET, PFCOUNT) runs where all its keys' shards are held, at a
+// holder of their one shard, or is refused with CROSSSLOT, as Redis
+// Cluster refuses keys of several hash slots.
+
+// keyShards are the shards of a command's keys; nil for a command
+// without keys, or whose keys do not parse (its own checks answer).
+func keyShards(name string, args [][]byte) []int {
+	var names []string
+	switch name {
+	case "incr", "decr", "incrby", "decrby", "get", "pfadd":
+		if len(args) > 1 {
+			names = []string{string(args[1])}
+		}
+	case "sadd", "srem", "sismember", "scard", "smembers", "sscan":
+		if len(args) > 1 {
+			item, ok := strings.CutPrefix(string(args[1]), LikesPrefix)
+			if !ok {
+				return nil
+			}
+			names = []string{item}
+		}
+	case "mget", "pfcount":
+		for _, a := range args[1:] {
+			names = append(names, string(a))
+		}
+	}
+	var out []int
+	for _, n := range names {
+		out = append(out, shard.Of(n))
+	}
+	return out
+}
+
+// route says where cmd runs: here (-1), or forwarded to a holder of shard
+// s; or refused.
+func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
+	if s.cfg.Shards == nil || sess.forwarded {
+		return -1, nil
+	}
+	shards := keyShards(name, args)
+	held, one := true, true
+	for _, sh := range shards {
+		held = held && s.cfg.Shards.Holds(sh)
+		one = one && sh == shards[0]
+	}
+	switch {
+	case held:
+		return -1, nil
+	case one:
+		return shards[0], nil
+	}
+	return 0, &replyError{prefix: "CROSSSLOT", code: httpapi.CodeShardNotHeld,
+		msg: "keys of several shards, not all held by this replica: send one key per command"}
+}
+
+// forward runs cmd at a holder of shard sh and writes its reply.
+func (s *Server) forward(c redcon.Conn, sess *session, sh int, cmd redcon.Command) error {
+	ctx, cancel := s.writeCtx()
+	defer cancel()
+	reply, err := s.cfg.Shards.Forward(ctx, sh, cmd.Args, sess.token, sess.resp)
+	if err != nil {
+		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d answered: %v", sh, err)
+	}
+	c.WriteRaw(reply)
+	return nil
+}
+
+// Exec runs one command forwarded by another replica of the region, a
+// holder of its key's shard being this one, for a client that opened
+// AUTH with token and speaks protocol proto, and returns the reply. It
+// is limited where it arrived, not here.
+func (s *Server) Exec(args [][]byte, token string, proto int) []byte {
+	sess := &session{resp: proto, addr: "forwarded", forwarded: true}
+	if token != "" {
+		sess.role, sess.token = s.auth.Load().roleOf([]byte(token)), token
+	}
+	c := &bufConn{}
+	s.serveOne(c, sess, redcon.Command{Args: args})
+	return c.buf
+}
+
+// bufConn is the redcon.Conn of a forwarded command: the reply is kept.
+type bufConn struct {
+	buf []byte
+	ctx any
+}
+
+func (c *bufConn) RemoteAddr() string             { return "forwarded" }
+func (c *bufConn) Close() error                   { return nil }
+func (c *bufConn) WriteError(msg string)          { c.buf = redcon.AppendError(c.buf, msg) }
+func (c *bufConn) WriteString(str string)         { c.buf = redcon.AppendString(c.buf, str) }
+func (c *bufConn) WriteBulk(bulk []byte)          { c.buf = redcon.AppendBulk(c.buf, bulk) }
+func (c *bufConn) WriteBulkString(bulk string)    { c.buf = redcon.AppendBulkString(c.buf, bulk) }
+func (c *bufConn) WriteInt(num int)               { c.buf = redcon.AppendInt(c.buf, int64(num)) }
+func (c *bufConn) WriteInt64(num int64)           { c.buf = redcon.AppendInt(c.buf, num) }
+func (c *bufConn) WriteUint64(num uint64)         { c.buf = redcon.AppendUint(c.buf, num) }
+func (c *bufConn) WriteArray(count int)           { c.buf = redcon.AppendArray(c.buf, count) }
+func (c *bufConn) WriteNull()                     { c.buf = redcon.AppendNull(c.buf) }
+func (c *bufConn) WriteRaw(data []byte)           { c.buf = append(c.buf, data...) }
+func (c *bufConn) WriteAny(v any)                 { c.buf = redcon.AppendAny(c.buf, v) }
+func (c *bufConn) Context() any                   { return c.ctx }
+func (c *bufConn) SetContext(v any)               { c.ctx = v }
+func (c *bufConn) SetReadBuffer(int)              {}
+func (c *bufConn) Detach() redcon.DetachedConn    { panic("resp: a forwarded command cannot detach") }
+func (c *bufConn) ReadPipeline() []redcon.Command { return nil }
+func (c *bufConn) PeekPipeline() []redcon.Command { return nil }
+func (c *bufConn) WriteBulkFrom(n int64, rb io.Reader) {
+	b, _ := io.ReadAll(io.LimitReader(rb, n))
+	c.buf = redcon.AppendBulk(c.buf, b)
+}
+func (c *bufConn) NetConn() net.Conn { return nil }
+
+// here reports whether a pipelined command runs on this replica (not
+// forwarded), so it may join a run of writes committed together.
+func (s *Server) here(cmd redcon.Command) bool {
+	if s.cfg.Shards == nil {
+		return true
+	}
+	for _, sh := range keyShards(commandName(cmd), cmd.Args) {
+		if !s.cfg.Shards.Holds(sh) {
+			return false
+		}
+	}
+	return true
+}
