@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -90,12 +91,12 @@ type Config struct {
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.
-	Numbering func() any
+	Numbering func() []api.SequenceStatus
 	// Events, if set, adds the event log's publishing to /v1/status.
-	Events func() any
+	Events func() *api.EventLog
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
 	// state of a sequence, read from its KV now.
-	Sequence func(ctx context.Context, name string) (any, error)
+	Sequence func(ctx context.Context, name string) (*api.Sequence, error)
 }
 
 // Edge is how the replica's listener is protected.

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/region"
@@ -243,7 +244,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ChaosClock:  chaosClock, // nil outside a chaos build
 	}
 	if n.pub != nil {
-		apiCfg.Events = func() any { return n.pub.Status() }
+		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }
 	}
 	if n.num != nil {
 		apiCfg.Milestones = n.num.feed
