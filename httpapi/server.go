@@ -162,6 +162,15 @@ type Server struct {
 	// limiter holds the rate limits; SetLimits swaps it.
 	limiter      atomic.Pointer[limiter]
 	limitMetrics *limitMetrics
+	// openapi is the API's OpenAPI document, served at /v1/openapi.json:
+	// built from the route table on the first request (a few ms, which
+	// most servers never need to spend), so it is the table of this binary
+	// (and equal to docs/openapi.json, which a test holds to it).
+	openapi struct {
+		once sync.Once
+		doc  []byte
+		err  error
+	}
 	// draining is set by SetDraining: /readyz fails so load balancers
 	// move away before the listener closes.
 	draining atomic.Bool
@@ -289,6 +298,7 @@ func (s *Server) newRouter() *mux.Router {
 	if s.cfg.ChaosClock != nil {
 		rt.Handle("/v1/admin/chaos/clock", s.RequireAdmin(s.Handler(s.putChaosClock))).Methods(http.MethodPut)
 	}
+	rt.Handle("/v1/openapi.json", s.Handler(s.getOpenAPI)).Methods(http.MethodGet)
 	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	})).Methods(http.MethodGet)
