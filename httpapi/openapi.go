@@ -185,7 +185,7 @@ func operations() []openapi.Operation {
 			Summary:     "A batch of up to 10,000 events in one durable commit",
 			Description: "A JSON array of events, or NDJSON (one event per line). An event with a bad id or type is rejected alone, with its own error and code in its result.",
 			Request:     []event{}, Body: true, Response: api.EventsResult{},
-			Errors: errs(codes(CodeBadRequest), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadRequest, CodeMissingField), bodyErrs, writeErrs)},
 
 		// Windows, series, trending.
 		{Method: "GET", Path: "/v1/likes/{item}/window", Tag: "windows", Summary: "An item's net change of likes over a window",

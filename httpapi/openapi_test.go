@@ -242,6 +242,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		c.Links = &fakeLinks{up: map[[2]string]bool{{"eu", "us"}: true}}
 	}})
 	noLists := newEnv(t, envOpts{noLists: true, noLog: true})
+	fresh := newEnv(t, envOpts{})
 	for _, tc := range []struct {
 		e                  *env
 		method, path, body string
@@ -306,6 +307,23 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		{method: "GET", path: "/v1/blocks"},
 		{method: "GET", path: "/v1/admin/links"},
 		{method: "PUT", path: "/v1/admin/links/us/eu", body: `{"up":false}`, route: "/v1/admin/links/{a}/{b}"},
+		// Empty answers: a fresh replica's, where a nil slice would encode
+		// as null.
+		{e: fresh, method: "GET", path: "/v1/likes/none/nobody/history", route: "/v1/likes/{item}/{user}/history"},
+		{e: fresh, method: "GET", path: "/v1/users/nobody/likes", route: "/v1/users/{user}/likes"},
+		{e: fresh, method: "GET", path: "/v1/feed?user=nobody&items=none"},
+		{e: fresh, method: "GET", path: "/v1/counters/none/window?last=60s", route: "/v1/counters/{key}/window"},
+		{e: fresh, method: "GET", path: "/v1/series?kind=counters&key=none&last=10m&by=region", route: "/v1/series"},
+		{e: fresh, method: "GET", path: "/v1/trending?window=10m"},
+		{e: fresh, method: "GET", path: "/v1/trending?window=all&kind=counters", route: "/v1/trending"},
+		{e: fresh, method: "GET", path: "/v1/uniques/none", route: "/v1/uniques/{key}"},
+		{e: fresh, method: "GET", path: "/v1/uniques/none?last=24h&by=region", route: "/v1/uniques/{key}"},
+		{e: fresh, method: "GET", path: "/v1/uniques?keys=none,other"},
+		{e: fresh, method: "GET", path: "/v1/budgets/none", route: "/v1/budgets/{key}"},
+		{e: fresh, method: "GET", path: "/v1/blocks"},
+		{e: fresh, method: "GET", path: "/v1/audit"},
+		{e: fresh, method: "GET", path: "/v1/convergence"},
+		{e: fresh, method: "POST", path: "/v1/events", body: `[]`, status: 400},
 		// Errors.
 		{method: "GET", path: "/v1/likes/bad%20id", route: "/v1/likes/{item}", status: 400},
 		{method: "POST", path: "/v1/counters/views/incr", body: `{"by":1,"nope":2}`, route: "/v1/counters/{key}/incr", status: 400},
