@@ -240,6 +240,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 	d := document(t)
 	e := newEnv(t, envOpts{approx: []region.ApproxRule{{Prefix: "hot:", Error: 0.01}}, api: func(c *Config) {
 		c.Links = &fakeLinks{up: map[[2]string]bool{{"eu", "us"}: true}}
+		c.ChaosClock = func(time.Duration) {}
 	}})
 	noLists := newEnv(t, envOpts{noLists: true, noLog: true})
 	fresh := newEnv(t, envOpts{})
@@ -280,6 +281,7 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		{method: "GET", path: "/v1/likes/post1/window?last=10m", route: "/v1/likes/{item}/window"},
 		{method: "GET", path: "/v1/window?kind=counters&last=60s", route: "/v1/window"},
 		{method: "GET", path: "/v1/counters/hot:a/series?last=10m&step=1m&by=region", route: "/v1/counters/{key}/series"},
+		{method: "GET", path: "/v1/likes/post1/series?last=10m&step=1m", route: "/v1/likes/{item}/series"},
 		{method: "GET", path: "/v1/series?kind=likes&key=post1&key=*&last=1h&step=10m", route: "/v1/series"},
 		{method: "GET", path: "/v1/trending?window=10m&kind=counters", route: "/v1/trending"},
 		{method: "GET", path: "/v1/trending?window=all", route: "/v1/trending"},
@@ -305,6 +307,10 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		{method: "GET", path: "/v1/blocks/mallory", route: "/v1/blocks/{user}"},
 		{method: "GET", path: "/v1/blocks/nobody", route: "/v1/blocks/{user}"},
 		{method: "GET", path: "/v1/blocks"},
+		{method: "DELETE", path: "/v1/blocks/mallory", route: "/v1/blocks/{user}"},
+		{method: "PUT", path: "/v1/admin/budgets/handoff", body: `{"to":"eu-1"}`, status: 409},
+		{method: "DELETE", path: "/v1/admin/budgets/handoff"},
+		{method: "PUT", path: "/v1/admin/chaos/clock", body: `{"offset_ms":0}`},
 		{method: "GET", path: "/v1/admin/links"},
 		{method: "PUT", path: "/v1/admin/links/us/eu", body: `{"up":false}`, route: "/v1/admin/links/{a}/{b}"},
 		// Empty answers: a fresh replica's, where a nil slice would encode
