@@ -6,7 +6,7 @@ BIN         := bin/tallyd
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
+.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit openapi bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
 
 all: build
 
@@ -35,6 +35,11 @@ unit:
 	$(GO) test -race -count=1 -timeout 5m -tags $(TAGS) -run '^($(CHAOS_TESTS))$$' $(CHAOS_PKGS:%=./%/) ./internal/buildtags/
 
 lint: fmt-check vet staticcheck shellcheck
+
+## openapi: regenerate docs/openapi.json from httpapi's route table and the
+## api structs (a test fails while the checked-in file is stale).
+openapi:
+	$(GO) run ./internal/openapi/gen -w docs/openapi.json
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -232,9 +232,10 @@ type Status struct {
 	// PendingReplication counts changes not yet published on the fast path.
 	PendingReplication *int         `json:"pending_replication,omitempty"`
 	Peers              []PeerStatus `json:"peers,omitempty"`
-	Numbering          any          `json:"numbering,omitempty"`
+	// Numbering: one entry per numbered sequence, with milestones on.
+	Numbering []SequenceStatus `json:"numbering,omitempty"`
 	// Events is the event log: how far this replica's stream has it.
-	Events any `json:"events,omitempty"`
+	Events *EventLog `json:"events,omitempty"`
 	// Approx lists the approximate-counter rules, longest prefix winning.
 	Approx []ApproxRule `json:"approx,omitempty"`
 	// Auth says which routes need a bearer token: reads (GETs under /v1/),
@@ -256,6 +257,122 @@ type RESPStatus struct {
 	MaxConnections int    `json:"max_connections"` // open at most (resp_max_connections)
 	Refused        uint64 `json:"refused"`         // connections refused over the cap since start
 	Commands       uint64 `json:"commands"`        // commands answered since start
+}
+
+// EventLog is how far the region's event stream has this replica's event
+// log (Status.Events).
+type EventLog struct {
+	Stream string `json:"stream"`
+	// Published: the log's sequence the stream has up to; Logged: the
+	// log's last. Equal when publishing has caught up.
+	Published uint64 `json:"published"`
+	Logged    uint64 `json:"logged"`
+	// Error is why publishing last failed, if it did.
+	Error string `json:"error,omitempty"`
+}
+
+// SequenceStatus is what Status.Numbering shows of one numbered sequence.
+type SequenceStatus struct {
+	Name       string `json:"name"`
+	Counts     string `json:"counts"` // what the sequence counts: likes or increments
+	Match      string `json:"match"`  // which items or keys it counts
+	Milestones string `json:"milestones"`
+	// Numbered: how many numbers of the sequence this process has taken;
+	// Unnumbered: how many counted events wait for numbers, as of the
+	// last commit.
+	Numbered   uint64      `json:"numbered"`
+	Unnumbered int         `json:"unnumbered"`
+	Lease      LeaseHolder `json:"lease"`
+	// ClaimsPending: milestones whose rank this replica took and whose
+	// claim it has not yet made and published (-1: its store could not be
+	// read). Their likes are recorded only in its data directory until
+	// then. Above 0 for long: the KV or the milestone stream is out of
+	// reach.
+	ClaimsPending int `json:"claims_pending"`
+}
+
+// LeaseHolder is this replica's holder of a sequence's number blocks.
+type LeaseHolder struct {
+	Sequence  string      `json:"sequence"`
+	Leases    []HeldLease `json:"leases"`
+	BlockSize uint64      `json:"block_size"`
+	Taken     uint64      `json:"numbers_taken"`
+	// Waiting: the holder has no number left and waits for a lease.
+	Waiting bool   `json:"waiting_for_lease"`
+	KVError string `json:"kv_error,omitempty"`
+}
+
+// HeldLease is one block of numbers this replica holds: [Start, End),
+// Next the next to hand out, Committed those durably used.
+type HeldLease struct {
+	Epoch     uint64 `json:"epoch"`
+	Start     uint64 `json:"start"`
+	End       uint64 `json:"end"`
+	Next      uint64 `json:"next"`
+	Committed uint64 `json:"committed"`
+	ExpiresMs int64  `json:"expires_in_ms"` // negative: fenced off
+}
+
+// Sequence answers GET /v1/sequences/{name}: a numbered sequence's
+// allocator state, as stored in its KV key, and what an operator wants
+// to know of it.
+type Sequence struct {
+	Version int `json:"v"` // of the stored value's format
+	// HWM: numbers at or above it were never leased. Numbers start at 1.
+	HWM       uint64 `json:"hwm"`
+	NextEpoch uint64 `json:"next_epoch"`
+	// Free is a version 1 free list, kept only to migrate.
+	Free   []Span          `json:"free,omitempty"`
+	Leases []SequenceLease `json:"leases,omitempty"` // open blocks, by epoch
+	Closed []ClosedBlock   `json:"closed,omitempty"` // by start
+	Dense  Dense           `json:"dense"`
+	// Applied: each holder's nonce of its last write that landed.
+	Applied map[string]string `json:"applied,omitempty"`
+	// Numbered is how many numbers have their final rank: every
+	// milestone up to it has fired or is being claimed.
+	Numbered uint64 `json:"numbered"`
+	// Holes are numbers leased and never used, below the final ones.
+	Holes uint64 `json:"holes"`
+	// OldestOpen is the lowest block still open: the ranks of every number
+	// above it wait for it to close.
+	OldestOpen *SequenceLease `json:"oldest_open,omitempty"`
+}
+
+// Span is the half-open range of numbers [Start, End).
+type Span struct {
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+}
+
+// SequenceLease is one open block of a sequence, held by one replica:
+// numbers [Start, Used) are spent; Beat is bumped by every renewal.
+type SequenceLease struct {
+	Epoch  uint64 `json:"epoch"`
+	Holder string `json:"holder"`
+	Start  uint64 `json:"start"`
+	End    uint64 `json:"end"`
+	Used   uint64 `json:"used"`
+	Beat   uint64 `json:"beat"`
+}
+
+// ClosedBlock is a block whose use is final: [Start, Used) were used,
+// [Used, End) never will be. Folded: every number below Start is final
+// too, and Base of them were used.
+type ClosedBlock struct {
+	Epoch  uint64 `json:"epoch"`
+	Holder string `json:"holder"`
+	Start  uint64 `json:"start"`
+	End    uint64 `json:"end"`
+	Used   uint64 `json:"used"`
+	Folded bool   `json:"folded,omitempty"`
+	Base   uint64 `json:"base,omitempty"`
+}
+
+// Dense is how far a sequence's numbers are final: every number below
+// Pos is in a closed block, and Rank of them were used.
+type Dense struct {
+	Pos  uint64 `json:"pos"`
+	Rank uint64 `json:"rank"`
 }
 
 // History answers GET /v1/likes/{item}/{user}/history: the pair's likes
@@ -351,6 +468,23 @@ type Link struct {
 type Links struct {
 	Links []Link    `json:"links"`
 	At    time.Time `json:"at"`
+}
+
+// ShardMap answers GET /v1/shards: which of a region's replicas hold
+// each of the deployment's shards. Shards lists numbers and runs
+// ("0-340", "342"); Count is how many shards that is.
+type ShardMap struct {
+	Region   string         `json:"region"`
+	Shards   int            `json:"shards"`
+	Copies   int            `json:"copies"`
+	Replicas []ShardHolding `json:"replicas"`
+}
+
+// ShardHolding is one replica's shards in a ShardMap.
+type ShardHolding struct {
+	Replica string   `json:"replica"`
+	Shards  []string `json:"shards"`
+	Count   int      `json:"count"`
 }
 
 // ReplicaState is one replica of a local deployment, as PUT and GET

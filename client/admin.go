@@ -145,6 +145,13 @@ func (c *Client) SetClockOffset(ctx context.Context, offset time.Duration) error
 	return c.do(ctx, http.MethodPut, "/v1/admin/chaos/clock", nil, body, nil)
 }
 
+// OpenAPI reads GET /v1/openapi.json: the API's OpenAPI 3.1 document, as
+// the replica serves it.
+func (c *Client) OpenAPI(ctx context.Context) ([]byte, error) {
+	var doc []byte
+	return doc, c.do(ctx, http.MethodGet, "/v1/openapi.json", nil, nil, &doc)
+}
+
 // Metrics reads GET /metrics: every sample, by its series as the text
 // format prints it, with its labels if it has any, e.g.
 // `tally_milestones_lost_total{sequence="likes"}`.

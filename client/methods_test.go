@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -222,6 +223,9 @@ func TestClientAdminRoutes(t *testing.T) {
 	}
 	if _, err := c.Incr(ctx, "views", 3, client.IncrOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	if doc, err := c.OpenAPI(ctx); err != nil || !bytes.Contains(doc, []byte(`"openapi":"3.1`)) && !bytes.Contains(doc, []byte(`"openapi": "3.1`)) {
+		t.Fatalf("openapi: %.80s %v", doc, err)
 	}
 	if m, err := c.Shards(ctx); err != nil || !m.Equal(shard.Single("us", "us-1")) {
 		t.Fatalf("shards of an unsharded replica: %+v %v", m, err)

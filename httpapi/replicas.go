@@ -59,6 +59,6 @@ func (s *Server) putReplica(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.log.Warn("replica stopped or started by admin", "replica", id, "up", *req.Up, "state", st.State)
-	writeJSON(w, http.StatusAccepted, st)
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }

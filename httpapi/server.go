@@ -99,14 +99,14 @@ type Config struct {
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.
-	Numbering func() any
+	Numbering func() []api.SequenceStatus
 	// RESP, if set, adds the Redis protocol listener to /v1/status.
 	RESP func() *api.RESPStatus
 	// Events, if set, adds the event log's publishing to /v1/status.
-	Events func() any
+	Events func() *api.EventLog
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
 	// state of a sequence, read from its KV now.
-	Sequence func(ctx context.Context, name string) (any, error)
+	Sequence func(ctx context.Context, name string) (*api.Sequence, error)
 }
 
 // Edge is how the replica's listener is protected.
@@ -172,6 +172,15 @@ type Server struct {
 	// limiter holds the rate limits; SetLimits swaps it.
 	limiter      atomic.Pointer[limiter]
 	limitMetrics *limitMetrics
+	// openapi is the API's OpenAPI document, served at /v1/openapi.json:
+	// built from the route table on the first request (a few ms, which
+	// most servers never need to spend), so it is the table of this binary
+	// (and equal to docs/openapi.json, which a test holds to it).
+	openapi struct {
+		once sync.Once
+		doc  []byte
+		err  error
+	}
 	// draining is set by SetDraining: /readyz fails so load balancers
 	// move away before the listener closes.
 	draining atomic.Bool
@@ -302,6 +311,7 @@ func (s *Server) newRouter() *mux.Router {
 	if s.cfg.ChaosClock != nil {
 		rt.Handle("/v1/admin/chaos/clock", s.RequireAdmin(s.Handler(s.putChaosClock))).Methods(http.MethodPut)
 	}
+	rt.Handle("/v1/openapi.json", s.Handler(s.getOpenAPI)).Methods(http.MethodGet)
 	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
 	})).Methods(http.MethodGet)

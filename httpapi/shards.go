@@ -108,6 +108,6 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Shards != nil {
 		m = s.cfg.Shards.Map()
 	}
-	writeJSON(w, http.StatusOK, m)
+	writeJSON(w, http.StatusOK, m.API())
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -39,5 +40,41 @@ func TestStatusKeys(t *testing.T) {
 				t.Fatalf("status %s", r.raw)
 			}
 		})
+	}
+}
+
+// The numbering and the event log in /v1/status are typed (api.
+// SequenceStatus, api.EventLog) where they were any; their JSON is pinned
+// here byte for byte, as clients read it.
+func TestStatusNumberingAndEvents(t *testing.T) {
+	e := newEnv(t, envOpts{api: func(c *Config) {
+		c.Events = func() *api.EventLog {
+			return &api.EventLog{Stream: "events-us", Published: 7, Logged: 9, Error: "no responders"}
+		}
+		c.Numbering = func() []api.SequenceStatus {
+			return []api.SequenceStatus{{
+				Name: "likes", Counts: "likes", Match: "*", Milestones: "every:10", Numbered: 12, Unnumbered: 1,
+				Lease: api.LeaseHolder{Sequence: "likes", BlockSize: 64, Taken: 12, Leases: []api.HeldLease{
+					{Epoch: 3, Start: 65, End: 129, Next: 70, Committed: 69, ExpiresMs: -5},
+				}},
+				ClaimsPending: -1,
+			}, {
+				Name: "search", Counts: "increments", Match: "search:*", Milestones: "every:1000",
+				Lease: api.LeaseHolder{Sequence: "search", Leases: []api.HeldLease{}, Waiting: true, KVError: "timeout"},
+			}}
+		}
+	}})
+	raw := e.do("GET", "/v1/status", "").raw
+	for _, want := range []string{
+		`"numbering":[{"name":"likes","counts":"likes","match":"*","milestones":"every:10","numbered":12,"unnumbered":1,` +
+			`"lease":{"sequence":"likes","leases":[{"epoch":3,"start":65,"end":129,"next":70,"committed":69,"expires_in_ms":-5}],` +
+			`"block_size":64,"numbers_taken":12,"waiting_for_lease":false},"claims_pending":-1},` +
+			`{"name":"search","counts":"increments","match":"search:*","milestones":"every:1000","numbered":0,"unnumbered":0,` +
+			`"lease":{"sequence":"search","leases":[],"block_size":0,"numbers_taken":0,"waiting_for_lease":true,"kv_error":"timeout"},"claims_pending":0}]`,
+		`"events":{"stream":"events-us","published":7,"logged":9,"error":"no responders"}`,
+	} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("status lacks\n%s\nin\n%s", want, raw)
+		}
 	}
 }

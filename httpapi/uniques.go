@@ -123,6 +123,9 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	est := math.Round(rd.Estimate)
 	out := api.Uniques{Keys: keys, Estimate: int64(est), RelStdError: crdt.HLLStdError,
 		StdError: math.Round(est*crdt.HLLStdError*10) / 10, Approx: true, Replicas: rd.Replicas, Regions: []string{}}
+	if out.Replicas == nil {
+		out.Replicas = []string{} // a key nobody added to: [], as the API documents, not null
+	}
 	out.Stale = s.cfg.Replication != nil && s.cfg.Replication.Stale()
 	regionOf := s.regionOf()
 	for _, id := range rd.Replicas {

@@ -261,7 +261,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ChaosClock:  chaosClock, // nil outside a chaos build
 	}
 	if n.pub != nil {
-		apiCfg.Events = func() any { return n.pub.Status() }
+		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }
 	}
 	if cfg.RESPListen != "" {
 		apiCfg.RESP = n.respStatus

@@ -40,9 +40,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/milestone"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -223,32 +225,15 @@ func (num *numbering) close(ctx context.Context) error {
 // closeTimeout bounds giving back leases when a start fails half way.
 const closeTimeout = 2 * time.Second
 
-// sequenceStatus is what /v1/status shows of one sequence.
-type sequenceStatus struct {
-	Name       string       `json:"name"`
-	Counts     string       `json:"counts"`
-	Match      string       `json:"match"`
-	Milestones string       `json:"milestones"`
-	Numbered   uint64       `json:"numbered"`
-	Unnumbered int          `json:"unnumbered"`
-	Lease      alloc.Status `json:"lease"`
-	// ClaimsPending: milestones whose rank this replica took and whose
-	// claim it has not yet made and published (-1: its store could not be
-	// read). Their likes are recorded only in its data directory until
-	// then. Above 0 for long: the KV or the milestone stream is out of
-	// reach.
-	ClaimsPending int `json:"claims_pending"`
-}
-
 // status is /v1/status's "numbering": one entry per sequence.
-func (num *numbering) status() any {
-	out := make([]sequenceStatus, 0, len(num.seqs))
+func (num *numbering) status() []api.SequenceStatus {
+	out := make([]api.SequenceStatus, 0, len(num.seqs))
 	for _, s := range num.seqs {
 		pending, err := num.replica.PendingClaims(s.cfg.Name)
 		if err != nil {
 			pending = -1
 		}
-		out = append(out, sequenceStatus{
+		out = append(out, api.SequenceStatus{
 			Name:          s.cfg.Name,
 			Counts:        s.cfg.Counts,
 			Match:         s.cfg.Match,
@@ -256,28 +241,57 @@ func (num *numbering) status() any {
 			Numbered:      num.replica.Numbered(s.cfg.Name),
 			Unnumbered:    num.replica.Unnumbered(s.cfg.Name),
 			ClaimsPending: pending,
-			Lease:         s.holder.Status(),
+			Lease:         leaseHolderJSON(s.holder.Status()),
 		})
 	}
 	return out
 }
 
-// sequenceView is GET /v1/sequences/{name}: the allocator's state, and
-// what an operator wants to know of it.
-type sequenceView struct {
-	*alloc.State
-	// Numbered is how many likes have their final number (rank): every
-	// milestone up to it has fired or is being claimed.
-	Numbered uint64 `json:"numbered"`
-	// Holes are numbers leased and never used, below the final ones.
-	Holes uint64 `json:"holes"`
-	// OldestOpen is the lowest block still open: the ranks of every number
-	// above it wait for it to close.
-	OldestOpen *alloc.Lease `json:"oldest_open,omitempty"`
+// eventLogJSON is the publisher's status in the API's shape.
+func eventLogJSON(st replication.PublisherStatus) *api.EventLog {
+	return &api.EventLog{Stream: st.Stream, Published: st.Published, Logged: st.Logged, Error: st.Error}
+}
+
+// leaseHolderJSON is a holder's status in the API's shape.
+func leaseHolderJSON(st alloc.Status) api.LeaseHolder {
+	out := api.LeaseHolder{Sequence: st.Sequence, BlockSize: st.BlockSize, Taken: st.Taken, Waiting: st.Waiting,
+		KVError: st.KVError, Leases: make([]api.HeldLease, 0, len(st.Leases))}
+	for _, l := range st.Leases {
+		out.Leases = append(out.Leases, api.HeldLease{Epoch: l.Epoch, Start: l.Start, End: l.End, Next: l.Next,
+			Committed: l.Committed, ExpiresMs: l.ExpiresMs})
+	}
+	return out
+}
+
+// sequenceJSON is GET /v1/sequences/{name}: the allocator's state, and
+// what an operator wants to know of it: how many numbers are final, the
+// holes below them, and the lowest block still open (the ranks of every
+// number above it wait for it to close).
+func sequenceJSON(st *alloc.State) *api.Sequence {
+	out := &api.Sequence{Version: st.Version, HWM: st.HWM, NextEpoch: st.NextEpoch,
+		Dense: api.Dense{Pos: st.Dense.Pos, Rank: st.Dense.Rank}, Applied: st.Applied,
+		Numbered: st.Dense.Rank, Holes: st.Holes()}
+	for _, f := range st.Free {
+		out.Free = append(out.Free, api.Span{Start: f.Start, End: f.End})
+	}
+	for _, l := range st.Leases {
+		out.Leases = append(out.Leases, api.SequenceLease{Epoch: l.Epoch, Holder: l.Holder, Start: l.Start,
+			End: l.End, Used: l.Used, Beat: l.Beat})
+	}
+	for _, c := range st.Closed {
+		out.Closed = append(out.Closed, api.ClosedBlock{Epoch: c.Epoch, Holder: c.Holder, Start: c.Start,
+			End: c.End, Used: c.Used, Folded: c.Folded, Base: c.Base})
+	}
+	for i := range out.Leases {
+		if l := out.Leases[i]; out.OldestOpen == nil || l.Start < out.OldestOpen.Start {
+			out.OldestOpen = &l
+		}
+	}
+	return out
 }
 
 // sequence reads a sequence's allocator state from the KV.
-func (num *numbering) sequence(ctx context.Context, name string) (any, error) {
+func (num *numbering) sequence(ctx context.Context, name string) (*api.Sequence, error) {
 	if !slices.ContainsFunc(num.seqs, func(s *sequence) bool { return s.cfg.Name == name }) {
 		return nil, httpapi.ErrNoSequence
 	}
@@ -285,11 +299,5 @@ func (num *numbering) sequence(ctx context.Context, name string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := sequenceView{State: st, Numbered: st.Dense.Rank, Holes: st.Holes()}
-	for i := range st.Leases {
-		if l := &st.Leases[i]; v.OldestOpen == nil || l.Start < v.OldestOpen.Start {
-			v.OldestOpen = l
-		}
-	}
-	return v, nil
+	return sequenceJSON(st), nil
 }

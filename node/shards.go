@@ -65,7 +65,7 @@ type shardRouter struct {
 	timeout      time.Duration
 	log          hclog.Logger
 
-	api  http.Handler // set by serve
+	api http.Handler // set by serve
 	// resp runs a forwarded RESP command; set by serve, nil without a
 	// RESP listener.
 	resp func(args [][]byte, token string, proto int) []byte

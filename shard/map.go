@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 )
 
@@ -249,28 +250,19 @@ func (m Map) Equal(o Map) bool {
 		slices.Equal(m.replicas, o.replicas) && slices.Equal(m.held, o.held)
 }
 
-// mapJSON is a map's stored and served form.
-type mapJSON struct {
-	Region   string        `json:"region"`
-	Shards   int           `json:"shards"`
-	Copies   int           `json:"copies"`
-	Replicas []holdingJSON `json:"replicas"`
-}
-
-type holdingJSON struct {
-	Replica string   `json:"replica"`
-	Shards  []string `json:"shards"`
-	Count   int      `json:"count"`
-}
-
 // MarshalJSON writes {"region","shards","copies","replicas":[{"replica",
 // "shards":["0-340","342",...],"count"}]}.
 func (m Map) MarshalJSON() ([]byte, error) {
-	j := mapJSON{Region: m.Region, Shards: Count, Copies: m.Copies, Replicas: []holdingJSON{}}
+	return json.Marshal(m.API())
+}
+
+// API is the map as GET /v1/shards answers it.
+func (m Map) API() api.ShardMap {
+	j := api.ShardMap{Region: m.Region, Shards: Count, Copies: m.Copies, Replicas: []api.ShardHolding{}}
 	for i, r := range m.replicas {
-		j.Replicas = append(j.Replicas, holdingJSON{Replica: r, Shards: m.held[i].Ranges(), Count: m.held[i].Len()})
+		j.Replicas = append(j.Replicas, api.ShardHolding{Replica: r, Shards: m.held[i].Ranges(), Count: m.held[i].Len()})
 	}
-	return json.Marshal(j)
+	return j
 }
 
 // Decode reads a map as MarshalJSON writes it, strictly (unknown fields,
@@ -279,7 +271,7 @@ func (m Map) MarshalJSON() ([]byte, error) {
 func Decode(b []byte) (Map, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	var j mapJSON
+	var j api.ShardMap
 	if err := dec.Decode(&j); err != nil {
 		return Map{}, fmt.Errorf("decode shard map: %w", err)
 	}
@@ -290,7 +282,7 @@ func Decode(b []byte) (Map, error) {
 		return Map{}, fmt.Errorf("decode shard map: %d shards, this build has %d", j.Shards, Count)
 	}
 	m := Map{Region: j.Region, Copies: j.Copies}
-	slices.SortFunc(j.Replicas, func(a, b holdingJSON) int { return strings.Compare(a.Replica, b.Replica) })
+	slices.SortFunc(j.Replicas, func(a, b api.ShardHolding) int { return strings.Compare(a.Replica, b.Replica) })
 	for _, h := range j.Replicas {
 		set, err := parseRanges(h.Shards)
 		if err != nil {

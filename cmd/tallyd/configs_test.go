@@ -259,9 +259,9 @@ func TestNATSConfigs(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			ev, _ := st.Events.(map[string]any)
-			if ev["published"] != ev["logged"] || ev["logged"] == float64(0) || ev["error"] != nil {
-				return fmt.Errorf("%s: events %v", r, st.Events)
+			ev := st.Events
+			if ev == nil || ev.Published != ev.Logged || ev.Logged == 0 || ev.Error != "" {
+				return fmt.Errorf("%s: events %+v", r, ev)
 			}
 			return nil
 		})

@@ -208,7 +208,7 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 			}
 			setUp := func(up bool, want string) {
 				t.Helper()
-				if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/replicas/us-2", fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 202 {
+				if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/replicas/us-2", fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 200 {
 					t.Fatalf("set us-2 up=%v: %d %v %v", up, st, b, err)
 				}
 				testkit.WaitFor(t, 60*time.Second, func() error {
