@@ -77,6 +77,11 @@ type UserLikes struct {
 	User  string      `json:"user"`
 	Items []ListEntry `json:"items"`
 	Next  string      `json:"next,omitempty"`
+	// Partial, in a sharded region: some replica holding part of the
+	// keys did not answer in time, so keys of MissingShards shards are
+	// left out.
+	Partial       bool `json:"partial,omitempty"`
+	MissingShards int  `json:"missing_shards,omitempty"`
 }
 
 // ListEntry is one user or item of a like list and when the like was
@@ -93,6 +98,11 @@ type Feed struct {
 	Items []FeedItem `json:"items"`
 	// Approx: some count may still move (as on GET /v1/likes/{item}).
 	Approx bool `json:"approx"`
+	// Partial, in a sharded region: some replica holding part of the
+	// keys did not answer in time, so keys of MissingShards shards are
+	// answered 0, not liked.
+	Partial       bool `json:"partial,omitempty"`
+	MissingShards int  `json:"missing_shards,omitempty"`
 }
 
 // FeedItem is one item of a Feed.
@@ -610,6 +620,11 @@ type Trending struct {
 	// candidate, and every count is exact.
 	Candidates int `json:"candidates"`
 	Capacity   int `json:"capacity"`
+	// Partial, in a sharded region: some replica holding part of the
+	// keys did not answer in time, so keys of MissingShards shards are
+	// left out.
+	Partial       bool `json:"partial,omitempty"`
+	MissingShards int  `json:"missing_shards,omitempty"`
 }
 
 // TrendingItem is one key of a trending list and its exact net change.

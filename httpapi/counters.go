@@ -100,8 +100,8 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd), Replicas: replicasJSON(rd.Vector),
-		StalenessMs: s.staleness(), Unreconciled: rd.Unreconciled}
+	out := api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd, key), Replicas: replicasJSON(rd.Vector),
+		StalenessMs: s.staleness(key), Unreconciled: rd.Unreconciled}
 	if rd.ApproxError > 0 {
 		out.Approx, out.Mode = true, api.ModeApprox
 		out.Error = approxError(rd.ApproxError, region.CounterStd(rd.ApproxError, rd.Vector))

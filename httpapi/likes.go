@@ -167,7 +167,7 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.Likes{
-		Item: item, Count: rd.Value, Approx: s.approx(rd), StalenessMs: s.staleness(),
+		Item: item, Count: rd.Value, Approx: s.approx(rd, item), StalenessMs: s.staleness(item),
 		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled,
 	})
 	return nil

@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,6 +12,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -109,11 +113,51 @@ func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-// GET /v1/users/{user}/likes
+// GET /v1/users/{user}/likes. In a sharded region a user's likes are on
+// many shards: each replica lists the page from its own, and the pages
+// merge by item.
 func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
-	return s.list(w, r, "user", s.rep.LikedItems, func(user string, items []api.ListEntry, next string) any {
-		return api.UserLikes{User: user, Items: items, Next: next}
+	if !s.sharded(r) {
+		return s.list(w, r, "user", s.rep.LikedItems, func(user string, items []api.ListEntry, next string) any {
+			return api.UserLikes{User: user, Items: items, Next: next}
+		})
+	}
+	user, err := pathID(r, "user")
+	if err != nil {
+		return err
+	}
+	limit, after, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	l, more, err := s.rep.LikedItems(user, after, limit)
+	if err != nil {
+		return err
+	}
+	items := listEntries(l)
+	missing, err := s.gather(r, nil, func(b []byte) error {
+		var other api.UserLikes
+		if err := json.Unmarshal(b, &other); err != nil {
+			return err
+		}
+		items = append(items, other.Items...)
+		more = more || other.Next != ""
+		return nil
 	})
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(items, func(a, b api.ListEntry) int { return strings.Compare(a.ID, b.ID) })
+	items = slices.CompactFunc(items, func(a, b api.ListEntry) bool { return a.ID == b.ID })
+	out := api.UserLikes{User: user, Items: items, Partial: missing > 0, MissingShards: missing}
+	if len(items) > limit {
+		out.Items, more = items[:limit], true
+	}
+	if more && len(out.Items) > 0 {
+		out.Next = out.Items[len(out.Items)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // feedRequest is POST /v1/feed's body.
@@ -145,9 +189,17 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 		return newError(http.StatusBadRequest, CodeBadRequest, "items: want 1..%d ids", maxItems)
 	}
 	out := api.Feed{User: req.User, Items: make([]api.FeedItem, 0, len(req.Items))}
+	var elsewhere []int // in a sharded region: the items of shards this replica does not hold
 	for _, item := range req.Items {
 		if !crdt.ValidID(item) {
 			return newError(http.StatusBadRequest, CodeBadID, "item %q: want an id of 1-%d of [A-Za-z0-9_.:@-]", item, crdt.MaxIDLen)
+		}
+		if !s.holds(item) {
+			if !gathered(r) { // a gathered feed answers its own items only
+				elsewhere = append(elsewhere, len(out.Items))
+				out.Items = append(out.Items, api.FeedItem{Item: item})
+			}
+			continue
 		}
 		rd, err := s.rep.Likes(item)
 		if err != nil {
@@ -157,9 +209,53 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		out.Approx = out.Approx || s.approx(rd)
+		out.Approx = out.Approx || s.approx(rd, item)
 		out.Items = append(out.Items, api.FeedItem{Item: item, Count: rd.Value, Liked: st.Liked})
 	}
+	if len(elsewhere) > 0 {
+		if err := s.gatherFeed(r, req, &out, elsewhere); err != nil {
+			return err
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// gatherFeed fills the feed's items of shards this replica does not hold
+// (out.Items[i] for i in elsewhere) from the region's other replicas.
+func (s *Server) gatherFeed(r *http.Request, req feedRequest, out *api.Feed, elsewhere []int) error {
+	var body []byte
+	if r.Method == http.MethodPost {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return fmt.Errorf("feed for the other replicas: %w", err)
+		}
+	}
+	got := map[string]api.FeedItem{}
+	if _, err := s.gather(r, body, func(b []byte) error {
+		var other api.Feed
+		if err := json.Unmarshal(b, &other); err != nil {
+			return err
+		}
+		for _, it := range other.Items {
+			got[it.Item] = it
+		}
+		out.Approx = out.Approx || other.Approx
+		return nil
+	}); err != nil {
+		return err
+	}
+	missing := shard.Set{}
+	for _, i := range elsewhere {
+		it, ok := got[out.Items[i].Item]
+		if !ok {
+			missing.Add(shard.Of(out.Items[i].Item))
+			continue
+		}
+		out.Items[i] = it
+	}
+	if n := missing.Len(); n > 0 {
+		out.Partial, out.MissingShards, out.Approx = true, n, true
+	}
 	return nil
 }

@@ -338,10 +338,11 @@ func route(op *openapi.Operation) {
 	}
 	// In a sharded region a request of one key may be forwarded
 	// (routeShard), and a write of several refused where not all are held.
-	if strings.Contains(op.Path, "{item}") || strings.Contains(op.Path, "{key}") || op.Method == http.MethodPost && op.Path == "/v1/likes" {
+	multi := op.Method == http.MethodGet && (op.Path == "/v1/window" || op.Path == "/v1/series" || op.Path == "/v1/uniques")
+	if strings.Contains(op.Path, "{item}") || strings.Contains(op.Path, "{key}") || op.Method == http.MethodPost && op.Path == "/v1/likes" || multi {
 		more = append(more, CodeShardUnavailable)
 	}
-	if op.Method == http.MethodPost && (op.Path == "/v1/events" || op.Path == "/v1/cashback") {
+	if op.Method == http.MethodPost && (op.Path == "/v1/events" || op.Path == "/v1/cashback") || multi {
 		more = append(more, CodeShardNotHeld)
 	}
 	op.Errors = append(op.Errors, more...)

@@ -25,22 +25,39 @@ var ErrUnknownLink = errors.New("httpapi: unknown link")
 // approx says whether a read may still move: some record of the item is
 // unreconciled, a peer is unheard-from past its timeout, or this replica has
 // not finished recovering from its peers.
-func (s *Server) approx(rd region.Read) bool {
+// In a sharded region only the peers holding the key's shard count.
+func (s *Server) approx(rd region.Read, key string) bool {
 	if rd.Unreconciled > 0 {
 		return true
 	}
-	return s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	return s.staleFor(key)
 }
 
-// staleness maps each peer to ms since it was last heard from (-1: never),
-// so a read says how old its view of each replica may be.
-func (s *Server) staleness() map[string]int64 {
+// staleFor says whether a read of key may still move because a peer
+// holding its shard is unheard-from (key "": any peer, as for a family's
+// total, which every replica holds).
+func (s *Server) staleFor(key string) bool {
+	if s.cfg.Replication == nil {
+		return false
+	}
+	if key == "" {
+		return s.cfg.Replication.Stale()
+	}
+	return s.cfg.Replication.StaleFor(key)
+}
+
+// staleness maps each peer holding key's shard (every peer, unsharded) to
+// ms since it was last heard from (-1: never), so a read says how old its
+// view of each replica may be.
+func (s *Server) staleness(key string) map[string]int64 {
 	if s.cfg.Replication == nil {
 		return nil
 	}
 	out := make(map[string]int64)
 	for _, p := range s.cfg.Replication.Peers() {
-		out[p.Replica] = p.LastHeardAgoMs
+		if s.cfg.Replication.PeerHolds(p.Replica, key) {
+			out[p.Replica] = p.LastHeardAgoMs
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -23,6 +24,64 @@ type Shards interface {
 	// region and writes the holder's answer to w. It returns an error
 	// (nothing written) when no holder answers.
 	Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error
+	// Gather sends r, whose body is body, to every other replica of the
+	// region, each answering from the shards it holds only, and returns
+	// the answers that came in time.
+	Gather(r *http.Request, body []byte) []Gathered
+}
+
+// Gathered is one replica's answer to a gathered request.
+type Gathered struct {
+	Replica string
+	Status  int
+	Body    []byte
+}
+
+// gatheredKey marks a request another replica gathers from every replica
+// of the region (WithGathered): answer from this replica's shards only.
+type gatheredKey struct{}
+
+// WithGathered marks ctx as carrying a request another replica gathers
+// from every replica of the region: it is answered from this replica's
+// own shards, and never gathered again.
+func WithGathered(ctx context.Context) context.Context {
+	return context.WithValue(WithForwarded(ctx), gatheredKey{}, true)
+}
+
+func gathered(r *http.Request) bool {
+	v, _ := r.Context().Value(gatheredKey{}).(bool)
+	return v
+}
+
+// sharded reports whether r is answered from more shards than this
+// replica holds: a read of many keys in a sharded region, not itself a
+// gathered one.
+func (s *Server) sharded(r *http.Request) bool {
+	return s.cfg.Shards != nil && !gathered(r)
+}
+
+// holds reports whether this replica holds name's shard (always, when
+// the region is not sharded).
+func (s *Server) holds(name string) bool {
+	return s.cfg.Shards == nil || s.cfg.Shards.Holds(shard.Of(name))
+}
+
+// gather asks the region's other replicas for r and calls each with
+// every 200 answer's body; it returns how many shards neither this
+// replica nor an answering one holds (0: the answers cover every key).
+func (s *Server) gather(r *http.Request, body []byte, each func(b []byte) error) (missing int, err error) {
+	m := s.cfg.Shards.Map()
+	covered := m.Held(s.cfg.Replica.ID())
+	for _, g := range s.cfg.Shards.Gather(r, body) {
+		if g.Status != http.StatusOK {
+			continue
+		}
+		if err := each(g.Body); err != nil {
+			return 0, fmt.Errorf("gathered answer of %s: %w", g.Replica, err)
+		}
+		covered = covered.Or(m.Held(g.Replica))
+	}
+	return shard.Count - covered.Len(), nil
 }
 
 // forwardedKey marks a request a replica forwarded to this one over NATS
@@ -75,6 +134,28 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 			if json.Unmarshal(body, &peek) == nil { // a bad body gets its 400 from the handler
 				name = peek.VideoID + peek.Item
 				ok = name != ""
+			}
+		}
+		if !ok && r.Method == http.MethodGet && (r.URL.Path == "/v1/window" || r.URL.Path == "/v1/series") {
+			// ?key=...: the keys' shard, when they share one; the
+			// family's total ("" or "*") is on Global, held everywhere.
+			held, several, one := true, false, ""
+			for _, k := range r.URL.Query()["key"] {
+				if k == "" || k == "*" {
+					continue
+				}
+				held = held && s.cfg.Shards.Holds(shard.Of(k))
+				several = several || one != "" && shard.Of(k) != shard.Of(one)
+				one = k
+			}
+			switch {
+			case held:
+			case !several:
+				name, ok = one, true
+			default:
+				s.writeError(w, r, newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
+					"keys of several shards, not all held by this replica: ask for keys of one shard per request (GET /v1/shards)"))
+				return
 			}
 		}
 		if !ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 )
 
 // uniquesRequest is the body of POST /v1/uniques/{key}: one id or many.
@@ -98,7 +99,31 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	slices.Sort(keys)
-	return s.uniques(w, r, slices.Compact(keys))
+	keys = slices.Compact(keys)
+	if s.sharded(r) {
+		// A union needs every key's registers: keys of one shard are
+		// answered by its holders, keys of several only where all are held.
+		one, held := shard.Of(keys[0]), true
+		for _, k := range keys {
+			held = held && s.holds(k)
+			if shard.Of(k) != one {
+				one = -1
+			}
+		}
+		switch {
+		case held:
+		case one >= 0:
+			if err := s.cfg.Shards.Forward(w, r, nil, one); err != nil {
+				return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
+					"no replica of this region holding shard %d answered: %v", one, err)
+			}
+			return nil
+		default:
+			return newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
+				"keys of several shards, not all held by this replica: a union of unique counts needs every key's sketch in one place (GET /v1/shards)")
+		}
+	}
+	return s.uniques(w, r, keys)
 }
 
 func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) error {
@@ -126,7 +151,7 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	if out.Replicas == nil {
 		out.Replicas = []string{} // a key nobody added to: [], as the API documents, not null
 	}
-	out.Stale = s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	out.Stale = slices.ContainsFunc(keys, s.staleFor)
 	regionOf := s.regionOf()
 	for _, id := range rd.Replicas {
 		out.Regions = append(out.Regions, regionName(regionOf, id))

@@ -1,10 +1,12 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -293,7 +295,7 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	for _, e := range sum.Vector {
 		out.Regions[regionName(regions, e.Replica)] += e.Value()
 	}
-	moving := win.Unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	moving := win.Unreconciled > 0 || s.staleFor(key)
 	out.Approx, out.Final = moving, win.Closed && !moving
 	if relErr := s.approxError(kind, key); relErr > 0 {
 		out.Approx, out.Mode = true, api.ModeApprox
@@ -549,10 +551,52 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		anyApprox = anyApprox || approx
 		out.Items = append(out.Items, api.TrendingItem{Item: it.Key, Count: it.Count, Approx: approx})
 	}
+	if s.sharded(r) {
+		// Each replica ranks the keys of its shards exactly; a key in the
+		// region's top n is in the top n of every replica holding it.
+		missing, err := s.gather(r, nil, func(b []byte) error {
+			var other api.Trending
+			if err := json.Unmarshal(b, &other); err != nil {
+				return err
+			}
+			out.Items = append(out.Items, other.Items...)
+			out.Candidates += other.Candidates
+			anyApprox = anyApprox || other.Approx
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		out.Items = topItems(out.Items, n)
+		out.Partial, out.MissingShards = missing > 0, missing
+	}
 	moving := s.cfg.Replication != nil && s.cfg.Replication.Stale()
-	out.Approx, out.Final = moving || anyApprox, !tr.AllTime && tr.Closed && !moving
+	out.Approx, out.Final = moving || anyApprox || out.Partial, !tr.AllTime && tr.Closed && !moving && !out.Partial
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// topItems is the n items of the largest counts, each once (two holders
+// of a key answer it alike; the larger is the later view), by count
+// then item.
+func topItems(items []api.TrendingItem, n int) []api.TrendingItem {
+	best := map[string]api.TrendingItem{}
+	for _, it := range items {
+		if b, ok := best[it.Item]; !ok || it.Count > b.Count {
+			best[it.Item] = it
+		}
+	}
+	out := make([]api.TrendingItem, 0, len(best))
+	for _, it := range best {
+		out = append(out, it)
+	}
+	slices.SortFunc(out, func(a, b api.TrendingItem) int {
+		if a.Count != b.Count {
+			return cmp.Compare(b.Count, a.Count)
+		}
+		return strings.Compare(a.Item, b.Item)
+	})
+	return out[:min(n, len(out))]
 }
 
 // eventTimeAPI narrows an event time's error to *apiError.

@@ -29,6 +29,12 @@ const routePrefix = "tally.route."
 // for NATS permissions: its replicas publish and subscribe there.
 func RouteSubjects(region string) string { return routePrefix + token(region) + ".>" }
 
+// replicaSubject is where one replica takes requests gathered from every
+// replica of its region (httpapi.Shards Gather): not a queue group.
+func replicaSubject(region, replica string) string {
+	return routePrefix + token(region) + ".replica." + token(replica)
+}
+
 func routeSubject(region string, s int) string {
 	return routePrefix + token(region) + "." + strconv.Itoa(s)
 }
@@ -100,6 +106,12 @@ func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token st
 		}
 		sr.subs = append(sr.subs, sub)
 	}
+	sub, err := sr.nc.Subscribe(replicaSubject(sr.region, sr.self), sr.onRequest)
+	if err != nil {
+		sr.close()
+		return fmt.Errorf("serve gathered requests: %w", err)
+	}
+	sr.subs = append(sr.subs, sub)
 	if err := sr.nc.Flush(); err != nil {
 		sr.close()
 		return fmt.Errorf("serve forwarded requests: %w", err)
@@ -138,7 +150,11 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 		sr.answerRESP(msg)
 		return
 	}
-	ctx, cancel := context.WithTimeout(httpapi.WithForwarded(sr.ctx), sr.timeout)
+	ctx := httpapi.WithForwarded(sr.ctx)
+	if msg.Subject == replicaSubject(sr.region, sr.self) {
+		ctx = httpapi.WithGathered(sr.ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
 	defer cancel()
 	h := http.Header(msg.Header)
 	req, err := http.NewRequestWithContext(ctx, h.Get(hdrMethod), h.Get(hdrURI), bytes.NewReader(msg.Data))
@@ -164,14 +180,7 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 
 // Forward sends r to a holder of shard s and writes its answer.
 func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error {
-	msg := nats.NewMsg(routeSubject(sr.region, s))
-	for k, v := range r.Header {
-		msg.Header[k] = v
-	}
-	msg.Header.Set(hdrMethod, r.Method)
-	msg.Header.Set(hdrURI, r.URL.RequestURI())
-	msg.Header.Set(hdrRemote, r.RemoteAddr)
-	msg.Data = body
+	msg := sr.requestMsg(routeSubject(sr.region, s), r, body)
 	ctx, cancel := context.WithTimeout(r.Context(), sr.timeout)
 	defer cancel()
 	resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
@@ -192,6 +201,59 @@ func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []by
 	w.WriteHeader(status)
 	_, _ = w.Write(resp.Data)
 	return nil
+}
+
+// gatherTimeout bounds how long a gathered read waits for the region's
+// other replicas: a replica that does not answer by then is left out,
+// and the read says partial.
+const gatherTimeout = 2 * time.Second
+
+// Gather sends r to every other replica of the region at once and
+// returns the answers that came within gatherTimeout.
+func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
+	ctx, cancel := context.WithTimeout(r.Context(), min(sr.timeout, gatherTimeout))
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		out []httpapi.Gathered
+		wg  sync.WaitGroup
+	)
+	for _, replica := range sr.own.Replicas() {
+		if replica == sr.self {
+			continue
+		}
+		msg := sr.requestMsg(replicaSubject(sr.region, replica), r, body)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
+			if err != nil {
+				return // left out: the read says partial
+			}
+			status, err := strconv.Atoi(resp.Header.Get(hdrStatus))
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out = append(out, httpapi.Gathered{Replica: replica, Status: status, Body: resp.Data})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// requestMsg is r, with body, as a NATS request on subject.
+func (sr *shardRouter) requestMsg(subject string, r *http.Request, body []byte) *nats.Msg {
+	msg := nats.NewMsg(subject)
+	for k, v := range r.Header {
+		msg.Header[k] = v
+	}
+	msg.Header.Set(hdrMethod, r.Method)
+	msg.Header.Set(hdrURI, r.URL.RequestURI())
+	msg.Header.Set(hdrRemote, r.RemoteAddr)
+	msg.Data = body
+	return msg
 }
 
 // recorder is the http.ResponseWriter of a forwarded request.

@@ -15,11 +15,6 @@ type ShardView interface {
 	Holds(replica string, s int) bool
 }
 
-// holds reports whether this replica holds shard s.
-func (r *Replicator) holds(s int) bool {
-	return r.cfg.Shards == nil || r.cfg.Shards.Holds(r.self, s)
-}
-
 // holdsName reports whether this replica holds the shard of a vector or
 // record name.
 func (r *Replicator) holdsName(name string) bool {
@@ -34,4 +29,32 @@ func (r *Replicator) shares(peer string, seg int) bool {
 	}
 	s := storage.SegmentShard(seg)
 	return r.cfg.Shards.Holds(r.self, s) && r.cfg.Shards.Holds(peer, s)
+}
+
+// StaleFor is Stale for the shard of one vector or record name: only the
+// peers holding that shard count, so a replica down in a sharded region
+// makes approximate only the reads of the shards it holds.
+func (r *Replicator) StaleFor(name string) bool {
+	if !r.recovered.Load() {
+		return true
+	}
+	s := shard.Of(name)
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.peers {
+		if r.cfg.Shards != nil && !r.cfg.Shards.Holds(p.id, s) {
+			continue
+		}
+		if r.staleLocked(p, now) {
+			return true
+		}
+	}
+	return false
+}
+
+// PeerHolds reports whether peer holds the shard of a vector or record
+// name (every peer does in an unsharded deployment).
+func (r *Replicator) PeerHolds(peer, name string) bool {
+	return r.cfg.Shards == nil || r.cfg.Shards.Holds(peer, shard.Of(name))
 }

@@ -49,6 +49,14 @@ func (set Set) And(o Set) Set {
 	return set
 }
 
+// Or returns the shards in either set.
+func (set Set) Or(o Set) Set {
+	for i := range set {
+		set[i] |= o[i]
+	}
+	return set
+}
+
 // Ranges writes the set as sorted runs: "0-340", "342".
 func (set *Set) Ranges() []string {
 	out := []string{}

@@ -1,8 +1,10 @@
 package deploy_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -10,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
@@ -125,6 +129,7 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 		}
 	}
 	testkit.WaitFor(t, 30*time.Second, exact(150))
+	readsGather(t, urls, cfgs, likes)
 
 	// Cut us from eu; write on both sides; heal.
 	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 {
@@ -252,6 +257,21 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 					}
 				}
 			}
+			// Trending gathers every replica's shards: with one copy the
+			// stopped replica's shards are missing, and it says so.
+			_, tr, err := testkit.DoJSON("GET", urls[0]+"/v1/trending?window=all", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			onlyUS2 := 0
+			for s := range shard.Count {
+				if slices.Equal(usMap.Holders(s), []string{"us-2"}) {
+					onlyUS2++
+				}
+			}
+			if partial, _ := tr["partial"].(bool); partial != (copies == 1) || tr["missing_shards"] != nil && int(tr["missing_shards"].(float64)) != onlyUS2 {
+				t.Fatalf("trending at us-1 with us-2 down, %d copies: %v; want partial %v, %d shards missing", copies, tr, copies == 1, onlyUS2)
+			}
 			if copies == 1 && unavailable == 0 {
 				t.Fatalf("no item of the %d was held only by us-2", items)
 			}
@@ -274,5 +294,78 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 				return nil
 			})
 		})
+	}
+}
+
+// readsGather checks the reads of many keys, which a sharded replica
+// gathers from its region's other replicas, at every replica: a user's
+// liked items, a feed, the trending items.
+func readsGather(t *testing.T, urls []string, cfgs []node.Config, likes map[string]map[string]bool) {
+	t.Helper()
+	var items []string
+	counts := map[string]int{}
+	for item, users := range likes {
+		items = append(items, item)
+		counts[item] = len(users)
+	}
+	slices.Sort(items)
+	const user = "u5"
+	var liked []string
+	for _, item := range items {
+		if likes[item][user] {
+			liked = append(liked, item)
+		}
+	}
+	top := slices.Collect(maps.Values(counts))
+	slices.SortFunc(top, func(a, b int) int { return b - a })
+	top = top[:5]
+	c := http.Client{Timeout: 10 * time.Second}
+	get := func(url string, v any) {
+		t.Helper()
+		resp, err := c.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, u := range urls {
+		var ul api.UserLikes
+		get(u+"/v1/users/"+user+"/likes?limit=1000", &ul)
+		var got []string
+		for _, e := range ul.Items {
+			got = append(got, e.ID)
+		}
+		if !slices.Equal(got, liked) || ul.Partial {
+			t.Errorf("%s: %s's likes %v (partial %v), want %v", cfgs[i].Replica, user, got, ul.Partial, liked)
+		}
+		var feed api.Feed
+		get(u+"/v1/feed?user="+user+"&items="+strings.Join(items, ","), &feed)
+		for j, it := range feed.Items {
+			if it.Item != items[j] || it.Count != int64(counts[it.Item]) || it.Liked != likes[it.Item][user] {
+				t.Errorf("%s: feed item %d = %+v, want %s count %d liked %v", cfgs[i].Replica, j, it, items[j], counts[items[j]], likes[items[j]][user])
+			}
+		}
+		if feed.Partial || len(feed.Items) != len(items) {
+			t.Errorf("%s: feed of %d items, partial %v", cfgs[i].Replica, len(feed.Items), feed.Partial)
+		}
+		var tr api.Trending
+		get(u+"/v1/trending?window=all&n=5", &tr)
+		var gotTop []int
+		for _, it := range tr.Items {
+			gotTop = append(gotTop, int(it.Count))
+			if int(it.Count) != counts[it.Item] {
+				t.Errorf("%s: trending %s = %d, want %d", cfgs[i].Replica, it.Item, it.Count, counts[it.Item])
+			}
+		}
+		if !slices.Equal(gotTop, top) || tr.Partial {
+			t.Errorf("%s: trending counts %v (partial %v), want %v", cfgs[i].Replica, gotTop, tr.Partial, top)
+		}
 	}
 }
