@@ -191,6 +191,15 @@ uniques_windows = "1h:8d,1d:400d"
 # write, so it never counts on from a lost state.
 # peers = ["eu-1", "ap-1"]
 
+# Sharding: spread each region's keys over its replicas, each shard held by
+# `copies` of them (default 2); list every region's replicas, the same in
+# every replica's config. Without it every replica holds every key.
+# shards {
+#   copies = 2
+#   region "us" { replicas = ["us-1", "us-2", "us-3"] }
+#   region "eu" { replicas = ["eu-1", "eu-2", "eu-3"] }
+# }
+
 # How often changed entries are published (the fast path). Default "10ms".
 flush_interval = "10ms"
 
