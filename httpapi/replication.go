@@ -82,14 +82,7 @@ func (s *Server) replicationStatus(out *api.Status) {
 func (s *Server) convergence(w http.ResponseWriter, _ *http.Request) error {
 	out := api.Convergence{Replica: s.rep.ID(), Converged: true, Recovered: true, Peers: []api.PeerStatus{}}
 	if rep := s.cfg.Replication; rep != nil {
-		out.Recovered = rep.Recovered()
-		out.Peers = rep.Peers()
-		out.Converged = out.Recovered
-		for _, p := range out.Peers {
-			if !p.InSync || p.Stale {
-				out.Converged = false
-			}
-		}
+		out = rep.Convergence()
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -343,7 +343,7 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s (resp_listen): %w", cfg.RESPListen, err)
 	}
-	n.resp, err = resp.New(resp.Config{
+	rcfg := resp.Config{
 		Replica:         n.replica,
 		Listener:        ln,
 		Logger:          n.log,
@@ -358,7 +358,11 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		MaxConnections:  cfg.RESPMaxConnections,
 		Version:         opts.Version,
 		Shards:          n.respShards(),
-	})
+	}
+	if n.rep != nil {
+		rcfg.Convergence = n.rep.Convergence
+	}
+	n.resp, err = resp.New(rcfg)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("start RESP: %w", err)

@@ -579,6 +579,20 @@ func (r *Replicator) Stale() bool {
 	return false
 }
 
+// Convergence is this replica's view of whether it has converged: every
+// peer fresh and its state matched at the last digest comparison, after
+// recovery (GET /v1/convergence, RESP's INFO).
+func (r *Replicator) Convergence() api.Convergence {
+	out := api.Convergence{Replica: r.self, Recovered: r.Recovered(), Peers: r.Peers()}
+	out.Converged = out.Recovered
+	for _, p := range out.Peers {
+		if !p.InSync || p.Stale {
+			out.Converged = false
+		}
+	}
+	return out
+}
+
 // Recovered reports whether start-up recovery finished and writes are
 // accepted.
 func (r *Replicator) Recovered() bool { return r.recovered.Load() }

@@ -395,6 +395,16 @@ func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\nredis_mode:standalone\r\n", s.cfg.Version)
 	fmt.Fprintf(&b, "# Replica\r\nregion:%s\r\nreplica:%s\r\naccepting_writes:%d\r\ndurability:%s\r\n",
 		s.rep.Region(), s.rep.ID(), boolInt(s.rep.Accepting()), s.rep.Durability())
+	if s.cfg.Convergence != nil {
+		cv := s.cfg.Convergence()
+		stale, inSync := 0, 0
+		for _, p := range cv.Peers {
+			stale += boolInt(p.Stale)
+			inSync += boolInt(p.InSync)
+		}
+		fmt.Fprintf(&b, "# Replication\r\nrecovered:%d\r\nconverged:%d\r\npeers:%d\r\npeers_stale:%d\r\npeers_in_sync:%d\r\n",
+			boolInt(cv.Recovered), boolInt(cv.Converged), len(cv.Peers), stale, inSync)
+	}
 	sess.writeText(c, b.String())
 	return nil
 }

@@ -78,6 +78,9 @@ type Config struct {
 	// so idle or abandoned clients do not hold goroutines and buffers.
 	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
+	// Convergence, if set, is the replica's convergence as GET
+	// /v1/convergence answers it, for INFO's replication section.
+	Convergence func() api.Convergence
 	// Shards, in a sharded region, routes a command to a holder of its
 	// key's shard (shards.go). Default: nil, this replica holds every
 	// shard.

@@ -75,6 +75,14 @@ func TestRESPReplicates(t *testing.T) {
 				return fmt.Errorf("%s: SCARD %d, SISMEMBER %v, GET %d, PFCOUNT %d; want 1, true, 10, 3",
 					addrs[i], card, member, views, uniques)
 			}
+			// INFO says what GET /v1/convergence says.
+			info, err := c.Info(ctx, "replication").Result()
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(info, "converged:1\r\n") || !strings.Contains(info, "peers:2\r\n") || !strings.Contains(info, "peers_in_sync:2\r\n") {
+				return fmt.Errorf("%s: INFO %q, want converged with 2 peers in sync", addrs[i], info)
+			}
 		}
 		return nil
 	})
