@@ -180,7 +180,9 @@ type RegionOverview struct {
 	// absent when milestones are off (the region answers 404).
 	Milestones *api.Milestones `json:"milestones,omitempty"`
 	// Budget is the region's GET /v1/budgets/{budget}.
-	Budget *api.Budget       `json:"budget,omitempty"`
+	Budget *api.Budget `json:"budget,omitempty"`
+	// Shards is the region's shard map as the replica answers it.
+	Shards *api.ShardMap     `json:"shards,omitempty"`
 	Errors map[string]string `json:"errors,omitempty"`
 }
 
@@ -232,6 +234,14 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		}, true},
 		{"budget", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
 			return into(&o.Budget)(c.Budget(ctx, budget))
+		}, false},
+		{"shards", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
+			m, err := c.Shards(ctx)
+			if err == nil {
+				sm := m.API()
+				o.Shards = &sm
+			}
+			return err
 		}, false},
 	}
 	var (
@@ -296,6 +306,7 @@ func (o *RegionOverview) merge(part *RegionOverview) {
 	o.Status = cmp.Or(part.Status, o.Status)
 	o.Milestones = cmp.Or(part.Milestones, o.Milestones)
 	o.Budget = cmp.Or(part.Budget, o.Budget)
+	o.Shards = cmp.Or(part.Shards, o.Shards)
 }
 
 // links reads the link list from the first region that answers.

@@ -45,6 +45,8 @@ func newFakeRegion(t *testing.T, name string, peers ...string) *fakeRegion {
 	answer("/v1/counters/views", map[string]any{"key": "views", "value": 7, "approx": false, "replicas": map[string]any{}})
 	answer("/v1/convergence", map[string]any{"replica": name + "-1", "converged": true, "recovered": true, "peers": ps})
 	answer("/v1/status", map[string]any{"region": name, "replica": name + "-1", "pending_replication": 0, "peers": ps})
+	answer("/v1/shards", map[string]any{"region": name, "shards": 1024, "copies": 1,
+		"replicas": []any{map[string]any{"replica": name + "-1", "shards": []string{"0-1023"}, "count": 1024}}})
 	// us numbers likes; eu answers as a region with milestones off does.
 	mux.HandleFunc("GET /v1/milestones", func(w http.ResponseWriter, r *http.Request) {
 		if name != "us" {
@@ -188,11 +190,14 @@ func TestDashboardOverviewAggregatesEveryRegion(t *testing.T) {
 	if got := fakes[0].milestonesLimit(); got != strconv.Itoa(dashMilestones) {
 		t.Errorf("us was asked for %q milestones, want %d", got, dashMilestones)
 	}
+	if sm := ov.Regions[0].Shards; sm == nil || sm.Region != "us" || len(sm.Replicas) != 1 || sm.Replicas[0].Count != 1024 {
+		t.Errorf("us shards: %+v", sm)
+	}
 	if ov.Regions[1].Milestones != nil {
 		t.Errorf("eu has milestones off, yet: %+v", ov.Regions[1].Milestones)
 	}
 	ap := ov.Regions[2]
-	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 6 {
+	if ap.Region != "ap" || ap.Reachable || ap.Likes != nil || len(ap.Errors) != 7 {
 		t.Errorf("unreachable region: %+v", ap)
 	}
 	if len(ov.Links) != 3 || !ov.Links[0].Up || ov.Links[0].BytesBA != 20 || ov.LinksError != "" {
