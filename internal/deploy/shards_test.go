@@ -102,6 +102,20 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 			t.Fatalf("incr %d: %d %v %v", n, st, b, err)
 		}
 	}
+	unliked := 0 // unlikes of 40 random likes, at random replicas
+	for item, users := range likes {
+		for user := range users {
+			if unliked == 40 {
+				break
+			}
+			u := urls[rng.IntN(len(urls))]
+			if st, b, err := testkit.DoJSON("DELETE", u+"/v1/likes/"+item+"/"+user, ""); err != nil || st != 200 {
+				t.Fatalf("unlike %s/%s: %d %v %v", item, user, st, b, err)
+			}
+			delete(users, user)
+			unliked++
+		}
+	}
 	if forwarded < 50 { // a third of random arrivals hold no copy
 		t.Fatalf("only %d of 300 likes were forwarded", forwarded)
 	}
@@ -152,6 +166,7 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 		t.Fatalf("heal: %d %v", st, err)
 	}
 	testkit.WaitFor(t, 60*time.Second, exact(150))
+	readsGather(t, urls, cfgs, likes)
 
 	for i, n := range d.Nodes() {
 		held := maps[cfgs[i].Region].Held(cfgs[i].Replica)
@@ -316,6 +331,10 @@ func readsGather(t *testing.T, urls []string, cfgs []node.Config, likes map[stri
 			liked = append(liked, item)
 		}
 	}
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
 	top := slices.Collect(maps.Values(counts))
 	slices.SortFunc(top, func(a, b int) int { return b - a })
 	top = top[:5]
@@ -354,6 +373,20 @@ func readsGather(t *testing.T, urls []string, cfgs []node.Config, likes map[stri
 		}
 		if feed.Partial || len(feed.Items) != len(items) {
 			t.Errorf("%s: feed of %d items, partial %v", cfgs[i].Replica, len(feed.Items), feed.Partial)
+		}
+		// Windows: every like and unlike was within the last hour, so an
+		// item's window is its count, and the family's their sum.
+		for _, item := range items[:5] {
+			var win api.Window
+			get(u+"/v1/likes/"+item+"/window?last=1h", &win)
+			if win.Value != int64(counts[item]) || win.Approx {
+				t.Errorf("%s: %s's window %d (approx %v), want %d", cfgs[i].Replica, item, win.Value, win.Approx, counts[item])
+			}
+		}
+		var fam api.Window
+		get(u+"/v1/window?kind=likes&last=1h", &fam)
+		if fam.Value != int64(total) {
+			t.Errorf("%s: the family's window %d, want %d", cfgs[i].Replica, fam.Value, total)
 		}
 		var tr api.Trending
 		get(u+"/v1/trending?window=all&n=5", &tr)
