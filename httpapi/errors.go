@@ -45,7 +45,7 @@ const (
 	CodeStorageFailed       = "storage_failed"         // 503: a commit failed; the replica must restart
 	CodeReplicaIDConflict   = "replica_id_conflict"    // 503: another process holds this replica id
 	CodeTimeout             = "timeout"                // 503: no commit in time; the write may have applied
-	CodeShardUnavailable    = "shard_unavailable"      // 503: no replica of this region holding the key's shard answered; other regions still serve it
+	CodeShardUnavailable    = "shard_unavailable"      // 503: no replica of this region holding the key's shard is up (nothing applied); other regions still serve it
 )
 
 // apiError is an error with its HTTP status and code.

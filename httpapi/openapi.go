@@ -65,7 +65,7 @@ var errorCodes = []openapi.ErrorCode{
 	{Code: CodeStorageFailed, Status: 503, Meaning: "a commit failed; the replica must be restarted"},
 	{Code: CodeReplicaIDConflict, Status: 503, Meaning: "another process runs with this replica's id"},
 	{Code: CodeTimeout, Status: 503, Meaning: "no durable commit in time; the write may have applied"},
-	{Code: CodeShardUnavailable, Status: 503, Meaning: "in a sharded region, no replica holding the key's shard answered; other regions still serve it"},
+	{Code: CodeShardUnavailable, Status: 503, Meaning: "in a sharded region, no replica holding the key's shard is up; nothing was applied, and other regions still serve it"},
 }
 
 // event is one event of POST /v1/events, for the document only: the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -28,6 +29,22 @@ type Shards interface {
 	// region, each answering from the shards it holds only, and returns
 	// the answers that came in time.
 	Gather(r *http.Request, body []byte) []Gathered
+}
+
+// ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of
+// the shard is up to take the request: nothing was applied. Any other
+// error of Forward is a holder that did not answer in time, which may
+// still apply a write.
+var ErrNoHolder = errors.New("no replica holding the shard is up")
+
+// forwardError is the answer to a request Forward could not complete.
+func forwardError(sh int, err error) error {
+	if errors.Is(err, ErrNoHolder) {
+		return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
+			"no replica of this region holding shard %d is up; nothing was applied", sh)
+	}
+	return &apiError{status: http.StatusServiceUnavailable, code: CodeTimeout, retryAfter: 1,
+		msg: fmt.Sprintf("the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)}
 }
 
 // Gathered is one replica's answer to a gathered request.
@@ -177,8 +194,7 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 		w.Header().Del(ServedByHeader) // the holder's answer says who served it
 		if err := s.cfg.Shards.Forward(w, r, body, sh); err != nil {
 			w.Header().Set(ServedByHeader, s.cfg.Replica.ID())
-			s.writeError(w, r, newError(http.StatusServiceUnavailable, CodeShardUnavailable,
-				"no replica of this region holding shard %d answered: %v", sh, err))
+			s.writeError(w, r, forwardError(sh, err))
 		}
 	})
 }

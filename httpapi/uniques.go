@@ -114,8 +114,7 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 		case held:
 		case one >= 0:
 			if err := s.cfg.Shards.Forward(w, r, nil, one); err != nil {
-				return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
-					"no replica of this region holding shard %d answered: %v", one, err)
+				return forwardError(one, err)
 			}
 			return nil
 		default:

@@ -50,6 +50,9 @@ const (
 	hdrURI    = "Tally-Uri"
 	hdrRemote = "Tally-Remote"
 	hdrStatus = "Tally-Status"
+	// The sender's deadline, unix ms: a holder that picks the request up
+	// later drops it, since the sender has answered timeout by then.
+	hdrDeadline = "Tally-Deadline"
 	// A forwarded RESP command: its data is the command as a RESP array,
 	// its answer the reply as RESP.
 	hdrProto = "Tally-Proto"
@@ -146,6 +149,9 @@ func (sr *shardRouter) onRequest(msg *nats.Msg) {
 }
 
 func (sr *shardRouter) answer(msg *nats.Msg) {
+	if late(msg) {
+		return // answered timeout where it arrived: applying it now would surprise a retry
+	}
 	if msg.Header.Get(hdrProto) == "resp" {
 		sr.answerRESP(msg)
 		return
@@ -186,7 +192,7 @@ func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []by
 	resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
-			return fmt.Errorf("no holder is up")
+			return httpapi.ErrNoHolder
 		}
 		return err
 	}
@@ -252,8 +258,15 @@ func (sr *shardRouter) requestMsg(subject string, r *http.Request, body []byte) 
 	msg.Header.Set(hdrMethod, r.Method)
 	msg.Header.Set(hdrURI, r.URL.RequestURI())
 	msg.Header.Set(hdrRemote, r.RemoteAddr)
+	msg.Header.Set(hdrDeadline, strconv.FormatInt(time.Now().Add(sr.timeout).UnixMilli(), 10))
 	msg.Data = body
 	return msg
+}
+
+// late reports whether a forwarded request's sender has given up on it.
+func late(msg *nats.Msg) bool {
+	d, err := strconv.ParseInt(msg.Header.Get(hdrDeadline), 10, 64)
+	return err == nil && time.Now().UnixMilli() > d
 }
 
 // recorder is the http.ResponseWriter of a forwarded request.
@@ -310,6 +323,7 @@ func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, token st
 	msg := nats.NewMsg(routeSubject(rs.sr.region, s))
 	msg.Header.Set(hdrProto, "resp")
 	msg.Header.Set(hdrRESP, strconv.Itoa(proto))
+	msg.Header.Set(hdrDeadline, strconv.FormatInt(time.Now().Add(rs.sr.timeout).UnixMilli(), 10))
 	if token != "" {
 		msg.Header.Set(hdrToken, token)
 	}
@@ -323,7 +337,7 @@ func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, token st
 	resp, err := rs.sr.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, fmt.Errorf("no holder is up")
+			return nil, httpapi.ErrNoHolder
 		}
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -87,8 +88,11 @@ func (s *Server) forward(c redcon.Conn, sess *session, sh int, cmd redcon.Comman
 	ctx, cancel := s.writeCtx()
 	defer cancel()
 	reply, err := s.cfg.Shards.Forward(ctx, sh, cmd.Args, sess.token, sess.resp)
-	if err != nil {
-		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d answered: %v", sh, err)
+	switch {
+	case errors.Is(err, httpapi.ErrNoHolder):
+		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d is up; nothing was applied", sh)
+	case err != nil:
+		return errorf(httpapi.CodeTimeout, "the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)
 	}
 	c.WriteRaw(reply)
 	return nil
