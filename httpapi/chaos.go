@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"time"
+
+	"github.com/tally-dev/tally/internal/buildtags"
 )
 
 type chaosClockRequest struct {
@@ -25,4 +27,11 @@ func (s *Server) putChaosClock(w http.ResponseWriter, r *http.Request) error {
 	s.log.Warn("chaos build: wall clock offset set", "offset", d)
 	writeJSON(w, http.StatusOK, req)
 	return nil
+}
+
+// chaosServeUnheld reports whether routeShard serves r here although this
+// replica does not hold its key's shard: a write, when the chaos build's
+// bug ack-unheld-writes is on (Config.ChaosAckUnheld).
+func (s *Server) chaosServeUnheld(r *http.Request) bool {
+	return buildtags.Chaos && s.cfg.ChaosAckUnheld && r.Method != http.MethodGet
 }

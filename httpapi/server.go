@@ -96,6 +96,11 @@ type Config struct {
 	// ChaosClock, if set, serves PUT /v1/admin/chaos/clock, which offsets
 	// the replica's wall clock. Only a chaos build sets it.
 	ChaosClock func(offset time.Duration)
+	// ChaosAckUnheld: in a chaos build, a write of a key on a shard this
+	// replica does not hold is served here instead of forwarded to a
+	// holder (the bug ack-unheld-writes, with region.Chaos.AckUnheld).
+	// Ignored in any other build.
+	ChaosAckUnheld bool
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.

@@ -180,7 +180,7 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 			return
 		}
 		sh := shard.Of(name)
-		if s.cfg.Shards.Holds(sh) {
+		if s.cfg.Shards.Holds(sh) || s.chaosServeUnheld(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -259,6 +259,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Links:       opts.Links,
 		Replicas:    opts.Replicas,
 		ChaosClock:  chaosClock, // nil outside a chaos build
+		// false outside a chaos build
+		ChaosAckUnheld: rcfg.Chaos.AckUnheld,
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }

@@ -30,6 +30,7 @@ const (
 	BugGiveWhatIsAsked    = "give-what-is-asked"
 	BugClockFollowsPeers  = "clock-follows-peers"
 	BugEstimateUnbounded  = "estimate-unbounded"
+	BugAckUnheld          = "ack-unheld-writes"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -99,6 +100,12 @@ type Chaos struct {
 	// a sketch of saturated pages did before issue 27, and its read
 	// cannot be answered.
 	EstimateUnbounded bool
+	// AckUnheld: a write of a key on a shard this replica does not hold
+	// (Config.Holds) is acknowledged as applied, and neither stored nor
+	// refused: with httpapi's Config.ChaosAckUnheld, which serves such a
+	// write here instead of forwarding it to a holder, a sharded region
+	// loses acknowledged writes sent to the wrong replica.
+	AckUnheld bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -121,14 +128,15 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		SlotsAtArrival: bug == BugSlotsAtArrival, SketchStoredOnly: bug == BugSketchStoredOnly,
 		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
-		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded}
+		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
+		AckUnheld: bug == BugAckUnheld}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -279,4 +287,10 @@ func (r *Replica) chaosEstimate(e float64) float64 {
 		return math.Inf(1)
 	}
 	return e
+}
+
+// chaosAckUnheld reports whether a batch refused by checkHeld is to be
+// acknowledged as applied, unstored, instead: the bug AckUnheld.
+func (r *Replica) chaosAckUnheld() bool {
+	return buildtags.Chaos && r.cfg.Chaos.AckUnheld
 }

@@ -2,6 +2,7 @@ package region
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -37,6 +39,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugGiveWhatIsAsked, Chaos{GiveWhatIsAsked: true}},
 		{BugClockFollowsPeers, Chaos{ClockFollowsPeers: true}},
 		{BugEstimateUnbounded, Chaos{EstimateUnbounded: true}},
+		{BugAckUnheld, Chaos{AckUnheld: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want
@@ -189,4 +192,38 @@ func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 			t.Errorf("a saturated sketch estimates %v (chaos build %t)", got, buildtags.Chaos)
 		}
 	})
+}
+
+// With AckUnheld, a like of an item on a shard this replica does not hold
+// is acknowledged and not stored, in a chaos build; in any other it is
+// refused with ErrNotHeld, as without the bug. A write of a held shard is
+// applied either way.
+func TestAckUnheldOnlyInChaosBuild(t *testing.T) {
+	held := shard.Of("kept")
+	r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) {
+		c.Holds = func(s int) bool { return s == held }
+		c.Chaos = Chaos{AckUnheld: true}
+	})
+	ctx := context.Background()
+	item := "dropped"
+	for shard.Of(item) == held {
+		item += "x"
+	}
+	_, err := r.Like(ctx, item, "alice")
+	if buildtags.Chaos {
+		if err != nil {
+			t.Fatalf("chaos build: the like of an unheld item was refused: %v", err)
+		}
+		if rd, err := r.Likes(item); err != nil || rd.Value != 0 {
+			t.Fatalf("chaos build: the acknowledged like was stored: %+v %v", rd, err)
+		}
+	} else if !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("like of an unheld item: %v, want ErrNotHeld", err)
+	}
+	if _, err := r.Like(ctx, "kept", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if rd, err := r.Likes("kept"); err != nil || rd.Value != 1 {
+		t.Fatalf("the held item: %+v %v", rd, err)
+	}
 }

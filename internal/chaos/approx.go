@@ -197,11 +197,11 @@ func readApproxState(ctx context.Context, procs []*proc, ids []string) approxSta
 		return out, nil
 	})
 	for _, p := range procs {
-		st.Regions = append(st.Regions, p.region)
-		if rs, ok := reads[p.region]; ok {
-			st.Reads[p.region] = *rs
+		st.Regions = append(st.Regions, p.view)
+		if rs, ok := reads[p.view]; ok {
+			st.Reads[p.view] = *rs
 		} else {
-			st.Errs = append(st.Errs, Violation{Kind: KindApproxCounter, Region: p.region, Detail: "the approximate counters could not be read"})
+			st.Errs = append(st.Errs, Violation{Kind: KindApproxCounter, Region: p.view, Detail: "the approximate counters could not be read"})
 		}
 	}
 	return st

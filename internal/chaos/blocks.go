@@ -41,11 +41,10 @@ func (p *planner) block() *Op {
 // execBlock runs a block or unblock, retried at the same region while its
 // answer is lost.
 func (w *workload) execBlock(retry context.Context, o *Op) {
-	c := w.clients[o.Region]
 	for {
 		o.Attempts++
 		ctx, cancel := context.WithTimeout(retry, w.cfg.ClientTimeout)
-		b, err := c.api.Block(ctx, o.User, o.Kind == OpBlock)
+		b, err := w.client(o.Region).api.Block(ctx, o.User, o.Kind == OpBlock)
 		cancel()
 		out, reason := classify(err)
 		if o.Attempts == 1 {

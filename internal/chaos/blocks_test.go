@@ -167,7 +167,7 @@ func TestExecBlockOutcomes(t *testing.T) {
 		t.Cleanup(srv.Close)
 		cfg := DefaultConfig().withDefaults()
 		cfg.Regions, cfg.ClientTimeout = []string{"us"}, 200*time.Millisecond
-		w := &workload{cfg: cfg, hist: &history{}, clients: map[string]*client{"us": newClient("us", strings.TrimPrefix(srv.URL, "http://"), 2)}}
+		w := &workload{cfg: cfg, hist: &history{}, clients: map[string][]*replicaClient{"us": {{replica: "us-1", client: newClient("us", strings.TrimPrefix(srv.URL, "http://"), 2)}}}}
 		w.exec(context.Background(), o)
 		return f
 	}

@@ -110,7 +110,7 @@ const handoffShare = 40
 // is retried until the region answers (a region killed meanwhile has lost
 // the mode with the process, and answers once it is back).
 func (w *workload) execHandoff(ctx context.Context, o *Op) {
-	c := w.clients[o.Region]
+	c := w.client(o.Region) // the handoff is this replica's mode: cancelled there too
 	o.Attempts++
 	cctx, cancel := context.WithTimeout(ctx, w.cfg.ClientTimeout)
 	out, err := c.api.HandOff(cctx, o.User)
@@ -225,10 +225,9 @@ func (w *workload) execBudget(ctx context.Context, o *Op) {
 // attempt may have applied o there (answered ok and not duplicate, or not
 // answered).
 func (w *workload) budgetAttempts(ctx context.Context, o *Op, region string) (answer, bool) {
-	c := w.clients[region]
 	for try := 0; ; try++ {
 		o.Attempts++
-		a := c.budgetWrite(ctx, o, w.cfg.ClientTimeout)
+		a := w.client(region).budgetWrite(ctx, o, w.cfg.ClientTimeout)
 		if a.outcome == OutcomeRefused && a.reason == "rights_elsewhere" && try < rightsRetries && sleep(ctx, rightsRetryWait) {
 			continue
 		}
@@ -436,7 +435,7 @@ func readBudgetState(ctx context.Context, procs []*proc, keys, counters []string
 		for _, k := range keys {
 			b, err := p.client.readBudget(ctx, k, 2*time.Second)
 			if err != nil {
-				rr.errs = append(rr.errs, Violation{Kind: KindBudgets, Region: p.region, Key: budgetName(k), Detail: "could not be read: " + err.Error()})
+				rr.errs = append(rr.errs, Violation{Kind: KindBudgets, Region: p.view, Key: budgetName(k), Detail: "could not be read: " + err.Error()})
 				continue
 			}
 			rr.budgets[k] = b
@@ -445,7 +444,7 @@ func readBudgetState(ctx context.Context, procs []*proc, keys, counters []string
 			k := key{ID: c}
 			rd, err := p.client.read(ctx, k, 2*time.Second)
 			if err != nil {
-				rr.errs = append(rr.errs, Violation{Kind: KindBudgets, Region: p.region, Key: k.String(), Detail: "could not be read: " + err.Error()})
+				rr.errs = append(rr.errs, Violation{Kind: KindBudgets, Region: p.view, Key: k.String(), Detail: "could not be read: " + err.Error()})
 				continue
 			}
 			rr.balances[c] = rd
@@ -453,13 +452,13 @@ func readBudgetState(ctx context.Context, procs []*proc, keys, counters []string
 		return rr, nil
 	})
 	for _, p := range procs {
-		st.Regions = append(st.Regions, p.region)
-		rr, ok := reads[p.region]
+		st.Regions = append(st.Regions, p.view)
+		rr, ok := reads[p.view]
 		if !ok {
-			st.Errs = append(st.Errs, Violation{Kind: KindBudgets, Region: p.region, Detail: "the budgets could not be read"})
+			st.Errs = append(st.Errs, Violation{Kind: KindBudgets, Region: p.view, Detail: "the budgets could not be read"})
 			continue
 		}
-		st.Budgets[p.region], st.Balances[p.region] = rr.budgets, rr.balances
+		st.Budgets[p.view], st.Balances[p.view] = rr.budgets, rr.balances
 		st.Errs = append(st.Errs, rr.errs...)
 	}
 	return st

@@ -335,11 +335,11 @@ func TestExecBudgetOutcomes(t *testing.T) {
 			fakes := map[string]*fakeBudgetRegion{"us": {answers: tc.us}, "eu": {answers: tc.eu}}
 			cfg := DefaultConfig().withDefaults()
 			cfg.Regions, cfg.ClientTimeout = []string{"us", "eu"}, 200*time.Millisecond
-			w := &workload{cfg: cfg, clients: map[string]*client{}}
+			w := &workload{cfg: cfg, clients: map[string][]*replicaClient{}}
 			for r, f := range fakes {
 				srv := httptest.NewServer(f)
 				t.Cleanup(srv.Close)
-				w.clients[r] = newClient(r, strings.TrimPrefix(srv.URL, "http://"), 2)
+				w.clients[r] = []*replicaClient{{replica: replicaID(r), client: newClient(r, strings.TrimPrefix(srv.URL, "http://"), 2)}}
 			}
 			o := &Op{ID: 1, Kind: OpSpend, Region: "us", Key: "bud:1", By: 2, keyed: tc.keyed}
 			if tc.keyed {
@@ -404,7 +404,7 @@ func TestExecHandoff(t *testing.T) {
 			t.Cleanup(srv.Close)
 			cfg := DefaultConfig().withDefaults()
 			cfg.Regions, cfg.ClientTimeout = []string{"us", "eu"}, 200*time.Millisecond
-			w := &workload{cfg: cfg, clients: map[string]*client{"us": newClient("us", strings.TrimPrefix(srv.URL, "http://"), 2)}}
+			w := &workload{cfg: cfg, clients: map[string][]*replicaClient{"us": {{replica: "us-1", client: newClient("us", strings.TrimPrefix(srv.URL, "http://"), 2)}}}}
 			o := &Op{ID: 1, Kind: OpHandoff, Region: "us", User: "eu-1", RetryAfter: 10 * time.Millisecond}
 			w.execHandoff(context.Background(), o)
 			mu.Lock()

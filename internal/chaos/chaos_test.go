@@ -462,6 +462,24 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			tweak: forgeOnly(3*time.Second, true),
 			kind:  KindUniques, prefix: "uniques/" + forgedUniqueKey,
 		},
+		{
+			// A sharded region (three replicas, two copies) whose
+			// replicas acknowledge a write of a key on a shard they do
+			// not hold as applied, and neither forward nor store it: a
+			// third of the requests land on a replica not holding their
+			// key, so acknowledged increments are missing from every
+			// replica's vector, and acknowledged likes from the records.
+			bug: BugAckUnheld,
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Replicas, c.Copies, c.Milestones = 3, 2, MilestonesOff
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 50, 0, 50, 0
+				// A failover retry would apply a dropped increment at
+				// another region and hide the loss from the model.
+				c.RetryElsewhere = 0
+			},
+			kind: KindLostAck, prefix: "counter/",
+		},
 	}
 	picked, seed, err := pickControls(len(controls), os.Getenv, time.Now())
 	if err != nil {

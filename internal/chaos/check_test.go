@@ -251,7 +251,7 @@ func TestTimedOutLikeRetriedToAckIsTheLatestAction(t *testing.T) {
 
 func TestConvergenceTimes(t *testing.T) {
 	k := key{ID: "c"}
-	procs := []*proc{{region: "us"}, {region: "eu"}}
+	procs := []*proc{{region: "us", view: "us"}, {region: "eu", view: "eu"}}
 	round := func(ms int, us, eu int64) pollRound {
 		return pollRound{at: msDur(ms), reads: map[string]map[key]reading{
 			"us": {k: {Value: us}}, "eu": {k: {Value: eu}},

@@ -24,13 +24,23 @@ const (
 	FaultForge     = "forge"     // a malicious region publishes forged deltas
 )
 
+// shardedFaults are the fault classes a sharded run (Config.Replicas above
+// 1) injects: the others address "the region's replica" (a forged or
+// clock-stepped replica), which a region of several has not.
+var shardedFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg}
+
 // AllFaults lists every fault class, in the order reports show them.
 var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultClock, FaultForge}
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
-	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded"}
+	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld}
+
+// BugAckUnheld is the deliberate bug of a sharded region (Config.Replicas
+// above 1): a replica acknowledges a write of a key on a shard it does not
+// hold as applied, and neither forwards nor stores it.
+const BugAckUnheld = "ack-unheld-writes"
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -47,8 +57,25 @@ type Config struct {
 	// Seed fixes the fault schedule and the workload's choices: the same
 	// seed gives the same schedule. Default 1.
 	Seed uint64
-	// Regions are the regions, one replica (process) each. Default us, eu, ap.
+	// Regions are the regions. Default us, eu, ap.
 	Regions []string
+	// Replicas is how many replicas (processes) each region runs, named
+	// <region>-1 to <region>-N. Above 1 the regions are sharded (tallyd
+	// serve's shards block): each shard is held by Copies of a region's
+	// replicas, a replica forwards a request for a key it does not hold to
+	// a holder, and the workload sends every request to a random replica
+	// of its region, while the checks read every replica. Default 1.
+	//
+	// A sharded run checks what a replica answers through forwarding: per
+	// key counts, records, like lists, histories, slots, approximate
+	// counters and block flags. Reads across shards (family totals,
+	// trending, unions of unique counts) and budgets, unique counts and
+	// numbering are not checked there yet: those weights must be 0 and
+	// Milestones off; and its faults are some of shardedFaults.
+	Replicas int
+	// Copies is how many replicas of a region hold each shard (Replicas
+	// above 1). Default 2.
+	Copies int
 	// Faults are the fault classes to inject (AllFaults names them).
 	// Default: all of them.
 	Faults []string
@@ -135,6 +162,7 @@ func DefaultConfig() Config {
 		Duration:            60 * time.Second,
 		Seed:                1,
 		Regions:             []string{"us", "eu", "ap"},
+		Replicas:            1,
 		Faults:              slices.Clone(AllFaults),
 		MsgFaults:           "drop=0.1,dup=0.1,delay=30ms",
 		Rate:                150,
@@ -190,6 +218,10 @@ func (c Config) withDefaults() Config {
 	setInt(&c.UniqueKeys, d.UniqueKeys)
 	setInt(&c.UniqueIDs, d.UniqueIDs)
 	setInt(&c.BlockUsers, d.BlockUsers)
+	setInt(&c.Replicas, 1)
+	if c.Replicas > 1 {
+		setInt(&c.Copies, 2)
+	}
 	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 && c.BudgetWeight == 0 && c.BlockWeight == 0 {
 		c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight, c.BudgetWeight = d.LikeWeight, d.PairWeight, d.IncrWeight, d.UniqueWeight, d.BudgetWeight
 		c.BlockWeight = d.BlockWeight
@@ -247,6 +279,28 @@ func (c Config) Validate() error {
 			bad("fault %q: want some of %s (or all)", f, strings.Join(AllFaults, ","))
 		}
 	}
+	if c.Replicas < 1 || c.Replicas > 9 {
+		bad("replicas %d: want 1 to 9 per region", c.Replicas)
+	}
+	if c.sharded() {
+		if c.Copies < 1 || c.Copies > c.Replicas {
+			bad("copies %d: want 1 to %d (the replicas)", c.Copies, c.Replicas)
+		}
+		for _, f := range c.Faults {
+			if !slices.Contains(shardedFaults, f) {
+				bad("fault %q: a sharded run injects some of %s", f, strings.Join(shardedFaults, ","))
+			}
+		}
+		if c.UniqueWeight > 0 || c.BudgetWeight > 0 {
+			bad("a sharded run adds no unique ids and touches no budget (want unique and budget weights 0)")
+		}
+		if c.Milestones != MilestonesOff {
+			bad("a sharded run numbers no likes (want milestones %s)", MilestonesOff)
+		}
+	}
+	if c.Bug == BugAckUnheld && !c.sharded() {
+		bad("bug %s: only a sharded run (replicas above 1) has shards a replica does not hold", c.Bug)
+	}
 	if c.Bug != "" && !slices.Contains(Bugs, c.Bug) {
 		bad("bug %q: want one of %s", c.Bug, strings.Join(Bugs, ", "))
 	}
@@ -290,7 +344,7 @@ func (c Config) Validate() error {
 		bad("lease ttl %s: want >= 0", c.LeaseTTL)
 	}
 	for i, e := range c.Schedule {
-		if err := e.validate(c.Regions); err != nil {
+		if err := e.validate(c.Regions, c.Replicas); err != nil {
 			bad("schedule episode %d: %v", i+1, err)
 		}
 		if i > 0 && e.At < c.Schedule[i-1].At {
@@ -310,5 +364,11 @@ func counterID(i int) string { return fmt.Sprintf("ctr-%d", i) }
 func replicaID(region string) string {
 	return region + "-1"
 }
+
+// replicaName is the id of a region's n-th replica (from 1).
+func replicaName(region string, n int) string { return fmt.Sprintf("%s-%d", region, n) }
+
+// sharded reports whether the regions run several replicas each, sharded.
+func (c Config) sharded() bool { return c.Replicas > 1 }
 
 func (c Config) has(fault string) bool { return slices.Contains(c.Faults, fault) }

@@ -2,6 +2,8 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +34,7 @@ func readAll(ctx context.Context, procs []*proc, keys []key) map[string]map[key]
 				m[k] = rd
 			}
 			mu.Lock()
-			out[p.region] = m
+			out[p.view] = m
 			mu.Unlock()
 		})
 	}
@@ -47,7 +49,7 @@ func agreed(reads map[string]map[key]reading, procs []*proc, keys []key) (same, 
 	for _, k := range keys {
 		var first int64
 		for i, p := range procs {
-			rd, ok := reads[p.region][k]
+			rd, ok := reads[p.view][k]
 			if !ok {
 				return false, false
 			}
@@ -60,6 +62,27 @@ func agreed(reads map[string]map[key]reading, procs []*proc, keys []key) (same, 
 		}
 	}
 	return true, clean
+}
+
+// unsettled says, for a message, which reads of a round said approx or
+// unreconciled, or failed: the first few.
+func unsettled(round pollRound, views []string, keys []key) string {
+	var out []string
+	for _, v := range views {
+		for _, k := range keys {
+			rd, ok := round.reads[v][k]
+			switch {
+			case !ok:
+				out = append(out, v+" "+k.String()+" unread")
+			case rd.Approx || rd.Unreconciled > 0:
+				out = append(out, fmt.Sprintf("%s %s approx:%v unreconciled:%d", v, k, rd.Approx, rd.Unreconciled))
+			}
+		}
+	}
+	if len(out) == 0 {
+		return "every read exact"
+	}
+	return fmt.Sprintf("%d reads not exact, e.g. %s", len(out), strings.Join(firstFew(out), "; "))
 }
 
 // sameValues reports whether region reads the same values in a and b.
@@ -89,7 +112,7 @@ func converge(ctx context.Context, procs []*proc, keys []key, healed time.Time, 
 		round := pollRound{at: time.Since(healed), reads: reads}
 		rounds = append(rounds, round)
 		same, isClean := agreed(reads, procs, keys)
-		if same && len(rounds) > 1 && !sameValues(rounds[len(rounds)-2].reads, reads, procs[0].region, keys) {
+		if same && len(rounds) > 1 && !sameValues(rounds[len(rounds)-2].reads, reads, procs[0].view, keys) {
 			same = false // agreeing, but still moving
 		}
 		switch {
@@ -125,7 +148,7 @@ func convergenceTimes(rounds []pollRound, procs []*proc, wants map[key]int64) ma
 		lastBad := -1
 		for i, r := range rounds {
 			for _, p := range procs {
-				if rd, ok := r.reads[p.region][k]; !ok || rd.Value != want {
+				if rd, ok := r.reads[p.view][k]; !ok || rd.Value != want {
 					lastBad = i
 					break
 				}
@@ -163,7 +186,7 @@ func readRecords(ctx context.Context, procs []*proc, users []userKey) map[userKe
 					continue
 				}
 				mu.Lock()
-				out[j.uk][j.p.region] = liked
+				out[j.uk][j.p.view] = liked
 				mu.Unlock()
 			}
 		})
@@ -194,7 +217,7 @@ func readLikers(ctx context.Context, procs []*proc, items []string) map[string]m
 					return // absent: the check reports it
 				}
 				mu.Lock()
-				byRegion[p.region] = users
+				byRegion[p.view] = users
 				mu.Unlock()
 			})
 		}
@@ -218,7 +241,7 @@ func perRegion[T any](ctx context.Context, procs []*proc, timeout time.Duration,
 				return // absent: the check reports it
 			}
 			mu.Lock()
-			out[p.region] = &v
+			out[p.view] = &v
 			mu.Unlock()
 		})
 	}

@@ -24,25 +24,33 @@ import (
 
 // deployment is the system under test: the NATS super-cluster, run in this
 // process by localnet with its fault-injecting gateway links, and one tallyd
-// process per region, run from the binary under test.
+// process per replica (Config.Replicas per region), run from the binary
+// under test.
 type deployment struct {
 	cfg   Config
 	dir   string
 	net   *localnet.Cluster
-	procs []*proc // in Config.Regions order
-	env   []string
-	wg    sync.WaitGroup // process reapers
+	procs []*proc // in Config.Regions order, each region's replicas in order
+	// shardsFile is the config file with the shards block every replica
+	// of a sharded run is started with ("" unsharded).
+	shardsFile string
+	env        []string
+	wg         sync.WaitGroup // process reapers
 }
 
-// proc is one region's tallyd process. Its HTTP port is fixed for the whole
-// run, so a restarted process keeps its URL.
+// proc is one replica's tallyd process. Its HTTP port is fixed for the
+// whole run, so a restarted process keeps its URL.
 type proc struct {
 	region, replica string
-	dataDir         string
-	addr            string
-	logPath         string
-	peers           []string
-	client          *client
+	// view names what this process answers in the checks: its region
+	// when each region has one replica, else its replica id, so that a
+	// sharded run checks every replica of every region.
+	view    string
+	dataDir string
+	addr    string
+	logPath string
+	peers   []string
+	client  *client
 
 	mu   sync.Mutex    // protects the fields below
 	cmd  *exec.Cmd     // nil while down
@@ -133,7 +141,7 @@ func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string, reg
 	if d.net, err = localnet.Start(sctx, ncfg); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(len(cfg.Regions))
+	ports, err := freePorts(len(cfg.Regions) * cfg.Replicas)
 	if err != nil {
 		return nil, err
 	}
@@ -145,21 +153,34 @@ func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string, reg
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
-	for i, r := range cfg.Regions {
-		var peers []string
-		for _, o := range cfg.Regions {
-			if o != r {
-				peers = append(peers, replicaID(o))
+	var all []string
+	for _, r := range cfg.Regions {
+		for n := 1; n <= cfg.Replicas; n++ {
+			all = append(all, replicaName(r, n))
+		}
+	}
+	if cfg.sharded() {
+		if d.shardsFile, err = writeShardsConfig(dir, cfg); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range cfg.Regions {
+		for n := 1; n <= cfg.Replicas; n++ {
+			id := replicaName(r, n)
+			view := r
+			if cfg.sharded() {
+				view = id
 			}
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[len(d.procs)]))
+			p := &proc{
+				region: r, replica: id, view: view, addr: addr,
+				peers:   slices.DeleteFunc(slices.Clone(all), func(o string) bool { return o == id }),
+				dataDir: filepath.Join(dir, "data", id),
+				logPath: filepath.Join(dir, "logs", view+".log"),
+				client:  newClient(view, addr, cfg.Workers+8),
+			}
+			d.procs = append(d.procs, p)
 		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i]))
-		p := &proc{
-			region: r, replica: replicaID(r), peers: peers, addr: addr,
-			dataDir: filepath.Join(dir, "data", replicaID(r)),
-			logPath: filepath.Join(dir, "logs", r+".log"),
-			client:  newClient(r, addr, cfg.Workers+8),
-		}
-		d.procs = append(d.procs, p)
 	}
 	for i, p := range d.procs {
 		var env []string
@@ -180,6 +201,7 @@ func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string, reg
 	return d, nil
 }
 
+// proc is region's first replica (its only one, unsharded).
 func (d *deployment) proc(region string) *proc {
 	for _, p := range d.procs {
 		if p.region == region {
@@ -189,20 +211,68 @@ func (d *deployment) proc(region string) *proc {
 	return nil
 }
 
+// views are every process's view (proc.view), in order: what the checks
+// read and compare.
+func (d *deployment) views() []string {
+	out := make([]string, len(d.procs))
+	for i, p := range d.procs {
+		out[i] = p.view
+	}
+	return out
+}
+
+// target is the replica an episode of kill, wipe or pause hits: its
+// Replica, else its region's first.
+func (d *deployment) target(e Episode) *proc {
+	if e.Replica == "" {
+		return d.proc(e.Region)
+	}
+	for _, p := range d.procs {
+		if p.replica == e.Replica {
+			return p
+		}
+	}
+	return nil
+}
+
+// writeShardsConfig writes the HCL config of a sharded run's replicas:
+// every region's replicas, each shard held by cfg.Copies of them.
+func writeShardsConfig(dir string, cfg Config) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "shards {\n  copies = %d\n", cfg.Copies)
+	for _, r := range cfg.Regions {
+		var ids []string
+		for n := 1; n <= cfg.Replicas; n++ {
+			ids = append(ids, strconv.Quote(replicaName(r, n)))
+		}
+		fmt.Fprintf(&b, "  region %q {\n    replicas = [%s]\n  }\n", r, strings.Join(ids, ", "))
+	}
+	b.WriteString("}\n")
+	path := filepath.Join(dir, "shards.hcl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", fmt.Errorf("write the shards config: %w", err)
+	}
+	return path, nil
+}
+
 // start runs a region's process on its data dir.
 func (d *deployment) start(p *proc, extraEnv ...string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd != nil {
-		return fmt.Errorf("start %s: already running", p.region)
+		return fmt.Errorf("start %s: already running", p.view)
 	}
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", p.region, err)
+		return fmt.Errorf("start %s: %w", p.view, err)
 	}
 	p.starts++
-	fmt.Fprintf(logf, "=== chaos: start %d of %s at %s\n", p.starts, p.region, time.Now().Format(time.RFC3339Nano))
-	args := []string{"serve",
+	fmt.Fprintf(logf, "=== chaos: start %d of %s at %s\n", p.starts, p.view, time.Now().Format(time.RFC3339Nano))
+	args := []string{"serve"}
+	if d.shardsFile != "" {
+		args = append(args, "--config", d.shardsFile)
+	}
+	args = append(args,
 		"--region", p.region, "--replica", p.replica, "--data", p.dataDir,
 		"--listen", p.addr, "--nats", d.net.ClientURL(p.region),
 		"--peers", strings.Join(p.peers, ","),
@@ -212,7 +282,7 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 		"--peer-timeout", d.cfg.PeerTimeout.String(),
 		"--windows", windowLevels,
 		"--approx", approxArg(),
-		"--log-level", "warn", "--drain-delay", "0"}
+		"--log-level", "warn", "--drain-delay", "0")
 	if d.cfg.numbering() {
 		// The allocator's KV and the milestone stream live in the first
 		// region, as tallyd local and a production deployment pin them.
@@ -230,7 +300,7 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 	setParentDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
-		return fmt.Errorf("start %s: %w", p.region, err)
+		return fmt.Errorf("start %s: %w", p.view, err)
 	}
 	done := make(chan struct{})
 	p.cmd, p.done = cmd, done
@@ -274,13 +344,13 @@ func (d *deployment) kill(p *proc, aim func()) error {
 	p.epoch++
 	p.mu.Unlock()
 	if cmd == nil {
-		return fmt.Errorf("kill %s: not running", p.region)
+		return fmt.Errorf("kill %s: not running", p.view)
 	}
 	err := cmd.Process.Kill()
 	<-done
 	p.client.dropConns()
 	if err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill %s: %w", p.region, err)
+		return fmt.Errorf("kill %s: %w", p.view, err)
 	}
 	return nil
 }
@@ -293,12 +363,12 @@ func (d *deployment) waitExit(ctx context.Context, p *proc) (string, error) {
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
 	if cmd == nil {
-		return "", fmt.Errorf("wait for %s to exit: not running", p.region)
+		return "", fmt.Errorf("wait for %s to exit: not running", p.view)
 	}
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return "", fmt.Errorf("wait for %s to exit: %w", p.region, ctx.Err())
+		return "", fmt.Errorf("wait for %s to exit: %w", p.view, ctx.Err())
 	}
 	p.mu.Lock()
 	p.cmd = nil
@@ -314,10 +384,10 @@ func (d *deployment) pause(p *proc, stop bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmd == nil {
-		return fmt.Errorf("pause %s: not running", p.region)
+		return fmt.Errorf("pause %s: not running", p.view)
 	}
 	if err := pauseProcess(p.cmd.Process, stop); err != nil {
-		return fmt.Errorf("pause %s: %w", p.region, err)
+		return fmt.Errorf("pause %s: %w", p.view, err)
 	}
 	return nil
 }
@@ -359,16 +429,16 @@ func (d *deployment) waitReady(ctx context.Context, p *proc) error {
 	up := p.cmd != nil
 	p.mu.Unlock()
 	if !up {
-		return fmt.Errorf("wait for %s: not running", p.region)
+		return fmt.Errorf("wait for %s: not running", p.view)
 	}
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
 	for !p.client.ready(ctx) {
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited while starting; log tail:\n%s", p.region, p.logTail(20))
+			return fmt.Errorf("%s exited while starting; log tail:\n%s", p.view, p.logTail(20))
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s to be ready: %w", p.region, ctx.Err())
+			return fmt.Errorf("wait for %s to be ready: %w", p.view, ctx.Err())
 		case <-t.C:
 		}
 	}

@@ -14,7 +14,9 @@
 // with one deliberate bug (TALLY_CHAOS_BUG) for negative controls. The
 // regions number every counted like and fire milestones
 // (Config.Milestones, default every:50), with the allocator's KV and the
-// milestone stream in the first region.
+// milestone stream in the first region. With Config.Replicas above 1 each
+// region runs that many processes, sharded, and every check reads every
+// replica (Config.Replicas says what a sharded run checks).
 //
 // # Faults
 //

@@ -179,7 +179,7 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		delete(x.natsDown, e.Region)
 		return nil
 	case KindKill:
-		p := x.d.proc(e.Region)
+		p := x.d.target(e)
 		var aim func()
 		if e.AfterAck {
 			aim = func() { x.aim(ctx, e.Region) }
@@ -196,9 +196,13 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 	case KindForge:
 		return x.forge(ctx, e)
 	case KindPause:
-		p := x.d.proc(e.Region)
-		x.w.setPaused(e.Region, true)
-		defer x.w.setPaused(e.Region, false)
+		p := x.d.target(e)
+		paused := e.Region
+		if e.Replica != "" {
+			paused = e.Replica // its region's other replicas take its requests
+		}
+		x.w.setPaused(paused, true)
+		defer x.w.setPaused(paused, false)
 		if err := x.d.pause(p, true); err != nil {
 			return err
 		}
@@ -233,13 +237,13 @@ func (x *executor) restart(ctx context.Context, rec *EpisodeRecord, p *proc) err
 	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if err := x.d.waitReady(rctx, p); err != nil {
-		x.violate(Violation{Kind: KindNotReady, Region: p.region,
-			Detail: fmt.Sprintf("episode #%d: restarted %s not ready: %v", rec.Index, p.region, err)})
+		x.violate(Violation{Kind: KindNotReady, Region: p.view,
+			Detail: fmt.Sprintf("episode #%d: restarted %s not ready: %v", rec.Index, p.view, err)})
 		return err
 	}
 	ms := float64(time.Since(t0).Microseconds()) / 1000
 	rec.ReadyMs = &ms
-	x.logf("%s ready %.0f ms after its restart", p.region, ms)
+	x.logf("%s ready %.0f ms after its restart", p.view, ms)
 	return nil
 }
 
@@ -255,7 +259,7 @@ func (x *executor) restart(ctx context.Context, rec *EpisodeRecord, p *proc) err
 // waitNumberingSettled).
 func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 	e := rec.Episode
-	p := x.d.proc(e.Region)
+	p := x.d.target(e)
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := x.w.gate.pause(qctx); err != nil {
@@ -316,7 +320,7 @@ func waitNumberingSettled(ctx context.Context, d *deployment, p *proc) error {
 		return err
 	}
 	defer nc.Close()
-	holder := replicaID(p.region)
+	holder := p.replica
 	for {
 		err := numberingSettled(ctx, js, p, holder)
 		if err == nil {
@@ -379,7 +383,7 @@ func (x *executor) waitConverged(ctx context.Context) error {
 		for _, p := range x.d.procs {
 			ok, err := p.client.converged(ctx)
 			if err == nil && !ok {
-				err = fmt.Errorf("%s not converged", p.region)
+				err = fmt.Errorf("%s not converged", p.view)
 			}
 			if err != nil {
 				last = err

@@ -413,10 +413,10 @@ func (f *forger) clocks(ctx context.Context) error {
 		st, err := p.client.api.Status(sctx)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("status of %s after forged clocks: %w", p.region, err)
+			return fmt.Errorf("status of %s after forged clocks: %w", p.view, err)
 		}
-		x.logf("after forged clocks: %s's clock is corrected by %s", p.region, time.Duration(st.ClockCorrectionMs)*time.Millisecond)
-		for _, v := range forgedClockViolations(p.region, st.ClockCorrectionMs, st.StorageError) {
+		x.logf("after forged clocks: %s's clock is corrected by %s", p.view, time.Duration(st.ClockCorrectionMs)*time.Millisecond)
+		for _, v := range forgedClockViolations(p.view, st.ClockCorrectionMs, st.StorageError) {
 			x.violate(v)
 		}
 	}
@@ -454,10 +454,10 @@ func checkForgedSketch(ctx context.Context, procs []*proc, timeout time.Duration
 		cancel()
 		switch {
 		case err != nil:
-			vs = append(vs, Violation{Kind: KindUniques, Region: p.region, Key: "uniques/" + forgedUniqueKey,
+			vs = append(vs, Violation{Kind: KindUniques, Region: p.view, Key: "uniques/" + forgedUniqueKey,
 				Detail: "a saturated sketch cannot be read: " + err.Error()})
 		case u.Estimate < 0 || u.Estimate > crdt.HLLMaxEstimate:
-			vs = append(vs, Violation{Kind: KindUniques, Region: p.region, Key: "uniques/" + forgedUniqueKey,
+			vs = append(vs, Violation{Kind: KindUniques, Region: p.view, Key: "uniques/" + forgedUniqueKey,
 				Detail: fmt.Sprintf("a saturated sketch estimates %d, outside [0, 2^62]", u.Estimate)})
 		}
 	}

@@ -60,7 +60,7 @@ func TestCheckForgedSketch(t *testing.T) {
 			_, _ = io.WriteString(w, a.body)
 		}))
 		t.Cleanup(srv.Close)
-		procs = append(procs, &proc{region: r, client: newClient(r, strings.TrimPrefix(srv.URL, "http://"), 1)})
+		procs = append(procs, &proc{region: r, view: r, client: newClient(r, strings.TrimPrefix(srv.URL, "http://"), 1)})
 	}
 	vs := checkForgedSketch(context.Background(), procs, time.Second)
 	var regions []string

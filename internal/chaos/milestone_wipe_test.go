@@ -155,9 +155,9 @@ func TestWipeWaitsForItsMilestonesToBeClaimed(t *testing.T) {
 	}()
 
 	x := &executor{cfg: cfg, d: d, start: time.Now()}
-	x.w = &workload{cfg: cfg, clients: map[string]*client{}, hist: l.hist, gate: newGate(), start: x.start, episode: x.episode}
+	x.w = &workload{cfg: cfg, clients: map[string][]*replicaClient{}, hist: l.hist, gate: newGate(), start: x.start, episode: x.episode}
 	for _, p := range d.procs {
-		x.w.clients[p.region] = p.client
+		x.w.clients[p.region] = []*replicaClient{{replica: p.replica, client: p.client}}
 	}
 	rec := &EpisodeRecord{Episode: Episode{Index: 1, Kind: KindWipe, Region: "eu", Dur: 500 * time.Millisecond}}
 	if err := x.wipe(ctx, rec); err != nil {

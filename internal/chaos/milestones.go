@@ -338,15 +338,15 @@ func collectMilestones(ctx context.Context, d *deployment, js jetstream.JetStrea
 			mu.Lock()
 			defer mu.Unlock()
 			if err := errors.Join(err1, err2, err3); err != nil {
-				f.Errs[p.region] = err
+				f.Errs[p.view] = err
 			}
 			if err1 == nil {
-				f.Events[p.region], f.Synced[p.region] = evs, synced
+				f.Events[p.view], f.Synced[p.view] = evs, synced
 			}
 			if err2 == nil {
-				f.Status[p.region] = st
+				f.Status[p.view] = st
 			}
-			f.Lost[p.region] = lost
+			f.Lost[p.view] = lost
 		})
 	}
 	wg.Go(func() {

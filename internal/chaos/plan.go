@@ -47,6 +47,11 @@ type Episode struct {
 	Dur time.Duration `json:"dur"`
 	// Region is the target of isolate, kill, wipe and nats.
 	Region string `json:"region,omitempty"`
+	// Replica, in a sharded run (Config.Replicas above 1), is which of
+	// Region's replicas kill, wipe and pause hit (e.g. "us-2"); a pause
+	// of one replica cuts it off from clients and from every other
+	// replica of every region at once. Empty: the region's first.
+	Replica string `json:"replica,omitempty"`
 	// Minority and Majority are the two sides of a split.
 	Minority []string `json:"minority,omitempty"`
 	Majority []string `json:"majority,omitempty"`
@@ -74,6 +79,14 @@ type Episode struct {
 }
 
 func (e Episode) String() string {
+	what := e.describe()
+	if e.Replica != "" {
+		what = strings.Replace(what, " "+e.Region, " "+e.Replica, 1)
+	}
+	return fmt.Sprintf("#%d %s for %s", e.Index, what, e.Dur)
+}
+
+func (e Episode) describe() string {
 	var what string
 	switch e.Kind {
 	case KindIsolate:
@@ -107,7 +120,7 @@ func (e Episode) String() string {
 	default:
 		what = e.Kind
 	}
-	return fmt.Sprintf("#%d %s for %s", e.Index, what, e.Dur)
+	return what
 }
 
 // linkFault reports whether the episode cuts region from region (for
@@ -117,8 +130,21 @@ func (e Episode) linkFault() bool {
 	return e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause && e.Kind != KindClock && e.Kind != KindForge
 }
 
-// validate checks a hand-made episode (Config.Schedule) against regions.
-func (e Episode) validate(regions []string) error {
+// validate checks a hand-made episode (Config.Schedule) against regions
+// of replicas replicas each.
+func (e Episode) validate(regions []string, replicas int) error {
+	if e.Replica != "" {
+		if e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause {
+			return fmt.Errorf("%s: only kill, wipe and pause hit one replica", e.Kind)
+		}
+		ok := false
+		for n := 1; n <= max(replicas, 1); n++ {
+			ok = ok || e.Replica == replicaName(e.Region, n)
+		}
+		if !ok {
+			return fmt.Errorf("%s: region %q has no replica %q", e.Kind, e.Region, e.Replica)
+		}
+	}
 	known := func(rs ...string) error {
 		for _, r := range rs {
 			if !slices.Contains(regions, r) {
@@ -203,6 +229,14 @@ func Plan(cfg Config) []Episode {
 	}
 	regions := cfg.Regions
 	pick := func() string { return regions[rng.IntN(len(regions))] }
+	// A sharded run's kill or wipe hits one replica; drawing it only
+	// then keeps every unsharded seed's schedule as it was.
+	pickReplica := func(region string) string {
+		if !cfg.sharded() {
+			return ""
+		}
+		return replicaName(region, 1+rng.IntN(cfg.Replicas))
+	}
 	pair := func() (string, string) {
 		i := rng.IntN(len(regions))
 		j := (i + 1 + rng.IntN(len(regions)-1)) % len(regions)
@@ -252,9 +286,11 @@ func Plan(cfg Config) []Episode {
 			}
 		case KindKill:
 			e.Region, e.Dur = pick(), between(500*time.Millisecond, 3*time.Second)
+			e.Replica = pickReplica(e.Region)
 			budget = 3 * time.Second // recovery before the region is ready
 		case KindWipe:
 			e.Region, e.Dur = pick(), between(500*time.Millisecond, 2*time.Second)
+			e.Replica = pickReplica(e.Region)
 			budget = 8 * time.Second // quiesce and converge, then recovery from peers
 		case KindNATS:
 			e.Region, e.Dur = pick(), between(500*time.Millisecond, 3*time.Second)

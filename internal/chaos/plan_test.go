@@ -141,3 +141,54 @@ func TestPlannerIsAFunctionOfTheSeed(t *testing.T) {
 		}
 	}
 }
+
+// A sharded run takes what its checks cover, and its episodes name
+// replicas of their regions.
+func TestShardedConfigValidate(t *testing.T) {
+	cfg := shardedConfig()
+	cfg.Binary = "tallyd"
+	if err := cfg.withDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.Copies, bad.Faults, bad.UniqueWeight, bad.Milestones = 4, []string{FaultForge}, 10, "every:50"
+	bad.Schedule = []Episode{
+		{Kind: KindKill, Region: "us", Replica: "us-4", At: time.Second, Dur: time.Second},
+		{Kind: KindIsolate, Region: "us", Replica: "us-1", At: time.Second, Dur: time.Second},
+	}
+	err := bad.Validate()
+	for _, want := range []string{"copies 4", `fault "forge"`, "no unique ids", "numbers no likes", `no replica "us-4"`, "only kill, wipe and pause"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error naming %q, got %v", want, err)
+		}
+	}
+	one := DefaultConfig()
+	one.Binary, one.Bug = "tallyd", BugAckUnheld
+	if err := one.Validate(); err == nil || !strings.Contains(err.Error(), "only a sharded run") {
+		t.Errorf("bug %s without shards: %v", BugAckUnheld, err)
+	}
+}
+
+// A seeded plan's kill or wipe hits a replica of its region when the run
+// is sharded, and names none otherwise, so that unsharded seeds keep
+// their schedules.
+func TestPlanPicksReplicasOnlyWhenSharded(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Faults, cfg.Duration = []string{FaultKill, FaultWipe}, 5*time.Minute
+	for _, e := range Plan(cfg) {
+		if e.Replica != "" {
+			t.Fatalf("unsharded episode %s names replica %s", e, e.Replica)
+		}
+	}
+	cfg.Replicas = 3
+	seen := map[string]bool{}
+	for _, e := range Plan(cfg) {
+		if err := e.validate(cfg.Regions, cfg.Replicas); err != nil || e.Replica == "" {
+			t.Fatalf("sharded episode %s: replica %q, %v", e, e.Replica, err)
+		}
+		seen[e.Replica] = true
+	}
+	if len(seen) < 4 {
+		t.Fatalf("5 minutes of kills and wipes hit only %v", seen)
+	}
+}

@@ -38,8 +38,11 @@ const maxListed = 200
 
 // ReportConfig is the configuration of the run.
 type ReportConfig struct {
-	Duration      string   `json:"duration"`
-	Regions       []string `json:"regions"`
+	Duration string   `json:"duration"`
+	Regions  []string `json:"regions"`
+	// Replicas per region and Copies of each shard, when sharded.
+	Replicas      int      `json:"replicas,omitempty"`
+	Copies        int      `json:"copies,omitempty"`
 	Faults        []string `json:"faults"`
 	ChaosBuild    bool     `json:"chaos_build"`
 	MsgFaults     string   `json:"msg_faults,omitempty"`
@@ -211,6 +214,9 @@ func (r *Report) WriteText(w io.Writer) {
 		faults = "none"
 	}
 	fmt.Fprintf(w, "\ntally chaos: seed %d, %s, regions %s, faults %s\n", r.Seed, c.Duration, strings.Join(c.Regions, ","), faults)
+	if c.Replicas > 1 {
+		fmt.Fprintf(w, "  sharded: %d replicas per region, each shard held by %d; every replica checked\n", c.Replicas, c.Copies)
+	}
 	fmt.Fprintf(w, "  %s; %.0f ops/s by %d clients over %d users, %d items, %d counters\n", build, c.Rate, c.Workers, c.Users, c.Items, c.Counters)
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)

@@ -64,9 +64,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &runner{cfg: cfg, d: d, keys: allKeys(cfg), start: time.Now()}
 	r.hist = &history{}
 	r.x = &executor{cfg: cfg, d: d, keys: r.keys, start: r.start}
-	r.w = &workload{cfg: cfg, clients: map[string]*client{}, hist: r.hist, gate: newGate(), start: r.start, episode: r.x.episode}
+	r.w = &workload{cfg: cfg, clients: map[string][]*replicaClient{}, hist: r.hist, gate: newGate(), start: r.start, episode: r.x.episode}
 	for _, p := range d.procs {
-		r.w.clients[p.region] = p.client
+		r.w.clients[p.region] = append(r.w.clients[p.region], &replicaClient{replica: p.replica, client: p.client})
 	}
 	r.x.w = r.w
 	// The sampler also watches the cashback balances for rollbacks, and
@@ -84,7 +84,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !rep.Pass {
 		rep.LogTails = map[string]string{}
 		for _, p := range d.procs {
-			rep.LogTails[p.region] = p.logTail(30)
+			rep.LogTails[p.view] = p.logTail(30)
 		}
 	}
 	return rep, nil
@@ -199,11 +199,11 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	// Check.
 	var wiped []string
 	for _, e := range r.x.episodeRecords() {
-		if id := replicaID(e.Region); e.Kind == KindWipe && !slices.Contains(wiped, id) {
+		if id := r.d.target(e.Episode).replica; e.Kind == KindWipe && !slices.Contains(wiped, id) {
 			wiped = append(wiped, id)
 		}
 	}
-	fs := finalState{Regions: r.cfg.Regions, Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
+	fs := finalState{Regions: r.d.views(), Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
 		Histories: histories, Flags: flags, Wiped: wiped}
 	wants, vs := check(ops, r.keys, fs)
 	apx := approxIDs(r.cfg)
@@ -211,7 +211,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	for _, id := range apx {
 		wkeys = append(wkeys, key{ID: id})
 	}
-	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, wkeys, wants, r.start, lead)
+	wvs, wn := checkWindowsUntil(ctx, r.d.procs, ops, wkeys, wants, r.start, lead, r.cfg.sharded())
 	vs = append(vs, wvs...)
 	avs, an := checkApproxUntil(ctx, r.d.procs, ops, apx)
 	vs = append(vs, avs...)
@@ -237,7 +237,8 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	vs = append(vs, msVs...)
 	if !converged {
 		vs = append(vs, Violation{Kind: KindNotConverged,
-			Detail: fmt.Sprintf("the regions did not read the same values with approx:false for 2s within %s of the final heal", r.cfg.ConvergeTimeout)})
+			Detail: fmt.Sprintf("the regions did not read the same values with approx:false for 2s within %s of the final heal; the last round: %s",
+				r.cfg.ConvergeTimeout, unsettled(final, r.d.views(), r.keys))})
 	}
 	samples, budgetSamples, sampledVs := r.s.result()
 	vs = append(vs, sampledVs...)
@@ -363,7 +364,12 @@ func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
 	if !build {
 		faults = slices.DeleteFunc(faults, func(f string) bool { return f == FaultMsg })
 	}
+	replicas, copies := 0, 0
+	if cfg.sharded() {
+		replicas, copies = cfg.Replicas, cfg.Copies
+	}
 	return ReportConfig{
+		Replicas: replicas, Copies: copies,
 		Duration: cfg.Duration.String(), Regions: cfg.Regions, Faults: faults, ChaosBuild: build,
 		MsgFaults: msgFaults, Bug: cfg.Bug, Rate: cfg.Rate, Workers: cfg.Workers,
 		Users: cfg.Users, Items: cfg.Items, Counters: cfg.Counters,

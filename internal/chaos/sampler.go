@@ -89,8 +89,8 @@ func (s *sampler) region(ctx context.Context, p *proc) {
 		if ok2, epoch2 := p.sampleState(); !ok2 || epoch2 != epoch {
 			continue
 		}
-		s.record(p.region, own, at, got)
-		s.recordBudgets(p.region, at, views)
+		s.record(p.view, own, at, got)
+		s.recordBudgets(p.view, at, views)
 	}
 }
 

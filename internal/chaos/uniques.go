@@ -112,14 +112,13 @@ func (p *planner) uniques() []*Op {
 // as a client reports the failure. An add whose event time a replica
 // refused (bad_time) was not applied either: it is sent again without one.
 func (w *workload) addUniques(retry context.Context, o *Op) {
-	c := w.clients[o.Region]
 	if o.stamped {
 		o.At = eventTime(o.lag) // the same in every attempt
 	}
 	first := true
 	for {
 		o.Attempts++
-		a, rejected := c.addUniques(retry, o.Key, o.IDs, o.At, o.Events, o.single, w.cfg.ClientTimeout)
+		a, rejected := w.client(o.Region).addUniques(retry, o.Key, o.IDs, o.At, o.Events, o.single, w.cfg.ClientTimeout)
 		if a.badTime && o.At != 0 {
 			o.At = 0
 			continue
@@ -328,7 +327,7 @@ func readUniqueState(ctx context.Context, procs []*proc, keys []string) uniqueSt
 		for _, t := range targets {
 			u, err := p.client.readUniques(ctx, t.keys(), t.Last)
 			if err != nil {
-				rr.errs = append(rr.errs, Violation{Kind: KindUniques, Region: p.region, Key: t.String(), Detail: "could not be read: " + err.Error()})
+				rr.errs = append(rr.errs, Violation{Kind: KindUniques, Region: p.view, Key: t.String(), Detail: "could not be read: " + err.Error()})
 				continue
 			}
 			rr.reads[t] = u
@@ -336,13 +335,13 @@ func readUniqueState(ctx context.Context, procs []*proc, keys []string) uniqueSt
 		return rr, nil
 	})
 	for _, p := range procs {
-		st.Regions = append(st.Regions, p.region)
-		rr, ok := reads[p.region]
+		st.Regions = append(st.Regions, p.view)
+		rr, ok := reads[p.view]
 		if !ok {
-			st.Errs = append(st.Errs, Violation{Kind: KindUniques, Region: p.region, Detail: "the unique counts could not be read"})
+			st.Errs = append(st.Errs, Violation{Kind: KindUniques, Region: p.view, Detail: "the unique counts could not be read"})
 			continue
 		}
-		st.Reads[p.region] = rr.reads
+		st.Reads[p.view] = rr.reads
 		st.Errs = append(st.Errs, rr.errs...)
 	}
 	return st

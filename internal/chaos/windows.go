@@ -148,8 +148,17 @@ func (c *client) likeAt(ctx context.Context, item, user string, liked bool, at i
 	return answer{outcome: OutcomeOK, value: l.Count}
 }
 
-// series reads GET /v1/series of keys of a family over [fromMs, toMs).
+// series reads GET /v1/series of keys of a family over [fromMs, toMs);
+// one key's through its own route (GET /v1/counters/{key}/series or
+// /v1/likes/{item}/series), which a sharded replica forwards to a holder.
 func (c *client) series(ctx context.Context, family string, keys []string, fromMs, toMs int64, step string) (api.Series, error) {
+	if len(keys) == 1 {
+		o := tallyclient.SeriesOptions{Range: tallyclient.Range{From: time.UnixMilli(fromMs), To: time.UnixMilli(toMs)}, Step: step}
+		if family == string(tallyclient.KindLikes) {
+			return c.api.LikesSeries(ctx, keys[0], o)
+		}
+		return c.api.CounterSeries(ctx, keys[0], o)
+	}
 	return c.api.Series(ctx, tallyclient.SeriesQuery{Kind: tallyclient.Kind(family), Keys: keys, SeriesOptions: tallyclient.SeriesOptions{
 		Range: tallyclient.Range{From: time.UnixMilli(fromMs), To: time.UnixMilli(toMs)}, Step: step}})
 }
@@ -189,12 +198,20 @@ type windowState struct {
 	Errs []Violation
 	// SpanFrom and SpanTo bound every booking of the run, in unix ms.
 	SpanFrom, SpanTo int64
+	// PerKey: the series were read one key at a time, through each key's
+	// own route, which a sharded replica forwards to a holder; the
+	// families' totals and trending, which gather from every shard, were
+	// not read.
+	PerKey bool
 }
 
 // windowKeys are the keys whose windows the checker reads: every key, and
-// each family's total.
-func windowKeys(keys []key) []key {
+// each family's total unless perKey.
+func windowKeys(keys []key, perKey bool) []key {
 	out := slices.Clone(keys)
+	if perKey {
+		return out
+	}
 	return append(out, key{ID: totalKey}, key{Likes: true, ID: totalKey})
 }
 
@@ -202,12 +219,13 @@ func windowKeys(keys []key) []key {
 // level over the run (spanFrom on), and, if the run is short enough, the
 // trending lists. The series run to lead past the harness's clock: the
 // regions' clocks may be that far ahead (forgedClockLead), and a like
-// without a client's time is booked by its stamp.
-func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.Time, lead time.Duration) windowState {
+// without a client's time is booked by its stamp. perKey reads each key's
+// series alone and no totals or trending (windowState.PerKey).
+func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.Time, lead time.Duration, perKey bool) windowState {
 	now := time.Now()
-	ws := windowState{Series: map[string]map[string]*seriesRead{}, SpanFrom: spanFrom.UnixMilli(), SpanTo: now.UnixMilli()}
+	ws := windowState{Series: map[string]map[string]*seriesRead{}, SpanFrom: spanFrom.UnixMilli(), SpanTo: now.UnixMilli(), PerKey: perKey}
 	for _, p := range procs {
-		ws.Regions = append(ws.Regions, p.region)
+		ws.Regions = append(ws.Regions, p.view)
 	}
 	type ranged struct {
 		seriesLevel
@@ -225,7 +243,7 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 		levels = append(levels, ranged{l, from.UnixMilli(), now.Add(l.width + time.Second + lead).UnixMilli()})
 	}
 	byFamily := map[bool][]string{}
-	for _, k := range windowKeys(keys) {
+	for _, k := range windowKeys(keys, perKey) {
 		byFamily[k.Likes] = append(byFamily[k.Likes], k.ID)
 	}
 	type regionReads struct {
@@ -233,11 +251,11 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 		trending map[string]*api.Trending
 		errs     []Violation
 	}
-	trend := now.Sub(spanFrom) <= trendingSpan
+	trend := now.Sub(spanFrom) <= trendingSpan && !perKey
 	reads := perRegion(ctx, procs, 30*time.Second, func(ctx context.Context, p *proc) (regionReads, error) {
 		rr := regionReads{series: map[string]*seriesRead{}, trending: map[string]*api.Trending{}}
 		fail := func(what string, err error) {
-			rr.errs = append(rr.errs, Violation{Kind: KindWindow, Region: p.region, Detail: what + " could not be read: " + err.Error()})
+			rr.errs = append(rr.errs, Violation{Kind: KindWindow, Region: p.view, Detail: what + " could not be read: " + err.Error()})
 		}
 	levels:
 		for _, l := range levels {
@@ -246,6 +264,9 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 				ids := byFamily[likes]
 				for len(ids) > 0 {
 					chunk := ids[:min(len(ids), 100)] // the most keys of one read
+					if perKey {
+						chunk = ids[:1]
+					}
 					ids = ids[len(chunk):]
 					s, err := p.client.series(ctx, family(likes), chunk, l.from, l.to, l.name)
 					if err != nil {
@@ -459,7 +480,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 	m := buildWindowModel(ops)
 	vs := slices.Clone(ws.Errs)
 	var n windowChecked
-	all := windowKeys(keys)
+	all := windowKeys(keys, ws.PerKey)
 	// The model's count of each family's total, if every key is certain.
 	totals := map[key]int64{}
 	for _, likes := range []bool{false, true} {
@@ -678,10 +699,10 @@ const windowCheckTimeout = 10 * time.Second
 // checkWindowsUntil reads and checks the windows until they pass, or the
 // regions agree on them (reading again would not change a thing), or
 // windowCheckTimeout has gone by, and returns the last check's result.
-func checkWindowsUntil(ctx context.Context, procs []*proc, ops []Op, keys []key, wants map[key]int64, start time.Time, lead time.Duration) ([]Violation, windowChecked) {
+func checkWindowsUntil(ctx context.Context, procs []*proc, ops []Op, keys []key, wants map[key]int64, start time.Time, lead time.Duration, perKey bool) ([]Violation, windowChecked) {
 	deadline := time.Now().Add(windowCheckTimeout)
 	for {
-		ws := readWindows(ctx, procs, keys, start.Add(-windowMargin), lead)
+		ws := readWindows(ctx, procs, keys, start.Add(-windowMargin), lead, perKey)
 		vs, n := checkWindows(ops, keys, wants, ws)
 		if len(vs) == 0 || ws.agreed() || time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
 			return vs, n

@@ -24,8 +24,10 @@ import (
 // generator seeded by the run's seed, so the same seed gives every worker
 // the same sequence of operations.
 type workload struct {
-	cfg     Config
-	clients map[string]*client
+	cfg Config
+	// clients are each region's replicas' clients, in order; client
+	// picks one for every request.
+	clients map[string][]*replicaClient
 	hist    *history
 	gate    *gate
 	start   time.Time
@@ -37,7 +39,7 @@ type workload struct {
 	nextPair atomic.Int64
 
 	mu     sync.Mutex               // protects paused and acked
-	paused map[string]bool          // regions whose process is stopped (KindPause)
+	paused map[string]bool          // regions and replicas whose process is stopped (KindPause)
 	acked  map[string]chan struct{} // closed at a region's next acknowledged increment
 }
 
@@ -68,16 +70,47 @@ func (w *workload) noteAck(region string) {
 	}
 }
 
-// setPaused marks a region paused or not: while it is, new operations
-// planned for it go to another region, as a load balancer would send them
-// away from a hung region, so the others keep working.
-func (w *workload) setPaused(region string, paused bool) {
+// replicaClient is the client of one replica of a region.
+type replicaClient struct {
+	replica string
+	client  *client
+}
+
+// client returns the client of a replica of region for one request: its
+// only one, or, in a sharded run, a random one of those not paused (as a
+// load balancer in front of a region would pick), which need not hold the
+// key: it forwards the request to a holder.
+func (w *workload) client(region string) *client {
+	cs := w.clients[region]
+	if len(cs) == 1 {
+		return cs[0].client
+	}
+	w.mu.Lock()
+	up := make([]*replicaClient, 0, len(cs))
+	for _, c := range cs {
+		if !w.paused[c.replica] {
+			up = append(up, c)
+		}
+	}
+	w.mu.Unlock()
+	if len(up) == 0 {
+		up = cs
+	}
+	return up[rand.IntN(len(up))].client
+}
+
+// setPaused marks a region, or one replica of a sharded region, paused or
+// not: while a region is, new operations planned for it go to another
+// region, and while a replica is, its region's other replicas take its
+// requests, as a load balancer would send them away from a hung process,
+// so the others keep working.
+func (w *workload) setPaused(name string, paused bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.paused == nil {
 		w.paused = map[string]bool{}
 	}
-	w.paused[region] = paused
+	w.paused[name] = paused
 }
 
 // reroute moves a step's operations off paused regions, keeping the two
@@ -281,7 +314,6 @@ func (w *workload) runStep(retry context.Context, step plannedOp) {
 
 // exec runs one operation and records it.
 func (w *workload) exec(retry context.Context, o *Op) {
-	c := w.clients[o.Region]
 	o.Start = w.since()
 	defer func() {
 		o.End = w.since()
@@ -309,6 +341,7 @@ func (w *workload) exec(retry context.Context, o *Op) {
 	for {
 		o.Attempts++
 		var a answer
+		c := w.client(o.Region)
 		if o.Kind == OpIncr {
 			a = c.incrAt(retry, o.Key, o.By, o.Idem, o.At, o.Events, w.cfg.ClientTimeout)
 		} else {
@@ -365,7 +398,7 @@ func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
 		return
 	}
 	o.Attempts++
-	a := w.clients[o.Retry].incrAt(ctx, o.Key, o.By, o.Idem, o.At, o.Events, w.cfg.ClientTimeout)
+	a := w.client(o.Retry).incrAt(ctx, o.Key, o.By, o.Idem, o.At, o.Events, w.cfg.ClientTimeout)
 	o.RetryOutcome, o.RetryDuplicate = a.outcome, a.duplicate
 	o.noteCount(a)
 	switch {
@@ -394,10 +427,9 @@ func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
 func (w *workload) resolve(ctx context.Context, region string) int {
 	left := 0
 	for _, o := range w.hist.unresolved(region) {
-		c := w.clients[o.Region]
 		at := o.At
 		for {
-			a := c.incrAt(ctx, o.Key, o.By, o.Idem, at, o.Events, w.cfg.ClientTimeout)
+			a := w.client(o.Region).incrAt(ctx, o.Key, o.By, o.Idem, at, o.Events, w.cfg.ClientTimeout)
 			if a.outcome == OutcomeOK {
 				how := ResolvedApplied
 				if a.duplicate {
