@@ -99,12 +99,25 @@ const (
 	routeRandom = "random"
 )
 
-// withDefaults fills what was left unset (zero) with the measure's
-// defaults.
-func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
-	if c.Measure == "" {
-		c.Measure = measureSpace
+func defaultShardsBenchConfig() shardsBenchConfig {
+	return shardsBenchConfig{
+		Measure:     measureSpace,
+		Copies:      2,
+		Likes:       1_000_000,
+		Routes:      []string{routeDirect, routeRandom},
+		Concurrency: 64,
+		Duration:    10 * time.Second,
+		Warmup:      2 * time.Second,
+		CutFor:      30 * time.Second,
+		CutWriters:  4,
+		Timeout:     10 * time.Minute,
+		LogLevel:    "error",
 	}
+}
+
+// withDefaults fills the settings whose default depends on the measure
+// where they are unset: Regions, Replicas, Items (0) and Durability.
+func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
 	if len(c.Regions) == 0 {
 		c.Regions = []string{"us"}
 		if c.Measure == measureHeal {
@@ -121,12 +134,6 @@ func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
 			c.Replicas = []int{1, 3, 6}
 		}
 	}
-	if c.Copies == 0 {
-		c.Copies = 2
-	}
-	if c.Likes == 0 {
-		c.Likes = 1_000_000
-	}
 	if c.Items == 0 {
 		switch c.Measure {
 		case measureLikes:
@@ -137,32 +144,11 @@ func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
 			c.Items = 10_000
 		}
 	}
-	if len(c.Routes) == 0 {
-		c.Routes = []string{routeDirect, routeRandom}
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 64
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
-	if c.CutFor == 0 {
-		c.CutFor = 30 * time.Second
-	}
-	if c.CutWriters == 0 {
-		c.CutWriters = 4
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Minute
-	}
 	if c.Durability == "" {
 		c.Durability = "fsync"
 		if c.Measure == measureSpace {
 			c.Durability = "none"
 		}
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "error"
 	}
 	return c
 }
@@ -248,25 +234,26 @@ var shardsFlagsOf = map[string][]string{
 }
 
 func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) {
-	var cfg shardsBenchConfig
-	var regions, replicas, routes string
+	cfg := defaultShardsBenchConfig()
+	var regions, replicas string
+	routes := strings.Join(cfg.Routes, ",")
 	fs := newFlagSet("bench shards", func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.Measure, "measure", measureSpace, "what to measure: space (bytes per replica), likes (likes/s, direct and forwarded) or heal (time to agree after a cut)")
+		fs.StringVar(&cfg.Measure, "measure", cfg.Measure, "what to measure: space (bytes per replica), likes (likes/s, direct and forwarded) or heal (time to agree after a cut)")
 		fs.StringVar(&regions, "regions", "", "comma-separated region `names` (default us; heal: us,eu,ap, cutting the first)")
 		fs.StringVar(&replicas, "replicas", "", "comma-separated replicas per region, a deployment for each (default 1,3,6; likes: 1,2,3; heal: 3)")
-		fs.IntVar(&cfg.Copies, "copies", 2, "replicas of a region holding each shard")
-		fs.IntVar(&cfg.Likes, "likes", 1_000_000, "space: distinct (item, user) `pairs` to like")
+		fs.IntVar(&cfg.Copies, "copies", cfg.Copies, "replicas of a region holding each shard")
+		fs.IntVar(&cfg.Likes, "likes", cfg.Likes, "space: distinct (item, user) `pairs` to like")
 		fs.IntVar(&cfg.Items, "items", 0, "space: spread the likes over `N` items (default 10000); likes: draw items from N (default 100000); heal: like N items (default 16)")
-		fs.StringVar(&routes, "routes", "direct,random", "likes: how requests are sent, in turn: direct (to a holder of the item's shard) and/or random (to any replica)")
-		fs.IntVar(&cfg.Concurrency, "concurrency", 64, "likes: requests in flight, one per worker")
-		fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "likes: how long each route is loaded")
-		fs.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "likes: direct load of each new deployment before measuring")
-		fs.DurationVar(&cfg.CutFor, "cut-for", 30*time.Second, "heal: how long the first region is cut off while both sides are written")
-		fs.IntVar(&cfg.CutWriters, "cut-writers", 4, "heal: concurrent `writers` per side of the cut")
-		fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "longest wait for readiness, for the likes to reach every copy, for agreement after the heal")
+		fs.StringVar(&routes, "routes", routes, "likes: how requests are sent, in turn: direct (to a holder of the item's shard) and/or random (to any replica)")
+		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "likes: requests in flight, one per worker")
+		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "likes: how long each route is loaded")
+		fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "likes: direct load of each new deployment before measuring")
+		fs.DurationVar(&cfg.CutFor, "cut-for", cfg.CutFor, "heal: how long the first region is cut off while both sides are written")
+		fs.IntVar(&cfg.CutWriters, "cut-writers", cfg.CutWriters, "heal: concurrent `writers` per side of the cut")
+		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "longest wait for readiness, for the likes to reach every copy, for agreement after the heal")
 		fs.StringVar(&cfg.Durability, "durability", "", "`mode` of the replicas: fsync or none (default none for space, fsync otherwise)")
-		fs.BoolVar(&cfg.Windows, "windows", false, "space: keep the default time windows (their slots depend on how long loading took)")
-		fs.StringVar(&cfg.LogLevel, "log-level", "error", "log `level` of the deployments")
+		fs.BoolVar(&cfg.Windows, "windows", cfg.Windows, "space: keep the default time windows (their slots depend on how long loading took)")
+		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the deployments")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -284,9 +271,6 @@ func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) 
 		cfg.Replicas = n
 	}
 	cfg.Routes = splitList(routes)
-	if routes != "" && len(cfg.Routes) == 0 {
-		errs = append(errs, errors.New("--routes: want direct, random or both"))
-	}
 	cfg = cfg.withDefaults()
 	errs = append(errs, cfg.Validate())
 	if own, ok := shardsFlagsOf[cfg.Measure]; ok {
