@@ -82,6 +82,9 @@ type shardsBenchConfig struct {
 	// since their slots depend on how many seconds loading took, which
 	// differs from one deployment to the next.
 	Windows bool
+	// EventLog (space) keeps every replica's event log, as tallyd does
+	// by default. Default true.
+	EventLog bool
 	// LogLevel of the deployments' log, on stderr. Default "error".
 	LogLevel string
 }
@@ -111,6 +114,7 @@ func defaultShardsBenchConfig() shardsBenchConfig {
 		CutFor:      30 * time.Second,
 		CutWriters:  4,
 		Timeout:     10 * time.Minute,
+		EventLog:    true,
 		LogLevel:    "error",
 	}
 }
@@ -228,7 +232,7 @@ func (c shardsBenchConfig) Validate() error {
 // shardsFlagsOf lists the flags that mean something to each measure;
 // giving another is an error rather than silently ignored.
 var shardsFlagsOf = map[string][]string{
-	measureSpace: {"likes", "items", "windows"},
+	measureSpace: {"likes", "items", "windows", "event-log"},
 	measureLikes: {"items", "routes", "concurrency", "duration", "warmup"},
 	measureHeal:  {"items", "cut-for", "cut-writers"},
 }
@@ -253,6 +257,7 @@ func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) 
 		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "longest wait for readiness, for the likes to reach every copy, for agreement after the heal")
 		fs.StringVar(&cfg.Durability, "durability", "", "`mode` of the replicas: fsync or none (default none for space, fsync otherwise)")
 		fs.BoolVar(&cfg.Windows, "windows", cfg.Windows, "space: keep the default time windows (their slots depend on how long loading took)")
+		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "space: keep the event log, as tallyd does by default (a replica logs the likes it accepted)")
 		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the deployments")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {

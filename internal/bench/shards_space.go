@@ -104,7 +104,7 @@ func runShardsSpace(ctx context.Context, cfg shardsBenchConfig, env Env, log hcl
 	}
 	fmt.Fprintf(out, "bench shards --measure space: %d likes, user-0..user-%d round-robin over %d items post-0.., regions %s, copies %d,\n",
 		cfg.Likes, cfg.Likes-1, cfg.Items, strings.Join(cfg.Regions, ","), cfg.Copies)
-	fmt.Fprintf(out, "  durability %s, like lists and event log on (tallyd's defaults), milestones off, windows %s\n", cfg.Durability, windows)
+	fmt.Fprintf(out, "  durability %s, like lists on, event log %s, milestones off, windows %s\n", cfg.Durability, onOff(cfg.EventLog), windows)
 	fmt.Fprintf(out, "  each like goes through Replica.Do at one holder of its item's shard in %s (an item's likes alternate over its holders);\n", cfg.Regions[0])
 	fmt.Fprintln(out, "  once every replica of every region reads the exact count of every item on its shards and /v1/convergence")
 	fmt.Fprintln(out, "  says converged everywhere, each store is compacted fully and its live sstable bytes read")
@@ -151,6 +151,7 @@ func spaceDeployment(ctx context.Context, cfg shardsBenchConfig, replicas int, i
 		if !cfg.Windows {
 			c.Windows = ""
 		}
+		c.EventLog = cfg.EventLog
 	})
 	if err != nil {
 		return row, err
@@ -210,6 +211,13 @@ func spaceDeployment(ctx context.Context, cfg shardsBenchConfig, replicas int, i
 		fmt.Fprintf(out, "  %s: %d shards, %d likes, %d sstable bytes\n", p.Replica, p.Shards, p.Likes, p.TableBytes)
 	}
 	return row, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 // spaceBatch is how many likes one Replica.Do call carries.

@@ -34,6 +34,7 @@ func TestParseShardsBench(t *testing.T) {
 		{[]string{"--measure", "likes", "--concurrency", "0"}, "--concurrency 0"},
 		{[]string{"--cut-for", "5s"}, "--cut-for means nothing to --measure space"},
 		{[]string{"--measure", "heal", "--likes", "5"}, "--likes means nothing to --measure heal"},
+		{[]string{"--measure", "likes", "--event-log=false"}, "--event-log means nothing to --measure likes"},
 		{[]string{"--durability", "maybe"}, `--durability "maybe"`},
 	}
 	for _, c := range cases {
