@@ -19,6 +19,8 @@ func TestBenchHelp(t *testing.T) {
 		{[]string{"bench", "replication", "-h"}, "-samples"},
 		{[]string{"bench", "-h"}, "budget"},
 		{[]string{"bench", "budget", "-h"}, "-exhaust"},
+		{[]string{"bench", "-h"}, "shards"},
+		{[]string{"bench", "shards", "-h"}, "-measure"},
 	} {
 		code, stdout, _ := runArgs(t, c.args...)
 		if code != 0 || !strings.Contains(stdout, c.want) {

@@ -20,12 +20,14 @@ import (
 //	tallyd bench space        Pebble bytes per liked (item, user)
 //	tallyd bench replication  ack→visible lag and convergence after a heal
 //	tallyd bench budget       budget spends/s, latency and overspend
+//	tallyd bench shards       a sharded region: bytes per replica, likes/s
+//	                          direct and forwarded, heal time
 //
 // They start what they measure in process when not pointed elsewhere, so
 // they run with no setup; docs/benchmarks.md records their figures.
 func (c *cli) bench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("bench: want a mode: likes, events, space, replication or budget (run 'tallyd help bench')")
+		return usagef("bench: want a mode: likes, events, space, replication, budget or shards (run 'tallyd help bench')")
 	}
 	switch args[0] {
 	case "likes":
@@ -38,11 +40,13 @@ func (c *cli) bench(ctx context.Context, args []string) error {
 		return c.benchReplication(ctx, args[1:])
 	case "budget":
 		return c.benchBudget(ctx, args[1:])
+	case "shards":
+		return c.benchShards(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, benchUsage)
 		return flag.ErrHelp
 	}
-	return usagef("bench: unknown mode %q: want likes, events, space, replication or budget", args[0])
+	return usagef("bench: unknown mode %q: want likes, events, space, replication, budget or shards", args[0])
 }
 
 const benchUsage = `usage: tallyd bench <mode> [flags]
@@ -59,6 +63,11 @@ modes:
   budget       clients spending one budget by 1 in a loop: spends/s, latency,
                refusals and overspend (which must be 0), on one in-process
                replica, --regions N in-process regions, or --url
+  shards       in-process sharded deployments (--replicas N --copies R):
+               --measure space: sstable bytes per replica for the same likes;
+               likes: single likes/s, p50/p99 and CPU per like, sent to a
+               holder or to any replica (forwarded); heal: time to exact
+               counts everywhere after a cut
 
 run 'tallyd bench <mode> -h' for a mode's flags
 `

@@ -166,7 +166,7 @@ func (c *cli) benchReplication(ctx context.Context, args []string) error {
 type benchDeployment struct {
 	*deploy.Deployment
 	regions []string
-	urls    []string // base URL per region, in regions order
+	urls    []string // base URL per replica, in Nodes order (one replica a region: per region)
 	dir     string
 }
 
@@ -177,6 +177,14 @@ type benchDeploy struct {
 	Durability, LogLevel string
 	// Limits are every replica's rate limits (node.Config.Limits).
 	Limits []node.LimitConfig
+	// Replicas per region and Copies of each shard (deploy.Config): 0
+	// is one replica per region, unsharded, as `tallyd local` runs.
+	Replicas, Copies int
+	// NoMilestones numbers nothing, as tallyd serve's defaults; false
+	// keeps `tallyd local`'s milestone rule.
+	NoMilestones bool
+	// Node adjusts every replica's config after the fields above.
+	Node func(*node.Config)
 }
 
 // startBenchDeployment starts cfg.Regions the way `tallyd local` does. On
@@ -189,8 +197,19 @@ func startBenchDeployment(ctx context.Context, cfg benchDeploy, env Env, log hcl
 	dcfg := deploy.DefaultConfig()
 	dcfg.Regions, dcfg.DataDir, dcfg.Port = cfg.Regions, dir, 0
 	dcfg.Durability, dcfg.LogLevel, dcfg.Logger, dcfg.Version = cfg.Durability, cfg.LogLevel, log, env.Version
-	if len(cfg.Limits) > 0 {
-		dcfg.Node = func(c *node.Config) { c.Limits = cfg.Limits }
+	dcfg.Replicas, dcfg.Copies = cfg.Replicas, cfg.Copies
+	if cfg.NoMilestones {
+		dcfg.Milestones = ""
+	}
+	if len(cfg.Limits) > 0 || cfg.Node != nil {
+		dcfg.Node = func(c *node.Config) {
+			if len(cfg.Limits) > 0 {
+				c.Limits = cfg.Limits
+			}
+			if cfg.Node != nil {
+				cfg.Node(c)
+			}
+		}
 	}
 	dep, err := deploy.Start(ctx, dcfg)
 	if err != nil {
