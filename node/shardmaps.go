@@ -26,8 +26,9 @@ import (
 const ShardsBucket = "tally_shards"
 
 // ShardMapKey is region's key in ShardsBucket: the region id, with the
-// characters an id may hold and a key may not ('.', ':', '@') written
-// as =XX, so each region is one subject token.
+// characters an id may hold and a key may not ('.', ':', '@'), and '='
+// itself, written as =XX, so each region is one subject token and no two
+// regions share a key.
 func ShardMapKey(region string) string {
 	var b strings.Builder
 	for i := 0; i < len(region); i++ {

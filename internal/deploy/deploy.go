@@ -229,8 +229,9 @@ type Deployment struct {
 	closed bool
 }
 
-// Start starts NATS for every region, waits for it, then starts one
-// replica per region on its region's server, in Regions order. On error
+// Start starts NATS for every region, waits for it, stores the regions'
+// shard maps when sharded (assignShards), then starts each region's
+// replicas on its region's server, in Regions order. On error
 // nothing is left running. The caller owns the Deployment and must Close
 // it.
 func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
