@@ -482,11 +482,15 @@ type Links struct {
 
 // ShardMap answers GET /v1/shards: which of a region's replicas hold
 // each of the deployment's shards. Shards lists numbers and runs
-// ("0-340", "342"); Count is how many shards that is.
+// ("0-340", "342"); Count is how many shards that is. Revision is the
+// map's revision in the deployment's shard map bucket (JetStream KV,
+// `tallyd admin shards`); absent for a map the replica computed from its
+// config because the bucket held none.
 type ShardMap struct {
 	Region   string         `json:"region"`
 	Shards   int            `json:"shards"`
 	Copies   int            `json:"copies"`
+	Revision uint64         `json:"revision,omitempty"`
 	Replicas []ShardHolding `json:"replicas"`
 }
 

@@ -469,6 +469,26 @@ type ShardRegion struct {
 	Replicas []string `hcl:"replicas"`
 }
 
+// Map is region's shard map as the config computes it (shard.Assign of
+// its replicas, Copies each): what `tallyd admin shards assign` stores,
+// and what a replica uses while the shard map bucket holds none.
+func (sc ShardsConfig) Map(region string) (shard.Map, error) {
+	for _, r := range sc.Regions {
+		if r.Name == region {
+			return shard.Assign(r.Name, r.Replicas, sc.copies())
+		}
+	}
+	return shard.Map{}, fmt.Errorf("shards: no region %q", region)
+}
+
+// copies is Copies with its default.
+func (sc ShardsConfig) copies() int {
+	if sc.Copies == 0 {
+		return 2
+	}
+	return sc.Copies
+}
+
 // shardMaps are the regions' shard maps the config describes, and this
 // replica's region's; nil, and a map of this replica holding everything,
 // without Shards.
@@ -476,15 +496,11 @@ func (c Config) shardMaps() (shard.Maps, shard.Map, error) {
 	if c.Shards == nil {
 		return nil, shard.Single(c.Region, c.Replica), nil
 	}
-	copies := c.Shards.Copies
-	if copies == 0 {
-		copies = 2
-	}
 	var maps shard.Maps
 	var own shard.Map
 	found := false
 	for _, r := range c.Shards.Regions {
-		m, err := shard.Assign(r.Name, r.Replicas, copies)
+		m, err := shard.Assign(r.Name, r.Replicas, c.Shards.copies())
 		if err != nil {
 			return nil, shard.Map{}, err
 		}

@@ -51,9 +51,11 @@ type Node struct {
 	ln       net.Listener
 	resp     *resp.Server // nil without RESPListen
 	shards   *shardRouter // nil unless sharded (Config.Shards)
-	maps     shard.Maps   // every region's shard map; nil unless sharded
 	certs    *certs       // nil without TLS
 	reload   reloadState
+	// shardMaps is every region's shard map, followed in the shard map
+	// bucket; nil unless sharded.
+	shardMaps *shardWatch
 
 	done     chan struct{} // closed when the HTTP serve loop returns
 	serveErr error         // why it returned; read after done is closed
@@ -184,15 +186,17 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		}
 		undo = append(undo, func() { n.nc.Close() })
 		if cfg.Shards != nil {
-			maps, own, err := cfg.shardMaps() // Validate checked it
-			if err != nil {
+			// The shard map bucket's maps where it has them, the config's
+			// otherwise (shardmaps.go).
+			if n.shardMaps, err = startShardWatch(cfg, n.nc, log); err != nil {
 				return nil, err
 			}
-			n.maps = maps
+			undo = append(undo, n.shardMaps.close)
+			own := n.shardMaps.own
 			n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, duration(cfg.RequestTimeout), log)
 			rcfg.Holds = n.shards.Holds
 			held := own.Held(cfg.Replica)
-			log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies)
+			log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies, "map_revision", own.Revision)
 		}
 		if cfg.EventLog {
 			if n.pub, err = n.newPublisher(cfg); err != nil {
@@ -447,6 +451,16 @@ func (n *Node) Addr() net.Addr { return n.ln.Addr() }
 // that act on it without HTTP.
 func (n *Node) Replica() *region.Replica { return n.replica }
 
+// ShardMaps are every region's shard maps as this replica's replication
+// follows them (the shard map bucket's, else the config's); nil unless
+// the region is sharded.
+func (n *Node) ShardMaps() shard.Maps {
+	if n.shardMaps == nil {
+		return nil
+	}
+	return n.shardMaps.maps()
+}
+
 // Store is the replica's store, for in-process callers that inspect it
 // (e.g. compare digests).
 func (n *Node) Store() *storage.Store { return n.store }
@@ -481,6 +495,9 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.shards != nil {
 			n.log.Info("stopping forwarded requests")
 			n.shards.close()
+		}
+		if n.shardMaps != nil {
+			n.shardMaps.close()
 		}
 		if n.resp != nil {
 			n.log.Info("stopping RESP server")
@@ -581,8 +598,8 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 		Retired:             cfg.Retired,
 		Registerer:          n.registry,
 	}
-	if n.maps != nil {
-		rcfg.Shards = n.maps
+	if n.shardMaps != nil {
+		rcfg.Shards = n.shardMaps
 	}
 	rep, err := replication.New(rcfg)
 	if err == nil {

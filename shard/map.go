@@ -118,7 +118,10 @@ func parseShard(s string) (int, error) {
 type Map struct {
 	Region string
 	// Copies is how many replicas the assignment gave each shard.
-	Copies   int
+	Copies int
+	// Revision is the map's revision where it is stored (the shard map
+	// bucket, package node); 0 for a map computed here. Equal ignores it.
+	Revision uint64
 	replicas []string // sorted
 	held     []Set    // held[i]: the shards replicas[i] holds
 }
@@ -252,21 +255,22 @@ func (m Map) checkIDs() error {
 }
 
 // Equal reports whether two maps assign the same shards to the same
-// replicas of the same region.
+// replicas of the same region, whatever their revisions.
 func (m Map) Equal(o Map) bool {
 	return m.Region == o.Region && m.Copies == o.Copies &&
 		slices.Equal(m.replicas, o.replicas) && slices.Equal(m.held, o.held)
 }
 
-// MarshalJSON writes {"region","shards","copies","replicas":[{"replica",
-// "shards":["0-340","342",...],"count"}]}.
+// MarshalJSON writes {"region","shards","copies","revision","replicas":
+// [{"replica","shards":["0-340","342",...],"count"}]} ("revision" only
+// when not 0).
 func (m Map) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m.API())
 }
 
 // API is the map as GET /v1/shards answers it.
 func (m Map) API() api.ShardMap {
-	j := api.ShardMap{Region: m.Region, Shards: Count, Copies: m.Copies, Replicas: []api.ShardHolding{}}
+	j := api.ShardMap{Region: m.Region, Shards: Count, Copies: m.Copies, Revision: m.Revision, Replicas: []api.ShardHolding{}}
 	for i, r := range m.replicas {
 		j.Replicas = append(j.Replicas, api.ShardHolding{Replica: r, Shards: m.held[i].Ranges(), Count: m.held[i].Len()})
 	}
@@ -289,7 +293,7 @@ func Decode(b []byte) (Map, error) {
 	if j.Shards != Count {
 		return Map{}, fmt.Errorf("decode shard map: %d shards, this build has %d", j.Shards, Count)
 	}
-	m := Map{Region: j.Region, Copies: j.Copies}
+	m := Map{Region: j.Region, Copies: j.Copies, Revision: j.Revision}
 	slices.SortFunc(j.Replicas, func(a, b api.ShardHolding) int { return strings.Compare(a.Replica, b.Replica) })
 	for _, h := range j.Replicas {
 		set, err := parseRanges(h.Shards)

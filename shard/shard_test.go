@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -166,6 +167,28 @@ func TestMapJSONRoundTrip(t *testing.T) {
 	b, _ := single.MarshalJSON()
 	if want := `{"region":"ap","shards":1024,"copies":1,"replicas":[{"replica":"ap","shards":["0-1023"],"count":1024}]}`; string(b) != want {
 		t.Fatalf("single map = %s, want %s", b, want)
+	}
+}
+
+// A map's revision (where the shard map bucket stored it) survives its
+// JSON, and Equal compares assignments, not revisions.
+func TestMapRevisionRoundTrip(t *testing.T) {
+	m, err := Assign("eu", ids(3), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Revision = 7
+	b, _ := m.MarshalJSON()
+	if !bytes.Contains(b, []byte(`"revision":7,`)) {
+		t.Fatalf("map at revision 7 = %s, no revision", b)
+	}
+	got, err := Decode(b)
+	if err != nil || got.Revision != 7 {
+		t.Fatalf("Decode(%s) = revision %d, %v; want 7", b, got.Revision, err)
+	}
+	got.Revision = 8
+	if !got.Equal(m) {
+		t.Fatal("maps of one assignment at revisions 7 and 8 are not Equal")
 	}
 }
 

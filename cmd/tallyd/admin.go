@@ -14,10 +14,11 @@ import (
 	tallynode "github.com/tally-dev/tally/node"
 )
 
-// admin runs an operator step against a deployment: `tallyd admin retire`.
+// admin runs an operator step against a deployment: `tallyd admin
+// retire`, `tallyd admin shards`.
 func (c *cli) admin(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("admin: want a subcommand: retire (run 'tallyd admin -h')")
+		return usagef("admin: want a subcommand: retire or shards (run 'tallyd admin -h')")
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
@@ -25,6 +26,8 @@ func (c *cli) admin(ctx context.Context, args []string) error {
 		return flag.ErrHelp
 	case "retire":
 		return c.adminRetire(ctx, args[1:])
+	case "shards":
+		return c.adminShards(ctx, args[1:])
 	}
 	return usagef("admin: unknown subcommand %q (run 'tallyd admin -h')", args[0])
 }
@@ -33,6 +36,7 @@ const adminHelp = `usage: tallyd admin <subcommand> [flags]
 
 subcommands:
   retire     free every lease a replica that will not come back holds
+  shards     assign a region's shard map, or show the stored maps
 
 run 'tallyd admin <subcommand> -h' for its flags
 `

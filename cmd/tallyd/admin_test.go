@@ -1,8 +1,15 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/tally-dev/tally/shard"
 )
 
 // tallyd admin refuses bad invocations with exit code 2 and a message that
@@ -21,6 +28,12 @@ func TestAdminUsageErrors(t *testing.T) {
 		{[]string{"admin", "retire", "--holder", "eu-2", "--nats", "x", "--user", "u"}, "--user and --password go together"},
 		{[]string{"admin", "retire", "--holder", "eu-2", "--nats", "x", "--creds", "c", "--user", "u", "--password", "p"}, "not both"},
 		{[]string{"admin", "retire", "--holder", "eu-2", "--nats", "x", "extra"}, `unexpected argument "extra"`},
+		{[]string{"admin", "shards"}, "want assign or show"},
+		{[]string{"admin", "shards", "move"}, `unknown subcommand "move"`},
+		{[]string{"admin", "shards", "assign", "--region", "us", "--nats", "x"}, "--config is required"},
+		{[]string{"admin", "shards", "assign", "--config", "f.hcl", "--nats", "x"}, "--region is required"},
+		{[]string{"admin", "shards", "assign", "--config", "f.hcl", "--region", "us", "--copies", "-1", "--nats", "x"}, "--copies -1 < 0"},
+		{[]string{"admin", "shards", "show"}, "--nats is required"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runArgs(t, c.args...)
@@ -36,5 +49,56 @@ func TestAdminRetireUnreachable(t *testing.T) {
 	code, _, stderr := runArgs(t, "admin", "retire", "--holder", "eu-2", "--nats", "nats://127.0.0.1:1", "--timeout", "2s")
 	if code != 1 || !strings.Contains(stderr, "connect to nats://127.0.0.1:1") {
 		t.Fatalf("exit %d, stderr %q; want 1 and a connect error", code, stderr)
+	}
+}
+
+// tallyd admin shards assign stores a region's map computed from a
+// config's shards block, by CAS (again the same map: unchanged), and show
+// prints the stored maps with their revisions, as text or as
+// GET /v1/shards answers them.
+func TestAdminShardsAssignAndShow(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats not ready")
+	}
+	t.Cleanup(srv.Shutdown)
+	file := filepath.Join(t.TempDir(), "tallyd.hcl")
+	if err := os.WriteFile(file, []byte(`
+shards {
+  copies = 1
+  region "us" { replicas = ["us-1", "us-2"] }
+  region "eu" { replicas = ["eu-1", "eu-2"] }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url := srv.ClientURL()
+	admin := func(wantCode int, want string, args ...string) string {
+		t.Helper()
+		code, stdout, stderr := runArgs(t, append([]string{"admin", "shards"}, append(args, "--nats", url)...)...)
+		if code != wantCode || !strings.Contains(stdout+stderr, want) {
+			t.Fatalf("admin shards %v: exit %d, stdout %q, stderr %q; want %d and %q", args, code, stdout, stderr, wantCode, want)
+		}
+		return stdout
+	}
+	admin(0, "no shard maps stored (no bucket tally_shards)", "show")
+	admin(0, "assigned: the shard map of us is at revision 1", "assign", "--config", file, "--region", "us")
+	admin(0, "unchanged: the shard map of us is at revision 1", "assign", "--config", file, "--region", "us")
+	out := admin(0, "assigned: the shard map of us is at revision 2", "assign", "--config", file, "--region", "us", "--copies", "2")
+	if !strings.Contains(out, "copies 2") || !strings.Contains(out, "us-1                 1024 shards") {
+		t.Fatalf("assign --copies 2 printed %q: want both replicas holding every shard", out)
+	}
+	admin(2, `no region "xx"`, "assign", "--config", file, "--region", "xx")
+	admin(0, "no shard map of eu stored", "show", "--region", "eu")
+	admin(0, "us: revision 2", "show")
+	out = admin(0, `"revision":2`, "show", "--json", "--region", "us")
+	m, err := shard.Decode([]byte(strings.TrimSpace(out)))
+	if err != nil || m.Revision != 2 || m.Copies != 2 {
+		t.Fatalf("show --json: %q: revision %d, copies %d, %v", out, m.Revision, m.Copies, err)
 	}
 }

@@ -21,12 +21,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/localnet"
 	"github.com/tally-dev/tally/internal/natsperm"
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/shard"
 )
 
 // Config describes a deployment: the regions and what every region's
@@ -225,8 +229,9 @@ type Deployment struct {
 	closed bool
 }
 
-// Start starts NATS for every region, waits for it, then starts one
-// replica per region on its region's server, in Regions order. On error
+// Start starts NATS for every region, waits for it, stores the regions'
+// shard maps when sharded (assignShards), then starts each region's
+// replicas on its region's server, in Regions order. On error
 // nothing is left running. The caller owns the Deployment and must Close
 // it.
 func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
@@ -293,6 +298,14 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.cfgs[0].Shards != nil {
+		startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+		err = d.assignShards(startCtx)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
 	d.opts = node.Options{Logger: cfg.Logger, Links: Links{Cluster: d.cluster}, Replicas: replicaAdmin{d}, Version: cfg.Version}
 	d.nodes = make([]*node.Node, len(d.cfgs))
 	for i, nc := range d.cfgs {
@@ -304,6 +317,53 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 		d.started(i, n)
 	}
 	return d, nil
+}
+
+// assignShards stores every region's shard map in the shard map bucket
+// before any replica starts, as the operator (`tallyd admin shards
+// assign`) would, so the replicas start from the stored maps. The admin
+// user writes: the replicas' users may only read the bucket. A map the
+// bucket already holds (a deployment started again on its data) is kept
+// at its revision.
+func (d *Deployment) assignShards(ctx context.Context) error {
+	first := d.cfgs[0]
+	nc, err := nats.Connect(d.cluster.ClientURL(first.Region), nats.Name("tallyd local: shard maps"),
+		nats.UserInfo(natsperm.AdminUser, d.passwords[natsperm.AdminUser]))
+	if err != nil {
+		return fmt.Errorf("assign shard maps: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("assign shard maps: %w", err)
+	}
+	var kv jetstream.KeyValue
+	// JetStream is up (localnet waited), but placing a new stream can
+	// still fail while its cluster's peers are being learnt: try again.
+	err = poll.Until(ctx, 250*time.Millisecond, func() error {
+		kv, err = node.OpenShardMaps(ctx, js, first.AllocCluster, first.AllocReplicas)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("assign shard maps: %w", err)
+	}
+	for _, r := range first.Shards.Regions {
+		m, err := first.Shards.Map(r.Name)
+		if err != nil {
+			return fmt.Errorf("assign shard maps: %w", err)
+		}
+		var stored shard.Map
+		var wrote bool
+		err = poll.Until(ctx, 250*time.Millisecond, func() error {
+			stored, wrote, err = node.AssignShardMap(ctx, kv, m)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("assign shard maps: %w", err)
+		}
+		d.log.Info("shard map", "region", r.Name, "revision", stored.Revision, "written", wrote)
+	}
+	return nil
 }
 
 // started records replica i's node as up, keeps its addresses for a

@@ -10,15 +10,15 @@
 //
 //   - one per replica: its own replication subjects, its region's event
 //     stream, reads of the allocator's bucket and of the milestone
-//     stream; no stream or consumer administration, no other client's
-//     replies;
+//     stream, reads and watches of the shard map bucket; no stream
+//     administration, no other client's replies;
 //   - tally-authority, the lease authority: the only writer of the
 //     allocator's bucket and of milestones, which checks every replica's
 //     write (alloc.Authority);
 //   - tally-apps, the applications: durable consumers on the milestone
 //     stream and the event streams, nothing that writes tally's data;
 //   - tally-admin, the operator: everything (bootstrap, retire, updates
-//     of stream limits).
+//     of stream limits, the shard maps: `tallyd admin shards assign`).
 package natsperm
 
 import (
@@ -85,6 +85,9 @@ func jsAPI(op string) string { return "$JS.API." + op }
 // kvStream is the allocator bucket's stream.
 const kvStream = "KV_" + alloc.DefaultBucket
 
+// shardsStream is the shard map bucket's stream.
+const shardsStream = "KV_" + node.ShardsBucket
+
 // Replica is what replica of region may do: exactly what its node uses.
 func Replica(region, replica string) Perms {
 	events := replication.EventsStream(region)
@@ -103,6 +106,11 @@ func Replica(region, replica string) Perms {
 				jsAPI("STREAM.INFO." + ms), jsAPI("STREAM.CREATE." + ms),
 				jsAPI("STREAM.MSG.GET." + ms), jsAPI("DIRECT.GET." + ms + ".>")}},
 			{"requests forwarded to the holders of a shard, in its own region only", []string{node.RouteSubjects(region)}},
+			{"the shard map bucket: look up, read, and watch with ordered consumers of its own (create, delete, flow control); no create, write or purge: the operator assigns the maps", []string{
+				jsAPI("STREAM.INFO." + shardsStream),
+				jsAPI("STREAM.MSG.GET." + shardsStream), jsAPI("DIRECT.GET." + shardsStream + ".>"),
+				jsAPI("CONSUMER.CREATE." + shardsStream), jsAPI("CONSUMER.CREATE." + shardsStream + ".>"),
+				jsAPI("CONSUMER.DELETE." + shardsStream + ".>"), "$JS.FC." + shardsStream + ".>"}},
 			{"the event log: its own events, to its region's stream, created once, never updated", []string{
 				replication.EventsSubject(region, replica),
 				jsAPI("STREAM.INFO." + events), jsAPI("STREAM.CREATE." + events)}},

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/internal/cliutil"
+	tallynode "github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/shard"
+)
+
+// adminShards runs `tallyd admin shards assign|show`: the regions' shard
+// maps in the shard map bucket (node.ShardsBucket).
+func (c *cli) adminShards(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("admin shards: want assign or show (run 'tallyd admin shards -h')")
+	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(c.stdout, shardsHelp)
+		return flag.ErrHelp
+	case "assign":
+		return c.adminShardsAssign(ctx, args[1:])
+	case "show":
+		return c.adminShardsShow(ctx, args[1:])
+	}
+	return usagef("admin shards: unknown subcommand %q (run 'tallyd admin shards -h')", args[0])
+}
+
+const shardsHelp = `usage: tallyd admin shards <assign|show> [flags]
+
+  assign   store a region's shard map, computed from a replica's config
+  show     print the stored shard maps and their revisions
+
+Replicas read the maps when they start and follow other regions' maps as
+they change; a replica takes a new map of its own region when it restarts.
+See docs/operations.md, "Shard maps".
+
+run 'tallyd admin shards <subcommand> -h' for its flags
+`
+
+// adminShardsAssign stores a region's map as the config computes it, by
+// compare-and-swap on the stored revision.
+func (c *cli) adminShardsAssign(ctx context.Context, args []string) error {
+	var conn cliutil.NATSClient
+	var file, region string
+	copies := 0
+	timeout := 30 * time.Second
+	fs := newFlagSet("admin shards assign", func(fs *flag.FlagSet) {
+		conn.Bind(fs, "NATS server `url` of any region (required)", true)
+		fs.StringVar(&file, "config", "", "a replica's config `file`: its shards block lists every region's replicas, its alloc_cluster and alloc_replicas place the bucket (required)")
+		fs.StringVar(&region, "region", "", "`region` whose map is assigned (required)")
+		fs.IntVar(&copies, "copies", 0, "replicas holding each shard (`n`; default: the config's shards copies)")
+		fs.DurationVar(&timeout, "timeout", timeout, "give up after `duration`")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, fs)
+			fmt.Fprint(c.stdout, assignHelp)
+			return err
+		}
+		return usagef("admin shards assign: %v (run 'tallyd admin shards assign -h')", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("admin shards assign: unexpected argument %q", fs.Arg(0))
+	case file == "":
+		return usagef("admin shards assign: --config is required: the region's replicas come from its shards block")
+	case region == "":
+		return usagef("admin shards assign: --region is required")
+	case copies < 0:
+		return usagef("admin shards assign: --copies %d < 0", copies)
+	case timeout <= 0:
+		return usagef("admin shards assign: --timeout must be positive")
+	}
+	cfg := tallynode.DefaultConfig()
+	if err := cliutil.DecodeHCLFile(file, &cfg); err != nil {
+		return &usageError{Err: err}
+	}
+	if cfg.Shards == nil {
+		return usagef("admin shards assign: %s has no shards block", file)
+	}
+	sc := *cfg.Shards
+	if copies > 0 {
+		sc.Copies = copies
+	}
+	m, err := sc.Map(region)
+	if err != nil {
+		return usagef("admin shards assign: %s: %v", file, err)
+	}
+	if err := conn.Check("admin shards assign", c.getenv); err != nil {
+		return err
+	}
+	nc, js, err := conn.Connect("admin shards assign", "tallyd admin shards assign", nats.Timeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	kv, err := tallynode.OpenShardMaps(ctx, js, cfg.AllocCluster, cfg.AllocReplicas)
+	if err != nil {
+		return fmt.Errorf("admin shards assign: %w", err)
+	}
+	stored, wrote, err := tallynode.AssignShardMap(ctx, kv, m)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("admin shards assign: the map of %s was assigned by someone else meanwhile (nothing written): look at it (tallyd admin shards show) and run again", region)
+	}
+	if err != nil {
+		return fmt.Errorf("admin shards assign: %w", err)
+	}
+	verb := "assigned"
+	if !wrote {
+		verb = "unchanged"
+	}
+	fmt.Fprintf(c.stdout, "%s: the shard map of %s is at revision %d\n", verb, region, stored.Revision)
+	printMap(c, stored)
+	if wrote {
+		fmt.Fprintf(c.stdout, "replicas of other regions follow it now; those of %s take it when they restart\n", region)
+	}
+	return nil
+}
+
+const assignHelp = `
+Computes the region's map from the replicas its shards block lists
+(rendezvous hashing: adding or removing one replica moves only the shards
+it gains or held) and stores it by compare-and-swap on the revision it
+read: an assignment made meanwhile is refused, not overwritten. Run it
+with the operator's NATS user: replicas may only read the bucket. See
+docs/operations.md, "Shard maps".
+`
+
+// adminShardsShow prints the stored maps.
+func (c *cli) adminShardsShow(ctx context.Context, args []string) error {
+	var conn cliutil.NATSClient
+	var region string
+	var asJSON bool
+	timeout := 30 * time.Second
+	fs := newFlagSet("admin shards show", func(fs *flag.FlagSet) {
+		conn.Bind(fs, "NATS server `url` of any region (required)", true)
+		fs.StringVar(&region, "region", "", "only this `region`'s map")
+		fs.BoolVar(&asJSON, "json", false, "print each map as GET /v1/shards answers it, one per line")
+		fs.DurationVar(&timeout, "timeout", timeout, "give up after `duration`")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, fs)
+			return err
+		}
+		return usagef("admin shards show: %v (run 'tallyd admin shards show -h')", err)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("admin shards show: unexpected argument %q", fs.Arg(0))
+	case timeout <= 0:
+		return usagef("admin shards show: --timeout must be positive")
+	}
+	if err := conn.Check("admin shards show", c.getenv); err != nil {
+		return err
+	}
+	nc, js, err := conn.Connect("admin shards show", "tallyd admin shards show", nats.Timeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, tallynode.ShardsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		fmt.Fprintf(c.stdout, "no shard maps stored (no bucket %s): replicas use their configs' maps\n", tallynode.ShardsBucket)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("admin shards show: open bucket %s: %w", tallynode.ShardsBucket, err)
+	}
+	maps, err := tallynode.ReadShardMaps(ctx, kv)
+	if err != nil {
+		return fmt.Errorf("admin shards show: %w", err)
+	}
+	shown := 0
+	for _, m := range maps {
+		if region != "" && m.Region != region {
+			continue
+		}
+		shown++
+		if asJSON {
+			b, err := json.Marshal(m.API())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stdout, "%s\n", b)
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%s: revision %d\n", m.Region, m.Revision)
+		printMap(c, m)
+	}
+	if shown == 0 && !asJSON {
+		if region != "" {
+			fmt.Fprintf(c.stdout, "no shard map of %s stored: its replicas use their configs' map\n", region)
+		} else {
+			fmt.Fprintln(c.stdout, "no shard maps stored: replicas use their configs' maps")
+		}
+	}
+	return nil
+}
+
+// printMap prints how many shards each replica of m holds.
+func printMap(c *cli, m shard.Map) {
+	fmt.Fprintf(c.stdout, "  copies %d, %d shards, %d replicas\n", m.Copies, shard.Count, len(m.Replicas()))
+	for _, r := range m.Replicas() {
+		held := m.Held(r)
+		fmt.Fprintf(c.stdout, "  %-20s %4d shards\n", r, held.Len())
+	}
+}

@@ -1,0 +1,448 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/shard"
+)
+
+// ShardsBucket is the JetStream KV bucket of the deployment's shard maps:
+// one key per region (ShardMapKey), whose value is the region's map as
+// shard.Map's MarshalJSON writes it, and whose revision is the map's
+// version. The operator writes it (`tallyd admin shards assign`, and
+// `tallyd local` when it starts); the replicas only read and watch it
+// (package natsperm), each taking a region's map from it when present,
+// from its config's shards block otherwise.
+const ShardsBucket = "tally_shards"
+
+// ShardMapKey is region's key in ShardsBucket: the region id, with the
+// characters an id may hold and a key may not ('.', ':', '@'), and '='
+// itself, written as =XX, so each region is one subject token and no two
+// regions share a key.
+func ShardMapKey(region string) string {
+	var b strings.Builder
+	for i := 0; i < len(region); i++ {
+		switch c := region[i]; c {
+		case '.', ':', '@', '=':
+			fmt.Fprintf(&b, "=%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// OpenShardMaps opens the shard map bucket, creating it if absent where
+// the allocator's bucket lives (cluster and replicas: the replicas'
+// alloc_cluster and alloc_replicas). Only a user allowed to create
+// streams can create it: the operator's.
+func OpenShardMaps(ctx context.Context, js jetstream.JetStream, cluster string, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, ShardsBucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("open kv bucket %s: %w", ShardsBucket, err)
+	}
+	kc := jetstream.KeyValueConfig{
+		Bucket:      ShardsBucket,
+		Description: "tally shard maps: which replicas of each region hold each shard",
+		History:     8, // the last maps of a region, for an operator looking back
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	}
+	if cluster != "" {
+		kc.Placement = &jetstream.Placement{Cluster: cluster}
+	}
+	kv, err = js.CreateKeyValue(ctx, kc)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.KeyValue(ctx, ShardsBucket) // another writer was first
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create kv bucket %s: %w", ShardsBucket, err)
+	}
+	return kv, nil
+}
+
+// ReadShardMaps returns every region's map in the bucket, each with its
+// revision, sorted by region.
+func ReadShardMaps(ctx context.Context, kv jetstream.KeyValue) ([]shard.Map, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read shard maps: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []shard.Map
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read shard maps: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, errors.New("read shard maps: the watch ended")
+			}
+			if e == nil { // every stored map is in
+				slices.SortFunc(out, func(a, b shard.Map) int { return strings.Compare(a.Region, b.Region) })
+				return out, nil
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				continue
+			}
+			m, err := decodeShardMap(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+	}
+}
+
+// decodeShardMap is entry's map, with its revision; its region must be
+// the one its key names.
+func decodeShardMap(e jetstream.KeyValueEntry) (shard.Map, error) {
+	m, err := shard.Decode(e.Value())
+	if err != nil {
+		return shard.Map{}, fmt.Errorf("shard map %s at revision %d: %w", e.Key(), e.Revision(), err)
+	}
+	if ShardMapKey(m.Region) != e.Key() {
+		return shard.Map{}, fmt.Errorf("shard map %s at revision %d: it is region %s's", e.Key(), e.Revision(), m.Region)
+	}
+	m.Revision = e.Revision()
+	return m, nil
+}
+
+// PutShardMap writes m as its region's map by compare-and-swap on
+// revision: 0 creates it (refused if the region has one), any other
+// revision updates it only if that is still the current one (refused
+// when someone wrote since it was read). It returns m at its new
+// revision.
+func PutShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map, revision uint64) (shard.Map, error) {
+	if err := m.Validate(); err != nil {
+		return shard.Map{}, err
+	}
+	m.Revision = 0 // the stored value does not say its own revision
+	b, err := m.MarshalJSON()
+	if err != nil {
+		return shard.Map{}, err
+	}
+	key := ShardMapKey(m.Region)
+	if revision == 0 {
+		m.Revision, err = kv.Create(ctx, key, b)
+	} else {
+		m.Revision, err = kv.Update(ctx, key, b, revision)
+	}
+	if err != nil {
+		return shard.Map{}, fmt.Errorf("write shard map of %s at revision %d: %w", m.Region, revision, err)
+	}
+	return m, nil
+}
+
+// AssignShardMap makes m its region's map in the bucket unless the
+// bucket already holds that assignment: it reads the region's map and
+// writes m by compare-and-swap on that revision (PutShardMap), so an
+// assignment that raced it is refused rather than overwritten. It
+// returns the stored map and whether it wrote.
+func AssignShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map) (shard.Map, bool, error) {
+	var revision uint64
+	e, err := kv.Get(ctx, ShardMapKey(m.Region))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound): // none yet, or deleted: create
+	case err != nil:
+		return shard.Map{}, false, fmt.Errorf("read shard map of %s: %w", m.Region, err)
+	default:
+		cur, err := decodeShardMap(e)
+		if err == nil && cur.Equal(m) {
+			return cur, false, nil
+		}
+		revision = e.Revision() // an undecodable map is replaced
+	}
+	stored, err := PutShardMap(ctx, kv, m, revision)
+	return stored, err == nil, err
+}
+
+// shardMapReadTimeout bounds reading the shard map bucket when a replica
+// starts: past it (JetStream out of reach) the replica starts from its
+// config's maps and takes the bucket's when it can.
+const shardMapReadTimeout = 5 * time.Second
+
+// shardWatchRetry is how long the watch waits before opening the bucket
+// again (absent, or out of reach).
+const shardWatchRetry = 2 * time.Second
+
+// shardWatch is a sharded replica's view of every region's shard map
+// (replication.ShardView): each region's map from the shard map bucket
+// when it holds one, from the config otherwise, following the bucket as
+// it changes. Its own region's map is fixed for the process's life: a
+// replica does not move shards while it serves, so a new map of its
+// region is logged and taken at the next start.
+type shardWatch struct {
+	region, self string
+	config       shard.Maps // the config's maps
+	own          shard.Map  // this region's map in force
+	nc           *nats.Conn
+	log          hclog.Logger
+
+	view   atomic.Pointer[shard.Maps]
+	stored map[string]shard.Map // the bucket's maps by region; the watch's goroutine only, after start
+
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// startShardWatch reads the bucket's maps (bounded by
+// shardMapReadTimeout) and follows the bucket on a goroutine until close.
+// It fails if the bucket's map of this replica's region does not list it.
+func startShardWatch(cfg Config, nc *nats.Conn, log hclog.Logger) (*shardWatch, error) {
+	config, own, err := cfg.shardMaps()
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	w := &shardWatch{region: cfg.Region, self: cfg.Replica, config: config, own: own, nc: nc,
+		log: log.Named("shardmaps"), stored: map[string]shard.Map{}, ctx: ctx, stop: stop, done: make(chan struct{})}
+	kw, err := w.readAtStart()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if m, ok := w.stored[w.region]; ok {
+		if held := m.Held(w.self); held.Len() == 0 {
+			if kw != nil {
+				_ = kw.Stop()
+			}
+			stop()
+			return nil, fmt.Errorf("the shard map of region %s (bucket %s, revision %d) does not list this replica %s: assign the region's map again (tallyd admin shards assign)",
+				w.region, ShardsBucket, m.Revision, w.self)
+		}
+		if !m.Equal(own) {
+			w.log.Warn("the stored shard map of this region differs from the one the config computes; the stored one is used",
+				"region", w.region, "revision", m.Revision, "copies", m.Copies, "replicas", m.Replicas(),
+				"config_copies", own.Copies, "config_replicas", own.Replicas())
+		}
+		w.own = m
+	} else {
+		w.log.Info("no stored shard map of this region: using the config's", "region", w.region)
+	}
+	w.publish()
+	go w.run(kw)
+	return w, nil
+}
+
+// readAtStart reads the bucket's maps into stored and returns the watch
+// that read them, to be followed; nil when the bucket is absent or out
+// of reach (run opens it later).
+func (w *shardWatch) readAtStart() (jetstream.KeyWatcher, error) {
+	if !w.nc.IsConnected() {
+		w.log.Warn("NATS not reachable yet: starting from the config's shard maps")
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, shardMapReadTimeout)
+	defer cancel()
+	kw, err := w.watch(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			w.log.Info("no shard map bucket: using the config's maps", "bucket", ShardsBucket)
+		} else {
+			w.log.Warn("shard map bucket out of reach: starting from the config's maps", "bucket", ShardsBucket, "error", err)
+		}
+		return nil, nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			w.log.Warn("shard map bucket did not answer in time: starting from the config's maps for the regions not read yet",
+				"bucket", ShardsBucket, "timeout", shardMapReadTimeout)
+			return kw, nil
+		case e, ok := <-kw.Updates():
+			if !ok {
+				return nil, nil
+			}
+			if e == nil {
+				return kw, nil
+			}
+			if err := w.take(e); err != nil {
+				w.log.Warn("ignoring a stored shard map", "error", err)
+			}
+		}
+	}
+}
+
+// watch opens the bucket and watches every key, for as long as w runs
+// (ctx bounds the opening only).
+func (w *shardWatch) watch(ctx context.Context) (jetstream.KeyWatcher, error) {
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, ShardsBucket)
+	if err != nil {
+		return nil, err
+	}
+	return kv.WatchAll(w.ctx)
+}
+
+// take records entry's map (or its deletion) in stored.
+func (w *shardWatch) take(e jetstream.KeyValueEntry) error {
+	if e.Operation() != jetstream.KeyValuePut {
+		for r := range w.stored {
+			if ShardMapKey(r) == e.Key() {
+				delete(w.stored, r)
+			}
+		}
+		return nil
+	}
+	m, err := decodeShardMap(e)
+	if err != nil {
+		return err
+	}
+	w.stored[m.Region] = m
+	return nil
+}
+
+// publish makes the view: this region's map in force, and every other
+// region's stored map, or the config's.
+func (w *shardWatch) publish() {
+	view := shard.Maps{w.own}
+	seen := map[string]bool{w.region: true}
+	for _, m := range w.config {
+		if seen[m.Region] {
+			continue
+		}
+		seen[m.Region] = true
+		if s, ok := w.stored[m.Region]; ok {
+			m = s
+		}
+		view = append(view, m)
+	}
+	for r, m := range w.stored { // regions the config does not list
+		if !seen[r] {
+			view = append(view, m)
+		}
+	}
+	w.view.Store(&view)
+}
+
+// Holds reports whether replica holds shard s in the current view.
+func (w *shardWatch) Holds(replica string, s int) bool { return w.view.Load().Holds(replica, s) }
+
+// maps is the current view.
+func (w *shardWatch) maps() shard.Maps { return slices.Clone(*w.view.Load()) }
+
+// run follows the bucket until close: kw, then, whenever a watch ends or
+// there was none, a new one.
+func (w *shardWatch) run(kw jetstream.KeyWatcher) {
+	defer close(w.done)
+	var lastErr string
+	for {
+		if kw == nil {
+			ctx, cancel := context.WithTimeout(w.ctx, shardMapReadTimeout)
+			var err error
+			kw, err = w.watch(ctx)
+			cancel()
+			if err != nil {
+				if w.ctx.Err() != nil {
+					return
+				}
+				if err.Error() != lastErr {
+					lastErr = err.Error()
+					w.log.Debug("shard map bucket not open yet; trying again", "bucket", ShardsBucket, "error", err)
+				}
+				kw = nil
+				if !w.sleep(shardWatchRetry) {
+					return
+				}
+				continue
+			}
+			lastErr = ""
+		}
+		w.follow(kw)
+		_ = kw.Stop()
+		kw = nil
+		if !w.sleep(shardWatchRetry) {
+			return
+		}
+	}
+}
+
+// follow applies kw's changes until it ends or w closes.
+func (w *shardWatch) follow(kw jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case e, ok := <-kw.Updates():
+			if !ok {
+				return
+			}
+			if e != nil {
+				w.apply(e)
+			}
+		}
+	}
+}
+
+// apply takes one change of the bucket: another region's map goes into
+// the view at once; a new map of this replica's own region is logged and
+// waits for the next start.
+func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
+	before := map[string]uint64{}
+	for r, m := range w.stored {
+		before[r] = m.Revision
+	}
+	if err := w.take(e); err != nil {
+		w.log.Warn("ignoring a stored shard map", "error", err)
+		return
+	}
+	for r, m := range w.stored {
+		if before[r] == m.Revision {
+			continue // seen already (a watch opened again reads every map)
+		}
+		if r == w.region {
+			if !m.Equal(w.own) {
+				now, after := w.own.Held(w.self), m.Held(w.self)
+				w.log.Warn("the shard map of this region changed; this replica keeps its current shards until it restarts",
+					"region", r, "revision", m.Revision, "serving_revision", w.own.Revision,
+					"holds_now", now.Len(), "holds_after_restart", after.Len())
+			}
+			continue
+		}
+		w.log.Info("shard map of another region changed: replication follows its holders", "region", r, "revision", m.Revision, "copies", m.Copies, "replicas", m.Replicas())
+	}
+	for r := range before {
+		if _, ok := w.stored[r]; !ok && r != w.region {
+			w.log.Info("shard map of another region deleted: back to the config's", "region", r)
+		}
+	}
+	w.publish()
+}
+
+// sleep waits d, or until close (false).
+func (w *shardWatch) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// close stops the watch and waits for its goroutine.
+func (w *shardWatch) close() {
+	w.stop()
+	<-w.done
+}
