@@ -199,7 +199,10 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	// Check.
 	var wiped []string
 	for _, e := range r.x.episodeRecords() {
-		if id := r.d.target(e.Episode).replica; e.Kind == KindWipe && !slices.Contains(wiped, id) {
+		if e.Kind != KindWipe {
+			continue // other episodes may have no target (a fault of every link)
+		}
+		if id := r.d.target(e.Episode).replica; !slices.Contains(wiped, id) {
 			wiped = append(wiped, id)
 		}
 	}
