@@ -499,6 +499,10 @@ type ShardHolding struct {
 	Replica string   `json:"replica"`
 	Shards  []string `json:"shards"`
 	Count   int      `json:"count"`
+	// State is how the replica answering sees this one: "up" (itself, or
+	// a peer heard from within its timeout) or "stale"; absent in a map
+	// not read from a replica.
+	State string `json:"state,omitempty"`
 }
 
 // ReplicaState is one replica of a local deployment, as PUT and GET

@@ -205,6 +205,19 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Shards != nil {
 		m = s.cfg.Shards.Map()
 	}
-	writeJSON(w, http.StatusOK, m.API())
+	out := m.API()
+	stale := map[string]bool{}
+	if s.cfg.Replication != nil {
+		for _, p := range s.cfg.Replication.Peers() {
+			stale[p.Replica] = p.Stale
+		}
+	}
+	for i := range out.Replicas {
+		out.Replicas[i].State = "up"
+		if stale[out.Replicas[i].Replica] {
+			out.Replicas[i].State = "stale"
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

@@ -88,6 +88,67 @@ func TestRESPReplicates(t *testing.T) {
 	})
 }
 
+// PFADD at both sides of a cut, then a heal: PFCOUNT agrees everywhere,
+// and counts every id once (issue 32's done-when).
+func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.RESP, cfg.Milestones = true, ""
+	d := startConfig(t, cfg)
+	urls := d.URLs()
+	for _, u := range urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
+				return fmt.Errorf("%s not ready: %d %v", u, st, err)
+			}
+			return nil
+		})
+	}
+	ctx := context.Background()
+	var clients []*redis.Client
+	for _, a := range d.RESPAddrs() {
+		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 {
+		t.Fatalf("cut: %d %v %v", st, b, err)
+	}
+	// 300 ids at us, 300 at eu, 100 of them at both.
+	for i := range 300 {
+		if err := clients[0].PFAdd(ctx, "viewers", fmt.Sprintf("v%d", i)).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := clients[1].PFAdd(ctx, "viewers", fmt.Sprintf("v%d", i+200)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":true}`); err != nil || st != 200 {
+		t.Fatalf("heal: %d %v", st, err)
+	}
+	var counts []int64
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		counts = counts[:0]
+		for _, c := range clients {
+			n, err := c.PFCount(ctx, "viewers").Result()
+			if err != nil {
+				return err
+			}
+			counts = append(counts, n)
+		}
+		if counts[0] != counts[1] || counts[1] != counts[2] {
+			return fmt.Errorf("PFCOUNT viewers differs between regions: %v", counts)
+		}
+		return nil
+	})
+	// 500 distinct ids; HyperLogLog's error at this size is well under 5%.
+	if counts[0] < 475 || counts[0] > 525 {
+		t.Fatalf("PFCOUNT viewers = %d everywhere, want about 500", counts[0])
+	}
+}
+
 // In a sharded deployment, RESP commands sent to any replica run at a
 // holder of their key's shard (forwarded once), and read the same from
 // every replica; a command over keys of several shards not all held is

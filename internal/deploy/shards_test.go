@@ -245,6 +245,23 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 				})
 			}
 			setUp(false, "down")
+			testkit.WaitFor(t, 30*time.Second, func() error { // once past its peer timeout, us-1 sees it stale
+				_, b, err := testkit.DoJSON("GET", urls[0]+"/v1/shards", "")
+				if err != nil {
+					return err
+				}
+				for _, h := range b["replicas"].([]any) {
+					h := h.(map[string]any)
+					want := "up"
+					if h["replica"] == "us-2" {
+						want = "stale"
+					}
+					if h["state"] != want {
+						return fmt.Errorf("%s is %v in us-1's map, want %s", h["replica"], h["state"], want)
+					}
+				}
+				return nil
+			})
 			if _, err := http.Get(urls[1] + "/healthz"); err == nil {
 				t.Fatalf("us-2's port still answers after it stopped")
 			}
