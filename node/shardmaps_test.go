@@ -20,20 +20,7 @@ import (
 
 // startJetStream runs an embedded NATS server with JetStream and no
 // users.
-func startJetStream(t *testing.T) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
+func startJetStream(t *testing.T) *server.Server { return testkit.StartNATS(t, true) }
 
 // shardedConfig is us-1 of a deployment of regions us and eu, two
 // replicas each, one copy of each shard.

@@ -21,19 +21,7 @@ import (
 )
 
 // startNATS runs one real embedded nats-server.
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
+func startNATS(t *testing.T) *server.Server { return testkit.StartNATS(t, false) }
 
 // replica is one running node and the config it runs.
 type replica struct {

@@ -21,20 +21,7 @@ import (
 
 // startJetStreamServer runs one real embedded nats-server with JetStream,
 // for the event streams.
-func startJetStreamServer(t *testing.T) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
-}
+func startJetStreamServer(t *testing.T) *server.Server { return testkit.StartNATS(t, true) }
 
 // streamedEvent is the identity of an event on a region's stream, and
 // what it did.

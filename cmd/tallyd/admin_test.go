@@ -5,9 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/tally-dev/tally/internal/testkit"
 
 	"github.com/tally-dev/tally/shard"
 )
@@ -57,16 +56,7 @@ func TestAdminRetireUnreachable(t *testing.T) {
 // prints the stored maps with their revisions, as text or as
 // GET /v1/shards answers them.
 func TestAdminShardsAssignAndShow(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true,
-		JetStream: true, StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := testkit.StartNATS(t, true)
 	file := filepath.Join(t.TempDir(), "tallyd.hcl")
 	if err := os.WriteFile(file, []byte(`
 shards {
