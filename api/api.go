@@ -687,6 +687,11 @@ type Uniques struct {
 	// the union of its replicas' sketches. An id seen in two regions
 	// counts in both, so these add up to more than the estimate.
 	ByRegion map[string]int64 `json:"by_region,omitempty"`
+	// Partial, in a sharded region: some replica holding part of the
+	// keys did not answer in time, so the keys of MissingShards shards
+	// are left out of the union.
+	Partial       bool `json:"partial,omitempty"`
+	MissingShards int  `json:"missing_shards,omitempty"`
 }
 
 // BudgetGrant answers POST /v1/budgets/{key}/grant.

@@ -342,7 +342,7 @@ func route(op *openapi.Operation) {
 	if strings.Contains(op.Path, "{item}") || strings.Contains(op.Path, "{key}") || op.Method == http.MethodPost && op.Path == "/v1/likes" || multi {
 		more = append(more, CodeShardUnavailable)
 	}
-	if op.Method == http.MethodPost && (op.Path == "/v1/events" || op.Path == "/v1/cashback") || multi {
+	if op.Method == http.MethodPost && (op.Path == "/v1/events" || op.Path == "/v1/cashback") || multi && op.Path != "/v1/uniques" {
 		more = append(more, CodeShardNotHeld)
 	}
 	op.Errors = append(op.Errors, more...)

@@ -87,6 +87,13 @@ func (s *Server) holds(name string) bool {
 // every 200 answer's body; it returns how many shards neither this
 // replica nor an answering one holds (0: the answers cover every key).
 func (s *Server) gather(r *http.Request, body []byte, each func(b []byte) error) (missing int, err error) {
+	covered, err := s.gatherCovered(r, body, each)
+	return shard.Count - covered.Len(), err
+}
+
+// gatherCovered is gather, returning the shards this replica and the
+// answering ones hold.
+func (s *Server) gatherCovered(r *http.Request, body []byte, each func(b []byte) error) (shard.Set, error) {
 	m := s.cfg.Shards.Map()
 	covered := m.Held(s.cfg.Replica.ID())
 	for _, g := range s.cfg.Shards.Gather(r, body) {
@@ -94,11 +101,11 @@ func (s *Server) gather(r *http.Request, body []byte, each func(b []byte) error)
 			continue
 		}
 		if err := each(g.Body); err != nil {
-			return 0, fmt.Errorf("gathered answer of %s: %w", g.Replica, err)
+			return covered, fmt.Errorf("gathered answer of %s: %w", g.Replica, err)
 		}
 		covered = covered.Or(m.Held(g.Replica))
 	}
-	return shard.Count - covered.Len(), nil
+	return covered, nil
 }
 
 // forwardedKey marks a request a replica forwarded to this one over NATS

@@ -2,13 +2,16 @@ package httpapi
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
@@ -101,25 +104,19 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
 	if s.sharded(r) {
-		// A union needs every key's registers: keys of one shard are
-		// answered by its holders, keys of several only where all are held.
-		one, held := shard.Of(keys[0]), true
+		// Keys of one shard another replica holds: its holders answer.
+		one := shard.Of(keys[0])
 		for _, k := range keys {
-			held = held && s.holds(k)
-			if shard.Of(k) != one {
+			if shard.Of(k) != one || s.holds(k) {
 				one = -1
+				break
 			}
 		}
-		switch {
-		case held:
-		case one >= 0:
+		if one >= 0 {
 			if err := s.cfg.Shards.Forward(w, r, nil, one); err != nil {
 				return forwardError(one, err)
 			}
 			return nil
-		default:
-			return newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
-				"keys of several shards, not all held by this replica: a union of unique counts needs every key's sketch in one place (GET /v1/shards)")
 		}
 	}
 	return s.uniques(w, r, keys)
@@ -136,13 +133,20 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 		return err
 	}
 	var rd region.UniqueRead
-	if windowed {
-		rd, err = s.rep.UniquesWindow(keys, fromMs, toMs)
+	var missing int // shards of keys nobody answered for
+	if s.cfg.Shards != nil && (gathered(r) || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) })) {
+		// Held here, or gathered: read the keys this replica holds.
+		rd, err = s.readUniques(keys, fromMs, toMs, windowed)
+	} else if s.cfg.Shards == nil {
+		rd, err = s.readUniques(keys, fromMs, toMs, windowed)
 	} else {
-		rd, err = s.rep.Uniques(keys)
+		rd, missing, err = s.gatherUniques(r, keys, fromMs, toMs, windowed)
 	}
 	if err != nil {
 		return windowErr(err)
+	}
+	if gathered(r) {
+		return writeUniquesPart(w, rd)
 	}
 	est := math.Round(rd.Estimate)
 	out := api.Uniques{Keys: keys, Estimate: int64(est), RelStdError: crdt.HLLStdError,
@@ -151,6 +155,7 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 		out.Replicas = []string{} // a key nobody added to: [], as the API documents, not null
 	}
 	out.Stale = slices.ContainsFunc(keys, s.staleFor)
+	out.Partial, out.MissingShards = missing > 0, missing
 	regionOf := s.regionOf()
 	for _, id := range rd.Replicas {
 		out.Regions = append(out.Regions, regionName(regionOf, id))
@@ -202,4 +207,123 @@ func (s *Server) uniqueRange(q url.Values) (fromMs, toMs int64, windowed bool, e
 	}
 	fromMs, toMs, err = s.fromTo(from, to)
 	return fromMs, toMs, err == nil, err
+}
+
+// readUniques reads the keys this replica holds (every key, unsharded).
+func (s *Server) readUniques(keys []string, fromMs, toMs int64, windowed bool) (region.UniqueRead, error) {
+	held := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !s.holds(k) })
+	if len(held) == 0 { // a gathered read of keys all held elsewhere
+		return region.UniqueRead{Sketch: new(crdt.HLL), ByReplica: map[string]*crdt.HLL{}}, nil
+	}
+	if windowed {
+		return s.rep.UniquesWindow(held, fromMs, toMs)
+	}
+	return s.rep.Uniques(held)
+}
+
+// uniquesPart is a replica's answer to a union gathered from its region:
+// for the asked keys it holds, each writer's sketch (the union of that
+// writer's sketches of those keys) as HLL pages. It passes only between
+// the replicas of a region.
+type uniquesPart struct {
+	Keys      []string          `json:"keys"`
+	Sketches  map[string][]byte `json:"sketches"`
+	From      time.Time         `json:"from"`
+	To        time.Time         `json:"to"`
+	SlotWidth time.Duration     `json:"slot_width"`
+	Closed    bool              `json:"closed"`
+}
+
+func writeUniquesPart(w http.ResponseWriter, rd region.UniqueRead) error {
+	part := uniquesPart{Sketches: map[string][]byte{}, From: rd.From, To: rd.To, SlotWidth: rd.SlotWidth, Closed: rd.Closed}
+	for id, h := range rd.ByReplica {
+		part.Sketches[id] = appendHLL(nil, h)
+	}
+	writeJSON(w, http.StatusOK, part)
+	return nil
+}
+
+// gatherUniques is a union of keys on several shards: this replica's
+// keys, and each other replica's part (uniquesPart) for the keys it
+// holds; missing counts the shards of keys no answer covered.
+func (s *Server) gatherUniques(r *http.Request, keys []string, fromMs, toMs int64, windowed bool) (region.UniqueRead, int, error) {
+	rd, err := s.readUniques(keys, fromMs, toMs, windowed)
+	if err != nil {
+		return rd, 0, err
+	}
+	covered, err := s.gatherCovered(r, nil, func(b []byte) error {
+		var part uniquesPart
+		if err := json.Unmarshal(b, &part); err != nil {
+			return err
+		}
+		for id, enc := range part.Sketches {
+			h, err := decodeHLL(enc)
+			if err != nil {
+				return err
+			}
+			rd.Sketch.Merge(h)
+			if rd.ByReplica[id] == nil {
+				rd.ByReplica[id] = new(crdt.HLL)
+			}
+			rd.ByReplica[id].Merge(h)
+		}
+		if windowed && rd.SlotWidth == 0 {
+			rd.From, rd.To, rd.SlotWidth, rd.Closed = part.From, part.To, part.SlotWidth, part.Closed
+		}
+		return nil
+	})
+	if err != nil {
+		return rd, 0, err
+	}
+	var missing shard.Set // the asked keys' shards no answer covered
+	for _, k := range keys {
+		if !covered.Has(shard.Of(k)) {
+			missing.Add(shard.Of(k))
+		}
+	}
+	rd.Replicas = rd.Replicas[:0]
+	for id := range rd.ByReplica {
+		rd.Replicas = append(rd.Replicas, id)
+	}
+	slices.Sort(rd.Replicas)
+	rd.Estimate = rd.Sketch.Estimate()
+	return rd, missing.Len(), nil
+}
+
+// appendHLL writes h's nonzero pages, each as its number and its page
+// encoding (crdt.AppendHLLPage, which carries its own length).
+func appendHLL(dst []byte, h *crdt.HLL) []byte {
+	for i := range crdt.HLLPages {
+		if p := h.Page(i); !p.IsZero() {
+			dst = binary.AppendUvarint(dst, uint64(i))
+			enc := crdt.AppendHLLPage(nil, p)
+			dst = binary.AppendUvarint(dst, uint64(len(enc)))
+			dst = append(dst, enc...)
+		}
+	}
+	return dst
+}
+
+// decodeHLL reads what appendHLL writes.
+func decodeHLL(b []byte) (*crdt.HLL, error) {
+	h := new(crdt.HLL)
+	for len(b) > 0 {
+		i, n := binary.Uvarint(b)
+		if n <= 0 || i >= crdt.HLLPages {
+			return nil, fmt.Errorf("sketch part: bad page number")
+		}
+		b = b[n:]
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return nil, fmt.Errorf("sketch part: bad page length")
+		}
+		b = b[n:]
+		var p crdt.HLLPage
+		if err := crdt.DecodeHLLPage(b[:l], &p); err != nil {
+			return nil, fmt.Errorf("sketch part: %w", err)
+		}
+		h.MergePage(int(i), &p)
+		b = b[l:]
+	}
+	return h, nil
 }

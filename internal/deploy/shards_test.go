@@ -119,6 +119,33 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 	if forwarded < 50 { // a third of random arrivals hold no copy
 		t.Fatalf("only %d of 300 likes were forwarded", forwarded)
 	}
+	// Unique viewers of six videos, on several shards: a union read at
+	// any replica gathers the sketches of the keys it does not hold.
+	var videos []string
+	for v := range 6 {
+		key := fmt.Sprintf("viewers:v%d", v)
+		videos = append(videos, key)
+		ids := make([]string, 0, 100)
+		for i := range 100 { // ids v*50 .. v*50+99: 350 distinct over the six
+			ids = append(ids, fmt.Sprintf(`"id%d"`, v*50+i))
+		}
+		u := urls[rng.IntN(len(urls))]
+		if st, b, err := testkit.DoJSON("POST", u+"/v1/uniques/"+key, `{"ids":[`+strings.Join(ids, ",")+`]}`); err != nil || st != 200 {
+			t.Fatalf("uniques %s: %d %v %v", key, st, b, err)
+		}
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for i, u := range urls {
+			_, b, err := testkit.DoJSON("GET", u+"/v1/uniques?keys="+strings.Join(videos, ","), "")
+			if err != nil {
+				return err
+			}
+			if est, _ := b["estimate"].(float64); est < 340 || est > 360 || b["partial"] != nil {
+				return fmt.Errorf("%s: union of six videos %v, want about 350, not partial", cfgs[i].Replica, b)
+			}
+		}
+		return nil
+	})
 	exact := func(counter float64) func() error {
 		return func() error {
 			for i, u := range urls {
