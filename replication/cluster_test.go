@@ -26,21 +26,7 @@ func startNATS(t *testing.T) *server.Server { return startNATSWith(t, nil) }
 
 // startNATSWith is startNATS with the server's options changed by tweak.
 func startNATSWith(t *testing.T, tweak func(*server.Options)) *server.Server {
-	t.Helper()
-	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-	if tweak != nil {
-		tweak(o)
-	}
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats not ready")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return testkit.StartNATSWith(t, tweak)
 }
 
 // node is one replica with its store and replicator.

@@ -112,15 +112,21 @@ func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
 func startReadyDeployment(t *testing.T) []string {
 	t.Helper()
 	urls := startDeployment(t, deploy.DefaultConfig().Milestones).URLs()
+	waitReady(t, urls)
+	return urls
+}
+
+// waitReady waits until every replica at urls answers /readyz with 200.
+func waitReady(t *testing.T, urls []string) {
+	t.Helper()
 	for _, u := range urls {
-		testkit.WaitFor(t, 30*time.Second, func() error {
+		testkit.WaitFor(t, 60*time.Second, func() error {
 			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
 				return fmt.Errorf("%s not ready: %d %v", u, st, err)
 			}
 			return nil
 		})
 	}
-	return urls
 }
 
 // An increment with an idempotency key sent to us, retried at eu while

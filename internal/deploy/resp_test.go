@@ -23,14 +23,7 @@ func TestRESPReplicates(t *testing.T) {
 	cfg := deploy.DefaultConfig()
 	cfg.RESP = true
 	d := startConfig(t, cfg)
-	for _, u := range d.URLs() {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
-				return fmt.Errorf("%s not ready: %d %v", u, st, err)
-			}
-			return nil
-		})
-	}
+	waitReady(t, d.URLs())
 	addrs := d.RESPAddrs()
 	if len(addrs) != 3 {
 		t.Fatalf("RESP addresses: %v", addrs)
@@ -98,21 +91,9 @@ func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
 	cfg.RESP, cfg.Milestones = true, ""
 	d := startConfig(t, cfg)
 	urls := d.URLs()
-	for _, u := range urls {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
-				return fmt.Errorf("%s not ready: %d %v", u, st, err)
-			}
-			return nil
-		})
-	}
+	waitReady(t, urls)
 	ctx := context.Background()
-	var clients []*redis.Client
-	for _, a := range d.RESPAddrs() {
-		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 2, MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
+	clients := respClients(t, d.RESPAddrs(), 2)
 	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/admin/links/us/eu", `{"up":false}`); err != nil || st != 200 {
 		t.Fatalf("cut: %d %v %v", st, b, err)
 	}
@@ -160,21 +141,9 @@ func TestRESPShardedForwards(t *testing.T) {
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP = []string{"us", "eu"}, 3, 2, "", true
 	d := startConfig(t, cfg)
-	for _, u := range d.URLs() {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
-				return fmt.Errorf("%s not ready: %d %v", u, st, err)
-			}
-			return nil
-		})
-	}
+	waitReady(t, d.URLs())
 	ctx := context.Background()
-	var clients []*redis.Client
-	for _, a := range d.RESPAddrs() {
-		c := redis.NewClient(&redis.Options{Addr: a, Protocol: 3, MaxRetries: -1})
-		t.Cleanup(func() { _ = c.Close() })
-		clients = append(clients, c)
-	}
+	clients := respClients(t, d.RESPAddrs(), 3)
 	const items = 12
 	for i := range items {
 		for j, c := range clients { // every replica takes a like of every item
@@ -225,4 +194,16 @@ func TestRESPShardedForwards(t *testing.T) {
 	if _, err := clients[0].MGet(ctx, keys...).Result(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("MGET over %d shards: %v, want CROSSSLOT", items, err)
 	}
+}
+
+// respClients are go-redis clients of addrs speaking protocol proto,
+// closed when the test ends.
+func respClients(t *testing.T, addrs []string, proto int) []*redis.Client {
+	var out []*redis.Client
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, Protocol: proto, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		out = append(out, c)
+	}
+	return out
 }

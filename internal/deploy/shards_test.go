@@ -34,14 +34,7 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 	cfg.Replicas, cfg.Copies = 3, 2
 	d := startConfig(t, cfg)
 	urls, cfgs := d.URLs(), d.Configs()
-	for _, u := range urls {
-		testkit.WaitFor(t, 60*time.Second, func() error {
-			if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
-				return fmt.Errorf("%s not ready: %d %v", u, st, err)
-			}
-			return nil
-		})
-	}
+	waitReady(t, urls)
 
 	// Every replica of a region answers the same map: each keyed shard
 	// held by exactly two of its three replicas, none holding them all.
@@ -238,14 +231,7 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 			cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, copies, ""
 			d := startConfig(t, cfg)
 			urls := d.URLs() // us-1 us-2 us-3 eu-1 eu-2 eu-3
-			for _, u := range urls {
-				testkit.WaitFor(t, 60*time.Second, func() error {
-					if st, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || st != 200 {
-						return fmt.Errorf("%s not ready: %d %v", u, st, err)
-					}
-					return nil
-				})
-			}
+			waitReady(t, urls)
 			usMap := getShards(t, urls[0])
 			const items = 40
 			for i := range items {

@@ -12,11 +12,22 @@ import (
 // down when the test ends.
 func StartNATS(t testing.TB, jetStream bool) *server.Server {
 	t.Helper()
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
-	if jetStream {
-		opts.JetStream, opts.StoreDir = true, t.TempDir()
+	return StartNATSWith(t, func(o *server.Options) {
+		if jetStream {
+			o.JetStream, o.StoreDir = true, t.TempDir()
+		}
+	})
+}
+
+// StartNATSWith is StartNATS with the server's options changed by tweak
+// (nil: none) before it starts.
+func StartNATSWith(t testing.TB, tweak func(*server.Options)) *server.Server {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+	if tweak != nil {
+		tweak(o)
 	}
-	s, err := server.NewServer(opts)
+	s, err := server.NewServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
