@@ -486,11 +486,17 @@ func formInt[T int | int64](w http.ResponseWriter, r *http.Request, name string,
 	return T(x), true
 }
 
-// region finds the ?region= parameter's region, and its index in
-// cfg.Regions, or answers 404.
+// region finds the ?region= parameter's target, and its index in
+// cfg.Regions, or answers 404. The parameter names a replica, or a region
+// (its first replica): a sharded region has several.
 func (d *Dashboard) region(w http.ResponseWriter, r *http.Request) (int, Target, bool) {
 	name := r.FormValue("region")
 	var names []string
+	for i, reg := range d.cfg.Regions {
+		if reg.Replica == name {
+			return i, reg, true
+		}
+	}
 	for i, reg := range d.cfg.Regions {
 		if reg.Region == name {
 			return i, reg, true

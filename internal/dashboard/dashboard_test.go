@@ -244,6 +244,11 @@ func TestDashboardForwardsActions(t *testing.T) {
 	if st != http.StatusOK || !strings.HasPrefix(out["user"].(string), "dash-") {
 		t.Fatalf("like by a random user: %d %v", st, out)
 	}
+	// A replica's id picks it too (a sharded region has several).
+	st, out = dashDo(t, d, "POST", "/api/like?region=eu-1&item=post1&user=carol")
+	if got := fakes[1].recorded(); st != http.StatusOK || len(got) != 2 || got[1] != "PUT /v1/likes/post1/carol Bearer writetok " {
+		t.Fatalf("like at eu-1: %d %v, forwarded as %q", st, out, got)
+	}
 	st, out = dashDo(t, d, "POST", "/api/incr?region=us&counter=views")
 	if st != http.StatusOK || out["value"] != 8.0 {
 		t.Fatalf("incr: %d %v", st, out)
