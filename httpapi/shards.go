@@ -136,8 +136,12 @@ const ServedByHeader = "Tally-Served-By"
 // this replica holds every key (region.ErrNotHeld).
 func (s *Server) routeShard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Shards == nil { // unsharded: nothing to route, nobody to name
+			next.ServeHTTP(w, r)
+			return
+		}
 		w.Header().Set(ServedByHeader, s.cfg.Replica.ID())
-		if s.cfg.Shards == nil || forwarded(r) {
+		if forwarded(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -41,7 +41,7 @@ func routeSubject(region string, s int) string {
 
 // token makes an id safe as one NATS subject token, as replication's
 // subjects do.
-func token(id string) string { return strings.ReplaceAll(id, ".", "_") }
+func token(id string) string { return replication.SubjectToken(id) }
 
 // Headers of a forwarded request and its answer, beside the HTTP headers
 // they carry.

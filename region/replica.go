@@ -470,15 +470,24 @@ func (r *Replica) checkHeld(ops []Op) error {
 		if o.Kind == OpBlock || o.Kind == OpUnblock {
 			continue
 		}
-		keys := []string{o.Item}
-		if o.Kind == OpCashback {
-			keys = append(keys, o.Merchant, o.User)
+		if err := r.checkKeyHeld(o.Item); err != nil {
+			return err
 		}
-		for _, k := range keys {
-			if s := shard.Of(k); !r.cfg.Holds(s) {
-				return fmt.Errorf("%w: %q is on shard %d", ErrNotHeld, k, s)
+		if o.Kind == OpCashback {
+			if err := r.checkKeyHeld(o.Merchant); err != nil {
+				return err
+			}
+			if err := r.checkKeyHeld(o.User); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+func (r *Replica) checkKeyHeld(k string) error {
+	if s := shard.Of(k); !r.cfg.Holds(s) {
+		return fmt.Errorf("%w: %q is on shard %d", ErrNotHeld, k, s)
 	}
 	return nil
 }

@@ -126,14 +126,20 @@ func startClusterWith(t *testing.T, tweak func(*Config), regions ...string) ([]*
 		}
 	})
 	for _, n := range nodes {
-		testkit.WaitFor(t, 10*time.Second, func() error {
-			if !n.replica.Accepting() {
-				return fmt.Errorf("%s not accepting writes", n.id)
-			}
-			return nil
-		})
+		waitAccepting(t, n)
 	}
 	return nodes, s.ClientURL()
+}
+
+// waitAccepting waits until n's replica accepts writes (recovered).
+func waitAccepting(t *testing.T, n *node) {
+	t.Helper()
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if !n.replica.Accepting() {
+			return fmt.Errorf("%s not accepting writes", n.id)
+		}
+		return nil
+	})
 }
 
 // converged waits until every node reads want for the item and all stores

@@ -38,7 +38,11 @@ func pageSubject(replica string) string { return subjectAEPrefix + token(replica
 // would split the token, so it is replaced by '_' (':' and '@' are fine).
 // Distinct ids could collide only if they differ in '.' vs '_' alone; the
 // id inside each message is authoritative.
-func token(id string) string { return strings.ReplaceAll(id, ".", "_") }
+func token(id string) string { return SubjectToken(id) }
+
+// SubjectToken makes an id safe as one NATS subject token ('.' becomes
+// '_'), for every subject that names a region or replica.
+func SubjectToken(id string) string { return strings.ReplaceAll(id, ".", "_") }
 
 // Replicator runs one replica's replication: fast path out and in,
 // anti-entropy, and recovery before writes are accepted.

@@ -42,12 +42,7 @@ func TestShardedRegionConvergesOnHoldersOnly(t *testing.T) {
 		}
 	})
 	for _, n := range nodes {
-		testkit.WaitFor(t, 10*time.Second, func() error {
-			if !n.replica.Accepting() {
-				return fmt.Errorf("%s not accepting writes", n.id)
-			}
-			return nil
-		})
+		waitAccepting(t, n)
 		n.faults.SetFaults(Faults{Drop: 0.5, Seed: 3})
 	}
 
