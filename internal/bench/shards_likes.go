@@ -207,5 +207,8 @@ func (lr *shardLikesRun) like(ctx context.Context, to int, item, user string, bu
 	if !bytes.Contains(buf.Bytes(), []byte(`"changed":true`)) {
 		return "", fmt.Errorf("PUT %s at %s changed nothing: %s", path, lr.d.id[to], bytes.TrimSpace(buf.Bytes()))
 	}
-	return resp.Header.Get(httpapi.ServedByHeader), nil
+	if by := resp.Header.Get(httpapi.ServedByHeader); by != "" {
+		return by, nil
+	}
+	return lr.d.id[to], nil // an unsharded region names nobody: served where it arrived
 }
