@@ -94,6 +94,9 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 // again at once.
 func (r *Replicator) round(ctx context.Context) (more bool) {
 	r.followPeerClocks()
+	if err := r.followShards(); err != nil {
+		r.log.Warn("following the shard map's delta subjects", "error", err)
+	}
 	r.mu.Lock()
 	peers := make([]*peer, 0, len(r.peers))
 	for _, p := range r.peers {

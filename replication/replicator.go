@@ -89,6 +89,10 @@ type Replicator struct {
 	wg        sync.WaitGroup
 	unsubs    []func() error
 	closeOnce sync.Once
+	// subMu guards shardSubs and subsClosed (shardsubjects.go).
+	subMu      sync.Mutex
+	shardSubs  map[int]func() error
+	subsClosed bool
 	// hmu guards the message handlers against Close: a handler runs under
 	// the read lock and only while handlersOff is false, and Close takes
 	// the write lock after unsubscribing, so no handler still reads the
@@ -105,7 +109,7 @@ type peer struct {
 	lastHeard   time.Time
 	lagMs       int64 // at the last message: transit time minus how far its clock is ahead of ours
 	incarnation uint64
-	lastSeq     uint64
+	lastSeq     map[int]uint64 // per subject (flusher.seq)
 	lost        uint64
 	root        uint64
 	comparedAt  time.Time
@@ -150,7 +154,7 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	for _, id := range cfg.Peers {
 		if id != r.self && !r.retired[id] {
-			r.peers[id] = &peer{id: id}
+			r.peers[id] = &peer{id: id, lastSeq: make(map[int]uint64)}
 		}
 	}
 	if buildtags.Chaos && !cfg.Chaos.Net.None() {
@@ -187,7 +191,7 @@ func (r *Replicator) listen() error {
 		subject string
 		sub     func() (func() error, error)
 	}{
-		{subjectDeltaPrefix + ">", func() (func() error, error) { return t.Subscribe(subjectDeltaPrefix+">", r.guard(r.receive)) }},
+		{r.deltaSubscription(), func() (func() error, error) { return t.Subscribe(r.deltaSubscription(), r.guard(r.receive)) }},
 		{digestsSubject(r.self), func() (func() error, error) { return t.Respond(digestsSubject(r.self), r.guardReply(r.serveDigests)) }},
 		{pageSubject(r.self), func() (func() error, error) { return t.Respond(pageSubject(r.self), r.guardReply(r.servePage)) }},
 		{historySubject(r.self), func() (func() error, error) { return t.Respond(historySubject(r.self), r.guardReply(r.serveHistory)) }},
@@ -201,6 +205,10 @@ func (r *Replicator) listen() error {
 		}
 		r.unsubs = append(r.unsubs, unsub)
 	}
+	if err := r.followShards(); err != nil {
+		r.Close()
+		return fmt.Errorf("start replication: %w", err)
+	}
 	r.announce() // identity.go
 	return nil
 }
@@ -212,6 +220,7 @@ func (r *Replicator) Close() {
 		for _, u := range r.unsubs {
 			_ = u()
 		}
+		r.closeShardSubs()
 		// A handler the transport had already started may still run:
 		// wait for it, and keep any later one out.
 		r.hmu.Lock()
@@ -272,39 +281,73 @@ func (r *Replicator) runFlusher(ctx context.Context) {
 // flusher is the state of the flusher goroutine (or of a test that
 // flushes by hand).
 type flusher struct {
-	seq      uint64
-	lastSent time.Time
+	// seq counts the messages published on each subject: the replica's
+	// own subject (baseSubject) and, sharded, each shard's.
+	seq      map[int]uint64
+	lastSent time.Time // of the last message on the replica's own subject
 	subject  string
 	// gossipSent: the own entries as last published, for the chaos
 	// build's gossip-increments bug.
 	gossipSent map[outVec]crdt.PN
 }
 
+// baseSubject keys flusher.seq and peer.lastSeq for the replica's own
+// subject, tally.delta.<region>.<replica>, beside the shard numbers.
+const baseSubject = -1
+
 func (r *Replicator) newFlusher() *flusher {
-	return &flusher{subject: deltaSubject(r.region, r.self), gossipSent: make(map[outVec]crdt.PN)}
+	return &flusher{subject: deltaSubject(r.region, r.self), seq: make(map[int]uint64), gossipSent: make(map[outVec]crdt.PN)}
 }
 
 // flush publishes what the outbox holds, or a heartbeat if nothing went out
-// for HeartbeatInterval.
+// for HeartbeatInterval. Unsharded, everything goes on the replica's own
+// subject; sharded, each shard's changes go on that shard's subject
+// (shardSubjects.go), so that only its holders receive them, and the own
+// subject carries a heartbeat every HeartbeatInterval, which every peer
+// hears.
 func (r *Replicator) flush(f *flusher) {
 	vecs, recs, pages, asks := r.cfg.Outbox.take()
 	if r.gossipIncrements() {
 		chaosOutgoing(f.gossipSent, vecs)
 	}
 	now := r.cfg.Now()
-	if len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && len(asks) == 0 && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
+	idle := len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && len(asks) == 0
+	root := r.cfg.Store.Root()
+	if r.cfg.Shards != nil {
+		if !idle {
+			for _, g := range groupByShard(vecs, recs, pages, asks) {
+				r.publish(f, g.shard, root, g.vecs, g.recs, g.pages, g.asks)
+			}
+		}
+		if now.Sub(f.lastSent) >= r.cfg.HeartbeatInterval {
+			r.publish(f, baseSubject, root, nil, nil, nil, nil)
+			f.lastSent = now
+		}
 		return
 	}
-	root := r.cfg.Store.Root()
+	if idle && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
+		return
+	}
+	r.publish(f, baseSubject, root, vecs, recs, pages, asks)
+	f.lastSent = now
+}
+
+// publish sends changes on one subject (baseSubject or a shard's), in
+// messages of at most MaxMessageBytes; always at least one message.
+func (r *Replicator) publish(f *flusher, on int, root uint64, vecs []OwnEntry, recs []Record, pages []OwnPage, asks []Ask) {
+	subject := f.subject
+	if on != baseSubject {
+		subject = shardDeltaSubject(f.subject, on)
+	}
 	msgs := r.split(vecs, recs, pages)
 	// Asks ride in the last message, after this replica's own changes, so
 	// a giver weighs them against our latest spends.
 	msgs[len(msgs)-1].Asks = asks
 	for _, msg := range msgs {
-		f.seq++
-		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq, r.cfg.Replica.Now().UnixMilli(), root
+		f.seq[on]++
+		msg.Replica, msg.Region, msg.Incarnation, msg.Seq, msg.SentAtMs, msg.Root = r.self, r.region, r.incarnation, f.seq[on], r.cfg.Replica.Now().UnixMilli(), root
 		data := AppendDelta(nil, msg)
-		if err := r.cfg.Transport.Publish(f.subject, data); err != nil {
+		if err := r.cfg.Transport.Publish(subject, data); err != nil {
 			// Anti-entropy repairs what the fast path drops.
 			r.m.publishErrors.Inc()
 			r.log.Debug("publish failed", "error", err)
@@ -313,7 +356,6 @@ func (r *Replicator) flush(f *flusher) {
 		r.m.published.Inc()
 		r.m.publishedBytes.Add(float64(len(data)))
 	}
-	f.lastSent = now
 }
 
 // split packs entries into messages of at most MaxMessageBytes (roughly:
@@ -362,7 +404,8 @@ func (r *Replicator) receive(subject string, data []byte) {
 		r.log.Warn("dropping bad delta", "error", err)
 		return
 	}
-	if want := deltaSubject(d.Region, d.Replica); subject != want {
+	on, ok := deltaSubjectOf(subject, deltaSubject(d.Region, d.Replica))
+	if !ok {
 		r.m.badMessages.Inc()
 		r.log.Warn("dropping delta published on another replica's subject", "subject", subject, "claims", d.Replica)
 		return
@@ -411,15 +454,20 @@ func (r *Replicator) receive(subject string, data []byte) {
 	p.lastHeard = now
 	p.lagMs = lag
 	p.root = d.Root
-	switch {
-	case d.Incarnation != p.incarnation: // new peer, or it restarted: Seq starts over
-		p.incarnation, p.lastSeq = d.Incarnation, d.Seq
-	case d.Seq > p.lastSeq+1:
-		p.lost += d.Seq - p.lastSeq - 1
-		r.m.lostMessages.Add(float64(d.Seq - p.lastSeq - 1))
-		p.lastSeq = d.Seq
-	case d.Seq > p.lastSeq:
-		p.lastSeq = d.Seq
+	if d.Incarnation != p.incarnation { // new peer, or it restarted: every Seq starts over
+		p.incarnation = d.Incarnation
+		clear(p.lastSeq)
+	}
+	// Seq counts per subject; a subject first heard of starts here.
+	switch last, heard := p.lastSeq[on]; {
+	case !heard:
+		p.lastSeq[on] = d.Seq
+	case d.Seq > last+1:
+		p.lost += d.Seq - last - 1
+		r.m.lostMessages.Add(float64(d.Seq - last - 1))
+		p.lastSeq[on] = d.Seq
+	case d.Seq > last:
+		p.lastSeq[on] = d.Seq
 	}
 	r.mu.Unlock()
 	if back {

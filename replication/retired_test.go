@@ -126,9 +126,9 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 
 	// The fast path: a delta on us's own subject, speaking for old.
 	us := s.nodes["us"]
-	d := &Delta{Replica: "us", Region: "us", Incarnation: us.rep.incarnation, Seq: us.flusher.seq + 1,
+	d := &Delta{Replica: "us", Region: "us", Incarnation: us.rep.incarnation, Seq: us.flusher.seq[baseSubject] + 1,
 		SentAtMs: s.clock.Now().UnixMilli(), Records: []Record{retiredForgery("old")}}
-	us.flusher.seq++
+	us.flusher.seq[baseSubject]++
 	if err := us.faults.Publish(deltaSubject("us", "us"), AppendDelta(nil, d)); err != nil {
 		t.Fatal(err)
 	}

@@ -317,7 +317,7 @@ func TestNATSConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for _, subject := range []string{"tally.delta.eu.eu-1", "tally.delta.us.us-2", "tally.id.eu-1", "tally.events.eu.eu-1"} {
+	for _, subject := range []string{"tally.delta.eu.eu-1", "tally.delta.us.us-2", "tally.delta.us.us-2.7", "tally.id.eu-1", "tally.events.eu.eu-1"} {
 		if err := nc.Publish(subject, []byte("x")); err != nil {
 			t.Fatal(err)
 		}

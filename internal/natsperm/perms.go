@@ -95,7 +95,7 @@ func Replica(region, replica string) Perms {
 	return Perms{
 		Publish: []Rule{
 			{"its own fast path and identity announcements only", []string{
-				replication.DeltaSubject(region, replica), replication.IDSubject(replica)}},
+				replication.DeltaSubject(region, replica), replication.DeltaShardSubjects(region, replica), replication.IDSubject(replica)}},
 			{"anti-entropy requests to any peer; answers go to its own inbox", replication.AERequestSubjects()},
 			{"milestones: leases and claims are written by the lease authority, which checks each (the replica may not write the allocator's bucket nor publish a milestone)", []string{
 				alloc.AuthoritySubject(replica)}},
