@@ -503,6 +503,12 @@ type ShardHolding struct {
 	// a peer heard from within its timeout) or "stale"; absent in a map
 	// not read from a replica.
 	State string `json:"state,omitempty"`
+	// URL is the replica's HTTP address as it advertises it
+	// (advertise_url, else its bound address): a client may send a key's
+	// requests straight to a holder of the key's shard. Absent when the
+	// replica did not answer the replica serving the map in time, or
+	// listens on every interface without advertise_url.
+	URL string `json:"url,omitempty"`
 }
 
 // ReplicaState is one replica of a local deployment, as PUT and GET

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
-	"github.com/tally-dev/tally/shard"
 )
 
 // Health, status, replication, milestones, metrics and the admin routes.
@@ -42,10 +41,12 @@ func (c *Client) Convergence(ctx context.Context) (api.Convergence, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/convergence", nil, nil, &out)
 }
 
-// Shards reads GET /v1/shards: the region's shard map, from which a
-// caller can send each key straight to a holder.
-func (c *Client) Shards(ctx context.Context) (shard.Map, error) {
-	var out shard.Map
+// Shards reads GET /v1/shards: the region's shard map as the replica
+// answers it, with each replica's state and address, from which a caller
+// can send each key straight to a holder (as Config.Route does).
+// shard.FromAPI reads it into a checked shard.Map.
+func (c *Client) Shards(ctx context.Context) (api.ShardMap, error) {
+	var out api.ShardMap
 	return out, c.do(ctx, http.MethodGet, "/v1/shards", nil, nil, &out)
 }
 

@@ -34,12 +34,19 @@ type Config struct {
 	HTTP *http.Client
 	// MaxAnswerBytes bounds an answer the client reads. Default 16 MiB.
 	MaxAnswerBytes int64
+	// Route sends each request for a key straight to a replica of
+	// BaseURL's region that holds the key's shard, as the region's map
+	// (GET /v1/shards) says, instead of to BaseURL, which would forward
+	// it (route.go). For a sharded region; unsharded, every request goes
+	// to BaseURL anyway.
+	Route bool
 }
 
 // Client talks to one replica. It is safe for concurrent use.
 type Client struct {
-	cfg  Config
-	base string
+	cfg    Config
+	base   string
+	router *router // nil unless Config.Route
 }
 
 // New returns a Client for cfg.
@@ -59,7 +66,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxAnswerBytes <= 0 {
 		cfg.MaxAnswerBytes = 16 << 20
 	}
-	return &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}, nil
+	c := &Client{cfg: cfg, base: strings.TrimRight(cfg.BaseURL, "/")}
+	if cfg.Route {
+		c.router = &router{}
+	}
+	return c, nil
 }
 
 // BaseURL is the replica's address the client was built with.
@@ -121,20 +132,39 @@ func esc(s string) string { return url.PathEscape(s) }
 // do sends one request: path with the query q (nil: none) and body
 // (JSON-encoded unless nil or a rawBody), and decodes a 2xx answer into
 // out (unless nil; a *[]byte gets the answer's bytes as they are).
+// With Config.Route, a request for a key goes to a holder of its shard.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
-	var rd io.Reader
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("%s %s: encode body: %w", method, path, err)
 		}
+	}
+	if c.router != nil {
+		if key, ok := keyOf(path, q, body); ok {
+			if at := c.target(ctx, key); at != c.base {
+				err := c.send(ctx, at, method, path, q, b, body != nil, out)
+				if err == nil || !c.misrouted(err) {
+					return err
+				}
+			}
+		}
+	}
+	return c.send(ctx, c.base, method, path, q, b, body != nil, out)
+}
+
+// send is do's request to one replica, at base.
+func (c *Client) send(ctx context.Context, base, method, path string, q url.Values, b []byte, hasBody bool, out any) error {
+	var rd io.Reader
+	if hasBody {
 		rd = bytes.NewReader(b)
 	}
 	target := path
 	if len(q) > 0 {
 		target += "?" + q.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+target, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+target, rd)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -146,7 +176,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s at %s: %w", method, path, c.base, err)
+		return fmt.Errorf("%s %s at %s: %w", method, path, base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -154,7 +184,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxAnswerBytes))
 	if err != nil {
-		return fmt.Errorf("%s %s at %s: read answer: %w", method, path, c.base, err)
+		return fmt.Errorf("%s %s at %s: read answer: %w", method, path, base, err)
 	}
 	switch o := out.(type) {
 	case nil:
@@ -164,7 +194,7 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s at %s: decode answer: %w", method, path, c.base, err)
+		return fmt.Errorf("%s %s at %s: decode answer: %w", method, path, base, err)
 	}
 	return nil
 }

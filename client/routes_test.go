@@ -1,10 +1,12 @@
 package client_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -13,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/shard"
 )
 
 // clientRoutes reads the routes the client's methods send, from the
@@ -160,5 +164,59 @@ func TestClientCoversEveryRoute(t *testing.T) {
 	}
 	if _, ok := served[http.MethodGet+" /v1/likes/{}/{}"]; !ok {
 		t.Fatalf("the server's templates were not normalized: %v", served)
+	}
+}
+
+// A routing client (Config.Route) sends a request straight to a holder
+// of the key's shard only if it reads the key from the path as the server
+// does: every route with an {item} or {key} variable is routed by it, and
+// no other route is, whatever the key holds.
+func TestRoutingReadsKeysAsTheServer(t *testing.T) {
+	srv := newServer(t, func(c *httpapi.Config) { c.ChaosClock = func(time.Duration) {} })
+	routes, err := srv.Routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pathVar := regexp.MustCompile(`\{([^}:]+)(:[^}]*)?\}`)
+	const key = "post/1 é%"
+	keyed := 0
+	for _, r := range routes {
+		wantKeyed := false
+		path := pathVar.ReplaceAllStringFunc(r.Path, func(v string) string {
+			name := pathVar.FindStringSubmatch(v)[1]
+			if name == "item" || name == "key" {
+				wantKeyed = true
+				return url.PathEscape(key)
+			}
+			return "v"
+		})
+		got, ok := client.KeyOf(path, nil, nil)
+		switch {
+		case wantKeyed && (!ok || got != key):
+			t.Errorf("%s %s: the client reads key %q (%v) from %s, want %q", r.Method, r.Path, got, ok, path, key)
+		case !wantKeyed && ok:
+			t.Errorf("%s %s: the client routes by %q, the server by no key", r.Method, r.Path, got)
+		}
+		if wantKeyed {
+			keyed++
+		}
+	}
+	if keyed < 15 {
+		t.Fatalf("only %d keyed routes: the walk is broken", keyed)
+	}
+	if got, ok := client.KeyOf("/v1/likes", nil, client.LikeRequest{Item: "v123", User: "u456"}); !ok || got != "v123" {
+		t.Errorf("POST /v1/likes with item v123 routes by %q (%v)", got, ok)
+	}
+	if got, ok := client.KeyOf("/v1/window", url.Values{"key": {"a", "a", "*"}}, nil); !ok || got != "a" {
+		t.Errorf("a window of key a routes by %q (%v)", got, ok)
+	}
+	var other string
+	for i := 0; other == ""; i++ {
+		if k := fmt.Sprintf("k%d", i); shard.Of(k) != shard.Of("a") {
+			other = k
+		}
+	}
+	if got, ok := client.KeyOf("/v1/series", url.Values{"key": {"a", other}}, nil); ok {
+		t.Errorf("a series of keys on two shards routes by %q", got)
 	}
 }

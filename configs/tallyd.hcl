@@ -20,6 +20,11 @@ data_dir = "./data/us-1"
 # HTTP listen address, host:port. Port 0 picks a free port.
 listen = "127.0.0.1:8080"
 
+# The address clients reach this replica at, listed by GET /v1/shards so a
+# client can send a key straight to a replica holding its shard. Default:
+# http(s)://<the bound address>, none when listening on every interface.
+# advertise_url = "https://us-1.tally.example:8080"
+
 # Go's profiler (/debug/pprof/) on its own address, unauthenticated: keep it
 # on loopback. Default: "" (off).
 # debug_listen = "127.0.0.1:6060"

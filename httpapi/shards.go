@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -19,6 +20,9 @@ import (
 type Shards interface {
 	// Map is the region's shard map.
 	Map() shard.Map
+	// URL is the address clients reach this replica's HTTP API at ("" if
+	// none is known), which GET /v1/shards lists.
+	URL() string
 	// Holds reports whether this replica holds shard s.
 	Holds(s int) bool
 	// Forward sends r, whose body is body, to a holder of shard s in this
@@ -213,8 +217,24 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 // GET /v1/shards: the region's shard map.
 func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	m := shard.Single(s.cfg.Replica.Region(), s.cfg.Replica.ID())
+	urls := map[string]string{}
 	if s.cfg.Shards != nil {
 		m = s.cfg.Shards.Map()
+		urls[s.cfg.Replica.ID()] = s.cfg.Shards.URL()
+		if !gathered(r) {
+			// Each other replica says its own address.
+			for _, g := range s.cfg.Shards.Gather(r, nil) {
+				var theirs api.ShardMap
+				if g.Status != http.StatusOK || json.Unmarshal(g.Body, &theirs) != nil {
+					continue
+				}
+				for _, h := range theirs.Replicas {
+					if h.Replica == g.Replica {
+						urls[g.Replica] = h.URL
+					}
+				}
+			}
+		}
 	}
 	out := m.API()
 	stale := map[string]bool{}
@@ -224,9 +244,10 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	for i := range out.Replicas {
-		out.Replicas[i].State = "up"
-		if stale[out.Replicas[i].Replica] {
-			out.Replicas[i].State = "stale"
+		h := &out.Replicas[i]
+		h.State, h.URL = "up", urls[h.Replica]
+		if stale[h.Replica] {
+			h.State = "stale"
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -39,6 +40,12 @@ type Config struct {
 	// Listen is the HTTP address, host:port. Port 0 picks a free port.
 	// Default "127.0.0.1:8080".
 	Listen string `hcl:"listen,optional"`
+	// AdvertiseURL is the address clients reach this replica's HTTP API
+	// at, e.g. "https://us-1.tally.example:8080": GET /v1/shards lists it,
+	// so a client can send a key's requests straight to a holder of its
+	// shard. Default: http(s)://<the bound address> when Listen names a
+	// host, none when it listens on every interface.
+	AdvertiseURL string `hcl:"advertise_url,optional"`
 	// DebugListen, if set, serves Go's profiler (/debug/pprof/) on this
 	// separate address, host:port, for an operator finding where time or
 	// memory goes. Keep it on loopback: profiles reveal internals and cost
@@ -609,6 +616,11 @@ func (c Config) Validate() error {
 				bad("resp_listen %q is beyond loopback, and RESP is served without TLS: AUTH tokens and data would "+
 					"travel in clear; keep it on loopback, or set insecure_listen = true (--insecure-listen) behind a TLS proxy", c.RESPListen)
 			}
+		}
+	}
+	if c.AdvertiseURL != "" {
+		if u, err := url.Parse(c.AdvertiseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" && u.Path != "/" {
+			bad("advertise_url %q: want http(s)://host:port", c.AdvertiseURL)
 		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {

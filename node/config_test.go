@@ -218,4 +218,16 @@ func TestRESPListen(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "resp_max_connections -1") {
 		t.Fatalf("resp_max_connections -1: %v", err)
 	}
+	for _, u := range []string{"us-1:8080", "ftp://us-1", "http://", "http://us-1:8080/v1"} {
+		c = validConfig()
+		c.AdvertiseURL = u
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "advertise_url") {
+			t.Errorf("advertise_url %q: %v", u, err)
+		}
+	}
+	c = validConfig()
+	c.AdvertiseURL = "https://us-1.tally.example:8080/"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("advertise_url https://us-1.tally.example:8080/: %v", err)
+	}
 }

@@ -336,6 +336,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	if n.shards != nil {
+		n.shards.url.Store(advertised(cfg, n.ln.Addr()))
+	}
 	go n.serve()
 	log.Info("serving HTTP", "addr", n.ln.Addr().String(), "tls", n.certs != nil, "client_certs", cfg.TLSClientCA != "")
 	return n, nil

@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -74,6 +77,10 @@ type shardRouter struct {
 	timeout      time.Duration
 	log          hclog.Logger
 
+	// url is this replica's advertised URL (advertised), set once it
+	// listens.
+	url atomic.Pointer[string]
+
 	api http.Handler // set by serve
 	// resp runs a forwarded RESP command; set by serve, nil without a
 	// RESP listener.
@@ -87,11 +94,28 @@ type shardRouter struct {
 
 func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
 	ctx, stop := context.WithCancel(context.Background())
-	return &shardRouter{region: region, self: self, own: own, held: own.Held(self), nc: nc, timeout: timeout,
+	sr := &shardRouter{region: region, self: self, own: own, held: own.Held(self), nc: nc, timeout: timeout,
 		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
+	sr.url.Store(new(string))
+	return sr
 }
 
-func (sr *shardRouter) Map() shard.Map   { return sr.own }
+func (sr *shardRouter) Map() shard.Map { return sr.own }
+func (sr *shardRouter) URL() string    { return *sr.url.Load() }
+
+// advertised is the URL GET /v1/shards gives for this replica: the
+// config's advertise_url, else the bound address when it names a host.
+func advertised(cfg Config, addr net.Addr) *string {
+	u := strings.TrimSuffix(cfg.AdvertiseURL, "/")
+	if tcp, ok := addr.(*net.TCPAddr); ok && u == "" && !tcp.IP.IsUnspecified() {
+		scheme := "http"
+		if cfg.TLSCert != "" {
+			scheme = "https"
+		}
+		u = scheme + "://" + tcp.String()
+	}
+	return &u
+}
 func (sr *shardRouter) Holds(s int) bool { return sr.held.Has(s) }
 
 // serve answers the requests forwarded for every shard this replica

@@ -79,9 +79,9 @@ func (set *Set) Ranges() []string {
 	return out
 }
 
-// parseRanges reads what Ranges writes: numbers and "a-b" runs, each in
+// ParseRanges reads what Ranges writes: numbers and "a-b" runs, each in
 // 0..Count-1, in any order.
-func parseRanges(rs []string) (Set, error) {
+func ParseRanges(rs []string) (Set, error) {
 	var set Set
 	for _, r := range rs {
 		a, b, isRun := strings.Cut(r, "-")
@@ -290,13 +290,19 @@ func Decode(b []byte) (Map, error) {
 	if dec.More() {
 		return Map{}, errors.New("decode shard map: trailing data")
 	}
+	return FromAPI(j)
+}
+
+// FromAPI reads a map as GET /v1/shards answers it (a client's
+// api.ShardMap), checking it as Decode does.
+func FromAPI(j api.ShardMap) (Map, error) {
 	if j.Shards != Count {
 		return Map{}, fmt.Errorf("decode shard map: %d shards, this build has %d", j.Shards, Count)
 	}
 	m := Map{Region: j.Region, Copies: j.Copies, Revision: j.Revision}
 	slices.SortFunc(j.Replicas, func(a, b api.ShardHolding) int { return strings.Compare(a.Replica, b.Replica) })
 	for _, h := range j.Replicas {
-		set, err := parseRanges(h.Shards)
+		set, err := ParseRanges(h.Shards)
 		if err != nil {
 			return Map{}, fmt.Errorf("decode shard map: replica %s: %w", h.Replica, err)
 		}

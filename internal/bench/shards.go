@@ -364,7 +364,11 @@ func startSharded(ctx context.Context, cfg shardsBenchConfig, replicas int, env 
 		if err := poll.Until(wctx, 20*time.Millisecond, func() error { return c.Ready(wctx) }); err != nil {
 			return nil, fmt.Errorf("bench shards: %s not ready within %s: %w", d.id[i], cfg.Timeout, err)
 		}
-		m, err := c.Shards(wctx)
+		answered, err := c.Shards(wctx)
+		if err != nil {
+			return nil, fmt.Errorf("bench shards: the shard map of %s: %w", d.id[i], err)
+		}
+		m, err := shard.FromAPI(answered)
 		if err != nil {
 			return nil, fmt.Errorf("bench shards: the shard map of %s: %w", d.id[i], err)
 		}

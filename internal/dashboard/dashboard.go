@@ -238,8 +238,7 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		{"shards", func(ctx context.Context, c *client.Client, o *RegionOverview) error {
 			m, err := c.Shards(ctx)
 			if err == nil {
-				sm := m.API()
-				o.Shards = &sm
+				o.Shards = &m
 			}
 			return err
 		}, false},

@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,10 +10,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/testkit"
@@ -162,6 +165,7 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 			return nil
 		}
 	}
+	routedLikes(t, urls, cfgs, maps, likes)
 	testkit.WaitFor(t, 30*time.Second, exact(150))
 	readsGather(t, urls, cfgs, likes)
 
@@ -196,6 +200,84 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 			}
 		}
 	}
+}
+
+// routedLikes sends likes through a routing client (client.Config.Route)
+// at the first replica: the map lists every replica's address, and every
+// like goes straight to a holder of its item's shard, which serves it.
+func routedLikes(t *testing.T, urls []string, cfgs []node.Config, maps map[string]shard.Map, likes map[string]map[string]bool) {
+	t.Helper()
+	byURL := map[string]string{}
+	for i, u := range urls {
+		byURL[u] = cfgs[i].Replica
+	}
+	plain, err := client.New(client.Config{BaseURL: urls[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered, err := plain.Shards(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range answered.Replicas {
+		if byURL[h.URL] != h.Replica {
+			t.Fatalf("GET /v1/shards at %s lists %s at %q", cfgs[0].Replica, h.Replica, h.URL)
+		}
+	}
+	rec := &servedBy{next: http.DefaultTransport}
+	c, err := client.New(client.Config{BaseURL: urls[0], Route: true, HTTP: &http.Client{Transport: rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range 40 {
+		item, user := fmt.Sprintf("post%d", n%20), fmt.Sprintf("routed%d", n)
+		if _, err := c.Like(context.Background(), item, user); err != nil {
+			t.Fatal(err)
+		}
+		if likes[item] == nil {
+			likes[item] = map[string]bool{}
+		}
+		likes[item][user] = true
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	direct := 0
+	for _, x := range rec.seen {
+		item, ok := strings.CutPrefix(x.path, "/v1/likes/")
+		if !ok {
+			continue
+		}
+		item, _, _ = strings.Cut(item, "/")
+		holders := maps[cfgs[0].Region].Holders(shard.Of(item))
+		if sentTo := byURL[x.base]; !slices.Contains(holders, sentTo) || x.served != sentTo {
+			t.Fatalf("a routed like of %s went to %s and was served by %s; holders %v", item, sentTo, x.served, holders)
+		}
+		direct++
+	}
+	if direct != 40 {
+		t.Fatalf("%d of 40 routed likes seen", direct)
+	}
+}
+
+// servedBy is an http.RoundTripper that notes where each request went
+// and which replica served it (httpapi.ServedByHeader).
+type servedBy struct {
+	next   http.RoundTripper
+	mu     sync.Mutex
+	seen   []struct{ base, path, served string }
+	failed []string // where requests that got no answer went
+}
+
+func (s *servedBy) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.next.RoundTrip(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.failed = append(s.failed, r.URL.Scheme+"://"+r.URL.Host)
+		return nil, err
+	}
+	s.seen = append(s.seen, struct{ base, path, served string }{r.URL.Scheme + "://" + r.URL.Host, r.URL.Path, resp.Header.Get(httpapi.ServedByHeader)})
+	return resp, nil
 }
 
 func getShards(t *testing.T, u string) shard.Map {
@@ -256,6 +338,15 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 					}
 					return nil
 				})
+			}
+			// A routing client whose map names us-2 as a holder.
+			rec := &servedBy{next: http.DefaultTransport}
+			routed, err := client.New(client.Config{BaseURL: urls[0], Route: true, HTTP: &http.Client{Transport: rec}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := routed.Like(context.Background(), "item0", "before"); err != nil {
+				t.Fatal(err)
 			}
 			setUp(false, "down")
 			testkit.WaitFor(t, 30*time.Second, func() error { // once past its peer timeout, us-1 sees it stale
@@ -322,6 +413,21 @@ func TestShardedRegionWithAReplicaDown(t *testing.T) {
 			}
 			if copies == 2 && unavailable != 0 {
 				t.Fatalf("%d likes unavailable with two copies", unavailable)
+			}
+			if copies == 2 {
+				// Its requests to us-2 find nobody and go to us-1 instead,
+				// which forwards them to the other holder.
+				for i := range items {
+					if _, err := routed.Like(context.Background(), fmt.Sprintf("item%d", i), "while-down"); err != nil {
+						t.Fatalf("routed like of item%d with us-2 down: %v", i, err)
+					}
+				}
+				rec.mu.Lock()
+				failed := slices.Contains(rec.failed, urls[1])
+				rec.mu.Unlock()
+				if !failed {
+					t.Fatalf("the routing client never tried the stopped us-2 (%v)", rec.failed)
+				}
 			}
 			setUp(true, "up")
 			testkit.WaitFor(t, 60*time.Second, func() error {

@@ -1,0 +1,4 @@
+package client
+
+// KeyOf is keyOf, for the external tests.
+var KeyOf = keyOf
