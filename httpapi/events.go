@@ -51,6 +51,7 @@ const MaxBatchEvents = 10000
 type eventsBatch struct {
 	body    []byte
 	ops     []region.Op
+	spans   [][2]int   // each op's event's bytes in body (a sharded region's split)
 	errs    []eventErr // rejected events, in event order
 	out     []byte
 	intern  map[string]int32 // id -> its index in ids
@@ -79,7 +80,7 @@ func newEventsPool() *sync.Pool {
 func (b *eventsBatch) reset() {
 	clear(b.ops) // the op strings and the errors; the slices are reused
 	clear(b.errs)
-	b.ops, b.errs, b.out = b.ops[:0], b.errs[:0], b.out[:0]
+	b.ops, b.spans, b.errs, b.out = b.ops[:0], b.spans[:0], b.errs[:0], b.out[:0]
 	clear(b.intern)
 	clear(b.ids)
 	b.ids = b.ids[:0]
@@ -105,6 +106,9 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := s.limitEvents(r, n); err != nil {
 		return err
+	}
+	if s.cfg.Shards != nil && !forwarded(r) && !s.holdsAll(b.ops) {
+		return s.postSplitEvents(w, r, b, n) // eventsplit.go
 	}
 	var res []region.Result
 	if len(b.ops) > 0 {
@@ -164,6 +168,7 @@ func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsB
 			b.errs = append(b.errs, eventErr{n, bad})
 		} else {
 			b.ops = append(b.ops, op)
+			b.spans = append(b.spans, [2]int{e.start, e.end})
 		}
 		n++
 	}

@@ -35,6 +35,8 @@ type rawEvent struct {
 	atNum    int64
 	hasAtNum bool
 	atField  string
+	// start and end bound the event's object in the body.
+	start, end int
 }
 
 // Field bits, to refuse a field given twice.
@@ -114,6 +116,7 @@ func (s *eventScanner) next(e *rawEvent) (bool, error) {
 	if err := s.event(e); err != nil {
 		return false, s.fail(eventError(s.n, err))
 	}
+	e.end = s.pos
 	s.n++
 	return true, nil
 }
@@ -175,6 +178,7 @@ func (s *eventScanner) event(e *rawEvent) error {
 	if s.pos == len(s.b) {
 		return errTruncated
 	}
+	e.start = s.pos
 	switch c := s.b[s.pos]; c {
 	case '{':
 		s.pos++

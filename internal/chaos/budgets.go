@@ -266,6 +266,11 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 	if errors.As(err, &refused) && refused.Budget != nil {
 		return answer{outcome: OutcomeRefused, reason: refused.Code}
 	}
+	if o.Kind == OpCashback && tallyclient.Code(err) == "shard_not_held" {
+		// A sharded region applies a cashback only at a replica holding
+		// all three of its keys, and refuses it whole elsewhere.
+		return answer{outcome: OutcomeRefused, reason: "shard_not_held"}
+	}
 	if err != nil {
 		return answerOf(err)
 	}

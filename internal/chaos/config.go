@@ -66,12 +66,13 @@ type Config struct {
 	// a holder, and the workload sends every request to a random replica
 	// of its region, while the checks read every replica. Default 1.
 	//
-	// A sharded run checks what a replica answers through forwarding: per
-	// key counts, records, like lists, histories, slots, approximate
-	// counters and block flags. Reads across shards (family totals,
-	// trending, unions of unique counts) and budgets, unique counts and
-	// numbering are not checked there yet: those weights must be 0 and
-	// Milestones off; and its faults are some of shardedFaults.
+	// A sharded run checks what every replica answers, through forwarding
+	// and gathering: per key counts, records, like lists, histories,
+	// slots, approximate counters, block flags, unique counts and their
+	// unions, budgets, family totals and trending (a cashback whose keys
+	// no replica holds together is refused, 421, and checked as refused).
+	// Numbering is not checked there yet: Milestones must be off; and its
+	// faults are some of shardedFaults.
 	Replicas int
 	// Copies is how many replicas of a region hold each shard (Replicas
 	// above 1). Default 2.
@@ -290,9 +291,6 @@ func (c Config) Validate() error {
 			if !slices.Contains(shardedFaults, f) {
 				bad("fault %q: a sharded run injects some of %s", f, strings.Join(shardedFaults, ","))
 			}
-		}
-		if c.UniqueWeight > 0 || c.BudgetWeight > 0 {
-			bad("a sharded run adds no unique ids and touches no budget (want unique and budget weights 0)")
 		}
 		if c.Milestones != MilestonesOff {
 			bad("a sharded run numbers no likes (want milestones %s)", MilestonesOff)

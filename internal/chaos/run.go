@@ -219,7 +219,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	avs, an := checkApproxUntil(ctx, r.d.procs, ops, apx)
 	vs = append(vs, avs...)
 	t0 := time.Now()
-	uvs, un := checkUniquesUntil(ctx, r.d.procs, ops, uniqueKeys(r.cfg))
+	uvs, un := checkUniquesUntil(ctx, r.d.procs, ops, uniqueKeys(r.cfg), r.cfg.sharded())
 	vs = append(vs, uvs...)
 	if un.Keys > 0 {
 		r.logf("unique counts checked after %.1fs: %d violations", time.Since(t0).Seconds(), len(uvs))

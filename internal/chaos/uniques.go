@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -392,7 +393,9 @@ type uniqueChecked struct {
 
 // checkUniques compares every region's unique counts with the model and
 // with each other.
-func checkUniques(m uniqueModel, st uniqueState, keys []string) ([]Violation, uniqueChecked) {
+// byRegion compares the writers of the sketches by region (a sharded
+// run).
+func checkUniques(m uniqueModel, st uniqueState, keys []string, byRegion bool) ([]Violation, uniqueChecked) {
 	vs := slices.Clone(st.Errs)
 	n := uniqueChecked{Keys: len(keys)}
 	_, n.Distinct, _, _ = m.want(keys)
@@ -429,7 +432,14 @@ func checkUniques(m uniqueModel, st uniqueState, keys []string) ([]Violation, un
 			if d := float64(u.Estimate) - float64(distinct); math.Abs(d) > tol {
 				bad("estimate %d is %+.0f from the %d distinct acknowledged ids: more than 5 standard errors (%.0f)", u.Estimate, d, distinct, tol)
 			}
-			if got := slices.Sorted(slices.Values(u.Replicas)); !slices.Equal(got, replicas) {
+			got := slices.Sorted(slices.Values(u.Replicas))
+			if byRegion {
+				// In a sharded run the holders of a key's shard write its
+				// sketches, whichever replica of the region took the add.
+				if got, want := regionsOf(got), regionsOf(replicas); !slices.Equal(got, want) {
+					bad("holds the sketches of %v (regions %v), but adds were acknowledged in %v", u.Replicas, got, want)
+				}
+			} else if !slices.Equal(got, replicas) {
 				bad("holds the sketches of %v, but adds were acknowledged by %v", got, replicas)
 			}
 		}
@@ -441,7 +451,7 @@ func checkUniques(m uniqueModel, st uniqueState, keys []string) ([]Violation, un
 // or the regions have settled on them, or they have not moved for
 // uniqueStableFor, or uniqueCheckTimeout has gone by, and returns the last
 // check's result with the model's violations.
-func checkUniquesUntil(ctx context.Context, procs []*proc, ops []Op, keys []string) ([]Violation, uniqueChecked) {
+func checkUniquesUntil(ctx context.Context, procs []*proc, ops []Op, keys []string, byRegion bool) ([]Violation, uniqueChecked) {
 	if len(keys) == 0 {
 		return nil, uniqueChecked{}
 	}
@@ -451,7 +461,7 @@ func checkUniquesUntil(ctx context.Context, procs []*proc, ops []Op, keys []stri
 	var prev uniqueState
 	for {
 		st := readUniqueState(ctx, procs, keys)
-		vs, n := checkUniques(m, st, keys)
+		vs, n := checkUniques(m, st, keys, byRegion)
 		if !st.unchanged(prev, keys) {
 			moved = time.Now()
 		}
@@ -461,4 +471,22 @@ func checkUniquesUntil(ctx context.Context, procs []*proc, ops []Op, keys []stri
 		}
 		prev = st
 	}
+}
+
+// regionsOf are the regions of replica ids (<region>-<n>, or a region's
+// name alone), sorted, each once.
+func regionsOf(ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		if i := strings.LastIndexByte(id, '-'); i > 0 {
+			if _, err := strconv.Atoi(id[i+1:]); err == nil {
+				id = id[:i]
+			}
+		}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

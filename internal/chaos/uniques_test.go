@@ -91,7 +91,7 @@ func TestUniqueModelCountsAcknowledgedIDsOnce(t *testing.T) {
 			st.Reads[r][tg] = u
 		}
 	}
-	vs, n2 := checkUniques(m, st, keys)
+	vs, n2 := checkUniques(m, st, keys, false)
 	if len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
 	}
@@ -121,7 +121,7 @@ func TestCheckUniquesRegionMissingASketch(t *testing.T) {
 			st.Reads[r][tg] = u
 		}
 	}
-	if vs, _ := checkUniques(m, st, keys); len(vs) != 0 {
+	if vs, _ := checkUniques(m, st, keys, false); len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
 	}
 	// ap never merged us's sketch: it holds eu's only.
@@ -130,7 +130,7 @@ func TestCheckUniquesRegionMissingASketch(t *testing.T) {
 			st.Reads["ap"][tg] = api.Uniques{Estimate: estimateOf(b), Replicas: []string{"eu-1"}}
 		}
 	}
-	vs, _ := checkUniques(m, st, keys)
+	vs, _ := checkUniques(m, st, keys, false)
 	if !slices.Equal(kinds(vs), []string{KindUniques}) {
 		t.Fatalf("kinds %v: %v", kinds(vs), vs)
 	}
@@ -171,7 +171,7 @@ func TestCheckUniquesUncertainStaleAndUnreadable(t *testing.T) {
 	}
 	// The maybe-applied ids are there: regions agree, nothing else checked.
 	st := uniquesEverywhere(keys, map[string][]string{"uv:1": manyIDs(0, 55)}, []string{"eu-1", "us-1"})
-	if vs, _ := checkUniques(m, st, keys); len(vs) != 0 {
+	if vs, _ := checkUniques(m, st, keys, false); len(vs) != 0 {
 		t.Fatalf("violations: %v", vs)
 	}
 	u := st.Reads["eu"][uniqueTarget{Keys: "uv:1"}]
@@ -179,7 +179,7 @@ func TestCheckUniquesUncertainStaleAndUnreadable(t *testing.T) {
 	st.Reads["eu"][uniqueTarget{Keys: "uv:1"}] = u
 	delete(st.Reads["ap"], uniqueTarget{Keys: "uv:1", Last: uniqueWindow})
 	st.Errs = []Violation{{Kind: KindUniques, Region: "ap", Key: "uniques/uv:1?last=24h", Detail: "could not be read: boom"}}
-	vs, _ := checkUniques(m, st, keys)
+	vs, _ := checkUniques(m, st, keys, false)
 	if len(vs) != 2 || !strings.Contains(vs[0].Detail, "boom") || vs[1].Region != "eu" || !strings.Contains(vs[1].Detail, "stale:true") {
 		t.Fatalf("violations: %v", vs)
 	}

@@ -151,8 +151,9 @@ func (c *client) likeAt(ctx context.Context, item, user string, liked bool, at i
 // series reads GET /v1/series of keys of a family over [fromMs, toMs);
 // one key's through its own route (GET /v1/counters/{key}/series or
 // /v1/likes/{item}/series), which a sharded replica forwards to a holder.
+// The family's total (totalKey) is on the shard every replica holds.
 func (c *client) series(ctx context.Context, family string, keys []string, fromMs, toMs int64, step string) (api.Series, error) {
-	if len(keys) == 1 {
+	if len(keys) == 1 && keys[0] != totalKey {
 		o := tallyclient.SeriesOptions{Range: tallyclient.Range{From: time.UnixMilli(fromMs), To: time.UnixMilli(toMs)}, Step: step}
 		if family == string(tallyclient.KindLikes) {
 			return c.api.LikesSeries(ctx, keys[0], o)
@@ -199,20 +200,15 @@ type windowState struct {
 	// SpanFrom and SpanTo bound every booking of the run, in unix ms.
 	SpanFrom, SpanTo int64
 	// PerKey: the series were read one key at a time, through each key's
-	// own route, which a sharded replica forwards to a holder; the
-	// families' totals and trending, which gather from every shard, were
-	// not read.
+	// own route, which a sharded replica forwards to a holder (a read of
+	// keys of several shards is refused there).
 	PerKey bool
 }
 
 // windowKeys are the keys whose windows the checker reads: every key, and
-// each family's total unless perKey.
-func windowKeys(keys []key, perKey bool) []key {
-	out := slices.Clone(keys)
-	if perKey {
-		return out
-	}
-	return append(out, key{ID: totalKey}, key{Likes: true, ID: totalKey})
+// each family's total.
+func windowKeys(keys []key) []key {
+	return append(slices.Clone(keys), key{ID: totalKey}, key{Likes: true, ID: totalKey})
 }
 
 // readWindows reads, in every region, the series of every key at every
@@ -220,7 +216,7 @@ func windowKeys(keys []key, perKey bool) []key {
 // trending lists. The series run to lead past the harness's clock: the
 // regions' clocks may be that far ahead (forgedClockLead), and a like
 // without a client's time is booked by its stamp. perKey reads each key's
-// series alone and no totals or trending (windowState.PerKey).
+// series alone (windowState.PerKey).
 func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.Time, lead time.Duration, perKey bool) windowState {
 	now := time.Now()
 	ws := windowState{Series: map[string]map[string]*seriesRead{}, SpanFrom: spanFrom.UnixMilli(), SpanTo: now.UnixMilli(), PerKey: perKey}
@@ -243,7 +239,7 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 		levels = append(levels, ranged{l, from.UnixMilli(), now.Add(l.width + time.Second + lead).UnixMilli()})
 	}
 	byFamily := map[bool][]string{}
-	for _, k := range windowKeys(keys, perKey) {
+	for _, k := range windowKeys(keys) {
 		byFamily[k.Likes] = append(byFamily[k.Likes], k.ID)
 	}
 	type regionReads struct {
@@ -251,7 +247,7 @@ func readWindows(ctx context.Context, procs []*proc, keys []key, spanFrom time.T
 		trending map[string]*api.Trending
 		errs     []Violation
 	}
-	trend := now.Sub(spanFrom) <= trendingSpan && !perKey
+	trend := now.Sub(spanFrom) <= trendingSpan
 	reads := perRegion(ctx, procs, 30*time.Second, func(ctx context.Context, p *proc) (regionReads, error) {
 		rr := regionReads{series: map[string]*seriesRead{}, trending: map[string]*api.Trending{}}
 		fail := func(what string, err error) {
@@ -480,7 +476,7 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 	m := buildWindowModel(ops)
 	vs := slices.Clone(ws.Errs)
 	var n windowChecked
-	all := windowKeys(keys, ws.PerKey)
+	all := windowKeys(keys)
 	// The model's count of each family's total, if every key is certain.
 	totals := map[key]int64{}
 	for _, likes := range []bool{false, true} {

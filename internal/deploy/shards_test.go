@@ -166,6 +166,28 @@ func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
 		}
 	}
 	routedLikes(t, urls, cfgs, maps, likes)
+	// A batch of events over every item, at one replica: the events of
+	// shards it does not hold go to their holders, and every result comes
+	// back in order.
+	var batch []string
+	for n := range 60 {
+		item, user := fmt.Sprintf("post%d", n%items), fmt.Sprintf("batch%d", n)
+		batch = append(batch, fmt.Sprintf(`{"type":"like","item":%q,"user":%q}`, item, user))
+		if likes[item] == nil {
+			likes[item] = map[string]bool{}
+		}
+		likes[item][user] = true
+	}
+	batch = append(batch, `{"type":"like","item":"post1","user":"bad user!"}`)
+	st, ans, err := testkit.DoJSON("POST", urls[1]+"/v1/events", "["+strings.Join(batch, ",")+"]")
+	if err != nil || st != 200 || ans["applied"] != float64(60) || ans["rejected"] != float64(1) {
+		t.Fatalf("a batch over every shard at %s: %d %v %v", cfgs[1].Replica, st, ans, err)
+	}
+	for i, r := range ans["results"].([]any) {
+		if ok := r.(map[string]any)["ok"] == true; ok != (i < 60) {
+			t.Fatalf("event %d of the batch: %v", i, r)
+		}
+	}
 	testkit.WaitFor(t, 30*time.Second, exact(150))
 	readsGather(t, urls, cfgs, likes)
 
