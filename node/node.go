@@ -137,6 +137,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Dir:        cfg.DataDir,
 		Durability: cfg.durability(),
 		Logger:     log.Named("pebble"),
+		Registerer: n.registry,
 	})
 	if err != nil {
 		return nil, err
