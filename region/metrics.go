@@ -120,6 +120,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tally_budget_refused_total",
 		Help: "Budget spends refused, by reason: exhausted, or rights_elsewhere (other replicas hold the rights).",
 	}, []string{"reason"})
+	for _, reason := range []string{"exhausted", "rights_elsewhere"} {
+		m.budgetRefused.WithLabelValues(reason) // exported from 0
+	}
 	m.budgetAsks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tally_budget_asks_total",
 		Help: "Requests for budget rights this replica sent its peers.",

@@ -39,6 +39,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
+	for _, reason := range []string{refusedUnknownSender, refusedUnknownReplica} {
+		m.refused.WithLabelValues(reason) // exported from 0
+	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishErrors, m.publishedBytes, m.received, m.badMessages,
 			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeSegments, m.lag,
