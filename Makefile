@@ -55,11 +55,22 @@ staticcheck:
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags $(TAGS) ./...
 
-# shellcheck is a Debian package (.ci/run installs it); a missing one fails
-# the check rather than skipping it.
+# shellcheck is a Debian package (.ci/run installs it); a missing one is
+# installed when running as root, and otherwise fails the check, naming the
+# command to run, rather than skipping it.
 shellcheck:
-	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not installed: apt-get install shellcheck" >&2; exit 1; }
+	@bash scripts/need-tool.sh shellcheck shellcheck
 	shellcheck .ci/run scripts/*.sh scripts/lib/*.sh
+
+# promtool checks and unit-tests the Prometheus alert rules. It comes with
+# the Debian package prometheus (.ci/run installs it; installed here when
+# missing and running as root, else the check fails naming the command).
+.PHONY: promtool
+lint: promtool
+promtool:
+	@bash scripts/need-tool.sh promtool prometheus
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 ## bench: Go benchmarks of the hot paths, then HTTP load and replication lag
 ## and healing on in-process deployments (figures go to docs/benchmarks.md).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -61,6 +62,22 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 	if code, _ := call(http.MethodGet, "/healthz", ""); code != http.StatusOK {
 		t.Fatalf("healthz before the fault: %d", code)
 	}
+	stopped := func(want string) {
+		t.Helper()
+		res, err := ts.Client().Get(ts.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line := `tally_replica_stopped{reason="storage_failed"} ` + want; !strings.Contains(string(body), line+"\n") {
+			t.Fatalf("/metrics lacks %s", line)
+		}
+	}
+	stopped("0")
 
 	failing.Store(true)
 	// The write whose sync fails is not acknowledged.
@@ -83,6 +100,7 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 			t.Fatalf("%s after the fault: %d %q, want 503 storage_failed", p, code, ecode)
 		}
 	}
+	stopped("1")
 	// Reads are refused too: Pebble may hold the failed write without its
 	// WAL sync, so what a read would see is not known to be durable.
 	for _, p := range []string{"/v1/likes/post1", "/v1/likes/post1/bob", "/v1/counters/views"} {

@@ -201,6 +201,10 @@ func (s *Server) SetLimits(limits []Limit) error {
 		return err
 	}
 	for _, c := range LimitClasses { // a class no longer limited holds no token buckets
+		// Every class's refusals are exported from 0, so that a rate over
+		// them is defined before the first 429.
+		s.limitMetrics.limited.WithLabelValues(c, "client")
+		s.limitMetrics.limited.WithLabelValues(c, "user")
 		if l.client[c] == nil {
 			s.limitMetrics.tracked.WithLabelValues(c, "client").Set(0)
 		}

@@ -137,6 +137,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Dir:        cfg.DataDir,
 		Durability: cfg.durability(),
 		Logger:     log.Named("pebble"),
+		Registerer: n.registry,
 	})
 	if err != nil {
 		return nil, err
@@ -185,6 +186,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			return nil, err
 		}
 		undo = append(undo, func() { n.nc.Close() })
+		n.registry.MustRegister(natsCollector{n.nc}) // a fresh registry: cannot collide
 		if cfg.Shards != nil {
 			// The shard map bucket's maps where it has them, the config's
 			// otherwise (shardmaps.go).

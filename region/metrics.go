@@ -1,6 +1,10 @@
 package region
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the replica's Prometheus instruments. With no Registerer they
 // still count (tests read them) but are exported nowhere.
@@ -116,6 +120,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Name: "tally_budget_refused_total",
 		Help: "Budget spends refused, by reason: exhausted, or rights_elsewhere (other replicas hold the rights).",
 	}, []string{"reason"})
+	for _, reason := range []string{"exhausted", "rights_elsewhere"} {
+		m.budgetRefused.WithLabelValues(reason) // exported from 0
+	}
 	m.budgetAsks = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "tally_budget_asks_total",
 		Help: "Requests for budget rights this replica sent its peers.",
@@ -145,4 +152,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			m.budgetRefused, m.budgetAsks, m.budgetGiven, m.budgetHandedOff, m.budgetSpent, m.refusedWrites)
 	}
 	return m
+}
+
+// descStopped is 1 for the reason the replica stopped (Stop, or its store
+// failed), 0 for the other: the code /healthz answers 503 with.
+var descStopped = prometheus.NewDesc("tally_replica_stopped",
+	"1 once the replica stopped and refuses every request until restarted, by reason: storage_failed "+
+		"(a commit or the store failed) or replica_id_conflict (another process runs with this replica's id).",
+	[]string{"reason"}, nil)
+
+// stoppedCollector exports descStopped at scrape time, from Err.
+type stoppedCollector struct{ r *Replica }
+
+func (c stoppedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descStopped }
+
+func (c stoppedCollector) Collect(ch chan<- prometheus.Metric) {
+	var failed, conflict float64
+	if err := c.r.Err(); errors.Is(err, ErrIDConflict) {
+		conflict = 1
+	} else if err != nil {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descStopped, prometheus.GaugeValue, failed, "storage_failed")
+	ch <- prometheus.MustNewConstMetric(descStopped, prometheus.GaugeValue, conflict, "replica_id_conflict")
 }

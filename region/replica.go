@@ -187,6 +187,11 @@ func New(cfg Config) (*Replica, error) {
 		rng:           newRand(cfg.Seed),
 		trends:        newTrends(cfg.Windows.TrendingCapacity),
 	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(stoppedCollector{r}); err != nil {
+			return nil, fmt.Errorf("register replica metrics: %w", err)
+		}
+	}
 	mono := cfg.Monotonic
 	if r.chaosClockFollowsWall() { // never outside a chaos build
 		mono = nil

@@ -39,6 +39,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 	}
+	for _, reason := range []string{refusedUnknownSender, refusedUnknownReplica} {
+		m.refused.WithLabelValues(reason) // exported from 0
+	}
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishErrors, m.publishedBytes, m.received, m.badMessages,
 			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeSegments, m.lag,
@@ -60,6 +63,10 @@ var (
 		"Anti-entropy segments that differed at the last digest comparison with the peer.", []string{"peer"}, nil)
 	descRecovered = prometheus.NewDesc("tally_replication_recovered",
 		"1 once start-up recovery from peers finished and writes are accepted.", nil, nil)
+	descStale = prometheus.NewDesc("tally_replication_peer_stale",
+		"1 while the peer is unheard-from for longer than peer_timeout (or never heard): reads say approx.", []string{"peer"}, nil)
+	descConverged = prometheus.NewDesc("tally_replication_converged",
+		"1 when recovery is done and every peer is in sync and not stale, as GET /v1/convergence says.", nil, nil)
 )
 
 func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -67,6 +74,8 @@ func (c peerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descInSync
 	ch <- descDiffering
 	ch <- descRecovered
+	ch <- descStale
+	ch <- descConverged
 }
 
 func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -76,6 +85,8 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		return 0
 	}
+	recovered := c.r.Recovered()
+	converged := recovered // as Convergence, from one read of Peers
 	for _, p := range c.r.Peers() {
 		age := -1.0
 		if p.LastHeardAgoMs >= 0 {
@@ -84,6 +95,9 @@ func (c peerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHeardAge, prometheus.GaugeValue, age, p.Replica)
 		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(p.InSync), p.Replica)
 		ch <- prometheus.MustNewConstMetric(descDiffering, prometheus.GaugeValue, float64(p.DifferingSegments), p.Replica)
+		ch <- prometheus.MustNewConstMetric(descStale, prometheus.GaugeValue, b2f(p.Stale), p.Replica)
+		converged = converged && p.InSync && !p.Stale
 	}
-	ch <- prometheus.MustNewConstMetric(descRecovered, prometheus.GaugeValue, b2f(c.r.Recovered()))
+	ch <- prometheus.MustNewConstMetric(descRecovered, prometheus.GaugeValue, b2f(recovered))
+	ch <- prometheus.MustNewConstMetric(descConverged, prometheus.GaugeValue, b2f(converged))
 }

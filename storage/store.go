@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/ratelog"
@@ -75,6 +76,11 @@ type Config struct {
 	// FS overrides the filesystem; tests use a crashable in-memory FS.
 	// Default: the OS filesystem.
 	FS vfs.FS
+	// Registerer receives the store's metrics (tally_storage_*: Pebble's
+	// disk use, compaction debt, level 0, memtables, WAL and write stalls,
+	// and the data directory's filesystem space), read at scrape time.
+	// Default: none registered.
+	Registerer prometheus.Registerer
 }
 
 // DefaultConfig returns a Config with every default filled in except Dir.
@@ -139,6 +145,15 @@ type Store struct {
 	dur Durability
 	// closed turns the panics Pebble raises on a closed DB into ErrClosed.
 	closed atomic.Bool
+	// mmu: a metrics scrape holds it shared while it reads the DB, Close
+	// exclusively while it closes the DB.
+	mmu sync.RWMutex
+	// reg is where the store's collector is registered (nil: nowhere).
+	reg prometheus.Registerer
+	// dir is the data directory on the OS filesystem, for its free
+	// space; "" with Config.FS set.
+	dir    string
+	stalls *stalls
 	// failure is the first failure (see ErrFailed); no commit runs after.
 	// A pointer, so the event listener built before the Store can set it.
 	failure *atomic.Pointer[error]
@@ -204,6 +219,7 @@ func Open(cfg Config) (*Store, error) {
 		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	failure := new(atomic.Pointer[error])
+	stalled := new(stalls)
 	// While a disk is full Pebble retries a failed flush at once, again
 	// and again, and reports each failure as a background error: hundreds
 	// of lines a second. The first is logged, then one per interval.
@@ -233,6 +249,8 @@ func Open(cfg Config) (*Store, error) {
 		BackgroundError: func(err error) {
 			bgErrors.Log("pebble background error", "error", err)
 		},
+		WriteStallBegin: stalled.begin,
+		WriteStallEnd:   stalled.end,
 	}
 	db, err := pebble.Open(cfg.Dir, opts)
 	if err != nil {
@@ -243,7 +261,10 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
-		flags: make(map[string]crdt.Flag), bgErrors: bgErrors}
+		flags: make(map[string]crdt.Flag), bgErrors: bgErrors, stalls: stalled}
+	if cfg.FS == nil {
+		s.dir = cfg.Dir
+	}
 	s.dxPool.New = func() any { return new(digestDelta) }
 	if err := s.migrateSegments(); err != nil {
 		_ = db.Close()
@@ -256,6 +277,13 @@ func Open(cfg Config) (*Store, error) {
 	if err := s.loadLog(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(collector{s}); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("open store %s: register metrics: %w", cfg.Dir, err)
+		}
+		s.reg = cfg.Registerer
 	}
 	return s, nil
 }
@@ -292,6 +320,11 @@ func (s *Store) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
+	if s.reg != nil {
+		s.reg.Unregister(collector{s})
+	}
+	s.mmu.Lock() // no scrape reads the DB from here on
+	defer s.mmu.Unlock()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close store: %w", err)
 	}
