@@ -220,8 +220,13 @@ type Status struct {
 	// Accepting: the replica acknowledges writes now.
 	Accepting bool `json:"accepting"`
 	// Fresh: the data directory held no state at start.
-	Fresh         bool   `json:"fresh"`
+	Fresh bool `json:"fresh"`
+	// Version is the release (tallyd version), Revision the commit it
+	// was built from ("unknown" outside a git checkout), GoVersion the
+	// Go release that built it.
 	Version       string `json:"version"`
+	Revision      string `json:"revision"`
+	GoVersion     string `json:"go_version"`
 	StartedAt     string `json:"started_at"` // RFC 3339, UTC
 	UptimeSeconds int64  `json:"uptime_seconds"`
 	// StorageError is why the replica stopped (storage_failed,

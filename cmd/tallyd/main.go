@@ -20,11 +20,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"syscall"
 
 	"github.com/tally-dev/tally/internal/cliutil"
+	"github.com/tally-dev/tally/internal/version"
 )
 
 func main() {
@@ -136,33 +136,8 @@ func (c *cli) version(_ context.Context, args []string) error {
 	if len(args) > 0 {
 		return usagef("version: unexpected argument %q", args[0])
 	}
-	fmt.Fprintf(c.stdout, "tallyd %s %s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(c.stdout, "tallyd %s (revision %s) %s %s/%s\n", version.Version(), version.Revision(), version.GoVersion(), runtime.GOOS, runtime.GOARCH)
 	return nil
-}
-
-// buildVersion may be set at link time:
-// go build -ldflags "-X main.buildVersion=v1.2.3" ./cmd/tallyd
-var buildVersion string
-
-// version is buildVersion, else what the Go toolchain recorded.
-func version() string {
-	if buildVersion != "" {
-		return buildVersion
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
-	}
-	if v == "" || v == "(devel)" {
-		return "dev"
-	}
-	return v
 }
 
 // usageError is a problem with how tallyd was invoked: exit code 2.
