@@ -837,3 +837,19 @@ type Blocks struct {
 	// Next is the cursor of the next page (?after=), absent on the last.
 	Next string `json:"next,omitempty"`
 }
+
+// Backup answers POST /v1/admin/backup: the checkpoint the replica wrote,
+// on its own machine, ready to replace a data directory
+// (docs/operations.md, "Backup and restore").
+type Backup struct {
+	Replica string `json:"replica"`
+	Region  string `json:"region"`
+	// Dir is the directory the checkpoint is in.
+	Dir   string `json:"dir"`
+	Files int    `json:"files"`
+	// Bytes is the checkpoint's size; tables it shares with the data
+	// directory through hard links count in full.
+	Bytes int64 `json:"bytes"`
+	// TakenAt is when the checkpoint was taken, RFC 3339 in UTC.
+	TakenAt string `json:"taken_at"`
+}

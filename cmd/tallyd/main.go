@@ -69,7 +69,7 @@ func commands() map[string]command {
 		"local":           {"run a full local multi-region deployment in one process", (*cli).local},
 		"bench":           {"measure throughput, latency, replication lag and healing", (*cli).bench},
 		"chaos":           {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
-		"admin":           {"operator steps: retire a replica's leases, assign shard maps", (*cli).admin},
+		"admin":           {"operator steps: retire a replica's leases, assign shard maps, back up a replica", (*cli).admin},
 		"lease-authority": {"be the only writer of the allocator's bucket, checking every replica's write", (*cli).leaseAuthority},
 		"milestones":      {"follow the milestones as an application, acknowledging each", (*cli).milestones},
 		"events":          {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
