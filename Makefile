@@ -3,15 +3,58 @@
 
 GO          ?= go
 BIN         := bin/tallyd
+# The release stamped into the binary: `git describe` in a checkout with
+# tags, else nothing, and the binary reports the VERSION file's release
+# (internal/version embeds it, so a plain `go build` reports it too).
+# The commit is stamped too (with -dirty for uncommitted changes), as Go
+# records it only where VCS stamping is on.
+STAMP       := $(shell git describe --tags --abbrev=0 >/dev/null 2>&1 && git describe --tags --always --dirty)
+REVISION    := $(shell r=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
+VERSION_PKG := github.com/tally-dev/tally/internal/version
+LDFLAGS     := $(if $(STAMP),-X $(VERSION_PKG).stamped=$(STAMP)) $(if $(REVISION),-X $(VERSION_PKG).stampedRevision=$(REVISION))
+# Platforms `make release` builds for.
+PLATFORMS   := linux/amd64 linux/arm64
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build run test lint vet staticcheck shellcheck fmt-check unit openapi bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
+.PHONY: all build release release-check run test lint vet staticcheck shellcheck fmt-check unit openapi bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/tallyd
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tallyd
+
+## release: static (CGO_ENABLED=0) tallyd binaries for $(PLATFORMS) in
+## dist/, tallyd-<version>-<os>-<arch>, and their SHA256SUMS; then checks
+## them (release-check).
+release:
+	rm -rf dist && mkdir -p dist
+	@set -e; v=$$($(GO) run -ldflags '$(LDFLAGS)' ./cmd/tallyd version | cut -d' ' -f2); \
+	for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; \
+	  echo "== dist/tallyd-$$v-$$os-$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o dist/tallyd-$$v-$$os-$$arch ./cmd/tallyd; \
+	done; \
+	cd dist && sha256sum tallyd-* > SHA256SUMS
+	$(MAKE) --no-print-directory release-check
+
+## release-check: every platform has its binary in dist/, built without
+## cgo for its architecture (as `go version -m` reads them), SHA256SUMS
+## matches them, and the binary of this machine's platform reports the
+## release in its name.
+release-check:
+	@set -e; cd dist; \
+	test "$$(wc -l < SHA256SUMS)" -eq $(words $(PLATFORMS)); \
+	sha256sum --quiet -c SHA256SUMS; \
+	for p in $(PLATFORMS); do \
+	  f=$$(ls tallyd-*-$${p%/*}-$${p#*/}); info=$$($(GO) version -m $$f); \
+	  for want in CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/}; do \
+	    echo "$$info" | grep -q "build	$$want$$" || { echo "$$f: not built with $$want" >&2; exit 1; }; \
+	  done; \
+	done; \
+	own=$$(ls tallyd-*-$$($(GO) env GOOS)-$$($(GO) env GOARCH)); \
+	./$$own version | grep -q "^tallyd $$(echo $$own | cut -d- -f2) " || { echo "$$own version: $$(./$$own version)" >&2; exit 1; }; \
+	echo "release ok: $$(ls tallyd-* | tr '\n' ' ')"
 
 ## run: a full local deployment (regions us, eu, ap) on embedded NATS and Pebble.
 run: build
@@ -161,4 +204,4 @@ chaos:
 	./bin/tallyd-chaos chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --report bin/chaos-report.json
 
 clean:
-	rm -rf bin
+	rm -rf bin dist

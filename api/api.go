@@ -220,8 +220,13 @@ type Status struct {
 	// Accepting: the replica acknowledges writes now.
 	Accepting bool `json:"accepting"`
 	// Fresh: the data directory held no state at start.
-	Fresh         bool   `json:"fresh"`
+	Fresh bool `json:"fresh"`
+	// Version is the release (tallyd version), Revision the commit it
+	// was built from ("unknown" outside a git checkout), GoVersion the
+	// Go release that built it.
 	Version       string `json:"version"`
+	Revision      string `json:"revision"`
+	GoVersion     string `json:"go_version"`
 	StartedAt     string `json:"started_at"` // RFC 3339, UTC
 	UptimeSeconds int64  `json:"uptime_seconds"`
 	// StorageError is why the replica stopped (storage_failed,
@@ -837,4 +842,20 @@ type Blocks struct {
 	Users []Block `json:"users"`
 	// Next is the cursor of the next page (?after=), absent on the last.
 	Next string `json:"next,omitempty"`
+}
+
+// Backup answers POST /v1/admin/backup: the checkpoint the replica wrote,
+// on its own machine, ready to replace a data directory
+// (docs/operations.md, "Backup and restore").
+type Backup struct {
+	Replica string `json:"replica"`
+	Region  string `json:"region"`
+	// Dir is the directory the checkpoint is in.
+	Dir   string `json:"dir"`
+	Files int    `json:"files"`
+	// Bytes is the checkpoint's size; tables it shares with the data
+	// directory through hard links count in full.
+	Bytes int64 `json:"bytes"`
+	// TakenAt is when the checkpoint was taken, RFC 3339 in UTC.
+	TakenAt string `json:"taken_at"`
 }

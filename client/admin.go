@@ -216,3 +216,13 @@ func (c *Client) SetReplicaUp(ctx context.Context, replica string, up bool) (api
 	var out api.ReplicaState
 	return out, c.do(ctx, http.MethodPut, "/v1/admin/replicas/"+esc(replica), nil, body, &out)
 }
+
+// Backup has the replica write a checkpoint of its store into dir, a new
+// directory on the replica's machine, ready to restore (an admin route).
+func (c *Client) Backup(ctx context.Context, dir string) (api.Backup, error) {
+	body := struct {
+		Dir string `json:"dir"`
+	}{dir}
+	var out api.Backup
+	return out, c.do(ctx, http.MethodPost, "/v1/admin/backup", nil, body, &out)
+}

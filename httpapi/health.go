@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -64,6 +65,8 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		Accepting:     s.rep.Accepting(),
 		Fresh:         s.rep.Fresh(),
 		Version:       s.cfg.Version,
+		Revision:      version.Revision(),
+		GoVersion:     version.GoVersion(),
 		StartedAt:     s.started.UTC().Format(time.RFC3339),
 		UptimeSeconds: int64(time.Since(s.started).Seconds()),
 

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -79,7 +80,7 @@ type Config struct {
 	// Edge says how the listener is protected, for /v1/status: the HTTP
 	// server is node's, not the Server's.
 	Edge Edge
-	// Version is reported by /v1/status. Default "dev".
+	// Version is reported by /v1/status. Default version.Version().
 	Version string
 	// Replication, if set, makes reads honest about peers (approx), adds
 	// peers to /v1/status, gates /readyz on recovery and serves
@@ -142,7 +143,7 @@ func (c *Config) ensureDefaults() {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Version == "" {
-		c.Version = "dev"
+		c.Version = version.Version()
 	}
 }
 
@@ -309,6 +310,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.putHandoff))).Methods(http.MethodPut)
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.getHandoff))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.deleteHandoff))).Methods(http.MethodDelete)
+	rt.Handle("/v1/admin/backup", s.RequireAdmin(s.Handler(s.postBackup))).Methods(http.MethodPost)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/replicas", s.RequireAdmin(s.Handler(s.getReplicas))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/replicas/{replica"+seg, s.RequireAdmin(s.Handler(s.putReplica))).Methods(http.MethodPut)

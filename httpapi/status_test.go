@@ -18,8 +18,8 @@ func TestStatusKeys(t *testing.T) {
 		o    envOpts
 		want []string
 	}{
-		{"fsync", envOpts{}, []string{"accepting", "auth", "clock_correction_ms", "durability", "edge", "fresh", "region", "replica", "replication", "started_at", "uptime_seconds", "version"}},
-		{"none", envOpts{durability: storage.DurabilityNone}, []string{"accepting", "auth", "clock_correction_ms", "durability", "durability_warning", "edge", "fresh", "region", "replica", "replication", "started_at", "uptime_seconds", "version"}},
+		{"fsync", envOpts{}, []string{"accepting", "auth", "clock_correction_ms", "durability", "edge", "fresh", "go_version", "region", "replica", "replication", "revision", "started_at", "uptime_seconds", "version"}},
+		{"none", envOpts{durability: storage.DurabilityNone}, []string{"accepting", "auth", "clock_correction_ms", "durability", "durability_warning", "edge", "fresh", "go_version", "region", "replica", "replication", "revision", "started_at", "uptime_seconds", "version"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.o)

@@ -27,6 +27,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/resp"
@@ -84,7 +85,8 @@ type Options struct {
 	Replicas httpapi.ReplicaAdmin
 	// API adjusts the HTTP API config before the server is built.
 	API func(*httpapi.Config)
-	// Version is what /v1/status reports as the build. Default "dev".
+	// Version is what /v1/status and tally_build_info report as the
+	// release. Default version.Version().
 	Version string
 	// Getenv is where a chaos build reads its faults and deliberate bugs
 	// (TALLY_CHAOS_*; see region.Chaos, replication.Chaos, milestone.Chaos).
@@ -109,7 +111,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		opts.Logger = hclog.NewNullLogger()
 	}
 	if opts.Version == "" {
-		opts.Version = "dev"
+		opts.Version = version.Version()
 	}
 	log := opts.Logger.Named(cfg.Replica)
 	// n is deliberately not the named result: "return nil, err" would clear
@@ -127,6 +129,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	n.registry.MustRegister( // a fresh registry: cannot collide
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfo(opts.Version),
 	)
 
 	// The order below (store, NATS, numbering, replica, replication, HTTP)
@@ -618,4 +621,17 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	n.rep = rep
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
 	return nil
+}
+
+// buildInfo is tally_build_info: 1, with the release, the Go release and
+// the commit of this build as labels, so a dashboard can tell which
+// replicas run which build during a rolling upgrade.
+func buildInfo(release string) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "tally_build_info",
+		Help:        "Always 1; the labels say which build this replica runs.",
+		ConstLabels: prometheus.Labels{"version": release, "go_version": version.GoVersion(), "revision": version.Revision()},
+	})
+	g.Set(1)
+	return g
 }

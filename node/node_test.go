@@ -2,13 +2,17 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/version"
 )
 
 func standalone(dir string) Config {
@@ -137,5 +141,29 @@ func TestRestartCancelsAHandoffToAReplicaNoLongerAPeer(t *testing.T) {
 	n = startT(t, cfg)
 	if to := n.Replica().HandoffTarget(); to != "" {
 		t.Fatalf("the cancelled handoff came back: %q", to)
+	}
+}
+
+// /v1/status and /metrics say which build runs: the release the node was
+// given, the commit and the Go release.
+func TestBuildInfo(t *testing.T) {
+	n := startT(t, standalone(t.TempDir()))
+	base := "http://" + n.Addr().String()
+	code, b := testkit.CallJSON(t, "GET", base+"/v1/status")
+	if code != 200 || b["version"] != "test" || b["go_version"] != runtime.Version() || b["revision"] != version.Revision() {
+		t.Fatalf("status: %d version %v go_version %v revision %v", code, b["version"], b["go_version"], b["revision"])
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`tally_build_info{go_version=%q,revision=%q,version="test"} 1`, runtime.Version(), version.Revision())
+	if !strings.Contains(string(body), want+"\n") {
+		t.Fatalf("/metrics lacks %s", want)
 	}
 }

@@ -298,6 +298,9 @@ func (r *Replica) load() error {
 		}
 	}
 	r.fresh = !accepted
+	if at, ok := r.restoredFrom(); ok && r.fresh {
+		r.log.Warn("starting from a backup: writes are held until every peer has been synced from", "backup_taken", at)
+	}
 	if _, lost, err := r.store.Meta(metaStateLost); err != nil {
 		return fmt.Errorf("load replica: %w", err)
 	} else if lost {
@@ -372,6 +375,7 @@ func (r *Replica) AcceptWrites() {
 		b := r.store.NewBatch()
 		defer b.Close()
 		b.PutMeta(metaAccepted, []byte{1})
+		b.DeleteMeta(metaRestored) // recovered: no longer a backup's state
 		if err := b.Commit(); err != nil {
 			err = fmt.Errorf("%w: record first accepted write: %w", ErrFailed, err)
 			r.failure.CompareAndSwap(nil, &err)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -85,7 +86,7 @@ type Config struct {
 	// key's shard (shards.go). Default: nil, this replica holds every
 	// shard.
 	Shards Shards
-	// Version is what HELLO and INFO report. Default "dev".
+	// Version is what HELLO and INFO report. Default version.Version().
 	Version string
 }
 
@@ -106,7 +107,7 @@ func (c *Config) ensureDefaults() {
 		c.MaxConnections = DefaultMaxConnections
 	}
 	if c.Version == "" {
-		c.Version = "dev"
+		c.Version = version.Version()
 	}
 }
 

@@ -15,10 +15,10 @@ import (
 )
 
 // admin runs an operator step against a deployment: `tallyd admin
-// retire`, `tallyd admin shards`.
+// retire`, `tallyd admin shards`, `tallyd admin backup`.
 func (c *cli) admin(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("admin: want a subcommand: retire or shards (run 'tallyd admin -h')")
+		return usagef("admin: want a subcommand: retire, shards or backup (run 'tallyd admin -h')")
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
@@ -28,6 +28,8 @@ func (c *cli) admin(ctx context.Context, args []string) error {
 		return c.adminRetire(ctx, args[1:])
 	case "shards":
 		return c.adminShards(ctx, args[1:])
+	case "backup":
+		return c.adminBackup(ctx, args[1:])
 	}
 	return usagef("admin: unknown subcommand %q (run 'tallyd admin -h')", args[0])
 }
@@ -37,6 +39,7 @@ const adminHelp = `usage: tallyd admin <subcommand> [flags]
 subcommands:
   retire     free every lease a replica that will not come back holds
   shards     assign a region's shard map, or show the stored maps
+  backup     have a running replica write a checkpoint of its store, to restore
 
 run 'tallyd admin <subcommand> -h' for its flags
 `

@@ -33,6 +33,9 @@ func TestAdminUsageErrors(t *testing.T) {
 		{[]string{"admin", "shards", "assign", "--config", "f.hcl", "--nats", "x"}, "--region is required"},
 		{[]string{"admin", "shards", "assign", "--config", "f.hcl", "--region", "us", "--copies", "-1", "--nats", "x"}, "--copies -1 < 0"},
 		{[]string{"admin", "shards", "show"}, "--nats is required"},
+		{[]string{"admin", "backup", "--to", "/b"}, "--url is required"},
+		{[]string{"admin", "backup", "--url", "http://127.0.0.1:1"}, "--to is required"},
+		{[]string{"admin", "backup", "--url", "ftp://x", "--to", "/b"}, "want http(s)://host:port"},
 	}
 	for _, c := range cases {
 		code, _, stderr := runArgs(t, c.args...)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tally-dev/tally/internal/cliutil"
@@ -111,27 +112,40 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 // and the environment. Flags are parsed twice: once to find --config and
 // report flag errors, then again over the file's values, so only flags the
 // user actually gave override the file. A usage error (bad flag, bad file,
-// invalid values) is a *usageError; -h returns flag.ErrHelp after printing
-// usage to help.
+// invalid values) is a *usageError; a config with problems is one
+// wrapping *configProblems, which lists every problem of the file and of
+// the values at once. -h returns flag.ErrHelp after printing usage to
+// help.
 func loadConfig(args []string, getenv func(string) string, help io.Writer) (tallynode.Config, error) {
+	return loadConfigAs("serve", args, getenv, help)
+}
+
+// loadConfigAs is loadConfig for command cmd (serve, or validate, which
+// checks what serve would run).
+func loadConfigAs(cmd string, args []string, getenv func(string) string, help io.Writer) (tallynode.Config, error) {
 	var file string
 	first := tallynode.DefaultConfig()
-	fs := newFlagSet("serve", func(fs *flag.FlagSet) { bindFlags(fs, &first, &file) })
+	fs := newFlagSet(cmd, func(fs *flag.FlagSet) { bindFlags(fs, &first, &file) })
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(help, fs)
 			return tallynode.Config{}, err
 		}
-		return tallynode.Config{}, usagef("serve: %v (run 'tallyd help serve')", err)
+		return tallynode.Config{}, usagef("%s: %v (run 'tallyd help %s')", cmd, err, cmd)
 	}
 	if fs.NArg() > 0 {
-		return tallynode.Config{}, usagef("serve: unexpected argument %q", fs.Arg(0))
+		return tallynode.Config{}, usagef("%s: unexpected argument %q", cmd, fs.Arg(0))
 	}
 
 	cfg := tallynode.DefaultConfig()
+	var problems []string
 	if file != "" {
-		if err := cliutil.DecodeHCLFile(file, &cfg); err != nil {
+		if err := cliutil.DecodeHCLFile(file, &cfg); errors.Is(err, cliutil.ErrUnparsed) {
+			// Nothing decoded: checking the values would only report
+			// the defaults.
 			return tallynode.Config{}, &usageError{Err: err}
+		} else if err != nil {
+			problems = append(problems, strings.Split(err.Error(), "\n")...)
 		}
 	}
 	if v := getenv(envWriteToken); v != "" {
@@ -146,13 +160,23 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 	if v := getenv(envNATSPass); v != "" {
 		cfg.NATSPassword = v
 	}
-	second := newFlagSet("serve", func(fs *flag.FlagSet) { bindFlags(fs, &cfg, &file) })
+	second := newFlagSet(cmd, func(fs *flag.FlagSet) { bindFlags(fs, &cfg, &file) })
 	if err := second.Parse(args); err != nil {
-		return tallynode.Config{}, usagef("serve: %v", err) // cannot happen: the first parse passed
+		return tallynode.Config{}, usagef("%s: %v", cmd, err) // cannot happen: the first parse passed
 	}
 	cfg.Derive()
 	if err := cfg.Validate(); err != nil {
-		return tallynode.Config{}, usagef("invalid config: %s", oneLine(err))
+		problems = append(problems, strings.Split(err.Error(), "\n")...) // one problem a line
+	}
+	if len(problems) > 0 {
+		return tallynode.Config{}, &usageError{Err: &configProblems{list: problems}}
 	}
 	return cfg, nil
 }
+
+// configProblems is every problem of a configuration: those the HCL
+// library found in the file (unknown attributes and blocks, wrong types),
+// then those node.Config.Validate found in the values.
+type configProblems struct{ list []string }
+
+func (p *configProblems) Error() string { return "invalid config: " + strings.Join(p.list, "; ") }

@@ -172,10 +172,11 @@ func TestConfigErrors(t *testing.T) {
 		{"bad flag value", []string{"--max-body-bytes", "lots"}, "", []string{"max-body-bytes"}},
 		{"stray argument", []string{"extra"}, "", []string{`unexpected argument "extra"`}},
 		{"missing file", []string{"--config", "/nonexistent/tallyd.hcl"}, "", []string{"/nonexistent/tallyd.hcl"}},
-		{"HCL syntax", nil, `region = `, []string{"line 1"}},
-		{"unknown attribute", nil, "region = \"us\"\nport = 1\n", []string{"line 2", `"port"`}},
+		{"HCL syntax", nil, `region = `, []string{"c.hcl:1 (region =): "}},
+		{"unknown attribute", nil, "region = \"us\"\nport = 1\n", []string{"c.hcl:2 (port = 1): ", `"port"`}},
 		{"wrong type", nil, `log_json = "maybe"`, []string{"log_json", "bool"}},
-		{"block", nil, "peer \"eu\" {}\n", []string{"line 1"}},
+		{"block", nil, "peer \"eu\" {}\n", []string{"c.hcl:1 ("}},
+		{"file and values at once", nil, "listen = \"nohost\"\nnope = 1\n", []string{"c.hcl:2 (nope = 1): ", `listen "nohost"`}},
 		{
 			"every problem at once", []string{
 				"--region", "a/b", "--replica", "", "--listen", "nohost", "--durability", "fast",

@@ -17,6 +17,7 @@ import (
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/natsperm"
 	"github.com/tally-dev/tally/internal/process"
+	"github.com/tally-dev/tally/internal/version"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -157,7 +158,7 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 		d.RESP, d.RESPPort = true, lc.RESPPort
 	}
 	d.WriteToken, d.AdminToken = lc.WriteToken, lc.AdminToken
-	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version()
+	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version.Version()
 	d.Sequences = lc.Sequences.List
 	d.Approx = lc.Approx.List
 	d.Limits = lc.Limits

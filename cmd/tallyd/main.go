@@ -20,11 +20,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"syscall"
 
 	"github.com/tally-dev/tally/internal/cliutil"
+	"github.com/tally-dev/tally/internal/version"
 )
 
 func main() {
@@ -69,10 +69,11 @@ func commands() map[string]command {
 		"local":           {"run a full local multi-region deployment in one process", (*cli).local},
 		"bench":           {"measure throughput, latency, replication lag and healing", (*cli).bench},
 		"chaos":           {"run the chaos suite: faults against an exact model, PASS or FAIL", (*cli).chaos},
-		"admin":           {"operator steps: retire a replica's leases, assign shard maps", (*cli).admin},
+		"admin":           {"operator steps: retire a replica's leases, assign shard maps, back up a replica", (*cli).admin},
 		"lease-authority": {"be the only writer of the allocator's bucket, checking every replica's write", (*cli).leaseAuthority},
 		"milestones":      {"follow the milestones as an application, acknowledging each", (*cli).milestones},
 		"events":          {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
+		"validate":        {"check a serve config and report every problem in it", (*cli).validate},
 		"version":         {"print the version", (*cli).version},
 		"help":            {"show help for tallyd or a command", (*cli).help},
 	}
@@ -136,33 +137,8 @@ func (c *cli) version(_ context.Context, args []string) error {
 	if len(args) > 0 {
 		return usagef("version: unexpected argument %q", args[0])
 	}
-	fmt.Fprintf(c.stdout, "tallyd %s %s %s/%s\n", version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(c.stdout, "tallyd %s (revision %s) %s %s/%s\n", version.Version(), version.Revision(), version.GoVersion(), runtime.GOOS, runtime.GOARCH)
 	return nil
-}
-
-// buildVersion may be set at link time:
-// go build -ldflags "-X main.buildVersion=v1.2.3" ./cmd/tallyd
-var buildVersion string
-
-// version is buildVersion, else what the Go toolchain recorded.
-func version() string {
-	if buildVersion != "" {
-		return buildVersion
-	}
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	v := info.Main.Version
-	for _, s := range info.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += "+" + s.Value[:12]
-		}
-	}
-	if v == "" || v == "(devel)" {
-		return "dev"
-	}
-	return v
 }
 
 // usageError is a problem with how tallyd was invoked: exit code 2.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tally-dev/tally/internal/version"
 )
 
 // runArgs runs tallyd in-process and returns the exit code and output.
@@ -73,7 +75,7 @@ func TestRunHelpAndVersion(t *testing.T) {
 		}
 	}
 	code, stdout, _ := runArgs(t, "version")
-	if code != 0 || !strings.HasPrefix(stdout, "tallyd ") {
+	if code != 0 || !strings.HasPrefix(stdout, "tallyd "+version.Version()+" (revision ") {
 		t.Errorf("version: exit %d, stdout %q", code, stdout)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/internal/process"
+	"github.com/tally-dev/tally/internal/version"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -48,7 +49,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		defer d.Close()
 		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", d.Addr())
 	}
-	n, err := tallynode.Start(ctx, cfg, tallynode.Options{Logger: log, Version: version(), Getenv: c.getenv})
+	n, err := tallynode.Start(ctx, cfg, tallynode.Options{Logger: log, Version: version.Version(), Getenv: c.getenv})
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ package cliutil
 // HCL configuration files.
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -81,12 +83,20 @@ func (f *ListFlag[T]) Set(s string) error {
 	return nil
 }
 
+// ErrUnparsed marks a DecodeHCLFile error after which nothing of the file
+// was decoded: it is missing, unreadable, or not HCL. After any other
+// error, v holds every attribute that did decode.
+var ErrUnparsed = errors.New("config file not parsed")
+
 // DecodeHCLFile reads an HCL (or, by its .json extension, HCL JSON) file
 // into v, a pointer to a struct with hcl tags. Attributes the file does
-// not set keep v's values. Errors come on one line (see formatDiags).
+// not set keep v's values. It reports every problem the HCL library finds
+// at once (unknown attributes and blocks, wrong types, syntax), one per
+// line of the error, in file order, each as "path:line (source line):
+// summary: detail".
 func DecodeHCLFile(path string, v any) error {
 	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("config file: %w", err)
+		return unparsed{fmt.Errorf("config file: %w", err)}
 	}
 	p := hclparse.NewParser()
 	var (
@@ -98,25 +108,41 @@ func DecodeHCLFile(path string, v any) error {
 	} else {
 		f, diags = p.ParseHCLFile(path)
 	}
-	if !diags.HasErrors() {
+	parsed := !diags.HasErrors()
+	if parsed {
 		diags = gohcl.DecodeBody(f.Body, nil, v)
 	}
-	if diags.HasErrors() {
-		var src []byte
-		if f != nil {
-			src = f.Bytes
-		}
-		return fmt.Errorf("config file %s: %s", path, formatDiags(diags, src))
+	if !diags.HasErrors() {
+		return nil
 	}
-	return nil
+	var src []byte
+	if f != nil {
+		src = f.Bytes
+	}
+	err := errors.New(formatDiags(path, diags, src))
+	if !parsed {
+		return unparsed{err}
+	}
+	return err
 }
 
-// formatDiags renders every error diagnostic on one line, "; "-separated:
-// "line 3 (colour = 1): Unsupported argument: An argument named ...".
+// unparsed is an error of a file DecodeHCLFile could not decode at all.
+type unparsed struct{ error }
+
+func (u unparsed) Unwrap() []error { return []error{u.error, ErrUnparsed} }
+
+// formatDiags renders every error diagnostic on a line of its own, in
+// file order: "c.hcl:3 (colour = 1): Unsupported argument: An argument
+// named ...".
 //
 // The offending source line is quoted, since some diagnostics (a value of
 // the wrong type) do not name the attribute.
-func formatDiags(diags hcl.Diagnostics, src []byte) string {
+func formatDiags(path string, diags hcl.Diagnostics, src []byte) string {
+	diags = slices.Clone(diags)
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
+		return cmp.Compare(diagLine(a), diagLine(b))
+	})
+	lines := strings.Split(string(src), "\n")
 	var parts []string
 	for _, d := range diags {
 		if d.Severity != hcl.DiagError {
@@ -126,15 +152,22 @@ func formatDiags(diags hcl.Diagnostics, src []byte) string {
 		if d.Detail != "" {
 			s += ": " + d.Detail
 		}
-		if d.Subject != nil {
-			n := d.Subject.Start.Line
-			if lines := strings.Split(string(src), "\n"); n >= 1 && n <= len(lines) {
-				s = fmt.Sprintf("line %d (%s): %s", n, strings.TrimSpace(lines[n-1]), s)
-			} else {
-				s = fmt.Sprintf("line %d: %s", n, s)
-			}
+		if n := diagLine(d); n >= 1 && n <= len(lines) {
+			s = fmt.Sprintf("%s:%d (%s): %s", path, n, strings.TrimSpace(lines[n-1]), s)
+		} else if n >= 1 {
+			s = fmt.Sprintf("%s:%d: %s", path, n, s)
+		} else {
+			s = path + ": " + s
 		}
 		parts = append(parts, s)
 	}
-	return strings.Join(parts, "; ")
+	return strings.Join(parts, "\n")
+}
+
+// diagLine is the line a diagnostic points at, 0 if none.
+func diagLine(d *hcl.Diagnostic) int {
+	if d.Subject == nil {
+		return 0
+	}
+	return d.Subject.Start.Line
 }
