@@ -514,6 +514,19 @@ type ShardHolding struct {
 	// replica did not answer the replica serving the map in time, or
 	// listens on every interface without advertise_url.
 	URL string `json:"url,omitempty"`
+	// Joining and Leaving are a shard move in progress (`tallyd admin
+	// shards move`): the shards the replica is taking (it syncs them and
+	// serves them once the map switches) and those it gave up (it keeps
+	// them until their holders have its entries, then deletes them).
+	Joining []string `json:"joining,omitempty"`
+	Leaving []string `json:"leaving,omitempty"`
+	// Synced (a replica joining shards) says it has pulled them from
+	// every holder since it started joining; Released (a replica leaving
+	// shards) says every replica keeping them compared equal with it
+	// since the switch. Each as the replica itself answered (absent when
+	// it did not answer in time or moves nothing).
+	Synced   *bool `json:"synced,omitempty"`
+	Released *bool `json:"released,omitempty"`
 }
 
 // ReplicaState is one replica of a local deployment, as PUT and GET

@@ -123,7 +123,11 @@ type Map struct {
 	// bucket, package node); 0 for a map computed here. Equal ignores it.
 	Revision uint64
 	replicas []string // sorted
-	held     []Set    // held[i]: the shards replicas[i] holds
+	held     []Set    // held[i]: the shards replicas[i] holds (serves)
+	// A shard move in progress (move.go): joining[i] are the shards
+	// replicas[i] is taking, leaving[i] those it gave up and keeps until
+	// their new holders have its entries. Nil when nothing moves.
+	joining, leaving []Set
 }
 
 // Assign spreads the shards over a region's replicas, copies holders each
@@ -230,6 +234,7 @@ func (m Map) Validate() error {
 	if m.Copies < 1 {
 		errs = append(errs, fmt.Errorf("copies %d < 1", m.Copies))
 	}
+	errs = append(errs, m.validateMoving()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("shard map of %s: %w", m.Region, err)
 	}
@@ -258,7 +263,8 @@ func (m Map) checkIDs() error {
 // replicas of the same region, whatever their revisions.
 func (m Map) Equal(o Map) bool {
 	return m.Region == o.Region && m.Copies == o.Copies &&
-		slices.Equal(m.replicas, o.replicas) && slices.Equal(m.held, o.held)
+		slices.Equal(m.replicas, o.replicas) && slices.Equal(m.held, o.held) &&
+		slices.Equal(m.moving(m.joining), o.moving(o.joining)) && slices.Equal(m.moving(m.leaving), o.moving(o.leaving))
 }
 
 // MarshalJSON writes {"region","shards","copies","revision","replicas":
@@ -272,7 +278,14 @@ func (m Map) MarshalJSON() ([]byte, error) {
 func (m Map) API() api.ShardMap {
 	j := api.ShardMap{Region: m.Region, Shards: Count, Copies: m.Copies, Revision: m.Revision, Replicas: []api.ShardHolding{}}
 	for i, r := range m.replicas {
-		j.Replicas = append(j.Replicas, api.ShardHolding{Replica: r, Shards: m.held[i].Ranges(), Count: m.held[i].Len()})
+		h := api.ShardHolding{Replica: r, Shards: m.held[i].Ranges(), Count: m.held[i].Len()}
+		if m.joining != nil && m.joining[i].Len() > 0 {
+			h.Joining = m.joining[i].Ranges()
+		}
+		if m.leaving != nil && m.leaving[i].Len() > 0 {
+			h.Leaving = m.leaving[i].Ranges()
+		}
+		j.Replicas = append(j.Replicas, h)
 	}
 	return j
 }
@@ -301,13 +314,27 @@ func FromAPI(j api.ShardMap) (Map, error) {
 	}
 	m := Map{Region: j.Region, Copies: j.Copies, Revision: j.Revision}
 	slices.SortFunc(j.Replicas, func(a, b api.ShardHolding) int { return strings.Compare(a.Replica, b.Replica) })
-	for _, h := range j.Replicas {
+	for i, h := range j.Replicas {
 		set, err := ParseRanges(h.Shards)
 		if err != nil {
 			return Map{}, fmt.Errorf("decode shard map: replica %s: %w", h.Replica, err)
 		}
+		joining, err := ParseRanges(h.Joining)
+		if err != nil {
+			return Map{}, fmt.Errorf("decode shard map: replica %s joining: %w", h.Replica, err)
+		}
+		leaving, err := ParseRanges(h.Leaving)
+		if err != nil {
+			return Map{}, fmt.Errorf("decode shard map: replica %s leaving: %w", h.Replica, err)
+		}
 		m.replicas = append(m.replicas, h.Replica)
 		m.held = append(m.held, set)
+		if (joining.Len() > 0 || leaving.Len() > 0) && m.joining == nil {
+			m.joining, m.leaving = make([]Set, len(j.Replicas)), make([]Set, len(j.Replicas))
+		}
+		if m.joining != nil {
+			m.joining[i], m.leaving[i] = joining, leaving
+		}
 	}
 	if err := m.Validate(); err != nil {
 		return Map{}, fmt.Errorf("decode shard map: %w", err)
@@ -319,12 +346,14 @@ func FromAPI(j api.ShardMap) (Map, error) {
 // which shards any replica holds.
 type Maps []Map
 
-// Holds reports whether replica holds shard s. A replica in none of the
-// maps holds every shard: its region is not sharded.
+// Holds reports whether replica keeps shard s: serves it, or is taking it
+// or giving it up in a move (replication keeps, merges and compares
+// those). A replica in none of the maps holds every shard: its region is
+// not sharded.
 func (ms Maps) Holds(replica string, s int) bool {
 	for _, m := range ms {
 		if i, ok := slices.BinarySearch(m.replicas, replica); ok {
-			return m.held[i].Has(s)
+			return m.keeps(i, s)
 		}
 	}
 	return true

@@ -1,0 +1,135 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// A shard move changes which replicas of a region serve some shards
+// while the region serves, in two maps written one after the other (by
+// the operator's tool, `tallyd admin shards move`):
+//
+//  1. Join: every shard a replica gains is in its joining set. It keeps,
+//     merges and compares the shard (its replication subscribes to the
+//     shard and pulls it from the other replicas keeping it) but serves
+//     nothing of it yet.
+//  2. Switch, once every joining replica has pulled its shards since it
+//     began: the new holders serve. A shard a replica gave up goes into
+//     its leaving set: it serves nothing of it any more but keeps it, a
+//     passive copy that goes on merging and comparing, so its own entries
+//     reach every holder (a live replica's entries are taken only from
+//     itself) and nothing it answered from its shards goes stale.
+//
+// A passive copy is kept until the replica is retired (drained, then
+// removed with its data) or the shard comes back to it: deleting a
+// shard's data from a running replica is not built.
+
+// moving returns sets, or none when the map moves nothing.
+func (m Map) moving(sets []Set) []Set {
+	for _, s := range sets {
+		if s.Len() > 0 {
+			return sets
+		}
+	}
+	return nil
+}
+
+// keeps reports whether replicas[i] serves, takes or gives up shard s.
+func (m Map) keeps(i, s int) bool {
+	return m.held[i].Has(s) || m.joining != nil && (m.joining[i].Has(s) || m.leaving[i].Has(s))
+}
+
+func (m Map) set(sets []Set, replica string) Set {
+	if i, ok := slices.BinarySearch(m.replicas, replica); ok && sets != nil {
+		return sets[i]
+	}
+	return Set{}
+}
+
+// Joining returns the shards replica is taking in a move (none if none).
+func (m Map) Joining(replica string) Set { return m.set(m.joining, replica) }
+
+// Leaving returns the shards replica gave up in a move and keeps until
+// their holders have its entries.
+func (m Map) Leaving(replica string) Set { return m.set(m.leaving, replica) }
+
+// Keeps returns every shard replica serves, takes or gives up.
+func (m Map) Keeps(replica string) Set {
+	return m.Held(replica).Or(m.Joining(replica)).Or(m.Leaving(replica))
+}
+
+// Moving reports whether a move is in progress: some replica is joining
+// shards.
+func (m Map) Moving() bool { return m.moving(m.joining) != nil }
+
+// Move is a move from one map to another of the same region and
+// replicas: the two maps it writes, in order (see the top of this file).
+type Move struct {
+	Join, Switch Map
+	// Moved counts the shard copies that gain a holder.
+	Moved int
+}
+
+// PlanMove returns the move from cur, a map at rest, to target, which
+// must hold the same replicas. Copies is the target's.
+func PlanMove(cur, target Map) (Move, error) {
+	if cur.Region != target.Region || !slices.Equal(cur.replicas, target.replicas) {
+		return Move{}, errors.New("shard move: the target map must be of the same region and replicas (adding or removing replicas changes every replica's peers: a restart)")
+	}
+	if cur.Moving() {
+		return Move{}, fmt.Errorf("shard move: region %s's map is already moving (revision %d): finish that move first", cur.Region, cur.Revision)
+	}
+	if err := target.Validate(); err != nil {
+		return Move{}, err
+	}
+	n := len(cur.replicas)
+	mv := Move{}
+	join := Map{Region: cur.Region, Copies: target.Copies, replicas: slices.Clone(cur.replicas), held: slices.Clone(cur.held),
+		joining: make([]Set, n), leaving: make([]Set, n)}
+	sw := Map{Region: cur.Region, Copies: target.Copies, replicas: slices.Clone(cur.replicas), held: slices.Clone(target.held),
+		joining: make([]Set, n), leaving: make([]Set, n)}
+	passive := cur.leaving
+	if passive == nil {
+		passive = make([]Set, n)
+	}
+	for i := range n {
+		for s := range Count {
+			gains := target.held[i].Has(s) && !cur.held[i].Has(s)
+			kept := !target.held[i].Has(s) && (cur.held[i].Has(s) || passive[i].Has(s))
+			if gains {
+				join.joining[i].Add(s)
+				mv.Moved++
+			}
+			if kept {
+				sw.leaving[i].Add(s)
+				if passive[i].Has(s) {
+					join.leaving[i].Add(s)
+				}
+			}
+		}
+	}
+	mv.Join, mv.Switch = join, sw
+	return mv, nil
+}
+
+// validateMoving checks the move sets: a replica does not take or give
+// up a shard it serves, nor take and give up one shard at once.
+func (m Map) validateMoving() []error {
+	if m.joining == nil {
+		return nil
+	}
+	var errs []error
+	for i, r := range m.replicas {
+		if both := m.joining[i].And(m.held[i]); both.Len() > 0 {
+			errs = append(errs, fmt.Errorf("replica %s is joining shards it serves: %v", r, both.Ranges()))
+		}
+		if both := m.leaving[i].And(m.held[i]); both.Len() > 0 {
+			errs = append(errs, fmt.Errorf("replica %s is leaving shards it serves: %v", r, both.Ranges()))
+		}
+		if both := m.leaving[i].And(m.joining[i]); both.Len() > 0 {
+			errs = append(errs, fmt.Errorf("replica %s is joining and leaving shards at once: %v", r, both.Ranges()))
+		}
+	}
+	return errs
+}
