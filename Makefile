@@ -149,5 +149,14 @@ chaos:
 	$(GO) build -tags chaos -o bin/tallyd-chaos ./cmd/tallyd
 	./bin/tallyd-chaos chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --report bin/chaos-report.json
 
+## image-rootfs: the container image's root filesystem, built without
+## Docker into bin/rootfs by the Dockerfile's own steps
+## (scripts/image-rootfs.sh): static tallyd, passwd with the user tally,
+## /etc/tally/tallyd.hcl, the volume's directory.
+.PHONY: image-rootfs
+image-rootfs:
+	rm -rf bin/rootfs
+	bash scripts/image-rootfs.sh bin/rootfs
+
 clean:
 	rm -rf bin
