@@ -74,6 +74,7 @@ func commands() map[string]command {
 		"milestones":      {"follow the milestones as an application, acknowledging each", (*cli).milestones},
 		"events":          {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
 		"version":         {"print the version", (*cli).version},
+		"dashboard":       {"serve the dashboard of replicas that run elsewhere (deploy/compose)", (*cli).dashboard},
 		"healthcheck":     {"GET a replica's /healthz (or --url): exit 0 on 200, for images without curl", (*cli).healthcheck},
 		"help":            {"show help for tallyd or a command", (*cli).help},
 	}
