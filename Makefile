@@ -59,7 +59,7 @@ staticcheck:
 # the check rather than skipping it.
 shellcheck:
 	@command -v shellcheck >/dev/null 2>&1 || { echo "shellcheck not installed: apt-get install shellcheck" >&2; exit 1; }
-	shellcheck .ci/run scripts/*.sh scripts/lib/*.sh
+	shellcheck .ci/run scripts/*.sh scripts/lib/*.sh deploy/*/*.sh
 
 ## bench: Go benchmarks of the hot paths, then HTTP load and replication lag
 ## and healing on in-process deployments (figures go to docs/benchmarks.md).
