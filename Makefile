@@ -14,8 +14,17 @@ build:
 	$(GO) build -o $(BIN) ./cmd/tallyd
 
 ## run: a full local deployment (regions us, eu, ap) on embedded NATS and Pebble.
+## Its ports: RUN_PORT (the first region's HTTP port; the others follow),
+## RUN_NATS_PORT, RUN_RESP_PORT (0: no RESP), RUN_DASHBOARD (host:port, or
+## "" for none); RUN_ARGS adds flags of `tallyd local`, e.g.
+## make run RUN_PORT=9081 RUN_NATS_PORT=5222 RUN_RESP_PORT=7381 RUN_DASHBOARD=127.0.0.1:9080
+RUN_PORT      ?= 8081
+RUN_NATS_PORT ?= 4222
+RUN_RESP_PORT ?= 6381
+RUN_DASHBOARD ?= 127.0.0.1:8080
+RUN_ARGS      ?=
 run: build
-	./$(BIN) local
+	./$(BIN) local --port $(RUN_PORT) --nats-port $(RUN_NATS_PORT) --resp-port $(RUN_RESP_PORT) --dashboard '$(RUN_DASHBOARD)' $(RUN_ARGS)
 
 ## test: formatting, vet, staticcheck and the race-enabled test suite.
 test: lint unit
