@@ -57,8 +57,17 @@ release-check:
 	echo "release ok: $$(ls tallyd-* | tr '\n' ' ')"
 
 ## run: a full local deployment (regions us, eu, ap) on embedded NATS and Pebble.
+## Its ports: RUN_PORT (the first region's HTTP port; the others follow),
+## RUN_NATS_PORT, RUN_RESP_PORT (0: no RESP), RUN_DASHBOARD (host:port, or
+## "" for none); RUN_ARGS adds flags of `tallyd local`, e.g.
+## make run RUN_PORT=9081 RUN_NATS_PORT=5222 RUN_RESP_PORT=7381 RUN_DASHBOARD=127.0.0.1:9080
+RUN_PORT      ?= 8081
+RUN_NATS_PORT ?= 4222
+RUN_RESP_PORT ?= 6381
+RUN_DASHBOARD ?= 127.0.0.1:8080
+RUN_ARGS      ?=
 run: build
-	./$(BIN) local
+	./$(BIN) local --port $(RUN_PORT) --nats-port $(RUN_NATS_PORT) --resp-port $(RUN_RESP_PORT) --dashboard '$(RUN_DASHBOARD)' $(RUN_ARGS)
 
 ## test: formatting, vet, staticcheck and the race-enabled test suite.
 test: lint unit
@@ -103,7 +112,7 @@ staticcheck:
 # command to run, rather than skipping it.
 shellcheck:
 	@bash scripts/need-tool.sh shellcheck shellcheck
-	shellcheck .ci/run scripts/*.sh scripts/lib/*.sh
+	shellcheck .ci/run scripts/*.sh scripts/lib/*.sh deploy/*/*.sh
 
 # promtool checks and unit-tests the Prometheus alert rules. It comes with
 # the Debian package prometheus (.ci/run installs it; installed here when
@@ -202,6 +211,15 @@ chaos:
 	TALLY_CHAOS_CONTROLS=all $(GO) test -race -count=1 -timeout 30m ./internal/chaos/
 	$(GO) build -tags chaos -o bin/tallyd-chaos ./cmd/tallyd
 	./bin/tallyd-chaos chaos --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) --report bin/chaos-report.json
+
+## image-rootfs: the container image's root filesystem, built without
+## Docker into bin/rootfs by the Dockerfile's own steps
+## (scripts/image-rootfs.sh): static tallyd, passwd with the user tally,
+## /etc/tally/tallyd.hcl, the volume's directory.
+.PHONY: image-rootfs
+image-rootfs:
+	rm -rf bin/rootfs
+	bash scripts/image-rootfs.sh bin/rootfs
 
 clean:
 	rm -rf bin dist

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -12,9 +13,9 @@ import (
 	tallynode "github.com/tally-dev/tally/node"
 )
 
-// leaseAuthority runs `tallyd lease-authority`: the only writer of the
-// allocator's bucket, checking every replica's write (alloc.Authority).
-func (c *cli) leaseAuthority(ctx context.Context, args []string) error {
+// parseLeaseAuthority reads `tallyd lease-authority`'s flags and its
+// password from the environment.
+func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writer) (tallynode.AuthorityConfig, string, error) {
 	cfg := tallynode.AuthorityConfig{AllocBucket: alloc.DefaultBucket, AllocReplicas: 1, NATSUser: tallynode.AuthorityUser}
 	logLevel := "info"
 	fs := newFlagSet("lease-authority", func(fs *flag.FlagSet) {
@@ -29,21 +30,31 @@ func (c *cli) leaseAuthority(ctx context.Context, args []string) error {
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printUsage(c.stdout, fs)
-			return err
+			printUsage(help, fs)
+			return cfg, logLevel, err
 		}
-		return usagef("lease-authority: %v (run 'tallyd lease-authority -h')", err)
+		return cfg, logLevel, usagef("lease-authority: %v (run 'tallyd lease-authority -h')", err)
 	}
 	switch {
 	case fs.NArg() > 0:
-		return usagef("lease-authority: unexpected argument %q", fs.Arg(0))
+		return cfg, logLevel, usagef("lease-authority: unexpected argument %q", fs.Arg(0))
 	case cfg.NATS == "":
-		return usagef("lease-authority: --nats is required")
+		return cfg, logLevel, usagef("lease-authority: --nats is required")
 	case cfg.NATSCreds != "":
 		cfg.NATSUser = ""
 	}
 	if cfg.NATSUser != "" {
-		cfg.NATSPassword = c.getenv(envNATSPass)
+		cfg.NATSPassword = getenv(envNATSPass)
+	}
+	return cfg, logLevel, nil
+}
+
+// leaseAuthority runs `tallyd lease-authority`: the only writer of the
+// allocator's bucket, checking every replica's write (alloc.Authority).
+func (c *cli) leaseAuthority(ctx context.Context, args []string) error {
+	cfg, logLevel, err := parseLeaseAuthority(args, c.getenv, c.stdout)
+	if err != nil {
+		return err
 	}
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(logLevel), Output: c.stderr})
 	a, err := tallynode.StartAuthority(cfg)

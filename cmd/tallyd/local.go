@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +49,12 @@ type localConfig struct {
 	Sequences   cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
 	Approx      cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
 	Limits      []tallynode.LimitConfig
+	// PIDFile is where the process writes its PID while it runs (""
+	// none); by default <DataDir>/tallyd.pid, so the deployment can be
+	// stopped by its PID rather than by a name another user's process
+	// also matches.
+	PIDFile    string
+	pidFileSet bool
 }
 
 func defaultLocalConfig() localConfig {
@@ -93,6 +103,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 			}
 			return err
 		})
+		fs.StringVar(&lc.PIDFile, "pid-file", "", "write the process id to this `file` while running (default <data>/tallyd.pid; \"\": none)")
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -105,7 +116,13 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 	if fs.NArg() > 0 {
 		return lc, usagef("local: unexpected argument %q", fs.Arg(0))
 	}
-	fs.Visit(func(f *flag.Flag) { lc.respPortSet = lc.respPortSet || f.Name == "resp-port" })
+	fs.Visit(func(f *flag.Flag) {
+		lc.respPortSet = lc.respPortSet || f.Name == "resp-port"
+		lc.pidFileSet = lc.pidFileSet || f.Name == "pid-file"
+	})
+	if !lc.pidFileSet {
+		lc.PIDFile = filepath.Join(lc.DataDir, "tallyd.pid")
+	}
 	lc.Regions = cliutil.SplitList(regions)
 	var errs []error
 	if len(lc.Regions) == 0 {
@@ -184,6 +201,13 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if err := dcfg.Validate(); err != nil {
 		return usagef("local: %s", oneLine(err))
 	}
+	if lc.PIDFile != "" {
+		remove, err := writePIDFile(lc.PIDFile)
+		if err != nil {
+			return err
+		}
+		defer remove()
+	}
 	fmt.Fprintf(c.stdout, "starting %d regions (embedded NATS super-cluster, JetStream on)...\n", len(lc.Regions))
 	if lc.Replicas > 1 {
 		fmt.Fprintf(c.stdout, "sharded: %d replicas per region, each shard held by %d of them; any replica takes any key\n",
@@ -230,6 +254,9 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if dash != nil {
 		fmt.Fprintf(c.stdout, "dashboard: http://%s\n", dash.Addr())
 	}
+	if lc.PIDFile != "" {
+		fmt.Fprintf(c.stdout, "pid %d (in %s): stop with Ctrl-C or kill $(cat %s)\n", os.Getpid(), lc.PIDFile, lc.PIDFile)
+	}
 	fmt.Fprintln(c.stdout, "press Ctrl-C to stop")
 
 	if err := d.Wait(ctx); err != nil {
@@ -237,4 +264,22 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	}
 	log.Info("shutting down", "reason", context.Cause(ctx))
 	return nil
+}
+
+// writePIDFile writes this process's id to file (creating its directory)
+// and returns what removes it again, unless another process has written
+// its own id there since.
+func writePIDFile(file string) (remove func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
+	if err := os.WriteFile(file, pid, 0o644); err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	return func() {
+		if b, err := os.ReadFile(file); err == nil && bytes.Equal(b, pid) {
+			_ = os.Remove(file)
+		}
+	}, nil
 }

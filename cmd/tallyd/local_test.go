@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,4 +228,47 @@ func localNodeConfigs(t *testing.T, args []string) []tallynode.Config {
 		t.Fatal(err)
 	}
 	return cfgs
+}
+
+// The PID file: <data>/tallyd.pid unless --pid-file says otherwise; it
+// holds this process's id and is removed at the end only if it still
+// does (a second deployment on the same data may have written its own).
+func TestLocalPIDFile(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, filepath.Join("data", "tallyd.pid")},
+		{[]string{"--data", "/srv/tally"}, "/srv/tally/tallyd.pid"},
+		{[]string{"--pid-file", "/run/t.pid"}, "/run/t.pid"},
+		{[]string{"--pid-file", ""}, ""},
+	} {
+		lc, err := parseLocal(c.args, noEnv, io.Discard)
+		if err != nil || lc.PIDFile != c.want {
+			t.Errorf("%q: pid file %q (%v), want %q", c.args, lc.PIDFile, err, c.want)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "sub", "tallyd.pid")
+	remove, err := writePIDFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(file); err != nil || strings.TrimSpace(string(b)) != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("pid file holds %q (%v), want %d", b, err, os.Getpid())
+	}
+	remove()
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("after remove: %v", err)
+	}
+	remove, err = writePIDFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("1\n"), 0o644); err != nil { // another process took it over
+		t.Fatal(err)
+	}
+	remove()
+	if b, err := os.ReadFile(file); err != nil || string(b) != "1\n" {
+		t.Fatalf("remove deleted another process's pid file: %q %v", b, err)
+	}
 }

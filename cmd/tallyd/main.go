@@ -75,6 +75,8 @@ func commands() map[string]command {
 		"events":          {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
 		"validate":        {"check a serve config and report every problem in it", (*cli).validate},
 		"version":         {"print the version", (*cli).version},
+		"dashboard":       {"serve the dashboard of replicas that run elsewhere (deploy/compose)", (*cli).dashboard},
+		"healthcheck":     {"GET a replica's /healthz (or --url): exit 0 on 200, for images without curl", (*cli).healthcheck},
 		"help":            {"show help for tallyd or a command", (*cli).help},
 	}
 }
