@@ -527,6 +527,10 @@ type ShardHolding struct {
 	// it did not answer in time or moves nothing).
 	Synced   *bool `json:"synced,omitempty"`
 	Released *bool `json:"released,omitempty"`
+	// MapRevision is the revision of the region's map the replica serves
+	// by, as it answered (absent when it did not answer, or serves by its
+	// config's map).
+	MapRevision uint64 `json:"map_revision,omitempty"`
 }
 
 // ReplicaState is one replica of a local deployment, as PUT and GET

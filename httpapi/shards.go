@@ -23,6 +23,9 @@ type Shards interface {
 	// URL is the address clients reach this replica's HTTP API at ("" if
 	// none is known), which GET /v1/shards lists.
 	URL() string
+	// MoveState says how far this replica is along a shard move: synced
+	// (joining shards), released (keeping shards it left); nil when not.
+	MoveState() (synced, released *bool)
 	// Holds reports whether this replica holds shard s.
 	Holds(s int) bool
 	// Forward sends r, whose body is body, to a holder of shard s in this
@@ -217,12 +220,13 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 // GET /v1/shards: the region's shard map.
 func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	m := shard.Single(s.cfg.Replica.Region(), s.cfg.Replica.ID())
-	urls := map[string]string{}
+	said := map[string]api.ShardHolding{} // each replica's own word: its address and move state
 	if s.cfg.Shards != nil {
 		m = s.cfg.Shards.Map()
-		urls[s.cfg.Replica.ID()] = s.cfg.Shards.URL()
+		self := api.ShardHolding{URL: s.cfg.Shards.URL(), MapRevision: m.Revision}
+		self.Synced, self.Released = s.cfg.Shards.MoveState()
+		said[s.cfg.Replica.ID()] = self
 		if !gathered(r) {
-			// Each other replica says its own address.
 			for _, g := range s.cfg.Shards.Gather(r, nil) {
 				var theirs api.ShardMap
 				if g.Status != http.StatusOK || json.Unmarshal(g.Body, &theirs) != nil {
@@ -230,7 +234,7 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 				}
 				for _, h := range theirs.Replicas {
 					if h.Replica == g.Replica {
-						urls[g.Replica] = h.URL
+						said[g.Replica] = h
 					}
 				}
 			}
@@ -245,7 +249,8 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	}
 	for i := range out.Replicas {
 		h := &out.Replicas[i]
-		h.State, h.URL = "up", urls[h.Replica]
+		own := said[h.Replica]
+		h.State, h.URL, h.Synced, h.Released, h.MapRevision = "up", own.URL, own.Synced, own.Released, own.MapRevision
 		if stale[h.Replica] {
 			h.State = "stale"
 		}

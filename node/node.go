@@ -199,6 +199,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			undo = append(undo, n.shardMaps.close)
 			own := n.shardMaps.own
 			n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, duration(cfg.RequestTimeout), log)
+			n.shardMaps.serveBy(n.shards.update)
+			n.shards.moveState = n.moveState
 			rcfg.Holds = n.shards.Holds
 			held := own.Held(cfg.Replica)
 			log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies, "map_revision", own.Revision)
@@ -634,4 +636,26 @@ func buildInfo(release string) prometheus.Collector {
 	})
 	g.Set(1)
 	return g
+}
+
+// moveState says how far this replica is along a shard move of its
+// region (shard/move.go): synced, if it is joining shards, and released,
+// if it keeps shards it left; nil when it does neither, or before
+// replication runs.
+func (n *Node) moveState() (synced, released *bool) {
+	if n.rep == nil || n.shardMaps == nil {
+		return nil, nil
+	}
+	m, since := n.shardMaps.ownSince()
+	if joining := m.Joining(n.cfg.Replica); joining.Len() > 0 {
+		s, _ := n.rep.ShardSync(joining, since)
+		synced = &s
+	}
+	if leaving := m.Leaving(n.cfg.Replica); leaving.Len() > 0 {
+		// A write it accepted just before the switch commits within the
+		// request timeout: compare only after that.
+		_, e := n.rep.ShardSync(leaving, since.Add(duration(n.cfg.RequestTimeout)))
+		released = &e
+	}
+	return synced, released
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -184,15 +185,21 @@ const shardWatchRetry = 2 * time.Second
 // shardWatch is a sharded replica's view of every region's shard map
 // (replication.ShardView): each region's map from the shard map bucket
 // when it holds one, from the config otherwise, following the bucket as
-// it changes. Its own region's map is fixed for the process's life: a
-// replica does not move shards while it serves, so a new map of its
-// region is logged and taken at the next start.
+// it changes. A new map of its own region is a move (shard/move.go): the
+// replica follows it at once, its replication keeping the shards it joins
+// and leaves, and its serving (onOwn) the shards it holds.
 type shardWatch struct {
 	region, self string
 	config       shard.Maps // the config's maps
-	own          shard.Map  // this region's map in force
+	own          shard.Map  // this region's map in force; the watch's goroutine only, after start
 	nc           *nats.Conn
 	log          hclog.Logger
+
+	ownMu sync.Mutex
+	// onOwn serves by a new map of this region (the router's update).
+	onOwn func(shard.Map) error
+	// tookAt is when this replica took its region's map in force.
+	tookAt time.Time
 
 	view   atomic.Pointer[shard.Maps]
 	stored map[string]shard.Map // the bucket's maps by region; the watch's goroutine only, after start
@@ -212,7 +219,7 @@ func startShardWatch(cfg Config, nc *nats.Conn, log hclog.Logger) (*shardWatch, 
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	w := &shardWatch{region: cfg.Region, self: cfg.Replica, config: config, own: own, nc: nc,
-		log: log.Named("shardmaps"), stored: map[string]shard.Map{}, ctx: ctx, stop: stop, done: make(chan struct{})}
+		log: log.Named("shardmaps"), stored: map[string]shard.Map{}, ctx: ctx, stop: stop, done: make(chan struct{}), tookAt: time.Now()}
 	kw, err := w.readAtStart()
 	if err != nil {
 		stop()
@@ -412,10 +419,7 @@ func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
 		}
 		if r == w.region {
 			if !m.Equal(w.own) {
-				now, after := w.own.Held(w.self), m.Held(w.self)
-				w.log.Warn("the shard map of this region changed; this replica keeps its current shards until it restarts",
-					"region", r, "revision", m.Revision, "serving_revision", w.own.Revision,
-					"holds_now", now.Len(), "holds_after_restart", after.Len())
+				w.takeOwn(m)
 			}
 			continue
 		}
@@ -428,6 +432,51 @@ func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
 	}
 	w.publish()
 }
+
+// takeOwn follows a new map of this replica's region: replication keeps
+// what it joins and leaves at once (publish), and serving follows what
+// it holds. A map that leaves this replica nothing is refused: it would
+// strand its entries.
+func (w *shardWatch) takeOwn(m shard.Map) {
+	keeps := m.Keeps(w.self)
+	if !keeps.Has(shard.Global) {
+		w.log.Error("the new shard map of this region does not list this replica: keeping the current one (assign the region's map again)",
+			"region", w.region, "revision", m.Revision, "serving_revision", w.own.Revision)
+		return
+	}
+	held, joining, leaving := m.Held(w.self), m.Joining(w.self), m.Leaving(w.self)
+	w.log.Info("the shard map of this region changed: following it",
+		"region", w.region, "revision", m.Revision, "previous_revision", w.own.Revision,
+		"serves", held.Len(), "joining", joining.Len(), "leaving", leaving.Len())
+	w.own = m
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	w.tookAt = time.Now()
+	if w.onOwn != nil {
+		if err := w.onOwn(m); err != nil {
+			w.log.Error("serving by the new shard map", "revision", m.Revision, "error", err)
+		}
+	}
+}
+
+// serveBy sets what follows a new map of this region (after the router
+// exists: the watch starts first).
+func (w *shardWatch) serveBy(fn func(shard.Map) error) {
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	w.onOwn = fn
+}
+
+// ownSince returns the region's map in force and when this replica took
+// it.
+func (w *shardWatch) ownSince() (shard.Map, time.Time) {
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	return w.ownView(), w.tookAt
+}
+
+// ownView is the region's map in the published view.
+func (w *shardWatch) ownView() shard.Map { return (*w.view.Load())[0] }
 
 // sleep waits d, or until close (false).
 func (w *shardWatch) sleep(d time.Duration) bool {

@@ -71,37 +71,58 @@ const maxForwarded = 256
 // region's map, and forwarding over NATS request-reply.
 type shardRouter struct {
 	region, self string
-	own          shard.Map
-	held         shard.Set
-	nc           *nats.Conn
-	timeout      time.Duration
-	log          hclog.Logger
+	// serving is the region's map in force and the shards this replica
+	// serves by it; it changes when a move switches the map (update).
+	serving atomic.Pointer[servingMap]
+	nc      *nats.Conn
+	timeout time.Duration
+	log     hclog.Logger
 
 	// url is this replica's advertised URL (advertised), set once it
 	// listens.
 	url atomic.Pointer[string]
+	// moveState is Node.moveState (httpapi.Shards.MoveState).
+	moveState func() (synced, released *bool)
 
 	api http.Handler // set by serve
 	// resp runs a forwarded RESP command; set by serve, nil without a
 	// RESP listener.
-	resp func(args [][]byte, token string, proto int) []byte
-	subs []*nats.Subscription
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	ctx  context.Context
-	stop context.CancelFunc
+	resp      func(args [][]byte, token string, proto int) []byte
+	subMu     sync.Mutex                 // guards shardSubs and subsDone
+	shardSubs map[int]*nats.Subscription // the queue groups of the shards served
+	subsDone  bool                       // closed: subscribe to nothing more
+	subs      []*nats.Subscription       // the replica's own subject
+	sem       chan struct{}
+	wg        sync.WaitGroup
+	ctx       context.Context
+	stop      context.CancelFunc
 }
 
 func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
 	ctx, stop := context.WithCancel(context.Background())
-	sr := &shardRouter{region: region, self: self, own: own, held: own.Held(self), nc: nc, timeout: timeout,
-		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
+	sr := &shardRouter{region: region, self: self, nc: nc, timeout: timeout,
+		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop, shardSubs: map[int]*nats.Subscription{}}
+	sr.serving.Store(&servingMap{own: own, held: own.Held(self)})
 	sr.url.Store(new(string))
 	return sr
 }
 
-func (sr *shardRouter) Map() shard.Map { return sr.own }
-func (sr *shardRouter) URL() string    { return *sr.url.Load() }
+// servingMap is a region's map and what this replica serves by it.
+type servingMap struct {
+	own  shard.Map
+	held shard.Set
+}
+
+func (sr *shardRouter) Map() shard.Map { return sr.serving.Load().own }
+
+// MoveState implements httpapi.Shards.
+func (sr *shardRouter) MoveState() (synced, released *bool) {
+	if sr.moveState == nil {
+		return nil, nil
+	}
+	return sr.moveState()
+}
+func (sr *shardRouter) URL() string { return *sr.url.Load() }
 
 // advertised is the URL GET /v1/shards gives for this replica: the
 // config's advertise_url, else the bound address when it names a host.
@@ -116,22 +137,50 @@ func advertised(cfg Config, addr net.Addr) *string {
 	}
 	return &u
 }
-func (sr *shardRouter) Holds(s int) bool { return sr.held.Has(s) }
+func (sr *shardRouter) Holds(s int) bool { return sr.serving.Load().held.Has(s) }
+
+// update serves by m, a new map of the region (a move's switch): the
+// writer and the forwarding follow its held shards at once.
+func (sr *shardRouter) update(m shard.Map) error {
+	sr.serving.Store(&servingMap{own: m, held: m.Held(sr.self)})
+	return sr.follow()
+}
+
+// follow subscribes to the queue group of every shard served and leaves
+// those of the others.
+func (sr *shardRouter) follow() error {
+	sr.subMu.Lock()
+	defer sr.subMu.Unlock()
+	if sr.subsDone || sr.api == nil {
+		return nil
+	}
+	held := sr.serving.Load().held
+	for s := range shard.Count {
+		sub, on := sr.shardSubs[s]
+		switch serve := s != shard.Global && held.Has(s); { // no key routes to Global: its names are not ids
+		case serve && !on:
+			sub, err := sr.nc.QueueSubscribe(routeSubject(sr.region, s), "holders", sr.onRequest)
+			if err != nil {
+				return fmt.Errorf("serve forwarded requests of shard %d: %w", s, err)
+			}
+			sr.shardSubs[s] = sub
+		case !serve && on:
+			_ = sub.Unsubscribe()
+			delete(sr.shardSubs, s)
+		}
+	}
+	return nil
+}
 
 // serve answers the requests forwarded for every shard this replica
 // holds with api.
 func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token string, proto int) []byte) error {
+	sr.subMu.Lock()
 	sr.api, sr.resp = api, resp
-	for s := range shard.Count {
-		if s == shard.Global || !sr.held.Has(s) {
-			continue // no key routes to Global: its names are not ids
-		}
-		sub, err := sr.nc.QueueSubscribe(routeSubject(sr.region, s), "holders", sr.onRequest)
-		if err != nil {
-			sr.close()
-			return fmt.Errorf("serve forwarded requests of shard %d: %w", s, err)
-		}
-		sr.subs = append(sr.subs, sub)
+	sr.subMu.Unlock()
+	if err := sr.follow(); err != nil {
+		sr.close()
+		return err
 	}
 	sub, err := sr.nc.Subscribe(replicaSubject(sr.region, sr.self), sr.onRequest)
 	if err != nil {
@@ -148,6 +197,13 @@ func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token st
 
 // close stops taking forwarded requests and waits for those in hand.
 func (sr *shardRouter) close() {
+	sr.subMu.Lock()
+	sr.subsDone = true
+	for _, sub := range sr.shardSubs {
+		_ = sub.Unsubscribe()
+	}
+	clear(sr.shardSubs)
+	sr.subMu.Unlock()
 	for _, sub := range sr.subs {
 		_ = sub.Unsubscribe()
 	}
@@ -248,7 +304,7 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 		out []httpapi.Gathered
 		wg  sync.WaitGroup
 	)
-	for _, replica := range sr.own.Replicas() {
+	for _, replica := range sr.Map().Replicas() {
 		if replica == sr.self {
 			continue
 		}
@@ -341,7 +397,7 @@ func (sr *shardRouter) answerRESP(msg *nats.Msg) {
 // as a RESP array, its reply as RESP.
 type respShards struct{ sr *shardRouter }
 
-func (rs respShards) Holds(s int) bool { return rs.sr.held.Has(s) }
+func (rs respShards) Holds(s int) bool { return rs.sr.Holds(s) }
 
 func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, token string, proto int) ([]byte, error) {
 	msg := nats.NewMsg(routeSubject(rs.sr.region, s))

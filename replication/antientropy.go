@@ -109,6 +109,7 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 		if ctx.Err() != nil {
 			return false
 		}
+		start := r.cfg.Now()
 		differing, left, err := r.syncFrom(ctx, p)
 		more = more || left
 		now := r.cfg.Now()
@@ -128,6 +129,15 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 			}
 			p.differing = differing
 			p.comparedAt = now
+			if !left {
+				p.fullAt = start
+			}
+			if p.allEqual {
+				p.allEqualAt = start
+			}
+			for _, b := range p.equal {
+				p.segEqualAt[b] = start
+			}
 		}
 		r.mu.Unlock()
 	}
@@ -192,7 +202,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	root, heard := p.root, p.lastHeard
 	r.mu.Unlock()
 	if r.recovered.Load() && !heard.IsZero() && r.cfg.Now().Sub(heard) < r.cfg.AntiEntropyInterval && root == r.cfg.Store.Root() {
-		p.prevDiff = nil
+		p.prevDiff, p.allEqual = nil, true
 		r.m.aeRootMatches.Inc()
 		return 0, false, nil
 	}
@@ -210,8 +220,13 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	ours := r.cfg.Store.Digests()
 	var stable, moving []int
 	diff := make(map[int]uint64)
+	p.allEqual, p.equal = false, p.equal[:0]
 	for b := range theirs {
-		if theirs[b] == ours[b] || !r.shares(p.id, b) {
+		if !r.shares(p.id, b) {
+			continue
+		}
+		if theirs[b] == ours[b] {
+			p.equal = append(p.equal, b)
 			continue
 		}
 		diff[b] = theirs[b]

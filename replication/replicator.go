@@ -17,6 +17,7 @@ import (
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/internal/ratelog"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
 )
 
 // Subjects: tally.delta.<region>.<replica> for the fast path and
@@ -116,7 +117,18 @@ type peer struct {
 	differing   int
 	inSyncSince time.Time
 	synced      bool // a full pull from it succeeded since start
-	lastErr     string
+	// fullAt is when the last round with it that compared every segment
+	// and pulled every difference began (shards.go, ShardSync).
+	fullAt time.Time
+	// segEqualAt is when each segment last compared equal with it (a
+	// comparison begun then), allEqualAt when every one did (equal
+	// roots); equal and allEqual are the last comparison's, owned by the
+	// anti-entropy goroutine.
+	segEqualAt [storage.Segments]time.Time
+	allEqualAt time.Time
+	equal      []int
+	allEqual   bool
+	lastErr    string
 	// prevDiff holds, for each segment that differed at the last
 	// comparison, the peer's digest then. Owned by the anti-entropy
 	// goroutine (not guarded by mu).

@@ -1,6 +1,8 @@
 package replication
 
 import (
+	"time"
+
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
@@ -57,4 +59,37 @@ func (r *Replicator) StaleFor(name string) bool {
 // name (every peer does in an unsharded deployment).
 func (r *Replicator) PeerHolds(peer, name string) bool {
 	return r.cfg.Shards == nil || r.cfg.Shards.Holds(peer, shard.Of(name))
+}
+
+// ShardSync says how far this replica's copy of shards ss is along, for a
+// shard move (shard/move.go). synced: every peer keeping any of them has
+// had a round of anti-entropy with it begun at or after since that
+// compared every segment and pulled every difference, so a joining
+// replica has pulled what they held. equal: every segment of ss that a
+// peer keeps has compared equal with that peer at a comparison begun at
+// or after since, so a replica that stopped writing them by since has
+// its entries there (a digest covers every entry, and state only grows).
+func (r *Replicator) ShardSync(ss shard.Set, since time.Time) (synced, equal bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	synced, equal = r.recovered.Load(), r.recovered.Load()
+	for _, p := range r.peers {
+		for s := range shard.Count {
+			if !ss.Has(s) || r.cfg.Shards != nil && !r.cfg.Shards.Holds(p.id, s) {
+				continue
+			}
+			if p.fullAt.IsZero() || p.fullAt.Before(since) {
+				synced = false
+			}
+			if !p.allEqualAt.Before(since) {
+				continue
+			}
+			for seg := s * storage.SegmentsPerShard; seg < (s+1)*storage.SegmentsPerShard; seg++ {
+				if p.segEqualAt[seg].Before(since) {
+					equal = false
+				}
+			}
+		}
+	}
+	return synced, equal
 }

@@ -133,3 +133,48 @@ func (m Map) validateMoving() []error {
 	}
 	return errs
 }
+
+// Unmoved is m with its joining shards dropped: the map it moved from, as
+// PlanMove takes it (its passive copies kept).
+func Unmoved(m Map) Map {
+	out := m
+	out.held = slices.Clone(m.held)
+	if m.joining != nil {
+		out.joining = make([]Set, len(m.joining))
+		out.leaving = slices.Clone(m.leaving)
+	}
+	return out
+}
+
+// Drained is the map of a region whose replicas out serve nothing but
+// Global (they were drained, to be retired): the others hold every keyed
+// shard, copies of them each, as Assign spreads them.
+func Drained(region string, replicas []string, copies int, out ...string) (Map, error) {
+	var rest []string
+	for _, r := range replicas {
+		if !slices.Contains(out, r) {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == 0 {
+		return Map{}, fmt.Errorf("shard map of %s: draining every replica leaves no holder", region)
+	}
+	served, err := Assign(region, rest, copies)
+	if err != nil {
+		return Map{}, err
+	}
+	m := Map{Region: region, Copies: served.Copies, replicas: slices.Clone(replicas)}
+	slices.Sort(m.replicas)
+	if err := m.checkIDs(); err != nil {
+		return Map{}, err
+	}
+	for _, r := range m.replicas {
+		held := served.Held(r)
+		if slices.Contains(out, r) {
+			held = Set{}
+			held.Add(Global)
+		}
+		m.held = append(m.held, held)
+	}
+	return m, m.Validate()
+}

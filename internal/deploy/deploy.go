@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/localnet"
 	"github.com/tally-dev/tally/internal/natsperm"
@@ -364,6 +365,40 @@ func (d *Deployment) assignShards(ctx context.Context) error {
 		d.log.Info("shard map", "region", r.Name, "revision", stored.Revision, "written", wrote)
 	}
 	return nil
+}
+
+// MoveShards moves region's shards to target while the deployment
+// serves (node.MoveShards), as `tallyd admin shards move` does: through
+// the admin user's shard map bucket, reading the move's progress from
+// the region's first replica.
+func (d *Deployment) MoveShards(ctx context.Context, target shard.Map, progress func(string, ...any)) (node.MoveResult, error) {
+	first := d.cfgs[0]
+	nc, err := nats.Connect(d.cluster.ClientURL(first.Region), nats.Name("tallyd local: shard move"),
+		nats.UserInfo(natsperm.AdminUser, d.passwords[natsperm.AdminUser]))
+	if err != nil {
+		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
+	}
+	kv, err := node.OpenShardMaps(ctx, js, first.AllocCluster, first.AllocReplicas)
+	if err != nil {
+		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
+	}
+	var at string
+	for i, c := range d.cfgs {
+		if c.Region == target.Region {
+			at = d.URLs()[i]
+			break
+		}
+	}
+	c, err := client.New(client.Config{BaseURL: at, Token: first.AdminToken})
+	if err != nil {
+		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
+	}
+	return node.MoveShards(ctx, node.MoveConfig{KV: kv, Target: target, Status: c.Shards, Progress: progress})
 }
 
 // started records replica i's node as up, keeps its addresses for a

@@ -1,0 +1,154 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/shard"
+)
+
+// MoveConfig configures MoveShards.
+type MoveConfig struct {
+	// KV is the shard map bucket (OpenShardMaps). Required.
+	KV jetstream.KeyValue
+	// Target is the region's map to move to: the same replicas as the
+	// stored map, other holders. Required.
+	Target shard.Map
+	// Status reads GET /v1/shards at a replica of the region, which
+	// gathers every replica's own word on the move. Required.
+	Status func(ctx context.Context) (api.ShardMap, error)
+	// Poll is how often Status is read. Default 500ms.
+	Poll time.Duration
+	// Progress, if set, hears each step.
+	Progress func(format string, args ...any)
+}
+
+// MoveResult is what a move did.
+type MoveResult struct {
+	// Moved counts the shard copies that gained a holder (0: the stored
+	// map was the target already, nothing written).
+	Moved int
+	// Join and Switch are the two maps written, at their revisions.
+	Join, Switch shard.Map
+	// Synced and Released are how long the joining replicas took to sync
+	// and the leaving ones to compare equal with every holder.
+	Synced, Released time.Duration
+}
+
+// MoveShards moves a region's shards to cfg.Target while the region
+// serves (shard/move.go): it writes the join map by compare-and-swap on
+// the stored revision, waits until every joining replica says it synced
+// under that map, writes the switch map, and waits until every replica
+// keeping shards it left says they compare equal with every holder, after
+// which those replicas' entries are at the holders (a replica that left
+// shards may then be retired). ctx bounds the whole move; a move cut short
+// leaves the map in the join or switch phase, which is safe to serve by,
+// and is finished by running it again (a stored join map is resumed).
+func MoveShards(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
+	if cfg.KV == nil || cfg.Status == nil {
+		return MoveResult{}, errors.New("move shards: a bucket and a status reader are required")
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			cfg.Progress(format, args...)
+		}
+	}
+	region := cfg.Target.Region
+	e, err := cfg.KV.Get(ctx, ShardMapKey(region))
+	if err != nil {
+		return MoveResult{}, fmt.Errorf("move shards of %s: read the stored map (assign one first: tallyd admin shards assign): %w", region, err)
+	}
+	cur, err := decodeShardMap(e)
+	if err != nil {
+		return MoveResult{}, fmt.Errorf("move shards of %s: %w", region, err)
+	}
+	var res MoveResult
+	var mv shard.Move
+	join := cur
+	if !cur.Moving() {
+		mv, err = shard.PlanMove(cur, cfg.Target)
+		if err != nil {
+			return MoveResult{}, err
+		}
+		if mv.Moved == 0 && mv.Switch.Equal(cur) {
+			say("region %s: the stored map (revision %d) is the target already", region, cur.Revision)
+			return MoveResult{Join: cur, Switch: cur}, nil
+		}
+		res.Moved = mv.Moved
+		if join, err = PutShardMap(ctx, cfg.KV, mv.Join, cur.Revision); err != nil {
+			return MoveResult{}, fmt.Errorf("move shards of %s: write the join map: %w", region, err)
+		}
+		say("region %s: join map written (revision %d): %d shard copies to sync", region, join.Revision, mv.Moved)
+	} else {
+		say("region %s: resuming the move of the stored join map (revision %d)", region, cur.Revision)
+	}
+	res.Join = join
+	mv, err = shard.PlanMove(shard.Unmoved(join), cfg.Target)
+	if err != nil {
+		return res, err
+	}
+	if !mv.Join.Equal(join) {
+		return res, fmt.Errorf("move shards of %s: the stored map (revision %d) is another move's join map: finish that move (run it with its target) first", region, join.Revision)
+	}
+	t0 := time.Now()
+	if err := waitMove(ctx, cfg, join.Revision, func(h api.ShardHolding) bool { return len(h.Joining) == 0 || h.Synced != nil && *h.Synced }); err != nil {
+		return res, fmt.Errorf("move shards of %s: waiting for the joining replicas to sync: %w", region, err)
+	}
+	res.Synced = time.Since(t0)
+	say("region %s: every joining replica synced in %s", region, res.Synced.Round(time.Millisecond))
+	if res.Switch, err = PutShardMap(ctx, cfg.KV, mv.Switch, join.Revision); err != nil {
+		return res, fmt.Errorf("move shards of %s: write the switch map: %w", region, err)
+	}
+	say("region %s: switch map written (revision %d): the new holders serve", region, res.Switch.Revision)
+	t0 = time.Now()
+	if err := waitMove(ctx, cfg, res.Switch.Revision, func(h api.ShardHolding) bool { return len(h.Leaving) == 0 || h.Released != nil && *h.Released }); err != nil {
+		return res, fmt.Errorf("move shards of %s: waiting for the replicas that left shards to compare equal with the holders: %w", region, err)
+	}
+	res.Released = time.Since(t0)
+	say("region %s: every replica that left shards compares equal with their holders, after %s", region, res.Released.Round(time.Millisecond))
+	return res, nil
+}
+
+// waitMove polls the region's status until every replica serves by the
+// map at revision and done holds for each.
+func waitMove(ctx context.Context, cfg MoveConfig, revision uint64, done func(api.ShardHolding) bool) error {
+	tick := time.NewTicker(cfg.Poll)
+	defer tick.Stop()
+	last := "no answer yet"
+	for {
+		st, err := cfg.Status(ctx)
+		switch {
+		case err != nil:
+			last = err.Error()
+		default:
+			waiting := ""
+			for _, h := range st.Replicas {
+				if h.MapRevision != revision {
+					waiting = fmt.Sprintf("%s serves by map revision %d, want %d", h.Replica, h.MapRevision, revision)
+					break
+				}
+				if !done(h) {
+					waiting = h.Replica + " is not done"
+					break
+				}
+			}
+			if waiting == "" && len(st.Replicas) > 0 {
+				return nil
+			}
+			last = waiting
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %s)", ctx.Err(), last)
+		case <-tick.C:
+		}
+	}
+}
