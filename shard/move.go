@@ -150,6 +150,11 @@ func Unmoved(m Map) Map {
 // Global (they were drained, to be retired): the others hold every keyed
 // shard, copies of them each, as Assign spreads them.
 func Drained(region string, replicas []string, copies int, out ...string) (Map, error) {
+	for _, r := range out {
+		if !slices.Contains(replicas, r) {
+			return Map{}, fmt.Errorf("shard map of %s: no replica %q to drain", region, r)
+		}
+	}
 	var rest []string
 	for _, r := range replicas {
 		if !slices.Contains(out, r) {

@@ -20,7 +20,7 @@ import (
 // maps in the shard map bucket (node.ShardsBucket).
 func (c *cli) adminShards(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("admin shards: want assign or show (run 'tallyd admin shards -h')")
+		return usagef("admin shards: want assign, show, move, drain or rebalance (run 'tallyd admin shards -h')")
 	}
 	switch args[0] {
 	case "-h", "--help", "-help", "help":
@@ -30,18 +30,25 @@ func (c *cli) adminShards(ctx context.Context, args []string) error {
 		return c.adminShardsAssign(ctx, args[1:])
 	case "show":
 		return c.adminShardsShow(ctx, args[1:])
+	case "move", "drain", "rebalance":
+		return c.adminShardsMove(ctx, args[0], args[1:]) // shardmove.go
 	}
 	return usagef("admin shards: unknown subcommand %q (run 'tallyd admin shards -h')", args[0])
 }
 
-const shardsHelp = `usage: tallyd admin shards <assign|show> [flags]
+const shardsHelp = `usage: tallyd admin shards <assign|show|move|drain|rebalance> [flags]
 
-  assign   store a region's shard map, computed from a replica's config
-  show     print the stored shard maps and their revisions
+  assign     store a region's shard map, computed from a replica's config
+  show       print the stored shard maps and their revisions
+  move       move a region's shards while it serves (--copies, --drain)
+  drain      move every keyed shard off some replicas, to retire them
+  rebalance  move to the map the config computes
 
-Replicas read the maps when they start and follow other regions' maps as
-they change; a replica takes a new map of its own region when it restarts.
-See docs/operations.md, "Shard maps".
+Replicas read the maps when they start and follow them as they change.
+assign stores a map at once: use it for a region's first map, or with
+its replicas stopped; move, drain and rebalance change a serving region's
+map in two steps, syncing the new holders first. See
+docs/operations.md, "Shard maps" and "Moving shards".
 
 run 'tallyd admin shards <subcommand> -h' for its flags
 `
@@ -123,7 +130,7 @@ func (c *cli) adminShardsAssign(ctx context.Context, args []string) error {
 	fmt.Fprintf(c.stdout, "%s: the shard map of %s is at revision %d\n", verb, region, stored.Revision)
 	printMap(c, stored)
 	if wrote {
-		fmt.Fprintf(c.stdout, "replicas of other regions follow it now; those of %s take it when they restart\n", region)
+		fmt.Fprintf(c.stdout, "every replica follows it now (to move a serving region's shards, use tallyd admin shards move)\n")
 	}
 	return nil
 }
@@ -215,7 +222,14 @@ func (c *cli) adminShardsShow(ctx context.Context, args []string) error {
 func printMap(c *cli, m shard.Map) {
 	fmt.Fprintf(c.stdout, "  copies %d, %d shards, %d replicas\n", m.Copies, shard.Count, len(m.Replicas()))
 	for _, r := range m.Replicas() {
-		held := m.Held(r)
-		fmt.Fprintf(c.stdout, "  %-20s %4d shards\n", r, held.Len())
+		held, joining, leaving := m.Held(r), m.Joining(r), m.Leaving(r)
+		fmt.Fprintf(c.stdout, "  %-20s %4d shards", r, held.Len())
+		if n := joining.Len(); n > 0 {
+			fmt.Fprintf(c.stdout, ", joining %d", n)
+		}
+		if n := leaving.Len(); n > 0 {
+			fmt.Fprintf(c.stdout, ", kept after leaving %d", n)
+		}
+		fmt.Fprintln(c.stdout)
 	}
 }

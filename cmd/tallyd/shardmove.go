@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/internal/cliutil"
+	tallynode "github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/shard"
+)
+
+// adminShardsMove runs `tallyd admin shards move|drain|rebalance`: a
+// region's shards move to another map of the same replicas while it
+// serves (node.MoveShards). move takes --copies or --drain; drain is move
+// --drain; rebalance moves to the map the config computes.
+func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) error {
+	var conn cliutil.NATSClient
+	var file, region, at, drain string
+	copies := 0
+	timeout := 10 * time.Minute
+	fs := newFlagSet("admin shards "+verb, func(fs *flag.FlagSet) {
+		conn.Bind(fs, "NATS server `url` of any region (required)", true)
+		fs.StringVar(&file, "config", "", "a replica's config `file`: its shards block lists the region's replicas (required)")
+		fs.StringVar(&region, "region", "", "`region` whose shards move (required)")
+		fs.StringVar(&at, "url", "", "HTTP `address` of a replica of the region, whose GET /v1/shards reports the move (required; the admin token from "+envAdminToken+")")
+		if verb != "rebalance" {
+			fs.IntVar(&copies, "copies", 0, "replicas holding each shard after the move (`n`; default: the config's shards copies)")
+			fs.StringVar(&drain, "drain", "", "comma-separated `replicas` to drain: afterwards they serve no keyed shard (drain: required)")
+		}
+		fs.DurationVar(&timeout, "timeout", timeout, "give up after `duration` (the map is left in a phase safe to serve by; run again to finish)")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, fs)
+			fmt.Fprint(c.stdout, moveHelp)
+			return err
+		}
+		return usagef("admin shards %s: %v (run 'tallyd admin shards %s -h')", verb, err, verb)
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("admin shards %s: unexpected argument %q", verb, fs.Arg(0))
+	case file == "":
+		return usagef("admin shards %s: --config is required: the region's replicas come from its shards block", verb)
+	case region == "":
+		return usagef("admin shards %s: --region is required", verb)
+	case at == "":
+		return usagef("admin shards %s: --url is required: a replica of the region reports the move", verb)
+	case copies < 0:
+		return usagef("admin shards %s: --copies %d < 0", verb, copies)
+	case verb == "drain" && drain == "":
+		return usagef("admin shards drain: --drain is required: the replicas to drain")
+	case timeout <= 0:
+		return usagef("admin shards %s: --timeout must be positive", verb)
+	}
+	cfg := tallynode.DefaultConfig()
+	if err := cliutil.DecodeHCLFile(file, &cfg); err != nil {
+		return &usageError{Err: err}
+	}
+	if cfg.Shards == nil {
+		return usagef("admin shards %s: %s has no shards block", verb, file)
+	}
+	sc := *cfg.Shards
+	if copies > 0 {
+		sc.Copies = copies
+	}
+	target, err := sc.Map(region)
+	if err != nil {
+		return usagef("admin shards %s: %s: %v", verb, file, err)
+	}
+	if drain != "" {
+		out := strings.Split(drain, ",")
+		if target, err = shard.Drained(region, target.Replicas(), target.Copies, out...); err != nil {
+			return usagef("admin shards %s: --drain %s: %v", verb, drain, err)
+		}
+	}
+	cl, err := client.New(client.Config{BaseURL: at, Token: c.getenv(envAdminToken)})
+	if err != nil {
+		return usagef("admin shards %s: %v", verb, err)
+	}
+	if err := conn.Check("admin shards "+verb, c.getenv); err != nil {
+		return err
+	}
+	nc, js, err := conn.Connect("admin shards "+verb, "tallyd admin shards "+verb, nats.Timeout(5*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	kv, err := tallynode.OpenShardMaps(ctx, js, cfg.AllocCluster, cfg.AllocReplicas)
+	if err != nil {
+		return fmt.Errorf("admin shards %s: %w", verb, err)
+	}
+	res, err := tallynode.MoveShards(ctx, tallynode.MoveConfig{KV: kv, Target: target, Status: cl.Shards,
+		Progress: func(format string, args ...any) { fmt.Fprintf(c.stdout, format+"\n", args...) }})
+	if err != nil {
+		return fmt.Errorf("admin shards %s: %w", verb, err)
+	}
+	fmt.Fprintf(c.stdout, "done: the shard map of %s is at revision %d (%d shard copies moved)\n", region, res.Switch.Revision, res.Moved)
+	printMap(c, res.Switch)
+	return nil
+}
+
+const moveHelp = `
+Moves a region's shards while it serves, to the map its config's shards
+block computes (rebalance), with --copies holders each (move), or with
+--drain replicas serving nothing (drain; they keep passive copies until
+retired). Writes the move's join map by compare-and-swap, waits until
+every joining replica has synced, writes the switch map, and waits until
+every replica that left shards compares equal with their holders. Every
+replica of the region must be up. See docs/operations.md, "Moving shards".
+`
