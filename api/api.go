@@ -533,6 +533,17 @@ type ShardHolding struct {
 	MapRevision uint64 `json:"map_revision,omitempty"`
 }
 
+// ShardMove answers PUT /v1/admin/shards/{region} in a local deployment:
+// a move of the region's shards begun (State "moving"), whose progress
+// GET /v1/shards shows (joining, synced, leaving, released); the
+// deployment's log says when it is done.
+type ShardMove struct {
+	Region string `json:"region"`
+	State  string `json:"state"`
+	// Target is the map the region moves to.
+	Target ShardMap `json:"target"`
+}
+
 // ReplicaState is one replica of a local deployment, as PUT and GET
 // /v1/admin/replicas answer it. State is "up", "stopping", "down" or
 // "starting"; a stop or start is asynchronous, so a PUT answers the state

@@ -217,6 +217,19 @@ func (c *Client) SetReplicaUp(ctx context.Context, replica string, up bool) (api
 	return out, c.do(ctx, http.MethodPut, "/v1/admin/replicas/"+esc(replica), nil, body, &out)
 }
 
+// MoveShards begins moving region's shards in a local deployment (an
+// admin route): to copies holders each (0: as now), the drain replicas
+// serving no keyed shard afterwards. It returns once the move has begun;
+// Shards shows its progress.
+func (c *Client) MoveShards(ctx context.Context, region string, copies int, drain []string) (api.ShardMove, error) {
+	body := struct {
+		Copies int      `json:"copies,omitempty"`
+		Drain  []string `json:"drain,omitempty"`
+	}{copies, drain}
+	var out api.ShardMove
+	return out, c.do(ctx, http.MethodPut, "/v1/admin/shards/"+esc(region), nil, body, &out)
+}
+
 // Backup has the replica write a checkpoint of its store into dir, a new
 // directory on the replica's machine, ready to restore (an admin route).
 func (c *Client) Backup(ctx context.Context, dir string) (api.Backup, error) {

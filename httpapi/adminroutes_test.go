@@ -27,6 +27,7 @@ var adminRoutes = []string{
 	"PUT /v1/admin/chaos/clock",
 	"PUT /v1/admin/links/{a}/{b}",
 	"PUT /v1/admin/replicas/{replica}",
+	"PUT /v1/admin/shards/{region}",
 	"PUT /v1/blocks/{user}",
 }
 

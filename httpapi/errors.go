@@ -34,6 +34,7 @@ const (
 	CodeRightsElsewhere     = "rights_elsewhere"       // 409: enough left, but other regions hold the rights; retry soon
 	CodeUnknownReplica      = "unknown_replica"        // 409: a handoff target this replica does not replicate with
 	CodeExists              = "exists"                 // 409: a backup's directory exists already
+	CodeMoving              = "moving"                 // 409: the region's shards move already (tallyd local)
 	CodeBodyTooLarge        = "body_too_large"         // 413: body over MaxBodyBytes
 	CodeMediaType           = "unsupported_media_type" // 415: a write's Content-Type is not JSON
 	CodeShardNotHeld        = "shard_not_held"         // 421: a write of keys on shards this replica does not hold, that it cannot forward (a batch over several shards); send each key to a holder

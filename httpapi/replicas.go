@@ -16,6 +16,52 @@ type ReplicaAdmin interface {
 	SetReplicaUp(replica string, up bool) (api.ReplicaState, error)
 	// ReplicaStates lists every replica.
 	ReplicaStates() []api.ReplicaState
+	// MoveShards begins moving region's shards, to copies holders each
+	// (0: as they are) with the drain replicas serving none, and returns
+	// at once; ErrMoving if the region's shards move already.
+	MoveShards(region string, copies int, drain []string) (api.ShardMove, error)
+}
+
+// ErrMoving is returned by a ReplicaAdmin asked to move the shards of a
+// region whose shards move already.
+var ErrMoving = errors.New("httpapi: the region's shards are moving already")
+
+// shardMoveRequest is PUT /v1/admin/shards/{region}'s body.
+type shardMoveRequest struct {
+	// Copies is how many replicas hold each shard afterwards (0: as now).
+	Copies int `json:"copies,omitempty"`
+	// Drain are replicas that serve no keyed shard afterwards.
+	Drain []string `json:"drain,omitempty"`
+}
+
+// PUT /v1/admin/shards/{region} {"copies": n, "drain": [...]}
+func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Replicas == nil {
+		return newError(http.StatusNotFound, CodeNotFound, "no replica admin: this route moves shards only in a local deployment (tallyd local); elsewhere run tallyd admin shards move")
+	}
+	region, err := pathID(r, "region")
+	if err != nil {
+		return err
+	}
+	var req shardMoveRequest
+	if err := s.decodeRequired(w, r, &req, `{"copies":3}`); err != nil {
+		return err
+	}
+	if req.Copies < 0 {
+		return newError(http.StatusBadRequest, CodeBadRequest, "copies %d < 0", req.Copies)
+	}
+	mv, err := s.cfg.Replicas.MoveShards(region, req.Copies, req.Drain)
+	switch {
+	case errors.Is(err, ErrMoving):
+		return newError(http.StatusConflict, CodeMoving, "%s", err.Error())
+	case errors.Is(err, ErrUnknownReplicaAdmin):
+		return newError(http.StatusNotFound, CodeNotFound, "%s", err.Error())
+	case err != nil:
+		return newError(http.StatusBadRequest, CodeBadRequest, "%s", err.Error())
+	}
+	s.log.Warn("shard move begun by admin", "region", region, "copies", req.Copies, "drain", req.Drain)
+	writeJSON(w, http.StatusOK, mv)
+	return nil
 }
 
 // ErrUnknownReplicaAdmin is returned by a ReplicaAdmin for a replica it

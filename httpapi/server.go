@@ -314,6 +314,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/replicas", s.RequireAdmin(s.Handler(s.getReplicas))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/replicas/{replica"+seg, s.RequireAdmin(s.Handler(s.putReplica))).Methods(http.MethodPut)
+	rt.Handle("/v1/admin/shards/{region"+seg, s.RequireAdmin(s.Handler(s.putShards))).Methods(http.MethodPut)
 	rt.Handle("/v1/admin/links/{a"+seg+"/{b"+seg, s.RequireAdmin(s.Handler(s.putLink))).Methods(http.MethodPut)
 	if s.cfg.ChaosClock != nil {
 		rt.Handle("/v1/admin/chaos/clock", s.RequireAdmin(s.Handler(s.putChaosClock))).Methods(http.MethodPut)

@@ -242,7 +242,8 @@ func (c *cli) local(ctx context.Context, args []string) error {
 		"without credentials a client is an application (%s); the operator: --user %s --password %s\n",
 		natsperm.AppsUser, natsperm.AdminUser, d.NATSPassword(natsperm.AdminUser))
 	if lc.Replicas > 1 {
-		fmt.Fprintf(c.stdout, "shards: curl http://%s/v1/shards\n", nodes[0].Addr())
+		fmt.Fprintf(c.stdout, "shards: curl http://%s/v1/shards   drain one while serving: curl -X PUT -H 'Content-Type: application/json' -d '{\"drain\":[\"%s\"]}' http://%s/v1/admin/shards/%s\n",
+			nodes[0].Addr(), cfgs[1].Replica, nodes[0].Addr(), cfgs[0].Region)
 	}
 	fmt.Fprintf(c.stdout, "links: curl http://%s/v1/admin/links   cut one: curl -X PUT -H 'Content-Type: application/json' -d '{\"up\":false}' http://%s/v1/admin/links/%s/%s\n",
 		nodes[0].Addr(), nodes[0].Addr(), cfgs[0].Region, cfgs[len(cfgs)-1].Region)

@@ -228,6 +228,10 @@ type Deployment struct {
 	ops    sync.WaitGroup // stops and starts under way
 	failed chan string    // a replica whose HTTP server stopped on its own
 	closed bool
+	// moving are the regions whose shards move (startMove); cancels stop
+	// the moves at Close.
+	moving  map[string]bool
+	cancels []context.CancelFunc
 }
 
 // Start starts NATS for every region, waits for it, stores the regions'
@@ -563,13 +567,86 @@ func (a replicaAdmin) SetReplicaUp(id string, up bool) (api.ReplicaState, error)
 	return a.d.SetReplicaUp(id, up)
 }
 func (a replicaAdmin) ReplicaStates() []api.ReplicaState { return a.d.ReplicaStates() }
+func (a replicaAdmin) MoveShards(region string, copies int, drain []string) (api.ShardMove, error) {
+	return a.d.startMove(region, copies, drain)
+}
+
+// startMove begins moving region's shards in the background (MoveShards;
+// Close cancels it): to copies holders each (0: the current map's), the
+// drain replicas serving only Global.
+func (d *Deployment) startMove(region string, copies int, drain []string) (api.ShardMove, error) {
+	first := d.cfgs[0]
+	if first.Shards == nil {
+		return api.ShardMove{}, errors.New("the deployment is not sharded (tallyd local --replicas 2 or more)")
+	}
+	var cur shard.Map
+	for i, c := range d.cfgs {
+		if c.Region == region {
+			d.mu.Lock()
+			n := d.nodes[i]
+			d.mu.Unlock()
+			if n != nil {
+				for _, m := range n.ShardMaps() {
+					if m.Region == region {
+						cur = m
+					}
+				}
+			}
+		}
+	}
+	if cur.Region == "" {
+		return api.ShardMove{}, fmt.Errorf("%w: no running replica of region %q", httpapi.ErrUnknownReplicaAdmin, region)
+	}
+	if copies == 0 {
+		copies = cur.Copies
+	}
+	target, err := shard.Assign(region, cur.Replicas(), copies)
+	if len(drain) > 0 && err == nil {
+		target, err = shard.Drained(region, cur.Replicas(), copies, drain...)
+	}
+	if err != nil {
+		return api.ShardMove{}, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return api.ShardMove{}, errors.New("the deployment is closing")
+	}
+	if d.moving == nil {
+		d.moving = map[string]bool{}
+	}
+	if d.moving[region] {
+		return api.ShardMove{}, fmt.Errorf("%w: region %s", httpapi.ErrMoving, region)
+	}
+	d.moving[region] = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	d.cancels = append(d.cancels, cancel)
+	d.ops.Add(1)
+	go func() {
+		defer d.ops.Done()
+		defer cancel()
+		res, err := d.MoveShards(ctx, target, func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) })
+		if err != nil {
+			d.log.Error("shard move", "region", region, "error", err)
+		} else {
+			d.log.Info("shard move done", "region", region, "revision", res.Switch.Revision, "moved", res.Moved)
+		}
+		d.mu.Lock()
+		delete(d.moving, region)
+		d.mu.Unlock()
+	}()
+	return api.ShardMove{Region: region, State: "moving", Target: target.API()}, nil
+}
 
 // Close stops the replicas in reverse start order (each drains its HTTP
 // requests until ctx ends, then cuts them off), then NATS. Every step runs
 // even if an earlier one failed. Close is for one caller, once.
 func (d *Deployment) Close(ctx context.Context) error {
 	d.mu.Lock()
-	d.closed = true // no more stops or starts
+	d.closed = true // no more stops, starts or moves
+	for _, cancel := range d.cancels {
+		cancel()
+	}
 	d.mu.Unlock()
 	var errs []error
 	for i := len(d.nodes) - 1; i >= 0; i-- {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/testkit"
@@ -91,11 +92,35 @@ func TestShardMovesWhileServing(t *testing.T) {
 			t.Fatalf("after the move to three copies %s serves %d shards", h.Replica, h.Count)
 		}
 	}
-	drained, err := shard.Drained("us", reps, 2, "us-2")
+	// The drain through the local deployment's admin route, as an
+	// operator of `tallyd local` would.
+	admin, err := client.New(client.Config{BaseURL: urls[2]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	move(drained)
+	ctx := context.Background()
+	mv, err := admin.MoveShards(ctx, "us", 2, []string{"us-2"})
+	if err != nil || mv.State != "moving" {
+		t.Fatalf("PUT /v1/admin/shards/us: %+v %v", mv, err)
+	}
+	if _, err := admin.MoveShards(ctx, "us", 2, []string{"us-2"}); client.Code(err) != "moving" {
+		t.Fatalf("a second move while the first runs: %v, want 409 moving", err)
+	}
+	testkit.WaitFor(t, 90*time.Second, func() error {
+		m, err := admin.Shards(ctx)
+		if err != nil {
+			return err
+		}
+		for _, h := range m.Replicas {
+			switch {
+			case len(h.Joining) > 0:
+				return fmt.Errorf("%s still joining %v", h.Replica, h.Joining)
+			case h.Replica == "us-2" && (h.Count != 1 || len(h.Leaving) == 0 || h.Released == nil || !*h.Released):
+				return fmt.Errorf("us-2 serves %d shards, leaving %v, released %v", h.Count, h.Leaving, h.Released)
+			}
+		}
+		return nil
+	})
 	close(stop)
 	wg.Wait()
 
