@@ -94,6 +94,7 @@ const (
 	measureSpace = "space"
 	measureLikes = "likes"
 	measureHeal  = "heal"
+	measureMove  = "move"
 )
 
 // Routes of bench shards --measure likes.
@@ -132,7 +133,7 @@ func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
 		switch c.Measure {
 		case measureLikes:
 			c.Replicas = []int{1, 2, 3}
-		case measureHeal:
+		case measureHeal, measureMove:
 			c.Replicas = []int{3}
 		default:
 			c.Replicas = []int{1, 3, 6}
@@ -140,7 +141,7 @@ func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
 	}
 	if c.Items == 0 {
 		switch c.Measure {
-		case measureLikes:
+		case measureLikes, measureMove:
 			c.Items = 100_000
 		case measureHeal:
 			c.Items = 16
@@ -165,9 +166,9 @@ func (c shardsBenchConfig) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch c.Measure {
-	case measureSpace, measureLikes, measureHeal:
+	case measureSpace, measureLikes, measureHeal, measureMove:
 	default:
-		bad("--measure %q: want space, likes or heal", c.Measure)
+		bad("--measure %q: want space, likes, heal or move", c.Measure)
 	}
 	if err := (localnet.Config{Regions: c.Regions, Dir: "-"}).Validate(); err != nil {
 		bad("--regions: %s", strings.TrimPrefix(oneLine(err), "localnet config: "))
@@ -179,8 +180,11 @@ func (c shardsBenchConfig) Validate() error {
 			bad("--replicas %d: want 1..%d per region", n, maxShardsReplicas)
 		}
 	}
-	if c.Measure == measureHeal && len(c.Replicas) != 1 {
-		bad("--replicas: heal takes one number of replicas per region, not %d", len(c.Replicas))
+	if (c.Measure == measureHeal || c.Measure == measureMove) && len(c.Replicas) != 1 {
+		bad("--replicas: %s takes one number of replicas per region, not %d", c.Measure, len(c.Replicas))
+	}
+	if c.Measure == measureMove && len(c.Replicas) == 1 && c.Copies >= c.Replicas[0] {
+		bad("--copies %d: move takes the first region from --copies to --replicas (%d) copies: want fewer copies", c.Copies, c.Replicas[0])
 	}
 	if c.Copies < 1 || c.Copies > maxShardsReplicas {
 		bad("--copies %d: want 1..%d", c.Copies, maxShardsReplicas)
@@ -235,6 +239,7 @@ var shardsFlagsOf = map[string][]string{
 	measureSpace: {"likes", "items", "windows", "event-log"},
 	measureLikes: {"items", "routes", "concurrency", "duration", "warmup"},
 	measureHeal:  {"items", "cut-for", "cut-writers"},
+	measureMove:  {"items", "concurrency", "duration", "warmup"},
 }
 
 func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) {
@@ -242,7 +247,7 @@ func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) 
 	var regions, replicas string
 	routes := strings.Join(cfg.Routes, ",")
 	fs := newFlagSet("bench shards", func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.Measure, "measure", cfg.Measure, "what to measure: space (bytes per replica), likes (likes/s, direct and forwarded) or heal (time to agree after a cut)")
+		fs.StringVar(&cfg.Measure, "measure", cfg.Measure, "what to measure: space (bytes per replica), likes (likes/s, direct and forwarded), heal (time to agree after a cut) or move (a shard move under load)")
 		fs.StringVar(&regions, "regions", "", "comma-separated region `names` (default us; heal: us,eu,ap, cutting the first)")
 		fs.StringVar(&replicas, "replicas", "", "comma-separated replicas per region, a deployment for each (default 1,3,6; likes: 1,2,3; heal: 3)")
 		fs.IntVar(&cfg.Copies, "copies", cfg.Copies, "replicas of a region holding each shard")
@@ -318,6 +323,8 @@ func (c *cli) benchShards(ctx context.Context, args []string) error {
 		_, err = runShardsLikes(ctx, cfg, c.env, log, c.stdout)
 	case measureHeal:
 		_, err = runShardsHeal(ctx, cfg, c.env, log, c.stdout)
+	case measureMove:
+		_, err = runShardsMove(ctx, cfg, c.env, log, c.stdout) // shards_move.go
 	default:
 		_, err = runShardsSpace(ctx, cfg, c.env, log, c.stdout)
 	}
