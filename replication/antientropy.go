@@ -129,9 +129,17 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 			}
 			p.differing = differing
 			p.comparedAt = now
-			if !left {
+			switch {
+			case !left:
 				p.fullAt = start
+			case p.stablePulled && p.prevStart.After(p.fullAt):
+				// Every difference of the last comparison that the peer
+				// has not written to since is pulled: what differed then
+				// is here, but for segments still being written, whose
+				// changes the fast path brings.
+				p.fullAt = p.prevStart
 			}
+			p.prevStart = start
 			if p.allEqual {
 				p.allEqualAt = start
 			}
@@ -202,7 +210,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	root, heard := p.root, p.lastHeard
 	r.mu.Unlock()
 	if r.recovered.Load() && !heard.IsZero() && r.cfg.Now().Sub(heard) < r.cfg.AntiEntropyInterval && root == r.cfg.Store.Root() {
-		p.prevDiff, p.allEqual = nil, true
+		p.prevDiff, p.allEqual, p.stablePulled = nil, true, true
 		r.m.aeRootMatches.Inc()
 		return 0, false, nil
 	}
@@ -239,8 +247,10 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	p.prevDiff = diff
 	differing = len(diff)
 	pull := append(stable, moving...)
+	p.stablePulled = true
 	if limit := r.cfg.MaxSegmentsPerRound; r.recovered.Load() && len(pull) > limit {
 		pull, left = pull[:limit], true
+		p.stablePulled = len(stable) <= limit
 	}
 	if err := r.pullSegments(ctx, p.id, pull); err != nil {
 		return differing, left, err

@@ -117,9 +117,14 @@ type peer struct {
 	differing   int
 	inSyncSince time.Time
 	synced      bool // a full pull from it succeeded since start
-	// fullAt is when the last round with it that compared every segment
-	// and pulled every difference began (shards.go, ShardSync).
-	fullAt time.Time
+	// fullAt: every difference with it as of then is pulled, but for
+	// segments it was writing (shards.go, ShardSync). prevStart is when
+	// the last comparison began and stablePulled whether its round pulled
+	// every segment that differed at the one before with the peer's side
+	// unchanged; both the anti-entropy goroutine's.
+	fullAt       time.Time
+	prevStart    time.Time
+	stablePulled bool
 	// segEqualAt is when each segment last compared equal with it (a
 	// comparison begun then), allEqualAt when every one did (equal
 	// roots); equal and allEqual are the last comparison's, owned by the

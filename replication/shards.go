@@ -62,10 +62,11 @@ func (r *Replicator) PeerHolds(peer, name string) bool {
 }
 
 // ShardSync says how far this replica's copy of shards ss is along, for a
-// shard move (shard/move.go). synced: every peer keeping any of them has
-// had a round of anti-entropy with it begun at or after since that
-// compared every segment and pulled every difference, so a joining
-// replica has pulled what they held. equal: every segment of ss that a
+// shard move (shard/move.go). synced: with every peer keeping any of
+// them, every difference as of a comparison begun at or after since has
+// been pulled, but for segments the peer was still writing (their
+// changes come by the fast path), so a joining replica has what they
+// held. equal: every segment of ss that a
 // peer keeps has compared equal with that peer at a comparison begun at
 // or after since, so a replica that stopped writing them by since has
 // its entries there (a digest covers every entry, and state only grows).
