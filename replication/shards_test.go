@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,22 +33,8 @@ func TestShardedRegionConvergesOnHoldersOnly(t *testing.T) {
 	}
 	view := shard.Maps{usMap, shard.Single("eu", "eu-1")}
 	ids := append(append([]string(nil), us...), "eu-1")
-	nodes := map[string]*node{}
-	for _, id := range ids {
-		reg := "us"
-		if id == "eu-1" {
-			reg = "eu"
-		}
-		nodes[id] = startNode(t, s.ClientURL(), reg, id, filepath.Join(t.TempDir(), id), ids,
-			func(c *Config) { c.Shards = view })
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.close()
-		}
-	})
+	nodes := startSharded(t, s.ClientURL(), ids, view)
 	for _, n := range nodes {
-		waitAccepting(t, n)
 		n.faults.SetFaults(Faults{Drop: 0.5, Seed: 3})
 	}
 
@@ -121,19 +108,7 @@ func TestShardDeltasReachHoldersOnly(t *testing.T) {
 	}
 	view := &swapView{}
 	view.p.Store(&shard.Maps{two})
-	nodes := map[string]*node{}
-	for _, id := range us {
-		nodes[id] = startNode(t, s.ClientURL(), "us", id, filepath.Join(t.TempDir(), id), us,
-			func(c *Config) { c.Shards = view })
-	}
-	t.Cleanup(func() {
-		for _, n := range nodes {
-			n.close()
-		}
-	})
-	for _, n := range nodes {
-		waitAccepting(t, n)
-	}
+	nodes := startSharded(t, s.ClientURL(), us, view)
 	subscribed := func(id string) []int {
 		r := nodes[id].rep
 		r.subMu.Lock()
@@ -250,4 +225,25 @@ func TestShardDeltasReachHoldersOnly(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startSharded starts replicas ids (region: the id up to its "-"), each
+// seeing view, and waits until each accepts writes.
+func startSharded(t *testing.T, url string, ids []string, view ShardView) map[string]*node {
+	t.Helper()
+	nodes := map[string]*node{}
+	for _, id := range ids {
+		reg, _, _ := strings.Cut(id, "-")
+		nodes[id] = startNode(t, url, reg, id, filepath.Join(t.TempDir(), id), ids,
+			func(c *Config) { c.Shards = view })
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.close()
+		}
+	})
+	for _, n := range nodes {
+		waitAccepting(t, n)
+	}
+	return nodes
 }

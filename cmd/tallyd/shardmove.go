@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/internal/cliutil"
 	tallynode "github.com/tally-dev/tally/node"
@@ -85,20 +83,13 @@ func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) e
 	if err != nil {
 		return usagef("admin shards %s: %v", verb, err)
 	}
-	if err := conn.Check("admin shards "+verb, c.getenv); err != nil {
-		return err
-	}
-	nc, js, err := conn.Connect("admin shards "+verb, "tallyd admin shards "+verb, nats.Timeout(5*time.Second))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	kv, err := tallynode.OpenShardMaps(ctx, js, cfg.AllocCluster, cfg.AllocReplicas)
+	kv, closeNATS, err := c.openShardMaps(ctx, verb, &conn, cfg)
 	if err != nil {
-		return fmt.Errorf("admin shards %s: %w", verb, err)
+		return err
 	}
+	defer closeNATS()
 	res, err := tallynode.MoveShards(ctx, tallynode.MoveConfig{KV: kv, Target: target, Status: cl.Shards,
 		Progress: func(format string, args ...any) { fmt.Fprintf(c.stdout, format+"\n", args...) }})
 	if err != nil {

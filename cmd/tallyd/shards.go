@@ -102,20 +102,13 @@ func (c *cli) adminShardsAssign(ctx context.Context, args []string) error {
 	if err != nil {
 		return usagef("admin shards assign: %s: %v", file, err)
 	}
-	if err := conn.Check("admin shards assign", c.getenv); err != nil {
-		return err
-	}
-	nc, js, err := conn.Connect("admin shards assign", "tallyd admin shards assign", nats.Timeout(5*time.Second))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	kv, err := tallynode.OpenShardMaps(ctx, js, cfg.AllocCluster, cfg.AllocReplicas)
+	kv, closeNATS, err := c.openShardMaps(ctx, "assign", &conn, cfg)
 	if err != nil {
-		return fmt.Errorf("admin shards assign: %w", err)
+		return err
 	}
+	defer closeNATS()
 	stored, wrote, err := tallynode.AssignShardMap(ctx, kv, m)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("admin shards assign: the map of %s was assigned by someone else meanwhile (nothing written): look at it (tallyd admin shards show) and run again", region)
@@ -232,4 +225,23 @@ func printMap(c *cli, m shard.Map) {
 		}
 		fmt.Fprintln(c.stdout)
 	}
+}
+
+// openShardMaps connects as conn says and opens the shard map bucket
+// where cfg places it (creating it if absent), for `admin shards verb`;
+// the func closes the connection.
+func (c *cli) openShardMaps(ctx context.Context, verb string, conn *cliutil.NATSClient, cfg tallynode.Config) (jetstream.KeyValue, func(), error) {
+	if err := conn.Check("admin shards "+verb, c.getenv); err != nil {
+		return nil, nil, err
+	}
+	nc, js, err := conn.Connect("admin shards "+verb, "tallyd admin shards "+verb, nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	kv, err := tallynode.OpenShardMaps(ctx, js, cfg.AllocCluster, cfg.AllocReplicas)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("admin shards %s: %w", verb, err)
+	}
+	return kv, nc.Close, nil
 }
