@@ -20,7 +20,9 @@ func TestParseShardsBench(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--measure", "size"}, `--measure "size": want space, likes or heal`},
+		{[]string{"--measure", "size"}, `--measure "size": want space, likes, heal or move`},
+		{[]string{"--measure", "move", "--replicas", "3", "--copies", "3"}, "--copies 3: move takes the first region from --copies to --replicas (3) copies: want fewer copies"},
+		{[]string{"--measure", "move", "--replicas", "2,3"}, "move takes one number of replicas per region, not 2"},
 		{[]string{"--replicas", "0"}, "--replicas 0: want 1..16 per region"},
 		{[]string{"--replicas", "1,x"}, `--replicas: "x" is not an integer`},
 		{[]string{"--replicas", ","}, "--replicas: want at least one number"},
