@@ -37,7 +37,7 @@ func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rep.LikeOf(ids[0], ids[1])
+	st, err := s.rep.LikeOf(s.hotName(ids[0], ids[1]), ids[1])
 	if err != nil {
 		return err
 	}
@@ -108,6 +108,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, id string,
 
 // GET /v1/likers/{item}
 func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
+	if item, err := pathID(r, "item"); err == nil && s.cfg.Hot.Parts(item) > 0 {
+		return s.getHotLikers(w, r, item, s.cfg.Hot.Parts(item))
+	}
 	return s.list(w, r, "item", s.rep.Likers, func(item string, users []api.ListEntry, next string) any {
 		return api.Likers{Item: item, Users: users, Next: next}
 	})

@@ -33,6 +33,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -87,7 +88,11 @@ type Config struct {
 	// Shards, in a sharded region, routes requests to the holders of
 	// their key's shard and answers GET /v1/shards. Default: nil, this
 	// replica holds every shard.
-	Shards      Shards
+	Shards Shards
+	// Hot are the items split into parts (shard.Hot): a like goes to the
+	// user's part, a read of the item sums them. Every replica of the
+	// deployment must have the same. Default: none.
+	Hot         shard.Hot
 	Replication *replication.Replicator
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin

@@ -267,6 +267,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ChaosClock:  chaosClock, // nil outside a chaos build
 		// false outside a chaos build
 		ChaosAckUnheld: rcfg.Chaos.AckUnheld,
+		Hot:            cfg.HotItems(),
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }

@@ -1,0 +1,263 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/gorilla/mux"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
+)
+
+// Hot items (Config.Hot) are split into parts, each an item of its own
+// (crdt.PartName) on its own shard. A like, unlike or like state of
+// (item, user) goes to the user's part (shard.Hot.Name), always the same,
+// so dedup stays one atomic commit at a holder of that part. A read of
+// the whole item (its count, likers) reads every part, here for the parts
+// whose shard this replica holds and from a holder for each other one
+// (the read's own route with ?part=k, which routeShard sends to the part's
+// shard): one forwarded request per part not held here, all at once.
+
+// partParam is the query parameter naming one part of a split item: GET
+// /v1/likes/{item}?part=k reads part k alone.
+const partParam = "part"
+
+// hotRoute is the name a request of split item (n parts) routes by, or
+// "" to serve it here: the user's part for a request naming a user (in
+// the path, or the body of DELETE /v1/likes/{item}), part k for ?part=k;
+// a read of the whole item is served here, gathering the parts.
+func (s *Server) hotRoute(r *http.Request, item string, n int, body []byte) string {
+	if u, ok := mux.Vars(r)["user"]; ok {
+		if user, err := url.PathUnescape(u); err == nil {
+			return s.hotName(item, user)
+		}
+		return "" // the handler answers 400
+	}
+	if body != nil {
+		var peek struct{ UserID string }
+		if json.Unmarshal(body, &peek) == nil && peek.UserID != "" {
+			return s.hotName(item, peek.UserID)
+		}
+		return "" // a bad body gets its 400 here
+	}
+	if k, ok, err := queryPart(r, n); ok && err == nil {
+		return crdt.PartName(item, k)
+	}
+	return ""
+}
+
+// hotName is the item name user's like of item is stored under: the
+// user's part of a split item, else item.
+func (s *Server) hotName(item, user string) string {
+	return s.cfg.Hot.Name(item, user)
+}
+
+// hotOps sends each like or unlike of a split item in ops to the user's
+// part. A batch forwarded to the part's holders carries the events as
+// they came, and the holder maps them alike.
+func (s *Server) hotOps(ops []region.Op) {
+	if len(s.cfg.Hot) == 0 {
+		return
+	}
+	for i := range ops {
+		if o := &ops[i]; o.Kind == region.OpLike || o.Kind == region.OpUnlike {
+			o.Item = s.hotName(o.Item, o.User)
+		}
+	}
+}
+
+// queryPart parses ?part=k of a split item of n parts; ok false when the
+// query names none.
+func queryPart(r *http.Request, n int) (k int, ok bool, err error) {
+	v, ok := r.URL.Query()[partParam]
+	if !ok {
+		return 0, false, nil
+	}
+	k, err = strconv.Atoi(v[0])
+	if len(v) > 1 || err != nil || k < 0 || k >= n || strconv.Itoa(k) != v[0] {
+		return 0, true, newError(http.StatusBadRequest, CodeBadRequest, "part: want one part number 0..%d", n-1)
+	}
+	return k, true, nil
+}
+
+// partAnswers reads each of split item's n parts: with local (the JSON
+// answer of part k) where this replica holds the part's shard, else from a
+// holder, forwarding r with ?part=k. answers[k] is part k's 200 answer,
+// nil for a part whose holders did not answer (or answered otherwise).
+func (s *Server) partAnswers(r *http.Request, item string, n int, local func(k int) (any, error)) ([][]byte, error) {
+	answers := make([][]byte, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		name := crdt.PartName(item, k)
+		if s.holds(name) {
+			v, err := local(k)
+			if err != nil {
+				return nil, fmt.Errorf("read part %d of %s: %w", k, item, err)
+			}
+			if answers[k], err = json.Marshal(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fr := r.Clone(r.Context())
+		q := fr.URL.Query()
+		q.Set(partParam, strconv.Itoa(k))
+		fr.URL.RawQuery = q.Encode()
+		fr.Body = nil
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := &partRecorder{header: http.Header{}}
+			if err := s.cfg.Shards.Forward(rec, fr, nil, shard.Of(name)); err != nil || rec.code != http.StatusOK {
+				return
+			}
+			answers[k] = rec.body.Bytes()
+		}()
+	}
+	wg.Wait()
+	return answers, nil
+}
+
+// partRecorder keeps a forwarded part read's answer.
+type partRecorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (p *partRecorder) Header() http.Header { return p.header }
+func (p *partRecorder) WriteHeader(code int) {
+	if p.code == 0 {
+		p.code = code
+	}
+}
+func (p *partRecorder) Write(b []byte) (int, error) {
+	if p.code == 0 {
+		p.code = http.StatusOK
+	}
+	return p.body.Write(b)
+}
+
+// partLikes is GET /v1/likes/{item} of part k of a split item of n parts,
+// as read here.
+func (s *Server) partLikes(item string, k, n int) (api.Likes, error) {
+	name := crdt.PartName(item, k)
+	rd, err := s.rep.Likes(name)
+	if err != nil {
+		return api.Likes{}, err
+	}
+	return api.Likes{
+		Item: item, Count: rd.Value, Approx: s.approx(rd, name), StalenessMs: s.staleness(name),
+		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled, Parts: n,
+	}, nil
+}
+
+// getHotLikes is GET /v1/likes/{item} of a split item of n parts: part k
+// alone with ?part=k, else the sum of every part.
+func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	k, one, err := queryPart(r, n)
+	if err != nil {
+		return err
+	}
+	if one {
+		out, err := s.partLikes(item, k, n)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return s.partLikes(item, k, n) })
+	if err != nil {
+		return err
+	}
+	out := api.Likes{Item: item, Parts: n, Replicas: map[string]api.PN{}}
+	for k, b := range answers {
+		var p api.Likes
+		if b == nil || json.Unmarshal(b, &p) != nil {
+			out.MissingParts = append(out.MissingParts, k)
+			continue
+		}
+		out.Count += p.Count
+		out.Approx = out.Approx || p.Approx
+		out.Unreconciled += p.Unreconciled
+		for rep, pn := range p.Replicas {
+			sum := out.Replicas[rep]
+			out.Replicas[rep] = api.PN{P: sum.P + pn.P, N: sum.N + pn.N}
+		}
+		for rep, ms := range p.StalenessMs {
+			if out.StalenessMs == nil {
+				out.StalenessMs = map[string]int64{}
+			}
+			if old, ok := out.StalenessMs[rep]; !ok || old >= 0 && (ms < 0 || ms > old) {
+				out.StalenessMs[rep] = ms // the oldest view of each peer
+			}
+		}
+	}
+	if len(out.MissingParts) > 0 {
+		out.Partial, out.Approx = true, true
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getHotLikers is GET /v1/likers/{item} of a split item of n parts: each
+// user likes in one part, so a page is the first limit users of the
+// parts' pages merged. A part that does not answer makes it 503: a list
+// page cannot say what it leaves out.
+func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	limit, after, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	page := func(k int) (api.Likers, error) {
+		l, more, err := s.rep.Likers(crdt.PartName(item, k), after, limit)
+		if err != nil {
+			return api.Likers{}, err
+		}
+		return api.Likers{Item: item, Users: listEntries(l), Next: nextCursor(l, more)}, nil
+	}
+	if k, one, err := queryPart(r, n); err != nil {
+		return err
+	} else if one {
+		out, err := page(k)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return page(k) })
+	if err != nil {
+		return err
+	}
+	out := api.Likers{Item: item, Users: []api.ListEntry{}}
+	more := false
+	for k, b := range answers {
+		var p api.Likers
+		if b == nil || json.Unmarshal(b, &p) != nil {
+			return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
+				"no holder of part %d of %s answered in time", k, item)
+		}
+		out.Users = append(out.Users, p.Users...)
+		more = more || p.Next != ""
+	}
+	sort.Slice(out.Users, func(i, j int) bool { return out.Users[i].ID < out.Users[j].ID })
+	if len(out.Users) > limit {
+		out.Users, more = out.Users[:limit], true
+	}
+	if more && len(out.Users) > 0 {
+		out.Next = out.Users[len(out.Users)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
