@@ -38,14 +38,14 @@ const partParam = "part"
 func (s *Server) hotRoute(r *http.Request, item string, n int, body []byte) string {
 	if u, ok := mux.Vars(r)["user"]; ok {
 		if user, err := url.PathUnescape(u); err == nil {
-			return s.hotName(item, user)
+			return s.actionName(item, user, r.Method == http.MethodDelete)
 		}
 		return "" // the handler answers 400
 	}
 	if body != nil {
 		var peek struct{ UserID string }
 		if json.Unmarshal(body, &peek) == nil && peek.UserID != "" {
-			return s.hotName(item, peek.UserID)
+			return s.actionName(item, peek.UserID, r.Method == http.MethodDelete)
 		}
 		return "" // a bad body gets its 400 here
 	}
@@ -70,9 +70,20 @@ func (s *Server) hotOps(ops []region.Op) {
 	}
 	for i := range ops {
 		if o := &ops[i]; o.Kind == region.OpLike || o.Kind == region.OpUnlike {
-			o.Item = s.hotName(o.Item, o.User)
+			o.Item = s.actionName(o.Item, o.User, o.Kind == region.OpUnlike)
 		}
 	}
+}
+
+// actionName is hotName for a like (unlike false) or unlike: the same
+// part, but for the chaos build's bug split-user-two-parts.
+func (s *Server) actionName(item, user string, unlike bool) string {
+	if unlike && s.chaosSplitTwoParts() {
+		if n := s.cfg.Hot.Parts(item); n > 0 {
+			return crdt.PartName(item, (shard.PartOf(user, n)+1)%n)
+		}
+	}
+	return s.hotName(item, user)
 }
 
 // queryPart parses ?part=k of a split item of n parts; ok false when the

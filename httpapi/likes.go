@@ -148,7 +148,7 @@ func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user strin
 	if liked {
 		kind = region.OpLike
 	}
-	name := s.hotName(item, user) // a split item's: the user's part
+	name := s.actionName(item, user, !liked) // a split item's: the user's part
 	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: name, User: user, At: at})
 	if err != nil {
 		return err

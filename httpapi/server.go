@@ -106,6 +106,11 @@ type Config struct {
 	// holder (the bug ack-unheld-writes, with region.Chaos.AckUnheld).
 	// Ignored in any other build.
 	ChaosAckUnheld bool
+	// ChaosSplitTwoParts: in a chaos build, an unlike of a split item (Hot)
+	// goes to the part after the user's, not to the user's part where
+	// the like is (the bug split-user-two-parts, region.BugSplitTwoParts),
+	// so the unlike undoes nothing. Ignored in any other build.
+	ChaosSplitTwoParts bool
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.

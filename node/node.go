@@ -266,8 +266,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Replicas:    opts.Replicas,
 		ChaosClock:  chaosClock, // nil outside a chaos build
 		// false outside a chaos build
-		ChaosAckUnheld: rcfg.Chaos.AckUnheld,
-		Hot:            cfg.HotItems(),
+		ChaosAckUnheld:     rcfg.Chaos.AckUnheld,
+		ChaosSplitTwoParts: rcfg.Chaos.SplitTwoParts,
+		Hot:                cfg.HotItems(),
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }
