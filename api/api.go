@@ -604,6 +604,11 @@ type Window struct {
 	// says whether the value can move.
 	Mode  string       `json:"mode,omitempty"`
 	Error *ApproxError `json:"error,omitempty"`
+	// Parts, Partial and MissingParts as for Likes, for an item split
+	// into parts: the window sums them.
+	Parts        int   `json:"parts,omitempty"`
+	Partial      bool  `json:"partial,omitempty"`
+	MissingParts []int `json:"missing_parts,omitempty"`
 }
 
 // Series answers GET /v1/series and the per-key series routes: points of
@@ -617,6 +622,11 @@ type Series struct {
 	Approx bool          `json:"approx"`
 	Final  bool          `json:"final"`
 	Series []SeriesOfKey `json:"series"`
+	// Parts, Partial and MissingParts as for Likes, for an item split
+	// into parts: its values sum them.
+	Parts        int   `json:"parts,omitempty"`
+	Partial      bool  `json:"partial,omitempty"`
+	MissingParts []int `json:"missing_parts,omitempty"`
 }
 
 // SeriesOfKey is one key's points.

@@ -16,6 +16,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
+	"github.com/tally-dev/tally/storage"
 )
 
 // Hot items (Config.Hot) are split into parts, each an item of its own
@@ -268,6 +269,129 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 	}
 	if more && len(out.Users) > 0 {
 		out.Next = out.Users[len(out.Users)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// localPart runs one part's read here (serve, as a handler would) and
+// returns its JSON answer.
+func localPart(serve func(w http.ResponseWriter) error) (json.RawMessage, error) {
+	rec := &partRecorder{header: http.Header{}}
+	if err := serve(rec); err != nil {
+		return nil, err
+	}
+	return rec.body.Bytes(), nil
+}
+
+// getHotWindow is GET /v1/likes/{item}/window of a split item of n parts:
+// part k alone with ?part=k, else the parts' windows summed.
+func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	read := func(w http.ResponseWriter, k int) error {
+		return s.window(w, r, storage.Likes, crdt.PartName(item, k))
+	}
+	if k, one, err := queryPart(r, n); err != nil {
+		return err
+	} else if one {
+		return read(w, k)
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
+		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
+	})
+	if err != nil {
+		return err
+	}
+	var out api.Window
+	first := true
+	for k, b := range answers {
+		var p api.Window
+		if b == nil || json.Unmarshal(b, &p) != nil {
+			out.MissingParts = append(out.MissingParts, k)
+			continue
+		}
+		if first {
+			out, first = p, false
+			out.Replicas, out.Regions = map[string]api.PN{}, map[string]int64{}
+			out.Value, out.Unreconciled = 0, 0
+		}
+		out.Value += p.Value
+		out.Unreconciled += p.Unreconciled
+		out.Approx, out.Final = out.Approx || p.Approx, out.Final && p.Final
+		for rep, pn := range p.Replicas {
+			sum := out.Replicas[rep]
+			out.Replicas[rep] = api.PN{P: sum.P + pn.P, N: sum.N + pn.N}
+		}
+		for g, v := range p.Regions {
+			out.Regions[g] += v
+		}
+	}
+	if first {
+		return newError(http.StatusServiceUnavailable, CodeShardUnavailable, "no holder of any part of %s answered in time", item)
+	}
+	out.Key, out.Parts = item, n
+	if len(out.MissingParts) > 0 {
+		out.Partial, out.Approx, out.Final = true, true, false
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getHotSeries is GET /v1/likes/{item}/series of a split item of n
+// parts: part k alone with ?part=k, else the parts' series summed point
+// by point.
+func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	read := func(w http.ResponseWriter, k int) error {
+		return s.series(w, r, storage.Likes, []string{crdt.PartName(item, k)})
+	}
+	if k, one, err := queryPart(r, n); err != nil {
+		return err
+	} else if one {
+		return read(w, k)
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
+		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
+	})
+	if err != nil {
+		return err
+	}
+	var out api.Series
+	var sum *api.SeriesOfKey
+	for k, b := range answers {
+		var p api.Series
+		if b == nil || json.Unmarshal(b, &p) != nil || len(p.Series) != 1 || sum != nil && len(p.Times) != len(out.Times) {
+			out.MissingParts = append(out.MissingParts, k)
+			continue
+		}
+		if sum == nil {
+			out = p
+			sum = &out.Series[0]
+			sum.Key = item
+			continue
+		}
+		out.Approx, out.Final = out.Approx || p.Approx, out.Final && p.Final
+		for i, v := range p.Series[0].Values {
+			sum.Values[i] += v
+		}
+		for g, vs := range p.Series[0].Regions {
+			if sum.Regions == nil {
+				sum.Regions = map[string][]int64{}
+			}
+			if sum.Regions[g] == nil {
+				sum.Regions[g] = make([]int64, len(vs))
+			}
+			for i, v := range vs {
+				if i < len(sum.Regions[g]) {
+					sum.Regions[g][i] += v
+				}
+			}
+		}
+	}
+	if sum == nil {
+		return newError(http.StatusServiceUnavailable, CodeShardUnavailable, "no holder of any part of %s answered in time", item)
+	}
+	out.Parts = n
+	if len(out.MissingParts) > 0 {
+		out.Partial, out.Approx, out.Final = true, true, false
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

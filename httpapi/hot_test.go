@@ -115,4 +115,30 @@ func TestHotItemParts(t *testing.T) {
 	if !strings.Contains(e.do("PUT", "/v1/likes/viral:2/u1", "").raw, `"part":`) {
 		t.Fatal("a like of a split item does not say its part")
 	}
+	// Windows, series and trending sum the parts, and name the item.
+	if r := e.do("GET", "/v1/likes/viral:1/window?last=1h", ""); r.status != 200 || hotNum(t, r.body["value"]) != 25 || r.body["key"] != "viral:1" || hotNum(t, r.body["parts"]) != 3 {
+		t.Fatalf("window: %d %s", r.status, r.raw)
+	}
+	if r := e.do("GET", "/v1/likes/viral:1/window?last=1h&part=1", ""); r.status != 200 || r.body["key"] != "viral:1|1" {
+		t.Fatalf("window of part 1: %d %s", r.status, r.raw)
+	}
+	r = e.do("GET", "/v1/likes/viral:1/series?last=1h&step=1h", "")
+	if r.status != 200 || hotNum(t, r.body["parts"]) != 3 {
+		t.Fatalf("series: %d %s", r.status, r.raw)
+	}
+	total := 0
+	for _, v := range r.body["series"].([]any)[0].(map[string]any)["values"].([]any) {
+		total += hotNum(t, v)
+	}
+	if total != 25 {
+		t.Fatalf("series sums to %d, want 25: %s", total, r.raw)
+	}
+	for _, window := range []string{"10m", "all"} {
+		r = e.do("GET", "/v1/trending?n=3&window="+window, "")
+		items := r.body["items"].([]any)
+		if r.status != 200 || len(items) != 3 || items[0].(map[string]any)["item"] != "viral:1" || hotNum(t, items[0].(map[string]any)["count"]) != 25 ||
+			items[1].(map[string]any)["item"] != "calm" || items[2].(map[string]any)["item"] != "viral:2" {
+			t.Fatalf("trending %s: %d %s", window, r.status, r.raw)
+		}
+	}
 }

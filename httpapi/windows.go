@@ -264,6 +264,9 @@ func (s *Server) getKeyWindow(kind storage.Kind, name string) handlerFunc {
 		if err != nil {
 			return err
 		}
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+			return s.getHotWindow(w, r, key, n) // hot.go
+		}
 		return s.window(w, r, kind, key)
 	}
 }
@@ -348,6 +351,9 @@ func (s *Server) getKeySeries(kind storage.Kind, name string) handlerFunc {
 		key, err := pathID(r, name)
 		if err != nil {
 			return err
+		}
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+			return s.getHotSeries(w, r, key, n) // hot.go
 		}
 		return s.series(w, r, kind, []string{key})
 	}
@@ -569,6 +575,8 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Items = topItems(out.Items, n)
 		out.Partial, out.MissingShards = missing > 0, missing
+	} else if !gathered(r) {
+		out.Items = topItems(out.Items, n) // the parts of a split item as the item
 	}
 	moving := s.cfg.Replication != nil && s.cfg.Replication.Stale()
 	out.Approx, out.Final = moving || anyApprox || out.Partial, !tr.AllTime && tr.Closed && !moving && !out.Partial
@@ -578,12 +586,21 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 
 // topItems is the n items of the largest counts, each once (two holders
 // of a key answer it alike; the larger is the later view), by count
-// then item.
+// then item. The parts of a split item (crdt.PartName) are summed into
+// the item: trending names items, never parts.
 func topItems(items []api.TrendingItem, n int) []api.TrendingItem {
 	best := map[string]api.TrendingItem{}
 	for _, it := range items {
 		if b, ok := best[it.Item]; !ok || it.Count > b.Count {
 			best[it.Item] = it
+		}
+	}
+	for name, it := range best {
+		if item := crdt.ItemOf(name); item != name {
+			delete(best, name)
+			sum := best[item] // a split item's own vector holds nothing
+			sum.Item, sum.Count, sum.Approx = item, sum.Count+it.Count, sum.Approx || it.Approx
+			best[item] = sum
 		}
 	}
 	out := make([]api.TrendingItem, 0, len(best))

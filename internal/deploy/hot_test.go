@@ -140,6 +140,20 @@ func TestHotItemSplitOverShards(t *testing.T) {
 			if sum != float64(len(users)) {
 				return fmt.Errorf("%s: the parts of %s sum to %v, want %d", cfgs[i].Replica, item, sum, len(users))
 			}
+			_, win, err := testkit.DoJSON("GET", u+"/v1/likes/"+item+"/window?last=1h", "")
+			if err != nil {
+				return err
+			}
+			if win["value"] != float64(len(users)) || win["partial"] != nil {
+				return fmt.Errorf("%s: window of %s = %v, want %d", cfgs[i].Replica, item, win, len(users))
+			}
+			_, tr, err := testkit.DoJSON("GET", u+"/v1/trending?window=all&n=3", "")
+			if err != nil {
+				return err
+			}
+			if top, _ := tr["items"].([]any); len(top) != 1 || top[0].(map[string]any)["item"] != item || top[0].(map[string]any)["count"] != float64(len(users)) {
+				return fmt.Errorf("%s: trending %v, want %s alone at %d", cfgs[i].Replica, tr["items"], item, len(users))
+			}
 			_, l, err := testkit.DoJSON("GET", u+"/v1/likers/"+item+"?limit=1000", "")
 			if err != nil {
 				return err
