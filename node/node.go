@@ -371,6 +371,7 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		MaxConnections:  cfg.RESPMaxConnections,
 		Version:         opts.Version,
 		Shards:          n.respShards(),
+		Hot:             cfg.HotItems(),
 	}
 	if n.rep != nil {
 		rcfg.Convergence = n.rep.Convergence
