@@ -476,6 +476,24 @@ type HotConfig struct {
 	Splits int `hcl:"splits"`
 }
 
+// ParseHot parses the flag form of a hot block, "PREFIX=SPLITS", e.g.
+// "viral:=3".
+func ParseHot(s string) (HotConfig, error) {
+	i := strings.LastIndex(s, "=")
+	if i < 0 {
+		return HotConfig{}, fmt.Errorf("hot %q: want PREFIX=SPLITS, e.g. viral:=3", s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return HotConfig{}, fmt.Errorf("hot %q: splits %q is not a whole number such as 3", s, s[i+1:])
+	}
+	hc := HotConfig{Prefix: s[:i], Splits: n}
+	return hc, shard.Hot{{Prefix: hc.Prefix, Parts: hc.Splits}}.Validate()
+}
+
+// String is the block in ParseHot's form.
+func (hc HotConfig) String() string { return hc.Prefix + "=" + strconv.Itoa(hc.Splits) }
+
 // maxHotRules bounds the hot blocks: routing checks each like's item
 // against them.
 const maxHotRules = 64
