@@ -188,9 +188,21 @@ func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
-	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return s.partLikes(item, k, n) })
+	out, err := s.hotLikes(r, item, n)
 	if err != nil {
 		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// hotLikes reads split item's count: every part's, summed; r is a read
+// of the item (GET /v1/likes/{item}), forwarded to each part's holders
+// with ?part=k.
+func (s *Server) hotLikes(r *http.Request, item string, n int) (api.Likes, error) {
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return s.partLikes(item, k, n) })
+	if err != nil {
+		return api.Likes{}, err
 	}
 	out := api.Likes{Item: item, Parts: n, Replicas: map[string]api.PN{}}
 	for k, b := range answers {
@@ -218,8 +230,59 @@ func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string
 	if len(out.MissingParts) > 0 {
 		out.Partial, out.Approx = true, true
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out, nil
+}
+
+// hotFeed is a feed's entry of a split item.
+type hotFeed struct {
+	api.FeedItem
+	approx, partial bool
+}
+
+// hotFeedItem is the feed's entry of split item for user: the item's
+// count, summed over its parts as GET /v1/likes/{item} reads it, and the
+// user's like state from the user's part (a forwarded GET
+// /v1/likes/{item}/{user} when this replica does not hold it).
+func (s *Server) hotFeedItem(r *http.Request, item, user string, n int) (hotFeed, error) {
+	read := func(path string) (*http.Request, error) {
+		q, err := http.NewRequestWithContext(r.Context(), http.MethodGet, path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("feed of %s: %w", item, err)
+		}
+		q.Header, q.RemoteAddr = r.Header.Clone(), r.RemoteAddr
+		q.Header.Del("Content-Type")
+		q.Header.Del("Content-Length")
+		return q, nil
+	}
+	q, err := read("/v1/likes/" + url.PathEscape(item))
+	if err != nil {
+		return hotFeed{}, err
+	}
+	likes, err := s.hotLikes(q, item, n)
+	if err != nil {
+		return hotFeed{}, err
+	}
+	out := hotFeed{FeedItem: api.FeedItem{Item: item, Count: likes.Count}, approx: likes.Approx, partial: likes.Partial}
+	name := s.hotName(item, user)
+	if s.holds(name) {
+		st, err := s.rep.LikeOf(name, user)
+		if err != nil {
+			return hotFeed{}, err
+		}
+		out.Liked = st.Liked
+		return out, nil
+	}
+	if q, err = read("/v1/likes/" + url.PathEscape(item) + "/" + url.PathEscape(user)); err != nil {
+		return hotFeed{}, err
+	}
+	rec := &partRecorder{header: http.Header{}}
+	var liked api.Liked
+	if err := s.cfg.Shards.Forward(rec, q, nil, shard.Of(name)); err != nil || rec.code != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &liked) != nil {
+		out.approx, out.partial = true, true // not liked, as a feed's missing shard answers
+		return out, nil
+	}
+	out.Liked = liked.Liked
+	return out, nil
 }
 
 // getHotLikers is GET /v1/likers/{item} of a split item of n parts: each

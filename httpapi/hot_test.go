@@ -115,6 +115,14 @@ func TestHotItemParts(t *testing.T) {
 	if !strings.Contains(e.do("PUT", "/v1/likes/viral:2/u1", "").raw, `"part":`) {
 		t.Fatal("a like of a split item does not say its part")
 	}
+	// A user's likes and a feed name the item, never a part.
+	if r := e.do("GET", "/v1/users/u5/likes", ""); r.status != 200 || !strings.Contains(r.raw, `"id":"viral:1"`) || strings.Contains(r.raw, "|") {
+		t.Fatalf("u5's likes: %d %s", r.status, r.raw)
+	}
+	if r := e.do("GET", "/v1/feed?user=u5&items=viral:1,calm", ""); r.status != 200 ||
+		!strings.Contains(r.raw, `{"item":"viral:1","count":25,"liked":true}`) || !strings.Contains(r.raw, `{"item":"calm","count":1,"liked":false}`) {
+		t.Fatalf("feed: %d %s", r.status, r.raw)
+	}
 	// Windows, series and trending sum the parts, and name the item.
 	if r := e.do("GET", "/v1/likes/viral:1/window?last=1h", ""); r.status != 200 || hotNum(t, r.body["value"]) != 25 || r.body["key"] != "viral:1" || hotNum(t, r.body["parts"]) != 3 {
 		t.Fatalf("window: %d %s", r.status, r.raw)

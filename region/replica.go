@@ -744,7 +744,7 @@ func (r *Replica) checkList(id, after string, limit int) error {
 	if !r.cfg.LikeLists {
 		return ErrNoLists
 	}
-	if !crdt.ValidID(id) || after != "" && !crdt.ValidID(after) {
+	if !crdt.ValidID(id) || after != "" && !crdt.ValidItemName(after) {
 		return fmt.Errorf("%w: bad id", ErrInvalid)
 	}
 	if limit < 1 || limit > MaxListLimit {

@@ -165,6 +165,20 @@ func TestHotItemSplitOverShards(t *testing.T) {
 			if !slices.Equal(got, want) {
 				return fmt.Errorf("%s: likers of %s: %d users, want %d", cfgs[i].Replica, item, len(got), len(want))
 			}
+			_, feed, err := testkit.DoJSON("GET", u+"/v1/feed?user=fan1&items="+item, "")
+			if err != nil {
+				return err
+			}
+			if it, _ := feed["items"].([]any); len(it) != 1 || it[0].(map[string]any)["count"] != float64(len(users)) || it[0].(map[string]any)["liked"] != true {
+				return fmt.Errorf("%s: feed of fan1 %v, want %s at %d, liked", cfgs[i].Replica, feed, item, len(users))
+			}
+			_, ul, err := testkit.DoJSON("GET", u+"/v1/users/fan1/likes", "")
+			if err != nil {
+				return err
+			}
+			if it, _ := ul["items"].([]any); len(it) != 1 || it[0].(map[string]any)["id"] != item {
+				return fmt.Errorf("%s: fan1's likes %v, want %s", cfgs[i].Replica, ul, item)
+			}
 			for _, user := range []string{"fan1", "fan7", "batch3"} {
 				_, s, err := testkit.DoJSON("GET", u+"/v1/likes/"+item+"/"+user, "")
 				if err != nil {
