@@ -130,16 +130,24 @@ func TestHotItemParts(t *testing.T) {
 	if r := e.do("GET", "/v1/likes/viral:1/window?last=1h&part=1", ""); r.status != 200 || r.body["key"] != "viral:1|1" {
 		t.Fatalf("window of part 1: %d %s", r.status, r.raw)
 	}
-	r = e.do("GET", "/v1/likes/viral:1/series?last=1h&step=1h", "")
-	if r.status != 200 || hotNum(t, r.body["parts"]) != 3 {
-		t.Fatalf("series: %d %s", r.status, r.raw)
+	if r := e.do("GET", "/v1/window?kind=likes&key=viral:1&last=1h", ""); r.status != 200 || hotNum(t, r.body["value"]) != 25 {
+		t.Fatalf("window by query: %d %s", r.status, r.raw)
 	}
-	total := 0
-	for _, v := range r.body["series"].([]any)[0].(map[string]any)["values"].([]any) {
-		total += hotNum(t, v)
+	if r := e.do("GET", "/v1/series?kind=likes&key=viral:1&key=calm&last=1h&step=1h", ""); r.status != 400 {
+		t.Fatalf("series of a split item and another: %d %s", r.status, r.raw)
 	}
-	if total != 25 {
-		t.Fatalf("series sums to %d, want 25: %s", total, r.raw)
+	for _, path := range []string{"/v1/likes/viral:1/series?last=1h&step=1h", "/v1/series?kind=likes&key=viral:1&last=1h&step=1h"} {
+		r = e.do("GET", path, "")
+		if r.status != 200 || hotNum(t, r.body["parts"]) != 3 {
+			t.Fatalf("%s: %d %s", path, r.status, r.raw)
+		}
+		total := 0
+		for _, v := range r.body["series"].([]any)[0].(map[string]any)["values"].([]any) {
+			total += hotNum(t, v)
+		}
+		if total != 25 || r.body["series"].([]any)[0].(map[string]any)["key"] != "viral:1" {
+			t.Fatalf("%s sums to %d, want 25 of viral:1: %s", path, total, r.raw)
+		}
 	}
 	for _, window := range []string{"10m", "all"} {
 		r = e.do("GET", "/v1/trending?n=3&window="+window, "")

@@ -278,6 +278,9 @@ func (s *Server) getWindow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+		return s.getHotWindow(w, r, key, n) // hot.go
+	}
 	return s.window(w, r, kind, key)
 }
 
@@ -385,6 +388,13 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 			if err := checkID("key", k); err != nil {
 				return err
 			}
+		}
+		if n := s.cfg.Hot.Parts(k); n > 0 && kind == storage.Likes {
+			if len(keys) > 1 {
+				return newError(http.StatusBadRequest, CodeBadRequest,
+					"item %s is split into parts (hot): ask for its series alone", quoteShort(k))
+			}
+			return s.getHotSeries(w, r, k, n) // hot.go
 		}
 	}
 	return s.series(w, r, kind, keys)
