@@ -30,8 +30,14 @@ type Like struct {
 	Liked bool   `json:"liked"`
 	// Changed: the user's state changed in this replica's view.
 	Changed bool `json:"changed"`
-	// Count is the item's count after the operation.
+	// Count is the item's count after the operation; for an item split
+	// into parts (hot), the count of the user's part only: read GET
+	// /v1/likes/{item} for the item's.
 	Count int64 `json:"count"`
+	// Part and Parts, for a split item: the part the like went to, of
+	// how many.
+	Part  *int `json:"part,omitempty"`
+	Parts int  `json:"parts,omitempty"`
 }
 
 // Likes answers GET /v1/likes/{item}.
@@ -49,6 +55,13 @@ type Likes struct {
 	// StalenessMs: per peer replica, ms since this replica last heard from
 	// it (-1: never). Absent for a standalone replica.
 	StalenessMs map[string]int64 `json:"staleness_ms,omitempty"`
+	// Parts, for an item split into parts (hot): how many; Count sums
+	// them and Replicas adds their vectors. Partial: the holders of
+	// MissingParts did not answer in time, so Count leaves them out
+	// (Approx is set too).
+	Parts        int   `json:"parts,omitempty"`
+	Partial      bool  `json:"partial,omitempty"`
+	MissingParts []int `json:"missing_parts,omitempty"`
 }
 
 // Liked answers GET /v1/likes/{item}/{user}.
@@ -624,6 +637,11 @@ type Window struct {
 	// says whether the value can move.
 	Mode  string       `json:"mode,omitempty"`
 	Error *ApproxError `json:"error,omitempty"`
+	// Parts, Partial and MissingParts as for Likes, for an item split
+	// into parts: the window sums them.
+	Parts        int   `json:"parts,omitempty"`
+	Partial      bool  `json:"partial,omitempty"`
+	MissingParts []int `json:"missing_parts,omitempty"`
 }
 
 // Series answers GET /v1/series and the per-key series routes: points of
@@ -637,6 +655,11 @@ type Series struct {
 	Approx bool          `json:"approx"`
 	Final  bool          `json:"final"`
 	Series []SeriesOfKey `json:"series"`
+	// Parts, Partial and MissingParts as for Likes, for an item split
+	// into parts: its values sum them.
+	Parts        int   `json:"parts,omitempty"`
+	Partial      bool  `json:"partial,omitempty"`
+	MissingParts []int `json:"missing_parts,omitempty"`
 }
 
 // SeriesOfKey is one key's points.

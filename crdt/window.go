@@ -87,11 +87,11 @@ func BaseKey(name string) string {
 	return name
 }
 
-// ParseSlot decodes a slot name, checking every field: the key is empty
-// or a valid id, width and keep are in range, start is a multiple of width.
+// ParseSlot decodes a slot name, checking every field: the key is empty,
+// a valid id or an item's part (ValidItemName), width and keep are in range, start is a multiple of width.
 func ParseSlot(name string) (Slot, bool) {
 	key, rest, ok := strings.Cut(name, "#")
-	if !ok || key != "" && !ValidID(key) {
+	if !ok || key != "" && !ValidItemName(key) {
 		return Slot{}, false
 	}
 	w, rest, ok1 := strings.Cut(rest, ".")

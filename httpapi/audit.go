@@ -66,7 +66,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		}
 		limit = n
 	}
-	item, user := ids[0], ids[1]
+	item, user := s.hotName(ids[0], ids[1]), ids[1] // a split item's: the user's part
 	var h replication.PairHistory
 	if s.cfg.Replication != nil {
 		if h, err = s.cfg.Replication.History(r.Context(), item, user, limit); err != nil {

@@ -29,6 +29,13 @@ func (s *Server) putChaosClock(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// chaosSplitTwoParts reports whether an unlike of a split item goes to
+// another part than the user's likes: the chaos build's bug
+// split-user-two-parts (Config.ChaosSplitTwoParts).
+func (s *Server) chaosSplitTwoParts() bool {
+	return buildtags.Chaos && s.cfg.ChaosSplitTwoParts
+}
+
 // chaosServeUnheld reports whether routeShard serves r here although this
 // replica does not hold its key's shard: a write, when the chaos build's
 // bug ack-unheld-writes is on (Config.ChaosAckUnheld).

@@ -107,6 +107,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
 	if err := s.limitEvents(r, n); err != nil {
 		return err
 	}
+	s.hotOps(b.ops)
 	if s.cfg.Shards != nil && !forwarded(r) && !s.holdsAll(b.ops) {
 		return s.postSplitEvents(w, r, b, n) // eventsplit.go
 	}

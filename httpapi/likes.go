@@ -148,11 +148,16 @@ func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user strin
 	if liked {
 		kind = region.OpLike
 	}
-	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: item, User: user, At: at})
+	name := s.actionName(item, user, !liked) // a split item's: the user's part
+	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: name, User: user, At: at})
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.Like{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value})
+	out := api.Like{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value}
+	if _, k, ok := crdt.SplitPart(name); ok {
+		out.Part, out.Parts = &k, s.cfg.Hot.Parts(item)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -161,6 +166,9 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	item, err := pathID(r, "item")
 	if err != nil {
 		return err
+	}
+	if n := s.cfg.Hot.Parts(item); n > 0 {
+		return s.getHotLikes(w, r, item, n)
 	}
 	rd, err := s.rep.Likes(item)
 	if err != nil {

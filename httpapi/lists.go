@@ -37,7 +37,7 @@ func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rep.LikeOf(ids[0], ids[1])
+	st, err := s.rep.LikeOf(s.hotName(ids[0], ids[1]), ids[1])
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func listQuery(r *http.Request) (limit int, after string, err error) {
 		limit = n
 	}
 	if v := q["after"]; len(v) > 0 {
-		if len(v) > 1 || !crdt.ValidID(v[0]) {
+		if len(v) > 1 || !crdt.ValidItemName(v[0]) { // a user's likes list pages by stored name: a part's too
 			return 0, "", newError(http.StatusBadRequest, CodeBadRequest, "after: want one id, the next cursor of the previous page")
 		}
 		after = v[0]
@@ -108,6 +108,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, id string,
 
 // GET /v1/likers/{item}
 func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
+	if item, err := pathID(r, "item"); err == nil && s.cfg.Hot.Parts(item) > 0 {
+		return s.getHotLikers(w, r, item, s.cfg.Hot.Parts(item))
+	}
 	return s.list(w, r, "item", s.rep.Likers, func(item string, users []api.ListEntry, next string) any {
 		return api.Likers{Item: item, Users: users, Next: next}
 	})
@@ -119,6 +122,9 @@ func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
 	if !s.sharded(r) {
 		return s.list(w, r, "user", s.rep.LikedItems, func(user string, items []api.ListEntry, next string) any {
+			if !gathered(r) {
+				partsAsItems(items)
+			}
 			return api.UserLikes{User: user, Items: items, Next: next}
 		})
 	}
@@ -156,8 +162,18 @@ func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
 	if more && len(out.Items) > 0 {
 		out.Next = out.Items[len(out.Items)-1].ID
 	}
+	partsAsItems(out.Items)
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// partsAsItems names the item of each part of a split item a user likes
+// (a user likes in one part only): a list shows items, never parts,
+// while its cursor (Next, ?after=) stays the stored name.
+func partsAsItems(items []api.ListEntry) {
+	for i := range items {
+		items[i].ID = crdt.ItemOf(items[i].ID)
+	}
 }
 
 // feedRequest is POST /v1/feed's body.
@@ -193,6 +209,18 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 	for _, item := range req.Items {
 		if !crdt.ValidID(item) {
 			return newError(http.StatusBadRequest, CodeBadID, "item %q: want an id of 1-%d of [A-Za-z0-9_.:@-]", item, crdt.MaxIDLen)
+		}
+		if n := s.cfg.Hot.Parts(item); n > 0 {
+			if !gathered(r) { // a gathered feed leaves split items to the replica gathering
+				it, err := s.hotFeedItem(r, item, req.User, n) // hot.go
+				if err != nil {
+					return err
+				}
+				out.Approx = out.Approx || it.approx
+				out.Partial = out.Partial || it.partial
+				out.Items = append(out.Items, it.FeedItem)
+			}
+			continue
 		}
 		if !s.holds(item) {
 			if !gathered(r) { // a gathered feed answers its own items only
@@ -255,7 +283,7 @@ func (s *Server) gatherFeed(r *http.Request, req feedRequest, out *api.Feed, els
 		out.Items[i] = it
 	}
 	if n := missing.Len(); n > 0 {
-		out.Partial, out.MissingShards, out.Approx = true, n, true
+		out.Partial, out.MissingShards, out.Approx = true, out.MissingShards+n, true
 	}
 	return nil
 }

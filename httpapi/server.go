@@ -34,6 +34,7 @@ import (
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -88,7 +89,11 @@ type Config struct {
 	// Shards, in a sharded region, routes requests to the holders of
 	// their key's shard and answers GET /v1/shards. Default: nil, this
 	// replica holds every shard.
-	Shards      Shards
+	Shards Shards
+	// Hot are the items split into parts (shard.Hot): a like goes to the
+	// user's part, a read of the item sums them. Every replica of the
+	// deployment must have the same. Default: none.
+	Hot         shard.Hot
 	Replication *replication.Replicator
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
@@ -102,6 +107,11 @@ type Config struct {
 	// holder (the bug ack-unheld-writes, with region.Chaos.AckUnheld).
 	// Ignored in any other build.
 	ChaosAckUnheld bool
+	// ChaosSplitTwoParts: in a chaos build, an unlike of a split item (Hot)
+	// goes to the part after the user's, not to the user's part where
+	// the like is (the bug split-user-two-parts, region.BugSplitTwoParts),
+	// so the unlike undoes nothing. Ignored in any other build.
+	ChaosSplitTwoParts bool
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/gorilla/mux"
 
@@ -165,9 +166,27 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
-			var peek struct{ VideoID, Item string }
+			var peek struct{ VideoID, Item, UserID string }
 			if json.Unmarshal(body, &peek) == nil { // a bad body gets its 400 from the handler
 				name = peek.VideoID + peek.Item
+				ok = name != ""
+				if ok && peek.UserID != "" {
+					name = s.hotName(name, peek.UserID) // a split item's: the user's part
+				}
+			}
+		} else if item, isItem := vars["item"]; isItem && len(s.cfg.Hot) > 0 {
+			if item, err := url.PathUnescape(item); err == nil && s.cfg.Hot.Parts(item) > 0 {
+				// A split item: the user's part, or part ?part=k, or
+				// served here, gathering the parts.
+				if r.Method == http.MethodDelete {
+					var err error
+					if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)); err != nil {
+						s.writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
+						return
+					}
+					r.Body = io.NopCloser(bytes.NewReader(body))
+				}
+				name = s.hotRoute(r, item, s.cfg.Hot.Parts(item), body)
 				ok = name != ""
 			}
 		}

@@ -264,6 +264,9 @@ func (s *Server) getKeyWindow(kind storage.Kind, name string) handlerFunc {
 		if err != nil {
 			return err
 		}
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+			return s.getHotWindow(w, r, key, n) // hot.go
+		}
 		return s.window(w, r, kind, key)
 	}
 }
@@ -274,6 +277,9 @@ func (s *Server) getWindow(w http.ResponseWriter, r *http.Request) error {
 	kind, key, err := windowKey(r.URL.Query())
 	if err != nil {
 		return err
+	}
+	if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+		return s.getHotWindow(w, r, key, n) // hot.go
 	}
 	return s.window(w, r, kind, key)
 }
@@ -349,6 +355,9 @@ func (s *Server) getKeySeries(kind storage.Kind, name string) handlerFunc {
 		if err != nil {
 			return err
 		}
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+			return s.getHotSeries(w, r, key, n) // hot.go
+		}
 		return s.series(w, r, kind, []string{key})
 	}
 }
@@ -379,6 +388,13 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 			if err := checkID("key", k); err != nil {
 				return err
 			}
+		}
+		if n := s.cfg.Hot.Parts(k); n > 0 && kind == storage.Likes {
+			if len(keys) > 1 {
+				return newError(http.StatusBadRequest, CodeBadRequest,
+					"item %s is split into parts (hot): ask for its series alone", quoteShort(k))
+			}
+			return s.getHotSeries(w, r, k, n) // hot.go
 		}
 	}
 	return s.series(w, r, kind, keys)
@@ -569,6 +585,8 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Items = topItems(out.Items, n)
 		out.Partial, out.MissingShards = missing > 0, missing
+	} else if !gathered(r) {
+		out.Items = topItems(out.Items, n) // the parts of a split item as the item
 	}
 	moving := s.cfg.Replication != nil && s.cfg.Replication.Stale()
 	out.Approx, out.Final = moving || anyApprox || out.Partial, !tr.AllTime && tr.Closed && !moving && !out.Partial
@@ -578,12 +596,21 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 
 // topItems is the n items of the largest counts, each once (two holders
 // of a key answer it alike; the larger is the later view), by count
-// then item.
+// then item. The parts of a split item (crdt.PartName) are summed into
+// the item: trending names items, never parts.
 func topItems(items []api.TrendingItem, n int) []api.TrendingItem {
 	best := map[string]api.TrendingItem{}
 	for _, it := range items {
 		if b, ok := best[it.Item]; !ok || it.Count > b.Count {
 			best[it.Item] = it
+		}
+	}
+	for name, it := range best {
+		if item := crdt.ItemOf(name); item != name {
+			delete(best, name)
+			sum := best[item] // a split item's own vector holds nothing
+			sum.Item, sum.Count, sum.Approx = item, sum.Count+it.Count, sum.Approx || it.Approx
+			best[item] = sum
 		}
 	}
 	out := make([]api.TrendingItem, 0, len(best))

@@ -218,6 +218,15 @@ type Config struct {
 	// Every replica of the deployment must list the same regions and
 	// replicas. Default: none (every replica holds every key).
 	Shards *ShardsConfig `hcl:"shards,block"`
+	// Hot names items split over several parts, each on its own shard
+	// (shard.Hot): HCL hot "viral:" { splits = 3 } splits every item whose
+	// id starts with "viral:" into 3 parts, the longest matching prefix
+	// winning. A user's like and unlike of a split item go to one part;
+	// reads sum the parts. Without Shards the parts live on this replica
+	// alike, so adding shards later moves nothing. Every replica of every
+	// region must say the same, and an item must be split before its
+	// first like (likes stored before are not read). Default none.
+	Hot []HotConfig `hcl:"hot,block"`
 	// Retired are replicas gone for good: their state no longer changes,
 	// so no message may add to it; only a replica recovering from an
 	// empty data directory takes it, from its peers' anti-entropy pages.
@@ -458,6 +467,45 @@ func (sc SequenceConfig) matcher() func(string) bool {
 // maxSequences bounds the configured sequences: each checks every like
 // or increment it could match, and runs a lease holder and a claimer.
 const maxSequences = 32
+
+// HotConfig splits the items under a prefix into parts (Config.Hot).
+type HotConfig struct {
+	// Prefix is the item id prefix the split matches, never "".
+	Prefix string `hcl:"prefix,label"`
+	// Splits is how many parts, 2..64.
+	Splits int `hcl:"splits"`
+}
+
+// ParseHot parses the flag form of a hot block, "PREFIX=SPLITS", e.g.
+// "viral:=3".
+func ParseHot(s string) (HotConfig, error) {
+	i := strings.LastIndex(s, "=")
+	if i < 0 {
+		return HotConfig{}, fmt.Errorf("hot %q: want PREFIX=SPLITS, e.g. viral:=3", s)
+	}
+	n, err := strconv.Atoi(s[i+1:])
+	if err != nil {
+		return HotConfig{}, fmt.Errorf("hot %q: splits %q is not a whole number such as 3", s, s[i+1:])
+	}
+	hc := HotConfig{Prefix: s[:i], Splits: n}
+	return hc, shard.Hot{{Prefix: hc.Prefix, Parts: hc.Splits}}.Validate()
+}
+
+// String is the block in ParseHot's form.
+func (hc HotConfig) String() string { return hc.Prefix + "=" + strconv.Itoa(hc.Splits) }
+
+// maxHotRules bounds the hot blocks: routing checks each like's item
+// against them.
+const maxHotRules = 64
+
+// HotItems is the split items as package shard takes them.
+func (c Config) HotItems() shard.Hot {
+	var h shard.Hot
+	for _, hc := range c.Hot {
+		h = append(h, shard.Split{Prefix: hc.Prefix, Parts: hc.Splits})
+	}
+	return h
+}
 
 // ShardsConfig is the deployment's shard layout: every region's replicas,
 // and how many of a region's replicas hold each shard.
@@ -769,6 +817,12 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateApprox(); err != nil {
 		errs = append(errs, err)
+	}
+	if err := c.HotItems().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(c.Hot) > maxHotRules {
+		bad("%d hot blocks: at most %d", len(c.Hot), maxHotRules)
 	}
 	if len(c.Sequences) > 0 && c.NATS == "" {
 		bad("sequences are set but nats is empty: the allocator lives on JetStream")

@@ -271,7 +271,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Replicas:    opts.Replicas,
 		ChaosClock:  chaosClock, // nil outside a chaos build
 		// false outside a chaos build
-		ChaosAckUnheld: rcfg.Chaos.AckUnheld,
+		ChaosAckUnheld:     rcfg.Chaos.AckUnheld,
+		ChaosSplitTwoParts: rcfg.Chaos.SplitTwoParts,
+		Hot:                cfg.HotItems(),
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }
@@ -374,6 +376,7 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		MaxConnections:  cfg.RESPMaxConnections,
 		Version:         opts.Version,
 		Shards:          n.respShards(),
+		Hot:             cfg.HotItems(),
 	}
 	if n.rep != nil {
 		rcfg.Convergence = n.rep.Convergence

@@ -31,6 +31,7 @@ const (
 	BugClockFollowsPeers  = "clock-follows-peers"
 	BugEstimateUnbounded  = "estimate-unbounded"
 	BugAckUnheld          = "ack-unheld-writes"
+	BugSplitTwoParts      = "split-user-two-parts"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -106,6 +107,11 @@ type Chaos struct {
 	// write here instead of forwarding it to a holder, a sharded region
 	// loses acknowledged writes sent to the wrong replica.
 	AckUnheld bool
+	// SplitTwoParts: an unlike of an item split into parts (node's hot
+	// blocks) goes to another part than the user's likes of it, so it
+	// finds no like to undo and the like stays counted: with httpapi's
+	// Config.ChaosSplitTwoParts, which routes it so.
+	SplitTwoParts bool
 }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
@@ -129,14 +135,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
-		AckUnheld: bug == BugAckUnheld}
+		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug

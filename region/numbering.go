@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -208,6 +209,7 @@ func (t *txn) seqs() []seqTxn {
 // countLike notes a counted like of this batch for the sequences that
 // number it.
 func (t *txn) countLike(item, user string) {
+	item = crdt.ItemOf(item) // a like of a hot item's part is a like of the item
 	for i, n := range t.r.nums {
 		if n.cfg.Counts == CountLikes && (n.cfg.Match == nil || n.cfg.Match(item)) {
 			st := &t.seqs()[i]

@@ -165,7 +165,11 @@ func (o *Op) Validate() error {
 		}
 		return nil
 	}
-	if !crdt.ValidID(o.Item) {
+	if o.Kind == OpLike || o.Kind == OpUnlike {
+		if !crdt.ValidItemName(o.Item) { // a hot item's part too
+			return fmt.Errorf("%w: bad item %q", ErrInvalid, o.Item)
+		}
+	} else if !crdt.ValidID(o.Item) {
 		return fmt.Errorf("%w: bad item or key %q", ErrInvalid, o.Item)
 	}
 	switch o.Kind {

@@ -136,12 +136,15 @@ func (s *recState) reset(k rkey) {
 }
 
 // ValidRecordName reports whether item names a record of rec's kind: an
-// item for a like record (or BlockRecordItem, for a block flag), a counter
+// item or an item's part (crdt.PartName) for a like record (or BlockRecordItem, for a block flag), a counter
 // key for a keyed record, a budget key for a spend. Replication checks
 // the names of the records it receives with it.
 func ValidRecordName(item string, rec crdt.Record) bool {
 	if _, like := rec.(*crdt.LikeRecord); like && item == BlockRecordItem {
 		return true
+	}
+	if _, like := rec.(*crdt.LikeRecord); like {
+		return crdt.ValidItemName(item) // a hot item's part too
 	}
 	return crdt.ValidID(item)
 }

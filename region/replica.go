@@ -670,7 +670,7 @@ func (r *Replica) Counter(key string) (Read, error) { return r.read(storage.Coun
 // failed), so what a read would see is not known to be durable. Clients
 // go to another replica until this one restarts.
 func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
-	if !crdt.ValidID(item) {
+	if !storage.ValidItem(kind, item) {
 		return Read{}, fmt.Errorf("%w: bad id %q", ErrInvalid, item)
 	}
 	if err := r.Err(); err != nil {
@@ -710,7 +710,7 @@ type LikeState struct {
 
 // LikeOf returns user's like state of item in this replica's view.
 func (r *Replica) LikeOf(item, user string) (LikeState, error) {
-	if !crdt.ValidID(item) || !crdt.ValidID(user) {
+	if !crdt.ValidItemName(item) || !crdt.ValidID(user) {
 		return LikeState{}, fmt.Errorf("%w: bad id", ErrInvalid)
 	}
 	if err := r.Err(); err != nil {
@@ -730,7 +730,7 @@ const MaxListLimit = 1000
 // in id order, after the user id after ("" from the first); more reports
 // whether any follow. Replicas whose records agree list the same.
 func (r *Replica) Likers(item, after string, limit int) ([]storage.Listed, bool, error) {
-	if err := r.checkList(item, after, limit); err != nil {
+	if err := r.checkList(crdt.ItemOf(item), after, limit); err != nil { // a part lists its likers too
 		return nil, false, err
 	}
 	return r.store.Likers(item, after, limit)
@@ -748,7 +748,7 @@ func (r *Replica) checkList(id, after string, limit int) error {
 	if !r.cfg.LikeLists {
 		return ErrNoLists
 	}
-	if !crdt.ValidID(id) || after != "" && !crdt.ValidID(after) {
+	if !crdt.ValidID(id) || after != "" && !crdt.ValidItemName(after) {
 		return fmt.Errorf("%w: bad id", ErrInvalid)
 	}
 	if limit < 1 || limit > MaxListLimit {

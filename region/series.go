@@ -122,7 +122,7 @@ func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64
 	if err := r.Err(); err != nil {
 		return Window{}, err
 	}
-	if kind != storage.Likes && kind != storage.Counters || key != "" && !crdt.ValidID(key) {
+	if kind != storage.Likes && kind != storage.Counters || key != "" && !storage.ValidItem(kind, key) {
 		return Window{}, fmt.Errorf("%w: bad window key %c/%q", ErrInvalid, kind, key)
 	}
 	if toMs <= fromMs {

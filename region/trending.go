@@ -436,8 +436,18 @@ func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, repli
 	return out, nil
 }
 
-// topN sorts by count (descending), then key, and keeps n.
+// topN sorts by count (descending), then key, and keeps n. The parts of
+// a split item (crdt.PartName) rank together, by their sum, and are kept
+// or dropped together, each part an entry of its own: the reader sums
+// them, across the replicas holding each.
 func topN(items []Ranked, n int) []Ranked {
+	parts := false
+	for _, it := range items {
+		parts = parts || strings.IndexByte(it.Key, crdt.PartSep) >= 0
+	}
+	if parts {
+		return topNParts(items, n)
+	}
 	sort.Slice(items, func(i, j int) bool {
 		if items[i].Count != items[j].Count {
 			return items[i].Count > items[j].Count
@@ -446,6 +456,34 @@ func topN(items []Ranked, n int) []Ranked {
 	})
 	if len(items) > n {
 		items = items[:n]
+	}
+	return items
+}
+
+// topNParts is topN of items some of which are parts of split items.
+func topNParts(items []Ranked, n int) []Ranked {
+	total := make(map[string]int64, len(items))
+	for _, it := range items {
+		total[crdt.ItemOf(it.Key)] += it.Count
+	}
+	sort.Slice(items, func(i, j int) bool {
+		a, b := crdt.ItemOf(items[i].Key), crdt.ItemOf(items[j].Key)
+		if total[a] != total[b] {
+			return total[a] > total[b]
+		}
+		if a != b {
+			return a < b
+		}
+		return items[i].Key < items[j].Key
+	})
+	kept := 0
+	for i, it := range items {
+		if i == 0 || crdt.ItemOf(it.Key) != crdt.ItemOf(items[i-1].Key) {
+			if kept == n {
+				return items[:i]
+			}
+			kept++
+		}
 	}
 	return items
 }

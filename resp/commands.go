@@ -514,7 +514,7 @@ func prepLike(liked bool) func(*Server, [][]byte) (pending, error) {
 					return pending{}, err
 				}
 			}
-			ops[i] = region.Op{Kind: kind, Item: item, User: u}
+			ops[i] = region.Op{Kind: kind, Item: s.cfg.Hot.Name(item, u), User: u} // a split item's: the user's part
 		}
 		return pending{ops: ops, reply: func(c redcon.Conn, res []region.Result) error {
 			changed := 0
@@ -541,7 +541,7 @@ func cmdIsMember(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	liked, err := s.rep.Liked(item, users[0])
+	liked, err := s.rep.Liked(s.cfg.Hot.Name(item, users[0]), users[0])
 	if err != nil {
 		return err
 	}
@@ -554,11 +554,15 @@ func cmdCard(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Likes(item)
-	if err != nil {
-		return err
+	var n int64
+	for _, name := range s.cfg.Hot.Names(item) { // every part of a split item, all held here (route)
+		rd, err := s.rep.Likes(name)
+		if err != nil {
+			return err
+		}
+		n += rd.Value
 	}
-	c.WriteInt64(rd.Value)
+	c.WriteInt64(n)
 	return nil
 }
 

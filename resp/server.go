@@ -28,6 +28,7 @@ import (
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 )
 
 // Defaults for Config fields left zero: the HTTP API's, so both front
@@ -86,6 +87,10 @@ type Config struct {
 	// key's shard (shards.go). Default: nil, this replica holds every
 	// shard.
 	Shards Shards
+	// Hot are the items split into parts, as the HTTP API's
+	// (httpapi.Config.Hot): SADD and SREM of a user go to the user's
+	// part, SCARD sums the parts where all are held here. Default none.
+	Hot shard.Hot
 	// Version is what HELLO and INFO report. Default version.Version().
 	Version string
 }

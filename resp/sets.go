@@ -27,11 +27,20 @@ const (
 // MaxCursors bounds the SSCAN cursors a Server remembers.
 const MaxCursors = 16384
 
+// errSplitMembers refuses to list a split item's members: its parts'
+// lists would have to be merged.
+func errSplitMembers(item string) error {
+	return errorf(httpapi.CodeBadRequest, "%s is split into parts (hot): list its likers over HTTP, GET /v1/likers/%s, which merges the parts", quote(item), item)
+}
+
 // SMEMBERS likes:<item>: every liker, refused above region.MaxAllLikers.
 func cmdMembers(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	item, err := likesItem(args[0])
 	if err != nil {
 		return err
+	}
+	if s.cfg.Hot.Parts(item) > 0 {
+		return errSplitMembers(item)
 	}
 	users, more, err := s.rep.AllLikers(item, region.MaxAllLikers)
 	if err != nil {
@@ -61,6 +70,9 @@ func cmdScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	item, err := likesItem(args[0])
 	if err != nil {
 		return err
+	}
+	if s.cfg.Hot.Parts(item) > 0 {
+		return errSplitMembers(item)
 	}
 	cur, err := strconv.ParseUint(string(args[1]), 10, 64)
 	if err != nil {

@@ -33,8 +33,10 @@ type Shards interface {
 // Cluster refuses keys of several hash slots.
 
 // keyShards are the shards of a command's keys; nil for a command
-// without keys, or whose keys do not parse (its own checks answer).
-func keyShards(name string, args [][]byte) []int {
+// without keys, or whose keys do not parse (its own checks answer). A
+// set command of an item split into parts (Config.Hot) has the shards of
+// its users' parts (SADD, SREM, SISMEMBER) or of every part.
+func keyShards(hot shard.Hot, name string, args [][]byte) []int {
 	var names []string
 	switch name {
 	case "incr", "decr", "incrby", "decrby", "get", "pfadd":
@@ -48,6 +50,17 @@ func keyShards(name string, args [][]byte) []int {
 				return nil
 			}
 			names = []string{item}
+			if hot.Parts(item) > 0 {
+				names = names[:0]
+				switch name {
+				case "sadd", "srem", "sismember":
+					for _, u := range args[2:] {
+						names = append(names, hot.Name(item, string(u)))
+					}
+				default:
+					names = hot.Names(item)
+				}
+			}
 		}
 	case "mget", "pfcount":
 		for _, a := range args[1:] {
@@ -67,7 +80,7 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 	if s.cfg.Shards == nil || sess.forwarded {
 		return -1, nil
 	}
-	shards := keyShards(name, args)
+	shards := keyShards(s.cfg.Hot, name, args)
 	held, one := true, true
 	for _, sh := range shards {
 		held = held && s.cfg.Shards.Holds(sh)
@@ -79,8 +92,12 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 	case one:
 		return shards[0], nil
 	}
-	return 0, &replyError{prefix: "CROSSSLOT", code: httpapi.CodeShardNotHeld,
-		msg: "keys of several shards, not all held by this replica: send one key per command"}
+	msg := "keys of several shards, not all held by this replica: send one key per command"
+	if name != "mget" && name != "pfcount" {
+		msg = "a set of an item split into parts (hot) on several shards, not all held by this replica: " +
+			"send one user per SADD/SREM, and read its count or members over HTTP (GET /v1/likes/{item}, /v1/likers/{item}), which gathers the parts"
+	}
+	return 0, &replyError{prefix: "CROSSSLOT", code: httpapi.CodeShardNotHeld, msg: msg}
 }
 
 // forward runs cmd at a holder of shard sh and writes its reply.
@@ -149,7 +166,7 @@ func (s *Server) here(cmd redcon.Command) bool {
 	if s.cfg.Shards == nil {
 		return true
 	}
-	for _, sh := range keyShards(commandName(cmd), cmd.Args) {
+	for _, sh := range keyShards(s.cfg.Hot, commandName(cmd), cmd.Args) {
 		if !s.cfg.Shards.Holds(sh) {
 			return false
 		}

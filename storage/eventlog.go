@@ -180,7 +180,11 @@ func DecodeEvents(b []byte, first uint64) ([]Event, error) {
 			}
 			strs[j] = string(b[:n])
 			b = b[n:]
-			if strs[j] != "" && !crdt.ValidID(strs[j]) || j == 0 && strs[j] == "" {
+			valid := crdt.ValidID
+			if j == 0 {
+				valid = crdt.ValidItemName // an event of a hot item's part names the part
+			}
+			if strs[j] != "" && !valid(strs[j]) || j == 0 && strs[j] == "" {
 				return bad("id")
 			}
 		}

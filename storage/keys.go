@@ -72,7 +72,7 @@ func (k Kind) Base() Kind {
 func (k Kind) IsWindows() bool { return k == LikesWindows || k == CountersWindows }
 
 // ValidItem reports whether item is a well-formed vector name of kind k: an
-// id for an all-time vector, a slot name (crdt.ParseSlot) for a slot,
+// id (or, for likes, an item's part: crdt.PartName) for an all-time vector, a slot name (crdt.ParseSlot) for a slot,
 // a key or inbox name (crdt.SplitBudgetName) for a budget.
 func ValidItem(k Kind, item string) bool {
 	if k.IsWindows() {
@@ -82,6 +82,9 @@ func ValidItem(k Kind, item string) bool {
 	if k == Budgets {
 		_, _, _, ok := crdt.SplitBudgetName(item)
 		return ok
+	}
+	if k == Likes {
+		return crdt.ValidItemName(item) // a hot item's part too
 	}
 	return k.Valid() && crdt.ValidID(item)
 }

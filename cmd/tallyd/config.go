@@ -79,6 +79,13 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 		}
 		return err
 	})
+	fs.Func("hot", "split the items under a prefix into parts on several shards, `PREFIX=SPLITS` (repeatable; e.g. viral:=3; every replica must say the same)", func(s string) error {
+		hc, err := tallynode.ParseHot(s)
+		if err == nil { // a flag overrides the file's block for its prefix
+			c.Hot = cliutil.Upsert(c.Hot, hc, func(o tallynode.HotConfig) bool { return o.Prefix == hc.Prefix })
+		}
+		return err
+	})
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials `file`")

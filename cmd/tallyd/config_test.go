@@ -375,3 +375,22 @@ limit "scan" {
 		t.Fatalf("a bad --limit: %v", err)
 	}
 }
+
+// Hot blocks in the file, a --hot flag replacing the file's block of its
+// prefix; a bad block is a usage error.
+func TestHotSettings(t *testing.T) {
+	path := writeFile(t, "h.hcl", "hot \"viral:\" {\n  splits = 3\n}\nhot \"live:\" {\n  splits = 4\n}\n")
+	cfg, err := loadConfig([]string{"--config", path, "--hot", "live:=6"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []tallynode.HotConfig{{Prefix: "viral:", Splits: 3}, {Prefix: "live:", Splits: 6}}
+	if !reflect.DeepEqual(cfg.Hot, want) {
+		t.Fatalf("hot blocks %+v", cfg.Hot)
+	}
+	_, err = loadConfig([]string{"--config", writeFile(t, "bad.hcl", "hot \"viral:\" {\n  splits = 1\n}\n")}, noEnv, io.Discard)
+	var uerr *usageError
+	if !errors.As(err, &uerr) || !strings.Contains(err.Error(), "splits 1") {
+		t.Fatalf("splits 1: %v", err)
+	}
+}

@@ -48,6 +48,7 @@ type localConfig struct {
 	Milestones  string
 	Sequences   cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
 	Approx      cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
+	Hot         cliutil.ListFlag[tallynode.HotConfig]      // the first --hot replaces the defaults
 	Limits      []tallynode.LimitConfig
 	// PIDFile is where the process writes its PID while it runs (""
 	// none); by default <DataDir>/tallyd.pid, so the deployment can be
@@ -75,6 +76,7 @@ func defaultLocalConfig() localConfig {
 			{Name: "searches", Counts: tallynode.CountsIncrements, Match: "search:*", Milestones: "10^k"},
 		}},
 		Approx: cliutil.ListFlag[tallynode.ApproxConfig]{Parse: tallynode.ParseApprox, List: []tallynode.ApproxConfig{{Prefix: "hot:", Error: 0.01}}},
+		Hot:    cliutil.ListFlag[tallynode.HotConfig]{Parse: tallynode.ParseHot, List: []tallynode.HotConfig{{Prefix: "viral:", Splits: 3}}},
 	}
 }
 
@@ -95,6 +97,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
 		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
 		fs.Var(&lc.Sequences, "sequence", "also number `NAME=COUNTS/MATCH/MILESTONES` (repeatable; the first replaces the defaults, \"\" leaves none)")
+		fs.Var(&lc.Hot, "hot", "split the items under a prefix into parts on several shards, `PREFIX=SPLITS` (repeatable; the first replaces the default, \"\" leaves none)")
 		fs.Var(&lc.Approx, "approx", "make the counters under a prefix approximate, `PREFIX=ERROR` (repeatable; the first replaces the default, \"\" leaves none)")
 		fs.Func("limit", "rate limit of every replica, `CLASS=KEY:N,...` as tallyd serve takes it (repeatable; e.g. write=user:5)", func(s string) error {
 			l, err := tallynode.ParseLimit(s)
@@ -178,6 +181,7 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d.Milestones, d.Logger, d.Version = lc.Milestones, log, version.Version()
 	d.Sequences = lc.Sequences.List
 	d.Approx = lc.Approx.List
+	d.Hot = lc.Hot.List
 	d.Limits = lc.Limits
 	return d
 }

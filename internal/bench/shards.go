@@ -14,6 +14,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/localnet"
 	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
@@ -32,7 +33,11 @@ type shardsBenchConfig struct {
 	//          straight to a holder of the item's shard or to a random
 	//          replica of the region, one deployment per Replicas value;
 	//   heal:  time from healing a cut of CutFor to every replica of
-	//          every region reading exact counts.
+	//          every region reading exact counts;
+	//   hot:   batched likes/s and process CPU per like of one item, by
+	//          new users, whole on one replica, then split in N parts
+	//          over N replicas (node.Config.Hot), one deployment per
+	//          Replicas value.
 	// Default space.
 	Measure string
 	// Regions are the regions started. Default us for space and likes,
@@ -56,9 +61,12 @@ type shardsBenchConfig struct {
 	// GET /v1/shards), "random" to any replica of the region (a share of
 	// them forwarded over NATS). Default direct,random.
 	Routes []string
-	// Concurrency (likes) is how many requests are in flight, one per
-	// worker. Default 64.
+	// Concurrency (likes, hot) is how many requests are in flight, one
+	// per worker. Default 64 (hot: 16, hotConcurrency).
 	Concurrency int
+	// Batch (hot) is how many likes each POST /v1/events carries.
+	// Default 100.
+	Batch int
 	// Duration (likes) is how long each route is loaded. Default 10s.
 	Duration time.Duration
 	// Warmup (likes) loads every new deployment this long, direct, before
@@ -95,7 +103,12 @@ const (
 	measureLikes = "likes"
 	measureHeal  = "heal"
 	measureMove  = "move"
+	measureHot   = "hot"
 )
+
+// hotConcurrency is bench shards --measure hot's default concurrency:
+// each request carries a batch.
+const hotConcurrency = 16
 
 // Routes of bench shards --measure likes.
 const (
@@ -109,7 +122,8 @@ func defaultShardsBenchConfig() shardsBenchConfig {
 		Copies:      2,
 		Likes:       1_000_000,
 		Routes:      []string{routeDirect, routeRandom},
-		Concurrency: 64,
+		Concurrency: 64, // hot: 16 unless --concurrency says
+		Batch:       100,
 		Duration:    10 * time.Second,
 		Warmup:      2 * time.Second,
 		CutFor:      30 * time.Second,
@@ -131,6 +145,8 @@ func (c shardsBenchConfig) withDefaults() shardsBenchConfig {
 	}
 	if len(c.Replicas) == 0 {
 		switch c.Measure {
+		case measureHot:
+			c.Replicas = []int{1, 3}
 		case measureLikes:
 			c.Replicas = []int{1, 2, 3}
 		case measureHeal, measureMove:
@@ -166,9 +182,19 @@ func (c shardsBenchConfig) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch c.Measure {
-	case measureSpace, measureLikes, measureHeal, measureMove:
+	case measureSpace, measureLikes, measureHeal, measureMove, measureHot:
 	default:
-		bad("--measure %q: want space, likes, heal or move", c.Measure)
+		bad("--measure %q: want space, likes, heal, move or hot", c.Measure)
+	}
+	if c.Measure == measureHot {
+		for _, n := range c.Replicas {
+			if n > crdt.MaxParts {
+				bad("--replicas %d: hot splits the item in as many parts, at most %d", n, crdt.MaxParts)
+			}
+		}
+	}
+	if c.Batch < 1 || c.Batch > maxBenchEventsBatch {
+		bad("--batch %d: want 1..%d", c.Batch, maxBenchEventsBatch)
 	}
 	if err := (localnet.Config{Regions: c.Regions, Dir: "-"}).Validate(); err != nil {
 		bad("--regions: %s", strings.TrimPrefix(oneLine(err), "localnet config: "))
@@ -240,6 +266,7 @@ var shardsFlagsOf = map[string][]string{
 	measureLikes: {"items", "routes", "concurrency", "duration", "warmup"},
 	measureHeal:  {"items", "cut-for", "cut-writers"},
 	measureMove:  {"items", "concurrency", "duration", "warmup"},
+	measureHot:   {"batch", "routes", "concurrency", "duration", "warmup"},
 }
 
 func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) {
@@ -247,14 +274,15 @@ func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) 
 	var regions, replicas string
 	routes := strings.Join(cfg.Routes, ",")
 	fs := newFlagSet("bench shards", func(fs *flag.FlagSet) {
-		fs.StringVar(&cfg.Measure, "measure", cfg.Measure, "what to measure: space (bytes per replica), likes (likes/s, direct and forwarded), heal (time to agree after a cut) or move (a shard move under load)")
+		fs.StringVar(&cfg.Measure, "measure", cfg.Measure, "what to measure: space (bytes per replica), likes (likes/s, direct and forwarded), heal (time to agree after a cut), move (a shard move under load) or hot (batched likes/s of one item, whole on one replica, then split over N)")
 		fs.StringVar(&regions, "regions", "", "comma-separated region `names` (default us; heal: us,eu,ap, cutting the first)")
-		fs.StringVar(&replicas, "replicas", "", "comma-separated replicas per region, a deployment for each (default 1,3,6; likes: 1,2,3; heal: 3)")
+		fs.StringVar(&replicas, "replicas", "", "comma-separated replicas per region, a deployment for each (default 1,3,6; likes: 1,2,3; heal: 3; hot: 1,3, the item split in as many parts)")
 		fs.IntVar(&cfg.Copies, "copies", cfg.Copies, "replicas of a region holding each shard")
 		fs.IntVar(&cfg.Likes, "likes", cfg.Likes, "space: distinct (item, user) `pairs` to like")
 		fs.IntVar(&cfg.Items, "items", 0, "space: spread the likes over `N` items (default 10000); likes: draw items from N (default 100000); heal: like N items (default 16)")
 		fs.StringVar(&routes, "routes", routes, "likes: how requests are sent, in turn: direct (to a holder of the item's shard) and/or random (to any replica)")
-		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "likes: requests in flight, one per worker")
+		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "likes, hot: requests in flight, one per worker (hot: 16 unless given)")
+		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "hot: likes per POST /v1/events")
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "likes: how long each route is loaded")
 		fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "likes: direct load of each new deployment before measuring")
 		fs.DurationVar(&cfg.CutFor, "cut-for", cfg.CutFor, "heal: how long the first region is cut off while both sides are written")
@@ -281,6 +309,11 @@ func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) 
 		cfg.Replicas = n
 	}
 	cfg.Routes = splitList(routes)
+	concurrency := false
+	fs.Visit(func(f *flag.Flag) { concurrency = concurrency || f.Name == "concurrency" })
+	if cfg.Measure == measureHot && !concurrency {
+		cfg.Concurrency = hotConcurrency
+	}
 	cfg = cfg.withDefaults()
 	errs = append(errs, cfg.Validate())
 	if own, ok := shardsFlagsOf[cfg.Measure]; ok {
@@ -325,6 +358,8 @@ func (c *cli) benchShards(ctx context.Context, args []string) error {
 		_, err = runShardsHeal(ctx, cfg, c.env, log, c.stdout)
 	case measureMove:
 		_, err = runShardsMove(ctx, cfg, c.env, log, c.stdout) // shards_move.go
+	case measureHot:
+		_, err = runShardsHot(ctx, cfg, c.env, log, c.stdout)
 	default:
 		_, err = runShardsSpace(ctx, cfg, c.env, log, c.stdout)
 	}

@@ -20,9 +20,12 @@ func TestParseShardsBench(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--measure", "size"}, `--measure "size": want space, likes, heal or move`},
+		{[]string{"--measure", "size"}, `--measure "size": want space, likes, heal, move or hot`},
 		{[]string{"--measure", "move", "--replicas", "3", "--copies", "3"}, "--copies 3: move takes the first region from --copies to --replicas (3) copies: want fewer copies"},
 		{[]string{"--measure", "move", "--replicas", "2,3"}, "move takes one number of replicas per region, not 2"},
+		{[]string{"--measure", "hot", "--batch", "0"}, "--batch 0: want 1.."},
+		{[]string{"--measure", "hot", "--items", "5"}, "--items means nothing to --measure hot"},
+		{[]string{"--measure", "likes", "--batch", "5"}, "--batch means nothing to --measure likes"},
 		{[]string{"--replicas", "0"}, "--replicas 0: want 1..16 per region"},
 		{[]string{"--replicas", "1,x"}, `--replicas: "x" is not an integer`},
 		{[]string{"--replicas", ","}, "--replicas: want at least one number"},
@@ -54,6 +57,7 @@ func TestParseShardsBench(t *testing.T) {
 		"space": {Regions: []string{"us"}, Replicas: []int{1, 3, 6}, Items: 10_000, Durability: "none"},
 		"likes": {Regions: []string{"us"}, Replicas: []int{1, 2, 3}, Items: 100_000, Durability: "fsync"},
 		"heal":  {Regions: []string{"us", "eu", "ap"}, Replicas: []int{3}, Items: 16, Durability: "fsync"},
+		"hot":   {Regions: []string{"us"}, Replicas: []int{1, 3}, Items: 10_000, Durability: "fsync"},
 	} {
 		cfg, err := parseShardsBench([]string{"--measure", measure}, nil)
 		if err != nil {
@@ -215,6 +219,49 @@ func assertDataDirsGone(t *testing.T, out string) {
 	for _, m := range dirs {
 		if _, err := os.Stat(m[1]); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("data dir %s left behind: %v", m[1], err)
+		}
+	}
+}
+
+// Hot: one item's batched likes, whole on one replica, then split in
+// three parts over three replicas of one copy (each part's shard held by
+// one of them, two parts maybe by the same), where each part's batches
+// go to its holder (direct) or to any replica (random): every like
+// counts, and the process's CPU is measured.
+func TestBenchShardsHot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two deployments")
+	}
+	cfg := defaultShardsBenchConfig()
+	cfg.Measure, cfg.Replicas, cfg.Copies = measureHot, []int{1, 3}, 1
+	cfg.Duration, cfg.Warmup, cfg.Concurrency, cfg.Batch = 400*time.Millisecond, 100*time.Millisecond, 4, 20
+	cfg = cfg.withDefaults()
+	var out strings.Builder
+	rows, err := runShardsHot(context.Background(), cfg, Env{}, hclog.NewNullLogger(), &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4:\n%s", len(rows), out.String())
+	}
+	for k, r := range rows {
+		if want := []int{1, 1, 3, 3}[k]; r.Replicas != want || r.Parts != want || r.Route != cfg.Routes[k%2] {
+			t.Errorf("row %d: %d replicas, %d parts, route %s, want %d, %d and %s", k, r.Replicas, r.Parts, r.Route, want, want, cfg.Routes[k%2])
+		}
+		if r.Requests == 0 || r.Errors != 0 || r.Counted != r.Requests*20 {
+			t.Errorf("row %d: %d batches, %d errors (%s), %d counted", k, r.Requests, r.Errors, r.FirstError, r.Counted)
+		}
+		if r.CPUPerLike() <= 0 {
+			t.Errorf("row %d: CPU per like %s", k, r.CPUPerLike())
+		}
+	}
+	for _, re := range []string{
+		`(?m)^ +replicas +copies +parts +route +batch +likes/s +batch p50 +batch p99 +errors +CPU per like +cores busy$`,
+		`(?m)^ +3 +1 +3 +direct +20 +\d+ +[\d.]+ms +[\d.]+ms +0 +[\d.]+µs +[\d.]+$`,
+		`3 part\(s\) held by [23] replica\(s\)`, // the parts' shards are hashed: two may share a holder
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("output lacks %s:\n%s", re, out.String())
 		}
 	}
 }

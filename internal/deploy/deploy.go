@@ -74,6 +74,9 @@ type Config struct {
 	Sequences []node.SequenceConfig
 	// Approx are every replica's approximate-counter rules (node.Config).
 	Approx []node.ApproxConfig
+	// Hot are every replica's split items (node.Config), the same
+	// everywhere as they must be.
+	Hot []node.HotConfig
 	// Limits are every replica's rate limits (node.Config); each replica
 	// keeps its own token buckets.
 	Limits []node.LimitConfig
@@ -169,6 +172,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		cfg.NATSUser, cfg.AllocAuthority = natsperm.ReplicaUser(id), true
 		cfg.Sequences = slices.Clone(c.Sequences)
 		cfg.Approx = slices.Clone(c.Approx)
+		cfg.Hot = slices.Clone(c.Hot)
 		cfg.Limits = slices.Clone(c.Limits)
 		if c.Node != nil {
 			c.Node(&cfg)

@@ -1,0 +1,461 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/gorilla/mux"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Hot items (Config.Hot) are split into parts, each an item of its own
+// (crdt.PartName) on its own shard. A like, unlike or like state of
+// (item, user) goes to the user's part (shard.Hot.Name), always the same,
+// so dedup stays one atomic commit at a holder of that part. A read of
+// the whole item (its count, likers) reads every part, here for the parts
+// whose shard this replica holds and from a holder for each other one
+// (the read's own route with ?part=k, which routeShard sends to the part's
+// shard): one forwarded request per part not held here, all at once.
+
+// partParam is the query parameter naming one part of a split item: GET
+// /v1/likes/{item}?part=k reads part k alone.
+const partParam = "part"
+
+// hotRoute is the name a request of split item (n parts) routes by, or
+// "" to serve it here: the user's part for a request naming a user (in
+// the path, or the body of DELETE /v1/likes/{item}), part k for ?part=k;
+// a read of the whole item is served here, gathering the parts.
+func (s *Server) hotRoute(r *http.Request, item string, n int, body []byte) string {
+	if u, ok := mux.Vars(r)["user"]; ok {
+		if user, err := url.PathUnescape(u); err == nil {
+			return s.actionName(item, user, r.Method == http.MethodDelete)
+		}
+		return "" // the handler answers 400
+	}
+	if body != nil {
+		var peek struct{ UserID string }
+		if json.Unmarshal(body, &peek) == nil && peek.UserID != "" {
+			return s.actionName(item, peek.UserID, r.Method == http.MethodDelete)
+		}
+		return "" // a bad body gets its 400 here
+	}
+	if k, ok, err := queryPart(r, n); ok && err == nil {
+		return crdt.PartName(item, k)
+	}
+	return ""
+}
+
+// hotName is the item name user's like of item is stored under: the
+// user's part of a split item, else item.
+func (s *Server) hotName(item, user string) string {
+	return s.cfg.Hot.Name(item, user)
+}
+
+// hotOps sends each like or unlike of a split item in ops to the user's
+// part. A batch forwarded to the part's holders carries the events as
+// they came, and the holder maps them alike.
+func (s *Server) hotOps(ops []region.Op) {
+	if len(s.cfg.Hot) == 0 {
+		return
+	}
+	for i := range ops {
+		if o := &ops[i]; o.Kind == region.OpLike || o.Kind == region.OpUnlike {
+			o.Item = s.actionName(o.Item, o.User, o.Kind == region.OpUnlike)
+		}
+	}
+}
+
+// actionName is hotName for a like (unlike false) or unlike: the same
+// part, but for the chaos build's bug split-user-two-parts.
+func (s *Server) actionName(item, user string, unlike bool) string {
+	if unlike && s.chaosSplitTwoParts() {
+		if n := s.cfg.Hot.Parts(item); n > 0 {
+			return crdt.PartName(item, (shard.PartOf(user, n)+1)%n)
+		}
+	}
+	return s.hotName(item, user)
+}
+
+// queryPart parses ?part=k of a split item of n parts; ok false when the
+// query names none.
+func queryPart(r *http.Request, n int) (k int, ok bool, err error) {
+	v, ok := r.URL.Query()[partParam]
+	if !ok {
+		return 0, false, nil
+	}
+	k, err = strconv.Atoi(v[0])
+	if len(v) > 1 || err != nil || k < 0 || k >= n || strconv.Itoa(k) != v[0] {
+		return 0, true, newError(http.StatusBadRequest, CodeBadRequest, "part: want one part number 0..%d", n-1)
+	}
+	return k, true, nil
+}
+
+// partAnswers reads each of split item's n parts: with local (the JSON
+// answer of part k) where this replica holds the part's shard, else from a
+// holder, forwarding r with ?part=k. answers[k] is part k's 200 answer,
+// nil for a part whose holders did not answer (or answered otherwise).
+func (s *Server) partAnswers(r *http.Request, item string, n int, local func(k int) (any, error)) ([][]byte, error) {
+	answers := make([][]byte, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		name := crdt.PartName(item, k)
+		if s.holds(name) {
+			v, err := local(k)
+			if err != nil {
+				return nil, fmt.Errorf("read part %d of %s: %w", k, item, err)
+			}
+			if answers[k], err = json.Marshal(v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		fr := r.Clone(r.Context())
+		q := fr.URL.Query()
+		q.Set(partParam, strconv.Itoa(k))
+		fr.URL.RawQuery = q.Encode()
+		fr.Body = nil
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := &partRecorder{header: http.Header{}}
+			if err := s.cfg.Shards.Forward(rec, fr, nil, shard.Of(name)); err != nil || rec.code != http.StatusOK {
+				return
+			}
+			answers[k] = rec.body.Bytes()
+		}()
+	}
+	wg.Wait()
+	return answers, nil
+}
+
+// partRecorder keeps a forwarded part read's answer.
+type partRecorder struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (p *partRecorder) Header() http.Header { return p.header }
+func (p *partRecorder) WriteHeader(code int) {
+	if p.code == 0 {
+		p.code = code
+	}
+}
+func (p *partRecorder) Write(b []byte) (int, error) {
+	if p.code == 0 {
+		p.code = http.StatusOK
+	}
+	return p.body.Write(b)
+}
+
+// partLikes is GET /v1/likes/{item} of part k of a split item of n parts,
+// as read here.
+func (s *Server) partLikes(item string, k, n int) (api.Likes, error) {
+	name := crdt.PartName(item, k)
+	rd, err := s.rep.Likes(name)
+	if err != nil {
+		return api.Likes{}, err
+	}
+	return api.Likes{
+		Item: item, Count: rd.Value, Approx: s.approx(rd, name), StalenessMs: s.staleness(name),
+		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled, Parts: n,
+	}, nil
+}
+
+// getHotLikes is GET /v1/likes/{item} of a split item of n parts: part k
+// alone with ?part=k, else the sum of every part.
+func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	k, one, err := queryPart(r, n)
+	if err != nil {
+		return err
+	}
+	if one {
+		out, err := s.partLikes(item, k, n)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	out, err := s.hotLikes(r, item, n)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// hotLikes reads split item's count: every part's, summed; r is a read
+// of the item (GET /v1/likes/{item}), forwarded to each part's holders
+// with ?part=k.
+func (s *Server) hotLikes(r *http.Request, item string, n int) (api.Likes, error) {
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return s.partLikes(item, k, n) })
+	if err != nil {
+		return api.Likes{}, err
+	}
+	out := api.Likes{Item: item, Parts: n, Replicas: map[string]api.PN{}}
+	for k, b := range answers {
+		var p api.Likes
+		if b == nil || json.Unmarshal(b, &p) != nil {
+			out.MissingParts = append(out.MissingParts, k)
+			continue
+		}
+		out.Count += p.Count
+		out.Approx = out.Approx || p.Approx
+		out.Unreconciled += p.Unreconciled
+		for rep, pn := range p.Replicas {
+			sum := out.Replicas[rep]
+			out.Replicas[rep] = api.PN{P: sum.P + pn.P, N: sum.N + pn.N}
+		}
+		for rep, ms := range p.StalenessMs {
+			if out.StalenessMs == nil {
+				out.StalenessMs = map[string]int64{}
+			}
+			if old, ok := out.StalenessMs[rep]; !ok || old >= 0 && (ms < 0 || ms > old) {
+				out.StalenessMs[rep] = ms // the oldest view of each peer
+			}
+		}
+	}
+	if len(out.MissingParts) > 0 {
+		out.Partial, out.Approx = true, true
+	}
+	return out, nil
+}
+
+// hotFeed is a feed's entry of a split item.
+type hotFeed struct {
+	api.FeedItem
+	approx, partial bool
+}
+
+// hotFeedItem is the feed's entry of split item for user: the item's
+// count, summed over its parts as GET /v1/likes/{item} reads it, and the
+// user's like state from the user's part (a forwarded GET
+// /v1/likes/{item}/{user} when this replica does not hold it).
+func (s *Server) hotFeedItem(r *http.Request, item, user string, n int) (hotFeed, error) {
+	read := func(path string) (*http.Request, error) {
+		q, err := http.NewRequestWithContext(r.Context(), http.MethodGet, path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("feed of %s: %w", item, err)
+		}
+		q.Header, q.RemoteAddr = r.Header.Clone(), r.RemoteAddr
+		q.Header.Del("Content-Type")
+		q.Header.Del("Content-Length")
+		return q, nil
+	}
+	q, err := read("/v1/likes/" + url.PathEscape(item))
+	if err != nil {
+		return hotFeed{}, err
+	}
+	likes, err := s.hotLikes(q, item, n)
+	if err != nil {
+		return hotFeed{}, err
+	}
+	out := hotFeed{FeedItem: api.FeedItem{Item: item, Count: likes.Count}, approx: likes.Approx, partial: likes.Partial}
+	name := s.hotName(item, user)
+	if s.holds(name) {
+		st, err := s.rep.LikeOf(name, user)
+		if err != nil {
+			return hotFeed{}, err
+		}
+		out.Liked = st.Liked
+		return out, nil
+	}
+	if q, err = read("/v1/likes/" + url.PathEscape(item) + "/" + url.PathEscape(user)); err != nil {
+		return hotFeed{}, err
+	}
+	rec := &partRecorder{header: http.Header{}}
+	var liked api.Liked
+	if err := s.cfg.Shards.Forward(rec, q, nil, shard.Of(name)); err != nil || rec.code != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &liked) != nil {
+		out.approx, out.partial = true, true // not liked, as a feed's missing shard answers
+		return out, nil
+	}
+	out.Liked = liked.Liked
+	return out, nil
+}
+
+// getHotLikers is GET /v1/likers/{item} of a split item of n parts: each
+// user likes in one part, so a page is the first limit users of the
+// parts' pages merged. A part that does not answer makes it 503: a list
+// page cannot say what it leaves out.
+func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	limit, after, err := listQuery(r)
+	if err != nil {
+		return err
+	}
+	page := func(k int) (api.Likers, error) {
+		l, more, err := s.rep.Likers(crdt.PartName(item, k), after, limit)
+		if err != nil {
+			return api.Likers{}, err
+		}
+		return api.Likers{Item: item, Users: listEntries(l), Next: nextCursor(l, more)}, nil
+	}
+	if k, one, err := queryPart(r, n); err != nil {
+		return err
+	} else if one {
+		out, err := page(k)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return page(k) })
+	if err != nil {
+		return err
+	}
+	out := api.Likers{Item: item, Users: []api.ListEntry{}}
+	more := false
+	for k, b := range answers {
+		var p api.Likers
+		if b == nil || json.Unmarshal(b, &p) != nil {
+			return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
+				"no holder of part %d of %s answered in time", k, item)
+		}
+		out.Users = append(out.Users, p.Users...)
+		more = more || p.Next != ""
+	}
+	sort.Slice(out.Users, func(i, j int) bool { return out.Users[i].ID < out.Users[j].ID })
+	if len(out.Users) > limit {
+		out.Users, more = out.Users[:limit], true
+	}
+	if more && len(out.Users) > 0 {
+		out.Next = out.Users[len(out.Users)-1].ID
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// localPart runs one part's read here (serve, as a handler would) and
+// returns its JSON answer.
+func localPart(serve func(w http.ResponseWriter) error) (json.RawMessage, error) {
+	rec := &partRecorder{header: http.Header{}}
+	if err := serve(rec); err != nil {
+		return nil, err
+	}
+	return rec.body.Bytes(), nil
+}
+
+// getHotWindow is GET /v1/likes/{item}/window of a split item of n parts:
+// part k alone with ?part=k, else the parts' windows summed.
+func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	read := func(w http.ResponseWriter, k int) error {
+		return s.window(w, r, storage.Likes, crdt.PartName(item, k))
+	}
+	if k, one, err := queryPart(r, n); err != nil {
+		return err
+	} else if one {
+		return read(w, k)
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
+		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
+	})
+	if err != nil {
+		return err
+	}
+	var out api.Window
+	first := true
+	for k, b := range answers {
+		var p api.Window
+		if b == nil || json.Unmarshal(b, &p) != nil {
+			out.MissingParts = append(out.MissingParts, k)
+			continue
+		}
+		if first {
+			out, first = p, false
+			out.Replicas, out.Regions = map[string]api.PN{}, map[string]int64{}
+			out.Value, out.Unreconciled = 0, 0
+		}
+		out.Value += p.Value
+		out.Unreconciled += p.Unreconciled
+		out.Approx, out.Final = out.Approx || p.Approx, out.Final && p.Final
+		for rep, pn := range p.Replicas {
+			sum := out.Replicas[rep]
+			out.Replicas[rep] = api.PN{P: sum.P + pn.P, N: sum.N + pn.N}
+		}
+		for g, v := range p.Regions {
+			out.Regions[g] += v
+		}
+	}
+	if first {
+		return newError(http.StatusServiceUnavailable, CodeShardUnavailable, "no holder of any part of %s answered in time", item)
+	}
+	out.Key, out.Parts = item, n
+	if len(out.MissingParts) > 0 {
+		out.Partial, out.Approx, out.Final = true, true, false
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// getHotSeries is GET /v1/likes/{item}/series of a split item of n
+// parts: part k alone with ?part=k, else the parts' series summed point
+// by point.
+func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item string, n int) error {
+	read := func(w http.ResponseWriter, k int) error {
+		return s.series(w, r, storage.Likes, []string{crdt.PartName(item, k)})
+	}
+	if k, one, err := queryPart(r, n); err != nil {
+		return err
+	} else if one {
+		return read(w, k)
+	}
+	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
+		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
+	})
+	if err != nil {
+		return err
+	}
+	var out api.Series
+	var sum *api.SeriesOfKey
+	for k, b := range answers {
+		var p api.Series
+		if b == nil || json.Unmarshal(b, &p) != nil || len(p.Series) != 1 || sum != nil && len(p.Times) != len(out.Times) {
+			out.MissingParts = append(out.MissingParts, k)
+			continue
+		}
+		if sum == nil {
+			out = p
+			sum = &out.Series[0]
+			sum.Key = item
+			continue
+		}
+		out.Approx, out.Final = out.Approx || p.Approx, out.Final && p.Final
+		for i, v := range p.Series[0].Values {
+			sum.Values[i] += v
+		}
+		for g, vs := range p.Series[0].Regions {
+			if sum.Regions == nil {
+				sum.Regions = map[string][]int64{}
+			}
+			if sum.Regions[g] == nil {
+				sum.Regions[g] = make([]int64, len(vs))
+			}
+			for i, v := range vs {
+				if i < len(sum.Regions[g]) {
+					sum.Regions[g][i] += v
+				}
+			}
+		}
+	}
+	if sum == nil {
+		return newError(http.StatusServiceUnavailable, CodeShardUnavailable, "no holder of any part of %s answered in time", item)
+	}
+	out.Parts = n
+	if len(out.MissingParts) > 0 {
+		out.Partial, out.Approx, out.Final = true, true, false
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
