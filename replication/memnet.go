@@ -38,6 +38,17 @@ type MemNetwork struct {
 	loss    map[memLink]float64 // probability a message on the link is lost; absent is 0
 	subs    map[*memSub]struct{}
 	pending []memMsg // Manual: published, not yet delivered
+	// matched caches, per subject, the subscriptions (or responders) it
+	// matches, in delivery order: a deployment of many sharded replicas
+	// has tens of thousands of subscriptions, and matching every message
+	// against each would cost more than what the replicas do with it.
+	// Emptied whenever a subscription comes or goes.
+	matched map[memMatchKey][]*memSub
+}
+
+type memMatchKey struct {
+	subject string
+	respond bool
 }
 
 type memLink struct{ from, to string }
@@ -60,10 +71,11 @@ type memMsg struct {
 // NewMemNetwork returns a network with every link up.
 func NewMemNetwork(cfg MemConfig) *MemNetwork {
 	return &MemNetwork{
-		cfg:  cfg,
-		rng:  rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
-		loss: make(map[memLink]float64),
-		subs: make(map[*memSub]struct{}),
+		cfg:     cfg,
+		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
+		loss:    make(map[memLink]float64),
+		subs:    make(map[*memSub]struct{}),
+		matched: make(map[memMatchKey][]*memSub),
 	}
 }
 
@@ -139,17 +151,35 @@ func (n *MemNetwork) lostLocked(from, to string) bool {
 	return p >= 1 || p > 0 && n.rng.Float64() < p
 }
 
+// matchingLocked are the subscriptions (respond false) or responders
+// (respond true) matching subject, sorted by member: map order is random,
+// and a fixed order makes scripted runs repeat. The slice is shared:
+// callers must not change it.
+func (n *MemNetwork) matchingLocked(subject string, respond bool) []*memSub {
+	key := memMatchKey{subject, respond}
+	if subs, ok := n.matched[key]; ok {
+		return subs
+	}
+	var subs []*memSub
+	for s := range n.subs {
+		if s.respond == respond && matchSubject(s.pattern, subject) {
+			subs = append(subs, s)
+		}
+	}
+	sortSubs(subs)
+	n.matched[key] = subs
+	return subs
+}
+
 func (n *MemNetwork) deliver(m memMsg) int {
 	n.mu.Lock()
 	var to []*memSub
-	for s := range n.subs {
-		if !s.respond && matchSubject(s.pattern, m.subject) && !n.lostLocked(m.from, s.member) {
+	for _, s := range n.matchingLocked(m.subject, false) {
+		if !n.lostLocked(m.from, s.member) {
 			to = append(to, s)
 		}
 	}
 	n.mu.Unlock()
-	// Map order is random; deliver in a fixed order so scripted runs repeat.
-	sortSubs(to)
 	for _, s := range to {
 		s.mu.Lock()
 		if s.handler != nil {
@@ -167,10 +197,12 @@ func sortSubs(s []*memSub) {
 func (n *MemNetwork) add(s *memSub) func() error {
 	n.mu.Lock()
 	n.subs[s] = struct{}{}
+	clear(n.matched)
 	n.mu.Unlock()
 	return func() error {
 		n.mu.Lock()
 		delete(n.subs, s)
+		clear(n.matched)
 		n.mu.Unlock()
 		// After unsubscribe returns, the handler is not called again.
 		s.mu.Lock()
@@ -228,15 +260,8 @@ func (t *MemTransport) Request(ctx context.Context, subject string, data []byte)
 	}
 	n := t.net
 	n.mu.Lock()
-	var cands []*memSub
-	for s := range n.subs {
-		if s.respond && matchSubject(s.pattern, subject) {
-			cands = append(cands, s)
-		}
-	}
-	sortSubs(cands)
 	var to *memSub
-	for _, s := range cands {
+	for _, s := range n.matchingLocked(subject, true) {
 		if !n.lostLocked(t.name, s.member) && !n.lostLocked(s.member, t.name) {
 			to = s
 			break
