@@ -33,22 +33,70 @@ type MemConfig struct {
 type MemNetwork struct {
 	cfg MemConfig
 
-	mu      sync.Mutex // protects the fields below
-	rng     *rand.Rand
-	loss    map[memLink]float64 // probability a message on the link is lost; absent is 0
-	subs    map[*memSub]struct{}
-	pending []memMsg // Manual: published, not yet delivered
-	// matched caches, per subject, the subscriptions (or responders) it
-	// matches, in delivery order: a deployment of many sharded replicas
-	// has tens of thousands of subscriptions, and matching every message
+	mu   sync.Mutex // protects the fields below
+	rng  *rand.Rand
+	loss map[memLink]float64 // probability a message on the link is lost; absent is 0
+	// subs and responders hold the subscriptions by their patterns'
+	// tokens, as NATS does: a deployment of many sharded replicas has
+	// tens of thousands of subscriptions, and matching every message
 	// against each would cost more than what the replicas do with it.
-	// Emptied whenever a subscription comes or goes.
-	matched map[memMatchKey][]*memSub
+	subs, responders memTrie
+	pending          []memMsg // Manual: published, not yet delivered
 }
 
-type memMatchKey struct {
-	subject string
-	respond bool
+// memTrie is one token of a pattern and the patterns under it.
+type memTrie struct {
+	next map[string]*memTrie // by the next token, "*" included
+	here []*memSub           // patterns that end here
+	rest []*memSub           // patterns that go on with ">" here
+}
+
+func (t *memTrie) add(pattern []string, s *memSub) {
+	for _, tok := range pattern {
+		if tok == ">" {
+			t.rest = append(t.rest, s)
+			return
+		}
+		if t.next == nil {
+			t.next = make(map[string]*memTrie)
+		}
+		c := t.next[tok]
+		if c == nil {
+			c = &memTrie{}
+			t.next[tok] = c
+		}
+		t = c
+	}
+	t.here = append(t.here, s)
+}
+
+func (t *memTrie) remove(pattern []string, s *memSub) {
+	for _, tok := range pattern {
+		if tok == ">" {
+			t.rest = slices.DeleteFunc(t.rest, func(x *memSub) bool { return x == s })
+			return
+		}
+		if t = t.next[tok]; t == nil {
+			return
+		}
+	}
+	t.here = slices.DeleteFunc(t.here, func(x *memSub) bool { return x == s })
+}
+
+// match appends the subscriptions whose patterns match the subject's
+// tokens.
+func (t *memTrie) match(toks []string, out []*memSub) []*memSub {
+	if len(toks) == 0 {
+		return append(out, t.here...)
+	}
+	out = append(out, t.rest...)
+	if c := t.next[toks[0]]; c != nil {
+		out = c.match(toks[1:], out)
+	}
+	if c := t.next["*"]; c != nil && toks[0] != "*" {
+		out = c.match(toks[1:], out)
+	}
+	return out
 }
 
 type memLink struct{ from, to string }
@@ -71,11 +119,9 @@ type memMsg struct {
 // NewMemNetwork returns a network with every link up.
 func NewMemNetwork(cfg MemConfig) *MemNetwork {
 	return &MemNetwork{
-		cfg:     cfg,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
-		loss:    make(map[memLink]float64),
-		subs:    make(map[*memSub]struct{}),
-		matched: make(map[memMatchKey][]*memSub),
+		cfg:  cfg,
+		rng:  rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
+		loss: make(map[memLink]float64),
 	}
 }
 
@@ -153,21 +199,14 @@ func (n *MemNetwork) lostLocked(from, to string) bool {
 
 // matchingLocked are the subscriptions (respond false) or responders
 // (respond true) matching subject, sorted by member: map order is random,
-// and a fixed order makes scripted runs repeat. The slice is shared:
-// callers must not change it.
+// and a fixed order makes scripted runs repeat.
 func (n *MemNetwork) matchingLocked(subject string, respond bool) []*memSub {
-	key := memMatchKey{subject, respond}
-	if subs, ok := n.matched[key]; ok {
-		return subs
+	t := &n.subs
+	if respond {
+		t = &n.responders
 	}
-	var subs []*memSub
-	for s := range n.subs {
-		if s.respond == respond && matchSubject(s.pattern, subject) {
-			subs = append(subs, s)
-		}
-	}
+	subs := t.match(strings.Split(subject, "."), nil)
 	sortSubs(subs)
-	n.matched[key] = subs
 	return subs
 }
 
@@ -195,14 +234,16 @@ func sortSubs(s []*memSub) {
 }
 
 func (n *MemNetwork) add(s *memSub) func() error {
+	t := &n.subs
+	if s.respond {
+		t = &n.responders
+	}
 	n.mu.Lock()
-	n.subs[s] = struct{}{}
-	clear(n.matched)
+	t.add(s.pattern, s)
 	n.mu.Unlock()
 	return func() error {
 		n.mu.Lock()
-		delete(n.subs, s)
-		clear(n.matched)
+		t.remove(s.pattern, s)
 		n.mu.Unlock()
 		// After unsubscribe returns, the handler is not called again.
 		s.mu.Lock()
@@ -289,16 +330,10 @@ func parsePattern(subject string) ([]string, error) {
 	return toks, nil
 }
 
-// matchSubject reports whether subject matches pattern, NATS style.
+// matchSubject reports whether subject matches pattern, NATS style, as
+// the network matches it.
 func matchSubject(pattern []string, subject string) bool {
-	toks := strings.Split(subject, ".")
-	for i, p := range pattern {
-		if p == ">" {
-			return len(toks) > i
-		}
-		if i >= len(toks) || p != "*" && p != toks[i] {
-			return false
-		}
-	}
-	return len(toks) == len(pattern)
+	var t memTrie
+	t.add(pattern, &memSub{})
+	return len(t.match(strings.Split(subject, "."), nil)) > 0
 }

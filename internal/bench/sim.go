@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -69,6 +70,8 @@ type simConfig struct {
 	Seed uint64
 	// JSON prints the result as JSON instead of the table.
 	JSON bool
+	// CPUProfile, if set, is a file the run's CPU profile is written to.
+	CPUProfile string
 }
 
 func defaultSimConfig() simConfig {
@@ -160,6 +163,7 @@ func parseSim(args []string, help io.Writer) (simConfig, error) {
 		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "longest wait for recovery, convergence after the load, and after the heal")
 		fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the regions the likes go to")
 		fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON (the progress still goes to stderr)")
+		fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write the run's CPU profile to `file`")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -190,6 +194,17 @@ func (c *cli) benchSim(ctx context.Context, args []string) error {
 	progress := c.stdout
 	if cfg.JSON {
 		progress = c.stderr
+	}
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("bench sim: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench sim: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := runSim(ctx, cfg, progress)
 	if err != nil {
