@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,6 +76,9 @@ type simConfig struct {
 	JSON bool
 	// CPUProfile, if set, is a file the run's CPU profile is written to.
 	CPUProfile string
+	// Print, if set, is a result saved with --json: its tables are
+	// printed and nothing runs.
+	Print string
 }
 
 func defaultSimConfig() simConfig {
@@ -171,6 +175,7 @@ func parseSim(args []string, help io.Writer) (simConfig, error) {
 		fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the regions the likes go to")
 		fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON (the progress still goes to stderr)")
 		fs.StringVar(&cfg.CPUProfile, "cpu-profile", "", "write the run's CPU profile to `file`")
+		fs.StringVar(&cfg.Print, "print", "", "print the tables of a result saved with --json from `file`, and run nothing")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -197,6 +202,17 @@ func (c *cli) benchSim(ctx context.Context, args []string) error {
 	cfg, err := parseSim(args, c.stdout)
 	if err != nil {
 		return err
+	}
+	if cfg.Print != "" {
+		b, err := os.ReadFile(cfg.Print)
+		if err != nil {
+			return fmt.Errorf("bench sim: %w", err)
+		}
+		var res simResult
+		if err := json.Unmarshal(b, &res); err != nil {
+			return fmt.Errorf("bench sim: %s: %w", cfg.Print, err)
+		}
+		return printSim(c.stdout, res)
 	}
 	progress := c.stdout
 	if cfg.JSON {

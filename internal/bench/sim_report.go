@@ -47,7 +47,8 @@ func printSim(out io.Writer, r simResult) error {
 		fmt.Fprintf(tw, "%s\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", name, sec, w.Published, w.Delivered, w.DeliveredMsgs,
 			w.Digests, w.DigestMsgs, w.Pages, perLike, aePerLike)
 	}
-	row("load until converged", r.Load.Seconds+r.Load.ConvergedSeconds, r.Load.Wire, r.Likes)
+	row("load", r.Load.Seconds, r.Load.Wire, r.Likes)
+	row("load to converged", r.Load.ConvergedSeconds, r.Load.Tail, 0)
 	row("idle", r.Idle.Seconds, r.Idle.Wire, 0)
 	row("heal until converged", r.Cut.ConvergedSeconds, r.Cut.Wire, r.Cut.CutLikes+r.Cut.RestLikes)
 	if err := tw.Flush(); err != nil {
@@ -76,7 +77,12 @@ func printSim(out io.Writer, r simResult) error {
 		r.Likes, s.PerLikeCopy, r.Copies, p.Replicas, p.BytesPerReplica)
 	fmt.Fprintf(out, "  fast path per like  ~ unchanged (a like reaches the regions × copies = %d holders of its shard): %.1f bytes\n",
 		r.Regions*r.Copies, p.FastBytesPerLike)
-	fmt.Fprintf(out, "  idle traffic        ~ × N(N-1) pairs of replicas: digests %.0f bytes/s, heartbeats %.0f bytes/s (measured at N=%d: %.0f and %.0f)\n",
-		p.DigestBytesPerSec, p.HeartbeatBytesPerSec, n, float64(r.Idle.Wire.Digests)/max(r.Idle.Seconds, 1e-9), float64(r.Idle.Wire.Delivered)/max(r.Idle.Seconds, 1e-9))
+	w := r.Idle.Wire
+	perDigest, perBeat := float64(w.Digests)/float64(max(w.DigestMsgs, 1)), float64(w.Delivered)/float64(max(w.DeliveredMsgs, 1))
+	fmt.Fprintf(out, "  idle traffic        ~ N(N-1) pairs × (one digest exchange, %.0f bytes, every %s + one heartbeat, %.0f bytes, every %s)\n",
+		perDigest, secs(r.AEInterval), perBeat, secs(simHeartbeat.Seconds()))
+	fmt.Fprintf(out, "                        = %.0f + %.0f bytes/s at N=%d (measured here at N=%d, %s idle: %.0f + %.0f bytes/s)\n",
+		p.DigestBytesPerSec, p.HeartbeatBytesPerSec, r.Regions*p.Replicas, n, secs(r.Idle.Seconds),
+		float64(w.Digests)/max(r.Idle.Seconds, 1e-9), float64(w.Delivered)/max(r.Idle.Seconds, 1e-9))
 	return nil
 }

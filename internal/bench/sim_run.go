@@ -22,6 +22,7 @@ import (
 // simResult is what bench sim measured.
 type simResult struct {
 	Regions      int           `json:"regions"`
+	AEInterval   float64       `json:"ae_interval_seconds"`
 	Replicas     int           `json:"replicas_per_region"`
 	Copies       int           `json:"copies"`
 	Items        int           `json:"items"`
@@ -42,9 +43,12 @@ type simLoad struct {
 	// ConvergedSeconds is from the last like acknowledged to every
 	// replicator converged (from comparisons after it) and the checked
 	// items exact at every holder.
-	ConvergedSeconds float64   `json:"converged_seconds"`
-	Checked          int       `json:"items_checked"`
-	Wire             wireBytes `json:"wire"`
+	ConvergedSeconds float64 `json:"converged_seconds"`
+	Checked          int     `json:"items_checked"`
+	// Wire is what the transports carried while the likes were written;
+	// Tail from then until converged.
+	Wire wireBytes `json:"wire"`
+	Tail wireBytes `json:"wire_until_converged"`
 }
 
 // simStored is the replicas' sstable bytes after the load, each store
@@ -120,7 +124,7 @@ const simProjectTo = 100
 
 // runSim runs the whole simulation, writing progress to out.
 func runSim(ctx context.Context, cfg simConfig, out io.Writer) (res simResult, err error) {
-	res = simResult{Regions: cfg.Regions, Replicas: cfg.Replicas, Copies: cfg.Copies, Items: cfg.Items, Likes: cfg.Likes}
+	res = simResult{AEInterval: cfg.AEInterval.Seconds(), Regions: cfg.Regions, Replicas: cfg.Replicas, Copies: cfg.Copies, Items: cfg.Items, Likes: cfg.Likes}
 	fmt.Fprintf(out, "bench sim: %d regions × %d replicas, copies %d, %d likes over %d items, one process, in-memory transport,\n",
 		cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Likes, cfg.Items)
 	fmt.Fprintf(out, "  Pebble stores (durability none, cache %d MiB, memtable %d MiB), like lists and event log on, no time windows\n",
@@ -248,6 +252,8 @@ func (d *simDeployment) runLoad(ctx context.Context, res *simLoad, out io.Writer
 		return err
 	}
 	loaded := time.Now()
+	w1 := d.wire.snapshot()
+	res.Wire = w1.since(w0)
 	res.Seconds = loaded.Sub(t0).Seconds()
 	res.LikesPerSec = float64(cfg.Likes) / res.Seconds
 	fmt.Fprintf(out, "loaded %d likes in %s (%.0f/s)", cfg.Likes, loaded.Sub(t0).Round(time.Millisecond), res.LikesPerSec)
@@ -257,7 +263,7 @@ func (d *simDeployment) runLoad(ctx context.Context, res *simLoad, out io.Writer
 		return fmt.Errorf("bench sim: after the load: %w", err)
 	}
 	res.ConvergedSeconds = time.Since(loaded).Seconds()
-	res.Wire = d.wire.snapshot().since(w0)
+	res.Tail = d.wire.snapshot().since(w1)
 	fmt.Fprintf(out, "; converged and %d items exact at every holder %s later\n", len(items), time.Since(loaded).Round(time.Millisecond))
 	return nil
 }
@@ -618,11 +624,11 @@ func (d *simDeployment) measureVector(ctx context.Context, writers int) (_ simVe
 //     regions × copies holders of its shard, however many replicas a
 //     region has;
 //   - the idle traffic grows with the pairs of replicas: every replica
-//     heartbeats to every other and compares digests with each
-//     (N(N−1) for N replicas in all).
+//     heartbeats to every other each second and compares digests with
+//     each every anti-entropy interval, N(N−1) of each for N replicas in
+//     all, at the bytes of one measured here.
 func project(r simResult, replicas int) simProjection {
-	n, n2 := float64(r.Regions*r.Replicas), float64(r.Regions*replicas)
-	pairs := n2 * (n2 - 1) / max(n*(n-1), 1)
+	n := float64(r.Regions * replicas)
 	p := simProjection{
 		Replicas:        replicas,
 		BytesPerReplica: float64(r.Likes) * r.Stored.PerLikeCopy * float64(r.Copies) / float64(replicas),
@@ -630,12 +636,18 @@ func project(r simResult, replicas int) simProjection {
 	if r.Likes > 0 {
 		p.FastBytesPerLike = float64(r.Load.Wire.Delivered) / float64(r.Likes)
 	}
-	if r.Idle.Seconds > 0 {
-		p.DigestBytesPerSec = float64(r.Idle.Wire.Digests) / r.Idle.Seconds * pairs
-		p.HeartbeatBytesPerSec = float64(r.Idle.Wire.Delivered) / r.Idle.Seconds * pairs
+	w := r.Idle.Wire
+	if w.DigestMsgs > 0 && r.AEInterval > 0 {
+		p.DigestBytesPerSec = float64(w.Digests) / float64(w.DigestMsgs) * n * (n - 1) / r.AEInterval
+	}
+	if w.DeliveredMsgs > 0 {
+		p.HeartbeatBytesPerSec = float64(w.Delivered) / float64(w.DeliveredMsgs) * n * (n - 1) / simHeartbeat.Seconds()
 	}
 	return p
 }
+
+// simHeartbeat is the replicators' heartbeat interval (their default).
+var simHeartbeat = replication.DefaultConfig().HeartbeatInterval
 
 // secs formats seconds for the progress lines and the table.
 func secs(s float64) string { return strconv.FormatFloat(s, 'f', 2, 64) + "s" }

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,8 +77,8 @@ func TestSim(t *testing.T) {
 			t.Errorf("%d replicas: %d likes held in all, want %d", r.Replicas, held, want)
 		}
 		w := r.Load.Wire
-		if w.Published == 0 || w.Delivered <= w.Published || w.Digests == 0 {
-			t.Errorf("%d replicas: wire during the load %+v: want deltas delivered to several replicas, and digests compared", r.Replicas, w)
+		if w.Published == 0 || w.Delivered <= w.Published || r.Load.Tail.Digests == 0 {
+			t.Errorf("%d replicas: wire during the load %+v, until converged %+v: want deltas delivered to several replicas, then digests compared", r.Replicas, w, r.Load.Tail)
 		}
 		if r.Cut.ConvergedSeconds <= 0 || r.Cut.ExactSeconds < r.Cut.ConvergedSeconds {
 			t.Errorf("%d replicas: heal converged in %.3fs, exact in %.3fs", r.Replicas, r.Cut.ConvergedSeconds, r.Cut.ExactSeconds)
@@ -124,5 +126,14 @@ func TestBenchSimCommand(t *testing.T) {
 	var res simResult
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Regions != 2 || res.Stored.Median == 0 || len(res.Vectors) != 2 {
 		t.Errorf("--json: %v, %+v:\n%s", err, res, stdout)
+	}
+	// --print prints a saved result's tables, running nothing.
+	saved := filepath.Join(t.TempDir(), "sim.json")
+	if err := os.WriteFile(saved, []byte(stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, printed, stderr := runArgs(t, "bench", "sim", "--print", saved)
+	if code != 0 || !strings.Contains(printed, "2 regions × 2 replicas = 4 replicas, copies 2, 50 likes over 50 items") {
+		t.Errorf("--print: exit %d, %s\n%s", code, stderr, printed)
 	}
 }
