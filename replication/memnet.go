@@ -33,11 +33,70 @@ type MemConfig struct {
 type MemNetwork struct {
 	cfg MemConfig
 
-	mu      sync.Mutex // protects the fields below
-	rng     *rand.Rand
-	loss    map[memLink]float64 // probability a message on the link is lost; absent is 0
-	subs    map[*memSub]struct{}
-	pending []memMsg // Manual: published, not yet delivered
+	mu   sync.Mutex // protects the fields below
+	rng  *rand.Rand
+	loss map[memLink]float64 // probability a message on the link is lost; absent is 0
+	// subs and responders hold the subscriptions by their patterns'
+	// tokens, as NATS does: a deployment of many sharded replicas has
+	// tens of thousands of subscriptions, and matching every message
+	// against each would cost more than what the replicas do with it.
+	subs, responders memTrie
+	pending          []memMsg // Manual: published, not yet delivered
+}
+
+// memTrie is one token of a pattern and the patterns under it.
+type memTrie struct {
+	next map[string]*memTrie // by the next token, "*" included
+	here []*memSub           // patterns that end here
+	rest []*memSub           // patterns that go on with ">" here
+}
+
+func (t *memTrie) add(pattern []string, s *memSub) {
+	for _, tok := range pattern {
+		if tok == ">" {
+			t.rest = append(t.rest, s)
+			return
+		}
+		if t.next == nil {
+			t.next = make(map[string]*memTrie)
+		}
+		c := t.next[tok]
+		if c == nil {
+			c = &memTrie{}
+			t.next[tok] = c
+		}
+		t = c
+	}
+	t.here = append(t.here, s)
+}
+
+func (t *memTrie) remove(pattern []string, s *memSub) {
+	for _, tok := range pattern {
+		if tok == ">" {
+			t.rest = slices.DeleteFunc(t.rest, func(x *memSub) bool { return x == s })
+			return
+		}
+		if t = t.next[tok]; t == nil {
+			return
+		}
+	}
+	t.here = slices.DeleteFunc(t.here, func(x *memSub) bool { return x == s })
+}
+
+// match appends the subscriptions whose patterns match the subject's
+// tokens.
+func (t *memTrie) match(toks []string, out []*memSub) []*memSub {
+	if len(toks) == 0 {
+		return append(out, t.here...)
+	}
+	out = append(out, t.rest...)
+	if c := t.next[toks[0]]; c != nil {
+		out = c.match(toks[1:], out)
+	}
+	if c := t.next["*"]; c != nil && toks[0] != "*" {
+		out = c.match(toks[1:], out)
+	}
+	return out
 }
 
 type memLink struct{ from, to string }
@@ -63,7 +122,6 @@ func NewMemNetwork(cfg MemConfig) *MemNetwork {
 		cfg:  cfg,
 		rng:  rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x5851f42d4c957f2d)),
 		loss: make(map[memLink]float64),
-		subs: make(map[*memSub]struct{}),
 	}
 }
 
@@ -139,17 +197,28 @@ func (n *MemNetwork) lostLocked(from, to string) bool {
 	return p >= 1 || p > 0 && n.rng.Float64() < p
 }
 
+// matchingLocked are the subscriptions (respond false) or responders
+// (respond true) matching subject, sorted by member: map order is random,
+// and a fixed order makes scripted runs repeat.
+func (n *MemNetwork) matchingLocked(subject string, respond bool) []*memSub {
+	t := &n.subs
+	if respond {
+		t = &n.responders
+	}
+	subs := t.match(strings.Split(subject, "."), nil)
+	sortSubs(subs)
+	return subs
+}
+
 func (n *MemNetwork) deliver(m memMsg) int {
 	n.mu.Lock()
 	var to []*memSub
-	for s := range n.subs {
-		if !s.respond && matchSubject(s.pattern, m.subject) && !n.lostLocked(m.from, s.member) {
+	for _, s := range n.matchingLocked(m.subject, false) {
+		if !n.lostLocked(m.from, s.member) {
 			to = append(to, s)
 		}
 	}
 	n.mu.Unlock()
-	// Map order is random; deliver in a fixed order so scripted runs repeat.
-	sortSubs(to)
 	for _, s := range to {
 		s.mu.Lock()
 		if s.handler != nil {
@@ -165,12 +234,16 @@ func sortSubs(s []*memSub) {
 }
 
 func (n *MemNetwork) add(s *memSub) func() error {
+	t := &n.subs
+	if s.respond {
+		t = &n.responders
+	}
 	n.mu.Lock()
-	n.subs[s] = struct{}{}
+	t.add(s.pattern, s)
 	n.mu.Unlock()
 	return func() error {
 		n.mu.Lock()
-		delete(n.subs, s)
+		t.remove(s.pattern, s)
 		n.mu.Unlock()
 		// After unsubscribe returns, the handler is not called again.
 		s.mu.Lock()
@@ -228,15 +301,8 @@ func (t *MemTransport) Request(ctx context.Context, subject string, data []byte)
 	}
 	n := t.net
 	n.mu.Lock()
-	var cands []*memSub
-	for s := range n.subs {
-		if s.respond && matchSubject(s.pattern, subject) {
-			cands = append(cands, s)
-		}
-	}
-	sortSubs(cands)
 	var to *memSub
-	for _, s := range cands {
+	for _, s := range n.matchingLocked(subject, true) {
 		if !n.lostLocked(t.name, s.member) && !n.lostLocked(s.member, t.name) {
 			to = s
 			break
@@ -264,16 +330,10 @@ func parsePattern(subject string) ([]string, error) {
 	return toks, nil
 }
 
-// matchSubject reports whether subject matches pattern, NATS style.
+// matchSubject reports whether subject matches pattern, NATS style, as
+// the network matches it.
 func matchSubject(pattern []string, subject string) bool {
-	toks := strings.Split(subject, ".")
-	for i, p := range pattern {
-		if p == ">" {
-			return len(toks) > i
-		}
-		if i >= len(toks) || p != "*" && p != toks[i] {
-			return false
-		}
-	}
-	return len(toks) == len(pattern)
+	var t memTrie
+	t.add(pattern, &memSub{})
+	return len(t.match(strings.Split(subject, "."), nil)) > 0
 }

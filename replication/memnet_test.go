@@ -127,3 +127,40 @@ func TestMemNetworkLossIsSeeded(t *testing.T) {
 		t.Fatalf("loss 0.5 over 200: %d delivered (again: %d)", got, run(4))
 	}
 }
+
+// Which subscriptions a subject reaches is cached per subject: one that
+// comes after a subject was delivered gets its later messages, one that
+// goes gets none, and a responder that comes answers at once.
+func TestMemNetworkFollowsSubscriptionChanges(t *testing.T) {
+	n := NewMemNetwork(MemConfig{})
+	a := n.Join("a")
+	var got []string
+	sub := func(member, pattern string) func() error {
+		unsub, err := n.Join(member).Subscribe(pattern, func(subject string, _ []byte) { got = append(got, member+" "+subject) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return unsub
+	}
+	unsubB := sub("b", "d.*")
+	_ = a.Publish("d.1", nil)
+	sub("c", "d.1")
+	_ = a.Publish("d.1", nil)
+	_ = unsubB()
+	_ = a.Publish("d.1", nil)
+	_ = a.Publish("d.2", nil)
+	want := []string{"b d.1", "b d.1", "c d.1", "c d.1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("delivered %q, want %q", got, want)
+	}
+	ctx := context.Background()
+	if _, err := a.Request(ctx, "ask.x", nil); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("request with no responder: %v", err)
+	}
+	if _, err := n.Join("x").Respond("ask.x", func([]byte) []byte { return []byte("x") }); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := a.Request(ctx, "ask.x", nil); err != nil || string(r) != "x" {
+		t.Fatalf("request after the responder came: %q, %v", r, err)
+	}
+}

@@ -21,6 +21,8 @@ func TestBenchHelp(t *testing.T) {
 		{[]string{"bench", "budget", "-h"}, "-exhaust"},
 		{[]string{"bench", "-h"}, "shards"},
 		{[]string{"bench", "shards", "-h"}, "-measure"},
+		{[]string{"bench", "-h"}, "sim"},
+		{[]string{"bench", "sim", "-h"}, "-vector-writers"},
 	} {
 		code, stdout, _ := runArgs(t, c.args...)
 		if code != 0 || !strings.Contains(stdout, c.want) {

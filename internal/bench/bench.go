@@ -22,12 +22,15 @@ import (
 //	tallyd bench budget       budget spends/s, latency and overspend
 //	tallyd bench shards       a sharded region: bytes per replica, likes/s
 //	                          direct and forwarded, heal time
+//	tallyd bench sim          regions × replicas sharded in one process over
+//	                          the in-memory transport: bytes per replica and
+//	                          on the wire per like, heal time, vector sizes
 //
 // They start what they measure in process when not pointed elsewhere, so
 // they run with no setup; docs/benchmarks.md records their figures.
 func (c *cli) bench(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("bench: want a mode: likes, events, space, replication, budget or shards (run 'tallyd help bench')")
+		return usagef("bench: want a mode: likes, events, space, replication, budget, shards or sim (run 'tallyd help bench')")
 	}
 	switch args[0] {
 	case "likes":
@@ -42,11 +45,13 @@ func (c *cli) bench(ctx context.Context, args []string) error {
 		return c.benchBudget(ctx, args[1:])
 	case "shards":
 		return c.benchShards(ctx, args[1:])
+	case "sim":
+		return c.benchSim(ctx, args[1:])
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(c.stdout, benchUsage)
 		return flag.ErrHelp
 	}
-	return usagef("bench: unknown mode %q: want likes, events, space, replication, budget or shards", args[0])
+	return usagef("bench: unknown mode %q: want likes, events, space, replication, budget, shards or sim", args[0])
 }
 
 const benchUsage = `usage: tallyd bench <mode> [flags]
@@ -68,6 +73,11 @@ modes:
                likes: single likes/s, p50/p99 and CPU per like, sent to a
                holder or to any replica (forwarded); heal: time to exact
                counts everywhere after a cut
+  sim          a whole deployment in one process over the in-memory transport
+               (--regions 10 --replicas 6 --copies 2 --items 1000000): bytes
+               stored per replica, bytes on the wire per like (fast path and
+               anti-entropy), heal time after a cut, one item's vector size by
+               writers, and a projection to 100 replicas per region
 
 run 'tallyd bench <mode> -h' for a mode's flags
 `

@@ -1,0 +1,88 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("bench: write JSON: %w", err)
+	}
+	return nil
+}
+
+// printSim prints bench sim's tables.
+func printSim(out io.Writer, r simResult) error {
+	n := r.Regions * r.Replicas
+	fmt.Fprintf(out, "\n%d regions × %d replicas = %d replicas, copies %d, %d likes over %d items\n",
+		r.Regions, r.Replicas, n, r.Copies, r.Likes, r.Items)
+	fmt.Fprintf(out, "ready %s; loaded in %s (%.0f likes/s); every replicator converged and %d items exact at every holder %s later\n",
+		secs(r.ReadySeconds), secs(r.Load.Seconds), r.Load.LikesPerSec, r.Load.Checked, secs(r.Load.ConvergedSeconds))
+
+	s := r.Stored
+	fmt.Fprintf(out, "\nstored: live sstable bytes per replica after a full compaction (an empty store: %d)\n", s.Empty)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "min\tmedian\tmax\tall replicas\tper like (all copies)\tper like copy\tmedian replica per like loaded\t")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.2f\t\n", s.Min, s.Median, s.Max, s.Total, s.PerLike, s.PerLikeCopy, s.PerLikeAtReplica)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "\nwire: message payload bytes (NATS framing not included); fast path = deltas and heartbeats,")
+	fmt.Fprintln(out, "  delivered once per receiving replica; anti-entropy = requests and replies")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tseconds\tfast published\tfast delivered\tdelivered msgs\tAE digests\tdigest exchanges\tAE pages\tfast per like\tAE per like\t")
+	row := func(name string, sec float64, w wireBytes, likes int) {
+		perLike, aePerLike := "-", "-"
+		if likes > 0 {
+			perLike = fmt.Sprintf("%.1f", float64(w.Delivered)/float64(likes))
+			aePerLike = fmt.Sprintf("%.1f", float64(w.AE())/float64(likes))
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t\n", name, sec, w.Published, w.Delivered, w.DeliveredMsgs,
+			w.Digests, w.DigestMsgs, w.Pages, perLike, aePerLike)
+	}
+	row("load", r.Load.Seconds, r.Load.Wire, r.Likes)
+	row("load to converged", r.Load.ConvergedSeconds, r.Load.Tail, 0)
+	row("idle", r.Idle.Seconds, r.Idle.Wire, 0)
+	row("heal until converged", r.Cut.ConvergedSeconds, r.Cut.Wire, r.Cut.CutLikes+r.Cut.RestLikes)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	c := r.Cut
+	fmt.Fprintf(out, "\nheal: %s cut from every other region for %s with %d likes/s a side (%d on its side, %d on the other, %d items);\n",
+		c.Region, secs(c.Seconds), c.Rate, c.CutLikes, c.RestLikes, c.Touched)
+	fmt.Fprintf(out, "  after the heal every replicator converged in %s, and %d touched items read exact at every holder in %s\n",
+		secs(c.ConvergedSeconds), c.Checked, secs(c.ExactSeconds))
+
+	fmt.Fprintln(out, "\none item's vector by its number of writers (one entry each):")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "writers\tstored bytes\tper entry\tAE page bytes\t")
+	for _, v := range r.Vectors {
+		fmt.Fprintf(tw, "%d\t%.0f\t%.1f\t%d\t\n", v.Writers, v.StoredBytes, v.StoredBytes/float64(v.Writers), v.PageBytes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	p := r.Projection
+	fmt.Fprintf(out, "\nprojection to %d replicas per region (%d in all), same regions, copies and likes:\n", p.Replicas, r.Regions*p.Replicas)
+	fmt.Fprintf(out, "  bytes per replica   ~ likes × bytes per like copy × copies / replicas = %d × %.1f × %d / %d = %.0f\n",
+		r.Likes, s.PerLikeCopy, r.Copies, p.Replicas, p.BytesPerReplica)
+	fmt.Fprintf(out, "  fast path per like  ~ unchanged (a like reaches the regions × copies = %d holders of its shard): %.1f bytes\n",
+		r.Regions*r.Copies, p.FastBytesPerLike)
+	w := r.Idle.Wire
+	perDigest, perBeat := float64(w.Digests)/float64(max(w.DigestMsgs, 1)), float64(w.Delivered)/float64(max(w.DeliveredMsgs, 1))
+	fmt.Fprintf(out, "  idle traffic        ~ N(N-1) pairs × (one digest exchange, %.0f bytes, every %s + one heartbeat, %.0f bytes, every %s)\n",
+		perDigest, secs(r.AEInterval), perBeat, secs(simHeartbeat.Seconds()))
+	fmt.Fprintf(out, "                        = %.0f + %.0f bytes/s at N=%d (measured here at N=%d, %s idle: %.0f + %.0f bytes/s)\n",
+		p.DigestBytesPerSec, p.HeartbeatBytesPerSec, r.Regions*p.Replicas, n, secs(r.Idle.Seconds),
+		float64(w.Digests)/max(r.Idle.Seconds, 1e-9), float64(w.Delivered)/max(r.Idle.Seconds, 1e-9))
+	return nil
+}
