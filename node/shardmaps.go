@@ -401,9 +401,8 @@ func (w *shardWatch) follow(kw jetstream.KeyWatcher) {
 	}
 }
 
-// apply takes one change of the bucket: another region's map goes into
-// the view at once; a new map of this replica's own region is logged and
-// waits for the next start.
+// apply takes one change of the bucket into the view at once: another
+// region's map, and a new map of this replica's own region (takeOwn).
 func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
 	before := map[string]uint64{}
 	for r, m := range w.stored {
