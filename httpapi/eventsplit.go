@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -162,7 +161,7 @@ func (s *Server) forwardEvents(r *http.Request, b *eventsBatch, g *forwardGroup)
 	fr.Header.Set("Content-Type", "application/x-ndjson")
 	fr.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	fr.ContentLength = int64(len(body))
-	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	rec := NewRecorder()
 	failed := func(e *apiError) []api.EventResult {
 		out := make([]api.EventResult, len(g.ops))
 		for k := range out {
@@ -174,12 +173,12 @@ func (s *Server) forwardEvents(r *http.Request, b *eventsBatch, g *forwardGroup)
 		return failed(s.classify(r, forwardError(g.shard, err)))
 	}
 	var ans api.EventsResult
-	if rec.status != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &ans) != nil || len(ans.Results) != len(g.ops) {
+	if rec.Status() != http.StatusOK || json.Unmarshal(rec.Body(), &ans) != nil || len(ans.Results) != len(g.ops) {
 		var e api.Error
-		if json.Unmarshal(rec.body.Bytes(), &e) != nil || e.Code == "" {
-			e = api.Error{Error: "the holder of shard " + strconv.Itoa(g.shard) + " answered http " + strconv.Itoa(rec.status), Code: CodeInternal}
+		if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
+			e = api.Error{Error: "the holder of shard " + strconv.Itoa(g.shard) + " answered http " + strconv.Itoa(rec.Status()), Code: CodeInternal}
 		}
-		return failed(&apiError{status: rec.status, code: e.Code, msg: e.Error})
+		return failed(&apiError{status: rec.Status(), code: e.Code, msg: e.Error})
 	}
 	return ans.Results
 }
@@ -196,14 +195,3 @@ func appliedEvent(r *region.Result) api.EventResult {
 	}
 	return out
 }
-
-// recorder is an http.ResponseWriter that keeps the answer.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (w *recorder) Header() http.Header         { return w.header }
-func (w *recorder) WriteHeader(status int)      { w.status = status }
-func (w *recorder) Write(p []byte) (int, error) { return w.body.Write(p) }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -128,35 +127,15 @@ func (s *Server) partAnswers(r *http.Request, item string, n int, local func(k i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &partRecorder{header: http.Header{}}
-			if err := s.cfg.Shards.Forward(rec, fr, nil, shard.Of(name)); err != nil || rec.code != http.StatusOK {
+			rec := NewRecorder()
+			if err := s.cfg.Shards.Forward(rec, fr, nil, shard.Of(name)); err != nil || rec.Status() != http.StatusOK {
 				return
 			}
-			answers[k] = rec.body.Bytes()
+			answers[k] = rec.Body()
 		}()
 	}
 	wg.Wait()
 	return answers, nil
-}
-
-// partRecorder keeps a forwarded part read's answer.
-type partRecorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (p *partRecorder) Header() http.Header { return p.header }
-func (p *partRecorder) WriteHeader(code int) {
-	if p.code == 0 {
-		p.code = code
-	}
-}
-func (p *partRecorder) Write(b []byte) (int, error) {
-	if p.code == 0 {
-		p.code = http.StatusOK
-	}
-	return p.body.Write(b)
 }
 
 // partLikes is GET /v1/likes/{item} of part k of a split item of n parts,
@@ -275,9 +254,9 @@ func (s *Server) hotFeedItem(r *http.Request, item, user string, n int) (hotFeed
 	if q, err = read("/v1/likes/" + url.PathEscape(item) + "/" + url.PathEscape(user)); err != nil {
 		return hotFeed{}, err
 	}
-	rec := &partRecorder{header: http.Header{}}
+	rec := NewRecorder()
 	var liked api.Liked
-	if err := s.cfg.Shards.Forward(rec, q, nil, shard.Of(name)); err != nil || rec.code != http.StatusOK || json.Unmarshal(rec.body.Bytes(), &liked) != nil {
+	if err := s.cfg.Shards.Forward(rec, q, nil, shard.Of(name)); err != nil || rec.Status() != http.StatusOK || json.Unmarshal(rec.Body(), &liked) != nil {
 		out.approx, out.partial = true, true // not liked, as a feed's missing shard answers
 		return out, nil
 	}
@@ -340,11 +319,11 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 // localPart runs one part's read here (serve, as a handler would) and
 // returns its JSON answer.
 func localPart(serve func(w http.ResponseWriter) error) (json.RawMessage, error) {
-	rec := &partRecorder{header: http.Header{}}
+	rec := NewRecorder()
 	if err := serve(rec); err != nil {
 		return nil, err
 	}
-	return rec.body.Bytes(), nil
+	return rec.Body(), nil
 }
 
 // getHotWindow is GET /v1/likes/{item}/window of a split item of n parts:

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 
 	"github.com/gorilla/mux"
 
@@ -175,7 +174,7 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 				}
 			}
 		} else if item, isItem := vars["item"]; isItem && len(s.cfg.Hot) > 0 {
-			if item, err := url.PathUnescape(item); err == nil && s.cfg.Hot.Parts(item) > 0 {
+			if parts := s.cfg.Hot.Parts(item); parts > 0 {
 				// A split item: the user's part, or part ?part=k, or
 				// served here, gathering the parts.
 				if r.Method == http.MethodDelete {
@@ -186,7 +185,7 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 					}
 					r.Body = io.NopCloser(bytes.NewReader(body))
 				}
-				name = s.hotRoute(r, item, s.cfg.Hot.Parts(item), body)
+				name = s.hotRoute(r, item, parts, body)
 				ok = name != ""
 			}
 		}

@@ -253,12 +253,12 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 		h.Del(k)
 	}
 	req.Header = h
-	rec := &recorder{header: http.Header{}}
+	rec := httpapi.NewRecorder()
 	sr.api.ServeHTTP(rec, req)
 	out := nats.NewMsg(msg.Reply)
-	out.Header = nats.Header(rec.header)
-	out.Header.Set(hdrStatus, strconv.Itoa(rec.status()))
-	out.Data = rec.body.Bytes()
+	out.Header = nats.Header(rec.Header())
+	out.Header.Set(hdrStatus, strconv.Itoa(rec.Status()))
+	out.Data = rec.Body()
 	if err := msg.RespondMsg(out); err != nil {
 		sr.log.Warn("answer forwarded request", "error", err)
 	}
@@ -347,32 +347,6 @@ func (sr *shardRouter) requestMsg(subject string, r *http.Request, body []byte) 
 func late(msg *nats.Msg) bool {
 	d, err := strconv.ParseInt(msg.Header.Get(hdrDeadline), 10, 64)
 	return err == nil && time.Now().UnixMilli() > d
-}
-
-// recorder is the http.ResponseWriter of a forwarded request.
-type recorder struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-}
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.body.Write(b)
-}
-func (r *recorder) status() int {
-	if r.code == 0 {
-		return http.StatusOK
-	}
-	return r.code
 }
 
 // answerRESP runs a forwarded RESP command and answers its reply.

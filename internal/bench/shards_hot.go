@@ -81,11 +81,7 @@ func runShardsHot(ctx context.Context, cfg shardsBenchConfig, env Env, log hclog
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "replicas\tcopies\tparts\troute\tbatch\tlikes/s\tbatch p50\tbatch p99\terrors\tCPU per like\tcores busy\t")
 	for _, r := range rows {
-		cpu, cores := "-", "-"
-		if c := r.CPUPerLike(); c >= 0 {
-			cpu = strconv.FormatFloat(float64(c)/float64(time.Microsecond), 'f', 1, 64) + "µs"
-			cores = strconv.FormatFloat(r.CPU.Seconds()/r.Elapsed.Seconds(), 'f', 2, 64)
-		}
+		cpu, cores := cpuColumns(r.CPUPerLike(), r.CPU, r.Elapsed)
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%d\t%.0f\t%s\t%s\t%d\t%s\t%s\t\n", r.Replicas, r.Copies, r.Parts, r.Route, r.Batch, r.PerSec(),
 			ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)), r.Errors, cpu, cores)
 	}

@@ -83,11 +83,7 @@ func runShardsLikes(ctx context.Context, cfg shardsBenchConfig, env Env, log hcl
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "replicas\tcopies\troute\tlikes/s\tp50\tp99\tforwarded\terrors\tCPU per like\tcores busy\t")
 	for _, r := range rows {
-		cpu, cores := "-", "-"
-		if c := r.CPUPerLike(); c >= 0 {
-			cpu = strconv.FormatFloat(float64(c)/float64(time.Microsecond), 'f', 1, 64) + "µs"
-			cores = strconv.FormatFloat(r.CPU.Seconds()/r.Elapsed.Seconds(), 'f', 2, 64)
-		}
+		cpu, cores := cpuColumns(r.CPUPerLike(), r.CPU, r.Elapsed)
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%s\t%s\t%.1f%%\t%d\t%s\t%s\t\n", r.Replicas, r.Copies, r.Route, r.PerSec(),
 			ms(r.Latency.Quantile(0.5)), ms(r.Latency.Quantile(0.99)), 100*r.ForwardedShare(), r.Errors, cpu, cores)
 	}
@@ -211,4 +207,14 @@ func (lr *shardLikesRun) like(ctx context.Context, to int, item, user string, bu
 		return by, nil
 	}
 	return lr.d.id[to], nil // an unsharded region names nobody: served where it arrived
+}
+
+// cpuColumns are a table's "CPU per like" and "cores busy" cells; "-"
+// when the process's CPU could not be read (perLike < 0).
+func cpuColumns(perLike, cpu, elapsed time.Duration) (string, string) {
+	if perLike < 0 {
+		return "-", "-"
+	}
+	return strconv.FormatFloat(float64(perLike)/float64(time.Microsecond), 'f', 1, 64) + "µs",
+		strconv.FormatFloat(cpu.Seconds()/elapsed.Seconds(), 'f', 2, 64)
 }
