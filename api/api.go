@@ -553,6 +553,9 @@ type ShardHolding struct {
 type ShardMove struct {
 	Region string `json:"region"`
 	State  string `json:"state"`
+	// Added is the replica added to the region, when the move spreads
+	// the shards to a new one ({"add": 1}).
+	Added string `json:"added,omitempty"`
 	// Target is the map the region moves to.
 	Target ShardMap `json:"target"`
 }

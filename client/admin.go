@@ -230,6 +230,19 @@ func (c *Client) MoveShards(ctx context.Context, region string, copies int, drai
 	return out, c.do(ctx, http.MethodPut, "/v1/admin/shards/"+esc(region), nil, body, &out)
 }
 
+// AddReplica starts a new replica in region of a local deployment (an
+// admin route) and begins spreading the region's shards over it, at most
+// maxMove shard copies at a time (0: no bound). It returns once the move
+// has begun, naming the new replica (Added); Shards shows its progress.
+func (c *Client) AddReplica(ctx context.Context, region string, maxMove int) (api.ShardMove, error) {
+	body := struct {
+		Add     int `json:"add"`
+		MaxMove int `json:"max_move,omitempty"`
+	}{1, maxMove}
+	var out api.ShardMove
+	return out, c.do(ctx, http.MethodPut, "/v1/admin/shards/"+esc(region), nil, body, &out)
+}
+
 // Backup has the replica write a checkpoint of its store into dir, a new
 // directory on the replica's machine, ready to restore (an admin route).
 func (c *Client) Backup(ctx context.Context, dir string) (api.Backup, error) {

@@ -17,9 +17,13 @@ type ReplicaAdmin interface {
 	// ReplicaStates lists every replica.
 	ReplicaStates() []api.ReplicaState
 	// MoveShards begins moving region's shards, to copies holders each
-	// (0: as they are) with the drain replicas serving none, and returns
-	// at once; ErrMoving if the region's shards move already.
-	MoveShards(region string, copies int, drain []string) (api.ShardMove, error)
+	// (0: as they are) with the drain replicas serving none, at most
+	// maxMove shard copies at a time (0: no bound), and returns at once;
+	// ErrMoving if the region's shards move already.
+	MoveShards(region string, copies int, drain []string, maxMove int) (api.ShardMove, error)
+	// AddReplica starts a new replica in region and begins moving the
+	// region's shards to spread them over it, as MoveShards.
+	AddReplica(region string, maxMove int) (api.ShardMove, error)
 }
 
 // ErrMoving is returned by a ReplicaAdmin asked to move the shards of a
@@ -32,9 +36,14 @@ type shardMoveRequest struct {
 	Copies int `json:"copies,omitempty"`
 	// Drain are replicas that serve no keyed shard afterwards.
 	Drain []string `json:"drain,omitempty"`
+	// Add is how many replicas join the region, its shards spread over
+	// them (1; with neither copies nor drain).
+	Add int `json:"add,omitempty"`
+	// MaxMove bounds the shard copies synced at once (0: no bound).
+	MaxMove int `json:"max_move,omitempty"`
 }
 
-// PUT /v1/admin/shards/{region} {"copies": n, "drain": [...]}
+// PUT /v1/admin/shards/{region} {"copies": n, "drain": [...], "add": 1, "max_move": n}
 func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Replicas == nil {
 		return newError(http.StatusNotFound, CodeNotFound, "no replica admin: this route moves shards only in a local deployment (tallyd local); elsewhere run tallyd admin shards move")
@@ -47,10 +56,22 @@ func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 	if err := s.decodeRequired(w, r, &req, `{"copies":3}`); err != nil {
 		return err
 	}
-	if req.Copies < 0 {
+	switch {
+	case req.Copies < 0:
 		return newError(http.StatusBadRequest, CodeBadRequest, "copies %d < 0", req.Copies)
+	case req.MaxMove < 0:
+		return newError(http.StatusBadRequest, CodeBadRequest, "max_move %d < 0", req.MaxMove)
+	case req.Add < 0 || req.Add > 1:
+		return newError(http.StatusBadRequest, CodeBadRequest, "add %d: replicas join one at a time (add 1)", req.Add)
+	case req.Add == 1 && (req.Copies != 0 || len(req.Drain) > 0):
+		return newError(http.StatusBadRequest, CodeBadRequest, "add joins a replica with the region's copies: no copies or drain with it")
 	}
-	mv, err := s.cfg.Replicas.MoveShards(region, req.Copies, req.Drain)
+	var mv api.ShardMove
+	if req.Add == 1 {
+		mv, err = s.cfg.Replicas.AddReplica(region, req.MaxMove)
+	} else {
+		mv, err = s.cfg.Replicas.MoveShards(region, req.Copies, req.Drain, req.MaxMove)
+	}
 	switch {
 	case errors.Is(err, ErrMoving):
 		return newError(http.StatusConflict, CodeMoving, "%s", err.Error())
@@ -59,7 +80,7 @@ func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return newError(http.StatusBadRequest, CodeBadRequest, "%s", err.Error())
 	}
-	s.log.Warn("shard move begun by admin", "region", region, "copies", req.Copies, "drain", req.Drain)
+	s.log.Warn("shard move begun by admin", "region", region, "copies", req.Copies, "drain", req.Drain, "add", mv.Added, "max_move", req.MaxMove)
 	writeJSON(w, http.StatusOK, mv)
 	return nil
 }

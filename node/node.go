@@ -624,6 +624,9 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 		return fmt.Errorf("start replication: %w", err)
 	}
 	n.rep = rep
+	if n.shardMaps != nil {
+		n.shardMaps.peersBy(rep.AddPeers)
+	}
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
 	return nil
 }

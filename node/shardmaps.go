@@ -198,6 +198,10 @@ type shardWatch struct {
 	ownMu sync.Mutex
 	// onOwn serves by a new map of this region (the router's update).
 	onOwn func(shard.Map) error
+	// onPeers hears every replica the maps list (the replicator's
+	// AddPeers): a replica that joins a region becomes everyone's peer
+	// when its region's map first lists it.
+	onPeers func(ids ...string) []string
 	// tookAt is when this replica took its region's map in force.
 	tookAt time.Time
 
@@ -340,6 +344,21 @@ func (w *shardWatch) publish() {
 		}
 	}
 	w.view.Store(&view)
+	w.ownMu.Lock()
+	add := w.onPeers
+	w.ownMu.Unlock()
+	if add != nil {
+		add(view.Replicas()...)
+	}
+}
+
+// peersBy sets what hears the replicas the maps list, and tells it those
+// listed now.
+func (w *shardWatch) peersBy(fn func(ids ...string) []string) {
+	w.ownMu.Lock()
+	w.onPeers = fn
+	w.ownMu.Unlock()
+	fn(w.view.Load().Replicas()...)
 }
 
 // Holds reports whether replica holds shard s in the current view.

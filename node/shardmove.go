@@ -16,9 +16,18 @@ import (
 type MoveConfig struct {
 	// KV is the shard map bucket (OpenShardMaps). Required.
 	KV jetstream.KeyValue
-	// Target is the region's map to move to: the same replicas as the
-	// stored map, other holders. Required.
+	// Target is the region's map to move to: the stored map's replicas,
+	// and any joining the region (shard.PlanMove), other holders.
+	// Required.
 	Target shard.Map
+	// MaxMove bounds how many shard copies one step syncs at once
+	// (shard.Step): a larger move runs as several, one after another.
+	// 0: no bound.
+	MaxMove int
+	// Joined, if set, hears each join map once it is stored, before the
+	// move waits for the joining replicas: where a replica that joins the
+	// region is started (it finds itself listed).
+	Joined func(ctx context.Context, join shard.Map) error
 	// Status reads GET /v1/shards at a replica of the region, which
 	// gathers every replica's own word on the move. Required.
 	Status func(ctx context.Context) (api.ShardMap, error)
@@ -41,6 +50,49 @@ type MoveResult struct {
 }
 
 // MoveShards moves a region's shards to cfg.Target while the region
+// serves, in steps of at most cfg.MaxMove shard copies (moveStep each).
+// The result sums the steps' moves and times; Join and Switch are the
+// last step's maps.
+func MoveShards(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
+	if cfg.KV == nil || cfg.Status == nil {
+		return MoveResult{}, errors.New("move shards: a bucket and a status reader are required")
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 500 * time.Millisecond
+	}
+	var total MoveResult
+	for step := 1; ; step++ {
+		e, err := cfg.KV.Get(ctx, ShardMapKey(cfg.Target.Region))
+		if err != nil {
+			return total, fmt.Errorf("move shards of %s: read the stored map (assign one first: tallyd admin shards assign): %w", cfg.Target.Region, err)
+		}
+		cur, err := decodeShardMap(e)
+		if err != nil {
+			return total, fmt.Errorf("move shards of %s: %w", cfg.Target.Region, err)
+		}
+		// A stored join map is a step begun and cut short: the same
+		// step, from the map it moved from, resumes it.
+		next, err := shard.Step(shard.Unmoved(cur), cfg.Target, cfg.MaxMove)
+		if err != nil {
+			return total, fmt.Errorf("move shards of %s: %w", cfg.Target.Region, err)
+		}
+		scfg := cfg
+		scfg.Target = next
+		res, err := moveStep(ctx, scfg)
+		total.Moved += res.Moved
+		total.Synced += res.Synced
+		total.Released += res.Released
+		total.Join, total.Switch = res.Join, res.Switch
+		if err != nil || next.Equal(cfg.Target) {
+			return total, err
+		}
+		if cfg.Progress != nil {
+			cfg.Progress("region %s: step %d done (%d shard copies moved so far)", cfg.Target.Region, step, total.Moved)
+		}
+	}
+}
+
+// moveStep moves a region's shards to cfg.Target while the region
 // serves (shard/move.go): it writes the join map by compare-and-swap on
 // the stored revision, waits until every joining replica says it synced
 // under that map, writes the switch map, and waits until every replica
@@ -49,13 +101,7 @@ type MoveResult struct {
 // shards may then be retired). ctx bounds the whole move; a move cut short
 // leaves the map in the join or switch phase, which is safe to serve by,
 // and is finished by running it again (a stored join map is resumed).
-func MoveShards(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
-	if cfg.KV == nil || cfg.Status == nil {
-		return MoveResult{}, errors.New("move shards: a bucket and a status reader are required")
-	}
-	if cfg.Poll <= 0 {
-		cfg.Poll = 500 * time.Millisecond
-	}
+func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 	say := func(format string, args ...any) {
 		if cfg.Progress != nil {
 			cfg.Progress(format, args...)
@@ -97,6 +143,11 @@ func MoveShards(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 	}
 	if !mv.Join.Equal(join) {
 		return res, fmt.Errorf("move shards of %s: the stored map (revision %d) is another move's join map: finish that move (run it with its target) first", region, join.Revision)
+	}
+	if cfg.Joined != nil {
+		if err := cfg.Joined(ctx, join); err != nil {
+			return res, fmt.Errorf("move shards of %s: %w", region, err)
+		}
 	}
 	t0 := time.Now()
 	if err := waitMove(ctx, cfg, join.Revision, func(h api.ShardHolding) bool { return len(h.Joining) == 0 || h.Synced != nil && *h.Synced }); err != nil {

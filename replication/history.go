@@ -146,7 +146,7 @@ func (r *Replicator) History(ctx context.Context, item, user string, limit int) 
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	req := appendHistoryRequest(item, user, limit)
-	for _, p := range r.cfg.Peers {
+	for _, p := range r.peerIDs() {
 		wg.Go(func() {
 			data, err := r.request(ctx, historySubject(p), req)
 			var got []PairAction

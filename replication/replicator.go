@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ type Replicator struct {
 	log    hclog.Logger
 	m      *metrics
 
-	mu    sync.Mutex // protects the peers' state (the set is fixed by Config.Peers)
+	mu    sync.Mutex // protects the peers' state (Config.Peers, and those AddPeers adds)
 	peers map[string]*peer
 	// retired: Config.Retired, whose state is taken only while a fresh
 	// store recovers (authority.go, takesRetired).
@@ -599,6 +600,41 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// AddPeers makes ids peers while the replicator runs (a replica that
+// joins the deployment: the shard maps list it) and returns those it
+// added. Self and retired ids are not added, and a peer is never
+// forgotten (Config.Peers). A peer added later is compared with and
+// merged from like a configured one, but does not hold back recovery:
+// that waits for Config.Peers.
+func (r *Replicator) AddPeers(ids ...string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var added []string
+	for _, id := range ids {
+		if id == r.self || r.retired[id] || r.peers[id] != nil {
+			continue
+		}
+		r.peers[id] = &peer{id: id, lastSeq: make(map[int]uint64)}
+		added = append(added, id)
+	}
+	if len(added) > 0 {
+		r.log.Info("new peers: the deployment's shard maps list them", "peers", added)
+	}
+	return added
+}
+
+// peerIDs are every known peer's ids, sorted.
+func (r *Replicator) peerIDs() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.peers))
+	for id := range r.peers {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Peers reports every known peer, sorted by id.

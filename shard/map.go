@@ -346,6 +346,16 @@ func FromAPI(j api.ShardMap) (Map, error) {
 // which shards any replica holds.
 type Maps []Map
 
+// Replicas are every region's replicas, sorted.
+func (ms Maps) Replicas() []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.replicas...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // Holds reports whether replica keeps shard s: serves it, or is taking it
 // or giving it up in a move (replication keeps, merges and compares
 // those). A replica in none of the maps holds every shard: its region is

@@ -21,9 +21,11 @@ import (
 //     reach every holder (a live replica's entries are taken only from
 //     itself) and nothing it answered from its shards goes stale.
 //
-// A passive copy is kept until the replica is retired (drained, then
-// removed with its data) or the shard comes back to it: deleting a
-// shard's data from a running replica is not built.
+// A passive copy is kept until its replica says it is released (every
+// segment compares equal with every holder, after its last write there
+// could have committed); then the replica deletes the shard's data
+// (package replication, ShardSync) and the next move drops it from the
+// leaving set.
 
 // moving returns sets, or none when the map moves nothing.
 func (m Map) moving(sets []Set) []Set {
@@ -72,10 +74,19 @@ type Move struct {
 }
 
 // PlanMove returns the move from cur, a map at rest, to target, which
-// must hold the same replicas. Copies is the target's.
+// holds the same replicas or more: a replica target adds joins the region
+// holding Global alone (a fresh store, it accepts no write before it has
+// synced from every peer) and takes its keyed shards in the join map like
+// any other. Copies is the target's. Removing a replica is a drain
+// (Drained) and then its retirement.
 func PlanMove(cur, target Map) (Move, error) {
-	if cur.Region != target.Region || !slices.Equal(cur.replicas, target.replicas) {
-		return Move{}, errors.New("shard move: the target map must be of the same region and replicas (adding or removing replicas changes every replica's peers: a restart)")
+	if cur.Region != target.Region {
+		return Move{}, errors.New("shard move: the target map must be of the same region")
+	}
+	for _, r := range cur.replicas {
+		if !slices.Contains(target.replicas, r) {
+			return Move{}, fmt.Errorf("shard move: the target map drops replica %s: drain it instead (it keeps Global until it is retired)", r)
+		}
 	}
 	if cur.Moving() {
 		return Move{}, fmt.Errorf("shard move: region %s's map is already moving (revision %d): finish that move first", cur.Region, cur.Revision)
@@ -83,6 +94,7 @@ func PlanMove(cur, target Map) (Move, error) {
 	if err := target.Validate(); err != nil {
 		return Move{}, err
 	}
+	cur = cur.widen(target.replicas)
 	n := len(cur.replicas)
 	mv := Move{}
 	join := Map{Region: cur.Region, Copies: target.Copies, replicas: slices.Clone(cur.replicas), held: slices.Clone(cur.held),
@@ -111,6 +123,71 @@ func PlanMove(cur, target Map) (Move, error) {
 	}
 	mv.Join, mv.Switch = join, sw
 	return mv, nil
+}
+
+// widen returns m over replicas (a superset of m's, sorted): a replica m
+// does not list holds Global alone.
+func (m Map) widen(replicas []string) Map {
+	if slices.Equal(m.replicas, replicas) {
+		return m
+	}
+	out := Map{Region: m.Region, Copies: m.Copies, Revision: m.Revision, replicas: slices.Clone(replicas)}
+	out.held = make([]Set, len(replicas))
+	if m.leaving != nil {
+		out.leaving = make([]Set, len(replicas))
+	}
+	for i, r := range replicas {
+		j, ok := slices.BinarySearch(m.replicas, r)
+		switch {
+		case ok:
+			out.held[i] = m.held[j]
+			if m.leaving != nil {
+				out.leaving[i] = m.leaving[j]
+			}
+		default:
+			out.held[i].Add(Global)
+		}
+	}
+	return out
+}
+
+// Step returns the first step of a move from cur (at rest) toward target
+// that gains at most limit shard copies (limit < 1: no bound): whole
+// shards at a time, in shard order, each either as target holds it or as
+// cur does. So every step is a valid map, and running Step again from
+// each step's result reaches target. A replica target adds is in every
+// step, holding Global alone until its shards come.
+func Step(cur, target Map, limit int) (Map, error) {
+	mv, err := PlanMove(cur, target)
+	if err != nil {
+		return Map{}, err
+	}
+	if limit < 1 || mv.Moved <= limit {
+		return target, nil
+	}
+	cur = cur.widen(target.replicas)
+	out := Map{Region: target.Region, Copies: target.Copies, replicas: slices.Clone(target.replicas), held: make([]Set, len(target.replicas))}
+	budget := limit
+	for s := range Count {
+		gains := 0
+		for i := range out.replicas {
+			if target.held[i].Has(s) && !cur.held[i].Has(s) {
+				gains++
+			}
+		}
+		from := cur
+		// A shard gaining more copies than limit still moves, alone.
+		if gains > 0 && (gains <= budget || budget == limit) {
+			budget -= gains
+			from = target
+		}
+		for i := range out.replicas {
+			if from.held[i].Has(s) {
+				out.held[i].Add(s)
+			}
+		}
+	}
+	return out, out.Validate()
 }
 
 // validateMoving checks the move sets: a replica does not take or give

@@ -220,7 +220,12 @@ type Deployment struct {
 	cluster   *localnet.Cluster
 	authority *node.Authority
 	passwords map[string]string // NATS user -> password
-	opts      node.Options
+	// users are each region's NATS users (localnet's Users reads them; a
+	// replica added to a region adds its own: join.go).
+	users map[string][]natsperm.User
+	// regions are the deployment's regions, in order.
+	regions []string
+	opts    node.Options
 	log       hclog.Logger
 
 	// mu guards the replicas: an admin stops and starts them
@@ -272,6 +277,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	// lease authority, the operator; a client without credentials is an
 	// application (tally-apps), which may follow streams but write nothing.
 	users := map[string][]natsperm.User{}
+	d.users, d.regions = users, slices.Clone(cfg.Regions)
 	d.passwords = map[string]string{}
 	for _, r := range cfg.Regions {
 		users[r] = natsperm.Users(r, cfg.ReplicaIDs(r), cfg.Regions)
@@ -283,7 +289,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 			}
 		}
 	}
-	ncfg.Users = func(r string) []*server.User { return natsperm.ServerUsers(users[r], d.passwords) }
+	ncfg.Users = func(r string) []*server.User { return natsperm.ServerUsers(d.users[r], d.passwords) }
 	ncfg.NoAuthUser = natsperm.AppsUser
 	startCtx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	d.cluster, err = localnet.Start(startCtx, ncfg)
@@ -380,9 +386,25 @@ func (d *Deployment) assignShards(ctx context.Context) error {
 // the admin user's shard map bucket, reading the move's progress from
 // the region's first replica.
 func (d *Deployment) MoveShards(ctx context.Context, target shard.Map, progress func(string, ...any)) (node.MoveResult, error) {
+	return d.moveShards(ctx, target, 0, progress, nil)
+}
+
+// moveShards is MoveShards in steps of at most maxMove shard copies,
+// joined hearing each join map (node.MoveConfig).
+func (d *Deployment) moveShards(ctx context.Context, target shard.Map, maxMove int, progress func(string, ...any), joined func(context.Context, shard.Map) error) (node.MoveResult, error) {
+	d.mu.Lock()
 	first := d.cfgs[0]
+	pw := d.passwords[natsperm.AdminUser]
+	var at string // the region's first replica reports the move
+	for _, c := range d.cfgs {
+		if c.Region == target.Region {
+			at = "http://" + c.Listen
+			break
+		}
+	}
+	d.mu.Unlock()
 	nc, err := nats.Connect(d.cluster.ClientURL(first.Region), nats.Name("tallyd local: shard move"),
-		nats.UserInfo(natsperm.AdminUser, d.passwords[natsperm.AdminUser]))
+		nats.UserInfo(natsperm.AdminUser, pw))
 	if err != nil {
 		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
 	}
@@ -395,18 +417,11 @@ func (d *Deployment) MoveShards(ctx context.Context, target shard.Map, progress 
 	if err != nil {
 		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
 	}
-	var at string
-	for i, c := range d.cfgs {
-		if c.Region == target.Region {
-			at = d.URLs()[i]
-			break
-		}
-	}
 	c, err := client.New(client.Config{BaseURL: at, Token: first.AdminToken})
 	if err != nil {
 		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
 	}
-	return node.MoveShards(ctx, node.MoveConfig{KV: kv, Target: target, Status: c.Shards, Progress: progress})
+	return node.MoveShards(ctx, node.MoveConfig{KV: kv, Target: target, Status: c.Shards, Progress: progress, MaxMove: maxMove, Joined: joined})
 }
 
 // started records replica i's node as up, keeps its addresses for a
@@ -442,7 +457,11 @@ func (d *Deployment) started(i int, n *node.Node) {
 // NATSPassword is the password of a NATS user of the deployment
 // (natsperm.AdminUser, natsperm.AppsUser, a replica's user), made fresh
 // when it started.
-func (d *Deployment) NATSPassword(user string) string { return d.passwords[user] }
+func (d *Deployment) NATSPassword(user string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.passwords[user]
+}
 
 // newPassword is a fresh random NATS password.
 func newPassword() (string, error) {
@@ -571,14 +590,17 @@ func (a replicaAdmin) SetReplicaUp(id string, up bool) (api.ReplicaState, error)
 	return a.d.SetReplicaUp(id, up)
 }
 func (a replicaAdmin) ReplicaStates() []api.ReplicaState { return a.d.ReplicaStates() }
-func (a replicaAdmin) MoveShards(region string, copies int, drain []string) (api.ShardMove, error) {
-	return a.d.startMove(region, copies, drain)
+func (a replicaAdmin) MoveShards(region string, copies int, drain []string, maxMove int) (api.ShardMove, error) {
+	return a.d.startMove(region, copies, drain, maxMove)
+}
+func (a replicaAdmin) AddReplica(region string, maxMove int) (api.ShardMove, error) {
+	return a.d.startAdd(region, maxMove)
 }
 
 // startMove begins moving region's shards in the background (MoveShards;
 // Close cancels it): to copies holders each (0: the current map's), the
 // drain replicas serving only Global.
-func (d *Deployment) startMove(region string, copies int, drain []string) (api.ShardMove, error) {
+func (d *Deployment) startMove(region string, copies int, drain []string, maxMove int) (api.ShardMove, error) {
 	first := d.cfgs[0]
 	if first.Shards == nil {
 		return api.ShardMove{}, errors.New("the deployment is not sharded (tallyd local --replicas 2 or more)")
@@ -629,7 +651,7 @@ func (d *Deployment) startMove(region string, copies int, drain []string) (api.S
 	go func() {
 		defer d.ops.Done()
 		defer cancel()
-		res, err := d.MoveShards(ctx, target, func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) })
+		res, err := d.moveShards(ctx, target, maxMove, func(format string, args ...any) { d.log.Info(fmt.Sprintf(format, args...)) }, nil)
 		if err != nil {
 			d.log.Error("shard move", "region", region, "error", err)
 		} else {

@@ -50,21 +50,8 @@ func (c *Cluster) StartServer(ctx context.Context, name string) error {
 	if old.Running() {
 		return fmt.Errorf("start server %s: already running", name)
 	}
-	o := c.options(r)
-	var errs []error
-	var err error
-	if o.Port, err = clientPort(old); err != nil {
-		errs = append(errs, fmt.Errorf("client port: %w", err))
-	}
-	if c.multi() {
-		if o.Cluster.Port, err = listenPort(r.clusterAddr); err != nil {
-			errs = append(errs, fmt.Errorf("cluster port: %w", err))
-		}
-		if o.Gateway.Port, err = listenPort(r.gwAddr); err != nil {
-			errs = append(errs, fmt.Errorf("gateway port: %w", err))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	o, err := c.optionsAt(r, old)
+	if err != nil {
 		return fmt.Errorf("start server %s: %w", name, err)
 	}
 	s, err := server.NewServer(o)
@@ -98,6 +85,46 @@ func (c *Cluster) StartServer(ctx context.Context, name string) error {
 	}
 	c.log.Info("server started again", "region", name)
 	return c.WaitConnected(ctx)
+}
+
+// optionsAt are region r's options on the ports its server old listens
+// (or listened) on.
+func (c *Cluster) optionsAt(r *region, old *server.Server) (*server.Options, error) {
+	o := c.options(r)
+	var errs []error
+	var err error
+	if o.Port, err = clientPort(old); err != nil {
+		errs = append(errs, fmt.Errorf("client port: %w", err))
+	}
+	if c.multi() {
+		if o.Cluster.Port, err = listenPort(r.clusterAddr); err != nil {
+			errs = append(errs, fmt.Errorf("cluster port: %w", err))
+		}
+		if o.Gateway.Port, err = listenPort(r.gwAddr); err != nil {
+			errs = append(errs, fmt.Errorf("gateway port: %w", err))
+		}
+	}
+	return o, errors.Join(errs...)
+}
+
+// ReloadUsers gives region's running server the users Config.Users
+// returns now (a replica added to the region: its own user), as a
+// nats-server configuration reload does: connected clients stay. See
+// StopServer for what must not run concurrently.
+func (c *Cluster) ReloadUsers(name string) error {
+	r := c.byName[name]
+	if r == nil {
+		return fmt.Errorf("reload users: unknown region %q", name)
+	}
+	o, err := c.optionsAt(r, r.srv)
+	if err != nil {
+		return fmt.Errorf("reload users of %s: %w", name, err)
+	}
+	if err := r.srv.ReloadOptions(o); err != nil {
+		return fmt.Errorf("reload users of %s: %w", name, err)
+	}
+	c.log.Info("users reloaded", "region", name, "users", len(o.Users))
+	return nil
 }
 
 // clientPort is the client port a (possibly stopped) server listened on:

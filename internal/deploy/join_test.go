@@ -1,0 +1,183 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/testkit"
+)
+
+// A region grows and shrinks while likes flow at random replicas of both
+// regions: a fourth replica joins us through the local deployment's admin
+// route (its shards spread to it in bounded steps, each synced before it
+// serves), then us-1 is drained (its shards move away) and stopped. Every
+// like acknowledged is counted exactly, once, at every running replica of
+// both regions, the new one included.
+func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts seven replicas")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
+	d := startConfig(t, cfg)
+	waitReady(t, d.URLs())
+
+	var (
+		mu       sync.Mutex
+		targets  = d.URLs() // where likes go; the new replica joins it, the drained one leaves
+		liked    = map[string]map[string]bool{}
+		refused  int
+		stop     = make(chan struct{})
+		wg       sync.WaitGroup
+		sequence int
+	)
+	const items = 30
+	for w := range 4 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				sequence++
+				user := fmt.Sprintf("w%d-%d", w, sequence)
+				at := targets[rng.IntN(len(targets))]
+				mu.Unlock()
+				item := fmt.Sprintf("post%d", rng.IntN(items))
+				st, _, err := testkit.DoJSON("PUT", at+"/v1/likes/"+item+"/"+user, "")
+				mu.Lock()
+				if err == nil && st == 200 {
+					if liked[item] == nil {
+						liked[item] = map[string]bool{}
+					}
+					liked[item][user] = true
+				} else {
+					refused++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	ctx := context.Background()
+	admin, err := client.New(client.Config{BaseURL: d.URLs()[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// done waits until region us serves by a map at rest, every replica
+	// that left shards released, and check holds for every replica.
+	done := func(check func(api.ShardHolding) error) {
+		t.Helper()
+		testkit.WaitFor(t, 120*time.Second, func() error {
+			m, err := admin.Shards(ctx)
+			if err != nil {
+				return err
+			}
+			if len(m.Replicas) != 4 {
+				return fmt.Errorf("%d replicas in the map of us", len(m.Replicas))
+			}
+			for _, h := range m.Replicas {
+				if len(h.Joining) > 0 {
+					return fmt.Errorf("%s still joining %d ranges", h.Replica, len(h.Joining))
+				}
+				if len(h.Leaving) > 0 && (h.Released == nil || !*h.Released) {
+					return fmt.Errorf("%s not released yet", h.Replica)
+				}
+				if err := check(h); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	time.Sleep(time.Second) // likes in flight before the region grows
+
+	mv, err := admin.AddReplica(ctx, "us", 200)
+	if err != nil || mv.Added != "us-4" || mv.State != "moving" {
+		t.Fatalf("PUT /v1/admin/shards/us {add:1}: %+v %v", mv, err)
+	}
+	if _, err := admin.AddReplica(ctx, "us", 0); client.Code(err) != "moving" {
+		t.Fatalf("a second join while the first moves: %v, want 409 moving", err)
+	}
+	done(func(h api.ShardHolding) error {
+		if h.Count < 400 { // 1023 keyed shards, 2 copies each, over 4
+			return fmt.Errorf("%s serves %d shards", h.Replica, h.Count)
+		}
+		return nil
+	})
+	m := getShards(t, d.URLs()[0])
+	if !slices.Contains(m.Replicas(), "us-4") {
+		t.Fatalf("the map of us lists %v", m.Replicas())
+	}
+	urls, cfgs := d.URLs(), d.Configs()
+	if cfgs[len(cfgs)-1].Replica != "us-4" {
+		t.Fatalf("the deployment's last replica is %s", cfgs[len(cfgs)-1].Replica)
+	}
+	mu.Lock()
+	targets = append(targets, urls[len(urls)-1])
+	mu.Unlock()
+	held := m.Held("us-4")
+	t.Logf("us-4 joined: it serves %d shards", held.Len())
+
+	// Drain us-1, then stop it.
+	// The join's last step may still be finishing: 409 until it is.
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		_, err := admin.MoveShards(ctx, "us", 0, []string{"us-1"})
+		return err
+	})
+	done(func(h api.ShardHolding) error {
+		if h.Replica == "us-1" && (h.Count != 1 || len(h.Leaving) == 0) {
+			return fmt.Errorf("us-1 still serves %d shards", h.Count)
+		}
+		return nil
+	})
+	mu.Lock()
+	targets = slices.DeleteFunc(targets, func(u string) bool { return u == urls[0] })
+	mu.Unlock()
+	other, err := client.New(client.Config{BaseURL: urls[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.SetReplicaUp(ctx, "us-1", false); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // likes while us-1 is down
+	close(stop)
+	wg.Wait()
+
+	total := 0
+	for _, users := range liked {
+		total += len(users)
+	}
+	t.Logf("%d likes acknowledged while us grew and shrank, %d not", total, refused)
+	if total < 100 {
+		t.Fatalf("only %d likes acknowledged", total)
+	}
+	testkit.WaitFor(t, 60*time.Second, func() error {
+		for i, u := range urls {
+			if cfgs[i].Replica == "us-1" {
+				continue
+			}
+			for item, users := range liked {
+				_, b, err := testkit.DoJSON("GET", u+"/v1/likes/"+item, "")
+				if err != nil {
+					return err
+				}
+				if b["count"] != float64(len(users)) {
+					return fmt.Errorf("%s: %s = %v, want %d", cfgs[i].Replica, item, b, len(users))
+				}
+			}
+		}
+		return nil
+	})
+}
