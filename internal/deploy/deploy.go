@@ -226,7 +226,7 @@ type Deployment struct {
 	// regions are the deployment's regions, in order.
 	regions []string
 	opts    node.Options
-	log       hclog.Logger
+	log     hclog.Logger
 
 	// mu guards the replicas: an admin stops and starts them
 	// (/v1/admin/replicas) while others read them.
