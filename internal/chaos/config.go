@@ -22,15 +22,16 @@ const (
 	FaultMsg       = "msg"       // drop, duplicate, delay and reorder replication messages (chaos build)
 	FaultClock     = "clock"     // a region's wall clock steps ±30 s or +1 h, then back (chaos build)
 	FaultForge     = "forge"     // a malicious region publishes forged deltas
+	FaultMove      = "move"      // a region's shards move while it serves: more copies, or a replica drained (sharded runs)
 )
 
 // shardedFaults are the fault classes a sharded run (Config.Replicas above
 // 1) injects: the others address "the region's replica" (a forged or
 // clock-stepped replica), which a region of several has not.
-var shardedFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg}
+var shardedFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultMove}
 
 // AllFaults lists every fault class, in the order reports show them.
-var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultClock, FaultForge}
+var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultClock, FaultForge, FaultMove}
 
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
@@ -283,6 +284,9 @@ func (c Config) Validate() error {
 	if c.Replicas < 1 || c.Replicas > 9 {
 		bad("replicas %d: want 1 to 9 per region", c.Replicas)
 	}
+	if !c.sharded() && slices.Contains(c.Faults, FaultMove) && len(c.Faults) < len(AllFaults) {
+		bad("fault %q: only a sharded run (replicas above 1) moves shards", FaultMove)
+	}
 	if c.sharded() {
 		if c.Copies < 1 || c.Copies > c.Replicas {
 			bad("copies %d: want 1 to %d (the replicas)", c.Copies, c.Replicas)
@@ -365,6 +369,15 @@ func replicaID(region string) string {
 
 // replicaName is the id of a region's n-th replica (from 1).
 func replicaName(region string, n int) string { return fmt.Sprintf("%s-%d", region, n) }
+
+// replicaNames are region's replicas, n of them.
+func replicaNames(region string, n int) []string {
+	var out []string
+	for i := 1; i <= n; i++ {
+		out = append(out, replicaName(region, i))
+	}
+	return out
+}
 
 // sharded reports whether the regions run several replicas each, sharded.
 func (c Config) sharded() bool { return c.Replicas > 1 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
@@ -47,6 +48,13 @@ type executor struct {
 	violations []Violation
 
 	natsDown map[string]bool // owned by the executor goroutine
+
+	// Shard moves (moves.go): the bucket, opened at the first move, and
+	// the moves running behind the episodes.
+	nc     *nats.Conn
+	kv     jetstream.KeyValue
+	moves  sync.WaitGroup
+	moveMu sync.Mutex // held by the running move
 }
 
 func (x *executor) since() time.Duration { return time.Since(x.start) }
@@ -81,6 +89,7 @@ const healWait = 15 * time.Second
 // link up and every region running, unless ctx ended.
 func (x *executor) run(ctx context.Context, plan []Episode) {
 	x.natsDown = map[string]bool{}
+	defer x.waitMoves()
 	for _, e := range plan {
 		if !sleep(ctx, time.Until(x.start.Add(e.At))) {
 			return
@@ -195,6 +204,8 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		return x.stepClock(ctx, e)
 	case KindForge:
 		return x.forge(ctx, e)
+	case KindMove:
+		return x.move(ctx, rec)
 	case KindPause:
 		p := x.d.target(e)
 		paused := e.Region

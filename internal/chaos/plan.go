@@ -34,6 +34,11 @@ const (
 	// 2^40 rights and, for 3 s, heartbeats far ahead in every replica's
 	// name and a forged hello (forge).
 	KindForge = "forge"
+	// KindMove moves a sharded region's shards while it serves (a
+	// run of Config.Replicas above 1): to Copies holders each, or with
+	// Drain serving none; the move runs on behind the next episodes
+	// (moves.go). Plan never draws it; tests put it in Config.Schedule.
+	KindMove = "move"
 )
 
 // Episode is one fault of the schedule. Episodes run one after another.
@@ -69,6 +74,10 @@ type Episode struct {
 	// commit) then hits that window on every kill, however busy the
 	// machine, instead of by the luck of where a kill lands.
 	AfterAck bool `json:"after_ack,omitempty"`
+	// Copies and Drain are a move's target: Copies holders of each
+	// shard (0: the run's Copies), or the replica Drain serving none.
+	Copies int    `json:"copies,omitempty"`
+	Drain  string `json:"drain,omitempty"`
 	// Sketch: a forge episode also publishes a saturated sketch as its
 	// region's replica (issue 27, item 5), which every region must still
 	// answer. Plan never sets it: the forging region never takes its own
@@ -110,6 +119,11 @@ func (e Episode) describe() string {
 		what = "restart nats of " + e.Region
 	case KindPause:
 		what = "SIGSTOP " + e.Region
+	case KindMove:
+		what = fmt.Sprintf("move the shards of %s to %d copies", e.Region, e.Copies)
+		if e.Drain != "" {
+			what = fmt.Sprintf("move the shards of %s off %s (drain)", e.Region, e.Drain)
+		}
 	case KindClock:
 		what = fmt.Sprintf("step the clock of %s by %s", e.Region, e.Offset)
 	case KindForge:
@@ -127,7 +141,7 @@ func (e Episode) describe() string {
 // availability during partitions): every kind but kill, wipe, pause,
 // clock and forge.
 func (e Episode) linkFault() bool {
-	return e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause && e.Kind != KindClock && e.Kind != KindForge
+	return e.Kind != KindKill && e.Kind != KindWipe && e.Kind != KindPause && e.Kind != KindClock && e.Kind != KindForge && e.Kind != KindMove
 }
 
 // validate checks a hand-made episode (Config.Schedule) against regions
@@ -158,6 +172,16 @@ func (e Episode) validate(regions []string, replicas int) error {
 	}
 	switch e.Kind {
 	case KindIsolate, KindKill, KindWipe, KindNATS, KindPause, KindForge:
+		return known(e.Region)
+	case KindMove:
+		switch {
+		case replicas < 2:
+			return errors.New("move: a sharded run moves shards (replicas 2 or more)")
+		case (e.Copies > 0) == (e.Drain != ""):
+			return errors.New("move: want copies or drain")
+		case e.Drain != "" && !slices.Contains(replicaNames(e.Region, replicas), e.Drain):
+			return fmt.Errorf("move: region %q has no replica %q to drain", e.Region, e.Drain)
+		}
 		return known(e.Region)
 	case KindClock:
 		if e.Offset == 0 {
@@ -198,6 +222,7 @@ var kindWeights = []struct {
 	{FaultWipe, KindWipe, 1},
 	{FaultNATS, KindNATS, 2},
 	{FaultClock, KindClock, 2},
+	{FaultMove, KindMove, 2},
 	{FaultForge, KindForge, 2},
 }
 
@@ -217,6 +242,9 @@ func Plan(cfg Config) []Episode {
 	for _, kw := range kindWeights {
 		if !cfg.has(kw.class) || kw.kind == KindSplit && len(cfg.Regions) < 4 {
 			continue // with 3 regions a majority/minority split is an isolation
+		}
+		if kw.kind == KindMove && !cfg.sharded() {
+			continue // "all" faults of an unsharded run: it has no shards to move
 		}
 		kinds = append(kinds, choice{kw.kind, kw.weight})
 		total += kw.weight
@@ -300,6 +328,14 @@ func Plan(cfg Config) []Episode {
 			e.Offset = []time.Duration{30 * time.Second, -30 * time.Second, time.Hour}[rng.IntN(3)]
 		case KindForge:
 			e.Region, e.Dur = pick(), between(2*time.Second, 5*time.Second)
+		case KindMove:
+			// The move runs on behind the next episodes (moves.go).
+			e.Region, e.Dur = pick(), between(2*time.Second, 4*time.Second)
+			if rng.IntN(2) == 0 {
+				e.Copies = min(cfg.Copies+1, cfg.Replicas)
+			} else {
+				e.Drain = pickReplica(e.Region)
+			}
 		}
 		if t+e.Dur+budget > end {
 			break

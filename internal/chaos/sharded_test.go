@@ -12,19 +12,23 @@ import (
 // replica. Its schedule: kill -9 of a replica, a region cut off, a
 // replica restarted on an empty data dir (it gets its shards back from
 // the other holders), and one replica stopped (SIGSTOP) while the rest of
-// its region serves its shards.
+// its region serves its shards; and shard moves behind them: us to three
+// copies while us-2 is killed, then eu-2 drained while eu is cut off (the
+// shard maps live in us: the drain waits for the heal).
 func shardedConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Replicas, cfg.Copies = 3, 2
 	cfg.Duration, cfg.Seed, cfg.Rate = 26*time.Second, 13, 100
 	cfg.Milestones = MilestonesOff
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 60, 10, 25, 8, 8, 5
-	cfg.Faults = []string{FaultPartition, FaultKill, FaultWipe}
+	cfg.Faults = []string{FaultPartition, FaultKill, FaultWipe, FaultMove}
 	cfg.Schedule = []Episode{
-		{Index: 1, Kind: KindKill, At: 2 * time.Second, Dur: 1500 * time.Millisecond, Region: "us", Replica: "us-2"},
-		{Index: 2, Kind: KindIsolate, At: 7 * time.Second, Dur: 4 * time.Second, Region: "eu"},
-		{Index: 3, Kind: KindWipe, At: 13 * time.Second, Dur: time.Second, Region: "ap", Replica: "ap-1"},
-		{Index: 4, Kind: KindPause, At: 19 * time.Second, Dur: 3 * time.Second, Region: "eu", Replica: "eu-3"},
+		{Index: 1, Kind: KindMove, At: time.Second, Dur: 500 * time.Millisecond, Region: "us", Copies: 3},
+		{Index: 2, Kind: KindKill, At: 2 * time.Second, Dur: 1500 * time.Millisecond, Region: "us", Replica: "us-2"},
+		{Index: 3, Kind: KindMove, At: 6 * time.Second, Dur: 500 * time.Millisecond, Region: "eu", Drain: "eu-2"},
+		{Index: 4, Kind: KindIsolate, At: 7 * time.Second, Dur: 4 * time.Second, Region: "eu"},
+		{Index: 5, Kind: KindWipe, At: 13 * time.Second, Dur: time.Second, Region: "ap", Replica: "ap-1"},
+		{Index: 6, Kind: KindPause, At: 19 * time.Second, Dur: 3 * time.Second, Region: "eu", Replica: "eu-3"},
 	}
 	return cfg
 }
