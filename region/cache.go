@@ -79,3 +79,17 @@ func (c *cache) put(k vkey, v crdt.Vector) {
 	s.m[k] = v
 	s.mu.Unlock()
 }
+
+// dropIf evicts every entry whose key matches. Writer only.
+func (c *cache) dropIf(match func(vkey) bool) {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for k := range sh.m {
+			if match(k) {
+				delete(sh.m, k)
+			}
+		}
+		sh.mu.Unlock()
+	}
+}

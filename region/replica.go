@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,6 +149,10 @@ type request struct {
 	// finals: blocks of numbers whose ranks are known (Finalize).
 	finals   []FinalBlock
 	finalSeq string
+	// drop: shards whose data to delete (DropShards), alone in a commit;
+	// dropped counts the entries deleted.
+	drop    []int
+	dropped int
 	// applyErr: a part of the request failed before the commit; the
 	// request fails with it (the commit still happens for the others).
 	applyErr error
@@ -606,6 +611,19 @@ func (r *Replica) commit(batch []*request) {
 			q.finish(err)
 		}
 		return
+	}
+	if slices.ContainsFunc(batch, func(q *request) bool { return len(q.drop) > 0 }) {
+		rest := batch[:0:0]
+		for _, q := range batch {
+			if len(q.drop) > 0 {
+				r.commitDrop(q)
+			} else {
+				rest = append(rest, q)
+			}
+		}
+		if batch = rest; len(batch) == 0 {
+			return
+		}
 	}
 	records := 0 // how many like and keyed records the batch may touch
 	for _, q := range batch {

@@ -135,6 +135,12 @@ func (c *pageCache) put(k skey, enc []byte) {
 	c.pages[k] = enc
 }
 
+// clear empties the cache.
+func (c *pageCache) clear() {
+	clear(c.pages)
+	c.size = 0
+}
+
 func (c *pageCache) drop(k skey) {
 	if old, ok := c.pages[k]; ok {
 		c.size -= pageEntryBytes + len(old)
