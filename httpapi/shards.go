@@ -28,6 +28,11 @@ type Shards interface {
 	MoveState() (synced, released *bool)
 	// Holds reports whether this replica holds shard s.
 	Holds(s int) bool
+	// Passive reports whether this replica keeps shard s as a copy it
+	// left in a move, until the map settles: it serves the shard's reads,
+	// which so never miss a write it acknowledged (its own entries reach
+	// the new holders by the time the map settles), and forwards writes.
+	Passive(s int) bool
 	// Forward sends r, whose body is body, to a holder of shard s in this
 	// region and writes the holder's answer to w. It returns an error
 	// (nothing written) when no holder answers.
@@ -216,7 +221,7 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 			return
 		}
 		sh := shard.Of(name)
-		if s.cfg.Shards.Holds(sh) || s.chaosServeUnheld(r) {
+		if s.cfg.Shards.Holds(sh) || s.chaosServeUnheld(r) || r.Method == http.MethodGet && s.cfg.Shards.Passive(sh) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -57,6 +57,9 @@ type Node struct {
 	// shardMaps is every region's shard map, followed in the shard map
 	// bucket; nil unless sharded.
 	shardMaps *shardWatch
+	// chaosDropUnsynced: the chaos build's bug delete-before-sync
+	// (region.Chaos.DropUnsynced); false in any other build.
+	chaosDropUnsynced bool
 
 	done     chan struct{} // closed when the HTTP serve loop returns
 	serveErr error         // why it returned; read after done is closed
@@ -170,6 +173,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if rcfg.Windows, err = cfg.WindowConfig(); err != nil {
 		return nil, err
 	}
+	n.chaosDropUnsynced = rcfg.Chaos.ChaosDropUnsynced()
 	var chaosClock func(time.Duration)
 	if buildtags.Chaos {
 		// The chaos suite steps this replica's wall clock (PUT
@@ -626,6 +630,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	n.rep = rep
 	if n.shardMaps != nil {
 		n.shardMaps.peersBy(rep.AddPeers)
+		n.shardMaps.dropBy(n.released, n.dropShards, n.chaosDropUnsynced)
 	}
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
 	return nil
@@ -655,13 +660,37 @@ func (n *Node) moveState() (synced, released *bool) {
 	m, since := n.shardMaps.ownSince()
 	if joining := m.Joining(n.cfg.Replica); joining.Len() > 0 {
 		s, _ := n.rep.ShardSync(joining, since)
+		s = s || n.chaosDropUnsynced // never outside a chaos build
 		synced = &s
 	}
 	if leaving := m.Leaving(n.cfg.Replica); leaving.Len() > 0 {
 		// A write it accepted just before the switch commits within the
 		// request timeout: compare only after that.
 		_, e := n.rep.ShardSync(leaving, since.Add(duration(n.cfg.RequestTimeout)))
+		e = e || n.chaosDropUnsynced // never outside a chaos build
 		released = &e
 	}
 	return synced, released
+}
+
+// released reports whether this replica's entries of shards are at every
+// other replica keeping them: every segment compared equal with each of
+// them after since (when it took the map that had it leave them) and a
+// request timeout, by which any write it accepted before has committed.
+func (n *Node) released(shards shard.Set, since time.Time) bool {
+	if n.chaosDropUnsynced { // never outside a chaos build
+		return true
+	}
+	_, equal := n.rep.ShardSync(shards, since.Add(duration(n.cfg.RequestTimeout)))
+	return equal
+}
+
+// dropShards drops this replica's data of shards it keeps no longer.
+func (n *Node) dropShards(ctx context.Context, shards shard.Set) {
+	entries, err := n.replica.DropShards(ctx, shards.List())
+	if err != nil {
+		n.log.Error("dropping the data of shards this replica keeps no longer", "shards", shards.Ranges(), "error", err)
+		return
+	}
+	n.log.Info("dropped the data of shards this replica keeps no longer", "shards", shards.Len(), "entries", entries)
 }

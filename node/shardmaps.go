@@ -198,6 +198,16 @@ type shardWatch struct {
 	ownMu sync.Mutex
 	// onOwn serves by a new map of this region (the router's update).
 	onOwn func(shard.Map) error
+	// released reports whether this replica's entries of shards are at
+	// every other replica keeping them, compared after since; onDrop
+	// drops the data of shards this replica keeps no longer (node's
+	// dropShards). drop is what takeOwn left to drop, after publish.
+	released func(shards shard.Set, since time.Time) bool
+	onDrop   func(ctx context.Context, shards shard.Set)
+	drop     shard.Set
+	// chaosDrop: the chaos build's bug delete-before-sync: a shard is
+	// dropped as soon as this replica stops serving it.
+	chaosDrop bool
 	// onPeers hears every replica the maps list (the replicator's
 	// AddPeers): a replica that joins a region becomes everyone's peer
 	// when its region's map first lists it.
@@ -449,6 +459,22 @@ func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
 		}
 	}
 	w.publish()
+	// Replication keeps the dropped shards no longer: drop their data.
+	w.ownMu.Lock()
+	drop, onDrop := w.drop, w.onDrop
+	w.drop = shard.Set{}
+	w.ownMu.Unlock()
+	if drop.Len() > 0 && onDrop != nil {
+		onDrop(w.ctx, drop)
+	}
+}
+
+// dropBy sets how this replica tells its entries of shards are at their
+// holders, and drops the shards it keeps no longer.
+func (w *shardWatch) dropBy(released func(shard.Set, time.Time) bool, drop func(context.Context, shard.Set), chaosDrop bool) {
+	w.ownMu.Lock()
+	defer w.ownMu.Unlock()
+	w.released, w.onDrop, w.chaosDrop = released, drop, chaosDrop
 }
 
 // takeOwn follows a new map of this replica's region: replication keeps
@@ -463,12 +489,26 @@ func (w *shardWatch) takeOwn(m shard.Map) {
 		return
 	}
 	held, joining, leaving := m.Held(w.self), m.Joining(w.self), m.Leaving(w.self)
+	dropped := shard.Dropped(w.own, m, w.self)
+	if w.chaosDrop { // never outside a chaos build
+		dropped = shard.Served(w.own, m, w.self)
+	}
 	w.log.Info("the shard map of this region changed: following it",
 		"region", w.region, "revision", m.Revision, "previous_revision", w.own.Revision,
-		"serves", held.Len(), "joining", joining.Len(), "leaving", leaving.Len())
-	w.own = m
+		"serves", held.Len(), "joining", joining.Len(), "leaving", leaving.Len(), "dropping", dropped.Len())
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
+	if dropped.Len() > 0 {
+		// Whether its entries are at the holders, asked while the shards
+		// are still kept and compared.
+		if w.released != nil && w.released(dropped, w.tookAt) {
+			w.drop = dropped
+		} else {
+			w.log.Error("the new shard map drops shards whose entries this replica has not seen at every holder: their data is kept (not served, not replicated); move them back to this replica, or let it release them before the map settles",
+				"region", w.region, "revision", m.Revision, "shards", dropped.Ranges())
+		}
+	}
+	w.own = m
 	w.tookAt = time.Now()
 	if w.onOwn != nil {
 		if err := w.onOwn(m); err != nil {

@@ -42,7 +42,9 @@ type MoveResult struct {
 	// Moved counts the shard copies that gained a holder (0: the stored
 	// map was the target already, nothing written).
 	Moved int
-	// Join and Switch are the two maps written, at their revisions.
+	// Join and Switch are the maps written, at their revisions: Switch
+	// the last, which is the settled map (shard.Settled) when replicas
+	// left shards.
 	Join, Switch shard.Map
 	// Synced and Released are how long the joining replicas took to sync
 	// and the leaving ones to compare equal with every holder.
@@ -165,7 +167,31 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 	}
 	res.Released = time.Since(t0)
 	say("region %s: every replica that left shards compares equal with their holders, after %s", region, res.Released.Round(time.Millisecond))
+	if !hasLeaving(res.Switch) {
+		return res, nil
+	}
+	settled, err := shard.Settled(res.Switch)
+	if err != nil {
+		return res, err
+	}
+	if res.Switch, err = PutShardMap(ctx, cfg.KV, settled, res.Switch.Revision); err != nil {
+		return res, fmt.Errorf("move shards of %s: write the settled map: %w", region, err)
+	}
+	if err := waitMove(ctx, cfg, res.Switch.Revision, func(api.ShardHolding) bool { return true }); err != nil {
+		return res, fmt.Errorf("move shards of %s: waiting for the replicas to take the settled map: %w", region, err)
+	}
+	say("region %s: settled map written (revision %d): the replicas that left shards dropped their data", region, res.Switch.Revision)
 	return res, nil
+}
+
+// hasLeaving reports whether some replica of m keeps shards it left.
+func hasLeaving(m shard.Map) bool {
+	for _, r := range m.Replicas() {
+		if l := m.Leaving(r); l.Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // waitMove polls the region's status until every replica serves by the

@@ -139,6 +139,14 @@ func advertised(cfg Config, addr net.Addr) *string {
 }
 func (sr *shardRouter) Holds(s int) bool { return sr.serving.Load().held.Has(s) }
 
+// Passive implements httpapi.Shards: s is a shard this replica left in a
+// move and keeps until the map settles.
+func (sr *shardRouter) Passive(s int) bool {
+	m := sr.serving.Load()
+	l := m.own.Leaving(sr.self)
+	return l.Has(s)
+}
+
 // update serves by m, a new map of the region (a move's switch): the
 // writer and the forwarding follow its held shards at once.
 func (sr *shardRouter) update(m shard.Map) error {

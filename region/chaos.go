@@ -32,6 +32,7 @@ const (
 	BugEstimateUnbounded  = "estimate-unbounded"
 	BugAckUnheld          = "ack-unheld-writes"
 	BugSplitTwoParts      = "split-user-two-parts"
+	BugDropUnsynced       = "delete-before-sync"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -112,7 +113,18 @@ type Chaos struct {
 	// finds no like to undo and the like stays counted: with httpapi's
 	// Config.ChaosSplitTwoParts, which routes it so.
 	SplitTwoParts bool
+	// DropUnsynced: a replica joining shards says it synced them at once,
+	// without pulling them, and one that leaves shards drops all their
+	// data, its own entries included, as soon as it stops serving them,
+	// without its entries being at the new holders (node's shard moves;
+	// DropShards): a move then loses what the leaving replica wrote,
+	// whose entries are taken only from itself.
+	DropUnsynced bool
 }
+
+// ChaosDropUnsynced reports whether the bug DropUnsynced is on (for node,
+// which runs the moves).
+func (c Chaos) ChaosDropUnsynced() bool { return buildtags.Chaos && c.DropUnsynced }
 
 // chaosAckWindow is how long AckBeforeCommit holds acknowledged writes
 // uncommitted. It is wide so that the chaos suite's kill, aimed at the
@@ -135,14 +147,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
-		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts}
+		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts, DropUnsynced: bug == BugDropUnsynced}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -293,6 +305,12 @@ func (r *Replica) chaosEstimate(e float64) float64 {
 		return math.Inf(1)
 	}
 	return e
+}
+
+// chaosDropOwn reports whether DropShards drops this replica's own
+// entries too: the bug DropUnsynced.
+func (r *Replica) chaosDropOwn() bool {
+	return buildtags.Chaos && r.cfg.Chaos.DropUnsynced
 }
 
 // chaosAckUnheld reports whether a batch refused by checkHeld is to be

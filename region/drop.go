@@ -8,15 +8,16 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
-// DropShards deletes this replica's data of shards it keeps no longer
-// (storage.Batch.DropSegment, segment by segment, each in its own commit)
-// and what the writer caches of them, and returns how many stored
-// entries it deleted. The caller makes sure first that every holder of
-// each shard has this replica's entries (a shard move's release, package
-// node): they are taken only from this replica. Writes to the shards are
-// refused or forwarded by then (Config.Holds), and a merge that still
-// arrives only brings back part of what the holders have, which a CRDT
-// merge takes as any other stale state.
+// DropShards deletes the other replicas' data of shards this replica
+// keeps no longer (storage.Batch.DropSegment, segment by segment, each in
+// its own commit; its own entries and records stay, as nobody may give
+// them back) and what the writer caches of them, and returns how many
+// stored entries it deleted. The caller makes sure first that every
+// holder of each shard has this replica's entries (a shard move's
+// release, package node). Writes to the shards are refused or forwarded
+// by then (Config.Holds), and a merge that still arrives only brings back
+// part of what the holders have, which a CRDT merge takes as any other
+// stale state.
 func (r *Replica) DropShards(ctx context.Context, shards []int) (int, error) {
 	for _, s := range shards {
 		if s < 0 || s >= shard.Count || s == shard.Global {
@@ -41,12 +42,16 @@ func (r *Replica) commitDrop(q *request) {
 	for _, s := range q.drop {
 		dropped[s] = true
 	}
+	own := r.self
+	if r.chaosDropOwn() { // never outside a chaos build
+		own = ""
+	}
 	var err error
 	for _, s := range q.drop {
 		for seg := s * storage.SegmentsPerShard; seg < (s+1)*storage.SegmentsPerShard && err == nil; seg++ {
 			b := r.store.NewBatch()
 			var n int
-			if n, err = b.DropSegment(seg); err == nil {
+			if n, err = b.DropSegment(seg, own); err == nil {
 				err = b.Commit()
 			}
 			b.Close()

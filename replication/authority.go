@@ -40,7 +40,9 @@ func (r *Replicator) known(id string) bool {
 	if id == r.self || r.retired[id] {
 		return true
 	}
-	_, ok := r.peers[id] // the set never changes after New
+	r.mu.Lock() // AddPeers adds peers while the replicator runs
+	_, ok := r.peers[id]
+	r.mu.Unlock()
 	return ok
 }
 

@@ -211,6 +211,56 @@ func (m Map) validateMoving() []error {
 	return errs
 }
 
+// Settled is m, a switch map whose leaving replicas have all released
+// what they left, with no leaving sets: each replica drops its data of
+// the shards it keeps no longer when it takes the settled map (package
+// node). m must not be joining anything.
+func Settled(m Map) (Map, error) {
+	if m.Moving() {
+		return Map{}, fmt.Errorf("shard map of %s: a map still joining shards does not settle", m.Region)
+	}
+	out := m
+	out.held = slices.Clone(m.held)
+	out.joining, out.leaving = nil, nil
+	return out, nil
+}
+
+// Dropped returns the shards replica keeps in m and no longer in next:
+// those whose data it drops when it takes next.
+func Dropped(m, next Map, replica string) Set {
+	was, now := m.Keeps(replica), next.Keeps(replica)
+	var out Set
+	for s := range Count {
+		if was.Has(s) && !now.Has(s) {
+			out.Add(s)
+		}
+	}
+	return out
+}
+
+// Served returns the shards replica serves in m and not in next.
+func Served(m, next Map, replica string) Set {
+	was, now := m.Held(replica), next.Held(replica)
+	var out Set
+	for s := range Count {
+		if was.Has(s) && !now.Has(s) {
+			out.Add(s)
+		}
+	}
+	return out
+}
+
+// List returns the shards of set, in order.
+func (set *Set) List() []int {
+	var out []int
+	for s := range Count {
+		if set.Has(s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Unmoved is m with its joining shards dropped: the map it moved from, as
 // PlanMove takes it (its passive copies kept).
 func Unmoved(m Map) Map {

@@ -10,16 +10,21 @@ import (
 	"github.com/tally-dev/tally/crdt"
 )
 
-// DropSegment adds to b the deletion of every replicated entry of segment
-// seg, as committed now, with the segment's digest, and of the local
-// indexes that point at them: a like record's like-list entries and
-// marker, a keyed record's or spend's expiry entry and marker, a slot's
-// expiry entry. A replica that no longer keeps a shard drops its segments
-// (SegmentShard), after its entries are known to be at the shard's
+// DropSegment adds to b the deletion of the replicated entries of segment
+// seg, as committed now, that are other replicas' (the digest follows),
+// and of the local indexes that point at them: a like record's like-list
+// entries and marker, a keyed record's or spend's expiry entry and marker,
+// a slot's expiry entry. Replica self's own entries stay: its vector
+// entries and sketch pages, and every record it is the origin of or
+// contributes to. A replica is the only authority on its own entries,
+// which nobody else may give it back, so it keeps them for good; should
+// the shard come back to it, it pulls the others' entries again from
+// their owners. A replica that no longer keeps a shard drops its segments
+// (SegmentShard) after its entries are known to be at the shard's
 // holders. The caller commits b alone (no other write to the segment in
 // it) and forgets what it caches of the segment's keys. It returns how
 // many entries b deletes.
-func (b *Batch) DropSegment(seg int) (int, error) {
+func (b *Batch) DropSegment(seg int, self string) (int, error) {
 	if seg < 0 || seg >= Segments {
 		return 0, fmt.Errorf("drop segment %d: out of range", seg)
 	}
@@ -32,12 +37,16 @@ func (b *Batch) DropSegment(seg int) (int, error) {
 	n := 0
 	for it.First(); it.Valid(); it.Next() {
 		key, val := slices.Clone(it.Key()), it.Value()
+		own, err := b.dropIndexes(key[len(prefix):], val, self)
+		if err != nil {
+			return n, fmt.Errorf("drop segment %d key %q: %w", seg, key, err)
+		}
+		if own {
+			continue
+		}
 		b.digest(key, val, nil)
 		_ = b.b.Delete(key, nil)
 		n++
-		if err := b.dropIndexes(key[len(prefix):], val); err != nil {
-			return n, fmt.Errorf("drop segment %d key %q: %w", seg, key, err)
-		}
 	}
 	if err := it.Error(); err != nil {
 		return n, fmt.Errorf("drop segment %d: %w", seg, err)
@@ -45,39 +54,55 @@ func (b *Batch) DropSegment(seg int) (int, error) {
 	return n, nil
 }
 
-// dropIndexes deletes the local index entries of one replicated entry
-// (rest: its key after the segment prefix).
-func (b *Batch) dropIndexes(rest, val []byte) error {
+// dropIndexes reports whether one replicated entry (rest: its key after
+// the segment prefix) is self's own, to keep, and otherwise deletes the
+// local index entries pointing at it.
+func (b *Batch) dropIndexes(rest, val []byte, self string) (own bool, err error) {
 	if len(rest) < 2 || rest[1] != '/' {
-		return fmt.Errorf("unknown replicated key")
+		return false, fmt.Errorf("unknown replicated key")
+	}
+	owns := func(r crdt.Record) bool {
+		_, origin := r.Stamp()
+		return origin == self || r.Contributions().Get(self) != (crdt.PN{})
 	}
 	switch rest[0] {
 	case prefixRecord:
 		item, user, ok := strings.Cut(string(rest[2:]), "/")
 		if !ok {
-			return fmt.Errorf("malformed record key")
+			return false, fmt.Errorf("malformed record key")
+		}
+		r, err := crdt.DecodeLikeRecord(val)
+		if err != nil {
+			return false, err
+		}
+		if owns(r) {
+			return true, nil
 		}
 		b.SetLiked(item, user, false, 0)
 		b.SetMarker(Likes, item, user, false)
 	case prefixKeyed:
 		name, idem, ok := strings.Cut(string(rest[2:]), "/")
 		if !ok {
-			return fmt.Errorf("malformed keyed record key")
+			return false, fmt.Errorf("malformed keyed record key")
 		}
 		k, key := keyedKind(name)
+		var r crdt.Record
 		var hlc crdt.HLC
 		if k == Budgets {
-			r, err := crdt.DecodeSpend(val)
+			s, err := crdt.DecodeSpend(val)
 			if err != nil {
-				return err
+				return false, err
 			}
-			hlc = r.HLC
+			r, hlc = s, s.HLC
 		} else {
-			r, err := crdt.DecodeKeyedRecord(val)
+			kr, err := crdt.DecodeKeyedRecord(val)
 			if err != nil {
-				return err
+				return false, err
 			}
-			hlc = r.HLC
+			r, hlc = kr, kr.HLC
+		}
+		if owns(r) {
+			return true, nil
 		}
 		b.kbuf = appendExpiryKey(b.kbuf[:0], hlc.WallMs(), name, idem)
 		_ = b.b.Delete(b.kbuf, nil)
@@ -85,13 +110,17 @@ func (b *Batch) dropIndexes(rest, val []byte) error {
 	case prefixVector:
 		parts := strings.Split(string(rest[2:]), "/")
 		if len(parts) != 3 || len(parts[0]) != 1 {
-			return fmt.Errorf("malformed vector key")
+			return false, fmt.Errorf("malformed vector key")
 		}
-		k := Kind(parts[0][0])
-		if slot, ok := crdt.ParseSlot(parts[1]); ok && k.IsWindows() {
-			b.kbuf = appendWindowExpiryKey(b.kbuf[:0], WindowIndexMs(slot), k, parts[1])
-			_ = b.b.Delete(b.kbuf, nil)
+		// A slot's expiry entry stays: the sweep deletes whatever is
+		// left of the slot when it expires.
+		return parts[2] == self, nil
+	case prefixSketch:
+		_, _, replica, _, ok := parseSketchKey(rest[2:])
+		if !ok {
+			return false, fmt.Errorf("malformed sketch key")
 		}
+		return replica == self, nil
 	}
-	return nil
+	return false, nil
 }

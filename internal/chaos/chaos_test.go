@@ -480,6 +480,24 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			},
 			kind: KindLostAck, prefix: "counter/",
 		},
+		{
+			// A shard move that deletes before the new holders have
+			// synced: us-1 is drained 4 s into the run; the replicas
+			// taking its shards say they synced at once, without
+			// pulling, and us-1 drops its copies as soon as the switch
+			// map has it leave them. A replica's entries are taken only
+			// from itself, so us-1's increments of those shards before
+			// the move never reach the new holders, which read less
+			// than the model.
+			bug: BugDropUnsynced,
+			tweak: func(c *Config) {
+				c.Faults = []string{FaultMove}
+				c.Replicas, c.Copies, c.Milestones = 3, 2, MilestonesOff
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 50, 0, 50, 0
+				c.Schedule = []Episode{{Index: 1, Kind: KindMove, At: 4 * time.Second, Dur: time.Second, Region: "us", Drain: "us-1"}}
+			},
+			kind: KindValueMismatch, prefix: "counter/",
+		},
 	}
 	picked, seed, err := pickControls(len(controls), os.Getenv, time.Now())
 	if err != nil {

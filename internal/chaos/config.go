@@ -36,12 +36,18 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
-	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld}
+	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced}
 
 // BugAckUnheld is the deliberate bug of a sharded region (Config.Replicas
 // above 1): a replica acknowledges a write of a key on a shard it does not
 // hold as applied, and neither forwards nor stores it.
 const BugAckUnheld = "ack-unheld-writes"
+
+// BugDropUnsynced is the deliberate bug of shard moves (a sharded run
+// with move episodes): a replica joining shards says it synced them at
+// once, and one leaving shards drops their data at once, so the entries
+// only the leaving replica had are lost.
+const BugDropUnsynced = "delete-before-sync"
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -299,6 +305,9 @@ func (c Config) Validate() error {
 		if c.Milestones != MilestonesOff {
 			bad("a sharded run numbers no likes (want milestones %s)", MilestonesOff)
 		}
+	}
+	if c.Bug == BugDropUnsynced && !c.sharded() {
+		bad("bug %s: only a sharded run (replicas above 1) moves shards", c.Bug)
 	}
 	if c.Bug == BugAckUnheld && !c.sharded() {
 		bad("bug %s: only a sharded run (replicas above 1) has shards a replica does not hold", c.Bug)
