@@ -20,9 +20,9 @@ import (
 // they are.
 //
 // The file is its own deduplication state: before the first write to a
-// file, Files reads the identities (log, seq) of the events it holds, so
-// an event delivered again, after a crash or a restart, is found there
-// and not written twice. An event always goes to the file of its own
+// file, Files reads the identities (replica, log, seq) of the events it
+// holds, so an event delivered again, after a crash or a restart, is
+// found there and not written twice. An event always goes to the file of its own
 // hour, so that file is the only place it can already be. A batch's lines
 // are appended and fsynced before Write returns; a line cut short by a
 // crash is cut off when the file is next opened (its event was not
@@ -47,7 +47,7 @@ type regionFiles struct {
 // hourFile is an open hour file and the identities of its events.
 type hourFile struct {
 	f    *os.File
-	seen map[string]*spans // by log: the seqs the file holds
+	seen map[string]*spans // by replica and log: the seqs the file holds
 	used uint64
 }
 
@@ -100,7 +100,7 @@ func (fs *Files) Write(_ context.Context, region string, events []Event) (int, e
 		var buf []byte
 		n := 0
 		for _, e := range byHour[h] {
-			if !hf.add(e.Log, e.Seq) {
+			if !hf.add(e.Replica, e.Log, e.Seq) {
 				continue
 			}
 			buf = append(append(buf, e.Line...), '\n')
@@ -210,14 +210,15 @@ func openHour(dir, path string) (*hourFile, error) {
 			return nil, fmt.Errorf("files: read %s: %w", path, err)
 		}
 		var id struct {
-			Log string `json:"log"`
-			Seq uint64 `json:"seq"`
+			Replica string `json:"replica"`
+			Log     string `json:"log"`
+			Seq     uint64 `json:"seq"`
 		}
-		if err := json.Unmarshal(line, &id); err != nil || id.Log == "" || id.Seq == 0 {
+		if err := json.Unmarshal(line, &id); err != nil || id.Replica == "" || id.Log == "" || id.Seq == 0 {
 			f.Close()
 			return nil, fmt.Errorf("files: %s line %d is not an event (move the file away to start it again)", path, lineNo)
 		}
-		hf.add(id.Log, id.Seq)
+		hf.add(id.Replica, id.Log, id.Seq)
 		end += int64(len(line))
 	}
 	if st, err := f.Stat(); err != nil || st.Size() != end {
@@ -248,12 +249,14 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// add records (log, seq) as in the file; false if it already was.
-func (hf *hourFile) add(log string, seq uint64) bool {
-	s := hf.seen[log]
+// add records (replica, log, seq) as in the file; false if it already
+// was.
+func (hf *hourFile) add(replica, log string, seq uint64) bool {
+	k := replica + "\x00" + log
+	s := hf.seen[k]
 	if s == nil {
 		s = &spans{}
-		hf.seen[log] = s
+		hf.seen[k] = s
 	}
 	return s.add(seq)
 }

@@ -13,10 +13,10 @@ import (
 // not there) and fills: one row per event, its identity the primary key.
 // docs/sink.md describes the columns and gives example queries.
 const Schema = `CREATE TABLE IF NOT EXISTS tally_events (
-	log             text        NOT NULL,
-	seq             bigint      NOT NULL,
 	region          text        NOT NULL,
 	replica         text        NOT NULL,
+	log             text        NOT NULL,
+	seq             bigint      NOT NULL,
 	type            text        NOT NULL,
 	kind            text        NOT NULL,
 	key             text        NOT NULL,
@@ -28,19 +28,19 @@ const Schema = `CREATE TABLE IF NOT EXISTS tally_events (
 	n               bigint      NOT NULL DEFAULT 0,
 	hlc             text        NOT NULL,
 	at              timestamptz NOT NULL,
-	PRIMARY KEY (log, seq)
+	PRIMARY KEY (replica, log, seq)
 );
 CREATE INDEX IF NOT EXISTS tally_events_at ON tally_events (at);
 CREATE INDEX IF NOT EXISTS tally_events_kind_key_at ON tally_events (kind, key, at);`
 
 // insertEvents adds a batch in one statement (one transaction): the
-// columns come as arrays, unnest makes them rows, and a row whose (log,
-// seq) the table holds is skipped.
+// columns come as arrays, unnest makes them rows, and a row whose
+// (replica, log, seq) the table holds is skipped.
 const insertEvents = `INSERT INTO tally_events
-	(log, seq, region, replica, type, kind, key, user_id, idempotency_key, by, count, p, n, hlc, at)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+	(region, replica, log, seq, type, kind, key, user_id, idempotency_key, by, count, p, n, hlc, at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
 	$8::text[], $9::text[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[], $14::text[], $15::timestamptz[])
-ON CONFLICT (log, seq) DO NOTHING`
+ON CONFLICT (replica, log, seq) DO NOTHING`
 
 // Postgres writes events into the table of Schema.
 type Postgres struct {
@@ -89,14 +89,14 @@ func (p *Postgres) Write(ctx context.Context, _ string, events []Event) (int, er
 	for i := range events {
 		e := &events[i]
 		if e.Seq > math.MaxInt64 || e.Count > math.MaxInt64 || e.P > math.MaxInt64 || e.N > math.MaxInt64 {
-			return 0, fmt.Errorf("postgres: event %s/%d: a number does not fit a bigint", e.Log, e.Seq)
+			return 0, fmt.Errorf("postgres: event %s/%s/%d: a number does not fit a bigint", e.Replica, e.Log, e.Seq)
 		}
 		logs[i], regions[i], replicas[i], types[i], kinds[i], keys[i], users[i], idems[i], hlcs[i] =
 			e.Log, e.Region, e.Replica, e.Type, e.Kind, e.Key, e.User, e.Idem, e.HLC
 		seqs[i], bys[i], counts[i], ps[i], ns[i] = int64(e.Seq), e.By, int64(e.Count), int64(e.P), int64(e.N)
 		ats[i] = e.At
 	}
-	tag, err := p.pool.Exec(ctx, insertEvents, logs, seqs, regions, replicas, types, kinds, keys, users, idems,
+	tag, err := p.pool.Exec(ctx, insertEvents, regions, replicas, logs, seqs, types, kinds, keys, users, idems,
 		bys, counts, ps, ns, hlcs, ats)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: insert %d events: %w", n, err)

@@ -5,11 +5,11 @@
 // drops an event it already holds, so a crash and the redelivery that
 // follows never duplicate one.
 //
-// An event's identity is its (log, seq): seq counts from 1 in a replica's
-// event log and log names that log (random per data directory, see
-// storage.Store.LogID). A message republished after the stream's
-// duplicate window carries the same identities under a new stream
-// sequence, so the stream sequence is not used.
+// An event's identity is its (replica, log, seq), as on the stream: seq
+// counts from 1 in a replica's event log and log names that log (random
+// per data directory, see storage.Store.LogID). A message republished
+// after the stream's duplicate window carries the same identities under
+// a new stream sequence, so the stream sequence is not used.
 package sink
 
 import (
@@ -52,14 +52,14 @@ type Event struct {
 }
 
 // ParseEvent decodes one line of a stream message. An event without its
-// identity (log and seq) cannot be deduplicated and is an error.
+// identity (replica, log and seq) cannot be deduplicated and is an error.
 func ParseEvent(line []byte) (Event, error) {
 	var e Event
 	if err := json.Unmarshal(line, &e); err != nil {
 		return Event{}, fmt.Errorf("event %.80q: %w", line, err)
 	}
-	if e.Log == "" || e.Seq == 0 || e.At.IsZero() {
-		return Event{}, fmt.Errorf("event %.80q: want log, seq and at", line)
+	if e.Replica == "" || e.Log == "" || e.Seq == 0 || e.At.IsZero() {
+		return Event{}, fmt.Errorf("event %.80q: want replica, log, seq and at", line)
 	}
 	e.Line = line
 	return e, nil
@@ -67,8 +67,8 @@ func ParseEvent(line []byte) (Event, error) {
 
 // Writer is a store the sink writes to.
 type Writer interface {
-	// Write stores events of region durably, skipping those (by log and
-	// seq) it already holds, and says how many it added. Once it returns
+	// Write stores events of region durably, skipping those (by replica,
+	// log and seq) it already holds, and says how many it added. Once it returns
 	// nil the events survive a crash: the sink acknowledges them then.
 	// Calls for different regions may run concurrently.
 	Write(ctx context.Context, region string, events []Event) (added int, err error)
@@ -127,27 +127,38 @@ type Sink struct {
 	batches, events, added, duplicates, badLine atomic.Uint64
 }
 
-// New checks cfg and fills in its defaults.
-func New(cfg Config) (*Sink, error) {
+// Validate reports a problem with cfg's names and numbers (not whether
+// JS and Writer are set): a command checks its flags with it before it
+// connects to anything.
+func (cfg Config) Validate() error {
 	switch {
-	case cfg.JS == nil || cfg.Writer == nil:
-		return nil, errors.New("sink: want JetStream and a writer")
 	case len(cfg.Regions) == 0:
-		return nil, errors.New("sink: want at least one region")
+		return errors.New("sink: want at least one region")
 	case cfg.Durable == "" || strings.ContainsAny(cfg.Durable, ".*> \t"):
-		return nil, fmt.Errorf("sink: consumer name %q: want a non-empty name without '.', '*', '>' or spaces", cfg.Durable)
+		return fmt.Errorf("sink: consumer name %q: want a non-empty name without '.', '*', '>' or spaces", cfg.Durable)
 	case cfg.Batch < 0 || cfg.Linger < 0 || cfg.AckWait < 0:
-		return nil, errors.New("sink: batch, linger and ack wait must not be negative")
+		return errors.New("sink: batch, linger and ack wait must not be negative")
 	}
 	seen := map[string]bool{}
 	for _, r := range cfg.Regions {
 		if !validRegion(r) {
-			return nil, fmt.Errorf("sink: region %q: want letters, digits, '-' and '_'", r)
+			return fmt.Errorf("sink: region %q: want letters, digits, '-' and '_'", r)
 		}
 		if seen[r] {
-			return nil, fmt.Errorf("sink: region %q named twice", r)
+			return fmt.Errorf("sink: region %q named twice", r)
 		}
 		seen[r] = true
+	}
+	return nil
+}
+
+// New checks cfg and fills in its defaults.
+func New(cfg Config) (*Sink, error) {
+	if cfg.JS == nil || cfg.Writer == nil {
+		return nil, errors.New("sink: want JetStream and a writer")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = 256

@@ -104,7 +104,7 @@ func (e *env) streamed() map[string]bool {
 				if err != nil {
 					e.t.Fatal(err)
 				}
-				ids[fmt.Sprintf("%s/%d", ev.Log, ev.Seq)] = true
+				ids[fmt.Sprintf("%s/%s/%d", ev.Replica, ev.Log, ev.Seq)] = true
 			}
 		}
 	}
@@ -225,7 +225,7 @@ func TestPostgresSinkCrashBeforeAck(t *testing.T) {
 	n, st := crashRestart(t, e, pg, "sink-pg-test", count, func() {})
 	t.Logf("second sink %+v", st)
 	var distinct, likes, us, eu int
-	query("SELECT count(DISTINCT (log, seq)) FROM tally_events", &distinct)
+	query("SELECT count(DISTINCT (replica, log, seq)) FROM tally_events", &distinct)
 	query("SELECT coalesce(sum(p - n), 0) FROM tally_events WHERE kind = 'likes'", &likes)
 	query("SELECT count(*) FILTER (WHERE region = 'us'), count(*) FILTER (WHERE region = 'eu') FROM tally_events", &us, &eu)
 	if distinct != n || likes != 400 || us != 200 || eu != 200 {
@@ -290,7 +290,7 @@ func TestFilesSinkCrashBeforeAck(t *testing.T) {
 	perRegion := map[string]int{}
 	evs := lines()
 	for _, ev := range evs {
-		id := fmt.Sprintf("%s/%d", ev.Log, ev.Seq)
+		id := fmt.Sprintf("%s/%s/%d", ev.Replica, ev.Log, ev.Seq)
 		if seen[id] {
 			t.Fatalf("event %s twice in the files", id)
 		}
