@@ -313,3 +313,13 @@ func (w *writerRef) Write(ctx context.Context, region string, events []sink.Even
 	return w.get().Write(ctx, region, events)
 }
 func (w *writerRef) Close() error { return w.get().Close() }
+
+// countLines is how many lines the file at path has.
+func countLines(tb testing.TB, path string) int {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
