@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -231,6 +233,44 @@ func TestPostgresSinkCrashBeforeAck(t *testing.T) {
 	if distinct != n || likes != 400 || us != 200 || eu != 200 {
 		t.Fatalf("rows: %d distinct of %d, net likes %d, us %d, eu %d; want 400 distinct, 400 likes, 200 per region", distinct, n, likes, us, eu)
 	}
+	// docs/sink.md: its schema is the one created, and every query on it
+	// runs; the likes per hour add up to every like.
+	blocks := sqlBlocks(t, "../docs/sink.md")
+	if len(blocks) < 4 || blocks[0] != sink.Schema {
+		t.Fatalf("docs/sink.md: %d sql blocks, the first (the schema) equal to sink.Schema: %v", len(blocks), len(blocks) > 0 && blocks[0] == sink.Schema)
+	}
+	for _, q := range blocks[1:] {
+		rows, err := db.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("docs/sink.md query %q: %v", q, err)
+		}
+		netSum, nrows := int64(0), 0
+		for rows.Next() {
+			nrows++
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(q, "AS net") {
+				// sum(bigint) is a numeric.
+				num, ok := vals[len(vals)-1].(pgtype.Numeric)
+				v, err := num.Int64Value()
+				if !ok || err != nil || !v.Valid {
+					t.Fatalf("net %#v: %v", vals[len(vals)-1], err)
+				}
+				netSum += v.Int64
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("docs/sink.md query %q: %v", q, err)
+		}
+		if strings.Contains(q, "AS net") && netSum != 400 {
+			t.Errorf("likes per hour add up to %d, want 400", netSum)
+		}
+		if strings.Contains(q, "kind = 'likes'") && nrows == 0 {
+			t.Errorf("docs/sink.md query %q: no rows", q)
+		}
+	}
 	// The schema is created if missing and left alone if there.
 	again, err := sink.OpenPostgres(ctx, dsn, 1)
 	if err != nil {
@@ -322,4 +362,23 @@ func countLines(tb testing.TB, path string) int {
 		tb.Fatal(err)
 	}
 	return bytes.Count(b, []byte("\n"))
+}
+
+// sqlBlocks are the ```sql blocks of the Markdown file at path, without
+// their final newline.
+func sqlBlocks(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, part := range strings.Split(string(b), "```sql\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		if !ok {
+			t.Fatalf("%s: an unclosed sql block", path)
+		}
+		out = append(out, strings.TrimSuffix(block, "\n"))
+	}
+	return out
 }
