@@ -21,10 +21,10 @@ import (
 // benchEvents is how many events each run copies.
 const benchEvents = 200_000
 
-// fillStream puts benchEvents likes into region us's stream (a JetStream
-// that fsyncs every write, as shipped), chunk events per message as the
+// fillStream puts likes 1..n into region us's stream (a JetStream that
+// fsyncs every write, as shipped), chunk events per message as the
 // publisher sends them (storage.LogChunk at most).
-func fillStream(b *testing.B, chunk int) jetstream.JetStream {
+func fillStream(b testing.TB, chunk, n int) jetstream.JetStream {
 	b.Helper()
 	ns := testkit.StartNATSWith(b, func(o *server.Options) {
 		o.JetStream, o.StoreDir, o.SyncAlways = true, b.TempDir(), true
@@ -43,12 +43,19 @@ func fillStream(b *testing.B, chunk int) jetstream.JetStream {
 		Subjects: []string{"tally.events.us.>"}, Storage: jetstream.FileStorage}); err != nil {
 		b.Fatal(err)
 	}
+	publish(b, js, 1, n, chunk)
+	return js
+}
+
+// publish puts likes from..to into region us's stream, chunk a message.
+func publish(b testing.TB, js jetstream.JetStream, from, to, chunk int) {
+	b.Helper()
 	at := time.Now().UTC().Format("2006-01-02T15:04:05.000Z")
 	var body strings.Builder
-	for seq := 1; seq <= benchEvents; seq++ {
+	for seq := from; seq <= to; seq++ {
 		fmt.Fprintf(&body, `{"seq":%d,"log":"0123456789abcdef","replica":"us-1","region":"us","type":"like","kind":"likes","key":"post%d","user":"user%d","p":1,"hlc":"%d.0","at":%q}`+"\n",
 			seq, seq%1000, seq, seq, at)
-		if seq%chunk == 0 || seq == benchEvents {
+		if seq%chunk == 0 || seq == to {
 			if _, err := js.PublishAsync(replication.EventsSubject("us", "us-1"), []byte(body.String())); err != nil {
 				b.Fatal(err)
 			}
@@ -63,7 +70,6 @@ func fillStream(b *testing.B, chunk int) jetstream.JetStream {
 	case <-time.After(time.Minute):
 		b.Fatal("publishing did not complete")
 	}
-	return js
 }
 
 // runSink copies the stream with w until count says every event is there,
@@ -104,7 +110,7 @@ func BenchmarkSink(b *testing.B) {
 	for _, chunk := range []int{512, 8} {
 		b.Run(fmt.Sprintf("postgres/chunk=%d", chunk), func(b *testing.B) {
 			dsn := testkit.StartPostgres(b)
-			js := fillStream(b, chunk)
+			js := fillStream(b, chunk, benchEvents)
 			ctx := context.Background()
 			pg, err := sink.OpenPostgres(ctx, dsn, 0)
 			if err != nil {
@@ -126,7 +132,7 @@ func BenchmarkSink(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("files/chunk=%d", chunk), func(b *testing.B) {
-			js := fillStream(b, chunk)
+			js := fillStream(b, chunk, benchEvents)
 			dir := b.TempDir()
 			files, err := sink.OpenFiles(dir, 0)
 			if err != nil {

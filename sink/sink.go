@@ -254,26 +254,24 @@ func (s *Sink) region(ctx context.Context, region string) error {
 	log := s.log.With("region", region)
 	const retry = time.Second
 	var c jetstream.Consumer
-	for c == nil {
-		var err error
-		if c, err = s.consumer(ctx, region); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			log.Warn("cannot read the region's events yet; retrying", "error", err)
-			if !backoff(ctx, retry) {
-				return nil
-			}
-		}
-	}
-	log.Info("reading events", "stream", replication.EventsStream(region), "consumer", s.cfg.Durable)
 	for ctx.Err() == nil {
+		if c == nil {
+			var err error
+			if c, err = s.consumer(ctx, region); err != nil {
+				if ctx.Err() == nil {
+					log.Warn("cannot read the region's events yet; retrying", "error", err)
+				}
+				backoff(ctx, retry)
+				continue
+			}
+			log.Info("reading events", "stream", replication.EventsStream(region), "consumer", s.cfg.Durable)
+		}
 		batch, err := c.Fetch(s.cfg.Batch, jetstream.FetchMaxWait(s.cfg.Linger))
 		if err != nil {
+			// Open the consumer again: it may have been deleted.
 			log.Warn("fetching events; retrying", "error", err)
-			if !backoff(ctx, retry) {
-				return nil
-			}
+			c = nil
+			backoff(ctx, retry)
 			continue
 		}
 		var msgs []jetstream.Msg
@@ -292,6 +290,11 @@ func (s *Sink) region(ctx context.Context, region string) error {
 		}
 		if err := batch.Error(); err != nil && ctx.Err() == nil {
 			log.Warn("fetching events", "error", err) // the messages that came are still written
+			if len(msgs) == 0 {
+				c = nil // open it again, as above
+				backoff(ctx, retry)
+				continue
+			}
 		}
 		if len(msgs) == 0 {
 			continue

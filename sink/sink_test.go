@@ -382,3 +382,52 @@ func sqlBlocks(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// A consumer deleted under a running sink (an operator's mistake) is
+// created again, from the stream's start: every event comes again, and
+// the writer stores none twice.
+func TestSinkRecreatesADeletedConsumer(t *testing.T) {
+	js := fillStream(t, 16, 300)
+	dir := t.TempDir()
+	files, err := sink.OpenFiles(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer files.Close()
+	s, err := sink.New(sink.Config{JS: js, Regions: []string{"us"}, Writer: files, Durable: "recreate", Linger: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	stored := func() int {
+		paths, _ := filepath.Glob(filepath.Join(dir, "us", "*.jsonl"))
+		n := 0
+		for _, p := range paths {
+			n += countLines(t, p)
+		}
+		return n
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if n := stored(); n != 300 {
+			return fmt.Errorf("%d stored", n)
+		}
+		return nil
+	})
+	if err := js.DeleteConsumer(ctx, replication.EventsStream("us"), "recreate"); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, js, 301, 400, 16)
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if n, st := stored(), s.Stats(); n != 400 || st.Duplicates != 300 {
+			return fmt.Errorf("%d stored, want 400; %+v, want 300 duplicates", n, st)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
