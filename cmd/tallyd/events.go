@@ -5,29 +5,41 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 
 	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/sink"
 )
 
 const eventsHelp = `
 Every region's replicas publish the events they accept (likes, unlikes,
 increments, reconciliations) to the region's JetStream stream
-TALLY_EVENTS_<REGION>, in order, each once. 'tallyd events tail' prints
-them as JSON lines. With --durable the position is kept under that name:
-run it again and it goes on where it stopped.
+TALLY_EVENTS_<REGION>, in order, each once.
+
+  tallyd events tail   prints one region's events as JSON lines. With
+                       --durable the position is kept under that name:
+                       run it again and it goes on where it stopped.
+  tallyd events sink   copies the regions' events into PostgreSQL
+                       (--postgres) or hourly JSON-lines files
+                       (--to-dir), each event once, also across a crash
+                       (docs/sink.md).
 `
 
-// events runs `tallyd events tail`: a reader of a region's event stream.
+// events runs `tallyd events tail` and `tallyd events sink`.
 func (c *cli) events(ctx context.Context, args []string) error {
+	if len(args) > 0 && args[0] == "sink" {
+		return c.eventsSink(ctx, args[1:])
+	}
 	if len(args) == 0 || args[0] != "tail" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 			fmt.Fprint(c.stdout, eventsHelp)
 			return flag.ErrHelp
 		}
-		return usagef("events: want the subcommand tail (run 'tallyd events -h')")
+		return usagef("events: want the subcommand tail or sink (run 'tallyd events -h')")
 	}
 	var conn cliutil.NATSClient
 	var cfg replication.TailConfig
@@ -66,4 +78,103 @@ func (c *cli) events(ctx context.Context, args []string) error {
 		_, err := fmt.Fprintf(c.stdout, "%s\n", data)
 		return err
 	})
+}
+
+const sinkHelp = `
+One durable consumer per region (named by --durable, in each region's
+stream) reads the events; a batch is written, then acknowledged. The
+store skips an event it already holds (by its log and seq), so a batch
+delivered again after a crash adds nothing. Runs until interrupted;
+run it again with the same --durable and it goes on where it stopped.
+
+--postgres creates the table tally_events if it is missing. A password
+is better kept in PGPASSWORD or ~/.pgpass than in the DSN: the driver
+reads both, as psql does. --to-dir writes DIR/<region>/<UTC hour of the
+event>.jsonl, the lines as 'tallyd events tail' prints them.
+`
+
+// eventsSink runs `tallyd events sink`: the regions' events into
+// PostgreSQL or hourly files (package sink).
+func (c *cli) eventsSink(ctx context.Context, args []string) error {
+	var conn cliutil.NATSClient
+	var regions, pgDSN, dir, durable, logLevel string
+	var batch int
+	fs := newFlagSet("events sink", func(fs *flag.FlagSet) {
+		conn.Bind(fs, "NATS server `url` that reaches the regions' streams (required)", false)
+		fs.StringVar(&regions, "regions", "", "comma-separated `regions` whose events to copy (required)")
+		fs.StringVar(&pgDSN, "postgres", "", "PostgreSQL `dsn` (URL or key=value) to write the table tally_events into")
+		fs.StringVar(&dir, "to-dir", "", "`dir`ectory to write hourly JSON-lines files into, one per region and hour")
+		fs.StringVar(&durable, "durable", "", "consumer `name` the position is kept under (default tally-sink-postgres or tally-sink-files)")
+		fs.IntVar(&batch, "batch", 256, "at most `n` stream messages (each up to 512 events) per write")
+		fs.StringVar(&logLevel, "log-level", "info", "log `level`: trace, debug, info, warn, error")
+	})
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout, fs)
+			fmt.Fprint(c.stdout, sinkHelp)
+			return err
+		}
+		return usagef("events sink: %v (run 'tallyd events sink -h')", err)
+	}
+	var rs []string
+	for r := range strings.SplitSeq(regions, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			rs = append(rs, r)
+		}
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usagef("events sink: unexpected argument %q", fs.Arg(0))
+	case len(rs) == 0:
+		return usagef("events sink: --regions is required")
+	case (pgDSN == "") == (dir == ""):
+		return usagef("events sink: give --postgres or --to-dir, one of them")
+	case batch < 1:
+		return usagef("events sink: --batch must be at least 1")
+	case hclog.LevelFromString(logLevel) == hclog.NoLevel:
+		return usagef("events sink: --log-level %q: want trace, debug, info, warn or error", logLevel)
+	}
+	if durable == "" {
+		durable = "tally-sink-postgres"
+		if dir != "" {
+			durable = "tally-sink-files"
+		}
+	}
+	cfg := sink.Config{Regions: rs, Durable: durable, Batch: batch}
+	if err := cfg.Validate(); err != nil {
+		return usagef("events sink: %v", err)
+	}
+	if err := conn.Check("events sink", c.getenv); err != nil {
+		return err
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(logLevel), Output: c.stderr})
+	var w sink.Writer
+	if pgDSN != "" {
+		pg, err := sink.OpenPostgres(ctx, pgDSN, len(rs))
+		if err != nil {
+			return fmt.Errorf("events sink: %w", err)
+		}
+		w = pg
+	} else {
+		files, err := sink.OpenFiles(dir, 0)
+		if err != nil {
+			return fmt.Errorf("events sink: %w", err)
+		}
+		w = files
+	}
+	defer w.Close()
+	nc, js, err := conn.Connect("events sink", "tallyd events sink", nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cfg.JS, cfg.Writer, cfg.Logger = js, w, log
+	s, err := sink.New(cfg)
+	if err != nil {
+		return fmt.Errorf("events sink: %w", err)
+	}
+	err = s.Run(ctx)
+	st := s.Stats()
+	log.Info("sink stopped", "events", st.Events, "added", st.Added, "duplicates", st.Duplicates, "malformed", st.Malformed)
+	return err
 }

@@ -72,7 +72,7 @@ func commands() map[string]command {
 		"admin":           {"operator steps: retire a replica's leases, assign shard maps, back up a replica", (*cli).admin},
 		"lease-authority": {"be the only writer of the allocator's bucket, checking every replica's write", (*cli).leaseAuthority},
 		"milestones":      {"follow the milestones as an application, acknowledging each", (*cli).milestones},
-		"events":          {"read a region's event stream (likes, unlikes, increments) as JSON lines", (*cli).events},
+		"events":          {"read the regions' event streams: tail as JSON lines, sink into PostgreSQL or hourly files", (*cli).events},
 		"validate":        {"check a serve config and report every problem in it", (*cli).validate},
 		"version":         {"print the version", (*cli).version},
 		"dashboard":       {"serve the dashboard of replicas that run elsewhere (deploy/compose)", (*cli).dashboard},
