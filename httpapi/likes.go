@@ -188,12 +188,9 @@ func (s *Server) decodeRequired(w http.ResponseWriter, r *http.Request, dst any,
 	return err
 }
 
-// like applies a like (liked) or unlike durably and answers with the count.
-func (s *Server) like(w http.ResponseWriter, r *http.Request, item, user string, liked bool) error {
-	return s.likeAt(w, r, item, user, liked, 0)
-}
-
-// likeAt is like with a client-given event time (unix ms; zero: now).
+// likeAt applies a like (liked) or unlike durably, with the client's time
+// of the action (unix ms; zero: none, the replica's clock), and answers
+// the user's state and the count.
 func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user string, liked bool, at int64) error {
 	if err := s.limitUser(user); err != nil {
 		return err
