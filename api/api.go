@@ -38,6 +38,10 @@ type Like struct {
 	// how many.
 	Part  *int `json:"part,omitempty"`
 	Parts int  `json:"parts,omitempty"`
+	// Duplicate (toggle): the idempotency key is the one of the toggle
+	// that decided the user's state as this replica sees it; nothing was
+	// flipped, and Liked is that state.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // Likes answers GET /v1/likes/{item}.
@@ -204,10 +208,14 @@ type EventResult struct {
 	OK bool `json:"ok"`
 	// Value: the counter's value (incr) or the item's count (like, unlike).
 	Value int64 `json:"value"`
-	// Changed (likes): the user's state changed in this replica's view.
+	// Changed (likes, toggles): the user's state changed in this
+	// replica's view.
 	Changed bool `json:"changed,omitempty"`
-	// Duplicate (incr): the idempotency key was seen before.
+	// Duplicate (incr, spend, toggle): the idempotency key was seen
+	// before.
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Liked (toggle): the user's state after the toggle.
+	Liked *bool `json:"liked,omitempty"`
 	// Approx and Counted (incr of an approximate counter) as for Incr,
 	// except that Counted is absent when the increment counted nothing
 	// (most do, on a hot counter: the batch answer stays small).

@@ -47,9 +47,9 @@ const (
 	EventSpend  = "spend"
 )
 
-// Event is one event of a batch (Events). Likes and unlikes name Item and
-// User; increments, grants and spends Key and By; a unique event Key and
-// ID. By 0 is left out: 1 for an increment and a spend (a grant needs
+// Event is one event of a batch (Events). Likes, unlikes and toggles
+// name Item and User (a toggle: an optional IdempotencyKey, no At);
+// increments, grants and spends Key and By; a unique event Key and ID. By 0 is left out: 1 for an increment and a spend (a grant needs
 // one).
 type Event struct {
 	Type           string    `json:"type"`

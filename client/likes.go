@@ -59,8 +59,25 @@ func (c *Client) Unlike(ctx context.Context, item, user string) (api.Like, error
 	return out, c.do(ctx, http.MethodDelete, "/v1/likes/"+esc(item)+"/"+esc(user), nil, nil, &out)
 }
 
+// Toggle flips user's like of item in one step of the region's writer
+// and answers the new state (POST /v1/likes/{item}/{user}/toggle). With an
+// idempotency key (idem not "") a retry, in any region the toggle has
+// reached, flips nothing: it answers Duplicate and the state the toggle
+// decided.
+func (c *Client) Toggle(ctx context.Context, item, user, idem string) (api.Like, error) {
+	var body any
+	if idem != "" {
+		body = struct {
+			Idem string `json:"idempotency_key"`
+		}{idem}
+	}
+	var out api.Like
+	return out, c.do(ctx, http.MethodPost, "/v1/likes/"+esc(item)+"/"+esc(user)+"/toggle", nil, body, &out)
+}
+
 // LikeRequest is a like or unlike sent by the body routes, which take
-// the client's event time.
+// the client's event time: a like or unlike older than the state it finds
+// changes nothing (the client's time orders a user's actions).
 type LikeRequest struct {
 	Item string    `json:"item,omitempty"`
 	User string    `json:"userId"`

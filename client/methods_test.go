@@ -76,6 +76,21 @@ func TestClientLikeRoutes(t *testing.T) {
 		t.Fatalf("feed of %d items: %d items %v", len(many), len(f.Items), err)
 	}
 
+	// Toggle: flips, and a retry with its key flips once.
+	if l, err := c.Toggle(ctx, "post", "t", ""); err != nil || !l.Liked || !l.Changed || l.Count != 4 {
+		t.Fatalf("toggle: %+v %v", l, err)
+	}
+	if l, err := c.Toggle(ctx, "post", "t", "tap-1"); err != nil || l.Liked || l.Duplicate || l.Count != 3 {
+		t.Fatalf("keyed toggle: %+v %v", l, err)
+	}
+	if l, err := c.Toggle(ctx, "post", "t", "tap-1"); err != nil || l.Liked || l.Changed || !l.Duplicate || l.Count != 3 {
+		t.Fatalf("retried toggle: %+v %v", l, err)
+	}
+	// A like older than the state it finds changes nothing.
+	if l, err := c.LikeAt(ctx, client.LikeRequest{Item: "post", User: "t", At: client.At(now.Add(-time.Minute))}); err != nil || l.Liked || l.Changed {
+		t.Fatalf("a like older than the toggle: %+v %v", l, err)
+	}
+
 	if h, err := c.History(ctx, "post", "a", 1); err != nil || len(h.Actions) != 1 || !h.Actions[0].Liked || h.Actions[0].Replica != "us-1" || !h.Complete {
 		t.Fatalf("history: %+v %v", h, err)
 	}

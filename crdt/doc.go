@@ -29,7 +29,10 @@
 //
 // Per (item, user) a LikeRecord is the product of two lattices:
 //
-//   - a last-writer-wins register {Liked, HLC, Origin} ordered by (HLC, Origin);
+//   - a last-writer-wins register {Liked, HLC, Origin, At, Idem} ordered by
+//     (action time, HLC, Origin), where the action time is At, the
+//     client's time of the action if it gave one, else the HLC's wall
+//     time (LikeRecord.Wins; without client times, the HLC order);
 //   - Contrib, a per-user PN vector: Contrib[r] is how much replica r has added
 //     to (P) or removed from (N) the item's count on behalf of this user.
 //
@@ -48,7 +51,11 @@
 // latest action is "like".
 //
 // A local action is the same rule: the record takes a fresh HLC with Origin =
-// self and the new Liked flag, then Reconcile runs. If the replica's view said
+// self and the new Liked flag, then Reconcile runs. An action with a
+// client's time older than the state it finds loses by the same order, and
+// is dropped (LikeRecord.Decide); a toggle flips the state it finds and is
+// ordered right after it (LikeRecord.ToggleAt), its idempotency key (Idem)
+// in the register it writes. If the replica's view said
 // "not liked", d is −1 and P[self] rises by one; if it already said "liked",
 // nothing changes but the timestamp (liking twice counts once).
 //

@@ -13,12 +13,14 @@ import (
 //
 //	PN:         v1 | P | N
 //	Vector:     v1 | count | (replica | P | N)*
-//	Record:     v1 | flags | HLC | origin | [amount] | [at] | [asked] | count | (replica | P | N)*
+//	Record:     v1 | flags | HLC | origin | [amount] | [at] | [asked] | [idem] | count | (replica | P | N)*
 //	            (LikeRecord, KeyedRecord and Spend alike)
-//	            flags bit 0 = liked (applied), bit 1 = keyed, bit 2 = at, bit 3 = asked; amount
-//	            (zigzag varint) only in a keyed record with a register; at (unix ms) only with
-//	            bit 2; asked (zigzag varint, not 0, not amount) only with bit 3, in a keyed
-//	            record with a register
+//	            flags bit 0 = liked (applied), bit 1 = keyed, bit 2 = at, bit 3 = asked,
+//	            bit 4 = idem; amount (zigzag varint) only in a keyed record with a register;
+//	            at (unix ms) only with bit 2; asked (zigzag varint, not 0, not amount) only
+//	            with bit 3, in a keyed record with a register; idem (a string, an id) only
+//	            with bit 4, in a like record with a register (bit 4 came with toggles:
+//	            earlier encodings never set it and decode as before)
 const formatV1 = 1
 
 // ErrCorrupt is returned (wrapped) by every decoder for malformed input.
@@ -54,12 +56,13 @@ type wireRecord struct {
 	hlc               HLC
 	origin            string
 	amount, asked, at int64
+	idem              string // a like record's toggle key
 	contrib           Vector
 }
 
 // AppendLikeRecord appends the encoding of r to dst.
 func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
-	return appendRecord(dst, &wireRecord{liked: r.Liked, hlc: r.HLC, origin: r.Origin, at: r.At, contrib: r.Contrib})
+	return appendRecord(dst, &wireRecord{liked: r.Liked, hlc: r.HLC, origin: r.Origin, at: r.At, idem: r.Idem, contrib: r.Contrib})
 }
 
 // AppendKeyedRecord appends the encoding of r to dst.
@@ -129,7 +132,7 @@ func DecodeRecord(b []byte, spend bool) (Record, error) {
 }
 
 func likeOf(w *wireRecord) *LikeRecord {
-	return &LikeRecord{Liked: w.liked, HLC: w.hlc, Origin: w.origin, At: w.at, Contrib: w.contrib}
+	return &LikeRecord{Liked: w.liked, HLC: w.hlc, Origin: w.origin, At: w.at, Idem: w.idem, Contrib: w.contrib}
 }
 
 func keyedOf(w *wireRecord) *KeyedRecord {
@@ -150,6 +153,9 @@ func appendRecord(dst []byte, r *wireRecord) []byte {
 	if r.asked != 0 && r.keyed && r.hlc != 0 {
 		flags |= 8
 	}
+	if r.idem != "" && !r.keyed && r.hlc != 0 {
+		flags |= 16
+	}
 	dst = append(dst, formatV1, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.hlc))
 	dst = appendString(dst, r.origin)
@@ -161,6 +167,9 @@ func appendRecord(dst []byte, r *wireRecord) []byte {
 	}
 	if flags&8 != 0 {
 		dst = binary.AppendVarint(dst, r.asked)
+	}
+	if flags&16 != 0 {
+		dst = appendString(dst, r.idem)
 	}
 	return appendVectorBody(dst, r.contrib)
 }
@@ -179,7 +188,7 @@ func decodeRecord(b []byte, what string, want int) (wireRecord, error) {
 	d := decoder{b: b}
 	d.version()
 	flags := d.byte()
-	if d.err == nil && flags&^15 != 0 {
+	if d.err == nil && flags&^31 != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	r := wireRecord{liked: flags&1 != 0, keyed: flags&2 != 0, hlc: HLC(d.uvarint())}
@@ -208,6 +217,12 @@ func decodeRecord(b []byte, what string, want int) (wireRecord, error) {
 		// it differs from the Amount counted.
 		if r.asked = d.varint(); d.err == nil && (!r.keyed || r.hlc == 0 || r.asked == 0 || r.asked == r.amount) {
 			d.fail("bad asked %d", r.asked)
+		}
+	}
+	if flags&16 != 0 {
+		// Canonical: only a like record's register stores a toggle's key.
+		if r.idem = d.string(); d.err == nil && (r.keyed || r.hlc == 0 || !ValidID(r.idem)) {
+			d.fail("bad idempotency key %q", r.idem)
 		}
 	}
 	r.contrib = d.vector()

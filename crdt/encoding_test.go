@@ -69,6 +69,9 @@ func randEncRecord(rng *rand.Rand) *LikeRecord {
 		if rng.IntN(3) == 0 {
 			r.At = int64(1 + rng.Uint64N(1<<47))
 		}
+		if rng.IntN(3) == 0 {
+			r.Idem = randID(rng, []int{3, MaxIDLen}[rng.IntN(2)])
+		}
 	}
 	return r
 }
@@ -353,6 +356,13 @@ func TestDecodeRejects(t *testing.T) {
 		{"like under a spend's name", decAnySpend, cat(1, 1, 5, "a", 1, "a", 1, 0)},
 		{"keyed not applied", decKeyed, cat(1, 2, 5, "a", 2, 0)},
 		{"asked on a like record", decRecord, cat(1, 1|8, 5, "a", 2, 0)},
+		// A toggle's key: a like record's register field, an id.
+		{"idem without a register", decRecord, cat(1, 16, 0, "", "k", 0)},
+		{"idem on a keyed record", decRecord, cat(1, 1|2|16, 5, "a", 2, "k", 0)},
+		{"idem empty", decRecord, cat(1, 1|16, 5, "a", "", 0)},
+		{"idem bad id", decRecord, cat(1, 1|16, 5, "a", "a/b", 0)},
+		{"idem too long", decRecord, cat(1, 1|16, 5, "a", long, 0)},
+		{"idem truncated", decRecord, cat(1, 1|16, 5, "a")},
 	}
 	for _, c := range cases {
 		err := c.dec(c.in)

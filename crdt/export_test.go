@@ -89,7 +89,7 @@ func (h *HLL) IsZero() bool {
 func (r *LikeRecord) Portion(id string) *LikeRecord {
 	p := &LikeRecord{}
 	if r.Origin == id {
-		p.Liked, p.HLC, p.Origin, p.At = r.Liked, r.HLC, r.Origin, r.At
+		p.setRegister(r)
 	}
 	if e := r.Contrib.Get(id); e != (PN{}) {
 		p.Contrib = Vector{{Replica: id, PN: e}}

@@ -105,10 +105,10 @@ func (f Flag) Record() *LikeRecord {
 }
 
 // FlagOfRecord reads a flag back from its Record form. It refuses (ok
-// false) a record that is not a pure register: with contributions or a
-// client time.
+// false) a record that is not a pure register: with contributions, a
+// client time or a toggle's idempotency key.
 func FlagOfRecord(r *LikeRecord) (f Flag, ok bool) {
-	if len(r.Contrib) > 0 || r.At != 0 {
+	if len(r.Contrib) > 0 || r.At != 0 || r.Idem != "" {
 		return Flag{}, false
 	}
 	return Flag{Blocked: r.Liked, HLC: r.HLC, Origin: r.Origin}, true

@@ -79,10 +79,13 @@ func FuzzDecodeLikeRecord(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0, 0})
 	f.Add(AppendLikeRecord(nil, &LikeRecord{Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1",
 		Contrib: Vector{{"eu-1", PN{P: 1}}, {"us-1", PN{P: 1, N: 1}}}}))
+	f.Add(AppendLikeRecord(nil, &LikeRecord{Liked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1", At: 1700000000500,
+		Idem: "tap-1", Contrib: Vector{{"eu-1", PN{P: 1}}}}))
 	f.Add(AppendKeyedRecord(nil, &KeyedRecord{HLC: MakeHLC(1700000000000, 3), Origin: "eu-1", Amount: -5,
 		Contrib: Vector{{"eu-1", PN{N: 5}}}}))
 	fuzzRegister(f, DecodeLikeRecord, AppendLikeRecord, (*LikeRecord).Equal, func(r *LikeRecord) (Vector, bool) {
-		return r.Contrib, (r.Origin == "") != (r.HLC == 0) || r.Origin != "" && !ValidID(r.Origin) || r.Liked && r.HLC == 0
+		return r.Contrib, (r.Origin == "") != (r.HLC == 0) || r.Origin != "" && !ValidID(r.Origin) || r.Liked && r.HLC == 0 ||
+			r.Idem != "" && (r.HLC == 0 || !ValidID(r.Idem))
 	})
 }
 

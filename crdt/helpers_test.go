@@ -172,6 +172,10 @@ func randRecord(rng *rand.Rand, pool []string) *LikeRecord {
 		// and encode with the rest of the register.
 		r.At = int64(1 + rng.IntN(3))
 	}
+	if rng.IntN(4) == 0 {
+		// A toggle's idempotency key: a register field too.
+		r.Idem = []string{"k1", "k2"}[rng.IntN(2)]
+	}
 	return r
 }
 

@@ -10,8 +10,20 @@ import (
 )
 
 // registerLess orders LWW registers the way the package documentation says:
-// by HLC, then origin, then (only for corrupt equal writes) liked < !liked.
+// by the action's time (the client's if given, else the HLC's wall time),
+// then HLC, then origin, then (only for corrupt equal writes) liked <
+// !liked, At and Idem.
 func registerLess(a, b *LikeRecord) bool {
+	ta, tb := a.At, b.At
+	if ta == 0 {
+		ta = a.HLC.WallMs()
+	}
+	if tb == 0 {
+		tb = b.HLC.WallMs()
+	}
+	if ta != tb {
+		return ta < tb
+	}
 	if a.HLC != b.HLC {
 		return a.HLC < b.HLC
 	}
@@ -21,7 +33,10 @@ func registerLess(a, b *LikeRecord) bool {
 	if a.Liked != b.Liked {
 		return b.Liked
 	}
-	return a.At < b.At
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	return a.Idem < b.Idem
 }
 
 func mergeRec(a, b *LikeRecord) *LikeRecord {
@@ -35,14 +50,27 @@ func TestLikeMergeLaws(t *testing.T) {
 	pool := replicaPool(3)
 	for i := range 5000 {
 		a, b, c := randRecord(rng, pool), randRecord(rng, pool), randRecord(rng, pool)
-		if i%4 == 0 {
+		switch i % 8 {
+		case 0, 4:
 			// Force an equal-HLC tie, with the same or another origin.
 			b.HLC = a.HLC
 			if i%8 == 0 {
 				b.Origin = a.Origin
 			}
+		case 1:
+			// Force a tie of the actions' times with another HLC: one
+			// client's time equal to the other's (client or HLC) time.
+			if b.HLC != 0 && a.HLC != 0 {
+				b.At = a.BookedMs()
+			}
+		case 2:
+			// The same write but for the toggle key (corrupt input).
+			*b = *a.Clone()
+			if a.HLC != 0 && a.Idem == "" {
+				b.Idem = "k1"
+			}
 		}
-		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Liked == b.Liked && a.At == b.At
+		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Liked == b.Liked && a.At == b.At && a.Idem == b.Idem
 		checkMergeLaws(t, i, a, b, c, same)
 		ab := mergeRec(a, b)
 
@@ -52,7 +80,7 @@ func TestLikeMergeLaws(t *testing.T) {
 		if registerLess(a, b) {
 			want = b
 		}
-		if ab.Liked != want.Liked || ab.HLC != want.HLC || ab.Origin != want.Origin || ab.At != want.At {
+		if ab.Liked != want.Liked || ab.HLC != want.HLC || ab.Origin != want.Origin || ab.At != want.At || ab.Idem != want.Idem {
 			t.Fatalf("#%d register of %+v + %+v = %+v, want that of %+v", i, a, b, ab, want)
 		}
 		if err := vectorsEqualModel(ab.Contrib, maxMap(toMap(a.Contrib), toMap(b.Contrib))); err != nil {
@@ -365,10 +393,20 @@ type simAction struct {
 	hlc    HLC
 	origin string
 	liked  bool
+	at     int64 // the client's time of the action; 0: none
+	idem   string
+}
+
+// register is the action as a like record's register.
+func (a simAction) register() *LikeRecord {
+	return &LikeRecord{Liked: a.liked, HLC: a.hlc, Origin: a.origin, At: a.at, Idem: a.idem}
 }
 
 type simStats struct {
 	actions, repairs, drops, dups, delivered, bursts int
+	// toggles; timed: actions with a client's time; stale: actions that
+	// lost to the state they found (older by their client's time).
+	toggles, timed, stale int
 }
 
 type sim struct {
@@ -436,7 +474,12 @@ func (s *sim) sendFullState(from, to int, lossy bool) {
 	}
 }
 
-func (s *sim) local(ri int, k simKey, liked bool) {
+func (s *sim) local(ri int, k simKey, liked bool) { s.act(ri, k, liked, 0, false) }
+
+// act is a local action at replica ri: a like or unlike, with the client's
+// time at (0: none), or a toggle (liked is then decided from ri's view),
+// decided as the writer decides it (Decide).
+func (s *sim) act(ri int, k simKey, liked bool, at int64, toggle bool) {
 	r := s.reps[ri]
 	rec := r.rec(k)
 	before := rec.Clone()
@@ -444,16 +487,32 @@ func (s *sim) local(ri int, k simKey, liked bool) {
 	if h <= before.HLC {
 		s.fatalf("%s: fresh HLC %v not above the record's %v", r.id, h, before.HLC)
 	}
-	changed, delta := rec.Apply(r.id, liked, h)
-	if changed != (before.Liked != liked) {
-		s.fatalf("%s: Apply changed=%v for %v -> %v", r.id, changed, before.Liked, liked)
+	a := simAction{hlc: h, origin: r.id, liked: liked, at: at}
+	if toggle {
+		s.stats.toggles++
+		a.liked, a.at, a.idem = !before.Liked, before.ToggleAt(h), fmt.Sprintf("t%d", s.stats.toggles)
 	}
-	if rec.Excess() != 0 {
+	applied, changed, delta := rec.Decide(r.id, Action{Liked: a.liked, HLC: h, At: a.at, Idem: a.idem})
+	switch {
+	case applied != a.register().Wins(before):
+		s.fatalf("%s: Decide applied=%v for %+v over %+v", r.id, applied, a, before)
+	case toggle && !applied:
+		// (An action without a client time may lose, to one whose
+		// client's clock ran ahead of this replica's; a toggle never.)
+		s.fatalf("%s: a toggle lost to %+v", r.id, before)
+	case !applied && (!rec.Equal(before) || changed || delta != 0):
+		s.fatalf("%s: a dropped action changed the record: %+v -> %+v", r.id, before, rec)
+	case changed != (applied && before.Liked != a.liked):
+		s.fatalf("%s: Decide changed=%v for %v -> %v", r.id, changed, before.Liked, a.liked)
+	case rec.Excess() != 0 && applied:
 		s.fatalf("%s: excess %d right after a local action", r.id, rec.Excess())
 	}
+	if !applied {
+		s.stats.stale++
+	}
 	r.items[k.item] = r.items[k.item].Add(r.id, delta)
-	if a, ok := s.latest[k]; !ok || a.hlc < h || a.hlc == h && a.origin < r.id {
-		s.latest[k] = simAction{hlc: h, origin: r.id, liked: liked}
+	if l, ok := s.latest[k]; !ok || a.register().Wins(l.register()) {
+		s.latest[k] = a
 	}
 	s.stats.actions++
 	s.checkOwnEntry(r, k.item)
@@ -569,8 +628,15 @@ func runConvergence(t *testing.T, seed uint64, provenance bool, stats *simStats)
 	for s.step = 0; s.step < steps; s.step++ {
 		s.wall += int64(rng.IntN(8)) // sometimes stalls
 		switch p := rng.IntN(100); {
-		case p < 35:
+		case p < 25:
 			s.local(rng.IntN(n), s.randKey(), rng.IntN(3) != 0)
+		case p < 31:
+			// An action with its client's time: up to 2 s old, as a
+			// queued event arrives, or a little ahead of true time.
+			s.stats.timed++
+			s.act(rng.IntN(n), s.randKey(), rng.IntN(2) == 0, s.wall-rng.Int64N(2000)+rng.Int64N(100), false)
+		case p < 35:
+			s.act(rng.IntN(n), s.randKey(), false, 0, true)
 		case p < 43:
 			// The same user acts at several replicas before any of them
 			// hears of the others.
@@ -639,7 +705,7 @@ func (s *sim) checkConverged() {
 				s.fatalf("%v: excess %d at quiescence: %+v", k, rec.Excess(), rec)
 			}
 			a := s.latest[k]
-			if rec.HLC != a.hlc || rec.Origin != a.origin || rec.Liked != a.liked {
+			if rec.HLC != a.hlc || rec.Origin != a.origin || rec.Liked != a.liked || rec.At != a.at || rec.Idem != a.idem {
 				s.fatalf("%v: record %+v, but the latest action was %+v", k, rec, a)
 			}
 		}
@@ -672,8 +738,9 @@ func TestLikeConvergence(t *testing.T) {
 			}
 			t.Logf("%+v", stats)
 			// The scenarios must actually exercise what they claim to.
-			if stats.repairs == 0 || stats.drops == 0 || stats.dups == 0 || stats.bursts == 0 {
-				t.Fatalf("simulation did not exercise repairs/drops/duplicates/bursts: %+v", stats)
+			if stats.repairs == 0 || stats.drops == 0 || stats.dups == 0 || stats.bursts == 0 ||
+				stats.toggles == 0 || stats.timed == 0 || stats.stale == 0 {
+				t.Fatalf("simulation did not exercise repairs/drops/duplicates/bursts/toggles/client times/stale actions: %+v", stats)
 			}
 		})
 	}

@@ -366,12 +366,15 @@ func TestLikeRecordAtMerges(t *testing.T) {
 			t.Fatalf("merge = %+v, want At 150 from the winner", m)
 		}
 	}
-	// A winner with an earlier client time still wins (the register is by
-	// HLC), and its At comes along.
+	// A later write with an earlier client time loses: the client's time
+	// orders the register (Wins), whatever the HLC says.
 	early := &LikeRecord{Liked: true, HLC: MakeHLC(300, 0), Origin: "c", At: 10}
 	m := loser.Clone()
-	if !m.Merge(early) || m.At != 10 || m.Origin != "c" {
-		t.Fatalf("merge = %+v, want c's register with At 10", m)
+	if m.Merge(early) || m.At != 90 || m.Origin != "a" {
+		t.Fatalf("merge = %+v, want a's register with At 90", m)
+	}
+	if m = early.Clone(); !m.Merge(loser) || m.At != 90 || m.Origin != "a" {
+		t.Fatalf("merge = %+v, want a's register with At 90", m)
 	}
 	// A register differing only in At is another write, and Merge says so.
 	same := loser.Clone()

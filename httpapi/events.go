@@ -19,9 +19,11 @@ const MaxBatchEvents = 10000
 
 // An event is a JSON object. Likes and unlikes name item and user (or the
 // seed-style videoId and userId); increments name key, by (default 1) and
-// an optional idempotency key:
+// an optional idempotency key; a toggle flips the user's like (with an
+// optional idempotency key, no time) and its result says "liked":
 //
 //	{"type":"like","item":"v1","user":"alice"}
+//	{"type":"toggle","item":"v1","user":"alice","idempotency_key":"tap-7"}
 //	{"type":"incr","key":"views:v1","by":5,"idempotency_key":"req-42"}
 //
 // a unique event adds an id (or user) to a key's unique count, and grant
@@ -123,7 +125,7 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	b.out = s.appendEventsAnswer(b.out[:0], r, n, b.errs, res)
+	b.out = s.appendEventsAnswer(b.out[:0], r, n, b.errs, b.ops, res)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -223,9 +225,12 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		return region.Op{}, err
 	}
 	switch typ {
-	case "like", "unlike":
-		if len(e.key) > 0 || e.hasBy || len(e.idem) > 0 || len(e.id) > 0 {
-			return bad(CodeBadRequest, "%s events take item and user only", typ)
+	case "like", "unlike", "toggle":
+		switch {
+		case len(e.key) > 0 || e.hasBy || len(e.id) > 0 || typ != "toggle" && len(e.idem) > 0:
+			return bad(CodeBadRequest, "%s events take item, user and (toggle) idempotency_key only", typ)
+		case typ == "toggle" && at != 0:
+			return bad(CodeBadRequest, "toggle events take no at or timestamp: a toggle flips the state it finds")
 		}
 		item, err := pick("item", e.item, "videoId", e.videoID)
 		if err != nil {
@@ -234,6 +239,13 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		user, err := pick("user", e.user, "userId", e.userID)
 		if err != nil {
 			return region.Op{}, err
+		}
+		if typ == "toggle" {
+			idem, err := eventIdem(e)
+			if err != nil {
+				return region.Op{}, err
+			}
+			return region.Op{Kind: region.OpToggle, Item: b.ids[b.internID(item)].s, User: string(user), IdemKey: idem}, nil
 		}
 		kind := region.OpLike
 		if typ == "unlike" {
@@ -315,9 +327,9 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		}
 		return region.Op{Kind: kind, Item: id.s, By: by, IdemKey: idem}, nil
 	case "":
-		return bad(CodeMissingField, `event needs "type": like, unlike, incr, unique, grant or spend`)
+		return bad(CodeMissingField, `event needs "type": like, unlike, toggle, incr, unique, grant or spend`)
 	}
-	return bad(CodeBadRequest, "unknown event type %s: want like, unlike, incr, unique, grant or spend", quoteShort(typ))
+	return bad(CodeBadRequest, "unknown event type %s: want like, unlike, toggle, incr, unique, grant or spend", quoteShort(typ))
 }
 
 // pick returns the one of two alternative fields that is set, validated.
@@ -392,7 +404,7 @@ func (b *eventsBatch) internID(id []byte) int32 {
 
 // appendEventsAnswer appends the answer to dst: n results, errs merged
 // with res (the results of the valid events, in order).
-func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []eventErr, res []region.Result) []byte {
+func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []eventErr, ops []region.Op, res []region.Result) []byte {
 	applied := 0
 	for i := range res {
 		if res[i].Err == nil {
@@ -421,7 +433,7 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 			errs = errs[1:]
 			continue
 		}
-		rr := &res[j]
+		rr, toggle := &res[j], ops[j].Kind == region.OpToggle
 		j++
 		if rr.Err != nil {
 			dst = appendErr(dst, s.classify(r, rr.Err))
@@ -429,6 +441,10 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 		}
 		dst = append(dst, `{"ok":true,"value":`...)
 		dst = strconv.AppendInt(dst, rr.Value, 10)
+		if toggle {
+			dst = append(dst, `,"liked":`...)
+			dst = strconv.AppendBool(dst, rr.Liked)
+		}
 		if rr.Changed {
 			dst = append(dst, `,"changed":true`...)
 		}

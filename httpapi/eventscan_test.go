@@ -301,7 +301,7 @@ func TestEventsDecodingAndAnswer(t *testing.T) {
 		`{"ok":true,"value":1,"changed":true},` +
 		`{"ok":true,"value":2,"changed":true},` +
 		`{"ok":true,"value":2},` +
-		`{"ok":false,"value":0,"error":"event needs \"type\": like, unlike, incr, unique, grant or spend","code":"missing_field"},` +
+		`{"ok":false,"value":0,"error":"event needs \"type\": like, unlike, toggle, incr, unique, grant or spend","code":"missing_field"},` +
 		`{"ok":true,"value":-2},` +
 		`{"ok":true,"value":-2,"duplicate":true},` +
 		`{"ok":false,"value":0,"error":"user \"é\" is not valid; want 1..128 bytes of [A-Za-z0-9_.:@-]","code":"bad_id"}]}` + "\n"

@@ -61,7 +61,7 @@ func (s *Server) hotName(item, user string) string {
 	return s.cfg.Hot.Name(item, user)
 }
 
-// hotOps sends each like or unlike of a split item in ops to the user's
+// hotOps sends each like, unlike or toggle of a split item in ops to the user's
 // part. A batch forwarded to the part's holders carries the events as
 // they came, and the holder maps them alike.
 func (s *Server) hotOps(ops []region.Op) {
@@ -69,7 +69,7 @@ func (s *Server) hotOps(ops []region.Op) {
 		return
 	}
 	for i := range ops {
-		if o := &ops[i]; o.Kind == region.OpLike || o.Kind == region.OpUnlike {
+		if o := &ops[i]; o.Kind == region.OpLike || o.Kind == region.OpUnlike || o.Kind == region.OpToggle {
 			o.Item = s.actionName(o.Item, o.User, o.Kind == region.OpUnlike)
 		}
 	}

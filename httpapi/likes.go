@@ -20,22 +20,78 @@ func replicasJSON(v crdt.Vector) map[string]api.PN {
 	return m
 }
 
-// PUT /v1/likes/{item}/{user}
-func (s *Server) putLike(w http.ResponseWriter, r *http.Request) error {
-	ids, err := pathIDs(r, "item", "user")
-	if err != nil {
-		return err
-	}
-	return s.like(w, r, ids[0], ids[1], true)
+// likeRequest is the optional body of PUT and DELETE
+// /v1/likes/{item}/{user}: when the action happened by the client, which
+// orders it against the user's other actions of the item.
+type likeRequest struct {
+	At        json.RawMessage `json:"at"`
+	Timestamp json.RawMessage `json:"timestamp"`
 }
 
-// DELETE /v1/likes/{item}/{user}
+// PUT /v1/likes/{item}/{user} [{"at": ...}]
+func (s *Server) putLike(w http.ResponseWriter, r *http.Request) error {
+	return s.pathLike(w, r, true)
+}
+
+// DELETE /v1/likes/{item}/{user} [{"at": ...}]
 func (s *Server) deleteLike(w http.ResponseWriter, r *http.Request) error {
+	return s.pathLike(w, r, false)
+}
+
+// pathLike is a like or unlike of the path's item and user.
+func (s *Server) pathLike(w http.ResponseWriter, r *http.Request, liked bool) error {
 	ids, err := pathIDs(r, "item", "user")
 	if err != nil {
 		return err
 	}
-	return s.like(w, r, ids[0], ids[1], false)
+	var body likeRequest
+	if err := s.decodeBody(w, r, &body); err != nil && !errors.Is(err, errEmptyBody) {
+		return err
+	}
+	at, err := eventTime(body.At, body.Timestamp)
+	if err != nil {
+		return err
+	}
+	return s.likeAt(w, r, ids[0], ids[1], liked, at)
+}
+
+// toggleRequest is the optional body of POST
+// /v1/likes/{item}/{user}/toggle.
+type toggleRequest struct {
+	// IdempotencyKey makes a retried toggle flip once; the
+	// Idempotency-Key header is an alternative.
+	IdempotencyKey *string `json:"idempotency_key"`
+	// (No at or timestamp: a toggle flips the state it finds, so it is
+	// ordered right after it. They are unknown fields here.)
+}
+
+// POST /v1/likes/{item}/{user}/toggle [{"idempotency_key": "..."}]
+func (s *Server) toggleLike(w http.ResponseWriter, r *http.Request) error {
+	ids, err := pathIDs(r, "item", "user")
+	if err != nil {
+		return err
+	}
+	var body toggleRequest
+	if err := s.decodeBody(w, r, &body); err != nil && !errors.Is(err, errEmptyBody) {
+		return err
+	}
+	idem, err := idempotencyKey(r, body.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	item, user := ids[0], ids[1]
+	if err := s.limitUser(user); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	name := s.actionName(item, user, false) // a split item's: the user's part
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpToggle, Item: name, User: user, IdemKey: idem})
+	if err != nil {
+		return err
+	}
+	s.writeLike(w, item, user, name, res)
+	return nil
 }
 
 // seedLikeRequest is the body of the seed-style routes: POST /v1/likes names
@@ -132,12 +188,9 @@ func (s *Server) decodeRequired(w http.ResponseWriter, r *http.Request, dst any,
 	return err
 }
 
-// like applies a like (liked) or unlike durably and answers with the count.
-func (s *Server) like(w http.ResponseWriter, r *http.Request, item, user string, liked bool) error {
-	return s.likeAt(w, r, item, user, liked, 0)
-}
-
-// likeAt is like with a client-given event time (unix ms; zero: now).
+// likeAt applies a like (liked) or unlike durably, with the client's time
+// of the action (unix ms; zero: none, the replica's clock), and answers
+// the user's state and the count.
 func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user string, liked bool, at int64) error {
 	if err := s.limitUser(user); err != nil {
 		return err
@@ -153,12 +206,18 @@ func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user strin
 	if err != nil {
 		return err
 	}
-	out := api.Like{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value}
+	s.writeLike(w, item, user, name, res)
+	return nil
+}
+
+// writeLike answers a like, unlike or toggle of item by user, applied to
+// name (a split item's part, or item).
+func (s *Server) writeLike(w http.ResponseWriter, item, user, name string, res region.Result) {
+	out := api.Like{Item: item, User: user, Liked: res.Liked, Changed: res.Changed, Count: res.Value, Duplicate: res.Duplicate}
 	if _, k, ok := crdt.SplitPart(name); ok {
 		out.Part, out.Parts = &k, s.cfg.Hot.Parts(item)
 	}
 	writeJSON(w, http.StatusOK, out)
-	return nil
 }
 
 // GET /v1/likes/{item}

@@ -74,7 +74,7 @@ var errorCodes = []openapi.ErrorCode{
 // scanner (eventscan.go) reads these fields by hand, and a test holds
 // the two to the same names.
 type event struct {
-	Type           string          `json:"type"` // like, unlike, incr, unique, grant, spend
+	Type           string          `json:"type"` // like, unlike, toggle, incr, unique, grant, spend
 	Item           *string         `json:"item"`
 	VideoID        *string         `json:"videoId"`
 	User           *string         `json:"user"`
@@ -151,9 +151,17 @@ func operations() []openapi.Operation {
 	ops := []openapi.Operation{
 		// Likes.
 		{Method: "PUT", Path: "/v1/likes/{item}/{user}", Tag: "likes", Summary: "Like an item (idempotent)",
-			Params: ps(itemParam, userParam), Response: api.Like{}, Errors: errs(codes(CodeBadID, CodeUserBlocked), writeErrs)},
+			Description: "The optional body gives the client's time of the like (at or timestamp), which orders it against the user's other actions of the item.",
+			Params:      ps(itemParam, userParam), Request: likeRequest{}, Response: api.Like{},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUserBlocked), bodyErrs, writeErrs)},
 		{Method: "DELETE", Path: "/v1/likes/{item}/{user}", Tag: "likes", Summary: "Unlike an item (idempotent)",
-			Params: ps(itemParam, userParam), Response: api.Like{}, Errors: errs(codes(CodeBadID, CodeUserBlocked), writeErrs)},
+			Description: "The optional body gives the client's time of the unlike (at or timestamp), which orders it against the user's other actions of the item.",
+			Params:      ps(itemParam, userParam), Request: likeRequest{}, Response: api.Like{},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUserBlocked), bodyErrs, writeErrs)},
+		{Method: "POST", Path: "/v1/likes/{item}/{user}/toggle", Tag: "likes", Summary: "Flip the user's like of the item and answer the new state",
+			Description: "One atomic step of the region's writer, ordered right after the state it flips (it takes no at). With an idempotency key a retry flips once: it answers duplicate:true and the state the toggle decided.",
+			Params:      ps(itemParam, userParam, idemHeader), Request: toggleRequest{}, Response: api.Like{},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeUserBlocked), bodyErrs, writeErrs)},
 		{Method: "GET", Path: "/v1/likes/{item}/{user}", Tag: "likes", Summary: "Whether the user likes the item, as this replica sees it",
 			Params: ps(itemParam, userParam), Response: api.Liked{}, Errors: codes(CodeBadID)},
 		{Method: "GET", Path: "/v1/likes/{item}/{user}/history", Tag: "likes", Summary: "Every like and unlike of the pair, from every replica",

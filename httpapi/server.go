@@ -287,6 +287,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/likes/"+item+"/"+user, w(s.Handler(s.deleteLike))).Methods(http.MethodDelete)
 	rt.Handle("/v1/likes/"+item+"/"+user, s.Handler(s.getLiked)).Methods(http.MethodGet)
 	rt.Handle("/v1/likes/"+item+"/"+user+"/history", s.Handler(s.getHistory)).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/"+user+"/toggle", w(s.Handler(s.toggleLike))).Methods(http.MethodPost)
 	rt.Handle("/v1/likes", w(s.Handler(s.postLike))).Methods(http.MethodPost)
 	rt.Handle("/v1/likes/"+item, w(s.Handler(s.deleteLikeBody))).Methods(http.MethodDelete)
 	rt.Handle("/v1/likes/"+item, s.Handler(s.getLikes)).Methods(http.MethodGet)

@@ -33,6 +33,8 @@ const (
 	BugAckUnheld          = "ack-unheld-writes"
 	BugSplitTwoParts      = "split-user-two-parts"
 	BugDropUnsynced       = "delete-before-sync"
+	BugToggleTwice        = "toggle-applies-twice"
+	BugMergeIgnoresAt     = "merge-ignores-client-time"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -120,6 +122,15 @@ type Chaos struct {
 	// DropShards): a move then loses what the leaving replica wrote,
 	// whose entries are taken only from itself.
 	DropUnsynced bool
+	// ToggleTwice: a toggle does not look for its idempotency key in the
+	// record, so a retried toggle flips the state again.
+	ToggleTwice bool
+	// MergeIgnoresAt: a like record merged from a peer is ordered by its
+	// HLC alone, as before issue 34, while the writer decides by the
+	// client's time: a like stamped older than an unlike but written
+	// later, in a region that had not heard of the unlike, wins wherever
+	// it is merged.
+	MergeIgnoresAt bool
 }
 
 // ChaosDropUnsynced reports whether the bug DropUnsynced is on (for node,
@@ -147,14 +158,15 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		SpendWithoutRights: bug == BugSpendWithoutRights, BlockNotReconciled: bug == BugBlockNotReconciled,
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
-		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts, DropUnsynced: bug == BugDropUnsynced}
+		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts, DropUnsynced: bug == BugDropUnsynced,
+		ToggleTwice: bug == BugToggleTwice, MergeIgnoresAt: bug == BugMergeIgnoresAt}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -317,4 +329,35 @@ func (r *Replica) chaosDropOwn() bool {
 // acknowledged as applied, unstored, instead: the bug AckUnheld.
 func (r *Replica) chaosAckUnheld() bool {
 	return buildtags.Chaos && r.cfg.Chaos.AckUnheld
+}
+
+// chaosToggleTwice reports whether the bug ToggleTwice is on.
+func (r *Replica) chaosToggleTwice() bool {
+	return buildtags.Chaos && r.cfg.Chaos.ToggleTwice
+}
+
+// chaosMergeByStamp merges a peer's like record into k's by HLC and origin
+// alone, ignoring client times, and reports true, if the bug
+// MergeIgnoresAt is on; else it does nothing and reports false.
+func (t *txn) chaosMergeByStamp(k rkey, in *crdt.LikeRecord) (bool, error) {
+	if !buildtags.Chaos || !t.r.cfg.Chaos.MergeIgnoresAt {
+		return false, nil
+	}
+	rs, err := t.record(k)
+	if err != nil {
+		return true, err
+	}
+	rec := rs.like()
+	byStamp := in.HLC > rec.HLC || in.HLC == rec.HLC && in.Origin > rec.Origin
+	switch {
+	case byStamp && !in.Wins(rec):
+		rec.Liked, rec.HLC, rec.Origin, rec.At, rec.Idem = in.Liked, in.HLC, in.Origin, in.At, in.Idem
+		rs.dirty = true
+	case !byStamp && in.Wins(rec):
+		in = &crdt.LikeRecord{Contrib: in.Contrib} // the register loses
+	}
+	if err := mergeInto(t, k, in, (*recState).like); err != nil {
+		return true, err
+	}
+	return true, t.reconcileRecord(k, rs)
 }

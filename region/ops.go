@@ -109,8 +109,12 @@ const (
 	OpBlock
 	// OpUnblock unblocks User: their likes count again.
 	OpUnblock
+	// OpToggle flips User's like of Item as this replica sees it: a like
+	// if not liked, else an unlike, decided in one step of the writer, at
+	// most once per IdemKey if set (likes.go). It takes no At.
+	OpToggle
 
-	numOpKinds = OpUnblock + 1
+	numOpKinds = OpToggle + 1
 )
 
 func (k OpKind) String() string {
@@ -133,6 +137,8 @@ func (k OpKind) String() string {
 		return "block"
 	case OpUnblock:
 		return "unblock"
+	case OpToggle:
+		return "toggle"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -165,7 +171,7 @@ func (o *Op) Validate() error {
 		}
 		return nil
 	}
-	if o.Kind == OpLike || o.Kind == OpUnlike {
+	if o.Kind == OpLike || o.Kind == OpUnlike || o.Kind == OpToggle {
 		if !crdt.ValidItemName(o.Item) { // a hot item's part too
 			return fmt.Errorf("%w: bad item %q", ErrInvalid, o.Item)
 		}
@@ -176,6 +182,17 @@ func (o *Op) Validate() error {
 	case OpLike, OpUnlike:
 		if !crdt.ValidID(o.User) {
 			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		}
+	case OpToggle:
+		switch {
+		case !crdt.ValidID(o.User):
+			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		case o.IdemKey != "" && !crdt.ValidID(o.IdemKey):
+			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
+		case o.At != 0:
+			// It flips the state it finds, so it is ordered right after
+			// it: a time of the client's would order it elsewhere.
+			return fmt.Errorf("%w: a toggle takes no client time", ErrInvalid)
 		}
 	case OpIncr:
 		if o.By > MaxBy || o.By < -MaxBy {
@@ -224,15 +241,19 @@ func (o *Op) Validate() error {
 // Result is the outcome of one Op.
 type Result struct {
 	Err error
-	// Liked is the user's state after a like/unlike.
+	// Liked is the user's state after a like, unlike or toggle: after a
+	// like or unlike older by its client's time than the state it found
+	// (which it does not change), that state.
 	Liked bool
-	// Changed: a like/unlike changed the user's state in this replica's view.
+	// Changed: a like, unlike or toggle changed the user's state in this
+	// replica's view.
 	Changed bool
 	// Value is the item's count or the counter's value after the op.
 	Value int64
 	// Duplicate: an increment whose idempotency key was already applied, at
 	// this replica or one it heard from; Value is the counter's current
-	// value.
+	// value. For a toggle: its key is the one of the toggle that decided
+	// the user's state as this replica sees it; Liked is that state.
 	Duplicate bool
 	// Approx: the increment is of an approximate counter (Config.Approx).
 	// Counted is what it counted: a multiple of the counter's step, often

@@ -164,6 +164,9 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 			}
 			return t.mergeFlag(m.User, f)
 		}
+		if done, err := t.chaosMergeByStamp(likeKey(m.Item, m.User), in); done { // never outside a chaos build
+			return err
+		}
 		return mergeInto(t, likeKey(m.Item, m.User), in, (*recState).like)
 	case *crdt.KeyedRecord:
 		return mergeInto(t, keyedKey(m.Item, m.User), in, (*recState).keyed)

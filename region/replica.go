@@ -629,7 +629,7 @@ func (r *Replica) commit(batch []*request) {
 	for _, q := range batch {
 		records += len(q.rmerges)
 		for i := range q.ops {
-			if k := q.ops[i].Kind; k == OpLike || k == OpUnlike || k == OpIncr && q.ops[i].IdemKey != "" {
+			if k := q.ops[i].Kind; k == OpLike || k == OpUnlike || k == OpToggle || k == OpIncr && q.ops[i].IdemKey != "" {
 				records++
 			}
 		}

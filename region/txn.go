@@ -198,6 +198,8 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 	switch op.Kind {
 	case OpLike, OpUnlike:
 		return t.applyLike(op.Item, op.User, op.Kind == OpLike, op.At)
+	case OpToggle:
+		return t.applyToggle(op)
 	case OpUniques:
 		return t.applyUniques(op)
 	case OpGrant:

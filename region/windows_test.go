@@ -227,7 +227,8 @@ func TestWindowRollupExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(90, 91))
 	m := secModel{}
 	liked := map[[2]string]bool{}
-	keyedBy := map[string]int64{} // idempotency key -> amount applied
+	lastAt := map[[2]string]int64{} // the time of the action each state is from
+	keyedBy := map[string]int64{}   // idempotency key -> amount applied
 	minAt, maxAt := clock.Now().UnixMilli(), clock.Now().UnixMilli()
 	for range 250 {
 		clock.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
@@ -289,6 +290,16 @@ func TestWindowRollupExact(t *testing.T) {
 					t.Fatalf("%+v: %v", op, res[i].Err)
 				}
 				k := [2]string{op.Item, op.User}
+				if at < lastAt[k] {
+					// Older, by its client's time, than the state it
+					// finds: it changes nothing (a tie goes to the
+					// larger HLC, this action's).
+					if res[i].Liked != liked[k] || res[i].Changed {
+						t.Fatalf("%+v: %+v over a state at %d", op, res[i], lastAt[k])
+					}
+					break
+				}
+				lastAt[k] = at
 				switch want := op.Kind == OpLike; {
 				case want && !liked[k]:
 					m.add(storage.Likes, op.Item, at, 1)
@@ -527,11 +538,16 @@ type action struct {
 	atMs   int64 // where it is booked
 }
 
-// sequential applies the actions of one record in HLC order: a like counts
-// if the user did not like the item, an unlike if it did; a keyed
-// increment counts the first time only. It adds what counts to m.
+// sequential applies the actions of one record in their order: a like
+// counts if the user did not like the item, an unlike if it did; a keyed
+// increment counts the first time only. It adds what counts to m. Likes
+// are in the order of their time (the client's, else the HLC's), then
+// HLC (crdt.LikeRecord.Wins); keyed increments in HLC order.
 func sequential(m secModel, kind storage.Kind, key string, acts []action) {
 	slices.SortFunc(acts, func(a, b action) int { return cmp.Or(cmp.Compare(a.hlc, b.hlc), cmp.Compare(a.origin, b.origin)) })
+	if kind == storage.Likes {
+		slices.SortStableFunc(acts, func(a, b action) int { return cmp.Compare(a.atMs, b.atMs) })
+	}
 	liked, applied := false, false
 	for _, a := range acts {
 		if kind == storage.Counters {
@@ -568,7 +584,8 @@ func newWinNet(t *testing.T, n int, clock *testkit.Clock, wc *WindowConfig) *win
 // at every level. Contended records (one user liking at two replicas at
 // once, one idempotency key applied at two) are reconciled by their
 // winner at its action's time, so each slot ends as if the actions had
-// happened one after the other in HLC order.
+// happened one after the other in their order (likes: by their time,
+// then HLC; keys: by HLC).
 func TestWindowConvergence(t *testing.T) {
 	for seed := range uint64(3) {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { runWindowConvergence(t, seed) })
@@ -588,25 +605,38 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 	note := func(at int64) { minAt, maxAt = min(minAt, at), max(maxAt, at) }
 
 	// like applies a like or unlike at replica i and returns the action as
-	// the replica recorded it.
-	like := func(i int, item, user string, liked bool, at int64) (action, Result) {
+	// the replica recorded it; applied is false if the action was older,
+	// by its client's time, than the state it found, which it left as it
+	// was.
+	like := func(i int, item, user string, liked bool, at int64) (a action, applied bool) {
 		r := net.rs[i]
 		kind := OpUnlike
 		if liked {
 			kind = OpLike
+		}
+		before, _, err := r.Record(item, user)
+		if err != nil {
+			t.Fatal(err)
 		}
 		res, err := r.Do(ctx, []Op{{Kind: kind, Item: item, User: user, At: at}})
 		if err != nil || res[0].Err != nil {
 			t.Fatalf("%s %v %s/%s: %v %v", r.ID(), kind, item, user, err, res)
 		}
 		rec, ok, err := r.Record(item, user)
+		if err == nil && ok && before != nil && rec.Equal(before) {
+			// (An applied action writes a fresh HLC.)
+			if res[0].Liked != before.Liked || res[0].Changed || at != 0 && at >= before.BookedMs() {
+				t.Fatalf("%s: a stale %v answered %+v over %+v", r.ID(), kind, res[0], before)
+			}
+			return action{}, false
+		}
 		if err != nil || !ok || rec.Origin != r.ID() || rec.Liked != liked || at != 0 && rec.At != at {
 			t.Fatalf("%s: record after its own %v: %+v, %v, %v", r.ID(), kind, rec, ok, err)
 		}
 		note(rec.BookedMs())
-		return action{hlc: rec.HLC, origin: rec.Origin, liked: liked, atMs: rec.BookedMs()}, res[0]
+		return action{hlc: rec.HLC, origin: rec.Origin, liked: liked, atMs: rec.BookedMs()}, true
 	}
-	contendedN, dupKeys := 0, 0
+	contendedN, dupKeys, staleN := 0, 0, 0
 	for step := range 300 {
 		clock.Advance(time.Duration(rng.IntN(2000)) * time.Millisecond)
 		nowMs := clock.Now().UnixMilli()
@@ -626,8 +656,12 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 		case 3, 4, 5:
 			// A user of replica i only: sequential by construction.
 			item, user := fmt.Sprintf("p:%d", rng.IntN(2)), fmt.Sprintf("s%d-%d", i, rng.IntN(4))
-			a, _ := like(i, item, user, rng.IntN(3) != 0, randAt(rng, nowMs, wc))
+			a, applied := like(i, item, user, rng.IntN(3) != 0, randAt(rng, nowMs, wc))
 			k := [2]string{item, user}
+			if !applied {
+				staleN++
+				break
+			}
 			switch {
 			case a.liked && !soloLiked[k]:
 				m.add(storage.Likes, item, a.atMs, 1)
@@ -647,8 +681,11 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 				net.deliverSome(rng, 8, 0.2)
 			}
 			clock.Advance(time.Duration(rng.IntN(3)) * time.Millisecond)
-			b, _ := like(j, item, user, true, randAt(rng, clock.Now().UnixMilli(), wc))
-			contended[ck] = append(contended[ck], b)
+			if b, applied := like(j, item, user, true, randAt(rng, clock.Now().UnixMilli(), wc)); applied {
+				contended[ck] = append(contended[ck], b)
+			} else {
+				staleN++
+			}
 			contendedN++
 		case 8:
 			// One idempotency key applied at two replicas.
@@ -698,7 +735,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 	if reconciled < 3 || contendedN < 10 {
 		t.Fatalf("only %v reconciliations over %d contended likes: the test does not exercise them", reconciled, contendedN)
 	}
-	t.Logf("%d contended likes, %d keys found applied already, %v reconciliations", contendedN, dupKeys, reconciled)
+	t.Logf("%d contended likes, %d keys found applied already, %v reconciliations, %d stale likes", contendedN, dupKeys, reconciled, staleN)
 
 	from := crdt.SlotStart(minAt, 3600) * 1000
 	to := (crdt.SlotStart(maxAt, 3600) + 3600) * 1000

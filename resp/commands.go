@@ -113,6 +113,7 @@ func commandTable() map[string]command {
 		"mget":      {arity: -2, read: true, run: cmdMGet},
 		"sadd":      writeCommand(-3, prepLike(true)),
 		"srem":      writeCommand(-3, prepLike(false)),
+		"stoggle":   writeCommand(-3, prepToggle),
 		"sismember": {arity: 3, read: true, run: cmdIsMember},
 		"scard":     {arity: 2, read: true, run: cmdCard},
 		"smembers":  {arity: 2, read: true, scan: true, run: cmdMembers},
@@ -530,6 +531,44 @@ func prepLike(liked bool) func(*Server, [][]byte) (pending, error) {
 			return nil
 		}}, nil
 	}
+}
+
+// STOGGLE likes:<item> user [idempotency_key]: flip the user's like in
+// one step of the writer (POST /v1/likes/{item}/{user}/toggle); the reply
+// is the new state, 1 liked or 0, as SISMEMBER would answer it (a retry
+// with the key: the state the toggle decided).
+func prepToggle(s *Server, args [][]byte) (pending, error) {
+	if len(args) > 3 {
+		return pending{}, errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'stoggle' command: STOGGLE %s<item> <user> [idempotency_key]", LikesPrefix)
+	}
+	item, err := likesItem(args[0])
+	if err != nil {
+		return pending{}, err
+	}
+	user := string(args[1])
+	if err := httpapi.CheckID("user", user); err != nil {
+		return pending{}, err
+	}
+	var idem string
+	if len(args) == 3 {
+		idem = string(args[2])
+		if err := httpapi.CheckID("idempotency_key", idem); err != nil {
+			return pending{}, err
+		}
+	}
+	if s.cfg.LimitUser != nil {
+		if err := s.cfg.LimitUser(user); err != nil {
+			return pending{}, err
+		}
+	}
+	op := region.Op{Kind: region.OpToggle, Item: s.cfg.Hot.Name(item, user), User: user, IdemKey: idem} // a split item's: the user's part
+	return pending{ops: []region.Op{op}, reply: func(c redcon.Conn, res []region.Result) error {
+		if res[0].Err != nil {
+			return res[0].Err
+		}
+		c.WriteInt(boolInt(res[0].Liked))
+		return nil
+	}}, nil
 }
 
 func cmdIsMember(s *Server, c redcon.Conn, _ *session, args [][]byte) error {

@@ -43,7 +43,7 @@ func keyShards(hot shard.Hot, name string, args [][]byte) []int {
 		if len(args) > 1 {
 			names = []string{string(args[1])}
 		}
-	case "sadd", "srem", "sismember", "scard", "smembers", "sscan":
+	case "sadd", "srem", "stoggle", "sismember", "scard", "smembers", "sscan":
 		if len(args) > 1 {
 			item, ok := strings.CutPrefix(string(args[1]), LikesPrefix)
 			if !ok {
@@ -56,6 +56,10 @@ func keyShards(hot shard.Hot, name string, args [][]byte) []int {
 				case "sadd", "srem", "sismember":
 					for _, u := range args[2:] {
 						names = append(names, hot.Name(item, string(u)))
+					}
+				case "stoggle": // one user, then its idempotency key
+					if len(args) > 2 {
+						names = append(names, hot.Name(item, string(args[2])))
 					}
 				default:
 					names = hot.Names(item)

@@ -112,6 +112,7 @@ func TestModelBlockedRetry(t *testing.T) {
 func TestPlannerBlockOps(t *testing.T) {
 	cfg := DefaultConfig().withDefaults()
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 0, 0, 0, 0, 0, 1
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0
 	p := newPlanner(cfg, 0)
 	seen := map[OpKind]int{}
 	users := map[string]bool{}

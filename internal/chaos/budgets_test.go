@@ -212,7 +212,7 @@ func TestBudgetViolationOfAView(t *testing.T) {
 func TestPlannerBudgetOps(t *testing.T) {
 	cfg := DefaultConfig().withDefaults()
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight = 0, 0, 0, 0, 1
-	cfg.BlockWeight = 0
+	cfg.BlockWeight, cfg.ToggleWeight, cfg.LateWeight = 0, 0, 0
 	p := newPlanner(cfg, 0)
 	merchants, users := cashbackCounters(cfg)
 	kinds := map[string]int{}

@@ -156,6 +156,7 @@ func TestChaosBlocksDuringPartitionsPass(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Duration, cfg.Seed, cfg.Rate = 20*time.Second, 5, 120
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 70, 10, 10, 0, 0, 10
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0
 	cfg.BlockUsers = 12
 	cfg.Schedule = []Episode{
 		{Index: 1, Kind: KindIsolate, At: 2 * time.Second, Dur: 4 * time.Second, Region: "us"},
@@ -484,8 +485,8 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			// A shard move that deletes before the new holders have
 			// synced: us-1 is drained 4 s into the run; the replicas
 			// taking its shards say they synced at once, without
-			// pulling, and us-1 drops its copies as soon as the switch
-			// map has it leave them. A replica's entries are taken only
+			// pulling, and us-1 drops its copies, its own entries
+			// included, as soon as the switch map has it leave them. A replica's entries are taken only
 			// from itself, so us-1's increments of those shards before
 			// the move never reach the new holders, which read less
 			// than the model.
@@ -497,6 +498,36 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 				c.Schedule = []Episode{{Index: 1, Kind: KindMove, At: 4 * time.Second, Dur: time.Second, Region: "us", Drain: "us-1"}}
 			},
 			kind: KindValueMismatch, prefix: "counter/",
+		},
+		{
+			// A toggle that does not look for its key in the record:
+			// every acknowledged toggle's key, resent to the region that
+			// applied it as a client that lost the answer would, flips
+			// the like again instead of answering duplicate:true.
+			bug: "toggle-applies-twice",
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.ToggleWeight = 40, 0, 20, 40
+			},
+			kind: KindToggle, prefix: "item-",
+		},
+		{
+			// Like records merged by HLC alone, the client's time
+			// ignored: a late pair's second action (stamped 30 s before
+			// the first, sent to another region) taken while that region
+			// is cut off from the first, and so applied there with a
+			// later HLC, wins everywhere after the heal, and the user's
+			// record contradicts the winning action.
+			bug: "merge-ignores-client-time",
+			tweak: func(c *Config) {
+				c.Faults = []string{FaultPartition}
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.LateWeight = 30, 0, 10, 60
+				c.Schedule = []Episode{
+					{Index: 1, Kind: KindIsolate, At: 2 * time.Second, Dur: 2500 * time.Millisecond, Region: "ap"},
+					{Index: 2, Kind: KindIsolate, At: 5500 * time.Millisecond, Dur: 2500 * time.Millisecond, Region: "eu"},
+				}
+			},
+			kind: KindLostAck, prefix: "item-",
 		},
 	}
 	picked, seed, err := pickControls(len(controls), os.Getenv, time.Now())
@@ -528,9 +559,9 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 				// ends as soon as the regions agree.
 				cfg.ConvergeTimeout = DefaultConfig().ConvergeTimeout
 			}
-			// No budgets unless a control's tweak asks for them: each
+			// No budgets, blocks, toggles or late pairs unless a control's tweak asks for them: each
 			// control keeps the workload it was tuned with.
-			cfg.BudgetWeight, cfg.BlockWeight = 0, 0
+			cfg.BudgetWeight, cfg.BlockWeight, cfg.ToggleWeight, cfg.LateWeight = 0, 0, 0, 0
 			tc.tweak(&cfg)
 			rep := runChaos(t, cfg)
 			if rep.Pass {

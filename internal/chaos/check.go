@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/tally-dev/tally/api"
 )
@@ -43,6 +44,11 @@ const (
 	// KindHistory: a pair's like history differs between regions, or its
 	// latest action is not the record's state.
 	KindHistory = "history"
+	// KindToggle: a toggle's idempotency key, resent to the region that
+	// had acknowledged it, flipped the state again (or answered another
+	// state) instead of answering duplicate:true and the state the
+	// toggle decided.
+	KindToggle = "toggle"
 	// KindAudit: a region's event log does not account for its own
 	// entries (GET /v1/audit), or could not be audited.
 	KindAudit = "audit"
@@ -139,6 +145,10 @@ type finalState struct {
 	// Flags are the final block flags of every user the workload blocked
 	// or unblocked: per user, per region. Nil: not checked.
 	Flags map[string]map[string]*api.Block
+	// StartMs and ClockLead place the actions without a client time
+	// among those with one (modelOrder); zero: the run had none with.
+	StartMs   int64
+	ClockLead time.Duration
 	// Wiped are the replicas whose region lost its data during the run,
 	// and with it the history of the actions it had accepted (they are in
 	// its region's stream): the latest action of a history is not
@@ -149,8 +159,11 @@ type finalState struct {
 
 // checkHistories reports a sampled pair whose history differs between
 // regions, misses a replica, or whose latest action is not what the
-// pair's final record says.
-func checkHistories(f finalState) []Violation {
+// pair's final record says. A history lists actions in the order the
+// replicas accepted them (HLC): for a pair with an action carrying its
+// client's time (timed), the winner may be an earlier one, and only the
+// first two checks apply.
+func checkHistories(f finalState, timed map[userKey]bool) []Violation {
 	var vs []Violation
 	for _, uk := range slices.SortedFunc(maps.Keys(f.Histories), func(a, b userKey) int {
 		return strings.Compare(a.String(), b.String())
@@ -173,12 +186,31 @@ func checkHistories(f finalState) []Violation {
 			} else if render != first {
 				vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(), Detail: "the history differs between regions: " + render + " vs " + first})
 			}
-			if n := len(h.Actions); n > 0 && len(f.Wiped) == 0 {
+			if n := len(h.Actions); n > 0 && len(f.Wiped) == 0 && !timed[uk] {
 				if liked, ok := f.Liked[uk][r]; ok && h.Actions[n-1].Liked != liked {
 					vs = append(vs, Violation{Kind: KindHistory, Region: r, Key: uk.String(),
 						Detail: fmt.Sprintf("the latest action in the history says liked=%v, the record %v", h.Actions[n-1].Liked, liked)})
 				}
 			}
+		}
+	}
+	return vs
+}
+
+// checkToggles reports an acknowledged toggle whose key, resent to the
+// same region, did not answer duplicate:true with the state the toggle
+// answered: the region flipped it twice.
+func checkToggles(ops []Op) []Violation {
+	var vs []Violation
+	for i := range ops {
+		o := &ops[i]
+		if o.Kind != OpToggle || o.Outcome != OutcomeOK || o.ResendOutcome != OutcomeOK {
+			continue
+		}
+		if !o.ResendDuplicate || o.ResendLiked != o.Liked {
+			vs = append(vs, Violation{Kind: KindToggle, Region: o.Region, Key: o.Key, User: o.User, Op: o.ID,
+				Detail: fmt.Sprintf("toggle %s answered liked=%v; its key resent to %s answered liked=%v duplicate=%v, not the same state as a duplicate",
+					o.Idem, o.Liked, o.Region, o.ResendLiked, o.ResendDuplicate)})
 		}
 	}
 	return vs
@@ -214,40 +246,77 @@ func checkAudits(f finalState) []Violation {
 }
 
 // model is what the final state must be, derived from the history alone
-// (and, for users whose last action was a concurrent pair, from the final
-// records, which may then say either action).
+// (and, for users whose winning action the history cannot tell, such as a
+// last concurrent pair, from the final records, which may then say either
+// action).
 type model struct {
 	// Counters: per counter key, the sums of its applied increments (P)
 	// and decrements (N); its value is P - N.
 	Counters map[string]PN
-	// Allowed: per user record, the states the final record may have: the
-	// state of the user's last acknowledged action, or either state of a
-	// last concurrent pair.
+	// Allowed: per user record, the states the final record may have:
+	// those of the acknowledged actions no other acknowledged action
+	// certainly beats (modelOrder): the last action, either of a last
+	// concurrent pair, or the latest by the client's time.
 	Allowed map[userKey][]bool
-	// LastOp is the id of the last acknowledged action (of a pair: the
-	// first) that Allowed derives from.
+	// LastOp is the id of the last such action that Allowed derives
+	// from.
 	LastOp map[userKey]int64
 	// Uncertain holds counters and users whose history has an operation
 	// that could not be resolved: they are not checked against the model.
 	Uncertain map[string]bool
 }
 
+// modelOrder is what the model knows of the order of a user's actions of
+// an item (crdt.LikeRecord.Wins): their time, the client's if it gave one
+// (Op.At), else the HLC's, which the model knows only within the action's
+// span: at least its first send (a replica's HLC is never behind the wall
+// clock) and at most its last answer plus ClockLead.
+type modelOrder struct {
+	// StartMs is the run's start (unix ms), which Op.Start and Op.End
+	// count from.
+	StartMs int64
+	// ClockLead is how far ahead of the wall clock a replica's HLC may
+	// run (hlcLead, and forgedClockLead after forged heartbeats).
+	ClockLead time.Duration
+}
+
+// beats reports whether acknowledged action y certainly wins over x,
+// by the order of the records. Two actions without client times are in
+// the order the client sent them (id order, as each user's actions are
+// one after the other), but for the two of a concurrent pair.
+func (mo modelOrder) beats(y, x *Op) bool {
+	switch {
+	case y.At != 0 && x.At != 0:
+		return y.At > x.At // a tie goes to the HLC, which the model does not know
+	case y.At == 0 && x.At == 0:
+		return y.ID > x.ID && (x.Pair == 0 || x.Pair != y.Pair)
+	case y.At != 0:
+		return y.At > mo.StartMs+(x.End+mo.ClockLead).Milliseconds()
+	default:
+		return mo.StartMs+y.Start.Milliseconds() > x.At
+	}
+}
+
 // buildModel derives the model from the operations, which must be sorted
 // by id. Each user's operations are serialized by the client, so id order
 // is each user's action order; a pair's two operations have consecutive
 // ids.
-func buildModel(ops []Op) (model, []Violation) {
+func buildModel(ops []Op) (model, []Violation) { return buildModelOrder(ops, modelOrder{}) }
+
+// buildModelOrder is buildModel knowing the run's clocks, for actions
+// with and without client times.
+func buildModelOrder(ops []Op, mo modelOrder) (model, []Violation) {
 	m := model{Counters: map[string]PN{}, Allowed: map[userKey][]bool{}, LastOp: map[userKey]int64{}, Uncertain: map[string]bool{}}
 	var vs []Violation
-	last := map[userKey][]*Op{} // the last acknowledged action group
-	// maybe: a like or unlike after the last acknowledged group that may
-	// have applied: its first attempt timed out and its retry was refused
-	// because the user had been blocked meanwhile (blocks.go).
-	maybe := map[userKey]*Op{}
+	acked := map[userKey][]*Op{} // the acknowledged actions
+	// maybe: a like or unlike that may have applied: its first attempt
+	// timed out and its retry was refused because the user had been
+	// blocked meanwhile (blocks.go).
+	maybe := map[userKey][]*Op{}
 	for i := range ops {
 		o := &ops[i]
-		switch o.Kind {
-		case OpIncr:
+		switch {
+		case o.Kind == OpIncr:
 			c := m.Counters[o.Key]
 			switch {
 			case o.applied():
@@ -262,45 +331,46 @@ func buildModel(ops []Op) (model, []Violation) {
 					Detail: fmt.Sprintf("increment by %d (idempotency key %s) timed out and could not be resolved", o.By, o.Idem)})
 			}
 			m.Counters[o.Key] = c
-		case OpLike, OpUnlike:
+		case o.likeOp():
 			uk := userKey{o.Key, o.User}
 			switch {
 			case o.Outcome == OutcomeOK:
-				delete(maybe, uk)
-				g := last[uk]
-				if o.Pair != 0 && len(g) > 0 && g[0].Pair == o.Pair {
-					last[uk] = append(g, o)
-				} else {
-					last[uk] = []*Op{o}
-				}
+				acked[uk] = append(acked[uk], o)
+			case o.Outcome == OutcomeTimeout && o.BlockedRetry && o.Kind == OpToggle:
+				m.Uncertain[uk.String()] = true // which way it flipped, if it did, nobody saw
 			case o.Outcome == OutcomeTimeout && o.BlockedRetry:
-				maybe[uk] = o
+				maybe[uk] = append(maybe[uk], o)
 			case o.Outcome == OutcomeTimeout:
 				m.Uncertain[uk.String()] = true
 				vs = append(vs, Violation{Kind: KindUnresolved, Region: o.Region, Key: o.Key, User: o.User, Op: o.ID,
 					Detail: fmt.Sprintf("%s was never acknowledged after %d attempts", o.Kind, o.Attempts)})
 			}
-			if _, ok := last[uk]; !ok {
-				last[uk] = nil // acted on, with no acknowledged action yet: not liked
+			if _, ok := acked[uk]; !ok {
+				acked[uk] = nil // acted on, with no acknowledged action yet: not liked
 			}
 		}
 	}
-	for uk, g := range last {
+	for uk, as := range acked {
 		var states []bool
-		for _, o := range g {
-			if !slices.Contains(states, o.Kind == OpLike) {
-				states = append(states, o.Kind == OpLike)
+		// The candidates: every action no acknowledged one certainly
+		// beats; a maybe-applied one only counts if it applied.
+		for _, x := range append(slices.Clone(as), maybe[uk]...) {
+			if slices.ContainsFunc(as, func(y *Op) bool { return y != x && mo.beats(y, x) }) {
+				continue
+			}
+			liked, _ := x.likeState()
+			if !slices.Contains(states, liked) {
+				states = append(states, liked)
+			}
+			if x.Outcome == OutcomeOK {
+				m.LastOp[uk] = max(m.LastOp[uk], x.ID)
 			}
 		}
-		if len(g) == 0 {
-			states = []bool{false}
-		} else {
-			m.LastOp[uk] = g[0].ID
-		}
-		// A last action that may or may not have applied: the record may
-		// say either, and the count follows the record.
-		if o := maybe[uk]; o != nil && !slices.Contains(states, o.Kind == OpLike) {
-			states = append(states, o.Kind == OpLike)
+		if len(as) == 0 {
+			// Nothing acknowledged: not liked, or what a maybe did.
+			if !slices.Contains(states, false) {
+				states = append(states, false)
+			}
 		}
 		m.Allowed[uk] = states
 	}
@@ -313,7 +383,14 @@ func (uk userKey) String() string { return "likes/" + uk.Item + "/" + uk.User }
 // workload could touch; items no user acted on must read 0. It returns the
 // model's value of every key (absent: uncertain) and the violations.
 func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
-	m, vs := buildModel(ops)
+	m, vs := buildModelOrder(ops, modelOrder{StartMs: f.StartMs, ClockLead: f.ClockLead})
+	vs = append(vs, checkToggles(ops)...)
+	timed := map[userKey]bool{}
+	for i := range ops {
+		if o := &ops[i]; o.likeOp() && o.At != 0 {
+			timed[userKey{o.Key, o.User}] = true
+		}
+	}
 	flags, fvs := buildFlags(ops)
 	vs = append(vs, fvs...)
 	vs = append(vs, checkFlags(flags, f)...)
@@ -357,16 +434,21 @@ func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
 		if !have || m.Uncertain[uk.String()] || slices.Contains(m.Allowed[uk], first) {
 			continue
 		}
-		detail := fmt.Sprintf("every region says liked=%v, but the user's last acknowledged action says otherwise", first)
+		detail := fmt.Sprintf("every region says liked=%v, but the user's winning acknowledged action says otherwise", first)
 		if o := byID[m.LastOp[uk]]; o != nil {
-			detail = fmt.Sprintf("every region says liked=%v, but the user's last acknowledged action was %s at %s (op %d, acknowledged at %.2fs after %d attempt(s))",
-				first, o.Kind, o.Region, o.ID, o.End.Seconds(), o.Attempts)
+			liked, _ := o.likeState()
+			at := ""
+			if o.At != 0 {
+				at = fmt.Sprintf(", client time %s", time.UnixMilli(o.At).UTC().Format("15:04:05.000"))
+			}
+			detail = fmt.Sprintf("every region says liked=%v, but the user's winning acknowledged action was %s at %s (op %d, liked=%v, acknowledged at %.2fs after %d attempt(s)%s)",
+				first, o.Kind, o.Region, o.ID, liked, o.End.Seconds(), o.Attempts, at)
 		}
 		vs = append(vs, Violation{Kind: KindLostAck, Key: uk.Item, User: uk.User, Op: m.LastOp[uk], Detail: detail})
 	}
 	vs = append(vs, checkLists(keys, perItem, f)...)
 	vs = append(vs, checkAudits(f)...)
-	vs = append(vs, checkHistories(f)...)
+	vs = append(vs, checkHistories(f, timed)...)
 	// Values.
 	for _, k := range keys {
 		var want, liked int64 // liked: users whose final record says liked

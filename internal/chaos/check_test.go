@@ -343,38 +343,38 @@ func TestCheckHistories(t *testing.T) {
 	f := finalState{Regions: []string{"us", "eu"},
 		Liked:     map[userKey]map[string]bool{uk: {"us": false, "eu": false}},
 		Histories: map[userKey]map[string]*api.History{uk: {"us": h, "eu": h}}}
-	if vs := checkHistories(f); len(vs) != 0 {
+	if vs := checkHistories(f, nil); len(vs) != 0 {
 		t.Fatalf("agreeing histories flagged: %v", vs)
 	}
 	f.Liked[uk]["eu"] = true
-	if vs := checkHistories(f); len(vs) != 1 || vs[0].Kind != KindHistory || vs[0].Region != "eu" {
+	if vs := checkHistories(f, nil); len(vs) != 1 || vs[0].Kind != KindHistory || vs[0].Region != "eu" {
 		t.Fatalf("latest action against the record: %v", vs)
 	}
 	f.Wiped = []string{"us-1"}
-	if vs := checkHistories(f); len(vs) != 0 {
+	if vs := checkHistories(f, nil); len(vs) != 0 {
 		t.Fatalf("after a wipe the latest action is not checked: %v", vs)
 	}
 	f.Histories[uk]["eu"] = &api.History{Complete: true, Actions: h.Actions[:1]}
-	if vs := checkHistories(f); len(vs) != 1 || !strings.Contains(vs[0].Detail, "differs") {
+	if vs := checkHistories(f, nil); len(vs) != 1 || !strings.Contains(vs[0].Detail, "differs") {
 		t.Fatalf("differing histories: %v", vs)
 	}
 	f.Histories[uk]["eu"] = &api.History{Complete: false, Actions: h.Actions}
-	if vs := checkHistories(f); len(vs) != 1 || !strings.Contains(vs[0].Detail, "whole") {
+	if vs := checkHistories(f, nil); len(vs) != 1 || !strings.Contains(vs[0].Detail, "whole") {
 		t.Fatalf("an incomplete history: %v", vs)
 	}
 	// A history that says a wiped replica lost part of its own is right;
 	// one that says so of a replica whose disk was kept is not, nor one
 	// that misses a replica.
 	f.Histories[uk]["eu"] = &api.History{Complete: false, Partial: []string{"us-1"}, Actions: h.Actions}
-	if vs := checkHistories(f); len(vs) != 0 {
+	if vs := checkHistories(f, nil); len(vs) != 0 {
 		t.Fatalf("partial for the wiped replica: %v", vs)
 	}
 	f.Histories[uk]["eu"] = &api.History{Complete: false, Partial: []string{"eu-1"}, Actions: h.Actions}
-	if vs := checkHistories(f); len(vs) != 1 || !strings.Contains(vs[0].Detail, "only [us-1] lost a disk") {
+	if vs := checkHistories(f, nil); len(vs) != 1 || !strings.Contains(vs[0].Detail, "only [us-1] lost a disk") {
 		t.Fatalf("partial for a replica that kept its disk: %v", vs)
 	}
 	f.Histories[uk]["eu"] = &api.History{Complete: false, Partial: []string{"us-1"}, Missing: []string{"ap-1"}, Actions: h.Actions}
-	if vs := checkHistories(f); len(vs) != 1 || !strings.Contains(vs[0].Detail, "whole") {
+	if vs := checkHistories(f, nil); len(vs) != 1 || !strings.Contains(vs[0].Detail, "whole") {
 		t.Fatalf("partial and missing: %v", vs)
 	}
 }

@@ -59,6 +59,9 @@ type answer struct {
 	// blocked: a like or unlike refused because the user is blocked (403
 	// user_blocked).
 	blocked bool
+	// liked: the state a toggle answered (duplicate: its key had been
+	// applied, and liked is the state that application decided).
+	liked bool
 }
 
 // classify maps a request's error to an outcome. Only what certainly did
@@ -97,6 +100,16 @@ func (c *client) like(ctx context.Context, item, user string, liked bool, timeou
 	l, err := send(ctx, item, user)
 	a := answerOf(err)
 	a.value = l.Count
+	return a
+}
+
+// toggle flips user's like of item under idempotency key idem.
+func (c *client) toggle(ctx context.Context, item, user, idem string, timeout time.Duration) answer {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	l, err := c.api.Toggle(ctx, item, user, idem)
+	a := answerOf(err)
+	a.value, a.liked, a.duplicate = l.Count, l.Liked, l.Duplicate
 	return a
 }
 

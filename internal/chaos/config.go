@@ -36,7 +36,8 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // Bugs are the deliberate bugs a chaos build can switch on (TALLY_CHAOS_BUG)
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
-	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced}
+	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
+	"toggle-applies-twice", "merge-ignores-client-time"}
 
 // BugAckUnheld is the deliberate bug of a sharded region (Config.Replicas
 // above 1): a replica acknowledges a write of a key on a shard it does not
@@ -123,6 +124,12 @@ type Config struct {
 	// in the same mix, of the first BlockUsers users. Defaults 3 and 4;
 	// like UniqueWeight, it is zero when the mix is set without it.
 	BlockWeight, BlockUsers int
+	// ToggleWeight sets the share of toggles (OpToggle), each under its
+	// own idempotency key, and LateWeight that of late pairs: a like or
+	// unlike stamped now, then, at another region, the opposite action
+	// stamped 30 s before it, which must lose everywhere. Defaults 6 and
+	// 5; like BlockWeight, zero when the mix is set without them.
+	ToggleWeight, LateWeight int
 	// UniqueKeys is how many unique-count keys the workload adds ids to
 	// (uv:1, uv:2, ...), and UniqueIDs how many distinct ids it draws them
 	// from: every key and region draws from the same ids, so an id is
@@ -186,6 +193,8 @@ func DefaultConfig() Config {
 		BudgetWeight:        10,
 		BlockWeight:         3,
 		BlockUsers:          4,
+		ToggleWeight:        6,
+		LateWeight:          5,
 		UniqueKeys:          3,
 		UniqueIDs:           10_000,
 		RetryElsewhere:      0.3,
@@ -230,9 +239,10 @@ func (c Config) withDefaults() Config {
 	if c.Replicas > 1 {
 		setInt(&c.Copies, 2)
 	}
-	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 && c.BudgetWeight == 0 && c.BlockWeight == 0 {
+	if c.LikeWeight == 0 && c.PairWeight == 0 && c.IncrWeight == 0 && c.UniqueWeight == 0 && c.BudgetWeight == 0 && c.BlockWeight == 0 &&
+		c.ToggleWeight == 0 && c.LateWeight == 0 {
 		c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight, c.BudgetWeight = d.LikeWeight, d.PairWeight, d.IncrWeight, d.UniqueWeight, d.BudgetWeight
-		c.BlockWeight = d.BlockWeight
+		c.BlockWeight, c.ToggleWeight, c.LateWeight = d.BlockWeight, d.ToggleWeight, d.LateWeight
 	}
 	if c.Seed == 0 {
 		c.Seed = d.Seed
@@ -323,7 +333,8 @@ func (c Config) Validate() error {
 			c.Workers, c.Users, c.Items, c.Counters)
 	}
 	if c.LikeWeight < 0 || c.PairWeight < 0 || c.IncrWeight < 0 || c.UniqueWeight < 0 || c.BudgetWeight < 0 || c.BlockWeight < 0 ||
-		c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight+c.BlockWeight == 0 {
+		c.ToggleWeight < 0 || c.LateWeight < 0 ||
+		c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight+c.BlockWeight+c.ToggleWeight+c.LateWeight == 0 {
 		bad("mix: weights must be >= 0 and not all 0")
 	}
 	if c.BlockWeight > 0 && (c.BlockUsers < 1 || c.BlockUsers > c.Users) {

@@ -79,7 +79,17 @@
 // own time of the event ("at", up to 3 s before it is sent, as an app
 // that queues events sends them), the same in every attempt and resend of
 // an increment, so the model knows the 1 s slot of each. A third of the
-// increments go as one-event batches (POST /v1/events).
+// increments go as one-event batches (POST /v1/events). The client's time
+// orders a user's actions: late pairs (Config.LateWeight) send a like or
+// unlike stamped now, then, at another region, the opposite action
+// stamped 30 s earlier, which must lose everywhere.
+//
+// Users also toggle their likes (Config.ToggleWeight), each toggle under
+// its own idempotency key and recorded with the state its answer said; a
+// timed-out one is sent again, same key, to the same region until
+// acknowledged, and an acknowledged one once more (a lost answer), which
+// must answer duplicate:true and the same state. A share
+// (Config.RetryElsewhere) is then sent with its key to another region.
 //
 // # Checks
 //
@@ -92,7 +102,14 @@
 //   - every region holds, for every user blocked or unblocked, the flag of
 //     the acknowledged block or unblock with the largest (stamp, replica);
 //   - every region agrees on every user's record, and each record matches
-//     the user's last acknowledged action (no acknowledged write lost);
+//     the user's winning acknowledged action (no acknowledged write
+//     lost): the latest by the client's time where actions carry one,
+//     else the last sent (an action without a client time is placed
+//     among those with one by its span, first send to last answer plus
+//     how far a replica's clock may lead; where that leaves two
+//     candidates, either may win);
+//   - a toggle's key resent to the region that acknowledged it answers
+//     duplicate:true and the same state;
 //   - nothing counts twice;
 //   - every region's list of an item's likers (GET /v1/likers/{item}) is
 //     exactly the users whose records there say liked;

@@ -117,7 +117,7 @@ func (x *executor) forge(ctx context.Context, e Episode) error {
 	// The pairs the workload has acted on so far, with an acknowledgement
 	// (their records exist, and have a winner to reconcile).
 	for _, o := range x.w.hist.snapshot() {
-		if (o.Kind == OpLike || o.Kind == OpUnlike) && o.Outcome == OutcomeOK {
+		if o.likeOp() && o.Outcome == OutcomeOK {
 			f.touched = append(f.touched, userKey{o.Key, o.User})
 		}
 	}

@@ -37,6 +37,15 @@ const (
 	// changes who holds rights, never how many there are, so the budget
 	// model does not change, and every budget check must still hold.
 	OpHandoff OpKind = "handoff"
+	// OpToggle flips User's like of Key at Region (POST
+	// /v1/likes/{item}/{user}/toggle) under idempotency key Idem; Liked
+	// is the state its acknowledgement answered. A timed-out toggle is
+	// retried, same key, at the same region until acknowledged; one
+	// acknowledged is resent there once more (Resend), which must answer
+	// duplicate:true and the same state. A share of toggles is followed
+	// by a resend of the key to another region, recorded as its own
+	// operation (sameKey).
+	OpToggle OpKind = "toggle"
 )
 
 // blockOp reports whether k is a block or an unblock.
@@ -153,6 +162,18 @@ type Op struct {
 	// whose retry was refused because the user had been blocked there
 	// since; whether the first attempt applied is unknown.
 	BlockedRetry bool `json:"blocked_retry,omitempty"`
+	// Liked, for an acknowledged toggle, is the state its answer said.
+	// ResendOutcome, ResendDuplicate and ResendLiked are what the resend
+	// of an acknowledged toggle's key to the same region answered ("":
+	// not resent; a sharded run does not resend, as a region's other
+	// copy of the shard may not have heard of it yet).
+	Liked           bool    `json:"liked,omitempty"`
+	ResendOutcome   Outcome `json:"resend_outcome,omitempty"`
+	ResendDuplicate bool    `json:"resend_duplicate,omitempty"`
+	ResendLiked     bool    `json:"resend_liked,omitempty"`
+	// Late: a like or unlike of a late pair (planner.late), sent right
+	// after the user's opposite action, stamped 30 s before it.
+	Late bool `json:"late,omitempty"`
 	// Episode is the fault episode active when the operation started (0:
 	// none), and LinkFault whether it cut regions apart.
 	Episode   int  `json:"episode,omitempty"`
@@ -166,9 +187,28 @@ type Op struct {
 	// single: a unique add of one id sent as {"id": ...}, not {"ids": [...]}.
 	single bool
 	// keyed: a budget spend sent with an idempotency key (a cashback
-	// always is).
+	// always is, and a toggle).
 	keyed bool
+	// sameKey: a toggle resent to another region with the idempotency
+	// key of the step's previous operation, RetryAfter after its answer.
+	sameKey bool
 }
+
+// likeState reports the like state a like, unlike or acknowledged toggle
+// set, and whether o is one.
+func (o *Op) likeState() (liked, ok bool) {
+	switch o.Kind {
+	case OpLike, OpUnlike:
+		return o.Kind == OpLike, true
+	case OpToggle:
+		return o.Liked, o.Outcome == OutcomeOK
+	}
+	return false, false
+}
+
+// likeOp reports whether o acts on a user's like of an item: a like, an
+// unlike or a toggle.
+func (o *Op) likeOp() bool { return o.Kind == OpLike || o.Kind == OpUnlike || o.Kind == OpToggle }
 
 // applied reports whether the model counts the operation: acknowledged, or
 // timed out and resolved.

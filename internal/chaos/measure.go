@@ -81,6 +81,8 @@ type OpCounts struct {
 	Total             int `json:"total"`
 	Likes             int `json:"likes"`
 	Unlikes           int `json:"unlikes"`
+	Toggles           int `json:"toggles"`
+	LatePairs         int `json:"late_pairs"`
 	Increments        int `json:"increments"`
 	Pairs             int `json:"pairs"`
 	OK                int `json:"ok"`
@@ -178,6 +180,8 @@ func countOps(ops []Op) OpCounts {
 			c.Likes++
 		case OpUnlike:
 			c.Unlikes++
+		case OpToggle:
+			c.Toggles++
 		case OpIncr:
 			c.Increments++
 		case OpUnique:
@@ -192,6 +196,9 @@ func countOps(ops []Op) OpCounts {
 		}
 		if o.At != 0 {
 			c.Stamped++
+		}
+		if o.Late && o.lag > 0 { // the second of a late pair
+			c.LatePairs++
 		}
 		attempts := o.Attempts
 		if o.Retry != "" {

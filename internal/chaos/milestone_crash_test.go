@@ -28,6 +28,7 @@ import (
 func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 	realProcesses(t, "runs real processes")
 	cfg := DefaultConfig()
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0 // the mix this test was tuned with
 	cfg.Binary, cfg.Faults = chaosBinary(t), []string{}
 	// Blocks hold at least 16 numbers, so a region hits a milestone
 	// within 16 of its likes.

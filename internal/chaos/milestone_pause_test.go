@@ -13,6 +13,7 @@ import (
 func TestMilestonesAcrossAPausedLeaseHolder(t *testing.T) {
 	realProcesses(t, "runs a chaos test on real processes")
 	cfg := DefaultConfig()
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0 // the mix this test was tuned with
 	cfg.Duration, cfg.Seed = 8*time.Second, 5
 	cfg.Faults = []string{}
 	cfg.LeaseTTL, cfg.Milestones = time.Second, "every:10"

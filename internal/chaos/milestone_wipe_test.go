@@ -28,6 +28,7 @@ import (
 func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
 	realProcesses(t, "a fresh replica's recovery takes about 40 s")
 	cfg := DefaultConfig()
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0 // the mix this test was tuned with
 	cfg.Binary, cfg.Faults = chaosBinary(t), []string{}
 	// Every number a milestone: every reuse shows as a lost claim. Lease
 	// reports go every TTL/4: 2 s, a wide window to lose the disk in.
@@ -117,6 +118,7 @@ func TestWipedReplicaForgetsItsOpenBlock(t *testing.T) {
 func TestWipeWaitsForItsMilestonesToBeClaimed(t *testing.T) {
 	realProcesses(t, "runs real processes")
 	cfg := DefaultConfig()
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0 // the mix this test was tuned with
 	cfg.Binary, cfg.Faults, cfg.Out = chaosBinary(t), []string{}, testOut{t}
 	cfg.Milestones = "every:1"
 	cfg = cfg.withDefaults()

@@ -223,7 +223,10 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 	likes := map[like][]*Op{}
 	for i := range ops {
 		o := &ops[i]
-		if o.Kind == OpLike && (o.Outcome == OutcomeOK || o.Outcome == OutcomeTimeout) {
+		// (A toggle likes if it answered so, and may have if it timed
+		// out.)
+		if (o.Kind == OpLike || o.Kind == OpToggle && (o.Liked || o.Outcome == OutcomeTimeout)) &&
+			(o.Outcome == OutcomeOK || o.Outcome == OutcomeTimeout) {
 			k := like{o.Region, o.Key, o.User}
 			likes[k] = append(likes[k], o)
 		}

@@ -231,8 +231,8 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "faults: %d episodes (%s)\n", len(r.Episodes), strings.Join(parts, ", "))
 	o := r.Ops
-	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, increments %d, unique adds %d, budget operations %d; %d concurrent pairs)\n",
-		o.Total, o.Likes, o.Unlikes, o.Increments, o.Uniques, o.Grants+o.Spends+o.Cashbacks, o.Pairs)
+	fmt.Fprintf(w, "operations: %d (likes %d, unlikes %d, toggles %d, increments %d, unique adds %d, budget operations %d; %d concurrent pairs, %d late pairs)\n",
+		o.Total, o.Likes, o.Unlikes, o.Toggles, o.Increments, o.Uniques, o.Grants+o.Spends+o.Cashbacks, o.Pairs, o.LatePairs)
 	fmt.Fprintf(w, "  ok %d, failed %d (refused %d, not_ready %d), indeterminate %d: %d likes and unique adds retried until acknowledged, increments resolved %d applied before + %d at resolution, %d unresolved\n",
 		o.OK, o.Failed, o.FailedRefused, o.FailedNotReady, o.TimedOut, o.LikesRetried, o.ResolvedDuplicate, o.ResolvedApplied, o.Unresolved)
 	fmt.Fprintf(w, "  %d increments sent again to another region with the same idempotency key, %d answered duplicate there\n",

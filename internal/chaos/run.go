@@ -207,7 +207,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 		}
 	}
 	fs := finalState{Regions: r.d.views(), Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
-		Histories: histories, Flags: flags, Wiped: wiped}
+		Histories: histories, Flags: flags, Wiped: wiped, StartMs: r.start.UnixMilli(), ClockLead: hlcLead + lead + time.Second}
 	wants, vs := check(ops, r.keys, fs)
 	apx := approxIDs(r.cfg)
 	wkeys := slices.Clone(r.keys)
@@ -318,7 +318,7 @@ func touchedUsers(ops []Op) []userKey {
 	seen := map[userKey]bool{}
 	var out []userKey
 	for _, o := range ops {
-		if o.Kind != OpLike && o.Kind != OpUnlike {
+		if !o.likeOp() {
 			continue
 		}
 		uk := userKey{o.Key, o.User}
@@ -376,8 +376,9 @@ func reportConfig(cfg Config, build bool, msgFaults string) ReportConfig {
 		Duration: cfg.Duration.String(), Regions: cfg.Regions, Faults: faults, ChaosBuild: build,
 		MsgFaults: msgFaults, Bug: cfg.Bug, Rate: cfg.Rate, Workers: cfg.Workers,
 		Users: cfg.Users, Items: cfg.Items, Counters: cfg.Counters,
-		Mix: fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d, budgets %d, blocks %d (of %d users)",
-			cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight, cfg.BlockUsers),
+		Mix: fmt.Sprintf("likes %d, pairs %d, increments %d, unique adds %d, budgets %d, blocks %d (of %d users), toggles %d, late pairs %d",
+			cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight, cfg.BlockUsers,
+			cfg.ToggleWeight, cfg.LateWeight),
 		ClientTimeout: cfg.ClientTimeout.String(), AntiEntropy: cfg.AntiEntropyInterval.String(), PeerTimeout: cfg.PeerTimeout.String(),
 		Milestones: cfg.Milestones, LeaseTTL: leaseTTL,
 	}
@@ -409,7 +410,7 @@ func annotateRestartClock(vs []Violation, ops []Op, eps []EpisodeRecord, liked m
 		}
 		for j := len(ops) - 1; j >= 0; j-- {
 			o := &ops[j]
-			if o.Kind != OpLike && o.Kind != OpUnlike || o.Key != uk.Item || o.User != uk.User || o.Outcome != OutcomeOK || (o.Kind == OpLike) != final {
+			if liked, ok := o.likeState(); !ok || o.Key != uk.Item || o.User != uk.User || o.Outcome != OutcomeOK || liked != final {
 				continue
 			}
 			for _, e := range eps {

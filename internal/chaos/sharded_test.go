@@ -21,6 +21,7 @@ func shardedConfig() Config {
 	cfg.Duration, cfg.Seed, cfg.Rate = 26*time.Second, 13, 100
 	cfg.Milestones = MilestonesOff
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 60, 10, 25, 8, 8, 5
+	cfg.ToggleWeight, cfg.LateWeight = 0, 0
 	cfg.Faults = []string{FaultPartition, FaultKill, FaultWipe, FaultMove}
 	cfg.Schedule = []Episode{
 		{Index: 1, Kind: KindMove, At: time.Second, Dur: 500 * time.Millisecond, Region: "us", Copies: 3},

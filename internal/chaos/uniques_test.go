@@ -193,7 +193,7 @@ func TestCheckUniquesUncertainStaleAndUnreadable(t *testing.T) {
 func TestPlannerUniqueAdds(t *testing.T) {
 	cfg := DefaultConfig().withDefaults()
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight = 0, 0, 0, 1, 0
-	cfg.BlockWeight = 0
+	cfg.BlockWeight, cfg.ToggleWeight, cfg.LateWeight = 0, 0, 0
 	p := newPlanner(cfg, 0)
 	forms := map[string]int{}
 	for range 300 {

@@ -47,8 +47,9 @@ var seriesLevels = []seriesLevel{
 }
 
 // windowMargin is how far before the run's start the reads begin: no
-// event of the run is older than its start minus maxLag.
-const windowMargin = maxLag + 5*time.Second
+// event of the run is older than its start minus the largest lag, a late
+// pair's second action's (lateLag).
+const windowMargin = max(maxLag, lateLag) + 5*time.Second
 
 // Trending is read over trendingWindow (minute slots), which holds the
 // whole run if it is shorter than trendingSpan, with n = trendingN.

@@ -146,10 +146,12 @@ func (w *workload) run(gen, retry context.Context) {
 }
 
 // plannedOp is one step of a worker's sequence: an operation, or two for a
-// concurrent pair.
+// concurrent pair, or two one after the other (sequential: a late pair, a
+// toggle and its resend to another region).
 type plannedOp struct {
-	think time.Duration
-	ops   []*Op
+	think      time.Duration
+	ops        []*Op
+	sequential bool
 }
 
 // planner draws one worker's operations.
@@ -189,8 +191,16 @@ func (p *planner) next() plannedOp {
 	// least 20 ms (no user acts twice within a clock millisecond).
 	think := max(time.Duration(p.rng.ExpFloat64()*float64(p.mean)), 20*time.Millisecond)
 	c := p.cfg
-	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight + c.BudgetWeight + c.BlockWeight)
+	n := p.rng.IntN(c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight + c.BudgetWeight + c.BlockWeight + c.ToggleWeight + c.LateWeight)
 	user := userID(p.users[p.rng.IntN(len(p.users))])
+	// Toggles and late pairs come last in the mix, so a mix without them
+	// draws as before.
+	if rest := c.LikeWeight + c.PairWeight + c.IncrWeight + c.UniqueWeight + c.BudgetWeight + c.BlockWeight; n >= rest {
+		if n < rest+c.ToggleWeight {
+			return p.toggle(think, user)
+		}
+		return p.late(think, user)
+	}
 	likeKind := func(pLike float64) OpKind {
 		if p.rng.Float64() < pLike {
 			return OpLike
@@ -199,7 +209,7 @@ func (p *planner) next() plannedOp {
 	}
 	switch {
 	case n < c.LikeWeight:
-		return plannedOp{think, []*Op{p.stamp(&Op{Kind: likeKind(0.6), Region: p.region(), Key: p.item(), User: user})}}
+		return plannedOp{think: think, ops: []*Op{p.stamp(&Op{Kind: likeKind(0.6), Region: p.region(), Key: p.item(), User: user})}}
 	case n < c.LikeWeight+c.PairWeight:
 		item := p.item()
 		i := p.rng.IntN(len(c.Regions))
@@ -210,16 +220,16 @@ func (p *planner) next() plannedOp {
 		if p.rng.IntN(2) == 0 {
 			a, b = likeKind(0.5), likeKind(0.5)
 		}
-		return plannedOp{think, []*Op{
+		return plannedOp{think: think, ops: []*Op{
 			p.stamp(&Op{Kind: a, Region: c.Regions[i], Key: item, User: user}),
 			p.stamp(&Op{Kind: b, Region: c.Regions[j], Key: item, User: user}),
 		}}
 	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight+c.BudgetWeight:
-		return plannedOp{think, []*Op{p.block()}}
+		return plannedOp{think: think, ops: []*Op{p.block()}}
 	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight+c.UniqueWeight:
-		return plannedOp{think, p.budget()}
+		return plannedOp{think: think, ops: p.budget()}
 	case n >= c.LikeWeight+c.PairWeight+c.IncrWeight:
-		return plannedOp{think, p.uniques()}
+		return plannedOp{think: think, ops: p.uniques()}
 	default:
 		by := int64(1 + p.rng.IntN(5))
 		if p.rng.IntN(10) < 3 {
@@ -241,8 +251,46 @@ func (p *planner) next() plannedOp {
 				o.RetryAfter = time.Duration(100+p.rng.IntN(400)) * time.Millisecond
 			}
 		}
-		return plannedOp{think, []*Op{o}}
+		return plannedOp{think: think, ops: []*Op{o}}
 	}
+}
+
+// toggle plans a toggle under its own idempotency key and, for a share
+// (Config.RetryElsewhere), a resend of the key to another region a moment
+// after its answer, as a client failing over would: a duplicate there if
+// the toggle has reached it, else a flip of what that region sees.
+func (p *planner) toggle(think time.Duration, user string) plannedOp {
+	o := &Op{Kind: OpToggle, Region: p.region(), Key: p.item(), User: user, keyed: true}
+	if p.rng.Float64() >= p.cfg.RetryElsewhere {
+		return plannedOp{think: think, ops: []*Op{o}}
+	}
+	i := slices.Index(p.cfg.Regions, o.Region)
+	again := &Op{Kind: OpToggle, Region: p.cfg.Regions[(i+1+p.rng.IntN(len(p.cfg.Regions)-1))%len(p.cfg.Regions)],
+		Key: o.Key, User: user, keyed: true, sameKey: true, RetryAfter: time.Duration(100+p.rng.IntN(400)) * time.Millisecond}
+	return plannedOp{think: think, ops: []*Op{o, again}, sequential: true}
+}
+
+// lateLag is how long before the user's previous action a late pair's
+// second action is stamped: well inside the accepted skew (5 min).
+const lateLag = 30 * time.Second
+
+// late plans a late pair: a like or unlike stamped now at one region,
+// then, once it is answered, the opposite action stamped lateLag earlier
+// at another region (an app's queued event arriving late), which must
+// lose to the first everywhere: the client's time orders a user's
+// actions.
+func (p *planner) late(think time.Duration, user string) plannedOp {
+	item := p.item()
+	i := p.rng.IntN(len(p.cfg.Regions))
+	j := (i + 1 + p.rng.IntN(len(p.cfg.Regions)-1)) % len(p.cfg.Regions)
+	first, second := OpLike, OpUnlike
+	if p.rng.IntN(2) == 0 {
+		first, second = OpUnlike, OpLike
+	}
+	return plannedOp{think: think, sequential: true, ops: []*Op{
+		{Kind: first, Region: p.cfg.Regions[i], Key: item, User: user, stamped: true, Late: true},
+		{Kind: second, Region: p.cfg.Regions[j], Key: item, User: user, stamped: true, lag: lateLag, Late: true},
+	}}
 }
 
 // maxLag bounds how long before it is sent an event happened: a client
@@ -290,19 +338,27 @@ func (w *workload) worker(gen, retry context.Context, i int) {
 
 func (w *workload) runStep(retry context.Context, step plannedOp) {
 	var pair int64
-	if len(step.ops) > 1 {
+	if len(step.ops) > 1 && !step.sequential {
 		pair = w.nextPair.Add(1)
 	}
 	ep, link := w.episode()
 	w.reroute(step.ops)
-	for _, o := range step.ops {
+	for i, o := range step.ops {
 		o.ID, o.Pair, o.Episode, o.LinkFault = w.nextID.Add(1), pair, ep, link
-		if o.Kind == OpIncr || o.keyed {
+		switch {
+		case o.sameKey:
+			o.Idem = step.ops[i-1].Idem
+		case o.Kind == OpIncr || o.keyed:
 			o.Idem = fmt.Sprintf("op-%d", o.ID)
 		}
 	}
-	if len(step.ops) == 1 {
-		w.exec(retry, step.ops[0])
+	if len(step.ops) == 1 || step.sequential {
+		for _, o := range step.ops {
+			if o.sameKey && !sleep(retry, o.RetryAfter) {
+				return
+			}
+			w.exec(retry, o)
+		}
 		return
 	}
 	var wg sync.WaitGroup
@@ -333,6 +389,10 @@ func (w *workload) exec(retry context.Context, o *Op) {
 	}
 	if o.Kind == OpHandoff {
 		w.execHandoff(retry, o)
+		return
+	}
+	if o.Kind == OpToggle {
+		w.execToggle(retry, o)
 		return
 	}
 	if o.Kind == OpIncr {
@@ -386,6 +446,40 @@ func (w *workload) exec(retry context.Context, o *Op) {
 			return // stays a timeout: unresolved
 		}
 	}
+}
+
+// execToggle sends a toggle until a region answers, as a like: a
+// timed-out one is sent again, same key, to the same region (a duplicate
+// there if the first applied). Once acknowledged, its key is sent there
+// once more, as a client that lost the answer would: it must answer
+// duplicate:true and the same state (unless the run is sharded: another
+// copy of the shard may not have heard of it yet).
+func (w *workload) execToggle(retry context.Context, o *Op) {
+	for {
+		o.Attempts++
+		a := w.client(o.Region).toggle(retry, o.Key, o.User, o.Idem, w.cfg.ClientTimeout)
+		if o.Attempts == 1 {
+			o.Outcome, o.Reason = a.outcome, a.reason
+			o.FirstAcked = a.outcome == OutcomeOK
+		}
+		if a.outcome == OutcomeOK {
+			o.Outcome, o.Value, o.Liked = OutcomeOK, a.value, a.liked
+			break
+		}
+		if a.blocked && o.Outcome == OutcomeTimeout {
+			o.BlockedRetry = true
+			return
+		}
+		if o.Outcome == OutcomeFailed || !sleep(retry, 200*time.Millisecond) {
+			return
+		}
+	}
+	if w.cfg.sharded() {
+		return
+	}
+	a := w.client(o.Region).toggle(retry, o.Key, o.User, o.Idem, w.cfg.ClientTimeout)
+	o.Attempts++
+	o.ResendOutcome, o.ResendDuplicate, o.ResendLiked = a.outcome, a.duplicate, a.liked
 }
 
 // retryElsewhere sends an increment's key again to the op's Retry region,
