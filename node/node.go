@@ -630,7 +630,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	n.rep = rep
 	if n.shardMaps != nil {
 		n.shardMaps.peersBy(rep.AddPeers)
-		n.shardMaps.dropBy(n.released, n.dropShards, n.chaosDropUnsynced)
+		n.shardMaps.dropBy(n.released, n.dropShards, n.handOffShards, n.chaosDropUnsynced)
 	}
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
 	return nil
@@ -683,6 +683,27 @@ func (n *Node) released(shards shard.Set, since time.Time) bool {
 	}
 	_, equal := n.rep.ShardSync(shards, since.Add(duration(n.cfg.RequestTimeout)))
 	return equal
+}
+
+// handOffShards gives this replica's rights to the budgets of shards it
+// stopped serving to a holder of each in m, the map it took.
+func (n *Node) handOffShards(ctx context.Context, shards shard.Set, m shard.Map) {
+	to := func(s int) string {
+		for _, h := range m.Holders(s) {
+			if h != n.cfg.Replica {
+				return h
+			}
+		}
+		return ""
+	}
+	moved, err := n.replica.HandOffShards(ctx, shards.List(), to)
+	if err != nil {
+		n.log.Warn("handing the budget rights of shards this replica left to their holders", "shards", shards.Len(), "error", err)
+		return
+	}
+	if moved > 0 {
+		n.log.Info("handed the budget rights of shards this replica left to their holders", "shards", shards.Len(), "rights", moved)
+	}
 }
 
 // dropShards drops this replica's data of shards it keeps no longer.

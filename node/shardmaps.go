@@ -205,6 +205,11 @@ type shardWatch struct {
 	released func(shards shard.Set, since time.Time) bool
 	onDrop   func(ctx context.Context, shards shard.Set)
 	drop     shard.Set
+	// onLeave hands the budget rights of shards this replica stops
+	// serving to their holders in the map (node's handOffShards); leave
+	// is what takeOwn left to hand off, after publish.
+	onLeave func(ctx context.Context, shards shard.Set, m shard.Map)
+	leave   shard.Set
 	// chaosDrop: the chaos build's bug delete-before-sync: a shard is
 	// dropped as soon as this replica stops serving it.
 	chaosDrop bool
@@ -461,20 +466,25 @@ func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
 	w.publish()
 	// Replication keeps the dropped shards no longer: drop their data.
 	w.ownMu.Lock()
-	drop, onDrop := w.drop, w.onDrop
-	w.drop = shard.Set{}
+	drop, onDrop, leave, onLeave, own := w.drop, w.onDrop, w.leave, w.onLeave, w.own
+	w.drop, w.leave = shard.Set{}, shard.Set{}
 	w.ownMu.Unlock()
+	if leave.Len() > 0 && onLeave != nil {
+		onLeave(w.ctx, leave, own)
+	}
 	if drop.Len() > 0 && onDrop != nil {
 		onDrop(w.ctx, drop)
 	}
 }
 
 // dropBy sets how this replica tells its entries of shards are at their
-// holders, and drops the shards it keeps no longer.
-func (w *shardWatch) dropBy(released func(shard.Set, time.Time) bool, drop func(context.Context, shard.Set), chaosDrop bool) {
+// holders, drops the shards it keeps no longer, and hands the budget
+// rights of those it stops serving to their holders.
+func (w *shardWatch) dropBy(released func(shard.Set, time.Time) bool, drop func(context.Context, shard.Set),
+	leave func(context.Context, shard.Set, shard.Map), chaosDrop bool) {
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
-	w.released, w.onDrop, w.chaosDrop = released, drop, chaosDrop
+	w.released, w.onDrop, w.onLeave, w.chaosDrop = released, drop, leave, chaosDrop
 }
 
 // takeOwn follows a new map of this replica's region: replication keeps
@@ -490,6 +500,7 @@ func (w *shardWatch) takeOwn(m shard.Map) {
 	}
 	held, joining, leaving := m.Held(w.self), m.Joining(w.self), m.Leaving(w.self)
 	dropped := shard.Dropped(w.own, m, w.self)
+	left := shard.Served(w.own, m, w.self)
 	if w.chaosDrop { // never outside a chaos build
 		dropped = shard.Served(w.own, m, w.self)
 	}
@@ -498,6 +509,9 @@ func (w *shardWatch) takeOwn(m shard.Map) {
 		"serves", held.Len(), "joining", joining.Len(), "leaving", leaving.Len(), "dropping", dropped.Len())
 	w.ownMu.Lock()
 	defer w.ownMu.Unlock()
+	// Rights of budgets it no longer takes spends of go to a holder now,
+	// and again before the data is dropped (rights that came since).
+	w.leave = left.Or(dropped)
 	if dropped.Len() > 0 {
 		// Whether its entries are at the holders, asked while the shards
 		// are still kept and compared.

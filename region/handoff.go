@@ -100,6 +100,46 @@ func (r *Replica) handOffRights(ctx context.Context, to string) (Handoff, error)
 	return h, err
 }
 
+// HandOffShards moves this replica's rights to every budget on the given
+// shards (shard of the budget's key) to the replica to(shard) names: a
+// replica that stops serving shards in a move (package node) hands their
+// rights to a holder, so none is stranded with it, which no longer takes
+// the shards' spends. It is one pass (not a mode, as HandOffRights is);
+// run it again before dropping the shards, for rights that arrived since.
+// It returns the rights moved.
+func (r *Replica) HandOffShards(ctx context.Context, shards []int, to func(shard int) string) (int64, error) {
+	if !r.accepting.Load() {
+		return 0, ErrNotReady // as handOffRights: own entries may be behind
+	}
+	in := map[int]bool{}
+	for _, s := range shards {
+		in[s] = true
+	}
+	keys, _, err := r.held()
+	if err != nil {
+		return 0, err
+	}
+	var pairs []keyTo
+	for _, k := range keys {
+		s := storage.SegmentShard(storage.VectorSegment(k))
+		if t := to(s); in[s] && t != "" && t != r.self {
+			pairs = append(pairs, keyTo{key: k, to: t})
+		}
+	}
+	start := r.handedOff.Load()
+	for len(pairs) > 0 {
+		page := pairs[:min(len(pairs), handoffPage)]
+		pairs = pairs[len(page):]
+		if err := r.submit(ctx, &request{handoffTo: page}); err != nil {
+			return r.handedOff.Load() - start, fmt.Errorf("hand off budget rights of shards: %w", err)
+		}
+	}
+	return r.handedOff.Load() - start, nil
+}
+
+// keyTo is a budget whose rights go to a replica (HandOffShards).
+type keyTo struct{ key, to string }
+
 // CancelHandoff turns the handoff off, and removes it from the store:
 // rights are kept and asked for again. Rights already moved stay with the
 // target, which holds them like any other.

@@ -130,6 +130,9 @@ type request struct {
 	gives []RightsGive
 	// handoff lists budgets whose rights to hand off now (HandOffRights).
 	handoff []string
+	// handoffTo lists budgets whose rights go to a given replica
+	// (HandOffShards).
+	handoffTo []keyTo
 	// setHandoff, if not nil, is the handoff target to record in the
 	// store ("": none).
 	setHandoff *string
@@ -161,7 +164,7 @@ type request struct {
 }
 
 func (q *request) size() int {
-	return len(q.ops) + q.ids + len(q.gives) + len(q.handoff) + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
+	return len(q.ops) + q.ids + len(q.gives) + len(q.handoff) + len(q.handoffTo) + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
 }
 
 // New opens a replica on cfg.Store and starts its writer.

@@ -151,6 +151,9 @@ func (t *txn) apply(q *request) {
 			t.handOff(k, to)
 		}
 	}
+	for _, p := range q.handoffTo {
+		t.handOff(p.key, p.to)
+	}
 	if q.setHandoff != nil {
 		t.b.PutMeta(metaHandoff, []byte(*q.setHandoff))
 	}

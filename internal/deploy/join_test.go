@@ -13,14 +13,16 @@ import (
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/shard"
 )
 
 // A region grows and shrinks while likes flow at random replicas of both
 // regions: a fourth replica joins us through the local deployment's admin
 // route (its shards spread to it in bounded steps, each synced before it
-// serves), then us-1 is drained (its shards move away) and stopped. Every
-// like acknowledged is counted exactly, once, at every running replica of
-// both regions, the new one included.
+// serves), then us-1 is drained (its shards move away, the rights of a
+// budget granted there to a holder) and stopped. Every like acknowledged
+// is counted exactly, once, at every running replica of both regions, the
+// new one included, and the region spends the whole budget without us-1.
 func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts seven replicas")
@@ -52,20 +54,28 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 				mu.Lock()
 				sequence++
 				user := fmt.Sprintf("w%d-%d", w, sequence)
-				at := targets[rng.IntN(len(targets))]
 				mu.Unlock()
 				item := fmt.Sprintf("post%d", rng.IntN(items))
-				st, _, err := testkit.DoJSON("PUT", at+"/v1/likes/"+item+"/"+user, "")
-				mu.Lock()
-				if err == nil && st == 200 {
-					if liked[item] == nil {
-						liked[item] = map[string]bool{}
+				// A like without an answer (its replica stopping) may
+				// have been applied: it is sent again, elsewhere, until
+				// acknowledged (a like of one user counts once).
+				for {
+					mu.Lock()
+					at := targets[rng.IntN(len(targets))]
+					mu.Unlock()
+					st, _, err := testkit.DoJSON("PUT", at+"/v1/likes/"+item+"/"+user, "")
+					mu.Lock()
+					if err == nil && st == 200 {
+						if liked[item] == nil {
+							liked[item] = map[string]bool{}
+						}
+						liked[item][user] = true
+						mu.Unlock()
+						break
 					}
-					liked[item][user] = true
-				} else {
 					refused++
+					mu.Unlock()
 				}
-				mu.Unlock()
 			}
 		})
 	}
@@ -130,6 +140,22 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	held := m.Held("us-4")
 	t.Logf("us-4 joined: it serves %d shards", held.Len())
 
+	// A budget on a shard us-1 serves, granted there: us-1 holds its
+	// rights, which must not stay with it when it is drained.
+	budget, held1 := "", m.Held("us-1")
+	for i := 0; budget == ""; i++ {
+		if k := fmt.Sprintf("bud:%d", i); held1.Has(shard.Of(k)) {
+			budget = k
+		}
+	}
+	at1, err := client.New(client.Config{BaseURL: urls[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := at1.Grant(ctx, budget, 100); err != nil {
+		t.Fatal(err)
+	}
+
 	// Drain us-1, then stop it.
 	// The join's last step may still be finishing: 409 until it is.
 	testkit.WaitFor(t, 30*time.Second, func() error {
@@ -137,7 +163,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 		return err
 	})
 	done(func(h api.ShardHolding) error {
-		if h.Replica == "us-1" && (h.Count != 1 || len(h.Leaving) == 0) {
+		if h.Replica == "us-1" && h.Count != 1 {
 			return fmt.Errorf("us-1 still serves %d shards", h.Count)
 		}
 		return nil
@@ -149,8 +175,26 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// us-1 handed the budget's rights to a holder when it left the shard.
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		b, err := other.Budget(ctx, budget)
+		if err != nil {
+			return err
+		}
+		if b.Rights["us-1"] != 0 || b.Remaining != 100 {
+			return fmt.Errorf("budget %s after the drain: %+v", budget, b)
+		}
+		return nil
+	})
 	if _, err := other.SetReplicaUp(ctx, "us-1", false); err != nil {
 		t.Fatal(err)
+	}
+	// With us-1 down, the region spends the whole budget.
+	for i := range 10 {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			_, err := other.Spend(ctx, budget, client.SpendRequest{By: 10, IdempotencyKey: fmt.Sprintf("s%d", i)})
+			return err
+		})
 	}
 	time.Sleep(time.Second) // likes while us-1 is down
 	close(stop)
@@ -160,7 +204,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	for _, users := range liked {
 		total += len(users)
 	}
-	t.Logf("%d likes acknowledged while us grew and shrank, %d not", total, refused)
+	t.Logf("%d likes acknowledged while us grew and shrank, %d sent again after no answer or a refusal", total, refused)
 	if total < 100 {
 		t.Fatalf("only %d likes acknowledged", total)
 	}
