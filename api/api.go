@@ -777,7 +777,8 @@ type BudgetSpend struct {
 }
 
 // BudgetRefused is the 409 body of a spend or cashback the region cannot
-// cover: Code is budget_exhausted or rights_elsewhere.
+// cover: Code is budget_exhausted or rights_elsewhere, Key the budget that
+// fell short (of a cashback: its budget or its merchant's balance).
 type BudgetRefused struct {
 	Error     string `json:"error"`
 	Code      string `json:"code"`
@@ -826,7 +827,8 @@ type Balance struct {
 type Cashback struct {
 	Amount    int64 `json:"amount"`
 	Duplicate bool  `json:"duplicate"`
-	// Budget's value is its remaining as seen here.
+	// Budget's and Merchant's values are their remaining as seen here
+	// (the merchant's balance is a budget); User's is its counter's value.
 	Budget   Balance `json:"budget"`
 	Merchant Balance `json:"merchant"`
 	User     Balance `json:"user"`

@@ -194,14 +194,21 @@ func TestClientBudgetRoutes(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != client.CodeBudgetExhausted || e.Budget == nil || e.Budget.Remaining != 5 || e.Budget.Key != "gifts" {
 		t.Fatalf("overspend: %v (budget %+v)", err, e)
 	}
+	_, err = c.Cashback(ctx, client.CashbackRequest{Budget: "gifts", Merchant: "shop", User: "ann", Amount: 2, IdempotencyKey: "p-1"})
+	if !errors.As(err, &e) || e.Code != client.CodeBudgetExhausted || e.Budget == nil || e.Budget.Key != "shop" || e.Budget.Remaining != 0 {
+		t.Fatalf("cashback from a merchant holding nothing: %v (budget %+v)", err, e)
+	}
+	if _, err := c.Grant(ctx, "shop", 3); err != nil {
+		t.Fatal(err)
+	}
 	cb, err := c.Cashback(ctx, client.CashbackRequest{Budget: "gifts", Merchant: "shop", User: "ann", Amount: 2, IdempotencyKey: "p-1"})
-	if err != nil || cb.Amount != 2 || cb.Budget.Value != 3 || cb.Merchant.Value != -2 || cb.User.Value != 2 {
+	if err != nil || cb.Amount != 2 || cb.Budget.Value != 3 || cb.Merchant.Value != 1 || cb.User.Value != 2 {
 		t.Fatalf("cashback: %+v %v", cb, err)
 	}
 	if b, err := c.Budget(ctx, "gifts"); err != nil || b.Granted != 10 || b.Spent != 7 || b.Remaining != 3 || b.LocalRights != 3 {
 		t.Fatalf("budget: %+v %v", b, err)
 	}
-	if h, err := c.Handoff(ctx); err != nil || h.To != "" || h.Held != 3 || h.Budgets != 1 {
+	if h, err := c.Handoff(ctx); err != nil || h.To != "" || h.Held != 4 || h.Budgets != 2 {
 		t.Fatalf("handoff state: %+v %v", h, err)
 	}
 	if _, err := c.HandOff(ctx, "eu-1"); client.Code(err) != "unknown_replica" || client.StatusCode(err) != http.StatusConflict {

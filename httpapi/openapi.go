@@ -239,7 +239,7 @@ func operations() []openapi.Operation {
 			Params: ps(idemHeader), Request: cashbackRequest{}, Body: true,
 			RequestRequired: []string{"budget", "merchant", "user", "amount"}, Response: api.Cashback{},
 			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeIdempotencyMismatch,
-				CodeBudgetExhausted, CodeRightsElsewhere, CodeOverflow), bodyErrs, writeErrs),
+				CodeBudgetExhausted, CodeRightsElsewhere, CodeOverflow, CodeBadTime), bodyErrs, writeErrs),
 			Bodies: refused},
 
 		// The replica.

@@ -100,8 +100,9 @@ const (
 	// OpSpend takes By from budget Item if this replica holds the rights
 	// to it, at most once per IdemKey if set (budgets.go).
 	OpSpend
-	// OpCashback spends By from budget Item, takes it from counter
-	// Merchant and adds it to counter User, once per IdemKey (required),
+	// OpCashback spends By from budget Item and from budget Merchant (the
+	// merchant's balance, spent like any budget: only rights this replica
+	// holds) and adds it to counter User, once per IdemKey (required),
 	// all or nothing (budgets.go).
 	OpCashback
 	// OpBlock blocks User (blocks.go): their likes stop counting and
@@ -152,8 +153,8 @@ type Op struct {
 	At int64
 	// IDs are the ids an OpUniques adds (1 to MaxUniqueIDs).
 	IDs []string
-	// Merchant is the counter an OpCashback takes By from (User is the
-	// counter it adds By to).
+	// Merchant is the budget an OpCashback takes By from, besides Item
+	// (User is the counter it adds By to).
 	Merchant string
 }
 
@@ -203,7 +204,10 @@ func (o *Op) Validate() error {
 				return fmt.Errorf("%w: bad merchant %q or user %q", ErrInvalid, o.Merchant, o.User)
 			}
 			if o.Merchant == o.User {
-				return fmt.Errorf("%w: merchant and user are the same counter %q", ErrInvalid, o.User)
+				return fmt.Errorf("%w: merchant and user are the same balance %q", ErrInvalid, o.User)
+			}
+			if o.Merchant == o.Item {
+				return fmt.Errorf("%w: merchant and budget are the same budget %q", ErrInvalid, o.Item)
 			}
 		}
 	case OpUniques:
@@ -243,8 +247,13 @@ type Result struct {
 	// Rights is what this replica holds of a budget after a grant, spend
 	// or cashback (Value is the budget's remaining, as seen here).
 	Rights int64
-	// Merchant and UserValue are a cashback's two balances after it.
+	// Merchant and UserValue are a cashback's two balances after it (the
+	// merchant's budget's remaining as seen here, the user's counter).
 	Merchant, UserValue int64
+	// Refused names the budget a refused cashback could not cover when it
+	// is the merchant's ("" when it is the pool, Item): then Value and
+	// Rights are the merchant's.
+	Refused string
 	// Flag is the user's block flag after a block or unblock (Changed:
 	// the blocked state changed in this replica's view).
 	Flag crdt.Flag
