@@ -110,8 +110,11 @@ const (
 	OpBlock
 	// OpUnblock unblocks User: their likes count again.
 	OpUnblock
+	// OpType registers event type Item, or updates it, with Meta's owner,
+	// status and description (types.go).
+	OpType
 
-	numOpKinds = OpUnblock + 1
+	numOpKinds = OpType + 1
 )
 
 func (k OpKind) String() string {
@@ -134,6 +137,8 @@ func (k OpKind) String() string {
 		return "block"
 	case OpUnblock:
 		return "unblock"
+	case OpType:
+		return "type"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -156,6 +161,9 @@ type Op struct {
 	// Merchant is the budget an OpCashback takes By from, besides Item
 	// (User is the counter it adds By to).
 	Merchant string
+	// Meta is an OpType's owner, status and description (its stamp and
+	// origin are the writer's).
+	Meta crdt.TypeMeta
 }
 
 // Validate checks ids and bounds.
@@ -163,6 +171,15 @@ func (o *Op) Validate() error {
 	if o.Kind == OpBlock || o.Kind == OpUnblock {
 		if !crdt.ValidID(o.User) {
 			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		}
+		return nil
+	}
+	if o.Kind == OpType {
+		if !crdt.ValidID(o.Item) {
+			return fmt.Errorf("%w: bad type name %q", ErrInvalid, o.Item)
+		}
+		if why := crdt.ValidTypeTexts(o.Meta.Owner, o.Meta.Status, o.Meta.Description); why != "" {
+			return fmt.Errorf("%w: %s", ErrInvalid, why)
 		}
 		return nil
 	}
@@ -257,6 +274,9 @@ type Result struct {
 	// Flag is the user's block flag after a block or unblock (Changed:
 	// the blocked state changed in this replica's view).
 	Flag crdt.Flag
+	// Meta is a type's metadata after an OpType (Changed: its texts
+	// changed in this replica's view).
+	Meta crdt.TypeMeta
 }
 
 // VectorMerge carries a remote view of a vector to merge by max.
