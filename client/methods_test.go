@@ -267,3 +267,38 @@ func TestClientAdminRoutes(t *testing.T) {
 		t.Fatal("a missing metric was read")
 	}
 }
+
+// The event type routes: register, read, list, a counter and trending
+// with their type's metadata, and an inactive type's refusal.
+func TestClientTypeRoutes(t *testing.T) {
+	c := newClient(t, "w")
+	ctx := context.Background()
+	if ty, err := c.SetType(ctx, "video", client.TypeRequest{Owner: "media", Description: "views"}); err != nil || ty.Status != "active" || !ty.Changed || ty.Owner != "media" {
+		t.Fatalf("set type: %+v %v", ty, err)
+	}
+	if _, err := c.Incr(ctx, "video:v1", 3, client.IncrOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.CounterMeta(ctx, "video:v1"); err != nil || r.Value != 3 || r.Meta == nil || r.Meta.Type != "video" || r.Meta.Owner != "media" {
+		t.Fatalf("counter with meta: %+v %v", r, err)
+	}
+	tr, err := c.Trending(ctx, client.TrendingQuery{Kind: client.KindCounters, Window: "all", Meta: true})
+	if err != nil || len(tr.Items) != 1 || tr.Items[0].Meta == nil || tr.Items[0].Meta.Description != "views" {
+		t.Fatalf("trending with meta: %+v %v", tr, err)
+	}
+	if _, err := c.SetType(ctx, "video", client.TypeRequest{Owner: "media", Status: "inactive"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Incr(ctx, "video:v1", 1, client.IncrOptions{}); client.Code(err) != "inactive_type" || client.StatusCode(err) != http.StatusConflict {
+		t.Fatalf("incr of an inactive type: %v", err)
+	}
+	if ty, err := c.Type(ctx, "video"); err != nil || ty.Status != "inactive" || ty.Replica != "us-1" {
+		t.Fatalf("type: %+v %v", ty, err)
+	}
+	if _, err := c.Type(ctx, "nope"); client.StatusCode(err) != http.StatusNotFound {
+		t.Fatalf("type never registered: %v", err)
+	}
+	if l, err := c.Types(ctx, client.Page{}); err != nil || len(l.Types) != 1 || l.Types[0].Name != "video" {
+		t.Fatalf("types: %+v %v", l, err)
+	}
+}
