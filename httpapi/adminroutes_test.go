@@ -23,6 +23,7 @@ var adminRoutes = []string{
 	"GET /v1/blocks",
 	"GET /v1/blocks/{user}",
 	"POST /v1/admin/backup",
+	"POST /v1/admin/import",
 	"PUT /v1/admin/budgets/handoff",
 	"PUT /v1/admin/chaos/clock",
 	"PUT /v1/admin/links/{a}/{b}",

@@ -324,6 +324,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.getHandoff))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.deleteHandoff))).Methods(http.MethodDelete)
 	rt.Handle("/v1/admin/backup", s.RequireAdmin(s.Handler(s.postBackup))).Methods(http.MethodPost)
+	rt.Handle("/v1/admin/import", s.RequireAdmin(s.Handler(s.postImport))).Methods(http.MethodPost)
 	rt.Handle("/v1/admin/links", s.RequireAdmin(s.Handler(s.getLinks))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/replicas", s.RequireAdmin(s.Handler(s.getReplicas))).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/replicas/{replica"+seg, s.RequireAdmin(s.Handler(s.putReplica))).Methods(http.MethodPut)

@@ -164,6 +164,12 @@ type Op struct {
 	// Meta is an OpType's owner, status and description (its stamp and
 	// origin are the writer's).
 	Meta crdt.TypeMeta
+	// Import: a backfilled event (a like, unlike, increment or unique
+	// add) whose At may be any time in the past, however old: it is
+	// counted in the totals and booked in the slots of every level that
+	// still keeps that time (flushBookings skips the others). At is still
+	// bounded by WindowConfig.Future.
+	Import bool
 }
 
 // Validate checks ids and bounds.
@@ -173,6 +179,9 @@ func (o *Op) Validate() error {
 			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
 		}
 		return nil
+	}
+	if o.Import && o.Kind != OpLike && o.Kind != OpUnlike && o.Kind != OpIncr && o.Kind != OpUniques {
+		return fmt.Errorf("%w: only likes, unlikes, increments and unique adds are imported, not %s", ErrInvalid, o.Kind)
 	}
 	if o.Kind == OpType {
 		if !crdt.ValidID(o.Item) {

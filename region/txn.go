@@ -193,7 +193,7 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return Result{Err: err}
 	}
 	kinds[op.Kind]++ // Validate bounded Kind
-	if err := t.checkAt(op.At); err != nil {
+	if err := t.checkAt(op.At, op.Import); err != nil {
 		return Result{Err: err}
 	}
 	switch op.Kind {
