@@ -53,7 +53,7 @@ func (s *Server) putType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := typeJSON(name, res.Meta)
+	out := typeJSON(name, *res.Meta)
 	out.Changed = res.Changed
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -162,8 +162,9 @@ type Op struct {
 	// (User is the counter it adds By to).
 	Merchant string
 	// Meta is an OpType's owner, status and description (its stamp and
-	// origin are the writer's).
-	Meta crdt.TypeMeta
+	// origin are the writer's): a pointer, so that the ops of a batch,
+	// which never carry one otherwise, stay small.
+	Meta *crdt.TypeMeta
 	// Import: a backfilled event (a like, unlike, increment or unique
 	// add) whose At may be any time in the past, however old: it is
 	// counted in the totals and booked in the slots of every level that
@@ -186,6 +187,9 @@ func (o *Op) Validate() error {
 	if o.Kind == OpType {
 		if !crdt.ValidID(o.Item) {
 			return fmt.Errorf("%w: bad type name %q", ErrInvalid, o.Item)
+		}
+		if o.Meta == nil {
+			return fmt.Errorf("%w: a type needs its metadata", ErrInvalid)
 		}
 		if why := crdt.ValidTypeTexts(o.Meta.Owner, o.Meta.Status, o.Meta.Description); why != "" {
 			return fmt.Errorf("%w: %s", ErrInvalid, why)
@@ -285,7 +289,7 @@ type Result struct {
 	Flag crdt.Flag
 	// Meta is a type's metadata after an OpType (Changed: its texts
 	// changed in this replica's view).
-	Meta crdt.TypeMeta
+	Meta *crdt.TypeMeta
 }
 
 // VectorMerge carries a remote view of a vector to merge by max.

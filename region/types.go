@@ -103,12 +103,12 @@ func (t *txn) applyType(op *Op) Result {
 	if hlc <= ts.cur.HLC {
 		hlc = ts.cur.HLC + 1 // as in applyBlock: the write must win
 	}
-	m := op.Meta
+	m := *op.Meta
 	m.HLC, m.Origin = hlc, t.r.self
 	changed := ts.cur.Owner != m.Owner || ts.cur.Status != m.Status || ts.cur.Description != m.Description
 	ts.cur = m
 	ts.dirty, ts.spread = true, true
-	return Result{Changed: changed, Meta: m}
+	return Result{Changed: changed, Meta: &m}
 }
 
 // mergeType folds a peer's type metadata in.
@@ -138,7 +138,7 @@ func (t *txn) mergeType(name string, in crdt.TypeMeta) error {
 // region: owner and description are free texts, status crdt.TypeActive
 // or crdt.TypeInactive.
 func (r *Replica) SetType(ctx context.Context, name, owner, status, description string) (Result, error) {
-	return r.do1(ctx, Op{Kind: OpType, Item: name, Meta: crdt.TypeMeta{Owner: owner, Status: status, Description: description}})
+	return r.do1(ctx, Op{Kind: OpType, Item: name, Meta: &crdt.TypeMeta{Owner: owner, Status: status, Description: description}})
 }
 
 // Type returns a type's metadata as this replica sees it (ok false if it

@@ -71,9 +71,10 @@ func TestTypesReplicateAndInactiveRefusesWrites(t *testing.T) {
 	}
 	// Bad input.
 	for _, op := range []Op{
-		{Kind: OpType, Item: "bad/name", Meta: crdt.TypeMeta{Status: crdt.TypeActive}},
-		{Kind: OpType, Item: "t", Meta: crdt.TypeMeta{Status: "paused"}},
-		{Kind: OpType, Item: "t", Meta: crdt.TypeMeta{Status: crdt.TypeActive, Owner: string(make([]byte, 129))}},
+		{Kind: OpType, Item: "bad/name", Meta: &crdt.TypeMeta{Status: crdt.TypeActive}},
+		{Kind: OpType, Item: "t"}, // no metadata
+		{Kind: OpType, Item: "t", Meta: &crdt.TypeMeta{Status: "paused"}},
+		{Kind: OpType, Item: "t", Meta: &crdt.TypeMeta{Status: crdt.TypeActive, Owner: string(make([]byte, 129))}},
 	} {
 		if _, err := a.Apply(ctx, op); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("%+v: %v", op, err)
