@@ -66,6 +66,9 @@ type Likes struct {
 	Parts        int   `json:"parts,omitempty"`
 	Partial      bool  `json:"partial,omitempty"`
 	MissingParts []int `json:"missing_parts,omitempty"`
+	// Meta (with ?with=meta) is the metadata of the item's event type,
+	// absent if it has none.
+	Meta *TypeMeta `json:"meta,omitempty"`
 }
 
 // Liked answers GET /v1/likes/{item}/{user}.
@@ -164,6 +167,9 @@ type Counter struct {
 	// one; Error then bounds the estimate.
 	Mode  string       `json:"mode,omitempty"`
 	Error *ApproxError `json:"error,omitempty"`
+	// Meta (with ?with=meta) is the metadata of the key's event type,
+	// absent if it has none.
+	Meta *TypeMeta `json:"meta,omitempty"`
 }
 
 // ApproxError bounds an approximate count's error.
@@ -715,6 +721,9 @@ type TrendingItem struct {
 	// Approx: the key is an approximate counter, so Count is its
 	// estimated change (and the Trending is approx).
 	Approx bool `json:"approx,omitempty"`
+	// Meta (with ?with=meta) is the metadata of the key's event type,
+	// absent if it has none.
+	Meta *TypeMeta `json:"meta,omitempty"`
 }
 
 // UniquesAdded answers POST /v1/uniques/{key}.
@@ -788,7 +797,8 @@ type BudgetSpend struct {
 }
 
 // BudgetRefused is the 409 body of a spend or cashback the region cannot
-// cover: Code is budget_exhausted or rights_elsewhere.
+// cover: Code is budget_exhausted or rights_elsewhere, Key the budget that
+// fell short (of a cashback: its budget or its merchant's balance).
 type BudgetRefused struct {
 	Error     string `json:"error"`
 	Code      string `json:"code"`
@@ -837,7 +847,8 @@ type Balance struct {
 type Cashback struct {
 	Amount    int64 `json:"amount"`
 	Duplicate bool  `json:"duplicate"`
-	// Budget's value is its remaining as seen here.
+	// Budget's and Merchant's values are their remaining as seen here
+	// (the merchant's balance is a budget); User's is its counter's value.
 	Budget   Balance `json:"budget"`
 	Merchant Balance `json:"merchant"`
 	User     Balance `json:"user"`
@@ -904,6 +915,43 @@ type Blocks struct {
 	Users []Block `json:"users"`
 	// Next is the cursor of the next page (?after=), absent on the last.
 	Next string `json:"next,omitempty"`
+}
+
+// EventType answers PUT and GET /v1/types/{name}: an event type's
+// metadata. A counter key or item belongs to the type of its own name,
+// else of its longest registered prefix ending at a ':' ("video" and
+// "video:" cover "video:v123"). Writes to a key whose type is inactive are
+// refused (409 inactive_type).
+type EventType struct {
+	Name        string `json:"name"`
+	Owner       string `json:"owner"`
+	Status      string `json:"status"` // "active" or "inactive"
+	Description string `json:"description"`
+	// Changed (PUT only): the texts changed in this replica's view.
+	Changed bool `json:"changed,omitempty"`
+	// HLC and Replica are the stamp and the replica of the write that
+	// decides the metadata: of two, the larger stamp wins, ties by
+	// replica id. At is the stamp's wall time.
+	HLC     string     `json:"hlc,omitempty"`
+	Replica string     `json:"replica,omitempty"`
+	At      *time.Time `json:"at,omitempty"`
+}
+
+// EventTypes answers GET /v1/types: one page of the registered types, in
+// name order.
+type EventTypes struct {
+	Types []EventType `json:"types"`
+	// Next is the cursor of the next page (?after=), absent on the last.
+	Next string `json:"next,omitempty"`
+}
+
+// TypeMeta is the metadata of the type a key belongs to, in reads with
+// ?with=meta.
+type TypeMeta struct {
+	Type        string `json:"type"`
+	Owner       string `json:"owner"`
+	Status      string `json:"status"`
+	Description string `json:"description"`
 }
 
 // Backup answers POST /v1/admin/backup: the checkpoint the replica wrote,

@@ -135,29 +135,35 @@ func esc(s string) string { return url.PathEscape(s) }
 // With Config.Route, a request for a key goes to a holder of its shard.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body, out any) error {
 	var b []byte
+	if nd, ok := body.(ndjson); ok { // sent as it is
+		return c.send(ctx, c.base, method, path, q, nd, "application/x-ndjson", out)
+	}
+	ct := ""
 	if body != nil {
 		var err error
 		if b, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("%s %s: encode body: %w", method, path, err)
 		}
+		ct = "application/json"
 	}
 	if c.router != nil {
 		if key, ok := keyOf(path, q, body); ok {
 			if at := c.target(ctx, key); at != c.base {
-				err := c.send(ctx, at, method, path, q, b, body != nil, out)
+				err := c.send(ctx, at, method, path, q, b, ct, out)
 				if err == nil || !c.misrouted(err) {
 					return err
 				}
 			}
 		}
 	}
-	return c.send(ctx, c.base, method, path, q, b, body != nil, out)
+	return c.send(ctx, c.base, method, path, q, b, ct, out)
 }
 
-// send is do's request to one replica, at base.
-func (c *Client) send(ctx context.Context, base, method, path string, q url.Values, b []byte, hasBody bool, out any) error {
+// send is do's request to one replica, at base, with body b of Content-Type
+// ct ("": no body).
+func (c *Client) send(ctx context.Context, base, method, path string, q url.Values, b []byte, ct string, out any) error {
 	var rd io.Reader
-	if hasBody {
+	if ct != "" {
 		rd = bytes.NewReader(b)
 	}
 	target := path
@@ -169,7 +175,7 @@ func (c *Client) send(ctx context.Context, base, method, path string, q url.Valu
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if rd != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ct)
 	}
 	if c.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)

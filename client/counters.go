@@ -142,19 +142,24 @@ func (c *Client) Budget(ctx context.Context, key string) (api.Budget, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/budgets/"+esc(key), nil, nil, &out)
 }
 
-// CashbackRequest is one purchase's cashback: Amount moves from the
-// Budget to the User's counter and is taken from the Merchant's, once per
-// IdempotencyKey (required: it names the purchase).
+// CashbackRequest is one purchase's cashback: Amount is spent from the
+// Budget and from the Merchant's balance (a budget too, never overdrawn)
+// and added to the User's counter, once per IdempotencyKey (required: it
+// names the purchase).
 type CashbackRequest struct {
 	Budget         string `json:"budget"`
 	Merchant       string `json:"merchant"`
 	User           string `json:"user"`
 	Amount         int64  `json:"amount"`
 	IdempotencyKey string `json:"idempotency_key"`
+	// At is when the purchase happened by the client (zero: now, by the
+	// region's clock): the user's credit is booked at that moment.
+	At EventTime `json:"at,omitzero"`
 }
 
-// Cashback pays one purchase's cashback. One the budget cannot cover is
-// refused as a Spend is.
+// Cashback pays one purchase's cashback. One the budget or the merchant's
+// balance cannot cover is refused as a Spend is; the error's Budget.Key
+// names which.
 func (c *Client) Cashback(ctx context.Context, req CashbackRequest) (api.Cashback, error) {
 	var out api.Cashback
 	return out, c.do(ctx, http.MethodPost, "/v1/cashback", nil, req, &out)

@@ -209,14 +209,21 @@ func TestClientBudgetRoutes(t *testing.T) {
 	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != client.CodeBudgetExhausted || e.Budget == nil || e.Budget.Remaining != 5 || e.Budget.Key != "gifts" {
 		t.Fatalf("overspend: %v (budget %+v)", err, e)
 	}
+	_, err = c.Cashback(ctx, client.CashbackRequest{Budget: "gifts", Merchant: "shop", User: "ann", Amount: 2, IdempotencyKey: "p-1"})
+	if !errors.As(err, &e) || e.Code != client.CodeBudgetExhausted || e.Budget == nil || e.Budget.Key != "shop" || e.Budget.Remaining != 0 {
+		t.Fatalf("cashback from a merchant holding nothing: %v (budget %+v)", err, e)
+	}
+	if _, err := c.Grant(ctx, "shop", 3); err != nil {
+		t.Fatal(err)
+	}
 	cb, err := c.Cashback(ctx, client.CashbackRequest{Budget: "gifts", Merchant: "shop", User: "ann", Amount: 2, IdempotencyKey: "p-1"})
-	if err != nil || cb.Amount != 2 || cb.Budget.Value != 3 || cb.Merchant.Value != -2 || cb.User.Value != 2 {
+	if err != nil || cb.Amount != 2 || cb.Budget.Value != 3 || cb.Merchant.Value != 1 || cb.User.Value != 2 {
 		t.Fatalf("cashback: %+v %v", cb, err)
 	}
 	if b, err := c.Budget(ctx, "gifts"); err != nil || b.Granted != 10 || b.Spent != 7 || b.Remaining != 3 || b.LocalRights != 3 {
 		t.Fatalf("budget: %+v %v", b, err)
 	}
-	if h, err := c.Handoff(ctx); err != nil || h.To != "" || h.Held != 3 || h.Budgets != 1 {
+	if h, err := c.Handoff(ctx); err != nil || h.To != "" || h.Held != 4 || h.Budgets != 2 {
 		t.Fatalf("handoff state: %+v %v", h, err)
 	}
 	if _, err := c.HandOff(ctx, "eu-1"); client.Code(err) != "unknown_replica" || client.StatusCode(err) != http.StatusConflict {
@@ -273,5 +280,40 @@ func TestClientAdminRoutes(t *testing.T) {
 	}
 	if _, err := c.Metric(ctx, "tally_no_such_metric"); err == nil {
 		t.Fatal("a missing metric was read")
+	}
+}
+
+// The event type routes: register, read, list, a counter and trending
+// with their type's metadata, and an inactive type's refusal.
+func TestClientTypeRoutes(t *testing.T) {
+	c := newClient(t, "w")
+	ctx := context.Background()
+	if ty, err := c.SetType(ctx, "video", client.TypeRequest{Owner: "media", Description: "views"}); err != nil || ty.Status != "active" || !ty.Changed || ty.Owner != "media" {
+		t.Fatalf("set type: %+v %v", ty, err)
+	}
+	if _, err := c.Incr(ctx, "video:v1", 3, client.IncrOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.CounterMeta(ctx, "video:v1"); err != nil || r.Value != 3 || r.Meta == nil || r.Meta.Type != "video" || r.Meta.Owner != "media" {
+		t.Fatalf("counter with meta: %+v %v", r, err)
+	}
+	tr, err := c.Trending(ctx, client.TrendingQuery{Kind: client.KindCounters, Window: "all", Meta: true})
+	if err != nil || len(tr.Items) != 1 || tr.Items[0].Meta == nil || tr.Items[0].Meta.Description != "views" {
+		t.Fatalf("trending with meta: %+v %v", tr, err)
+	}
+	if _, err := c.SetType(ctx, "video", client.TypeRequest{Owner: "media", Status: "inactive"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Incr(ctx, "video:v1", 1, client.IncrOptions{}); client.Code(err) != "inactive_type" || client.StatusCode(err) != http.StatusConflict {
+		t.Fatalf("incr of an inactive type: %v", err)
+	}
+	if ty, err := c.Type(ctx, "video"); err != nil || ty.Status != "inactive" || ty.Replica != "us-1" {
+		t.Fatalf("type: %+v %v", ty, err)
+	}
+	if _, err := c.Type(ctx, "nope"); client.StatusCode(err) != http.StatusNotFound {
+		t.Fatalf("type never registered: %v", err)
+	}
+	if l, err := c.Types(ctx, client.Page{}); err != nil || len(l.Types) != 1 || l.Types[0].Name != "video" {
+		t.Fatalf("types: %+v %v", l, err)
 	}
 }

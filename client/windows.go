@@ -142,6 +142,8 @@ type TrendingQuery struct {
 	N      int
 	Region string
 	Prefix string
+	// Meta adds each key's event type (TrendingItem.Meta).
+	Meta bool
 }
 
 // Trending reads the trending keys.
@@ -154,6 +156,9 @@ func (c *Client) Trending(ctx context.Context, tq TrendingQuery) (api.Trending, 
 	}
 	if tq.N > 0 {
 		q.Set("n", strconv.Itoa(tq.N))
+	}
+	if tq.Meta {
+		q.Set("with", "meta")
 	}
 	var out api.Trending
 	return out, c.do(ctx, http.MethodGet, "/v1/trending", q, nil, &out)

@@ -194,14 +194,16 @@ func (b *Budget) Grant(self string, n int64) {
 // (others hold it), ErrBudgetExhausted if it has not. Nothing changes on
 // error.
 func (b *Budget) Spend(self string, n int64) error {
-	if err := b.check(self, n); err != nil {
+	if err := b.Check(self, n); err != nil {
 		return err
 	}
 	b.Main = b.Main.Add(self, -n)
 	return nil
 }
 
-func (b *Budget) check(self string, n int64) error {
+// Check is Spend's test alone: nil if Spend(self, n) would succeed, else
+// its error. Nothing changes.
+func (b *Budget) Check(self string, n int64) error {
 	if n <= 0 || b.Rights(self) >= n {
 		return nil
 	}

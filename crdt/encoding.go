@@ -83,6 +83,8 @@ func AppendRecord(dst []byte, r Record) []byte {
 		return AppendKeyedRecord(dst, r)
 	case *Spend:
 		return AppendSpend(dst, r)
+	case *TypeMeta:
+		return AppendTypeMeta(dst, *r)
 	}
 	panic("crdt: AppendRecord of a nil record")
 }

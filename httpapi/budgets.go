@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -31,6 +32,10 @@ type cashbackRequest struct {
 	User           *string `json:"user"`
 	Amount         *int64  `json:"amount"`
 	IdempotencyKey *string `json:"idempotency_key"`
+	// At (or Timestamp) is when the purchase happened by the client: the
+	// user's credit is booked into the slots of that moment (eventTime).
+	At        json.RawMessage `json:"at"`
+	Timestamp json.RawMessage `json:"timestamp"`
 }
 
 // budgetBy checks a grant's, spend's or cashback's amount (def if absent).
@@ -177,13 +182,24 @@ func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
 		return newError(http.StatusBadRequest, CodeMissingField, "idempotency_key (or the Idempotency-Key header) is required: it names the purchase")
 	}
 	if *body.Merchant == *body.User {
-		return newError(http.StatusBadRequest, CodeBadRequest, "merchant and user must be different counters")
+		return newError(http.StatusBadRequest, CodeBadRequest, "merchant and user must be different balances")
+	}
+	if *body.Merchant == *body.Budget {
+		return newError(http.StatusBadRequest, CodeBadRequest, "merchant and budget must be different budgets")
+	}
+	at, err := eventTime(body.At, body.Timestamp)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpCashback, Item: *body.Budget, Merchant: *body.Merchant,
-		User: *body.User, By: amount, IdemKey: idem})
-	if refusedBudget(w, *body.Budget, res, err) {
+		User: *body.User, By: amount, IdemKey: idem, At: at})
+	refused := *body.Budget
+	if res.Refused != "" {
+		refused = res.Refused // the merchant's balance could not cover it
+	}
+	if refusedBudget(w, refused, res, err) {
 		return nil
 	}
 	if err != nil {

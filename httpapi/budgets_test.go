@@ -40,22 +40,33 @@ func TestBudgetRoutes(t *testing.T) {
 		t.Fatalf("rights: %v", b["rights"])
 	}
 
-	// Cashback: all or nothing, conserved, once per key.
+	// Cashback: all or nothing, conserved, once per key, and the
+	// merchant's balance is a budget: never overdrawn. The issue's case:
+	// a merchant holding 1 asked for a cashback of 5.
 	e.do("POST", "/v1/budgets/pool/grant", `{"by":7}`).ok(t)
+	e.do("POST", "/v1/budgets/shop/grant", `{"by":1}`).ok(t)
 	cb := `{"budget":"pool","merchant":"shop","user":"ann","amount":5,"idempotency_key":"p1"}`
+	r = e.do("POST", "/v1/cashback", cb)
+	if r.status != http.StatusConflict || r.body["code"] != CodeBudgetExhausted || r.body["key"] != "shop" || num(t, r.body, "remaining") != 1 {
+		t.Fatalf("cashback past the merchant's balance: %d %s", r.status, r.raw)
+	}
+	if e.counter("ann") != 0 {
+		t.Fatalf("user credited %d by a refused cashback", e.counter("ann"))
+	}
+	e.do("POST", "/v1/budgets/shop/grant", `{"by":5}`).ok(t)
 	b = e.do("POST", "/v1/cashback", cb).ok(t)
-	if b["duplicate"] != false || fmt.Sprint(b["budget"], b["merchant"], b["user"]) != "map[key:pool value:2] map[key:shop value:-5] map[key:ann value:5]" {
+	if b["duplicate"] != false || fmt.Sprint(b["budget"], b["merchant"], b["user"]) != "map[key:pool value:2] map[key:shop value:1] map[key:ann value:5]" {
 		t.Fatalf("cashback: %v", b)
 	}
 	if b = e.do("POST", "/v1/cashback", cb).ok(t); b["duplicate"] != true {
 		t.Fatalf("cashback retry: %v", b)
 	}
 	r = e.do("POST", "/v1/cashback", `{"budget":"pool","merchant":"shop","user":"ann","amount":5,"idempotency_key":"p2"}`)
-	if r.status != http.StatusConflict || r.body["code"] != CodeBudgetExhausted {
+	if r.status != http.StatusConflict || r.body["code"] != CodeBudgetExhausted || r.body["key"] != "pool" {
 		t.Fatalf("cashback past the pool: %d %s", r.status, r.raw)
 	}
-	if e.counter("shop") != -5 || e.counter("ann") != 5 {
-		t.Fatalf("balances %d %d after a refused cashback", e.counter("shop"), e.counter("ann"))
+	if b := e.do("GET", "/v1/budgets/shop", "").ok(t); num(t, b, "remaining") != 1 || e.counter("ann") != 5 {
+		t.Fatalf("balances %v %d after a refused cashback", b, e.counter("ann"))
 	}
 
 	for _, c := range []struct {
@@ -77,6 +88,9 @@ func TestBudgetRoutes(t *testing.T) {
 		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"u","amount":1}`, http.StatusBadRequest, CodeMissingField},
 		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeMissingField},
 		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"m","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadRequest},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"p","user":"u","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadRequest},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"u","amount":1,"idempotency_key":"k","at":"yesterday"}`, http.StatusBadRequest, CodeBadTime},
+		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"u","amount":1,"idempotency_key":"k","at":1}`, http.StatusBadRequest, CodeBadTime},
 		{"POST", "/v1/cashback", `{"budget":"p","merchant":"m","user":"u","amount":0,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadBy},
 		{"POST", "/v1/cashback", `{"budget":"p/q","merchant":"m","user":"u","amount":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeBadID},
 		{"GET", "/v1/budgets/g/spend", ``, http.StatusMethodNotAllowed, CodeMethodNotAllowed},

@@ -96,6 +96,10 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	meta, err := withMeta(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	rd, err := s.rep.Counter(key)
 	if err != nil {
 		return err
@@ -105,6 +109,9 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if rd.ApproxError > 0 {
 		out.Approx, out.Mode = true, api.ModeApprox
 		out.Error = approxError(rd.ApproxError, region.CounterStd(rd.ApproxError, rd.Vector))
+	}
+	if meta {
+		out.Meta = s.typeMeta(key)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -27,6 +27,7 @@ const (
 	CodeInvalid             = "invalid"                // 400: the replica rejected the operation
 	CodeUnauthorized        = "unauthorized"           // 401: missing or wrong bearer token
 	CodeUserBlocked         = "user_blocked"           // 403: the user is blocked (admin block list); nothing was applied
+	CodeInactiveType        = "inactive_type"          // 409: the key's event type is inactive; nothing was applied
 	CodeNotFound            = "not_found"              // 404: no such route
 	CodeMethodNotAllowed    = "method_not_allowed"     // 405: route exists, method does not (see Allow)
 	CodeIdempotencyMismatch = "idempotency_mismatch"   // 409: the key was applied with another amount
@@ -145,6 +146,8 @@ func knownError(err error) *apiError {
 		return newError(http.StatusNotFound, CodeNotFound, "like lists are off on this replica (like_lists = false)")
 	case errors.Is(err, region.ErrNoLog):
 		return newError(http.StatusNotFound, CodeNotFound, "the event log is off on this replica (event_log = false)")
+	case errors.Is(err, region.ErrInactiveType):
+		return newError(http.StatusConflict, CodeInactiveType, "%s; writes to it are refused and nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, region.ErrBlocked):
 		return newError(http.StatusForbidden, CodeUserBlocked, "this user is blocked; their likes and unlikes are refused and nothing was applied")
 	case errors.Is(err, region.ErrBudgetExhausted):

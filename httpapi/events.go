@@ -59,6 +59,10 @@ type eventsBatch struct {
 	intern  map[string]int32 // id -> its index in ids
 	ids     []internedID
 	scanner eventScanner
+	// importing: the batch is a backfill (POST /v1/admin/import, import.go);
+	// seen counts each identical line so far, for its derived identity.
+	importing bool
+	seen      map[[importKeyBytes]byte]int
 }
 
 // eventErr is one rejected event.
@@ -87,6 +91,8 @@ func (b *eventsBatch) reset() {
 	clear(b.ids)
 	b.ids = b.ids[:0]
 	b.scanner = eventScanner{}
+	b.importing = false
+	clear(b.seen)
 }
 
 // POST /v1/events: a batch of like, unlike and incr events as a JSON array
@@ -94,7 +100,14 @@ func (b *eventsBatch) reset() {
 // batch; an event with a bad id or type is rejected alone, with its own
 // error, and the rest are applied in order in one durable group commit.
 func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
+	return s.ingest(w, r, false)
+}
+
+// ingest applies a batch of events: POST /v1/events, or a backfill (POST
+// /v1/admin/import) if importing.
+func (s *Server) ingest(w http.ResponseWriter, r *http.Request, importing bool) error {
 	b := s.eventsPool.Get().(*eventsBatch)
+	b.importing = importing
 	pooled := true
 	defer func() {
 		if pooled && cap(b.body) <= maxPooledBody {
@@ -111,6 +124,10 @@ func (s *Server) postEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.hotOps(b.ops)
 	if s.cfg.Shards != nil && !forwarded(r) && !s.holdsAll(b.ops) {
+		if importing {
+			return newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
+				"an import is applied only by a replica holding every key of the batch; nothing was applied: in a sharded region, import each shard's events at a holder (GET /v1/shards)")
+		}
 		return s.postSplitEvents(w, r, b, n) // eventsplit.go
 	}
 	var res []region.Result
@@ -167,7 +184,14 @@ func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsB
 		if n == MaxBatchEvents {
 			return 0, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "more than %d events in one batch", MaxBatchEvents)
 		}
-		if op, bad := b.op(&e); bad != nil {
+		if b.importing {
+			importShape(&e)
+		}
+		op, bad := b.op(&e)
+		if bad == nil && b.importing {
+			bad = b.importOp(&op, &e)
+		}
+		if bad != nil {
 			b.errs = append(b.errs, eventErr{n, bad})
 		} else {
 			b.ops = append(b.ops, op)

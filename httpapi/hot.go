@@ -171,6 +171,9 @@ func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string
 	if err != nil {
 		return err
 	}
+	if meta, _ := withMeta(r.URL.Query()); meta { // checked by getLikes
+		out.Meta = s.typeMeta(item)
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

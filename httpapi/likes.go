@@ -226,6 +226,10 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	meta, err := withMeta(r.URL.Query())
+	if err != nil {
+		return err
+	}
 	if n := s.cfg.Hot.Parts(item); n > 0 {
 		return s.getHotLikes(w, r, item, n)
 	}
@@ -233,9 +237,13 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.Likes{
+	out := api.Likes{
 		Item: item, Count: rd.Value, Approx: s.approx(rd, item), StalenessMs: s.staleness(item),
 		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled,
-	})
+	}
+	if meta {
+		out.Meta = s.typeMeta(item)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }

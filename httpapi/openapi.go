@@ -49,6 +49,7 @@ var errorCodes = []openapi.ErrorCode{
 	{Code: CodeNotFound, Status: 404, Meaning: "no such route, or the feature is off on this replica"},
 	{Code: CodeNoWindow, Status: 404, Meaning: "no slots of the key cover the range"},
 	{Code: CodeMethodNotAllowed, Status: 405, Meaning: "the route exists, the method does not (see Allow)"},
+	{Code: CodeInactiveType, Status: 409, Meaning: "the key's event type is inactive (PUT /v1/types/{name}); nothing was applied"},
 	{Code: CodeIdempotencyMismatch, Status: 409, Meaning: "the idempotency key was applied with another amount; nothing was applied"},
 	{Code: CodeBudgetExhausted, Status: 409, Meaning: "the budget has less left than the spend, as seen here; nothing was spent"},
 	{Code: CodeRightsElsewhere, Status: 409, Meaning: "enough is left, but other regions hold the rights; retry soon; nothing was spent"},
@@ -120,6 +121,7 @@ var (
 		query("limit", intSchema, "page size, 1..1000 (default 100)"),
 		query("after", strSchema, "the next of the previous page"),
 	}
+	withMetaQ  = query("with", map[string]any{"type": "string", "enum": []string{"meta"}}, "meta: add each key's event type (GET /v1/types)")
 	idemHeader = openapi.Param{Name: "Idempotency-Key", In: "header", Schema: idSchema,
 		Description: "makes a retry count once (instead of idempotency_key; both must agree)"}
 )
@@ -153,15 +155,15 @@ func operations() []openapi.Operation {
 		{Method: "PUT", Path: "/v1/likes/{item}/{user}", Tag: "likes", Summary: "Like an item (idempotent)",
 			Description: "The optional body gives the client's time of the like (at or timestamp), which orders it against the user's other actions of the item.",
 			Params:      ps(itemParam, userParam), Request: likeRequest{}, Response: api.Like{},
-			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUserBlocked), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUserBlocked, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "DELETE", Path: "/v1/likes/{item}/{user}", Tag: "likes", Summary: "Unlike an item (idempotent)",
 			Description: "The optional body gives the client's time of the unlike (at or timestamp), which orders it against the user's other actions of the item.",
 			Params:      ps(itemParam, userParam), Request: likeRequest{}, Response: api.Like{},
-			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUserBlocked), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUserBlocked, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "POST", Path: "/v1/likes/{item}/{user}/toggle", Tag: "likes", Summary: "Flip the user's like of the item and answer the new state",
 			Description: "One atomic step of the region's writer, ordered right after the state it flips (it takes no at). With an idempotency key a retry flips once: it answers duplicate:true and the state the toggle decided.",
 			Params:      ps(itemParam, userParam, idemHeader), Request: toggleRequest{}, Response: api.Like{},
-			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeUserBlocked), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeUserBlocked, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "GET", Path: "/v1/likes/{item}/{user}", Tag: "likes", Summary: "Whether the user likes the item, as this replica sees it",
 			Params: ps(itemParam, userParam), Response: api.Liked{}, Errors: codes(CodeBadID)},
 		{Method: "GET", Path: "/v1/likes/{item}/{user}/history", Tag: "likes", Summary: "Every like and unlike of the pair, from every replica",
@@ -169,12 +171,12 @@ func operations() []openapi.Operation {
 			Response: api.History{}, Errors: codes(CodeBadID, CodeBadRequest, CodeNotFound)},
 		{Method: "POST", Path: "/v1/likes", Tag: "likes", Summary: "Like, seed style: the item in the body (videoId or item)",
 			Request: seedLikeRequest{}, Body: true, RequestRequired: []string{"userId"}, Response: api.Like{},
-			Errors: errs(codes(CodeBadID, CodeMissingField, CodeBadRequest, CodeBadTime, CodeUserBlocked), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeMissingField, CodeBadRequest, CodeBadTime, CodeUserBlocked, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "DELETE", Path: "/v1/likes/{item}", Tag: "likes", Summary: "Unlike, seed style: the user in the body",
 			Params: ps(itemParam), Request: seedLikeRequest{}, Body: true, RequestRequired: []string{"userId"}, Response: api.Like{},
-			Errors: errs(codes(CodeBadID, CodeMissingField, CodeBadRequest, CodeBadTime, CodeUserBlocked), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeMissingField, CodeBadRequest, CodeBadTime, CodeUserBlocked, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "GET", Path: "/v1/likes/{item}", Tag: "likes", Summary: "An item's like count",
-			Params: ps(itemParam), Response: api.Likes{}, Errors: codes(CodeBadID)},
+			Params: ps(itemParam, withMetaQ), Response: api.Likes{}, Errors: codes(CodeBadID, CodeBadRequest)},
 		{Method: "GET", Path: "/v1/likers/{item}", Tag: "likes", Summary: "One page of the users who like the item, in id order",
 			Params: ps(append([]openapi.Param{itemParam}, pageQ...)...), Response: api.Likers{}, Errors: codes(CodeBadID, CodeBadRequest, CodeNotFound)},
 		{Method: "GET", Path: "/v1/users/{user}/likes", Tag: "likes", Summary: "One page of the items the user likes, in id order",
@@ -190,9 +192,9 @@ func operations() []openapi.Operation {
 		// Counters and batches.
 		{Method: "POST", Path: "/v1/counters/{key}/incr", Tag: "counters", Summary: "Add to a counter (by 1 without a body)",
 			Params: ps(keyParam, idemHeader), Request: incrRequest{}, Response: api.Incr{},
-			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeBadTime, CodeIdempotencyMismatch, CodeOverflow), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeBadTime, CodeIdempotencyMismatch, CodeOverflow, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "GET", Path: "/v1/counters/{key}", Tag: "counters", Summary: "A counter's value",
-			Params: ps(keyParam), Response: api.Counter{}, Errors: codes(CodeBadID)},
+			Params: ps(keyParam, withMetaQ), Response: api.Counter{}, Errors: codes(CodeBadID, CodeBadRequest)},
 		{Method: "POST", Path: "/v1/events", Tag: "counters",
 			Summary:     "A batch of up to 10,000 events in one durable commit",
 			Description: "A JSON array of events, or NDJSON (one event per line). An event with a bad id or type is rejected alone, with its own error and code in its result.",
@@ -218,13 +220,13 @@ func operations() []openapi.Operation {
 		{Method: "GET", Path: "/v1/trending", Tag: "windows", Summary: "The top keys by net change over a window",
 			Params: ps(query("window", strSchema, "10m (default), up to 2h in minutes, 49h or day in hours, all: all-time counts"),
 				query("n", intSchema, "how many, 1..1000 (default 10)"), query("kind", kindSchema, ""),
-				query("prefix", strSchema, "only keys that start with it"), query("region", strSchema, "only that region's replicas' entries")),
+				query("prefix", strSchema, "only keys that start with it"), query("region", strSchema, "only that region's replicas' entries"), withMetaQ),
 			Response: api.Trending{}, Errors: codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUnknownZone)},
 
 		// Unique counts.
 		{Method: "POST", Path: "/v1/uniques/{key}", Tag: "uniques", Summary: "Add ids to a key's unique count",
 			Params: ps(keyParam), Request: uniquesRequest{}, Body: true, Response: api.UniquesAdded{},
-			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeMissingField, CodeBadTime), bodyErrs, writeErrs)},
+			Errors: errs(codes(CodeBadID, CodeBadRequest, CodeMissingField, CodeBadTime, CodeInactiveType), bodyErrs, writeErrs)},
 		{Method: "GET", Path: "/v1/uniques/{key}", Tag: "uniques", Summary: "The distinct ids added to the key, estimated",
 			Params:   ps(append([]openapi.Param{keyParam, query("by", map[string]any{"type": "string", "enum": []string{"region"}}, "region: add by_region")}, rangeQ...)...),
 			Response: api.Uniques{}, Errors: errs(windowErrs, codes(CodeMissingField))},
@@ -247,7 +249,7 @@ func operations() []openapi.Operation {
 			Params: ps(idemHeader), Request: cashbackRequest{}, Body: true,
 			RequestRequired: []string{"budget", "merchant", "user", "amount"}, Response: api.Cashback{},
 			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeIdempotencyMismatch,
-				CodeBudgetExhausted, CodeRightsElsewhere, CodeOverflow), bodyErrs, writeErrs),
+				CodeBudgetExhausted, CodeRightsElsewhere, CodeOverflow, CodeBadTime), bodyErrs, writeErrs),
 			Bodies: refused},
 
 		// The replica.
@@ -284,6 +286,13 @@ func operations() []openapi.Operation {
 			Params: ps(userParam), Response: api.Block{}, Errors: codes(CodeBadID)},
 		{Method: "GET", Path: "/v1/blocks", Tag: "admin", Summary: "One page of the blocked users, in id order",
 			Params: pageQ, Response: api.Blocks{}, Errors: codes(CodeBadID, CodeBadRequest)},
+		{Method: "PUT", Path: "/v1/types/{name}", Tag: "types", Summary: "Register an event type, or update its metadata, in every region",
+			Params: ps(pathParam("name", "the type: a counter key or item, or a prefix of keys ending at a ':'")), Request: typeRequest{}, Body: true,
+			Response: api.EventType{}, Errors: errs(codes(CodeBadID, CodeBadRequest), bodyErrs, writeErrs)},
+		{Method: "GET", Path: "/v1/types/{name}", Tag: "types", Summary: "An event type's metadata as this replica sees it",
+			Params: ps(pathParam("name", "the type")), Response: api.EventType{}, Errors: codes(CodeBadID, CodeNotFound)},
+		{Method: "GET", Path: "/v1/types", Tag: "types", Summary: "One page of the event types, in name order",
+			Params: pageQ, Response: api.EventTypes{}, Errors: codes(CodeBadID, CodeBadRequest)},
 		{Method: "PUT", Path: "/v1/admin/budgets/handoff", Tag: "admin", Summary: "Hand every budget right this replica holds to a peer",
 			Request: handoffRequest{}, Body: true, RequestRequired: []string{"to"}, Response: api.BudgetHandoff{},
 			Errors: errs(codes(CodeBadID, CodeMissingField, CodeUnknownReplica), bodyErrs, writeErrs)},
@@ -294,6 +303,11 @@ func operations() []openapi.Operation {
 		{Method: "POST", Path: "/v1/admin/backup", Tag: "admin", Summary: "Write a checkpoint of this replica's store into a new directory on its machine, ready to restore",
 			Request: backupRequest{}, Body: true, RequestRequired: []string{"dir"}, Response: api.Backup{},
 			Errors: errs(codes(CodeMissingField, CodeBadRequest, CodeExists), bodyErrs, writeErrs)},
+		{Method: "POST", Path: "/v1/admin/import", Tag: "admin",
+			Summary:     "Backfill: events of POST /v1/events booked at their own times, however old, once",
+			Description: "The body of POST /v1/events (NDJSON or a JSON array), whose event times may be any past time. A line with an item (videoId) and a user (userId) but no type is a like. An increment without an idempotency_key gets one derived from its line's bytes and how many identical lines came before it, so a second import of the same lines changes nothing. Grant and spend events are rejected. In a sharded region, the replica must hold every key of the batch.",
+			Request:     []event{}, Body: true, Response: api.EventsResult{},
+			Errors: errs(codes(CodeBadRequest, CodeMissingField, CodeShardNotHeld), bodyErrs, writeErrs)},
 		{Method: "GET", Path: "/v1/admin/links", Tag: "admin", Summary: "tallyd local only: the inter-region links",
 			Response: api.Links{}, Errors: codes(CodeNotFound)},
 		{Method: "PUT", Path: "/v1/admin/links/{a}/{b}", Tag: "admin", Summary: "tallyd local only: cut or heal a link",
@@ -327,7 +341,8 @@ func ps(p ...openapi.Param) []openapi.Param { return p }
 // errors every route of its kind may answer, and the rate limit of its
 // class (routeClass).
 func route(op *openapi.Operation) {
-	admin := strings.HasPrefix(op.Path, "/v1/admin/") || strings.HasPrefix(op.Path, "/v1/blocks") || op.Path == "/v1/audit"
+	admin := strings.HasPrefix(op.Path, "/v1/admin/") || strings.HasPrefix(op.Path, "/v1/blocks") || op.Path == "/v1/audit" ||
+		op.Path == "/v1/types/{name}" && op.Method == http.MethodPut
 	switch {
 	case admin:
 		op.Role = "admin"

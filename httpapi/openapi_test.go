@@ -295,6 +295,8 @@ func TestOpenAPIResponsesMatch(t *testing.T) {
 		{method: "POST", path: "/v1/budgets/promo/spend", body: `{"by":4,"idempotency_key":"s1"}`, route: "/v1/budgets/{key}/spend"},
 		{method: "POST", path: "/v1/budgets/promo/spend", body: `{"by":100}`, route: "/v1/budgets/{key}/spend", status: 409},
 		{method: "GET", path: "/v1/budgets/promo", route: "/v1/budgets/{key}"},
+		{method: "POST", path: "/v1/cashback", body: `{"budget":"promo","merchant":"m","user":"u","amount":2,"idempotency_key":"c1"}`, status: 409},
+		{method: "POST", path: "/v1/budgets/m/grant", body: `{"by":2}`, route: "/v1/budgets/{key}/grant"},
 		{method: "POST", path: "/v1/cashback", body: `{"budget":"promo","merchant":"m","user":"u","amount":2,"idempotency_key":"c1"}`},
 		{method: "GET", path: "/v1/admin/budgets/handoff"},
 		// The replica.

@@ -510,6 +510,10 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	meta, err := withMeta(q)
+	if err != nil {
+		return err
+	}
 	kind, err := parseKind(get("kind"))
 	if err != nil {
 		return err
@@ -565,7 +569,11 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 	for _, it := range tr.Items {
 		approx := s.approxError(kind, it.Key) > 0
 		anyApprox = anyApprox || approx
-		out.Items = append(out.Items, api.TrendingItem{Item: it.Key, Count: it.Count, Approx: approx})
+		ti := api.TrendingItem{Item: it.Key, Count: it.Count, Approx: approx}
+		if meta {
+			ti.Meta = s.typeMeta(it.Key)
+		}
+		out.Items = append(out.Items, ti)
 	}
 	if s.sharded(r) {
 		// Each replica ranks the keys of its shards exactly; a key in the

@@ -329,11 +329,29 @@ func (t *txn) applySpend(op *Op) Result {
 
 // spend is crdt.Budget.Spend, or the chaos build's deliberate bug.
 func (t *txn) spend(b *crdt.Budget, by int64) error {
+	if err := t.spendable(b, by); err != nil {
+		return err
+	}
+	b.Main = b.Main.Add(t.r.self, -by)
+	return nil
+}
+
+// spendable is crdt.Budget.Check: nil if this replica holds the rights to
+// spend by, or the chaos build's deliberate bug SpendWithoutRights.
+func (t *txn) spendable(b *crdt.Budget, by int64) error {
 	if t.r.chaosSpendWithoutRights() && b.Remaining() >= by {
-		b.Main = b.Main.Add(t.r.self, -by)
 		return nil
 	}
-	return b.Spend(t.r.self, by)
+	return b.Check(t.r.self, by)
+}
+
+// merchantSpendable is spendable for a cashback's merchant, or nil
+// whatever the merchant holds with the chaos build's bug CashbackNoFloor.
+func (t *txn) merchantSpendable(b *crdt.Budget, by int64) error {
+	if t.r.chaosCashbackNoFloor() {
+		return nil
+	}
+	return t.spendable(b, by)
 }
 
 // keyedDuplicate answers a keyed operation whose key was applied already
@@ -382,12 +400,19 @@ func (t *txn) applyKeyedRecord(rs *recState, amount, at int64) {
 	rs.dirty, rs.spread, rs.deleted = true, true, false
 }
 
-// applyCashback is one purchase's cashback: spend By from budget Item,
-// take By from counter Merchant and add it to counter User, under one
-// idempotency key, all in this commit or none of it. The two balances add
-// up to the same sum before and after; the budget bounds what is paid.
+// applyCashback is one purchase's cashback: spend By from budget Item
+// (the pool), spend By from budget Merchant (the merchant's balance) and
+// add it to counter User, under one idempotency key, all in this commit or
+// none of it. Both spends are checked against this replica's rights before
+// anything changes, so the merchant's balance is never overdrawn, in any
+// view, however the regions are cut: the merchant's remaining plus the
+// users' credits stays what was granted to the merchant.
 func (t *txn) applyCashback(op *Op) Result {
 	bs, err := t.budget(op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	ms, err := t.budget(op.Merchant)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -395,7 +420,7 @@ func (t *txn) applyCashback(op *Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	mrs, err := t.record(keyedKey(op.Merchant, op.IdemKey))
+	mrs, err := t.record(spendKey(op.Merchant, op.IdemKey))
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -403,31 +428,30 @@ func (t *txn) applyCashback(op *Op) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	mvs, err := t.vector(storage.Counters, op.Merchant)
-	if err != nil {
-		return Result{Err: err}
-	}
 	uvs, err := t.vector(storage.Counters, op.User)
 	if err != nil {
 		return Result{Err: err}
 	}
-	b := bs.view()
 	result := func(res Result) Result {
-		res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
-		res.Merchant, res.UserValue = mvs.cur.Value(), uvs.cur.Value()
+		b, m := bs.view(), ms.view()
+		if res.Refused != op.Merchant {
+			res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
+		}
+		res.Merchant, res.UserValue = m.Available(), uvs.cur.Value()
 		return res
 	}
-	// The budget's record speaks for the purchase. The balances' records
-	// are checked too: one applied without the budget's means the key was
-	// used for something else on that counter.
+	// The pool's record speaks for the purchase. The merchant's and the
+	// user's records are checked too: one applied without the pool's
+	// means the key was used for something else on that balance.
 	if res, done := t.keyedDuplicate(brs.spend(), op.IdemKey, -op.By, -1); done {
 		return result(res)
 	}
 	for _, c := range []struct {
-		rs     *recState
+		rec    application
 		amount int64
-	}{{mrs, -op.By}, {urs, op.By}} {
-		if res, done := t.keyedDuplicate(c.rs.keyed(), op.IdemKey, c.amount, 1); done && res.Err != nil {
+		sign   int64
+	}{{mrs.spend(), -op.By, -1}, {urs.keyed(), op.By, 1}} {
+		if res, done := t.keyedDuplicate(c.rec, op.IdemKey, c.amount, c.sign); done && res.Err != nil {
 			return result(res)
 		} else if done {
 			return result(Result{Err: fmt.Errorf("%w: key %q was applied to a balance without the budget spend",
@@ -435,33 +459,48 @@ func (t *txn) applyCashback(op *Op) Result {
 		}
 	}
 	if err := errors.Join(t.checkEntry(bs.main.cur.Get(t.r.self), -op.By),
-		t.checkEntry(mvs.cur.Get(t.r.self), -op.By), t.checkEntry(uvs.cur.Get(t.r.self), op.By)); err != nil {
+		t.checkEntry(ms.main.cur.Get(t.r.self), -op.By), t.checkEntry(uvs.cur.Get(t.r.self), op.By)); err != nil {
 		return Result{Err: ErrOverflow}
 	}
-	if err := t.spend(&b, op.By); err != nil {
-		return result(t.refuse(op.Item, &b, op.By, err))
-	}
-	bs.put(b)
-	bs.spent += op.By
-	t.logBudget(storage.EventSpend, op.Item, "", op.IdemKey, op.By)
-	t.applyKeyedRecord(brs, -op.By, op.At)
-	for _, c := range []struct {
-		rs  *recState
-		vs  *vecState
-		key string
-		by  int64
-	}{{mrs, mvs, op.Merchant, -op.By}, {urs, uvs, op.User, op.By}} {
-		t.applyKeyedRecord(c.rs, c.by, op.At)
-		c.vs.cur = c.vs.cur.Add(t.r.self, c.by)
-		t.book(storage.Counters, c.key, c.rs.rec.BookedMs(), c.by)
-		if t.r.cfg.EventLog {
-			p, n := halves(c.by)
-			t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: c.key, Idem: op.IdemKey, By: c.by,
-				P: p, N: n, Count: 1, HLC: c.rs.keyed().HLC})
+	// Both checks before either spend: a spend changes the overlay's
+	// vectors in place.
+	b := bs.view()
+	if err := t.spendable(&b, op.By); err != nil {
+		res := t.refuse(op.Item, &b, op.By, err)
+		if m := ms.view(); errors.Is(t.merchantSpendable(&m, op.By), crdt.ErrRightsElsewhere) {
+			t.ask(op.Merchant, op.By) // the retry will need both
 		}
+		return result(res)
 	}
-	t.afterSpend(op.Item, &b, op.By)
-	t.r.metrics.budgetSpent.Add(float64(op.By))
+	m := ms.view()
+	if err := t.merchantSpendable(&m, op.By); err != nil {
+		res := t.refuse(op.Merchant, &m, op.By, err)
+		res.Refused = op.Merchant
+		return result(res)
+	}
+	for _, c := range []struct {
+		bs  *budgetState
+		rs  *recState
+		key string
+	}{{bs, brs, op.Item}, {ms, mrs, op.Merchant}} {
+		v := c.bs.view()
+		v.Main = v.Main.Add(t.r.self, -op.By)
+		c.bs.put(v)
+		c.bs.spent += op.By
+		t.logBudget(storage.EventSpend, c.key, "", op.IdemKey, op.By)
+		t.applyKeyedRecord(c.rs, -op.By, op.At)
+		after := c.bs.view()
+		t.afterSpend(c.key, &after, op.By)
+		t.r.metrics.budgetSpent.Add(float64(op.By))
+	}
+	t.applyKeyedRecord(urs, op.By, op.At)
+	uvs.cur = uvs.cur.Add(t.r.self, op.By)
+	t.book(storage.Counters, op.User, urs.rec.BookedMs(), op.By)
+	if t.r.cfg.EventLog {
+		p, n := halves(op.By)
+		t.logEvent(storage.Event{Type: storage.EventIncr, Kind: storage.Counters, Key: op.User, Idem: op.IdemKey, By: op.By,
+			P: p, N: n, Count: 1, HLC: urs.keyed().HLC})
+	}
 	return result(Result{})
 }
 

@@ -20,6 +20,7 @@ func TestAuditCoversBudgets(t *testing.T) {
 	ctx := context.Background()
 	for _, op := range []Op{
 		{Kind: OpGrant, Item: "pool", By: 20},
+		{Kind: OpGrant, Item: "shop", By: 10},
 		{Kind: OpSpend, Item: "pool", By: 2},
 		{Kind: OpSpend, Item: "pool", By: 3, IdemKey: "s1"},
 		{Kind: OpCashback, Item: "pool", By: 4, IdemKey: "p1", Merchant: "shop", User: "ann"},
@@ -29,7 +30,8 @@ func TestAuditCoversBudgets(t *testing.T) {
 		}
 	}
 	net.settle()
-	// B asks for rights, A gives (entries of A's in two inboxes), B spends.
+	// B asks for rights to the pool and the merchant's balance, A gives
+	// (entries of A's in two inboxes of each), B spends.
 	if _, err := b.Apply(ctx, Op{Kind: OpCashback, Item: "pool", By: 1, IdemKey: "p2", Merchant: "shop", User: "bob"}); err == nil {
 		t.Fatal("B spent rights it had not been given")
 	}
@@ -38,9 +40,9 @@ func TestAuditCoversBudgets(t *testing.T) {
 		t.Fatal(err)
 	}
 	net.settle()
-	// A: pool, pool~r0 (sent), pool~r1 (given), shop, ann. B: pool
-	// (spent), shop, bob.
-	for i, want := range []int{5, 3} {
+	// A: pool, pool~r0 (sent), pool~r1 (given), the same three of shop,
+	// ann. B: pool and shop (spent), bob.
+	for i, want := range []int{7, 3} {
 		rep, err := net.reps[i].Audit(0, "")
 		if err != nil || !rep.OK() || rep.Vectors != want {
 			t.Fatalf("%s: %+v, %v; want %d vectors audited", net.reps[i].ID(), rep, err, want)
@@ -55,8 +57,10 @@ func TestAuditCoversBudgets(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// A keeps the 9 it spent lately and gives half of the 2 it can spare.
-	if want := []string{"grant pool   20", "spend pool   2", "spend pool  s1 3", "spend pool  p1 4", "transfer pool r1  1"}; !slices.Equal(got, want) {
+	// A keeps the 9 (of shop: 4) it spent lately and gives half of the 2
+	// it can spare.
+	if want := []string{"grant pool   20", "grant shop   10", "spend pool   2", "spend pool  s1 3", "spend pool  p1 4", "spend shop  p1 4",
+		"transfer pool r1  1", "transfer shop r1  1"}; !slices.Equal(got, want) {
 		t.Fatalf("A's budget events:\n%q\nwant\n%q", got, want)
 	}
 	// One budget's audit covers its inboxes; an entry changed behind the

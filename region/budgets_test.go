@@ -193,8 +193,10 @@ func TestBudgetKeyedSpend(t *testing.T) {
 }
 
 // Cashback is all or nothing: a refused one changes no balance, a done one
-// moves the amount from merchant to user and spends it from the budget, a
-// retry is a duplicate.
+// spends the amount from the pool and from the merchant's budget and adds
+// it to the user, a retry is a duplicate. The merchant's balance is never
+// overdrawn: a cashback past it is refused with the budget's code, naming
+// the merchant.
 func TestCashbackAtomic(t *testing.T) {
 	ctx := context.Background()
 	r, _ := openReplica(t, t.TempDir(), "A", nil)
@@ -207,20 +209,34 @@ func TestCashbackAtomic(t *testing.T) {
 	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "pool", By: 8}); err != nil {
 		t.Fatal(err)
 	}
+	// The merchant's balance holds 1: a cashback of 5 would take it to −4.
+	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "shop", By: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cb("p1", 5); !errors.Is(err, ErrBudgetExhausted) || res.Refused != "shop" || res.Value != 1 || res.Merchant != 1 {
+		t.Fatalf("cashback past the merchant's balance: %+v %v", res, err)
+	}
+	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "shop", By: 5}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := cb("p1", 5)
-	if err != nil || res.Value != 3 || res.Merchant != -5 || res.UserValue != 5 {
+	if err != nil || res.Value != 3 || res.Merchant != 1 || res.UserValue != 5 {
 		t.Fatalf("cashback: %+v %v", res, err)
 	}
 	if res, err := cb("p1", 5); err != nil || !res.Duplicate || res.UserValue != 5 {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
-	if _, err := cb("p2", 5); !errors.Is(err, ErrBudgetExhausted) {
-		t.Fatalf("cashback past the pool: %v", err)
+	if res, err := cb("p2", 5); !errors.Is(err, ErrBudgetExhausted) || res.Refused != "" {
+		t.Fatalf("cashback past the pool: %+v %v", res, err)
 	}
-	for key, want := range map[string]int64{"shop": -5, "ann": 5} {
-		if rd, err := r.Counter(key); err != nil || rd.Value != want {
-			t.Fatalf("counter %s = %d (%v), want %d", key, rd.Value, err, want)
-		}
+	if res, err := cb("p2", 2); !errors.Is(err, ErrBudgetExhausted) || res.Refused != "shop" {
+		t.Fatalf("cashback past the merchant: %+v %v", res, err)
+	}
+	if rd, err := r.Counter("ann"); err != nil || rd.Value != 5 {
+		t.Fatalf("counter ann = %d (%v), want 5", rd.Value, err)
+	}
+	if rd, err := r.Budget("shop"); err != nil || rd.Remaining != 1 || rd.Granted != 6 || rd.Spent != 5 {
+		t.Fatalf("merchant %+v (%v), want 1 left of 6", rd, err)
 	}
 	// A key used on a balance alone is not a purchase.
 	if _, err := r.Apply(ctx, Op{Kind: OpIncr, Item: "ann", By: 1, IdemKey: "p3"}); err != nil {
@@ -232,6 +248,9 @@ func TestCashbackAtomic(t *testing.T) {
 	if rd, _ := r.Budget("pool"); rd.Remaining != 3 {
 		t.Fatalf("pool %+v after refusals", rd)
 	}
+	if _, err := r.Apply(ctx, Op{Kind: OpCashback, Item: "pool", Merchant: "pool", User: "ann", By: 1, IdemKey: "p4"}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("cashback whose merchant is its pool: %v", err)
+	}
 }
 
 // Property: under random grants, spends (keyed ones retried at several
@@ -239,7 +258,9 @@ func TestCashbackAtomic(t *testing.T) {
 // rights asked for and given as replication does, no replica ever sees a
 // negative remaining or holds negative rights, and once everything is
 // delivered all agree that exactly the acknowledged spends were spent
-// (each key once) and the balances add up. In the handoff runs, replica
+// (each key once) and the balances add up: the merchant's budget, spent by
+// cashbacks only, never below zero, and its remaining plus the user's
+// credits what was granted to it. In the handoff runs, replica
 // r0 hands its rights off at a random step and is retired at the end:
 // it must hold nothing, and the others must spend exactly what is left.
 func TestBudgetInvariantUnderRandomDelivery(t *testing.T) {
@@ -274,11 +295,14 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config), handoffA
 	var granted, spent, cashed int64
 	keyed := make(map[string]int64) // acknowledged keyed spends and cashbacks: key -> amount
 	amountOf := func(k int) int64 { return 1 + int64(k%3) }
+	var merchantGranted int64 // to the merchant's budget "m"
 	check := func(step int) string {
 		for i := range net.reps {
-			rd := net.budget(i, "b")
-			if rd.Remaining < 0 || rd.LocalRights < 0 {
-				return fmt.Sprintf("step %d: replica %d sees remaining %d, holds %d", step, i, rd.Remaining, rd.LocalRights)
+			for _, k := range []string{"b", "m"} {
+				rd := net.budget(i, k)
+				if rd.Remaining < 0 || rd.LocalRights < 0 {
+					return fmt.Sprintf("step %d: replica %d sees %s remaining %d, holds %d", step, i, k, rd.Remaining, rd.LocalRights)
+				}
 			}
 		}
 		return ""
@@ -296,10 +320,18 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config), handoffA
 		switch op := rng.IntN(12); {
 		case op == 0:
 			n := int64(1 + rng.IntN(10))
-			if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "b", By: n}); err != nil {
+			item := "b"
+			if rng.IntN(3) == 0 {
+				item = "m" // the merchant's balance
+			}
+			if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: item, By: n}); err != nil {
 				t.Fatal(err)
 			}
-			granted += n
+			if item == "m" {
+				merchantGranted += n
+			} else {
+				granted += n
+			}
 		case op <= 3:
 			n := int64(1 + rng.IntN(3))
 			_, err := r.Apply(ctx, Op{Kind: OpSpend, Item: "b", By: n})
@@ -359,10 +391,11 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config), handoffA
 		if held != rd.Remaining {
 			return fmt.Sprintf("replica %d: rights %v add up to %d, remaining %d", i, rd.Rights, held, rd.Remaining)
 		}
-		m, _ := net.reps[i].Counter("m")
+		m := net.budget(i, "m")
 		u, _ := net.reps[i].Counter("u")
-		if m.Value+u.Value != 0 || u.Value != cashed {
-			return fmt.Sprintf("replica %d: merchant %d + user %d, want user %d and a zero sum", i, m.Value, u.Value, cashed)
+		if m.Remaining+u.Value != merchantGranted || u.Value != cashed || m.Unreconciled != 0 {
+			return fmt.Sprintf("replica %d: merchant %+v + user %d, want user %d and a sum of %d granted to the merchant",
+				i, m, u.Value, cashed, merchantGranted)
 		}
 	}
 	if handoffAt >= 0 {

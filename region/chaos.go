@@ -35,6 +35,7 @@ const (
 	BugDropUnsynced       = "delete-before-sync"
 	BugToggleTwice        = "toggle-applies-twice"
 	BugMergeIgnoresAt     = "merge-ignores-client-time"
+	BugCashbackNoFloor    = "cashback-no-floor"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -131,6 +132,10 @@ type Chaos struct {
 	// later, in a region that had not heard of the unlike, wins wherever
 	// it is merged.
 	MergeIgnoresAt bool
+	// CashbackNoFloor: a cashback takes its amount from the merchant's
+	// balance whatever this replica holds of it, as before issue 34, so
+	// the merchant's balance goes below zero.
+	CashbackNoFloor bool
 }
 
 // ChaosDropUnsynced reports whether the bug DropUnsynced is on (for node,
@@ -159,14 +164,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
 		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts, DropUnsynced: bug == BugDropUnsynced,
-		ToggleTwice: bug == BugToggleTwice, MergeIgnoresAt: bug == BugMergeIgnoresAt}
+		ToggleTwice: bug == BugToggleTwice, MergeIgnoresAt: bug == BugMergeIgnoresAt, CashbackNoFloor: bug == BugCashbackNoFloor}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t cashback-no-floor=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt, c.CashbackNoFloor)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -195,6 +200,11 @@ func (r *Replica) chaosAckBeforeCommit(batch []*request) bool {
 // chaosSpendWithoutRights reports whether the bug SpendWithoutRights is on.
 func (r *Replica) chaosSpendWithoutRights() bool {
 	return buildtags.Chaos && r.cfg.Chaos.SpendWithoutRights
+}
+
+// chaosCashbackNoFloor reports whether the bug CashbackNoFloor is on.
+func (r *Replica) chaosCashbackNoFloor() bool {
+	return buildtags.Chaos && r.cfg.Chaos.CashbackNoFloor
 }
 
 // refundLoser is crdt.Spend.RefundLoser, unless the chaos build's

@@ -40,6 +40,7 @@ func TestChaosFromEnv(t *testing.T) {
 		{BugClockFollowsPeers, Chaos{ClockFollowsPeers: true}},
 		{BugEstimateUnbounded, Chaos{EstimateUnbounded: true}},
 		{BugAckUnheld, Chaos{AckUnheld: true}},
+		{BugCashbackNoFloor, Chaos{CashbackNoFloor: true}},
 		{"gossip-increments", Chaos{}}, // replication's, not ours
 	} {
 		want := tc.want
@@ -123,6 +124,14 @@ func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
 	bug := func(c *Config) { c.Chaos = Chaos{SpendWithoutRights: true} }
 	controlCaught(t, "spending without rights", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
+}
+
+// The CashbackNoFloor bug overdraws the merchant's balance in a chaos
+// build, caught by the budget property test's floor, and is ignored in
+// any other build.
+func TestCashbackNoFloorOnlyInChaosBuild(t *testing.T) {
+	bug := func(c *Config) { c.Chaos = Chaos{CashbackNoFloor: true} }
+	controlCaught(t, "cashback without the merchant's floor", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
 }
 
 // controlCaught runs a simulation with a chaos bug on six seeds: in a

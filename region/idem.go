@@ -95,8 +95,9 @@ func (r *Replica) sweep(ctx context.Context, done prometheus.Counter, page func(
 // idempotency TTL by this replica's clock: gone by rule, whether or not
 // swept yet. A like record never expires.
 func (r *Replica) KeyExpired(rec crdt.Record) bool {
-	if _, like := rec.(*crdt.LikeRecord); like {
-		return false
+	switch rec.(type) {
+	case *crdt.LikeRecord, *crdt.TypeMeta:
+		return false // only idempotency keys expire
 	}
 	return r.keyExpired(rec, r.pclock.NowMs())
 }

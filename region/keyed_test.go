@@ -113,6 +113,9 @@ func cloneRecord(r crdt.Record) crdt.Record {
 		return r.Clone()
 	case *crdt.Spend:
 		return r.Clone()
+	case *crdt.TypeMeta:
+		m := *r
+		return &m
 	}
 	panic("cloneRecord: a record of no known kind")
 }

@@ -100,8 +100,9 @@ const (
 	// OpSpend takes By from budget Item if this replica holds the rights
 	// to it, at most once per IdemKey if set (budgets.go).
 	OpSpend
-	// OpCashback spends By from budget Item, takes it from counter
-	// Merchant and adds it to counter User, once per IdemKey (required),
+	// OpCashback spends By from budget Item and from budget Merchant (the
+	// merchant's balance, spent like any budget: only rights this replica
+	// holds) and adds it to counter User, once per IdemKey (required),
 	// all or nothing (budgets.go).
 	OpCashback
 	// OpBlock blocks User (blocks.go): their likes stop counting and
@@ -113,8 +114,11 @@ const (
 	// if not liked, else an unlike, decided in one step of the writer, at
 	// most once per IdemKey if set (likes.go). It takes no At.
 	OpToggle
+	// OpType registers event type Item, or updates it, with Meta's owner,
+	// status and description (types.go).
+	OpType
 
-	numOpKinds = OpToggle + 1
+	numOpKinds = OpType + 1
 )
 
 func (k OpKind) String() string {
@@ -139,6 +143,8 @@ func (k OpKind) String() string {
 		return "unblock"
 	case OpToggle:
 		return "toggle"
+	case OpType:
+		return "type"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -158,9 +164,19 @@ type Op struct {
 	At int64
 	// IDs are the ids an OpUniques adds (1 to MaxUniqueIDs).
 	IDs []string
-	// Merchant is the counter an OpCashback takes By from (User is the
-	// counter it adds By to).
+	// Merchant is the budget an OpCashback takes By from, besides Item
+	// (User is the counter it adds By to).
 	Merchant string
+	// Meta is an OpType's owner, status and description (its stamp and
+	// origin are the writer's): a pointer, so that the ops of a batch,
+	// which never carry one otherwise, stay small.
+	Meta *crdt.TypeMeta
+	// Import: a backfilled event (a like, unlike, increment or unique
+	// add) whose At may be any time in the past, however old: it is
+	// counted in the totals and booked in the slots of every level that
+	// still keeps that time (flushBookings skips the others). At is still
+	// bounded by WindowConfig.Future.
+	Import bool
 }
 
 // Validate checks ids and bounds.
@@ -168,6 +184,21 @@ func (o *Op) Validate() error {
 	if o.Kind == OpBlock || o.Kind == OpUnblock {
 		if !crdt.ValidID(o.User) {
 			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		}
+		return nil
+	}
+	if o.Import && o.Kind != OpLike && o.Kind != OpUnlike && o.Kind != OpIncr && o.Kind != OpUniques {
+		return fmt.Errorf("%w: only likes, unlikes, increments and unique adds are imported, not %s", ErrInvalid, o.Kind)
+	}
+	if o.Kind == OpType {
+		if !crdt.ValidID(o.Item) {
+			return fmt.Errorf("%w: bad type name %q", ErrInvalid, o.Item)
+		}
+		if o.Meta == nil {
+			return fmt.Errorf("%w: a type needs its metadata", ErrInvalid)
+		}
+		if why := crdt.ValidTypeTexts(o.Meta.Owner, o.Meta.Status, o.Meta.Description); why != "" {
+			return fmt.Errorf("%w: %s", ErrInvalid, why)
 		}
 		return nil
 	}
@@ -220,7 +251,10 @@ func (o *Op) Validate() error {
 				return fmt.Errorf("%w: bad merchant %q or user %q", ErrInvalid, o.Merchant, o.User)
 			}
 			if o.Merchant == o.User {
-				return fmt.Errorf("%w: merchant and user are the same counter %q", ErrInvalid, o.User)
+				return fmt.Errorf("%w: merchant and user are the same balance %q", ErrInvalid, o.User)
+			}
+			if o.Merchant == o.Item {
+				return fmt.Errorf("%w: merchant and budget are the same budget %q", ErrInvalid, o.Item)
 			}
 		}
 	case OpUniques:
@@ -264,11 +298,19 @@ type Result struct {
 	// Rights is what this replica holds of a budget after a grant, spend
 	// or cashback (Value is the budget's remaining, as seen here).
 	Rights int64
-	// Merchant and UserValue are a cashback's two balances after it.
+	// Merchant and UserValue are a cashback's two balances after it (the
+	// merchant's budget's remaining as seen here, the user's counter).
 	Merchant, UserValue int64
+	// Refused names the budget a refused cashback could not cover when it
+	// is the merchant's ("" when it is the pool, Item): then Value and
+	// Rights are the merchant's.
+	Refused string
 	// Flag is the user's block flag after a block or unblock (Changed:
 	// the blocked state changed in this replica's view).
 	Flag crdt.Flag
+	// Meta is a type's metadata after an OpType (Changed: its texts
+	// changed in this replica's view).
+	Meta *crdt.TypeMeta
 }
 
 // VectorMerge carries a remote view of a vector to merge by max.

@@ -143,6 +143,9 @@ func ValidRecordName(item string, rec crdt.Record) bool {
 	if _, like := rec.(*crdt.LikeRecord); like && item == BlockRecordItem {
 		return true
 	}
+	if _, typ := rec.(*crdt.TypeMeta); typ || item == TypeRecordItem {
+		return typ && item == TypeRecordItem
+	}
 	if _, like := rec.(*crdt.LikeRecord); like {
 		return crdt.ValidItemName(item) // a hot item's part too
 	}
@@ -172,6 +175,8 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		return mergeInto(t, keyedKey(m.Item, m.User), in, (*recState).keyed)
 	case *crdt.Spend:
 		return mergeInto(t, spendKey(m.Item, m.User), in, (*recState).spend)
+	case *crdt.TypeMeta:
+		return t.mergeType(m.User, *in)
 	}
 	return fmt.Errorf("%w: record merge of %T", ErrInvalid, m.Rec)
 }

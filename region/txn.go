@@ -43,6 +43,7 @@ type txn struct {
 	counterTxn // counters.go
 	budgetTxn  // budgets.go and handoff.go
 	flagTxn    // blocks.go
+	typeTxn    // types.go
 	pageTxn    // uniques.go
 	bookingTxn // windows.go: slots
 	trendTxn   // trending.go
@@ -78,8 +79,8 @@ type part interface {
 //
 // A new data type adds its part to txn and here. (Likes and counters have
 // no hooks of their own: they write through the vectors and records.)
-func (t *txn) parts() [8]part {
-	return [...]part{&t.budgetTxn, &t.bookingTxn, &t.vectorTxn, &t.trendTxn, &t.flagTxn, &t.recordTxn, &t.pageTxn, &t.numberTxn}
+func (t *txn) parts() [9]part {
+	return [...]part{&t.budgetTxn, &t.bookingTxn, &t.vectorTxn, &t.trendTxn, &t.flagTxn, &t.typeTxn, &t.recordTxn, &t.pageTxn, &t.numberTxn}
 }
 
 // noHooks gives a part the hooks it does not need, as no-ops.
@@ -195,8 +196,14 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return Result{Err: err}
 	}
 	kinds[op.Kind]++ // Validate bounded Kind
-	if err := t.checkAt(op.At); err != nil {
+	if err := t.checkAt(op.At, op.Import); err != nil {
 		return Result{Err: err}
+	}
+	switch op.Kind {
+	case OpLike, OpUnlike, OpIncr, OpUniques:
+		if err := t.checkType(op.Item); err != nil {
+			return Result{Err: err}
+		}
 	}
 	switch op.Kind {
 	case OpLike, OpUnlike:
@@ -213,6 +220,8 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return t.applyCashback(op)
 	case OpBlock, OpUnblock:
 		return t.applyBlock(op.User, op.Kind == OpBlock)
+	case OpType:
+		return t.applyType(op)
 	default:
 		return t.applyIncr(op)
 	}

@@ -289,11 +289,14 @@ func (t *txn) flushBookings() error {
 }
 
 // checkAt checks a client-given event time against the replica's clock.
-func (t *txn) checkAt(atMs int64) error {
+func (t *txn) checkAt(atMs int64, imported bool) error {
 	if atMs == 0 {
 		return nil
 	}
 	c := t.r.cfg.Windows
+	if imported && atMs > 0 && atMs <= t.nowMs+c.Future.Milliseconds() {
+		return nil // a backfill: any past (Op.Import)
+	}
 	if atMs < t.nowMs-c.Past.Milliseconds() || atMs > t.nowMs+c.Future.Milliseconds() {
 		return fmt.Errorf("%w: %s is not within %v before and %v after this replica's clock (%s)", ErrBadTime,
 			time.UnixMilli(atMs).UTC().Format(time.RFC3339Nano), c.Past, c.Future, time.UnixMilli(t.nowMs).UTC().Format(time.RFC3339Nano))

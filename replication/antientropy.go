@@ -51,6 +51,10 @@ func (r *Replicator) servePage(data []byte) []byte {
 		Flag: func(user string, f crdt.Flag) {
 			pg.Records = append(pg.Records, Record{Item: region.BlockRecordItem, User: user, Rec: f.Record()})
 		},
+		// An event type's metadata travels as a record too (region.TypeRecordItem).
+		Type: func(name string, m crdt.TypeMeta) {
+			pg.Records = append(pg.Records, Record{Item: region.TypeRecordItem, User: name, Rec: &m})
+		},
 	})
 	if err != nil {
 		r.log.Error("serve page", "segment", q.Segment, "error", err)

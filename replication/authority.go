@@ -119,6 +119,8 @@ func (r *Replicator) vetRecord(sender string, rec crdt.Record, src source) (crdt
 		out, cut = rec.Restrict(keep)
 	case *crdt.Spend:
 		out, cut = rec.Restrict(keep)
+	case *crdt.TypeMeta:
+		out, cut = rec.Restrict(keep)
 	default:
 		return nil, false
 	}

@@ -61,6 +61,8 @@ func mergeRecord(cur, r crdt.Record) {
 		cur.Merge(r.(*crdt.KeyedRecord))
 	case *crdt.Spend:
 		cur.Merge(r.(*crdt.Spend))
+	case *crdt.TypeMeta:
+		cur.Merge(*r.(*crdt.TypeMeta))
 	}
 }
 

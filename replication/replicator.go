@@ -397,7 +397,11 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record, pages []OwnPage) []*D
 		d.Vectors = append(d.Vectors, v)
 	}
 	for _, rc := range recs {
-		d := next(len(rc.wireName()) + len(rc.User) + 24 + len(rc.Rec.Contributions())*40)
+		size := len(rc.wireName()) + len(rc.User) + 24 + len(rc.Rec.Contributions())*40
+		if m, ok := rc.Rec.(*crdt.TypeMeta); ok {
+			size += len(m.Origin) + len(m.Owner) + len(m.Status) + len(m.Description)
+		}
+		d := next(size)
 		d.Records = append(d.Records, rc)
 	}
 	for _, p := range pages {

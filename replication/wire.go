@@ -516,10 +516,18 @@ func (r *reader) records() []Record {
 		if r.err != nil {
 			break
 		}
-		// A spend travels under its budget key's spend name.
+		// A spend travels under its budget key's spend name, an event
+		// type's metadata under region.TypeRecordItem.
 		key, spend := crdt.SpendKey(rec.Item)
 		var err error
-		if rec.Rec, err = crdt.DecodeRecord(body, spend); err != nil {
+		if rec.Item == region.TypeRecordItem {
+			var m crdt.TypeMeta
+			m, err = crdt.DecodeTypeMeta(body)
+			rec.Rec = &m
+		} else {
+			rec.Rec, err = crdt.DecodeRecord(body, spend)
+		}
+		if err != nil {
 			r.fail("record %s/%s: %v", rec.Item, rec.User, err)
 			break
 		}

@@ -51,6 +51,10 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 		f := crdt.Flag{Blocked: rng.IntN(2) == 0, HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
 		d.Records = append(d.Records, Record{Item: region.BlockRecordItem, User: fmt.Sprint("user", i), Rec: f.Record()})
 	}
+	for i := range rng.IntN(3) {
+		m := &crdt.TypeMeta{Owner: "team", Status: crdt.TypeActive, Description: fmt.Sprint("type ", i), HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
+		d.Records = append(d.Records, Record{Item: region.TypeRecordItem, User: fmt.Sprint("video:", i), Rec: m})
+	}
 	return d
 }
 
@@ -153,6 +157,12 @@ func TestDecodersRejectGarbage(t *testing.T) {
 	cases["block flag with a contribution"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: flagWithContrib}}})
 	keyedFlag := &crdt.KeyedRecord{HLC: 5, Origin: "a", Amount: 1}
 	cases["keyed block flag"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: keyedFlag}}})
+	likeAsType := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "a"}
+	cases["like record as a type"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.TypeRecordItem, User: "t", Rec: likeAsType}}})
+	typeAsItem := &crdt.TypeMeta{Status: crdt.TypeActive, HLC: 5, Origin: "a"}
+	cases["type under an item's name"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "post1", User: "t", Rec: typeAsItem}}})
+	cases["type of an unknown status"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.TypeRecordItem, User: "t",
+		Rec: &crdt.TypeMeta{Status: "paused", HLC: 5, Origin: "a"}}}})
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
 			t.Errorf("%s: err %v, want ErrBadMessage", name, err)
@@ -191,6 +201,8 @@ func FuzzDecodePage(f *testing.F) {
 	f.Add(AppendPageRequest(nil, &PageRequest{Segment: 7, After: []byte("x")}))
 	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.BlockRecordItem, User: "u",
 		Rec: crdt.Flag{Blocked: true, HLC: 9, Origin: "eu-1"}.Record()}}}))
+	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.TypeRecordItem, User: "video",
+		Rec: &crdt.TypeMeta{Owner: "o", Status: crdt.TypeInactive, Description: "d", HLC: 9, Origin: "eu-1"}}}}))
 	f.Add(AppendPage(nil, &Page{Next: []byte("k"), Sketches: []SketchPage{{Kind: storage.Uniques, Name: "v", Replica: "r", Page: 3, Regs: randRegs(rng)},
 		{Kind: storage.UniquesWindows, Name: crdt.Slot{Key: "v", Width: 3600, Start: 0, Keep: 0}.Name(), Replica: "r", Page: 63, Regs: randRegs(rng)}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -36,14 +36,18 @@ const keyed = Count - 1
 // BlockRecordItem); its records live on Global.
 const FlagItem = "!"
 
+// TypeItem is the record item an event type's metadata travels under
+// (region's TypeRecordItem); its records live on Global.
+const TypeItem = "!t"
+
 // Of returns the shard of a vector or record name: a like's item, a
 // counter's key, a slot ("<key>#..."), a budget inbox ("<key>~<to>"), a
 // spend ("~<key>"), a sketch's name. Names whose base key is empty (family
-// totals) or FlagItem live on Global.
+// totals), FlagItem or TypeItem live on Global.
 func Of(name string) int {
 	name = strings.TrimPrefix(name, "~") // a spend: crdt.SpendName
 	base := crdt.BaseKey(name)
-	if base == "" || base == FlagItem {
+	if base == "" || base == FlagItem || base == TypeItem {
 		return Global
 	}
 	return int(Hash(base) % keyed)

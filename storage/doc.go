@@ -31,6 +31,8 @@
 //	                                       (crdt.SpendName)
 //	b<B>/f/<user>              crdt.Flag   a user's block flag; <B> is FlagSegment(user), and
 //	                                       the store keeps every flag in memory too
+//	b<B>/t/<name>              TypeMeta    an event type's metadata; <B> is TypeSegment(name),
+//	                                       and the store keeps every type in memory too
 //	x/<item>/<user>            (empty)     like record whose excess is not yet zero
 //	w/<key>/<idem>             (empty)     keyed record (or spend, ~<key>) whose excess is not yet zero
 //	e/<16 hex ms>/<key>/<idem> (empty)     a keyed record (or spend, ~<key>) by its register's wall

@@ -144,6 +144,11 @@ func (s *Store) loadDigests() error {
 				return errors.Join(fmt.Errorf("compute digests: %w", err), it.Close())
 			}
 		}
+		if len(key) > 7 && key[5] == prefixType && key[6] == '/' {
+			if err := s.loadType(key, it.Value()); err != nil {
+				return errors.Join(fmt.Errorf("compute digests: %w", err), it.Close())
+			}
+		}
 	}
 	if err := it.Close(); err != nil {
 		return fmt.Errorf("compute digests: %w", err)
@@ -163,6 +168,8 @@ type SegmentVisitor struct {
 	Sketch func(k Kind, name, replica string, page int, p *crdt.HLLPage)
 	// Flag receives a user's block flag.
 	Flag func(user string, f crdt.Flag)
+	// Type receives an event type's metadata.
+	Type func(name string, m crdt.TypeMeta)
 }
 
 // ScanSegment visits a segment's entries in key order, starting after the key
@@ -275,6 +282,18 @@ func visit(rest, val []byte, v SegmentVisitor) error {
 		if v.Flag != nil {
 			v.Flag(user, f)
 		}
+	case len(rest) > 2 && rest[0] == prefixType && rest[1] == '/':
+		name := string(rest[2:])
+		if !crdt.ValidID(name) {
+			return fmt.Errorf("malformed type key")
+		}
+		m, err := crdt.DecodeTypeMeta(val)
+		if err != nil {
+			return err
+		}
+		if v.Type != nil {
+			v.Type(name, m)
+		}
 	default:
 		return fmt.Errorf("unknown replicated key")
 	}
@@ -373,6 +392,8 @@ func segmentOfRest(rest []byte) (int, error) {
 		return VectorSegment(name), nil
 	case prefixFlag:
 		return FlagSegment(body), nil
+	case prefixType:
+		return TypeSegment(body), nil
 	}
 	return 0, errors.New("unknown replicated key")
 }

@@ -176,9 +176,12 @@ type Store struct {
 
 	commits atomic.Uint64 // batches committed since open (see WriteStats)
 
-	fmu    sync.RWMutex         // protects flags
-	flags  map[string]crdt.Flag // every committed block flag, by user (flags.go)
-	nflags atomic.Int64         // len(flags)
+	fmu    sync.RWMutex             // protects flags
+	flags  map[string]crdt.Flag     // every committed block flag, by user (flags.go)
+	nflags atomic.Int64             // len(flags)
+	tmu    sync.RWMutex             // protects types
+	types  map[string]crdt.TypeMeta // every committed event type, by name (types.go)
+	ntypes atomic.Int64             // len(types)
 }
 
 // memTableSlots is how many memtables the block cache makes room for:
@@ -261,7 +264,7 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
-		flags: make(map[string]crdt.Flag), bgErrors: bgErrors, stalls: stalled}
+		flags: make(map[string]crdt.Flag), types: make(map[string]crdt.TypeMeta), bgErrors: bgErrors, stalls: stalled}
 	if cfg.FS == nil {
 		s.dir = cfg.Dir
 	}
@@ -458,7 +461,8 @@ type Batch struct {
 
 	events []Event // logged by LogEvent, written by Commit
 
-	flags map[string]crdt.Flag // flags written (PutFlag), published by Commit
+	flags map[string]crdt.Flag     // flags written (PutFlag), published by Commit
+	types map[string]crdt.TypeMeta // types written (PutType), published by Commit
 }
 
 // digestDelta accumulates a batch's digest changes by segment. An array
@@ -581,6 +585,7 @@ func (b *Batch) Commit() error {
 		b.dx.touched = b.dx.touched[:0]
 	}
 	b.commitFlags()
+	b.commitTypes()
 	return nil
 }
 

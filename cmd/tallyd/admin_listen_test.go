@@ -21,6 +21,8 @@ var adminRoutes = []struct{ method, path, body string }{
 	{"GET", "/v1/blocks/alice", ""},
 	{"GET", "/v1/blocks", ""},
 	{"GET", "/v1/audit", ""},
+	{"POST", "/v1/admin/import", `{"type":"incr","key":"k"}`},
+	{"PUT", "/v1/types/video", `{"owner":"o"}`},
 	{"PUT", "/v1/admin/budgets/handoff", `{"to":"eu-1"}`},
 	{"GET", "/v1/admin/budgets/handoff", ""},
 	{"DELETE", "/v1/admin/budgets/handoff", ""},

@@ -73,6 +73,7 @@ func commands() map[string]command {
 		"lease-authority": {"be the only writer of the allocator's bucket, checking every replica's write", (*cli).leaseAuthority},
 		"milestones":      {"follow the milestones as an application, acknowledging each", (*cli).milestones},
 		"events":          {"read the regions' event streams: tail as JSON lines, sink into PostgreSQL or hourly files", (*cli).events},
+		"import":          {"backfill a file of events at their own times (POST /v1/admin/import)", (*cli).importFile},
 		"validate":        {"check a serve config and report every problem in it", (*cli).validate},
 		"version":         {"print the version", (*cli).version},
 		"dashboard":       {"serve the dashboard of replicas that run elsewhere (deploy/compose)", (*cli).dashboard},

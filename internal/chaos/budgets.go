@@ -13,13 +13,14 @@ import (
 	tallyclient "github.com/tally-dev/tally/client"
 )
 
-// Budgets. Clients grant small amounts to a few budgets (bud:1, bud:2 and
-// the cashback pool cb:pool) at random regions, and spend from them by 1
-// to 3 at random regions, so the budgets run out again and again and the
-// exhaustion edge is crossed while regions are cut apart. Half the spends
-// carry an idempotency key; every cashback does (it names the purchase:
-// spend from cb:pool, take from a merchant's counter m:N, credit a user's
-// counter cu:N, in one commit). A 409 (budget_exhausted, rights_elsewhere)
+// Budgets. Clients grant small amounts to a few budgets (bud:1, bud:2, the
+// merchants' balances m:1, m:2 and the cashback pool cb:pool) at random
+// regions, and spend from them by 1 to 3 at random regions, so the budgets
+// run out again and again and the exhaustion edge is crossed while regions
+// are cut apart. Half the spends carry an idempotency key; every cashback
+// does (it names the purchase: spend from cb:pool and from a merchant's
+// balance m:N, a budget too, credit a user's counter cu:N, in one
+// commit). A 409 (budget_exhausted, rights_elsewhere)
 // is a normal answer: nothing was spent. A rights_elsewhere is tried again
 // at the same region a moment later (the region asked its peers for
 // rights). A share of keyed spends and cashbacks (Config.RetryElsewhere),
@@ -42,15 +43,19 @@ import (
 // negative rights in its own view (local_rights). After the final heal
 // every region must read every budget alike, with nothing unreconciled,
 // rights ≥ 0 adding up to remaining, remaining ≥ 0 and within the model's
-// bounds; the cashback balances must conserve their sum (merchants + users
-// = 0 exactly), each within the model's bounds (each acknowledged purchase
-// once), and the users' credits must be exactly what the pool spent.
+// bounds. The merchants' balances are budgets, so all of that is their
+// floor: no view, during the run or after, may show a merchant below 0 or
+// a region holding negative rights to one. The accounts must conserve
+// their sum (what the merchants have left plus what the users were
+// credited is what was granted to the merchants), each user's credits
+// within the model's bounds (each acknowledged purchase once), and the
+// users' credits must be exactly what the pool spent.
 
 // Budget workload ids.
 const (
 	budgetSpendKeys   = 2 // bud:1, bud:2: spent by spends
 	cashbackPool      = "cb:pool"
-	cashbackMerchants = 2 // m:1, m:2
+	cashbackMerchants = 2 // m:1, m:2: budgets spent by cashbacks
 	cashbackUsers     = 3 // cu:1, cu:2, cu:3
 )
 
@@ -58,8 +63,9 @@ func budgetKeyID(i int) string    { return fmt.Sprintf("bud:%d", i+1) }
 func merchantID(i int) string     { return fmt.Sprintf("m:%d", i+1) }
 func cashbackUserID(i int) string { return fmt.Sprintf("cu:%d", i+1) }
 
-// budgetIDs are every budget the workload may touch (the spend keys, then
-// the pool): none if the mix has no budget operations.
+// budgetIDs are every budget the workload may touch (the spend keys, the
+// merchants' balances, then the pool): none if the mix has no budget
+// operations.
 func budgetIDs(cfg Config) []string {
 	if cfg.BudgetWeight == 0 {
 		return nil
@@ -68,11 +74,14 @@ func budgetIDs(cfg Config) []string {
 	for i := range budgetSpendKeys {
 		out = append(out, budgetKeyID(i))
 	}
+	for i := range cashbackMerchants {
+		out = append(out, merchantID(i))
+	}
 	return append(out, cashbackPool)
 }
 
-// cashbackCounters are the merchants' and the users' counters: none if the
-// mix has no budget operations.
+// cashbackCounters are the merchants' balances (budgets) and the users'
+// counters: none if the mix has no budget operations.
 func cashbackCounters(cfg Config) (merchants, users []string) {
 	if cfg.BudgetWeight == 0 {
 		return nil, nil
@@ -151,14 +160,13 @@ func (p *planner) budget() []*Op {
 	switch r := p.rng.IntN(15); {
 	case r < 3:
 		o.Kind, o.By = OpGrant, int64(minGrant+p.rng.IntN(maxGrant-minGrant+1))
-		o.Key = cashbackPool
-		if i := p.rng.IntN(budgetSpendKeys + 1); i < budgetSpendKeys {
-			o.Key = budgetKeyID(i)
-		}
+		ids := budgetIDs(c)
+		o.Key = ids[p.rng.IntN(len(ids))]
 	case r < 8:
 		o.Kind, o.Key, o.keyed = OpCashback, cashbackPool, true
 		o.Merchant, o.User = merchantID(p.rng.IntN(cashbackMerchants)), cashbackUserID(p.rng.IntN(cashbackUsers))
 		o.By = int64(1 + p.rng.IntN(maxBudgetSpend))
+		o.lag = p.lag() // the purchase's time, for the user's credit
 	default:
 		o.Kind, o.Key = OpSpend, budgetKeyID(p.rng.IntN(budgetSpendKeys))
 		o.By, o.keyed = int64(1+p.rng.IntN(maxBudgetSpend)), p.rng.IntN(2) == 0
@@ -189,6 +197,9 @@ func (p *planner) otherRegion(r string) string {
 // region answered the first attempt, to another one: it is acknowledged
 // if any attempt was.
 func (w *workload) execBudget(ctx context.Context, o *Op) {
+	if o.Kind == OpCashback {
+		o.At = eventTime(o.lag) // every attempt carries it
+	}
 	first, maybe := w.budgetAttempts(ctx, o, o.Region)
 	o.Outcome, o.Reason, o.Value = first.outcome, first.reason, first.value
 	if maybe {
@@ -257,7 +268,7 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 	case OpCashback:
 		var out api.Cashback
 		out, err = c.api.Cashback(ctx, tallyclient.CashbackRequest{Budget: o.Key, Merchant: o.Merchant, User: o.User,
-			Amount: o.By, IdempotencyKey: o.Idem})
+			Amount: o.By, IdempotencyKey: o.Idem, At: atOf(o.At)})
 		a.value, a.duplicate = out.Budget.Value, out.Duplicate
 	default:
 		return answer{outcome: OutcomeFailed, reason: "not a budget operation: " + string(o.Kind)}
@@ -358,10 +369,11 @@ func (b budgetBounds) remaining() bounds {
 // budgetModel is what the budgets and the cashback balances must be after
 // the final heal.
 type budgetModel struct {
+	// Budgets: a cashback is a spend of the pool and of its merchant's.
 	Budgets map[string]*budgetBounds
-	// Balances bound each cashback counter's value (merchants' negative).
+	// Balances bound each user's counter.
 	Balances map[string]bounds
-	// Merchants and Users are the cashback counters.
+	// Merchants are the merchants' budgets, Users the users' counters.
 	Merchants, Users []string
 }
 
@@ -373,7 +385,7 @@ func buildBudgetModel(ops []Op, keys, merchants, users []string) (budgetModel, [
 	for _, k := range keys {
 		m.Budgets[k] = &budgetBounds{}
 	}
-	for _, c := range slices.Concat(merchants, users) {
+	for _, c := range users {
 		m.Balances[c] = bounds{}
 	}
 	var vs []Violation
@@ -382,35 +394,40 @@ func buildBudgetModel(ops []Op, keys, merchants, users []string) (budgetModel, [
 		if !o.Kind.budgetOp() {
 			continue
 		}
-		b := m.Budgets[o.Key]
-		if b == nil {
-			b = &budgetBounds{}
-			m.Budgets[o.Key] = b
-		}
-		b.Refunds += o.By * int64(max(o.Applications-1, 0))
 		ok, maybe := o.Outcome == OutcomeOK, o.Outcome == OutcomeTimeout
-		switch {
-		case o.Kind == OpGrant && ok:
-			b.Granted += o.By
-		case o.Kind == OpGrant && maybe:
-			b.MaybeGranted += o.By
-		case ok:
-			b.Spent += o.By
-		case maybe:
-			b.MaybeSpent += o.By
-		case o.Outcome == OutcomeFailed && strings.HasPrefix(o.Reason, "http 4"):
+		spent := []string{o.Key}
+		if o.Kind == OpCashback {
+			spent = append(spent, o.Merchant)
+		}
+		for _, k := range spent {
+			b := m.Budgets[k]
+			if b == nil {
+				b = &budgetBounds{}
+				m.Budgets[k] = b
+			}
+			b.Refunds += o.By * int64(max(o.Applications-1, 0))
+			switch {
+			case o.Kind == OpGrant && ok:
+				b.Granted += o.By
+			case o.Kind == OpGrant && maybe:
+				b.MaybeGranted += o.By
+			case ok:
+				b.Spent += o.By
+			case maybe:
+				b.MaybeSpent += o.By
+			}
+		}
+		if o.Outcome == OutcomeFailed && strings.HasPrefix(o.Reason, "http 4") {
 			vs = append(vs, Violation{Kind: KindBudgets, Region: o.Region, Key: budgetName(o.Key), Op: o.ID,
 				Detail: fmt.Sprintf("%s of %d (idempotency key %q) answered %s", o.Kind, o.By, o.Idem, o.Reason)})
 		}
 		if o.Kind == OpCashback && (ok || maybe) {
-			mb, ub := m.Balances[o.Merchant], m.Balances[o.User]
-			mb.Lo -= o.By
+			ub := m.Balances[o.User]
 			ub.Hi += o.By
 			if ok {
-				mb.Hi -= o.By
 				ub.Lo += o.By
 			}
-			m.Balances[o.Merchant], m.Balances[o.User] = mb, ub
+			m.Balances[o.User] = ub
 		}
 	}
 	return m, vs
@@ -593,7 +610,7 @@ func checkBudgets(m budgetModel, st budgetState, keys []string) ([]Violation, bu
 			}
 		}
 	}
-	if _, ok := m.Budgets[cashbackPool]; ok && len(m.Users) > 0 {
+	if _, ok := m.Budgets[cashbackPool]; ok && len(m.Users) > 0 && len(m.Merchants) > 0 {
 		cvs, cn := checkCashback(m, st)
 		vs = append(vs, cvs...)
 		n.Reads += cn
@@ -601,17 +618,27 @@ func checkBudgets(m budgetModel, st budgetState, keys []string) ([]Violation, bu
 	return vs, n
 }
 
-// checkCashback checks the cashback balances in every region: each within
-// the model's bounds, merchants and users summing to zero, and the users'
-// credits what the pool spent.
+// checkCashback checks the cashback balances in every region: each user
+// within the model's bounds, what the merchants have left plus what the
+// users were credited what was granted to the merchants (the sum of the
+// accounts is constant: a cashback only moves an amount), and the users'
+// credits what the pool spent. The merchants' floor is their budgets'
+// (checkBudgets, and the sampler during the run).
 func checkCashback(m budgetModel, st budgetState) ([]Violation, int) {
 	var vs []Violation
 	n := 0
 	pool := *m.Budgets[cashbackPool]
+	var granted bounds // to the merchants
+	for _, c := range m.Merchants {
+		if b := m.Budgets[c]; b != nil {
+			granted.Lo += b.Granted
+			granted.Hi += b.Granted + b.MaybeGranted
+		}
+	}
 	for _, r := range st.Regions {
 		var merchants, users int64
 		whole := true
-		for _, c := range slices.Concat(m.Merchants, m.Users) {
+		for _, c := range m.Users {
 			rd, ok := st.Balances[r][c]
 			if !ok {
 				whole = false
@@ -627,11 +654,15 @@ func checkCashback(m budgetModel, st budgetState) ([]Violation, int) {
 			if b := m.Balances[c]; rd.Value < b.Lo || rd.Value > b.Hi {
 				bad("value %d, but the acknowledged cashbacks (each purchase once, and those with no answer) make it %s", rd.Value, b)
 			}
-			if slices.Contains(m.Merchants, c) {
-				merchants += rd.Value
-			} else {
-				users += rd.Value
+			users += rd.Value
+		}
+		for _, c := range m.Merchants {
+			b, ok := st.Budgets[r][c]
+			if !ok {
+				whole = false
+				continue
 			}
+			merchants += b.Remaining
 		}
 		b, ok := st.Budgets[r][cashbackPool]
 		if !whole || !ok {
@@ -640,8 +671,9 @@ func checkCashback(m budgetModel, st budgetState) ([]Violation, int) {
 		bad := func(format string, args ...any) {
 			vs = append(vs, Violation{Kind: KindBudgets, Region: r, Key: "cashback/" + cashbackPool, Detail: fmt.Sprintf(format, args...)})
 		}
-		if merchants+users != 0 {
-			bad("the merchants' balances sum to %d and the users' to %d: a cashback did not move its amount whole (the sum is %+d)", merchants, users, merchants+users)
+		if sum := merchants + users; sum < granted.Lo || sum > granted.Hi {
+			bad("the merchants have %d left and the users were credited %d, %d in all, but %s was granted to the merchants: a cashback did not move its amount whole",
+				merchants, users, sum, granted)
 		}
 		// The pool is spent by cashbacks only, so what the users were
 		// credited is what the pool's grants less its remaining say it
@@ -674,7 +706,7 @@ func checkBudgetsUntil(ctx context.Context, procs []*proc, ops []Op, cfg Config)
 		return nil, budgetChecked{}
 	}
 	merchants, users := cashbackCounters(cfg)
-	counters := slices.Concat(merchants, users)
+	counters := users // the merchants' balances are budgets, in keys
 	m, mvs := buildBudgetModel(ops, keys, merchants, users)
 	start := time.Now()
 	moved := start

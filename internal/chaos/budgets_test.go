@@ -38,7 +38,7 @@ func cashbackOp(id int64, region, merchant, user string, by int64, out Outcome) 
 }
 
 var (
-	testBudgets   = []string{"bud:1", cashbackPool}
+	testBudgets   = []string{"bud:1", "m:1", "m:2", cashbackPool}
 	testMerchants = []string{"m:1", "m:2"}
 	testUsers     = []string{"cu:1", "cu:2"}
 )
@@ -58,6 +58,8 @@ func budgetHistory() []Op {
 		budgetOp(6, OpSpend, "ap", "bud:1", 1, OutcomeTimeout), // maybe spent
 		budgetOp(7, OpSpend, "us", "bud:1", 1, OutcomeOK),
 		budgetOp(8, OpGrant, "us", cashbackPool, 6, OutcomeOK),
+		budgetOp(12, OpGrant, "us", "m:1", 4, OutcomeOK),
+		budgetOp(13, OpGrant, "eu", "m:2", 3, OutcomeOK),
 		cashbackOp(9, "us", "m:1", "cu:1", 2, OutcomeOK),
 		cashbackOp(10, "eu", "m:2", "cu:1", 3, OutcomeTimeout), // maybe
 		cashbackOp(11, "ap", "m:1", "cu:2", 1, OutcomeRefused),
@@ -80,31 +82,41 @@ func TestBudgetModelBounds(t *testing.T) {
 	if want := (budgetBounds{Granted: 6, Spent: 2, MaybeSpent: 3}); p != want {
 		t.Errorf("pool: %+v, want %+v", p, want)
 	}
-	for c, want := range map[string]bounds{"m:1": {-2, -2}, "m:2": {-3, 0}, "cu:1": {2, 5}, "cu:2": {0, 0}} {
+	// A cashback spends its merchant's balance as it spends the pool.
+	if m1, m2 := *m.Budgets["m:1"], *m.Budgets["m:2"]; m1 != (budgetBounds{Granted: 4, Spent: 2}) || m2 != (budgetBounds{Granted: 3, MaybeSpent: 3}) {
+		t.Errorf("merchants: %+v %+v", m1, m2)
+	}
+	for c, want := range map[string]bounds{"cu:1": {2, 5}, "cu:2": {0, 0}} {
 		if got := m.Balances[c]; got != want {
 			t.Errorf("%s: %v, want %v", c, got, want)
 		}
 	}
+	if len(m.Balances) != 2 {
+		t.Errorf("balances %v: the merchants' are budgets", m.Balances)
+	}
 	// A budget operation answered with another 4xx is a violation.
-	bad := keyedOp(12, OpSpend, "us", "bud:1", 1, OutcomeFailed)
+	bad := keyedOp(14, OpSpend, "us", "bud:1", 1, OutcomeFailed)
 	bad.Reason = "http 409 idempotency_mismatch"
-	if _, vs := buildBudgetModel(append(budgetHistory(), bad), testBudgets, testMerchants, testUsers); len(vs) != 1 || vs[0].Kind != KindBudgets || vs[0].Op != 12 {
+	if _, vs := buildBudgetModel(append(budgetHistory(), bad), testBudgets, testMerchants, testUsers); len(vs) != 1 || vs[0].Kind != KindBudgets || vs[0].Op != 14 {
 		t.Errorf("violations: %v", vs)
 	}
 }
 
 // budgetsEverywhere is a state where every region reads the budgets and
 // balances alike: bud:1 with granted g and spent s (rights all at us-1),
-// the pool with 6 granted and spent 2 + cu:1's extra credit, m:1 −2, m:2
-// −extra, cu:1 2 + extra.
+// the pool with 6 granted and spent 2 + cu:1's extra credit, the merchants
+// m:1 (4 granted, 2 spent) and m:2 (3 granted, extra spent), cu:1 2 +
+// extra.
 func budgetsEverywhere(g, s, extra int64) budgetState {
 	st := budgetState{Regions: regions3, Budgets: map[string]map[string]api.Budget{}, Balances: map[string]map[string]reading{}}
 	for _, r := range regions3 {
 		st.Budgets[r] = map[string]api.Budget{
 			"bud:1":      {Key: "bud:1", Remaining: g - s, Granted: g, Spent: s, Rights: map[string]int64{"us-1": g - s, "eu-1": 0}},
 			cashbackPool: {Key: cashbackPool, Remaining: 4 - extra, Granted: 6, Spent: 2 + extra, Rights: map[string]int64{"us-1": 4 - extra}},
+			"m:1":        {Key: "m:1", Remaining: 2, Granted: 4, Spent: 2, Rights: map[string]int64{"us-1": 2}},
+			"m:2":        {Key: "m:2", Remaining: 3 - extra, Granted: 3, Spent: extra, Rights: map[string]int64{"eu-1": 3 - extra}},
 		}
-		st.Balances[r] = map[string]reading{"m:1": {Value: -2}, "m:2": {Value: -extra}, "cu:1": {Value: 2 + extra}, "cu:2": {}}
+		st.Balances[r] = map[string]reading{"cu:1": {Value: 2 + extra}, "cu:2": {}}
 	}
 	return st
 }
@@ -118,7 +130,7 @@ func TestCheckBudgets(t *testing.T) {
 		budgetsEverywhere(6+2, 3+2, 0),  // op 4 refunded
 		budgetsEverywhere(10+2, 4+2, 3), // every maybe applied
 	} {
-		if vs, n := checkBudgets(m, st, testBudgets); len(vs) != 0 || n.Keys != 2 || n.Reads != 6+12 {
+		if vs, n := checkBudgets(m, st, testBudgets); len(vs) != 0 || n.Keys != 4 || n.Reads != 12+6 {
 			t.Fatalf("%+v: %v (%+v)", st.Budgets["us"], vs, n)
 		}
 	}
@@ -158,13 +170,20 @@ func TestCheckBudgets(t *testing.T) {
 			*st = budgetsEverywhere(5, 3, 0)
 		}, "budget/bud:1", "granted 5"},
 		{"not conserved", func(st *budgetState) {
-			st.Balances["eu"]["m:1"] = reading{Value: -1}
+			b := st.Budgets["eu"]["m:1"]
+			b.Remaining, b.Rights = 3, map[string]int64{"us-1": 3}
+			st.Budgets["eu"]["m:1"] = b
 		}, "cashback/cb:pool", "did not move its amount whole"},
+		{"merchant overdrawn", func(st *budgetState) {
+			for _, r := range regions3 {
+				st.Budgets[r]["m:1"] = api.Budget{Key: "m:1", Remaining: -1, Granted: 4, Spent: 5, Rights: map[string]int64{"us-1": -1}}
+			}
+		}, "budget/m:1", "below the bound 0"},
 		{"credited twice", func(st *budgetState) {
 			for _, r := range regions3 {
-				st.Balances[r]["cu:1"], st.Balances[r]["m:1"] = reading{Value: 4}, reading{Value: -4}
+				st.Balances[r]["cu:1"] = reading{Value: 6}
 			}
-		}, "counter/m:1", "each purchase once"},
+		}, "counter/cu:1", "each purchase once"},
 		{"credits not the pool's", func(st *budgetState) {
 			for _, r := range regions3 {
 				b := st.Budgets[r][cashbackPool]
@@ -237,6 +256,9 @@ func TestPlannerBudgetOps(t *testing.T) {
 		switch o.Kind {
 		case OpGrant:
 			kinds["grant"]++
+			if slices.Contains(merchants, o.Key) {
+				kinds["merchant grant"]++
+			}
 			if o.By < minGrant || o.By > maxGrant || o.keyed {
 				t.Fatalf("grant %+v", o)
 			}
@@ -268,6 +290,9 @@ func TestPlannerBudgetOps(t *testing.T) {
 		if kinds[k] < 50 {
 			t.Errorf("%d of %s in 600: %v", kinds[k], k, kinds)
 		}
+	}
+	if kinds["merchant grant"] < 10 {
+		t.Errorf("%d grants to the merchants' balances in 600: %v", kinds["merchant grant"], kinds)
 	}
 	if kinds["handoff"] < 5 {
 		t.Errorf("%d handoffs in 600: %v", kinds["handoff"], kinds)

@@ -37,7 +37,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
 	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
-	"toggle-applies-twice", "merge-ignores-client-time"}
+	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor"}
 
 // BugAckUnheld is the deliberate bug of a sharded region (Config.Replicas
 // above 1): a replica acknowledges a write of a key on a shard it does not

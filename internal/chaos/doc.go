@@ -55,11 +55,12 @@
 // is sent again to the same region until acknowledged, so the model knows
 // exactly which ids every key holds.
 //
-// Clients also grant and spend budgets (bud:1, bud:2 and the cashback
-// pool cb:pool): grants of 2 to 6 at random regions, spends of 1 to 3,
-// half of them with an idempotency key, and cashbacks of 1 to 3 from the
-// pool (merchant counters m:1, m:2 pay users' counters cu:1 to cu:3, one
-// key per purchase); a third of the grants and spends go as one-event
+// Clients also grant and spend budgets (bud:1, bud:2, the merchants'
+// balances m:1, m:2 and the cashback pool cb:pool): grants of 2 to 6 at
+// random regions, spends of 1 to 3, half of them with an idempotency key,
+// and cashbacks of 1 to 3 from the pool (each spends the pool and a
+// merchant's balance, which is never overdrawn, and credits a user's
+// counter cu:1 to cu:3, one key per purchase); a third of the grants and spends go as one-event
 // batches (POST /v1/events). Grants are small beside the spending, so the budgets
 // run out again and again, while regions are cut apart too. A 409
 // (budget_exhausted, rights_elsewhere) is a normal answer; a
@@ -146,9 +147,11 @@
 //     acknowledged spends (each idempotency key once) plus the maybe
 //     spends, and the same plus the maybe grants (granted and spent may
 //     both exceed the acknowledged amounts by the refunds of keys two
-//     regions applied, bounded by the model); the cashback balances
-//     conserve their sum exactly (merchants + users = 0), each within
-//     the model's bounds (each acknowledged purchase once), and the
+//     regions applied, bounded by the model), which for the merchants'
+//     balances is their floor; the accounts conserve their sum (what
+//     the merchants have left plus the users' credits is what was
+//     granted to the merchants), each user within the model's bounds
+//     (each acknowledged purchase once), and the
 //     users' credits are what the pool's grants less its remaining say
 //     it spent;
 //   - every restarted region became ready;

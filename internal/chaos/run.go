@@ -72,8 +72,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// The sampler also watches the cashback balances for rollbacks, and
 	// every region's view of every budget.
 	sampled := slices.Clone(r.keys)
-	merchants, users := cashbackCounters(cfg)
-	for _, c := range slices.Concat(merchants, users) {
+	_, users := cashbackCounters(cfg) // the merchants' balances are budgets
+	for _, c := range users {
 		sampled = append(sampled, key{ID: c})
 	}
 	r.s = newSampler(d, sampled, budgetIDs(cfg), cfg.SampleInterval, r.start)

@@ -349,6 +349,19 @@ func buildWindowModel(ops []Op) windowModel {
 	m := windowModel{Bookings: map[string][]windowBooking{}, Uncertain: map[string]bool{}}
 	for i := range ops {
 		o := &ops[i]
+		if o.Kind == OpCashback {
+			// The user's credit is a counter's, booked at the
+			// purchase's time (every attempt carries it; the refund of
+			// a second application is booked at the winner's, the
+			// same). The users' counters are in the family's total.
+			switch {
+			case o.Outcome == OutcomeOK && o.At != 0:
+				m.Bookings[totalKey] = append(m.Bookings[totalKey], windowBooking{By: o.By, Ats: []int64{o.At}})
+			case o.Outcome == OutcomeOK || o.Outcome == OutcomeTimeout:
+				m.Uncertain[totalKey] = true
+			}
+			continue
+		}
 		if o.Kind != OpIncr {
 			continue
 		}
@@ -377,6 +390,23 @@ func buildWindowModel(ops []Op) windowModel {
 		}
 	}
 	return m
+}
+
+// cashbackCredits is what the acknowledged cashbacks credited the users'
+// counters, and whether that is certain: no cashback went unanswered.
+func cashbackCredits(ops []Op) (int64, bool) {
+	var sum int64
+	certain := true
+	for i := range ops {
+		switch o := &ops[i]; {
+		case o.Kind != OpCashback:
+		case o.Outcome == OutcomeOK:
+			sum += o.By
+		case o.Outcome == OutcomeTimeout:
+			certain = false
+		}
+	}
+	return sum, certain
 }
 
 // slotGroups joins slots (unix seconds) that the model cannot tell
@@ -483,6 +513,9 @@ func checkWindows(ops []Op, keys []key, wants map[key]int64, ws windowState) ([]
 	for _, likes := range []bool{false, true} {
 		var sum int64
 		certain := true
+		if !likes { // the users' cashback credits are counters too
+			sum, certain = cashbackCredits(ops)
+		}
 		for _, k := range keys {
 			if k.Likes != likes || isApprox(k.ID) {
 				continue

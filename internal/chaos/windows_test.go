@@ -75,6 +75,31 @@ func TestWindowModelBooksEachAppliedIncrementAtItsEventTime(t *testing.T) {
 	}
 }
 
+// A cashback's credit is a user's counter's: in the family's total, at
+// the purchase's time; one with no answer makes the total uncertain.
+func TestWindowModelBooksCashbackCredits(t *testing.T) {
+	cb := cashbackOp(1, "us", "m:1", "cu:1", 2, OutcomeOK)
+	cb.At = t0 + 1500
+	refused := cashbackOp(2, "eu", "m:1", "cu:1", 3, OutcomeRefused)
+	refused.At = t0
+	m := buildWindowModel([]Op{incrAt(3, "us", "c", 5, t0+100, OutcomeOK, ""), cb, refused})
+	want, _ := expect(m.Bookings[totalKey], 1)
+	if len(m.Uncertain) != 0 || want[t0/1000] != 5 || want[t0/1000+1] != 2 || len(want) != 2 {
+		t.Errorf("total: %v (uncertain %v), want 5 then 2", want, m.Uncertain)
+	}
+	if sum, certain := cashbackCredits([]Op{cb, refused}); sum != 2 || !certain {
+		t.Errorf("credits %d %v", sum, certain)
+	}
+	lost := cashbackOp(4, "ap", "m:2", "cu:2", 1, OutcomeTimeout)
+	lost.At = t0
+	if m := buildWindowModel([]Op{cb, lost}); !m.Uncertain[totalKey] {
+		t.Errorf("uncertain: %v", m.Uncertain)
+	}
+	if _, certain := cashbackCredits([]Op{cb, lost}); certain {
+		t.Error("a lost cashback's credit is certain")
+	}
+}
+
 func TestCheckWindowsCountersExactPerSlot(t *testing.T) {
 	keys := []key{{ID: "c"}}
 	ops := []Op{

@@ -279,6 +279,8 @@ type TrendingRow struct {
 	// read failed, with the reason in Error.
 	Regions map[string]int64 `json:"regions,omitempty"`
 	Error   string           `json:"error,omitempty"`
+	// Meta is the item's event type (GET /v1/types), absent if none.
+	Meta *api.TypeMeta `json:"meta,omitempty"`
 }
 
 // TrendingView answers GET /api/trending.
@@ -330,7 +332,7 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	q := client.TrendingQuery{Kind: client.Kind(kind), Window: formDefault(r, "window", "10m"), N: n, Region: zone}
+	q := client.TrendingQuery{Kind: client.Kind(kind), Window: formDefault(r, "window", "10m"), N: n, Region: zone, Meta: true}
 	out := TrendingView{Kind: kind, Window: q.Window, Region: zone, Items: []TrendingRow{}}
 	var tr api.Trending
 	var src Target
@@ -372,7 +374,7 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 	out.Approx, out.Candidates, out.Capacity = tr.Approx, tr.Candidates, tr.Capacity
 	out.Items = make([]TrendingRow, len(tr.Items))
 	for i, it := range tr.Items {
-		out.Items[i] = TrendingRow{Item: it.Item, Count: it.Count}
+		out.Items[i] = TrendingRow{Item: it.Item, Count: it.Count, Meta: it.Meta}
 	}
 	// The split: each item's window over the list's own range (none for
 	// window=all, which has no range).

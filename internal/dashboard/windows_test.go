@@ -67,7 +67,7 @@ func (f *fakeRegion) windowRoutes(mux *http.ServeMux) {
 			bad(w, http.StatusBadRequest, "bad_time", "window "+win+" is not a duration")
 			return
 		}
-		if q.Get("kind") != "likes" || q.Get("n") != "10" {
+		if q.Get("kind") != "likes" || q.Get("n") != "10" || q.Get("with") != "meta" {
 			bad(w, http.StatusBadRequest, "bad_request", "unexpected query "+r.URL.RawQuery)
 			return
 		}
@@ -77,7 +77,7 @@ func (f *fakeRegion) windowRoutes(mux *http.ServeMux) {
 		}
 		switch f.name + "/" + q.Get("region") {
 		case "us/":
-			tr.Items = []api.TrendingItem{{Item: "v1", Count: 30}, {Item: "v2", Count: 12}}
+			tr.Items = []api.TrendingItem{{Item: "v1", Count: 30, Meta: &api.TypeMeta{Type: "v1", Owner: "media", Status: "inactive"}}, {Item: "v2", Count: 12}}
 		case "us/ap":
 			tr.Items = []api.TrendingItem{{Item: "v1", Count: 5}, {Item: "broken", Count: 2}}
 		case "eu/eu":
@@ -275,7 +275,7 @@ func TestDashboardTrending(t *testing.T) {
 	}
 	tv := decodeAs[TrendingView](t, raw)
 	wantItems := []TrendingRow{
-		{Item: "v1", Count: 30, Regions: map[string]int64{"us": 20, "eu": 7, "ap": 3}},
+		{Item: "v1", Count: 30, Regions: map[string]int64{"us": 20, "eu": 7, "ap": 3}, Meta: &api.TypeMeta{Type: "v1", Owner: "media", Status: "inactive"}},
 		{Item: "v2", Count: 12, Regions: map[string]int64{"us": 11, "sa": 1}},
 	}
 	if tv.Source != "us" || tv.Region != "" || tv.Window != "10m" || !reflect.DeepEqual(tv.Items, wantItems) ||
@@ -290,7 +290,7 @@ func TestDashboardTrending(t *testing.T) {
 	}
 	from, to := strconv.FormatInt(fakeT, 10), strconv.FormatInt(fakeT+600_000, 10)
 	reads := us.windowReads()
-	if len(reads) != 3 || reads[0] != "/v1/trending?kind=likes&n=10&window=10m" ||
+	if len(reads) != 3 || reads[0] != "/v1/trending?kind=likes&n=10&window=10m&with=meta" ||
 		!strings.HasPrefix(reads[1], "/v1/likes/v") || !strings.HasSuffix(reads[1], "/window?from="+from+"&to="+to) {
 		t.Errorf("us was asked %q", reads)
 	}
@@ -305,7 +305,7 @@ func TestDashboardTrending(t *testing.T) {
 		!reflect.DeepEqual(tv.Items[0].Regions, map[string]int64{"eu": 9}) || tv.Approx || len(tv.Errors) != 0 {
 		t.Errorf("region=eu: %+v", tv)
 	}
-	if got := eu.windowReads(); len(got) != 2 || got[0] != "/v1/trending?kind=likes&n=10&region=eu&window=10m" {
+	if got := eu.windowReads(); len(got) != 2 || got[0] != "/v1/trending?kind=likes&n=10&region=eu&window=10m&with=meta" {
 		t.Errorf("eu was asked %q", got)
 	}
 

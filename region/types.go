@@ -1,0 +1,180 @@
+package region
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
+	"github.com/tally-dev/tally/storage"
+)
+
+// Event types: a registry of metadata (crdt.TypeMeta: owner, status,
+// description) for counter keys and key prefixes, a last-writer-wins map
+// replicated like the block list. A type's metadata travels between
+// replicas as a record of (TypeRecordItem, name), so the fast path and
+// anti-entropy pages carry it as they carry a block flag. A key belongs to
+// the type crdt.TypeOf finds: the key itself or its longest registered
+// prefix ending at a ':'. Writes to a key whose type is inactive are
+// refused with ErrInactiveType, at every replica that has heard of the
+// status: a region cut off from the one that set it keeps taking them
+// until it hears.
+
+// TypeRecordItem is the record item a type's metadata travels under. No
+// item can be named so ('!' is not an id byte).
+const TypeRecordItem = shard.TypeItem
+
+// ErrInactiveType: the key's event type is inactive in this replica's
+// view; writes to it are refused.
+var ErrInactiveType = errors.New("region: the key's event type is inactive")
+
+// typeTxn is the batch's overlay of event types.
+type typeTxn struct {
+	noHooks
+	types map[string]*typeState
+}
+
+// typeState is the overlay of one type's metadata.
+type typeState struct {
+	orig, cur crdt.TypeMeta
+	dirty     bool
+	spread    bool // set by a local registration
+}
+
+// write adds the changed types to the batch, and to ch those this replica
+// set.
+func (tt *typeTxn) write(t *txn, ch *Changes) error {
+	for name, ts := range tt.types {
+		if !ts.dirty {
+			continue
+		}
+		t.b.PutType(name, ts.orig, ts.cur)
+		if ts.spread {
+			m := ts.cur
+			ch.Records = append(ch.Records, RecordChange{Item: TypeRecordItem, User: name, Rec: &m})
+		} else {
+			ch.Merged++
+		}
+	}
+	return nil
+}
+
+// typeMeta returns the overlay state of a type, loading it on first touch.
+func (t *txn) typeMeta(name string) *typeState {
+	if ts, ok := t.types[name]; ok {
+		return ts
+	}
+	m, _ := t.r.store.Type(name)
+	ts := &typeState{orig: m, cur: m}
+	if t.types == nil {
+		t.types = make(map[string]*typeState)
+	}
+	t.types[name] = ts
+	return ts
+}
+
+// lookupType is a name's metadata in the overlay's view.
+func (t *txn) lookupType(name string) (crdt.TypeMeta, bool) {
+	if ts, ok := t.types[name]; ok {
+		return ts.cur, !ts.cur.IsZero()
+	}
+	return t.r.store.Type(name)
+}
+
+// checkType refuses a write of key if its type is inactive in the
+// overlay's view.
+func (t *txn) checkType(key string) error {
+	if len(t.types) == 0 && !t.r.store.HasTypes() {
+		return nil // no type registered: the common case
+	}
+	name, m, ok := crdt.TypeOf(crdt.ItemOf(key), t.lookupType)
+	if ok && m.Inactive() {
+		return fmt.Errorf("%w: %q is of type %q", ErrInactiveType, key, name)
+	}
+	return nil
+}
+
+// applyType registers or updates a type at this replica: a fresh stamp,
+// origin self.
+func (t *txn) applyType(op *Op) Result {
+	ts := t.typeMeta(op.Item)
+	hlc := t.r.clock.Now(t.nowMs)
+	if hlc <= ts.cur.HLC {
+		hlc = ts.cur.HLC + 1 // as in applyBlock: the write must win
+	}
+	m := *op.Meta
+	m.HLC, m.Origin = hlc, t.r.self
+	changed := ts.cur.Owner != m.Owner || ts.cur.Status != m.Status || ts.cur.Description != m.Description
+	ts.cur = m
+	ts.dirty, ts.spread = true, true
+	return Result{Changed: changed, Meta: &m}
+}
+
+// mergeType folds a peer's type metadata in.
+func (t *txn) mergeType(name string, in crdt.TypeMeta) error {
+	if in.HLC.WallMs() > t.nowMs+maxClockDriftMs {
+		// As for flags (mergeFlag): a stamp far ahead would beat every
+		// later write until real time caught up with it.
+		t.r.metrics.refusedFuture.Inc()
+		return fmt.Errorf("%w: type stamped %v, more than %v ahead of our clock", ErrInvalid, in.HLC, maxClockDriftMs)
+	}
+	ts := t.typeMeta(name)
+	if t.r.accepting.Load() && in.Origin == t.r.self && in.Wins(ts.cur) {
+		// Only this replica writes types in its name once it acknowledges
+		// writes (during recovery this is how its own come back).
+		t.r.metrics.refusedOwn.Inc()
+		t.r.log.Warn("refused a peer's newer view of our own event type", "type", name)
+		return nil
+	}
+	t.r.clock.Observe(in.HLC)
+	if ts.cur.Merge(in) {
+		ts.dirty = true
+	}
+	return nil
+}
+
+// SetType registers an event type, or updates its metadata, in every
+// region: owner and description are free texts, status crdt.TypeActive
+// or crdt.TypeInactive.
+func (r *Replica) SetType(ctx context.Context, name, owner, status, description string) (Result, error) {
+	return r.do1(ctx, Op{Kind: OpType, Item: name, Meta: &crdt.TypeMeta{Owner: owner, Status: status, Description: description}})
+}
+
+// Type returns a type's metadata as this replica sees it (ok false if it
+// was never registered).
+func (r *Replica) Type(name string) (crdt.TypeMeta, bool, error) {
+	if !crdt.ValidID(name) {
+		return crdt.TypeMeta{}, false, fmt.Errorf("%w: bad type name %q", ErrInvalid, name)
+	}
+	if err := r.Err(); err != nil {
+		return crdt.TypeMeta{}, false, err
+	}
+	m, ok := r.store.Type(name)
+	return m, ok, nil
+}
+
+// TypeOf returns the type key belongs to (crdt.TypeOf; an item's part
+// belongs to its item's), ok false if none.
+func (r *Replica) TypeOf(key string) (name string, m crdt.TypeMeta, ok bool) {
+	if !r.store.HasTypes() {
+		return "", crdt.TypeMeta{}, false
+	}
+	return crdt.TypeOf(crdt.ItemOf(key), r.store.Type)
+}
+
+// Types lists up to limit types in name order after the name after (""
+// from the first); more reports whether any follow.
+func (r *Replica) Types(after string, limit int) ([]storage.Typed, bool, error) {
+	if after != "" && !crdt.ValidID(after) {
+		return nil, false, fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return nil, false, fmt.Errorf("%w: limit %d: want 1..%d", ErrInvalid, limit, MaxListLimit)
+	}
+	if err := r.Err(); err != nil {
+		return nil, false, err
+	}
+	out, more := r.store.Types(after, limit)
+	return out, more, nil
+}
