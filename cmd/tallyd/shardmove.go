@@ -21,7 +21,7 @@ import (
 func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) error {
 	var conn cliutil.NATSClient
 	var file, region, at, drain string
-	copies := 0
+	copies, maxMove := 0, 0
 	timeout := 10 * time.Minute
 	fs := newFlagSet("admin shards "+verb, func(fs *flag.FlagSet) {
 		conn.Bind(fs, "NATS server `url` of any region (required)", true)
@@ -32,6 +32,7 @@ func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) e
 			fs.IntVar(&copies, "copies", 0, "replicas holding each shard after the move (`n`; default: the config's shards copies)")
 			fs.StringVar(&drain, "drain", "", "comma-separated `replicas` to drain: afterwards they serve no keyed shard (drain: required)")
 		}
+		fs.IntVar(&maxMove, "max-move", 0, "move at most `n` shard copies at a time, each step synced, switched and settled before the next (0: no bound)")
 		fs.DurationVar(&timeout, "timeout", timeout, "give up after `duration` (the map is left in a phase safe to serve by; run again to finish)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -53,6 +54,8 @@ func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) e
 		return usagef("admin shards %s: --url is required: a replica of the region reports the move", verb)
 	case copies < 0:
 		return usagef("admin shards %s: --copies %d < 0", verb, copies)
+	case maxMove < 0:
+		return usagef("admin shards %s: --max-move %d < 0", verb, maxMove)
 	case verb == "drain" && drain == "":
 		return usagef("admin shards drain: --drain is required: the replicas to drain")
 	case timeout <= 0:
@@ -90,8 +93,18 @@ func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) e
 		return err
 	}
 	defer closeNATS()
-	res, err := tallynode.MoveShards(ctx, tallynode.MoveConfig{KV: kv, Target: target, Status: cl.Shards,
-		Progress: func(format string, args ...any) { fmt.Fprintf(c.stdout, format+"\n", args...) }})
+	res, err := tallynode.MoveShards(ctx, tallynode.MoveConfig{KV: kv, Target: target, Status: cl.Shards, MaxMove: maxMove,
+		Progress: func(format string, args ...any) { fmt.Fprintf(c.stdout, format+"\n", args...) },
+		Joined: func(_ context.Context, join shard.Map) error {
+			// A replica the config adds holds Global alone until its
+			// shards come: it finds itself listed now.
+			for _, r := range join.Replicas() {
+				if h, j := join.Held(r), join.Joining(r); h.Len() == 1 && j.Len() > 0 {
+					fmt.Fprintf(c.stdout, "region %s: start %s now if it is not running: the join map lists it\n", region, r)
+				}
+			}
+			return nil
+		}})
 	if err != nil {
 		return fmt.Errorf("admin shards %s: %w", verb, err)
 	}
@@ -102,10 +115,13 @@ func (c *cli) adminShardsMove(ctx context.Context, verb string, args []string) e
 
 const moveHelp = `
 Moves a region's shards while it serves, to the map its config's shards
-block computes (rebalance), with --copies holders each (move), or with
---drain replicas serving nothing (drain; they keep passive copies until
-retired). Writes the move's join map by compare-and-swap, waits until
-every joining replica has synced, writes the switch map, and waits until
-every replica that left shards compares equal with their holders. Every
-replica of the region must be up. See docs/operations.md, "Moving shards".
+block computes (rebalance: with a replica the block adds, the region
+grows), with --copies holders each (move), or with --drain replicas
+serving nothing (drain). Writes the move's join map by compare-and-swap,
+waits until every joining replica has synced, writes the switch map,
+waits until every replica that left shards compares equal with their
+holders, and writes the settled map (they drop the others' data of those
+shards). --max-move N runs it in steps of at most N shard copies. Every
+replica of the region must be up; a replica the config adds is started
+once the join map lists it. See docs/operations.md, "Moving shards".
 `
