@@ -11,12 +11,38 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
-// serveDigests answers a peer's digest request.
-func (r *Replicator) serveDigests([]byte) []byte {
-	return AppendDigests(nil, r.self, r.cfg.Store.Digests())
+// serveDigests answers a peer's digest request: every digest to an empty
+// one, those of the shards asked for to a DigestsRequest (none if the
+// summaries are equal). An empty reply means failure.
+func (r *Replicator) serveDigests(data []byte) []byte {
+	if len(data) == 0 {
+		return AppendDigests(nil, r.self, r.cfg.Store.Digests())
+	}
+	q, err := DecodeDigestsRequest(data)
+	if err != nil {
+		r.m.badMessages.Inc()
+		return nil
+	}
+	ours := r.cfg.Store.Digests()
+	if storage.RootOfShards(ours, &q.Shards) == q.Summary {
+		return AppendShardDigests(nil, &ShardDigests{Replica: r.self, Equal: true})
+	}
+	return AppendShardDigests(nil, &ShardDigests{Replica: r.self, Digests: shardDigests(ours, &q.Shards, nil)})
+}
+
+// shardDigests appends the digests d of the segments of shards ss, in
+// segment order.
+func shardDigests(d []uint64, ss *shard.Set, out []uint64) []uint64 {
+	for s := range shard.Count {
+		if ss.Has(s) {
+			out = append(out, d[s*storage.SegmentsPerShard:(s+1)*storage.SegmentsPerShard]...)
+		}
+	}
+	return out
 }
 
 // servePage answers a peer's page request. An empty reply means failure.
@@ -218,23 +244,31 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 		r.m.aeRootMatches.Inc()
 		return 0, false, nil
 	}
-	data, err := r.request(ctx, digestsSubject(p.id), nil)
-	if err != nil {
-		return 0, false, err
+	var ours, theirs []uint64
+	shared := shard.All()
+	if r.cfg.Shards == nil {
+		if theirs, err = r.allDigests(ctx, p.id); err != nil {
+			return 0, false, err
+		}
+		ours = r.cfg.Store.Digests()
+	} else {
+		shared = r.sharedShards(p.id)
+		if shared.Len() == 0 && r.recovered.Load() && !heard.IsZero() && r.cfg.Now().Sub(heard) <= r.cfg.PeerTimeout {
+			// Nothing to compare with a live peer: as a comparison that
+			// found every shared segment equal, without a message.
+			p.prevDiff, p.allEqual, p.equal, p.stablePulled = nil, false, p.equal[:0], true
+			return 0, false, nil
+		}
+		ours = r.cfg.Store.Digests()
+		if theirs, err = r.sharedDigests(ctx, p.id, &shared, ours); err != nil {
+			return 0, false, err
+		}
 	}
-	from, theirs, err := DecodeDigests(data)
-	if err != nil {
-		return 0, false, err
-	}
-	if from != p.id {
-		return 0, false, fmt.Errorf("digests from %q, asked %q", from, p.id)
-	}
-	ours := r.cfg.Store.Digests()
 	var stable, moving []int
 	diff := make(map[int]uint64)
 	p.allEqual, p.equal = false, p.equal[:0]
 	for b := range theirs {
-		if !r.shares(p.id, b) {
+		if !shared.Has(storage.SegmentShard(b)) {
 			continue
 		}
 		if theirs[b] == ours[b] {
@@ -261,6 +295,63 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	}
 	r.m.aeSegments.Add(float64(len(pull)))
 	return differing, left, nil
+}
+
+// allDigests asks peer id for every segment digest (unsharded).
+func (r *Replicator) allDigests(ctx context.Context, id string) ([]uint64, error) {
+	data, err := r.request(ctx, digestsSubject(id), nil)
+	if err != nil {
+		return nil, err
+	}
+	from, theirs, err := DecodeDigests(data)
+	if err != nil {
+		return nil, err
+	}
+	if from != id {
+		return nil, fmt.Errorf("digests from %q, asked %q", from, id)
+	}
+	return theirs, nil
+}
+
+// sharedDigests asks peer id for the digests of the segments of shards
+// shared only, and returns every segment's digest as the peer has it as
+// far as the caller compares them: the peer's for those segments, ours
+// for the others (and for every one if the summaries are equal). A peer
+// that predates DigestsRequest answers with all its digests.
+func (r *Replicator) sharedDigests(ctx context.Context, id string, shared *shard.Set, ours []uint64) ([]uint64, error) {
+	q := DigestsRequest{Shards: *shared, Summary: storage.RootOfShards(ours, shared)}
+	data, err := r.request(ctx, digestsSubject(id), AppendDigestsRequest(nil, &q))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) >= 2 && data[1] == typeDigests {
+		from, theirs, err := DecodeDigests(data)
+		if err == nil && from != id {
+			err = fmt.Errorf("digests from %q, asked %q", from, id)
+		}
+		return theirs, err
+	}
+	a, err := DecodeShardDigests(data)
+	if err != nil {
+		return nil, err
+	}
+	if a.Replica != id {
+		return nil, fmt.Errorf("digests from %q, asked %q", a.Replica, id)
+	}
+	theirs := slices.Clone(ours)
+	if a.Equal {
+		return theirs, nil
+	}
+	if want := shared.Len() * storage.SegmentsPerShard; len(a.Digests) != want {
+		return nil, fmt.Errorf("%d digests from %q, asked %d", len(a.Digests), id, want)
+	}
+	k := 0
+	for s := range shard.Count {
+		if shared.Has(s) {
+			k += copy(theirs[s*storage.SegmentsPerShard:(s+1)*storage.SegmentsPerShard], a.Digests[k:])
+		}
+	}
+	return theirs, nil
 }
 
 // pullConcurrency is how many segments are pulled from one peer at once.

@@ -23,7 +23,12 @@
 // (tally.ae.<replica>.digests), compares them with its own, and pages
 // through each differing segment (tally.ae.<replica>.page), merging what it
 // receives. Each side pulls, so after a round in both directions the
-// segments agree. Lost messages, a
+// segments agree. Sharded, a replica asks a peer only for the digests of
+// the segments of the shards both hold (segments nest in shards), with a
+// summary of its own over them: if the peer's is equal it answers "equal"
+// and no digest travels, and a live peer holding none of its shards is
+// not asked at all. Digest traffic then follows the shards a replica holds
+// and their holders, not every pair of replicas. Lost messages, a
 // partition of any length, a restarted replica and a brand-new one all
 // converge this way, with no operator action.
 //

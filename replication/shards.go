@@ -23,14 +23,18 @@ func (r *Replicator) holdsName(name string) bool {
 	return r.cfg.Shards == nil || r.cfg.Shards.Holds(r.self, shard.Of(name))
 }
 
-// shares reports whether this replica and peer both hold segment seg's
-// shard: only then do they compare it.
-func (r *Replicator) shares(peer string, seg int) bool {
-	if r.cfg.Shards == nil {
-		return true
+// sharedShards are the shards this replica and peer both hold: only their
+// segments do the two compare, and only their digests do they exchange
+// (a DigestsRequest), so a sharded replica's digest traffic grows with the
+// shards it holds times their holders, not with every pair of replicas.
+func (r *Replicator) sharedShards(peer string) shard.Set {
+	var ss shard.Set
+	for s := range shard.Count {
+		if r.cfg.Shards.Holds(r.self, s) && r.cfg.Shards.Holds(peer, s) {
+			ss.Add(s)
+		}
 	}
-	s := storage.SegmentShard(seg)
-	return r.cfg.Shards.Holds(r.self, s) && r.cfg.Shards.Holds(peer, s)
+	return ss
 }
 
 // StaleFor is Stale for the shard of one vector or record name: only the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -22,6 +23,12 @@ const (
 	typeDigests = 2
 	typePageReq = 3
 	typePage    = 4
+	// A sharded replica's digest request names the shards it compares
+	// (typeDigestsReq) and is answered with their digests only
+	// (typeShardDigests). An empty request, all there was before, still
+	// asks for every digest and gets typeDigests.
+	typeDigestsReq   = 5
+	typeShardDigests = 6
 )
 
 // ErrBadMessage wraps every wire decoding failure.
@@ -274,6 +281,138 @@ func DecodeDigests(p []byte) (replica string, digests []uint64, err error) {
 	return replica, digests, r.finish("digests")
 }
 
+// DigestsRequest asks a peer for the digests of the segments of some
+// shards only: those both replicas keep. Summary is the asker's
+// storage.RootOfShards over them; when the peer's is the same, the states
+// of those segments are (almost surely) equal and the answer carries no
+// digests. A peer that predates it ignores the request's body and answers
+// with every digest (AppendDigests), which the asker reads too.
+type DigestsRequest struct {
+	Shards  shard.Set
+	Summary uint64
+}
+
+// ShardDigests answers a DigestsRequest: Equal if the summaries were,
+// else the digests of the requested shards' segments, in segment order.
+type ShardDigests struct {
+	Replica string
+	Equal   bool
+	Digests []uint64
+}
+
+// AppendDigestsRequest encodes q. The shards go as runs: how many, then
+// for each the gap since the end of the one before (from shard 0 for the
+// first) and its length less one, uvarints.
+func AppendDigestsRequest(b []byte, q *DigestsRequest) []byte {
+	b = append(b, wireV1, typeDigestsReq)
+	b = appendShardSet(b, &q.Shards)
+	return binary.LittleEndian.AppendUint64(b, q.Summary)
+}
+
+// DecodeDigestsRequest decodes an AppendDigestsRequest encoding.
+func DecodeDigestsRequest(p []byte) (*DigestsRequest, error) {
+	r := reader{b: p}
+	r.header(typeDigestsReq)
+	q := &DigestsRequest{Shards: r.shardSet()}
+	q.Summary = r.u64()
+	return q, r.finish("digests request")
+}
+
+// AppendShardDigests encodes d.
+func AppendShardDigests(b []byte, d *ShardDigests) []byte {
+	b = append(b, wireV1, typeShardDigests)
+	b = appendStr(b, d.Replica)
+	if d.Equal {
+		return append(b, 1)
+	}
+	b = append(b, 0)
+	b = binary.AppendUvarint(b, uint64(len(d.Digests)))
+	for _, x := range d.Digests {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	return b
+}
+
+// DecodeShardDigests decodes an AppendShardDigests encoding. Whether the
+// digests are as many as the request's shards have segments is the
+// asker's to check.
+func DecodeShardDigests(p []byte) (*ShardDigests, error) {
+	r := reader{b: p}
+	r.header(typeShardDigests)
+	d := &ShardDigests{Replica: r.id()}
+	switch eq := r.byte(); {
+	case r.err != nil:
+	case eq == 1:
+		d.Equal = true
+	case eq != 0:
+		r.fail("equal flag %d", eq)
+	default:
+		n := r.count()
+		if r.err == nil && (n == 0 || n > storage.Segments || n%storage.SegmentsPerShard != 0) {
+			r.fail("%d digests, want a whole number of shards' segments", n)
+		}
+		if r.err == nil && n*8 > len(r.b) {
+			r.fail("truncated digests")
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			d.Digests = append(d.Digests, r.u64())
+		}
+	}
+	return d, r.finish("shard digests")
+}
+
+// appendShardSet writes ss as runs (AppendDigestsRequest).
+func appendShardSet(b []byte, ss *shard.Set) []byte {
+	type run struct{ start, n int }
+	var runs []run
+	for s := 0; s < shard.Count; s++ {
+		if !ss.Has(s) {
+			continue
+		}
+		if k := len(runs) - 1; k >= 0 && runs[k].start+runs[k].n == s {
+			runs[k].n++
+		} else {
+			runs = append(runs, run{s, 1})
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(runs)))
+	next := 0
+	for _, r := range runs {
+		b = binary.AppendUvarint(b, uint64(r.start-next))
+		b = binary.AppendUvarint(b, uint64(r.n-1))
+		next = r.start + r.n
+	}
+	return b
+}
+
+// shardSet reads what appendShardSet writes: runs in order, apart (two
+// that touch would be one), within 0..shard.Count-1.
+func (r *reader) shardSet() shard.Set {
+	var ss shard.Set
+	n := r.uvarint()
+	if r.err == nil && n > shard.Count/2 {
+		r.fail("%d shard runs", n)
+		return ss
+	}
+	next := uint64(0)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		gap, more := r.uvarint(), r.uvarint()
+		switch {
+		case r.err != nil:
+		case i > 0 && gap == 0:
+			r.fail("shard runs touch")
+		case gap >= shard.Count || more >= shard.Count || next+gap+more >= shard.Count:
+			r.fail("shard run past %d", shard.Count-1)
+		default:
+			for s := next + gap; s <= next+gap+more; s++ {
+				ss.Add(int(s))
+			}
+			next += gap + more + 1
+		}
+	}
+	return ss
+}
+
 // AppendPageRequest encodes q.
 func AppendPageRequest(b []byte, q *PageRequest) []byte {
 	b = append(b, wireV1, typePageReq)
@@ -386,6 +525,19 @@ func (r *reader) u64() uint64 {
 	}
 	x := binary.LittleEndian.Uint64(r.b)
 	r.b = r.b[8:]
+	return x
+}
+
+func (r *reader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated")
+		return 0
+	}
+	x := r.b[0]
+	r.b = r.b[1:]
 	return x
 }
 

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -255,4 +257,116 @@ func TestAntiEntropyRequestBytesAreFixed(t *testing.T) {
 	if got, want := hex.EncodeToString(d), "01020475732d310201000000000000000200000000000000"; got != want {
 		t.Errorf("digests %s, want %s", got, want)
 	}
+	// Shards 3, 4, 5 and 1023, summary 9: two runs, (3, 2) and (1017, 0).
+	var ss shard.Set
+	for _, s := range []int{3, 4, 5, 1023} {
+		ss.Add(s)
+	}
+	dq := AppendDigestsRequest(nil, &DigestsRequest{Shards: ss, Summary: 9})
+	if got, want := hex.EncodeToString(dq), "0105020302f907000900000000000000"; got != want {
+		t.Errorf("digests request %s, want %s", got, want)
+	}
+	eq := AppendShardDigests(nil, &ShardDigests{Replica: "us-1", Equal: true})
+	if got, want := hex.EncodeToString(eq), "01060475732d3101"; got != want {
+		t.Errorf("equal shard digests %s, want %s", got, want)
+	}
+	sd := AppendShardDigests(nil, &ShardDigests{Replica: "us-1", Digests: []uint64{1, 2, 3, 4}})
+	if got, want := hex.EncodeToString(sd), "01060475732d3100040100000000000000020000000000000003000000000000000400000000000000"; got != want {
+		t.Errorf("shard digests %s, want %s", got, want)
+	}
+}
+
+// A digests request carries any set of shards and its summary, and its
+// answer either equal or the digests of whole shards.
+func TestShardDigestsRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	sets := []shard.Set{{}, shard.All()}
+	var alt, one shard.Set
+	for s := 0; s < shard.Count; s += 2 {
+		alt.Add(s) // the most runs a set has
+	}
+	one.Add(shard.Count - 1)
+	sets = append(sets, alt, one)
+	for range 50 {
+		var ss shard.Set
+		for range rng.IntN(300) {
+			ss.Add(rng.IntN(shard.Count))
+		}
+		sets = append(sets, ss)
+	}
+	for _, ss := range sets {
+		q := &DigestsRequest{Shards: ss, Summary: rng.Uint64()}
+		got, err := DecodeDigestsRequest(AppendDigestsRequest(nil, q))
+		if err != nil || *got != *q {
+			t.Fatalf("request of %d shards came back as %d shards (%v)", ss.Len(), got.Shards.Len(), err)
+		}
+		if ss.Len() == 0 {
+			continue
+		}
+		a := &ShardDigests{Replica: "eu-1", Digests: make([]uint64, ss.Len()*storage.SegmentsPerShard)}
+		for i := range a.Digests {
+			a.Digests[i] = rng.Uint64()
+		}
+		back, err := DecodeShardDigests(AppendShardDigests(nil, a))
+		if err != nil || !reflect.DeepEqual(back, a) {
+			t.Fatalf("answer of %d digests came back changed (%v)", len(a.Digests), err)
+		}
+	}
+	bad := map[string][]byte{
+		"runs that touch":        {wireV1, typeDigestsReq, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"run past the last":      {wireV1, typeDigestsReq, 1, 0x80, 0x08, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+		"run long past the last": {wireV1, typeDigestsReq, 1, 1, 0xff, 0x07, 0, 0, 0, 0, 0, 0, 0, 0},
+		"too many runs":          {wireV1, typeDigestsReq, 0x81, 0x04},
+		"no summary":             {wireV1, typeDigestsReq, 0},
+		"summary and more":       {wireV1, typeDigestsReq, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+	}
+	for name, data := range bad {
+		if _, err := DecodeDigestsRequest(data); !errors.Is(err, ErrBadMessage) {
+			t.Errorf("request with %s: err %v, want ErrBadMessage", name, err)
+		}
+	}
+	id := []byte{wireV1, typeShardDigests, 4, 'u', 's', '-', '1'}
+	badAnswers := map[string][]byte{
+		"flag 2":                append(slices.Clone(id), 2),
+		"equal and digests":     append(slices.Clone(id), 1, 4, 0, 0, 0, 0, 0, 0, 0, 0),
+		"no digests, not equal": append(slices.Clone(id), 0, 0),
+		"part of a shard":       append(slices.Clone(id), 0, 1, 1, 0, 0, 0, 0, 0, 0, 0),
+		"fewer than counted":    append(slices.Clone(id), 0, 4, 1, 0, 0, 0, 0, 0, 0, 0),
+		"more than every shard": append(slices.Clone(id), 0, 0x84, 0x20),
+		"no flag":               slices.Clone(id),
+	}
+	for name, data := range badAnswers {
+		if _, err := DecodeShardDigests(data); !errors.Is(err, ErrBadMessage) {
+			t.Errorf("answer with %s: err %v, want ErrBadMessage", name, err)
+		}
+	}
+}
+
+func FuzzDecodeDigestsRequest(f *testing.F) {
+	var ss shard.Set
+	for _, s := range []int{0, 1, 2, 9, 700, 1023} {
+		ss.Add(s)
+	}
+	f.Add(AppendDigestsRequest(nil, &DigestsRequest{Shards: ss, Summary: 42}))
+	f.Add(AppendDigestsRequest(nil, &DigestsRequest{Shards: shard.All()}))
+	f.Add(AppendShardDigests(nil, &ShardDigests{Replica: "us-1", Equal: true}))
+	f.Add(AppendShardDigests(nil, &ShardDigests{Replica: "us-1", Digests: make([]uint64, 2*storage.SegmentsPerShard)}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if q, err := DecodeDigestsRequest(data); err == nil {
+			again, err := DecodeDigestsRequest(AppendDigestsRequest(nil, q))
+			if err != nil || *again != *q {
+				t.Fatalf("re-encode changed the request: %v", err)
+			}
+		} else if !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error not ErrBadMessage: %v", err)
+		}
+		if a, err := DecodeShardDigests(data); err == nil {
+			again, err := DecodeShardDigests(AppendShardDigests(nil, a))
+			if err != nil || !reflect.DeepEqual(again, a) {
+				t.Fatalf("re-encode changed the answer: %v", err)
+			}
+		} else if !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error not ErrBadMessage: %v", err)
+		}
+	})
 }

@@ -111,7 +111,29 @@ func (s *Store) Root() uint64 {
 func rootOf(d []uint64) uint64 {
 	var r uint64
 	for i, x := range d {
-		r ^= mix64(x + uint64(i)*0x9e3779b97f4a7c15)
+		r ^= segmentRoot(i, x)
+	}
+	return r
+}
+
+// segmentRoot is segment i's part of a root: where a digest sits counts,
+// so differences in two segments do not cancel.
+func segmentRoot(i int, x uint64) uint64 { return mix64(x + uint64(i)*0x9e3779b97f4a7c15) }
+
+// RootOfShards folds the digests d (as Digests returns them) of the
+// segments of shards ss only, as Root folds all: two stores whose
+// segments of ss agree have equal ones. Over every shard it is Root.
+// Sharded replicas hold different shards, so their roots differ; this
+// compares what two of them share.
+func RootOfShards(d []uint64, ss *shard.Set) uint64 {
+	var r uint64
+	for s := range shard.Count {
+		if !ss.Has(s) {
+			continue
+		}
+		for i := s * SegmentsPerShard; i < (s+1)*SegmentsPerShard; i++ {
+			r ^= segmentRoot(i, d[i])
+		}
 	}
 	return r
 }

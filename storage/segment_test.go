@@ -197,3 +197,36 @@ func TestDigestsOfAbandonedBatch(t *testing.T) {
 		t.Fatal("incremental digests differ from a scan after abandoned batches")
 	}
 }
+
+// RootOfShards folds exactly the segments of its shards: over every shard
+// it is Root, a change in a segment of another shard leaves it, and one in
+// its own shards moves it.
+func TestRootOfShards(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	d := make([]uint64, Segments)
+	for i := range d {
+		d[i] = rng.Uint64()
+	}
+	all := shard.All()
+	if got, want := RootOfShards(d, &all), rootOf(d); got != want {
+		t.Fatalf("over every shard %x, Root %x", got, want)
+	}
+	var ss shard.Set
+	for range 50 {
+		ss.Add(rng.IntN(shard.Count))
+	}
+	var none shard.Set
+	if got := RootOfShards(d, &none); got != 0 {
+		t.Errorf("over no shard %x, want 0", got)
+	}
+	before := RootOfShards(d, &ss)
+	for range 200 {
+		seg := rng.IntN(Segments)
+		e := slices.Clone(d)
+		e[seg] ^= 1 << rng.IntN(64)
+		moved := RootOfShards(e, &ss) != before
+		if in := ss.Has(SegmentShard(seg)); moved != in {
+			t.Fatalf("segment %d (its shard in the set: %v) changed: root moved %v", seg, in, moved)
+		}
+	}
+}

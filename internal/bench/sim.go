@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/tally-dev/tally/internal/poll"
@@ -275,6 +276,7 @@ type simDeployment struct {
 	net   *replication.MemNetwork
 	wire  *wireCounter
 	maps  shard.Maps
+	view  *simView
 	nodes []*simNode
 	// holders[r][s] are the indices in nodes of region r's holders of
 	// shard s.
@@ -309,7 +311,8 @@ func startSim(ctx context.Context, cfg simConfig) (_ *simDeployment, err error) 
 		d.maps = append(d.maps, m)
 		ids = append(ids, members...)
 	}
-	view := newSimView(d.maps)
+	d.view = newSimView(d.maps)
+	view := d.view
 	// Each store's record filter is sized for the records it will hold.
 	held := int64(cfg.Likes) * int64(cfg.Copies) / int64(cfg.Replicas)
 	filter := max(held*2, 64<<10)
@@ -386,26 +389,36 @@ func startSim(ctx context.Context, cfg simConfig) (_ *simDeployment, err error) 
 }
 
 // simView is shard.Maps as a replicator's ShardView, each replica's set
-// looked up once: the same answers, without the search of every map that
-// Maps.Holds makes for each of a digest comparison's 4096 segments (which
-// took a sixth of the simulation's CPU).
-type simView map[string]*shard.Set
+// of kept shards (shard.Map.Keeps) looked up once: the same answers,
+// without the search of every map that Maps.Holds makes for each shard
+// compared (which took a sixth of the simulation's CPU). The move phase
+// swaps in the maps of a move.
+type simView struct {
+	p atomic.Pointer[map[string]*shard.Set]
+}
 
-func newSimView(maps shard.Maps) simView {
-	v := simView{}
+func newSimView(maps shard.Maps) *simView {
+	v := &simView{}
+	v.set(maps)
+	return v
+}
+
+// set makes maps the view, at once for every replicator.
+func (v *simView) set(maps shard.Maps) {
+	kept := map[string]*shard.Set{}
 	for _, m := range maps {
 		for _, id := range m.Replicas() {
-			held := m.Held(id)
-			v[id] = &held
+			k := m.Keeps(id)
+			kept[id] = &k
 		}
 	}
-	return v
+	v.p.Store(&kept)
 }
 
 // Holds implements replication.ShardView as shard.Maps does: a replica in
 // no map holds every shard.
-func (v simView) Holds(replica string, s int) bool {
-	set, ok := v[replica]
+func (v *simView) Holds(replica string, s int) bool {
+	set, ok := (*v.p.Load())[replica]
 	return !ok || set.Has(s)
 }
 

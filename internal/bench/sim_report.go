@@ -61,6 +61,24 @@ func printSim(out io.Writer, r simResult) error {
 	fmt.Fprintf(out, "  after the heal every replicator converged in %s, and %d touched items read exact at every holder in %s\n",
 		secs(c.ConvergedSeconds), c.Checked, secs(c.ExactSeconds))
 
+	if m := r.Move; m != nil {
+		fmt.Fprintf(out, "\nmove: %s from %d to %d copies (%d shard copies gain a holder, nothing written meanwhile): every joining replica synced in %s;\n",
+			m.Region, m.CopiesFrom, m.CopiesTo, m.ShardCopies, secs(m.Seconds))
+		fmt.Fprintf(out, "  %d bytes of shard data moved (the region's stores, compacted, before and after), %d bytes on the wire\n",
+			m.StoredBytes, m.Wire.total())
+		fmt.Fprintf(out, "  (segment pages %d, digests %d, fast path %d); %d items checked at their new holders\n",
+			m.Wire.Pages, m.Wire.Digests, m.Wire.Delivered, m.Checked)
+		fmt.Fprintf(out, "  per GB of shard data at this rate: %.0f s, %.2f GB on the wire\n", m.SecondsPerGB, m.WireBytesPerGB/1e9)
+	}
+
+	im := r.Idle.Model
+	fmt.Fprintf(out, "\nidle digest exchanges per replica per anti-entropy interval: %.0f bytes measured (%d replicas, %s idle, every %s)\n",
+		r.Idle.DigestBytesPerReplica, n, secs(r.Idle.Seconds), secs(r.AEInterval))
+	fmt.Fprintf(out, "  computed for %s over the run's maps: %d peers, %.1f shards shared with each on average: %d bytes idle,\n",
+		im.Replica, im.Peers, im.Shared, im.Idle)
+	fmt.Fprintf(out, "  %d with every shared segment differing; every digest to every peer (before shared-shard exchanges): %d\n",
+		im.Full, im.Before)
+
 	fmt.Fprintln(out, "\none item's vector by its number of writers (one entry each):")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "writers\tstored bytes\tper entry\tAE page bytes\t")
@@ -78,11 +96,19 @@ func printSim(out io.Writer, r simResult) error {
 	fmt.Fprintf(out, "  fast path per like  ~ unchanged (a like reaches the regions × copies = %d holders of its shard): %.1f bytes\n",
 		r.Regions*r.Copies, p.FastBytesPerLike)
 	w := r.Idle.Wire
-	perDigest, perBeat := float64(w.Digests)/float64(max(w.DigestMsgs, 1)), float64(w.Delivered)/float64(max(w.DeliveredMsgs, 1))
-	fmt.Fprintf(out, "  idle traffic        ~ N(N-1) pairs × (one digest exchange, %.0f bytes, every %s + one heartbeat, %.0f bytes, every %s)\n",
-		perDigest, secs(r.AEInterval), perBeat, secs(simHeartbeat.Seconds()))
-	fmt.Fprintf(out, "                        = %.0f + %.0f bytes/s at N=%d (measured here at N=%d, %s idle: %.0f + %.0f bytes/s)\n",
-		p.DigestBytesPerSec, p.HeartbeatBytesPerSec, r.Regions*p.Replicas, n, secs(r.Idle.Seconds),
+	perBeat := float64(w.Delivered) / float64(max(w.DeliveredMsgs, 1))
+	pm := p.Model
+	fmt.Fprintf(out, "  idle digests        ~ N × one replica's exchanges an interval, computed at N=%d: %d peers, %.2f shards shared with each on average,\n",
+		r.Regions*p.Replicas, pm.Peers, pm.Shared)
+	fmt.Fprintf(out, "                        %d bytes idle (%d with every shared segment differing; every digest to every peer: %d)\n",
+		pm.Idle, pm.Full, pm.Before)
+	fmt.Fprintf(out, "                        = %.0f bytes/s every %s\n", p.DigestBytesPerSec, secs(r.AEInterval))
+	fmt.Fprintf(out, "  heartbeats          ~ N(N-1) × %.0f bytes every %s = %.0f bytes/s\n", perBeat, secs(simHeartbeat.Seconds()), p.HeartbeatBytesPerSec)
+	fmt.Fprintf(out, "  (measured here at N=%d, %s idle: %.0f digest + %.0f fast-path bytes/s)\n", n, secs(r.Idle.Seconds),
 		float64(w.Digests)/max(r.Idle.Seconds, 1e-9), float64(w.Delivered)/max(r.Idle.Seconds, 1e-9))
+	if m := r.Move; m != nil {
+		fmt.Fprintf(out, "  moving 1 GB of shard data: ~%.0f s and %.2f GB on the wire at the rate measured here (one process, shared cores)\n",
+			m.SecondsPerGB, m.WireBytesPerGB/1e9)
+	}
 	return nil
 }

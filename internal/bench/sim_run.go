@@ -32,6 +32,7 @@ type simResult struct {
 	Stored       simStored     `json:"stored"`
 	Idle         simIdle       `json:"idle"`
 	Cut          simCut        `json:"cut"`
+	Move         *simMove      `json:"move,omitempty"`
 	Vectors      []simVector   `json:"vectors"`
 	Projection   simProjection `json:"projection"`
 }
@@ -78,6 +79,61 @@ type simReplicaBytes struct {
 type simIdle struct {
 	Seconds float64   `json:"seconds"`
 	Wire    wireBytes `json:"wire"`
+	// DigestBytesPerReplica is the digest exchanges' bytes per replica
+	// per anti-entropy interval, measured.
+	DigestBytesPerReplica float64 `json:"ae_digest_bytes_per_replica_interval"`
+	// Model is the same computed from the encoders over the run's maps.
+	Model simDigestModel `json:"model"`
+}
+
+// simDigestModel is what one replica's digest exchanges with all its
+// peers weigh in one anti-entropy interval, computed from the wire
+// encoders over shard maps (not measured): idle (every shared segment
+// equal: a request naming the shared shards, with a summary, and an
+// "equal"), with every shared segment's digest (everything differs), and
+// as before DigestsRequest (every digest to every peer).
+type simDigestModel struct {
+	Replica string  `json:"replica"`
+	Peers   int     `json:"peers"`
+	Shared  float64 `json:"mean_shared_shards"`
+	Idle    int64   `json:"idle_bytes"`
+	Full    int64   `json:"all_differing_bytes"`
+	Before  int64   `json:"every_digest_bytes"`
+}
+
+// digestModel computes simDigestModel for replica id of maps, whose
+// every other replica is a peer.
+func digestModel(maps shard.Maps, id string) simDigestModel {
+	kept := func(r string) shard.Set {
+		for _, m := range maps {
+			if slices.Contains(m.Replicas(), r) {
+				return m.Keeps(r)
+			}
+		}
+		return shard.All()
+	}
+	own := kept(id)
+	full := len(replication.AppendDigests(nil, id, make([]uint64, storage.Segments)))
+	res := simDigestModel{Replica: id}
+	var shared int
+	for _, p := range maps.Replicas() {
+		if p == id {
+			continue
+		}
+		ss := own.And(kept(p))
+		res.Peers++
+		shared += ss.Len()
+		res.Before += int64(full)
+		if ss.Len() == 0 {
+			continue // a live peer sharing nothing is not asked
+		}
+		req := int64(len(replication.AppendDigestsRequest(nil, &replication.DigestsRequest{Shards: ss})))
+		res.Idle += req + int64(len(replication.AppendShardDigests(nil, &replication.ShardDigests{Replica: p, Equal: true})))
+		res.Full += req + int64(len(replication.AppendShardDigests(nil, &replication.ShardDigests{Replica: p,
+			Digests: make([]uint64, ss.Len()*storage.SegmentsPerShard)})))
+	}
+	res.Shared = float64(shared) / float64(max(res.Peers, 1))
+	return res
 }
 
 // simCut is the cut of the first region from the others and its heal.
@@ -109,11 +165,14 @@ type simVector struct {
 
 // simProjection scales the measured figures to more replicas per region.
 type simProjection struct {
-	Replicas             int     `json:"replicas_per_region"`
-	BytesPerReplica      float64 `json:"bytes_per_replica"`
-	FastBytesPerLike     float64 `json:"fast_path_bytes_per_like"`
-	DigestBytesPerSec    float64 `json:"idle_ae_digest_bytes_per_second"`
-	HeartbeatBytesPerSec float64 `json:"idle_fast_path_bytes_per_second"`
+	Replicas          int     `json:"replicas_per_region"`
+	BytesPerReplica   float64 `json:"bytes_per_replica"`
+	FastBytesPerLike  float64 `json:"fast_path_bytes_per_like"`
+	DigestBytesPerSec float64 `json:"idle_ae_digest_bytes_per_second"`
+	// Model is one replica's digest exchanges an interval at that size
+	// (shard.Assign's maps of every region).
+	Model                simDigestModel `json:"digest_model"`
+	HeartbeatBytesPerSec float64        `json:"idle_fast_path_bytes_per_second"`
 }
 
 // simVectorItems is how many items each vector size is measured over.
@@ -152,7 +211,14 @@ func runSim(ctx context.Context, cfg simConfig, out io.Writer) (res simResult, e
 		return res, err
 	}
 	res.Idle = simIdle{Seconds: cfg.Idle.Seconds(), Wire: d.wire.snapshot().since(w0)}
+	if intervals := cfg.Idle.Seconds() / cfg.AEInterval.Seconds(); intervals > 0 {
+		res.Idle.DigestBytesPerReplica = float64(res.Idle.Wire.Digests) / float64(len(d.nodes)) / intervals
+	}
+	res.Idle.Model = digestModel(d.maps, d.maps[0].Replicas()[0])
 	if err := d.runCut(ctx, &res.Cut, out); err != nil {
+		return res, err
+	}
+	if res.Move, err = d.runMove(ctx, out); err != nil {
 		return res, err
 	}
 	if res.Vectors, err = d.measureVectors(ctx, out); err != nil {
@@ -623,10 +689,15 @@ func (d *simDeployment) measureVector(ctx context.Context, writers int) (_ simVe
 //   - fast-path bytes per like stay: a like's delta reaches the
 //     regions × copies holders of its shard, however many replicas a
 //     region has;
-//   - the idle traffic grows with the pairs of replicas: every replica
-//     heartbeats to every other each second and compares digests with
-//     each every anti-entropy interval, N(N−1) of each for N replicas in
-//     all, at the bytes of one measured here.
+//   - every replica heartbeats to every other each second, N(N−1)
+//     heartbeats for N replicas in all, at the bytes of one measured
+//     here;
+//   - each anti-entropy interval every replica sends each peer it shares
+//     a shard with (every one: all hold the global shard) a request
+//     naming the shards they share, and idle gets "equal" back: the
+//     bytes of one replica's requests and answers are computed from the
+//     wire encoders over shard.Assign's maps at that size (digestModel),
+//     times N.
 func project(r simResult, replicas int) simProjection {
 	n := float64(r.Regions * replicas)
 	p := simProjection{
@@ -637,13 +708,32 @@ func project(r simResult, replicas int) simProjection {
 		p.FastBytesPerLike = float64(r.Load.Wire.Delivered) / float64(r.Likes)
 	}
 	w := r.Idle.Wire
-	if w.DigestMsgs > 0 && r.AEInterval > 0 {
-		p.DigestBytesPerSec = float64(w.Digests) / float64(w.DigestMsgs) * n * (n - 1) / r.AEInterval
+	if r.AEInterval > 0 {
+		p.Model = simProjectModel(r.Regions, replicas, r.Copies)
+		p.DigestBytesPerSec = float64(p.Model.Idle) * n / r.AEInterval
 	}
 	if w.DeliveredMsgs > 0 {
 		p.HeartbeatBytesPerSec = float64(w.Delivered) / float64(w.DeliveredMsgs) * n * (n - 1) / simHeartbeat.Seconds()
 	}
 	return p
+}
+
+// simProjectModel is digestModel for the first replica of regions
+// regions of replicas replicas each, as shard.Assign maps them.
+func simProjectModel(regions, replicas, copies int) simDigestModel {
+	var maps shard.Maps
+	for i := range regions {
+		var members []string
+		for j := range replicas {
+			members = append(members, simReplica(i, j))
+		}
+		m, err := shard.Assign(simRegion(i), members, min(copies, replicas))
+		if err != nil {
+			return simDigestModel{}
+		}
+		maps = append(maps, m)
+	}
+	return digestModel(maps, simReplica(0, 0))
 }
 
 // simHeartbeat is the replicators' heartbeat interval (their default).

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/shard"
 )
 
 func TestParseSim(t *testing.T) {
@@ -83,12 +85,30 @@ func TestSim(t *testing.T) {
 		if r.Cut.ConvergedSeconds <= 0 || r.Cut.ExactSeconds < r.Cut.ConvergedSeconds {
 			t.Errorf("%d replicas: heal converged in %.3fs, exact in %.3fs", r.Replicas, r.Cut.ConvergedSeconds, r.Cut.ExactSeconds)
 		}
+		// The last region goes to three copies: every shard it held twice
+		// gains a holder (the global shard, held by all, none), which
+		// pulls it; the checked items of those shards read the same there.
+		if m := r.Move; m == nil || m.CopiesTo != 3 || m.ShardCopies != shard.Count-1 || m.StoredBytes <= 0 || m.Wire.Pages <= 0 ||
+			m.Checked == 0 || m.SecondsPerGB <= 0 {
+			t.Errorf("%d replicas: move %+v: want %d shard copies moved, stored bytes gained, pages pulled, items checked", r.Replicas, m, shard.Count-1)
+		}
+		// Idle, a replica's digest exchanges name the shared shards and
+		// get "equal": a small part of every digest to every peer.
+		if im := r.Idle.Model; im.Peers != 2*r.Replicas-1 || im.Idle <= 0 || im.Idle*10 > im.Before || im.Full <= im.Idle {
+			t.Errorf("%d replicas: digest model %+v", r.Replicas, im)
+		}
 	}
 	if six.Stored.Median >= three.Stored.Median {
 		t.Errorf("bytes per replica: %d with 6 replicas a region, not below %d with 3 (copies 2)", six.Stored.Median, three.Stored.Median)
 	}
 	if p := project(six, 100); p.BytesPerReplica >= float64(six.Stored.Median) {
 		t.Errorf("projection to 100 replicas a region: %.0f bytes each, not below the %d measured at 6", p.BytesPerReplica, six.Stored.Median)
+	}
+	// At 100 replicas a region each shares few shards with each peer:
+	// idle, its digest exchanges weigh less per peer than at 6.
+	if p := project(six, 100); p.Model.Peers != 199 || p.Model.Shared >= six.Idle.Model.Shared ||
+		float64(p.Model.Idle)/199 >= float64(six.Idle.Model.Idle)/float64(six.Idle.Model.Peers) {
+		t.Errorf("projection to 100 replicas a region: digest model %+v, at 6 %+v", p.Model, six.Idle.Model)
 	}
 	v := three.Vectors
 	if len(v) != 3 || v[0].Writers != 1 || v[2].Writers != 6 {

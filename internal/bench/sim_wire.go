@@ -59,6 +59,10 @@ func (w wireBytes) since(o wireBytes) wireBytes {
 // AE is every anti-entropy byte, both ways.
 func (w wireBytes) AE() int64 { return w.Digests + w.Pages + w.Other }
 
+// total is every byte that crossed between replicas: the fast path as
+// delivered, and anti-entropy.
+func (w wireBytes) total() int64 { return w.Delivered + w.AE() }
+
 // countingTransport is one replica's transport, counted into c. Its own
 // messages coming back to it (a replica subscribes to every replica's
 // heartbeat subject, its own included) are not counted as delivered:
