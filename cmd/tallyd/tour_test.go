@@ -53,27 +53,35 @@ import (
 //	<!-- tour:nocheck REASON -->   the block runs, its outputs are not checked
 //	<!-- tour:vary KEY... -->      the values of these keys are not compared
 //	<!-- tour:banner -->           the block is what `make run` prints
-func TestTour(t *testing.T) {
+func TestTour(t *testing.T) { runTourDoc(t, "tour.md") }
+
+// TestComingFromTheDesignNotes runs docs/design-notes.md as TestTour runs
+// the tour: every route and payload of the product's design notes, next
+// to tally's, with what tally answers.
+func TestComingFromTheDesignNotes(t *testing.T) { runTourDoc(t, "design-notes.md") }
+
+// runTourDoc runs docs/<name> as the tour (see TestTour).
+func runTourDoc(t *testing.T, name string) {
 	if testing.Short() {
 		t.Skip("builds tallyd and runs a three-region deployment")
 	}
-	raw, err := os.ReadFile("../../docs/tour.md")
+	raw, err := os.ReadFile("../../docs/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks, err := parseTour(string(raw))
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	bin := buildTallyd(t)
 	dir := t.TempDir()
 	base := freePorts(t, 9) // one run of ports, so the three kinds cannot overlap
-	d := &tourDeployment{bin: bin, dir: dir, http: base, nats: base + 3, resp: base + 6}
+	d := &tourDeployment{doc: name, bin: bin, dir: dir, http: base, nats: base + 3, resp: base + 6}
 	sh := startShell(t, dir, filepath.Dir(bin))
 	for _, b := range blocks {
 		switch {
 		case b.skip != "":
-			t.Logf("tour.md:%d: skipped: %s", b.line, b.skip)
+			t.Logf("%s:%d: skipped: %s", name, b.line, b.skip)
 			continue
 		case b.banner:
 			checkBanner(t, b, d)
@@ -131,7 +139,7 @@ func parseTour(doc string) ([]tourBlock, error) {
 				next.banner = true
 			}
 			if (m[1] == "skip" || m[1] == "nocheck") && m[2] == "" {
-				return nil, fmt.Errorf("tour.md:%d: tour:%s without a reason", i+1, m[1])
+				return nil, fmt.Errorf("line %d: tour:%s without a reason", i+1, m[1])
 			}
 			continue
 		}
@@ -194,15 +202,15 @@ func splitCommands(body []string, first int) ([]tourCmd, error) {
 		}
 	}
 	if len(pending) > 0 {
-		return nil, fmt.Errorf("tour.md:%d: a command bash cannot parse: %s", first+len(body)-len(pending), strings.Join(pending, "\n"))
+		return nil, fmt.Errorf("line %d: a command bash cannot parse: %s", first+len(body)-len(pending), strings.Join(pending, "\n"))
 	}
 	return cmds, nil
 }
 
 // tourDeployment is the `tallyd local` process the tour runs against.
 type tourDeployment struct {
-	bin, dir         string
-	http, nats, resp int // the first region's ports; the others follow
+	doc, bin, dir    string // doc: the file run, in docs/
+	http, nats, resp int    // the first region's ports; the others follow
 	dashboard        int
 	banner           []string
 	proc             *exec.Cmd
@@ -346,7 +354,7 @@ func (d *tourDeployment) runStep(t *testing.T, sh *tourShell, b tourBlock, c tou
 		d.start(t)
 		return
 	}
-	where := fmt.Sprintf("tour.md:%d: %s", c.line, c.text)
+	where := fmt.Sprintf("%s:%d: %s", d.doc, c.line, c.text)
 	pats, err := parseExpect(d.subst(strings.Join(c.expect, "\n")))
 	if err != nil {
 		t.Fatalf("%s\n  output comment: %v", where, err)
@@ -406,12 +414,12 @@ func checkBanner(t *testing.T, b tourBlock, d *tourDeployment) {
 		}
 	}
 	if len(want) != len(d.banner) {
-		t.Errorf("tour.md:%d: the banner has %d lines, tallyd local printed %d:\n%s", b.line, len(want), len(d.banner), strings.Join(d.banner, "\n"))
+		t.Errorf("%s:%d: the banner has %d lines, tallyd local printed %d:\n%s", d.doc, b.line, len(want), len(d.banner), strings.Join(d.banner, "\n"))
 		return
 	}
 	for i, w := range want {
 		if !globMatch(strings.TrimRight(w, " "), strings.TrimRight(d.banner[i], " ")) {
-			t.Errorf("tour.md:%d: banner line %d:\n  tour: %s\n  got:  %s", b.line, i+1, w, d.banner[i])
+			t.Errorf("%s:%d: banner line %d:\n  tour: %s\n  got:  %s", d.doc, b.line, i+1, w, d.banner[i])
 		}
 	}
 }
