@@ -3,9 +3,7 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,53 +30,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	d := startConfig(t, cfg)
 	waitReady(t, d.URLs())
 
-	var (
-		mu       sync.Mutex
-		targets  = d.URLs() // where likes go; the new replica joins it, the drained one leaves
-		liked    = map[string]map[string]bool{}
-		refused  int
-		stop     = make(chan struct{})
-		wg       sync.WaitGroup
-		sequence int
-	)
-	const items = 30
-	for w := range 4 {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				mu.Lock()
-				sequence++
-				user := fmt.Sprintf("w%d-%d", w, sequence)
-				mu.Unlock()
-				item := fmt.Sprintf("post%d", rng.IntN(items))
-				// A like without an answer (its replica stopping) may
-				// have been applied: it is sent again, elsewhere, until
-				// acknowledged (a like of one user counts once).
-				for {
-					mu.Lock()
-					at := targets[rng.IntN(len(targets))]
-					mu.Unlock()
-					st, _, err := testkit.DoJSON("PUT", at+"/v1/likes/"+item+"/"+user, "")
-					mu.Lock()
-					if err == nil && st == 200 {
-						if liked[item] == nil {
-							liked[item] = map[string]bool{}
-						}
-						liked[item][user] = true
-						mu.Unlock()
-						break
-					}
-					refused++
-					mu.Unlock()
-				}
-			}
-		})
-	}
+	load := startLikeLoad(d.URLs(), 30, 11) // the new replica joins the targets, the drained one leaves
 	ctx := context.Background()
 	admin, err := client.New(client.Config{BaseURL: d.URLs()[0]})
 	if err != nil {
@@ -134,9 +86,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	if cfgs[len(cfgs)-1].Replica != "us-4" {
 		t.Fatalf("the deployment's last replica is %s", cfgs[len(cfgs)-1].Replica)
 	}
-	mu.Lock()
-	targets = append(targets, urls[len(urls)-1])
-	mu.Unlock()
+	load.setTargets(urls)
 	held := m.Held("us-4")
 	t.Logf("us-4 joined: it serves %d shards", held.Len())
 
@@ -168,9 +118,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 		}
 		return nil
 	})
-	mu.Lock()
-	targets = slices.DeleteFunc(targets, func(u string) bool { return u == urls[0] })
-	mu.Unlock()
+	load.setTargets(urls[1:])
 	other, err := client.New(client.Config{BaseURL: urls[1]})
 	if err != nil {
 		t.Fatal(err)
@@ -197,14 +145,8 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 		})
 	}
 	time.Sleep(time.Second) // likes while us-1 is down
-	close(stop)
-	wg.Wait()
-
-	total := 0
-	for _, users := range liked {
-		total += len(users)
-	}
-	t.Logf("%d likes acknowledged while us grew and shrank, %d sent again after no answer or a refusal", total, refused)
+	liked, total, resent := load.finish()
+	t.Logf("%d likes acknowledged while us grew and shrank, %d sent again after no answer or a refusal", total, resent)
 	if total < 100 {
 		t.Fatalf("only %d likes acknowledged", total)
 	}
