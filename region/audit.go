@@ -99,7 +99,7 @@ func (r *Replica) History(item, user string, limit int) ([]storage.Action, error
 	if !r.cfg.EventLog {
 		return nil, fmt.Errorf("%w: the like history needs it", ErrNoLog)
 	}
-	if !crdt.ValidID(item) || !crdt.ValidID(user) || limit < 1 || limit > MaxHistory {
+	if !crdt.ValidItemName(item) || !crdt.ValidID(user) || limit < 1 || limit > MaxHistory { // an item, or a split item's part
 		return nil, fmt.Errorf("%w: history of %q/%q, limit %d", ErrInvalid, item, user, limit)
 	}
 	if err := r.Err(); err != nil {

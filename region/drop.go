@@ -26,7 +26,7 @@ func (r *Replica) DropShards(ctx context.Context, shards []int) (int, error) {
 	}
 	q := &request{drop: shards}
 	if err := r.submit(ctx, q); err != nil {
-		return q.dropped, err
+		return 0, err // the writer may still be at it: q is its own
 	}
 	return q.dropped, nil
 }

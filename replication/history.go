@@ -11,6 +11,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
 )
 
 // A pair's like history is the union of what each replica accepted: every
@@ -63,7 +64,7 @@ func appendHistoryRequest(item, user string, limit int) []byte {
 func (r *Replicator) serveHistory(data []byte) []byte {
 	d := &reader{b: data}
 	d.header(typeHistoryReq)
-	item, user := d.id(), d.id()
+	item, user := d.item(storage.Likes), d.id() // an item, or a split item's part
 	limit := d.uvarint()
 	if d.finish("history request") != nil || limit < 1 || limit > region.MaxHistory {
 		r.m.badMessages.Inc()

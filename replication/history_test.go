@@ -75,6 +75,15 @@ func TestHistoryGathersEveryReplica(t *testing.T) {
 			t.Fatalf("history at %s: %q (missing %v), %v; want %q", n.id, render(h), h.Missing, err, want)
 		}
 	}
+	// A split item's part (crdt.PartName) has its history too, gathered
+	// whole: every replica answers for its own.
+	part := crdt.PartName("post", 1)
+	if _, err := nodes[1].replica.Like(ctx, part, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := nodes[0].rep.History(ctx, part, "alice", 100); err != nil || len(h.Missing) != 0 || render(h) != "eu-1:like " {
+		t.Fatalf("history of the part %s: %q (missing %v), %v", part, render(h), h.Missing, err)
+	}
 	// ap stops: asked at us, ap's like is missing, and ap is named.
 	nodes[2].close()
 	h, err := nodes[0].rep.History(ctx, "post", "alice", 100)

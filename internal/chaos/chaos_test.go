@@ -513,6 +513,19 @@ func TestChaosCatchesDeliberateBugs(t *testing.T) {
 			kind: KindValueMismatch, prefix: "counter/",
 		},
 		{
+			// Split items whose unlikes go to another part than the
+			// user's like (every item in three parts): the unlike finds
+			// no like there to undo, so the like stays counted where the
+			// model has it undone.
+			bug: BugSplitTwoParts,
+			tweak: func(c *Config) {
+				c.Faults = []string{}
+				c.Replicas, c.Copies, c.Milestones, c.Hot = 3, 2, MilestonesOff, "item-=3"
+				c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 90, 0, 10, 0
+			},
+			kind: KindValueMismatch, prefix: "likes/",
+		},
+		{
 			// A toggle that does not look for its key in the record:
 			// every acknowledged toggle's key, resent to the region that
 			// applied it as a client that lost the answer would, flips

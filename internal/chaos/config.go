@@ -37,7 +37,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
 	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
-	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor"}
+	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts}
 
 // BugAckUnheld is the deliberate bug of a sharded region (Config.Replicas
 // above 1): a replica acknowledges a write of a key on a shard it does not
@@ -49,6 +49,11 @@ const BugAckUnheld = "ack-unheld-writes"
 // once, and one leaving shards drops their data at once, so the entries
 // only the leaving replica had are lost.
 const BugDropUnsynced = "delete-before-sync"
+
+// BugSplitTwoParts is the deliberate bug of split items (Config.Hot): an
+// unlike goes to another part than the user's like, finds nothing to
+// undo, and the like stays counted.
+const BugSplitTwoParts = "split-user-two-parts"
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).
@@ -154,6 +159,11 @@ type Config struct {
 	// processes. Defaults 300ms and 2s.
 	AntiEntropyInterval, PeerTimeout time.Duration
 
+	// Hot is every replica's --hot rule, PREFIX=SPLITS ("" none): the
+	// items under PREFIX are split into SPLITS parts on several shards,
+	// each user's likes and unlikes of an item going to one part, and
+	// every read summing the parts.
+	Hot string
 	// Milestones is the regions' --milestones rule: every counted like is
 	// numbered from the global likes sequence and these numbers fire as
 	// milestones, which the checker then checks (see checkMilestones).
@@ -318,6 +328,9 @@ func (c Config) Validate() error {
 	}
 	if c.Bug == BugDropUnsynced && !c.sharded() {
 		bad("bug %s: only a sharded run (replicas above 1) moves shards", c.Bug)
+	}
+	if c.Bug == BugSplitTwoParts && c.Hot == "" {
+		bad("bug %s: only a run with split items (hot) has parts", c.Bug)
 	}
 	if c.Bug == BugAckUnheld && !c.sharded() {
 		bad("bug %s: only a sharded run (replicas above 1) has shards a replica does not hold", c.Bug)

@@ -283,6 +283,9 @@ func (d *deployment) start(p *proc, extraEnv ...string) error {
 		"--windows", windowLevels,
 		"--approx", approxArg(),
 		"--log-level", "warn", "--drain-delay", "0")
+	if d.cfg.Hot != "" {
+		args = append(args, "--hot", d.cfg.Hot)
+	}
 	if d.cfg.numbering() {
 		// The allocator's KV and the milestone stream live in the first
 		// region, as tallyd local and a production deployment pin them.

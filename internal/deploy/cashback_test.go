@@ -50,9 +50,10 @@ func TestCashbackMerchantFloorThroughCutAndHeal(t *testing.T) {
 	cashback := func(u string) (exhausted bool) {
 		mu.Lock()
 		n++
-		key := fmt.Sprintf("purchase-%d", n)
+		i := n
 		mu.Unlock()
-		body := fmt.Sprintf(`{"budget":"pool","merchant":"shop","user":"u%d","amount":1,"idempotency_key":%q}`, n%3, key)
+		key := fmt.Sprintf("purchase-%d", i)
+		body := fmt.Sprintf(`{"budget":"pool","merchant":"shop","user":"u%d","amount":1,"idempotency_key":%q}`, i%3, key)
 		st, b, err := testkit.DoJSON("POST", u+"/v1/cashback", body)
 		if err != nil {
 			t.Error(err)
