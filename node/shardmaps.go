@@ -502,7 +502,7 @@ func (w *shardWatch) takeOwn(m shard.Map) {
 	dropped := shard.Dropped(w.own, m, w.self)
 	left := shard.Served(w.own, m, w.self)
 	if w.chaosDrop { // never outside a chaos build
-		dropped = shard.Served(w.own, m, w.self)
+		dropped = left
 	}
 	w.log.Info("the shard map of this region changed: following it",
 		"region", w.region, "revision", m.Revision, "previous_revision", w.own.Revision,

@@ -120,14 +120,7 @@ func TestCashbackMerchantFloorThroughCutAndHeal(t *testing.T) {
 		}()
 		return &wg
 	}
-	cut := func(up bool) {
-		t.Helper()
-		for _, other := range []string{"us", "ap"} {
-			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 200 {
-				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
-			}
-		}
-	}
+	cut := func(up bool) { t.Helper(); setEULinks(t, eu, up) }
 	phase := func(d time.Duration) {
 		stop := make(chan struct{})
 		wg := run(stop)

@@ -413,15 +413,7 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 		return nil
 	})
 
-	cut := func(up bool) {
-		t.Helper()
-		for _, other := range []string{"us", "ap"} {
-			body := fmt.Sprintf(`{"up":%v}`, up)
-			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, body); err != nil || st != 200 {
-				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
-			}
-		}
-	}
+	cut := func(up bool) { t.Helper(); setEULinks(t, eu, up) }
 	cut(false)
 	for i := range 20 {
 		post(us, "/v1/counters/hits/incr", `{"by":2}`)
@@ -534,14 +526,7 @@ func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
 	for i, u := range urls {
 		add(u, "video:1", i*2000, i*2000+4000)
 	}
-	cut := func(up bool) {
-		t.Helper()
-		for _, other := range []string{"us", "ap"} {
-			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 200 {
-				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
-			}
-		}
-	}
+	cut := func(up bool) { t.Helper(); setEULinks(t, eu, up) }
 	cut(false)
 	add(eu, "video:1", 7000, 12000)       // eu alone: half new, half seen at ap
 	add(urls[0], "video:1", 11000, 15000) // us: some of eu's new ones too
@@ -674,14 +659,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 		}()
 		return &wg
 	}
-	cut := func(up bool) {
-		t.Helper()
-		for _, other := range []string{"us", "ap"} {
-			if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, fmt.Sprintf(`{"up":%v}`, up)); err != nil || st != 200 {
-				t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
-			}
-		}
-	}
+	cut := func(up bool) { t.Helper(); setEULinks(t, eu, up) }
 	phase := func(d time.Duration) {
 		stop := make(chan struct{})
 		wg := run(stop)
@@ -850,5 +828,17 @@ func TestBudgetHandoffOverHTTP(t *testing.T) {
 	}
 	if b := do("POST", us+"/v1/budgets/gift-cards/grant", `{"by":3}`, 200); b["rights"] != float64(3) {
 		t.Fatalf("grant after the cancel: %v", b)
+	}
+}
+
+// setEULinks cuts (up false) or heals eu's links to us and ap, through
+// the admin route of eu's replica at eu.
+func setEULinks(t *testing.T, eu string, up bool) {
+	t.Helper()
+	for _, other := range []string{"us", "ap"} {
+		body := fmt.Sprintf(`{"up":%v}`, up)
+		if st, b, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/"+other, body); err != nil || st != 200 {
+			t.Fatalf("link eu-%s up=%v: %d %v %v", other, up, st, b, err)
+		}
 	}
 }

@@ -39,12 +39,7 @@ func TestTypesThroughCutAndHeal(t *testing.T) {
 			return nil
 		})
 	}
-	cut := func(up bool) {
-		t.Helper()
-		for _, other := range []string{"us", "ap"} {
-			do("PUT", eu+"/v1/admin/links/eu/"+other, fmt.Sprintf(`{"up":%v}`, up), 200)
-		}
-	}
+	cut := func(up bool) { t.Helper(); setEULinks(t, eu, up) }
 
 	do("PUT", us+"/v1/types/video", `{"owner":"media","description":"views of a video"}`, 200)
 	status("active", urls...)
