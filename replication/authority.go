@@ -40,10 +40,7 @@ func (r *Replicator) known(id string) bool {
 	if id == r.self || r.retired[id] {
 		return true
 	}
-	r.mu.Lock() // AddPeers adds peers while the replicator runs
-	_, ok := r.peers[id]
-	r.mu.Unlock()
-	return ok
+	return (*r.peerSet.Load())[id] // AddPeers replaces the set while the replicator runs
 }
 
 // source is how a message reached this replica.

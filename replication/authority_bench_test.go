@@ -27,6 +27,7 @@ func benchReplicator(b *testing.B, store bool) *Replicator {
 	b.Helper()
 	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}, "ap": {id: "ap"}}, retired: map[string]bool{},
 		m: newMetrics(nil)}
+	r.storePeerSet()
 	if !store {
 		return r
 	}

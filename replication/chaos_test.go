@@ -103,6 +103,7 @@ func TestChaosNetOnlyInChaosBuild(t *testing.T) {
 func TestTrustRetiredRelaysOnlyInChaosBuild(t *testing.T) {
 	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}}, retired: map[string]bool{"old": true},
 		cfg: Config{Chaos: Chaos{TrustRetiredRelays: true}}, m: newMetrics(nil), log: hclog.NewNullLogger()}
+	r.storePeerSet()
 	r.recovered.Store(true)
 	forged := &crdt.LikeRecord{Liked: true, HLC: 1000, Origin: "old", Contrib: crdt.Vector{}.Set("old", crdt.PN{P: 1000})}
 	_, kept := r.vetRecord("eu", forged, fastPath)

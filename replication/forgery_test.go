@@ -235,6 +235,7 @@ func TestClockFollowsThePeersMedian(t *testing.T) {
 func TestAuthorityRules(t *testing.T) {
 	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}, "ap": {id: "ap"}},
 		retired: map[string]bool{"old": true}, m: newMetrics(nil), log: hclog.NewNullLogger()}
+	r.storePeerSet()
 	for _, c := range []struct {
 		owner string
 		want  bool

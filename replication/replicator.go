@@ -57,6 +57,9 @@ type Replicator struct {
 
 	mu    sync.Mutex // protects the peers' state (Config.Peers, and those AddPeers adds)
 	peers map[string]*peer
+	// peerSet is the set of peers' ids, replaced whole by AddPeers, so
+	// the merge path (known, per entry) reads it without the lock.
+	peerSet atomic.Pointer[map[string]bool]
 	// retired: Config.Retired, whose state is taken only while a fresh
 	// store recovers (authority.go, takesRetired).
 	retired map[string]bool
@@ -175,6 +178,7 @@ func New(cfg Config) (*Replicator, error) {
 			r.peers[id] = &peer{id: id, lastSeq: make(map[int]uint64)}
 		}
 	}
+	r.storePeerSet()
 	if buildtags.Chaos && !cfg.Chaos.Net.None() {
 		r.faults = NewFaultyTransport(cfg.Transport, cfg.Chaos.Net)
 		r.cfg.Transport = r.faults
@@ -624,9 +628,20 @@ func (r *Replicator) AddPeers(ids ...string) []string {
 		added = append(added, id)
 	}
 	if len(added) > 0 {
+		r.storePeerSet()
 		r.log.Info("new peers: the deployment's shard maps list them", "peers", added)
 	}
 	return added
+}
+
+// storePeerSet publishes the peers' ids for known; with mu held (or
+// before Start).
+func (r *Replicator) storePeerSet() {
+	set := make(map[string]bool, len(r.peers))
+	for id := range r.peers {
+		set[id] = true
+	}
+	r.peerSet.Store(&set)
 }
 
 // peerIDs are every known peer's ids, sorted.
