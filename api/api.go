@@ -8,6 +8,16 @@ package api
 
 import "time"
 
+// TimeoutHeader is a request header: how long, in milliseconds, the
+// client waits for the answer. A write whose client has given up by then
+// is not applied once it reaches the writer, even when it sat at a paused
+// or slow replica (or at a holder it was forwarded to) until after the
+// client retried it and went on. Without it a write the client gave up on
+// may still apply up to the server's request timeout later, after the
+// client's next actions. package client sends it from its context's
+// deadline.
+const TimeoutHeader = "Tally-Timeout-Ms"
+
 // Error is the body of every 4xx and 5xx answer.
 type Error struct {
 	// Error is for humans.

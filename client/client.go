@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -179,6 +180,10 @@ func (c *Client) send(ctx context.Context, base, method, path string, q url.Valu
 	}
 	if c.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		// The server drops a write it reaches after we stop waiting.
+		req.Header.Set(api.TimeoutHeader, strconv.FormatInt(max(time.Until(d).Milliseconds(), 1), 10))
 	}
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {

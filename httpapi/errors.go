@@ -24,6 +24,7 @@ const (
 	CodeMissingField        = "missing_field"          // 400: a required body field is absent
 	CodeBadRequest          = "bad_request"            // 400: fields conflict (e.g. both videoId and item)
 	CodeBadBy               = "bad_by"                 // 400: |by| > region.MaxBy
+	CodeBadTimeout          = "bad_timeout"            // 400: Tally-Timeout-Ms is not 1 to 86400000 milliseconds
 	CodeInvalid             = "invalid"                // 400: the replica rejected the operation
 	CodeUnauthorized        = "unauthorized"           // 401: missing or wrong bearer token
 	CodeUserBlocked         = "user_blocked"           // 403: the user is blocked (admin block list); nothing was applied

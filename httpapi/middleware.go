@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -342,6 +343,30 @@ func (s *Server) requireJSONBody(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// maxClientTimeout bounds api.TimeoutHeader's value; the server's own request
+// timeout bounds a write anyway.
+const maxClientTimeout = 24 * time.Hour
+
+// clientTimeout bounds the request's context by api.TimeoutHeader.
+func (s *Server) clientTimeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v := r.Header.Get(api.TimeoutHeader)
+		if v == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 || ms > maxClientTimeout.Milliseconds() {
+			s.writeError(w, r, newError(http.StatusBadRequest, CodeBadTimeout,
+				"%s %q: send the milliseconds the client waits, 1 to %d", api.TimeoutHeader, v, maxClientTimeout.Milliseconds()))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(ms)*time.Millisecond)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -43,6 +43,7 @@ var errorCodes = []openapi.ErrorCode{
 	{Code: CodeBadBy, Status: 400, Meaning: "|by| is over 2^40"},
 	{Code: CodeBadTime, Status: 400, Meaning: "a time, duration or step is malformed or out of range"},
 	{Code: CodeUnknownZone, Status: 400, Meaning: "no replica of that region is known"},
+	{Code: CodeBadTimeout, Status: 400, Meaning: "the Tally-Timeout-Ms header is not 1 to 86400000 milliseconds"},
 	{Code: CodeInvalid, Status: 400, Meaning: "the replica rejected the operation"},
 	{Code: CodeUnauthorized, Status: 401, Meaning: "a bearer token of the route's role is missing or wrong"},
 	{Code: CodeUserBlocked, Status: 403, Meaning: "the user is blocked; nothing was applied"},
@@ -354,7 +355,7 @@ func route(op *openapi.Operation) {
 	default:
 		op.Role = "write"
 	}
-	var more []string
+	more := []string{CodeBadTimeout} // clientTimeout runs on every route
 	if op.Role != "" {
 		more = append(more, CodeUnauthorized)
 	}

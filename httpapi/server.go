@@ -268,7 +268,7 @@ func (s *Server) newRouter() *mux.Router {
 		return errNotFound
 	})
 	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
-	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody, s.routeShard)
+	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody, s.clientTimeout, s.routeShard)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	w := s.RequireWrite

@@ -248,7 +248,13 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 	if msg.Subject == replicaSubject(sr.region, sr.self) {
 		ctx = httpapi.WithGathered(sr.ctx)
 	}
-	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	// The sender's deadline bounds the request here too: the writer does
+	// not apply ops whose deadline has passed (region.Replica.Do).
+	deadline := time.Now().Add(sr.timeout)
+	if d, ok := msgDeadline(msg); ok && d.Before(deadline) {
+		deadline = d
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	h := http.Header(msg.Header)
 	req, err := http.NewRequestWithContext(ctx, h.Get(hdrMethod), h.Get(hdrURI), bytes.NewReader(msg.Data))
@@ -274,9 +280,9 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 
 // Forward sends r to a holder of shard s and writes its answer.
 func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error {
-	msg := sr.requestMsg(routeSubject(sr.region, s), r, body)
 	ctx, cancel := context.WithTimeout(r.Context(), sr.timeout)
 	defer cancel()
+	msg := sr.requestMsg(ctx, routeSubject(sr.region, s), r, body)
 	resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
@@ -316,7 +322,7 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 		if replica == sr.self {
 			continue
 		}
-		msg := sr.requestMsg(replicaSubject(sr.region, replica), r, body)
+		msg := sr.requestMsg(ctx, replicaSubject(sr.region, replica), r, body)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -337,8 +343,10 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 	return out
 }
 
-// requestMsg is r, with body, as a NATS request on subject.
-func (sr *shardRouter) requestMsg(subject string, r *http.Request, body []byte) *nats.Msg {
+// requestMsg is r, with body, as a NATS request on subject, sent under
+// ctx: its deadline (the client's, when it said one, else the request
+// timeout) goes along.
+func (sr *shardRouter) requestMsg(ctx context.Context, subject string, r *http.Request, body []byte) *nats.Msg {
 	msg := nats.NewMsg(subject)
 	for k, v := range r.Header {
 		msg.Header[k] = v
@@ -346,15 +354,25 @@ func (sr *shardRouter) requestMsg(subject string, r *http.Request, body []byte) 
 	msg.Header.Set(hdrMethod, r.Method)
 	msg.Header.Set(hdrURI, r.URL.RequestURI())
 	msg.Header.Set(hdrRemote, r.RemoteAddr)
-	msg.Header.Set(hdrDeadline, strconv.FormatInt(time.Now().Add(sr.timeout).UnixMilli(), 10))
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(sr.timeout)
+	}
+	msg.Header.Set(hdrDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
 	msg.Data = body
 	return msg
 }
 
+// msgDeadline is a forwarded request's deadline, if it has one.
+func msgDeadline(msg *nats.Msg) (time.Time, bool) {
+	d, err := strconv.ParseInt(msg.Header.Get(hdrDeadline), 10, 64)
+	return time.UnixMilli(d), err == nil
+}
+
 // late reports whether a forwarded request's sender has given up on it.
 func late(msg *nats.Msg) bool {
-	d, err := strconv.ParseInt(msg.Header.Get(hdrDeadline), 10, 64)
-	return err == nil && time.Now().UnixMilli() > d
+	d, ok := msgDeadline(msg)
+	return ok && time.Now().After(d)
 }
 
 // answerRESP runs a forwarded RESP command and answers its reply.

@@ -121,8 +121,11 @@ type Replica struct {
 
 // request is one submission to the writer: local ops or remote merges.
 type request struct {
-	ops     []Op
-	res     []Result
+	ops []Op
+	res []Result
+	// ctx is the caller's context of local ops (Do): ops whose caller
+	// gave up before the writer takes them are not applied (see commit).
+	ctx     context.Context
 	vmerges []VectorMerge
 	rmerges []RecordMerge
 	smerges []SketchMerge
@@ -162,6 +165,10 @@ type request struct {
 	err      error // whole-request failure (commit failed, closed)
 	done     chan struct{}
 }
+
+// abandoned reports whether q's ops are local ones whose caller has given
+// up on them.
+func (q *request) abandoned() bool { return q.ctx != nil && q.ctx.Err() != nil }
 
 func (q *request) size() int {
 	return len(q.ops) + q.ids + len(q.gives) + len(q.handoff) + len(q.handoffTo) + len(q.vmerges) + len(q.rmerges) + len(q.smerges) + len(q.expire) + len(q.expireWin) + len(q.finals)
@@ -465,7 +472,7 @@ func (r *Replica) Do(ctx context.Context, ops []Op) ([]Result, error) {
 		}
 		return nil, err
 	}
-	q := &request{ops: ops, res: make([]Result, len(ops))}
+	q := &request{ops: ops, res: make([]Result, len(ops)), ctx: ctx}
 	for i := range ops {
 		q.ids += len(ops[i].IDs)
 	}
@@ -620,6 +627,25 @@ func (r *Replica) commit(batch []*request) {
 		for _, q := range batch {
 			if len(q.drop) > 0 {
 				r.commitDrop(q)
+			} else {
+				rest = append(rest, q)
+			}
+		}
+		if batch = rest; len(batch) == 0 {
+			return
+		}
+	}
+	if slices.ContainsFunc(batch, (*request).abandoned) {
+		// The caller of these ops has given up (its deadline passed or
+		// its client left) while they waited for the writer: they are
+		// not applied. Applied now, a like whose client has already
+		// retried it elsewhere, then unliked, would come after the
+		// unlike and win (a replica paused with forwarded requests in
+		// hand, a writer stalled behind a slow disk).
+		rest := batch[:0:0]
+		for _, q := range batch {
+			if q.abandoned() {
+				q.finish(fmt.Errorf("the caller gave up before the writer took the ops: %w", context.Cause(q.ctx)))
 			} else {
 				rest = append(rest, q)
 			}

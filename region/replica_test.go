@@ -53,6 +53,27 @@ func openReplicaStore(t *testing.T, scfg storage.Config, id string, mut func(*Co
 	return r, closeFn
 }
 
+// Ops whose caller has given up before the writer takes them are not
+// applied: a client that timed out and retried elsewhere must not see its
+// first attempt land after its later actions. Before the writer checked,
+// about half of these likes applied (Do's queueing raced the deadline).
+func TestOpsPastTheirDeadlineAreNotApplied(t *testing.T) {
+	r, _ := openReplica(t, t.TempDir(), "a", nil)
+	gone, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	for i := range 100 {
+		if _, err := r.Like(gone, "post", fmt.Sprintf("u%d", i)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("like %d past its deadline answered %v", i, err)
+		}
+	}
+	if _, err := r.Like(context.Background(), "post", "last"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLikes(t, r, "post"); got.Value != 1 {
+		t.Fatalf("the item counts %d, want 1: likes past their deadline were applied", got.Value)
+	}
+}
+
 func mustLikes(t *testing.T, r *Replica, item string) Read {
 	t.Helper()
 	rd, err := r.Likes(item)

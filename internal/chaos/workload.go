@@ -436,9 +436,12 @@ func (w *workload) exec(retry context.Context, o *Op) {
 			return
 		}
 		// A failed first attempt was not applied. A like or unlike that may
-		// have been applied is retried at the same region: its retry is
-		// ordered after it by that replica's clock, so once acknowledged it
-		// is the user's latest action whatever happened to the first.
+		// have been applied is retried at the same region. The client
+		// says its timeout (api.TimeoutHeader), so a first attempt that
+		// has not reached a writer by then never will (one forwarded to
+		// a stopped holder, say), and one that did was stamped before
+		// the retry: once acknowledged, the retry is the user's latest
+		// action whatever happened to the first.
 		if o.Outcome == OutcomeFailed {
 			return
 		}
