@@ -575,9 +575,13 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		}
 		out.Items = append(out.Items, ti)
 	}
+	anyApprox = anyApprox || tr.PartsCut
 	if s.sharded(r) {
-		// Each replica ranks the keys of its shards exactly; a key in the
-		// region's top n is in the top n of every replica holding it.
+		// Each replica ranks the whole keys of its shards exactly, so a
+		// key in the region's top n is in the top n of every replica
+		// holding it. A split item's parts rank apart: each replica
+		// sends those of its n split items of the largest sums, so the
+		// sums here are exact unless a replica had more (then approx).
 		missing, err := s.gather(r, nil, func(b []byte) error {
 			var other api.Trending
 			if err := json.Unmarshal(b, &other); err != nil {

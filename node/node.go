@@ -231,6 +231,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		return nil, fmt.Errorf("start replica %s: %w", cfg.Replica, err)
 	}
 	undo = append(undo, func() { _ = n.replica.Close() })
+	if n.shards != nil {
+		n.shards.accepted = n.replica.Accepted()
+	}
 	if n.replica.Fresh() {
 		log.Info("new replica: the data directory held no state")
 	}

@@ -83,6 +83,10 @@ type shardRouter struct {
 	url atomic.Pointer[string]
 	// moveState is Node.moveState (httpapi.Shards.MoveState).
 	moveState func() (synced, released *bool)
+	// accepted is closed once the replica accepts writes
+	// (region.Replica.Accepted); until then the replica takes no
+	// forwarded requests (follow), nil: at once.
+	accepted <-chan struct{}
 
 	api http.Handler // set by serve
 	// resp runs a forwarded RESP command; set by serve, nil without a
@@ -155,11 +159,15 @@ func (sr *shardRouter) update(m shard.Map) error {
 }
 
 // follow subscribes to the queue group of every shard served and leaves
-// those of the others.
+// those of the others. A replica that does not accept writes yet (it
+// recovers after a restart or a wipe) joins none: NATS gives the region's
+// forwarded requests to the holders that are ready, instead of to one
+// that would answer every write not_ready and read a state still short
+// of its own entries.
 func (sr *shardRouter) follow() error {
 	sr.subMu.Lock()
 	defer sr.subMu.Unlock()
-	if sr.subsDone || sr.api == nil {
+	if sr.subsDone || sr.api == nil || !sr.ready() {
 		return nil
 	}
 	held := sr.serving.Load().held
@@ -180,8 +188,18 @@ func (sr *shardRouter) follow() error {
 	return nil
 }
 
+// ready reports whether the replica accepts writes.
+func (sr *shardRouter) ready() bool {
+	select {
+	case <-sr.accepted:
+		return true
+	default:
+		return sr.accepted == nil
+	}
+}
+
 // serve answers the requests forwarded for every shard this replica
-// holds with api.
+// holds with api, once it accepts writes.
 func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token string, proto int) []byte) error {
 	sr.subMu.Lock()
 	sr.api, sr.resp = api, resp
@@ -189,6 +207,19 @@ func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token st
 	if err := sr.follow(); err != nil {
 		sr.close()
 		return err
+	}
+	if !sr.ready() {
+		sr.wg.Add(1)
+		go func() {
+			defer sr.wg.Done()
+			select {
+			case <-sr.accepted:
+				if err := sr.follow(); err != nil {
+					sr.log.Error("cannot take forwarded requests", "error", err)
+				}
+			case <-sr.ctx.Done():
+			}
+		}()
 	}
 	sub, err := sr.nc.Subscribe(replicaSubject(sr.region, sr.self), sr.onRequest)
 	if err != nil {

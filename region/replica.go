@@ -414,6 +414,9 @@ func (r *Replica) Stop(err error) {
 	}
 }
 
+// Accepted is closed once local writes are accepted (AcceptWrites).
+func (r *Replica) Accepted() <-chan struct{} { return r.accepted }
+
 // Accepting reports whether local writes are accepted.
 func (r *Replica) Accepting() bool {
 	return r.accepting.Load() && !r.shut.Load() && r.Err() == nil

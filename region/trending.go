@@ -340,6 +340,10 @@ type Trending struct {
 	AllTime bool
 	// Closed: the window ended more than WindowConfig.Past ago.
 	Closed bool
+	// PartsCut: Items holds the parts of only n of the split items
+	// counted here (topN), so a reader's sum of a split item may be
+	// short.
+	PartsCut bool
 }
 
 // MaxTrendingN caps n.
@@ -404,7 +408,7 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 			out.Items = append(out.Items, Ranked{key, sum})
 		}
 	}
-	out.Items = topN(out.Items, n)
+	out.Items, out.PartsCut = topN(out.Items, n)
 	return out, nil
 }
 
@@ -424,7 +428,9 @@ func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, repli
 		if sum > 0 {
 			out.Items = append(out.Items, Ranked{item, sum})
 			if len(out.Items) > 4*n+1024 {
-				out.Items = topN(out.Items, n)
+				var cut bool
+				out.Items, cut = topN(out.Items, n)
+				out.PartsCut = out.PartsCut || cut
 			}
 		}
 		return true
@@ -432,58 +438,71 @@ func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, repli
 	if err != nil {
 		return Trending{}, fmt.Errorf("trending: %w", err)
 	}
-	out.Items = topN(out.Items, n)
+	var cut bool
+	out.Items, cut = topN(out.Items, n)
+	out.PartsCut = out.PartsCut || cut
 	return out, nil
 }
 
-// topN sorts by count (descending), then key, and keeps n. The parts of
-// a split item (crdt.PartName) rank together, by their sum, and are kept
-// or dropped together, each part an entry of its own: the reader sums
-// them, across the replicas holding each.
-func topN(items []Ranked, n int) []Ranked {
-	parts := false
+// topN keeps the n keys of the largest counts (by count, then key)
+// among the whole ones, and every part (crdt.PartName) of the n split
+// items of the largest sums here. A split item's parts take no place of
+// a whole key's: a replica holding some of the parts sees only part of
+// the item's count, so the reader (httpapi) sums the parts across the
+// replicas holding each, then ranks the item. cut reports that parts of
+// more split items were dropped: a split item whose parts rank low on
+// every replica holding them may then be summed short or missed.
+func topN(items []Ranked, n int) (kept []Ranked, cut bool) {
+	whole, parts := items[:0:0], items[:0:0]
 	for _, it := range items {
-		parts = parts || strings.IndexByte(it.Key, crdt.PartSep) >= 0
-	}
-	if parts {
-		return topNParts(items, n)
-	}
-	sort.Slice(items, func(i, j int) bool {
-		if items[i].Count != items[j].Count {
-			return items[i].Count > items[j].Count
+		if strings.IndexByte(it.Key, crdt.PartSep) >= 0 {
+			parts = append(parts, it)
+		} else {
+			whole = append(whole, it)
 		}
-		return items[i].Key < items[j].Key
-	})
-	if len(items) > n {
-		items = items[:n]
 	}
-	return items
+	if len(parts) == 0 {
+		whole = items
+	}
+	sort.Slice(whole, func(i, j int) bool {
+		if whole[i].Count != whole[j].Count {
+			return whole[i].Count > whole[j].Count
+		}
+		return whole[i].Key < whole[j].Key
+	})
+	whole = whole[:min(n, len(whole))]
+	if len(parts) == 0 {
+		return whole, false
+	}
+	parts, cut = topNParts(parts, n)
+	return append(whole, parts...), cut
 }
 
-// topNParts is topN of items some of which are parts of split items.
-func topNParts(items []Ranked, n int) []Ranked {
-	total := make(map[string]int64, len(items))
-	for _, it := range items {
+// topNParts keeps every part of the n split items of the largest sums
+// of the parts given, by sum then item; cut reports it dropped some.
+func topNParts(parts []Ranked, n int) (kept []Ranked, cut bool) {
+	total := make(map[string]int64, len(parts))
+	for _, it := range parts {
 		total[crdt.ItemOf(it.Key)] += it.Count
 	}
-	sort.Slice(items, func(i, j int) bool {
-		a, b := crdt.ItemOf(items[i].Key), crdt.ItemOf(items[j].Key)
+	sort.Slice(parts, func(i, j int) bool {
+		a, b := crdt.ItemOf(parts[i].Key), crdt.ItemOf(parts[j].Key)
 		if total[a] != total[b] {
 			return total[a] > total[b]
 		}
 		if a != b {
 			return a < b
 		}
-		return items[i].Key < items[j].Key
+		return parts[i].Key < parts[j].Key
 	})
-	kept := 0
-	for i, it := range items {
-		if i == 0 || crdt.ItemOf(it.Key) != crdt.ItemOf(items[i-1].Key) {
-			if kept == n {
-				return items[:i]
+	groups := 0
+	for i, it := range parts {
+		if i == 0 || crdt.ItemOf(it.Key) != crdt.ItemOf(parts[i-1].Key) {
+			if groups == n {
+				return parts[:i], true
 			}
-			kept++
+			groups++
 		}
 	}
-	return items
+	return parts, false
 }

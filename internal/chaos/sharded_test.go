@@ -14,7 +14,8 @@ import (
 // the other holders), and one replica stopped (SIGSTOP) while the rest of
 // its region serves its shards; and shard moves behind them: us to three
 // copies while us-2 is killed, then eu-2 drained while eu is cut off (the
-// shard maps live in us: the drain waits for the heal).
+// shard maps live in us: the drain waits for the heal). A quarter of the
+// items are split in three parts on several shards (hot items).
 func shardedConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Replicas, cfg.Copies = 3, 2
@@ -22,6 +23,7 @@ func shardedConfig() Config {
 	cfg.Milestones = MilestonesOff
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 60, 10, 25, 8, 8, 5
 	cfg.ToggleWeight, cfg.LateWeight = 0, 0
+	cfg.Hot = "item-00=3" // item-000 to item-009 split in three parts each
 	cfg.Faults = []string{FaultPartition, FaultKill, FaultWipe, FaultMove}
 	cfg.Schedule = []Episode{
 		{Index: 1, Kind: KindMove, At: time.Second, Dur: 500 * time.Millisecond, Region: "us", Copies: 3},
