@@ -135,9 +135,12 @@ type peer struct {
 	// anti-entropy goroutine.
 	segEqualAt [storage.Segments]time.Time
 	allEqualAt time.Time
-	equal      []int
-	allEqual   bool
-	lastErr    string
+	// restartedAt is when a delta of a new incarnation of it was first
+	// heard: comparisons begun before then do not count (ShardSync).
+	restartedAt time.Time
+	equal       []int
+	allEqual    bool
+	lastErr     string
 	// prevDiff holds, for each segment that differed at the last
 	// comparison, the peer's digest then. Owned by the anti-entropy
 	// goroutine (not guarded by mu).
@@ -481,6 +484,11 @@ func (r *Replicator) receive(subject string, data []byte) {
 	p.lagMs = lag
 	p.root = d.Root
 	if d.Incarnation != p.incarnation { // new peer, or it restarted: every Seq starts over
+		if p.incarnation != 0 {
+			// It restarted, perhaps on an empty data dir: what compared
+			// equal with it before says nothing of what it holds now.
+			p.restartedAt = now
+		}
 		p.incarnation = d.Incarnation
 		clear(p.lastSeq)
 	}

@@ -74,11 +74,20 @@ func (r *Replicator) PeerHolds(peer, name string) bool {
 // peer keeps has compared equal with that peer at a comparison begun at
 // or after since, so a replica that stopped writing them by since has
 // its entries there (a digest covers every entry, and state only grows).
+// A peer that restarted since counts only by comparisons begun after
+// this replica heard it again: it may have come back on an empty data
+// dir, and a replica that dropped the shards on the word of an older
+// comparison would leave it nobody to get the entries of those shards
+// from.
 func (r *Replicator) ShardSync(ss shard.Set, since time.Time) (synced, equal bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	synced, equal = r.recovered.Load(), r.recovered.Load()
 	for _, p := range r.peers {
+		eqSince := since
+		if p.restartedAt.After(eqSince) {
+			eqSince = p.restartedAt
+		}
 		for s := range shard.Count {
 			if !ss.Has(s) || r.cfg.Shards != nil && !r.cfg.Shards.Holds(p.id, s) {
 				continue
@@ -86,11 +95,11 @@ func (r *Replicator) ShardSync(ss shard.Set, since time.Time) (synced, equal boo
 			if p.fullAt.IsZero() || p.fullAt.Before(since) {
 				synced = false
 			}
-			if !p.allEqualAt.Before(since) {
+			if !p.allEqualAt.Before(eqSince) {
 				continue
 			}
 			for seg := s * storage.SegmentsPerShard; seg < (s+1)*storage.SegmentsPerShard; seg++ {
-				if p.segEqualAt[seg].Before(since) {
+				if p.segEqualAt[seg].Before(eqSince) {
 					equal = false
 				}
 			}
