@@ -82,10 +82,10 @@ type Config struct {
 	// A sharded run checks what every replica answers, through forwarding
 	// and gathering: per key counts, records, like lists, histories,
 	// slots, approximate counters, block flags, unique counts and their
-	// unions, budgets, family totals and trending (a cashback whose keys
-	// no replica holds together is refused, 421, and checked as refused).
-	// Numbering is not checked there yet: Milestones must be off; and its
-	// faults are some of shardedFaults.
+	// unions, budgets, family totals, trending (a cashback whose keys no
+	// replica holds together is refused, 421, and checked as refused) and
+	// milestones (every replica numbers the likes it counted); its faults
+	// are some of shardedFaults.
 	Replicas int
 	// Copies is how many replicas of a region hold each shard (Replicas
 	// above 1). Default 2.
@@ -321,9 +321,6 @@ func (c Config) Validate() error {
 			if !slices.Contains(shardedFaults, f) {
 				bad("fault %q: a sharded run injects some of %s", f, strings.Join(shardedFaults, ","))
 			}
-		}
-		if c.Milestones != MilestonesOff {
-			bad("a sharded run numbers no likes (want milestones %s)", MilestonesOff)
 		}
 	}
 	if c.Bug == BugDropUnsynced && !c.sharded() {

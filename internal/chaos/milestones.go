@@ -233,7 +233,10 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 	}
 	for _, n := range numbers {
 		e := all[n]
-		if e.Sequence != likesSequence || !slices.Contains(f.Regions, e.Region) || e.Replica != replicaID(e.Region) {
+		// f.Regions are the views: regions, or replicas in a sharded run.
+		known := slices.Contains(f.Regions, e.Region) && e.Replica == replicaID(e.Region) ||
+			slices.Contains(f.Regions, e.Replica) && strings.HasPrefix(e.Replica, e.Region+"-")
+		if e.Sequence != likesSequence || !known {
 			add(KindMilestoneBogus, "", "milestone %d: %s is not a like of sequence %q counted by a region's replica", n, eventString(e), likesSequence)
 			continue
 		}
@@ -324,7 +327,7 @@ func connectAllocator(d *deployment) (*nats.Conn, jetstream.JetStream, error) {
 // region's milestones, numbering status and lost claims.
 func collectMilestones(ctx context.Context, d *deployment, js jetstream.JetStream, rule milestone.Rule) milestoneFinal {
 	f := milestoneFinal{
-		Rule: rule, Regions: d.cfg.Regions,
+		Rule: rule, Regions: d.views(),
 		Events: map[string][]milestone.Event{}, Synced: map[string]bool{},
 		Status: map[string]numberingStatus{}, Lost: map[string]float64{}, Errs: map[string]error{},
 	}

@@ -15,12 +15,12 @@ import (
 // its region serves its shards; and shard moves behind them: us to three
 // copies while us-2 is killed, then eu-2 drained while eu is cut off (the
 // shard maps live in us: the drain waits for the heal). A quarter of the
-// items are split in three parts on several shards (hot items).
+// items are split in three parts on several shards (hot items), and
+// every 50th like is a milestone, checked to fire once.
 func shardedConfig() Config {
 	cfg := DefaultConfig()
 	cfg.Replicas, cfg.Copies = 3, 2
 	cfg.Duration, cfg.Seed, cfg.Rate = 26*time.Second, 13, 100
-	cfg.Milestones = MilestonesOff
 	cfg.LikeWeight, cfg.PairWeight, cfg.IncrWeight, cfg.UniqueWeight, cfg.BudgetWeight, cfg.BlockWeight = 60, 10, 25, 8, 8, 5
 	cfg.ToggleWeight, cfg.LateWeight = 0, 0
 	cfg.Hot = "item-00=3" // item-000 to item-009 split in three parts each
@@ -53,7 +53,7 @@ func TestChaosShardedRegionPasses(t *testing.T) {
 			t.Fatalf("episode %s did not run as planned: %s", e.What, e.Note)
 		}
 	}
-	if rep.Checked.Samples == 0 || rep.Ops.OK < 1000 {
+	if rep.Checked.Samples == 0 || rep.Ops.OK < 1000 || rep.Checked.Milestones == 0 {
 		t.Errorf("too little was checked: %+v, %d ops ok", rep.Checked, rep.Ops.OK)
 	}
 }
