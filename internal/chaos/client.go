@@ -122,6 +122,9 @@ type reading struct {
 	Approx       bool          `json:"approx"`
 	Unreconciled int           `json:"unreconciled,omitempty"`
 	Replicas     map[string]PN `json:"replicas"`
+	// Partial: a split item's read left out parts whose holders did not
+	// answer in time; its vector is short of their entries.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // key is a counter or an item: what the checker reads.
@@ -146,7 +149,7 @@ func (c *client) read(ctx context.Context, k key, timeout time.Duration) (readin
 		if err != nil {
 			return reading{}, fmt.Errorf("read %s at %s: %w", k, c.region, err)
 		}
-		return reading{Value: r.Count, Approx: r.Approx, Unreconciled: r.Unreconciled, Replicas: r.Replicas}, nil
+		return reading{Value: r.Count, Approx: r.Approx, Unreconciled: r.Unreconciled, Replicas: r.Replicas, Partial: r.Partial}, nil
 	}
 	r, err := c.api.Counter(ctx, k.ID)
 	if err != nil {

@@ -71,8 +71,8 @@ func (s *sampler) region(ctx context.Context, p *proc) {
 		got := make(map[key]PN, len(s.keys))
 		for _, k := range s.keys {
 			rd, err := p.client.read(ctx, k, time.Second)
-			if err != nil {
-				continue
+			if err != nil || rd.Partial {
+				continue // a partial read of a split item lacks the entries of the parts left out
 			}
 			got[k] = rd.Replicas[own]
 		}
