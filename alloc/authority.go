@@ -13,6 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // AuthoritySubjectPrefix: a replica asks the lease authority for a write
@@ -268,7 +270,7 @@ func (a *Authority) claim(ctx context.Context, writer string, req writeRequest) 
 func (a *Authority) ownsRank(ctx context.Context, writer string, c Claim) error {
 	var err error
 	for try := 0; try < 3; try++ {
-		if try > 0 && !sleep(ctx, 300*time.Millisecond) {
+		if try > 0 && !poll.Sleep(ctx, 300*time.Millisecond) {
 			return ctx.Err()
 		}
 		octx, cancel := context.WithTimeout(ctx, a.cfg.OpTimeout)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // Holder is one replica's client of one sequence: it keeps up to two
@@ -273,7 +275,7 @@ func (h *Holder) run(ctx context.Context) {
 	for {
 		// A starving writer nudges at most every 50ms, so a dead KV is
 		// not hammered.
-		if wait := 50*time.Millisecond - time.Since(last); wait > 0 && !sleep(ctx, wait) {
+		if wait := 50*time.Millisecond - time.Since(last); wait > 0 && !poll.Sleep(ctx, wait) {
 			return
 		}
 		last = time.Now()

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // KV is the part of a JetStream KV bucket the allocator uses;
@@ -79,7 +81,7 @@ func (s *seqKV) apply(ctx context.Context, fn func(st *State, nonce string) erro
 			// Someone wrote first; this attempt did not land. Go again at
 			// once, with a little backoff after a few tries.
 			if attempt >= 3 {
-				if !sleep(ctx, backoff) {
+				if !poll.Sleep(ctx, backoff) {
 					return nil, fmt.Errorf("update %s: %w", s.key, ctx.Err())
 				}
 				backoff = min(2*backoff, 200*time.Millisecond)
@@ -89,7 +91,7 @@ func (s *seqKV) apply(ctx context.Context, fn func(st *State, nonce string) erro
 			return st, fmt.Errorf("update %s: %w", s.key, err)
 		default:
 			// Indeterminate: the next read decides.
-			if !sleep(ctx, backoff) {
+			if !poll.Sleep(ctx, backoff) {
 				return nil, fmt.Errorf("update %s: %w (outcome unknown)", s.key, err)
 			}
 			backoff = min(2*backoff, 200*time.Millisecond)
@@ -141,15 +143,3 @@ func (s *seqKV) read(ctx context.Context) (*State, uint64, error) {
 // tally deletes it; numbering from 1 again would reuse every number, so
 // the holder stops until an operator restores the key (docs/operations.md).
 var ErrSequenceDeleted = errors.New("alloc: the sequence's key was deleted")
-
-// sleep waits d or until ctx ends, reporting whether it waited.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}

@@ -49,6 +49,14 @@ func (set Set) And(o Set) Set {
 	return set
 }
 
+// Minus returns the shards in set and not in o.
+func (set Set) Minus(o Set) Set {
+	for i := range set {
+		set[i] &^= o[i]
+	}
+	return set
+}
+
 // Or returns the shards in either set.
 func (set Set) Or(o Set) Set {
 	for i := range set {

@@ -228,26 +228,12 @@ func Settled(m Map) (Map, error) {
 // Dropped returns the shards replica keeps in m and no longer in next:
 // those whose data it drops when it takes next.
 func Dropped(m, next Map, replica string) Set {
-	was, now := m.Keeps(replica), next.Keeps(replica)
-	var out Set
-	for s := range Count {
-		if was.Has(s) && !now.Has(s) {
-			out.Add(s)
-		}
-	}
-	return out
+	return m.Keeps(replica).Minus(next.Keeps(replica))
 }
 
 // Served returns the shards replica serves in m and not in next.
 func Served(m, next Map, replica string) Set {
-	was, now := m.Held(replica), next.Held(replica)
-	var out Set
-	for s := range Count {
-		if was.Has(s) && !now.Has(s) {
-			out.Add(s)
-		}
-	}
-	return out
+	return m.Held(replica).Minus(next.Held(replica))
 }
 
 // List returns the shards of set, in order.

@@ -234,3 +234,26 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Minus keeps exactly the shards of the first set that the second lacks,
+// for random sets.
+func TestSetMinus(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 50 {
+		var a, b Set
+		for s := range Count {
+			if rng.IntN(2) == 0 {
+				a.Add(s)
+			}
+			if rng.IntN(3) == 0 {
+				b.Add(s)
+			}
+		}
+		d := a.Minus(b)
+		for s := range Count {
+			if d.Has(s) != (a.Has(s) && !b.Has(s)) {
+				t.Fatalf("shard %d: in a %v, in b %v, in a minus b %v", s, a.Has(s), b.Has(s), d.Has(s))
+			}
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/replication"
 )
 
@@ -214,18 +215,6 @@ func (s *Sink) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// backoff waits d, or less if ctx ends; it reports whether ctx is live.
-func backoff(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // consumer opens region's durable consumer, creating it at the start of
 // the stream the first time.
 func (s *Sink) consumer(ctx context.Context, region string) (jetstream.Consumer, error) {
@@ -261,7 +250,7 @@ func (s *Sink) region(ctx context.Context, region string) error {
 				if ctx.Err() == nil {
 					log.Warn("cannot read the region's events yet; retrying", "error", err)
 				}
-				backoff(ctx, retry)
+				poll.Sleep(ctx, retry)
 				continue
 			}
 			log.Info("reading events", "stream", replication.EventsStream(region), "consumer", s.cfg.Durable)
@@ -271,7 +260,7 @@ func (s *Sink) region(ctx context.Context, region string) error {
 			// Open the consumer again: it may have been deleted.
 			log.Warn("fetching events; retrying", "error", err)
 			c = nil
-			backoff(ctx, retry)
+			poll.Sleep(ctx, retry)
 			continue
 		}
 		var msgs []jetstream.Msg
@@ -292,7 +281,7 @@ func (s *Sink) region(ctx context.Context, region string) error {
 			log.Warn("fetching events", "error", err) // the messages that came are still written
 			if len(msgs) == 0 {
 				c = nil // open it again, as above
-				backoff(ctx, retry)
+				poll.Sleep(ctx, retry)
 				continue
 			}
 		}
@@ -307,7 +296,7 @@ func (s *Sink) region(ctx context.Context, region string) error {
 			for _, m := range msgs {
 				_ = m.NakWithDelay(retry)
 			}
-			if !backoff(ctx, retry) {
+			if !poll.Sleep(ctx, retry) {
 				return nil
 			}
 			continue

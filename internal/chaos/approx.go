@@ -7,6 +7,8 @@ import (
 	"math/bits"
 	"strings"
 	"time"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // Approximate counters. The regions run with an approx rule on the prefix
@@ -292,7 +294,7 @@ func checkApproxUntil(ctx context.Context, procs []*proc, ops []Op, ids []string
 	var prev approxState
 	for {
 		st := readApproxState(ctx, procs, ids)
-		if st.same(prev, ids) || time.Since(start) >= approxCheckTimeout || !sleep(ctx, approxStableFor) {
+		if st.same(prev, ids) || time.Since(start) >= approxCheckTimeout || !poll.Sleep(ctx, approxStableFor) {
 			return checkApprox(m, st, ids)
 		}
 		prev = st

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // The block list in the chaos suite. Clients (admins) block and unblock a
@@ -54,7 +55,7 @@ func (w *workload) execBlock(retry context.Context, o *Op) {
 			o.Outcome, o.FlagHLC, o.FlagReplica = OutcomeOK, b.HLC, b.Replica
 			return
 		}
-		if o.Outcome == OutcomeFailed || !sleep(retry, 200*time.Millisecond) {
+		if o.Outcome == OutcomeFailed || !poll.Sleep(retry, 200*time.Millisecond) {
 			return // not applied, or stays a timeout: unresolved
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // Budgets. Clients grant small amounts to a few budgets (bud:1, bud:2, the
@@ -132,14 +133,14 @@ func (w *workload) execHandoff(ctx context.Context, o *Op) {
 	} else {
 		o.Value = out.Moved
 	}
-	if !sleep(ctx, o.RetryAfter) {
+	if !poll.Sleep(ctx, o.RetryAfter) {
 		ctx = context.WithoutCancel(ctx) // the workload ended: still turn it off
 	}
 	for try := 0; try < 50; try++ {
 		cctx, cancel := context.WithTimeout(ctx, w.cfg.ClientTimeout)
 		_, err := c.api.CancelHandoff(cctx)
 		cancel()
-		if err == nil || !sleep(ctx, 200*time.Millisecond) {
+		if err == nil || !poll.Sleep(ctx, 200*time.Millisecond) {
 			return
 		}
 	}
@@ -212,7 +213,7 @@ func (w *workload) execBudget(ctx context.Context, o *Op) {
 		i := slices.Index(w.cfg.Regions, o.Region)
 		o.Retry = w.cfg.Regions[(i+1)%len(w.cfg.Regions)]
 	}
-	if o.Retry == "" || o.Retry == o.Region || !sleep(ctx, o.RetryAfter) {
+	if o.Retry == "" || o.Retry == o.Region || !poll.Sleep(ctx, o.RetryAfter) {
 		return
 	}
 	a, maybe := w.budgetAttempts(ctx, o, o.Retry)
@@ -239,7 +240,7 @@ func (w *workload) budgetAttempts(ctx context.Context, o *Op, region string) (an
 	for try := 0; ; try++ {
 		o.Attempts++
 		a := w.client(region).budgetWrite(ctx, o, w.cfg.ClientTimeout)
-		if a.outcome == OutcomeRefused && a.reason == "rights_elsewhere" && try < rightsRetries && sleep(ctx, rightsRetryWait) {
+		if a.outcome == OutcomeRefused && a.reason == "rights_elsewhere" && try < rightsRetries && poll.Sleep(ctx, rightsRetryWait) {
 			continue
 		}
 		return a, a.outcome == OutcomeOK && !a.duplicate || a.outcome == OutcomeTimeout
@@ -718,7 +719,7 @@ func checkBudgetsUntil(ctx context.Context, procs []*proc, ops []Op, cfg Config)
 			moved = time.Now()
 		}
 		if len(vs) == 0 || st.settled(prev, keys, counters) || time.Since(moved) >= budgetStableFor ||
-			time.Since(start) >= budgetCheckTimeout || !sleep(ctx, 300*time.Millisecond) {
+			time.Since(start) >= budgetCheckTimeout || !poll.Sleep(ctx, 300*time.Millisecond) {
 			return append(mvs, vs...), n
 		}
 		prev = st

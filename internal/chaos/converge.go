@@ -9,6 +9,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // pollRound is one round of reads of every key in every region; a region
@@ -130,7 +131,7 @@ func converge(ctx context.Context, procs []*proc, keys []key, healed time.Time, 
 		if same && clean != nil && time.Since(stableSince) >= stableFor {
 			return rounds, *clean, true
 		}
-		if time.Now().After(deadline) || !sleep(ctx, 100*time.Millisecond) {
+		if time.Now().After(deadline) || !poll.Sleep(ctx, 100*time.Millisecond) {
 			if clean != nil {
 				return rounds, *clean, false
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // EpisodeRecord is an episode as it ran.
@@ -91,7 +92,7 @@ func (x *executor) run(ctx context.Context, plan []Episode) {
 	x.natsDown = map[string]bool{}
 	defer x.waitMoves()
 	for _, e := range plan {
-		if !sleep(ctx, time.Until(x.start.Add(e.At))) {
+		if !poll.Sleep(ctx, time.Until(x.start.Add(e.At))) {
 			return
 		}
 		rec := &EpisodeRecord{Episode: e, Start: x.since()}
@@ -147,19 +148,19 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		if err := cutAll(minority, majority, false); err != nil {
 			return err
 		}
-		sleep(ctx, e.Dur)
+		poll.Sleep(ctx, e.Dur)
 		return cutAll(minority, majority, true)
 	case KindBridge:
 		if err := n.SetLink(e.A, e.B, false); err != nil {
 			return err
 		}
-		sleep(ctx, e.Dur)
+		poll.Sleep(ctx, e.Dur)
 		return n.SetLink(e.A, e.B, true)
 	case KindLoss:
 		if err := n.SetDrop(e.A, e.B, true); err != nil {
 			return err
 		}
-		sleep(ctx, e.Dur)
+		poll.Sleep(ctx, e.Dur)
 		// Lifting the drop resets the link's connections (see
 		// localnet.Cluster.SetDrop), as the end of a real loss would.
 		return n.SetDrop(e.A, e.B, false)
@@ -168,7 +169,7 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 			if err := n.SetLink(e.A, e.B, i%2 == 1); err != nil {
 				return err
 			}
-			if !sleep(ctx, d) {
+			if !poll.Sleep(ctx, d) {
 				break
 			}
 		}
@@ -178,7 +179,7 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 			return err
 		}
 		x.natsDown[e.Region] = true
-		sleep(ctx, e.Dur)
+		poll.Sleep(ctx, e.Dur)
 		rec.healAt = time.Now()
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -196,7 +197,7 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		if err := x.d.kill(p, aim); err != nil {
 			return err
 		}
-		sleep(ctx, e.Dur)
+		poll.Sleep(ctx, e.Dur)
 		return x.restart(ctx, rec, p)
 	case KindWipe:
 		return x.wipe(ctx, rec)
@@ -217,7 +218,7 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		if err := x.d.pause(p, true); err != nil {
 			return err
 		}
-		sleep(ctx, e.Dur)
+		poll.Sleep(ctx, e.Dur)
 		return x.d.pause(p, false)
 	}
 	return fmt.Errorf("unknown episode kind %q", e.Kind)
@@ -306,7 +307,7 @@ func (x *executor) wipe(ctx context.Context, rec *EpisodeRecord) error {
 		return fmt.Errorf("wipe %s: %w", p.dataDir, err)
 	}
 	resume()
-	sleep(ctx, e.Dur)
+	poll.Sleep(ctx, e.Dur)
 	return x.restart(ctx, rec, p)
 }
 
@@ -337,7 +338,7 @@ func waitNumberingSettled(ctx context.Context, d *deployment, p *proc) error {
 		if err == nil {
 			return nil
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
+		if !poll.Sleep(ctx, 100*time.Millisecond) {
 			return err
 		}
 	}
@@ -404,7 +405,7 @@ func (x *executor) waitConverged(ctx context.Context) error {
 		if last == nil {
 			return nil
 		}
-		if !sleep(ctx, 100*time.Millisecond) {
+		if !poll.Sleep(ctx, 100*time.Millisecond) {
 			return last
 		}
 	}
@@ -463,7 +464,7 @@ func (x *executor) measureHeal(ctx context.Context, rec *EpisodeRecord) {
 			x.mu.Unlock()
 			return
 		}
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !poll.Sleep(ctx, 50*time.Millisecond) {
 			never := -1.0
 			x.mu.Lock()
 			rec.HealMs = &never

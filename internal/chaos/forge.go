@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -24,7 +25,7 @@ func (x *executor) stepClock(ctx context.Context, e Episode) error {
 	if err := p.client.setClockOffset(ctx, e.Offset); err != nil {
 		return fmt.Errorf("clock step skipped: %w", err)
 	}
-	sleep(ctx, e.Dur)
+	poll.Sleep(ctx, e.Dur)
 	// Set right even if ctx ended: the final checks run on this clock.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -188,7 +189,7 @@ func (f *forger) deltas(ctx context.Context) error {
 		return uk.Item, uk.User
 	}
 	sent := 0
-	for end := time.Now().Add(e.Dur); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 50*time.Millisecond) {
+	for end := time.Now().Add(e.Dur); time.Now().Before(end) && ctx.Err() == nil; poll.Sleep(ctx, 50*time.Millisecond) {
 		now := crdt.MakeHLC(time.Now().UnixMilli(), 0)
 		y, z := others[rng.IntN(len(others))], others[rng.IntN(len(others))]
 		item, user := pickKey()
@@ -326,7 +327,7 @@ func (f *forger) ask(ctx context.Context) error {
 				moved++
 			}
 		}
-		if moved == len(f.others) || time.Now().After(deadline) || !sleep(ctx, 50*time.Millisecond) {
+		if moved == len(f.others) || time.Now().After(deadline) || !poll.Sleep(ctx, 50*time.Millisecond) {
 			break
 		}
 	}
@@ -385,7 +386,7 @@ func (f *forger) clocks(ctx context.Context) error {
 	}
 	start := time.Now()
 	seq, sent := uint64(0), 0
-	for end := start.Add(2 * forgedClockPhase); time.Now().Before(end) && ctx.Err() == nil; sleep(ctx, 2*time.Millisecond) {
+	for end := start.Add(2 * forgedClockPhase); time.Now().Before(end) && ctx.Err() == nil; poll.Sleep(ctx, 2*time.Millisecond) {
 		ahead := time.Hour
 		if time.Since(start) > forgedClockPhase {
 			ahead = 25 * time.Hour

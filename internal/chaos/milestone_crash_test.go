@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/milestone"
 )
 
@@ -77,7 +78,7 @@ func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 				wg.Go(func() {
 					for i := 0; bg.Err() == nil; i++ {
 						l.like(bg, p, fmt.Sprintf("t%d-bg-%d", trial, i))
-						sleep(bg, 10*time.Millisecond)
+						poll.Sleep(bg, 10*time.Millisecond)
 					}
 				})
 			}
@@ -195,7 +196,7 @@ func waitFeedsSynced(ctx context.Context, d *deployment) error {
 			if err == nil && synced {
 				break
 			}
-			if !sleep(ctx, 100*time.Millisecond) {
+			if !poll.Sleep(ctx, 100*time.Millisecond) {
 				return fmt.Errorf("%s's milestone feed not synced: synced=%v, %v", p.region, synced, err)
 			}
 		}

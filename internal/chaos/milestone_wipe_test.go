@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // The disk-loss limit of numbering (docs/operations.md, "A replica that
@@ -146,12 +147,12 @@ func TestWipeWaitsForItsMilestonesToBeClaimed(t *testing.T) {
 			if err == nil && len(st.Lease.Leases) == 0 && st.Unnumbered == 0 {
 				break
 			}
-			if !sleep(ctx, 50*time.Millisecond) {
+			if !poll.Sleep(ctx, 50*time.Millisecond) {
 				released <- ctx.Err()
 				return
 			}
 		}
-		sleep(ctx, 2*time.Second)
+		poll.Sleep(ctx, 2*time.Second)
 		_, err := alloc.Retire(ctx, kv, likesSequence, slow)
 		released <- err
 	}()

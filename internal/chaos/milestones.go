@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/milestone"
 )
 
@@ -302,7 +303,7 @@ func settleMilestones(ctx context.Context, d *deployment, ops []Op, start time.T
 		f := collectMilestones(ctx, d, js, rule)
 		f.ClockLead = lead
 		res, vs := checkMilestones(ops, start, f)
-		if len(vs) == 0 || time.Now().After(deadline) || !sleep(ctx, 250*time.Millisecond) {
+		if len(vs) == 0 || time.Now().After(deadline) || !poll.Sleep(ctx, 250*time.Millisecond) {
 			return res, vs
 		}
 	}

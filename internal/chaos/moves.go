@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/shard"
 )
@@ -80,7 +81,7 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 		x.logf("move #%d done in %.1fs: %d shard copies moved, synced in %.1fs, released in %.1fs", e.Index,
 			time.Since(t0).Seconds(), res.Moved, res.Synced.Seconds(), res.Released.Seconds())
 	})
-	sleep(ctx, e.Dur)
+	poll.Sleep(ctx, e.Dur)
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // Run runs one chaos test: it starts the deployment, runs the workload
@@ -128,7 +130,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 
 	// The workload runs for Duration and on until the last episode is
 	// over.
-	if sleep(ctx, r.cfg.Duration) {
+	if poll.Sleep(ctx, r.cfg.Duration) {
 		select {
 		case <-faults:
 		default:

@@ -13,6 +13,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // Unique counts. Clients add ids to a few keys (uv:1, uv:2, ...) at random
@@ -135,7 +136,7 @@ func (w *workload) addUniques(retry context.Context, o *Op) {
 			}
 			return
 		}
-		if o.Outcome == OutcomeFailed || !sleep(retry, 200*time.Millisecond) {
+		if o.Outcome == OutcomeFailed || !poll.Sleep(retry, 200*time.Millisecond) {
 			return // failed: not applied; or unacknowledged when retry ends
 		}
 	}
@@ -466,7 +467,7 @@ func checkUniquesUntil(ctx context.Context, procs []*proc, ops []Op, keys []stri
 			moved = time.Now()
 		}
 		if len(vs) == 0 || st.settled(prev, keys) || time.Since(moved) >= uniqueStableFor ||
-			time.Since(start) >= uniqueCheckTimeout || !sleep(ctx, 500*time.Millisecond) {
+			time.Since(start) >= uniqueCheckTimeout || !poll.Sleep(ctx, 500*time.Millisecond) {
 			return append(mvs, vs...), n
 		}
 		prev = st

@@ -12,6 +12,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // Time windows. The workload stamps every increment, and half the likes
@@ -734,7 +735,7 @@ func checkWindowsUntil(ctx context.Context, procs []*proc, ops []Op, keys []key,
 	for {
 		ws := readWindows(ctx, procs, keys, start.Add(-windowMargin), lead, perKey)
 		vs, n := checkWindows(ops, keys, wants, ws)
-		if len(vs) == 0 || ws.agreed() || time.Now().After(deadline) || !sleep(ctx, 500*time.Millisecond) {
+		if len(vs) == 0 || ws.agreed() || time.Now().After(deadline) || !poll.Sleep(ctx, 500*time.Millisecond) {
 			return vs, n
 		}
 	}

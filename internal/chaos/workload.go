@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tally-dev/tally/internal/poll"
 )
 
 // workload drives the regions with likes, unlikes, increments, unique
@@ -354,7 +356,7 @@ func (w *workload) runStep(retry context.Context, step plannedOp) {
 	}
 	if len(step.ops) == 1 || step.sequential {
 		for _, o := range step.ops {
-			if o.sameKey && !sleep(retry, o.RetryAfter) {
+			if o.sameKey && !poll.Sleep(retry, o.RetryAfter) {
 				return
 			}
 			w.exec(retry, o)
@@ -445,7 +447,7 @@ func (w *workload) exec(retry context.Context, o *Op) {
 		if o.Outcome == OutcomeFailed {
 			return
 		}
-		if !sleep(retry, 200*time.Millisecond) {
+		if !poll.Sleep(retry, 200*time.Millisecond) {
 			return // stays a timeout: unresolved
 		}
 	}
@@ -473,7 +475,7 @@ func (w *workload) execToggle(retry context.Context, o *Op) {
 			o.BlockedRetry = true
 			return
 		}
-		if o.Outcome == OutcomeFailed || !sleep(retry, 200*time.Millisecond) {
+		if o.Outcome == OutcomeFailed || !poll.Sleep(retry, 200*time.Millisecond) {
 			return
 		}
 	}
@@ -491,7 +493,7 @@ func (w *workload) execToggle(retry context.Context, o *Op) {
 // both may apply it; it must still count once. A retry answered ok makes
 // the op acknowledged; one with no answer leaves it to resolve.
 func (w *workload) retryElsewhere(ctx context.Context, o *Op) {
-	if o.Retry == "" || !sleep(ctx, o.RetryAfter) {
+	if o.Retry == "" || !poll.Sleep(ctx, o.RetryAfter) {
 		return
 	}
 	o.Attempts++
@@ -539,25 +541,13 @@ func (w *workload) resolve(ctx context.Context, region string) int {
 				at = eventTime(0)
 				continue
 			}
-			if !sleep(ctx, 200*time.Millisecond) {
+			if !poll.Sleep(ctx, 200*time.Millisecond) {
 				left++
 				break
 			}
 		}
 	}
 	return left
-}
-
-// sleep waits d; false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // gate lets the fault executor quiesce the workload: pause waits until no

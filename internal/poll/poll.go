@@ -1,8 +1,9 @@
-// Package poll waits for a condition to hold: the one polling loop of
-// tally's tooling (internal/localnet, internal/bench) and, through
-// testkit.WaitFor, of its tests. It is a package of its own, apart from
-// internal/testkit, so that non-test code can use it without importing
-// package testing.
+// Package poll waits: for a condition to hold (Until, the one polling
+// loop of tally's tooling, internal/localnet and internal/bench, and
+// through testkit.WaitFor of its tests), or for a pause that a context
+// may cut short (Sleep, for retry loops anywhere in tally). It is a
+// package of its own, apart from internal/testkit, so that non-test code
+// can use it without importing package testing.
 package poll
 
 import (
@@ -10,6 +11,19 @@ import (
 	"fmt"
 	"time"
 )
+
+// Sleep waits d, or less if ctx ends first; it reports whether it
+// waited the whole d.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // DefaultEvery is the longest pause between checks when Until is given
 // none.
