@@ -16,6 +16,8 @@
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
+# go.mod replaces redcon with the patched copy in third_party/.
+COPY third_party/ third_party/
 RUN go mod download
 COPY . .
 RUN scripts/image-rootfs.sh /rootfs

@@ -81,3 +81,5 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
+
+replace github.com/tidwall/redcon => ./third_party/redcon

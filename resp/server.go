@@ -3,11 +3,13 @@
 // counts, with the HTTP API's validation, error codes, rate limits and
 // durability (a write is answered after its commit is durable).
 //
-// The RESP parsing is github.com/tidwall/redcon's; this package maps
-// commands (commands.go, sets.go), commits pipelined writes together
-// (pipeline.go), writes the RESP3 frames redcon lacks (reply.go), and
-// owns the listener's goroutines: Close stops accepting, closes every
-// connection and waits for their handlers.
+// The RESP parsing is github.com/tidwall/redcon's, patched in
+// third_party/redcon so that no header can make it spin or panic
+// (PATCHES.md there). This package maps commands (commands.go, sets.go),
+// commits pipelined writes together (pipeline.go), writes the RESP3
+// frames redcon lacks (reply.go), and owns the listener's goroutines:
+// Close stops accepting, closes every connection and waits for their
+// handlers.
 package resp
 
 import (

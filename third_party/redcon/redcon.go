@@ -899,38 +899,49 @@ func (rd *Reader) readCommands(leftover *int) ([]Command, error) {
 					if !ok || count <= 0 {
 						return nil, errInvalidMultiBulkLength
 					}
+					// Each argument takes at least six bytes ("$0\r\n\r\n"),
+					// so a count the bytes read cannot hold is incomplete
+					// as it stands: wait for more rather than loop count
+					// times over nothing.
+					if count > (len(b)-i)/6+1 {
+						break outer2
+					}
 					marks = marks[:0]
 					for j := 0; j < count; j++ {
 						// read bulk length
 						i++
-						if i < len(b) {
-							if b[i] != '$' {
-								return nil, &errProtocol{"expected '$', got '" +
-									string(b[i]) + "'"}
-							}
-							si := i
-							for ; i < len(b); i++ {
-								if b[i] == '\n' {
-									if b[i-1] != '\r' {
-										return nil, errInvalidBulkLength
-									}
-									size, ok := parseInt(b[si+1 : i-1])
-									if !ok || size < 0 {
-										return nil, errInvalidBulkLength
-									}
-									if i+size+2 >= len(b) {
-										// not ready
-										break outer2
-									}
-									if b[i+size+2] != '\n' ||
-										b[i+size+1] != '\r' {
-										return nil, errInvalidBulkLength
-									}
-									i++
-									marks = append(marks, i, i+size)
-									i += size + 1
-									break
+						if i >= len(b) {
+							// not ready
+							break outer2
+						}
+						if b[i] != '$' {
+							return nil, &errProtocol{"expected '$', got '" +
+								string(b[i]) + "'"}
+						}
+						si := i
+						for ; i < len(b); i++ {
+							if b[i] == '\n' {
+								if b[i-1] != '\r' {
+									return nil, errInvalidBulkLength
 								}
+								size, ok := parseInt(b[si+1 : i-1])
+								if !ok || size < 0 {
+									return nil, errInvalidBulkLength
+								}
+								// size-compared before adding, so a
+								// length near MaxInt cannot overflow.
+								if size >= len(b)-i-2 {
+									// not ready
+									break outer2
+								}
+								if b[i+size+2] != '\n' ||
+									b[i+size+1] != '\r' {
+									return nil, errInvalidBulkLength
+								}
+								i++
+								marks = append(marks, i, i+size)
+								i += size + 1
+								break
 							}
 						}
 					}
