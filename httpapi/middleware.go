@@ -149,12 +149,42 @@ func (s *Server) SetTokens(read, write, admin string) {
 // RequireWrite guards a write route: if write tokens are set, the request
 // must carry one of them (or an admin token) as a bearer token.
 func (s *Server) RequireWrite(h http.Handler) http.Handler {
-	return s.requireToken(h, "write", func(a *authTokens) [][][]byte {
+	return &guard{s: s, next: h, check: s.tokenCheck("write", func(a *authTokens) [][][]byte {
 		if len(a.write) == 0 {
 			return nil
 		}
 		return [][][]byte{a.write, a.admin}
-	})
+	})}
+}
+
+// guard is a route's handler behind a role's check. The check runs where
+// the request arrived: routeShard runs it before forwarding a request to
+// another replica, which then serves it unchecked (forwarded), so a
+// client's token never leaves the replica it reached.
+type guard struct {
+	s     *Server
+	next  http.Handler
+	check func(*http.Request) error
+}
+
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !forwarded(r) {
+		if err := g.check(r); err != nil {
+			g.s.writeError(w, r, err)
+			return
+		}
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// checkRoute runs the role check of r's route, if it has one.
+func checkRoute(r *http.Request) error {
+	if rt := mux.CurrentRoute(r); rt != nil {
+		if g, ok := rt.GetHandler().(*guard); ok {
+			return g.check(r)
+		}
+	}
+	return nil
 }
 
 // RequireAdmin guards an admin route: if admin tokens are set, the
@@ -164,20 +194,19 @@ func (s *Server) RequireWrite(h http.Handler) http.Handler {
 // is closed to everyone, so a replica whose configuration check was
 // bypassed still lets no stranger block users or move budgets.
 func (s *Server) RequireAdmin(h http.Handler) http.Handler {
-	guarded := s.requireToken(h, "admin", func(a *authTokens) [][][]byte {
+	check := s.tokenCheck("admin", func(a *authTokens) [][][]byte {
 		if len(a.admin) == 0 {
 			return nil
 		}
 		return [][][]byte{a.admin}
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return &guard{s: s, next: h, check: func(r *http.Request) error {
 		if len(s.auth.Load().admin) == 0 && s.cfg.Edge.Public && !s.cfg.Edge.OpenAdmin {
-			s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized,
-				"admin routes are closed: this replica listens beyond loopback and has no admin token"))
-			return
+			return newError(http.StatusUnauthorized, CodeUnauthorized,
+				"admin routes are closed: this replica listens beyond loopback and has no admin token")
 		}
-		guarded.ServeHTTP(w, r)
-	})
+		return check(r)
+	}}
 }
 
 // adminCaller reports whether r may see what only an operator should:
@@ -196,43 +225,41 @@ func (s *Server) adminCaller(r *http.Request) bool {
 // /metrics, which probes and scrapers read and which hold no user data)
 // if read tokens are set: a read, write or admin token opens it.
 func (s *Server) requireRead(h http.Handler) http.Handler {
-	guarded := s.requireToken(h, "read", func(a *authTokens) [][][]byte {
+	check := s.tokenCheck("read", func(a *authTokens) [][][]byte {
 		if len(a.read) == 0 {
 			return nil
 		}
 		return [][][]byte{a.read, a.write, a.admin}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/") {
-			guarded.ServeHTTP(w, r)
-			return
+		if !forwarded(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/") {
+			if err := check(r); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// requireToken lets a request through if sets, given the tokens in force,
-// is nil (the role is open) or one of its tokens is the request's bearer
-// token.
-func (s *Server) requireToken(h http.Handler, kind string, sets func(*authTokens) [][][]byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// tokenCheck passes a request if sets, given the tokens in force, is nil
+// (the role is open) or one of its tokens is the request's bearer token.
+func (s *Server) tokenCheck(kind string, sets func(*authTokens) [][][]byte) func(*http.Request) error {
+	return func(r *http.Request) error {
 		want := sets(s.auth.Load())
 		if want == nil {
-			h.ServeHTTP(w, r)
-			return
+			return nil
 		}
 		got, ok := bearer(r)
 		if !ok {
-			s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized,
-				"this route needs the %s token as 'Authorization: Bearer <token>'", kind))
-			return
+			return newError(http.StatusUnauthorized, CodeUnauthorized,
+				"this route needs the %s token as 'Authorization: Bearer <token>'", kind)
 		}
 		if matchToken(got, want...) {
-			h.ServeHTTP(w, r)
-			return
+			return nil
 		}
-		s.writeError(w, r, newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind))
-	})
+		return newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind)
+	}
 }
 
 // matchToken reports whether got is one of the tokens of sets. It

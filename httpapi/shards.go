@@ -232,6 +232,12 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		// The route's token is checked here, where the client came in: it
+		// is not forwarded, and the holder serves what it is sent.
+		if err := checkRoute(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		w.Header().Del(ServedByHeader) // the holder's answer says who served it
 		if err := s.cfg.Shards.Forward(w, r, body, sh); err != nil {
 			w.Header().Set(ServedByHeader, s.cfg.Replica.ID())

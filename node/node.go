@@ -31,6 +31,7 @@ import (
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/resp"
+	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
@@ -340,7 +341,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	}
 	if n.shards != nil {
 		// After RESP: a holder runs forwarded commands of both front doors.
-		var exec func([][]byte, string, int) []byte
+		var exec func([][]byte, route.Role, int) []byte
 		if n.resp != nil {
 			exec = n.resp.Exec
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,57 +17,17 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
-	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
-// routePrefix is the subject prefix of a region's forwarded requests:
-// tally.route.<region>.<shard>. Each holder of a shard subscribes to its
-// subject in one queue group, so NATS gives each forwarded request to one
-// holder, spreads them over the holders and skips one that is gone.
-const routePrefix = "tally.route."
-
-// RouteSubjects is the subject pattern of region's forwarded requests,
-// for NATS permissions: its replicas publish and subscribe there.
-func RouteSubjects(region string) string { return routePrefix + token(region) + ".>" }
-
-// replicaSubject is where one replica takes requests gathered from every
-// replica of its region (httpapi.Shards Gather): not a queue group.
-func replicaSubject(region, replica string) string {
-	return routePrefix + token(region) + ".replica." + token(replica)
-}
-
-func routeSubject(region string, s int) string {
-	return routePrefix + token(region) + "." + strconv.Itoa(s)
-}
-
-// token makes an id safe as one NATS subject token, as replication's
-// subjects do.
-func token(id string) string { return replication.SubjectToken(id) }
-
-// Headers of a forwarded request and its answer, beside the HTTP headers
-// they carry.
-const (
-	hdrMethod = "Tally-Method"
-	hdrURI    = "Tally-Uri"
-	hdrRemote = "Tally-Remote"
-	hdrStatus = "Tally-Status"
-	// The sender's deadline, unix ms: a holder that picks the request up
-	// later drops it, since the sender has answered timeout by then.
-	hdrDeadline = "Tally-Deadline"
-	// A forwarded RESP command: its data is the command as a RESP array,
-	// its answer the reply as RESP.
-	hdrProto = "Tally-Proto"
-	hdrToken = "Tally-Token"
-	hdrRESP  = "Tally-Resp"
-)
-
-// maxForwarded bounds the forwarded requests a holder serves at once; more
-// wait in the NATS subscription.
+// maxForwarded bounds the forwarded requests a replica serves at once;
+// more wait in the NATS subscription.
 const maxForwarded = 256
 
 // shardRouter is a sharded replica's routing (httpapi.Shards): its
-// region's map, and forwarding over NATS request-reply.
+// region's map, and forwarding over NATS request-reply in package route's
+// encoding, each request to one chosen holder's own subject.
 type shardRouter struct {
 	region, self string
 	// serving is the region's map in force and the shards this replica
@@ -84,28 +43,26 @@ type shardRouter struct {
 	// moveState is Node.moveState (httpapi.Shards.MoveState).
 	moveState func() (synced, released *bool)
 	// accepted is closed once the replica accepts writes
-	// (region.Replica.Accepted); until then the replica takes no
-	// forwarded requests (follow), nil: at once.
+	// (region.Replica.Accepted); until then it answers forwarded
+	// requests NotServed, so senders go to a holder that is ready. nil:
+	// at once.
 	accepted <-chan struct{}
 
 	api http.Handler // set by serve
 	// resp runs a forwarded RESP command; set by serve, nil without a
 	// RESP listener.
-	resp      func(args [][]byte, token string, proto int) []byte
-	subMu     sync.Mutex                 // guards shardSubs and subsDone
-	shardSubs map[int]*nats.Subscription // the queue groups of the shards served
-	subsDone  bool                       // closed: subscribe to nothing more
-	subs      []*nats.Subscription       // the replica's own subject
-	sem       chan struct{}
-	wg        sync.WaitGroup
-	ctx       context.Context
-	stop      context.CancelFunc
+	resp func(args [][]byte, role route.Role, proto int) []byte
+	sub  *nats.Subscription // this replica's route.Subject
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
 	ctx, stop := context.WithCancel(context.Background())
 	sr := &shardRouter{region: region, self: self, nc: nc, timeout: timeout,
-		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop, shardSubs: map[int]*nats.Subscription{}}
+		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
 	sr.serving.Store(&servingMap{own: own, held: own.Held(self)})
 	sr.url.Store(new(string))
 	return sr
@@ -155,36 +112,6 @@ func (sr *shardRouter) Passive(s int) bool {
 // writer and the forwarding follow its held shards at once.
 func (sr *shardRouter) update(m shard.Map) error {
 	sr.serving.Store(&servingMap{own: m, held: m.Held(sr.self)})
-	return sr.follow()
-}
-
-// follow subscribes to the queue group of every shard served and leaves
-// those of the others. A replica that does not accept writes yet (it
-// recovers after a restart or a wipe) joins none: NATS gives the region's
-// forwarded requests to the holders that are ready, instead of to one
-// that would answer every write not_ready and read a state still short
-// of its own entries.
-func (sr *shardRouter) follow() error {
-	sr.subMu.Lock()
-	defer sr.subMu.Unlock()
-	if sr.subsDone || sr.api == nil || !sr.ready() {
-		return nil
-	}
-	held := sr.serving.Load().held
-	for s := range shard.Count {
-		sub, on := sr.shardSubs[s]
-		switch serve := s != shard.Global && held.Has(s); { // no key routes to Global: its names are not ids
-		case serve && !on:
-			sub, err := sr.nc.QueueSubscribe(routeSubject(sr.region, s), "holders", sr.onRequest)
-			if err != nil {
-				return fmt.Errorf("serve forwarded requests of shard %d: %w", s, err)
-			}
-			sr.shardSubs[s] = sub
-		case !serve && on:
-			_ = sub.Unsubscribe()
-			delete(sr.shardSubs, s)
-		}
-	}
 	return nil
 }
 
@@ -198,35 +125,15 @@ func (sr *shardRouter) ready() bool {
 	}
 }
 
-// serve answers the requests forwarded for every shard this replica
-// holds with api, once it accepts writes.
-func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token string, proto int) []byte) error {
-	sr.subMu.Lock()
+// serve answers the requests forwarded to this replica with api (HTTP)
+// and resp (RESP commands).
+func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, role route.Role, proto int) []byte) error {
 	sr.api, sr.resp = api, resp
-	sr.subMu.Unlock()
-	if err := sr.follow(); err != nil {
-		sr.close()
-		return err
-	}
-	if !sr.ready() {
-		sr.wg.Add(1)
-		go func() {
-			defer sr.wg.Done()
-			select {
-			case <-sr.accepted:
-				if err := sr.follow(); err != nil {
-					sr.log.Error("cannot take forwarded requests", "error", err)
-				}
-			case <-sr.ctx.Done():
-			}
-		}()
-	}
-	sub, err := sr.nc.Subscribe(replicaSubject(sr.region, sr.self), sr.onRequest)
+	sub, err := sr.nc.Subscribe(route.Subject(sr.region, sr.self), sr.onRequest)
 	if err != nil {
-		sr.close()
-		return fmt.Errorf("serve gathered requests: %w", err)
+		return fmt.Errorf("serve forwarded requests: %w", err)
 	}
-	sr.subs = append(sr.subs, sub)
+	sr.sub = sub
 	if err := sr.nc.Flush(); err != nil {
 		sr.close()
 		return fmt.Errorf("serve forwarded requests: %w", err)
@@ -236,17 +143,9 @@ func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, token st
 
 // close stops taking forwarded requests and waits for those in hand.
 func (sr *shardRouter) close() {
-	sr.subMu.Lock()
-	sr.subsDone = true
-	for _, sub := range sr.shardSubs {
-		_ = sub.Unsubscribe()
+	if sr.sub != nil {
+		_ = sr.sub.Unsubscribe()
 	}
-	clear(sr.shardSubs)
-	sr.subMu.Unlock()
-	for _, sub := range sr.subs {
-		_ = sub.Unsubscribe()
-	}
-	sr.subs = nil
 	sr.stop()
 	sr.wg.Wait()
 }
@@ -267,71 +166,166 @@ func (sr *shardRouter) onRequest(msg *nats.Msg) {
 	}()
 }
 
+// answer serves one forwarded request and answers it, or answers
+// NotServed when this replica does not serve its shard now.
 func (sr *shardRouter) answer(msg *nats.Msg) {
-	if late(msg) {
+	req, err := route.UnmarshalRequest(msg.Data)
+	if err != nil {
+		sr.log.Warn("refused a malformed forwarded request", "error", err)
+		return // the sender times out
+	}
+	deadline := time.UnixMilli(req.DeadlineMs)
+	if req.DeadlineMs == 0 || deadline.After(time.Now().Add(sr.timeout)) {
+		deadline = time.Now().Add(sr.timeout)
+	}
+	if time.Now().After(deadline) {
 		return // answered timeout where it arrived: applying it now would surprise a retry
 	}
-	if msg.Header.Get(hdrProto) == "resp" {
-		sr.answerRESP(msg)
-		return
+	var a route.Answer
+	if why := sr.notServed(req); why != "" {
+		a = route.Answer{Kind: route.NotServed, Reason: why}
+	} else if req.Kind == route.KindRESP {
+		a = sr.serveRESP(req)
+	} else {
+		a = sr.serveHTTP(req, deadline)
 	}
-	ctx := httpapi.WithForwarded(sr.ctx)
-	if msg.Subject == replicaSubject(sr.region, sr.self) {
-		ctx = httpapi.WithGathered(sr.ctx)
-	}
-	// The sender's deadline bounds the request here too: the writer does
-	// not apply ops whose deadline has passed (region.Replica.Do).
-	deadline := time.Now().Add(sr.timeout)
-	if d, ok := msgDeadline(msg); ok && d.Before(deadline) {
-		deadline = d
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	h := http.Header(msg.Header)
-	req, err := http.NewRequestWithContext(ctx, h.Get(hdrMethod), h.Get(hdrURI), bytes.NewReader(msg.Data))
-	if err != nil {
-		sr.log.Warn("bad forwarded request", "error", err)
-		return // the sender times out and answers 503
-	}
-	req.RemoteAddr = h.Get(hdrRemote)
-	for _, k := range []string{hdrMethod, hdrURI, hdrRemote} {
-		h.Del(k)
-	}
-	req.Header = h
-	rec := httpapi.NewRecorder()
-	sr.api.ServeHTTP(rec, req)
-	out := nats.NewMsg(msg.Reply)
-	out.Header = nats.Header(rec.Header())
-	out.Header.Set(hdrStatus, strconv.Itoa(rec.Status()))
-	out.Data = rec.Body()
-	if err := msg.RespondMsg(out); err != nil {
+	if err := msg.Respond(a.Marshal()); err != nil {
 		sr.log.Warn("answer forwarded request", "error", err)
 	}
 }
 
+// notServed says why this replica does not serve req now ("" if it does):
+// a request for a shard it does not hold (a read also where it keeps the
+// shard passively), or any before it accepts writes. A gathered read is
+// answered from whatever shards it holds.
+func (sr *shardRouter) notServed(req route.Request) string {
+	if req.Kind == route.KindGather {
+		return ""
+	}
+	if !sr.ready() {
+		return "not accepting writes yet"
+	}
+	if req.Shard < 0 || req.Shard >= shard.Count {
+		return fmt.Sprintf("no shard %d", req.Shard)
+	}
+	if !sr.Holds(req.Shard) && !(req.Kind == route.KindHTTP && req.Method == http.MethodGet && sr.Passive(req.Shard)) {
+		return fmt.Sprintf("shard %d is not held here", req.Shard)
+	}
+	return ""
+}
+
+// serveHTTP runs a forwarded HTTP request through the API, marked
+// forwarded (or gathered) in its context: no client can set those marks.
+func (sr *shardRouter) serveHTTP(req route.Request, deadline time.Time) route.Answer {
+	ctx := httpapi.WithForwarded(sr.ctx)
+	if req.Kind == route.KindGather {
+		ctx = httpapi.WithGathered(sr.ctx)
+	}
+	// The sender's deadline bounds the request here too: the writer does
+	// not apply ops whose deadline has passed (region.Replica.Do).
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	r, err := http.NewRequestWithContext(ctx, req.Method, req.URI, bytes.NewReader(req.Body))
+	if err != nil {
+		return route.Answer{Kind: route.Served, Status: http.StatusBadRequest}
+	}
+	r.RemoteAddr = req.Remote
+	if req.ContentType != "" {
+		r.Header.Set("Content-Type", req.ContentType)
+	}
+	if req.IdempotencyKey != "" {
+		r.Header.Set("Idempotency-Key", req.IdempotencyKey)
+	}
+	rec := httpapi.NewRecorder()
+	sr.api.ServeHTTP(rec, r)
+	a := route.Answer{Kind: route.Served, Status: rec.Status(), Body: rec.Body()}
+	for k, vs := range rec.Header() {
+		for _, v := range vs {
+			if len(a.Header) < route.MaxHeader {
+				a.Header = append(a.Header, [2]string{k, v})
+			}
+		}
+	}
+	return a
+}
+
+// serveRESP runs a forwarded RESP command with the role its client opened
+// at the entry replica.
+func (sr *shardRouter) serveRESP(req route.Request) route.Answer {
+	if len(req.Args) == 0 {
+		return route.Answer{Kind: route.Served, Body: redcon.AppendError(nil, "ERR malformed forwarded command (code bad_request)")}
+	}
+	if sr.resp == nil {
+		return route.Answer{Kind: route.Served, Body: redcon.AppendError(nil, "ERR this shard's holder serves no RESP (code shard_unavailable)")}
+	}
+	return route.Answer{Kind: route.Served, Body: sr.resp(req.Args, req.Role, int(req.Proto))}
+}
+
+// send forwards req to a holder of its shard that serves it: the holders
+// in turn, starting at one the shard picks (so the region's requests
+// spread over the copies), until one answers Served. A holder that is
+// gone or answers NotServed applied nothing, so the next is tried; any
+// other failure may have applied a write and ends the search.
+func (sr *shardRouter) send(ctx context.Context, req route.Request) (route.Answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	req.From, req.DeadlineMs = sr.self, deadline.UnixMilli()
+	data := req.Marshal()
+	holders := sr.Map().Holders(req.Shard)
+	var tried []string
+	for i := range holders {
+		h := holders[(req.Shard+i)%len(holders)]
+		if h == sr.self {
+			continue
+		}
+		a, err := sr.request(ctx, route.Subject(sr.region, h), data)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			tried = append(tried, h+": down")
+			continue
+		case err != nil:
+			return route.Answer{}, fmt.Errorf("holder %s: %w", h, err)
+		case a.Kind == route.NotServed:
+			tried = append(tried, h+": "+a.Reason)
+			continue
+		}
+		return a, nil
+	}
+	return route.Answer{}, fmt.Errorf("%w (%s)", httpapi.ErrNoHolder, strings.Join(tried, "; "))
+}
+
+// request sends data to subject and decodes the answer.
+func (sr *shardRouter) request(ctx context.Context, subject string, data []byte) (route.Answer, error) {
+	resp, err := sr.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		return route.Answer{}, err
+	}
+	return route.UnmarshalAnswer(resp.Data)
+}
+
 // Forward sends r to a holder of shard s and writes its answer.
 func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error {
-	ctx, cancel := context.WithTimeout(r.Context(), sr.timeout)
-	defer cancel()
-	msg := sr.requestMsg(ctx, routeSubject(sr.region, s), r, body)
-	resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
+	a, err := sr.send(r.Context(), httpRequest(route.KindHTTP, s, r, body))
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return httpapi.ErrNoHolder
-		}
 		return err
 	}
-	status, err := strconv.Atoi(resp.Header.Get(hdrStatus))
-	if err != nil || status < 100 || status > 999 {
-		return fmt.Errorf("holder answered without a status")
+	for _, h := range a.Header {
+		w.Header().Add(h[0], h[1])
 	}
-	resp.Header.Del(hdrStatus)
-	for k, v := range resp.Header {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(resp.Data)
+	w.WriteHeader(a.Status)
+	_, _ = w.Write(a.Body)
 	return nil
+}
+
+// httpRequest is what of r, with body, goes to another replica: its
+// method, URI and the two headers the API reads besides the token (the
+// client's deadline goes as the request's). The token stays here: the
+// entry replica checked it.
+func httpRequest(kind route.Kind, s int, r *http.Request, body []byte) route.Request {
+	return route.Request{Kind: kind, Shard: s, Remote: r.RemoteAddr,
+		Method: r.Method, URI: r.URL.RequestURI(), ContentType: r.Header.Get("Content-Type"),
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body}
 }
 
 // gatherTimeout bounds how long a gathered read waits for the region's
@@ -344,6 +338,10 @@ const gatherTimeout = 2 * time.Second
 func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 	ctx, cancel := context.WithTimeout(r.Context(), min(sr.timeout, gatherTimeout))
 	defer cancel()
+	deadline, _ := ctx.Deadline()
+	req := httpRequest(route.KindGather, -1, r, body)
+	req.From, req.DeadlineMs = sr.self, deadline.UnixMilli()
+	data := req.Marshal()
 	var (
 		mu  sync.Mutex
 		out []httpapi.Gathered
@@ -353,20 +351,15 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 		if replica == sr.self {
 			continue
 		}
-		msg := sr.requestMsg(ctx, replicaSubject(sr.region, replica), r, body)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := sr.nc.RequestMsgWithContext(ctx, msg)
-			if err != nil {
+			a, err := sr.request(ctx, route.Subject(sr.region, replica), data)
+			if err != nil || a.Kind != route.Served {
 				return // left out: the read says partial
 			}
-			status, err := strconv.Atoi(resp.Header.Get(hdrStatus))
-			if err != nil {
-				return
-			}
 			mu.Lock()
-			out = append(out, httpapi.Gathered{Replica: replica, Status: status, Body: resp.Data})
+			out = append(out, httpapi.Gathered{Replica: replica, Status: a.Status, Body: a.Body})
 			mu.Unlock()
 		}()
 	}
@@ -374,86 +367,19 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 	return out
 }
 
-// requestMsg is r, with body, as a NATS request on subject, sent under
-// ctx: its deadline (the client's, when it said one, else the request
-// timeout) goes along.
-func (sr *shardRouter) requestMsg(ctx context.Context, subject string, r *http.Request, body []byte) *nats.Msg {
-	msg := nats.NewMsg(subject)
-	for k, v := range r.Header {
-		msg.Header[k] = v
-	}
-	msg.Header.Set(hdrMethod, r.Method)
-	msg.Header.Set(hdrURI, r.URL.RequestURI())
-	msg.Header.Set(hdrRemote, r.RemoteAddr)
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(sr.timeout)
-	}
-	msg.Header.Set(hdrDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
-	msg.Data = body
-	return msg
-}
-
-// msgDeadline is a forwarded request's deadline, if it has one.
-func msgDeadline(msg *nats.Msg) (time.Time, bool) {
-	d, err := strconv.ParseInt(msg.Header.Get(hdrDeadline), 10, 64)
-	return time.UnixMilli(d), err == nil
-}
-
-// late reports whether a forwarded request's sender has given up on it.
-func late(msg *nats.Msg) bool {
-	d, ok := msgDeadline(msg)
-	return ok && time.Now().After(d)
-}
-
-// answerRESP runs a forwarded RESP command and answers its reply.
-func (sr *shardRouter) answerRESP(msg *nats.Msg) {
-	var reply []byte
-	complete, args, _, _, err := redcon.ReadNextCommand(msg.Data, nil)
-	proto, _ := strconv.Atoi(msg.Header.Get(hdrRESP))
-	switch {
-	case err != nil || !complete || len(args) == 0:
-		reply = redcon.AppendError(nil, "ERR malformed forwarded command (code bad_request)")
-	case sr.resp == nil:
-		reply = redcon.AppendError(nil, "ERR this shard's holder serves no RESP (code shard_unavailable)")
-	default:
-		reply = sr.resp(args, msg.Header.Get(hdrToken), proto)
-	}
-	if err := msg.Respond(reply); err != nil {
-		sr.log.Warn("answer forwarded command", "error", err)
-	}
-}
-
 // respShards is the router as package resp routes: a command forwarded
-// as a RESP array, its reply as RESP.
+// with its client's role, its reply as RESP.
 type respShards struct{ sr *shardRouter }
 
 func (rs respShards) Holds(s int) bool { return rs.sr.Holds(s) }
 
-func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, token string, proto int) ([]byte, error) {
-	msg := nats.NewMsg(routeSubject(rs.sr.region, s))
-	msg.Header.Set(hdrProto, "resp")
-	msg.Header.Set(hdrRESP, strconv.Itoa(proto))
-	msg.Header.Set(hdrDeadline, strconv.FormatInt(time.Now().Add(rs.sr.timeout).UnixMilli(), 10))
-	if token != "" {
-		msg.Header.Set(hdrToken, token)
-	}
-	b := redcon.AppendArray(nil, len(args))
-	for _, a := range args {
-		b = redcon.AppendBulk(b, a)
-	}
-	msg.Data = b
-	ctx, cancel := context.WithTimeout(ctx, rs.sr.timeout)
-	defer cancel()
-	resp, err := rs.sr.nc.RequestMsgWithContext(ctx, msg)
+func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, role route.Role, proto int) ([]byte, error) {
+	a, err := rs.sr.send(ctx, route.Request{Kind: route.KindRESP, Shard: s, Proto: uint8(proto), Role: role, Args: args})
 	if err != nil {
-		if errors.Is(err, nats.ErrNoResponders) {
-			return nil, httpapi.ErrNoHolder
-		}
 		return nil, err
 	}
-	if len(resp.Data) == 0 {
+	if len(a.Body) == 0 {
 		return nil, fmt.Errorf("holder answered nothing")
 	}
-	return resp.Data, nil
+	return a.Body, nil
 }

@@ -2,8 +2,9 @@ package node
 
 import (
 	"context"
-	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,50 +12,83 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
+// servedBy answers every request 200 with the replica's name.
+func servedBy(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Tally-Served-By", name)
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
 // A holder that does not accept writes yet (it recovers after a restart
-// or a wipe) takes no forwarded requests: NATS finds no responder on its
-// shards' subjects, so it gives the requests to the holders that are
-// ready. Once it accepts writes it answers them.
-func TestHolderTakesForwardedRequestsOnceItAcceptsWrites(t *testing.T) {
+// or a wipe) answers forwarded requests NotServed, having applied
+// nothing, and the sender goes on to the next holder of the shard; once
+// it accepts writes it serves them. With no holder serving, Forward
+// fails with ErrNoHolder.
+func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	ns := testkit.StartNATS(t, false)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	m, err := shard.Assign("us", []string{"us-1"}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sr := newShardRouter("us", "us-1", m, nc, 5*time.Second, hclog.NewNullLogger())
-	accepted := make(chan struct{})
-	sr.accepted = accepted
-	served := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
-	if err := sr.serve(served, nil); err != nil {
-		t.Fatal(err)
-	}
-	defer sr.close()
-	ask := func() error {
-		msg := nats.NewMsg(routeSubject("us", 7))
-		msg.Header.Set(hdrMethod, http.MethodGet)
-		msg.Header.Set(hdrURI, "/v1/likes/x")
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := nc.RequestMsgWithContext(ctx, msg)
-		return err
-	}
-	if err := ask(); !errors.Is(err, nats.ErrNoResponders) {
-		t.Fatalf("a forwarded request to a replica holding writes: %v, want no responders", err)
-	}
-	close(accepted)
-	deadline := time.Now().Add(10 * time.Second)
-	for err := ask(); err != nil; err = ask() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the replica accepts writes and still takes no forwarded request: %v", err)
+	conn := func() *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	m, err := shard.Assign("us", []string{"us-1", "us-2", "us-3"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A shard us-1 does not hold: its two holders are us-2 and us-3.
+	s, held := 0, m.Held("us-1")
+	for held.Has(s) {
+		s++
+	}
+	holders := m.Holders(s)
+	first := holders[s%len(holders)] // the one the sender tries first
+	other := holders[(s+1)%len(holders)]
+
+	routers := map[string]*shardRouter{}
+	gates := map[string]chan struct{}{}
+	for _, r := range []string{"us-1", "us-2", "us-3"} {
+		sr := newShardRouter("us", r, m, conn(), 5*time.Second, hclog.NewNullLogger())
+		gates[r] = make(chan struct{})
+		sr.accepted = gates[r]
+		if err := sr.serve(servedBy(r), nil); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(sr.close)
+		routers[r] = sr
+	}
+	forward := func() (string, error) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/v1/likes/x", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := routers["us-1"].Forward(rec, req.WithContext(ctx), nil, s)
+		return rec.Header().Get("Tally-Served-By"), err
+	}
+	if by, err := forward(); err == nil || !strings.Contains(err.Error(), "no replica holding the shard is up") {
+		t.Fatalf("no holder ready: served by %q, %v; want ErrNoHolder", by, err)
+	}
+	close(gates[other])
+	if by, err := forward(); err != nil || by != other {
+		t.Fatalf("only %s ready (the sender tries %s first): served by %q, %v", other, first, by, err)
+	}
+	close(gates[first])
+	if by, err := forward(); err != nil || by != first {
+		t.Fatalf("both ready: served by %q, %v; want %s, the first", by, err, first)
+	}
+	// A replica asked for a shard it does not hold says so, and serves
+	// nothing.
+	close(gates["us-1"])
+	a, err := routers["us-2"].request(context.Background(), route.Subject("us", "us-1"),
+		(&route.Request{Kind: route.KindHTTP, Shard: s, Method: http.MethodGet, URI: "/v1/likes/x"}).Marshal())
+	if err != nil || a.Kind != route.NotServed || !strings.Contains(a.Reason, "not held") {
+		t.Fatalf("us-1 asked for shard %d it does not hold: %+v %v", s, a, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -19,10 +20,10 @@ type Shards interface {
 	// Holds reports whether this replica holds shard s.
 	Holds(s int) bool
 	// Forward runs a command (its arguments, name first) at a holder of
-	// shard s in this region, for a client that opened AUTH with token
-	// (empty: none) and speaks protocol version proto, and returns the
-	// holder's reply as RESP bytes.
-	Forward(ctx context.Context, s int, args [][]byte, token string, proto int) ([]byte, error)
+	// shard s in this region, for a client whose AUTH opened role here
+	// (its token stays here) and who speaks protocol version proto, and
+	// returns the holder's reply as RESP bytes.
+	Forward(ctx context.Context, s int, args [][]byte, role route.Role, proto int) ([]byte, error)
 }
 
 // In a sharded region a command goes to a holder of its key's shard, as
@@ -108,7 +109,7 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 func (s *Server) forward(c redcon.Conn, sess *session, sh int, cmd redcon.Command) error {
 	ctx, cancel := s.writeCtx()
 	defer cancel()
-	reply, err := s.cfg.Shards.Forward(ctx, sh, cmd.Args, sess.token, sess.resp)
+	reply, err := s.cfg.Shards.Forward(ctx, sh, cmd.Args, route.Role(sess.role), sess.resp)
 	switch {
 	case errors.Is(err, httpapi.ErrNoHolder):
 		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d is up; nothing was applied", sh)
@@ -120,13 +121,13 @@ func (s *Server) forward(c redcon.Conn, sess *session, sh int, cmd redcon.Comman
 }
 
 // Exec runs one command forwarded by another replica of the region, a
-// holder of its key's shard being this one, for a client that opened
-// AUTH with token and speaks protocol proto, and returns the reply. It
-// is limited where it arrived, not here.
-func (s *Server) Exec(args [][]byte, token string, proto int) []byte {
-	sess := &session{resp: proto, addr: "forwarded", forwarded: true}
-	if token != "" {
-		sess.role, sess.token = s.auth.Load().roleOf([]byte(token)), token
+// holder of its key's shard being this one, for a client whose AUTH
+// opened r there and who speaks protocol proto, and returns the reply.
+// It was authenticated and limited where it arrived, not here.
+func (s *Server) Exec(args [][]byte, r route.Role, proto int) []byte {
+	sess := &session{resp: proto, addr: "forwarded", forwarded: true, role: role(r)}
+	if sess.role > roleAdmin {
+		sess.role = roleNone
 	}
 	c := &bufConn{}
 	s.serveOne(c, sess, redcon.Command{Args: args})

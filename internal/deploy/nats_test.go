@@ -40,8 +40,8 @@ func TestLocalRunsWithReplicaUsers(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", who, err)
 		}
-		// tally.route.eu.7: a request forged into another region's holders.
-		for _, subject := range []string{"tally.id.eu-1", "tally.delta.eu.eu-1", "tally.delta.eu.eu-1.7", "$KV.tally_alloc.seq.likes", "tally.milestone.likes.1000", "tally.route.eu.7"} {
+		// tally.route.eu.to.eu-1: a request forged into another region's replica.
+		for _, subject := range []string{"tally.id.eu-1", "tally.delta.eu.eu-1", "tally.delta.eu.eu-1.7", "$KV.tally_alloc.seq.likes", "tally.milestone.likes.1000", "tally.route.eu.to.eu-1"} {
 			if err := nc.Publish(subject, []byte("forged")); err != nil {
 				t.Fatal(err)
 			}

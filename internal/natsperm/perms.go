@@ -32,6 +32,7 @@ import (
 	"github.com/tally-dev/tally/milestone"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/replication"
+	"github.com/tally-dev/tally/route"
 )
 
 // Rule is a group of subjects, with why they are granted.
@@ -107,7 +108,7 @@ func Replica(region, replica string) Perms {
 				jsAPI("STREAM.MSG.GET." + kvStream), jsAPI("DIRECT.GET." + kvStream + ".>"),
 				jsAPI("STREAM.INFO." + ms), jsAPI("STREAM.CREATE." + ms),
 				jsAPI("STREAM.MSG.GET." + ms), jsAPI("DIRECT.GET." + ms + ".>")}},
-			{"requests forwarded to the holders of a shard, in its own region only", []string{node.RouteSubjects(region)}},
+			{"requests forwarded to another replica of its own region (a shard's holder, or every replica for a gathered read); answers come back to its own inbox", []string{route.SendSubjects(region)}},
 			{"the shard map bucket: look up, read, and watch with ordered consumers of its own (create, delete, flow control); no create, write or purge: the operator assigns the maps", []string{
 				jsAPI("STREAM.INFO." + shardsStream),
 				jsAPI("STREAM.MSG.GET." + shardsStream), jsAPI("DIRECT.GET." + shardsStream + ".>"),
@@ -123,7 +124,7 @@ func Replica(region, replica string) Perms {
 			{"anti-entropy requests and identity announcements for its own id only, so nobody else can answer in its name", []string{
 				replication.AERequestPrefix(replica) + ".>", replication.IDSubject(replica)}},
 			{"a wake-up when a milestone is published (the stream is then read by message)", []string{"tally.milestone.>"}},
-			{"requests forwarded to the holders of a shard, in its own region only", []string{node.RouteSubjects(region)}},
+			{"requests forwarded to it alone: no replica can read or answer another's (no queue group is shared)", []string{route.Subject(region, replica)}},
 			{"replies to its own requests only (nats.CustomInboxPrefix): never _INBOX.>, where other clients' replies pass", []string{
 				replication.InboxPrefix(replica) + ".>"}},
 		},

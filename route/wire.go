@@ -1,0 +1,348 @@
+// Package route is the wire between the replicas of one sharded region:
+// the subject each replica takes forwarded work on, and the typed,
+// versioned encoding of that work (Request) and of its answer (Answer).
+//
+// The rules it holds (docs/architecture.md, "Routing"):
+//
+//   - A request goes to one chosen holder's own subject,
+//     tally.route.<region>.to.<replica>, which only that replica may
+//     subscribe to (internal/natsperm). No queue group is shared, so no
+//     other replica's credentials can read a request or answer it. The
+//     answer goes to the sender's own inbox prefix, which only the sender
+//     may subscribe to.
+//   - A request carries typed fields the entry replica filled after it
+//     authenticated and rate-limited the client: never a client's token,
+//     never a client's header. A holder trusts the fields because only a
+//     replica of the region may publish on the region's subjects.
+//   - An answer of kind NotServed says nothing was applied (the replica
+//     does not hold the shard now, or does not accept writes yet): the
+//     sender tries the next holder. Any other failure may have applied a
+//     write and is never retried elsewhere.
+package route
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/tally-dev/tally/replication"
+)
+
+// Version is the encoding's version, the first byte of every Request and
+// Answer. A decoder refuses any other.
+const Version = 1
+
+// Kind says what a Request asks.
+type Kind uint8
+
+const (
+	// KindHTTP is an HTTP request of one key, for a holder of its shard.
+	KindHTTP Kind = iota + 1
+	// KindGather is an HTTP read that every replica of the region
+	// answers from the shards it holds.
+	KindGather
+	// KindRESP is a RESP command of one shard's keys, for a holder.
+	KindRESP
+
+	numKinds = KindRESP + 1
+)
+
+// Role is what the client opened at the entry replica, for a RESP command
+// (the holder checks the command against it, as it would a session's).
+type Role uint8
+
+// Bounds a decoder holds a Request or Answer to, so no length read from
+// the wire is allocated or looped on before it is checked.
+const (
+	MaxBytes  = 8 << 20 // a whole message
+	MaxArgs   = 1 << 16 // RESP arguments
+	MaxHeader = 64      // answer headers
+)
+
+// Request is one piece of work a replica forwards to another.
+type Request struct {
+	Kind Kind
+	// From is the sending replica (for logs; it proves nothing).
+	From string
+	// Shard is the shard the request is for: the receiver serves it only
+	// while it holds that shard (or, for a read, keeps it passively).
+	// Unused for KindGather.
+	Shard int
+	// DeadlineMs is when the sender stops waiting (unix ms): a receiver
+	// that picks the request up later drops it.
+	DeadlineMs int64
+	// Remote is the client's address at the entry replica.
+	Remote string
+
+	// KindHTTP and KindGather: the request as the entry replica parsed
+	// it; of the client's headers only these two reach the holder.
+	Method, URI, ContentType, IdempotencyKey string
+	Body                                     []byte
+
+	// KindRESP: the command, its client's protocol version and role.
+	Proto uint8
+	Role  Role
+	Args  [][]byte
+}
+
+// AnswerKind says how a receiver took a Request.
+type AnswerKind uint8
+
+const (
+	// Served: the receiver ran the request; the answer follows.
+	Served AnswerKind = iota + 1
+	// NotServed: the receiver does not serve the request's shard now
+	// (not held, or it does not accept writes yet); nothing was applied.
+	NotServed
+
+	numAnswerKinds = NotServed + 1
+)
+
+// Answer is a receiver's answer to a Request.
+type Answer struct {
+	Kind AnswerKind
+	// Reason says why a request was NotServed.
+	Reason string
+	// Status and Header are an HTTP answer's; Body is its body, or a
+	// RESP command's reply.
+	Status int
+	Header [][2]string
+	Body   []byte
+}
+
+// Subject is where replica of region takes forwarded requests.
+func Subject(region, replica string) string {
+	return "tally.route." + replication.SubjectToken(region) + ".to." + replication.SubjectToken(replica)
+}
+
+// SendSubjects is the pattern of every replica's Subject in region: what
+// a replica of region may publish to (internal/natsperm).
+func SendSubjects(region string) string {
+	return "tally.route." + replication.SubjectToken(region) + ".to.*"
+}
+
+// Marshal encodes r.
+func (r *Request) Marshal() []byte {
+	n := 32 + len(r.From) + len(r.Remote) + len(r.Method) + len(r.URI) + len(r.ContentType) + len(r.IdempotencyKey) + len(r.Body)
+	for _, a := range r.Args {
+		n += len(a) + 4
+	}
+	b := make([]byte, 0, n)
+	b = append(b, Version, byte(r.Kind))
+	b = appendString(b, r.From)
+	b = binary.AppendVarint(b, int64(r.Shard))
+	b = binary.AppendVarint(b, r.DeadlineMs)
+	b = appendString(b, r.Remote)
+	switch r.Kind {
+	case KindHTTP, KindGather:
+		b = appendString(b, r.Method)
+		b = appendString(b, r.URI)
+		b = appendString(b, r.ContentType)
+		b = appendString(b, r.IdempotencyKey)
+		b = appendBytes(b, r.Body)
+	case KindRESP:
+		b = append(b, r.Proto, byte(r.Role))
+		b = binary.AppendUvarint(b, uint64(len(r.Args)))
+		for _, a := range r.Args {
+			b = appendBytes(b, a)
+		}
+	}
+	return b
+}
+
+// UnmarshalRequest decodes a Request, refusing anything malformed,
+// unknown or out of bounds.
+func UnmarshalRequest(b []byte) (Request, error) {
+	d := decoder{b: b}
+	var r Request
+	d.header()
+	r.Kind = Kind(d.byte())
+	if d.err == nil && (r.Kind == 0 || r.Kind >= numKinds) {
+		d.fail("unknown request kind %d", r.Kind)
+	}
+	r.From = d.string()
+	r.Shard = int(d.varint())
+	r.DeadlineMs = d.varint()
+	r.Remote = d.string()
+	switch r.Kind {
+	case KindHTTP, KindGather:
+		r.Method = d.string()
+		r.URI = d.string()
+		r.ContentType = d.string()
+		r.IdempotencyKey = d.string()
+		r.Body = d.bytes()
+	case KindRESP:
+		r.Proto = d.byte()
+		r.Role = Role(d.byte())
+		n := d.count(MaxArgs)
+		if n > 0 {
+			r.Args = make([][]byte, 0, min(n, len(d.b)))
+		}
+		for range n {
+			if d.err != nil {
+				break
+			}
+			r.Args = append(r.Args, d.bytes())
+		}
+	}
+	if d.err == nil && r.Shard < -1 {
+		d.fail("shard %d", r.Shard)
+	}
+	return r, d.end()
+}
+
+// Marshal encodes a.
+func (a *Answer) Marshal() []byte {
+	n := 16 + len(a.Reason) + len(a.Body)
+	for _, h := range a.Header {
+		n += len(h[0]) + len(h[1]) + 4
+	}
+	b := make([]byte, 0, n)
+	b = append(b, Version, byte(a.Kind))
+	b = appendString(b, a.Reason)
+	b = binary.AppendUvarint(b, uint64(a.Status))
+	b = binary.AppendUvarint(b, uint64(len(a.Header)))
+	for _, h := range a.Header {
+		b = appendString(b, h[0])
+		b = appendString(b, h[1])
+	}
+	return appendBytes(b, a.Body)
+}
+
+// UnmarshalAnswer decodes an Answer, refusing anything malformed, unknown
+// or out of bounds.
+func UnmarshalAnswer(b []byte) (Answer, error) {
+	d := decoder{b: b}
+	var a Answer
+	d.header()
+	a.Kind = AnswerKind(d.byte())
+	if d.err == nil && (a.Kind == 0 || a.Kind >= numAnswerKinds) {
+		d.fail("unknown answer kind %d", a.Kind)
+	}
+	a.Reason = d.string()
+	status := d.uvarint()
+	if d.err == nil && status > 999 {
+		d.fail("status %d", status)
+	}
+	a.Status = int(status)
+	n := d.count(MaxHeader)
+	for range n {
+		if d.err != nil {
+			break
+		}
+		a.Header = append(a.Header, [2]string{d.string(), d.string()})
+	}
+	a.Body = d.bytes()
+	if d.err == nil && a.Kind == Served && (a.Status != 0 && a.Status < 100) {
+		d.fail("status %d", a.Status)
+	}
+	return a, d.end()
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
+}
+
+// ErrMalformed wraps every decoding error.
+var ErrMalformed = errors.New("route: malformed message")
+
+// decoder reads fields off b, remembering the first error; once it has
+// one, every read returns a zero value.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) header() {
+	if len(d.b) > MaxBytes {
+		d.fail("%d bytes, more than %d", len(d.b), MaxBytes)
+		return
+	}
+	if v := d.byte(); d.err == nil && v != Version {
+		d.fail("version %d, this replica reads %d", v, Version)
+	}
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("short")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad number")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad number")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a count of items of at least one byte each, at most max.
+func (d *decoder) count(max int) int {
+	n := d.uvarint()
+	if d.err == nil && (n > uint64(max) || n > uint64(len(d.b))) {
+		d.fail("count %d", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("length %d past the end", n)
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) string() string { return string(d.bytes()) }
+
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d bytes past the end", len(d.b))
+	}
+	return d.err
+}

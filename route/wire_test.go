@@ -1,0 +1,134 @@
+package route_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"testing/quick"
+
+	"github.com/tally-dev/tally/route"
+)
+
+var sampleRequests = []route.Request{
+	{Kind: route.KindHTTP, From: "us-1", Shard: 353, DeadlineMs: 1764380000000, Remote: "127.0.0.1:5000",
+		Method: "POST", URI: "/v1/counters/k/incr?by=2", ContentType: "application/json", IdempotencyKey: "k1", Body: []byte(`{"by":2}`)},
+	{Kind: route.KindGather, From: "us-2", Shard: -1, Method: "GET", URI: "/v1/trending?n=10"},
+	{Kind: route.KindRESP, From: "us-3", Shard: 7, Proto: 3, Role: 2, Args: [][]byte{[]byte("INCRBY"), []byte("k"), []byte("5")}},
+	{Kind: route.KindRESP, Args: [][]byte{{}}},
+}
+
+var sampleAnswers = []route.Answer{
+	{Kind: route.Served, Status: 200, Header: [][2]string{{"Content-Type", "application/json"}, {"Tally-Served-By", "us-3"}}, Body: []byte(`{"value":3}`)},
+	{Kind: route.NotServed, Reason: "shard 353 is not held here"},
+	{Kind: route.Served, Body: []byte(":5\r\n")},
+}
+
+// Every request and answer reads back as it was written.
+func TestRoundTrip(t *testing.T) {
+	for _, r := range sampleRequests {
+		got, err := route.UnmarshalRequest(r.Marshal())
+		if err != nil {
+			t.Fatalf("%+v: %v", r, err)
+		}
+		if !bytes.Equal(got.Marshal(), r.Marshal()) || got.URI != r.URI || len(got.Args) != len(r.Args) {
+			t.Fatalf("read back %+v, wrote %+v", got, r)
+		}
+	}
+	for _, a := range sampleAnswers {
+		got, err := route.UnmarshalAnswer(a.Marshal())
+		if err != nil {
+			t.Fatalf("%+v: %v", a, err)
+		}
+		if !bytes.Equal(got.Marshal(), a.Marshal()) || got.Status != a.Status || got.Reason != a.Reason {
+			t.Fatalf("read back %+v, wrote %+v", got, a)
+		}
+	}
+}
+
+// Any request of arbitrary fields reads back field for field.
+func TestRoundTripProperty(t *testing.T) {
+	f := func(from, remote, method, uri, ct, idem string, body []byte, shard uint16, deadline int64, proto, role uint8, args [][]byte, kind uint8) bool {
+		r := route.Request{Kind: route.Kind(kind%3 + 1), From: from, Shard: int(shard%1024 + 1), DeadlineMs: deadline, Remote: remote,
+			Method: method, URI: uri, ContentType: ct, IdempotencyKey: idem, Body: body}
+		if r.Kind == route.KindRESP {
+			r = route.Request{Kind: r.Kind, From: from, Shard: r.Shard, DeadlineMs: deadline, Remote: remote, Proto: proto, Role: route.Role(role), Args: args}
+		}
+		got, err := route.UnmarshalRequest(r.Marshal())
+		if err != nil || got.Kind != r.Kind || got.From != from || got.Shard != r.Shard || got.DeadlineMs != deadline || got.Remote != remote {
+			return false
+		}
+		if r.Kind == route.KindRESP {
+			if got.Proto != proto || got.Role != route.Role(role) || len(got.Args) != len(args) {
+				return false
+			}
+			for i := range args {
+				if !bytes.Equal(got.Args[i], args[i]) {
+					return false
+				}
+			}
+			return true
+		}
+		return got.Method == method && got.URI == uri && got.ContentType == ct && got.IdempotencyKey == idem && bytes.Equal(got.Body, body)
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What a decoder refuses: another version, an unknown kind, a length past
+// the end, trailing bytes, a count past its bound.
+func TestRefused(t *testing.T) {
+	good := sampleRequests[0].Marshal()
+	bad := map[string][]byte{
+		"empty":           nil,
+		"version 2":       append([]byte{2}, good[1:]...),
+		"kind 0":          append([]byte{route.Version, 0}, good[2:]...),
+		"kind 9":          append([]byte{route.Version, 9}, good[2:]...),
+		"cut":             good[:len(good)-1],
+		"trailing":        append(append([]byte{}, good...), 0),
+		"args past max":   {route.Version, byte(route.KindRESP), 0, 0, 0, 0, 3, 0, 0xff, 0xff, 0xff, 0x7f},
+		"length past end": {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
+	}
+	for name, b := range bad {
+		if _, err := route.UnmarshalRequest(b); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	if _, err := route.UnmarshalAnswer(append([]byte{route.Version, 3}, sampleAnswers[0].Marshal()[2:]...)); !errors.Is(err, route.ErrMalformed) {
+		t.Errorf("answer kind 3: %v", err)
+	}
+}
+
+// Any bytes: decoding never panics, and what decodes re-encodes to bytes
+// that decode to the same message.
+func FuzzRequest(f *testing.F) {
+	for _, r := range sampleRequests {
+		f.Add(r.Marshal())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := route.UnmarshalRequest(b)
+		if err != nil {
+			return
+		}
+		again, err := route.UnmarshalRequest(r.Marshal())
+		if err != nil || !bytes.Equal(again.Marshal(), r.Marshal()) {
+			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
+		}
+	})
+}
+
+func FuzzAnswer(f *testing.F) {
+	for _, a := range sampleAnswers {
+		f.Add(a.Marshal())
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := route.UnmarshalAnswer(b)
+		if err != nil {
+			return
+		}
+		again, err := route.UnmarshalAnswer(a.Marshal())
+		if err != nil || !bytes.Equal(again.Marshal(), a.Marshal()) {
+			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
+		}
+	})
+}
