@@ -150,12 +150,19 @@ func PutShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map, revisi
 	return m, nil
 }
 
-// AssignShardMap makes m its region's map in the bucket unless the
-// bucket already holds that assignment: it reads the region's map and
-// writes m by compare-and-swap on that revision (PutShardMap), so an
-// assignment that raced it is refused rather than overwritten. It
-// returns the stored map and whether it wrote.
-func AssignShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map) (shard.Map, bool, error) {
+// ErrShardMapDiffers: the bucket already holds another map of the region.
+// The stored map is the truth: it changes only through a move
+// (MoveShards), which joins, switches and settles, never in one write.
+var ErrShardMapDiffers = errors.New("the stored shard map differs: it changes only through a move (tallyd admin shards move)")
+
+// SeedShardMap stores m as its region's map if the bucket holds none
+// (a config seeds an empty bucket, nothing more). It returns the stored
+// map and whether it wrote: unchanged when the bucket already holds m,
+// and ErrShardMapDiffers, with the stored map, when it holds another one,
+// which it leaves alone. A map that was created meanwhile is refused by
+// the create's compare-and-swap. Only a map that does not decode is
+// replaced: no replica can follow it.
+func SeedShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map) (shard.Map, bool, error) {
 	var revision uint64
 	e, err := kv.Get(ctx, ShardMapKey(m.Region))
 	switch {
@@ -166,6 +173,9 @@ func AssignShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map) (sh
 		cur, err := decodeShardMap(e)
 		if err == nil && cur.Equal(m) {
 			return cur, false, nil
+		}
+		if err == nil {
+			return cur, false, fmt.Errorf("%w: %s is at revision %d", ErrShardMapDiffers, m.Region, cur.Revision)
 		}
 		revision = e.Revision() // an undecodable map is replaced
 	}

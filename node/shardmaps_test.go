@@ -103,7 +103,7 @@ func TestShardMapsFollowTheBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, wrote, err := AssignShardMap(ctx, kv, m)
+		stored, wrote, err := SeedShardMap(ctx, kv, m)
 		if err != nil || !wrote || stored.Revision == 0 {
 			t.Fatalf("assign %s: revision %d, wrote %v, %v", region, stored.Revision, wrote, err)
 		}
@@ -112,12 +112,23 @@ func TestShardMapsFollowTheBucket(t *testing.T) {
 	eu2 := assign("eu", []string{"eu-1", "eu-2"}, 2)
 	us2 := assign("us", []string{"us-1", "us-2"}, 2)
 
-	// Assigning the same map again writes nothing; a write at a stale
-	// revision, or a create over a stored map, is refused.
-	if again, wrote, err := AssignShardMap(ctx, kv, eu2); err != nil || wrote || again.Revision != eu2.Revision {
-		t.Fatalf("assigning eu's map again: revision %d (want %d), wrote %v, %v", again.Revision, eu2.Revision, wrote, err)
+	// Seeding the same map again writes nothing; seeding another one is
+	// refused and leaves the stored map (only a move changes it); a write
+	// at a stale revision, or a create over a stored map, is refused.
+	if again, wrote, err := SeedShardMap(ctx, kv, eu2); err != nil || wrote || again.Revision != eu2.Revision {
+		t.Fatalf("seeding eu's map again: revision %d (want %d), wrote %v, %v", again.Revision, eu2.Revision, wrote, err)
 	}
-	eu3 := assign("eu", []string{"eu-1", "eu-2", "eu-3"}, 2)
+	eu3m, err := shard.Assign("eu", []string{"eu-1", "eu-2", "eu-3"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, wrote, err := SeedShardMap(ctx, kv, eu3m); !errors.Is(err, ErrShardMapDiffers) || wrote || kept.Revision != eu2.Revision || !kept.Equal(eu2) {
+		t.Fatalf("seeding another map of eu: revision %d (want %d kept), wrote %v, %v", kept.Revision, eu2.Revision, wrote, err)
+	}
+	eu3, err := PutShardMap(ctx, kv, eu3m, eu2.Revision) // what a move's steps write
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := PutShardMap(ctx, kv, eu2, eu2.Revision); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("write at stale revision %d (now %d): %v, want refused", eu2.Revision, eu3.Revision, err)
 	}
@@ -170,7 +181,14 @@ func TestShardMapsFollowTheBucket(t *testing.T) {
 	}
 
 	// A stored map of its region without it: the replica does not start.
-	assign("us", []string{"us-2", "us-3"}, 1)
+	cur := mapOf(n.ShardMaps(), "us")
+	without, err := shard.Assign("us", []string{"us-2", "us-3"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PutShardMap(ctx, kv, without, cur.Revision); err != nil {
+		t.Fatal(err)
+	}
 	if n, err := Start(context.Background(), cfg, Options{}); err == nil {
 		_ = n.Close(context.Background())
 		t.Fatal("us-1 started although its region's stored map does not list it")

@@ -58,7 +58,8 @@ func TestAdminRetireUnreachable(t *testing.T) {
 }
 
 // tallyd admin shards assign stores a region's map computed from a
-// config's shards block, by CAS (again the same map: unchanged), and show
+// config's shards block when none is stored (again the same map:
+// unchanged; another map: refused, the stored one kept), and show
 // prints the stored maps with their revisions, as text or as
 // GET /v1/shards answers them.
 func TestAdminShardsAssignAndShow(t *testing.T) {
@@ -85,14 +86,16 @@ shards {
 	admin(0, "no shard maps stored (no bucket tally_shards)", "show")
 	admin(0, "assigned: the shard map of us is at revision 1", "assign", "--config", file, "--region", "us")
 	admin(0, "unchanged: the shard map of us is at revision 1", "assign", "--config", file, "--region", "us")
-	out := admin(0, "assigned: the shard map of us is at revision 2", "assign", "--config", file, "--region", "us", "--copies", "2")
-	if !strings.Contains(out, "copies 2") || !strings.Contains(out, "us-1                 1024 shards") {
-		t.Fatalf("assign --copies 2 printed %q: want both replicas holding every shard", out)
+	// Another map over a stored one is refused (issue #42): only a move
+	// changes it, and the stored map stays at its revision.
+	out := admin(1, "refused: the stored shard map of us (revision 1) differs", "assign", "--config", file, "--region", "us", "--copies", "2")
+	if !strings.Contains(out, "tallyd admin shards move") {
+		t.Fatalf("the refusal printed %q: want the move to run instead", out)
 	}
+	admin(0, "assigned: the shard map of eu is at revision 2", "assign", "--config", file, "--region", "eu", "--copies", "2")
 	admin(2, `no region "xx"`, "assign", "--config", file, "--region", "xx")
-	admin(0, "no shard map of eu stored", "show", "--region", "eu")
-	admin(0, "us: revision 2", "show")
-	out = admin(0, `"revision":2`, "show", "--json", "--region", "us")
+	admin(0, "us: revision 1", "show")
+	out = admin(0, `"revision":2`, "show", "--json", "--region", "eu")
 	m, err := shard.Decode([]byte(strings.TrimSpace(out)))
 	if err != nil || m.Revision != 2 || m.Copies != 2 {
 		t.Fatalf("show --json: %q: revision %d, copies %d, %v", out, m.Revision, m.Copies, err)

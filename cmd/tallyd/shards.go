@@ -109,7 +109,13 @@ func (c *cli) adminShardsAssign(ctx context.Context, args []string) error {
 		return err
 	}
 	defer closeNATS()
-	stored, wrote, err := tallynode.AssignShardMap(ctx, kv, m)
+	stored, wrote, err := tallynode.SeedShardMap(ctx, kv, m)
+	if errors.Is(err, tallynode.ErrShardMapDiffers) {
+		fmt.Fprintf(c.stdout, "refused: the stored shard map of %s (revision %d) differs from this one, and a map changes only through a move, which joins, switches and settles so that nothing acknowledged is lost:\n", region, stored.Revision)
+		fmt.Fprintf(c.stdout, "  tallyd admin shards move --config %s --region %s\n", file, region)
+		printMap(c, stored)
+		return fmt.Errorf("admin shards assign: %w", err)
+	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("admin shards assign: the map of %s was assigned by someone else meanwhile (nothing written): look at it (tallyd admin shards show) and run again", region)
 	}
@@ -131,8 +137,10 @@ func (c *cli) adminShardsAssign(ctx context.Context, args []string) error {
 const assignHelp = `
 Computes the region's map from the replicas its shards block lists
 (rendezvous hashing: adding or removing one replica moves only the shards
-it gains or held) and stores it by compare-and-swap on the revision it
-read: an assignment made meanwhile is refused, not overwritten. Run it
+it gains or held) and stores it if the bucket holds no map of the region
+(a create by compare-and-swap: one made meanwhile is refused, not
+overwritten). A stored map that differs is refused, never overwritten:
+a map changes only through tallyd admin shards move. Run it
 with the operator's NATS user: replicas may only read the bucket. See
 docs/operations.md, "Shard maps".
 `

@@ -50,7 +50,7 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 			if err != nil {
 				return err
 			}
-			if _, _, err := node.AssignShardMap(ctx, kv, m); err != nil {
+			if _, _, err := node.SeedShardMap(ctx, kv, m); err != nil && !errors.Is(err, node.ErrShardMapDiffers) {
 				return fmt.Errorf("move: store the map of %s: %w", r, err)
 			}
 		}

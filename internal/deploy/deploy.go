@@ -370,11 +370,19 @@ func (d *Deployment) assignShards(ctx context.Context) error {
 		var stored shard.Map
 		var wrote bool
 		err = poll.Until(ctx, 250*time.Millisecond, func() error {
-			stored, wrote, err = node.AssignShardMap(ctx, kv, m)
+			stored, wrote, err = node.SeedShardMap(ctx, kv, m)
+			if errors.Is(err, node.ErrShardMapDiffers) {
+				return nil // a restart after a move: the stored map stands
+			}
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("assign shard maps: %w", err)
+		}
+		if !wrote && !stored.Equal(m) {
+			d.log.Info("shard map: the stored one stands (the config's seeds only an empty bucket; moves change it)",
+				"region", r.Name, "revision", stored.Revision)
+			continue
 		}
 		d.log.Info("shard map", "region", r.Name, "revision", stored.Revision, "written", wrote)
 	}

@@ -79,9 +79,14 @@ func TestShardMapsLiveInKV(t *testing.T) {
 	if _, err := node.PutShardMap(ctx, kv, euAll, euOld.Revision+1); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("a write at a revision that is not the stored one: %v, want refused", err)
 	}
-	euNew, wrote, err := node.AssignShardMap(ctx, kv, euAll)
-	if err != nil || !wrote || euNew.Revision <= euOld.Revision {
-		t.Fatalf("assign eu: revision %d after %d, wrote %v, %v", euNew.Revision, euOld.Revision, wrote, err)
+	// Seeding (what a start and `tallyd admin shards assign` do) leaves a
+	// stored map alone: only a move changes it.
+	if kept, wrote, err := node.SeedShardMap(ctx, kv, euAll); !errors.Is(err, node.ErrShardMapDiffers) || wrote || kept.Revision != euOld.Revision {
+		t.Fatalf("seed eu over its stored map: revision %d (want %d kept), wrote %v, %v", kept.Revision, euOld.Revision, wrote, err)
+	}
+	euNew, err := node.PutShardMap(ctx, kv, euAll, euOld.Revision) // one step of a move, written by hand
+	if err != nil || euNew.Revision <= euOld.Revision {
+		t.Fatalf("write eu: revision %d after %d, %v", euNew.Revision, euOld.Revision, err)
 	}
 	if _, err := node.PutShardMap(ctx, kv, euOld, euOld.Revision); !errors.Is(err, jetstream.ErrKeyExists) {
 		t.Fatalf("a write at the stale revision %d: %v, want refused", euOld.Revision, err)
