@@ -124,10 +124,10 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request, importing bool) 
 	}
 	s.hotOps(b.ops)
 	if s.cfg.Shards != nil && !forwarded(r) && !s.holdsAll(b.ops) {
-		if importing {
-			return newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
-				"an import is applied only by a replica holding every key of the batch; nothing was applied: in a sharded region, import each shard's events at a holder (GET /v1/shards)")
-		}
+		// An import splits as a batch does: each holder set gets its
+		// lines as sent, so an increment's key derived from its line's
+		// bytes and its occurrence is the same there (identical lines
+		// are on one shard, in their order).
 		return s.postSplitEvents(w, r, b, n) // eventsplit.go
 	}
 	var res []region.Result

@@ -1,0 +1,69 @@
+package deploy_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/shard"
+)
+
+// Issue #42: a history file imported at one replica of a sharded region
+// is split by shard there, each part applied by a holder, and the answer
+// counts every line; a second import of the same file changes nothing.
+// Every replica then reads every count.
+func TestImportAtAnyReplicaOfAShardedRegion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three replicas")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
+	d := startConfig(t, cfg)
+	urls := d.URLs()
+	waitReady(t, urls)
+	held := getShards(t, urls[0]).Held("us-1")
+
+	var lines []string
+	likes, views := map[string]int{}, map[string]int64{}
+	notHeld := 0
+	for i := range 40 {
+		item, key := fmt.Sprintf("old%d", i%8), fmt.Sprintf("views:old%d", i%5)
+		if !held.Has(shard.Of(item)) {
+			notHeld++
+		}
+		lines = append(lines, fmt.Sprintf(`{"videoId":%q,"userId":"u%d","timestamp":1698765432}`, item, i))
+		lines = append(lines, fmt.Sprintf(`{"type":"incr","key":%q,"by":2,"at":1698765432000}`, key))
+		likes[item]++
+		views[key] += 2
+	}
+	if notHeld == 0 {
+		t.Fatal("every item on a shard us-1 holds: nothing would be split")
+	}
+	body := strings.Join(lines, "\n") + "\n"
+	for run := range 2 {
+		st, b, err := testkit.DoJSON("POST", urls[0]+"/v1/admin/import", body)
+		if err != nil || st != 200 || b["applied"] != float64(len(lines)) {
+			t.Fatalf("import run %d at us-1: %d %v %v, want %d applied", run, st, b, err, len(lines))
+		}
+	}
+	for _, u := range urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			for item, n := range likes {
+				st, b, err := testkit.DoJSON("GET", u+"/v1/likes/"+item, "")
+				if err != nil || st != 200 || b["count"] != float64(n) {
+					return fmt.Errorf("%s reads %s as %d %v %v, want %d", u, item, st, b, err, n)
+				}
+			}
+			for k, v := range views {
+				st, b, err := testkit.DoJSON("GET", u+"/v1/counters/"+k, "")
+				if err != nil || st != 200 || b["value"] != float64(v) {
+					return fmt.Errorf("%s reads %s as %d %v %v, want %d", u, k, st, b, err, v)
+				}
+			}
+			return nil
+		})
+	}
+}
