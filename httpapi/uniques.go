@@ -327,3 +327,30 @@ func decodeHLL(b []byte) (*crdt.HLL, error) {
 	}
 	return h, nil
 }
+
+// UniquesUnion is GET /v1/uniques?keys=a,b,c for another front door of this
+// replica that authenticated and rate-limited its client already (RESP's
+// PFCOUNT over keys of several shards): the same read, sent to a holder
+// or gathered from the region's replicas when this one does not hold
+// every key.
+func (s *Server) UniquesUnion(ctx context.Context, keys []string) (api.Uniques, error) {
+	q := url.Values{"keys": {strings.Join(keys, ",")}}
+	r, err := http.NewRequestWithContext(WithForwarded(ctx), http.MethodGet, "/v1/uniques?"+q.Encode(), nil)
+	if err != nil {
+		return api.Uniques{}, err
+	}
+	rec := NewRecorder()
+	s.ServeHTTP(rec, r)
+	if rec.Status() != http.StatusOK {
+		var e api.Error
+		if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
+			e = api.Error{Code: CodeInternal, Error: fmt.Sprintf("the union answered http %d", rec.Status())}
+		}
+		return api.Uniques{}, &apiError{status: rec.Status(), code: e.Code, msg: e.Error}
+	}
+	var out api.Uniques
+	if err := json.Unmarshal(rec.Body(), &out); err != nil {
+		return api.Uniques{}, fmt.Errorf("decode the union's answer: %w", err)
+	}
+	return out, nil
+}

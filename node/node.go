@@ -389,6 +389,9 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 	if n.rep != nil {
 		rcfg.Convergence = n.rep.Convergence
 	}
+	if n.shards != nil {
+		rcfg.Union = n.api.UniquesUnion
+	}
 	n.resp, err = resp.New(rcfg)
 	if err != nil {
 		_ = ln.Close()

@@ -132,6 +132,8 @@ func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 		sh, err = s.route(sess, name, cmd.Args)
 	}
 	switch {
+	case err == nil && sh == spread:
+		err = s.spreadRead(c, sess, name, cmd)
 	case err == nil && sh >= 0:
 		err = s.forward(c, sess, sh, cmd)
 	case err == nil:
@@ -245,6 +247,11 @@ func (s *Server) writeError(c redcon.Conn, name string, err error) {
 	var re *replyError
 	if errors.As(err, &re) {
 		c.WriteError(re.Error())
+		return
+	}
+	var raw *rawError // a holder's, as it came
+	if errors.As(err, &raw) {
+		c.WriteError(raw.line)
 		return
 	}
 	if code, msg, ok := httpapi.Describe(err); ok {

@@ -89,6 +89,11 @@ type Config struct {
 	// key's shard (shards.go). Default: nil, this replica holds every
 	// shard.
 	Shards Shards
+	// Union, in a sharded region, is the HTTP API's union of unique
+	// counts (httpapi.Server.UniquesUnion), which gathers the sketches of
+	// keys on shards this replica does not hold: PFCOUNT of such keys
+	// reads through it. Nil: such a PFCOUNT is refused with CROSSSLOT.
+	Union func(ctx context.Context, keys []string) (api.Uniques, error)
 	// Hot are the items split into parts, as the HTTP API's
 	// (httpapi.Config.Hot): SADD and SREM of a user go to the user's
 	// part, SCARD sums the parts where all are held here. Default none.

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
@@ -79,8 +80,13 @@ func keyShards(hot shard.Hot, name string, args [][]byte) []int {
 	return out
 }
 
-// route says where cmd runs: here (-1), or forwarded to a holder of shard
-// s; or refused.
+// spread is where route sends a read of keys on several shards not all
+// held here (MGET, PFCOUNT): every shard's part asked of a holder, and
+// the answers put together (spreadRead).
+const spread = -2
+
+// route says where cmd runs: here (-1), forwarded to a holder of shard s,
+// or spread over the holders of several shards; or refused.
 func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 	if s.cfg.Shards == nil || sess.forwarded {
 		return -1, nil
@@ -96,6 +102,8 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 		return -1, nil
 	case one:
 		return shards[0], nil
+	case name == "mget" || name == "pfcount" && s.cfg.Union != nil:
+		return spread, nil
 	}
 	msg := "keys of several shards, not all held by this replica: send one key per command"
 	if name != "mget" && name != "pfcount" {
@@ -105,16 +113,127 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 	return 0, &replyError{prefix: "CROSSSLOT", code: httpapi.CodeShardNotHeld, msg: msg}
 }
 
+// spreadRead answers a read of keys on several shards (route's spread).
+func (s *Server) spreadRead(c redcon.Conn, sess *session, name string, cmd redcon.Command) error {
+	if name == "pfcount" {
+		keys, err := uniqueKeys(cmd.Args[1:])
+		if err != nil {
+			return err
+		}
+		ctx, cancel := s.writeCtx()
+		defer cancel()
+		u, err := s.cfg.Union(ctx, keys)
+		if err != nil {
+			return err
+		}
+		if u.Partial {
+			return errorf(httpapi.CodeShardUnavailable, "no replica holding %d of the keys' shards answered: the union would count short", u.MissingShards)
+		}
+		c.WriteInt64(u.Estimate)
+		return nil
+	}
+	return s.mgetSpread(c, sess, cmd.Args[1:])
+}
+
+// mgetSpread is MGET of keys on several shards: the keys of each shard
+// not held here in one MGET to a holder of that shard, those held here
+// read here, all at once; the values are answered in the keys' order.
+func (s *Server) mgetSpread(c redcon.Conn, sess *session, keys [][]byte) error {
+	if len(keys) > region.MaxUniqueKeys {
+		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(keys), region.MaxUniqueKeys)
+	}
+	byShard := map[int][]int{} // shard (-1: held here) -> indexes of its keys
+	for i, k := range keys {
+		if _, err := counterKey(k); err != nil {
+			return err
+		}
+		sh := shard.Of(string(k))
+		if s.cfg.Shards.Holds(sh) {
+			sh = -1
+		}
+		byShard[sh] = append(byShard[sh], i)
+	}
+	values := make([][]byte, len(keys)) // each value as RESP
+	errs := make(chan error, len(byShard))
+	ctx, cancel := s.writeCtx()
+	defer cancel()
+	for sh, idx := range byShard {
+		args := make([][]byte, 0, len(idx)+1)
+		args = append(args, []byte("MGET"))
+		for _, i := range idx {
+			args = append(args, keys[i])
+		}
+		go func() {
+			var reply []byte
+			var err error
+			if sh < 0 {
+				reply = s.Exec(args, route.Role(sess.role), sess.resp)
+			} else if reply, err = s.cfg.Shards.Forward(ctx, sh, args, route.Role(sess.role), sess.resp); err != nil {
+				err = forwardError(sh, err)
+			}
+			if err == nil {
+				err = splitArray(reply, values, idx)
+			}
+			errs <- err
+		}()
+	}
+	var first error
+	for range byShard {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		return first
+	}
+	c.WriteArray(len(values))
+	for _, v := range values {
+		c.WriteRaw(v)
+	}
+	return nil
+}
+
+// splitArray puts the elements of reply, an array of len(idx) values,
+// into values at idx; an error reply is returned as the error.
+func splitArray(reply []byte, values [][]byte, idx []int) error {
+	n, r := redcon.ReadNextRESP(reply)
+	switch {
+	case n == 0:
+		return errorf(httpapi.CodeInternal, "a holder answered MGET with no complete reply")
+	case r.Type == redcon.Error:
+		return &rawError{line: string(r.Data)}
+	case r.Type != redcon.Array || r.Count != len(idx):
+		return errorf(httpapi.CodeInternal, "a holder answered MGET of %d keys with %d values", len(idx), r.Count)
+	}
+	k := 0
+	r.ForEach(func(e redcon.RESP) bool {
+		values[idx[k]] = e.Raw
+		k++
+		return true
+	})
+	return nil
+}
+
+// rawError is an error reply a holder gave, answered as it came.
+type rawError struct{ line string }
+
+func (e *rawError) Error() string { return e.line }
+
+// forwardError is the answer to a command a holder did not take.
+func forwardError(sh int, err error) error {
+	if errors.Is(err, httpapi.ErrNoHolder) {
+		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d is up; nothing was applied", sh)
+	}
+	return errorf(httpapi.CodeTimeout, "the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)
+}
+
 // forward runs cmd at a holder of shard sh and writes its reply.
 func (s *Server) forward(c redcon.Conn, sess *session, sh int, cmd redcon.Command) error {
 	ctx, cancel := s.writeCtx()
 	defer cancel()
 	reply, err := s.cfg.Shards.Forward(ctx, sh, cmd.Args, route.Role(sess.role), sess.resp)
-	switch {
-	case errors.Is(err, httpapi.ErrNoHolder):
-		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d is up; nothing was applied", sh)
-	case err != nil:
-		return errorf(httpapi.CodeTimeout, "the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)
+	if err != nil {
+		return forwardError(sh, err)
 	}
 	c.WriteRaw(reply)
 	return nil

@@ -132,8 +132,8 @@ func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
 
 // In a sharded deployment, RESP commands sent to any replica run at a
 // holder of their key's shard (forwarded once), and read the same from
-// every replica; a command over keys of several shards not all held is
-// refused with CROSSSLOT, as Redis Cluster refuses it.
+// every replica; MGET and PFCOUNT over keys of several shards read from
+// their holders and answer whole at every replica.
 func TestRESPShardedForwards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts six replicas")
@@ -187,13 +187,44 @@ func TestRESPShardedForwards(t *testing.T) {
 		}
 		return nil
 	})
-	keys := make([]string, items)
-	for i := range keys {
+	// Reads of keys on several shards (issue #42): at every replica, MGET
+	// asks each shard's part of a holder and answers in the keys' order,
+	// and PFCOUNT unites the sketches of every key.
+	keys := make([]string, items+1)
+	for i := range items {
 		keys[i] = fmt.Sprintf("views:%d", i)
 	}
-	if _, err := clients[0].MGet(ctx, keys...).Result(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
-		t.Fatalf("MGET over %d shards: %v, want CROSSSLOT", items, err)
+	keys[items] = keys[0] // a key twice, answered twice
+	for j, c := range clients {
+		vals, err := c.MGet(ctx, keys...).Result()
+		if err != nil || len(vals) != len(keys) {
+			t.Fatalf("replica %d: MGET over %d shards: %v %v", j, items, vals, err)
+		}
+		for i, v := range vals {
+			if v != "6" {
+				t.Fatalf("replica %d: MGET's value %d (%s) is %v, want 6", j, i, keys[i], v)
+			}
+		}
 	}
+	var ukeys []string
+	for i := range 6 {
+		k := fmt.Sprintf("viewers:%d", i)
+		ukeys = append(ukeys, k)
+		for v := range 10 { // viewers v0..v9 on every key, and one of each key's own
+			if err := clients[i%len(clients)].PFAdd(ctx, k, fmt.Sprintf("v%d", v), fmt.Sprintf("own%d", i)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for j, c := range clients {
+			n, err := c.PFCount(ctx, ukeys...).Result()
+			if err != nil || n != 16 {
+				return fmt.Errorf("replica %d: PFCOUNT of %d keys = %d %v, want 16", j, len(ukeys), n, err)
+			}
+		}
+		return nil
+	})
 }
 
 // respClients are go-redis clients of addrs speaking protocol proto,
