@@ -290,7 +290,8 @@ type Status struct {
 	Events *EventLog `json:"events,omitempty"`
 	// Approx lists the approximate-counter rules, longest prefix winning.
 	Approx []ApproxRule `json:"approx,omitempty"`
-	// Auth says which routes need a bearer token: reads (GETs under /v1/),
+	// Auth says which routes need a bearer token: reads (every route
+	// under /v1/ that is not a write, whatever its method),
 	// writes, admin routes. Never the tokens. Shown only to a caller with
 	// the admin token (or, with no admin token set, on a loopback
 	// listener): how a replica is guarded is no stranger's business.

@@ -147,15 +147,27 @@ func (s *Server) SetTokens(read, write, admin string) {
 }
 
 // RequireWrite guards a write route: if write tokens are set, the request
-// must carry one of them (or an admin token) as a bearer token.
+// must carry one of them (or an admin token) as a bearer token. The read
+// guard (requireRead) lets a write route through to this one.
 func (s *Server) RequireWrite(h http.Handler) http.Handler {
-	return s.requireToken(h, "write", func(a *authTokens) [][][]byte {
+	return passRead{s.requireToken(h, "write", func(a *authTokens) [][][]byte {
 		if len(a.write) == 0 {
 			return nil
 		}
 		return [][][]byte{a.write, a.admin}
-	})
+	})}
 }
+
+// Public marks a route that never needs a token: the probes and the
+// metrics, which hold no user data. Every other route not guarded by
+// RequireWrite needs the read token when one is set.
+func (s *Server) Public(h http.Handler) http.Handler { return passRead{h} }
+
+// passRead is the handler of a route the read guard lets through: a
+// write route (its own guard decides) or a public one. The guard finds
+// it as the matched route's handler, so a route is read-guarded unless
+// it is registered as one of these: a new route is closed by default.
+type passRead struct{ http.Handler }
 
 // RequireAdmin guards an admin route: if admin tokens are set, the
 // request must carry one of them as a bearer token. Without admin tokens
@@ -192,9 +204,12 @@ func (s *Server) adminCaller(r *http.Request) bool {
 	return ok && matchToken(got, a.admin)
 }
 
-// requireRead guards every GET of the API (not /healthz, /readyz and
-// /metrics, which probes and scrapers read and which hold no user data)
-// if read tokens are set: a read, write or admin token opens it.
+// requireRead guards every route, whatever its method, if read tokens
+// are set: a read, write or admin token opens it. Only the routes
+// registered through RequireWrite (guarded by the write token instead)
+// or Public (the probes and /metrics) are let through. It used to guard
+// the GETs under /v1/ only, which left reads by another method (POST
+// /v1/feed) open.
 func (s *Server) requireRead(h http.Handler) http.Handler {
 	guarded := s.requireToken(h, "read", func(a *authTokens) [][][]byte {
 		if len(a.read) == 0 {
@@ -203,11 +218,13 @@ func (s *Server) requireRead(h http.Handler) http.Handler {
 		return [][][]byte{a.read, a.write, a.admin}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/") {
-			guarded.ServeHTTP(w, r)
-			return
+		if rt := mux.CurrentRoute(r); rt != nil {
+			if _, ok := rt.GetHandler().(passRead); ok {
+				h.ServeHTTP(w, r)
+				return
+			}
 		}
-		h.ServeHTTP(w, r)
+		guarded.ServeHTTP(w, r)
 	})
 }
 

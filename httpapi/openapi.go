@@ -337,6 +337,10 @@ var refused = map[string]any{CodeBudgetExhausted: api.BudgetRefused{}, CodeRight
 
 func ps(p ...openapi.Param) []openapi.Param { return p }
 
+// publicRoutes are the paths newRouter registers through Public: the
+// probes and the metrics.
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
 // route sets what an operation's path and method decide, as the router's
 // middleware does: its role (requireRead, RequireWrite, RequireAdmin), the
 // errors every route of its kind may answer, and the rate limit of its
@@ -347,11 +351,12 @@ func route(op *openapi.Operation) {
 	switch {
 	case admin:
 		op.Role = "admin"
-	case !strings.HasPrefix(op.Path, "/v1/"):
-	case op.Method == http.MethodGet:
+	case publicRoutes[op.Path]:
+		// Registered through Public: no token ever.
+	case op.Method == http.MethodGet, op.Path == "/v1/feed":
+		// A read, whatever its method: requireRead guards every route
+		// not registered through RequireWrite or Public.
 		op.Role = "read"
-	case op.Path == "/v1/feed":
-		// A read by POST: requireRead guards GETs only.
 	default:
 		op.Role = "write"
 	}
