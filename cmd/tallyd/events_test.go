@@ -25,6 +25,7 @@ func TestEventsSinkUsageErrors(t *testing.T) {
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us"}, "give --postgres or --to-dir"},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", "x", "--postgres", "y"}, "give --postgres or --to-dir"},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", "x", "--batch", "0"}, "--batch must be at least 1"},
+		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", "x", "--retry-for", "0s"}, "--retry-for must be positive"},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", filepath.Join(t.TempDir(), "x"), "--durable", "a.b"}, `consumer name "a.b"`},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us,../x", "--to-dir", t.TempDir()}, `region "../x"`},
 		{[]string{"events", "frob"}, "want the subcommand tail or sink"},
