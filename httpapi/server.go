@@ -125,6 +125,11 @@ type Config struct {
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
 	// state of a sequence, read from its KV now.
 	Sequence func(ctx context.Context, name string) (*api.Sequence, error)
+	// DataDirs are the data directories of the deployment this process
+	// knows: this replica's, and in a local deployment the root holding
+	// every replica's. POST /v1/admin/backup refuses a dir inside any of
+	// them, symlinks resolved. Default: none.
+	DataDirs []string
 }
 
 // Edge is how the replica's listener is protected.
