@@ -795,6 +795,9 @@ type BudgetGrant struct {
 	// is how much of it this region may spend without asking.
 	Remaining int64 `json:"remaining"`
 	Rights    int64 `json:"rights"`
+	// Duplicate: the grant's idempotency key was applied before (here or
+	// in a region this one has heard from); nothing was granted now.
+	Duplicate bool `json:"duplicate"`
 }
 
 // BudgetSpend answers POST /v1/budgets/{key}/spend when the spend is done

@@ -237,9 +237,9 @@ func operations() []openapi.Operation {
 			Response: api.Uniques{}, Errors: errs(windowErrs, codes(CodeMissingField))},
 
 		// Budgets.
-		{Method: "POST", Path: "/v1/budgets/{key}/grant", Tag: "budgets", Summary: "Add to a budget",
-			Params: ps(keyParam), Request: grantRequest{}, Body: true, RequestRequired: []string{"by"}, Response: api.BudgetGrant{},
-			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeOverflow), bodyErrs, writeErrs)},
+		{Method: "POST", Path: "/v1/budgets/{key}/grant", Tag: "budgets", Summary: "Add to a budget, once per idempotency key",
+			Params: ps(keyParam, idemHeader), Request: grantRequest{}, Body: true, RequestRequired: []string{"by"}, Response: api.BudgetGrant{},
+			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeOverflow, CodeIdempotencyMismatch), bodyErrs, writeErrs)},
 		{Method: "POST", Path: "/v1/budgets/{key}/spend", Tag: "budgets", Summary: "Spend from a budget, never overspent",
 			Params: ps(keyParam, idemHeader), Request: spendRequest{}, Response: api.BudgetSpend{},
 			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeIdempotencyMismatch, CodeBudgetExhausted, CodeRightsElsewhere), bodyErrs, writeErrs),
