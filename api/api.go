@@ -290,7 +290,8 @@ type Status struct {
 	Events *EventLog `json:"events,omitempty"`
 	// Approx lists the approximate-counter rules, longest prefix winning.
 	Approx []ApproxRule `json:"approx,omitempty"`
-	// Auth says which routes need a bearer token: reads (GETs under /v1/),
+	// Auth says which routes need a bearer token: reads (every route
+	// under /v1/ that is not a write, whatever its method),
 	// writes, admin routes. Never the tokens. Shown only to a caller with
 	// the admin token (or, with no admin token set, on a loopback
 	// listener): how a replica is guarded is no stranger's business.
@@ -794,6 +795,9 @@ type BudgetGrant struct {
 	// is how much of it this region may spend without asking.
 	Remaining int64 `json:"remaining"`
 	Rights    int64 `json:"rights"`
+	// Duplicate: the grant's idempotency key was applied before (here or
+	// in a region this one has heard from); nothing was granted now.
+	Duplicate bool `json:"duplicate"`
 }
 
 // BudgetSpend answers POST /v1/budgets/{key}/spend when the spend is done

@@ -51,7 +51,8 @@ durability = "fsync"
 
 # Bearer tokens. If set, write routes need `Authorization: Bearer <write_token>`
 # (the admin token works there too), admin routes need the admin token, and
-# GETs under /v1/ need the read token (any of the three opens them). Each
+# every other route under /v1/, whatever its method, needs the read token
+# (any of the three opens it; /healthz, /readyz, /metrics stay open). Each
 # may list several tokens separated by spaces, all valid: rotate by adding
 # the new one, moving clients, removing the old one (SIGHUP reloads them).
 # Prefer the environment variables (TALLY_WRITE_TOKEN, TALLY_ADMIN_TOKEN,

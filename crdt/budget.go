@@ -262,11 +262,12 @@ func Give(holds, keep, want, has int64) int64 {
 	return spare - spare/2
 }
 
-// Spend is one idempotency key of a budget spend: the lattice of a
-// counter's keyed record (KeyedRecord), whose Amount is the change to the
-// budget (−by for a spend of by), counted in the budget's main vector.
-// What sets it apart is who fixes an excess: a spend is never reconciled
-// by the winner's rule, only by RefundLoser.
+// Spend is one idempotency key of a budget spend or grant: the lattice of
+// a counter's keyed record (KeyedRecord), whose Amount is the change to
+// the budget (−by for a spend of by, +by for a grant), counted in the
+// budget's main vector. What sets it apart is who fixes an excess: a
+// spend is never reconciled by the winner's rule, only by RefundLoser,
+// and a grant by TakeBackLoser.
 type Spend KeyedRecord
 
 func (s *Spend) keyed() *KeyedRecord { return (*KeyedRecord)(s) }
@@ -343,4 +344,24 @@ func (s *Spend) RefundLoser(self string) (delta int64) {
 	d := own.N - own.P
 	s.Contrib = s.Contrib.Set(self, PN{P: own.P + d, N: own.N})
 	return int64(d)
+}
+
+// TakeBackLoser is the reconciliation rule of a budget's keyed grant: a
+// replica that applied the grant but is not the record's winner takes
+// its own application back (N), as far as rights, what it holds of the
+// budget now, allows. Taking back more would spend rights it does not
+// hold: rights it already spent of the duplicate grant stay granted. A
+// later call (after more rights came) takes back the rest. It returns
+// the change to self's entry of the budget's main vector (≤ 0).
+func (s *Spend) TakeBackLoser(self string, rights int64) (delta int64) {
+	if s.Origin == self || rights <= 0 {
+		return 0
+	}
+	own := s.Contrib.Get(self)
+	if own.P <= own.N {
+		return 0
+	}
+	d := min(own.P-own.N, uint64(rights))
+	s.Contrib = s.Contrib.Set(self, PN{P: own.P, N: own.N + d})
+	return -int64(d)
 }

@@ -113,3 +113,76 @@ func TestAdminRoutesAllGuarded(t *testing.T) {
 		t.Fatalf("loopback status lacks auth or edge: %v", b)
 	}
 }
+
+// publicRouteList are the only routes that answer without a token when read
+// and write tokens are set: the probes and the metrics.
+var publicRouteList = []string{"GET /healthz", "GET /metrics", "GET /readyz"}
+
+// allRoutes lists every route of e's router ("METHOD template").
+func allRoutes(t *testing.T, e *env) []string {
+	t.Helper()
+	rs, err := e.srv.Routes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// With read and write tokens set, every route but the probes and the
+// metrics answers 401 to a caller without a token, whatever its method:
+// a read by POST (/v1/feed) is a read. The test walks the router, so a
+// route added later is covered, and a route is read-guarded unless it is
+// registered as a write or public one.
+func TestEveryRouteNeedsAToken(t *testing.T) {
+	chaos := func(time.Duration) {}
+	e := newEnv(t, envOpts{api: func(c *Config) {
+		c.ReadToken, c.WriteToken, c.ChaosClock = "r-1", "w-1", chaos
+	}})
+	e.srv.Router().Handle("/v1/later", e.srv.Handler(func(w http.ResponseWriter, _ *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+		return nil
+	})).Methods(http.MethodPost)
+	all := allRoutes(t, e)
+	want := slices.DeleteFunc(slices.Clone(all), func(r string) bool { return slices.Contains(publicRouteList, r) })
+	if len(want) != len(all)-len(publicRouteList) {
+		t.Fatalf("the router lacks a public route of %v", publicRouteList)
+	}
+	if got := guardedRoutes(t, e); !slices.Equal(got, want) {
+		var open []string
+		for _, r := range want {
+			if !slices.Contains(got, r) {
+				open = append(open, r)
+			}
+		}
+		t.Fatalf("routes open without a token while read and write tokens are set:\n%s", strings.Join(open, "\n"))
+	}
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		if r := e.do("GET", p, ""); r.status != http.StatusOK {
+			t.Errorf("GET %s without a token: %d, want 200", p, r.status)
+		}
+	}
+
+	// The feed by POST: 401 without a token or with a wrong one, 200
+	// with the read token (or a higher one).
+	body := `{"user":"bob","items":["a","b"]}`
+	if r := e.do("POST", "/v1/feed", body); r.status != http.StatusUnauthorized || r.body["code"] != CodeUnauthorized {
+		t.Fatalf("POST /v1/feed without a token: %d %v", r.status, r.body)
+	}
+	if r := e.do("POST", "/v1/feed", body, "Authorization", "Bearer nope"); r.status != http.StatusUnauthorized {
+		t.Fatalf("POST /v1/feed with a wrong token: %d", r.status)
+	}
+	e.do("POST", "/v1/feed", body, "Authorization", "Bearer r-1").ok(t)
+	e.do("POST", "/v1/feed", body, "Authorization", "Bearer w-1").ok(t)
+	if r := e.do("POST", "/v1/later", "{}", "Authorization", "Bearer r-1"); r.status != http.StatusOK {
+		t.Fatalf("a route added later, with the read token: %d", r.status)
+	}
+	// A read token does not open a write.
+	if r := e.do("PUT", "/v1/likes/a/bob", "", "Authorization", "Bearer r-1"); r.status != http.StatusUnauthorized {
+		t.Fatalf("PUT a like with the read token: %d", r.status)
+	}
+}

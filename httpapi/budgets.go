@@ -18,7 +18,8 @@ import (
 // region asked them for some, so a retry shortly after usually succeeds).
 
 type grantRequest struct {
-	By *int64 `json:"by"`
+	By             *int64  `json:"by"`
+	IdempotencyKey *string `json:"idempotency_key"`
 }
 
 type spendRequest struct {
@@ -52,7 +53,9 @@ func budgetBy(field string, v *int64, def int64) (int64, error) {
 	return *v, nil
 }
 
-// POST /v1/budgets/{key}/grant {"by": n}
+// POST /v1/budgets/{key}/grant {"by": n, "idempotency_key": "..."}: with
+// a key (or the Idempotency-Key header), a retry in any region that has
+// heard of the grant grants nothing and answers duplicate.
 func (s *Server) grantBudget(w http.ResponseWriter, r *http.Request) error {
 	key, err := pathID(r, "key")
 	if err != nil {
@@ -66,13 +69,17 @@ func (s *Server) grantBudget(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpGrant, Item: key, By: by})
+	idem, err := idempotencyKey(r, body.IdempotencyKey)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.BudgetGrant{Key: key, Granted: by, Remaining: res.Value, Rights: res.Rights})
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpGrant, Item: key, By: by, IdemKey: idem})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.BudgetGrant{Key: key, Granted: by, Remaining: res.Value, Rights: res.Rights, Duplicate: res.Duplicate})
 	return nil
 }
 

@@ -78,7 +78,7 @@ func TestBudgetRoutes(t *testing.T) {
 		{"POST", "/v1/budgets/g/grant", `{"by":0}`, http.StatusBadRequest, CodeBadBy},
 		{"POST", "/v1/budgets/g/grant", `{"by":-3}`, http.StatusBadRequest, CodeBadBy},
 		{"POST", "/v1/budgets/g/grant", `{"by":1099511627777}`, http.StatusBadRequest, CodeBadBy},
-		{"POST", "/v1/budgets/g/grant", `{"by":1,"idempotency_key":"k"}`, http.StatusBadRequest, CodeUnknownField},
+		{"POST", "/v1/budgets/g/grant", `{"by":1,"idempotency_key":"bad key"}`, http.StatusBadRequest, CodeBadID},
 		{"POST", "/v1/budgets/g/grant", `{"by":"1"}`, http.StatusBadRequest, CodeBadJSON},
 		{"POST", "/v1/budgets/g/spend", `{"by":0}`, http.StatusBadRequest, CodeBadBy},
 		{"POST", "/v1/budgets/g/spend", `{"by":1,"idempotency_key":"a b"}`, http.StatusBadRequest, CodeBadID},

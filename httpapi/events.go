@@ -40,7 +40,7 @@ const MaxBatchEvents = 10000
 //
 // where value is the like count or counter value after the event (a
 // budget's remaining as this region sees it), changed (likes) and
-// duplicate (increments, spends) appear only when true, a spend the region
+// duplicate (increments, grants, spends) appear only when true, a spend the region
 // cannot cover is rejected with code budget_exhausted or rights_elsewhere
 // (nothing spent), an increment
 // of an approximate counter says "approx":true and, if it counted
@@ -316,7 +316,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		return region.Op{Kind: region.OpUniques, Item: b.ids[b.internID(e.key)].s, IDs: []string{string(uid)}, At: at}, nil
 	case "grant", "spend":
 		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 || len(e.id) > 0 || e.at != nil || e.hasAtNum {
-			return bad(CodeBadRequest, "%s events take key, by and (spend) idempotency_key only", typ)
+			return bad(CodeBadRequest, "%s events take key, by and idempotency_key only", typ)
 		}
 		if err := checkIDBytes("key", e.key); err != nil {
 			return region.Op{}, err
@@ -326,9 +326,6 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			kind = region.OpGrant
 			if !e.hasBy {
 				return bad(CodeMissingField, "grant events need by")
-			}
-			if len(e.idem) > 0 {
-				return bad(CodeBadRequest, "grant events take no idempotency_key")
 			}
 		}
 		if e.hasBy {

@@ -139,6 +139,64 @@ func TestEventsCapTheSumOfByPerKey(t *testing.T) {
 	}
 }
 
+// A batch of keyed grants sent again (a client's retry after a timeout)
+// grants nothing more: every grant answers duplicate and the budget is
+// granted once. The key with another amount is refused with
+// idempotency_mismatch; a grant without a key still grants each time.
+// POST /v1/budgets/{key}/grant takes the same keys, in the body or the
+// Idempotency-Key header.
+func TestEventsGrantIdempotent(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	batch := `[
+		{"type":"grant","key":"camp","by":100,"idempotency_key":"fund-1"},
+		{"type":"grant","key":"camp","by":50,"idempotency_key":"fund-2"},
+		{"type":"spend","key":"camp","by":10,"idempotency_key":"buy-1"}
+	]`
+	for attempt := range 3 {
+		b := e.do("POST", "/v1/events", batch).ok(t)
+		if num(t, b, "applied") != 3 {
+			t.Fatalf("attempt %d: %v", attempt, b)
+		}
+		for i, r := range b["results"].([]any) {
+			r := r.(map[string]any)
+			// A first application answers the budget after it; a
+			// duplicate the budget as it is now.
+			want := []int64{100, 150, 140}[i]
+			if attempt > 0 {
+				want = 140
+			}
+			if dup, _ := r["duplicate"].(bool); dup != (attempt > 0) || num(t, r, "value") != want {
+				t.Errorf("attempt %d, event %d: %v", attempt, i, r)
+			}
+		}
+		if r := e.do("GET", "/v1/budgets/camp", "").ok(t); num(t, r, "remaining") != 140 || num(t, r, "granted") != 150 {
+			t.Fatalf("attempt %d: budget %v, want 150 granted once, 140 remaining", attempt, r)
+		}
+	}
+	b := e.do("POST", "/v1/events", `{"type":"grant","key":"camp","by":99,"idempotency_key":"fund-1"}`+"\n").ok(t)
+	if r := b["results"].([]any)[0].(map[string]any); r["ok"] != false || r["code"] != CodeIdempotencyMismatch {
+		t.Fatalf("fund-1 with another amount: %v", r)
+	}
+	for range 2 {
+		e.do("POST", "/v1/events", `{"type":"grant","key":"open","by":5}`+"\n").ok(t)
+	}
+	if r := e.do("GET", "/v1/budgets/open", "").ok(t); num(t, r, "remaining") != 10 {
+		t.Fatalf("unkeyed grants: %v, want each counted", r)
+	}
+
+	for attempt := range 2 {
+		r := e.do("POST", "/v1/budgets/route/grant", `{"by":30,"idempotency_key":"r-1"}`).ok(t)
+		if r["duplicate"] != (attempt > 0) || num(t, r, "remaining") != 30 {
+			t.Fatalf("route attempt %d: %v", attempt, r)
+		}
+	}
+	r := e.do("POST", "/v1/budgets/route/grant", `{"by":30}`, "Idempotency-Key", "r-1").ok(t)
+	if r["duplicate"] != true || num(t, r, "remaining") != 30 {
+		t.Fatalf("the same key in the header: %v", r)
+	}
+	e.do("POST", "/v1/budgets/route/grant", `{"by":31}`, "Idempotency-Key", "r-1").isError(t, http.StatusConflict, CodeIdempotencyMismatch)
+}
+
 // Grants and spends in a batch: each spend is checked against the rights
 // as the batch's earlier events left them, a refused one is rejected alone
 // with the code the spend route gives, and a retried idempotency key
@@ -159,7 +217,7 @@ func TestEventsBudgets(t *testing.T) {
 		{"type":"spend","key":"camp","user":"u"},
 		{"type":"spend","key":"no/key"}
 	]`).ok(t)
-	if num(t, b, "applied") != 5 || num(t, b, "rejected") != 7 {
+	if num(t, b, "applied") != 6 || num(t, b, "rejected") != 6 {
 		t.Fatalf("%v", b)
 	}
 	want := []struct {
@@ -167,7 +225,7 @@ func TestEventsBudgets(t *testing.T) {
 		duplicate bool
 		code      string
 	}{{10, false, ""}, {7, false, ""}, {7, true, ""}, {6, false, ""}, {0, false, CodeBudgetExhausted}, {0, false, ""},
-		{0, false, CodeBadBy}, {0, false, CodeMissingField}, {0, false, CodeBadRequest}, {0, false, CodeBadRequest}, {0, false, CodeBadRequest}, {0, false, CodeBadID}}
+		{0, false, CodeBadBy}, {0, false, CodeMissingField}, {2, false, ""}, {0, false, CodeBadRequest}, {0, false, CodeBadRequest}, {0, false, CodeBadID}}
 	for i, w := range want {
 		r := b["results"].([]any)[i].(map[string]any)
 		dup, _ := r["duplicate"].(bool)
@@ -176,8 +234,9 @@ func TestEventsBudgets(t *testing.T) {
 			t.Errorf("event %d: %v, want %+v", i, r, w)
 		}
 	}
-	// The batch spent 3 + 1 + 6 of 10; the refused 7 spent nothing.
-	if r := e.do("GET", "/v1/budgets/camp", "").ok(t); num(t, r, "remaining") != 0 || num(t, r, "spent") != 10 {
+	// The batch spent 3 + 1 + 6 of 10; the refused 7 spent nothing; the
+	// keyed grant added 2.
+	if r := e.do("GET", "/v1/budgets/camp", "").ok(t); num(t, r, "remaining") != 2 || num(t, r, "spent") != 10 {
 		t.Fatalf("budget after the batch: %v", r)
 	}
 	b = e.do("POST", "/v1/events", `{"type":"spend","key":"camp","by":3,"idempotency_key":"imp-1"}`+"\n").ok(t)

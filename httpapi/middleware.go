@@ -147,9 +147,10 @@ func (s *Server) SetTokens(read, write, admin string) {
 }
 
 // RequireWrite guards a write route: if write tokens are set, the request
-// must carry one of them (or an admin token) as a bearer token.
+// must carry one of them (or an admin token) as a bearer token. The read
+// guard (requireRead) lets a write route through to this one.
 func (s *Server) RequireWrite(h http.Handler) http.Handler {
-	return &guard{s: s, next: h, check: s.tokenCheck("write", func(a *authTokens) [][][]byte {
+	return &guard{s: s, next: h, passRead: true, check: s.tokenCheck("write", func(a *authTokens) [][][]byte {
 		if len(a.write) == 0 {
 			return nil
 		}
@@ -157,18 +158,30 @@ func (s *Server) RequireWrite(h http.Handler) http.Handler {
 	})}
 }
 
-// guard is a route's handler behind a role's check. The check runs where
-// the request arrived: routeShard runs it before forwarding a request to
-// another replica, which then serves it unchecked (forwarded), so a
-// client's token never leaves the replica it reached.
+// Public marks a route that never needs a token: the probes and the
+// metrics, which hold no user data. Every other route not guarded by
+// RequireWrite needs the read token when one is set.
+func (s *Server) Public(h http.Handler) http.Handler { return &guard{s: s, next: h, passRead: true} }
+
+// guard is a route's handler behind its role's check. The check runs
+// where the request arrived: routeShard runs it before forwarding a
+// request to another replica, which then serves it unchecked
+// (forwarded), so a client's token never leaves the replica it reached.
 type guard struct {
-	s     *Server
-	next  http.Handler
+	s    *Server
+	next http.Handler
+	// check is the route's own role check; nil for a public route.
 	check func(*http.Request) error
+	// passRead: the read guard lets the route through (a write route,
+	// whose own check decides, or a public one). The read guard finds
+	// the guard as the matched route's handler, so a route is
+	// read-guarded unless it is registered as one of these: a new route
+	// is closed by default.
+	passRead bool
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !forwarded(r) {
+	if g.check != nil && !forwarded(r) {
 		if err := g.check(r); err != nil {
 			g.s.writeError(w, r, err)
 			return
@@ -177,12 +190,19 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.next.ServeHTTP(w, r)
 }
 
+// routeGuard is the guard of r's route, nil if it has none.
+func routeGuard(r *http.Request) *guard {
+	if rt := mux.CurrentRoute(r); rt != nil {
+		g, _ := rt.GetHandler().(*guard)
+		return g
+	}
+	return nil
+}
+
 // checkRoute runs the role check of r's route, if it has one.
 func checkRoute(r *http.Request) error {
-	if rt := mux.CurrentRoute(r); rt != nil {
-		if g, ok := rt.GetHandler().(*guard); ok {
-			return g.check(r)
-		}
+	if g := routeGuard(r); g != nil && g.check != nil {
+		return g.check(r)
 	}
 	return nil
 }
@@ -221,9 +241,13 @@ func (s *Server) adminCaller(r *http.Request) bool {
 	return ok && matchToken(got, a.admin)
 }
 
-// requireRead guards every GET of the API (not /healthz, /readyz and
-// /metrics, which probes and scrapers read and which hold no user data)
-// if read tokens are set: a read, write or admin token opens it.
+// requireRead guards every route, whatever its method, if read tokens
+// are set: a read, write or admin token opens it. Only the routes
+// registered through RequireWrite (guarded by the write token instead)
+// or Public (the probes and /metrics) are let through, and requests
+// another replica forwarded (checked where they arrived). It used to
+// guard the GETs under /v1/ only, which left reads by another method
+// (POST /v1/feed) open.
 func (s *Server) requireRead(h http.Handler) http.Handler {
 	check := s.tokenCheck("read", func(a *authTokens) [][][]byte {
 		if len(a.read) == 0 {
@@ -232,7 +256,7 @@ func (s *Server) requireRead(h http.Handler) http.Handler {
 		return [][][]byte{a.read, a.write, a.admin}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !forwarded(r) && (r.Method == http.MethodGet || r.Method == http.MethodHead) && strings.HasPrefix(r.URL.Path, "/v1/") {
+		if g := routeGuard(r); !forwarded(r) && (g == nil || !g.passRead) {
 			if err := check(r); err != nil {
 				s.writeError(w, r, err)
 				return

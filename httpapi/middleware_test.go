@@ -68,7 +68,7 @@ func TestTokens(t *testing.T) {
 }
 
 // Several tokens per role are all valid (rotation: old and new at once),
-// a read token guards every GET under /v1/ and higher roles' tokens open
+// a read token guards the reads and higher roles' tokens open
 // it, probes and metrics stay open, /v1/status says what is guarded, and
 // no token ever appears in an answer or in the log.
 func TestReadTokenAndRotation(t *testing.T) {

@@ -237,9 +237,9 @@ func operations() []openapi.Operation {
 			Response: api.Uniques{}, Errors: errs(windowErrs, codes(CodeMissingField))},
 
 		// Budgets.
-		{Method: "POST", Path: "/v1/budgets/{key}/grant", Tag: "budgets", Summary: "Add to a budget",
-			Params: ps(keyParam), Request: grantRequest{}, Body: true, RequestRequired: []string{"by"}, Response: api.BudgetGrant{},
-			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeOverflow), bodyErrs, writeErrs)},
+		{Method: "POST", Path: "/v1/budgets/{key}/grant", Tag: "budgets", Summary: "Add to a budget, once per idempotency key",
+			Params: ps(keyParam, idemHeader), Request: grantRequest{}, Body: true, RequestRequired: []string{"by"}, Response: api.BudgetGrant{},
+			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeOverflow, CodeIdempotencyMismatch), bodyErrs, writeErrs)},
 		{Method: "POST", Path: "/v1/budgets/{key}/spend", Tag: "budgets", Summary: "Spend from a budget, never overspent",
 			Params: ps(keyParam, idemHeader), Request: spendRequest{}, Response: api.BudgetSpend{},
 			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeIdempotencyMismatch, CodeBudgetExhausted, CodeRightsElsewhere), bodyErrs, writeErrs),
@@ -337,6 +337,10 @@ var refused = map[string]any{CodeBudgetExhausted: api.BudgetRefused{}, CodeRight
 
 func ps(p ...openapi.Param) []openapi.Param { return p }
 
+// publicRoutes are the paths newRouter registers through Public: the
+// probes and the metrics.
+var publicRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+
 // route sets what an operation's path and method decide, as the router's
 // middleware does: its role (requireRead, RequireWrite, RequireAdmin), the
 // errors every route of its kind may answer, and the rate limit of its
@@ -347,11 +351,12 @@ func route(op *openapi.Operation) {
 	switch {
 	case admin:
 		op.Role = "admin"
-	case !strings.HasPrefix(op.Path, "/v1/"):
-	case op.Method == http.MethodGet:
+	case publicRoutes[op.Path]:
+		// Registered through Public: no token ever.
+	case op.Method == http.MethodGet, op.Path == "/v1/feed":
+		// A read, whatever its method: requireRead guards every route
+		// not registered through RequireWrite or Public.
 		op.Role = "read"
-	case op.Path == "/v1/feed":
-		// A read by POST: requireRead guards GETs only.
 	default:
 		op.Role = "write"
 	}

@@ -68,8 +68,10 @@ type Config struct {
 	// Default: admin routes are open, but only on a listener that is not
 	// Edge.Public, or with Edge.OpenAdmin.
 	AdminToken string
-	// ReadToken, if set, is required on every GET under /v1/ (write and
-	// admin tokens are accepted too). Default: reads are open.
+	// ReadToken, if set, is required on every route but the write routes
+	// (RequireWrite) and the public ones (Public: probes, metrics),
+	// whatever its method (write and admin tokens are accepted too).
+	// Default: reads are open.
 	ReadToken string
 	// Limits are the rate limits per route class (see Limit). Default:
 	// none. SetLimits replaces them.
@@ -123,6 +125,11 @@ type Config struct {
 	// Sequence, if set, serves GET /v1/sequences/{name}: the allocator's
 	// state of a sequence, read from its KV now.
 	Sequence func(ctx context.Context, name string) (*api.Sequence, error)
+	// DataDirs are the data directories of the deployment this process
+	// knows: this replica's, and in a local deployment the root holding
+	// every replica's. POST /v1/admin/backup refuses a dir inside any of
+	// them, symlinks resolved. Default: none.
+	DataDirs []string
 }
 
 // Edge is how the replica's listener is protected.
@@ -306,8 +313,8 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/budgets/"+key, s.Handler(s.getBudget)).Methods(http.MethodGet)
 	rt.Handle("/v1/cashback", w(s.Handler(s.postCashback))).Methods(http.MethodPost)
 
-	rt.Handle("/healthz", s.Handler(s.healthz)).Methods(http.MethodGet)
-	rt.Handle("/readyz", s.Handler(s.readyz)).Methods(http.MethodGet)
+	rt.Handle("/healthz", s.Public(s.Handler(s.healthz))).Methods(http.MethodGet)
+	rt.Handle("/readyz", s.Public(s.Handler(s.readyz))).Methods(http.MethodGet)
 	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
 	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
 	rt.Handle("/v1/shards", s.Handler(s.getShards)).Methods(http.MethodGet)
@@ -335,9 +342,9 @@ func (s *Server) newRouter() *mux.Router {
 		rt.Handle("/v1/admin/chaos/clock", s.RequireAdmin(s.Handler(s.putChaosClock))).Methods(http.MethodPut)
 	}
 	rt.Handle("/v1/openapi.json", s.Handler(s.getOpenAPI)).Methods(http.MethodGet)
-	rt.Handle("/metrics", promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
+	rt.Handle("/metrics", s.Public(promhttp.HandlerFor(s.cfg.Registry, promhttp.HandlerOpts{
 		ErrorLog: s.log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Warn}),
-	})).Methods(http.MethodGet)
+	}))).Methods(http.MethodGet)
 	return rt
 }
 

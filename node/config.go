@@ -83,8 +83,9 @@ type Config struct {
 	// AdminToken, if set, is required as a bearer token on admin routes and
 	// is also accepted on write routes. Env: TALLY_ADMIN_TOKEN.
 	AdminToken string `hcl:"admin_token,optional"`
-	// ReadToken, if set, is required as a bearer token on every GET under
-	// /v1/ (write and admin tokens open reads too). Env: TALLY_READ_TOKEN.
+	// ReadToken, if set, is required as a bearer token on every route but
+	// the write routes and the probes, whatever its method (write and
+	// admin tokens open reads too). Env: TALLY_READ_TOKEN.
 	// Every token setting may list several tokens separated by spaces,
 	// all valid: rotate a token by adding the new one, moving the
 	// clients, then removing the old one.

@@ -282,6 +282,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ChaosAckUnheld:     rcfg.Chaos.AckUnheld,
 		ChaosSplitTwoParts: rcfg.Chaos.SplitTwoParts,
 		Hot:                cfg.HotItems(),
+		DataDirs:           []string{cfg.DataDir},
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }

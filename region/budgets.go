@@ -273,10 +273,27 @@ func (t *txn) afterSpend(key string, b *crdt.Budget, by int64) {
 	}
 }
 
+// applyGrant raises the budget by op.By, at most once per IdemKey if set:
+// the key's record is a Spend of +By, so a retry here, or at a replica
+// that has heard of the grant, is a duplicate. Replicas that applied the
+// key before hearing of each other all grant at first; every one but the
+// record's winner then takes its grant back as far as its rights allow
+// (reconcileBudgetKey).
 func (t *txn) applyGrant(op *Op) Result {
 	bs, err := t.budget(op.Item)
 	if err != nil {
 		return Result{Err: err}
+	}
+	var rs *recState
+	if op.IdemKey != "" {
+		if rs, err = t.record(spendKey(op.Item, op.IdemKey)); err != nil {
+			return Result{Err: err}
+		}
+		if res, done := t.keyedDuplicate(rs.spend(), op.IdemKey, op.By, 1); done {
+			b := bs.view()
+			res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
+			return res
+		}
 	}
 	if err := t.checkEntry(bs.main.cur.Get(t.r.self), op.By); err != nil {
 		return Result{Err: err}
@@ -284,7 +301,10 @@ func (t *txn) applyGrant(op *Op) Result {
 	b := bs.view()
 	b.Grant(t.r.self, op.By)
 	bs.put(b)
-	t.logBudget(storage.EventGrant, op.Item, "", "", op.By)
+	t.logBudget(storage.EventGrant, op.Item, "", op.IdemKey, op.By)
+	if rs != nil {
+		t.applyKeyedRecord(rs, op.By, op.At)
+	}
 	t.forwardLater(op.Item)
 	rights := b.Rights(t.r.self)
 	if t.r.handoffTo() != "" && t.r.accepting.Load() {
@@ -377,6 +397,23 @@ type application interface {
 	Empty() bool
 	Applied() bool
 	Requested() int64
+}
+
+// reconcileBudgetKey runs a loser's duty on a budget's keyed record: a
+// spend's loser refunds its spend (RefundLoser); a grant's loser takes its
+// grant back as far as its rights to the budget allow (TakeBackLoser), so
+// no reconciliation spends rights this replica does not hold. It returns
+// the change to this replica's entry of the budget's main vector.
+func (t *txn) reconcileBudgetKey(budget string, rec *crdt.Spend) (int64, error) {
+	if own := rec.Contrib.Get(t.r.self); own.P <= own.N {
+		return t.r.refundLoser(rec), nil
+	}
+	bs, err := t.budget(budget)
+	if err != nil {
+		return 0, err
+	}
+	b := bs.view()
+	return t.r.takeBackLoser(rec, b.Rights(t.r.self)), nil
 }
 
 // applyKeyedRecord writes a new application of a budget spend's or
@@ -599,8 +636,8 @@ type BudgetRead struct {
 	// replica knows (exact for itself: LocalRights).
 	Rights      map[string]int64
 	LocalRights int64
-	// Unreconciled counts keyed spends applied at more than one replica
-	// whose refunds have not all arrived: Spent may still fall.
+	// Unreconciled counts keyed spends and grants applied at more than
+	// one replica whose refunds or take-backs have not all arrived.
 	Unreconciled int
 }
 

@@ -155,7 +155,7 @@ func TestBudgetOpsValidate(t *testing.T) {
 	for _, op := range []Op{
 		{Kind: OpGrant, Item: "g", By: 0},
 		{Kind: OpGrant, Item: "g", By: -5},
-		{Kind: OpGrant, Item: "g", By: 5, IdemKey: "k"},
+		{Kind: OpGrant, Item: "g", By: 5, IdemKey: "bad key"},
 		{Kind: OpSpend, Item: "g", By: MaxBy + 1},
 		{Kind: OpSpend, Item: "g~x", By: 1},
 		{Kind: OpSpend, Item: "g", By: 1, IdemKey: "bad key"},
@@ -189,6 +189,78 @@ func TestBudgetKeyedSpend(t *testing.T) {
 	// The budget's keys and a counter's of the same names are apart.
 	if res, err := r.Apply(ctx, Op{Kind: OpIncr, Item: "g", By: 4, IdemKey: "order-1"}); err != nil || res.Duplicate || res.Value != 4 {
 		t.Fatalf("counter g with the same key: %+v %v", res, err)
+	}
+}
+
+// A keyed grant counts once: a retry at the same replica, or at another
+// once the grant has reached it, is a duplicate that grants nothing, and
+// the key with another amount is refused. Replicas that applied the key
+// before hearing of each other both grant at first; once they have, the
+// loser takes its grant back, so the budget is granted once everywhere,
+// and the loser's rights pay for it. A loser that spent some of the
+// duplicate before it heard takes back only what it still holds: a
+// reconciliation never spends rights, so the budget is never overspent.
+func TestBudgetKeyedGrant(t *testing.T) {
+	ctx := context.Background()
+	grant := func(r *Replica, key string, by int64) Result {
+		t.Helper()
+		res, err := r.Apply(ctx, Op{Kind: OpGrant, Item: key, By: by, IdemKey: "campaign-7"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	net := newBudgetNet(t, 3, nil)
+	a, b := net.reps[0], net.reps[1]
+	for i := range 3 {
+		if res := grant(a, "g", 100); res.Value != 100 || res.Duplicate != (i > 0) {
+			t.Fatalf("attempt %d at r0: %+v", i, res)
+		}
+	}
+	if _, err := a.Apply(ctx, Op{Kind: OpGrant, Item: "g", By: 99, IdemKey: "campaign-7"}); !errors.Is(err, ErrIdempotencyMismatch) {
+		t.Fatalf("the key with another amount: %v", err)
+	}
+	net.settle()
+	if res := grant(b, "g", 100); !res.Duplicate || res.Value != 100 {
+		t.Fatalf("a retry at r1 after the grant reached it: %+v", res)
+	}
+	net.settle()
+	for i := range net.reps {
+		if rd := net.budget(i, "g"); rd.Remaining != 100 || rd.Granted != 100 {
+			t.Fatalf("replica %d: %+v, want 100 granted once", i, rd)
+		}
+	}
+
+	// Concurrent: r0 and r1 apply the key before hearing of each other.
+	grant(a, "h", 50)
+	grant(b, "h", 50)
+	if rd := net.budget(1, "h"); rd.Remaining != 50 {
+		t.Fatalf("r1 before hearing of r0: %+v", rd)
+	}
+	net.settle()
+	for i := range net.reps {
+		if rd := net.budget(i, "h"); rd.Remaining != 50 || rd.Unreconciled != 0 {
+			t.Fatalf("replica %d after the concurrent grants settle: %+v, want 50 remaining, nothing unreconciled", i, rd)
+		}
+	}
+
+	// Concurrent, and both spend 40 of their grant before hearing: the
+	// loser can take back only the 10 it still holds.
+	grant(a, "k", 50)
+	grant(b, "k", 50)
+	for _, r := range []*Replica{a, b} {
+		if _, err := r.Apply(ctx, Op{Kind: OpSpend, Item: "k", By: 40}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net.settle()
+	for i := range net.reps {
+		// A taken-back grant counts in Spent, as a refunded spend counts
+		// in Granted: both are sums of the entries.
+		rd := net.budget(i, "k")
+		if rd.Remaining != 10 || rd.LocalRights < 0 || rd.Spent != 90 {
+			t.Fatalf("replica %d: %+v, want 10 remaining (80 spent, the loser's last 10 taken back)", i, rd)
+		}
 	}
 }
 

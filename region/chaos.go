@@ -216,6 +216,14 @@ func (r *Replica) refundLoser(rec *crdt.Spend) int64 {
 	return rec.RefundLoser(r.self)
 }
 
+// takeBackLoser is refundLoser for a keyed grant.
+func (r *Replica) takeBackLoser(rec *crdt.Spend, rights int64) int64 {
+	if buildtags.Chaos && r.cfg.Chaos.KeysNotReconciled {
+		return 0
+	}
+	return rec.TakeBackLoser(r.self, rights)
+}
+
 // (blocked: the record's user is blocked in this replica's view.)
 func (r *Replica) reconcileLike(rec *crdt.LikeRecord, blocked bool) int64 {
 	if buildtags.Chaos && r.cfg.Chaos.NoReconcile {

@@ -237,10 +237,6 @@ func (o *Op) Validate() error {
 			return fmt.Errorf("%w: by %d outside 1..%d", ErrInvalid, o.By, int64(MaxBy))
 		}
 		switch {
-		case o.Kind == OpGrant && o.IdemKey != "":
-			// A grant applied twice would be taken back by a spend-like
-			// reconciliation, which no rights check covers.
-			return fmt.Errorf("%w: grants take no idempotency key", ErrInvalid)
 		case o.Kind == OpCashback && o.IdemKey == "":
 			return fmt.Errorf("%w: a cashback needs an idempotency key", ErrInvalid)
 		case o.IdemKey != "" && !crdt.ValidID(o.IdemKey):

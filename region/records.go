@@ -268,7 +268,11 @@ func (t *txn) reconcileRecord(k rkey, rs *recState) error {
 	case storage.Counters:
 		delta = t.r.reconcileKeyed(rs.keyed())
 	case storage.Budgets:
-		if delta = t.r.refundLoser(rs.spend()); delta != 0 {
+		var err error
+		if delta, err = t.reconcileBudgetKey(k.a, rs.spend()); err != nil {
+			return err
+		}
+		if delta != 0 {
 			t.forwardLater(k.a)
 		}
 	}

@@ -68,7 +68,14 @@ func OpenFiles(dir string, maxOpen int) (*Files, error) {
 }
 
 // Write appends the events of region that its files lack; see Writer.
-func (fs *Files) Write(_ context.Context, region string, events []Event) (int, error) {
+// A file takes any line, so Files refuses no event for its content.
+func (fs *Files) Write(_ context.Context, region string, events []Event) (Written, error) {
+	added, err := fs.write(region, events)
+	return Written{Added: added}, err
+}
+
+// write appends events and says how many it added.
+func (fs *Files) write(region string, events []Event) (int, error) {
 	if !validRegion(region) {
 		return 0, fmt.Errorf("files: region %q: want letters, digits, '-' and '_'", region)
 	}

@@ -35,8 +35,8 @@ func TestFilesTornLineAndRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := []Event{event(t, "a", 1, h8), event(t, "a", 2, h8), event(t, "b", 1, h9)}
-	if n, err := fs.Write(context.Background(), "us", first); err != nil || n != 3 {
-		t.Fatalf("write: %d %v", n, err)
+	if w, err := fs.Write(context.Background(), "us", first); err != nil || w.Added != 3 {
+		t.Fatalf("write: %d %v", w.Added, err)
 	}
 	if err := fs.Close(); err != nil {
 		t.Fatal(err)
@@ -57,8 +57,8 @@ func TestFilesTornLineAndRedelivery(t *testing.T) {
 	}
 	defer fs.Close()
 	again := append(first, event(t, "a", 3, h8), event(t, "b", 2, h9), event(t, "a", 1, h8))
-	if n, err := fs.Write(context.Background(), "us", again); err != nil || n != 2 {
-		t.Fatalf("write again: %d added, %v; want 2 (a/3, b/2)", n, err)
+	if w, err := fs.Write(context.Background(), "us", again); err != nil || w.Added != 2 {
+		t.Fatalf("write again: %d added, %v; want 2 (a/3, b/2)", w.Added, err)
 	}
 	for path, want := range map[string][]string{
 		p8: {"a/1", "a/2", "a/3"},

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/replication"
@@ -69,12 +70,23 @@ func ParseEvent(line []byte) (Event, error) {
 // Writer is a store the sink writes to.
 type Writer interface {
 	// Write stores events of region durably, skipping those (by replica,
-	// log and seq) it already holds, and says how many it added. Once it returns
-	// nil the events survive a crash: the sink acknowledges them then.
-	// Calls for different regions may run concurrently.
-	Write(ctx context.Context, region string, events []Event) (added int, err error)
+	// log and seq) it already holds, and says how many it added. An
+	// event the store refuses for its content, which no retry would
+	// change, it sets aside as a dead letter (Postgres: the table
+	// tally_events_dead) and counts. Once it returns nil the events
+	// survive a crash, stored or dead-lettered: the sink acknowledges
+	// them then. Any other error, and the sink retries the batch. Calls
+	// for different regions may run concurrently.
+	Write(ctx context.Context, region string, events []Event) (Written, error)
 	// Close releases the store.
 	Close() error
+}
+
+// Written is what a Write did: how many events it added (not counting
+// those the store held already), and how many it set aside as dead
+// letters.
+type Written struct {
+	Added, DeadLettered int
 }
 
 // Config configures a Sink.
@@ -99,6 +111,17 @@ type Config struct {
 	// before it delivers the batch again (a sink that crashed). Default
 	// 30s.
 	AckWait time.Duration
+	// RetryFor bounds how long a region's writes may keep failing (an
+	// error that is not a dead letter: the store down, a full disk, a
+	// dropped table): retries back off from 1s to 30s, and once a
+	// region's writes have failed for longer than this, Run stops with
+	// an error that names the last failure. Nothing is acknowledged that
+	// was not written: the events wait in the stream for the next run.
+	// Default 10m.
+	RetryFor time.Duration
+	// Registerer, if set, gets the sink's metrics
+	// (tally_sink_dead_letters_total, tally_sink_write_failures_total).
+	Registerer prometheus.Registerer
 	// Logger gets progress and errors. Default: none.
 	Logger hclog.Logger
 	// AfterWrite, if set, is called after a batch is written and before
@@ -119,6 +142,10 @@ type Stats struct {
 	// Malformed is how many lines were not events; they are logged and
 	// skipped.
 	Malformed uint64
+	// DeadLettered is how many events the store refused for their
+	// content and set aside (Written.DeadLettered); WriteFailures how
+	// many writes failed otherwise and were retried.
+	DeadLettered, WriteFailures uint64
 }
 
 // Sink copies events from streams to a Writer; see the package comment.
@@ -126,7 +153,16 @@ type Sink struct {
 	cfg                                         Config
 	log                                         hclog.Logger
 	batches, events, added, duplicates, badLine atomic.Uint64
+	dead, failures                              atomic.Uint64
+	deadMetric, failureMetric                   *prometheus.CounterVec
 }
+
+// Backoff of a region's failed writes: from retryMin, doubling, to
+// retryMax.
+const (
+	retryMin = time.Second
+	retryMax = 30 * time.Second
+)
 
 // Validate reports a problem with cfg's names and numbers (not whether
 // JS and Writer are set): a command checks its flags with it before it
@@ -137,8 +173,8 @@ func (cfg Config) Validate() error {
 		return errors.New("sink: want at least one region")
 	case cfg.Durable == "" || strings.ContainsAny(cfg.Durable, ".*> \t"):
 		return fmt.Errorf("sink: consumer name %q: want a non-empty name without '.', '*', '>' or spaces", cfg.Durable)
-	case cfg.Batch < 0 || cfg.Linger < 0 || cfg.AckWait < 0:
-		return errors.New("sink: batch, linger and ack wait must not be negative")
+	case cfg.Batch < 0 || cfg.Linger < 0 || cfg.AckWait < 0 || cfg.RetryFor < 0:
+		return errors.New("sink: batch, linger, ack wait and retry bound must not be negative")
 	}
 	seen := map[string]bool{}
 	for _, r := range cfg.Regions {
@@ -170,10 +206,34 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.AckWait == 0 {
 		cfg.AckWait = 30 * time.Second
 	}
+	if cfg.RetryFor == 0 {
+		cfg.RetryFor = 10 * time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &Sink{cfg: cfg, log: cfg.Logger.Named("sink")}, nil
+	s := &Sink{cfg: cfg, log: cfg.Logger.Named("sink"),
+		deadMetric: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_sink_dead_letters_total",
+			Help: "Events the store refused for their content and set aside as dead letters (tally_events_dead), by region.",
+		}, []string{"region"}),
+		failureMetric: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tally_sink_write_failures_total",
+			Help: "Writes of a batch that failed for another reason and were retried, by region.",
+		}, []string{"region"}),
+	}
+	for _, r := range cfg.Regions {
+		s.deadMetric.WithLabelValues(r)
+		s.failureMetric.WithLabelValues(r)
+	}
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{s.deadMetric, s.failureMetric} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("sink: register metrics: %w", err)
+			}
+		}
+	}
+	return s, nil
 }
 
 // validRegion: region names become stream names and directory names.
@@ -192,13 +252,16 @@ func validRegion(r string) bool {
 // Stats reports what the sink did so far.
 func (s *Sink) Stats() Stats {
 	return Stats{Batches: s.batches.Load(), Events: s.events.Load(), Added: s.added.Load(),
-		Duplicates: s.duplicates.Load(), Malformed: s.badLine.Load()}
+		Duplicates: s.duplicates.Load(), Malformed: s.badLine.Load(),
+		DeadLettered: s.dead.Load(), WriteFailures: s.failures.Load()}
 }
 
 // Run copies every region's events until ctx ends (nil) or a region's
-// loop stops on an error it cannot retry (AfterWrite's): then the other
-// regions stop too and that error is returned. A failed write or an
-// unreachable stream is logged and retried.
+// loop stops on an error it cannot retry (AfterWrite's), or on writes
+// that kept failing for longer than RetryFor: then the other regions
+// stop too and that error is returned. A failed write is logged and
+// retried with backoff until then; an unreachable stream is logged and
+// retried.
 func (s *Sink) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -242,6 +305,9 @@ func (s *Sink) consumer(ctx context.Context, region string) (jetstream.Consumer,
 func (s *Sink) region(ctx context.Context, region string) error {
 	log := s.log.With("region", region)
 	const retry = time.Second
+	// failing is when the writes began to fail (zero: the last one
+	// succeeded); backoff is the wait before the next try.
+	failing, backoff := time.Time{}, retryMin
 	var c jetstream.Consumer
 	for ctx.Err() == nil {
 		if c == nil {
@@ -288,22 +354,47 @@ func (s *Sink) region(ctx context.Context, region string) error {
 		if len(msgs) == 0 {
 			continue
 		}
-		added, err := s.cfg.Writer.Write(ctx, region, events)
+		written, err := s.cfg.Writer.Write(ctx, region, events)
 		if err != nil {
-			if ctx.Err() == nil {
-				log.Error("writing events; they come again", "events", len(events), "error", err)
-			}
-			for _, m := range msgs {
-				_ = m.NakWithDelay(retry)
-			}
-			if !poll.Sleep(ctx, retry) {
+			if ctx.Err() != nil {
+				for _, m := range msgs {
+					_ = m.Nak() // stopping: the next run gets them at once
+				}
 				return nil
 			}
+			s.failures.Add(1)
+			s.failureMetric.WithLabelValues(region).Inc()
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			if d := time.Since(failing); d >= s.cfg.RetryFor {
+				for _, m := range msgs {
+					_ = m.Nak() // the next run gets them at once
+				}
+				return fmt.Errorf("sink: %s: writes failing for %s (over the bound of %s); last: %w",
+					region, d.Round(time.Second), s.cfg.RetryFor, err)
+			}
+			log.Error("writing events; they come again", "events", len(events), "retry_in", backoff, "error", err)
+			for _, m := range msgs {
+				_ = m.NakWithDelay(backoff)
+			}
+			if !poll.Sleep(ctx, backoff) {
+				return nil
+			}
+			backoff = min(2*backoff, retryMax)
 			continue
 		}
+		failing, backoff = time.Time{}, retryMin
+		added := written.Added
 		s.events.Add(uint64(len(events)))
 		s.added.Add(uint64(added))
-		s.duplicates.Add(uint64(len(events) - added))
+		s.duplicates.Add(uint64(len(events) - added - written.DeadLettered))
+		if written.DeadLettered > 0 {
+			s.dead.Add(uint64(written.DeadLettered))
+			s.deadMetric.WithLabelValues(region).Add(float64(written.DeadLettered))
+			log.Error("the store refused events for their content; set aside as dead letters (docs/sink.md says how to replay them)",
+				"dead_letters", written.DeadLettered)
+		}
 		if s.cfg.AfterWrite != nil {
 			if err := s.cfg.AfterWrite(region, len(events)); err != nil {
 				return fmt.Errorf("sink: %s: after writing: %w", region, err)

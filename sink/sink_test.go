@@ -349,7 +349,7 @@ func TestFilesSinkCrashBeforeAck(t *testing.T) {
 // a sink config.
 type writerRef struct{ get func() sink.Writer }
 
-func (w *writerRef) Write(ctx context.Context, region string, events []sink.Event) (int, error) {
+func (w *writerRef) Write(ctx context.Context, region string, events []sink.Event) (sink.Written, error) {
 	return w.get().Write(ctx, region, events)
 }
 func (w *writerRef) Close() error { return w.get().Close() }

@@ -5,10 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/replication"
@@ -87,7 +92,12 @@ store skips an event it already holds (by its log and seq), so a batch
 delivered again after a crash adds nothing. Runs until interrupted;
 run it again with the same --durable and it goes on where it stopped.
 
---postgres creates the table tally_events if it is missing. A password
+--postgres creates the tables tally_events and tally_events_dead if they
+are missing. An event PostgreSQL refuses for its content (a NUL byte, a
+number out of range) goes to tally_events_dead with the reason, and is
+acknowledged; docs/sink.md says how to replay it. A write that fails for
+another reason is retried, the pause doubling from 1s to 30s; after
+--retry-for of failing writes the sink stops with the reason. A password
 is better kept in PGPASSWORD or ~/.pgpass than in the DSN: the driver
 reads both, as psql does. --to-dir writes DIR/<region>/<UTC hour of the
 event>.jsonl, the lines as 'tallyd events tail' prints them.
@@ -97,8 +107,9 @@ event>.jsonl, the lines as 'tallyd events tail' prints them.
 // PostgreSQL or hourly files (package sink).
 func (c *cli) eventsSink(ctx context.Context, args []string) error {
 	var conn cliutil.NATSClient
-	var regions, pgDSN, dir, durable, logLevel string
+	var regions, pgDSN, dir, durable, logLevel, metricsListen string
 	var batch int
+	var retryFor time.Duration
 	fs := newFlagSet("events sink", func(fs *flag.FlagSet) {
 		conn.Bind(fs, "NATS server `url` that reaches the regions' streams (required)", false)
 		fs.StringVar(&regions, "regions", "", "comma-separated `regions` whose events to copy (required)")
@@ -107,6 +118,8 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 		fs.StringVar(&durable, "durable", "", "consumer `name` the position is kept under (default tally-sink-postgres or tally-sink-files)")
 		fs.IntVar(&batch, "batch", 256, "at most `n` stream messages (each up to 512 events) per write")
 		fs.StringVar(&logLevel, "log-level", "info", "log `level`: trace, debug, info, warn, error")
+		fs.DurationVar(&retryFor, "retry-for", 10*time.Minute, "stop once a region's writes have failed this `long` on end")
+		fs.StringVar(&metricsListen, "metrics-listen", "", "serve the sink's Prometheus metrics at /metrics on this `address` (empty: off)")
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -131,6 +144,8 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 		return usagef("events sink: give --postgres or --to-dir, one of them")
 	case batch < 1:
 		return usagef("events sink: --batch must be at least 1")
+	case retryFor <= 0:
+		return usagef("events sink: --retry-for must be positive")
 	case hclog.LevelFromString(logLevel) == hclog.NoLevel:
 		return usagef("events sink: --log-level %q: want trace, debug, info, warn or error", logLevel)
 	}
@@ -140,7 +155,7 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 			durable = "tally-sink-files"
 		}
 	}
-	cfg := sink.Config{Regions: rs, Durable: durable, Batch: batch}
+	cfg := sink.Config{Regions: rs, Durable: durable, Batch: batch, RetryFor: retryFor}
 	if err := cfg.Validate(); err != nil {
 		return usagef("events sink: %v", err)
 	}
@@ -169,12 +184,47 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 	}
 	defer nc.Close()
 	cfg.JS, cfg.Writer, cfg.Logger = js, w, log
+	var reg *prometheus.Registry
+	if metricsListen != "" {
+		reg = prometheus.NewRegistry()
+		cfg.Registerer = reg
+	}
 	s, err := sink.New(cfg)
 	if err != nil {
 		return fmt.Errorf("events sink: %w", err)
 	}
+	if reg != nil {
+		stop, err := serveMetrics(metricsListen, reg, log)
+		if err != nil {
+			return fmt.Errorf("events sink: %w", err)
+		}
+		defer stop()
+	}
 	err = s.Run(ctx)
 	st := s.Stats()
-	log.Info("sink stopped", "events", st.Events, "added", st.Added, "duplicates", st.Duplicates, "malformed", st.Malformed)
+	log.Info("sink stopped", "events", st.Events, "added", st.Added, "duplicates", st.Duplicates, "malformed", st.Malformed,
+		"dead_letters", st.DeadLettered, "write_failures", st.WriteFailures)
 	return err
+}
+
+// serveMetrics serves reg at /metrics on addr until stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, log hclog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics listener stopped", "error", err)
+		}
+	}()
+	log.Info("serving metrics", "address", ln.Addr().String())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
 }

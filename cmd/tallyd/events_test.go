@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +28,7 @@ func TestEventsSinkUsageErrors(t *testing.T) {
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us"}, "give --postgres or --to-dir"},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", "x", "--postgres", "y"}, "give --postgres or --to-dir"},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", "x", "--batch", "0"}, "--batch must be at least 1"},
+		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", "x", "--retry-for", "0s"}, "--retry-for must be positive"},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us", "--to-dir", filepath.Join(t.TempDir(), "x"), "--durable", "a.b"}, `consumer name "a.b"`},
 		{[]string{"events", "sink", "--nats", "nats://127.0.0.1:1", "--regions", "us,../x", "--to-dir", t.TempDir()}, `region "../x"`},
 		{[]string{"events", "frob"}, "want the subcommand tail or sink"},
@@ -64,7 +68,8 @@ func (s *syncBuffer) String() string {
 
 // `tallyd events sink --to-dir` against a local deployment, as an
 // application without credentials: every like in both regions lands in
-// its region's hour file, and an interrupt stops it with exit 0.
+// its region's hour file, its metrics are served on --metrics-listen,
+// and an interrupt stops it with exit 0.
 func TestEventsSinkToDir(t *testing.T) {
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.DataDir, cfg.Milestones = []string{"us", "eu"}, t.TempDir(), ""
@@ -96,7 +101,8 @@ func TestEventsSinkToDir(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		c := &cli{stdout: &bytes.Buffer{}, stderr: &stderr, getenv: func(string) string { return "" }}
-		done <- c.run(ctx, []string{"events", "sink", "--nats", d.Configs()[0].NATS, "--regions", "us,eu", "--to-dir", dir})
+		done <- c.run(ctx, []string{"events", "sink", "--nats", d.Configs()[0].NATS, "--regions", "us,eu", "--to-dir", dir,
+			"--metrics-listen", "127.0.0.1:0"})
 	}()
 	testkit.WaitFor(t, 60*time.Second, func() error {
 		for _, r := range []string{"us", "eu"} {
@@ -115,6 +121,21 @@ func TestEventsSinkToDir(t *testing.T) {
 		}
 		return nil
 	})
+	m := regexp.MustCompile(`serving metrics: address=(\S+)`).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no metrics address in the log: %s", stderr.String())
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tally_sink_dead_letters_total{region="us"} 0`, `tally_sink_write_failures_total{region="eu"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, body)
+		}
+	}
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr.String())

@@ -160,6 +160,13 @@ func TestBackupRestoresUnderLoadWithoutDoubleCounting(t *testing.T) {
 	if st, b, _ := testkit.DoJSON("POST", us+"/v1/admin/backup", fmt.Sprintf(`{"dir":%q}`, backup)); st != 409 || b["code"] != "exists" {
 		t.Fatalf("a second backup into the same directory: %d %v", st, b)
 	}
+	// Not into a data directory: this replica's own, nor another
+	// replica's under the deployment's root.
+	for _, dir := range []string{filepath.Join(d.Configs()[0].DataDir, "b"), filepath.Join(d.Configs()[1].DataDir, "b")} {
+		if st, b, _ := testkit.DoJSON("POST", us+"/v1/admin/backup", fmt.Sprintf(`{"dir":%q}`, dir)); st != 400 || b["code"] != "bad_request" {
+			t.Fatalf("a backup into %s: %d %v, want 400 bad_request", dir, st, b)
+		}
+	}
 	atBackup, _ := a.at(us)
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		if l, _ := a.at(us); l < atBackup+50 {

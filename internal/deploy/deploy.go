@@ -321,7 +321,10 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 			return nil, err
 		}
 	}
-	d.opts = node.Options{Logger: cfg.Logger, Links: Links{Cluster: d.cluster}, Replicas: replicaAdmin{d}, Version: cfg.Version}
+	d.opts = node.Options{Logger: cfg.Logger, Links: Links{Cluster: d.cluster}, Replicas: replicaAdmin{d}, Version: cfg.Version,
+		// The root holds every replica's data directory and NATS's: a
+		// backup into any of them is refused.
+		API: func(c *httpapi.Config) { c.DataDirs = append(c.DataDirs, cfg.DataDir) }}
 	d.nodes = make([]*node.Node, len(d.cfgs))
 	for i, nc := range d.cfgs {
 		d.states = append(d.states, api.ReplicaState{Replica: nc.Replica, Region: nc.Region, State: "starting"})

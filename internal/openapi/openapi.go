@@ -157,6 +157,10 @@ func (b *builder) operation(op Operation, codes map[string]ErrorCode, errBody an
 		o["x-tally-role"] = op.Role
 		// Open while the replica sets no token for the role.
 		o["security"] = []any{map[string]any{}, map[string]any{"bearer": []string{}}}
+	} else {
+		// Public: said outright, so no reader takes a missing
+		// requirement for a forgotten one.
+		o["security"] = []any{}
 	}
 	var params []any
 	given := map[string]bool{}
