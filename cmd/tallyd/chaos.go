@@ -24,7 +24,10 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 	fs := newFlagSet("chaos", func(fs *flag.FlagSet) {
 		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the workload and the faults run (`duration`), before the final heal and checks")
 		fs.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "`seed` of the fault schedule and the workload; the same seed replays the same schedule")
-		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`, one replica process each")
+		fs.StringVar(&regions, "regions", regions, "comma-separated region `names`")
+		fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replica processes per region (`n`, 1 to 9); above 1 the region shards its keys and moves shards as a fault")
+		fs.IntVar(&cfg.Copies, "copies", cfg.Copies, "how many of a region's replicas hold each shard (`n`; default 2 when --replicas is above 1)")
+		fs.StringVar(&cfg.Hot, "hot", cfg.Hot, "items split into parts, PREFIX=PARTS (`rule`; \"\": none), e.g. item-00=3")
 		fs.StringVar(&faults, "faults", faults, "fault `classes`: all, or some of "+strings.Join(chaos.AllFaults, ","))
 		fs.StringVar(&cfg.Dir, "data", "", "keep data dirs, NATS storage and process logs in `dir` (must be empty; default: a temporary dir, removed)")
 		fs.StringVar(&reportPath, "report", reportPath, "write the JSON report to `file` (\"\": none; default under the OS temp dir, so a run never writes into the working tree)")
@@ -46,6 +49,12 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 		return usagef("chaos: unexpected argument %q", fs.Arg(0))
 	}
 	cfg.Regions = cliutil.SplitList(regions)
+	if cfg.Replicas > 1 && cfg.Copies == 0 {
+		cfg.Copies = 2
+	}
+	if faults == "all" && cfg.Replicas > 1 {
+		cfg.Faults = chaos.ShardedFaults // the others address a region's one replica
+	}
 	if faults != "all" {
 		cfg.Faults = cliutil.SplitList(faults)
 		if cfg.Faults == nil {
@@ -99,6 +108,11 @@ super-cluster whose links the harness cuts, makes lossy and flaps; kills
 regions with kill -9, wipes their data, restarts their NATS; then heals
 everything and checks every count against an exact model of the
 acknowledged operations. Prints a report ending in PASS or FAIL.
+
+With --replicas above 1 each region runs that many processes over one
+sharded keyspace (--copies holders per shard): requests are forwarded
+between them, and shard moves (more copies, a drained replica) are a
+fault class.
 
 Message faults (msg) and --bug need a chaos build:
   go build -tags chaos -o bin/tallyd-chaos ./cmd/tallyd   (make chaos does this)

@@ -19,6 +19,13 @@ func TestChaosUsageErrors(t *testing.T) {
 		{[]string{"chaos", "--bug", "no-reconcile"}, "needs a chaos build"},
 		{[]string{"chaos", "extra"}, "unexpected argument"},
 		{[]string{"chaos", "--milestones", "every:zero"}, `milestones "every:zero"`},
+		// A sharded run from the command line: the flags reach the
+		// config, and "all" faults are the sharded ones (no clock or
+		// forge fault is refused), so the duration is what fails here.
+		{[]string{"chaos", "--replicas", "3", "--copies", "4"}, "copies 4: want 1 to 3"},
+		{[]string{"chaos", "--replicas", "12"}, "replicas 12: want 1 to 9"},
+		{[]string{"chaos", "--replicas", "3", "--hot", "item-00=3", "--duration", "1s"}, "tallyd: chaos: duration 1s: want at least 5s\n"},
+		{[]string{"chaos", "--replicas", "3", "--faults", "clock"}, `fault "clock": a sharded run injects some of`},
 	} {
 		code, stdout, stderr := runArgs(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {

@@ -25,10 +25,10 @@ const (
 	FaultMove      = "move"      // a region's shards move while it serves: more copies, or a replica drained (sharded runs)
 )
 
-// shardedFaults are the fault classes a sharded run (Config.Replicas above
+// ShardedFaults are the fault classes a sharded run (Config.Replicas above
 // 1) injects: the others address "the region's replica" (a forged or
 // clock-stepped replica), which a region of several has not.
-var shardedFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultMove}
+var ShardedFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultMove}
 
 // AllFaults lists every fault class, in the order reports show them.
 var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultWipe, FaultNATS, FaultMsg, FaultClock, FaultForge, FaultMove}
@@ -85,7 +85,7 @@ type Config struct {
 	// unions, budgets, family totals, trending (a cashback whose keys no
 	// replica holds together is refused, 421, and checked as refused) and
 	// milestones (every replica numbers the likes it counted); its faults
-	// are some of shardedFaults.
+	// are some of ShardedFaults.
 	Replicas int
 	// Copies is how many replicas of a region hold each shard (Replicas
 	// above 1). Default 2.
@@ -318,8 +318,8 @@ func (c Config) Validate() error {
 			bad("copies %d: want 1 to %d (the replicas)", c.Copies, c.Replicas)
 		}
 		for _, f := range c.Faults {
-			if !slices.Contains(shardedFaults, f) {
-				bad("fault %q: a sharded run injects some of %s", f, strings.Join(shardedFaults, ","))
+			if !slices.Contains(ShardedFaults, f) {
+				bad("fault %q: a sharded run injects some of %s", f, strings.Join(ShardedFaults, ","))
 			}
 		}
 	}
