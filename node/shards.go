@@ -53,16 +53,20 @@ type shardRouter struct {
 	// RESP listener.
 	resp func(args [][]byte, role route.Role, proto int) []byte
 	sub  *nats.Subscription // this replica's route.Subject
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	ctx  context.Context
-	stop context.CancelFunc
+	// suspects are holders that let a request time out, and until when
+	// they are tried last (order).
+	suspectMu sync.Mutex
+	suspects  map[string]time.Time
+	sem       chan struct{}
+	wg        sync.WaitGroup
+	ctx       context.Context
+	stop      context.CancelFunc
 }
 
 func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
 	ctx, stop := context.WithCancel(context.Background())
 	sr := &shardRouter{region: region, self: self, nc: nc, timeout: timeout,
-		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
+		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop, suspects: map[string]time.Time{}}
 	sr.serving.Store(&servingMap{own: own, held: own.Held(self)})
 	sr.url.Store(new(string))
 	return sr
@@ -272,27 +276,66 @@ func (sr *shardRouter) send(ctx context.Context, req route.Request) (route.Answe
 	deadline, _ := ctx.Deadline()
 	req.From, req.DeadlineMs = sr.self, deadline.UnixMilli()
 	data := req.Marshal()
-	holders := sr.Map().Holders(req.Shard)
 	var tried []string
-	for i := range holders {
-		h := holders[(req.Shard+i)%len(holders)]
-		if h == sr.self {
-			continue
-		}
+	for _, h := range sr.order(req.Shard) {
 		a, err := sr.request(ctx, route.Subject(sr.region, h), data)
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			tried = append(tried, h+": down")
 			continue
 		case err != nil:
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				sr.suspect(h) // stopped or slow: try the others first for a while
+			}
 			return route.Answer{}, fmt.Errorf("holder %s: %w", h, err)
 		case a.Kind == route.NotServed:
 			tried = append(tried, h+": "+a.Reason)
 			continue
 		}
+		sr.trust(h)
 		return a, nil
 	}
 	return route.Answer{}, fmt.Errorf("%w (%s)", httpapi.ErrNoHolder, strings.Join(tried, "; "))
+}
+
+// suspectFor is how long a holder that let a request time out is tried
+// after the shard's other holders. The timed-out request is not retried
+// elsewhere (it may have been applied), but the next ones need not wait
+// on a holder that is stopped or stuck until NATS notices it is gone.
+const suspectFor = 5 * time.Second
+
+// order is whom a request for shard s goes to, in turn: its holders in
+// the map's preferred order (shard.Map.Preferred), those suspected of
+// being stuck last, this replica never.
+func (sr *shardRouter) order(s int) []string {
+	pref := sr.Map().Preferred(s)
+	out := make([]string, 0, len(pref))
+	var late []string
+	now := time.Now()
+	sr.suspectMu.Lock()
+	for _, h := range pref {
+		switch until, ok := sr.suspects[h]; {
+		case h == sr.self:
+		case ok && now.Before(until):
+			late = append(late, h)
+		default:
+			out = append(out, h)
+		}
+	}
+	sr.suspectMu.Unlock()
+	return append(out, late...)
+}
+
+func (sr *shardRouter) suspect(h string) {
+	sr.suspectMu.Lock()
+	sr.suspects[h] = time.Now().Add(suspectFor)
+	sr.suspectMu.Unlock()
+}
+
+func (sr *shardRouter) trust(h string) {
+	sr.suspectMu.Lock()
+	delete(sr.suspects, h)
+	sr.suspectMu.Unlock()
 }
 
 // request sends data to subject and decodes the answer.

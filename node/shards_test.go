@@ -92,3 +92,50 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 		t.Fatalf("us-1 asked for shard %d it does not hold: %+v %v", s, a, err)
 	}
 }
+
+// A holder that lets a request time out (stopped with it in hand) is
+// tried last for a while: the timed-out request is not sent again
+// elsewhere, since it may have been applied, but the next ones go to the
+// shard's other holder instead of waiting on the stuck one.
+func TestForwardTriesAStuckHolderLast(t *testing.T) {
+	ns := testkit.StartNATS(t, false)
+	conn := func() *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	m, err := shard.Assign("us", []string{"us-1", "us-2", "us-3"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, held := 0, m.Held("us-1")
+	for held.Has(s) {
+		s++
+	}
+	pref := m.Preferred(s)
+	stuck, other := pref[0], pref[1]
+	// The stuck holder takes requests and never answers.
+	if _, err := conn().Subscribe(route.Subject("us", stuck), func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	sr := newShardRouter("us", other, m, conn(), 5*time.Second, hclog.NewNullLogger())
+	if err := sr.serve(servedBy(other), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sr.close)
+	entry := newShardRouter("us", "us-1", m, conn(), 300*time.Millisecond, hclog.NewNullLogger())
+	forward := func() (string, error) {
+		rec := httptest.NewRecorder()
+		err := entry.Forward(rec, httptest.NewRequest(http.MethodPost, "/v1/likes/x/u", nil), nil, s)
+		return rec.Header().Get("Tally-Served-By"), err
+	}
+	if by, err := forward(); err == nil || strings.Contains(err.Error(), "no replica holding") {
+		t.Fatalf("the first request, to the stuck %s: served by %q, %v; want a timeout", stuck, by, err)
+	}
+	if by, err := forward(); err != nil || by != other {
+		t.Fatalf("the next request: served by %q, %v; want %s, while %s is suspected", by, err, other, stuck)
+	}
+}

@@ -220,6 +220,21 @@ func (m Map) Holders(s int) []string {
 	return out
 }
 
+// Preferred returns the holders of shard s in the order a replica that
+// does not hold s tries them: starting at the one the shard number picks,
+// then round the sorted holders. Every sender agrees on the first choice
+// of a shard (its requests meet one writer while it is up, so a client
+// reads its own writes there), and the region's shards spread their
+// first choices over every holder.
+func (m Map) Preferred(s int) []string {
+	h := m.Holders(s)
+	if len(h) < 2 {
+		return h
+	}
+	k := s % len(h)
+	return append(h[k:], h[:k]...)
+}
+
 // Validate reports what is wrong with m: bad or repeated replica ids, a
 // shard nobody holds, a replica that does not hold Global.
 func (m Map) Validate() error {

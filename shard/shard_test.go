@@ -257,3 +257,32 @@ func TestSetMinus(t *testing.T) {
 		}
 	}
 }
+
+// Preferred is every holder of a shard, once, starting at the one its
+// number picks; over the shards each holder comes first about equally.
+func TestPreferred(t *testing.T) {
+	m, err := Assign("us", []string{"us-1", "us-2", "us-3", "us-4"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]int{}
+	for s := range Count {
+		p, h := m.Preferred(s), m.Holders(s)
+		if len(p) != len(h) || p[0] != h[s%len(h)] {
+			t.Fatalf("shard %d: preferred %v of holders %v", s, p, h)
+		}
+		seen := map[string]bool{}
+		for _, r := range p {
+			if seen[r] || !slices.Contains(h, r) {
+				t.Fatalf("shard %d: preferred %v of holders %v", s, p, h)
+			}
+			seen[r] = true
+		}
+		first[p[0]]++
+	}
+	for r, n := range first {
+		if n < Count/8 {
+			t.Errorf("%s comes first for %d of %d shards", r, n, Count)
+		}
+	}
+}
