@@ -210,6 +210,9 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 			case held:
 			case !several:
 				name, ok = one, true
+			case r.URL.Path == "/v1/series":
+				// Served here: each shard's keys asked of a holder
+				// (seriesSpread).
 			default:
 				s.writeError(w, r, newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
 					"keys of several shards, not all held by this replica: ask for keys of one shard per request (GET /v1/shards)"))

@@ -4,16 +4,19 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -427,6 +430,9 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	if err != nil {
 		return err
 	}
+	if s.sharded(r) && !forwarded(r) && slices.ContainsFunc(keys, func(k string) bool { return k != "*" && !s.holds(k) }) {
+		return s.seriesSpread(w, r, keys, fromMs, toMs) // keys of several shards
+	}
 	regions := s.regionOf()
 	out := api.Series{Kind: kind.String(), Step: fmtSpan(step)}
 	closed := true
@@ -482,6 +488,83 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 	}
 	moving := unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
 	out.Approx, out.Final = moving || anyApprox, closed && !moving
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// seriesSpread is a series of keys on several shards, not all held here:
+// each shard's keys asked of a holder (those held here, and the family's
+// total, read here), all over the one range this replica computed, and
+// the lines put back in the keys' order.
+func (s *Server) seriesSpread(w http.ResponseWriter, r *http.Request, keys []string, fromMs, toMs int64) error {
+	byShard := map[int][]int{} // shard (-1: read here) -> indexes of its keys
+	for i, k := range keys {
+		sh := -1
+		if k != "*" && !s.holds(k) {
+			sh = shard.Of(k)
+		}
+		byShard[sh] = append(byShard[sh], i)
+	}
+	type part struct {
+		idx []int
+		out api.Series
+		err error
+	}
+	parts := make([]*part, 0, len(byShard))
+	var wg sync.WaitGroup
+	for sh, idx := range byShard {
+		p := &part{idx: idx}
+		parts = append(parts, p)
+		q := r.URL.Query()
+		q.Del("last")
+		q.Del("key")
+		q.Set("from", strconv.FormatInt(fromMs, 10))
+		q.Set("to", strconv.FormatInt(toMs, 10))
+		for _, i := range idx {
+			q.Add("key", keys[i])
+		}
+		pr := r.Clone(r.Context())
+		pr.URL.RawQuery = q.Encode()
+		pr.RequestURI = ""
+		wg.Go(func() {
+			rec := NewRecorder()
+			if sh < 0 {
+				pr = pr.WithContext(WithForwarded(pr.Context())) // read here, not spread again
+				s.ServeHTTP(rec, pr)
+			} else if err := s.cfg.Shards.Forward(rec, pr, nil, sh); err != nil {
+				p.err = forwardError(sh, err)
+				return
+			}
+			if rec.Status() != http.StatusOK {
+				var e api.Error
+				if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
+					e = api.Error{Code: CodeInternal, Error: fmt.Sprintf("a part of the series answered http %d", rec.Status())}
+				}
+				p.err = &apiError{status: rec.Status(), code: e.Code, msg: e.Error}
+				return
+			}
+			if err := json.Unmarshal(rec.Body(), &p.out); err != nil || len(p.out.Series) != len(p.idx) {
+				p.err = fmt.Errorf("a part of the series: %d lines for %d keys (%v)", len(p.out.Series), len(p.idx), err)
+			}
+		})
+	}
+	wg.Wait()
+	out := api.Series{Series: make([]api.SeriesOfKey, len(keys)), Final: true}
+	for n, p := range parts {
+		if p.err != nil {
+			return p.err
+		}
+		if n == 0 {
+			out.Kind, out.From, out.To, out.Step, out.Times = p.out.Kind, p.out.From, p.out.To, p.out.Step, p.out.Times
+		} else if !slices.Equal(out.Times, p.out.Times) {
+			return fmt.Errorf("the parts of a series have different points: %d and %d", len(out.Times), len(p.out.Times))
+		}
+		out.Approx = out.Approx || p.out.Approx
+		out.Final = out.Final && p.out.Final
+		for k, i := range p.idx {
+			out.Series[i] = p.out.Series[k]
+		}
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

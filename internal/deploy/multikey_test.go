@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,66 @@ func TestImportAtAnyReplicaOfAShardedRegion(t *testing.T) {
 				st, b, err := testkit.DoJSON("GET", u+"/v1/counters/"+k, "")
 				if err != nil || st != 200 || b["value"] != float64(v) {
 					return fmt.Errorf("%s reads %s as %d %v %v, want %d", u, k, st, b, err, v)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// Issue #42: a series of keys on several shards at any replica of a
+// sharded region: each shard's keys read at a holder over the one range
+// the replica asked computed, the lines in the keys' order.
+func TestSeriesOfKeysOnSeveralShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three replicas")
+	}
+	cfg := deploy.DefaultConfig()
+	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
+	d := startConfig(t, cfg)
+	urls := d.URLs()
+	waitReady(t, urls)
+	var keys []string
+	q := url.Values{"kind": {"counters"}, "last": {"10m"}, "step": {"1m"}}
+	for i := range 8 {
+		k := fmt.Sprintf("plays:%d", i)
+		keys = append(keys, k)
+		q.Add("key", k)
+		for range i + 1 {
+			if st, b, err := testkit.DoJSON("POST", urls[i%3]+"/v1/counters/"+k+"/incr", `{"by":1}`); err != nil || st != 200 {
+				t.Fatalf("incr %s: %d %v %v", k, st, b, err)
+			}
+		}
+	}
+	q.Add("key", "*")
+	for _, u := range urls {
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			st, b, err := testkit.DoJSON("GET", u+"/v1/series?"+q.Encode(), "")
+			if err != nil || st != 200 {
+				return fmt.Errorf("%s: series %d %v %v", u, st, b, err)
+			}
+			lines, _ := b["series"].([]any)
+			if len(lines) != len(keys)+1 {
+				return fmt.Errorf("%s: %d lines for %d keys", u, len(lines), len(keys)+1)
+			}
+			total := 0.0
+			for i, l := range lines {
+				line, _ := l.(map[string]any)
+				sum := 0.0
+				vals, _ := line["values"].([]any)
+				for _, v := range vals {
+					f, _ := v.(float64)
+					sum += f
+				}
+				want, key := float64(i+1), "*"
+				if i < len(keys) {
+					key = keys[i]
+					total += want
+				} else {
+					want = total
+				}
+				if line["key"] != key || sum != want {
+					return fmt.Errorf("%s: line %d is %v summing %v, want %s summing %v", u, i, line["key"], sum, key, want)
 				}
 			}
 			return nil
