@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -47,7 +48,7 @@ type Shards interface {
 // the shard is up to take the request: nothing was applied. Any other
 // error of Forward is a holder that did not answer in time, which may
 // still apply a write.
-var ErrNoHolder = errors.New("no replica holding the shard is up")
+var ErrNoHolder = tallyroute.ErrNoHolder
 
 // forwardError is the answer to a request Forward could not complete.
 func forwardError(sh int, err error) error {

@@ -53,21 +53,20 @@ type shardRouter struct {
 	// RESP listener.
 	resp func(args [][]byte, role route.Role, proto int) []byte
 	sub  *nats.Subscription // this replica's route.Subject
-	// suspects are holders that let a request time out, and until when
-	// they are tried last (order).
-	suspectMu sync.Mutex
-	suspects  map[string]time.Time
-	sem       chan struct{}
-	wg        sync.WaitGroup
-	ctx       context.Context
-	stop      context.CancelFunc
+	// sender picks the holder a forwarded request goes to.
+	sender *route.Sender
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	ctx    context.Context
+	stop   context.CancelFunc
 }
 
 func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
 	ctx, stop := context.WithCancel(context.Background())
 	sr := &shardRouter{region: region, self: self, nc: nc, timeout: timeout,
-		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop, suspects: map[string]time.Time{}}
+		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
 	sr.serving.Store(&servingMap{own: own, held: own.Held(self)})
+	sr.sender = route.NewSender(route.SenderConfig{Self: self, Map: sr.Map, Transport: natsTransport{nc: nc, region: region}})
 	sr.url.Store(new(string))
 	return sr
 }
@@ -265,77 +264,33 @@ func (sr *shardRouter) serveRESP(req route.Request) route.Answer {
 	return route.Answer{Kind: route.Served, Body: sr.resp(req.Args, req.Role, int(req.Proto))}
 }
 
-// send forwards req to a holder of its shard that serves it: the holders
-// in turn, starting at one the shard picks (so the region's requests
-// spread over the copies), until one answers Served. A holder that is
-// gone or answers NotServed applied nothing, so the next is tried; any
-// other failure may have applied a write and ends the search.
+// send forwards req to a holder of its shard that serves it
+// (route.Sender), bounded by the request timeout.
 func (sr *shardRouter) send(ctx context.Context, req route.Request) (route.Answer, error) {
 	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
 	defer cancel()
-	deadline, _ := ctx.Deadline()
-	req.From, req.DeadlineMs = sr.self, deadline.UnixMilli()
-	data := req.Marshal()
-	var tried []string
-	for _, h := range sr.order(req.Shard) {
-		a, err := sr.request(ctx, route.Subject(sr.region, h), data)
-		switch {
-		case errors.Is(err, nats.ErrNoResponders):
-			tried = append(tried, h+": down")
-			continue
-		case err != nil:
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				sr.suspect(h) // stopped or slow: try the others first for a while
-			}
-			return route.Answer{}, fmt.Errorf("holder %s: %w", h, err)
-		case a.Kind == route.NotServed:
-			tried = append(tried, h+": "+a.Reason)
-			continue
-		}
-		sr.trust(h)
-		return a, nil
+	a, _, err := sr.sender.Send(ctx, req)
+	return a, err
+}
+
+// natsTransport carries route requests over NATS request-reply, to each
+// replica's own subject.
+type natsTransport struct {
+	nc     *nats.Conn
+	region string
+}
+
+func (t natsTransport) Request(ctx context.Context, replica string, data []byte) ([]byte, error) {
+	msg, err := t.nc.RequestWithContext(ctx, route.Subject(t.region, replica), data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, route.ErrNoResponders
+	case errors.Is(err, nats.ErrTimeout):
+		return nil, fmt.Errorf("%w: %w", context.DeadlineExceeded, err)
+	case err != nil:
+		return nil, err
 	}
-	return route.Answer{}, fmt.Errorf("%w (%s)", httpapi.ErrNoHolder, strings.Join(tried, "; "))
-}
-
-// suspectFor is how long a holder that let a request time out is tried
-// after the shard's other holders. The timed-out request is not retried
-// elsewhere (it may have been applied), but the next ones need not wait
-// on a holder that is stopped or stuck until NATS notices it is gone.
-const suspectFor = 5 * time.Second
-
-// order is whom a request for shard s goes to, in turn: its holders in
-// the map's preferred order (shard.Map.Preferred), those suspected of
-// being stuck last, this replica never.
-func (sr *shardRouter) order(s int) []string {
-	pref := sr.Map().Preferred(s)
-	out := make([]string, 0, len(pref))
-	var late []string
-	now := time.Now()
-	sr.suspectMu.Lock()
-	for _, h := range pref {
-		switch until, ok := sr.suspects[h]; {
-		case h == sr.self:
-		case ok && now.Before(until):
-			late = append(late, h)
-		default:
-			out = append(out, h)
-		}
-	}
-	sr.suspectMu.Unlock()
-	return append(out, late...)
-}
-
-func (sr *shardRouter) suspect(h string) {
-	sr.suspectMu.Lock()
-	sr.suspects[h] = time.Now().Add(suspectFor)
-	sr.suspectMu.Unlock()
-}
-
-func (sr *shardRouter) trust(h string) {
-	sr.suspectMu.Lock()
-	delete(sr.suspects, h)
-	sr.suspectMu.Unlock()
+	return msg.Data, nil
 }
 
 // request sends data to subject and decodes the answer.

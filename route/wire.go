@@ -17,7 +17,8 @@
 //   - An answer of kind NotServed says nothing was applied (the replica
 //     does not hold the shard now, or does not accept writes yet): the
 //     sender tries the next holder. Any other failure may have applied a
-//     write and is never retried elsewhere.
+//     write and is never retried elsewhere (Sender, sender.go; its rules
+//     are played by the scripts in testdata/route).
 package route
 
 import (
