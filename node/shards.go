@@ -308,8 +308,12 @@ func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []by
 	if err != nil {
 		return err
 	}
+	theirs := http.Header{}
 	for _, h := range a.Header {
-		w.Header().Add(h[0], h[1])
+		theirs.Add(h[0], h[1])
+	}
+	for k, v := range theirs {
+		w.Header()[k] = v // the holder's word on what it answered
 	}
 	w.WriteHeader(a.Status)
 	_, _ = w.Write(a.Body)
