@@ -207,6 +207,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			n.shardMaps.serveBy(n.shards.update)
 			n.shards.moveState = n.moveState
 			rcfg.Holds = n.shards.Holds
+			n.shards.chaosAckUnapplied = buildtags.Chaos && rcfg.Chaos.ForwardAckUnapplied
 			held := own.Held(cfg.Replica)
 			log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies, "map_revision", own.Revision)
 		}

@@ -55,10 +55,13 @@ type shardRouter struct {
 	sub  *nats.Subscription // this replica's route.Subject
 	// sender picks the holder a forwarded request goes to.
 	sender *route.Sender
-	sem    chan struct{}
-	wg     sync.WaitGroup
-	ctx    context.Context
-	stop   context.CancelFunc
+	// chaosAckUnapplied: the chaos build's bug forwarded-ack-unapplied
+	// (region.Chaos.ForwardAckUnapplied); always false in another build.
+	chaosAckUnapplied bool
+	sem               chan struct{}
+	wg                sync.WaitGroup
+	ctx               context.Context
+	stop              context.CancelFunc
 }
 
 func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
@@ -187,6 +190,8 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 	var a route.Answer
 	if why := sr.notServed(req); why != "" {
 		a = route.Answer{Kind: route.NotServed, Reason: why}
+	} else if sr.chaosAckUnapplied && req.Kind != route.KindGather && req.Method != http.MethodGet {
+		a = chaosUnapplied(req) // the chaos build's bug forwarded-ack-unapplied
 	} else if req.Kind == route.KindRESP {
 		a = sr.serveRESP(req)
 	} else {
@@ -250,6 +255,16 @@ func (sr *shardRouter) serveHTTP(req route.Request, deadline time.Time) route.An
 		}
 	}
 	return a
+}
+
+// chaosUnapplied is what the bug forwarded-ack-unapplied answers a
+// forwarded write, having applied nothing: served.
+func chaosUnapplied(req route.Request) route.Answer {
+	if req.Kind == route.KindRESP {
+		return route.Answer{Kind: route.Served, Body: []byte(":1\r\n")}
+	}
+	return route.Answer{Kind: route.Served, Status: http.StatusOK,
+		Header: [][2]string{{"Content-Type", "application/json"}}, Body: []byte(`{"ok":true,"liked":true,"changed":true}`)}
 }
 
 // serveRESP runs a forwarded RESP command with the role its client opened

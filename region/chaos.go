@@ -15,27 +15,28 @@ import (
 // BugAckBeforeCommit and BugNoReconcile are this package's values (other
 // packages read other values).
 const (
-	EnvChaosBug           = "TALLY_CHAOS_BUG"
-	BugAckBeforeCommit    = "ack-before-commit"
-	BugNoReconcile        = "no-reconcile"
-	BugClockFollowsWall   = "clock-follows-wall"
-	BugListsLocalOnly     = "lists-local-only"
-	BugKeysNotReconciled  = "keys-not-reconciled"
-	BugLogSkipsIncrements = "log-skips-increments"
-	BugSlotsAtArrival     = "buckets-at-arrival" // the --bug name keeps the old word for slots
-	BugSketchStoredOnly   = "sketch-merge-stored-only"
-	BugSpendWithoutRights = "spend-without-rights"
-	BugBlockNotReconciled = "block-not-reconciled"
-	BugApproxCoinTwice    = "approx-coin-twice"
-	BugGiveWhatIsAsked    = "give-what-is-asked"
-	BugClockFollowsPeers  = "clock-follows-peers"
-	BugEstimateUnbounded  = "estimate-unbounded"
-	BugAckUnheld          = "ack-unheld-writes"
-	BugSplitTwoParts      = "split-user-two-parts"
-	BugDropUnsynced       = "delete-before-sync"
-	BugToggleTwice        = "toggle-applies-twice"
-	BugMergeIgnoresAt     = "merge-ignores-client-time"
-	BugCashbackNoFloor    = "cashback-no-floor"
+	EnvChaosBug            = "TALLY_CHAOS_BUG"
+	BugAckBeforeCommit     = "ack-before-commit"
+	BugNoReconcile         = "no-reconcile"
+	BugClockFollowsWall    = "clock-follows-wall"
+	BugListsLocalOnly      = "lists-local-only"
+	BugKeysNotReconciled   = "keys-not-reconciled"
+	BugLogSkipsIncrements  = "log-skips-increments"
+	BugSlotsAtArrival      = "buckets-at-arrival" // the --bug name keeps the old word for slots
+	BugSketchStoredOnly    = "sketch-merge-stored-only"
+	BugSpendWithoutRights  = "spend-without-rights"
+	BugBlockNotReconciled  = "block-not-reconciled"
+	BugApproxCoinTwice     = "approx-coin-twice"
+	BugGiveWhatIsAsked     = "give-what-is-asked"
+	BugClockFollowsPeers   = "clock-follows-peers"
+	BugEstimateUnbounded   = "estimate-unbounded"
+	BugAckUnheld           = "ack-unheld-writes"
+	BugSplitTwoParts       = "split-user-two-parts"
+	BugDropUnsynced        = "delete-before-sync"
+	BugToggleTwice         = "toggle-applies-twice"
+	BugMergeIgnoresAt      = "merge-ignores-client-time"
+	BugCashbackNoFloor     = "cashback-no-floor"
+	BugForwardAckUnapplied = "forwarded-ack-unapplied"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -136,6 +137,11 @@ type Chaos struct {
 	// balance whatever this replica holds of it, as before issue 34, so
 	// the merchant's balance goes below zero.
 	CashbackNoFloor bool
+	// ForwardAckUnapplied: a holder answers a write another replica of
+	// its region forwarded to it as served (200, or a RESP integer)
+	// without applying it (node's routing): the entry replica then
+	// acknowledges a write nobody stored.
+	ForwardAckUnapplied bool
 }
 
 // ChaosDropUnsynced reports whether the bug DropUnsynced is on (for node,
@@ -164,14 +170,15 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		ApproxCoinTwice: bug == BugApproxCoinTwice, GiveWhatIsAsked: bug == BugGiveWhatIsAsked,
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
 		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts, DropUnsynced: bug == BugDropUnsynced,
-		ToggleTwice: bug == BugToggleTwice, MergeIgnoresAt: bug == BugMergeIgnoresAt, CashbackNoFloor: bug == BugCashbackNoFloor}
+		ToggleTwice: bug == BugToggleTwice, MergeIgnoresAt: bug == BugMergeIgnoresAt, CashbackNoFloor: bug == BugCashbackNoFloor,
+		ForwardAckUnapplied: bug == BugForwardAckUnapplied}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t cashback-no-floor=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t cashback-no-floor=%t forwarded-ack-unapplied=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt, c.CashbackNoFloor)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt, c.CashbackNoFloor, c.ForwardAckUnapplied)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug

@@ -37,7 +37,12 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
 	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
-	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts}
+	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts, BugForwardAckUnapplied}
+
+// BugForwardAckUnapplied is the deliberate bug of a sharded region's
+// routing: a holder answers a forwarded write as served without applying
+// it, so the entry replica acknowledges what nobody stored.
+const BugForwardAckUnapplied = "forwarded-ack-unapplied"
 
 // BugAckUnheld is the deliberate bug of a sharded region (Config.Replicas
 // above 1): a replica acknowledges a write of a key on a shard it does not
@@ -328,6 +333,9 @@ func (c Config) Validate() error {
 	}
 	if c.Bug == BugSplitTwoParts && c.Hot == "" {
 		bad("bug %s: only a run with split items (hot) has parts", c.Bug)
+	}
+	if c.Bug == BugForwardAckUnapplied && !c.sharded() {
+		bad("bug %s: only a sharded run (replicas above 1) forwards", c.Bug)
 	}
 	if c.Bug == BugAckUnheld && !c.sharded() {
 		bad("bug %s: only a sharded run (replicas above 1) has shards a replica does not hold", c.Bug)
