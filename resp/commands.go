@@ -58,8 +58,27 @@ type command struct {
 // pending is a write command ready to commit: its ops, and how it
 // answers their results (one per op, in order).
 type pending struct {
-	ops   []region.Op
+	ops []region.Op
+	// users take one write each from the per-user write limit
+	// (Config.LimitUser) before the ops commit: prepare only checks, so
+	// a transaction can check its commands when it queues them and take
+	// the limits when it runs (EXEC).
+	users []string
 	reply func(c redcon.Conn, res []region.Result) error
+}
+
+// limitUsers takes one write of each of p's users from the per-user
+// write limit.
+func (s *Server) limitUsers(p pending) error {
+	if s.cfg.LimitUser == nil {
+		return nil
+	}
+	for _, u := range p.users {
+		if err := s.cfg.LimitUser(u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeCommand is a durable write: run commits its ops alone and answers
@@ -67,6 +86,9 @@ type pending struct {
 func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) command {
 	return command{arity: arity, write: true, prepare: prepare, run: func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 		p, err := prepare(s, args)
+		if err == nil {
+			err = s.limitUsers(p)
+		}
 		if err != nil {
 			return err
 		}
@@ -84,8 +106,9 @@ func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) c
 // ones a Redis user would expect; "" for the rest (unknown commands).
 func refusal(name string) string {
 	switch name {
-	case "multi", "exec", "discard", "watch", "unwatch":
-		return strings.ToUpper(name) + " is not supported: tally has no transactions; each write is durable on its own"
+	case "watch":
+		return "WATCH is not supported: tally's values are CRDTs that merge concurrent writes instead of ordering them, " +
+			"so there is no version to watch; MULTI/EXEC commit writes together without it"
 	case "expire", "pexpire", "expireat", "pexpireat", "ttl", "pttl", "persist":
 		return strings.ToUpper(name) + " is not supported: tally keeps no TTLs"
 	}
@@ -105,6 +128,10 @@ func commandTable() map[string]command {
 		"command":   {arity: -1, run: cmdCommand},
 		"info":      {arity: -1, run: cmdInfo},
 		"quit":      {arity: -1, run: cmdQuit},
+		"multi":     {arity: 1, run: cmdMulti},
+		"exec":      {arity: 1, run: cmdExec},
+		"discard":   {arity: 1, run: cmdDiscard},
+		"unwatch":   {arity: 1, run: cmdUnwatch},
 		"incr":      writeCommand(2, prepIncr(false, false)),
 		"decr":      writeCommand(2, prepIncr(true, false)),
 		"incrby":    writeCommand(3, prepIncr(false, true)),
@@ -126,6 +153,14 @@ func commandTable() map[string]command {
 // dispatch runs one command and answers its error if it fails.
 func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 	name := commandName(cmd)
+	if sess.tx != nil && !txControl(name) {
+		s.queue(c, sess, name, cmd)
+		return
+	}
+	if sess.tx != nil && name == "watch" {
+		s.writeError(c, name, errWatchInTx)
+		return
+	}
 	h, err := s.lookup(sess, name, cmd)
 	sh := -1
 	if err == nil {
@@ -145,6 +180,19 @@ func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 // lookup is the handler of cmd (named name), once its arity, the
 // connection's role and the client's rate limit allow it.
 func (s *Server) lookup(sess *session, name string, cmd redcon.Command) (command, error) {
+	h, err := s.find(sess, name, cmd)
+	if err != nil {
+		return command{}, err
+	}
+	if err := s.limitClient(sess, h); err != nil {
+		return command{}, err
+	}
+	return h, nil
+}
+
+// find is the handler of cmd (named name), once its arity and the
+// connection's role allow it.
+func (s *Server) find(sess *session, name string, cmd redcon.Command) (command, error) {
 	if len(cmd.Args) == 0 {
 		return command{}, errorf(httpapi.CodeBadRequest, "empty command")
 	}
@@ -159,9 +207,6 @@ func (s *Server) lookup(sess *session, name string, cmd redcon.Command) (command
 		return command{}, errorf(httpapi.CodeBadRequest, "wrong number of arguments for '%s' command", name)
 	}
 	if err := s.authorize(sess, h); err != nil {
-		return command{}, err
-	}
-	if err := s.limitClient(sess, h); err != nil {
 		return command{}, err
 	}
 	return h, nil
@@ -510,14 +555,9 @@ func prepLike(liked bool) func(*Server, [][]byte) (pending, error) {
 		}
 		ops := make([]region.Op, len(users))
 		for i, u := range users {
-			if s.cfg.LimitUser != nil {
-				if err := s.cfg.LimitUser(u); err != nil {
-					return pending{}, err
-				}
-			}
 			ops[i] = region.Op{Kind: kind, Item: s.cfg.Hot.Name(item, u), User: u} // a split item's: the user's part
 		}
-		return pending{ops: ops, reply: func(c redcon.Conn, res []region.Result) error {
+		return pending{ops: ops, users: users, reply: func(c redcon.Conn, res []region.Result) error {
 			changed := 0
 			for _, r := range res {
 				if r.Err != nil {
@@ -556,13 +596,8 @@ func prepToggle(s *Server, args [][]byte) (pending, error) {
 			return pending{}, err
 		}
 	}
-	if s.cfg.LimitUser != nil {
-		if err := s.cfg.LimitUser(user); err != nil {
-			return pending{}, err
-		}
-	}
 	op := region.Op{Kind: region.OpToggle, Item: s.cfg.Hot.Name(item, user), User: user, IdemKey: idem} // a split item's: the user's part
-	return pending{ops: []region.Op{op}, reply: func(c redcon.Conn, res []region.Result) error {
+	return pending{ops: []region.Op{op}, users: []string{user}, reply: func(c redcon.Conn, res []region.Result) error {
 		if res[0].Err != nil {
 			return res[0].Err
 		}

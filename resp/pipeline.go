@@ -30,7 +30,10 @@ const (
 // serve answers cmds, commands a client pipelined, in order.
 func (s *Server) serve(c redcon.Conn, sess *session, cmds []redcon.Command) {
 	for len(cmds) > 0 && !sess.quit {
-		n := s.writeRun(cmds)
+		n := 0
+		if sess.tx == nil { // in a transaction, each command is queued
+			n = s.writeRun(cmds)
+		}
 		if n < 2 {
 			s.serveOne(c, sess, cmds[0])
 			cmds = cmds[1:]
@@ -95,6 +98,9 @@ func (s *Server) serveRun(c redcon.Conn, sess *session, run []redcon.Command) {
 		h, err := s.lookup(sess, sl.name, cmd)
 		if err == nil {
 			sl.p, err = h.prepare(s, cmd.Args[1:])
+		}
+		if err == nil {
+			err = s.limitUsers(sl.p)
 		}
 		if sl.err = err; err != nil {
 			continue

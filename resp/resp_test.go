@@ -187,8 +187,7 @@ func TestErrorsKeepTheConnection(t *testing.T) {
 		prefix, code string
 	}{
 		{[]any{"FLUSHALL"}, "ERR unknown command 'FLUSHALL'", "not_found"},
-		{[]any{"MULTI"}, "ERR MULTI is not supported", "bad_request"},
-		{[]any{"EXEC"}, "ERR EXEC is not supported", "bad_request"},
+		{[]any{"EXEC"}, "ERR EXEC without MULTI", "bad_request"},
 		{[]any{"WATCH", "k"}, "ERR WATCH is not supported", "bad_request"},
 		{[]any{"EXPIRE", "k", "10"}, "ERR EXPIRE is not supported", "bad_request"},
 		{[]any{"INCRBY", "k"}, "ERR wrong number of arguments for 'incrby' command", "bad_request"},

@@ -193,6 +193,9 @@ type session struct {
 	name  string
 	resp  int  // protocol version: 2, or 3 after HELLO 3
 	quit  bool // QUIT answered: run nothing it pipelined after
+	// tx, from MULTI to EXEC or DISCARD, holds the queued commands
+	// (tx.go).
+	tx *tx
 	// forwarded: a command another replica forwarded (Exec); it runs
 	// here and was rate-limited there.
 	forwarded bool
