@@ -36,8 +36,13 @@ listen = "127.0.0.1:8080"
 
 # RESP connections open at once; the next client gets "ERR max number of
 # clients reached" and is closed. Each holds a goroutine and buffers.
-# Default: 1024.
-# resp_max_connections = 1024
+# Default: 10000 (Redis's maxclients).
+# resp_max_connections = 10000
+
+# RESP connections open at once from one client address (IP), so one host
+# cannot take them all; its next is refused, other addresses are served.
+# Default: 256.
+# resp_max_connections_per_address = 256
 
 # The fewest Go schedulers (GOMAXPROCS) to run with, also on one CPU: with
 # one, every WAL fsync stalls request handling. 0 or 1 leave GOMAXPROCS as

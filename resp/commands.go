@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/tidwall/redcon"
@@ -289,10 +290,12 @@ func (s *Server) limitClient(sess *session, h command) error {
 func (s *Server) writeError(c redcon.Conn, name string, err error) {
 	var re *replyError
 	if errors.As(err, &re) {
+		s.metrics.errors.WithLabelValues(re.code).Inc()
 		c.WriteError(re.Error())
 		return
 	}
 	if code, msg, ok := httpapi.Describe(err); ok {
+		s.metrics.errors.WithLabelValues(code).Inc()
 		prefix := "ERR"
 		if code == httpapi.CodeNotReady {
 			// Nothing was applied: clients retry LOADING on their own.
@@ -301,6 +304,7 @@ func (s *Server) writeError(c redcon.Conn, name string, err error) {
 		c.WriteError((&replyError{prefix: prefix, code: code, msg: msg}).Error())
 		return
 	}
+	s.metrics.errors.WithLabelValues(httpapi.CodeInternal).Inc()
 	id := uuid.NewString()
 	s.log.Error("command failed", "id", id, "command", name, "error", err)
 	c.WriteError((&replyError{prefix: "ERR", code: httpapi.CodeInternal, msg: "internal error (id " + id + ")"}).Error())
@@ -338,9 +342,9 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	for len(args) > 0 {
 		switch opt := strings.ToLower(string(args[0])); {
 		case opt == "auth" && len(args) >= 3:
-			r := s.auth.Load().roleOf(args[2])
-			if r == roleNone {
-				return errWrongPass
+			r, err := s.checkToken(sess, args[2])
+			if err != nil {
+				return err
 			}
 			newRole, token, args = r, string(args[2]), args[3:]
 		case opt == "setname" && len(args) >= 2:
@@ -354,7 +358,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		k string
 		v any
 	}{
-		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", 0},
+		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", sess.id},
 		{"mode", "standalone"}, {"role", "master"}, {"modules", nil},
 	}
 	sess.writeMapLen(c, len(fields))
@@ -365,6 +369,8 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 			c.WriteBulkString(v)
 		case int:
 			c.WriteInt(v)
+		case int64:
+			c.WriteInt64(v)
 		default:
 			c.WriteArray(0)
 		}
@@ -373,6 +379,35 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 }
 
 var errWrongPass = &replyError{prefix: "WRONGPASS", code: httpapi.CodeUnauthorized, msg: "invalid token"}
+
+// checkToken is the role token opens for sess's connection, or an
+// error: WRONGPASS for a wrong token, which the address's AuthGuard
+// bucket pays for; an address that failed too often waits before its
+// token is checked, and past the guard's longest wait is refused
+// unchecked.
+func (s *Server) checkToken(sess *session, token []byte) (role, error) {
+	wait, ok := s.cfg.AuthGuard.Wait(sess.host)
+	if !ok {
+		s.metrics.authRefused.Inc()
+		return roleNone, errorf(httpapi.CodeRateLimited, "too many wrong tokens from your address; AUTH again later")
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-s.stop.Done():
+			t.Stop()
+			return roleNone, errorf(httpapi.CodeShuttingDown, "replica is shutting down")
+		}
+	}
+	r := s.auth.Load().roleOf(token)
+	if r == roleNone {
+		s.cfg.AuthGuard.Fail(sess.host)
+		s.metrics.authFailed.Inc()
+		return roleNone, errWrongPass
+	}
+	return r, nil
+}
 
 // AUTH <token> or AUTH <username> <token> (the username is ignored).
 func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
@@ -383,9 +418,9 @@ func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if len(t.read)+len(t.write)+len(t.admin) == 0 {
 		return errorf(httpapi.CodeBadRequest, "AUTH called without any token configured for this replica")
 	}
-	r := t.roleOf(args[len(args)-1])
-	if r == roleNone {
-		return errWrongPass
+	r, err := s.checkToken(sess, args[len(args)-1])
+	if err != nil {
+		return err
 	}
 	sess.role, sess.token = r, string(args[len(args)-1])
 	c.WriteString("OK")
@@ -410,7 +445,7 @@ func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	case "setinfo":
 		c.WriteString("OK")
 	case "id":
-		c.WriteInt(0)
+		c.WriteInt64(sess.id)
 	default:
 		return errorf(httpapi.CodeBadRequest, "unknown subcommand '%s' of CLIENT; tally takes SETNAME, GETNAME, SETINFO, ID", quoteName(args[0]))
 	}

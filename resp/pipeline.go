@@ -2,6 +2,7 @@ package resp
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tidwall/redcon"
 
@@ -69,12 +70,20 @@ func (s *Server) serveOne(c redcon.Conn, sess *session, cmd redcon.Command) {
 		}
 	}()
 	s.commandN.Add(1)
+	start := time.Now()
 	s.dispatch(c, sess, cmd)
+	s.observe(commandName(cmd), time.Since(start))
 }
 
 // serveRun commits a run of writes together and answers each in order.
 func (s *Server) serveRun(c redcon.Conn, sess *session, run []redcon.Command) {
 	answered := 0
+	start := time.Now()
+	defer func() {
+		for _, cmd := range run {
+			s.observe(commandName(cmd), time.Since(start))
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("pipelined writes panicked", "commands", len(run), "panic", fmt.Sprint(p))
