@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,6 +140,8 @@ func commandTable() map[string]command {
 		"decrby":    writeCommand(3, prepIncr(true, true)),
 		"get":       {arity: 2, read: true, run: cmdGet},
 		"mget":      {arity: -2, read: true, run: cmdMGet},
+		"exists":    {arity: -2, read: true, run: cmdExists},
+		"type":      {arity: 2, read: true, run: cmdType},
 		"sadd":      writeCommand(-3, prepLike(true)),
 		"srem":      writeCommand(-3, prepLike(false)),
 		"stoggle":   writeCommand(-3, prepToggle),
@@ -473,7 +476,14 @@ func cmdCommand(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
 
 func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\nredis_mode:standalone\r\n", s.cfg.Version)
+	// redis_version is for clients that check it before using a
+	// command: the Redis protocol level tally answers as. What runs is
+	// server_name and tally_version.
+	fmt.Fprintf(&b, "# Server\r\nserver_name:tally\r\ntally_version:%s\r\nredis_version:%s\r\nredis_mode:standalone\r\ntcp_port:%d\r\n",
+		s.cfg.Version, RedisCompatVersion, tcpPort(s.ln.Addr()))
+	fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nmaxclients_per_address:%d\r\n",
+		s.open.Load(), s.cfg.MaxConnections, s.cfg.MaxConnectionsPerAddress)
+	fmt.Fprintf(&b, "# Stats\r\ntotal_commands_processed:%d\r\nrejected_connections:%d\r\n", s.commandN.Load(), s.refused.Load())
 	fmt.Fprintf(&b, "# Replica\r\nregion:%s\r\nreplica:%s\r\naccepting_writes:%d\r\ndurability:%s\r\n",
 		s.rep.Region(), s.rep.ID(), boolInt(s.rep.Accepting()), s.rep.Durability())
 	if s.cfg.Convergence != nil {
@@ -488,6 +498,19 @@ func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	}
 	sess.writeText(c, b.String())
 	return nil
+}
+
+// RedisCompatVersion is the redis_version INFO reports, for clients that
+// check it: the Redis whose protocol (RESP2 and RESP3, HELLO) tally
+// speaks. It is not tally's version (tally_version).
+const RedisCompatVersion = "7.0.0"
+
+// tcpPort is a listener address's port, 0 if it has none.
+func tcpPort(a net.Addr) int {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.Port
+	}
+	return 0
 }
 
 func boolInt(b bool) int {
@@ -535,8 +558,9 @@ func prepIncr(negate, withBy bool) func(*Server, [][]byte) (pending, error) {
 }
 
 // GET key: the counter's value as Redis answers it, a decimal bulk
-// string; a counter never incremented reads "0".
-func cmdGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+// string; nil for a counter never incremented (at 0 after increments,
+// "0"), as Redis answers a key never set.
+func cmdGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	key, err := counterKey(args[0])
 	if err != nil {
 		return err
@@ -545,29 +569,40 @@ func cmdGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	if len(rd.Vector) == 0 {
+		sess.writeNull(c)
+		return nil
+	}
 	c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
 	return nil
 }
 
-func cmdMGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
-	if len(args) > region.MaxUniqueKeys {
-		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), region.MaxUniqueKeys)
+// MaxKeysPerCommand bounds the keys of MGET and EXISTS.
+const MaxKeysPerCommand = region.MaxUniqueKeys
+
+// MGET key [key ...]: each counter's value, nil for one never
+// incremented.
+func cmdMGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
+	if len(args) > MaxKeysPerCommand {
+		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), MaxKeysPerCommand)
 	}
-	values := make([]int64, len(args))
+	reads := make([]region.Read, len(args))
 	for i, a := range args {
 		key, err := counterKey(a)
 		if err != nil {
 			return err
 		}
-		rd, err := s.rep.Counter(key)
-		if err != nil {
+		if reads[i], err = s.rep.Counter(key); err != nil {
 			return err
 		}
-		values[i] = rd.Value
 	}
-	c.WriteArray(len(values))
-	for _, v := range values {
-		c.WriteBulkString(strconv.FormatInt(v, 10))
+	c.WriteArray(len(reads))
+	for _, rd := range reads {
+		if len(rd.Vector) == 0 {
+			sess.writeNull(c)
+			continue
+		}
+		c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
 	}
 	return nil
 }
