@@ -142,6 +142,8 @@ func commandTable() map[string]command {
 		"mget":      {arity: -2, read: true, run: cmdMGet},
 		"exists":    {arity: -2, read: true, run: cmdExists},
 		"type":      {arity: 2, read: true, run: cmdType},
+		"scan":      {arity: -2, read: true, scan: true, run: cmdKeyScan},
+		"dbsize":    {arity: 1, read: true, scan: true, run: cmdDBSize},
 		"sadd":      writeCommand(-3, prepLike(true)),
 		"srem":      writeCommand(-3, prepLike(false)),
 		"stoggle":   writeCommand(-3, prepToggle),

@@ -1,12 +1,17 @@
 package resp
 
 import (
+	"fmt"
+	"path"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/redcon"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/shard"
+	"github.com/tally-dev/tally/storage"
 )
 
 // The keyspace as Redis clients see it. A key may name three things:
@@ -113,5 +118,179 @@ func cmdType(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 		return err
 	}
 	c.WriteString(kind)
+	return nil
+}
+
+// SCAN lists the counters, then the sets, by pages of the replica's
+// store: each page reads COUNT keys or scanSegments of the store's
+// segments, whichever comes first, so a page may be empty before the
+// end, as in Redis. Unique counts are not listed: their sketches are
+// stored by page, with no per-key entry to list, so SCAN and DBSIZE
+// see counters and sets only.
+const scanSegments = 256
+
+// scanPhases are what SCAN lists, in order.
+var scanPhases = [...]struct {
+	kind storage.Kind
+	typ  string // TYPE's name of its keys
+}{{storage.Counters, "string"}, {storage.Likes, "set"}}
+
+// scanKey is the key an item of phase p is listed as, "" for none: a
+// set without members, a part of a split item other than the first
+// (the first stands for the item).
+func (s *Server) scanKey(p int, item string, v crdt.Vector) (string, error) {
+	if !crdt.ValidID(item) {
+		return "", nil
+	}
+	if scanPhases[p].kind == storage.Counters {
+		return item, nil
+	}
+	if base, k, ok := crdt.SplitPart(item); ok {
+		if k != 0 || s.cfg.Hot.Parts(base) == 0 {
+			return "", nil
+		}
+		kind, err := s.keyKind(LikesPrefix + base)
+		if err != nil || kind == "none" {
+			return "", err
+		}
+		return LikesPrefix + base, nil
+	}
+	if v.Value() <= 0 {
+		return "", nil
+	}
+	return LikesPrefix + item, nil
+}
+
+// errScanSharded refuses SCAN and DBSIZE in a sharded region, where the
+// keyspace is spread over the region's replicas.
+func (s *Server) errScanSharded(name string) error {
+	if s.cfg.Shards == nil {
+		return nil
+	}
+	return errorf(httpapi.CodeBadRequest, "%s is not served in a sharded region: each replica holds some shards' keys only, "+
+		"so no one replica can list or count them all", strings.ToUpper(name))
+}
+
+// SCAN cursor [MATCH pattern] [COUNT n] [TYPE string|set]: one page of
+// keys, [next cursor, [keys]], the cursor "0" after the last page. The
+// cursor is opaque and remembered by this replica, as SSCAN's.
+func cmdKeyScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+	if err := s.errScanSharded("scan"); err != nil {
+		return err
+	}
+	cur, err := strconv.ParseUint(string(args[0]), 10, 64)
+	if err != nil {
+		return errorf(httpapi.CodeBadRequest, "invalid cursor")
+	}
+	count, match, typ := DefaultScanCount, "", ""
+	for opts := args[1:]; len(opts) > 0; opts = opts[2:] {
+		if len(opts) < 2 {
+			return errorf(httpapi.CodeBadRequest, "syntax error")
+		}
+		switch strings.ToLower(string(opts[0])) {
+		case "count":
+			n, err := strconv.Atoi(string(opts[1]))
+			if err != nil || n < 1 {
+				return errorf(httpapi.CodeBadRequest, "syntax error: COUNT wants a whole number >= 1")
+			}
+			count = min(n, MaxScanCount)
+		case "match":
+			match = string(opts[1])
+			if _, err := path.Match(match, ""); err != nil {
+				return errorf(httpapi.CodeBadRequest, "MATCH pattern %s is malformed", quote(match))
+			}
+		case "type":
+			typ = strings.ToLower(string(opts[1]))
+		default:
+			return errorf(httpapi.CodeBadRequest, "syntax error: SCAN takes MATCH, COUNT and TYPE")
+		}
+	}
+	phase, seg, after := 0, 0, ""
+	if cur != 0 {
+		at, ok := s.cursors.get(cur, "") // "<phase> <segment> <after>"
+		if f := strings.SplitN(at, " ", 3); ok && len(f) == 3 {
+			phase, _ = strconv.Atoi(f[0])
+			seg, _ = strconv.Atoi(f[1])
+			after = f[2]
+		} else {
+			return errorf(httpapi.CodeBadRequest, "cursor %d is unknown here: a replica remembers the cursors it gave out (its last %d); scan again from 0", cur, MaxCursors)
+		}
+	}
+	// skip passes the phases whose keys TYPE does not want.
+	skip := func() {
+		for phase < len(scanPhases) && typ != "" && typ != scanPhases[phase].typ {
+			phase, seg, after = phase+1, 0, ""
+		}
+	}
+	var keys []string
+	read, segs := 0, 0
+	for skip(); phase < len(scanPhases) && read < count && segs < scanSegments; skip() {
+		var ferr error
+		from := seg
+		seg, after, err = s.rep.ScanItems(scanPhases[phase].kind, seg, after, scanSegments-segs, func(item string, v crdt.Vector) bool {
+			read++
+			key, err := s.scanKey(phase, item, v)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			if ok, _ := path.Match(match, key); key != "" && (match == "" || ok) {
+				keys = append(keys, key)
+			}
+			return read < count
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return err
+		}
+		segs += max(seg-from, 1) // the segments read, or the one it stopped in
+		if seg >= storage.Segments {
+			phase, seg, after = phase+1, 0, ""
+		}
+	}
+	next := uint64(0)
+	if phase < len(scanPhases) {
+		next = s.cursors.put("", fmt.Sprintf("%d %d %s", phase, seg, after))
+	}
+	c.WriteArray(2)
+	c.WriteBulkString(strconv.FormatUint(next, 10))
+	c.WriteArray(len(keys))
+	for _, k := range keys {
+		c.WriteBulkString(k)
+	}
+	return nil
+}
+
+// DBSIZE: the counters and sets of this replica. There is no count kept:
+// it reads every key, so its cost grows with the keyspace (Redis's is
+// constant); unique counts are not counted (see SCAN).
+func cmdDBSize(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
+	if err := s.errScanSharded("dbsize"); err != nil {
+		return err
+	}
+	n := int64(0)
+	for p := range scanPhases {
+		var ferr error
+		_, _, err := s.rep.ScanItems(scanPhases[p].kind, 0, "", storage.Segments, func(item string, v crdt.Vector) bool {
+			key, err := s.scanKey(p, item, v)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			if key != "" {
+				n++
+			}
+			return true
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	c.WriteInt64(n)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,4 +143,103 @@ func TestKeyCommandsRefuseUnheldShards(t *testing.T) {
 	}
 	wantErr(t, c.Exists(ctx, here, there).Err(), "ERR key \""+there+"\" is on shard", "shard_not_held")
 	wantErr(t, c.Type(ctx, there).Err(), "ERR key \""+there+"\" is on shard", "shard_not_held")
+	wantErr(t, c.Scan(ctx, 0, "", 10).Err(), "ERR SCAN is not served in a sharded region", "bad_request")
+	wantErr(t, c.DBSize(ctx).Err(), "ERR DBSIZE is not served in a sharded region", "bad_request")
+}
+
+// scanAll runs SCAN to the end with opts and returns every key listed,
+// failing on a key listed twice.
+func scanAll(t *testing.T, c *redis.Client, match string, count int64, typ string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var out []string
+	seen := map[string]bool{}
+	cursor, pages := uint64(0), 0
+	for {
+		var keys []string
+		var err error
+		if typ != "" {
+			keys, cursor, err = c.ScanType(ctx, cursor, match, count, typ).Result()
+		} else {
+			keys, cursor, err = c.Scan(ctx, cursor, match, count).Result()
+		}
+		if err != nil {
+			t.Fatalf("SCAN page %d: %v", pages, err)
+		}
+		if int64(len(keys)) > count {
+			t.Fatalf("SCAN page %d: %d keys, COUNT %d", pages, len(keys), count)
+		}
+		for _, k := range keys {
+			if seen[k] {
+				t.Fatalf("SCAN listed %q twice", k)
+			}
+			seen[k] = true
+			out = append(out, k)
+		}
+		if pages++; cursor == 0 {
+			break
+		}
+		if pages > 10000 {
+			t.Fatal("SCAN does not end")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SCAN lists every counter and every set with members, once, by pages
+// of at most COUNT keys; MATCH and TYPE filter; DBSIZE counts what SCAN
+// lists. Unique counts are not listed.
+func TestScanAndDBSize(t *testing.T) {
+	n := startNode(t, nil)
+	ctx := context.Background()
+	c := client(t, n, 2, "")
+	var counters, sets []string
+	for i := range 30 {
+		k := fmt.Sprintf("c:%d", i)
+		if err := c.Incr(ctx, k).Err(); err != nil {
+			t.Fatal(err)
+		}
+		counters = append(counters, k)
+	}
+	for i := range 10 {
+		k := fmt.Sprintf("likes:s%d", i)
+		if err := c.SAdd(ctx, k, "alice").Err(); err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, k)
+	}
+	if err := c.SAdd(ctx, "likes:emptied", "bob").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SRem(ctx, "likes:emptied", "bob").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PFAdd(ctx, "uniq", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	all := append(slices.Clone(counters), sets...)
+	slices.Sort(all)
+	slices.Sort(counters)
+	slices.Sort(sets)
+	if got := scanAll(t, c, "", 7, ""); !slices.Equal(got, all) {
+		t.Fatalf("SCAN COUNT 7:\n got %v\nwant %v", got, all)
+	}
+	if got := scanAll(t, c, "", 1000, ""); !slices.Equal(got, all) {
+		t.Fatalf("SCAN COUNT 1000:\n got %v\nwant %v", got, all)
+	}
+	if got := scanAll(t, c, "c:1*", 5, ""); fmt.Sprint(got) != "[c:1 c:10 c:11 c:12 c:13 c:14 c:15 c:16 c:17 c:18 c:19]" {
+		t.Fatalf("SCAN MATCH c:1*: %v", got)
+	}
+	if got := scanAll(t, c, "", 3, "set"); !slices.Equal(got, sets) {
+		t.Fatalf("SCAN TYPE set: %v", got)
+	}
+	if got := scanAll(t, c, "", 3, "string"); !slices.Equal(got, counters) {
+		t.Fatalf("SCAN TYPE string: %v", got)
+	}
+	if v, err := c.DBSize(ctx).Result(); err != nil || v != 40 {
+		t.Fatalf("DBSIZE: %d %v, want 40", v, err)
+	}
+	wantErr(t, c.Scan(ctx, 12345, "", 10).Err(), "ERR cursor 12345 is unknown here", "bad_request")
+	wantErr(t, c.Do(ctx, "SCAN", "0", "COUNT").Err(), "ERR syntax error", "bad_request")
 }
