@@ -30,8 +30,9 @@ listen = "127.0.0.1:8080"
 # debug_listen = "127.0.0.1:6060"
 
 # The Redis protocol (RESP) front door on its own address: INCRBY, SADD
-# likes:<item> <user>, PFADD, ... (docs/api.md#resp). No TLS: beyond
-# loopback it needs write_token and insecure_listen. Default: "" (off).
+# likes:<item> <user>, PFADD, ... (docs/api.md#resp). With tls_cert it
+# serves TLS with the same certificate; beyond loopback it needs
+# write_token, and tls_cert or insecure_listen. Default: "" (off).
 # resp_listen = "127.0.0.1:6381"
 
 # RESP connections open at once; the next client gets "ERR max number of

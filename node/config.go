@@ -54,8 +54,10 @@ type Config struct {
 	// RESPListen, if set, serves the Redis protocol front door (package
 	// resp) on this separate address, host:port: INCRBY, SADD likes:<item>,
 	// PFADD and the rest as docs/api.md maps them, with the HTTP API's
-	// validation, tokens (sent with AUTH) and durability. RESP has no TLS
-	// here: beyond loopback it needs a write token and insecure_listen.
+	// validation, tokens (sent with AUTH) and durability. With tls_cert,
+	// RESP is served over TLS with the HTTP listener's certificate (and
+	// client CA), reloaded alike. Beyond loopback it needs a write token,
+	// and TLS or insecure_listen.
 	// Default "" (off).
 	RESPListen string `hcl:"resp_listen,optional"`
 	// RESPMaxConnections bounds the RESP connections open at once; the
@@ -666,9 +668,10 @@ func (c Config) Validate() error {
 				bad("resp_listen %q is beyond loopback without a write token: anyone reaching the port could write; "+
 					"set write_token (TALLY_WRITE_TOKEN), which RESP clients send with AUTH", c.RESPListen)
 			}
-			if !c.InsecureListen {
-				bad("resp_listen %q is beyond loopback, and RESP is served without TLS: AUTH tokens and data would "+
-					"travel in clear; keep it on loopback, or set insecure_listen = true (--insecure-listen) behind a TLS proxy", c.RESPListen)
+			if !c.InsecureListen && c.TLSCert == "" {
+				bad("resp_listen %q is beyond loopback without TLS: AUTH tokens and data would travel in clear; "+
+					"set tls_cert and tls_key (RESP then serves TLS as the HTTP listener does), keep it on loopback, "+
+					"or set insecure_listen = true (--insecure-listen) behind a TLS proxy", c.RESPListen)
 			}
 		}
 	}

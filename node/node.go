@@ -398,12 +398,15 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 	if n.rep != nil {
 		rcfg.Convergence = n.rep.Convergence
 	}
+	if n.certs != nil { // the HTTP listener's certificate, reloaded alike
+		rcfg.TLS = n.certs.config()
+	}
 	n.resp, err = resp.New(rcfg)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("start RESP: %w", err)
 	}
-	n.log.Info("serving RESP", "addr", n.resp.Addr().String())
+	n.log.Info("serving RESP", "addr", n.resp.Addr().String(), "tls", rcfg.TLS != nil)
 	return nil
 }
 

@@ -15,6 +15,7 @@ package resp
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -93,6 +94,10 @@ type Config struct {
 	// is refused (internal/authguard). The node shares one with the HTTP
 	// API. Default: one of this Server's own.
 	AuthGuard *authguard.Guard
+	// TLS, if set, serves RESP over TLS with it (the node passes the HTTP
+	// listener's, whose certificate is looked up per handshake, so a
+	// reload applies to the next connection). Default: plain TCP.
+	TLS *tls.Config
 	// Registerer receives the RESP metrics (the node's registry, served
 	// at /metrics). Default: a fresh registry.
 	Registerer prometheus.Registerer
@@ -258,7 +263,11 @@ func New(cfg Config) (*Server, error) {
 	s.metrics = m
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	s.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
-	s.ln = &boundedListener{Listener: cfg.Listener, max: cfg.MaxRequestBytes}
+	ln := cfg.Listener
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	s.ln = &boundedListener{Listener: ln, max: cfg.MaxRequestBytes}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Listener.Addr().String(), s.handle, s.accept, s.closed)
 	s.srv.AcceptError = func(err error) { s.log.Warn("accept failed", "error", err) }
 	s.srv.SetIdleClose(cfg.IdleTimeout)
@@ -335,6 +344,14 @@ func (s *Server) accept(c redcon.Conn) bool {
 	refuse := func(reason, msg string) bool {
 		s.refused.Add(1)
 		s.metrics.refused.WithLabelValues(reason).Inc()
+		if s.cfg.TLS != nil {
+			// The error would need a handshake first, on the accept
+			// loop, which a client that never finishes one would hold:
+			// the connection is closed without it. A deadline already
+			// past fails redcon's flush at once.
+			_ = c.NetConn().SetDeadline(time.Now())
+			return false
+		}
 		// A few bytes into an empty socket buffer: the deadline only
 		// guards against a peer that is already gone.
 		_ = c.NetConn().SetWriteDeadline(time.Now().Add(time.Second))
