@@ -272,3 +272,37 @@ func TestTransactionCrossSlot(t *testing.T) {
 		t.Fatalf("EXEC's INCR: %q", got)
 	}
 }
+
+// As in Redis, a command that fails as the writer applies it answers its
+// error in its place in EXEC's array, and the others are applied: a
+// like by a blocked user is refused, the increments around it count.
+func TestTransactionApplyErrorInItsPlace(t *testing.T) {
+	n := startNode(t, nil)
+	ctx := context.Background()
+	if _, err := n.Replica().Block(ctx, "mallory", true); err != nil {
+		t.Fatal(err)
+	}
+	c := client(t, n, 2, "")
+	cmds, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Incr(ctx, "tx:b")
+		p.SAdd(ctx, "likes:b", "mallory")
+		p.Incr(ctx, "tx:b")
+		return nil
+	})
+	if err == nil || len(cmds) != 3 {
+		t.Fatalf("TxPipelined: %d answers, %v; want the blocked like's error", len(cmds), err)
+	}
+	if v, err := cmds[0].(*redis.IntCmd).Result(); err != nil || v != 1 {
+		t.Fatalf("first INCR: %d %v", v, err)
+	}
+	wantErr(t, cmds[1].Err(), "ERR", "user_blocked")
+	if v, err := cmds[2].(*redis.IntCmd).Result(); err != nil || v != 2 {
+		t.Fatalf("second INCR: %d %v", v, err)
+	}
+	if v := get(t, c, "tx:b"); v != 2 {
+		t.Fatalf("GET after EXEC: %d", v)
+	}
+	if v, err := c.SCard(ctx, "likes:b").Result(); err != nil || v != 0 {
+		t.Fatalf("the blocked like was applied: SCARD %d %v", v, err)
+	}
+}
