@@ -129,11 +129,16 @@ func cmdType(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 // see counters and sets only.
 const scanSegments = 256
 
-// scanPhases are what SCAN lists, in order.
-var scanPhases = [...]struct {
+// scanPhase is a kind of key SCAN lists, and TYPE's name of its keys.
+type scanPhase struct {
 	kind storage.Kind
-	typ  string // TYPE's name of its keys
-}{{storage.Counters, "string"}, {storage.Likes, "set"}}
+	typ  string
+}
+
+// scanPhases are what SCAN lists, in order.
+func scanPhases() [2]scanPhase {
+	return [2]scanPhase{{storage.Counters, "string"}, {storage.Likes, "set"}}
+}
 
 // scanKey is the key an item of phase p is listed as, "" for none: a
 // set without members, a part of a split item other than the first
@@ -142,7 +147,7 @@ func (s *Server) scanKey(p int, item string, v crdt.Vector) (string, error) {
 	if !crdt.ValidID(item) {
 		return "", nil
 	}
-	if scanPhases[p].kind == storage.Counters {
+	if scanPhases()[p].kind == storage.Counters {
 		return item, nil
 	}
 	if base, k, ok := crdt.SplitPart(item); ok {
@@ -216,18 +221,19 @@ func cmdKeyScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 			return errorf(httpapi.CodeBadRequest, "cursor %d is unknown here: a replica remembers the cursors it gave out (its last %d); scan again from 0", cur, MaxCursors)
 		}
 	}
+	phases := scanPhases()
 	// skip passes the phases whose keys TYPE does not want.
 	skip := func() {
-		for phase < len(scanPhases) && typ != "" && typ != scanPhases[phase].typ {
+		for phase < len(phases) && typ != "" && typ != phases[phase].typ {
 			phase, seg, after = phase+1, 0, ""
 		}
 	}
 	var keys []string
 	read, segs := 0, 0
-	for skip(); phase < len(scanPhases) && read < count && segs < scanSegments; skip() {
+	for skip(); phase < len(phases) && read < count && segs < scanSegments; skip() {
 		var ferr error
 		from := seg
-		seg, after, err = s.rep.ScanItems(scanPhases[phase].kind, seg, after, scanSegments-segs, func(item string, v crdt.Vector) bool {
+		seg, after, err = s.rep.ScanItems(phases[phase].kind, seg, after, scanSegments-segs, func(item string, v crdt.Vector) bool {
 			read++
 			key, err := s.scanKey(phase, item, v)
 			if err != nil {
@@ -251,7 +257,7 @@ func cmdKeyScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 		}
 	}
 	next := uint64(0)
-	if phase < len(scanPhases) {
+	if phase < len(phases) {
 		next = s.cursors.put("", fmt.Sprintf("%d %d %s", phase, seg, after))
 	}
 	c.WriteArray(2)
@@ -271,9 +277,9 @@ func cmdDBSize(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
 		return err
 	}
 	n := int64(0)
-	for p := range scanPhases {
+	for p, ph := range scanPhases() {
 		var ferr error
-		_, _, err := s.rep.ScanItems(scanPhases[p].kind, 0, "", storage.Segments, func(item string, v crdt.Vector) bool {
+		_, _, err := s.rep.ScanItems(ph.kind, 0, "", storage.Segments, func(item string, v crdt.Vector) bool {
 			key, err := s.scanKey(p, item, v)
 			if err != nil {
 				ferr = err
