@@ -141,18 +141,19 @@ func scanPhases() [2]scanPhase {
 }
 
 // scanKey is the key an item of phase p is listed as, "" for none: a
-// set without members, a part of a split item other than the first
-// (the first stands for the item).
+// set without members, a part of a split item other than the first one
+// written (which stands for the item).
 func (s *Server) scanKey(p int, item string, v crdt.Vector) (string, error) {
-	if !crdt.ValidID(item) {
-		return "", nil
-	}
-	if scanPhases()[p].kind == storage.Counters {
-		return item, nil
-	}
-	if base, k, ok := crdt.SplitPart(item); ok {
-		if k != 0 || s.cfg.Hot.Parts(base) == 0 {
+	counters := scanPhases()[p].kind == storage.Counters
+	if base, k, ok := crdt.SplitPart(item); ok && !counters {
+		if s.cfg.Hot.Parts(base) == 0 {
 			return "", nil
+		}
+		for j := range k { // listed at its first part written
+			rd, err := s.rep.Likes(crdt.PartName(base, j))
+			if err != nil || len(rd.Vector) > 0 {
+				return "", err
+			}
 		}
 		kind, err := s.keyKind(LikesPrefix + base)
 		if err != nil || kind == "none" {
@@ -160,7 +161,12 @@ func (s *Server) scanKey(p int, item string, v crdt.Vector) (string, error) {
 		}
 		return LikesPrefix + base, nil
 	}
-	if v.Value() <= 0 {
+	switch {
+	case !crdt.ValidID(item): // no key of a client's (a part of a counter)
+		return "", nil
+	case counters:
+		return item, nil
+	case v.Value() <= 0:
 		return "", nil
 	}
 	return LikesPrefix + item, nil
