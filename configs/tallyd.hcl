@@ -30,14 +30,20 @@ listen = "127.0.0.1:8080"
 # debug_listen = "127.0.0.1:6060"
 
 # The Redis protocol (RESP) front door on its own address: INCRBY, SADD
-# likes:<item> <user>, PFADD, ... (docs/api.md#resp). No TLS: beyond
-# loopback it needs write_token and insecure_listen. Default: "" (off).
+# likes:<item> <user>, PFADD, ... (docs/api.md#resp). With tls_cert it
+# serves TLS with the same certificate; beyond loopback it needs
+# write_token, and tls_cert or insecure_listen. Default: "" (off).
 # resp_listen = "127.0.0.1:6381"
 
 # RESP connections open at once; the next client gets "ERR max number of
 # clients reached" and is closed. Each holds a goroutine and buffers.
-# Default: 1024.
-# resp_max_connections = 1024
+# Default: 10000 (Redis's maxclients).
+# resp_max_connections = 10000
+
+# RESP connections open at once from one client address (IP), so one host
+# cannot take them all; its next is refused, other addresses are served.
+# Default: 256.
+# resp_max_connections_per_address = 256
 
 # The fewest Go schedulers (GOMAXPROCS) to run with, also on one CPU: with
 # one, every WAL fsync stalls request handling. 0 or 1 leave GOMAXPROCS as

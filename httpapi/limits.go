@@ -271,6 +271,13 @@ func (s *Server) clientKey(r *http.Request) string {
 	if t, ok := bearer(r); ok {
 		return tokenClient(t)
 	}
+	return addrClient(s.clientAddr(r))
+}
+
+// clientAddr is the address (host) a request came from: its peer's, or
+// for a trusted proxy's request, the address the proxy says it came from
+// (see clientKey).
+func (s *Server) clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
@@ -288,7 +295,7 @@ func (s *Server) clientKey(r *http.Request) string {
 			}
 		}
 	}
-	return addrClient(host)
+	return host
 }
 
 // tokenClient and addrClient are the token-bucket keys of a client known

@@ -17,6 +17,9 @@ type httpMetrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
+	// authFailed counts wrong bearer tokens, authRefused requests
+	// refused unchecked because their address failed too often.
+	authFailed, authRefused prometheus.Counter
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
@@ -34,9 +37,17 @@ func newHTTPMetrics(reg prometheus.Registerer) (*httpMetrics, error) {
 			Name: "tally_http_requests_in_flight",
 			Help: "HTTP requests being served.",
 		}),
+		authFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_http_auth_failures_total",
+			Help: "HTTP requests with a wrong bearer token.",
+		}),
+		authRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tally_http_auth_refused_total",
+			Help: "HTTP requests with a bearer token refused unchecked: their address failed too often.",
+		}),
 	}
 	var errs []error
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.inFlight, m.authFailed, m.authRefused} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/internal/authguard"
 )
 
 // reqInfo carries what the router learns about a request back out to
@@ -279,10 +280,40 @@ func (s *Server) tokenCheck(kind string, sets func(*authTokens) [][][]byte) func
 			return newError(http.StatusUnauthorized, CodeUnauthorized,
 				"this route needs the %s token as 'Authorization: Bearer <token>'", kind)
 		}
+		addr := s.clientAddr(r)
+		if err := s.guardWait(r, addr); err != nil {
+			return err
+		}
 		if matchToken(got, want...) {
 			return nil
 		}
+		s.cfg.AuthGuard.Fail(addr)
+		s.metrics.authFailed.Inc()
 		return newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind)
+	}
+}
+
+// guardWait holds a request whose address sent too many wrong tokens
+// until the AuthGuard lets its token be checked, or refuses it (429)
+// if that would take too long.
+func (s *Server) guardWait(r *http.Request, addr string) error {
+	wait, ok := s.cfg.AuthGuard.Wait(addr)
+	if !ok {
+		s.metrics.authRefused.Inc()
+		e := newError(http.StatusTooManyRequests, CodeRateLimited, "too many wrong tokens from your address; retry later")
+		e.retryAfter = int(authguard.DefaultMaxWait / time.Second)
+		return e
+	}
+	if wait == 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-r.Context().Done(): // the client left, or the server is closing
+		return newError(http.StatusServiceUnavailable, CodeTimeout, "gave up waiting for the token check: %v", r.Context().Err())
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
@@ -80,6 +81,12 @@ type Config struct {
 	// the replica whose X-Forwarded-For names the client a rate limit
 	// keys on. Default: none (the header is ignored).
 	TrustedProxies []netip.Prefix
+	// AuthGuard slows token guessing: a wrong bearer token takes from
+	// its address's bucket, and an address that failed too often waits
+	// before its token is checked, then is refused (internal/authguard).
+	// The node shares one with RESP's AUTH. Default: one of this
+	// Server's own.
+	AuthGuard *authguard.Guard
 	// Edge says how the listener is protected, for /v1/status: the HTTP
 	// server is node's, not the Server's.
 	Edge Edge
@@ -152,6 +159,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
+	}
+	if c.AuthGuard == nil {
+		c.AuthGuard = authguard.New(authguard.Config{})
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

@@ -54,15 +54,22 @@ type Config struct {
 	// RESPListen, if set, serves the Redis protocol front door (package
 	// resp) on this separate address, host:port: INCRBY, SADD likes:<item>,
 	// PFADD and the rest as docs/api.md maps them, with the HTTP API's
-	// validation, tokens (sent with AUTH) and durability. RESP has no TLS
-	// here: beyond loopback it needs a write token and insecure_listen.
+	// validation, tokens (sent with AUTH) and durability. With tls_cert,
+	// RESP is served over TLS with the HTTP listener's certificate (and
+	// client CA), reloaded alike. Beyond loopback it needs a write token,
+	// and TLS or insecure_listen.
 	// Default "" (off).
 	RESPListen string `hcl:"resp_listen,optional"`
 	// RESPMaxConnections bounds the RESP connections open at once; the
 	// next client is answered "ERR max number of clients reached" and
 	// closed. Each open connection holds a goroutine and its buffers.
-	// Default 1024.
+	// Default 10000, as Redis's maxclients.
 	RESPMaxConnections int `hcl:"resp_max_connections,optional"`
+	// RESPMaxConnectionsPerAddress bounds the RESP connections open at
+	// once from one client address (IP), so one host cannot take every
+	// connection of RESPMaxConnections; past it, that address is refused
+	// and others are still served. Default 256.
+	RESPMaxConnectionsPerAddress int `hcl:"resp_max_connections_per_address,optional"`
 	// MinProcs is the fewest Go schedulers (GOMAXPROCS) the process
 	// runs with; a lower GOMAXPROCS is raised to it. The runtime picks
 	// one when the process may run on one CPU only (a one-CPU machine,
@@ -575,26 +582,27 @@ func (c Config) shardMaps() (shard.Maps, shard.Map, error) {
 // they derive from Region and Replica once those are final (see Derive).
 func DefaultConfig() Config {
 	return Config{
-		Region:             "local",
-		Listen:             "127.0.0.1:8080",
-		MinProcs:           2,
-		Durability:         "fsync",
-		LogLevel:           "info",
-		MaxBodyBytes:       1 << 20,
-		RESPMaxConnections: resp.DefaultMaxConnections,
-		RequestTimeout:     "10s",
-		ShutdownTimeout:    "15s",
-		DrainDelay:         "5s",
-		IdempotencyTTL:     "24h",
-		LikeLists:          true,
-		EventLog:           true,
-		EventRetention:     "168h",
-		EventLogKeep:       "168h",
-		Windows:            "1s:3h,1m:15d,1h:3y",
-		EventTimePast:      "5m",
-		EventTimeFuture:    "1m",
-		TrendingCapacity:   128,
-		UniquesWindows:     "1h:8d,1d:400d",
+		Region:                       "local",
+		Listen:                       "127.0.0.1:8080",
+		MinProcs:                     2,
+		Durability:                   "fsync",
+		LogLevel:                     "info",
+		MaxBodyBytes:                 1 << 20,
+		RESPMaxConnections:           resp.DefaultMaxConnections,
+		RESPMaxConnectionsPerAddress: resp.DefaultMaxConnectionsPerAddress,
+		RequestTimeout:               "10s",
+		ShutdownTimeout:              "15s",
+		DrainDelay:                   "5s",
+		IdempotencyTTL:               "24h",
+		LikeLists:                    true,
+		EventLog:                     true,
+		EventRetention:               "168h",
+		EventLogKeep:                 "168h",
+		Windows:                      "1s:3h,1m:15d,1h:3y",
+		EventTimePast:                "5m",
+		EventTimeFuture:              "1m",
+		TrendingCapacity:             128,
+		UniquesWindows:               "1h:8d,1d:400d",
 
 		FlushInterval:       "10ms",
 		AntiEntropyInterval: "1s",
@@ -661,9 +669,10 @@ func (c Config) Validate() error {
 				bad("resp_listen %q is beyond loopback without a write token: anyone reaching the port could write; "+
 					"set write_token (TALLY_WRITE_TOKEN), which RESP clients send with AUTH", c.RESPListen)
 			}
-			if !c.InsecureListen {
-				bad("resp_listen %q is beyond loopback, and RESP is served without TLS: AUTH tokens and data would "+
-					"travel in clear; keep it on loopback, or set insecure_listen = true (--insecure-listen) behind a TLS proxy", c.RESPListen)
+			if !c.InsecureListen && c.TLSCert == "" {
+				bad("resp_listen %q is beyond loopback without TLS: AUTH tokens and data would travel in clear; "+
+					"set tls_cert and tls_key (RESP then serves TLS as the HTTP listener does), keep it on loopback, "+
+					"or set insecure_listen = true (--insecure-listen) behind a TLS proxy", c.RESPListen)
 			}
 		}
 	}
@@ -714,6 +723,9 @@ func (c Config) Validate() error {
 	}
 	if c.RESPMaxConnections < 0 {
 		bad("resp_max_connections %d: want > 0 (0: the default, %d)", c.RESPMaxConnections, resp.DefaultMaxConnections)
+	}
+	if c.RESPMaxConnectionsPerAddress < 0 {
+		bad("resp_max_connections_per_address %d: want > 0 (0: the default, %d)", c.RESPMaxConnectionsPerAddress, resp.DefaultMaxConnectionsPerAddress)
 	}
 	if c.MaxBodyBytes <= 0 {
 		bad("max_body_bytes %d: want > 0", c.MaxBodyBytes)

@@ -173,23 +173,28 @@ func TestTokenSettings(t *testing.T) {
 
 // resp_listen is off by default; on loopback it needs nothing more; beyond
 // loopback it needs a write token (anyone reaching it could write) and
-// insecure_listen (RESP has no TLS here).
+// TLS (tls_cert, which RESP then serves with) or insecure_listen.
 func TestRESPListen(t *testing.T) {
 	for _, tc := range []struct {
 		listen, token string
 		insecure      bool
+		tls           bool
 		want          []string // "" entries: valid
 	}{
-		{"", "", false, nil},
-		{"127.0.0.1:6381", "", false, nil},
-		{"localhost:0", "", false, nil},
-		{"nohost", "", false, []string{`resp_listen "nohost": want host:port`}},
-		{"0.0.0.0:6381", "", false, []string{"beyond loopback without a write token", "served without TLS"}},
-		{"0.0.0.0:6381", "", true, []string{"beyond loopback without a write token"}},
-		{"0.0.0.0:6381", "t", false, []string{"served without TLS"}},
+		{"", "", false, false, nil},
+		{"127.0.0.1:6381", "", false, false, nil},
+		{"localhost:0", "", false, false, nil},
+		{"nohost", "", false, false, []string{`resp_listen "nohost": want host:port`}},
+		{"0.0.0.0:6381", "", false, false, []string{"beyond loopback without a write token", "beyond loopback without TLS"}},
+		{"0.0.0.0:6381", "", true, false, []string{"beyond loopback without a write token"}},
+		{"0.0.0.0:6381", "t", false, false, []string{"beyond loopback without TLS"}},
+		{"0.0.0.0:6381", "t", false, true, nil},
 	} {
 		c := validConfig()
 		c.RESPListen, c.WriteToken, c.InsecureListen = tc.listen, tc.token, tc.insecure
+		if tc.tls {
+			c.TLSCert, c.TLSKey = "cert.pem", "key.pem"
+		}
 		err := c.Validate()
 		if len(tc.want) == 0 {
 			if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
@@ -55,6 +56,10 @@ type Node struct {
 	shards   *shardRouter // nil unless sharded (Config.Shards)
 	certs    *certs       // nil without TLS
 	reload   reloadState
+
+	// authGuard slows token guessing per address, shared by the HTTP
+	// API's bearer tokens and RESP's AUTH.
+	authGuard *authguard.Guard
 	// shardMaps is every region's shard map, followed in the shard map
 	// bucket; nil unless sharded.
 	shardMaps *shardWatch
@@ -120,7 +125,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	log := opts.Logger.Named(cfg.Replica)
 	// n is deliberately not the named result: "return nil, err" would clear
 	// it before the undo closures below run.
-	n := &Node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry()}
+	n := &Node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry(),
+		authGuard: authguard.New(authguard.Config{})}
 	var undo []func()
 	defer func() {
 		if err != nil {
@@ -272,6 +278,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		ReadToken:      cfg.ReadToken,
 		Limits:         cfg.apiLimits(),
 		TrustedProxies: proxies,
+		AuthGuard:      n.authGuard,
 		Edge: httpapi.Edge{TLS: cfg.TLSCert != "", ClientCerts: cfg.TLSClientCA != "", InsecureListen: cfg.InsecureListen,
 			Public: !loopback(cfg.Listen), OpenAdmin: cfg.InsecureOpenAdmin},
 		Version:     opts.Version,
@@ -372,21 +379,24 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 		return fmt.Errorf("listen on %s (resp_listen): %w", cfg.RESPListen, err)
 	}
 	rcfg := resp.Config{
-		Replica:         n.replica,
-		Listener:        ln,
-		Logger:          n.log,
-		RequestTimeout:  duration(cfg.RequestTimeout),
-		MaxRequestBytes: int(cfg.MaxBodyBytes),
-		IdleTimeout:     idleTimeout,
-		ReadToken:       cfg.ReadToken,
-		WriteToken:      cfg.WriteToken,
-		AdminToken:      cfg.AdminToken,
-		LimitUser:       n.api.LimitUser,
-		LimitClient:     n.api.LimitClient,
-		MaxConnections:  cfg.RESPMaxConnections,
-		Version:         opts.Version,
-		Shards:          n.respShards(),
-		Hot:             cfg.HotItems(),
+		Replica:                  n.replica,
+		Listener:                 ln,
+		Logger:                   n.log,
+		RequestTimeout:           duration(cfg.RequestTimeout),
+		MaxRequestBytes:          int(cfg.MaxBodyBytes),
+		IdleTimeout:              idleTimeout,
+		ReadToken:                cfg.ReadToken,
+		WriteToken:               cfg.WriteToken,
+		AdminToken:               cfg.AdminToken,
+		LimitUser:                n.api.LimitUser,
+		LimitClient:              n.api.LimitClient,
+		MaxConnections:           cfg.RESPMaxConnections,
+		MaxConnectionsPerAddress: cfg.RESPMaxConnectionsPerAddress,
+		AuthGuard:                n.authGuard,
+		Registerer:               n.registry,
+		Version:                  opts.Version,
+		Shards:                   n.respShards(),
+		Hot:                      cfg.HotItems(),
 	}
 	if n.rep != nil {
 		rcfg.Convergence = n.rep.Convergence
@@ -394,12 +404,15 @@ func (n *Node) startRESP(ctx context.Context, cfg Config, opts Options) error {
 	if n.shards != nil {
 		rcfg.Union = n.api.UniquesUnion
 	}
+	if n.certs != nil { // the HTTP listener's certificate, reloaded alike
+		rcfg.TLS = n.certs.config()
+	}
 	n.resp, err = resp.New(rcfg)
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("start RESP: %w", err)
 	}
-	n.log.Info("serving RESP", "addr", n.resp.Addr().String())
+	n.log.Info("serving RESP", "addr", n.resp.Addr().String(), "tls", rcfg.TLS != nil)
 	return nil
 }
 

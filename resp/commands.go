@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/tidwall/redcon"
@@ -58,8 +60,27 @@ type command struct {
 // pending is a write command ready to commit: its ops, and how it
 // answers their results (one per op, in order).
 type pending struct {
-	ops   []region.Op
+	ops []region.Op
+	// users take one write each from the per-user write limit
+	// (Config.LimitUser) before the ops commit: prepare only checks, so
+	// a transaction can check its commands when it queues them and take
+	// the limits when it runs (EXEC).
+	users []string
 	reply func(c redcon.Conn, res []region.Result) error
+}
+
+// limitUsers takes one write of each of p's users from the per-user
+// write limit.
+func (s *Server) limitUsers(p pending) error {
+	if s.cfg.LimitUser == nil {
+		return nil
+	}
+	for _, u := range p.users {
+		if err := s.cfg.LimitUser(u); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeCommand is a durable write: run commits its ops alone and answers
@@ -67,6 +88,9 @@ type pending struct {
 func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) command {
 	return command{arity: arity, write: true, prepare: prepare, run: func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 		p, err := prepare(s, args)
+		if err == nil {
+			err = s.limitUsers(p)
+		}
 		if err != nil {
 			return err
 		}
@@ -84,8 +108,9 @@ func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) c
 // ones a Redis user would expect; "" for the rest (unknown commands).
 func refusal(name string) string {
 	switch name {
-	case "multi", "exec", "discard", "watch", "unwatch":
-		return strings.ToUpper(name) + " is not supported: tally has no transactions; each write is durable on its own"
+	case "watch":
+		return "WATCH is not supported: tally's values are CRDTs that merge concurrent writes instead of ordering them, " +
+			"so there is no version to watch; MULTI/EXEC commit writes together without it"
 	case "expire", "pexpire", "expireat", "pexpireat", "ttl", "pttl", "persist":
 		return strings.ToUpper(name) + " is not supported: tally keeps no TTLs"
 	}
@@ -105,12 +130,20 @@ func commandTable() map[string]command {
 		"command":   {arity: -1, run: cmdCommand},
 		"info":      {arity: -1, run: cmdInfo},
 		"quit":      {arity: -1, run: cmdQuit},
+		"multi":     {arity: 1, run: cmdMulti},
+		"exec":      {arity: 1, run: cmdExec},
+		"discard":   {arity: 1, run: cmdDiscard},
+		"unwatch":   {arity: 1, run: cmdUnwatch},
 		"incr":      writeCommand(2, prepIncr(false, false)),
 		"decr":      writeCommand(2, prepIncr(true, false)),
 		"incrby":    writeCommand(3, prepIncr(false, true)),
 		"decrby":    writeCommand(3, prepIncr(true, true)),
 		"get":       {arity: 2, read: true, run: cmdGet},
 		"mget":      {arity: -2, read: true, run: cmdMGet},
+		"exists":    {arity: -2, read: true, run: cmdExists},
+		"type":      {arity: 2, read: true, run: cmdType},
+		"scan":      {arity: -2, read: true, scan: true, run: cmdKeyScan},
+		"dbsize":    {arity: 1, read: true, scan: true, run: cmdDBSize},
 		"sadd":      writeCommand(-3, prepLike(true)),
 		"srem":      writeCommand(-3, prepLike(false)),
 		"stoggle":   writeCommand(-3, prepToggle),
@@ -126,6 +159,14 @@ func commandTable() map[string]command {
 // dispatch runs one command and answers its error if it fails.
 func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 	name := commandName(cmd)
+	if sess.tx != nil && !txControl(name) {
+		s.queue(c, sess, name, cmd)
+		return
+	}
+	if sess.tx != nil && name == "watch" {
+		s.writeError(c, name, errWatchInTx)
+		return
+	}
 	h, err := s.lookup(sess, name, cmd)
 	sh := -1
 	if err == nil {
@@ -147,6 +188,19 @@ func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 // lookup is the handler of cmd (named name), once its arity, the
 // connection's role and the client's rate limit allow it.
 func (s *Server) lookup(sess *session, name string, cmd redcon.Command) (command, error) {
+	h, err := s.find(sess, name, cmd)
+	if err != nil {
+		return command{}, err
+	}
+	if err := s.limitClient(sess, h); err != nil {
+		return command{}, err
+	}
+	return h, nil
+}
+
+// find is the handler of cmd (named name), once its arity and the
+// connection's role allow it.
+func (s *Server) find(sess *session, name string, cmd redcon.Command) (command, error) {
 	if len(cmd.Args) == 0 {
 		return command{}, errorf(httpapi.CodeBadRequest, "empty command")
 	}
@@ -161,9 +215,6 @@ func (s *Server) lookup(sess *session, name string, cmd redcon.Command) (command
 		return command{}, errorf(httpapi.CodeBadRequest, "wrong number of arguments for '%s' command", name)
 	}
 	if err := s.authorize(sess, h); err != nil {
-		return command{}, err
-	}
-	if err := s.limitClient(sess, h); err != nil {
 		return command{}, err
 	}
 	return h, nil
@@ -246,6 +297,7 @@ func (s *Server) limitClient(sess *session, h command) error {
 func (s *Server) writeError(c redcon.Conn, name string, err error) {
 	var re *replyError
 	if errors.As(err, &re) {
+		s.metrics.errors.WithLabelValues(re.code).Inc()
 		c.WriteError(re.Error())
 		return
 	}
@@ -255,6 +307,7 @@ func (s *Server) writeError(c redcon.Conn, name string, err error) {
 		return
 	}
 	if code, msg, ok := httpapi.Describe(err); ok {
+		s.metrics.errors.WithLabelValues(code).Inc()
 		prefix := "ERR"
 		if code == httpapi.CodeNotReady {
 			// Nothing was applied: clients retry LOADING on their own.
@@ -263,6 +316,7 @@ func (s *Server) writeError(c redcon.Conn, name string, err error) {
 		c.WriteError((&replyError{prefix: prefix, code: code, msg: msg}).Error())
 		return
 	}
+	s.metrics.errors.WithLabelValues(httpapi.CodeInternal).Inc()
 	id := uuid.NewString()
 	s.log.Error("command failed", "id", id, "command", name, "error", err)
 	c.WriteError((&replyError{prefix: "ERR", code: httpapi.CodeInternal, msg: "internal error (id " + id + ")"}).Error())
@@ -300,9 +354,9 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	for len(args) > 0 {
 		switch opt := strings.ToLower(string(args[0])); {
 		case opt == "auth" && len(args) >= 3:
-			r := s.auth.Load().roleOf(args[2])
-			if r == roleNone {
-				return errWrongPass
+			r, err := s.checkToken(sess, args[2])
+			if err != nil {
+				return err
 			}
 			newRole, token, args = r, string(args[2]), args[3:]
 		case opt == "setname" && len(args) >= 2:
@@ -316,7 +370,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		k string
 		v any
 	}{
-		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", 0},
+		{"server", "tally"}, {"version", s.cfg.Version}, {"proto", proto}, {"id", sess.id},
 		{"mode", "standalone"}, {"role", "master"}, {"modules", nil},
 	}
 	sess.writeMapLen(c, len(fields))
@@ -327,6 +381,8 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 			c.WriteBulkString(v)
 		case int:
 			c.WriteInt(v)
+		case int64:
+			c.WriteInt64(v)
 		default:
 			c.WriteArray(0)
 		}
@@ -335,6 +391,35 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 }
 
 var errWrongPass = &replyError{prefix: "WRONGPASS", code: httpapi.CodeUnauthorized, msg: "invalid token"}
+
+// checkToken is the role token opens for sess's connection, or an
+// error: WRONGPASS for a wrong token, which the address's AuthGuard
+// bucket pays for; an address that failed too often waits before its
+// token is checked, and past the guard's longest wait is refused
+// unchecked.
+func (s *Server) checkToken(sess *session, token []byte) (role, error) {
+	wait, ok := s.cfg.AuthGuard.Wait(sess.host)
+	if !ok {
+		s.metrics.authRefused.Inc()
+		return roleNone, errorf(httpapi.CodeRateLimited, "too many wrong tokens from your address; AUTH again later")
+	}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-s.stop.Done():
+			t.Stop()
+			return roleNone, errorf(httpapi.CodeShuttingDown, "replica is shutting down")
+		}
+	}
+	r := s.auth.Load().roleOf(token)
+	if r == roleNone {
+		s.cfg.AuthGuard.Fail(sess.host)
+		s.metrics.authFailed.Inc()
+		return roleNone, errWrongPass
+	}
+	return r, nil
+}
 
 // AUTH <token> or AUTH <username> <token> (the username is ignored).
 func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
@@ -345,9 +430,9 @@ func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if len(t.read)+len(t.write)+len(t.admin) == 0 {
 		return errorf(httpapi.CodeBadRequest, "AUTH called without any token configured for this replica")
 	}
-	r := t.roleOf(args[len(args)-1])
-	if r == roleNone {
-		return errWrongPass
+	r, err := s.checkToken(sess, args[len(args)-1])
+	if err != nil {
+		return err
 	}
 	sess.role, sess.token = r, string(args[len(args)-1])
 	c.WriteString("OK")
@@ -372,7 +457,7 @@ func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	case "setinfo":
 		c.WriteString("OK")
 	case "id":
-		c.WriteInt(0)
+		c.WriteInt64(sess.id)
 	default:
 		return errorf(httpapi.CodeBadRequest, "unknown subcommand '%s' of CLIENT; tally takes SETNAME, GETNAME, SETINFO, ID", quoteName(args[0]))
 	}
@@ -400,7 +485,14 @@ func cmdCommand(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
 
 func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Server\r\nredis_version:7.0.0\r\ntally_version:%s\r\nredis_mode:standalone\r\n", s.cfg.Version)
+	// redis_version is for clients that check it before using a
+	// command: the Redis protocol level tally answers as. What runs is
+	// server_name and tally_version.
+	fmt.Fprintf(&b, "# Server\r\nserver_name:tally\r\ntally_version:%s\r\nredis_version:%s\r\nredis_mode:standalone\r\ntcp_port:%d\r\n",
+		s.cfg.Version, RedisCompatVersion, tcpPort(s.ln.Addr()))
+	fmt.Fprintf(&b, "# Clients\r\nconnected_clients:%d\r\nmaxclients:%d\r\nmaxclients_per_address:%d\r\n",
+		s.open.Load(), s.cfg.MaxConnections, s.cfg.MaxConnectionsPerAddress)
+	fmt.Fprintf(&b, "# Stats\r\ntotal_commands_processed:%d\r\nrejected_connections:%d\r\n", s.commandN.Load(), s.refused.Load())
 	fmt.Fprintf(&b, "# Replica\r\nregion:%s\r\nreplica:%s\r\naccepting_writes:%d\r\ndurability:%s\r\n",
 		s.rep.Region(), s.rep.ID(), boolInt(s.rep.Accepting()), s.rep.Durability())
 	if s.cfg.Convergence != nil {
@@ -415,6 +507,19 @@ func cmdInfo(s *Server, c redcon.Conn, sess *session, _ [][]byte) error {
 	}
 	sess.writeText(c, b.String())
 	return nil
+}
+
+// RedisCompatVersion is the redis_version INFO reports, for clients that
+// check it: the Redis whose protocol (RESP2 and RESP3, HELLO) tally
+// speaks. It is not tally's version (tally_version).
+const RedisCompatVersion = "7.0.0"
+
+// tcpPort is a listener address's port, 0 if it has none.
+func tcpPort(a net.Addr) int {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.Port
+	}
+	return 0
 }
 
 func boolInt(b bool) int {
@@ -462,8 +567,9 @@ func prepIncr(negate, withBy bool) func(*Server, [][]byte) (pending, error) {
 }
 
 // GET key: the counter's value as Redis answers it, a decimal bulk
-// string; a counter never incremented reads "0".
-func cmdGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
+// string; nil for a counter never incremented (at 0 after increments,
+// "0"), as Redis answers a key never set.
+func cmdGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	key, err := counterKey(args[0])
 	if err != nil {
 		return err
@@ -472,29 +578,40 @@ func cmdGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	if len(rd.Vector) == 0 {
+		sess.writeNull(c)
+		return nil
+	}
 	c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
 	return nil
 }
 
-func cmdMGet(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
-	if len(args) > region.MaxUniqueKeys {
-		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), region.MaxUniqueKeys)
+// MaxKeysPerCommand bounds the keys of MGET and EXISTS.
+const MaxKeysPerCommand = region.MaxUniqueKeys
+
+// MGET key [key ...]: each counter's value, nil for one never
+// incremented.
+func cmdMGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
+	if len(args) > MaxKeysPerCommand {
+		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), MaxKeysPerCommand)
 	}
-	values := make([]int64, len(args))
+	reads := make([]region.Read, len(args))
 	for i, a := range args {
 		key, err := counterKey(a)
 		if err != nil {
 			return err
 		}
-		rd, err := s.rep.Counter(key)
-		if err != nil {
+		if reads[i], err = s.rep.Counter(key); err != nil {
 			return err
 		}
-		values[i] = rd.Value
 	}
-	c.WriteArray(len(values))
-	for _, v := range values {
-		c.WriteBulkString(strconv.FormatInt(v, 10))
+	c.WriteArray(len(reads))
+	for _, rd := range reads {
+		if len(rd.Vector) == 0 {
+			sess.writeNull(c)
+			continue
+		}
+		c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
 	}
 	return nil
 }
@@ -517,14 +634,9 @@ func prepLike(liked bool) func(*Server, [][]byte) (pending, error) {
 		}
 		ops := make([]region.Op, len(users))
 		for i, u := range users {
-			if s.cfg.LimitUser != nil {
-				if err := s.cfg.LimitUser(u); err != nil {
-					return pending{}, err
-				}
-			}
 			ops[i] = region.Op{Kind: kind, Item: s.cfg.Hot.Name(item, u), User: u} // a split item's: the user's part
 		}
-		return pending{ops: ops, reply: func(c redcon.Conn, res []region.Result) error {
+		return pending{ops: ops, users: users, reply: func(c redcon.Conn, res []region.Result) error {
 			changed := 0
 			for _, r := range res {
 				if r.Err != nil {
@@ -563,13 +675,8 @@ func prepToggle(s *Server, args [][]byte) (pending, error) {
 			return pending{}, err
 		}
 	}
-	if s.cfg.LimitUser != nil {
-		if err := s.cfg.LimitUser(user); err != nil {
-			return pending{}, err
-		}
-	}
 	op := region.Op{Kind: region.OpToggle, Item: s.cfg.Hot.Name(item, user), User: user, IdemKey: idem} // a split item's: the user's part
-	return pending{ops: []region.Op{op}, reply: func(c redcon.Conn, res []region.Result) error {
+	return pending{ops: []region.Op{op}, users: []string{user}, reply: func(c redcon.Conn, res []region.Result) error {
 		if res[0].Err != nil {
 			return res[0].Err
 		}

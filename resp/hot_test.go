@@ -7,6 +7,7 @@ import (
 
 	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/shard"
 )
 
 // SADD and SREM of an item split into parts go to each user's part, as
@@ -45,4 +46,23 @@ func TestRESPHotItem(t *testing.T) {
 	}
 	_, err := c.SMembers(ctx, "likes:viral:1").Result()
 	wantErr(t, err, "ERR", "bad_request")
+
+	// The keyspace shows the split item once, as one set, also when its
+	// first part has no like.
+	user := "u0"
+	for i := 0; shard.PartOf(user, 3) == 0; i++ {
+		user = fmt.Sprint("u", i)
+	}
+	if err := c.SAdd(ctx, "likes:viral:2", user).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := scanAll(t, c, "", 2, ""); fmt.Sprint(got) != "[likes:viral:1 likes:viral:2]" {
+		t.Fatalf("SCAN: %v", got)
+	}
+	if v, err := c.DBSize(ctx).Result(); err != nil || v != 2 {
+		t.Fatalf("DBSIZE: %d %v", v, err)
+	}
+	if v, err := c.Type(ctx, "likes:viral:1").Result(); err != nil || v != "set" {
+		t.Fatalf("TYPE: %q %v", v, err)
+	}
 }

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/tidwall/redcon"
 
@@ -30,7 +31,10 @@ const (
 // serve answers cmds, commands a client pipelined, in order.
 func (s *Server) serve(c redcon.Conn, sess *session, cmds []redcon.Command) {
 	for len(cmds) > 0 && !sess.quit {
-		n := s.writeRun(cmds)
+		n := 0
+		if sess.tx == nil { // in a transaction, each command is queued
+			n = s.writeRun(cmds)
+		}
 		if n < 2 {
 			s.serveOne(c, sess, cmds[0])
 			cmds = cmds[1:]
@@ -66,12 +70,20 @@ func (s *Server) serveOne(c redcon.Conn, sess *session, cmd redcon.Command) {
 		}
 	}()
 	s.commandN.Add(1)
+	start := time.Now()
 	s.dispatch(c, sess, cmd)
+	s.observe(commandName(cmd), time.Since(start))
 }
 
 // serveRun commits a run of writes together and answers each in order.
 func (s *Server) serveRun(c redcon.Conn, sess *session, run []redcon.Command) {
 	answered := 0
+	start := time.Now()
+	defer func() {
+		for _, cmd := range run {
+			s.observe(commandName(cmd), time.Since(start))
+		}
+	}()
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("pipelined writes panicked", "commands", len(run), "panic", fmt.Sprint(p))
@@ -95,6 +107,9 @@ func (s *Server) serveRun(c redcon.Conn, sess *session, run []redcon.Command) {
 		h, err := s.lookup(sess, sl.name, cmd)
 		if err == nil {
 			sl.p, err = h.prepare(s, cmd.Args[1:])
+		}
+		if err == nil {
+			err = s.limitUsers(sl.p)
 		}
 		if sl.err = err; err != nil {
 			continue

@@ -15,6 +15,7 @@ package resp
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,10 +25,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
@@ -39,7 +42,11 @@ const (
 	DefaultMaxRequestBytes = httpapi.DefaultMaxBodyBytes
 	DefaultRequestTimeout  = httpapi.DefaultRequestTimeout
 	DefaultIdleTimeout     = 2 * time.Minute
-	DefaultMaxConnections  = 1024
+	DefaultMaxConnections  = 10000 // Redis's maxclients
+	// DefaultMaxConnectionsPerAddress keeps one client address from
+	// taking every connection: past it, that address is refused while
+	// others are still served.
+	DefaultMaxConnectionsPerAddress = 256
 )
 
 // Config configures a Server.
@@ -78,6 +85,22 @@ type Config struct {
 	// is answered with an error and closed. Default
 	// DefaultMaxConnections.
 	MaxConnections int
+	// MaxConnectionsPerAddress bounds the connections open at once from
+	// one client address (IP, any port), so one host cannot take all of
+	// MaxConnections. Default DefaultMaxConnectionsPerAddress.
+	MaxConnectionsPerAddress int
+	// AuthGuard slows guessing: a wrong AUTH token takes from its
+	// address's bucket, and an address that failed too often waits, then
+	// is refused (internal/authguard). The node shares one with the HTTP
+	// API. Default: one of this Server's own.
+	AuthGuard *authguard.Guard
+	// TLS, if set, serves RESP over TLS with it (the node passes the HTTP
+	// listener's, whose certificate is looked up per handshake, so a
+	// reload applies to the next connection). Default: plain TCP.
+	TLS *tls.Config
+	// Registerer receives the RESP metrics (the node's registry, served
+	// at /metrics). Default: a fresh registry.
+	Registerer prometheus.Registerer
 	// IdleTimeout closes a connection that sent nothing for that long,
 	// so idle or abandoned clients do not hold goroutines and buffers.
 	// Default DefaultIdleTimeout.
@@ -118,6 +141,15 @@ func (c *Config) ensureDefaults() {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
 	}
+	if c.MaxConnectionsPerAddress == 0 {
+		c.MaxConnectionsPerAddress = DefaultMaxConnectionsPerAddress
+	}
+	if c.AuthGuard == nil {
+		c.AuthGuard = authguard.New(authguard.Config{})
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
 	if c.Version == "" {
 		c.Version = version.Version()
 	}
@@ -144,6 +176,9 @@ func (c Config) Validate() error {
 	if c.MaxConnections < 0 {
 		errs = append(errs, errors.New("resp: MaxConnections < 0"))
 	}
+	if c.MaxConnectionsPerAddress < 0 {
+		errs = append(errs, errors.New("resp: MaxConnectionsPerAddress < 0"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -161,8 +196,18 @@ type Server struct {
 	cursors  *cursors // where SSCAN pages stopped
 
 	open     atomic.Int64  // connections open
-	refused  atomic.Uint64 // connections refused over MaxConnections
+	refused  atomic.Uint64 // connections refused over MaxConnections or MaxConnectionsPerAddress
 	commandN atomic.Uint64 // commands answered
+	nextID   atomic.Int64  // the last CLIENT ID given
+	metrics  *metrics
+
+	// perAddr counts the connections open from each client address
+	// (authguard.Host): accept adds on redcon's accept loop, closed
+	// takes away on connection goroutines. An address leaves the map
+	// when its last connection closes, so it holds at most the open
+	// connections.
+	perAddrMu sync.Mutex
+	perAddr   map[string]int
 
 	// stop ends in-flight commands' waits when Close gives up waiting.
 	stop     context.Context
@@ -195,9 +240,14 @@ type session struct {
 	role  role
 	token string // the token AUTH opened role with: the client of the rate limits
 	addr  string // the client's address, its client without a token
+	host  string // addr without the port: the per-address limits' key
+	id    int64  // CLIENT ID: unique per connection of this Server
 	name  string
 	resp  int  // protocol version: 2, or 3 after HELLO 3
 	quit  bool // QUIT answered: run nothing it pipelined after
+	// tx, from MULTI to EXEC or DISCARD, holds the queued commands
+	// (tx.go).
+	tx *tx
 	// forwarded: a command another replica forwarded (Exec); it runs
 	// here and was rate-limited there.
 	forwarded bool
@@ -210,10 +260,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, rep: cfg.Replica, log: cfg.Logger.Named("resp"), served: make(chan struct{}),
-		commands: commandTable(), cursors: newCursors(MaxCursors)}
+		commands: commandTable(), cursors: newCursors(MaxCursors), perAddr: map[string]int{}}
+	m, err := newMetrics(cfg.Registerer, func() float64 { return float64(s.open.Load()) })
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
 	s.stop, s.cancel = context.WithCancel(context.Background())
 	s.SetTokens(cfg.ReadToken, cfg.WriteToken, cfg.AdminToken)
-	s.ln = &boundedListener{Listener: cfg.Listener, max: cfg.MaxRequestBytes}
+	ln := cfg.Listener
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
+	}
+	s.ln = &boundedListener{Listener: ln, max: cfg.MaxRequestBytes}
 	s.srv = redcon.NewServerNetwork("tcp", cfg.Listener.Addr().String(), s.handle, s.accept, s.closed)
 	s.srv.AcceptError = func(err error) { s.log.Warn("accept failed", "error", err) }
 	s.srv.SetIdleClose(cfg.IdleTimeout)
@@ -282,27 +341,56 @@ func (s *Server) Close(ctx context.Context) error {
 }
 
 // accept takes a connection, or refuses it (an error, then closed) when
-// MaxConnections are open. It runs on redcon's accept loop, so the count
-// needs no lock against itself; closed runs on connection goroutines.
+// MaxConnections are open, or MaxConnectionsPerAddress from its address.
+// It runs on redcon's accept loop, so the total needs no lock against
+// itself; closed runs on connection goroutines.
 func (s *Server) accept(c redcon.Conn) bool {
-	if s.open.Load() >= int64(s.cfg.MaxConnections) {
+	host := authguard.Host(c.RemoteAddr())
+	refuse := func(reason, msg string) bool {
 		s.refused.Add(1)
+		s.metrics.refused.WithLabelValues(reason).Inc()
+		if s.cfg.TLS != nil {
+			// The error would need a handshake first, on the accept
+			// loop, which a client that never finishes one would hold:
+			// the connection is closed without it. A deadline already
+			// past fails redcon's flush at once.
+			_ = c.NetConn().SetDeadline(time.Now())
+			return false
+		}
 		// A few bytes into an empty socket buffer: the deadline only
 		// guards against a peer that is already gone.
 		_ = c.NetConn().SetWriteDeadline(time.Now().Add(time.Second))
-		c.WriteError(fmt.Sprintf("ERR max number of clients reached: this replica serves at most %d RESP connections (code %s)",
-			s.cfg.MaxConnections, httpapi.CodeRateLimited))
+		c.WriteError(msg)
 		return false // redcon flushes the error and closes
 	}
+	if s.open.Load() >= int64(s.cfg.MaxConnections) {
+		return refuse("max", fmt.Sprintf("ERR max number of clients reached: this replica serves at most %d RESP connections (code %s)",
+			s.cfg.MaxConnections, httpapi.CodeRateLimited))
+	}
+	s.perAddrMu.Lock()
+	if s.perAddr[host] >= s.cfg.MaxConnectionsPerAddress {
+		s.perAddrMu.Unlock()
+		return refuse("per_address", fmt.Sprintf("ERR max number of clients reached for your address: this replica serves at most %d RESP connections from one address (code %s)",
+			s.cfg.MaxConnectionsPerAddress, httpapi.CodeRateLimited))
+	}
+	s.perAddr[host]++
+	s.perAddrMu.Unlock()
 	s.open.Add(1)
 	s.conns.Add(1)
-	c.SetContext(&session{resp: 2, addr: c.RemoteAddr()})
+	c.SetContext(&session{resp: 2, addr: c.RemoteAddr(), host: host, id: s.nextID.Add(1)})
 	return true
 }
 
 func (s *Server) closed(c redcon.Conn, err error) {
 	defer s.conns.Done()
 	s.open.Add(-1)
+	if sess, ok := c.Context().(*session); ok {
+		s.perAddrMu.Lock()
+		if s.perAddr[sess.host]--; s.perAddr[sess.host] <= 0 {
+			delete(s.perAddr, sess.host)
+		}
+		s.perAddrMu.Unlock()
+	}
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("connection closed", "remote", c.RemoteAddr(), "error", err)
 	}
@@ -316,8 +404,8 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		bc.handled()
 	}
 	sess, _ := c.Context().(*session)
-	if sess == nil {
-		sess = &session{resp: 2, addr: c.RemoteAddr()}
+	if sess == nil { // accept sets one; never nil in practice
+		sess = &session{resp: 2, addr: c.RemoteAddr(), host: authguard.Host(c.RemoteAddr()), id: s.nextID.Add(1)}
 		c.SetContext(sess)
 	}
 	if len(c.PeekPipeline()) == 0 {

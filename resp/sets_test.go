@@ -176,17 +176,19 @@ func TestRESP3Frames(t *testing.T) {
 	if err := client(t, n, 2, "").SAdd(context.Background(), "likes:f", "alice").Err(); err != nil {
 		t.Fatal(err)
 	}
-	hello := func(proto string) string {
+	// id is the connection's CLIENT ID: connections are numbered from 1
+	// as accepted (the client above took 1).
+	hello := func(proto, id string) string {
 		return "$6\r\nserver\r\n$5\r\ntally\r\n$7\r\nversion\r\n$4\r\ntest\r\n$5\r\nproto\r\n:" + proto + "\r\n" +
-			"$2\r\nid\r\n:0\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+			"$2\r\nid\r\n:" + id + "\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
 	}
 	addr := n.RESPAddr().String()
 	if got, want := rawReplies(t, addr, "HELLO 3", "CLIENT GETNAME", "SMEMBERS likes:f", "SSCAN likes:f 0"),
-		"%7\r\n"+hello("3")+"_\r\n~1\r\n$5\r\nalice\r\n*2\r\n$1\r\n0\r\n*1\r\n$5\r\nalice\r\n"; got != want {
+		"%7\r\n"+hello("3", "2")+"_\r\n~1\r\n$5\r\nalice\r\n*2\r\n$1\r\n0\r\n*1\r\n$5\r\nalice\r\n"; got != want {
 		t.Fatalf("RESP3:\n got %q\nwant %q", got, want)
 	}
 	if got, want := rawReplies(t, addr, "HELLO 2", "CLIENT GETNAME", "SMEMBERS likes:f"),
-		"*14\r\n"+hello("2")+"$-1\r\n*1\r\n$5\r\nalice\r\n"; got != want {
+		"*14\r\n"+hello("2", "3")+"$-1\r\n*1\r\n$5\r\nalice\r\n"; got != want {
 		t.Fatalf("RESP2:\n got %q\nwant %q", got, want)
 	}
 	if got := rawReplies(t, addr, "HELLO 3", "INFO"); !strings.Contains(got, "\r\n=") || !strings.Contains(got, "txt:# Server\r\n") {

@@ -175,47 +175,65 @@ func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(
 // Counters), segment by segment, until fn returns false. It reads the whole
 // family: a full scan, for rare reads such as all-time leaderboards.
 func (s *Store) ScanVectors(k Kind, fn func(item string, v crdt.Vector) bool) error {
+	_, _, err := s.ScanVectorsFrom(k, 0, "", Segments, fn)
+	return err
+}
+
+// ScanVectorsFrom is ScanVectors by pages: it starts in segment seg after
+// item after ("": at the segment's start) and reads at most maxSegs
+// segments, until fn returns false (the item it returned false on is
+// taken). It returns where the next page starts: next == Segments once
+// every segment was read. Items are in key order within a segment, so a
+// page resumed after an item never visits it again.
+func (s *Store) ScanVectorsFrom(k Kind, seg int, after string, maxSegs int, fn func(item string, v crdt.Vector) bool) (next int, nextAfter string, err error) {
 	if s.closed.Load() {
-		return fmt.Errorf("scan %s: %w", k, ErrClosed)
+		return seg, after, fmt.Errorf("scan %s: %w", k, ErrClosed)
 	}
-	for seg := range Segments {
+	for end := min(seg+max(maxSegs, 1), Segments); seg < end; seg, after = seg+1, "" {
 		prefix := append(segmentPrefix(seg), prefixVector, '/', byte(k), '/')
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 		if err != nil {
-			return fmt.Errorf("scan %s: %w", k, err)
+			return seg, after, fmt.Errorf("scan %s: %w", k, err)
 		}
 		var cur string
 		var vec crdt.Vector
 		stop := false
-		for it.First(); it.Valid() && !stop; it.Next() {
+		valid := it.First()
+		if after != "" {
+			// Past every entry of after: its keys are after/<replica>.
+			valid = it.SeekGE(append(append(bytes.Clone(prefix), after...), '/', 0xff))
+		}
+		for ; valid && !stop; valid = it.Next() {
 			rest := it.Key()[len(prefix):]
 			i := bytes.LastIndexByte(rest, '/')
 			if i < 0 {
 				_ = it.Close()
-				return fmt.Errorf("scan %s: malformed key %q", k, it.Key())
+				return seg, after, fmt.Errorf("scan %s: malformed key %q", k, it.Key())
 			}
 			if string(rest[:i]) != cur {
 				if cur != "" {
 					stop = !fn(cur, vec)
+					after = cur
 				}
 				cur, vec = string(rest[:i]), nil
 			}
 			e, err := crdt.DecodePN(it.Value())
 			if err != nil {
 				_ = it.Close()
-				return fmt.Errorf("scan %s: %q: %w", k, it.Key(), err)
+				return seg, after, fmt.Errorf("scan %s: %q: %w", k, it.Key(), err)
 			}
 			vec = vec.Set(string(rest[i+1:]), e)
 		}
 		if cur != "" && !stop {
 			stop = !fn(cur, vec)
+			after = cur
 		}
 		if err := it.Close(); err != nil {
-			return fmt.Errorf("scan %s: %w", k, err)
+			return seg, after, fmt.Errorf("scan %s: %w", k, err)
 		}
 		if stop {
-			return nil
+			return seg, after, nil
 		}
 	}
-	return nil
+	return seg, "", nil
 }

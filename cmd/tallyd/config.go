@@ -39,6 +39,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.DebugListen, "debug-listen", c.DebugListen, "serve /debug/pprof/ on this `address` (empty: off; keep it on loopback)")
 	fs.StringVar(&c.RESPListen, "resp-listen", c.RESPListen, "serve the Redis protocol (RESP) on this `address` (empty: off)")
 	fs.IntVar(&c.RESPMaxConnections, "resp-max-connections", c.RESPMaxConnections, "RESP connections open at `most`; the next is refused")
+	fs.IntVar(&c.RESPMaxConnectionsPerAddress, "resp-max-connections-per-address", c.RESPMaxConnectionsPerAddress, "RESP connections open at `most` from one client address; its next is refused")
 	fs.IntVar(&c.MinProcs, "min-procs", c.MinProcs, "raise GOMAXPROCS to at least `n` (0 or 1: leave it): with one, a WAL fsync stalls the HTTP side")
 	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode`: fsync (ack after WAL fsync) or none (unsafe on power loss)")
 	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+")")
