@@ -53,8 +53,10 @@ type shardRouter struct {
 	// RESP listener.
 	resp func(args [][]byte, role route.Role, proto int) []byte
 	sub  *nats.Subscription // this replica's route.Subject
-	// sender picks the holder a forwarded request goes to.
-	sender *route.Sender
+	// sender picks the holder a forwarded request goes to; transport
+	// carries requests to a replica's own subject.
+	sender    *route.Sender
+	transport natsTransport
 	// chaosAckUnapplied: the chaos build's bug forwarded-ack-unapplied
 	// (region.Chaos.ForwardAckUnapplied); always false in another build.
 	chaosAckUnapplied bool
@@ -69,7 +71,8 @@ func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout t
 	sr := &shardRouter{region: region, self: self, nc: nc, timeout: timeout,
 		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
 	sr.serving.Store(&servingMap{own: own, held: own.Held(self)})
-	sr.sender = route.NewSender(route.SenderConfig{Self: self, Map: sr.Map, Transport: natsTransport{nc: nc, region: region}})
+	sr.transport = natsTransport{nc: nc, region: region}
+	sr.sender = route.NewSender(route.SenderConfig{Self: self, Map: sr.Map, Transport: sr.transport})
 	sr.url.Store(new(string))
 	return sr
 }
@@ -308,13 +311,13 @@ func (t natsTransport) Request(ctx context.Context, replica string, data []byte)
 	return msg.Data, nil
 }
 
-// request sends data to subject and decodes the answer.
-func (sr *shardRouter) request(ctx context.Context, subject string, data []byte) (route.Answer, error) {
-	resp, err := sr.nc.RequestWithContext(ctx, subject, data)
+// ask sends data to replica and decodes its answer.
+func (sr *shardRouter) ask(ctx context.Context, replica string, data []byte) (route.Answer, error) {
+	b, err := sr.transport.Request(ctx, replica, data)
 	if err != nil {
 		return route.Answer{}, err
 	}
-	return route.UnmarshalAnswer(resp.Data)
+	return route.UnmarshalAnswer(b)
 }
 
 // Forward sends r to a holder of shard s and writes its answer.
@@ -371,7 +374,7 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := sr.request(ctx, route.Subject(sr.region, replica), data)
+			a, err := sr.ask(ctx, replica, data)
 			if err != nil || a.Kind != route.Served {
 				return // left out: the read says partial
 			}

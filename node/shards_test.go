@@ -86,7 +86,7 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	// A replica asked for a shard it does not hold says so, and serves
 	// nothing.
 	close(gates["us-1"])
-	a, err := routers["us-2"].request(context.Background(), route.Subject("us", "us-1"),
+	a, err := routers["us-2"].ask(context.Background(), "us-1",
 		(&route.Request{Kind: route.KindHTTP, Shard: s, Method: http.MethodGet, URI: "/v1/likes/x"}).Marshal())
 	if err != nil || a.Kind != route.NotServed || !strings.Contains(a.Reason, "not held") {
 		t.Fatalf("us-1 asked for shard %d it does not hold: %+v %v", s, a, err)
