@@ -24,14 +24,11 @@ func servedBy(name string) http.Handler {
 	})
 }
 
-// A holder that does not accept writes yet (it recovers after a restart
-// or a wipe) answers forwarded requests NotServed, having applied
-// nothing, and the sender goes on to the next holder of the shard; once
-// it accepts writes it serves them. With no holder serving, Forward
-// fails with ErrNoHolder.
-func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
+// threeReplicas is a NATS server to connect to (conn; each connection
+// closed with the test) and us's map over three replicas, copies 2.
+func threeReplicas(t *testing.T) (conn func() *nats.Conn, m shard.Map) {
 	ns := testkit.StartNATS(t, false)
-	conn := func() *nats.Conn {
+	conn = func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL())
 		if err != nil {
 			t.Fatal(err)
@@ -43,6 +40,16 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn, m
+}
+
+// A holder that does not accept writes yet (it recovers after a restart
+// or a wipe) answers forwarded requests NotServed, having applied
+// nothing, and the sender goes on to the next holder of the shard; once
+// it accepts writes it serves them. With no holder serving, Forward
+// fails with ErrNoHolder.
+func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
+	conn, m := threeReplicas(t)
 	// A shard us-1 does not hold: its two holders are us-2 and us-3.
 	s, held := 0, m.Held("us-1")
 	for held.Has(s) {
@@ -98,19 +105,7 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 // elsewhere, since it may have been applied, but the next ones go to the
 // shard's other holder instead of waiting on the stuck one.
 func TestForwardTriesAStuckHolderLast(t *testing.T) {
-	ns := testkit.StartNATS(t, false)
-	conn := func() *nats.Conn {
-		nc, err := nats.Connect(ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	m, err := shard.Assign("us", []string{"us-1", "us-2", "us-3"}, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, m := threeReplicas(t)
 	s, held := 0, m.Held("us-1")
 	for held.Has(s) {
 		s++

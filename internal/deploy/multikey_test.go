@@ -12,11 +12,9 @@ import (
 	"github.com/tally-dev/tally/shard"
 )
 
-// Issue #42: a history file imported at one replica of a sharded region
-// is split by shard there, each part applied by a holder, and the answer
-// counts every line; a second import of the same file changes nothing.
-// Every replica then reads every count.
-func TestImportAtAnyReplicaOfAShardedRegion(t *testing.T) {
+// Issue #42: operations of many keys at any replica of a sharded region,
+// on one region of three replicas, copies 2.
+func TestManyKeysAtAnyReplicaOfAShardedRegion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three replicas")
 	}
@@ -25,6 +23,15 @@ func TestImportAtAnyReplicaOfAShardedRegion(t *testing.T) {
 	d := startConfig(t, cfg)
 	urls := d.URLs()
 	waitReady(t, urls)
+	t.Run("import", func(t *testing.T) { importAtAnyReplica(t, urls) })
+	t.Run("series", func(t *testing.T) { seriesOfKeysOnSeveralShards(t, urls) })
+}
+
+// importAtAnyReplica: a history file imported at us-1 is split by shard
+// there, each part applied by a holder, and the answer counts every line;
+// a second import of the same file changes nothing. Every replica then
+// reads every count.
+func importAtAnyReplica(t *testing.T, urls []string) {
 	held := getShards(t, urls[0]).Held("us-1")
 
 	var lines []string
@@ -69,18 +76,10 @@ func TestImportAtAnyReplicaOfAShardedRegion(t *testing.T) {
 	}
 }
 
-// Issue #42: a series of keys on several shards at any replica of a
-// sharded region: each shard's keys read at a holder over the one range
-// the replica asked computed, the lines in the keys' order.
-func TestSeriesOfKeysOnSeveralShards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three replicas")
-	}
-	cfg := deploy.DefaultConfig()
-	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
-	d := startConfig(t, cfg)
-	urls := d.URLs()
-	waitReady(t, urls)
+// seriesOfKeysOnSeveralShards: a series of keys on several shards at any
+// replica: each shard's keys read at a holder over the one range the
+// replica asked computed, the lines in the keys' order.
+func seriesOfKeysOnSeveralShards(t *testing.T, urls []string) {
 	var keys []string
 	q := url.Values{"kind": {"counters"}, "last": {"10m"}, "step": {"1m"}}
 	for i := range 8 {
