@@ -49,6 +49,9 @@ func newMetrics(reg prometheus.Registerer, open func() float64) (*metrics, error
 			Help: "RESP AUTH attempts refused unchecked: their address failed too often.",
 		}),
 	}
+	for _, reason := range []string{"max", "per_address"} {
+		m.refused.WithLabelValues(reason) // both reasons exported from the start, at 0
+	}
 	conns := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "tally_resp_connections",
 		Help: "RESP connections open.",

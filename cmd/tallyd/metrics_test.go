@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"slices"
@@ -75,7 +76,7 @@ func TestMetricNamesMatchAReplica(t *testing.T) {
 func scrapeMetricTypes(t *testing.T) map[string]string {
 	t.Helper()
 	cfg := deploy.DefaultConfig()
-	cfg.Regions, cfg.DataDir = []string{"us", "eu"}, t.TempDir()
+	cfg.Regions, cfg.DataDir, cfg.RESP = []string{"us", "eu"}, t.TempDir(), true
 	d, err := deploy.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +107,24 @@ func scrapeMetricTypes(t *testing.T) map[string]string {
 			t.Fatalf("%s %s: %d %v %v", w.method, w.path, st, b, err)
 		}
 	}
+	// A RESP command and an unknown one: the RESP metrics by command and
+	// by error code have a series.
+	rc, err := net.Dial("tcp", d.RESPAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = rc.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rc.Write([]byte("PING\r\nNOSUCH\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(rc)
+	if line, err := br.ReadString('\n'); err != nil || line != "+PONG\r\n" {
+		t.Fatalf("RESP PING: %q %v", line, err)
+	}
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "-ERR unknown command") {
+		t.Fatalf("RESP NOSUCH: %q %v", line, err)
+	}
+	_ = rc.Close()
 	res, err := http.Get(urls[0] + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -547,7 +547,9 @@ func readsGather(t *testing.T, urls []string, cfgs []node.Config, likes map[stri
 			t.Errorf("%s: the family's window %d, want %d", cfgs[i].Replica, fam.Value, total)
 		}
 		var tr api.Trending
+		t0 := time.Now()
 		get(u+"/v1/trending?window=all&n=5", &tr)
+		t.Logf("DEBUG %s trending took %s missing %d", cfgs[i].Replica, time.Since(t0), tr.MissingShards)
 		var gotTop []int
 		for _, it := range tr.Items {
 			gotTop = append(gotTop, int(it.Count))
