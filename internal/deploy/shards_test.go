@@ -547,9 +547,13 @@ func readsGather(t *testing.T, urls []string, cfgs []node.Config, likes map[stri
 			t.Errorf("%s: the family's window %d, want %d", cfgs[i].Replica, fam.Value, total)
 		}
 		var tr api.Trending
-		t0 := time.Now()
-		get(u+"/v1/trending?window=all&n=5", &tr)
-		t.Logf("DEBUG %s trending took %s missing %d", cfgs[i].Replica, time.Since(t0), tr.MissingShards)
+		// A replica's trending gathers the others' within 2 s; on a
+		// machine loaded with race-detector builds one may miss it and
+		// the answer says partial, honestly. Ask again then: a complete
+		// answer must be exact.
+		for try := 0; try == 0 || tr.Partial && try < 5; try++ {
+			get(u+"/v1/trending?window=all&n=5", &tr)
+		}
 		var gotTop []int
 		for _, it := range tr.Items {
 			gotTop = append(gotTop, int(it.Count))
