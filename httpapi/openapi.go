@@ -219,7 +219,7 @@ func operations() []openapi.Operation {
 				query("key", map[string]any{"type": "array", "items": strSchema}, "repeated: key=a&key=b; * is the family's total")}, seriesQ...)...),
 			Response: api.Series{}, Errors: windowErrs},
 		{Method: "GET", Path: "/v1/trending", Tag: "windows", Summary: "The top keys by net change over a window",
-			Params: ps(query("window", strSchema, "10m (default), up to 2h in minutes, 49h or day in hours, all: all-time counts"),
+			Params: ps(query("window", strSchema, "10m (default), up to 2h in minutes, 49h or day in hours, 31d in whole UTC days with today (7d: the week), all: all-time counts"),
 				query("n", intSchema, "how many, 1..1000 (default 10)"), query("kind", kindSchema, ""),
 				query("prefix", strSchema, "only keys that start with it"), query("region", strSchema, "only that region's replicas' entries"), withMetaQ),
 			Response: api.Trending{}, Errors: codes(CodeBadID, CodeBadRequest, CodeBadTime, CodeUnknownZone)},
