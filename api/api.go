@@ -942,7 +942,8 @@ type TypeTotal struct {
 	Regions  map[string]int64 `json:"regions"`
 	Replicas map[string]PN    `json:"replicas"`
 	// Approx: some of the keys are approximate counters, so the sum is
-	// an estimate; or Partial.
+	// an estimate; or Partial; or a peer is unheard-from, so the sum
+	// may still move.
 	Approx bool `json:"approx"`
 	// Partial (a sharded region): replicas holding some of the shards
 	// did not answer in time, so keys of MissingShards shards are left

@@ -164,7 +164,8 @@ func (s *Server) getTypeTotal(w http.ResponseWriter, r *http.Request) error {
 		out.Keys += sum.Keys
 		out.Approx = out.Approx || sum.Approx
 	}
-	out.Approx = out.Approx || out.Partial
+	// A peer unheard-from may hold writes of the type's keys not here yet.
+	out.Approx = out.Approx || out.Partial || s.staleFor("")
 	out.Value, out.Replicas = total.Value(), replicasJSON(total)
 	regions := s.regionOf()
 	for _, e := range total {
