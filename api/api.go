@@ -931,6 +931,38 @@ type Blocks struct {
 	Next string `json:"next,omitempty"`
 }
 
+// TypeTotal is the all-time count of an event type: the sum over the
+// keys of one family that belong to the type (GET /v1/types/{name}/total).
+type TypeTotal struct {
+	Type  string `json:"type"`
+	Kind  string `json:"kind"` // "counters" or "likes"
+	Value int64  `json:"value"`
+	// Keys is how many keys were added up (an item's parts one each).
+	Keys     int              `json:"keys"`
+	Regions  map[string]int64 `json:"regions"`
+	Replicas map[string]PN    `json:"replicas"`
+	// Approx: some of the keys are approximate counters, so the sum is
+	// an estimate; or Partial; or a peer is unheard-from, so the sum
+	// may still move.
+	Approx bool `json:"approx"`
+	// Partial (a sharded region): replicas holding some of the shards
+	// did not answer in time, so keys of MissingShards shards are left
+	// out.
+	Partial       bool `json:"partial,omitempty"`
+	MissingShards int  `json:"missing_shards,omitempty"`
+	// Shards is a sharded region's replica's answer to the replica that
+	// gathers the total: its sums per shard it holds.
+	Shards []TypeTotalShard `json:"shards,omitempty"`
+}
+
+// TypeTotalShard is the sum of the keys of one shard in TypeTotal.Shards.
+type TypeTotalShard struct {
+	Shard    int           `json:"shard"`
+	Keys     int           `json:"keys"`
+	Replicas map[string]PN `json:"replicas"`
+	Approx   bool          `json:"approx"`
+}
+
 // EventType answers PUT and GET /v1/types/{name}: an event type's
 // metadata. A counter key or item belongs to the type of its own name,
 // else of its longest registered prefix ending at a ':' ("video" and

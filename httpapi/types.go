@@ -1,12 +1,19 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
+	"github.com/tally-dev/tally/storage"
 )
 
 // Event types: PUT /v1/types/{name} (admin) registers a type or updates
@@ -80,6 +87,91 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 		return newError(http.StatusNotFound, CodeNotFound, "no event type %q is registered", name)
 	}
 	writeJSON(w, http.StatusOK, typeJSON(name, m))
+	return nil
+}
+
+// GET /v1/types/{name}/total?kind=counters|likes: the all-time sum over
+// the keys of the family (counters by default) that belong to the type;
+// 404 not_found if the name was never registered.
+func (s *Server) getTypeTotal(w http.ResponseWriter, r *http.Request) error {
+	name, err := pathID(r, "name")
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	for _, p := range []string{"kind"} {
+		if _, err := one(q, p); err != nil {
+			return err
+		}
+	}
+	kind := storage.Counters
+	if v := q.Get("kind"); v != "" {
+		if kind, err = parseKind(v); err != nil {
+			return err
+		}
+	}
+	if _, ok, err := s.rep.Type(name); err != nil {
+		return err
+	} else if !ok {
+		return newError(http.StatusNotFound, CodeNotFound, "no event type %q is registered", name)
+	}
+	var shardOf func(string) (int, bool)
+	if s.cfg.Shards != nil {
+		shardOf = func(key string) (int, bool) { sh := shard.Of(key); return sh, s.cfg.Shards.Holds(sh) }
+	}
+	sums, err := s.rep.TypeTotal(kind, name, shardOf)
+	if err != nil {
+		return fmt.Errorf("type total: %w", err)
+	}
+	out := api.TypeTotal{Type: name, Kind: kind.String(), Regions: map[string]int64{}}
+	if gathered(r) {
+		for sh, sum := range sums {
+			out.Shards = append(out.Shards, api.TypeTotalShard{Shard: sh, Keys: sum.Keys, Replicas: replicasJSON(sum.Vector), Approx: sum.Approx})
+		}
+		slices.SortFunc(out.Shards, func(a, b api.TypeTotalShard) int { return cmp.Compare(a.Shard, b.Shard) })
+	}
+	if s.sharded(r) {
+		// Each holder of a shard sums its keys alike; the first sum of a
+		// shard heard counts, this replica's own first.
+		missing, err := s.gather(r, nil, func(b []byte) error {
+			var other api.TypeTotal
+			if err := json.Unmarshal(b, &other); err != nil {
+				return err
+			}
+			for _, o := range other.Shards {
+				if _, ok := sums[o.Shard]; ok {
+					continue
+				}
+				var v crdt.Vector
+				for id, pn := range o.Replicas {
+					v = v.Set(id, crdt.PN{P: pn.P, N: pn.N})
+				}
+				sums[o.Shard] = region.TypeSum{Vector: v, Keys: o.Keys, Approx: o.Approx}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		out.Partial, out.MissingShards = missing > 0, missing
+	}
+	var total crdt.Vector
+	for _, sum := range sums {
+		for _, e := range sum.Vector {
+			cur := total.Get(e.Replica)
+			total = total.Set(e.Replica, crdt.PN{P: cur.P + e.P, N: cur.N + e.N})
+		}
+		out.Keys += sum.Keys
+		out.Approx = out.Approx || sum.Approx
+	}
+	// A peer unheard-from may hold writes of the type's keys not here yet.
+	out.Approx = out.Approx || out.Partial || s.staleFor("")
+	out.Value, out.Replicas = total.Value(), replicasJSON(total)
+	regions := s.regionOf()
+	for _, e := range total {
+		out.Regions[regionName(regions, e.Replica)] += e.Value()
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -1,9 +1,15 @@
 package httpapi
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/storage"
 )
 
 // Event types over HTTP: an admin registers one; reads with ?with=meta
@@ -76,5 +82,59 @@ func TestTypeRoutes(t *testing.T) {
 		{"/v1/types/t", ``, CodeBadJSON},
 	} {
 		e.do(http.MethodPut, c.path, c.body, admin...).isError(t, http.StatusBadRequest, c.code)
+	}
+}
+
+// GET /v1/types/{name}/total adds up the all-time counts of the type's
+// keys as the registry decides at the read: the key itself and keys
+// under it, not a nested type's keys nor a longer name's ("videos:"),
+// a type registered after its keys were written included; a peer's
+// entries (merged as replication merges them) count, per replica.
+func TestTypeTotalRoute(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, name := range []string{"video", "video:hd:"} {
+		e.do(http.MethodPut, "/v1/types/"+name, `{"owner":"media-team"}`, "Content-Type", "application/json").ok(t)
+	}
+	for key, by := range map[string]int{"video:v1": 2, "video:v2": 3, "video": 1, "video:hd:x": 10, "videos:z": 7, "music:m": 4, "other": 5} {
+		e.do(http.MethodPost, "/v1/counters/"+key+"/incr", fmt.Sprintf(`{"by":%d}`, by)).ok(t)
+	}
+	e.do(http.MethodPost, "/v1/counters/video:v1/incr", `{"by":-1}`).ok(t)
+	peer := crdt.Vector{}.Set("eu-1", crdt.PN{P: 6, N: 1})
+	if err := e.rep.Merge(context.Background(), []region.VectorMerge{{Kind: storage.Counters, Item: "video:v2", Vec: peer}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	b := e.do(http.MethodGet, "/v1/types/video/total", "").ok(t)
+	reps := fmt.Sprint(b["replicas"])
+	if num(t, b, "value") != 1+2-1+3+5 || num(t, b, "keys") != 3 || b["kind"] != "counters" || b["type"] != "video" || b["approx"] != false ||
+		reps != "map[eu-1:map[n:1 p:6] us-1:map[n:1 p:6]]" {
+		t.Fatalf("video total: %v", b)
+	}
+	if r, _ := b["regions"].(map[string]any); fmt.Sprint(r["us"]) != "5" {
+		t.Fatalf("video total's regions: %v", b["regions"])
+	}
+	if b = e.do(http.MethodGet, "/v1/types/video:hd:/total", "").ok(t); num(t, b, "value") != 10 || num(t, b, "keys") != 1 {
+		t.Fatalf("video:hd: total: %v", b)
+	}
+	e.do(http.MethodGet, "/v1/types/music/total", "").isError(t, http.StatusNotFound, CodeNotFound)
+	e.do(http.MethodPut, "/v1/types/music", `{}`, "Content-Type", "application/json").ok(t)
+	if b = e.do(http.MethodGet, "/v1/types/music/total", "").ok(t); num(t, b, "value") != 4 {
+		t.Fatalf("music total, registered after its keys: %v", b)
+	}
+	e.do(http.MethodPut, "/v1/likes/video:v1/u1", "").ok(t)
+	e.do(http.MethodPut, "/v1/likes/video:hd:v9/u1", "").ok(t)
+	if b = e.do(http.MethodGet, "/v1/types/video/total?kind=likes", "").ok(t); num(t, b, "value") != 1 || b["kind"] != "likes" {
+		t.Fatalf("video likes total: %v", b)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/v1/types/nope/total", 404, CodeNotFound},
+		{"/v1/types/a!b/total", 400, CodeBadID},
+		{"/v1/types/video/total?kind=hits", 400, CodeBadRequest},
+		{"/v1/types/video/total?kind=likes&kind=counters", 400, CodeBadRequest},
+	} {
+		e.do(http.MethodGet, c.path, "").isError(t, c.status, c.code)
 	}
 }

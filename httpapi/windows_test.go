@@ -115,6 +115,51 @@ func TestWindowsRoutes(t *testing.T) {
 	}
 }
 
+// GET /v1/trending?window=7d ranks the likes of the last 7 UTC days
+// (today included) by their exact counts: likes imported at times spread
+// over ten days and live ones, those of the days before the week left
+// out; a 10 day window has them.
+func TestTrendingWeekRoute(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	now := e.rep.Now()
+	today := now.UTC().Truncate(24 * time.Hour)
+	day := func(d int, h int) int64 { return today.AddDate(0, 0, d).Add(time.Duration(h) * time.Hour).UnixMilli() }
+	var lines []string
+	u := 0
+	like := func(item string, n int, at int64) {
+		for range n {
+			lines = append(lines, fmt.Sprintf(`{"type":"like","item":%q,"user":"u%d","at":%d}`, item, u, at))
+			u++
+		}
+	}
+	like("old", 5, day(-8, 1))
+	like("d", 4, day(-7, 23)) // the last hour before the week
+	like("a", 2, day(-6, 0))  // the week's first hour
+	like("a", 1, day(-2, 5))
+	like("b", 2, day(-3, 2))
+	r := e.do("POST", "/v1/admin/import", strings.Join(lines, "\n")+"\n", "Content-Type", "application/x-ndjson")
+	if r.status != http.StatusOK || num(t, r.body, "applied") != int64(len(lines)) {
+		t.Fatalf("import: %d %s", r.status, r.raw)
+	}
+	e.do("POST", "/v1/likes", `{"videoId":"c","userId":"u1"}`).ok(t)
+	e.do("POST", "/v1/likes", fmt.Sprintf(`{"videoId":"b","userId":"u1","timestamp":%d}`, now.Unix()-60)).ok(t)
+
+	b := e.do("GET", "/v1/trending?window=7d", "").ok(t)
+	if got := fmt.Sprint(b["items"]); got != "[map[count:3 item:a] map[count:3 item:b] map[count:1 item:c]]" {
+		t.Fatalf("the week: %s", got)
+	}
+	if b["from"] != today.AddDate(0, 0, -6).Format(time.RFC3339) || b["to"] != today.AddDate(0, 0, 1).Format(time.RFC3339) || b["window"] != "7d" {
+		t.Fatalf("the week's bounds: %v", b)
+	}
+	if b = e.do("GET", "/v1/trending?window=7d&n=1", "").ok(t); fmt.Sprint(b["items"]) != "[map[count:3 item:a]]" {
+		t.Fatalf("the week's top 1: %v", b["items"])
+	}
+	b = e.do("GET", "/v1/trending?window=10d", "").ok(t)
+	if got := fmt.Sprint(b["items"]); got != "[map[count:5 item:old] map[count:4 item:d] map[count:3 item:a] map[count:3 item:b] map[count:1 item:c]]" {
+		t.Fatalf("ten days: %s", got)
+	}
+}
+
 func TestWindowsBadInput(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	old := e.rep.Now().Add(-time.Hour).UnixMilli()
@@ -142,7 +187,8 @@ func TestWindowsBadInput(t *testing.T) {
 		{"GET", "/v1/series?last=170m&step=1s", "", 400, CodeInvalid}, // more than 10,000 points
 		{"GET", "/v1/trending?n=0", "", 400, CodeBadRequest},
 		{"GET", "/v1/trending?n=5000", "", 400, CodeBadRequest},
-		{"GET", "/v1/trending?window=30d", "", 404, CodeNoWindow},
+		{"GET", "/v1/trending?window=32d", "", 404, CodeNoWindow},   // past the day sketches' 31 days
+		{"GET", "/v1/trending?window=3000d", "", 404, CodeNoWindow}, // past every level's retention
 		{"GET", "/v1/trending?region=mars", "", 400, CodeUnknownZone},
 		{"GET", "/v1/trending?prefix=a/b", "", 400, CodeBadID},
 		{"POST", "/v1/counters/k/incr", fmt.Sprintf(`{"at":%d}`, old), 400, CodeBadTime},

@@ -33,11 +33,20 @@ import (
 // for "views:v1"), or "" if it has none: a sketch per class keeps a prefix's
 // keys from being crowded out by another's.
 
-// Sketch levels: which slot widths feed sketches, and how long sketches
-// are kept (the longest trending window they serve).
-var trendLevels = [...]struct{ width, keep int64 }{
-	{60, 2 * 3600},
-	{3600, 49 * 3600},
+// Sketch levels: which slot width feeds a level's sketches, the interval
+// each sketch covers (its width), and how long sketches are kept after
+// their interval ends (the longest trending window they serve). The day
+// level is fed by the 1 h slots: one sketch per UTC day rather than 24
+// hourly ones is what makes a week or a month of candidates cheap to keep
+// (a sketch is k counters whatever its interval), and a window of whole
+// days is still a partition of its days' sketches, so the guarantee holds.
+// The day level is kept 31 days, not the 1 h slots' years: sketches are
+// memory (per family, class and replica) and a restart rebuilds them by
+// reading every slot they cover.
+var trendLevels = [...]struct{ slot, width, keep int64 }{
+	{60, 60, 2 * 3600},
+	{3600, 3600, 49 * 3600},
+	{3600, 86400, 31 * 86400},
 }
 
 // maxClasses bounds the classes per family and interval; further ones
@@ -77,9 +86,10 @@ func classOf(kind storage.Kind, key string) string {
 	return ""
 }
 
+// trendLevel reports whether slots of width feed any sketch level.
 func trendLevel(width int64) bool {
 	for _, l := range trendLevels {
-		if l.width == width {
+		if l.slot == width {
 			return true
 		}
 	}
@@ -87,15 +97,28 @@ func trendLevel(width int64) bool {
 }
 
 // feed adds a raise of the P half of replica's entry of slot b (of base
-// family kind) to its sketch.
-func (tr *trends) feed(kind storage.Kind, b crdt.Slot, replica string, dp uint64) {
-	if b.Key == "" || dp == 0 || !trendLevel(b.Width) {
+// family kind) to the sketch of every level b feeds whose interval is
+// still kept at nowMs (a backfill of an older time feeds none of them).
+func (tr *trends) feed(kind storage.Kind, b crdt.Slot, replica string, dp uint64, nowMs int64) {
+	if b.Key == "" || dp == 0 {
 		return
 	}
-	sk := sketchKey{kind: kind, class: classOf(kind, b.Key), replica: replica, width: b.Width, start: b.Start}
+	for _, l := range trendLevels {
+		if l.slot != b.Width {
+			continue
+		}
+		start := crdt.SlotStart(b.Start*1000, l.width)
+		if (start+l.width+l.keep)*1000 < nowMs {
+			continue
+		}
+		tr.feedSketch(sketchKey{kind: kind, class: classOf(kind, b.Key), replica: replica, width: l.width, start: start}, b.Key, dp)
+	}
+}
+
+func (tr *trends) feedSketch(sk sketchKey, key string, dp uint64) {
 	s, ok := tr.m[sk]
 	if !ok {
-		ck := sketchKey{kind: kind, replica: replica, width: b.Width, start: b.Start}
+		ck := sketchKey{kind: sk.kind, replica: sk.replica, width: sk.width, start: sk.start}
 		if tr.classes[ck] >= maxClasses {
 			sk.class = "*"
 			s, ok = tr.m[sk]
@@ -106,7 +129,7 @@ func (tr *trends) feed(kind storage.Kind, b crdt.Slot, replica string, dp uint64
 			tr.classes[ck]++
 		}
 	}
-	s.add(b.Key, dp)
+	s.add(key, dp)
 }
 
 // prune drops sketches older than their level keeps.
@@ -263,7 +286,7 @@ func (t *txn) feedTrends() {
 				tr.mu.Lock()
 				locked = true
 			}
-			tr.feed(k.kind.Base(), b, e.Replica, dp)
+			tr.feed(k.kind.Base(), b, e.Replica, dp, t.nowMs)
 		}
 	}
 	if locked {
@@ -273,8 +296,9 @@ func (t *txn) feedTrends() {
 
 // rebuildTrends feeds the sketches from the stored slots of the last
 // sketch retention, after a restart. It reads every 1 min slot of the
-// last 2 h and 1 h slot of the last 49 h: at start, time in proportion
-// to the keys written then.
+// last 2 h and 1 h slot of the last 32 days (the day level's 31 days
+// and the day under way): at start, time in proportion to the keys
+// written then.
 func (r *Replica) rebuildTrends() error {
 	nowMs := r.pclock.NowMs()
 	seen := map[storage.WindowRef]bool{}
@@ -284,14 +308,15 @@ func (r *Replica) rebuildTrends() error {
 			if !trendLevel(l.width) {
 				continue
 			}
-			var keep int64
+			// The oldest interval a level fed by these slots still keeps.
+			oldest := crdt.SlotStart(nowMs, l.width)
 			for _, tl := range trendLevels {
-				if tl.width == l.width {
-					keep = tl.keep
+				if tl.slot == l.width {
+					oldest = min(oldest, crdt.SlotStart(nowMs-(tl.keep+tl.width)*1000, tl.width))
 				}
 			}
 			// Slots of one (width, keep) expire in start order.
-			from := crdt.Slot{Width: l.width, Keep: l.keep, Start: crdt.SlotStart(nowMs-keep*1000, l.width) - l.width}
+			from := crdt.Slot{Width: l.width, Keep: l.keep, Start: oldest - l.width}
 			to := crdt.Slot{Width: l.width, Keep: l.keep, Start: crdt.SlotStart(nowMs, l.width) + 2*l.width}
 			got, err := r.store.WindowsExpiringIn(storage.WindowIndexMs(from), storage.WindowIndexMs(to), func(ref storage.WindowRef) bool {
 				b, ok := crdt.ParseSlot(ref.Name)
@@ -315,7 +340,7 @@ func (r *Replica) rebuildTrends() error {
 		}
 		b, _ := crdt.ParseSlot(ref.Name)
 		for _, e := range v {
-			r.trends.feed(ref.Kind.Base(), b, e.Replica, e.P)
+			r.trends.feed(ref.Kind.Base(), b, e.Replica, e.P, nowMs)
 		}
 	}
 	return nil
@@ -351,7 +376,8 @@ const MaxTrendingN = 1000
 
 // Trending lists the n keys of family kind (starting with prefix) with the
 // largest net change over the last `last` (aligned to whole minutes up to
-// 2 h, whole hours up to 49 h), counting only the entries of replicas that
+// 2 h, whole hours up to 49 h, whole UTC days up to 31 days, today
+// included), counting only the entries of replicas that
 // replica accepts (nil: all). last 0 ranks all-time counts.
 func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration, n int, replica func(string) bool) (Trending, error) {
 	if err := r.Err(); err != nil {
@@ -370,10 +396,10 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 	if last == 0 {
 		return r.trendingAllTime(kind, prefix, n, replica)
 	}
-	var width int64
+	var width, slot int64
 	for _, l := range trendLevels {
 		if last <= time.Duration(l.keep)*time.Second {
-			width = l.width
+			width, slot = l.width, l.slot
 			break
 		}
 	}
@@ -391,7 +417,7 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 	for key := range cands {
 		var sum int64
 		var vec crdt.Vector
-		err := r.store.WindowSeries(kind.Windows(), key, width, from, to, func(b crdt.Slot, v crdt.Vector) {
+		err := r.store.WindowSeries(kind.Windows(), key, slot, from, to, func(b crdt.Slot, v crdt.Vector) {
 			if !b.Expired(nowMs) {
 				vec = addVectors(vec, v)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/shard"
@@ -177,4 +178,69 @@ func (r *Replica) Types(after string, limit int) ([]storage.Typed, bool, error) 
 	}
 	out, more := r.store.Types(after, limit)
 	return out, more, nil
+}
+
+// TypeSum is the all-time count of an event type: the vectors of its
+// keys added up entry by entry, so Vector's per-replica entries are the
+// replicas' shares and its value the exact sum wherever the keys'
+// counts are.
+type TypeSum struct {
+	Vector crdt.Vector
+	// Keys is how many keys (an item's parts one each) were added up.
+	Keys int
+	// Approx: some of the keys are approximate counters (ApproxError).
+	Approx bool
+}
+
+// TypeTotal adds up the all-time vectors of the keys of family kind
+// (Likes or Counters) that belong to the registered type name as
+// crdt.TypeOf decides at this read: a key of a longer registered type
+// nested in it (video:hd: in video:) is that type's, not name's. The
+// sums are per shard as shardOf says, keeping only the keys it accepts
+// (a sharded region's held shards); nil puts every key in shard 0.
+//
+// No running aggregate per type is kept: a key's type is decided by the
+// registry at read time, and registering or nesting a type later moves
+// keys between types, so an aggregate booked at write time would drift
+// from that definition (and miss every key written before the type was
+// registered). The read scans the family's keys, skipping those that do
+// not start with the type's name: time in proportion to the family's
+// keys, as for all-time trending.
+func (r *Replica) TypeTotal(kind storage.Kind, name string, shardOf func(key string) (int, bool)) (map[int]TypeSum, error) {
+	if kind != storage.Likes && kind != storage.Counters {
+		return nil, fmt.Errorf("%w: type total of family %c", ErrInvalid, kind)
+	}
+	if !crdt.ValidID(name) {
+		return nil, fmt.Errorf("%w: bad type name %q", ErrInvalid, name)
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	base := strings.TrimSuffix(name, ":")
+	out := map[int]TypeSum{}
+	err := r.store.ScanVectors(kind, func(key string, v crdt.Vector) bool {
+		if !strings.HasPrefix(key, base) {
+			return true
+		}
+		sh := 0
+		if shardOf != nil {
+			var ok bool
+			if sh, ok = shardOf(key); !ok {
+				return true
+			}
+		}
+		if got, _, ok := crdt.TypeOf(crdt.ItemOf(key), r.store.Type); !ok || got != name {
+			return true
+		}
+		sum := out[sh]
+		sum.Vector = addVectors(sum.Vector, v)
+		sum.Keys++
+		sum.Approx = sum.Approx || kind == storage.Counters && r.ApproxError(key) > 0
+		out[sh] = sum
+		return true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("type %q total: %w", name, err)
+	}
+	return out, nil
 }

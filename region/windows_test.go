@@ -1120,8 +1120,8 @@ func TestTrendingExact(t *testing.T) {
 	if _, err := s.rs[0].Trending(storage.Likes, "", 10*time.Minute, 0, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("n 0: %v", err)
 	}
-	if _, err := s.rs[0].Trending(storage.Likes, "", 50*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
-		t.Fatalf("50 h: %v", err)
+	if _, err := s.rs[0].Trending(storage.Likes, "", 32*24*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
+		t.Fatalf("32 days: %v", err)
 	}
 }
 
@@ -1211,6 +1211,94 @@ func TestTrendingHeavyHitterWithFullSketches(t *testing.T) {
 	check("live")
 	s.reopen(t, 0)
 	check("after restart")
+}
+
+// Trending over a week ranks likes booked at two replicas over ten days
+// by their exact counts in the last 7 UTC days (today included), at
+// either replica, per replica, and the same after a restart rebuilt the
+// day sketches from the stored 1 h slots. Likes of the days before the
+// week count in a 10 day window and not in the week's.
+func TestTrendingWeek(t *testing.T) {
+	clock := testkit.NewClock(winT0)
+	wc := &WindowConfig{Rules: []WindowRule{{Levels: threeLevels()}}}
+	boxes := []*mailbox{{}, {}}
+	var rs []*Replica
+	var dirs []string
+	closers := make([]func(), 2)
+	for i, id := range []string{"A", "B"} {
+		dir := t.TempDir()
+		r, closeFn := openWin(t, dir, id, winOpts{clock: clock, windows: wc, box: boxes[i], nosync: true})
+		rs, dirs, closers[i] = append(rs, r), append(dirs, dir), closeFn
+	}
+	t.Cleanup(func() {
+		for _, c := range closers {
+			c()
+		}
+	})
+	// Day d (0..9) from winT0: key -> likes that day, split between A and B.
+	days := []map[string]int{
+		{"old": 9}, {"old": 9, "b": 1}, {"old": 2}, // before the week
+		{"a": 2}, {"b": 3}, {"c": 1}, {"a": 1, "c": 2},
+		{"b": 1}, {"a": 2}, {"c": 1, "a": 1},
+	}
+	week, ten := trendModel{}, trendModel{}
+	ctx := context.Background()
+	u := 0
+	for d, likes := range days {
+		for h, key := range slices.Sorted(maps.Keys(likes)) {
+			clock.Set(winT0.Add(time.Duration(d)*24*time.Hour + time.Duration(h)*time.Hour))
+			for range likes[key] {
+				r := rs[u%2]
+				res, err := r.Do(ctx, []Op{{Kind: OpLike, Item: key, User: fmt.Sprintf("u%d", u)}})
+				if err != nil || res[0].Err != nil || !res[0].Changed {
+					t.Fatalf("like %s: %v %+v", key, err, res)
+				}
+				ten.add(key, r.ID(), 1)
+				if d >= 3 {
+					week.add(key, r.ID(), 1)
+				}
+				u++
+			}
+			exchange(t, rs[0], rs[1], boxes[0], boxes[1])
+		}
+	}
+	// The week is the last 7 UTC days: the first 3 days of the scene
+	// must lie before it for the model to hold.
+	nowMs := clock.Now().UnixMilli()
+	to := crdt.SlotStart(nowMs, 86400) + 86400
+	if first := winT0.Add(3 * 24 * time.Hour).Unix(); first < to-7*86400 || first-86400 >= to-7*86400 {
+		t.Fatalf("scene: day 3 at %d is not the week's first day [%d, ...)", first, to-7*86400)
+	}
+	check := func(stage string) {
+		for _, r := range rs {
+			tr := mustTrending(t, r, storage.Likes, "", 7*24*time.Hour, 10, nil)
+			if tr.To.Unix() != to || tr.From.Unix() != to-7*86400 || tr.AllTime {
+				t.Fatalf("%s: %s: week [%v, %v), want [%d, %d)", stage, r.ID(), tr.From.Unix(), tr.To.Unix(), to-7*86400, to)
+			}
+			checkTrending(t, r, tr, week.top("", 10, nil), stage+": top of the week")
+			checkTrending(t, r, mustTrending(t, r, storage.Likes, "", 7*24*time.Hour, 1, nil), week.top("", 1, nil), stage+": top 1 of the week")
+			for _, id := range []string{"A", "B"} {
+				tr := mustTrending(t, r, storage.Likes, "", 7*24*time.Hour, 10, only(id))
+				checkTrending(t, r, tr, week.top("", 10, only(id)), stage+": top of the week at "+id)
+			}
+			checkTrending(t, r, mustTrending(t, r, storage.Likes, "", 10*24*time.Hour, 10, nil), ten.top("", 10, nil), stage+": top of 10 days")
+		}
+	}
+	if got := week.top("", 10, nil); len(got) != 3 || got[0].Key != "a" {
+		t.Fatalf("scene: the week's top %v", got)
+	}
+	if got := ten.top("", 1, nil); got[0].Key != "old" {
+		t.Fatalf("scene: the 10 days' top %v", got)
+	}
+	check("live")
+	for i := range rs {
+		closers[i]()
+		rs[i], closers[i] = openWin(t, dirs[i], rs[i].ID(), winOpts{clock: clock, windows: wc, nosync: true})
+	}
+	check("after restart")
+	if _, err := rs[0].Trending(storage.Likes, "", 32*24*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
+		t.Fatalf("32 days: %v", err)
+	}
 }
 
 // A restart rebuilds the sketches from the stored slots, whatever the
