@@ -23,11 +23,43 @@ func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
 	return startConfig(t, cfg)
 }
 
-// startConfig starts cfg's deployment in a temp dir, and closes it when the
-// test ends.
+// startsRegions marks a test that starts a deployment of its own:
+// skipped with -short, and run in parallel with the package's other such
+// tests. Each deployment has its own ports (free ones), data directory
+// and NATS servers, and cuts only its own links, so no test sees
+// another's; the tests mostly wait (for NATS, for convergence after a
+// heal), so running them side by side costs little more than one.
+func startsRegions(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	t.Parallel()
+}
+
+// testTimers are the replicas' timers in these tests, shorter than a
+// production replica's so that a test waits less for what it checks:
+// digests compared every 250 ms, not every second, so a healed link's
+// missed deltas are pulled sooner; a peer unheard-from for 2 s, not 5 s,
+// is stale (peers send a heartbeat every second). A test's own
+// Config.Node runs after them and may set them again.
+func testTimers(c *node.Config) {
+	c.AntiEntropyInterval = "250ms"
+	c.PeerTimeout = "2s"
+}
+
+// startConfig starts cfg's deployment in a temp dir, with testTimers, and
+// closes it when the test ends.
 func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
+	own := cfg.Node
+	cfg.Node = func(c *node.Config) {
+		testTimers(c)
+		if own != nil {
+			own(c)
+		}
+	}
 	d, err := deploy.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +77,7 @@ func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 // `make run`'s deployment, in process: three regions, likes everywhere, a
 // cut link with writes on both sides, a heal, exact convergence.
 func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	like := func(u, user string) {
 		t.Helper()
@@ -132,9 +162,7 @@ func waitReady(t *testing.T, urls []string) {
 // An increment with an idempotency key sent to us, retried at eu while
 // us-eu is cut, and retried at ap after the heal counts once everywhere.
 func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	incr := func(u string, wantDup bool) {
@@ -264,9 +292,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 // milestones fire once, on every region, up to exactly what was counted
 // and not one beyond.
 func TestSequencesFireOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.Milestones = ""
 	cfg.Sequences = []node.SequenceConfig{
@@ -380,9 +406,7 @@ func TestSequencesFireOnce(t *testing.T) {
 // like of one user); after the heal every region's window, series and
 // trending list agree exactly.
 func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	post := func(u, path, body string) {
@@ -500,9 +524,7 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 // the stated error of the true distinct count, all-time, for the last day
 // and for the union of two keys.
 func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	eu := urls[1]
 	distinct := map[string]bool{}
@@ -568,9 +590,7 @@ func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
 // and every refused spend says why: rights_elsewhere while the budget has
 // units held by other regions, budget_exhausted once it has none.
 func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu := urls[0], urls[1]
 	const granted = 1000
@@ -713,9 +733,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 // are refused everywhere (403 user_blocked), and an unblock in another
 // region brings every like back.
 func TestBlockThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url string, want int) map[string]any {
@@ -783,9 +801,7 @@ func TestBlockThroughCutAndHeal(t *testing.T) {
 // target must be a peer, the rights move, a later grant there moves on
 // too, and the region that got them pays the others' spends.
 func TestBudgetHandoffOverHTTP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, ap := urls[0], urls[2]
 	do := func(method, url, body string, want int) map[string]any {
