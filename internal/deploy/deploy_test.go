@@ -699,6 +699,10 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 	// view of the remaining can only be behind, so that means none left).
 	stop := make(chan struct{})
 	wg := run(stop)
+	// The spenders stop before the deployment closes, also when the
+	// wait fails.
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer halt()
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for _, u := range urls {
 			if st, b, err := testkit.DoJSON("GET", u+"/v1/budgets/gift-cards", ""); err != nil || st != 200 || b["remaining"] != float64(0) {
@@ -707,8 +711,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
-	wg.Wait()
+	halt()
 	mu.Lock()
 	defer mu.Unlock()
 	total := 0
