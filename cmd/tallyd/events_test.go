@@ -66,6 +66,7 @@ func (s *syncBuffer) String() string {
 // application without credentials: every like in both regions lands in
 // its region's hour file, and an interrupt stops it with exit 0.
 func TestEventsSinkToDir(t *testing.T) {
+	t.Parallel()
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.DataDir, cfg.Milestones = []string{"us", "eu"}, t.TempDir(), ""
 	d, err := deploy.Start(context.Background(), cfg)
