@@ -181,8 +181,10 @@ const envControls = "TALLY_CHAOS_CONTROLS"
 
 // controlsInTest are the controls every run of the suite runs (the
 // README's test section lists them). Each is cheap (three regions, one
-// process each, a 10 s run) and fails every run: its bug shows in every
-// run's workload or in a scheduled episode, not in a random fault's luck.
+// process each, a 10 s run) and fails every run by a wide margin: the
+// workload meets its bug throughout the run, or a scheduled episode
+// (aimed kills, a clock step, a forge, two cuts) sets it off, so a run
+// shows tens to hundreds of violations of its kind, not one by luck.
 // Between them they cover the fault classes a bug can hide behind:
 //
 //   - gossip-increments: message faults (duplicated messages), replication;
