@@ -590,7 +590,15 @@ func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
 // and every refused spend says why: rights_elsewhere while the budget has
 // units held by other regions, budget_exhausted once it has none.
 func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	// Not in parallel with the other deployments (yet): run beside them on
+	// a loaded 2-core machine, it failed twice in two runs of the package,
+	// the remaining stuck above 0 for 30 s after the heal (us-1 holding 91
+	// of the 179 left, its view approx), while it passed every time alone
+	// or beside one other test. Until that is understood it runs before
+	// the parallel tests, as it always did.
+	if testing.Short() {
+		t.Skip("starts three regions")
+	}
 	urls := startReadyDeployment(t)
 	us, eu := urls[0], urls[1]
 	const granted = 1000
@@ -702,7 +710,14 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 	// The spenders stop before the deployment closes, also when the
 	// wait fails.
 	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	defer halt()
+	defer func() {
+		halt()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("at the end: spent %v, refused %v", spent, refused)
+			mu.Unlock()
+		}
+	}()
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for _, u := range urls {
 			if st, b, err := testkit.DoJSON("GET", u+"/v1/budgets/gift-cards", ""); err != nil || st != 200 || b["remaining"] != float64(0) {
