@@ -37,6 +37,23 @@ func startsRegions(t *testing.T, why string) {
 	t.Parallel()
 }
 
+// manyReplicas is held by a test of a sharded deployment (six to nine
+// replicas) while it runs: such a deployment keeps a core busy under
+// -race, and two at once (or three, on a machine others use too) slowed
+// each other two to four times and failed on timeouts. One of them runs
+// at a time, beside the tests of three replicas.
+var manyReplicas sync.Mutex
+
+// startsShardedRegions is startsRegions for a test of a sharded
+// deployment: it also waits for manyReplicas, which it holds until its
+// deployment has closed.
+func startsShardedRegions(t *testing.T, why string) {
+	t.Helper()
+	startsRegions(t, why)
+	manyReplicas.Lock()
+	t.Cleanup(manyReplicas.Unlock)
+}
+
 // startConfig starts cfg's deployment in a temp dir, and closes it when the
 // test ends. The replicas keep their default timers. Shorter ones (digests
 // compared every 250 ms, peers stale after 2 s, as in the chaos suite)

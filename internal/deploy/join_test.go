@@ -22,7 +22,7 @@ import (
 // is counted exactly, once, at every running replica of both regions, the
 // new one included, and the region spends the whole budget without us-1.
 func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
-	startsRegions(t, "starts seven replicas")
+	startsShardedRegions(t, "starts seven replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
 	d := startConfig(t, cfg)

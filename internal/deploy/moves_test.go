@@ -23,7 +23,7 @@ import (
 // every replica of both regions, and the drained us-2 still takes likes
 // by forwarding them.
 func TestShardMovesWhileServing(t *testing.T) {
-	startsRegions(t, "starts six replicas")
+	startsShardedRegions(t, "starts six replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
 	d := startConfig(t, cfg)

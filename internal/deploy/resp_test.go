@@ -131,7 +131,7 @@ func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
 // every replica; a command over keys of several shards not all held is
 // refused with CROSSSLOT, as Redis Cluster refuses it.
 func TestRESPShardedForwards(t *testing.T) {
-	startsRegions(t, "starts six replicas")
+	startsShardedRegions(t, "starts six replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP = []string{"us", "eu"}, 3, 2, "", true
 	d := startConfig(t, cfg)
