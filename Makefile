@@ -74,8 +74,9 @@ test: lint unit
 
 # The chaos build's tests run again with the tag: the tests that read it,
 # in each package's chaos_test.go (internal/chaos builds its own chaos
-# binary in every run). internal/chaos runs a seeded pick of its negative
-# controls here and every one of them in `make chaos`.
+# binary in every run). internal/chaos runs a fixed set of its negative
+# controls here (the README's test section names them) and every one of
+# them in `make chaos`.
 CHAOS_PKGS  := region milestone replication
 CHAOS_TESTS := $(shell sed -nE 's/^func (Test[A-Za-z0-9_]+).*/\1/p' $(CHAOS_PKGS:%=%/chaos_test.go) | sort -u | paste -sd'|' -)
 
@@ -200,7 +201,7 @@ fuzz:
 	done
 
 ## chaos: the chaos suite's tests with every negative control (`make test`
-## runs a seeded pick of them), then a long run on a chaos build (message
+## runs a fixed set of them), then a long run on a chaos build (message
 ## faults and negative controls compiled in): partitions, one-way loss,
 ## flapping links, kill -9, wiped data dirs and NATS restarts against an
 ## exact model, ending in PASS or FAIL. About 15 minutes.

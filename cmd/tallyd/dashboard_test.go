@@ -52,6 +52,7 @@ func TestLocalDashboardEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three regions")
 	}
+	t.Parallel()
 	out := startLocal(t, "--dashboard", "127.0.0.1:0", "--admin-token", "sesame").out
 	dashLine := regexp.MustCompile(`(?m)^dashboard: (http://127\.0\.0\.1:\d+)$`)
 	var base string

@@ -71,6 +71,7 @@ func (s *syncBuffer) String() string {
 // its region's hour file, its metrics are served on --metrics-listen,
 // and an interrupt stops it with exit 0.
 func TestEventsSinkToDir(t *testing.T) {
+	t.Parallel()
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.DataDir, cfg.Milestones = []string{"us", "eu"}, t.TempDir(), ""
 	d, err := deploy.Start(context.Background(), cfg)

@@ -14,15 +14,40 @@ import (
 	"github.com/tally-dev/tally/internal/testkit"
 )
 
+// The real binary, built once per test run by the first test that needs
+// it (the kill test and the tours share it: each only runs it), in a
+// directory TestMain removes.
+var (
+	tallydOnce sync.Once
+	tallydDir  string
+	tallydBin  string
+	tallydErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tallydDir != "" {
+		os.RemoveAll(tallydDir)
+	}
+	os.Exit(code)
+}
+
 // buildTallyd compiles the real binary once per test run.
 func buildTallyd(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tallyd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	tallydOnce.Do(func() {
+		if tallydDir, tallydErr = os.MkdirTemp("", "tallyd-test-bin-"); tallydErr != nil {
+			return
+		}
+		tallydBin = filepath.Join(tallydDir, "tallyd")
+		if out, err := exec.Command("go", "build", "-o", tallydBin, ".").CombinedOutput(); err != nil {
+			tallydErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if tallydErr != nil {
+		t.Fatal(tallydErr)
 	}
-	return bin
+	return tallydBin
 }
 
 // startProcess runs `tallyd serve` as a child process and returns its URL.
@@ -59,6 +84,7 @@ func TestKill9KeepsEveryAcknowledgedLike(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and kills the real binary")
 	}
+	t.Parallel()
 	bin := buildTallyd(t)
 	dir := t.TempDir()
 	cmd, url := startProcess(t, bin, dir)

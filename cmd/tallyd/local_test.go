@@ -34,7 +34,9 @@ func startLocal(t *testing.T, args ...string) *localRun {
 	run := &localRun{out: &lockedBuilder{}}
 	c := &cli{stdout: run.out, stderr: &lockedBuilder{}, getenv: noEnv, onListen: func(a net.Addr) { addrs <- a }}
 	code := make(chan int, 1)
-	args = append([]string{"local", "--port", "0", "--data", t.TempDir(), "--log-level", "error"}, args...)
+	// Free ports for NATS too (local's default is 4222 on): tests that
+	// start a deployment run side by side, and 4222 may be another's.
+	args = append([]string{"local", "--port", "0", "--nats-port", "0", "--data", t.TempDir(), "--log-level", "error"}, args...)
 	go func() { code <- c.run(ctx, args) }()
 	t.Cleanup(func() {
 		cancel()
@@ -183,6 +185,7 @@ func TestLocalServesRESP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three regions")
 	}
+	t.Parallel()
 	run := startLocal(t)
 	found := regexp.MustCompile(`resp (\S+) `).FindAllStringSubmatch(run.out.String(), -1)
 	if len(found) != 3 {

@@ -26,6 +26,7 @@ func TestMetricNamesMatchAReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region deployment")
 	}
+	t.Parallel()
 	exported := scrapeMetricTypes(t)
 
 	t.Run("docs/operations.md", func(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 // deployment prints each milestone once, runs --exec for it, and after a
 // restart under the same --durable name goes on where it left off.
 func TestMilestonesFollow(t *testing.T) {
+	t.Parallel()
 	run := startLocal(t, "--milestones", "every:5")
 	nats := regexp.MustCompile(`--nats (\S+) --durable`).FindStringSubmatch(run.out.String())
 	if nats == nil {

@@ -65,6 +65,7 @@ func runTourDoc(t *testing.T, name string) {
 	if testing.Short() {
 		t.Skip("builds tallyd and runs a three-region deployment")
 	}
+	t.Parallel()
 	raw, err := os.ReadFile("../../docs/" + name)
 	if err != nil {
 		t.Fatal(err)

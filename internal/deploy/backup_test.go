@@ -118,9 +118,7 @@ func (a *acked) exact(urls []string) func() error {
 // peer; then it takes writes again, and every replica reads exact counts,
 // each replica's own entry being exactly what it acknowledged.
 func TestBackupRestoresUnderLoadWithoutDoubleCounting(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	const recoveryTimeout = 2 * time.Second
 	cfg := deploy.DefaultConfig()
 	cfg.Node = func(c *node.Config) { c.RecoveryTimeout = recoveryTimeout.String() }

@@ -23,8 +23,45 @@ func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
 	return startConfig(t, cfg)
 }
 
+// startsRegions marks a test that starts a deployment of its own:
+// skipped with -short, and run in parallel with the package's other such
+// tests. Each deployment has its own ports (free ones), data directory
+// and NATS servers, and cuts only its own links, so no test sees
+// another's; the tests mostly wait (for NATS, for convergence after a
+// heal), so running them side by side costs little more than one.
+func startsRegions(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	t.Parallel()
+}
+
+// manyReplicas is held by a test of a sharded deployment (six to nine
+// replicas) while it runs: such a deployment keeps a core busy under
+// -race, and two at once (or three, on a machine others use too) slowed
+// each other two to four times and failed on timeouts. One of them runs
+// at a time, beside the tests of three replicas.
+var manyReplicas sync.Mutex
+
+// startsShardedRegions is startsRegions for a test of a sharded
+// deployment: it also waits for manyReplicas, which it holds until its
+// deployment has closed.
+func startsShardedRegions(t *testing.T, why string) {
+	t.Helper()
+	startsRegions(t, why)
+	manyReplicas.Lock()
+	t.Cleanup(manyReplicas.Unlock)
+}
+
 // startConfig starts cfg's deployment in a temp dir, and closes it when the
-// test ends.
+// test ends. The replicas keep their default timers. Shorter ones (digests
+// compared every 250 ms, peers stale after 2 s, as in the chaos suite)
+// were tried: the sharded tests ran slower with them, not faster (nine
+// replicas comparing 1023 shards' digests four times a second, beside
+// the other tests), and on a loaded machine reads went approx and
+// gathers partial with a heartbeat 2 s late, which these tests' exact
+// reads do not allow.
 func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
@@ -45,9 +82,7 @@ func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 // `make run`'s deployment, in process: three regions, likes everywhere, a
 // cut link with writes on both sides, a heal, exact convergence.
 func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	like := func(u, user string) {
 		t.Helper()
@@ -132,9 +167,7 @@ func waitReady(t *testing.T, urls []string) {
 // An increment with an idempotency key sent to us, retried at eu while
 // us-eu is cut, and retried at ap after the heal counts once everywhere.
 func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	incr := func(u string, wantDup bool) {
@@ -264,9 +297,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 // milestones fire once, on every region, up to exactly what was counted
 // and not one beyond.
 func TestSequencesFireOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.Milestones = ""
 	cfg.Sequences = []node.SequenceConfig{
@@ -380,9 +411,7 @@ func TestSequencesFireOnce(t *testing.T) {
 // like of one user); after the heal every region's window, series and
 // trending list agree exactly.
 func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	post := func(u, path, body string) {
@@ -500,9 +529,7 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 // the stated error of the true distinct count, all-time, for the last day
 // and for the union of two keys.
 func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	eu := urls[1]
 	distinct := map[string]bool{}
@@ -568,6 +595,12 @@ func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
 // and every refused spend says why: rights_elsewhere while the budget has
 // units held by other regions, budget_exhausted once it has none.
 func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
+	// Not in parallel with the other deployments (yet): run beside them on
+	// a loaded 2-core machine, it failed twice in two runs of the package,
+	// the remaining stuck above 0 for 30 s after the heal (us-1 holding 91
+	// of the 179 left, its view approx), while it passed every time alone
+	// or beside one other test. Until that is understood it runs before
+	// the parallel tests, as it always did.
 	if testing.Short() {
 		t.Skip("starts three regions")
 	}
@@ -679,6 +712,17 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 	// view of the remaining can only be behind, so that means none left).
 	stop := make(chan struct{})
 	wg := run(stop)
+	// The spenders stop before the deployment closes, also when the
+	// wait fails.
+	halt := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer func() {
+		halt()
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("at the end: spent %v, refused %v", spent, refused)
+			mu.Unlock()
+		}
+	}()
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for _, u := range urls {
 			if st, b, err := testkit.DoJSON("GET", u+"/v1/budgets/gift-cards", ""); err != nil || st != 200 || b["remaining"] != float64(0) {
@@ -687,8 +731,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
-	wg.Wait()
+	halt()
 	mu.Lock()
 	defer mu.Unlock()
 	total := 0
@@ -713,9 +756,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 // are refused everywhere (403 user_blocked), and an unblock in another
 // region brings every like back.
 func TestBlockThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url string, want int) map[string]any {
@@ -783,9 +824,7 @@ func TestBlockThroughCutAndHeal(t *testing.T) {
 // target must be a peer, the rights move, a later grant there moves on
 // too, and the region that got them pays the others' spends.
 func TestBudgetHandoffOverHTTP(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, ap := urls[0], urls[2]
 	do := func(method, url, body string, want int) map[string]any {

@@ -25,9 +25,7 @@ import (
 // replicas, counts once; every replica of every region reads the exact
 // count, like states and likers, after a cut and a heal too.
 func TestHotItemSplitOverShards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts nine replicas")
-	}
+	startsShardedRegions(t, "starts nine replicas")
 	const item, parts = "viral:1", 3
 	cfg := deploy.DefaultConfig()
 	cfg.Replicas, cfg.Copies = 3, 2

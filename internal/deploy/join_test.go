@@ -22,15 +22,13 @@ import (
 // is counted exactly, once, at every running replica of both regions, the
 // new one included, and the region spends the whole budget without us-1.
 func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts seven replicas")
-	}
+	startsShardedRegions(t, "starts seven replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
 	d := startConfig(t, cfg)
 	waitReady(t, d.URLs())
 
-	load := startLikeLoad(d.URLs(), 30, 11) // the new replica joins the targets, the drained one leaves
+	load := startLikeLoad(t, d.URLs(), 30, 11) // the new replica joins the targets, the drained one leaves
 	ctx := context.Background()
 	admin, err := client.New(client.Config{BaseURL: d.URLs()[0]})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"testing"
 
 	"github.com/tally-dev/tally/internal/testkit"
 )
@@ -21,11 +22,15 @@ type likeLoad struct {
 	resent  int
 	seq     int
 	stop    chan struct{}
+	stopped sync.Once
 	wg      sync.WaitGroup
 }
 
-func startLikeLoad(targets []string, items int, seed uint64) *likeLoad {
+// startLikeLoad starts the workers; finish stops them, and so does the
+// end of the test if it fails first.
+func startLikeLoad(t *testing.T, targets []string, items int, seed uint64) *likeLoad {
 	l := &likeLoad{targets: slices.Clone(targets), liked: map[string]map[string]bool{}, stop: make(chan struct{})}
+	t.Cleanup(l.halt)
 	for w := range 4 {
 		l.wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), seed))
@@ -67,6 +72,12 @@ func (l *likeLoad) like(rng *rand.Rand, item, user string) {
 	}
 }
 
+// halt stops the workers and waits for them.
+func (l *likeLoad) halt() {
+	l.stopped.Do(func() { close(l.stop) })
+	l.wg.Wait()
+}
+
 // setTargets changes where the likes go from now on.
 func (l *likeLoad) setTargets(targets []string) {
 	l.mu.Lock()
@@ -77,8 +88,7 @@ func (l *likeLoad) setTargets(targets []string) {
 // finish stops the workers and returns the likes acknowledged, how many
 // in all, and how many sends were repeated.
 func (l *likeLoad) finish() (liked map[string]map[string]bool, total, resent int) {
-	close(l.stop)
-	l.wg.Wait()
+	l.halt()
 	for _, users := range l.liked {
 		total += len(users)
 	}

@@ -23,9 +23,7 @@ import (
 // every replica of both regions, and the drained us-2 still takes likes
 // by forwarding them.
 func TestShardMovesWhileServing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts six replicas")
-	}
+	startsShardedRegions(t, "starts six replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
 	d := startConfig(t, cfg)
@@ -33,7 +31,7 @@ func TestShardMovesWhileServing(t *testing.T) {
 	waitReady(t, urls)
 	reps := []string{"us-1", "us-2", "us-3"}
 
-	load := startLikeLoad(urls, 30, 7)
+	load := startLikeLoad(t, urls, 30, 7)
 	move := func(target shard.Map) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

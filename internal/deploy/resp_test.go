@@ -17,9 +17,7 @@ import (
 // and increments at two regions add up everywhere (issue 32's done-when,
 // through go-redis instead of redis-cli).
 func TestRESPReplicates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.RESP = true
 	d := startConfig(t, cfg)
@@ -84,9 +82,7 @@ func TestRESPReplicates(t *testing.T) {
 // PFADD at both sides of a cut, then a heal: PFCOUNT agrees everywhere,
 // and counts every id once (issue 32's done-when).
 func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.RESP, cfg.Milestones = true, ""
 	d := startConfig(t, cfg)
@@ -135,9 +131,7 @@ func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
 // every replica; MGET and PFCOUNT over keys of several shards read from
 // their holders and answer whole at every replica.
 func TestRESPShardedForwards(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts six replicas")
-	}
+	startsShardedRegions(t, "starts six replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP = []string{"us", "eu"}, 3, 2, "", true
 	d := startConfig(t, cfg)

@@ -30,9 +30,7 @@ import (
 // elsewhere), read exactly from every replica of every region, through a
 // cut and a heal; no replica keeps a shard it does not hold.
 func TestShardedDeploymentIsExactEverywhere(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts nine replicas")
-	}
+	startsShardedRegions(t, "starts nine replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Replicas, cfg.Copies = 3, 2
 	d := startConfig(t, cfg)
@@ -326,9 +324,7 @@ func getShards(t *testing.T, u string) shard.Map {
 // answer 503 shard_unavailable in its region, and the other region still
 // serves them.
 func TestShardedRegionWithAReplicaDown(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts six replicas")
-	}
+	startsShardedRegions(t, "starts six replicas")
 	for _, copies := range []int{2, 1} {
 		t.Run(fmt.Sprintf("copies=%d", copies), func(t *testing.T) {
 			cfg := deploy.DefaultConfig()

@@ -15,9 +15,7 @@ import (
 // A toggle retried at another region once it is there is a duplicate;
 // toggles at two regions at once reconcile to one state, counted once.
 func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url, body string) map[string]any {

@@ -16,9 +16,7 @@ import (
 // and after it eu refuses them with 409 inactive_type too; active again
 // from eu, us takes them again.
 func TestTypesThroughCutAndHeal(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three regions")
-	}
+	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu := urls[0], urls[1]
 	do := func(method, url, body string, want int) map[string]any {
