@@ -181,7 +181,7 @@ const envControls = "TALLY_CHAOS_CONTROLS"
 
 // controlsInTest are the controls every run of the suite runs (the
 // README's test section lists them). Each is cheap (three regions, one
-// process each, a 10 s run) and fails every run by a wide margin: the
+// process each, or three each for the sharded one, a 10 s run) and fails every run by a wide margin: the
 // workload meets its bug throughout the run, or a scheduled episode
 // (aimed kills, a clock step, a forge, two cuts) sets it off, so a run
 // shows tens to hundreds of violations of its kind, not one by luck.
@@ -192,7 +192,8 @@ const envControls = "TALLY_CHAOS_CONTROLS"
 //   - clock-follows-wall: a clock step, the HLC;
 //   - trust-relays: a malicious region's forgeries;
 //   - spend-without-rights: partitions, budgets;
-//   - log-skips-increments: no fault, the event log's audit.
+//   - log-skips-increments: no fault, the event log's audit;
+//   - forwarded-ack-unapplied: a sharded region's forwarding.
 var controlsInTest = []string{
 	"gossip-increments",
 	"ack-before-commit",
@@ -200,6 +201,7 @@ var controlsInTest = []string{
 	"trust-relays",
 	"spend-without-rights",
 	"log-skips-increments",
+	BugForwardAckUnapplied,
 }
 
 // selectControls returns the names of the controls to run, in the order
@@ -503,6 +505,23 @@ var negativeControls = []negativeControl{
 			// A failover retry would apply a dropped increment at
 			// another region and hide the loss from the model.
 			c.RetryElsewhere = 0
+		},
+		kind: KindLostAck, prefix: "counter/",
+	},
+	{
+		// A sharded region (three replicas, two copies) whose holders
+		// answer a write forwarded to them as served without applying
+		// it: a third of the requests land on a replica not holding
+		// their key and are forwarded, so the entry replica
+		// acknowledges increments and likes that nobody stored. The
+		// routing's control: a router that answers before the holder
+		// commits.
+		bug: BugForwardAckUnapplied,
+		tweak: func(c *Config) {
+			c.Faults = []string{}
+			c.Replicas, c.Copies, c.Milestones = 3, 2, MilestonesOff
+			c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 50, 0, 50, 0
+			c.RetryElsewhere = 0 // a failover retry would hide the loss
 		},
 		kind: KindLostAck, prefix: "counter/",
 	},

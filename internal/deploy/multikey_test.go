@@ -15,9 +15,7 @@ import (
 // Issue #42: operations of many keys at any replica of a sharded region,
 // on one region of three replicas, copies 2.
 func TestManyKeysAtAnyReplicaOfAShardedRegion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three replicas")
-	}
+	startsRegions(t, "starts three replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
 	d := startConfig(t, cfg)

@@ -92,9 +92,7 @@ func TestTypesThroughCutAndHeal(t *testing.T) {
 // copies of each shard: the keys of the type on every shard, each shard
 // summed once, a key of no type left out.
 func TestTypeTotalOfAShardedRegion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three replicas")
-	}
+	startsRegions(t, "starts three replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
 	d := startConfig(t, cfg)
