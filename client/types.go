@@ -32,6 +32,17 @@ func (c *Client) Type(ctx context.Context, name string) (api.EventType, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/types/"+esc(name), nil, nil, &out)
 }
 
+// TypeTotal reads the all-time sum over the keys of event type name:
+// kind "counters" (the default, for "") or "likes".
+func (c *Client) TypeTotal(ctx context.Context, name, kind string) (api.TypeTotal, error) {
+	var q url.Values
+	if kind != "" {
+		q = url.Values{"kind": {kind}}
+	}
+	var out api.TypeTotal
+	return out, c.do(ctx, http.MethodGet, "/v1/types/"+esc(name)+"/total", q, nil, &out)
+}
+
 // Types reads one page of the event types, in name order.
 func (c *Client) Types(ctx context.Context, p Page) (api.EventTypes, error) {
 	var out api.EventTypes
