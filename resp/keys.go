@@ -189,33 +189,11 @@ func cmdKeyScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err := s.errScanSharded("scan"); err != nil {
 		return err
 	}
-	cur, err := strconv.ParseUint(string(args[0]), 10, 64)
+	sa, err := parseScanArgs("SCAN", args[0], args[1:], true)
 	if err != nil {
-		return errorf(httpapi.CodeBadRequest, "invalid cursor")
+		return err
 	}
-	count, match, typ := DefaultScanCount, "", ""
-	for opts := args[1:]; len(opts) > 0; opts = opts[2:] {
-		if len(opts) < 2 {
-			return errorf(httpapi.CodeBadRequest, "syntax error")
-		}
-		switch strings.ToLower(string(opts[0])) {
-		case "count":
-			n, err := strconv.Atoi(string(opts[1]))
-			if err != nil || n < 1 {
-				return errorf(httpapi.CodeBadRequest, "syntax error: COUNT wants a whole number >= 1")
-			}
-			count = min(n, MaxScanCount)
-		case "match":
-			match = string(opts[1])
-			if _, err := path.Match(match, ""); err != nil {
-				return errorf(httpapi.CodeBadRequest, "MATCH pattern %s is malformed", quote(match))
-			}
-		case "type":
-			typ = strings.ToLower(string(opts[1]))
-		default:
-			return errorf(httpapi.CodeBadRequest, "syntax error: SCAN takes MATCH, COUNT and TYPE")
-		}
-	}
+	cur, count, match, typ := sa.cursor, sa.count, sa.match, sa.typ
 	phase, seg, after := 0, 0, ""
 	if cur != 0 {
 		at, ok := s.cursors.get(cur, "") // "<phase> <segment> <after>"
@@ -305,4 +283,46 @@ func cmdDBSize(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
 	}
 	c.WriteInt64(n)
 	return nil
+}
+
+// scanArgs are a SCAN's or SSCAN's cursor and options.
+type scanArgs struct {
+	cursor     uint64
+	count      int
+	match, typ string
+}
+
+// parseScanArgs reads a scan's cursor and its MATCH and COUNT options,
+// and TYPE where withType (SCAN): one parser for both commands.
+func parseScanArgs(name string, cursor []byte, opts [][]byte, withType bool) (scanArgs, error) {
+	cur, err := strconv.ParseUint(string(cursor), 10, 64)
+	if err != nil {
+		return scanArgs{}, errorf(httpapi.CodeBadRequest, "invalid cursor")
+	}
+	sa := scanArgs{cursor: cur, count: DefaultScanCount}
+	for ; len(opts) > 0; opts = opts[2:] {
+		if len(opts) < 2 {
+			return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error")
+		}
+		switch o := strings.ToLower(string(opts[0])); {
+		case o == "count":
+			n, err := strconv.Atoi(string(opts[1]))
+			if err != nil || n < 1 {
+				return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error: COUNT wants a whole number >= 1")
+			}
+			sa.count = min(n, MaxScanCount)
+		case o == "match":
+			sa.match = string(opts[1])
+			if _, err := path.Match(sa.match, ""); err != nil {
+				return scanArgs{}, errorf(httpapi.CodeBadRequest, "MATCH pattern %s is malformed", quote(sa.match))
+			}
+		case o == "type" && withType:
+			sa.typ = strings.ToLower(string(opts[1]))
+		case withType:
+			return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error: %s takes MATCH, COUNT and TYPE", name)
+		default:
+			return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error: %s takes MATCH and COUNT", name)
+		}
+	}
+	return sa, nil
 }

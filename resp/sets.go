@@ -5,7 +5,6 @@ import (
 	"hash/maphash"
 	"path"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/tidwall/redcon"
@@ -74,31 +73,11 @@ func cmdScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if s.cfg.Hot.Parts(item) > 0 {
 		return errSplitMembers(item)
 	}
-	cur, err := strconv.ParseUint(string(args[1]), 10, 64)
+	sa, err := parseScanArgs("SSCAN", args[1], args[2:], false)
 	if err != nil {
-		return errorf(httpapi.CodeBadRequest, "invalid cursor")
+		return err
 	}
-	count, match := DefaultScanCount, ""
-	for opts := args[2:]; len(opts) > 0; opts = opts[2:] {
-		if len(opts) < 2 {
-			return errorf(httpapi.CodeBadRequest, "syntax error")
-		}
-		switch strings.ToLower(string(opts[0])) {
-		case "count":
-			n, err := strconv.Atoi(string(opts[1]))
-			if err != nil || n < 1 {
-				return errorf(httpapi.CodeBadRequest, "syntax error: COUNT wants a whole number >= 1")
-			}
-			count = min(n, MaxScanCount)
-		case "match":
-			match = string(opts[1])
-			if _, err := path.Match(match, ""); err != nil {
-				return errorf(httpapi.CodeBadRequest, "MATCH pattern %s is malformed", quote(match))
-			}
-		default:
-			return errorf(httpapi.CodeBadRequest, "syntax error: SSCAN takes MATCH and COUNT")
-		}
-	}
+	cur, count, match := sa.cursor, sa.count, sa.match
 	after := ""
 	if cur != 0 {
 		var ok bool
