@@ -200,8 +200,17 @@ func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpCashback, Item: *body.Budget, Merchant: *body.Merchant,
-		User: *body.User, By: amount, IdemKey: idem, At: at})
+	op := region.Op{Kind: region.OpCashback, Item: *body.Budget, Merchant: *body.Merchant,
+		User: *body.User, By: amount, IdemKey: idem, At: at}
+	var res region.Result
+	if s.cfg.Purchases != nil && !s.holdsOp(&op) {
+		// Keys of shards this replica does not hold all three of: a
+		// holder of all three, or a cross-shard purchase (package
+		// purchase).
+		res, err = s.cfg.Purchases.Cashback(ctx, op)
+	} else {
+		res, err = s.rep.Apply(ctx, op)
+	}
 	refused := *body.Budget
 	if res.Refused != "" {
 		refused = res.Refused // the merchant's balance could not cover it

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/purchase"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -33,6 +34,7 @@ const (
 	CodeMethodNotAllowed    = "method_not_allowed"     // 405: route exists, method does not (see Allow)
 	CodeIdempotencyMismatch = "idempotency_mismatch"   // 409: the key was applied with another amount
 	CodeBudgetExhausted     = "budget_exhausted"       // 409: the budget has less left than the spend (as seen here)
+	CodeCalledOff           = "called_off"             // 409: a cashback under this key was refused and called off; a new purchase needs a new key
 	CodeRightsElsewhere     = "rights_elsewhere"       // 409: enough left, but other regions hold the rights; retry soon
 	CodeUnknownReplica      = "unknown_replica"        // 409: a handoff target this replica does not replicate with
 	CodeExists              = "exists"                 // 409: a backup's directory exists already
@@ -49,6 +51,7 @@ const (
 	CodeStorageFailed       = "storage_failed"         // 503: a commit failed; the replica must restart
 	CodeReplicaIDConflict   = "replica_id_conflict"    // 503: another process holds this replica id
 	CodeTimeout             = "timeout"                // 503: no commit in time; the write may have applied
+	CodeInProgress          = "in_progress"            // 503: a cashback under this key is still running here; retry with the same key (Retry-After)
 	CodeShardUnavailable    = "shard_unavailable"      // 503: no replica of this region holding the key's shard is up (nothing applied); other regions still serve it
 )
 
@@ -155,6 +158,16 @@ func knownError(err error) *apiError {
 		return newError(http.StatusConflict, CodeBudgetExhausted, "budget exhausted; nothing was spent")
 	case errors.Is(err, region.ErrRightsElsewhere):
 		return newError(http.StatusConflict, CodeRightsElsewhere, "other regions hold the budget's rights; retry soon; nothing was spent")
+	case errors.Is(err, region.ErrFenced):
+		return newError(http.StatusConflict, CodeCalledOff, "a cashback under this idempotency key was refused and called off "+
+			"(what it spent was given back); nothing was applied; a new purchase needs a new key")
+	case errors.Is(err, purchase.ErrInProgress):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeInProgress, retryAfter: 5,
+			msg: "this cashback is still running at this replica; retry it with the same idempotency key shortly"}
+	case errors.Is(err, purchase.ErrUnfinished):
+		return &apiError{status: http.StatusServiceUnavailable, code: CodeTimeout, retryAfter: 5,
+			msg: "the cashback's balances are on several shards and not every holder answered in time: it may have spent; " +
+				"retry it with the same idempotency key (or it finishes by itself)"}
 	case errors.Is(err, region.ErrIdempotencyMismatch):
 		return newError(http.StatusConflict, CodeIdempotencyMismatch, "%s; nothing was applied", strings.TrimPrefix(err.Error(), "region: "))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -22,9 +22,9 @@ import (
 // has every event's result in request order, as one replica's would; an
 // event whose holders did not answer carries the forwarding error
 // (shard_unavailable: not applied; timeout: maybe applied). A cashback
-// writes three keys: it is applied only where all three are held, so one
-// whose keys lie on shards no single holder set covers is rejected with
-// shard_not_held. The batch is then several commits rather than one, as
+// writes three keys: it is applied where all three are held, and one
+// whose keys lie on shards no single holder set covers runs as a
+// cross-shard purchase (Config.Purchases, package purchase). The batch is then several commits rather than one, as
 // it would be if the client had sent a batch to each holder.
 
 // holdsAll reports whether this replica holds every key of ops.
@@ -87,7 +87,7 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 		results[e.event] = rejectedEvent(e.err)
 	}
 	m := s.cfg.Shards.Map()
-	var local []int
+	var local, crossed []int
 	groups := map[string]*forwardGroup{}
 	for i := range b.ops {
 		o := &b.ops[i]
@@ -96,6 +96,10 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 			continue
 		}
 		set, sh := holderSet(m, o)
+		if set == "" && s.cfg.Purchases != nil {
+			crossed = append(crossed, i) // a cashback across shards
+			continue
+		}
 		if set == "" {
 			results[event[i]] = rejectedEvent(newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
 				"a cashback whose keys are on shards no replica of this region holds together: send it where all three are held (GET /v1/shards)"))
@@ -114,6 +118,18 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 			// Each group writes the results of its own events only.
 			for k, res := range s.forwardEvents(r, b, g) {
 				results[event[g.ops[k]]] = res
+			}
+		})
+	}
+	for _, i := range crossed {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			defer cancel()
+			res, err := s.cfg.Purchases.Cashback(ctx, b.ops[i])
+			if err != nil {
+				results[event[i]] = rejectedEvent(s.classify(r, err))
+			} else {
+				results[event[i]] = appliedEvent(&res)
 			}
 		})
 	}

@@ -45,6 +45,12 @@ const (
 	DefaultRequestTimeout = 10 * time.Second
 )
 
+// Purchases runs a cashback wherever its keys are held
+// (purchase.Coordinator).
+type Purchases interface {
+	Cashback(ctx context.Context, op region.Op) (region.Result, error)
+}
+
 // Config configures a Server.
 type Config struct {
 	// Replica answers every request. Required.
@@ -99,6 +105,10 @@ type Config struct {
 	// their key's shard and answers GET /v1/shards. Default: nil, this
 	// replica holds every shard.
 	Shards Shards
+	// Purchases, in a sharded region, runs a cashback whose balances this
+	// replica does not hold all three of (package purchase). Nil: such a
+	// cashback is refused with shard_not_held.
+	Purchases Purchases
 	// Hot are the items split into parts (shard.Hot): a like goes to the
 	// user's part, a read of the item sums them. Every replica of the
 	// deployment must have the same. Default: none.

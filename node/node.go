@@ -29,6 +29,7 @@ import (
 	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/buildtags"
 	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/purchase"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/resp"
@@ -54,6 +55,8 @@ type Node struct {
 	ln       net.Listener
 	resp     *resp.Server // nil without RESPListen
 	shards   *shardRouter // nil unless sharded (Config.Shards)
+	// purchases runs cashbacks across shards; nil unless sharded.
+	purchases *purchase.Coordinator
 	certs    *certs       // nil without TLS
 	reload   reloadState
 
@@ -241,6 +244,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	undo = append(undo, func() { _ = n.replica.Close() })
 	if n.shards != nil {
 		n.shards.accepted = n.replica.Accepted()
+		n.shards.do = n.replica.Do
 	}
 	if n.replica.Fresh() {
 		log.Info("new replica: the data directory held no state")
@@ -308,6 +312,15 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	}
 	if n.shards != nil {
 		apiCfg.Shards = n.shards
+		// Cross-shard cashbacks, and the recovery of those a crash left
+		// unfinished in the journal.
+		if n.purchases, err = purchase.New(purchase.Config{Router: n.shards, Journal: n.store, Map: n.shards.Map,
+			Timeout: duration(cfg.RequestTimeout), Logger: log, Registerer: n.registry, AtStep: failpoints(opts.Getenv)}); err != nil {
+			return nil, fmt.Errorf("start purchases: %w", err)
+		}
+		n.purchases.Start()
+		undo = append(undo, n.purchases.Close)
+		apiCfg.Purchases = n.purchases
 	}
 	if n.api, err = httpapi.New(apiCfg); err != nil {
 		return nil, fmt.Errorf("build HTTP API: %w", err)
@@ -530,6 +543,9 @@ func (n *Node) Close(ctx context.Context) error {
 		<-n.done
 		if n.serveErr != nil {
 			errs = append(errs, n.serveErr)
+		}
+		if n.purchases != nil {
+			n.purchases.Close()
 		}
 		if n.shards != nil {
 			n.log.Info("stopping forwarded requests")

@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
@@ -52,7 +53,10 @@ type shardRouter struct {
 	// resp runs a forwarded RESP command; set by serve, nil without a
 	// RESP listener.
 	resp func(args [][]byte, role route.Role, proto int) []byte
-	sub  *nats.Subscription // this replica's route.Subject
+	// do runs region operations with this replica's writer (ops.go); set
+	// once the replica is open.
+	do  func(ctx context.Context, ops []region.Op) ([]region.Result, error)
+	sub *nats.Subscription // this replica's route.Subject
 	// sender picks the holder a forwarded request goes to; transport
 	// carries requests to a replica's own subject.
 	sender    *route.Sender
@@ -197,6 +201,11 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 		a = chaosUnapplied(req) // the chaos build's bug forwarded-ack-unapplied
 	} else if req.Kind == route.KindRESP {
 		a = sr.serveRESP(req)
+	} else if req.Kind == route.KindOps {
+		var ok bool
+		if a, ok = sr.serveOps(req, deadline); !ok {
+			return // maybe applied: the sender's timeout says so
+		}
 	} else {
 		a = sr.serveHTTP(req, deadline)
 	}
@@ -263,6 +272,9 @@ func (sr *shardRouter) serveHTTP(req route.Request, deadline time.Time) route.An
 // chaosUnapplied is what the bug forwarded-ack-unapplied answers a
 // forwarded write, having applied nothing: served.
 func chaosUnapplied(req route.Request) route.Answer {
+	if req.Kind == route.KindOps {
+		return route.Answer{Kind: route.Served, Body: route.MarshalResults(make([]route.Result, len(req.Ops)))}
+	}
 	if req.Kind == route.KindRESP {
 		return route.Answer{Kind: route.Served, Body: []byte(":1\r\n")}
 	}

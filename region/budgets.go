@@ -385,6 +385,9 @@ func (t *txn) keyedDuplicate(rec application, idem string, amount, sign int64) (
 	if rec.Empty() {
 		return Result{}, false
 	}
+	if rec.Applied() && rec.Requested() == 0 {
+		return Result{Err: fmt.Errorf("%w: key %q", ErrFenced, idem)}, true
+	}
 	if rec.Applied() && rec.Requested() != amount {
 		return Result{Err: fmt.Errorf("%w: key %q was applied with by=%d, this request has by=%d",
 			ErrIdempotencyMismatch, idem, sign*rec.Requested(), sign*amount)}, true
@@ -479,7 +482,12 @@ func (t *txn) applyCashback(op *Op) Result {
 	}
 	// The pool's record speaks for the purchase. The merchant's and the
 	// user's records are checked too: one applied without the pool's
-	// means the key was used for something else on that balance.
+	// means the key was used for something else on that balance; a
+	// merchant's record fenced means a cashback carried across shards was
+	// called off under this key (the pool's spend was refunded).
+	if m := mrs.spend(); m.Applied() && m.Requested() == 0 {
+		return result(Result{Err: fmt.Errorf("%w: key %q", ErrFenced, op.IdemKey)})
+	}
 	if res, done := t.keyedDuplicate(brs.spend(), op.IdemKey, -op.By, -1); done {
 		return result(res)
 	}
@@ -539,6 +547,31 @@ func (t *txn) applyCashback(op *Op) Result {
 			P: p, N: n, Count: 1, HLC: urs.keyed().HLC})
 	}
 	return result(Result{})
+}
+
+// applyFence closes budget Item's key IdemKey to spends (OpFence), unless
+// a spend of By under it was applied: then it answers Duplicate.
+func (t *txn) applyFence(op *Op) Result {
+	bs, err := t.budget(op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	rs, err := t.record(spendKey(op.Item, op.IdemKey))
+	if err != nil {
+		return Result{Err: err}
+	}
+	b := bs.view()
+	res := Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
+	switch rec := rs.spend(); {
+	case !rec.Applied():
+		t.applyKeyedRecord(rs, 0, op.At)
+	case rec.Requested() == -op.By:
+		res.Duplicate = true // spent: the purchase goes on
+	case rec.Requested() != 0:
+		res.Err = fmt.Errorf("%w: key %q was applied with by=%d, the fence has by=%d",
+			ErrIdempotencyMismatch, op.IdemKey, -rec.Requested(), op.By)
+	}
+	return res
 }
 
 // logBudget logs a grant, spend or transfer of by (Config.EventLog). The

@@ -35,6 +35,10 @@ var (
 	// was applied with another amount. Nothing is applied; the key's first
 	// request stands.
 	ErrIdempotencyMismatch = errors.New("region: idempotency key reused for a different request")
+	// ErrFenced: a spend or cashback under an idempotency key that a
+	// cross-shard cashback called off (OpFence). Nothing is applied; the
+	// purchase under that key stays refused.
+	ErrFenced = errors.New("region: the purchase under this idempotency key was refused and called off")
 	// ErrNoLists: the like lists are off (Config.LikeLists).
 	ErrNoLists = errors.New("region: like lists are off")
 	// ErrNoLog: the event log is off (Config.EventLog).
@@ -117,8 +121,16 @@ const (
 	// OpType registers event type Item, or updates it, with Meta's owner,
 	// status and description (types.go).
 	OpType
+	// OpFence closes budget Item's idempotency key IdemKey to spends, for
+	// a cashback carried across shards (package purchase) that was
+	// refused and is being called off: if a spend of By under the key was
+	// applied already, it answers Duplicate and changes nothing (the
+	// purchase goes on); otherwise it records the key as used with
+	// nothing spent, so no spend under it ever applies (ErrFenced), here
+	// or at any replica that merges the record.
+	OpFence
 
-	numOpKinds = OpType + 1
+	numOpKinds = OpFence + 1
 )
 
 func (k OpKind) String() string {
@@ -145,6 +157,8 @@ func (k OpKind) String() string {
 		return "toggle"
 	case OpType:
 		return "type"
+	case OpFence:
+		return "fence"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -232,13 +246,13 @@ func (o *Op) Validate() error {
 		if o.IdemKey != "" && !crdt.ValidID(o.IdemKey) {
 			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
 		}
-	case OpGrant, OpSpend, OpCashback:
+	case OpGrant, OpSpend, OpCashback, OpFence:
 		if o.By < 1 || o.By > MaxBy {
 			return fmt.Errorf("%w: by %d outside 1..%d", ErrInvalid, o.By, int64(MaxBy))
 		}
 		switch {
-		case o.Kind == OpCashback && o.IdemKey == "":
-			return fmt.Errorf("%w: a cashback needs an idempotency key", ErrInvalid)
+		case (o.Kind == OpCashback || o.Kind == OpFence) && o.IdemKey == "":
+			return fmt.Errorf("%w: a %s needs an idempotency key", ErrInvalid, o.Kind)
 		case o.IdemKey != "" && !crdt.ValidID(o.IdemKey):
 			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
 		}

@@ -218,6 +218,8 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return t.applySpend(op)
 	case OpCashback:
 		return t.applyCashback(op)
+	case OpFence:
+		return t.applyFence(op)
 	case OpBlock, OpUnblock:
 		return t.applyBlock(op.User, op.Kind == OpBlock)
 	case OpType:

@@ -44,8 +44,11 @@ const (
 	KindGather
 	// KindRESP is a RESP command of one shard's keys, for a holder.
 	KindRESP
+	// KindOps is typed operations of one shard's keys (Request.Ops), for
+	// a holder; the answer's Body is their results (MarshalResults).
+	KindOps
 
-	numKinds = KindRESP + 1
+	numKinds = KindOps + 1
 )
 
 // Role is what the client opened at the entry replica, for a RESP command
@@ -58,6 +61,7 @@ const (
 	MaxBytes  = 8 << 20 // a whole message
 	MaxArgs   = 1 << 16 // RESP arguments
 	MaxHeader = 64      // answer headers
+	MaxOps    = 1 << 14 // typed operations of one request
 )
 
 // Request is one piece of work a replica forwards to another.
@@ -84,6 +88,9 @@ type Request struct {
 	Proto uint8
 	Role  Role
 	Args  [][]byte
+
+	// KindOps: the operations, in order.
+	Ops []Op
 }
 
 // AnswerKind says how a receiver took a Request.
@@ -128,6 +135,9 @@ func (r *Request) Marshal() []byte {
 	for _, a := range r.Args {
 		n += len(a) + 4
 	}
+	for i := range r.Ops {
+		n += r.Ops[i].size()
+	}
 	b := make([]byte, 0, n)
 	b = append(b, Version, byte(r.Kind))
 	b = appendString(b, r.From)
@@ -146,6 +156,11 @@ func (r *Request) Marshal() []byte {
 		b = binary.AppendUvarint(b, uint64(len(r.Args)))
 		for _, a := range r.Args {
 			b = appendBytes(b, a)
+		}
+	case KindOps:
+		b = binary.AppendUvarint(b, uint64(len(r.Ops)))
+		for i := range r.Ops {
+			b = r.Ops[i].append(b)
 		}
 	}
 	return b
@@ -184,6 +199,17 @@ func UnmarshalRequest(b []byte) (Request, error) {
 				break
 			}
 			r.Args = append(r.Args, d.bytes())
+		}
+	case KindOps:
+		n := d.count(MaxOps)
+		if n > 0 {
+			r.Ops = make([]Op, 0, min(n, len(d.b)/opMinBytes+1))
+		}
+		for range n {
+			if d.err != nil {
+				break
+			}
+			r.Ops = append(r.Ops, d.op())
 		}
 	}
 	if d.err == nil && r.Shard < -1 {

@@ -15,6 +15,16 @@ var sampleRequests = []route.Request{
 	{Kind: route.KindGather, From: "us-2", Shard: -1, Method: "GET", URI: "/v1/trending?n=10"},
 	{Kind: route.KindRESP, From: "us-3", Shard: 7, Proto: 3, Role: 2, Args: [][]byte{[]byte("INCRBY"), []byte("k"), []byte("5")}},
 	{Kind: route.KindRESP, Args: [][]byte{{}}},
+	{Kind: route.KindOps, From: "us-1", Shard: 12, DeadlineMs: 1764380000000, Remote: "10.0.0.9:4000", Ops: []route.Op{
+		{Kind: route.OpSpend, Key: "pool", By: 5, Idem: "buy-1"},
+		{Kind: route.OpFence, Key: "shop", By: 5, Idem: "buy-1", AtMs: 1764380000001},
+		{Kind: route.OpCashback, Key: "pool", Merchant: "shop", User: "ann", By: 5, Idem: "buy-2", AtMs: -1},
+	}},
+}
+
+var sampleResults = []route.Result{
+	{Value: 95, Rights: 40},
+	{Code: "budget_exhausted", Msg: "budget exhausted", Refused: "shop", Value: 3, Merchant: -2, User: 1 << 40, Duplicate: true},
 }
 
 var sampleAnswers = []route.Answer{
@@ -42,6 +52,45 @@ func TestRoundTrip(t *testing.T) {
 		if !bytes.Equal(got.Marshal(), a.Marshal()) || got.Status != a.Status || got.Reason != a.Reason {
 			t.Fatalf("read back %+v, wrote %+v", got, a)
 		}
+	}
+}
+
+// Typed operations' results read back field for field.
+func TestResultsRoundTrip(t *testing.T) {
+	got, err := route.UnmarshalResults(route.MarshalResults(sampleResults))
+	if err != nil || len(got) != len(sampleResults) {
+		t.Fatalf("%v %v", got, err)
+	}
+	for i := range got {
+		if got[i] != sampleResults[i] {
+			t.Fatalf("read back %+v, wrote %+v", got[i], sampleResults[i])
+		}
+	}
+	if got, err := route.UnmarshalResults(route.MarshalResults(nil)); err != nil || len(got) != 0 {
+		t.Fatalf("no results: %v %v", got, err)
+	}
+}
+
+// Any operations of arbitrary fields read back field for field.
+func TestOpsRoundTripProperty(t *testing.T) {
+	f := func(kinds []uint8, key, user, merchant, idem string, by, at int64) bool {
+		r := route.Request{Kind: route.KindOps, Shard: 3}
+		for _, k := range kinds {
+			r.Ops = append(r.Ops, route.Op{Kind: route.OpKind(k%5 + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at})
+		}
+		got, err := route.UnmarshalRequest(r.Marshal())
+		if err != nil || len(got.Ops) != len(r.Ops) {
+			return false
+		}
+		for i := range got.Ops {
+			if got.Ops[i] != r.Ops[i] {
+				return false
+			}
+		}
+		return true
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -88,10 +137,23 @@ func TestRefused(t *testing.T) {
 		"trailing":        append(append([]byte{}, good...), 0),
 		"args past max":   {route.Version, byte(route.KindRESP), 0, 0, 0, 0, 3, 0, 0xff, 0xff, 0xff, 0x7f},
 		"length past end": {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
+		"op kind 0":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+		"op kind 6":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 6, 0, 0, 0, 0, 0, 0},
+		"ops past max":    {route.Version, byte(route.KindOps), 0, 0, 0, 0, 0xff, 0xff, 0x7f},
 	}
 	for name, b := range bad {
 		if _, err := route.UnmarshalRequest(b); !errors.Is(err, route.ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	for name, b := range map[string][]byte{
+		"empty":          nil,
+		"flags 2":        {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 2},
+		"count past end": {route.Version, 0xff, 0x01},
+		"trailing":       append(route.MarshalResults(sampleResults), 0),
+	} {
+		if _, err := route.UnmarshalResults(b); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("results %s: %v, want ErrMalformed", name, err)
 		}
 	}
 	if _, err := route.UnmarshalAnswer(append([]byte{route.Version, 3}, sampleAnswers[0].Marshal()[2:]...)); !errors.Is(err, route.ErrMalformed) {
@@ -112,6 +174,20 @@ func FuzzRequest(f *testing.F) {
 		}
 		again, err := route.UnmarshalRequest(r.Marshal())
 		if err != nil || !bytes.Equal(again.Marshal(), r.Marshal()) {
+			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
+		}
+	})
+}
+
+func FuzzResults(f *testing.F) {
+	f.Add(route.MarshalResults(sampleResults))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rs, err := route.UnmarshalResults(b)
+		if err != nil {
+			return
+		}
+		again, err := route.UnmarshalResults(route.MarshalResults(rs))
+		if err != nil || !bytes.Equal(route.MarshalResults(again), route.MarshalResults(rs)) {
 			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
 		}
 	})

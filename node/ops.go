@@ -1,0 +1,169 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/route"
+)
+
+// Typed operations between the replicas of a sharded region
+// (route.KindOps): an entry replica hands region operations to the router
+// (shardRouter.Apply), which runs them here when this replica holds their
+// shard and otherwise sends them, typed, to a holder that does. No HTTP
+// or RESP bytes, no client header: the entry replica checked the client.
+
+// wireErrors are the region errors a typed operation's result carries, by
+// the code that names each on the wire (the API's codes where it has one).
+var wireErrors = [...]struct {
+	code string
+	err  error
+}{
+	{"budget_exhausted", region.ErrBudgetExhausted},
+	{"rights_elsewhere", region.ErrRightsElsewhere},
+	{"idempotency_mismatch", region.ErrIdempotencyMismatch},
+	{"fenced", region.ErrFenced},
+	{"bad_request", region.ErrInvalid},
+	{"overflow", region.ErrOverflow},
+	{"bad_time", region.ErrBadTime},
+	{"blocked", region.ErrBlocked},
+	{"inactive_type", region.ErrInactiveType},
+}
+
+// errCode is err's wire code; "internal" for an error of no other code.
+func errCode(err error) string {
+	for _, w := range wireErrors {
+		if errors.Is(err, w.err) {
+			return w.code
+		}
+	}
+	return "internal"
+}
+
+// codeErr is the error a result's code and message stand for, matching
+// its region sentinel with errors.Is.
+func codeErr(code, msg string) error {
+	for _, w := range wireErrors {
+		if w.code == code {
+			return fmt.Errorf("%w (at the holder: %s)", w.err, msg)
+		}
+	}
+	return fmt.Errorf("the holder failed the operation: %s (%s)", msg, code)
+}
+
+var opKinds = [...]struct {
+	wire route.OpKind
+	op   region.OpKind
+}{
+	{route.OpSpend, region.OpSpend},
+	{route.OpIncr, region.OpIncr},
+	{route.OpGrant, region.OpGrant},
+	{route.OpFence, region.OpFence},
+	{route.OpCashback, region.OpCashback},
+}
+
+func wireOp(o *region.Op) (route.Op, error) {
+	for _, k := range opKinds {
+		if k.op == o.Kind {
+			return route.Op{Kind: k.wire, Key: o.Item, User: o.User, Merchant: o.Merchant, Idem: o.IdemKey, By: o.By, AtMs: o.At}, nil
+		}
+	}
+	return route.Op{}, fmt.Errorf("%w: a %s is not sent to another replica", region.ErrInvalid, o.Kind)
+}
+
+func regionOp(o *route.Op) region.Op {
+	out := region.Op{Item: o.Key, User: o.User, Merchant: o.Merchant, IdemKey: o.Idem, By: o.By, At: o.AtMs}
+	for _, k := range opKinds {
+		if k.wire == o.Kind {
+			out.Kind = k.op
+		}
+	}
+	return out
+}
+
+func wireResult(r *region.Result) route.Result {
+	out := route.Result{Refused: r.Refused, Value: r.Value, Merchant: r.Merchant, User: r.UserValue, Rights: r.Rights, Duplicate: r.Duplicate}
+	if r.Err != nil {
+		out.Code, out.Msg = errCode(r.Err), strings.TrimPrefix(r.Err.Error(), "region: ")
+	}
+	return out
+}
+
+func regionResult(r *route.Result) region.Result {
+	out := region.Result{Refused: r.Refused, Value: r.Value, Merchant: r.Merchant, UserValue: r.User, Rights: r.Rights, Duplicate: r.Duplicate}
+	if r.Code != "" {
+		out.Err = codeErr(r.Code, r.Msg)
+	}
+	return out
+}
+
+// Apply runs ops, every one of a key on shard s, at this replica when it
+// holds s, else at a holder of s (route.Sender's order), and returns
+// their results in order. An error wrapping route.ErrNoHolder means no
+// holder took them: nothing was applied. Any other error may have applied
+// them.
+func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error) {
+	if sr.Holds(s) && sr.ready() {
+		res, err := sr.do(ctx, ops)
+		if !errors.Is(err, region.ErrNotHeld) {
+			return res, err
+		}
+		// The map switched under the request: a holder takes it.
+	}
+	req := route.Request{Kind: route.KindOps, Shard: s, Ops: make([]route.Op, len(ops))}
+	for i := range ops {
+		var err error
+		if req.Ops[i], err = wireOp(&ops[i]); err != nil {
+			return nil, err
+		}
+	}
+	a, err := sr.send(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := route.UnmarshalResults(a.Body)
+	if err == nil && len(rs) != len(ops) {
+		err = fmt.Errorf("%d results for %d operations", len(rs), len(ops))
+	}
+	if err != nil {
+		// Served, so maybe applied: never "nothing applied".
+		return nil, fmt.Errorf("the holder of shard %d answered: %w", s, err)
+	}
+	out := make([]region.Result, len(rs))
+	for i := range rs {
+		out[i] = regionResult(&rs[i])
+	}
+	return out, nil
+}
+
+// serveOps runs forwarded typed operations with the writer, under the
+// sender's deadline. ok is false when nothing may be answered: the writer
+// may or may not have applied them (the sender's timeout says so).
+func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.Answer, bool) {
+	ops := make([]region.Op, len(req.Ops))
+	for i := range req.Ops {
+		ops[i] = regionOp(&req.Ops[i])
+		if ops[i].Kind == 0 {
+			return route.Answer{Kind: route.Served, Body: route.MarshalResults([]route.Result{{Code: "bad_request", Msg: "unknown operation"}})}, true
+		}
+	}
+	ctx, cancel := context.WithDeadline(sr.ctx, deadline)
+	defer cancel()
+	res, err := sr.do(ctx, ops)
+	switch {
+	case errors.Is(err, region.ErrNotHeld), errors.Is(err, region.ErrNotReady):
+		return route.Answer{Kind: route.NotServed, Reason: err.Error()}, true
+	case err != nil:
+		sr.log.Warn("forwarded operations", "ops", len(ops), "error", err)
+		return route.Answer{}, false
+	}
+	out := make([]route.Result, len(res))
+	for i := range res {
+		out[i] = wireResult(&res[i])
+	}
+	return route.Answer{Kind: route.Served, Body: route.MarshalResults(out)}, true
+}

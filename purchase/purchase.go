@@ -1,0 +1,489 @@
+// Package purchase carries a cashback whose three balances (the pool,
+// the merchant and the user) lie on shards that no one replica of a
+// sharded region holds together, so that it never overdraws the pool or
+// the merchant and never loses or doubles money, whatever fails and
+// wherever a process is killed.
+//
+// A cashback whose keys one set of holders holds goes to one of them and
+// commits there at once (region.OpCashback). Any other runs as steps,
+// each an idempotent operation under the purchase's idempotency key k at
+// a holder of its key, in this order:
+//
+//  1. the intent is written to this replica's journal, synced;
+//  2. pool: spend the amount from the pool under k. Refused: the
+//     purchase is refused, nothing was spent anywhere;
+//  3. merchant: spend it from the merchant under k. Refused: fence the
+//     merchant's k (region.OpFence), a compare-and-set at the merchant's
+//     holder: if a spend under k was applied after all (another run of
+//     the same purchase), go on; else the purchase is called off, and no
+//     spend under k will ever apply there, so the pool's spend is given
+//     back (a grant under an undo key derived from k) and the purchase
+//     refused;
+//  4. user: add the amount to the user's counter under k;
+//  5. the intent is deleted.
+//
+// Every step may be repeated: a spend, fence, grant or increment whose
+// key was applied answers duplicate. So a run that stops anywhere (a
+// timeout, no holder up, a kill -9) is finished by running it again from
+// the start: by the client's retry at any replica, or by this replica's
+// recovery, which runs every intent left in its journal. A refusal is
+// only acted on when no earlier attempt of the same purchase can still
+// apply (Config.Timeout after it was sent: a holder drops a forwarded
+// request past its deadline), so a late attempt can never apply behind a
+// decision. The decision to call a purchase off is made in one place, the
+// merchant's record under k at its holder, so every run of the purchase
+// comes to the same end.
+package purchase
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
+)
+
+// Router runs region operations, all of keys on shard s, at a holder of
+// s (this replica when it holds s) and returns their results in order. An
+// error means there is no answer: the operations may or may not have
+// applied (the coordinator treats every such error alike).
+type Router interface {
+	Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error)
+}
+
+// Journal is where a replica keeps its intents: durably (a put or delete
+// is on disk when it returns), and its own (never replicated).
+// storage.Store is one.
+type Journal interface {
+	PutIntent(id string, v []byte) error
+	Intent(id string) ([]byte, bool, error)
+	DeleteIntent(id string) error
+	Intents(fn func(id string, v []byte) bool) error
+}
+
+// Step names a point of a run, for Config.AtStep.
+type Step uint8
+
+// The steps of a run, in order (StepFence and StepUndo only when the
+// merchant refuses).
+const (
+	StepJournaled Step = iota + 1 // the intent is on disk
+	StepPool
+	StepMerchant
+	StepFence
+	StepUndo
+	StepUser
+	StepDone // every step answered; the intent is deleted next
+)
+
+func (s Step) String() string {
+	switch s {
+	case StepJournaled:
+		return "journaled"
+	case StepPool:
+		return "pool"
+	case StepMerchant:
+		return "merchant"
+	case StepFence:
+		return "fence"
+	case StepUndo:
+		return "undo"
+	case StepUser:
+		return "user"
+	case StepDone:
+		return "done"
+	}
+	return fmt.Sprintf("step(%d)", uint8(s))
+}
+
+// Config configures a Coordinator.
+type Config struct {
+	// Router and Journal are required; Map is the region's shard map in
+	// force (required).
+	Router  Router
+	Journal Journal
+	Map     func() shard.Map
+	// Timeout is the longest a forwarded operation may still apply after
+	// it was sent (the region's request timeout). Default 5 s.
+	Timeout time.Duration
+	// RetryEvery is how often recovery runs the journal's intents. Default
+	// 5 s.
+	RetryEvery time.Duration
+	Logger     hclog.Logger
+	// Registerer takes the coordinator's metrics (nil: none).
+	Registerer prometheus.Registerer
+	// Now is the clock that spaces a purchase's attempts. Default
+	// time.Now.
+	Now func() time.Time
+	// AtStep, if set, is called before each step of a run; an error stops
+	// the run there, leaving everything as a crash at that point would
+	// (tests and the chaos build's failpoints).
+	AtStep func(id string, s Step) error
+}
+
+// ErrInProgress is what Cashback returns for a purchase this replica is
+// running, or whose last attempt may still apply somewhere: nothing new
+// was sent; retry after Config.Timeout.
+var ErrInProgress = errors.New("purchase: this purchase is in progress here; retry it shortly with the same key")
+
+// ErrUnfinished wraps what Cashback returns for a purchase whose steps
+// did not all answer: it may have spent; a retry with the same key, or
+// recovery, finishes it.
+var ErrUnfinished = errors.New("purchase: unfinished")
+
+// Coordinator runs cross-shard cashbacks and finishes those its journal
+// holds.
+type Coordinator struct {
+	cfg Config
+	log hclog.Logger
+	mu  sync.Mutex
+	// busy: purchases being run now. quiet: purchases an attempt of which
+	// may apply until then (a refusal is not acted on before).
+	busy  map[string]bool
+	quiet map[string]time.Time
+	// restarted is when this coordinator started: an intent found in the
+	// journal may have had an attempt in flight until restarted+Timeout.
+	restarted time.Time
+	outcomes  *prometheus.CounterVec
+
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// New returns a Coordinator; Start starts its recovery.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Router == nil || cfg.Journal == nil || cfg.Map == nil {
+		return nil, errors.New("purchase: Router, Journal and Map are required")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.RetryEvery <= 0 {
+		cfg.RetryEvery = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &Coordinator{cfg: cfg, log: cfg.Logger.Named("purchase"), busy: map[string]bool{}, quiet: map[string]time.Time{},
+		restarted: cfg.Now(),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tally_cashback_cross_shard_total",
+			Help: "Cashbacks carried across shards, by outcome: done, refused, called_off (refused after the pool's spend, which was given back) or unfinished (left to recovery)."},
+			[]string{"outcome"})}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(c.outcomes); err != nil {
+			return nil, fmt.Errorf("purchase: register metrics: %w", err)
+		}
+	}
+	c.ctx, c.stop = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Start runs recovery every Config.RetryEvery until Close.
+func (c *Coordinator) Start() {
+	c.wg.Go(func() {
+		t := time.NewTicker(c.cfg.RetryEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+				if _, err := c.Recover(c.ctx); err != nil && c.ctx.Err() == nil {
+					c.log.Warn("recover purchases", "error", err)
+				}
+			}
+		}
+	})
+}
+
+// Close stops recovery and waits for it.
+func (c *Coordinator) Close() {
+	c.stop()
+	c.wg.Wait()
+}
+
+// intent is a purchase as the journal keeps it.
+type intent struct {
+	Pool     string `json:"pool"`
+	Merchant string `json:"merchant"`
+	User     string `json:"user"`
+	Idem     string `json:"idem"`
+	Amount   int64  `json:"amount"`
+	AtMs     int64  `json:"at_ms,omitempty"`
+}
+
+func intentOf(op *region.Op) intent {
+	return intent{Pool: op.Item, Merchant: op.Merchant, User: op.User, Idem: op.IdemKey, Amount: op.By, AtMs: op.At}
+}
+
+func (in *intent) id() string { return in.Pool + "/" + in.Idem }
+
+// sameHolders reports whether one set of replicas holds shards a, b and c.
+func sameHolders(m shard.Map, a, b, c int) bool {
+	ha := m.Holders(a)
+	for _, s := range []int{b, c} {
+		if s == a {
+			continue
+		}
+		hs := m.Holders(s)
+		if len(hs) != len(ha) {
+			return false
+		}
+		for i := range hs {
+			if hs[i] != ha[i] {
+				return false
+			}
+		}
+	}
+	return len(ha) > 0
+}
+
+// Cashback runs op, a checked region.OpCashback, wherever its keys are,
+// and returns its result as the one replica holding all three would. An
+// error means the purchase is unfinished (ErrInProgress, or no answer
+// from a holder): it may have spent, and it is finished by a retry with
+// the same key or by recovery.
+func (c *Coordinator) Cashback(ctx context.Context, op region.Op) (region.Result, error) {
+	if op.Kind != region.OpCashback {
+		return region.Result{}, fmt.Errorf("%w: not a cashback", region.ErrInvalid)
+	}
+	if err := op.Validate(); err != nil {
+		return region.Result{}, err
+	}
+	sp := shard.Of(op.Item)
+	if sameHolders(c.cfg.Map(), sp, shard.Of(op.Merchant), shard.Of(op.User)) {
+		res, err := c.cfg.Router.Apply(ctx, sp, []region.Op{op})
+		if err != nil {
+			return region.Result{}, err
+		}
+		return res[0], res[0].Err
+	}
+	in := intentOf(&op)
+	id := in.id()
+	if err := c.claim(id); err != nil {
+		return region.Result{}, err
+	}
+	defer c.release(id)
+	if b, ok, err := c.cfg.Journal.Intent(id); err != nil {
+		return region.Result{}, fmt.Errorf("purchase %s: %w", id, err)
+	} else if ok {
+		var was intent
+		if json.Unmarshal(b, &was) == nil && was != in {
+			return region.Result{}, fmt.Errorf("%w: purchase %q is in progress here with another request (amount %d, merchant %q, user %q)",
+				region.ErrIdempotencyMismatch, in.Idem, was.Amount, was.Merchant, was.User)
+		}
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return region.Result{}, fmt.Errorf("purchase %s: %w", id, err)
+	}
+	if err := c.cfg.Journal.PutIntent(id, b); err != nil {
+		return region.Result{}, fmt.Errorf("purchase %s: journal: %w", id, err)
+	}
+	return c.finish(ctx, id, in)
+}
+
+// claim marks purchase id as run by the caller, or says why it may not
+// be run now.
+func (c *Coordinator) claim(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Now()
+	if c.busy[id] {
+		return ErrInProgress
+	}
+	if until, ok := c.quiet[id]; ok && now.Before(until) {
+		return ErrInProgress
+	}
+	delete(c.quiet, id)
+	c.busy[id] = true
+	return nil
+}
+
+func (c *Coordinator) release(id string) {
+	c.mu.Lock()
+	delete(c.busy, id)
+	c.mu.Unlock()
+}
+
+// finish runs the purchase's steps; when they all answered, it deletes
+// the intent. Otherwise the intent stays for the next run, which waits
+// until no attempt of this one can still apply.
+func (c *Coordinator) finish(ctx context.Context, id string, in intent) (region.Result, error) {
+	res, outcome, err := c.run(ctx, id, in)
+	if err == nil && c.cfg.AtStep != nil {
+		err = c.cfg.AtStep(id, StepDone)
+	}
+	if err == nil {
+		err = c.cfg.Journal.DeleteIntent(id)
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.quiet[id] = c.cfg.Now().Add(c.cfg.Timeout)
+		c.mu.Unlock()
+		c.outcomes.WithLabelValues("unfinished").Inc()
+		return region.Result{}, fmt.Errorf("%w: purchase %q (it finishes on a retry with the same key, or by itself): %w", ErrUnfinished, in.Idem, err)
+	}
+	c.outcomes.WithLabelValues(outcome).Inc()
+	return res, res.Err
+}
+
+// refusal reports whether err is a budget's refusal: nothing was spent,
+// and the budget could not cover the spend as the holder saw it.
+func refusal(err error) bool {
+	return errors.Is(err, region.ErrBudgetExhausted) || errors.Is(err, region.ErrRightsElsewhere)
+}
+
+// UndoKey is the idempotency key of the grant that gives a called-off
+// purchase's spend back to a budget: k with a prefix, or a digest of k
+// where that would be too long for an id.
+func UndoKey(k string) string {
+	const prefix = "cashback-undo:"
+	if len(prefix)+len(k) <= 128 {
+		return prefix + k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return prefix + hex.EncodeToString(sum[:16])
+}
+
+// run runs every step of in. A nil error means every step answered: res
+// is the purchase's result (res.Err its refusal), outcome its metric's
+// label.
+func (c *Coordinator) run(ctx context.Context, id string, in intent) (res region.Result, outcome string, err error) {
+	step := func(s Step, op region.Op) (region.Result, error) {
+		if c.cfg.AtStep != nil {
+			if err := c.cfg.AtStep(id, s); err != nil {
+				return region.Result{}, err
+			}
+		}
+		rs, err := c.cfg.Router.Apply(ctx, shard.Of(op.Item), []region.Op{op})
+		if err != nil {
+			return region.Result{}, fmt.Errorf("%s step: %w", s, err)
+		}
+		return rs[0], nil
+	}
+	if c.cfg.AtStep != nil {
+		if err := c.cfg.AtStep(id, StepJournaled); err != nil {
+			return region.Result{}, "", err
+		}
+	}
+	spend := func(key string) region.Op {
+		return region.Op{Kind: region.OpSpend, Item: key, By: in.Amount, IdemKey: in.Idem, At: in.AtMs}
+	}
+	pool, err := step(StepPool, spend(in.Pool))
+	if err != nil {
+		return region.Result{}, "", err
+	}
+	if pool.Err != nil {
+		// Refused, or the key used for another spend: nothing spent.
+		return region.Result{Err: pool.Err, Value: pool.Value, Rights: pool.Rights}, "refused", nil
+	}
+	merchant, err := step(StepMerchant, spend(in.Merchant))
+	if err != nil {
+		return region.Result{}, "", err
+	}
+	if merchant.Err != nil && refusal(merchant.Err) {
+		fence, err := step(StepFence, region.Op{Kind: region.OpFence, Item: in.Merchant, By: in.Amount, IdemKey: in.Idem})
+		if err != nil {
+			return region.Result{}, "", err
+		}
+		switch {
+		case fence.Err != nil:
+			return region.Result{}, "", fmt.Errorf("fence the merchant's key: %w", fence.Err)
+		case fence.Duplicate:
+			merchant = fence // spent by another run of this purchase: go on
+		}
+	}
+	// undo gives back what the purchase spent so far, from the budgets
+	// in keys, and answers cause.
+	undo := func(cause region.Result, keys ...string) (region.Result, string, error) {
+		for _, k := range keys {
+			g, err := step(StepUndo, region.Op{Kind: region.OpGrant, Item: k, By: in.Amount, IdemKey: UndoKey(in.Idem)})
+			if err != nil {
+				return region.Result{}, "", err
+			}
+			if g.Err != nil {
+				return region.Result{}, "", fmt.Errorf("give %d back to %q: %w", in.Amount, k, g.Err)
+			}
+		}
+		c.log.Info("cashback called off", "purchase", in.Idem, "pool", in.Pool, "merchant", in.Merchant, "cause", cause.Err)
+		return cause, "called_off", nil
+	}
+	if merchant.Err != nil {
+		// Refused and fenced, fenced by an earlier run, or the key used
+		// for another spend of the merchant: the pool's spend goes back.
+		return undo(region.Result{Err: merchant.Err, Refused: in.Merchant, Value: merchant.Value, Rights: merchant.Rights}, in.Pool)
+	}
+	user, err := step(StepUser, region.Op{Kind: region.OpIncr, Item: in.User, By: in.Amount, IdemKey: in.Idem, At: in.AtMs})
+	if err != nil {
+		return region.Result{}, "", err
+	}
+	if user.Err != nil {
+		// The user's key was used for another increment: nothing can be
+		// credited under it, so both spends go back.
+		return undo(region.Result{Err: user.Err}, in.Pool, in.Merchant)
+	}
+	return region.Result{Value: pool.Value, Rights: pool.Rights, Merchant: merchant.Value, UserValue: user.Value,
+		Duplicate: user.Duplicate}, "done", nil
+}
+
+// Recover runs every purchase of the journal that no run has in hand and
+// no earlier attempt may still apply to, and returns how many it
+// finished.
+func (c *Coordinator) Recover(ctx context.Context) (int, error) {
+	type pending struct {
+		id string
+		in intent
+	}
+	var todo []pending
+	var bad error
+	err := c.cfg.Journal.Intents(func(id string, v []byte) bool {
+		var in intent
+		if err := json.Unmarshal(v, &in); err != nil || in.id() != id {
+			bad = errors.Join(bad, fmt.Errorf("intent %q unreadable: %v", id, err))
+			return true
+		}
+		todo = append(todo, pending{id, in})
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	for _, p := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		if c.cfg.Now().Before(c.restarted.Add(c.cfg.Timeout)) {
+			break // a run of the last life may have an attempt in flight
+		}
+		if c.claim(p.id) != nil {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+		res, err := c.finish(rctx, p.id, p.in)
+		cancel()
+		c.release(p.id)
+		switch {
+		case err == nil || res.Err != nil:
+			done++
+			c.log.Info("finished a purchase from the journal", "purchase", p.in.Idem, "refused", res.Err)
+		default:
+			bad = errors.Join(bad, err)
+		}
+	}
+	return done, bad
+}
