@@ -57,8 +57,8 @@ type Node struct {
 	shards   *shardRouter // nil unless sharded (Config.Shards)
 	// purchases runs cashbacks across shards; nil unless sharded.
 	purchases *purchase.Coordinator
-	certs    *certs       // nil without TLS
-	reload   reloadState
+	certs     *certs // nil without TLS
+	reload    reloadState
 
 	// authGuard slows token guessing per address, shared by the HTTP
 	// API's bearer tokens and RESP's AUTH.
