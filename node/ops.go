@@ -101,43 +101,71 @@ func regionResult(r *route.Result) region.Result {
 	return out
 }
 
-// Apply runs ops, every one of a key on shard s, at this replica when it
-// holds s, else at a holder of s (route.Sender's order), and returns
-// their results in order. An error wrapping route.ErrNoHolder means no
-// holder took them: nothing was applied. Any other error may have applied
-// them.
-func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error) {
-	if sr.Holds(s) && sr.ready() {
-		res, err := sr.do(ctx, ops)
-		if !errors.Is(err, region.ErrNotHeld) {
-			return res, err
-		}
-		// The map switched under the request: a holder takes it.
+// Apply runs ops, every one of a key on shard s, at a holder of s: the
+// holders in the map's preferred order (shard.Map.Preferred), this
+// replica among them, the next tried only where one applied nothing (down,
+// not ready, not holding s). With primary, only the first preferred
+// holder, which every replica of the region agrees on: what must be
+// decided in one place (a purchase's fence) is. It returns their results
+// in order. An error wrapping route.ErrNoHolder means no holder took
+// them: nothing was applied. Any other error may have applied them.
+func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, error) {
+	order := sr.Map().Preferred(s)
+	if primary && len(order) > 1 {
+		order = order[:1]
 	}
-	req := route.Request{Kind: route.KindOps, Shard: s, Ops: make([]route.Op, len(ops))}
+	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: make([]route.Op, len(ops))}
 	for i := range ops {
 		var err error
 		if req.Ops[i], err = wireOp(&ops[i]); err != nil {
 			return nil, err
 		}
 	}
-	a, err := sr.send(ctx, req)
-	if err != nil {
-		return nil, err
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		req.DeadlineMs = d.UnixMilli()
 	}
-	rs, err := route.UnmarshalResults(a.Body)
-	if err == nil && len(rs) != len(ops) {
-		err = fmt.Errorf("%d results for %d operations", len(rs), len(ops))
+	var data []byte
+	var tried []string
+	for _, h := range order {
+		if h == sr.self {
+			res, err := sr.do(ctx, ops)
+			if errors.Is(err, region.ErrNotHeld) || errors.Is(err, region.ErrNotReady) {
+				tried = append(tried, h+": "+err.Error())
+				continue
+			}
+			return res, err
+		}
+		if data == nil {
+			data = req.Marshal()
+		}
+		a, err := sr.ask(ctx, h, data)
+		switch {
+		case errors.Is(err, route.ErrNoResponders):
+			tried = append(tried, h+": down")
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("holder %s: %w", h, err)
+		case a.Kind == route.NotServed:
+			tried = append(tried, h+": "+a.Reason)
+			continue
+		}
+		rs, err := route.UnmarshalResults(a.Body)
+		if err == nil && len(rs) != len(ops) {
+			err = fmt.Errorf("%d results for %d operations", len(rs), len(ops))
+		}
+		if err != nil {
+			// Served, so maybe applied: never "nothing applied".
+			return nil, fmt.Errorf("holder %s of shard %d answered: %w", h, s, err)
+		}
+		out := make([]region.Result, len(rs))
+		for i := range rs {
+			out[i] = regionResult(&rs[i])
+		}
+		return out, nil
 	}
-	if err != nil {
-		// Served, so maybe applied: never "nothing applied".
-		return nil, fmt.Errorf("the holder of shard %d answered: %w", s, err)
-	}
-	out := make([]region.Result, len(rs))
-	for i := range rs {
-		out[i] = regionResult(&rs[i])
-	}
-	return out, nil
+	return nil, fmt.Errorf("shard %d: %w (%s)", s, route.ErrNoHolder, strings.Join(tried, "; "))
 }
 
 // serveOps runs forwarded typed operations with the writer, under the

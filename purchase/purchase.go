@@ -53,11 +53,15 @@ import (
 )
 
 // Router runs region operations, all of keys on shard s, at a holder of
-// s (this replica when it holds s) and returns their results in order. An
-// error means there is no answer: the operations may or may not have
-// applied (the coordinator treats every such error alike).
+// s and returns their results in order. With primary, only at the holder
+// every replica of the region would choose first (shard.Map.Preferred),
+// so that operations that decide (a spend and the fence of a merchant's
+// key) meet in one writer: a second holder of the shard may not have
+// heard of the first's records yet. An error means there is no answer:
+// the operations may or may not have applied (the coordinator treats
+// every such error alike).
 type Router interface {
-	Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error)
+	Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, error)
 }
 
 // Journal is where a replica keeps its intents: durably (a put or delete
@@ -265,7 +269,7 @@ func (c *Coordinator) Cashback(ctx context.Context, op region.Op) (region.Result
 	}
 	sp := shard.Of(op.Item)
 	if sameHolders(c.cfg.Map(), sp, shard.Of(op.Merchant), shard.Of(op.User)) {
-		res, err := c.cfg.Router.Apply(ctx, sp, []region.Op{op})
+		res, err := c.cfg.Router.Apply(ctx, sp, []region.Op{op}, false)
 		if err != nil {
 			return region.Result{}, err
 		}
@@ -347,6 +351,13 @@ func refusal(err error) bool {
 	return errors.Is(err, region.ErrBudgetExhausted) || errors.Is(err, region.ErrRightsElsewhere)
 }
 
+// A spend refused with rights elsewhere is tried rightsTries more times,
+// rightsWait apart, before the refusal stands.
+const (
+	rightsTries = 20
+	rightsWait  = 25 * time.Millisecond
+)
+
 // UndoKey is the idempotency key of the grant that gives a called-off
 // purchase's spend back to a budget: k with a prefix, or a digest of k
 // where that would be too long for an id.
@@ -364,16 +375,32 @@ func UndoKey(k string) string {
 // label.
 func (c *Coordinator) run(ctx context.Context, id string, in intent) (res region.Result, outcome string, err error) {
 	step := func(s Step, op region.Op) (region.Result, error) {
-		if c.cfg.AtStep != nil {
-			if err := c.cfg.AtStep(id, s); err != nil {
-				return region.Result{}, err
+		// The merchant's spend and fence at its shard's first holder
+		// only: the fence decides there whether the spend applied.
+		primary := s == StepMerchant || s == StepFence
+		for try := 0; ; try++ {
+			if c.cfg.AtStep != nil {
+				if err := c.cfg.AtStep(id, s); err != nil {
+					return region.Result{}, err
+				}
+			}
+			rs, err := c.cfg.Router.Apply(ctx, shard.Of(op.Item), []region.Op{op}, primary)
+			if err != nil {
+				return region.Result{}, fmt.Errorf("%s step: %w", s, err)
+			}
+			// Rights to a budget held by another replica are asked for
+			// by the refusal and come within milliseconds: a spend
+			// refused for them is tried again for a while before the
+			// purchase is refused (nothing was spent by the refusal).
+			if !errors.Is(rs[0].Err, region.ErrRightsElsewhere) || try >= rightsTries {
+				return rs[0], nil
+			}
+			select {
+			case <-ctx.Done():
+				return rs[0], nil
+			case <-time.After(rightsWait):
 			}
 		}
-		rs, err := c.cfg.Router.Apply(ctx, shard.Of(op.Item), []region.Op{op})
-		if err != nil {
-			return region.Result{}, fmt.Errorf("%s step: %w", s, err)
-		}
-		return rs[0], nil
 	}
 	if c.cfg.AtStep != nil {
 		if err := c.cfg.AtStep(id, StepJournaled); err != nil {

@@ -77,7 +77,7 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-func (w *world) Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error) {
+func (w *world) Apply(ctx context.Context, s int, ops []region.Op, _ bool) ([]region.Result, error) {
 	for _, op := range ops {
 		if w.fault != nil {
 			if err := w.fault(op, false); err != nil {

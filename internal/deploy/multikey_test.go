@@ -23,6 +23,108 @@ func TestManyKeysAtAnyReplicaOfAShardedRegion(t *testing.T) {
 	waitReady(t, urls)
 	t.Run("import", func(t *testing.T) { importAtAnyReplica(t, urls) })
 	t.Run("series", func(t *testing.T) { seriesOfKeysOnSeveralShards(t, urls) })
+	t.Run("cashback", func(t *testing.T) { cashbackAtAnyReplica(t, urls) })
+}
+
+// cashbackAtAnyReplica: cashbacks of every (merchant, user) pair at every
+// replica, keys on shards no one replica holds together among them. Each
+// is paid (200) or refused (409) and nothing else; a paid one retried is
+// a duplicate; money is conserved: what left the pool is what left the
+// merchants is what the users got, and no merchant is overdrawn.
+func cashbackAtAnyReplica(t *testing.T, urls []string) {
+	m := getShards(t, urls[0])
+	sameHolders := func(keys ...string) bool {
+		first := strings.Join(m.Holders(shard.Of(keys[0])), ",")
+		for _, k := range keys[1:] {
+			if strings.Join(m.Holders(shard.Of(k)), ",") != first {
+				return false
+			}
+		}
+		return true
+	}
+	merchants, users := []string{"shop0", "shop1", "shop2"}, []string{"buyer0", "buyer1", "buyer2"}
+	const pool, perMerchant = 1000, 5
+	grant := func(key string, by int) {
+		st, b, err := testkit.DoJSON("POST", urls[0]+"/v1/budgets/"+key+"/grant", fmt.Sprintf(`{"by":%d}`, by))
+		if err != nil || st != 200 {
+			t.Fatalf("grant %s: %d %v %v", key, st, b, err)
+		}
+	}
+	grant("cbpool", pool)
+	for _, mk := range merchants {
+		grant(mk, perMerchant)
+	}
+	paid, crossed := 0, 0
+	for i, u := range urls {
+		for _, mk := range merchants {
+			for _, user := range users {
+				key := fmt.Sprintf("buy-%d-%s-%s", i, mk, user)
+				body := fmt.Sprintf(`{"budget":"cbpool","merchant":%q,"user":%q,"amount":1,"idempotency_key":%q}`, mk, user, key)
+				st, b, err := testkit.DoJSON("POST", u+"/v1/cashback", body)
+				switch {
+				case err != nil:
+					t.Fatal(err)
+				case st == 200:
+					paid++
+					if !sameHolders("cbpool", mk, user) {
+						crossed++
+					}
+					// At another replica: a duplicate once the holder it
+					// reaches has the first application (until then it
+					// may answer 409 and spend nothing).
+					testkit.WaitFor(t, 10*time.Second, func() error {
+						if st, b, err := testkit.DoJSON("POST", urls[(i+1)%len(urls)]+"/v1/cashback", body); err != nil || st != 200 || b["duplicate"] != true {
+							return fmt.Errorf("retry of %s at another replica: %d %v %v", key, st, b, err)
+						}
+						return nil
+					})
+				case st == 409:
+				default:
+					t.Fatalf("cashback %s at %s: %d %v", key, u, st, b)
+				}
+			}
+		}
+	}
+	t.Logf("%d cashbacks paid, %d of them with keys on shards of different holders", paid, crossed)
+	if crossed == 0 {
+		t.Fatalf("%d paid, none with keys on shards of different holders", paid)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		read := func(path, field string) (int64, error) {
+			st, b, err := testkit.DoJSON("GET", urls[2]+path, "")
+			if err != nil || st != 200 {
+				return 0, fmt.Errorf("%s: %d %v %v", path, st, b, err)
+			}
+			v, _ := b[field].(float64)
+			return int64(v), nil
+		}
+		left, err := read("/v1/budgets/cbpool", "remaining")
+		if err != nil {
+			return err
+		}
+		var fromMerchants, credited int64
+		for _, mk := range merchants {
+			r, err := read("/v1/budgets/"+mk, "remaining")
+			if err != nil {
+				return err
+			}
+			if r < 0 {
+				t.Fatalf("merchant %s overdrawn: %d", mk, r)
+			}
+			fromMerchants += perMerchant - r
+		}
+		for _, user := range users {
+			v, err := read("/v1/counters/"+user, "value")
+			if err != nil {
+				return err
+			}
+			credited += v
+		}
+		if pool-left != credited || fromMerchants != credited || credited != int64(paid) {
+			return fmt.Errorf("pool paid %d, merchants %d, users got %d, %d purchases paid", pool-left, fromMerchants, credited, paid)
+		}
+		return nil
+	})
 }
 
 // importAtAnyReplica: a history file imported at us-1 is split by shard
