@@ -714,7 +714,7 @@ func (er *eventsRun) postBody(ctx context.Context, w *eventsWorker, format strin
 	}
 	body := w.resp.Bytes()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("POST /v1/events: %s: %s", resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
+		return 0, 0, fmt.Errorf("POST %s: %s: %s", path, resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
 	}
 	applied, err = jsonIntField(body, "applied")
 	if err != nil {
