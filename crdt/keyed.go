@@ -1,5 +1,7 @@
 package crdt
 
+import "strings"
+
 // KeyedRecord is one idempotency key of a counter: the lattice of a like
 // record for one idempotent increment, (counter, idempotency key) instead
 // of (item, user). The register {HLC, Origin, Amount, Asked, At} says the
@@ -154,3 +156,49 @@ func (r *KeyedRecord) Stamp() (HLC, string) { return r.HLC, r.Origin }
 func (r *KeyedRecord) Contributions() Vector { return r.Contrib }
 
 func (*KeyedRecord) isRecord() {}
+
+// toggleSep joins an item and a user in the name a like action's
+// idempotency key is kept under (ToggleName). It is not an id byte, and a
+// budget's spend names start with it rather than holding it inside, so
+// the name meets no counter key and no spend.
+const toggleSep = "~"
+
+// ToggleName is the name the idempotency keys of (item, user)'s keyed
+// like actions (toggles, likes and unlikes with a key) are kept under as
+// keyed records, in the place of a counter key: one record per (item,
+// user, idempotency key), whose register says the action was applied
+// and the state it left (ToggleOutcome), so that a retry answers that
+// state for as long as keyed records are kept, whatever the user did
+// since. Such a record counts in no vector: it has no contributions and
+// Amount zero. Its shard is the item's (the part before toggleSep).
+func ToggleName(item, user string) string { return item + toggleSep + user }
+
+// ToggleItem splits a ToggleName into its item and user; ok is false for
+// any other name.
+func ToggleItem(name string) (item, user string, ok bool) {
+	item, user, ok = strings.Cut(name, toggleSep)
+	return item, user, ok && ValidItemName(item) && ValidID(user)
+}
+
+// SetToggleOutcome makes r's register the application, by replica self
+// at hlc, of a keyed like action that left the user's state liked.
+func (r *KeyedRecord) SetToggleOutcome(self string, hlc HLC, liked bool) {
+	r.HLC, r.Origin, r.Amount, r.At = hlc, self, 0, 0
+	r.Asked = -1
+	if liked {
+		r.Asked = 1
+	}
+}
+
+// ToggleOutcome is the state a keyed like action left (a register set by
+// SetToggleOutcome); ok is false if r holds no application.
+func (r *KeyedRecord) ToggleOutcome() (liked, ok bool) {
+	return r.Asked > 0, r.Applied()
+}
+
+// ValidToggleRecord reports whether r is the shape of a toggle's keyed
+// record: a register alone (Amount zero, Asked ±1, no contribution), so
+// that it never moves a count.
+func (r *KeyedRecord) ValidToggleRecord() bool {
+	return r.Amount == 0 && len(r.Contrib) == 0 && (r.HLC == 0 || r.Asked == 1 || r.Asked == -1)
+}

@@ -251,8 +251,8 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 	switch typ {
 	case "like", "unlike", "toggle":
 		switch {
-		case len(e.key) > 0 || e.hasBy || len(e.id) > 0 || typ != "toggle" && len(e.idem) > 0:
-			return bad(CodeBadRequest, "%s events take item, user and (toggle) idempotency_key only", typ)
+		case len(e.key) > 0 || e.hasBy || len(e.id) > 0:
+			return bad(CodeBadRequest, "%s events take item, user and idempotency_key only", typ)
 		case typ == "toggle" && at != 0:
 			return bad(CodeBadRequest, "toggle events take no at or timestamp: a toggle flips the state it finds")
 		}
@@ -264,18 +264,18 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		if err != nil {
 			return region.Op{}, err
 		}
+		idem, err := eventIdem(e)
+		if err != nil {
+			return region.Op{}, err
+		}
 		if typ == "toggle" {
-			idem, err := eventIdem(e)
-			if err != nil {
-				return region.Op{}, err
-			}
 			return region.Op{Kind: region.OpToggle, Item: b.ids[b.internID(item)].s, User: string(user), IdemKey: idem}, nil
 		}
 		kind := region.OpLike
 		if typ == "unlike" {
 			kind = region.OpUnlike
 		}
-		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user), At: at}, nil
+		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user), At: at, IdemKey: idem}, nil
 	case "incr":
 		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 || len(e.id) > 0 {
 			return bad(CodeBadRequest, "incr events take key, by and idempotency_key only")
@@ -454,7 +454,9 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 			errs = errs[1:]
 			continue
 		}
-		rr, toggle := &res[j], ops[j].Kind == region.OpToggle
+		// A toggle says the state it left; so does a keyed like or
+		// unlike, whose retry answers the state the first left.
+		rr, toggle := &res[j], ops[j].Kind == region.OpToggle || ops[j].IdemKey != "" && (ops[j].Kind == region.OpLike || ops[j].Kind == region.OpUnlike)
 		j++
 		if rr.Err != nil {
 			dst = appendErr(dst, s.classify(r, rr.Err))

@@ -22,18 +22,23 @@ func replicasJSON(v crdt.Vector) map[string]api.PN {
 
 // likeRequest is the optional body of PUT and DELETE
 // /v1/likes/{item}/{user}: when the action happened by the client, which
-// orders it against the user's other actions of the item.
+// orders it against the user's other actions of the item, and an
+// idempotency key.
 type likeRequest struct {
 	At        json.RawMessage `json:"at"`
 	Timestamp json.RawMessage `json:"timestamp"`
+	// IdempotencyKey makes a retry of the action answer what it did
+	// (duplicate), even after the user's later actions; the
+	// Idempotency-Key header is an alternative.
+	IdempotencyKey *string `json:"idempotency_key"`
 }
 
-// PUT /v1/likes/{item}/{user} [{"at": ...}]
+// PUT /v1/likes/{item}/{user} [{"at": ..., "idempotency_key": "..."}]
 func (s *Server) putLike(w http.ResponseWriter, r *http.Request) error {
 	return s.pathLike(w, r, true)
 }
 
-// DELETE /v1/likes/{item}/{user} [{"at": ...}]
+// DELETE /v1/likes/{item}/{user} [{"at": ..., "idempotency_key": "..."}]
 func (s *Server) deleteLike(w http.ResponseWriter, r *http.Request) error {
 	return s.pathLike(w, r, false)
 }
@@ -52,7 +57,11 @@ func (s *Server) pathLike(w http.ResponseWriter, r *http.Request, liked bool) er
 	if err != nil {
 		return err
 	}
-	return s.likeAt(w, r, ids[0], ids[1], liked, at)
+	idem, err := idempotencyKey(r, body.IdempotencyKey)
+	if err != nil {
+		return err
+	}
+	return s.likeAt(w, r, ids[0], ids[1], liked, at, idem)
 }
 
 // toggleRequest is the optional body of POST
@@ -155,7 +164,7 @@ func (s *Server) postLike(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.likeAt(w, r, item, user, true, at)
+	return s.likeAt(w, r, item, user, true, at, "")
 }
 
 // DELETE /v1/likes/{item} {"userId": "..."}
@@ -176,7 +185,7 @@ func (s *Server) deleteLikeBody(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.likeAt(w, r, item, user, false, at)
+	return s.likeAt(w, r, item, user, false, at, "")
 }
 
 // decodeRequired decodes a body that must be present.
@@ -191,7 +200,7 @@ func (s *Server) decodeRequired(w http.ResponseWriter, r *http.Request, dst any,
 // likeAt applies a like (liked) or unlike durably, with the client's time
 // of the action (unix ms; zero: none, the replica's clock), and answers
 // the user's state and the count.
-func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user string, liked bool, at int64) error {
+func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user string, liked bool, at int64, idem string) error {
 	if err := s.limitUser(user); err != nil {
 		return err
 	}
@@ -202,7 +211,7 @@ func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user strin
 		kind = region.OpLike
 	}
 	name := s.actionName(item, user, !liked) // a split item's: the user's part
-	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: name, User: user, At: at})
+	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: name, User: user, At: at, IdemKey: idem})
 	if err != nil {
 		return err
 	}

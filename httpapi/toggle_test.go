@@ -71,10 +71,11 @@ func TestToggleEvents(t *testing.T) {
 	if g := get(2); g["ok"] != true || g["liked"] != false || num(t, g, "value") != 0 {
 		t.Errorf("unkeyed toggle: %v", g)
 	}
-	for _, i := range []int{3, 4} {
-		if g := get(i); g["ok"] != false || g["code"] != CodeBadRequest {
-			t.Errorf("event %d: %v, want bad_request", i, g)
-		}
+	if g := get(3); g["ok"] != false || g["code"] != CodeBadRequest {
+		t.Errorf("a toggle with a time: %v, want bad_request", g)
+	}
+	if g := get(4); g["ok"] != true || g["liked"] != true || g["changed"] != true {
+		t.Errorf("a keyed like: %v, want liked and changed", g)
 	}
 	if _, ok := get(0)["liked"]; !ok {
 		t.Error("no liked in a toggle's result")
@@ -82,6 +83,55 @@ func TestToggleEvents(t *testing.T) {
 	if strings.Contains(e.do("POST", "/v1/events", `{"type":"like","item":"p","user":"v"}`).raw, `"liked"`) {
 		t.Error("a like's result says liked: only toggles do")
 	}
+}
+
+// A toggle's key is remembered after the user's later actions: toggle
+// tkB (liked), toggle tkC (unliked), retry tkB answers duplicate:true,
+// liked:true, changed:false and flips nothing; so does a keyed like's
+// retry after an unlike, by the route (body or header) and by events.
+func TestToggleRetryAfterLaterActionsRoute(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	if b := e.do("POST", "/v1/likes/p/u/toggle", "", "Idempotency-Key", "tkB").ok(t); b["liked"] != true || b["changed"] != true {
+		t.Fatalf("tkB: %v", b)
+	}
+	if b := e.do("POST", "/v1/likes/p/u/toggle", `{"idempotency_key":"tkC"}`).ok(t); b["liked"] != false || b["changed"] != true {
+		t.Fatalf("tkC: %v", b)
+	}
+	b := e.do("POST", "/v1/likes/p/u/toggle", `{"idempotency_key":"tkB"}`).ok(t)
+	if b["liked"] != true || b["changed"] != false || b["duplicate"] != true || num(t, b, "count") != 0 {
+		t.Fatalf("retry of tkB: %v, want duplicate, liked true, changed false, count 0", b)
+	}
+	if got := e.likes("p"); got != 0 {
+		t.Fatalf("count %d after the retry, want 0", got)
+	}
+
+	// A keyed like, an unlike, and the like's retry.
+	if b := e.do("PUT", "/v1/likes/q/u", `{"idempotency_key":"lk1"}`).ok(t); b["liked"] != true || b["changed"] != true {
+		t.Fatalf("keyed like: %v", b)
+	}
+	e.do("DELETE", "/v1/likes/q/u", "").ok(t)
+	for _, retry := range []resp{
+		e.do("PUT", "/v1/likes/q/u", "", "Idempotency-Key", "lk1"),
+		e.do("POST", "/v1/events", `{"type":"like","item":"q","user":"u","idempotency_key":"lk1"}`),
+	} {
+		got := retry.ok(t)
+		if rs, ok := got["results"].([]any); ok {
+			got = rs[0].(map[string]any)
+			if num(t, got, "value") != 0 {
+				t.Fatalf("retried like event: %v", got)
+			}
+		} else if num(t, got, "count") != 0 {
+			t.Fatalf("retried like: %v", got)
+		}
+		if got["liked"] != true || got["duplicate"] != true || got["changed"] == true {
+			t.Fatalf("retried like after an unlike: %v, want duplicate, liked true", got)
+		}
+	}
+	if got := e.likes("q"); got != 0 {
+		t.Fatalf("count of q %d, want 0", got)
+	}
+	e.do("PUT", "/v1/likes/q/u", `{"idempotency_key":"a/b"}`).isError(t, http.StatusBadRequest, CodeBadID)
+	e.do("DELETE", "/v1/likes/q/u", `{"idempotency_key":"a"}`, "Idempotency-Key", "b").isError(t, http.StatusBadRequest, CodeBadRequest)
 }
 
 // Issue 34's scenario through the API: an unlike at t, then a like with

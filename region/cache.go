@@ -93,3 +93,17 @@ func (c *cache) dropIf(match func(vkey) bool) {
 		sh.mu.Unlock()
 	}
 }
+
+// len is how many vectors the cache holds: at most max(1,
+// items/cacheShards) per shard, so at most Config.CacheItems once that is
+// cacheShards or more.
+func (c *cache) len() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
+}

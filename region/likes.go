@@ -10,30 +10,81 @@ import (
 // action's time, the client's if it gave one (crdt.LikeRecord.Wins), and
 // the writer decides every action by that order (crdt.LikeRecord.Decide).
 
-func (t *txn) applyLike(item, user string, liked bool, at int64) Result {
-	rs, vs, hlc, res, ok := t.likeState(item, user)
+// applyLike is a like or unlike of op.Item by op.User: an action of the
+// client's time (op.At) if it gave one. With an idempotency key it is
+// applied at most once (keyedAction).
+func (t *txn) applyLike(op *Op) Result {
+	rs, vs, hlc, res, ok := t.likeState(op.Item, op.User)
 	if !ok {
 		return res
 	}
-	return t.decideLike(item, user, rs, vs, crdt.Action{Liked: liked, HLC: hlc, At: at})
+	ks, res, dup := t.keyedAction(op, vs)
+	if dup {
+		return res
+	}
+	res = t.decideLike(op.Item, op.User, rs, vs, crdt.Action{Liked: op.Kind == OpLike, HLC: hlc, At: op.At})
+	t.rememberAction(ks, hlc, res)
+	return res
 }
 
 // applyToggle flips the user's state as this replica sees it, in one step
-// of the writer. A toggle carrying the idempotency key of the toggle that
-// wrote the register is a duplicate: it answers the state that toggle
-// decided and changes nothing.
+// of the writer. With an idempotency key it is applied at most once
+// (keyedAction): a retry answers the state the toggle left and changes
+// nothing.
 func (t *txn) applyToggle(op *Op) Result {
 	rs, vs, hlc, res, ok := t.likeState(op.Item, op.User)
 	if !ok {
 		return res
 	}
 	rec := rs.like()
+	ks, res, dup := t.keyedAction(op, vs)
+	if dup {
+		return res
+	}
+	// The register of the like record holds the key of the toggle that
+	// wrote it (crdt.LikeRecord.Idem): a record a version without keyed
+	// action records wrote says so there alone.
 	if op.IdemKey != "" && rec.Idem == op.IdemKey && !t.r.chaosToggleTwice() {
 		return Result{Liked: rec.Liked, Duplicate: true, Value: vs.cur.Value()}
 	}
 	// Ordered right after the state it flips, so it wins here, and so
 	// everywhere.
-	return t.decideLike(op.Item, op.User, rs, vs, crdt.Action{Liked: !rec.Liked, HLC: hlc, At: rec.ToggleAt(hlc), Idem: op.IdemKey})
+	res = t.decideLike(op.Item, op.User, rs, vs, crdt.Action{Liked: !rec.Liked, HLC: hlc, At: rec.ToggleAt(hlc), Idem: op.IdemKey})
+	t.rememberAction(ks, hlc, res)
+	return res
+}
+
+// keyedAction looks up the record of a like, unlike or toggle's
+// idempotency key (crdt.ToggleName of its item and user, and the key),
+// which remembers the action's application for as long as keyed records
+// are kept (Config.IdempotencyTTL), however many actions of the user
+// came after it. If the key was applied, here or at a replica this one
+// heard from, dup is true and res answers the state that application
+// left, with the item's count now. Without a key it reads nothing: an
+// unkeyed like costs no lookup.
+func (t *txn) keyedAction(op *Op, vs *vecState) (ks *recState, res Result, dup bool) {
+	if op.IdemKey == "" {
+		return nil, Result{}, false
+	}
+	ks, err := t.record(keyedKey(crdt.ToggleName(op.Item, op.User), op.IdemKey))
+	if err != nil {
+		return nil, Result{Err: err}, true
+	}
+	if liked, ok := ks.keyed().ToggleOutcome(); ok && !t.r.chaosToggleTwice() {
+		return nil, Result{Liked: liked, Duplicate: true, Value: vs.cur.Value()}, true
+	}
+	return ks, Result{}, false
+}
+
+// rememberAction writes the outcome of a keyed like action into its
+// record ks (nil: the action had no key), stamped with the action's hlc,
+// so that it expires IdempotencyTTL after it.
+func (t *txn) rememberAction(ks *recState, hlc crdt.HLC, res Result) {
+	if ks == nil || res.Err != nil {
+		return
+	}
+	ks.keyed().SetToggleOutcome(t.r.self, hlc, res.Liked)
+	ks.dirty, ks.spread, ks.deleted = true, true, false
 }
 
 // likeState loads what a like, unlike or toggle of (item, user) needs: the

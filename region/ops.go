@@ -91,9 +91,12 @@ const MaxBy = 1 << 40
 type OpKind uint8
 
 const (
-	// OpLike marks Item liked by User.
+	// OpLike marks Item liked by User, at most once per IdemKey if set
+	// (likes.go: a retry answers the state the like left, whatever the
+	// user did since, for as long as keyed records are kept).
 	OpLike OpKind = iota + 1
-	// OpUnlike marks Item not liked by User.
+	// OpUnlike marks Item not liked by User, at most once per IdemKey if
+	// set, as OpLike.
 	OpUnlike
 	// OpIncr adds By to counter Item, at most once per IdemKey if set.
 	OpIncr
@@ -116,7 +119,7 @@ const (
 	OpUnblock
 	// OpToggle flips User's like of Item as this replica sees it: a like
 	// if not liked, else an unlike, decided in one step of the writer, at
-	// most once per IdemKey if set (likes.go). It takes no At.
+	// most once per IdemKey if set, as OpLike (likes.go). It takes no At.
 	OpToggle
 	// OpType registers event type Item, or updates it, with Meta's owner,
 	// status and description (types.go).
@@ -225,8 +228,11 @@ func (o *Op) Validate() error {
 	}
 	switch o.Kind {
 	case OpLike, OpUnlike:
-		if !crdt.ValidID(o.User) {
+		switch {
+		case !crdt.ValidID(o.User):
 			return fmt.Errorf("%w: bad user %q", ErrInvalid, o.User)
+		case o.IdemKey != "" && !crdt.ValidID(o.IdemKey):
+			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
 		}
 	case OpToggle:
 		switch {
@@ -296,8 +302,10 @@ type Result struct {
 	Value int64
 	// Duplicate: an increment whose idempotency key was already applied, at
 	// this replica or one it heard from; Value is the counter's current
-	// value. For a toggle: its key is the one of the toggle that decided
-	// the user's state as this replica sees it; Liked is that state.
+	// value. For a like, unlike or toggle: its key was applied (here or
+	// at a replica this one heard from, within the idempotency TTL);
+	// Liked is the state that application left, Value the item's count
+	// now.
 	Duplicate bool
 	// Approx: the increment is of an approximate counter (Config.Approx).
 	// Counted is what it counted: a multiple of the counter's step, often

@@ -137,7 +137,8 @@ func (s *recState) reset(k rkey) {
 
 // ValidRecordName reports whether item names a record of rec's kind: an
 // item or an item's part (crdt.PartName) for a like record (or BlockRecordItem, for a block flag), a counter
-// key for a keyed record, a budget key for a spend. Replication checks
+// key for a keyed record (or a crdt.ToggleName, for a keyed like action's
+// record of the right shape), a budget key for a spend. Replication checks
 // the names of the records it receives with it.
 func ValidRecordName(item string, rec crdt.Record) bool {
 	if _, like := rec.(*crdt.LikeRecord); like && item == BlockRecordItem {
@@ -148,6 +149,13 @@ func ValidRecordName(item string, rec crdt.Record) bool {
 	}
 	if _, like := rec.(*crdt.LikeRecord); like {
 		return crdt.ValidItemName(item) // a hot item's part too
+	}
+	if kr, keyed := rec.(*crdt.KeyedRecord); keyed {
+		if _, _, ok := crdt.ToggleItem(item); ok {
+			// A keyed like action's: a register alone, which counts in
+			// no vector.
+			return kr.ValidToggleRecord()
+		}
 	}
 	return crdt.ValidID(item)
 }

@@ -132,6 +132,28 @@ func (tr *trends) feedSketch(sk sketchKey, key string, dp uint64) {
 	s.add(key, dp)
 }
 
+// len is how many sketches tr holds.
+func (tr *trends) len() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.m)
+}
+
+// maxSketches bounds the sketches of one family and one replica, however
+// old or spread out the events fed: a sketch is made only for an
+// interval its level still keeps (feed), and prune drops it once its keep
+// has gone by, so a level holds at most its keep's intervals, the one
+// running, one ending and one ahead (an event up to WindowConfig.Future
+// ahead), each with at most maxClasses classes and "*". A backfill of
+// years of history adds no sketch beyond it.
+func maxSketches() int {
+	n := 0
+	for _, l := range trendLevels {
+		n += (int(l.keep/l.width) + 3) * (maxClasses + 1)
+	}
+	return n
+}
+
 // prune drops sketches older than their level keeps.
 func (tr *trends) prune(nowMs int64) {
 	tr.mu.Lock()

@@ -207,7 +207,7 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 	}
 	switch op.Kind {
 	case OpLike, OpUnlike:
-		return t.applyLike(op.Item, op.User, op.Kind == OpLike, op.At)
+		return t.applyLike(op)
 	case OpToggle:
 		return t.applyToggle(op)
 	case OpUniques:

@@ -84,6 +84,37 @@ func TestDeltaRoundTrip(t *testing.T) {
 	}
 }
 
+// A keyed like action's record (crdt.ToggleName) travels as a keyed
+// record and comes back with its outcome; one that would count (a
+// contribution) is refused, as a record of no valid name.
+func TestToggleRecordRoundTrip(t *testing.T) {
+	rec := &crdt.KeyedRecord{}
+	rec.SetToggleOutcome("us-1", crdt.MakeHLC(1_700_000_000_000, 3), true)
+	name := crdt.ToggleName("video|2", "alice")
+	d := &Delta{Replica: "us-1", Region: "us", Records: []Record{{Item: name, User: "tkB", Rec: rec}}}
+	got, err := DecodeDelta(AppendDelta(nil, d))
+	if err != nil || len(got.Records) != 1 {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	g := got.Records[0]
+	kr, ok := g.Rec.(*crdt.KeyedRecord)
+	if !ok || g.Item != name || g.User != "tkB" || !kr.Equal(rec) {
+		t.Fatalf("got %+v (%T), want %+v", g, g.Rec, rec)
+	}
+	if liked, applied := kr.ToggleOutcome(); !liked || !applied {
+		t.Fatalf("outcome liked %v applied %v", liked, applied)
+	}
+	if shard.Of(name) != shard.Of("video|2") {
+		t.Error("a toggle record is not on its item's shard")
+	}
+	bad := rec.Clone()
+	bad.Contrib = bad.Contrib.Set("us-1", crdt.PN{P: 1})
+	d.Records[0].Rec = bad
+	if _, err := DecodeDelta(AppendDelta(nil, d)); err == nil {
+		t.Error("a toggle record with a contribution decoded")
+	}
+}
+
 // A record body longer than 127 bytes needs a two-byte length: fixLen must
 // shift the body without corrupting it.
 func TestFixLenLongRecord(t *testing.T) {

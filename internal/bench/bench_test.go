@@ -217,6 +217,31 @@ func TestBenchEventsInProcess(t *testing.T) {
 	}
 }
 
+// --import sends the batches to the import route with times spread over
+// years, which the replica books (a live event that old would be refused
+// as out of range); a spend mix is refused up front.
+func TestBenchEventsImport(t *testing.T) {
+	cfg := defaultEventsBenchConfig()
+	cfg.Mixes, cfg.Import, cfg.Keys = []string{"idem", "like"}, 3*365*24*time.Hour, 1000
+	cfg.Batch, cfg.Concurrency, cfg.Duration = 100, 1, 200*time.Millisecond
+	var out strings.Builder
+	res, err := runEventsBench(context.Background(), cfg, &out, &lockedBuilder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Requests == 0 || r.Errors != 0 || r.Events != r.Requests*100 || r.Counted != r.Events {
+			t.Errorf("mix %s: %+v (first error %q)", r.Mix, r, r.FirstError)
+		}
+	}
+	if !strings.Contains(out.String(), "POST /v1/admin/import (times spread over 26280h0m0s)") {
+		t.Errorf("output does not name the import route:\n%s", &out)
+	}
+	if _, err := parseEventsBench([]string{"--import", "24h", "--mix", "spend"}, func(string) string { return "" }, nil); err == nil {
+		t.Error("--import with the spend mix accepted")
+	}
+}
+
 // --approx runs incr and idem twice, on exact keys and on keys under the
 // approx prefix, and compares their cost: the approximate run commits and
 // hands replication a fraction of what the exact one does per event, and

@@ -92,6 +92,13 @@ type eventsBenchConfig struct {
 	// (commits, WAL bytes, own entries handed to replication) and how far
 	// the counters ended from the increments sent. Default 0 (off).
 	Approx float64
+	// Import, if > 0, sends the batches to POST /v1/admin/import rather
+	// than /v1/events, each event with an "at" drawn uniformly from the
+	// Import before the request (a backfill spread over that much
+	// history: with the idem mix and --keys as large as the run, every
+	// event a key and a slot of its own). The spend mix is not imported.
+	// With --url, --token must then be an admin token. Default 0 (off).
+	Import time.Duration
 	// Start, if > 0, first adds Start to every counter key of the run
 	// (the exact ones and, with Approx, the approximate ones alike), in one
 	// increment each, so the mixes run on counters of that size: a hot
@@ -181,6 +188,16 @@ func (c eventsBenchConfig) Validate() error {
 	if c.MemEvery < 0 {
 		bad("--mem-every %s: want 0 (off) or more", c.MemEvery)
 	}
+	if c.Import < 0 {
+		bad("--import %s: want 0 (off) or more", c.Import)
+	}
+	if c.Import > 0 {
+		for _, m := range c.Mixes {
+			if m == "spend" {
+				bad("--import: the spend mix is not imported (budgets have no time windows)")
+			}
+		}
+	}
 	if c.Start < 0 || c.Start > region.MaxBy {
 		bad("--start %d: want 0..%d", c.Start, int64(region.MaxBy))
 	}
@@ -218,6 +235,7 @@ func parseEventsBench(args []string, getenv func(string) string, help io.Writer)
 		fs.DurationVar(&cfg.MemEvery, "mem-every", cfg.MemEvery, "print this process's RSS and Go heap at this `interval` (0: off)")
 		fs.StringVar(&cfg.CPUProfile, "cpuprofile", cfg.CPUProfile, "write a CPU profile of the run to `file`")
 		fs.StringVar(&cfg.MemProfile, "memprofile", cfg.MemProfile, "write an allocation profile at the end to `file`")
+		fs.DurationVar(&cfg.Import, "import", cfg.Import, "send the batches to POST /v1/admin/import, every event at a time drawn from the `span` before now, e.g. 26280h for three years (0: live events to /v1/events)")
 		fs.Int64Var(&cfg.Start, "start", cfg.Start, "first add `N` to every counter key (exact and approximate alike), so the mixes run on counters that size")
 		fs.Float64Var(&cfg.Approx, "approx", cfg.Approx, "also run incr and idem on keys under "+approxPrefix+" made approximate at this relative `error` (e.g. 0.01), and compare their cost and error with the exact run (0: off)")
 	})
@@ -363,8 +381,12 @@ func runEventsBench(ctx context.Context, cfg eventsBenchConfig, out, logOut io.W
 	if cfg.MemProfile != "" {
 		defer func() { err = errors.Join(err, writeAllocProfile(cfg.MemProfile)) }()
 	}
-	fmt.Fprintf(out, "bench events: POST /v1/events, %d events per request (%s) on %d key(s), %d workers, %s per mix\n  %s\n\n",
-		cfg.Batch, cfg.Format, cfg.Keys, cfg.Concurrency, cfg.Duration, target)
+	route := "POST /v1/events"
+	if cfg.Import > 0 {
+		route = fmt.Sprintf("POST /v1/admin/import (times spread over %s)", cfg.Import)
+	}
+	fmt.Fprintf(out, "bench events: %s, %d events per request (%s) on %d key(s), %d workers, %s per mix\n  %s\n\n",
+		route, cfg.Batch, cfg.Format, cfg.Keys, cfg.Concurrency, cfg.Duration, target)
 	var sampler *memSampler
 	if cfg.MemEvery > 0 {
 		sampler = startMemSampler(ctx, cfg.MemEvery, store, out)
@@ -524,6 +546,7 @@ type eventsWorker struct {
 	resp bytes.Buffer
 	seq  int64
 	rnd  uint64 // xorshift state for --users
+	trnd uint64 // xorshift state for --import's times
 	key  int    // next of eventsRun.keys
 }
 
@@ -538,7 +561,8 @@ func (er *eventsRun) run(ctx context.Context) *eventsMixResult {
 		}
 	}
 	lr := runLoad(ctx, loadConfig{Workers: conc, Duration: er.cfg.Duration}, func(worker int) loadOp {
-		w := &eventsWorker{id: worker, rnd: uint64(worker)*0x9e3779b97f4a7c15 + 1, key: worker * len(er.keys) / conc}
+		w := &eventsWorker{id: worker, rnd: uint64(worker)*0x9e3779b97f4a7c15 + 1, trnd: uint64(worker)*0xbf58476d1ce4e5b9 + 7,
+			key: worker * len(er.keys) / conc}
 		return func(ctx context.Context) (int64, int64, error) {
 			er.fill(w)
 			return er.post(ctx, w)
@@ -588,6 +612,7 @@ func (er *eventsRun) appendFreshID(b []byte, w *eventsWorker) []byte {
 func (er *eventsRun) fill(w *eventsWorker) {
 	b := w.body[:0]
 	array := er.cfg.Format == "array"
+	nowMs := time.Now().UnixMilli()
 	if array {
 		b = append(b, '[')
 	}
@@ -603,17 +628,17 @@ func (er *eventsRun) fill(w *eventsWorker) {
 		case "spend":
 			b = append(b, `{"type":"spend","key":"`...)
 			b = append(b, key...)
-			b = append(b, `"}`...)
+			b = append(b, '"')
 		case "incr":
 			b = append(b, `{"type":"incr","key":"`...)
 			b = append(b, key...)
-			b = append(b, `"}`...)
+			b = append(b, '"')
 		case "idem":
 			b = append(b, `{"type":"incr","key":"`...)
 			b = append(b, key...)
 			b = append(b, `","idempotency_key":"`...)
 			b = er.appendFreshID(b, w)
-			b = append(b, `"}`...)
+			b = append(b, '"')
 		case "like", "unique":
 			if er.mix == "like" {
 				b = append(b, `{"type":"like","item":"`...)
@@ -632,8 +657,16 @@ func (er *eventsRun) fill(w *eventsWorker) {
 			} else {
 				b = er.appendFreshID(b, w)
 			}
-			b = append(b, `"}`...)
+			b = append(b, '"')
 		}
+		if span := er.cfg.Import.Milliseconds(); span > 0 {
+			w.trnd ^= w.trnd << 13
+			w.trnd ^= w.trnd >> 7
+			w.trnd ^= w.trnd << 17
+			b = append(b, `,"at":`...)
+			b = strconv.AppendInt(b, nowMs-int64(w.trnd%uint64(span)), 10)
+		}
+		b = append(b, '}')
 		if !array {
 			b = append(b, '\n')
 		}
@@ -654,7 +687,11 @@ func (er *eventsRun) post(ctx context.Context, w *eventsWorker) (applied, counte
 func (er *eventsRun) postBody(ctx context.Context, w *eventsWorker, format string, n int) (applied, counted int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, er.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, er.base+"/v1/events", bytes.NewReader(w.body))
+	path := "/v1/events"
+	if er.cfg.Import > 0 && er.mix != "spend" { // the grants before a spend mix are live
+		path = "/v1/admin/import"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, er.base+path, bytes.NewReader(w.body))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -677,7 +714,7 @@ func (er *eventsRun) postBody(ctx context.Context, w *eventsWorker, format strin
 	}
 	body := w.resp.Bytes()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("POST /v1/events: %s: %s", resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
+		return 0, 0, fmt.Errorf("POST %s: %s: %s", path, resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
 	}
 	applied, err = jsonIntField(body, "applied")
 	if err != nil {
