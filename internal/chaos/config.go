@@ -88,7 +88,7 @@ type Config struct {
 	// and gathering: per key counts, records, like lists, histories,
 	// slots, approximate counters, block flags, unique counts and their
 	// unions, budgets, family totals, trending (a cashback whose keys no
-	// replica holds together is refused, 421, and checked as refused) and
+	// replica holds together runs across shards, package purchase) and
 	// milestones (every replica numbers the likes it counted); its faults
 	// are some of ShardedFaults.
 	Replicas int
