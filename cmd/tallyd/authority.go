@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/cliutil"
 	tallynode "github.com/tally-dev/tally/node"
 )
 
@@ -20,7 +21,7 @@ func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writ
 	logLevel := "info"
 	fs := newFlagSet("lease-authority", func(fs *flag.FlagSet) {
 		fs.StringVar(&cfg.NATS, "nats", "", "NATS server `urls`, comma-separated, of the region holding the allocator's bucket (required)")
-		fs.StringVar(&cfg.NATSUser, "user", cfg.NATSUser, "NATS `user` (password from env "+envNATSPass+"; \"\": none)")
+		fs.StringVar(&cfg.NATSUser, "user", cfg.NATSUser, "NATS `user` (password from env "+envNATSPass+", or a file named by "+envNATSPass+cliutil.FileSuffix+"; \"\": none)")
 		fs.StringVar(&cfg.NATSCreds, "creds", "", "NATS credentials `file` instead of a user")
 		fs.StringVar(&cfg.NATSCA, "nats-ca", "", "CA `file` to verify the NATS servers' TLS certificates")
 		fs.StringVar(&cfg.AllocBucket, "alloc-bucket", cfg.AllocBucket, "the allocator's KV `bucket` (the replicas' alloc_bucket)")
@@ -44,7 +45,11 @@ func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writ
 		cfg.NATSUser = ""
 	}
 	if cfg.NATSUser != "" {
-		cfg.NATSPassword = getenv(envNATSPass)
+		pw, err := cliutil.EnvSecret(getenv, envNATSPass)
+		if err != nil {
+			return cfg, logLevel, usagef("lease-authority: %v", err)
+		}
+		cfg.NATSPassword = pw
 	}
 	return cfg, logLevel, nil
 }

@@ -42,9 +42,9 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.IntVar(&c.RESPMaxConnectionsPerAddress, "resp-max-connections-per-address", c.RESPMaxConnectionsPerAddress, "RESP connections open at `most` from one client address; its next is refused")
 	fs.IntVar(&c.MinProcs, "min-procs", c.MinProcs, "raise GOMAXPROCS to at least `n` (0 or 1: leave it): with one, a WAL fsync stalls the HTTP side")
 	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode`: fsync (ack after WAL fsync) or none (unsafe on power loss)")
-	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+")")
-	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+")")
-	fs.StringVar(&c.ReadToken, "read-token", c.ReadToken, "bearer `token` required on reads under /v1/ (env "+envReadToken+"); each token flag takes several tokens separated by spaces, all valid")
+	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+", or a file named by "+envWriteToken+cliutil.FileSuffix+")")
+	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+", or a file named by "+envAdminToken+cliutil.FileSuffix+")")
+	fs.StringVar(&c.ReadToken, "read-token", c.ReadToken, "bearer `token` required on reads under /v1/ (env "+envReadToken+", or a file named by "+envReadToken+cliutil.FileSuffix+"); each token flag takes several tokens separated by spaces, all valid")
 	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "serve HTTPS with this PEM certificate `file` (reloaded on change and SIGHUP)")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM key `file` of --tls-cert")
 	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "require client certificates signed by a CA in this PEM `file` (mutual TLS)")
@@ -90,7 +90,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.StringVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long shutdown waits for in-flight requests (`duration`)")
 	fs.StringVar(&c.NATS, "nats", c.NATS, "NATS `url` of this region (empty: standalone, no replication)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", c.NATSCreds, "NATS credentials `file`")
-	fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS `user` (password from env "+envNATSPass+")")
+	fs.StringVar(&c.NATSUser, "nats-user", c.NATSUser, "NATS `user` (password from env "+envNATSPass+", or a file named by "+envNATSPass+cliutil.FileSuffix+")")
 	fs.StringVar(&c.NATSCA, "nats-ca", c.NATSCA, "PEM `file` of the CA of the NATS servers' certificates (turns on TLS)")
 	fs.StringVar(&c.NATSCert, "nats-cert", c.NATSCert, "client certificate `file` for NATS")
 	fs.StringVar(&c.NATSKey, "nats-key", c.NATSKey, "client key `file` for NATS")
@@ -156,17 +156,18 @@ func loadConfigAs(cmd string, args []string, getenv func(string) string, help io
 			problems = append(problems, strings.Split(err.Error(), "\n")...)
 		}
 	}
-	if v := getenv(envWriteToken); v != "" {
-		cfg.WriteToken = v
-	}
-	if v := getenv(envReadToken); v != "" {
-		cfg.ReadToken = v
-	}
-	if v := getenv(envAdminToken); v != "" {
-		cfg.AdminToken = v
-	}
-	if v := getenv(envNATSPass); v != "" {
-		cfg.NATSPassword = v
+	// Each secret from its variable, or from the file its _FILE variable
+	// names (a mounted Secret: every pod its own NATS user's password).
+	for _, s := range []struct {
+		env string
+		dst *string
+	}{{envWriteToken, &cfg.WriteToken}, {envReadToken, &cfg.ReadToken}, {envAdminToken, &cfg.AdminToken}, {envNATSPass, &cfg.NATSPassword}} {
+		v, err := cliutil.EnvSecret(getenv, s.env)
+		if err != nil {
+			problems = append(problems, err.Error())
+		} else if v != "" {
+			*s.dst = v
+		}
 	}
 	second := newFlagSet(cmd, func(fs *flag.FlagSet) { bindFlags(fs, &cfg, &file) })
 	if err := second.Parse(args); err != nil {

@@ -141,6 +141,60 @@ func TestTokensFromEnv(t *testing.T) {
 	}
 }
 
+// TestSecretsFromFiles: each secret serve reads from the environment
+// may come from the file its _FILE variable names instead (a mounted
+// Kubernetes Secret, one NATS password a pod), newline trimmed; a flag
+// still wins; setting both, or naming a missing file, is a config
+// problem that names the variable and never shows the secret.
+func TestSecretsFromFiles(t *testing.T) {
+	pw := writeFile(t, "nats-password", "pod-own-password\n")
+	wt := writeFile(t, "write-token", "file-w")
+	at := writeFile(t, "admin-token", "file-a\n")
+	rt := writeFile(t, "read-token", "file-r\n")
+	e := env(map[string]string{
+		envNATSPass + "_FILE": pw, envWriteToken + "_FILE": wt, envAdminToken + "_FILE": at, envReadToken + "_FILE": rt,
+	})
+	cfg, err := loadConfig([]string{"--region", "us", "--replica", "us-1", "--nats", "nats://127.0.0.1:4222", "--nats-user", "tally-us-1"}, e, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NATSPassword != "pod-own-password" || cfg.WriteToken != "file-w" || cfg.AdminToken != "file-a" || cfg.ReadToken != "file-r" {
+		t.Fatalf("secrets from files: password %q, write %q, admin %q, read %q", cfg.NATSPassword, cfg.WriteToken, cfg.AdminToken, cfg.ReadToken)
+	}
+	cfg, err = loadConfig([]string{"--write-token", "flag"}, e, io.Discard)
+	if err != nil || cfg.WriteToken != "flag" {
+		t.Fatalf("a flag must override the file: %q, %v", cfg.WriteToken, err)
+	}
+
+	for name, kv := range map[string]map[string]string{
+		"both":    {envNATSPass: "env-secret", envNATSPass + "_FILE": pw},
+		"missing": {envWriteToken + "_FILE": filepath.Join(t.TempDir(), "absent")},
+		"empty":   {envAdminToken + "_FILE": writeFile(t, "empty", "\n")},
+	} {
+		_, err := loadConfig(nil, env(kv), io.Discard)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Fatalf("%s: %v, want a usage error", name, err)
+		}
+		var v string
+		for k := range kv {
+			v = strings.TrimSuffix(k, "_FILE")
+		}
+		if !strings.Contains(err.Error(), v+"_FILE") || strings.Contains(err.Error(), "env-secret") || strings.Contains(err.Error(), "pod-own-password") {
+			t.Errorf("%s: %v: want the variable %s_FILE named and no secret shown", name, err, v)
+		}
+	}
+
+	// The lease authority reads its password the same way.
+	la, _, err := parseLeaseAuthority([]string{"--nats", "nats://n:4222"}, env(map[string]string{envNATSPass + "_FILE": pw}), io.Discard)
+	if err != nil || la.NATSPassword != "pod-own-password" {
+		t.Fatalf("lease-authority: password %q, %v", la.NATSPassword, err)
+	}
+	if _, _, err := parseLeaseAuthority([]string{"--nats", "nats://n:4222"}, env(map[string]string{envNATSPass + "_FILE": filepath.Join(t.TempDir(), "absent")}), io.Discard); err == nil {
+		t.Fatal("lease-authority: a missing password file was accepted")
+	}
+}
+
 func TestJSONConfigFile(t *testing.T) {
 	path := writeFile(t, "t.json", `{"region": "ap", "max_body_bytes": 10}`)
 	cfg, err := loadConfig([]string{"--config", path}, noEnv, io.Discard)

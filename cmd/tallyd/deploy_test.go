@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/internal/deploytest"
 )
 
@@ -51,11 +52,25 @@ func checkDeployCommand(t *testing.T, c deploytest.Command) error {
 			args[i] = local
 		}
 	}
-	getenv := func(k string) string {
-		if slices.Contains(c.Env, k) {
-			return "deploy-test-" + strings.ToLower(k)
+	// A secret's file (TALLY_NATS_PASSWORD_FILE) must be one the
+	// deployment mounts; here it holds a made-up secret.
+	for k, v := range c.EnvValues {
+		if strings.HasSuffix(k, cliutil.FileSuffix) && !slices.Contains(c.SecretFiles, v) {
+			return fmt.Errorf("%s=%s is no Secret key the deployment mounts (%v)", k, v, c.SecretFiles)
 		}
-		return ""
+	}
+	getenv := func(k string) string {
+		switch {
+		case !slices.Contains(c.Env, k):
+			return ""
+		case strings.HasSuffix(k, cliutil.FileSuffix):
+			f := filepath.Join(dir, "secret-"+k)
+			if err := os.WriteFile(f, []byte("deploy-test-"+strings.ToLower(k)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		return "deploy-test-" + strings.ToLower(k)
 	}
 	onPort := func(what, hostport string) error {
 		if c.Ports == nil {
@@ -93,7 +108,7 @@ func checkDeployCommand(t *testing.T, c deploytest.Command) error {
 	case "lease-authority":
 		cfg, _, err := parseLeaseAuthority(args[1:], getenv, io.Discard)
 		if err == nil && cfg.NATSUser != "" && cfg.NATSPassword == "" {
-			err = fmt.Errorf("NATS user %s without %s in the environment", cfg.NATSUser, envNATSPass)
+			err = fmt.Errorf("NATS user %s without %s (or %s%s) in the environment", cfg.NATSUser, envNATSPass, envNATSPass, cliutil.FileSuffix)
 		}
 		return err
 	case "dashboard":

@@ -42,7 +42,11 @@ func (c *NATSClient) Bind(fs *flag.FlagSet, urlUsage string, passwordFlag bool) 
 // not say how to connect.
 func (c *NATSClient) Check(cmd string, getenv func(string) string) error {
 	if c.Password == "" && c.User != "" {
-		c.Password = getenv(EnvNATSPassword)
+		pw, err := EnvSecret(getenv, EnvNATSPassword)
+		if err != nil {
+			return Usagef("%s: %v", cmd, err)
+		}
+		c.Password = pw
 	}
 	switch {
 	case c.URL == "":

@@ -188,13 +188,17 @@ type RegionOverview struct {
 
 // Overview answers GET /api/overview: every region's view and the links.
 type Overview struct {
-	At         time.Time        `json:"at"`
-	Item       string           `json:"item"`
-	Counter    string           `json:"counter"`
-	Budget     string           `json:"budget"`
-	Regions    []RegionOverview `json:"regions"`
-	Links      []api.Link       `json:"links"`
-	LinksError string           `json:"links_error,omitempty"`
+	At      time.Time `json:"at"`
+	Item    string    `json:"item"`
+	Counter string    `json:"counter"`
+	Budget  string    `json:"budget"`
+	// Regions are the watched replicas' views, one per replica (a sharded
+	// region has several).
+	Regions []RegionOverview `json:"regions"`
+	// Summary is one entry a region, from its replicas' views.
+	Summary    []RegionSummary `json:"summary"`
+	Links      []api.Link      `json:"links"`
+	LinksError string          `json:"links_error,omitempty"`
 }
 
 // GET /api/overview?item=post1&counter=views&budget=gift-cards: every
@@ -282,8 +286,98 @@ func (d *Dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		out.Links = links
 	})
 	wg.Wait()
+	out.Summary = summarize(out.Regions)
 	out.At = time.Now().UTC()
 	dashJSON(w, http.StatusOK, out)
+}
+
+// RegionSummary is one region as a whole, from the views of its
+// watched replicas.
+type RegionSummary struct {
+	Region string `json:"region"`
+	// Replicas are the region's watched replicas, in the order watched;
+	// Reachable how many of them answered.
+	Replicas  []string `json:"replicas"`
+	Reachable int      `json:"reachable"`
+	// Likes and Counter are the region's counts: one replica's answer,
+	// not a sum. Every replica of a region answers the region's whole
+	// count (a sharded region's replica asks a holder of the key's
+	// shard), so adding them would count each like once a replica. The
+	// first exact answer in order is taken, else the first approx one.
+	Likes   *api.Likes   `json:"likes,omitempty"`
+	Counter *api.Counter `json:"counter,omitempty"`
+	// Shards are the region's shards by how many of their copies are up,
+	// as the first replica with a shard map sees them; absent where the
+	// region is not sharded.
+	Shards *ShardStates `json:"shards,omitempty"`
+}
+
+// ShardStates counts a sharded region's shards by their holders' state.
+type ShardStates struct {
+	Shards int `json:"shards"`
+	Copies int `json:"copies"`
+	// Up: every copy's holder is up; Degraded: some are; Down: none is
+	// (the shard's keys cannot be read or written in this region).
+	Up       int `json:"up"`
+	Degraded int `json:"degraded"`
+	Down     int `json:"down"`
+}
+
+// summarize folds the replicas' views into one summary a region, in the
+// order the regions are first watched.
+func summarize(views []RegionOverview) []RegionSummary {
+	out := []RegionSummary{}
+	at := map[string]int{}
+	for _, v := range views {
+		i, ok := at[v.Region]
+		if !ok {
+			i = len(out)
+			at[v.Region] = i
+			out = append(out, RegionSummary{Region: v.Region, Replicas: []string{}})
+		}
+		s := &out[i]
+		s.Replicas = append(s.Replicas, v.Replica)
+		if v.Reachable {
+			s.Reachable++
+		}
+		if v.Likes != nil && (s.Likes == nil || s.Likes.Approx && !v.Likes.Approx) {
+			s.Likes = v.Likes
+		}
+		if v.Counter != nil && (s.Counter == nil || s.Counter.Approx && !v.Counter.Approx) {
+			s.Counter = v.Counter
+		}
+		if s.Shards == nil && v.Shards != nil && len(v.Shards.Replicas) > 1 {
+			s.Shards = shardStates(v.Shards)
+		}
+	}
+	return out
+}
+
+// shardStates counts m's shards by how many of their holders are up.
+func shardStates(m *api.ShardMap) *ShardStates {
+	up, held := map[string]int{}, map[string]int{}
+	for _, h := range m.Replicas {
+		for _, sh := range h.Shards {
+			held[sh]++
+			if h.State == "up" {
+				up[sh]++
+			}
+		}
+	}
+	st := &ShardStates{Shards: m.Shards, Copies: m.Copies}
+	for sh, n := range held {
+		switch {
+		case up[sh] == n:
+			st.Up++
+		case up[sh] > 0:
+			st.Degraded++
+		default:
+			st.Down++
+		}
+	}
+	// A shard no replica holds is down too.
+	st.Down += max(0, m.Shards-len(held))
+	return st
 }
 
 // into returns a function that stores an answer in *dst if there was no

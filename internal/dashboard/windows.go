@@ -98,8 +98,9 @@ func (d *Dashboard) series(w http.ResponseWriter, r *http.Request) {
 
 // mergeSeries merges the regions' reads (reads[i] is targets[i]'s) into
 // one grid: the times of the read that reaches furthest. A region's line
-// comes from its own read; if that failed, from the first read that did
-// (and the view is approx). Regions that only appear in some view (a
+// comes from its own read (its first replica's that succeeded: one line a
+// region, however many replicas it has); if none did, from the first
+// read that did (and the view is approx). Regions that only appear in some view (a
 // replica of an unwatched region, or "unknown") come from the first view
 // that has them. It fails if no read did, with the reads' errors joined.
 func mergeSeries(targets []Target, reads []seriesRead) (SeriesView, error) {
@@ -172,11 +173,23 @@ func mergeSeries(targets []Target, reads []seriesRead) (SeriesView, error) {
 		}
 		return -1
 	}
+	// One line a region, however many of its replicas are watched (a
+	// sharded region's every replica answers the whole region's series:
+	// a line each would count it once a replica).
 	named := map[string]bool{}
-	for i, t := range targets {
+	for _, t := range targets {
+		if named[t.Region] {
+			continue
+		}
 		named[t.Region] = true
-		src := i
-		if reads[i].err != nil {
+		src := -1
+		for j, u := range targets {
+			if u.Region == t.Region && reads[j].err == nil {
+				src = j
+				break
+			}
+		}
+		if src < 0 {
 			src = firstRead(func(api.Series) bool { return true })
 			out.Approx = true
 		}
@@ -415,8 +428,10 @@ func (d *Dashboard) trending(w http.ResponseWriter, r *http.Request) {
 	out.Final = tr.Final && !out.Approx
 	named := map[string]bool{}
 	for _, t := range d.cfg.Regions {
-		named[t.Region] = true
-		out.Regions = append(out.Regions, t.Region)
+		if !named[t.Region] { // a sharded region's replicas: one column
+			named[t.Region] = true
+			out.Regions = append(out.Regions, t.Region)
+		}
 	}
 	var extra []string
 	for _, row := range out.Items {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -34,12 +33,18 @@ type Command struct {
 	// Ports are the container ports the deployment publishes or names;
 	// nil where it does not say (systemd).
 	Ports []int
+	// EnvValues are the values of Env the deployment spells out (not
+	// secrets), where it does: TALLY_NATS_PASSWORD_FILE's path.
+	EnvValues map[string]string
+	// SecretFiles are the paths at which the process finds a Secret's
+	// keys (their content is the operator's, not the repository's).
+	SecretFiles []string
 }
 
 // Commands reads every tallyd command line under repo: the Dockerfile's
 // CMD and HEALTHCHECK, deploy/compose/compose.yaml's services that run
 // the image, deploy/systemd/*.service's ExecStart, and the containers of
-// deploy/k8s/*.yaml that run the image.
+// deploy/k8s/overlays/* (rendered) that run the image.
 func Commands(repo string) ([]Command, error) {
 	var out []Command
 	for _, read := range []func(string) ([]Command, error){dockerCommands, composeCommands, systemdCommands, k8sCommands} {
@@ -324,6 +329,7 @@ type k8sObject struct {
 	} `yaml:"metadata"`
 	Data map[string]string `yaml:"data"`
 	Spec struct {
+		Replicas *int `yaml:"replicas"`
 		Template struct {
 			Spec podSpec `yaml:"spec"`
 		} `yaml:"template"`
@@ -336,74 +342,145 @@ type k8sObject struct {
 }
 
 type podSpec struct {
-	Containers []struct {
-		Name    string   `yaml:"name"`
-		Image   string   `yaml:"image"`
-		Command []string `yaml:"command"`
-		Args    []string `yaml:"args"`
-		Ports   []struct {
-			ContainerPort int `yaml:"containerPort"`
-		} `yaml:"ports"`
-		EnvFrom []struct {
-			SecretRef *struct {
-				Name string `yaml:"name"`
-			} `yaml:"secretRef"`
-		} `yaml:"envFrom"`
-		Env []struct {
-			Name string `yaml:"name"`
-		} `yaml:"env"`
-		VolumeMounts []struct {
-			Name      string `yaml:"name"`
-			MountPath string `yaml:"mountPath"`
-			SubPath   string `yaml:"subPath"`
-		} `yaml:"volumeMounts"`
-	} `yaml:"containers"`
-	Volumes []struct {
+	Containers []container `yaml:"containers"`
+	Volumes    []struct {
 		Name      string `yaml:"name"`
 		ConfigMap *struct {
 			Name string `yaml:"name"`
 		} `yaml:"configMap"`
+		Secret *struct {
+			SecretName string `yaml:"secretName"`
+			Items      []struct {
+				Key  string `yaml:"key"`
+				Path string `yaml:"path"`
+			} `yaml:"items"`
+		} `yaml:"secret"`
 	} `yaml:"volumes"`
+}
+
+type container struct {
+	Name    string   `yaml:"name"`
+	Image   string   `yaml:"image"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Ports   []struct {
+		ContainerPort int `yaml:"containerPort"`
+	} `yaml:"ports"`
+	EnvFrom []struct {
+		SecretRef *struct {
+			Name string `yaml:"name"`
+		} `yaml:"secretRef"`
+	} `yaml:"envFrom"`
+	Env []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom struct {
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+			ConfigMapKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"configMapKeyRef"`
+			SecretKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+	} `yaml:"volumeMounts"`
 }
 
 // ReadK8s reads every object of a multi-document YAML file.
 func ReadK8s(file string) ([]k8sObject, error) {
-	f, err := os.Open(file)
+	objs, err := readObjects(file)
 	if err != nil {
-		return nil, fmt.Errorf("deploytest: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	var objs []k8sObject
-	dec := yaml.NewDecoder(f)
-	for {
-		var o k8sObject
-		err := dec.Decode(&o)
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deploytest: %s: %w", file, err)
-		}
-		objs = append(objs, o)
-	}
+	return typed(objs)
 }
 
-// k8sCommands: the containers of deploy/k8s/*.yaml that run the tally
-// image (its entrypoint, so args only). Their files are the keys of the
-// ConfigMaps they mount; their environment the secrets they take whole
-// (envFrom: the documented ones) and their env entries; their volumes the
-// StatefulSet's claims.
-func k8sCommands(repo string) ([]Command, error) {
-	files, _ := filepath.Glob(filepath.Join(repo, "deploy", "k8s", "*.yaml"))
-	var out []Command
-	for _, file := range files {
-		if filepath.Base(file) == "kustomization.yaml" {
-			continue
+func typed(objs []Object) ([]k8sObject, error) {
+	out := make([]k8sObject, len(objs))
+	for i, o := range objs {
+		if err := o.Decode(&out[i]); err != nil {
+			return nil, err
 		}
-		objs, err := ReadK8s(file)
+	}
+	return out, nil
+}
+
+// k8sOverlays are the regions' kustomizations under deploy/k8s/overlays.
+func k8sOverlays(repo string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(repo, "deploy", "k8s", "overlays", "*", "kustomization.yaml"))
+	if err != nil || len(dirs) == 0 {
+		return nil, fmt.Errorf("deploytest: no deploy/k8s/overlays/*/kustomization.yaml (%v)", err)
+	}
+	for i, d := range dirs {
+		dirs[i] = filepath.Dir(d)
+	}
+	return dirs, nil
+}
+
+// PodEnv is the environment Kubernetes gives container c of pod pod in
+// namespace ns, with $(VAR) references expanded in order: values, the
+// pod's name and namespace (fieldRef) and ConfigMap keys of configMaps
+// (ConfigMap name, then key). A Secret's key (secretKeyRef) is named
+// only: its value is "".
+func podEnv(c container, pod, ns string, configMaps map[string]map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		v := expand(e.Value, env)
+		switch vf := e.ValueFrom; {
+		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "metadata.name":
+			v = pod
+		case vf.FieldRef != nil && vf.FieldRef.FieldPath == "metadata.namespace":
+			v = ns
+		case vf.ConfigMapKeyRef != nil:
+			v = configMaps[vf.ConfigMapKeyRef.Name][vf.ConfigMapKeyRef.Key]
+		}
+		env[e.Name] = v
+	}
+	return env
+}
+
+// expand replaces $(VAR) with env's VAR where env has it, as Kubernetes
+// does in env values, command and args.
+func expand(s string, env map[string]string) string {
+	for k, v := range env {
+		s = strings.ReplaceAll(s, "$("+k+")", v)
+	}
+	return s
+}
+
+// k8sCommands: the containers of the regions' kustomizations
+// (deploy/k8s/overlays/*, rendered by Kustomize) that run the tally image
+// (its entrypoint, so args only), one command a pod of a StatefulSet
+// (tally-0, tally-1, ...: $(POD_NAME) expanded), one for a Deployment.
+// Their files are the keys of the ConfigMaps they mount and the paths
+// of the Secret keys they mount (by name, empty); their environment the
+// secrets they take whole (envFrom: the documented ones) and their env
+// entries; their volumes the StatefulSet's claims.
+func k8sCommands(repo string) ([]Command, error) {
+	overlays, err := k8sOverlays(repo)
+	if err != nil {
+		return nil, err
+	}
+	var out []Command
+	for _, dir := range overlays {
+		rendered, err := Kustomize(dir)
 		if err != nil {
 			return nil, err
 		}
+		objs, err := typed(rendered)
+		if err != nil {
+			return nil, err
+		}
+		rel, _ := filepath.Rel(repo, dir)
 		configMaps := map[string]map[string]string{}
 		for _, o := range objs {
 			if o.Kind == "ConfigMap" {
@@ -414,56 +491,84 @@ func k8sCommands(repo string) ([]Command, error) {
 			if o.Kind != "StatefulSet" && o.Kind != "Deployment" {
 				continue
 			}
+			pods := []string{o.Metadata.Name + "-pod"}
+			if o.Kind == "StatefulSet" {
+				n := 1
+				if o.Spec.Replicas != nil {
+					n = *o.Spec.Replicas
+				}
+				pods = nil
+				for i := range n {
+					pods = append(pods, fmt.Sprintf("%s-%d", o.Metadata.Name, i))
+				}
+			}
 			pod := o.Spec.Template.Spec
 			claims := map[string]bool{}
 			for _, vc := range o.Spec.VolumeClaimTemplates {
 				claims[vc.Metadata.Name] = true
 			}
-			for _, ct := range pod.Containers {
-				if !strings.HasPrefix(ct.Image, "tally:") {
-					continue
-				}
-				if len(ct.Command) > 0 {
-					return nil, fmt.Errorf("deploytest: %s: %s %s: want the image's entrypoint, no command", file, o.Kind, o.Metadata.Name)
-				}
-				c := Command{
-					Source: fmt.Sprintf("deploy/k8s/%s %s %s/%s container %s", filepath.Base(file), o.Kind, o.Metadata.Namespace, o.Metadata.Name, ct.Name),
-					Args:   ct.Args, Files: map[string][]byte{}, Ports: []int{},
-				}
-				for _, p := range ct.Ports {
-					c.Ports = append(c.Ports, p.ContainerPort)
-				}
-				for _, e := range ct.EnvFrom {
-					if e.SecretRef != nil {
-						c.Env = append(c.Env, secretsDocumented...)
+			for _, podName := range pods {
+				for _, ct := range pod.Containers {
+					if !strings.HasPrefix(ct.Image, "tally:") {
+						continue
 					}
-				}
-				for _, e := range ct.Env {
-					c.Env = append(c.Env, e.Name)
-				}
-				for _, m := range ct.VolumeMounts {
-					if claims[m.Name] {
-						c.Volumes = append(c.Volumes, m.MountPath)
+					if len(ct.Command) > 0 {
+						return nil, fmt.Errorf("deploytest: %s: %s %s: want the image's entrypoint, no command", rel, o.Kind, o.Metadata.Name)
 					}
-					for _, v := range pod.Volumes {
-						if v.Name != m.Name || v.ConfigMap == nil {
-							continue
+					env := podEnv(ct, podName, o.Metadata.Namespace, configMaps)
+					c := Command{
+						Source: fmt.Sprintf("%s %s %s/%s pod %s container %s", filepath.ToSlash(rel), o.Kind, o.Metadata.Namespace, o.Metadata.Name, podName, ct.Name),
+						Files:  map[string][]byte{}, Ports: []int{}, EnvValues: map[string]string{},
+					}
+					for _, a := range ct.Args {
+						c.Args = append(c.Args, expand(a, env))
+					}
+					for _, p := range ct.Ports {
+						c.Ports = append(c.Ports, p.ContainerPort)
+					}
+					for _, e := range ct.EnvFrom {
+						if e.SecretRef != nil {
+							c.Env = append(c.Env, secretsDocumented...)
 						}
-						data, ok := configMaps[v.ConfigMap.Name]
-						if !ok {
-							return nil, fmt.Errorf("deploytest: %s: ConfigMap %s is not in the file", file, v.ConfigMap.Name)
+					}
+					for _, e := range ct.Env {
+						c.Env = append(c.Env, e.Name)
+						if env[e.Name] != "" {
+							c.EnvValues[e.Name] = env[e.Name]
 						}
-						for k, val := range data {
-							switch {
-							case m.SubPath == k:
-								c.Files[m.MountPath] = []byte(val)
-							case m.SubPath == "":
-								c.Files[path.Join(m.MountPath, k)] = []byte(val)
+					}
+					for _, m := range ct.VolumeMounts {
+						if claims[m.Name] {
+							c.Volumes = append(c.Volumes, m.MountPath)
+						}
+						for _, v := range pod.Volumes {
+							if v.Name != m.Name {
+								continue
+							}
+							if v.Secret != nil {
+								for _, it := range v.Secret.Items {
+									c.SecretFiles = append(c.SecretFiles, path.Join(m.MountPath, it.Path))
+								}
+							}
+							if v.ConfigMap == nil {
+								continue
+							}
+							data, ok := configMaps[v.ConfigMap.Name]
+							if !ok {
+								return nil, fmt.Errorf("deploytest: %s: ConfigMap %s is not rendered", rel, v.ConfigMap.Name)
+							}
+							for k, val := range data {
+								switch {
+								case m.SubPath == k:
+									c.Files[m.MountPath] = []byte(val)
+								case m.SubPath == "":
+									c.Files[path.Join(m.MountPath, k)] = []byte(val)
+								}
 							}
 						}
 					}
+					out = append(out, c)
 				}
-				out = append(out, c)
 			}
 		}
 	}

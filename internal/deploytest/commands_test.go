@@ -41,7 +41,7 @@ func TestCommandsFound(t *testing.T) {
 	for k, n := range map[string]int{
 		"deploy/compose/compose.yaml serve": 3, "deploy/compose/compose.yaml lease-authority": 1, "deploy/compose/compose.yaml dashboard": 1,
 		"deploy/systemd/tallyd.service serve": 1,
-		"deploy/k8s/us.yaml serve":            1, "deploy/k8s/eu.yaml serve": 1, "deploy/k8s/ap.yaml serve": 1, "deploy/k8s/us.yaml lease-authority": 1,
+		"deploy/k8s/overlays/us serve":        1, "deploy/k8s/overlays/eu serve": 1, "deploy/k8s/overlays/ap serve": 1, "deploy/k8s/overlays/us lease-authority": 1,
 	} {
 		if count[k] != n {
 			t.Errorf("%s: %d command lines, want %d", k, count[k], n)

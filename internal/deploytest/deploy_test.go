@@ -99,40 +99,52 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "copy configs/nats/<region>.conf into deploy/k8s/<region>.yaml's nats-config ConfigMap")
+var update = flag.Bool("update", false, "copy configs/nats/<region>.conf to deploy/k8s/overlays/<region>/nats.conf")
 
 // TestK8sManifests: each region's nats-server ConfigMap is the shipped
 // configs/nats/<region>.conf byte for byte (`go test
-// ./internal/deploytest -run TestK8sManifests -update` copies it), and
-// the tally pods get the probes, the drain and the grace period tallyd
-// needs.
+// ./internal/deploytest -run TestK8sManifests -update` copies it into
+// the region's overlay), and the tally pods get the probes, the drain
+// and the grace period tallyd needs.
 func TestK8sManifests(t *testing.T) {
-	for _, r := range []string{"us", "eu", "ap"} {
-		file := filepath.Join(repoRoot, "deploy", "k8s", r+".yaml")
+	overlays, err := k8sOverlays(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range overlays {
+		r := filepath.Base(dir)
 		shipped, err := os.ReadFile(filepath.Join(repoRoot, "configs", "nats", r+".conf"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if *update {
-			if err := copyNATSConf(file, string(shipped)); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, "nats.conf"), shipped, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		objs, err := ReadK8s(file)
+		rendered, err := Kustomize(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var natsConf, hcl string
-		for _, o := range objs {
+		var natsConf string
+		hcl := map[string]string{}
+		for _, o := range rendered {
+			var cm k8sObject
+			if err := o.Decode(&cm); err != nil {
+				t.Fatal(err)
+			}
 			switch {
-			case o.Kind == "ConfigMap" && o.Metadata.Name == "nats-config":
-				natsConf = o.Data["nats.conf"]
-			case o.Kind == "ConfigMap" && o.Metadata.Name == "tallyd-config":
-				hcl = o.Data["tallyd.hcl"]
+			case o.Kind() == "ConfigMap" && o.Name() == "nats-config":
+				natsConf = cm.Data["nats.conf"]
+			case o.Kind() == "ConfigMap" && o.Name() == "tallyd-config":
+				hcl = cm.Data
 			}
 		}
 		if natsConf != string(shipped) {
-			t.Errorf("%s: ConfigMap nats-config differs from configs/nats/%s.conf: copy it again", file, r)
+			t.Errorf("%s: ConfigMap nats-config differs from configs/nats/%s.conf: copy it again", dir, r)
+		}
+		if len(hcl) == 0 {
+			t.Errorf("%s: no tallyd-config", dir)
 		}
 		// The pod's stop: preStop, then SIGTERM and tallyd's own drain.
 		var pod struct {
@@ -162,13 +174,11 @@ func TestK8sManifests(t *testing.T) {
 				} `yaml:"template"`
 			} `yaml:"spec"`
 		}
-		raw, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
 		found := false
-		dec := yaml.NewDecoder(strings.NewReader(string(raw)))
-		for dec.Decode(&pod) == nil {
+		for _, o := range rendered {
+			if err := o.Decode(&pod); err != nil {
+				t.Fatal(err)
+			}
 			if pod.Kind != "StatefulSet" || len(pod.Spec.Template.Spec.Containers) == 0 || !strings.HasPrefix(pod.Spec.Template.Spec.Containers[0].Image, "tally:") {
 				continue
 			}
@@ -176,18 +186,20 @@ func TestK8sManifests(t *testing.T) {
 			ps := pod.Spec.Template.Spec
 			c := ps.Containers[0]
 			if c.Readiness.HTTPGet.Path != "/readyz" || c.Liveness.HTTPGet.Path != "/healthz" {
-				t.Errorf("%s: readiness %q, liveness %q, want /readyz and /healthz", file, c.Readiness.HTTPGet.Path, c.Liveness.HTTPGet.Path)
+				t.Errorf("%s: readiness %q, liveness %q, want /readyz and /healthz", dir, c.Readiness.HTTPGet.Path, c.Liveness.HTTPGet.Path)
 			}
 			if ps.Affinity.PodAntiAffinity == nil {
-				t.Errorf("%s: no podAntiAffinity", file)
+				t.Errorf("%s: no podAntiAffinity", dir)
 			}
-			need := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second + stopNeeds(t, []byte(hcl))
-			if c.Lifecycle.PreStop.Sleep.Seconds == 0 || time.Duration(ps.Grace)*time.Second < need {
-				t.Errorf("%s: preStop sleep %ds, grace %ds: want a preStop and a grace of at least %s", file, c.Lifecycle.PreStop.Sleep.Seconds, ps.Grace, need)
+			for name, cfg := range hcl {
+				need := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second + stopNeeds(t, []byte(cfg))
+				if c.Lifecycle.PreStop.Sleep.Seconds == 0 || time.Duration(ps.Grace)*time.Second < need {
+					t.Errorf("%s: %s: preStop sleep %ds, grace %ds: want a preStop and a grace of at least %s", dir, name, c.Lifecycle.PreStop.Sleep.Seconds, ps.Grace, need)
+				}
 			}
 		}
 		if !found {
-			t.Errorf("%s: no tally StatefulSet", file)
+			t.Errorf("%s: no tally StatefulSet", dir)
 		}
 	}
 }
@@ -301,33 +313,4 @@ func TestCompose(t *testing.T) {
 	if b, err := exec.Command("bash", filepath.Join(dir, "setup.sh"), out).CombinedOutput(); err == nil {
 		t.Errorf("setup.sh ran again over an existing .env: %s", b)
 	}
-}
-
-// copyNATSConf replaces the "nats.conf: |" block of a manifest with conf,
-// indented as the block is.
-func copyNATSConf(file, conf string) error {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	lines := strings.SplitAfter(string(b), "\n")
-	var out []string
-	for i := 0; i < len(lines); i++ {
-		out = append(out, lines[i])
-		if strings.TrimSpace(lines[i]) != "nats.conf: |" {
-			continue
-		}
-		indent := strings.Repeat(" ", len(lines[i])-len(strings.TrimLeft(lines[i], " "))+2)
-		for i+1 < len(lines) && (strings.HasPrefix(lines[i+1], indent) || strings.TrimSpace(lines[i+1]) == "") {
-			i++
-		}
-		for _, l := range strings.SplitAfter(strings.TrimSuffix(conf, "\n"), "\n") {
-			if strings.TrimSpace(l) == "" {
-				out = append(out, "\n")
-				continue
-			}
-			out = append(out, indent+strings.TrimSuffix(l, "\n")+"\n")
-		}
-	}
-	return os.WriteFile(file, []byte(strings.Join(out, "")), 0o644)
 }

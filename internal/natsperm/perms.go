@@ -3,7 +3,7 @@
 // rendered from it (TestShippedConfs fails when a checked-in file differs;
 // `go test ./internal/natsperm -run TestShippedConfs -update` rewrites
 // them, and `go test ./internal/deploytest -run TestK8sManifests -update`
-// copies them into deploy/k8s) and `tallyd local` gives its servers the
+// copies them into deploy/k8s/overlays) and `tallyd local` gives its servers the
 // same users, so the tests
 // and the default deployment exercise one permission model
 // (docs/architecture.md, "NATS permissions: what a region may do").
