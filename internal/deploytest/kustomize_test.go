@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -470,7 +472,11 @@ func TestKustomizeMatchesKubectl(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range append(overlays, filepath.Join(repoRoot, "deploy", "k8s")) {
-		out, err := exec.Command(cmd[0], append(cmd[1:], dir)...).Output()
+		// Bounded: an installed kubectl may be a wrapper that reaches for
+		// a cloud SDK; a render that hangs fails instead of stalling CI.
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		out, err := exec.CommandContext(ctx, cmd[0], append(cmd[1:], dir)...).Output()
+		cancel()
 		if err != nil {
 			t.Fatalf("%q %s: %v", cmd, dir, err)
 		}
