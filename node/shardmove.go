@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/shard"
 )
 
 // MoveConfig configures MoveShards.
 type MoveConfig struct {
-	// KV is the shard map bucket (OpenShardMaps). Required.
-	KV jetstream.KeyValue
+	// KV is the shard map bucket (OpenShardMaps), or another store of
+	// the maps (tests: one in memory). Required.
+	KV ShardMapStore
 	// Target is the region's map to move to: the stored map's replicas,
 	// and any joining the region (shard.PlanMove), other holders.
 	// Required.
@@ -35,6 +34,23 @@ type MoveConfig struct {
 	Poll time.Duration
 	// Progress, if set, hears each step.
 	Progress func(format string, args ...any)
+	// Now and Wait are the move's clock: Now times the sync and release
+	// (MoveResult), and Wait(ctx, d) returns after d, or ctx's error once
+	// it ends. Default: the wall clock and a timer. Tests own both.
+	Now  func() time.Time
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// wait is the default MoveConfig.Wait: a timer.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // MoveResult is what a move did.
@@ -61,6 +77,12 @@ func MoveShards(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Wait == nil {
+		cfg.Wait = wait
 	}
 	var total MoveResult
 	for step := 1; ; step++ {
@@ -151,21 +173,21 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 			return res, fmt.Errorf("move shards of %s: %w", region, err)
 		}
 	}
-	t0 := time.Now()
+	t0 := cfg.Now()
 	if err := waitMove(ctx, cfg, join.Revision, func(h api.ShardHolding) bool { return len(h.Joining) == 0 || h.Synced != nil && *h.Synced }); err != nil {
 		return res, fmt.Errorf("move shards of %s: waiting for the joining replicas to sync: %w", region, err)
 	}
-	res.Synced = time.Since(t0)
+	res.Synced = cfg.Now().Sub(t0)
 	say("region %s: every joining replica synced in %s", region, res.Synced.Round(time.Millisecond))
 	if res.Switch, err = PutShardMap(ctx, cfg.KV, mv.Switch, join.Revision); err != nil {
 		return res, fmt.Errorf("move shards of %s: write the switch map: %w", region, err)
 	}
 	say("region %s: switch map written (revision %d): the new holders serve", region, res.Switch.Revision)
-	t0 = time.Now()
+	t0 = cfg.Now()
 	if err := waitMove(ctx, cfg, res.Switch.Revision, func(h api.ShardHolding) bool { return len(h.Leaving) == 0 || h.Released != nil && *h.Released }); err != nil {
 		return res, fmt.Errorf("move shards of %s: waiting for the replicas that left shards to compare equal with the holders: %w", region, err)
 	}
-	res.Released = time.Since(t0)
+	res.Released = cfg.Now().Sub(t0)
 	say("region %s: every replica that left shards compares equal with their holders, after %s", region, res.Released.Round(time.Millisecond))
 	if !hasLeaving(res.Switch) {
 		return res, nil
@@ -197,8 +219,6 @@ func hasLeaving(m shard.Map) bool {
 // waitMove polls the region's status until every replica serves by the
 // map at revision and done holds for each.
 func waitMove(ctx context.Context, cfg MoveConfig, revision uint64, done func(api.ShardHolding) bool) error {
-	tick := time.NewTicker(cfg.Poll)
-	defer tick.Stop()
 	last := "no answer yet"
 	for {
 		st, err := cfg.Status(ctx)
@@ -222,10 +242,8 @@ func waitMove(ctx context.Context, cfg MoveConfig, revision uint64, done func(ap
 			}
 			last = waiting
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %s)", ctx.Err(), last)
-		case <-tick.C:
+		if err := cfg.Wait(ctx, cfg.Poll); err != nil {
+			return fmt.Errorf("%w (last: %s)", err, last)
 		}
 	}
 }
