@@ -1,8 +1,8 @@
 package node
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -41,7 +41,10 @@ import (
 //	                              seed the store with the assigned map
 //	seed replicas=... copies=N    SeedShardMap of another map
 //	map                           the stored map, and the one each replica serves by
-//	pick holders=us-2,us-3 [prefix=k]   a key whose shard's holders are tried in that order
+//	pick holders=us-2,us-3 [prefix=k] [moves-to=us-1,us-2 replicas=... copies=N [drain=R]]
+//	                              a key whose shard's holders are tried in
+//	                              that order (and whose holders in the
+//	                              target map are those, sorted)
 //	http R METHOD PATH            an HTTP request at replica R (body: the input)
 //	state R down|stuck|stuck-applied|ok
 //	                              how R takes forwarded requests (stuck: no
@@ -295,11 +298,18 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 			prefix = "k"
 		}
 		m := s.stored()
+		to, moving := arg("moves-to")
+		var next shard.Map
+		if moving {
+			next = target()
+		}
 		for i := range 10000 {
 			key := prefix + strconv.Itoa(i)
-			if strings.Join(m.Preferred(shard.Of(key)), ",") == want {
-				return fmt.Sprintf("%s (shard %d)", key, shard.Of(key))
+			sh := shard.Of(key)
+			if strings.Join(m.Preferred(sh), ",") != want || moving && strings.Join(next.Holders(sh), ",") != to {
+				continue
 			}
+			return fmt.Sprintf("%s (shard %d)", key, sh)
 		}
 		return "none"
 
@@ -482,11 +492,11 @@ func (s *shardScripts) status(t *testing.T, d *datadriven.TestData) (api.ShardMa
 		}
 		rec := httptest.NewRecorder()
 		r.api.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/shards", nil))
-		m, err := shard.Decode(bytes.TrimSpace(rec.Body.Bytes()))
-		if err != nil {
+		var m api.ShardMap
+		if err := json.Unmarshal(rec.Body.Bytes(), &m); err != nil || rec.Code != http.StatusOK {
 			d.Fatalf(t, "GET /v1/shards: %d %s", rec.Code, rec.Body)
 		}
-		return m.API(), nil
+		return m, nil
 	}
 	return api.ShardMap{}, errors.New("no replica up")
 }

@@ -149,8 +149,16 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 			return MoveResult{}, err
 		}
 		if mv.Moved == 0 && mv.Switch.Equal(cur) {
-			say("region %s: the stored map (revision %d) is the target already", region, cur.Revision)
-			return MoveResult{Join: cur, Switch: cur}, nil
+			if !hasLeaving(cur) {
+				say("region %s: the stored map (revision %d) is the target already", region, cur.Revision)
+				return MoveResult{Join: cur, Switch: cur}, nil
+			}
+			// A switch map whose move was cut short before it settled:
+			// its replicas still keep the shards they left.
+			say("region %s: resuming the move of the stored switch map (revision %d)", region, cur.Revision)
+			res := MoveResult{Join: cur, Switch: cur}
+			err := settle(ctx, cfg, &res)
+			return res, err
 		}
 		res.Moved = mv.Moved
 		if join, err = PutShardMap(ctx, cfg.KV, mv.Join, cur.Revision); err != nil {
@@ -183,27 +191,42 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 		return res, fmt.Errorf("move shards of %s: write the switch map: %w", region, err)
 	}
 	say("region %s: switch map written (revision %d): the new holders serve", region, res.Switch.Revision)
-	t0 = cfg.Now()
+	err = settle(ctx, cfg, &res)
+	return res, err
+}
+
+// settle waits until every replica keeping shards it left in the switch
+// map res.Switch says they compare equal with every holder, then writes
+// the settled map (res.Switch then) and waits until every replica takes
+// it.
+func settle(ctx context.Context, cfg MoveConfig, res *MoveResult) error {
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			cfg.Progress(format, args...)
+		}
+	}
+	region := res.Switch.Region
+	t0 := cfg.Now()
 	if err := waitMove(ctx, cfg, res.Switch.Revision, func(h api.ShardHolding) bool { return len(h.Leaving) == 0 || h.Released != nil && *h.Released }); err != nil {
-		return res, fmt.Errorf("move shards of %s: waiting for the replicas that left shards to compare equal with the holders: %w", region, err)
+		return fmt.Errorf("move shards of %s: waiting for the replicas that left shards to compare equal with the holders: %w", region, err)
 	}
 	res.Released = cfg.Now().Sub(t0)
 	say("region %s: every replica that left shards compares equal with their holders, after %s", region, res.Released.Round(time.Millisecond))
 	if !hasLeaving(res.Switch) {
-		return res, nil
+		return nil
 	}
 	settled, err := shard.Settled(res.Switch)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if res.Switch, err = PutShardMap(ctx, cfg.KV, settled, res.Switch.Revision); err != nil {
-		return res, fmt.Errorf("move shards of %s: write the settled map: %w", region, err)
+		return fmt.Errorf("move shards of %s: write the settled map: %w", region, err)
 	}
 	if err := waitMove(ctx, cfg, res.Switch.Revision, func(api.ShardHolding) bool { return true }); err != nil {
-		return res, fmt.Errorf("move shards of %s: waiting for the replicas to take the settled map: %w", region, err)
+		return fmt.Errorf("move shards of %s: waiting for the replicas to take the settled map: %w", region, err)
 	}
 	say("region %s: settled map written (revision %d): the replicas that left shards dropped their data", region, res.Switch.Revision)
-	return res, nil
+	return nil
 }
 
 // hasLeaving reports whether some replica of m keeps shards it left.
