@@ -50,13 +50,17 @@ import (
 //	                              how R takes forwarded requests (stuck: no
 //	                              answer in time; stuck-applied: the same,
 //	                              after applying)
-//	counter KEY                   each replica's own value of a counter
+//	counter KEY                   the value of a counter at each replica
+//	                              keeping its shard (serving, joining,
+//	                              leaving it)
 //	round [N]                     N polls of the network: the clock moves 1s,
 //	                              every replica flushes, all is delivered and
 //	                              merged, one anti-entropy round each
-//	move replicas=... copies=N [drain=R,...] [cut=join|switch|settle]
+//	move replicas=... copies=N [drain=R,...] [cut=join|switch|settle] [start=R,...]
 //	                              MoveShards to that map; cut: the mover is
-//	                              killed once it wrote that step's map
+//	                              killed once it wrote that step's map;
+//	                              start: replicas joining the region, started
+//	                              once the join map lists them
 func TestShardScripts(t *testing.T) {
 	datadriven.Walk(t, "../testdata/shards", func(t *testing.T, path string) {
 		s := newShardScripts(t)
@@ -337,12 +341,22 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "shard %d, held by %s\n", shard.Of(key), strings.Join(m.Holders(shard.Of(key)), " "))
 		for _, name := range s.env.Names() {
-			n := s.env.Node(name)
-			c, err := n.Replica.Counter(key)
+			sh := shard.Of(key)
+			held, joining, leaving := m.Held(name), m.Joining(name), m.Leaving(name)
+			c, err := s.env.Node(name).Replica.Counter(key)
 			if err != nil {
 				d.Fatalf(t, "%v", err)
 			}
-			fmt.Fprintf(&b, "%s: %d\n", name, c.Value)
+			switch {
+			case held.Has(sh):
+				fmt.Fprintf(&b, "%s: %d\n", name, c.Value)
+			case joining.Has(sh):
+				fmt.Fprintf(&b, "%s: %d (joining)\n", name, c.Value)
+			case leaving.Has(sh):
+				fmt.Fprintf(&b, "%s: %d (leaving, a passive copy)\n", name, c.Value)
+			default:
+				fmt.Fprintf(&b, "%s: keeps nothing of the shard\n", name)
+			}
 		}
 		return strings.TrimSpace(b.String())
 
@@ -360,7 +374,9 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 
 	case "move":
-		return s.move(t, d, target(), func() string { v, _ := arg("cut"); return v }())
+		cut, _ := arg("cut")
+		joins, _ := arg("start")
+		return s.move(t, d, target(), cut, joins)
 	}
 	return s.env.Handle(t, d)
 }
@@ -421,7 +437,7 @@ func (s *shardScripts) http(t *testing.T, d *datadriven.TestData, name, method, 
 
 // move runs MoveShards to target, each poll one round of the network;
 // cut names the step after whose map the mover is killed.
-func (s *shardScripts) move(t *testing.T, d *datadriven.TestData, target shard.Map, cut string) string {
+func (s *shardScripts) move(t *testing.T, d *datadriven.TestData, target shard.Map, cut, joins string) string {
 	var b strings.Builder
 	ctx, kill := context.WithCancel(context.Background())
 	defer kill()
@@ -461,6 +477,20 @@ func (s *shardScripts) move(t *testing.T, d *datadriven.TestData, target shard.M
 			return nil
 		},
 		Progress: func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) },
+		Joined: func(ctx context.Context, join shard.Map) error {
+			for _, name := range strings.Split(joins, ",") {
+				if name == "" || s.env.Node(name) != nil {
+					continue
+				}
+				s.env.Add(name)
+				if _, err := s.env.Open(name); err != nil {
+					return err
+				}
+				fmt.Fprintf(&b, "%s started, listed by the join map\n", name)
+			}
+			s.wire()
+			return nil
+		},
 	})
 	if err != nil {
 		fmt.Fprintf(&b, "error: %v\n", err)
