@@ -49,18 +49,23 @@ import (
 //	state R down|stuck|stuck-applied|ok
 //	                              how R takes forwarded requests (stuck: no
 //	                              answer in time; stuck-applied: the same,
-//	                              after applying)
+//	                              after applying); down: nor hears the store
+//	                              of maps
 //	counter KEY                   the value of a counter at each replica
 //	                              keeping its shard (serving, joining,
 //	                              leaving it)
+//	stored R KEY                  what R's store holds of a counter, whatever
+//	                              R keeps: its value and vector
 //	round [N]                     N polls of the network: the clock moves 1s,
 //	                              every replica flushes, all is delivered and
 //	                              merged, one anti-entropy round each
-//	move replicas=... copies=N [drain=R,...] [cut=join|switch|settle] [start=R,...]
+//	move replicas=... copies=N [drain=R,...] [cut=join|switch|settle] [start=R,...] [down=R]
 //	                              MoveShards to that map; cut: the mover is
 //	                              killed once it wrote that step's map;
 //	                              start: replicas joining the region, started
-//	                              once the join map lists them
+//	                              once the join map lists them; down: that
+//	                              replica goes down as the cut step's map is
+//	                              written, before it hears it
 func TestShardScripts(t *testing.T) {
 	datadriven.Walk(t, "../testdata/shards", func(t *testing.T, path string) {
 		s := newShardScripts(t)
@@ -194,8 +199,8 @@ func (s *shardScripts) wire() {
 func (s *shardScripts) follow(m shard.Map) {
 	for _, name := range s.env.Names() {
 		r := s.reps[name]
-		if r == nil {
-			continue
+		if r == nil || s.state(name) == "down" {
+			continue // a replica that is down hears nothing
 		}
 		before := map[string]uint64{}
 		for reg, sm := range r.watch.stored {
@@ -360,6 +365,16 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		return strings.TrimSpace(b.String())
 
+	case "stored":
+		if len(d.CmdArgs) != 2 {
+			d.Fatalf(t, "stored R KEY")
+		}
+		c, err := s.env.Node(d.CmdArgs[0].Key).Replica.Counter(d.CmdArgs[1].Key)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		return fmt.Sprintf("%d %s", c.Value, c.Vector.String())
+
 	case "round":
 		n := 1
 		if len(d.CmdArgs) == 1 {
@@ -376,7 +391,8 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 	case "move":
 		cut, _ := arg("cut")
 		joins, _ := arg("start")
-		return s.move(t, d, target(), cut, joins)
+		down, _ := arg("down")
+		return s.move(t, d, target(), cut, joins, down)
 	}
 	return s.env.Handle(t, d)
 }
@@ -437,11 +453,19 @@ func (s *shardScripts) http(t *testing.T, d *datadriven.TestData, name, method, 
 
 // move runs MoveShards to target, each poll one round of the network;
 // cut names the step after whose map the mover is killed.
-func (s *shardScripts) move(t *testing.T, d *datadriven.TestData, target shard.Map, cut, joins string) string {
+func (s *shardScripts) move(t *testing.T, d *datadriven.TestData, target shard.Map, cut, joins, down string) string {
 	var b strings.Builder
 	ctx, kill := context.WithCancel(context.Background())
 	defer kill()
 	s.store.mu.Lock()
+	s.store.writing = func(m shard.Map) {
+		if cut != "" && mapStep(m) == cut && down != "" {
+			fmt.Fprintf(&b, "%s goes down before it hears the %s map\n", down, cut)
+			s.mu.Lock()
+			s.states[down] = "down"
+			s.mu.Unlock()
+		}
+	}
 	s.store.wrote = func(m shard.Map) {
 		if cut != "" && mapStep(m) == cut {
 			fmt.Fprintf(&b, "the mover is killed after writing the %s map\n", cut)
@@ -451,7 +475,7 @@ func (s *shardScripts) move(t *testing.T, d *datadriven.TestData, target shard.M
 	s.store.mu.Unlock()
 	defer func() {
 		s.store.mu.Lock()
-		s.store.wrote = nil
+		s.store.writing, s.store.wrote = nil, nil
 		s.store.mu.Unlock()
 	}()
 	polls := 0
@@ -567,6 +591,7 @@ type memShardMaps struct {
 	entries  map[string]*memEntry
 	revision uint64
 	onPut    func(shard.Map)
+	writing  func(shard.Map) // the script's, before onPut
 	wrote    func(shard.Map) // the script's, after onPut
 }
 
@@ -613,11 +638,14 @@ func (kv *memShardMaps) put(key string, value []byte, revision uint64) (uint64, 
 	kv.revision++
 	e := &memEntry{key: key, value: slices.Clone(value), revision: kv.revision}
 	kv.entries[key] = e
-	onPut, wrote := kv.onPut, kv.wrote
+	onPut, writing, wrote := kv.onPut, kv.writing, kv.wrote
 	kv.mu.Unlock()
 	m, err := decodeShardMap(e)
 	if err != nil {
 		return 0, err
+	}
+	if writing != nil {
+		writing(m)
 	}
 	if onPut != nil {
 		onPut(m)
