@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -17,12 +18,14 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/replication/replicationtest"
+	"github.com/tally-dev/tally/resp"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
@@ -46,6 +49,8 @@ import (
 //	                              that order (and whose holders in the
 //	                              target map are those, sorted)
 //	http R METHOD PATH            an HTTP request at replica R (body: the input)
+//	resp R CMD ARGS...            a RESP command at R's front door (a loopback
+//	                              port; forwarding stays in memory)
 //	state R down|stuck|stuck-applied|ok
 //	                              how R takes forwarded requests (stuck: no
 //	                              answer in time; stuck-applied: the same,
@@ -99,6 +104,18 @@ type scriptReplica struct {
 	watch  *shardWatch
 	router *shardRouter
 	api    *httpapi.Server
+	resp   *resp.Server  // on a loopback port
+	client *redis.Client // a client of resp
+}
+
+// closeFront stops r's RESP server and client.
+func (r *scriptReplica) closeFront() {
+	if r.client != nil {
+		_ = r.client.Close()
+	}
+	if r.resp != nil {
+		_ = r.resp.Close(context.Background())
+	}
 }
 
 func newShardScripts(t *testing.T) *shardScripts {
@@ -111,6 +128,7 @@ func newShardScripts(t *testing.T) *shardScripts {
 	})
 	t.Cleanup(func() {
 		for _, r := range s.reps {
+			r.closeFront()
 			r.router.close()
 			r.watch.stop()
 		}
@@ -126,6 +144,7 @@ func (s *shardScripts) openRegion(rc *region.Config) {
 	name := rc.Replica
 	rc.Region = scriptRegion
 	if old := s.reps[name]; old != nil {
+		old.closeFront()
 		old.router.close()
 		old.watch.stop()
 	}
@@ -188,8 +207,19 @@ func (s *shardScripts) wire() {
 			s.t.Fatal(err)
 		}
 		r.router.api = api
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		rs, err := resp.New(resp.Config{Replica: n.Replica, Listener: ln, Shards: respShards{r.router}, Hot: s.hot,
+			RequestTimeout: scriptTimeout, Union: api.UniquesUnion, Logger: hclog.NewNullLogger()})
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		r.router.resp = rs.Exec
+		client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, Protocol: 2})
 		s.mu.Lock()
-		r.api, r.node = api, n
+		r.api, r.node, r.resp, r.client = api, n, rs, client
 		s.mu.Unlock()
 	}
 }
@@ -336,6 +366,24 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 			d.Fatalf(t, "http R METHOD PATH")
 		}
 		return s.http(t, d, d.CmdArgs[0].Key, d.CmdArgs[1].Key, d.CmdArgs[2].Key, d.Input)
+
+	case "resp":
+		if len(d.CmdArgs) < 2 {
+			d.Fatalf(t, "resp R COMMAND ARGS...")
+		}
+		r := s.reps[d.CmdArgs[0].Key]
+		var cmd []any
+		for _, a := range d.CmdArgs[1:] {
+			cmd = append(cmd, a.String())
+		}
+		v, err := r.client.Do(ctx, cmd...).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			return "(nil)"
+		case err != nil:
+			return "error: " + err.Error()
+		}
+		return fmt.Sprint(v)
 
 	case "counter":
 		if len(d.CmdArgs) != 1 {
