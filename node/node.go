@@ -212,7 +212,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			}
 			undo = append(undo, n.shardMaps.close)
 			own := n.shardMaps.own
-			n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, duration(cfg.RequestTimeout), log)
+			n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, natsTransport{nc: n.nc, region: cfg.Region}, nil,
+				duration(cfg.RequestTimeout), log)
 			n.shardMaps.serveBy(n.shards.update)
 			n.shards.moveState = n.moveState
 			rcfg.Holds = n.shards.Holds

@@ -75,6 +75,20 @@ func OpenShardMaps(ctx context.Context, js jetstream.JetStream, cluster string, 
 	return kv, nil
 }
 
+// ShardMapStore is where the shard maps are stored, as PutShardMap,
+// SeedShardMap and MoveShards read and write them: the shard map bucket
+// (a jetstream.KeyValue, OpenShardMaps) in production; the scripts under
+// testdata/shards use one in memory. Get answers jetstream.ErrKeyNotFound
+// for a region with no map; Create and Update are compare-and-swap on the
+// revision, as the bucket's.
+type ShardMapStore interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+}
+
+var _ ShardMapStore = jetstream.KeyValue(nil)
+
 // ReadShardMaps returns every region's map in the bucket, each with its
 // revision, sorted by region.
 func ReadShardMaps(ctx context.Context, kv jetstream.KeyValue) ([]shard.Map, error) {
@@ -129,7 +143,7 @@ func decodeShardMap(e jetstream.KeyValueEntry) (shard.Map, error) {
 // revision updates it only if that is still the current one (refused
 // when someone wrote since it was read). It returns m at its new
 // revision.
-func PutShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map, revision uint64) (shard.Map, error) {
+func PutShardMap(ctx context.Context, kv ShardMapStore, m shard.Map, revision uint64) (shard.Map, error) {
 	if err := m.Validate(); err != nil {
 		return shard.Map{}, err
 	}
@@ -162,7 +176,7 @@ var ErrShardMapDiffers = errors.New("the stored shard map differs: it changes on
 // which it leaves alone. A map that was created meanwhile is refused by
 // the create's compare-and-swap. Only a map that does not decode is
 // replaced: no replica can follow it.
-func SeedShardMap(ctx context.Context, kv jetstream.KeyValue, m shard.Map) (shard.Map, bool, error) {
+func SeedShardMap(ctx context.Context, kv ShardMapStore, m shard.Map) (shard.Map, bool, error) {
 	var revision uint64
 	e, err := kv.Get(ctx, ShardMapKey(m.Region))
 	switch {
@@ -227,8 +241,11 @@ type shardWatch struct {
 	// AddPeers): a replica that joins a region becomes everyone's peer
 	// when its region's map first lists it.
 	onPeers func(ids ...string) []string
-	// tookAt is when this replica took its region's map in force.
+	// tookAt is when this replica took its region's map in force, on
+	// now (time.Now; the replicator's clock, which ShardSync compares it
+	// with).
 	tookAt time.Time
+	now    func() time.Time
 
 	view   atomic.Pointer[shard.Maps]
 	stored map[string]shard.Map // the bucket's maps by region; the watch's goroutine only, after start
@@ -242,39 +259,59 @@ type shardWatch struct {
 // shardMapReadTimeout) and follows the bucket on a goroutine until close.
 // It fails if the bucket's map of this replica's region does not list it.
 func startShardWatch(cfg Config, nc *nats.Conn, log hclog.Logger) (*shardWatch, error) {
+	w, err := newShardWatch(cfg, nc, time.Now, log)
+	if err != nil {
+		return nil, err
+	}
+	kw, err := w.readAtStart()
+	if err == nil {
+		err = w.adopt()
+	}
+	if err != nil {
+		if kw != nil {
+			_ = kw.Stop()
+		}
+		w.stop()
+		return nil, err
+	}
+	w.publish()
+	go w.run(kw)
+	return w, nil
+}
+
+// newShardWatch is a watch of the config's maps, nothing read yet; now
+// is its clock.
+func newShardWatch(cfg Config, nc *nats.Conn, now func() time.Time, log hclog.Logger) (*shardWatch, error) {
 	config, own, err := cfg.shardMaps()
 	if err != nil {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	w := &shardWatch{region: cfg.Region, self: cfg.Replica, config: config, own: own, nc: nc,
-		log: log.Named("shardmaps"), stored: map[string]shard.Map{}, ctx: ctx, stop: stop, done: make(chan struct{}), tookAt: time.Now()}
-	kw, err := w.readAtStart()
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	if m, ok := w.stored[w.region]; ok {
-		if held := m.Held(w.self); held.Len() == 0 {
-			if kw != nil {
-				_ = kw.Stop()
-			}
-			stop()
-			return nil, fmt.Errorf("the shard map of region %s (bucket %s, revision %d) does not list this replica %s: assign the region's map again (tallyd admin shards assign)",
-				w.region, ShardsBucket, m.Revision, w.self)
-		}
-		if !m.Equal(own) {
-			w.log.Warn("the stored shard map of this region differs from the one the config computes; the stored one is used",
-				"region", w.region, "revision", m.Revision, "copies", m.Copies, "replicas", m.Replicas(),
-				"config_copies", own.Copies, "config_replicas", own.Replicas())
-		}
-		w.own = m
-	} else {
+	return &shardWatch{region: cfg.Region, self: cfg.Replica, config: config, own: own, nc: nc,
+		log: log.Named("shardmaps"), stored: map[string]shard.Map{}, ctx: ctx, stop: stop, done: make(chan struct{}),
+		now: now, tookAt: now()}, nil
+}
+
+// adopt takes the stored map of this replica's region, read at start,
+// over the config's: the stored map is the truth. It fails if that map
+// does not list this replica.
+func (w *shardWatch) adopt() error {
+	m, ok := w.stored[w.region]
+	if !ok {
 		w.log.Info("no stored shard map of this region: using the config's", "region", w.region)
+		return nil
 	}
-	w.publish()
-	go w.run(kw)
-	return w, nil
+	if held := m.Held(w.self); held.Len() == 0 {
+		return fmt.Errorf("the shard map of region %s (bucket %s, revision %d) does not list this replica %s: assign the region's map again (tallyd admin shards assign)",
+			w.region, ShardsBucket, m.Revision, w.self)
+	}
+	if !m.Equal(w.own) {
+		w.log.Warn("the stored shard map of this region differs from the one the config computes; the stored one is used",
+			"region", w.region, "revision", m.Revision, "copies", m.Copies, "replicas", m.Replicas(),
+			"config_copies", w.own.Copies, "config_replicas", w.own.Replicas())
+	}
+	w.own = m
+	return nil
 }
 
 // readAtStart reads the bucket's maps into stored and returns the watch
@@ -456,6 +493,14 @@ func (w *shardWatch) apply(e jetstream.KeyValueEntry) {
 		w.log.Warn("ignoring a stored shard map", "error", err)
 		return
 	}
+	w.changed(before)
+}
+
+// changed follows the stored maps, which were at the revisions before
+// (by region) until the last change: a new map of this replica's own
+// region is taken (takeOwn), then the view published and the shards
+// this replica keeps no longer handed off and dropped.
+func (w *shardWatch) changed(before map[string]uint64) {
 	for r, m := range w.stored {
 		if before[r] == m.Revision {
 			continue // seen already (a watch opened again reads every map)
@@ -533,7 +578,7 @@ func (w *shardWatch) takeOwn(m shard.Map) {
 		}
 	}
 	w.own = m
-	w.tookAt = time.Now()
+	w.tookAt = w.now()
 	if w.onOwn != nil {
 		if err := w.onOwn(m); err != nil {
 			w.log.Error("serving by the new shard map", "revision", m.Revision, "error", err)

@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/shard"
 )
 
 // MoveConfig configures MoveShards.
 type MoveConfig struct {
-	// KV is the shard map bucket (OpenShardMaps). Required.
-	KV jetstream.KeyValue
+	// KV is the shard map bucket (OpenShardMaps), or another store of
+	// the maps (tests: one in memory). Required.
+	KV ShardMapStore
 	// Target is the region's map to move to: the stored map's replicas,
 	// and any joining the region (shard.PlanMove), other holders.
 	// Required.
@@ -35,6 +34,23 @@ type MoveConfig struct {
 	Poll time.Duration
 	// Progress, if set, hears each step.
 	Progress func(format string, args ...any)
+	// Now and Wait are the move's clock: Now times the sync and release
+	// (MoveResult), and Wait(ctx, d) returns after d, or ctx's error once
+	// it ends. Default: the wall clock and a timer. Tests own both.
+	Now  func() time.Time
+	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// wait is the default MoveConfig.Wait: a timer.
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // MoveResult is what a move did.
@@ -61,6 +77,12 @@ func MoveShards(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 500 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Wait == nil {
+		cfg.Wait = wait
 	}
 	var total MoveResult
 	for step := 1; ; step++ {
@@ -127,8 +149,16 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 			return MoveResult{}, err
 		}
 		if mv.Moved == 0 && mv.Switch.Equal(cur) {
-			say("region %s: the stored map (revision %d) is the target already", region, cur.Revision)
-			return MoveResult{Join: cur, Switch: cur}, nil
+			if !hasLeaving(cur) {
+				say("region %s: the stored map (revision %d) is the target already", region, cur.Revision)
+				return MoveResult{Join: cur, Switch: cur}, nil
+			}
+			// A switch map whose move was cut short before it settled:
+			// its replicas still keep the shards they left.
+			say("region %s: resuming the move of the stored switch map (revision %d)", region, cur.Revision)
+			res := MoveResult{Join: cur, Switch: cur}
+			err := settle(ctx, cfg, &res)
+			return res, err
 		}
 		res.Moved = mv.Moved
 		if join, err = PutShardMap(ctx, cfg.KV, mv.Join, cur.Revision); err != nil {
@@ -151,37 +181,52 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 			return res, fmt.Errorf("move shards of %s: %w", region, err)
 		}
 	}
-	t0 := time.Now()
+	t0 := cfg.Now()
 	if err := waitMove(ctx, cfg, join.Revision, func(h api.ShardHolding) bool { return len(h.Joining) == 0 || h.Synced != nil && *h.Synced }); err != nil {
 		return res, fmt.Errorf("move shards of %s: waiting for the joining replicas to sync: %w", region, err)
 	}
-	res.Synced = time.Since(t0)
+	res.Synced = cfg.Now().Sub(t0)
 	say("region %s: every joining replica synced in %s", region, res.Synced.Round(time.Millisecond))
 	if res.Switch, err = PutShardMap(ctx, cfg.KV, mv.Switch, join.Revision); err != nil {
 		return res, fmt.Errorf("move shards of %s: write the switch map: %w", region, err)
 	}
 	say("region %s: switch map written (revision %d): the new holders serve", region, res.Switch.Revision)
-	t0 = time.Now()
-	if err := waitMove(ctx, cfg, res.Switch.Revision, func(h api.ShardHolding) bool { return len(h.Leaving) == 0 || h.Released != nil && *h.Released }); err != nil {
-		return res, fmt.Errorf("move shards of %s: waiting for the replicas that left shards to compare equal with the holders: %w", region, err)
+	err = settle(ctx, cfg, &res)
+	return res, err
+}
+
+// settle waits until every replica keeping shards it left in the switch
+// map res.Switch says they compare equal with every holder, then writes
+// the settled map (res.Switch then) and waits until every replica takes
+// it.
+func settle(ctx context.Context, cfg MoveConfig, res *MoveResult) error {
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			cfg.Progress(format, args...)
+		}
 	}
-	res.Released = time.Since(t0)
+	region := res.Switch.Region
+	t0 := cfg.Now()
+	if err := waitMove(ctx, cfg, res.Switch.Revision, func(h api.ShardHolding) bool { return len(h.Leaving) == 0 || h.Released != nil && *h.Released }); err != nil {
+		return fmt.Errorf("move shards of %s: waiting for the replicas that left shards to compare equal with the holders: %w", region, err)
+	}
+	res.Released = cfg.Now().Sub(t0)
 	say("region %s: every replica that left shards compares equal with their holders, after %s", region, res.Released.Round(time.Millisecond))
 	if !hasLeaving(res.Switch) {
-		return res, nil
+		return nil
 	}
 	settled, err := shard.Settled(res.Switch)
 	if err != nil {
-		return res, err
+		return err
 	}
 	if res.Switch, err = PutShardMap(ctx, cfg.KV, settled, res.Switch.Revision); err != nil {
-		return res, fmt.Errorf("move shards of %s: write the settled map: %w", region, err)
+		return fmt.Errorf("move shards of %s: write the settled map: %w", region, err)
 	}
 	if err := waitMove(ctx, cfg, res.Switch.Revision, func(api.ShardHolding) bool { return true }); err != nil {
-		return res, fmt.Errorf("move shards of %s: waiting for the replicas to take the settled map: %w", region, err)
+		return fmt.Errorf("move shards of %s: waiting for the replicas to take the settled map: %w", region, err)
 	}
 	say("region %s: settled map written (revision %d): the replicas that left shards dropped their data", region, res.Switch.Revision)
-	return res, nil
+	return nil
 }
 
 // hasLeaving reports whether some replica of m keeps shards it left.
@@ -197,8 +242,6 @@ func hasLeaving(m shard.Map) bool {
 // waitMove polls the region's status until every replica serves by the
 // map at revision and done holds for each.
 func waitMove(ctx context.Context, cfg MoveConfig, revision uint64, done func(api.ShardHolding) bool) error {
-	tick := time.NewTicker(cfg.Poll)
-	defer tick.Stop()
 	last := "no answer yet"
 	for {
 		st, err := cfg.Status(ctx)
@@ -222,10 +265,8 @@ func waitMove(ctx context.Context, cfg MoveConfig, revision uint64, done func(ap
 			}
 			last = waiting
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %s)", ctx.Err(), last)
-		case <-tick.C:
+		if err := cfg.Wait(ctx, cfg.Poll); err != nil {
+			return fmt.Errorf("%w (last: %s)", err, last)
 		}
 	}
 }

@@ -58,9 +58,10 @@ type shardRouter struct {
 	do  func(ctx context.Context, ops []region.Op) ([]region.Result, error)
 	sub *nats.Subscription // this replica's route.Subject
 	// sender picks the holder a forwarded request goes to; transport
-	// carries requests to a replica's own subject.
+	// carries requests to a replica's own subject (natsTransport; the
+	// scripts under testdata/shards use one in memory).
 	sender    *route.Sender
-	transport natsTransport
+	transport route.Transport
 	// chaosAckUnapplied: the chaos build's bug forwarded-ack-unapplied
 	// (region.Chaos.ForwardAckUnapplied); always false in another build.
 	chaosAckUnapplied bool
@@ -70,13 +71,18 @@ type shardRouter struct {
 	stop              context.CancelFunc
 }
 
-func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, timeout time.Duration, log hclog.Logger) *shardRouter {
+// newShardRouter is the routing of replica self of region, by the map
+// own until a move changes it, sending over t (natsTransport on nc in
+// production), its suspicions of holders on the clock now (nil:
+// time.Now).
+func newShardRouter(region, self string, own shard.Map, nc *nats.Conn, t route.Transport, now func() time.Time,
+	timeout time.Duration, log hclog.Logger) *shardRouter {
 	ctx, stop := context.WithCancel(context.Background())
 	sr := &shardRouter{region: region, self: self, nc: nc, timeout: timeout,
 		log: log.Named("shards"), sem: make(chan struct{}, maxForwarded), ctx: ctx, stop: stop}
 	sr.serving.Store(&servingMap{own: own, held: own.Held(self)})
-	sr.transport = natsTransport{nc: nc, region: region}
-	sr.sender = route.NewSender(route.SenderConfig{Self: self, Map: sr.Map, Transport: sr.transport})
+	sr.transport = t
+	sr.sender = route.NewSender(route.SenderConfig{Self: self, Map: sr.Map, Transport: sr.transport, Now: now})
 	sr.url.Store(new(string))
 	return sr
 }
@@ -182,17 +188,30 @@ func (sr *shardRouter) onRequest(msg *nats.Msg) {
 // answer serves one forwarded request and answers it, or answers
 // NotServed when this replica does not serve its shard now.
 func (sr *shardRouter) answer(msg *nats.Msg) {
-	req, err := route.UnmarshalRequest(msg.Data)
+	a, ok := sr.handle(msg.Data)
+	if !ok {
+		return // the sender times out
+	}
+	if err := msg.Respond(a.Marshal()); err != nil {
+		sr.log.Warn("answer forwarded request", "error", err)
+	}
+}
+
+// handle serves one forwarded request, encoded, and returns its answer;
+// false: none (a malformed request, or one past its deadline), so the
+// sender times out.
+func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
+	req, err := route.UnmarshalRequest(data)
 	if err != nil {
 		sr.log.Warn("refused a malformed forwarded request", "error", err)
-		return // the sender times out
+		return route.Answer{}, false
 	}
 	deadline := time.UnixMilli(req.DeadlineMs)
 	if req.DeadlineMs == 0 || deadline.After(time.Now().Add(sr.timeout)) {
 		deadline = time.Now().Add(sr.timeout)
 	}
 	if time.Now().After(deadline) {
-		return // answered timeout where it arrived: applying it now would surprise a retry
+		return route.Answer{}, false // answered timeout where it arrived: applying it now would surprise a retry
 	}
 	var a route.Answer
 	if why := sr.notServed(req); why != "" {
@@ -209,9 +228,7 @@ func (sr *shardRouter) answer(msg *nats.Msg) {
 	} else {
 		a = sr.serveHTTP(req, deadline)
 	}
-	if err := msg.Respond(a.Marshal()); err != nil {
-		sr.log.Warn("answer forwarded request", "error", err)
-	}
+	return a, true
 }
 
 // notServed says why this replica does not serve req now ("" if it does):

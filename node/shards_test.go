@@ -62,7 +62,8 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	routers := map[string]*shardRouter{}
 	gates := map[string]chan struct{}{}
 	for _, r := range []string{"us-1", "us-2", "us-3"} {
-		sr := newShardRouter("us", r, m, conn(), 5*time.Second, hclog.NewNullLogger())
+		nc := conn()
+		sr := newShardRouter("us", r, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
 		gates[r] = make(chan struct{})
 		sr.accepted = gates[r]
 		if err := sr.serve(servedBy(r), nil); err != nil {
@@ -116,12 +117,14 @@ func TestForwardTriesAStuckHolderLast(t *testing.T) {
 	if _, err := conn().Subscribe(route.Subject("us", stuck), func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
-	sr := newShardRouter("us", other, m, conn(), 5*time.Second, hclog.NewNullLogger())
+	nc := conn()
+	sr := newShardRouter("us", other, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
 	if err := sr.serve(servedBy(other), nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sr.close)
-	entry := newShardRouter("us", "us-1", m, conn(), 300*time.Millisecond, hclog.NewNullLogger())
+	nc = conn()
+	entry := newShardRouter("us", "us-1", m, nc, natsTransport{nc: nc, region: "us"}, nil, 300*time.Millisecond, hclog.NewNullLogger())
 	forward := func() (string, error) {
 		rec := httptest.NewRecorder()
 		err := entry.Forward(rec, httptest.NewRequest(http.MethodPost, "/v1/likes/x/u", nil), nil, s)
