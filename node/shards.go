@@ -223,7 +223,7 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 	} else if req.Kind == route.KindOps {
 		var ok bool
 		if a, ok = sr.serveOps(req, deadline); !ok {
-			return // maybe applied: the sender's timeout says so
+			return route.Answer{}, false // maybe applied: the sender's timeout says so
 		}
 	} else {
 		a = sr.serveHTTP(req, deadline)
