@@ -120,7 +120,7 @@ type Config struct {
 	// it was sent (the region's request timeout). Default 5 s.
 	Timeout time.Duration
 	// RetryEvery is how often recovery runs the journal's intents. Default
-	// 5 s.
+	// Timeout, at most 5 s.
 	RetryEvery time.Duration
 	Logger     hclog.Logger
 	// Registerer takes the coordinator's metrics (nil: none).
@@ -173,7 +173,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg.Timeout = 5 * time.Second
 	}
 	if cfg.RetryEvery <= 0 {
-		cfg.RetryEvery = 5 * time.Second
+		cfg.RetryEvery = min(5*time.Second, cfg.Timeout)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -187,8 +187,17 @@ func New(cfg Config) (*Coordinator, error) {
 			Help: "Cashbacks carried across shards, by outcome: done, refused, called_off (refused after the pool's spend, which was given back) or unfinished (left to recovery)."},
 			[]string{"outcome"})}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(c.outcomes); err != nil {
-			return nil, fmt.Errorf("purchase: register metrics: %w", err)
+		intents := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tally_cashback_intents",
+			Help: "Cross-shard cashbacks in this replica's journal: started here and not yet finished or called off."},
+			func() float64 {
+				n := 0
+				_ = cfg.Journal.Intents(func(string, []byte) bool { n++; return true })
+				return float64(n)
+			})
+		for _, col := range []prometheus.Collector{c.outcomes, intents} {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("purchase: register metrics: %w", err)
+			}
 		}
 	}
 	c.ctx, c.stop = context.WithCancel(context.Background())

@@ -95,6 +95,10 @@ type Config struct {
 	// Copies is how many replicas of a region hold each shard (Replicas
 	// above 1). Default 2.
 	Copies int
+	// RequestTimeout, if set, is every sharded replica's request_timeout
+	// (how long a write, or a step of a cross-shard cashback, may take).
+	// Default: tallyd's.
+	RequestTimeout time.Duration
 	// Faults are the fault classes to inject (AllFaults names them).
 	// Default: all of them.
 	Faults []string

@@ -239,6 +239,9 @@ func (d *deployment) target(e Episode) *proc {
 // every region's replicas, each shard held by cfg.Copies of them.
 func writeShardsConfig(dir string, cfg Config) (string, error) {
 	var b strings.Builder
+	if cfg.RequestTimeout > 0 {
+		fmt.Fprintf(&b, "request_timeout = %q\n", cfg.RequestTimeout.String())
+	}
 	fmt.Fprintf(&b, "shards {\n  copies = %d\n", cfg.Copies)
 	for _, r := range cfg.Regions {
 		var ids []string
