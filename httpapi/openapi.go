@@ -53,6 +53,7 @@ var errorCodes = []openapi.ErrorCode{
 	{Code: CodeInactiveType, Status: 409, Meaning: "the key's event type is inactive (PUT /v1/types/{name}); nothing was applied"},
 	{Code: CodeIdempotencyMismatch, Status: 409, Meaning: "the idempotency key was applied with another amount; nothing was applied"},
 	{Code: CodeBudgetExhausted, Status: 409, Meaning: "the budget has less left than the spend, as seen here; nothing was spent"},
+	{Code: CodeCalledOff, Status: 409, Meaning: "a cashback under this key was refused across shards and called off, what it spent given back; a new purchase needs a new key"},
 	{Code: CodeRightsElsewhere, Status: 409, Meaning: "enough is left, but other regions hold the rights; retry soon; nothing was spent"},
 	{Code: CodeUnknownReplica, Status: 409, Meaning: "the handoff target is not a peer of this replica"},
 	{Code: CodeExists, Status: 409, Meaning: "a backup's directory exists already; nothing was written"},
@@ -69,6 +70,7 @@ var errorCodes = []openapi.ErrorCode{
 	{Code: CodeStorageFailed, Status: 503, Meaning: "a commit failed; the replica must be restarted"},
 	{Code: CodeReplicaIDConflict, Status: 503, Meaning: "another process runs with this replica's id"},
 	{Code: CodeTimeout, Status: 503, Meaning: "no durable commit in time; the write may have applied"},
+	{Code: CodeInProgress, Status: 503, Meaning: "a cashback under this key is still running at this replica; retry it with the same key"},
 	{Code: CodeShardUnavailable, Status: 503, Meaning: "in a sharded region, no replica holding the key's shard is up; nothing was applied, and other regions still serve it"},
 }
 
@@ -250,7 +252,7 @@ func operations() []openapi.Operation {
 			Params: ps(idemHeader), Request: cashbackRequest{}, Body: true,
 			RequestRequired: []string{"budget", "merchant", "user", "amount"}, Response: api.Cashback{},
 			Errors: errs(codes(CodeBadID, CodeBadBy, CodeBadRequest, CodeMissingField, CodeIdempotencyMismatch,
-				CodeBudgetExhausted, CodeRightsElsewhere, CodeOverflow, CodeBadTime), bodyErrs, writeErrs),
+				CodeBudgetExhausted, CodeRightsElsewhere, CodeOverflow, CodeBadTime, CodeCalledOff, CodeInProgress), bodyErrs, writeErrs),
 			Bodies: refused},
 
 		// The replica.
