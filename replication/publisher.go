@@ -20,7 +20,8 @@ import (
 // The event publisher ships a replica's event log (storage.Event, written
 // in the batch of every write) to its region's stream, in order, each
 // event once. A message is one chunk of the log (up to storage.LogChunk
-// events of one commit, as JSON lines), and its id,
+// events, as JSON lines: the commits logged since the last round, merged
+// into one chunk before it is first sent), and its id,
 // <replica>.<log id>.<seq of its first event>, always names the same
 // events, so the stream drops a resend within its duplicate window; the
 // store records how far the stream has acknowledged the log. A replica cut off from its
@@ -70,6 +71,11 @@ type Publisher struct {
 	mu        sync.Mutex // protects published and lastErr
 	published uint64
 	lastErr   error
+	// sent is the publisher goroutine's: every chunk that ends at or
+	// before it may be on the stream (sent by this process, or by an
+	// earlier one that logged it), so it must never change; the chunks
+	// after it were never published and may be merged (catchUp).
+	sent uint64
 
 	stream jetstream.Stream // the publisher goroutine's only
 	cancel context.CancelFunc
@@ -105,7 +111,9 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, log: cfg.Logger.Named("events"), kick: make(chan struct{}, 1), published: published}
+	// What an earlier process logged it may also have published.
+	p := &Publisher{cfg: cfg, log: cfg.Logger.Named("events"), kick: make(chan struct{}, 1), published: published,
+		sent: cfg.Store.LogLast()}
 	p.m = publisherMetrics{
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_events_published_total",
 			Help: "Events of the log acknowledged by the region's stream."}),
@@ -304,6 +312,19 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 			cancel()
 			return err
 		}
+		// One message per commit would cost the stream a write (and, as
+		// the shipped servers run, an fsync) per commit: join the commits
+		// logged since the last round into chunks of up to LogChunk
+		// events first, so a busy writer's hundreds of commits a second
+		// travel as a few messages. Only chunks never sent are merged.
+		if p.sent < last {
+			merged, err := p.cfg.Store.MergeLogChunks(p.sent)
+			if err != nil {
+				cancel()
+				return err
+			}
+			p.sent = max(p.sent, merged)
+		}
 		var chunks [][]storage.Event
 		if err := p.cfg.Store.ScanChunks(from, func(events []storage.Event) bool {
 			chunks = append(chunks, events)
@@ -316,6 +337,9 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 			cancel()
 			return nil
 		}
+		// A chunk logged after the merge goes out as it is, and is fixed
+		// from now on.
+		p.sent = max(p.sent, chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].Seq)
 		futures := make([]jetstream.PubAckFuture, 0, len(chunks))
 		var perr error
 		var body []byte

@@ -146,3 +146,98 @@ func TestPublisherShipsTheLogOnce(t *testing.T) {
 		t.Fatalf("last event: %+v", e)
 	}
 }
+
+// The commits logged between two publishing rounds travel as one message
+// (their chunks merged first), every event still once and in order; a
+// publisher that starts over from an older cursor never merges what its
+// predecessor may have sent, so the resend under the old ids is dropped
+// whole and the new commits follow.
+func TestPublisherMergesCommitsIntoOneMessage(t *testing.T) {
+	ns := startJetStream(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	ctx := context.Background()
+	like := func(from, to int) {
+		for i := from; i < to; i++ { // one commit each
+			if _, err := rep.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	messages := func() uint64 {
+		s, err := js.Stream(ctx, EventsStream("us"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	// Not started: the test runs its rounds by hand.
+	pub, err := NewPublisher(PublisherConfig{JS: js, Store: st, Replica: "us-1", Region: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	like(0, 20)
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	like(20, 25)
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := messages(); got != 2 {
+		t.Fatalf("two rounds of 20 and 5 commits made %d messages, want 2", got)
+	}
+	// A restart from cursor 0 after more commits: the new publisher must
+	// not merge 1..30 (the first two messages' chunks may be on the
+	// stream), so it resends them as they are, and 26..30 after them.
+	like(25, 30)
+	if err := st.SetLogPublished(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	pub, err = NewPublisher(PublisherConfig{JS: js, Store: st, Replica: "us-1", Region: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	like(30, 40)
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := pub.Status(); st.Published != 40 || st.Error != "" {
+		t.Fatalf("status %+v", st)
+	}
+	evs := streamEvents(t, js, "us")
+	if len(evs) != 40 {
+		t.Fatalf("the stream holds %d events, want 40 (each once)", len(evs))
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) || e.User != fmt.Sprintf("u%d", i) {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+	}
+	// 20 and 5 from the first rounds, five single commits (26..30, logged
+	// before the restart, sent as they were), the ten after it as one.
+	if got := messages(); got != 2+5+1 {
+		t.Fatalf("the stream holds %d messages, want 8", got)
+	}
+}
