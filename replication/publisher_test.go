@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
@@ -239,5 +240,44 @@ func TestPublisherMergesCommitsIntoOneMessage(t *testing.T) {
 	// before the restart, sent as they were), the ten after it as one.
 	if got := messages(); got != 2+5+1 {
 		t.Fatalf("the stream holds %d messages, want 8", got)
+	}
+}
+
+// The publisher's own JSON encoding of an event is json.Marshal's of
+// eventJSON, byte for byte, for every type and kind, empty and set
+// optional fields, and strings that JSON must escape.
+func TestEventJSONIsMarshals(t *testing.T) {
+	marshal := func(region, replica, logID string, e *storage.Event) []byte {
+		b, err := json.Marshal(eventJSON{Seq: e.Seq, Log: logID, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
+			Key: e.Key, User: e.User, Idem: e.Idem, By: e.By, Count: e.Count, P: e.P, N: e.N, HLC: e.HLC.String(),
+			At: time.UnixMilli(e.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	events := []storage.Event{
+		{Seq: 1, Type: storage.EventLike, Kind: storage.Likes, Key: "post1", User: "alice", P: 1, Count: 1, HLC: crdt.MakeHLC(1_700_000_000_123, 3)},
+		{Seq: 1 << 60, Type: storage.EventUnlike, Kind: storage.Likes, Key: "post1#2", User: "a.b:c@d-e_f", N: 1, Count: 1, HLC: 7},
+		{Seq: 3, Type: storage.EventIncr, Kind: storage.Counters, Key: "views", By: -1 << 40, N: 1 << 40, Count: 1, Idem: "req-1", HLC: crdt.MakeHLC(1, 65535)},
+		{Seq: 4, Type: storage.EventIncr, Kind: storage.Counters, Key: "views", By: 6_000, P: 6_000, Count: 1000, HLC: 9},
+		{Seq: 5, Type: storage.EventSpend, Kind: storage.Budgets, Key: "b", User: "us-2", N: 5, HLC: crdt.MakeHLC(1_800_000_000_000, 0)},
+		{Seq: 6, Type: storage.EventLike, Kind: storage.Likes, Key: `<a href="x">&'\`, User: "é\u2028\x01\x7f", Idem: "\xff", P: 1},
+		{},
+	}
+	var lines []byte
+	for _, region := range []string{"us", `r"<&>`} {
+		for i := range events {
+			e := &events[i]
+			want := marshal(region, "us-1", "0123456789abcdef", e)
+			if got := EncodeEventJSON(region, "us-1", "0123456789abcdef", e); !bytes.Equal(got, want) {
+				t.Errorf("event %d in %q:\n got %s\nwant %s", i, region, got, want)
+			}
+			lines = append(append(lines, want...), '\n')
+		}
+		if got := AppendEventsJSON(nil, region, "us-1", "0123456789abcdef", events); !bytes.Equal(got, lines) {
+			t.Errorf("AppendEventsJSON in %q:\n got %s\nwant %s", region, got, lines)
+		}
+		lines = lines[:0]
 	}
 }
