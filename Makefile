@@ -139,7 +139,9 @@ bench: build
 ## the servers pinned to one core: every round, then medians and the worst
 ## round. Run it before and after a change to the write path. About 3 min
 ## (5 rounds x 3 contestants x 10 s). Installs wrk and Redis if missing.
-## BASE="693822d 687486b" VARIANTS=off SERVER_CPUS=0,1 GOMAXPROCS=1 also work.
+## BASE="693822d 687486b" VARIANTS=off SERVER_CPUS=0,1 GOMAXPROCS=1 also work;
+## VARIANTS=nats adds the tree attached to NATS (tallyd local), and
+## SERVE=local runs every tally contestant so (old against new there).
 bench-regress:
 	bash scripts/bench-regress.sh
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,7 +21,8 @@ import (
 // The event publisher ships a replica's event log (storage.Event, written
 // in the batch of every write) to its region's stream, in order, each
 // event once. A message is one chunk of the log (up to storage.LogChunk
-// events of one commit, as JSON lines), and its id,
+// events, as JSON lines: the commits logged since the last round, merged
+// into one chunk before it is first sent), and its id,
 // <replica>.<log id>.<seq of its first event>, always names the same
 // events, so the stream drops a resend within its duplicate window; the
 // store records how far the stream has acknowledged the log. A replica cut off from its
@@ -29,6 +31,9 @@ import (
 
 // DefaultPublishBatch is how many messages the publisher has in flight.
 const DefaultPublishBatch = 256
+
+// DefaultPublishLinger is PublisherConfig.Linger's default.
+const DefaultPublishLinger = 10 * time.Millisecond
 
 // EventsStream is the stream of region's events.
 func EventsStream(region string) string { return "TALLY_EVENTS_" + strings.ToUpper(region) }
@@ -55,7 +60,16 @@ type PublisherConfig struct {
 	// Batch is at most how many messages (chunks) are in flight. Default
 	// DefaultPublishBatch; JS must allow at least as many async publishes
 	// pending (jetstream.WithPublishAsyncMaxPending).
-	Batch      int
+	Batch int
+	// Linger is the least time from the start of one publishing round to
+	// the start of the next while events keep coming: what is logged
+	// meanwhile travels together, as one message of up to LogChunk
+	// events, where a round per commit would cost the stream a write and
+	// an fsync per commit. It delays an event's arrival on the stream by
+	// at most Linger, never a write's acknowledgement (the event is in
+	// the local log, durable, before that). Default DefaultPublishLinger;
+	// negative: none.
+	Linger     time.Duration
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
 }
@@ -70,6 +84,11 @@ type Publisher struct {
 	mu        sync.Mutex // protects published and lastErr
 	published uint64
 	lastErr   error
+	// sent is the publisher goroutine's: every chunk that ends at or
+	// before it may be on the stream (sent by this process, or by an
+	// earlier one that logged it), so it must never change; the chunks
+	// after it were never published and may be merged (catchUp).
+	sent uint64
 
 	stream jetstream.Stream // the publisher goroutine's only
 	cancel context.CancelFunc
@@ -98,6 +117,9 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if cfg.Batch == 0 {
 		cfg.Batch = DefaultPublishBatch
 	}
+	if cfg.Linger == 0 {
+		cfg.Linger = DefaultPublishLinger
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -105,7 +127,9 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Publisher{cfg: cfg, log: cfg.Logger.Named("events"), kick: make(chan struct{}, 1), published: published}
+	// What an earlier process logged it may also have published.
+	p := &Publisher{cfg: cfg, log: cfg.Logger.Named("events"), kick: make(chan struct{}, 1), published: published,
+		sent: cfg.Store.LogLast()}
 	p.m = publisherMetrics{
 		published: prometheus.NewCounter(prometheus.CounterOpts{Name: "tally_events_published_total",
 			Help: "Events of the log acknowledged by the region's stream."}),
@@ -172,6 +196,8 @@ func (p *Publisher) run(ctx context.Context) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var lastTrim time.Time
+	linger := time.NewTimer(0)
+	defer linger.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -179,6 +205,7 @@ func (p *Publisher) run(ctx context.Context) {
 		case <-p.kick:
 		case <-tick.C:
 		}
+		linger.Reset(p.cfg.Linger) // a negative Linger fires at once
 		if p.stream == nil {
 			// Created before the first event, so readers can subscribe.
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -203,6 +230,12 @@ func (p *Publisher) run(ctx context.Context) {
 			if err := p.trim(); err != nil {
 				p.log.Warn("trimming the local event log", "error", err)
 			}
+		}
+		// Let the next round's commits gather (Linger).
+		select {
+		case <-ctx.Done():
+			return
+		case <-linger.C:
 		}
 	}
 }
@@ -233,7 +266,7 @@ type eventJSON struct {
 // message body on the stream.
 func AppendEventsJSON(dst []byte, region, replica, logID string, events []storage.Event) []byte {
 	for i := range events {
-		dst = append(dst, EncodeEventJSON(region, replica, logID, &events[i])...)
+		dst = appendEventJSON(dst, region, replica, logID, &events[i])
 		dst = append(dst, '\n')
 	}
 	return dst
@@ -241,10 +274,64 @@ func AppendEventsJSON(dst []byte, region, replica, logID string, events []storag
 
 // EncodeEventJSON is one event of the log logID as JSON.
 func EncodeEventJSON(region, replica, logID string, e *storage.Event) []byte {
-	b, _ := json.Marshal(eventJSON{Seq: e.Seq, Log: logID, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
-		Key: e.Key, User: e.User, Idem: e.Idem, By: e.By, Count: e.Count, P: e.P, N: e.N, HLC: e.HLC.String(),
-		At: time.UnixMilli(e.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})
-	return b
+	return appendEventJSON(nil, region, replica, logID, e)
+}
+
+// appendEventJSON appends what json.Marshal makes of the event's
+// eventJSON, byte for byte (TestEventJSONIsMarshals), without reflection
+// or an allocation per field: the publisher encodes every event it ships.
+func appendEventJSON(dst []byte, region, replica, logID string, e *storage.Event) []byte {
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	dst = appendJSONField(dst, `,"log":`, logID)
+	dst = appendJSONField(dst, `,"replica":`, replica)
+	dst = appendJSONField(dst, `,"region":`, region)
+	dst = appendJSONField(dst, `,"type":`, e.Type.String())
+	dst = appendJSONField(dst, `,"kind":`, e.Kind.String())
+	dst = appendJSONField(dst, `,"key":`, e.Key)
+	if e.User != "" {
+		dst = appendJSONField(dst, `,"user":`, e.User)
+	}
+	if e.Idem != "" {
+		dst = appendJSONField(dst, `,"idempotency_key":`, e.Idem)
+	}
+	if e.By != 0 {
+		dst = append(dst, `,"by":`...)
+		dst = strconv.AppendInt(dst, e.By, 10)
+	}
+	dst = appendJSONUint(dst, `,"count":`, e.Count)
+	dst = appendJSONUint(dst, `,"p":`, e.P)
+	dst = appendJSONUint(dst, `,"n":`, e.N)
+	dst = append(dst, `,"hlc":"`...)
+	dst = strconv.AppendInt(dst, e.HLC.WallMs(), 10)
+	dst = append(dst, '.')
+	dst = strconv.AppendUint(dst, uint64(e.HLC.Logical()), 10)
+	dst = append(dst, `","at":"`...)
+	dst = time.UnixMilli(e.HLC.WallMs()).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000Z")
+	return append(dst, `"}`...)
+}
+
+// appendJSONUint appends name and v unless v is 0 (omitempty).
+func appendJSONUint(dst []byte, name string, v uint64) []byte {
+	if v == 0 {
+		return dst
+	}
+	return strconv.AppendUint(append(dst, name...), v, 10)
+}
+
+// appendJSONField appends name and s as a JSON string, escaped as
+// encoding/json escapes it.
+func appendJSONField(dst []byte, name, s string) []byte {
+	dst = append(dst, name...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // rare: ids never need it
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // ensure opens or creates the region's stream.
@@ -304,6 +391,19 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 			cancel()
 			return err
 		}
+		// One message per commit would cost the stream a write (and, as
+		// the shipped servers run, an fsync) per commit: join the commits
+		// logged since the last round into chunks of up to LogChunk
+		// events first, so a busy writer's hundreds of commits a second
+		// travel as a few messages. Only chunks never sent are merged.
+		if p.sent < last {
+			merged, err := p.cfg.Store.MergeLogChunks(p.sent)
+			if err != nil {
+				cancel()
+				return err
+			}
+			p.sent = max(p.sent, merged)
+		}
 		var chunks [][]storage.Event
 		if err := p.cfg.Store.ScanChunks(from, func(events []storage.Event) bool {
 			chunks = append(chunks, events)
@@ -316,6 +416,9 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 			cancel()
 			return nil
 		}
+		// A chunk logged after the merge goes out as it is, and is fixed
+		// from now on.
+		p.sent = max(p.sent, chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].Seq)
 		futures := make([]jetstream.PubAckFuture, 0, len(chunks))
 		var perr error
 		var body []byte

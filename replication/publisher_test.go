@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
@@ -144,5 +145,139 @@ func TestPublisherShipsTheLogOnce(t *testing.T) {
 	}
 	if e := evs[60]; e.Type != "unlike" || e.User != "u0" || e.N != 1 {
 		t.Fatalf("last event: %+v", e)
+	}
+}
+
+// The commits logged between two publishing rounds travel as one message
+// (their chunks merged first), every event still once and in order; a
+// publisher that starts over from an older cursor never merges what its
+// predecessor may have sent, so the resend under the old ids is dropped
+// whole and the new commits follow.
+func TestPublisherMergesCommitsIntoOneMessage(t *testing.T) {
+	ns := startJetStream(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	ctx := context.Background()
+	like := func(from, to int) {
+		for i := from; i < to; i++ { // one commit each
+			if _, err := rep.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	messages := func() uint64 {
+		s, err := js.Stream(ctx, EventsStream("us"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	// Not started: the test runs its rounds by hand.
+	pub, err := NewPublisher(PublisherConfig{JS: js, Store: st, Replica: "us-1", Region: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	like(0, 20)
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	like(20, 25)
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := messages(); got != 2 {
+		t.Fatalf("two rounds of 20 and 5 commits made %d messages, want 2", got)
+	}
+	// A restart from cursor 0 after more commits: the new publisher must
+	// not merge 1..30 (the first two messages' chunks may be on the
+	// stream), so it resends them as they are, and 26..30 after them.
+	like(25, 30)
+	if err := st.SetLogPublished(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	pub, err = NewPublisher(PublisherConfig{JS: js, Store: st, Replica: "us-1", Region: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	like(30, 40)
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := pub.Status(); st.Published != 40 || st.Error != "" {
+		t.Fatalf("status %+v", st)
+	}
+	evs := streamEvents(t, js, "us")
+	if len(evs) != 40 {
+		t.Fatalf("the stream holds %d events, want 40 (each once)", len(evs))
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) || e.User != fmt.Sprintf("u%d", i) {
+			t.Fatalf("event %d: %+v", i, e)
+		}
+	}
+	// 20 and 5 from the first rounds, five single commits (26..30, logged
+	// before the restart, sent as they were), the ten after it as one.
+	if got := messages(); got != 2+5+1 {
+		t.Fatalf("the stream holds %d messages, want 8", got)
+	}
+}
+
+// The publisher's own JSON encoding of an event is json.Marshal's of
+// eventJSON, byte for byte, for every type and kind, empty and set
+// optional fields, and strings that JSON must escape.
+func TestEventJSONIsMarshals(t *testing.T) {
+	marshal := func(region, replica, logID string, e *storage.Event) []byte {
+		b, err := json.Marshal(eventJSON{Seq: e.Seq, Log: logID, Replica: replica, Region: region, Type: e.Type.String(), Kind: e.Kind.String(),
+			Key: e.Key, User: e.User, Idem: e.Idem, By: e.By, Count: e.Count, P: e.P, N: e.N, HLC: e.HLC.String(),
+			At: time.UnixMilli(e.HLC.WallMs()).UTC().Format("2006-01-02T15:04:05.000Z")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	events := []storage.Event{
+		{Seq: 1, Type: storage.EventLike, Kind: storage.Likes, Key: "post1", User: "alice", P: 1, Count: 1, HLC: crdt.MakeHLC(1_700_000_000_123, 3)},
+		{Seq: 1 << 60, Type: storage.EventUnlike, Kind: storage.Likes, Key: "post1#2", User: "a.b:c@d-e_f", N: 1, Count: 1, HLC: 7},
+		{Seq: 3, Type: storage.EventIncr, Kind: storage.Counters, Key: "views", By: -1 << 40, N: 1 << 40, Count: 1, Idem: "req-1", HLC: crdt.MakeHLC(1, 65535)},
+		{Seq: 4, Type: storage.EventIncr, Kind: storage.Counters, Key: "views", By: 6_000, P: 6_000, Count: 1000, HLC: 9},
+		{Seq: 5, Type: storage.EventSpend, Kind: storage.Budgets, Key: "b", User: "us-2", N: 5, HLC: crdt.MakeHLC(1_800_000_000_000, 0)},
+		{Seq: 6, Type: storage.EventLike, Kind: storage.Likes, Key: `<a href="x">&'\`, User: "é\u2028\x01\x7f", Idem: "\xff", P: 1},
+		{},
+	}
+	var lines []byte
+	for _, region := range []string{"us", `r"<&>`} {
+		for i := range events {
+			e := &events[i]
+			want := marshal(region, "us-1", "0123456789abcdef", e)
+			if got := EncodeEventJSON(region, "us-1", "0123456789abcdef", e); !bytes.Equal(got, want) {
+				t.Errorf("event %d in %q:\n got %s\nwant %s", i, region, got, want)
+			}
+			lines = append(append(lines, want...), '\n')
+		}
+		if got := AppendEventsJSON(nil, region, "us-1", "0123456789abcdef", events); !bytes.Equal(got, lines) {
+			t.Errorf("AppendEventsJSON in %q:\n got %s\nwant %s", region, got, lines)
+		}
+		lines = lines[:0]
 	}
 }

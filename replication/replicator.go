@@ -89,6 +89,7 @@ type Replicator struct {
 	started     time.Time
 	lastWaitLog time.Time // owned by the anti-entropy goroutine
 	inbox       chan *Delta
+	ownSubject  string // deltaSubject of this replica
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -154,14 +155,15 @@ func New(cfg Config) (*Replicator, error) {
 		return nil, err
 	}
 	r := &Replicator{
-		cfg:    cfg,
-		self:   cfg.Replica.ID(),
-		region: cfg.Replica.Region(),
-		log:    cfg.Logger.Named("replication"),
-		m:      newMetrics(cfg.Registerer),
-		peers:  make(map[string]*peer),
-		inbox:  make(chan *Delta, 1024),
-		kick:   make(chan struct{}, 1),
+		cfg:        cfg,
+		self:       cfg.Replica.ID(),
+		region:     cfg.Replica.Region(),
+		log:        cfg.Logger.Named("replication"),
+		m:          newMetrics(cfg.Registerer),
+		peers:      make(map[string]*peer),
+		inbox:      make(chan *Delta, 1024),
+		ownSubject: deltaSubject(cfg.Replica.Region(), cfg.Replica.ID()),
+		kick:       make(chan struct{}, 1),
 		// Not a security token, only distinct per process run.
 		incarnation: rand.Uint64() | 1,
 	}
@@ -427,6 +429,14 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record, pages []OwnPage) []*D
 // the sender id authentic: no region can raise another replica's entries
 // (docs/architecture.md, Guarantees 10).
 func (r *Replicator) receive(subject string, data []byte) {
+	// Our own messages come back (we subscribe to every delta): the
+	// echo of one this process sent is dropped before its entries are
+	// decoded, at a cost per message, not per change it carries.
+	if sender, inc, ok := deltaSender(data); ok && inc == r.incarnation && string(sender) == r.self {
+		if _, own := deltaSubjectOf(subject, r.ownSubject); own {
+			return
+		}
+	}
 	d, err := DecodeDelta(data)
 	if err != nil {
 		r.m.badMessages.Inc()

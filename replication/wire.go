@@ -255,6 +255,18 @@ func DecodeDelta(p []byte) (*Delta, error) {
 	return d, r.finish("delta")
 }
 
+// deltaSender reads only the sender and incarnation at the head of an
+// AppendDelta encoding (ok false if they are not there), so a replica can
+// drop the echo of its own message without decoding its entries.
+func deltaSender(p []byte) (replica []byte, incarnation uint64, ok bool) {
+	r := reader{b: p}
+	r.header(typeDelta)
+	replica = r.blob()
+	r.blob() // region
+	incarnation = r.u64()
+	return replica, incarnation, r.err == nil
+}
+
 // AppendDigests encodes a replica's segment digests.
 func AppendDigests(b []byte, replica string, digests []uint64) []byte {
 	b = append(b, wireV1, typeDigests)

@@ -401,3 +401,18 @@ func FuzzDecodeDigestsRequest(f *testing.F) {
 		}
 	})
 }
+
+// deltaSender reads the sender and incarnation of any delta encoding, and
+// refuses what is not one.
+func TestDeltaSender(t *testing.T) {
+	d := &Delta{Replica: "us-1", Region: "us", Incarnation: 0xfeed, Seq: 3, Vectors: []OwnEntry{{Kind: storage.Likes, Item: "post", PN: crdt.PN{P: 1}}}}
+	b := AppendDelta(nil, d)
+	if rep, inc, ok := deltaSender(b); !ok || string(rep) != "us-1" || inc != 0xfeed {
+		t.Fatalf("deltaSender: %q %x %v", rep, inc, ok)
+	}
+	for _, bad := range [][]byte{nil, b[:5], AppendDigests(nil, "us-1", []uint64{1})} {
+		if _, _, ok := deltaSender(bad); ok {
+			t.Fatalf("deltaSender(%x) took it", bad)
+		}
+	}
+}

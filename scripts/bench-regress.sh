@@ -24,6 +24,10 @@
 #                Go scheduler when pinned to one core (what min_procs buys)
 #   head-lists   (VARIANTS=lists) the working tree with --like-lists=false
 #   head-log     (VARIANTS=log) the working tree with --event-log=false
+#   head-nats    (VARIANTS=nats) the working tree as every deployment runs
+#                it: `tallyd local --regions us`, one replica attached to
+#                its embedded NATS server (deltas, the event log's
+#                JetStream stream), the whole process on SERVER_CPUS
 #   redis        (PEER=redis) Redis with appendfsync always running the
 #                like-with-dedup Lua script (SADD, then INCR if added), by
 #                redis-benchmark with the same connection count
@@ -35,9 +39,13 @@
 #   CONNS         connections (wrk) or clients (Redis)       (50)
 #   SERVER_CPUS   CPUs the servers are pinned to             (0)
 #   CLIENT_CPUS   CPUs the load generators are pinned to     (1)
-#   VARIANTS      any of off, p1, lists, log (see above)     ()
+#   VARIANTS      any of off, p1, lists, log, nats (above)   ()
 #   PEER          "redis" adds Redis                         (redis)
 #   HEAD_FLAGS    extra flags for the working tree's server  ()
+#   SERVE         "local" runs the working tree and every BASE
+#                 commit as head-nats does (attached to NATS), for
+#                 an old/new comparison of that path; not with
+#                 VARIANTS or HEAD_FLAGS                     (serve)
 #   CSV           every round's figures                      (bin/bench-regress/rounds.csv)
 # GOMAXPROCS, if set, reaches every tallyd. Installs wrk, redis-server and
 # redis-tools with apt-get if missing.
@@ -55,6 +63,7 @@ CLIENT_CPUS=${CLIENT_CPUS:-1}
 VARIANTS=${VARIANTS:-}
 PEER=${PEER-redis}
 HEAD_FLAGS=${HEAD_FLAGS:-}
+SERVE=${SERVE:-serve}
 LOGDIR=bin/bench-regress
 CSV=${CSV:-$LOGDIR/rounds.csv}
 
@@ -67,6 +76,11 @@ say() { echo "bench-regress: $(date +%T) $*" >&2; }
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "ROUNDS: want a positive integer, got $ROUNDS"
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 ]] || die "DURATION: want whole seconds, got $DURATION"
 [[ $CONNS =~ ^[0-9]+$ && $CONNS -ge 1 ]] || die "CONNS: want a positive integer, got $CONNS"
+[[ $SERVE == serve || $SERVE == local ]] || die "SERVE: want serve or local, got $SERVE"
+[[ $SERVE == serve || -z $VARIANTS$HEAD_FLAGS ]] || die "SERVE=local takes neither VARIANTS nor HEAD_FLAGS"
+# SERVE=local: every tally contestant starts as `tallyd local` (run_tally).
+base_flags=
+[[ $SERVE == local ]] && base_flags=@local
 
 mkdir -p "$LOGDIR"
 LOGDIR=$(cd "$LOGDIR" && pwd)
@@ -95,7 +109,7 @@ say "building the working tree"
 go build -o "$WORK/head/tallyd" ./cmd/tallyd
 contestants+=(head)
 bin[head]=$WORK/head/tallyd
-flags[head]=$HEAD_FLAGS
+flags[head]=${HEAD_FLAGS:-$base_flags}
 # The working tree's variants: VARIANTS word, contestant, extra flags.
 while read -r word name extra; do
 	[[ " $VARIANTS " == *" $word "* ]] || continue
@@ -107,6 +121,7 @@ done <<-'VARIANTS'
 	p1 head-p1 --min-procs 1
 	lists head-lists --like-lists=false
 	log head-log --event-log=false
+	nats head-nats @local
 VARIANTS
 for c in $BASE; do
 	sha=$(git rev-parse --short "$c^{commit}") || die "BASE: $c is not a commit"
@@ -116,7 +131,7 @@ for c in $BASE; do
 	git worktree remove --force "$WORK/src-$sha"
 	contestants+=("$sha")
 	bin[$sha]=$WORK/$sha/tallyd
-	flags[$sha]=
+	flags[$sha]=$base_flags
 done
 [[ $PEER == redis ]] && contestants+=(redis)
 
@@ -137,11 +152,20 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server_pid/stat"; }
 run_tally() {
 	local name=$1 round=$2 port dir=$WORK/data-$1-$2 out=$LOGDIR/$1.r$2.wrk lua=$WORK/like.lua
 	port=$(free_port)
-	# shellcheck disable=SC2086 # flags[] holds words to split
-	taskset -c "$SERVER_CPUS" "${bin[$name]}" serve --listen "127.0.0.1:$port" --data "$dir" \
-		--durability fsync --log-level warn ${flags[$name]} >"$LOGDIR/$name.r$round.log" 2>&1 &
-	server_pid=$!
-	wait_for "$name" "$server_pid" curl -fsS "http://127.0.0.1:$port/healthz"
+	if [[ ${flags[$name]} == *@local* ]]; then
+		# One region of one replica with its embedded NATS server; ready
+		# once it recovered and accepts writes.
+		taskset -c "$SERVER_CPUS" "${bin[$name]}" local --regions us --port "$port" --nats-port 0 --resp-port 0 \
+			--dashboard "" --data "$dir" --durability fsync --log-level warn >"$LOGDIR/$name.r$round.log" 2>&1 &
+		server_pid=$!
+		wait_for "$name" "$server_pid" curl -fsS "http://127.0.0.1:$port/readyz"
+	else
+		# shellcheck disable=SC2086 # flags[] holds words to split
+		taskset -c "$SERVER_CPUS" "${bin[$name]}" serve --listen "127.0.0.1:$port" --data "$dir" \
+			--durability fsync --log-level warn ${flags[$name]} >"$LOGDIR/$name.r$round.log" 2>&1 &
+		server_pid=$!
+		wait_for "$name" "$server_pid" curl -fsS "http://127.0.0.1:$port/healthz"
+	fi
 	# New users only: a prefix of this contestant and round, then uniform
 	# over 10^9 (a repeat is a like that changes nothing, about 1 in 10^4).
 	cat >"$lua" <<-EOF
@@ -201,7 +225,7 @@ run_redis() {
 
 # ---- the run ------------------------------------------------------------
 
-say "contestants: ${contestants[*]}; $ROUNDS rounds of $DURATION s; server on CPU $SERVER_CPUS, load on CPU $CLIENT_CPUS; GOMAXPROCS=${GOMAXPROCS:-unset}"
+say "contestants: ${contestants[*]} (tallyd $SERVE); $ROUNDS rounds of $DURATION s; server on CPU $SERVER_CPUS, load on CPU $CLIENT_CPUS; GOMAXPROCS=${GOMAXPROCS:-unset}"
 echo "round,contestant,likes_per_sec,p99_ms,server_cpu_us_per_like" >"$CSV"
 n=${#contestants[@]}
 for round in $(seq "$ROUNDS"); do

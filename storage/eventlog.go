@@ -359,6 +359,81 @@ func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
 	})
 }
 
+// MergeLogChunks joins runs of consecutive chunks that start after seq
+// after into chunks of up to LogChunk events, in one batch committed with
+// the store's durability, and returns the last seq of the log it looked at
+// (after if there was nothing to look at). The events, their seqs and
+// their order stay as they were; only where one chunk ends and the next
+// begins moves. The publisher calls it on the chunks it has never
+// published, so that one message (one chunk) carries several commits
+// (replication.Publisher): a chunk that may already be on the stream must
+// never change, or a resend under its id would be dropped as a duplicate
+// while holding events the stream lacks.
+func (s *Store) MergeLogChunks(after uint64) (uint64, error) {
+	if s.closed.Load() {
+		return after, fmt.Errorf("merge event log chunks: %w", ErrClosed)
+	}
+	prefix := []byte{prefixLog, '/'}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: appendLogKey(nil, after+1), UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return after, fmt.Errorf("merge event log chunks: %w", err)
+	}
+	b := s.NewBatch()
+	defer b.Close()
+	last := after
+	var (
+		runKey   []byte // the run's first key
+		runBody  []byte // the run's events, encoded, without the header
+		runCount uint64
+		runLen   int // chunks in the run
+		merged   int // chunks deleted
+	)
+	flush := func() {
+		if runLen > 1 {
+			v := binary.AppendUvarint([]byte{1}, runCount)
+			_ = b.b.Set(runKey, append(v, runBody...), nil)
+		}
+		runKey, runBody, runCount, runLen = nil, runBody[:0], 0, 0
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		first, err := strconv.ParseUint(string(it.Key()[2:]), 16, 64)
+		val := it.Value()
+		if err != nil || len(it.Key()) != 18 || len(val) < 2 || val[0] != 1 {
+			_ = it.Close()
+			return after, fmt.Errorf("merge event log chunks: bad chunk %q: %w", it.Key(), crdt.ErrCorrupt)
+		}
+		count, n := binary.Uvarint(val[1:])
+		if n <= 0 || count == 0 || count > LogChunk || first != last+1 && last != after {
+			_ = it.Close()
+			return after, fmt.Errorf("merge event log chunks: chunk %d of %d events after %d: %w", first, count, last, crdt.ErrCorrupt)
+		}
+		if runLen > 0 && runCount+count > LogChunk {
+			flush()
+		}
+		if runLen == 0 {
+			runKey = append(runKey[:0], it.Key()...)
+		} else {
+			_ = b.b.Delete(it.Key(), nil)
+			merged++
+		}
+		runBody = append(runBody, val[1+n:]...)
+		runCount += count
+		runLen++
+		last = first + count - 1
+	}
+	flush()
+	if err := it.Close(); err != nil {
+		return after, fmt.Errorf("merge event log chunks: %w", err)
+	}
+	if merged == 0 {
+		return last, nil
+	}
+	if err := b.Commit(); err != nil {
+		return after, fmt.Errorf("merge event log chunks: %w", err)
+	}
+	return last, nil
+}
+
 // LogPublished is how far the stream has acknowledged the log.
 func (s *Store) LogPublished() (uint64, error) {
 	p, ok, err := s.Meta(metaLogPublished)

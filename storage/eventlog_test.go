@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
@@ -155,6 +156,85 @@ func TestEventLog(t *testing.T) {
 		return true
 	}); err != nil || len(chunks) != 2 || chunks[0] != LogChunk || chunks[1] != 3 || s.LogLast() != 19+LogChunk+3 {
 		t.Fatalf("chunks after 19: %v, %v; last %d", chunks, err, s.LogLast())
+	}
+}
+
+// MergeLogChunks joins the chunks after a seq into chunks of up to
+// LogChunk events, keeps every event, its seq and its order, and leaves
+// the chunks at or before that seq as they were.
+func TestMergeLogChunks(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, Config{Dir: dir})
+	var want []Event
+	logCommit := func(n int) {
+		commit(t, s, func(b *Batch) {
+			for range n {
+				e := eventSamples[len(want)%len(eventSamples)]
+				b.LogEvent(e)
+				e.Seq = uint64(len(want) + 1)
+				want = append(want, e)
+			}
+		})
+	}
+	// Chunks of 2 (1-2, 3-4), then 200 commits of 3 events (5-604), then
+	// one of LogChunk (605-1116).
+	logCommit(2)
+	logCommit(2)
+	for range 200 {
+		logCommit(3)
+	}
+	logCommit(LogChunk)
+	sizes := func() (out []int) {
+		if err := s.ScanChunks(0, func(events []Event) bool {
+			out = append(out, len(events))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	last, err := s.MergeLogChunks(4)
+	if err != nil || last != uint64(len(want)) {
+		t.Fatalf("MergeLogChunks(4): last %d, %v; want %d", last, err, len(want))
+	}
+	// 600 events of 3-event chunks: 170 chunks (510 events) fit in one,
+	// the other 30 (90 events) in the next; the full chunk stays alone.
+	if got := sizes(); !slices.Equal(got, []int{2, 2, 510, 90, LogChunk}) {
+		t.Fatalf("chunk sizes after merging after 4: %v", got)
+	}
+	check := func() {
+		t.Helper()
+		var got []Event
+		if err := s.ScanLog(0, 1<<30, func(e Event) bool { got = append(got, e); return true }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("the log holds %d events, want %d, or they changed", len(got), len(want))
+		}
+	}
+	check()
+	// Nothing to merge: nothing changes, and a later merge starts at the
+	// next chunk boundary.
+	if last, err := s.MergeLogChunks(uint64(len(want))); err != nil || last != uint64(len(want)) {
+		t.Fatalf("MergeLogChunks(last): %d, %v", last, err)
+	}
+	logCommit(1)
+	logCommit(1)
+	if last, err := s.MergeLogChunks(uint64(len(want) - 2)); err != nil || last != uint64(len(want)) {
+		t.Fatalf("MergeLogChunks of the two new chunks: %d, %v", last, err)
+	}
+	if got := sizes(); !slices.Equal(got, []int{2, 2, 510, 90, LogChunk, 2}) {
+		t.Fatalf("chunk sizes after merging the two new ones: %v", got)
+	}
+	s.Close()
+	s = openTest(t, Config{Dir: dir})
+	defer s.Close()
+	if s.LogLast() != uint64(len(want)) {
+		t.Fatalf("after reopen: last %d, want %d", s.LogLast(), len(want))
+	}
+	check()
+	if totals, err := s.LogTotals("us-1"); err != nil || totals.Events != uint64(len(want)) || totals.First != 1 {
+		t.Fatalf("audit after merging: %+v, %v", totals, err)
 	}
 }
 
