@@ -28,6 +28,13 @@
 #                it: `tallyd local --regions us`, one replica attached to
 #                its embedded NATS server (deltas, the event log's
 #                JetStream stream), the whole process on SERVER_CPUS
+#   head-one     (VARIANTS=forwarded) `tallyd local --regions us`, one
+#                replica attached to NATS, likes of 1,000 items (not one
+#                hot item), the baseline of head-sharded
+#   head-sharded (VARIANTS=forwarded) `tallyd local --regions us
+#                --replicas 3 --copies 2`, every like sent to us-1, likes
+#                of 1,000 items: a third of them forwarded to a holder
+#                (two copies: 0.5x head-one is the ideal)
 #   redis        (PEER=redis) Redis with appendfsync always running the
 #                like-with-dedup Lua script (SADD, then INCR if added), by
 #                redis-benchmark with the same connection count
@@ -39,7 +46,7 @@
 #   CONNS         connections (wrk) or clients (Redis)       (50)
 #   SERVER_CPUS   CPUs the servers are pinned to             (0)
 #   CLIENT_CPUS   CPUs the load generators are pinned to     (1)
-#   VARIANTS      any of off, p1, lists, log, nats (above)   ()
+#   VARIANTS      any of off, p1, lists, log, nats, forwarded  ()
 #   PEER          "redis" adds Redis                         (redis)
 #   HEAD_FLAGS    extra flags for the working tree's server  ()
 #   SERVE         "local" runs the working tree and every BASE
@@ -122,6 +129,8 @@ done <<-'VARIANTS'
 	lists head-lists --like-lists=false
 	log head-log --event-log=false
 	nats head-nats @local
+	forwarded head-one @local @items
+	forwarded head-sharded @local3 @items
 VARIANTS
 for c in $BASE; do
 	sha=$(git rev-parse --short "$c^{commit}") || die "BASE: $c is not a commit"
@@ -152,7 +161,16 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$server_pid/stat"; }
 run_tally() {
 	local name=$1 round=$2 port dir=$WORK/data-$1-$2 out=$LOGDIR/$1.r$2.wrk lua=$WORK/like.lua
 	port=$(free_port)
-	if [[ ${flags[$name]} == *@local* ]]; then
+	if [[ ${flags[$name]} == *@local3* ]]; then
+		# One region of three replicas, each shard on two; us-1 takes
+		# the load, its peers' ports follow it.
+		taskset -c "$SERVER_CPUS" "${bin[$name]}" local --regions us --replicas 3 --copies 2 --port "$port" --nats-port 0 \
+			--resp-port 0 --dashboard "" --data "$dir" --durability fsync --log-level warn >"$LOGDIR/$name.r$round.log" 2>&1 &
+		server_pid=$!
+		for p in "$port" $((port + 1)) $((port + 2)); do
+			wait_for "$name" "$server_pid" curl -fsS "http://127.0.0.1:$p/readyz"
+		done
+	elif [[ ${flags[$name]} == *@local* ]]; then
 		# One region of one replica with its embedded NATS server; ready
 		# once it recovered and accepts writes.
 		taskset -c "$SERVER_CPUS" "${bin[$name]}" local --regions us --port "$port" --nats-port 0 --resp-port 0 \
@@ -168,12 +186,15 @@ run_tally() {
 	fi
 	# New users only: a prefix of this contestant and round, then uniform
 	# over 10^9 (a repeat is a like that changes nothing, about 1 in 10^4).
+	# One hot item, or (@items) one of 1,000.
+	local item=hot
+	[[ ${flags[$name]} == *@items* ]] && item='item" .. math.random(0, 999) .. "'
 	cat >"$lua" <<-EOF
 		local n = 0
 		function setup(thread) n = n + 1; thread:set("id", n) end
 		function init(args) math.randomseed(os.time() * 1000 + id) end
 		function request()
-		  return wrk.format("PUT", "/v1/likes/hot/$name.r$round." .. math.random(0, 999999999))
+		  return wrk.format("PUT", "/v1/likes/$item/$name.r$round." .. math.random(0, 999999999))
 		end
 	EOF
 	local cpu0 cpu1
