@@ -53,7 +53,7 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpIncr, Item: key, By: by, IdemKey: idem, At: at})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpIncr, Item: key, By: by, IdemKey: idem, At: at})
 	if err != nil {
 		return err
 	}

@@ -211,7 +211,7 @@ func (s *Server) likeAt(w http.ResponseWriter, r *http.Request, item, user strin
 		kind = region.OpLike
 	}
 	name := s.actionName(item, user, !liked) // a split item's: the user's part
-	res, err := s.rep.Apply(ctx, region.Op{Kind: kind, Item: name, User: user, At: at, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: kind, Item: name, User: user, At: at, IdemKey: idem})
 	if err != nil {
 		return err
 	}

@@ -202,7 +202,10 @@ func (c Config) Validate() error {
 // Server is the HTTP API of one replica. It implements http.Handler and is
 // safe for concurrent use.
 type Server struct {
-	cfg     Config
+	cfg Config
+	// typed: the routes ("METHOD template") whose writes go to the
+	// router typed (apply), not forwarded whole.
+	typed   map[string]bool
 	rep     *region.Replica
 	log     hclog.Logger
 	router  *mux.Router
@@ -298,6 +301,13 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody, s.clientTimeout, s.routeShard)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
+	// The routes whose handlers hand their operation to the router
+	// (apply) instead of being forwarded whole (routeShard).
+	s.typed = map[string]bool{
+		http.MethodPut + " /v1/likes/" + item + "/" + user:    true,
+		http.MethodDelete + " /v1/likes/" + item + "/" + user: true,
+		http.MethodPost + " /v1/counters/" + key + "/incr":    true,
+	}
 	w := s.RequireWrite
 
 	// Windows first: a GET of /v1/likes/{item}/window is the window, not

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/region"
 	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
@@ -42,6 +43,12 @@ type Shards interface {
 	// region, each answering from the shards it holds only, and returns
 	// the answers that came in time.
 	Gather(r *http.Request, body []byte) []Gathered
+	// Apply runs ops, all of keys on shard s, at a holder of s (this
+	// replica among them, in the map's preferred order; with primary,
+	// only the first), sent typed, and returns their results and who
+	// served them. An error wrapping ErrNoHolder: nothing was applied;
+	// any other: maybe applied.
+	Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, string, error)
 }
 
 // ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of
@@ -154,7 +161,10 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 			return
 		}
 		w.Header().Set(ServedByHeader, s.cfg.Replica.ID())
-		if forwarded(r) {
+		if forwarded(r) || s.typedRoute(r) {
+			// Forwarded: served where it lands. Typed: the handler
+			// parses it here and hands its operation to the router
+			// (Server.apply).
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -290,4 +300,38 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// typedRoute reports whether r's route hands its operations to the router
+// (Server.apply) rather than being forwarded whole: the single-key writes
+// of likes and counters.
+func (s *Server) typedRoute(r *http.Request) bool {
+	route := mux.CurrentRoute(r)
+	if route == nil {
+		return false
+	}
+	tmpl, err := route.GetPathTemplate()
+	return err == nil && s.typed[r.Method+" "+tmpl]
+}
+
+// apply runs op at this replica when it holds op's key's shard, else at a
+// holder, sent typed (Shards.Apply): the request was parsed, checked and
+// authenticated here, and nothing of it but the operation leaves. The
+// answer names who served it (ServedByHeader).
+func (s *Server) apply(ctx context.Context, w http.ResponseWriter, r *http.Request, op region.Op) (region.Result, error) {
+	if s.cfg.Shards == nil || s.holdsOp(&op) || s.chaosServeUnheld(r) {
+		return s.rep.Apply(ctx, op)
+	}
+	sh := shard.Of(op.Item)
+	res, by, err := s.cfg.Shards.Apply(ctx, sh, []region.Op{op}, false)
+	if err == nil {
+		w.Header().Set(ServedByHeader, by) // else this replica answers
+	}
+	switch {
+	case err != nil && by == s.cfg.Replica.ID():
+		return region.Result{}, err // this replica's own writer's answer
+	case err != nil:
+		return region.Result{}, forwardError(sh, err)
+	}
+	return res[0], res[0].Err
 }

@@ -315,7 +315,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		apiCfg.Shards = n.shards
 		// Cross-shard cashbacks, and the recovery of those a crash left
 		// unfinished in the journal.
-		if n.purchases, err = purchase.New(purchase.Config{Router: n.shards, Journal: n.store, Map: n.shards.Map,
+		if n.purchases, err = purchase.New(purchase.Config{Router: purchaseRouter{n.shards}, Journal: n.store, Map: n.shards.Map,
 			Timeout: duration(cfg.RequestTimeout), Logger: log, Registerer: n.registry, AtStep: failpoints(opts.Getenv)}); err != nil {
 			return nil, fmt.Errorf("start purchases: %w", err)
 		}

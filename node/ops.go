@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,8 @@ var opKinds = [...]struct {
 	{route.OpGrant, region.OpGrant},
 	{route.OpFence, region.OpFence},
 	{route.OpCashback, region.OpCashback},
+	{route.OpLike, region.OpLike},
+	{route.OpUnlike, region.OpUnlike},
 }
 
 func wireOp(o *region.Op) (route.Op, error) {
@@ -86,7 +89,8 @@ func regionOp(o *route.Op) region.Op {
 }
 
 func wireResult(r *region.Result) route.Result {
-	out := route.Result{Refused: r.Refused, Value: r.Value, Merchant: r.Merchant, User: r.UserValue, Rights: r.Rights, Duplicate: r.Duplicate}
+	out := route.Result{Refused: r.Refused, Value: r.Value, Merchant: r.Merchant, User: r.UserValue, Rights: r.Rights, Duplicate: r.Duplicate,
+		Liked: r.Liked, Changed: r.Changed, Approx: r.Approx, Counted: r.Counted}
 	if r.Err != nil {
 		out.Code, out.Msg = errCode(r.Err), strings.TrimPrefix(r.Err.Error(), "region: ")
 	}
@@ -94,7 +98,8 @@ func wireResult(r *region.Result) route.Result {
 }
 
 func regionResult(r *route.Result) region.Result {
-	out := region.Result{Refused: r.Refused, Value: r.Value, Merchant: r.Merchant, UserValue: r.User, Rights: r.Rights, Duplicate: r.Duplicate}
+	out := region.Result{Refused: r.Refused, Value: r.Value, Merchant: r.Merchant, UserValue: r.User, Rights: r.Rights, Duplicate: r.Duplicate,
+		Liked: r.Liked, Changed: r.Changed, Approx: r.Approx, Counted: r.Counted}
 	if r.Code != "" {
 		out.Err = codeErr(r.Code, r.Msg)
 	}
@@ -109,16 +114,28 @@ func regionResult(r *route.Result) region.Result {
 // decided in one place (a purchase's fence) is. It returns their results
 // in order. An error wrapping route.ErrNoHolder means no holder took
 // them: nothing was applied. Any other error may have applied them.
-func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, error) {
+func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, string, error) {
 	order := sr.Map().Preferred(s)
 	if primary && len(order) > 1 {
 		order = order[:1]
+	} else {
+		// Holders that let a request time out lately go last, as the
+		// Sender orders them.
+		var late []string
+		order = slices.DeleteFunc(order, func(h string) bool {
+			if h != sr.self && sr.sender.Suspected(h) {
+				late = append(late, h)
+				return true
+			}
+			return false
+		})
+		order = append(order, late...)
 	}
 	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: make([]route.Op, len(ops))}
 	for i := range ops {
 		var err error
 		if req.Ops[i], err = wireOp(&ops[i]); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
@@ -130,12 +147,16 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 	var tried []string
 	for _, h := range order {
 		if h == sr.self {
+			if sr.do == nil {
+				tried = append(tried, h+": not open")
+				continue
+			}
 			res, err := sr.do(ctx, ops)
 			if errors.Is(err, region.ErrNotHeld) || errors.Is(err, region.ErrNotReady) {
 				tried = append(tried, h+": "+err.Error())
 				continue
 			}
-			return res, err
+			return res, h, err
 		}
 		if data == nil {
 			data = req.Marshal()
@@ -146,32 +167,39 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 			tried = append(tried, h+": down")
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("holder %s: %w", h, err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				sr.sender.Suspect(h)
+			}
+			return nil, h, fmt.Errorf("holder %s: %w", h, err)
 		case a.Kind == route.NotServed:
 			tried = append(tried, h+": "+a.Reason)
 			continue
 		}
+		sr.sender.Trust(h)
 		rs, err := route.UnmarshalResults(a.Body)
 		if err == nil && len(rs) != len(ops) {
 			err = fmt.Errorf("%d results for %d operations", len(rs), len(ops))
 		}
 		if err != nil {
 			// Served, so maybe applied: never "nothing applied".
-			return nil, fmt.Errorf("holder %s of shard %d answered: %w", h, s, err)
+			return nil, h, fmt.Errorf("holder %s of shard %d answered: %w", h, s, err)
 		}
 		out := make([]region.Result, len(rs))
 		for i := range rs {
 			out[i] = regionResult(&rs[i])
 		}
-		return out, nil
+		return out, h, nil
 	}
-	return nil, fmt.Errorf("shard %d: %w (%s)", s, route.ErrNoHolder, strings.Join(tried, "; "))
+	return nil, "", fmt.Errorf("shard %d: %w (%s)", s, route.ErrNoHolder, strings.Join(tried, "; "))
 }
 
 // serveOps runs forwarded typed operations with the writer, under the
 // sender's deadline. ok is false when nothing may be answered: the writer
 // may or may not have applied them (the sender's timeout says so).
 func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.Answer, bool) {
+	if sr.do == nil {
+		return route.Answer{Kind: route.NotServed, Reason: "not open"}, true
+	}
 	ops := make([]region.Op, len(req.Ops))
 	for i := range req.Ops {
 		ops[i] = regionOp(&req.Ops[i])
@@ -194,4 +222,12 @@ func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.An
 		out[i] = wireResult(&res[i])
 	}
 	return route.Answer{Kind: route.Served, Body: route.MarshalResults(out)}, true
+}
+
+// purchaseRouter is the router as package purchase takes it.
+type purchaseRouter struct{ sr *shardRouter }
+
+func (p purchaseRouter) Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, error) {
+	res, _, err := p.sr.Apply(ctx, s, ops, primary)
+	return res, err
 }

@@ -198,6 +198,7 @@ func (s *shardScripts) wire() {
 		}
 		nd := &Node{cfg: s.config(name), rep: n.Rep, replica: n.Replica, shardMaps: r.watch, log: hclog.NewNullLogger()}
 		r.router.accepted = n.Replica.Accepted()
+		r.router.do = n.Replica.Do
 		r.router.moveState = nd.moveState
 		r.watch.peersBy(n.Rep.AddPeers)
 		r.watch.dropBy(nd.released, nd.dropShards, nd.handOffShards, false)

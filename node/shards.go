@@ -290,7 +290,11 @@ func (sr *shardRouter) serveHTTP(req route.Request, deadline time.Time) route.An
 // forwarded write, having applied nothing: served.
 func chaosUnapplied(req route.Request) route.Answer {
 	if req.Kind == route.KindOps {
-		return route.Answer{Kind: route.Served, Body: route.MarshalResults(make([]route.Result, len(req.Ops)))}
+		rs := make([]route.Result, len(req.Ops))
+		for i := range rs {
+			rs[i].Liked, rs[i].Changed = req.Ops[i].Kind == route.OpLike, true
+		}
+		return route.Answer{Kind: route.Served, Body: route.MarshalResults(rs)}
 	}
 	if req.Kind == route.KindRESP {
 		return route.Answer{Kind: route.Served, Body: []byte(":1\r\n")}

@@ -20,8 +20,12 @@ const (
 	// counter User, under Idem, in one commit (region.OpCashback): for a
 	// holder of all three keys.
 	OpCashback
+	// OpLike and OpUnlike mark item Key liked or not by User, at AtMs if
+	// set, once per Idem if set.
+	OpLike
+	OpUnlike
 
-	numOpKinds = OpCashback + 1
+	numOpKinds = OpUnlike + 1
 )
 
 // Op is one typed operation a replica forwards to a holder of its key's
@@ -79,10 +83,15 @@ type Result struct {
 	// Duplicate: the idempotency key was applied before (for OpFence:
 	// the spend was applied, so nothing was fenced).
 	Duplicate bool
+	// Liked and Changed: a like's or unlike's user state after it, and
+	// whether it changed. Approx and Counted: an increment of an
+	// approximate counter, and what it counted.
+	Liked, Changed, Approx bool
+	Counted                int64
 }
 
 // resultMinBytes is the fewest bytes an encoded Result takes.
-const resultMinBytes = 8
+const resultMinBytes = 9
 
 // MarshalResults encodes the results of a KindOps request, the Body of its
 // answer.
@@ -103,9 +112,12 @@ func MarshalResults(rs []Result) []byte {
 		b = binary.AppendVarint(b, r.Merchant)
 		b = binary.AppendVarint(b, r.User)
 		b = binary.AppendVarint(b, r.Rights)
+		b = binary.AppendVarint(b, r.Counted)
 		var flags byte
-		if r.Duplicate {
-			flags = 1
+		for i, f := range [...]bool{r.Duplicate, r.Liked, r.Changed, r.Approx} {
+			if f {
+				flags |= 1 << i
+			}
 		}
 		b = append(b, flags)
 	}
@@ -134,12 +146,13 @@ func UnmarshalResults(b []byte) ([]Result, error) {
 		r.Merchant = d.varint()
 		r.User = d.varint()
 		r.Rights = d.varint()
+		r.Counted = d.varint()
 		switch f := d.byte(); {
 		case d.err != nil:
-		case f > 1:
+		case f >= 1<<4:
 			d.fail("result flags %d", f)
 		default:
-			r.Duplicate = f == 1
+			r.Duplicate, r.Liked, r.Changed, r.Approx = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
 		}
 		out = append(out, r)
 	}

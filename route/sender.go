@@ -123,6 +123,21 @@ func (s *Sender) Send(ctx context.Context, req Request) (Answer, string, error) 
 	return Answer{}, "", fmt.Errorf("%w (%s)", ErrNoHolder, strings.Join(tried, "; "))
 }
 
+// Suspected reports whether holder h let a request time out lately: it is
+// tried after the shard's other holders until then.
+func (s *Sender) Suspected(h string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.suspects[h]
+	return ok && s.cfg.Now().Before(until)
+}
+
+// Suspect marks h as having let a request time out; Trust clears it.
+func (s *Sender) Suspect(h string) { s.suspect(h) }
+
+// Trust clears a suspicion of h: it answered.
+func (s *Sender) Trust(h string) { s.trust(h) }
+
 func (s *Sender) suspect(h string) {
 	s.mu.Lock()
 	s.suspects[h] = s.cfg.Now().Add(s.cfg.SuspectFor)

@@ -25,6 +25,8 @@ var sampleRequests = []route.Request{
 var sampleResults = []route.Result{
 	{Value: 95, Rights: 40},
 	{Code: "budget_exhausted", Msg: "budget exhausted", Refused: "shop", Value: 3, Merchant: -2, User: 1 << 40, Duplicate: true},
+	{Value: 7, Liked: true, Changed: true},
+	{Value: 1200, Approx: true, Counted: 100},
 }
 
 var sampleAnswers = []route.Answer{
@@ -76,7 +78,7 @@ func TestOpsRoundTripProperty(t *testing.T) {
 	f := func(kinds []uint8, key, user, merchant, idem string, by, at int64) bool {
 		r := route.Request{Kind: route.KindOps, Shard: 3}
 		for _, k := range kinds {
-			r.Ops = append(r.Ops, route.Op{Kind: route.OpKind(k%5 + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at})
+			r.Ops = append(r.Ops, route.Op{Kind: route.OpKind(k%7 + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at})
 		}
 		got, err := route.UnmarshalRequest(r.Marshal())
 		if err != nil || len(got.Ops) != len(r.Ops) {
@@ -138,7 +140,7 @@ func TestRefused(t *testing.T) {
 		"args past max":   {route.Version, byte(route.KindRESP), 0, 0, 0, 0, 3, 0, 0xff, 0xff, 0xff, 0x7f},
 		"length past end": {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
 		"op kind 0":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-		"op kind 6":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 6, 0, 0, 0, 0, 0, 0},
+		"op kind 8":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 8, 0, 0, 0, 0, 0, 0},
 		"ops past max":    {route.Version, byte(route.KindOps), 0, 0, 0, 0, 0xff, 0xff, 0x7f},
 	}
 	for name, b := range bad {
@@ -148,7 +150,7 @@ func TestRefused(t *testing.T) {
 	}
 	for name, b := range map[string][]byte{
 		"empty":          nil,
-		"flags 2":        {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 2},
+		"flags 16":       {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 16},
 		"count past end": {route.Version, 0xff, 0x01},
 		"trailing":       append(route.MarshalResults(sampleResults), 0),
 	} {
