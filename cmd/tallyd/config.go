@@ -60,7 +60,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.Func("trusted-proxies", "comma-separated `addresses` or CIDR prefixes of proxies whose X-Forwarded-For names the client the rate limits key on", cliutil.CommaList(&c.TrustedProxies))
 	fs.StringVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes (`duration`)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
-	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
+	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, logJSONUsage)
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
 	fs.StringVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a write waits for its commit (`duration`)")
 	fs.BoolVar(&c.LikeLists, "like-lists", c.LikeLists, "keep the liker and liked-item lists (two more keys per like; false drops them)")

@@ -42,6 +42,7 @@ type localConfig struct {
 	respPortSet bool
 	Durability  string
 	LogLevel    string
+	LogJSON     bool
 	WriteToken  string
 	AdminToken  string
 	Dashboard   dashboardAddr // see dashboard.go
@@ -93,6 +94,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.IntVar(&lc.RESPPort, "resp-port", lc.RESPPort, "Redis protocol (RESP) `port` of the first region; the others follow consecutively (0: off)")
 		fs.StringVar(&lc.Durability, "durability", lc.Durability, "`mode`: fsync or none")
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
+		bindLogJSON(fs, &lc.LogJSON)
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
 		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
@@ -194,7 +196,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(lc.LogLevel), Output: c.stderr})
+	log := newLogger(c.stderr, lc.LogLevel, lc.LogJSON)
 	if hclog.LevelFromString(lc.LogLevel) == hclog.NoLevel {
 		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
 	}
