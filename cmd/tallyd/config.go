@@ -130,7 +130,10 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 
 // loadConfigAs is loadConfig for command cmd (serve, or validate, which
 // checks what serve would run).
-func loadConfigAs(cmd string, args []string, getenv func(string) string, help io.Writer) (tallynode.Config, error) {
+//
+// checks, if any, find more problems in a config whose values are read
+// (validate's look at the files it names).
+func loadConfigAs(cmd string, args []string, getenv func(string) string, help io.Writer, checks ...func(tallynode.Config) []string) (tallynode.Config, error) {
 	var file string
 	first := tallynode.DefaultConfig()
 	fs := newFlagSet(cmd, func(fs *flag.FlagSet) { bindFlags(fs, &first, &file) })
@@ -175,6 +178,9 @@ func loadConfigAs(cmd string, args []string, getenv func(string) string, help io
 	cfg.Derive()
 	if err := cfg.Validate(); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...) // one problem a line
+	}
+	for _, check := range checks {
+		problems = append(problems, check(cfg)...)
 	}
 	if len(problems) > 0 {
 		return tallynode.Config{}, &usageError{Err: &configProblems{list: problems}}
