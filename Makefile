@@ -40,17 +40,18 @@ release:
 ## dist: the release's files in dist/, for $(PLATFORMS): static
 ## (CGO_ENABLED=0) binaries tallyd-<version>-<os>-<arch>, a CycloneDX SBOM
 ## of each (tallyd-<version>-<os>-<arch>.cdx.json, by cyclonedx-gomod,
-## pinned in go.mod's tool directive; it reads the repository with go-git,
-## so run it in a clone, not a git worktree) and SHA256SUMS of them all;
-## then checks them (release-check).
+## pinned in go.mod's tool directive and built for this machine; it reads
+## the repository with go-git, so run it in a clone, not a git worktree)
+## and SHA256SUMS of them all; then checks them (release-check).
 dist:
 	rm -rf dist && mkdir -p dist
 	@set -e; v='$(STAMP)'; test -n "$$v" || { echo "dist: scripts/version.sh says no version" >&2; exit 1; }; \
+	sbom=$$($(GO) tool -n cyclonedx-gomod); \
 	for p in $(PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; f=dist/tallyd-$$v-$$os-$$arch; \
 	  echo "== $$f"; \
 	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$f ./cmd/tallyd; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) tool cyclonedx-gomod app -json -licenses -main cmd/tallyd -output $$f.cdx.json . 2>dist/sbom.log \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $$sbom app -json -licenses -main cmd/tallyd -output $$f.cdx.json . 2>dist/sbom.log \
 	    || { cat dist/sbom.log >&2; exit 1; }; \
 	done; \
 	rm -f dist/sbom.log; cd dist && sha256sum tallyd-* > SHA256SUMS
