@@ -8,7 +8,8 @@ import (
 )
 
 // Every command that logs takes --log-json (serve had it alone, so a
-// deployment's other processes logged text beside its JSON).
+// deployment's other processes logged text beside its JSON); the bench
+// modes that log (those with --log-level) too.
 func TestLogJSONOnEveryCommandThatLogs(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "-h"},
@@ -16,9 +17,14 @@ func TestLogJSONOnEveryCommandThatLogs(t *testing.T) {
 		{"dashboard", "-h"},
 		{"lease-authority", "-h"},
 		{"events", "sink", "-h"},
+		{"bench", "likes", "-h"},
+		{"bench", "events", "-h"},
+		{"bench", "replication", "-h"},
+		{"bench", "budget", "-h"},
+		{"bench", "shards", "-h"},
 	} {
 		code, stdout, stderr := runArgs(t, args...)
-		if code != 0 || !strings.Contains(stdout, "-log-json") || !strings.Contains(stdout, logJSONUsage) {
+		if code != 0 || !strings.Contains(stdout+stderr, "-log-json") || !strings.Contains(stdout+stderr, logJSONUsage) {
 			t.Errorf("%q: exit %d, no -log-json in its help (stderr %q)", args, code, stderr)
 		}
 	}
