@@ -3,58 +3,91 @@
 
 GO          ?= go
 BIN         := bin/tallyd
-# The release stamped into the binary: `git describe` in a checkout with
-# tags, else nothing, and the binary reports the VERSION file's release
-# (internal/version embeds it, so a plain `go build` reports it too).
-# The commit is stamped too (with -dirty for uncommitted changes), as Go
-# records it only where VCS stamping is on.
-STAMP       := $(shell git describe --tags --abbrev=0 >/dev/null 2>&1 && git describe --tags --always --dirty)
-REVISION    := $(shell r=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
+# The release and commit stamped into the binary (scripts/version.sh): the
+# tag at a tag; <tag>-dev+<commit> after one (-dirty for uncommitted
+# changes); v<VERSION file>-dev+<commit> before the first tag. A plain
+# `go build` says v<VERSION file>-dev (internal/version).
+VERSION_INFO := $(shell bash scripts/version.sh 2>/dev/null)
+STAMP       := $(word 1,$(VERSION_INFO))
+REVISION    := $(word 2,$(VERSION_INFO))
 VERSION_PKG := github.com/tally-dev/tally/internal/version
 LDFLAGS     := $(if $(STAMP),-X $(VERSION_PKG).stamped=$(STAMP)) $(if $(REVISION),-X $(VERSION_PKG).stampedRevision=$(REVISION))
-# Platforms `make release` builds for.
+# Platforms `make dist` and `make image` build for.
 PLATFORMS   := linux/amd64 linux/arm64
 # Build tags whose files must also be vetted, linted and tested.
 TAGS        := chaos
 
-.PHONY: all build release release-check run test lint vet staticcheck shellcheck fmt-check unit openapi bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
+.PHONY: all build release dist release-check image run test lint vet staticcheck shellcheck fmt-check unit openapi bench bench-regress bench-peers bench-budget bench-edge bench-resp fuzz chaos clean
 
 all: build
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/tallyd
 
-## release: static (CGO_ENABLED=0) tallyd binaries for $(PLATFORMS) in
-## dist/, tallyd-<version>-<os>-<arch>, and their SHA256SUMS; then checks
-## them (release-check).
+## release: cut release VERSION (make release VERSION=0.2.0) from a clean
+## tree: CHANGELOG.md's "Unreleased" entries become "## v0.2.0 (date)" and
+## the VERSION file says 0.2.0 (scripts/release-notes.sh), committed and
+## tagged v0.2.0 (annotated), then `make dist` builds the release's files.
+## Pushing the commit and the tag is left to you.
 release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
+	@git diff --quiet HEAD || { echo "release: the tree has uncommitted changes; commit or stash them first" >&2; exit 1; }
+	bash scripts/release-notes.sh $(VERSION) CHANGELOG.md internal/version/VERSION
+	git commit -q -m "release v$(VERSION:v%=%)" CHANGELOG.md internal/version/VERSION
+	git tag -a -m "tally v$(VERSION:v%=%)" v$(VERSION:v%=%)
+	$(MAKE) --no-print-directory dist
+
+## dist: the release's files in dist/, for $(PLATFORMS): static
+## (CGO_ENABLED=0) binaries tallyd-<version>-<os>-<arch>, a CycloneDX SBOM
+## of each (tallyd-<version>-<os>-<arch>.cdx.json, by cyclonedx-gomod,
+## pinned in go.mod's tool directive and built for this machine; it reads
+## the repository with go-git, so run it in a clone, not a git worktree)
+## and SHA256SUMS of them all; then checks them (release-check).
+dist:
 	rm -rf dist && mkdir -p dist
-	@set -e; v=$$($(GO) run -ldflags '$(LDFLAGS)' ./cmd/tallyd version | cut -d' ' -f2); \
+	@set -e; v='$(STAMP)'; test -n "$$v" || { echo "dist: scripts/version.sh says no version" >&2; exit 1; }; \
+	sbom=$$($(GO) tool -n cyclonedx-gomod); \
 	for p in $(PLATFORMS); do \
-	  os=$${p%/*}; arch=$${p#*/}; \
-	  echo "== dist/tallyd-$$v-$$os-$$arch"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o dist/tallyd-$$v-$$os-$$arch ./cmd/tallyd; \
+	  os=$${p%/*}; arch=$${p#*/}; f=dist/tallyd-$$v-$$os-$$arch; \
+	  echo "== $$f"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $$f ./cmd/tallyd; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $$sbom app -json -licenses -main cmd/tallyd -output $$f.cdx.json . 2>dist/sbom.log \
+	    || { cat dist/sbom.log >&2; exit 1; }; \
 	done; \
-	cd dist && sha256sum tallyd-* > SHA256SUMS
+	rm -f dist/sbom.log; cd dist && sha256sum tallyd-* > SHA256SUMS
 	$(MAKE) --no-print-directory release-check
 
-## release-check: every platform has its binary in dist/, built without
-## cgo for its architecture (as `go version -m` reads them), SHA256SUMS
-## matches them, and the binary of this machine's platform reports the
-## release in its name.
+## release-check: every platform has its binary and SBOM in dist/, each
+## binary built without cgo for its architecture (as `go version -m` reads
+## them), SHA256SUMS matches them all, and the binary of this machine's
+## platform reports the release in its name.
 release-check:
 	@set -e; cd dist; \
-	test "$$(wc -l < SHA256SUMS)" -eq $(words $(PLATFORMS)); \
+	test "$$(wc -l < SHA256SUMS)" -eq $$((2 * $(words $(PLATFORMS)))); \
 	sha256sum --quiet -c SHA256SUMS; \
 	for p in $(PLATFORMS); do \
 	  f=$$(ls tallyd-*-$${p%/*}-$${p#*/}); info=$$($(GO) version -m $$f); \
 	  for want in CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/}; do \
 	    echo "$$info" | grep -q "build	$$want$$" || { echo "$$f: not built with $$want" >&2; exit 1; }; \
 	  done; \
+	  grep -q '"bomFormat": *"CycloneDX"' $$f.cdx.json || { echo "$$f.cdx.json: not a CycloneDX SBOM" >&2; exit 1; }; \
 	done; \
-	own=$$(ls tallyd-*-$$($(GO) env GOOS)-$$($(GO) env GOARCH)); \
-	./$$own version | grep -q "^tallyd $$(echo $$own | cut -d- -f2) " || { echo "$$own version: $$(./$$own version)" >&2; exit 1; }; \
-	echo "release ok: $$(ls tallyd-* | tr '\n' ' ')"
+	os=$$($(GO) env GOOS); arch=$$($(GO) env GOARCH); own=$$(ls tallyd-*-$$os-$$arch); \
+	v=$${own#tallyd-}; v=$${v%-$$os-$$arch}; \
+	./$$own version | grep -qF "tallyd $$v " || { echo "$$own version: $$(./$$own version)" >&2; exit 1; }; \
+	echo "release ok: $$(ls | tr '\n' ' ')"
+
+## image: the container image for $(PLATFORMS) with docker buildx, stamped
+## with scripts/version.sh's release and commit (binary and OCI labels);
+## IMAGE names it (default tally:<version>). Add --push or --load with
+## IMAGE_ARGS.
+IMAGE      ?= tally:$(subst +,_,$(STAMP))
+IMAGE_ARGS ?=
+image:
+	docker buildx build --platform $(subst $(space),$(comma),$(PLATFORMS)) \
+	  --build-arg VERSION=$(STAMP) --build-arg REVISION=$(REVISION) -t $(IMAGE) $(IMAGE_ARGS) .
+space := $(subst ,, )
+comma := ,
 
 ## run: a full local deployment (regions us, eu, ap) on embedded NATS and Pebble.
 ## Its ports: RUN_PORT (the first region's HTTP port; the others follow),

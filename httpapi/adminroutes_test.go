@@ -50,6 +50,9 @@ func guardedRoutes(t *testing.T, e *env) []string {
 		clean := routeVar.ReplaceAllString(tpl, "{$1}")
 		path := routeVar.ReplaceAllString(tpl, "x")
 		for _, m := range methods {
+			if m == http.MethodHead {
+				continue // headers only: the health routes' HEAD, public as their GET (head_test.go)
+			}
 			r := e.do(m, path, "")
 			if r.status == http.StatusUnauthorized {
 				if r.body["code"] != CodeUnauthorized {
@@ -116,7 +119,7 @@ func TestAdminRoutesAllGuarded(t *testing.T) {
 
 // publicRouteList are the only routes that answer without a token when read
 // and write tokens are set: the probes and the metrics.
-var publicRouteList = []string{"GET /healthz", "GET /metrics", "GET /readyz"}
+var publicRouteList = []string{"GET /healthz", "GET /metrics", "GET /readyz", "HEAD /healthz", "HEAD /readyz"}
 
 // allRoutes lists every route of e's router ("METHOD template").
 func allRoutes(t *testing.T, e *env) []string {
@@ -164,6 +167,11 @@ func TestEveryRouteNeedsAToken(t *testing.T) {
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		if r := e.do("GET", p, ""); r.status != http.StatusOK {
 			t.Errorf("GET %s without a token: %d, want 200", p, r.status)
+		}
+		if p != "/metrics" {
+			if st, _ := head(t, e, p); st != http.StatusOK {
+				t.Errorf("HEAD %s without a token: %d, want 200", p, st)
+			}
 		}
 	}
 

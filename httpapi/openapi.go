@@ -258,8 +258,12 @@ func operations() []openapi.Operation {
 		// The replica.
 		{Method: "GET", Path: "/healthz", Tag: "replica", Summary: "Liveness: 503 only once the replica stopped",
 			Response: api.Health{}, Errors: codes(CodeStorageFailed, CodeReplicaIDConflict)},
+		{Method: "HEAD", Path: "/healthz", Tag: "replica", Summary: "Liveness as GET /healthz answers it, without a body (for probes that send HEAD)",
+			NoBody: true, Errors: codes(CodeStorageFailed, CodeReplicaIDConflict)},
 		{Method: "GET", Path: "/readyz", Tag: "replica", Summary: "Readiness: 200 only while the replica acknowledges writes",
 			Response: api.Health{}, Errors: codes(CodeNotReady, CodeDraining, CodeShuttingDown, CodeStorageFailed, CodeReplicaIDConflict)},
+		{Method: "HEAD", Path: "/readyz", Tag: "replica", Summary: "Readiness as GET /readyz answers it, without a body (for probes that send HEAD)",
+			NoBody: true, Errors: codes(CodeNotReady, CodeDraining, CodeShuttingDown, CodeStorageFailed, CodeReplicaIDConflict)},
 		{Method: "GET", Path: "/v1/status", Tag: "replica", Summary: "What this replica is and how it acknowledges writes",
 			Response: api.Status{}},
 		{Method: "GET", Path: "/v1/shards", Tag: "replica", Summary: "The region's shard map: which replicas hold each shard",

@@ -343,8 +343,8 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/budgets/"+key, s.Handler(s.getBudget)).Methods(http.MethodGet)
 	rt.Handle("/v1/cashback", w(s.Handler(s.postCashback))).Methods(http.MethodPost)
 
-	rt.Handle("/healthz", s.Public(s.Handler(s.healthz))).Methods(http.MethodGet)
-	rt.Handle("/readyz", s.Public(s.Handler(s.readyz))).Methods(http.MethodGet)
+	rt.Handle("/healthz", s.Public(s.Handler(s.healthz))).Methods(http.MethodGet, http.MethodHead)
+	rt.Handle("/readyz", s.Public(s.Handler(s.readyz))).Methods(http.MethodGet, http.MethodHead)
 	rt.Handle("/v1/status", s.Handler(s.status)).Methods(http.MethodGet)
 	rt.Handle("/v1/convergence", s.Handler(s.convergence)).Methods(http.MethodGet)
 	rt.Handle("/v1/shards", s.Handler(s.getShards)).Methods(http.MethodGet)
@@ -416,7 +416,7 @@ func (s *Server) Routes() ([]Route, error) {
 // through Router() are included.
 func (s *Server) allowedMethods(r *http.Request) []string {
 	var allow []string
-	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch} {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPost, http.MethodDelete, http.MethodPatch} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		var match mux.RouteMatch

@@ -216,7 +216,7 @@ func TestWindowsBadInput(t *testing.T) {
 }
 
 // docRoute matches a route row of docs/api.md's table: | `GET /v1/x` |.
-var docRoute = regexp.MustCompile("(?m)^\\| `(GET|PUT|POST|DELETE) (/[^`]*)`")
+var docRoute = regexp.MustCompile("(?m)^\\| `(GET|HEAD|PUT|POST|DELETE) (/[^`]*)`")
 
 // Every route the router serves is documented in docs/api.md's route
 // table, and every documented route is served.

@@ -15,7 +15,11 @@
 #                                   and to anything with a public certificate)
 #   var/lib/tally                   the volume: tally's, mode 0750
 #
-# Environment: GO (default go).
+# Environment: GO (default go); GOOS and GOARCH to build for another
+# platform (the Dockerfile passes TARGETOS and TARGETARCH); TALLY_VERSION
+# and TALLY_REVISION, the release and commit to stamp in (the Docker
+# build's VERSION and REVISION arguments; default: scripts/version.sh, or
+# unstamped where that cannot tell, outside a git checkout).
 set -euo pipefail
 
 # The image's user; the Dockerfile's USER and --chown say the same.
@@ -38,7 +42,15 @@ if [ ! -f "$CA_BUNDLE" ]; then
 fi
 
 mkdir -p "$root/usr/local/bin" "$root/etc/tally" "$root/etc/ssl/certs" "$root/var/lib/tally"
-CGO_ENABLED=0 "${GO:-go}" build -trimpath -ldflags='-s -w' -o "$root/usr/local/bin/tallyd" ./cmd/tallyd
+version=${TALLY_VERSION:-} revision=${TALLY_REVISION:-}
+if [ -z "$version" ] && git rev-parse --git-dir >/dev/null 2>&1; then
+  read -r version revision < <(bash scripts/version.sh)
+fi
+ldflags='-s -w'
+pkg=github.com/tally-dev/tally/internal/version
+if [ -n "$version" ]; then ldflags="$ldflags -X $pkg.stamped=$version"; fi
+if [ -n "$revision" ]; then ldflags="$ldflags -X $pkg.stampedRevision=$revision"; fi
+CGO_ENABLED=0 "${GO:-go}" build -trimpath -ldflags="$ldflags" -o "$root/usr/local/bin/tallyd" ./cmd/tallyd
 install -m 0644 deploy/docker/tallyd.hcl "$root/etc/tally/tallyd.hcl"
 install -m 0644 "$CA_BUNDLE" "$root/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\ntally:x:%d:%d:tally:/var/lib/tally:/sbin/nologin\n' \
@@ -50,4 +62,10 @@ chmod 0750 "$root/var/lib/tally"
 if [ "$(id -u)" -eq 0 ]; then
   chown "$TALLY_UID:$TALLY_GID" "$root/var/lib/tally"
 fi
-echo "$root: tallyd $("$root/usr/local/bin/tallyd" version | cut -d' ' -f2), user tally ($TALLY_UID)"
+# A binary for another platform (a multi-arch build) cannot run here.
+target=$("${GO:-go}" env GOOS)/$("${GO:-go}" env GOARCH)
+if [ "$target" = "$("${GO:-go}" env GOHOSTOS)/$("${GO:-go}" env GOHOSTARCH)" ]; then
+  echo "$root: tallyd $("$root/usr/local/bin/tallyd" version | cut -d' ' -f2), user tally ($TALLY_UID)"
+else
+  echo "$root: tallyd ${version:-unstamped} for $target, user tally ($TALLY_UID)"
+fi

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/internal/cliutil"
 	tallynode "github.com/tally-dev/tally/node"
@@ -16,9 +14,9 @@ import (
 
 // parseLeaseAuthority reads `tallyd lease-authority`'s flags and its
 // password from the environment.
-func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writer) (tallynode.AuthorityConfig, string, error) {
+func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writer) (tallynode.AuthorityConfig, logOptions, error) {
 	cfg := tallynode.AuthorityConfig{AllocBucket: alloc.DefaultBucket, AllocReplicas: 1, NATSUser: tallynode.AuthorityUser}
-	logLevel := "info"
+	logOpts := logOptions{Level: "info"}
 	fs := newFlagSet("lease-authority", func(fs *flag.FlagSet) {
 		fs.StringVar(&cfg.NATS, "nats", "", "NATS server `urls`, comma-separated, of the region holding the allocator's bucket (required)")
 		fs.StringVar(&cfg.NATSUser, "user", cfg.NATSUser, "NATS `user` (password from env "+envNATSPass+", or a file named by "+envNATSPass+cliutil.FileSuffix+"; \"\": none)")
@@ -27,20 +25,21 @@ func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writ
 		fs.StringVar(&cfg.AllocBucket, "alloc-bucket", cfg.AllocBucket, "the allocator's KV `bucket` (the replicas' alloc_bucket)")
 		fs.StringVar(&cfg.AllocCluster, "alloc-cluster", "", "NATS `cluster` holding the bucket and the milestone stream (the replicas' alloc_cluster)")
 		fs.IntVar(&cfg.AllocReplicas, "alloc-replicas", cfg.AllocReplicas, "replicas of the bucket and the milestone stream (`n`: the replicas' alloc_replicas)")
-		fs.StringVar(&logLevel, "log-level", logLevel, "log `level`: trace, debug, info, warn, error")
+		fs.StringVar(&logOpts.Level, "log-level", logOpts.Level, "log `level`: trace, debug, info, warn, error")
+		bindLogJSON(fs, &logOpts.JSON)
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(help, fs)
-			return cfg, logLevel, err
+			return cfg, logOpts, err
 		}
-		return cfg, logLevel, usagef("lease-authority: %v (run 'tallyd lease-authority -h')", err)
+		return cfg, logOpts, usagef("lease-authority: %v (run 'tallyd lease-authority -h')", err)
 	}
 	switch {
 	case fs.NArg() > 0:
-		return cfg, logLevel, usagef("lease-authority: unexpected argument %q", fs.Arg(0))
+		return cfg, logOpts, usagef("lease-authority: unexpected argument %q", fs.Arg(0))
 	case cfg.NATS == "":
-		return cfg, logLevel, usagef("lease-authority: --nats is required")
+		return cfg, logOpts, usagef("lease-authority: --nats is required")
 	case cfg.NATSCreds != "":
 		cfg.NATSUser = ""
 	}
@@ -51,17 +50,17 @@ func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writ
 		}
 		cfg.NATSPassword = pw
 	}
-	return cfg, logLevel, nil
+	return cfg, logOpts, nil
 }
 
 // leaseAuthority runs `tallyd lease-authority`: the only writer of the
 // allocator's bucket, checking every replica's write (alloc.Authority).
 func (c *cli) leaseAuthority(ctx context.Context, args []string) error {
-	cfg, logLevel, err := parseLeaseAuthority(args, c.getenv, c.stdout)
+	cfg, logOpts, err := parseLeaseAuthority(args, c.getenv, c.stdout)
 	if err != nil {
 		return err
 	}
-	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(logLevel), Output: c.stderr})
+	cfg.Logger = newLogger(c.stderr, logOpts.Level, logOpts.JSON)
 	a, err := tallynode.StartAuthority(cfg)
 	if err != nil {
 		return err

@@ -11,9 +11,9 @@ import (
 func TestParseLeaseAuthority(t *testing.T) {
 	env := tokenEnvWith(envNATSPass, "pw")
 	cfg, level, err := parseLeaseAuthority([]string{"--nats", "nats://n:4222", "--alloc-cluster", "us", "--alloc-replicas", "3", "--log-level", "debug"}, env, io.Discard)
-	if err != nil || cfg.NATS != "nats://n:4222" || cfg.AllocCluster != "us" || cfg.AllocReplicas != 3 || level != "debug" ||
+	if err != nil || cfg.NATS != "nats://n:4222" || cfg.AllocCluster != "us" || cfg.AllocReplicas != 3 || level.Level != "debug" ||
 		cfg.NATSUser != "tally-authority" || cfg.NATSPassword != "pw" {
-		t.Fatalf("cfg %+v, level %q, err %v", cfg, level, err)
+		t.Fatalf("cfg %+v, level %+v, err %v", cfg, level, err)
 	}
 	cfg, _, err = parseLeaseAuthority([]string{"--nats", "nats://n:4222", "--creds", "/x.creds"}, env, io.Discard)
 	if err != nil || cfg.NATSUser != "" || cfg.NATSPassword != "" || cfg.NATSCreds != "/x.creds" {

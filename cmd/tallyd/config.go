@@ -60,7 +60,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.Func("trusted-proxies", "comma-separated `addresses` or CIDR prefixes of proxies whose X-Forwarded-For names the client the rate limits key on", cliutil.CommaList(&c.TrustedProxies))
 	fs.StringVar(&c.DrainDelay, "drain-delay", c.DrainDelay, "on SIGTERM, how long /readyz fails before the listener closes (`duration`)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level`: trace, debug, info, warn, error")
-	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
+	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, logJSONUsage)
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body in `bytes`")
 	fs.StringVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a write waits for its commit (`duration`)")
 	fs.BoolVar(&c.LikeLists, "like-lists", c.LikeLists, "keep the liker and liked-item lists (two more keys per like; false drops them)")
@@ -130,7 +130,10 @@ func loadConfig(args []string, getenv func(string) string, help io.Writer) (tall
 
 // loadConfigAs is loadConfig for command cmd (serve, or validate, which
 // checks what serve would run).
-func loadConfigAs(cmd string, args []string, getenv func(string) string, help io.Writer) (tallynode.Config, error) {
+//
+// checks, if any, find more problems in a config whose values are read
+// (validate's look at the files it names).
+func loadConfigAs(cmd string, args []string, getenv func(string) string, help io.Writer, checks ...func(tallynode.Config) []string) (tallynode.Config, error) {
 	var file string
 	first := tallynode.DefaultConfig()
 	fs := newFlagSet(cmd, func(fs *flag.FlagSet) { bindFlags(fs, &first, &file) })
@@ -176,6 +179,9 @@ func loadConfigAs(cmd string, args []string, getenv func(string) string, help io
 	cfg.Derive()
 	if err := cfg.Validate(); err != nil {
 		problems = append(problems, strings.Split(err.Error(), "\n")...) // one problem a line
+	}
+	for _, check := range checks {
+		problems = append(problems, check(cfg)...)
 	}
 	if len(problems) > 0 {
 		return tallynode.Config{}, &usageError{Err: &configProblems{list: problems}}

@@ -77,6 +77,7 @@ type dashboardConfig struct {
 	Listen                 string
 	Targets                []dashboard.Target
 	WriteToken, AdminToken string
+	LogJSON                bool
 }
 
 // parseTarget parses --replica REGION/REPLICA=URL.
@@ -106,6 +107,7 @@ func parseDashboard(args []string, getenv func(string) string, help io.Writer) (
 		})
 		fs.StringVar(&dc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` the dashboard's likes and increments send (env "+envWriteToken+")")
 		fs.StringVar(&dc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` its admin actions send (env "+envAdminToken+")")
+		bindLogJSON(fs, &dc.LogJSON)
 	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -132,7 +134,7 @@ func (c *cli) dashboard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Output: c.stderr})
+	log := newLogger(c.stderr, "info", dc.LogJSON)
 	first := func(setting string) string { // a setting may list several tokens: send the first
 		if f := strings.Fields(setting); len(f) > 0 {
 			return f[0]

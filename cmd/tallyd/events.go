@@ -109,6 +109,7 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 	var conn cliutil.NATSClient
 	var regions, pgDSN, dir, durable, logLevel, metricsListen string
 	var batch int
+	var logJSON bool
 	var retryFor time.Duration
 	fs := newFlagSet("events sink", func(fs *flag.FlagSet) {
 		conn.Bind(fs, "NATS server `url` that reaches the regions' streams (required)", false)
@@ -118,6 +119,7 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 		fs.StringVar(&durable, "durable", "", "consumer `name` the position is kept under (default tally-sink-postgres or tally-sink-files)")
 		fs.IntVar(&batch, "batch", 256, "at most `n` stream messages (each up to 512 events) per write")
 		fs.StringVar(&logLevel, "log-level", "info", "log `level`: trace, debug, info, warn, error")
+		bindLogJSON(fs, &logJSON)
 		fs.DurationVar(&retryFor, "retry-for", 10*time.Minute, "stop once a region's writes have failed this `long` on end")
 		fs.StringVar(&metricsListen, "metrics-listen", "", "serve the sink's Prometheus metrics at /metrics on this `address` (empty: off)")
 	})
@@ -162,7 +164,7 @@ func (c *cli) eventsSink(ctx context.Context, args []string) error {
 	if err := conn.Check("events sink", c.getenv); err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(logLevel), Output: c.stderr})
+	log := newLogger(c.stderr, logLevel, logJSON)
 	var w sink.Writer
 	if pgDSN != "" {
 		pg, err := sink.OpenPostgres(ctx, pgDSN, len(rs))

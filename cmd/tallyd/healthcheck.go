@@ -11,24 +11,29 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 )
 
 // healthcheckConfig is what `tallyd healthcheck` takes.
 type healthcheckConfig struct {
+	// URL is what is asked: the replica's base URL (--url, as every
+	// command takes it) with /healthz appended, or the full URL given.
 	URL     string
 	Timeout time.Duration
 	CA      string // PEM file of the CA of an HTTPS replica's certificate
 }
 
-// defaultHealthURL is a replica's liveness route on the container
-// image's listener (deploy/docker/tallyd.hcl).
-const defaultHealthURL = "http://127.0.0.1:8080/healthz"
+// defaultHealthBase is a replica's own address where tallyd is tried
+// first: the first replica of `tallyd local` (its --port), not the
+// dashboard beside it. The container image's HEALTHCHECK names its
+// replica's listener with --url.
+var defaultHealthBase = "http://127.0.0.1:" + strconv.Itoa(defaultLocalConfig().Port)
 
 func parseHealthcheck(args []string, help io.Writer) (healthcheckConfig, error) {
-	hc := healthcheckConfig{URL: defaultHealthURL, Timeout: 3 * time.Second}
+	hc := healthcheckConfig{URL: defaultHealthBase, Timeout: 3 * time.Second}
 	fs := newFlagSet("healthcheck", func(fs *flag.FlagSet) {
-		fs.StringVar(&hc.URL, "url", hc.URL, "`url` to GET; exit 0 only on a 200 answer")
+		fs.StringVar(&hc.URL, "url", hc.URL, "the replica's base `url` (its /healthz is asked; a full URL such as .../readyz is asked as given); exit 0 only on a 200 answer")
 		fs.DurationVar(&hc.Timeout, "timeout", hc.Timeout, "give up after this `duration`")
 		fs.StringVar(&hc.CA, "ca", hc.CA, "PEM `file` of the CA that signed an https url's certificate (default: the system's)")
 	})
@@ -44,7 +49,11 @@ func parseHealthcheck(args []string, help io.Writer) (healthcheckConfig, error) 
 	}
 	u, err := url.Parse(hc.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return hc, usagef("healthcheck: --url %q: want http://host:port/path or https://...", hc.URL)
+		return hc, usagef("healthcheck: --url %q: want the replica's base URL, http://host:port or https://...", hc.URL)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/healthz"
+		hc.URL = u.String()
 	}
 	if hc.Timeout <= 0 {
 		return hc, usagef("healthcheck: --timeout %v: want more than 0", hc.Timeout)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -32,6 +33,13 @@ func TestHealthcheck(t *testing.T) {
 	if code, _, stderr := runArgs(t, "healthcheck", "--url", srv.URL+"/elsewhere"); code != 1 || !strings.Contains(stderr, "404") {
 		t.Fatalf("404: exit %d, stderr %q", code, stderr)
 	}
+	// A base URL, as every other command's --url, asks its /healthz.
+	status = http.StatusOK
+	for _, base := range []string{srv.URL, srv.URL + "/"} {
+		if code, stdout, stderr := runArgs(t, "healthcheck", "--url", base); code != 0 || !strings.Contains(stdout, srv.URL+"/healthz:") {
+			t.Fatalf("--url %s: exit %d, stdout %q, stderr %q", base, code, stdout, stderr)
+		}
+	}
 	// Nothing listens: a closed port answers nothing.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,5 +59,22 @@ func TestHealthcheck(t *testing.T) {
 		if code, _, stderr := runArgs(t, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, stderr)
 		}
+	}
+}
+
+// With no --url, healthcheck asks the first replica of a default `tallyd
+// local`, not the dashboard beside it on 8080.
+func TestHealthcheckDefaultsToTheReplica(t *testing.T) {
+	hc, err := parseHealthcheck(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := defaultLocalConfig()
+	want := fmt.Sprintf("http://127.0.0.1:%d/healthz", lc.Port)
+	if hc.URL != want {
+		t.Fatalf("default URL %s, want %s (tallyd local's first replica)", hc.URL, want)
+	}
+	if _, port, _ := net.SplitHostPort(lc.Dashboard.Addr); strings.HasSuffix(hc.URL, ":"+port+"/healthz") {
+		t.Fatalf("default URL %s is the dashboard's port", hc.URL)
 	}
 }

@@ -42,6 +42,7 @@ type localConfig struct {
 	respPortSet bool
 	Durability  string
 	LogLevel    string
+	LogJSON     bool
 	WriteToken  string
 	AdminToken  string
 	Dashboard   dashboardAddr // see dashboard.go
@@ -93,6 +94,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.IntVar(&lc.RESPPort, "resp-port", lc.RESPPort, "Redis protocol (RESP) `port` of the first region; the others follow consecutively (0: off)")
 		fs.StringVar(&lc.Durability, "durability", lc.Durability, "`mode`: fsync or none")
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
+		bindLogJSON(fs, &lc.LogJSON)
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
 		fs.StringVar(&lc.AdminToken, "admin-token", getenv(envAdminToken), "bearer `token` for admin routes (env "+envAdminToken+")")
 		fs.StringVar(&lc.Milestones, "milestones", lc.Milestones, "milestones fired once across regions (`list`: numbers, 10^k, every:N; \"\": numbering off)")
@@ -194,7 +196,7 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(lc.LogLevel), Output: c.stderr})
+	log := newLogger(c.stderr, lc.LogLevel, lc.LogJSON)
 	if hclog.LevelFromString(lc.LogLevel) == hclog.NoLevel {
 		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
 	}
@@ -272,19 +274,41 @@ func (c *cli) local(ctx context.Context, args []string) error {
 }
 
 // writePIDFile writes this process's id to file (creating its directory)
-// and returns what removes it again, unless another process has written
-// its own id there since.
+// while holding an exclusive lock on it, and returns what removes it
+// again. A file another running process holds (a deployment already
+// running there) is left as it is: the error names that process. The
+// lock ends with the process, so a file left by one that died is taken
+// over.
 func writePIDFile(file string) (remove func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return nil, fmt.Errorf("pid file: %w", err)
 	}
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	if held, err := lockFile(f); err != nil || held {
+		b, _ := io.ReadAll(io.LimitReader(f, 32))
+		_ = f.Close()
+		if held {
+			return nil, fmt.Errorf("pid file %s: process %s runs there already (stop it first, or give --data or --pid-file elsewhere)", file, strings.TrimSpace(string(b)))
+		}
+		return nil, fmt.Errorf("pid file %s: lock: %w", file, err)
+	}
 	pid := []byte(strconv.Itoa(os.Getpid()) + "\n")
-	if err := os.WriteFile(file, pid, 0o644); err != nil {
+	if err := f.Truncate(0); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	if _, err := f.WriteAt(pid, 0); err != nil {
+		_ = f.Close()
 		return nil, fmt.Errorf("pid file: %w", err)
 	}
 	return func() {
+		// Still ours (the lock is held): remove, then let go of the lock.
 		if b, err := os.ReadFile(file); err == nil && bytes.Equal(b, pid) {
 			_ = os.Remove(file)
 		}
+		_ = f.Close()
 	}, nil
 }

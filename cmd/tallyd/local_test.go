@@ -275,3 +275,36 @@ func TestLocalPIDFile(t *testing.T) {
 		t.Fatalf("remove deleted another process's pid file: %q %v", b, err)
 	}
 }
+
+// A second `tallyd local` on the data dir of a running one fails, naming
+// the running process, and leaves its PID file alone: the README's stop
+// command, kill $(cat data/tallyd.pid), still stops the running one. (It
+// used to write its own id over it, fail on the store's lock and remove
+// the file.)
+func TestSecondLocalKeepsTheRunningPIDFile(t *testing.T) {
+	data := t.TempDir()
+	file := filepath.Join(data, "tallyd.pid")
+	remove, err := writePIDFile(file) // the running deployment's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remove()
+	before, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runArgs(t, "local", "--data", data, "--port", "0", "--nats-port", "0", "--dashboard", "", "--log-level", "error")
+	if code != 1 || !strings.Contains(stderr, "runs there already") || !strings.Contains(stderr, strings.TrimSpace(string(before))) {
+		t.Fatalf("second local: exit %d, stderr %q; want 1 naming the running process", code, stderr)
+	}
+	if after, err := os.ReadFile(file); err != nil || string(after) != string(before) {
+		t.Fatalf("the running deployment's pid file after a second local: %q (%v), want %q", after, err, before)
+	}
+	// Once the first is gone, the file is free again.
+	remove()
+	again, err := writePIDFile(file)
+	if err != nil {
+		t.Fatalf("after the first process let go: %v", err)
+	}
+	again()
+}

@@ -88,8 +88,11 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		return 2
 	}
 	name := args[0]
-	if name == "-h" || name == "--help" || name == "-help" {
+	switch name {
+	case "-h", "--help", "-help":
 		name = "help"
+	case "--version", "-version":
+		name = "version"
 	}
 	cmd, ok := commands()[name]
 	if !ok {

@@ -74,9 +74,11 @@ func TestRunHelpAndVersion(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q", args, code, stdout)
 		}
 	}
-	code, stdout, _ := runArgs(t, "version")
-	if code != 0 || !strings.HasPrefix(stdout, "tallyd "+version.Version()+" (revision ") {
-		t.Errorf("version: exit %d, stdout %q", code, stdout)
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		code, stdout, _ := runArgs(t, args...)
+		if code != 0 || !strings.HasPrefix(stdout, "tallyd "+version.Version()+" (revision ") {
+			t.Errorf("%q: exit %d, stdout %q", args, code, stdout)
+		}
 	}
 }
 

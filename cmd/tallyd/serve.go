@@ -24,12 +24,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{
-		Name:       "tallyd",
-		Level:      hclog.LevelFromString(cfg.LogLevel),
-		Output:     c.stderr,
-		JSONFormat: cfg.LogJSON,
-	})
+	log := newLogger(c.stderr, cfg.LogLevel, cfg.LogJSON)
 	warnUnsafe(log, cfg)
 	hup := c.hup
 	if hup == nil {

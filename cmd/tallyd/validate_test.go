@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -91,13 +94,88 @@ func TestShippedConfigsValidate(t *testing.T) {
 	if len(files) < 4 {
 		t.Fatalf("found %d configs", len(files))
 	}
+	// The files they name under /etc/tally are made in a scratch
+	// directory the copies point at: validate checks that they exist.
+	named := regexp.MustCompile(`"/etc/tally/([^"]+)"`)
 	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		for _, m := range named.FindAllStringSubmatch(string(raw), -1) {
+			if !strings.HasPrefix(strings.TrimSpace(lineOf(string(raw), m[0])), "#") {
+				if err := os.WriteFile(filepath.Join(dir, m[1]), []byte("x"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		copied := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(copied, []byte(strings.ReplaceAll(string(raw), "/etc/tally/", dir+"/")), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		c := &cli{getenv: tokenEnv}
 		var out, errOut strings.Builder
 		c.stdout, c.stderr = &out, &errOut
-		if code := c.run(context.Background(), []string{"validate", "--config", f}); code != 0 || errOut.Len() > 0 ||
+		if code := c.run(context.Background(), []string{"validate", "--config", copied}); code != 0 || errOut.Len() > 0 ||
 			!strings.HasPrefix(out.String(), "ok: replica ") {
 			t.Errorf("%s: exit %d, stdout %q, stderr %q", f, code, out.String(), errOut.String())
 		}
+	}
+}
+
+// lineOf is the line of text that holds s.
+func lineOf(text, s string) string {
+	i := strings.Index(text, s)
+	start := strings.LastIndex(text[:i], "\n") + 1
+	end := strings.Index(text[i:], "\n")
+	if end < 0 {
+		return text[start:]
+	}
+	return text[start : i+end]
+}
+
+// validate checks the files a config names, as serve would open them: a
+// missing one, or a directory where a file belongs, is a problem naming
+// the setting; serve is not told (it fails opening them, as before).
+func TestValidateChecksReferencedFiles(t *testing.T) {
+	dir := t.TempDir()
+	cert := writeFile(t, "cert.pem", "x")
+	cfg := fmt.Sprintf(`listen = "127.0.0.1:8080"
+tls_cert = %q
+tls_key = %q
+tls_client_ca = %q
+nats = "nats://127.0.0.1:4222"
+replica = "us-1"
+nats_ca = %q
+`, cert, filepath.Join(dir, "missing-key.pem"), dir, filepath.Join(dir, "none", "ca.pem"))
+	path := writeFile(t, "files.hcl", cfg)
+	code, stdout, stderr := runArgs(t, "validate", "--config", path)
+	if code != 2 || stdout != "" {
+		t.Fatalf("exit %d, stdout %q; want 2 (stderr %q)", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		`tls_key "` + filepath.Join(dir, "missing-key.pem") + `": no such file or directory`,
+		`tls_client_ca "` + dir + `": is a directory`,
+		`nats_ca "` + filepath.Join(dir, "none", "ca.pem") + `": no such file or directory`,
+		"3 problems",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "tls_cert") {
+		t.Errorf("the readable tls_cert is reported:\n%s", stderr)
+	}
+	// With every file there, the same config validates.
+	for _, f := range []string{"missing-key.pem", "ca-file.pem"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixed := strings.NewReplacer(filepath.Join(dir, "none", "ca.pem"), filepath.Join(dir, "ca-file.pem"),
+		fmt.Sprintf("tls_client_ca = %q", dir), fmt.Sprintf("tls_client_ca = %q", cert)).Replace(cfg)
+	if code, _, stderr := runArgs(t, "validate", "--config", writeFile(t, "fixed.hcl", fixed)); code != 0 {
+		t.Fatalf("every file there: exit %d, %s", code, stderr)
 	}
 }

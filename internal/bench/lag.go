@@ -50,6 +50,7 @@ type replBenchConfig struct {
 	Durability string
 	// LogLevel of the deployment's log, on stderr. Default "error".
 	LogLevel string
+	LogJSON  bool
 }
 
 func defaultReplBenchConfig() replBenchConfig {
@@ -110,6 +111,7 @@ func parseReplBench(args []string, help io.Writer) (replBenchConfig, error) {
 		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "longest wait for a like to show or the regions to agree")
 		fs.StringVar(&cfg.Durability, "durability", cfg.Durability, "`mode`: fsync or none")
 		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the deployment")
+		fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -132,7 +134,7 @@ func (c *cli) benchReplication(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: c.stderr})
+	log := newLogger(c.stderr, cfg.LogLevel, cfg.LogJSON)
 	fmt.Fprintf(c.stdout, "bench replication: starting regions %s in process (embedded NATS, durability %s)...\n",
 		strings.Join(cfg.Regions, ","), cfg.Durability)
 	t0 := time.Now()

@@ -95,6 +95,7 @@ type shardsBenchConfig struct {
 	EventLog bool
 	// LogLevel of the deployments' log, on stderr. Default "error".
 	LogLevel string
+	LogJSON  bool
 }
 
 // Measures of bench shards.
@@ -292,6 +293,7 @@ func parseShardsBench(args []string, help io.Writer) (shardsBenchConfig, error) 
 		fs.BoolVar(&cfg.Windows, "windows", cfg.Windows, "space: keep the default time windows (their slots depend on how long loading took)")
 		fs.BoolVar(&cfg.EventLog, "event-log", cfg.EventLog, "space: keep the event log, as tallyd does by default (a replica logs the likes it accepted)")
 		fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log `level` of the deployments")
+		fs.BoolVar(&cfg.LogJSON, "log-json", cfg.LogJSON, "log JSON lines instead of text")
 	})
 	if err := parseBenchFlags(fs, args, help); err != nil {
 		return cfg, err
@@ -350,7 +352,7 @@ func (c *cli) benchShards(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(cfg.LogLevel), Output: c.stderr})
+	log := newLogger(c.stderr, cfg.LogLevel, cfg.LogJSON)
 	switch cfg.Measure {
 	case measureLikes:
 		_, err = runShardsLikes(ctx, cfg, c.env, log, c.stdout)

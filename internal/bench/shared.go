@@ -42,6 +42,7 @@ type sharedConfig struct {
 	Durability string
 	// LogLevel of the in-process replica. Default "error".
 	LogLevel string
+	LogJSON  bool // --log-json
 	// TLS serves the in-process replica over HTTPS with a certificate
 	// made for the run (ECDSA P-256, for 127.0.0.1), which the load
 	// client trusts. Default false.
@@ -58,7 +59,7 @@ func defaultSharedConfig(timeout time.Duration) sharedConfig {
 
 // inProcessFlags are the flags that configure the in-process replica,
 // which mean nothing with --url.
-var inProcessFlags = []string{"durability", "log-level", "tls", "limit"}
+var inProcessFlags = []string{"durability", "log-level", "log-json", "tls", "limit"}
 
 // bind defines the shared flags on fs; replicas is how the mode's help
 // names what it starts ("replica" or "replicas").
@@ -68,6 +69,7 @@ func (c *sharedConfig) bind(fs *flag.FlagSet, replicas string) {
 	fs.BoolVar(&c.KeepAlive, "keep-alive", c.KeepAlive, "keep each worker's connection open between requests (false: a new connection, with --tls a new handshake, per request)")
 	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode` of the in-process "+replicas+": fsync or none")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log `level` of the in-process "+replicas)
+	fs.BoolVar(&c.LogJSON, "log-json", c.LogJSON, "log JSON lines instead of text")
 	fs.BoolVar(&c.TLS, "tls", c.TLS, "serve the in-process "+replicas+" over HTTPS with a certificate made for the run, which the load client trusts")
 	fs.Func("limit", "rate limit of the in-process "+replicas+", as tallyd serve --limit takes it: `CLASS=KEY:N,...` (repeatable; e.g. write=client:1e9 runs the limiter on every write without refusing any)", func(s string) error {
 		lc, err := node.ParseLimit(s)
@@ -103,7 +105,13 @@ func (c sharedConfig) validate(bad func(format string, args ...any)) {
 
 // logger is the in-process replica's logger.
 func (c sharedConfig) logger(out io.Writer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(c.LogLevel), Output: out})
+	return newLogger(out, c.LogLevel, c.LogJSON)
+}
+
+// newLogger is a bench command's logger: level as --log-level names it,
+// JSON lines with --log-json.
+func newLogger(out io.Writer, level string, json bool) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "tallyd", Level: hclog.LevelFromString(level), Output: out, JSONFormat: json})
 }
 
 // edge describes the in-process replica's HTTP edge for a target line.

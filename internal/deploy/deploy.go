@@ -225,8 +225,12 @@ type Deployment struct {
 	users map[string][]natsperm.User
 	// regions are the deployment's regions, in order.
 	regions []string
-	opts    node.Options
-	log     hclog.Logger
+	// port and respPort are Config.Port and RESPPort: the replicas take
+	// the ports from them on, one each, and a replica added later the
+	// next one after the last (join.go). 0: any free port.
+	port, respPort int
+	opts           node.Options
+	log            hclog.Logger
 
 	// mu guards the replicas: an admin stops and starts them
 	// (/v1/admin/replicas) while others read them.
@@ -258,7 +262,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Deployment{log: cfg.Logger, failed: make(chan string, 1)}
+	d := &Deployment{log: cfg.Logger, failed: make(chan string, 1), port: cfg.Port, respPort: cfg.RESPPort}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, d.Close(ctx))

@@ -134,6 +134,28 @@ func (d *Deployment) prepareReplica(region string) (int, shard.Map, error) {
 		return 0, shard.Map{}, err
 	}
 
+	// Its ports: the next after the last replica's, as the deployment's
+	// own follow --port and --resp-port (any free ones where those are 0).
+	next := func(first int) (string, error) {
+		if first == 0 {
+			return net.JoinHostPort("127.0.0.1", "0"), nil
+		}
+		if p := first + len(all); p <= 65535 {
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+		}
+		return "", fmt.Errorf("replica %s: no port left after %d (the deployment's start at %d)", id, first+len(all)-1, first)
+	}
+	listen, err := next(d.port)
+	if err != nil {
+		return 0, shard.Map{}, err
+	}
+	respListen := ""
+	if d.cfgs[tmpl].RESPListen != "" {
+		if respListen, err = next(d.respPort); err != nil {
+			return 0, shard.Map{}, err
+		}
+	}
+
 	// The replica's NATS user, on its region's server.
 	pw, err := newPassword()
 	if err != nil {
@@ -153,10 +175,7 @@ func (d *Deployment) prepareReplica(region string) (int, shard.Map, error) {
 	cfg := d.cfgs[tmpl]
 	cfg.Replica, cfg.NATSUser, cfg.NATSPassword = id, user, pw
 	cfg.DataDir = filepath.Join(filepath.Dir(cfg.DataDir), id)
-	cfg.Listen = net.JoinHostPort("127.0.0.1", "0")
-	if cfg.RESPListen != "" {
-		cfg.RESPListen = net.JoinHostPort("127.0.0.1", "0")
-	}
+	cfg.Listen, cfg.RESPListen = listen, respListen
 	cfg.Peers = slices.Clone(all)
 	d.cfgs = append(d.cfgs, cfg)
 	for j := range d.cfgs {

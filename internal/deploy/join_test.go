@@ -3,7 +3,10 @@ package deploy_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,6 +28,12 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	startsShardedRegions(t, "starts seven replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
+	// Fixed ports, as tallyd local's --port and --resp-port: the replica
+	// that joins takes the next ones after the six.
+	cfg.Port, cfg.RESP = consecutiveFreePorts(t, 7), true
+	for cfg.RESPPort == 0 || (cfg.RESPPort < cfg.Port+7 && cfg.Port < cfg.RESPPort+7) {
+		cfg.RESPPort = consecutiveFreePorts(t, 7)
+	}
 	d := startConfig(t, cfg)
 	waitReady(t, d.URLs())
 
@@ -83,6 +92,15 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	urls, cfgs := d.URLs(), d.Configs()
 	if cfgs[len(cfgs)-1].Replica != "us-4" {
 		t.Fatalf("the deployment's last replica is %s", cfgs[len(cfgs)-1].Replica)
+	}
+	// us-4 listens on the ports after the deployment's six, not on
+	// random ones.
+	resps := d.RESPAddrs()
+	if want := fmt.Sprintf("http://127.0.0.1:%d", cfg.Port+6); urls[6] != want {
+		t.Errorf("us-4 listens at %s, want %s, the next port after --port's six", urls[6], want)
+	}
+	if want := fmt.Sprintf("127.0.0.1:%d", cfg.RESPPort+6); len(resps) != 7 || resps[6] != want {
+		t.Errorf("us-4's RESP addresses %v, want %s last, the next port after --resp-port's six", resps, want)
 	}
 	load.setTargets(urls)
 	held := m.Held("us-4")
@@ -165,4 +183,30 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// consecutiveFreePorts returns the first of n consecutive free loopback
+// ports, below Linux's ephemeral range (32768 up), where no outgoing
+// connection takes one before a replica listens on it.
+func consecutiveFreePorts(t *testing.T, n int) int {
+	t.Helper()
+	for range 100 {
+		base := 20000 + rand.IntN(12000)
+		var ls []net.Listener
+		for i := range n {
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+i)))
+			if err != nil {
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			_ = l.Close()
+		}
+		if len(ls) == n {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports", n)
+	return 0
 }

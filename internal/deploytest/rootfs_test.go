@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,8 +93,8 @@ func TestImageRootfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if listenPort != img.expose || hu.Port() != img.expose || hu.Path != "/healthz" {
-		t.Errorf("listen port %s, EXPOSE %s, HEALTHCHECK %s: want one port and /healthz", listenPort, img.expose, hu)
+	if listenPort != img.expose || hu.Port() != img.expose || (hu.Path != "" && hu.Path != "/healthz") {
+		t.Errorf("listen port %s, EXPOSE %s, HEALTHCHECK %s: want one port, and the base URL (or its /healthz)", listenPort, img.expose, hu)
 	}
 	if img.health[0] != img.entrypoint[0] || img.health[1] != "healthcheck" || img.health[len(img.health)-2] != "--url" {
 		t.Errorf("HEALTHCHECK %q: want %s healthcheck ... --url URL", img.health, img.entrypoint[0])
@@ -103,6 +104,16 @@ func TestImageRootfs(t *testing.T) {
 	out, err := run.command(img.entrypoint[0], "version").CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "tallyd ") {
 		t.Fatalf("tallyd version: %v: %s", err, out)
+	}
+	// Built from a checkout, the binary is stamped with its release and
+	// commit (scripts/version.sh), as `make build` stamps them.
+	vcmd := exec.Command("bash", "scripts/version.sh")
+	vcmd.Dir = repoRoot
+	if vs, err := vcmd.Output(); err == nil {
+		f := strings.Fields(string(vs))
+		if want := "tallyd " + f[0] + " (revision " + f[1] + ")"; len(f) != 2 || !strings.HasPrefix(string(out), want) {
+			t.Errorf("the image's tallyd version: %q, want %q", out, want)
+		}
 	}
 
 	// The image's command, listening on a free loopback port.
@@ -317,4 +328,83 @@ func (r *imageRunner) command(prog string, args ...string) *exec.Cmd {
 		Credential: &syscall.Credential{Uid: uint32(r.uid), Gid: uint32(r.gid), Groups: []uint32{}},
 	}
 	return cmd
+}
+
+// The Dockerfile builds for each target platform on the builder's own
+// (a multi-arch build without emulation) and labels the image with the
+// OCI annotations a registry and a scanner read: source, revision,
+// version and licenses, the last two from the build's arguments.
+func TestDockerfileLabelsAndPlatforms(t *testing.T) {
+	df, err := ReadDockerfile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var froms []string
+	for _, in := range df.Instructions {
+		if in.Keyword == "FROM" {
+			froms = append(froms, in.Args)
+		}
+	}
+	if len(froms) != 2 || froms[1] != "scratch" {
+		t.Fatalf("stages FROM %q: want a build stage, then scratch", froms)
+	}
+	var build []Instruction
+	for _, in := range df.Instructions {
+		if in.Keyword == "FROM" && build != nil {
+			break
+		}
+		if in.Keyword == "FROM" || build != nil {
+			build = append(build, in)
+		}
+	}
+	if !strings.HasPrefix(build[0].Args, "--platform=$BUILDPLATFORM ") {
+		t.Errorf("build stage FROM %q: want --platform=$BUILDPLATFORM (cross-compile, no emulation)", build[0].Args)
+	}
+	var args, runs string
+	for _, in := range build {
+		switch in.Keyword {
+		case "ARG":
+			args += " " + in.Args
+		case "RUN":
+			runs += " " + in.Args
+		}
+	}
+	for _, want := range []string{"TARGETOS", "TARGETARCH", "VERSION", "REVISION"} {
+		if !slices.Contains(strings.Fields(args), want) {
+			t.Errorf("build stage: no ARG %s", want)
+		}
+	}
+	for _, want := range []string{"GOOS=$TARGETOS", "GOARCH=$TARGETARCH", "TALLY_VERSION=$VERSION", "TALLY_REVISION=$REVISION", "scripts/image-rootfs.sh"} {
+		if !strings.Contains(runs, want) {
+			t.Errorf("build stage: no RUN with %s", want)
+		}
+	}
+	labels := map[string]string{}
+	for _, in := range df.Final("LABEL") {
+		for _, kv := range strings.Fields(in.Args) {
+			k, v, _ := strings.Cut(kv, "=")
+			labels[k] = strings.Trim(v, `"`)
+		}
+	}
+	finalArgs := ""
+	for _, in := range df.Final("ARG") {
+		finalArgs += " " + in.Args
+	}
+	for k, want := range map[string]string{
+		"org.opencontainers.image.source":   "https://github.com/tally-dev/tally",
+		"org.opencontainers.image.licenses": "Apache-2.0",
+		"org.opencontainers.image.version":  "$VERSION",
+		"org.opencontainers.image.revision": "$REVISION",
+	} {
+		if labels[k] != want {
+			t.Errorf("LABEL %s=%q, want %q", k, labels[k], want)
+		}
+		if v, ok := strings.CutPrefix(want, "$"); ok && !slices.Contains(strings.Fields(finalArgs), v) {
+			t.Errorf("LABEL %s uses $%s, which the last stage does not declare (ARG %s)", k, v, v)
+		}
+	}
+	lic, err := os.ReadFile(filepath.Join(repoRoot, "LICENSE"))
+	if err != nil || !strings.Contains(string(lic), "Apache License") || !strings.Contains(string(lic), "Version 2.0") {
+		t.Errorf("LICENSE is not the Apache License 2.0 the label names (%v)", err)
+	}
 }

@@ -71,6 +71,9 @@ type Operation struct {
 	// instead, is the media type of a non-JSON answer.
 	Response     any
 	ResponseText string
+	// NoBody: every answer is headers only (HEAD); Response and Errors
+	// then give only the statuses.
+	NoBody bool
 	// Errors are the codes the route may answer; Bodies maps a code whose
 	// answer is not ErrorBody to a value of its body's type.
 	Errors []string
@@ -210,6 +213,8 @@ func (b *builder) operation(op Operation, codes map[string]ErrorCode, errBody an
 	}
 	responses := map[string]any{}
 	switch {
+	case op.NoBody:
+		responses["200"] = map[string]any{"description": "OK, no body"}
 	case op.Response != nil:
 		s, err := b.schema(reflect.TypeOf(op.Response), false)
 		if err != nil {
@@ -268,10 +273,14 @@ func (b *builder) operation(op Operation, codes map[string]ErrorCode, errBody an
 		for _, c := range cs {
 			desc = append(desc, c+": "+codes[c].Meaning)
 		}
-		responses[strconv.Itoa(status)] = map[string]any{
+		r := map[string]any{
 			"description": http.StatusText(status) + ". " + strings.Join(desc, "; "),
 			"content":     map[string]any{"application/json": map[string]any{"schema": s}},
 		}
+		if op.NoBody {
+			delete(r, "content")
+		}
+		responses[strconv.Itoa(status)] = r
 	}
 	for c := range op.Bodies {
 		if !slices.Contains(op.Errors, c) {

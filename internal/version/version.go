@@ -1,7 +1,9 @@
-// Package version says which release a build of tally is: the git tag
-// `make build` and `make release` stamp in at link time, else the VERSION
-// file embedded here (the repository's top-level VERSION links to it), so
-// a plain `go build ./cmd/tallyd` reports a real version too.
+// Package version says which release a build of tally is: what `make
+// build`, `make dist` and the Docker build stamp in at link time
+// (scripts/version.sh: the git tag, with -dev+<revision> after it), else
+// the VERSION file embedded here (the repository's top-level VERSION links
+// to it) with -dev, so a plain `go build ./cmd/tallyd` never claims to be
+// a release.
 package version
 
 import (
@@ -14,24 +16,35 @@ import (
 //go:embed VERSION
 var file string
 
-// stamped and stampedRevision are set at link time by the Makefile:
+// stamped and stampedRevision are set at link time by the Makefile and
+// scripts/image-rootfs.sh, from scripts/version.sh:
 //
-//	go build -ldflags "-X github.com/tally-dev/tally/internal/version.stamped=$(git describe --tags --always --dirty)"
+//	go build -ldflags "-X github.com/tally-dev/tally/internal/version.stamped=v0.2.0-dev+abcdef012345"
 //
-// They stay empty in a plain go build, and in a checkout without tags.
+// They stay empty in a plain go build.
 var (
 	stamped         string
 	stampedRevision string
 )
 
-// Version is the release of this build: the stamped git description
-// (v0.1.0, or v0.1.0-3-gabcdef012345-dirty between tags), else "v" and
-// the VERSION file.
+// Version is the release of this build: the stamped one (v0.1.0 at a
+// tag, v0.1.0-dev+abcdef012345 after it), else the VERSION file's release
+// with -dev+<revision> (-dev alone where the revision is unknown): an
+// unstamped build is never a release.
 func Version() string {
 	if stamped != "" {
 		return stamped
 	}
-	return FileVersion()
+	return devVersion(FileVersion(), Revision())
+}
+
+// devVersion is a build of rev after release v (semantic versioning: a
+// pre-release with the commit as build metadata).
+func devVersion(v, rev string) string {
+	if rev == "" || rev == "unknown" {
+		return v + "-dev"
+	}
+	return v + "-dev+" + rev
 }
 
 // FileVersion is the VERSION file's release, with a leading "v".
