@@ -46,7 +46,7 @@ func parseLeaseAuthority(args []string, getenv func(string) string, help io.Writ
 	if cfg.NATSUser != "" {
 		pw, err := cliutil.EnvSecret(getenv, envNATSPass)
 		if err != nil {
-			return cfg, logLevel, usagef("lease-authority: %v", err)
+			return cfg, logOpts, usagef("lease-authority: %v", err)
 		}
 		cfg.NATSPassword = pw
 	}
