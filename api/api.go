@@ -961,6 +961,42 @@ type TypeTotalShard struct {
 	Keys     int           `json:"keys"`
 	Replicas map[string]PN `json:"replicas"`
 	Approx   bool          `json:"approx"`
+	// Unreconciled (TypeWindow): records of the shard's keys whose
+	// excess is not zero yet.
+	Unreconciled int `json:"unreconciled,omitempty"`
+}
+
+// TypeWindow answers GET /v1/types/{name}/window: the net change of an
+// event type over a window, the sum of its keys' windows, every key read
+// over the same slots.
+type TypeWindow struct {
+	Type string `json:"type"`
+	Kind string `json:"kind"` // "counters" or "likes"
+	// Value is the net change of the type's keys in the window.
+	Value int64 `json:"value"`
+	// Keys is how many keys were added up (an item's parts one each).
+	Keys int       `json:"keys"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	// SlotWidth is the width of the slots of the type's name (as of a
+	// key of that name, Window): the bounds are the asked ones widened
+	// to whole slots of it.
+	SlotWidth string           `json:"bucket"`
+	Regions   map[string]int64 `json:"regions"`
+	Replicas  map[string]PN    `json:"replicas"`
+	// Approx: the value may still move (a peer is unheard-from, a
+	// record of a key is unreconciled, or Partial), or Mode is approx.
+	Approx bool `json:"approx"`
+	// Final: the window ended long enough ago that no event can still be
+	// booked into it, and nothing is moving: the value will not move.
+	Final        bool `json:"final"`
+	Unreconciled int  `json:"unreconciled,omitempty"`
+	// Mode is "approx" if some of the keys are approximate counters.
+	Mode string `json:"mode,omitempty"`
+	// Partial, MissingShards and Shards as for TypeTotal.
+	Partial       bool             `json:"partial,omitempty"`
+	MissingShards int              `json:"missing_shards,omitempty"`
+	Shards        []TypeTotalShard `json:"shards,omitempty"`
 }
 
 // EventType answers PUT and GET /v1/types/{name}: an event type's

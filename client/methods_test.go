@@ -297,6 +297,15 @@ func TestClientTypeRoutes(t *testing.T) {
 	if r, err := c.CounterMeta(ctx, "video:v1"); err != nil || r.Value != 3 || r.Meta == nil || r.Meta.Type != "video" || r.Meta.Owner != "media" {
 		t.Fatalf("counter with meta: %+v %v", r, err)
 	}
+	if tt, err := c.TypeTotal(ctx, "video", ""); err != nil || tt.Value != 3 || tt.Keys != 1 {
+		t.Fatalf("type total: %+v %v", tt, err)
+	}
+	if tw, err := c.TypeWindow(ctx, "video", "counters", client.Range{Last: "1m"}); err != nil || tw.Value != 3 || tw.Keys != 1 || tw.Kind != "counters" {
+		t.Fatalf("type window: %+v %v", tw, err)
+	}
+	if tw, err := c.TypeWindow(ctx, "video", "likes", client.Range{Last: "1m"}); err != nil || tw.Value != 0 || tw.Keys != 0 {
+		t.Fatalf("type window of likes: %+v %v", tw, err)
+	}
 	tr, err := c.Trending(ctx, client.TrendingQuery{Kind: client.KindCounters, Window: "all", Meta: true})
 	if err != nil || len(tr.Items) != 1 || tr.Items[0].Meta == nil || tr.Items[0].Meta.Description != "views" {
 		t.Fatalf("trending with meta: %+v %v", tr, err)

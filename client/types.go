@@ -43,6 +43,17 @@ func (c *Client) TypeTotal(ctx context.Context, name, kind string) (api.TypeTota
 	return out, c.do(ctx, http.MethodGet, "/v1/types/"+esc(name)+"/total", q, nil, &out)
 }
 
+// TypeWindow reads the net change of event type name over r: the sum of
+// its keys' windows, kind "counters" (the default, for "") or "likes".
+func (c *Client) TypeWindow(ctx context.Context, name, kind string, r Range) (api.TypeWindow, error) {
+	q := r.query()
+	if kind != "" {
+		q.Set("kind", kind)
+	}
+	var out api.TypeWindow
+	return out, c.do(ctx, http.MethodGet, "/v1/types/"+esc(name)+"/window", q, nil, &out)
+}
+
 // Types reads one page of the event types, in name order.
 func (c *Client) Types(ctx context.Context, p Page) (api.EventTypes, error) {
 	var out api.EventTypes

@@ -358,6 +358,7 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/types/{name"+seg, s.RequireAdmin(s.Handler(s.putType))).Methods(http.MethodPut)
 	rt.Handle("/v1/types/{name"+seg, s.Handler(s.getType)).Methods(http.MethodGet)
 	rt.Handle("/v1/types/{name"+seg+"/total", s.Handler(s.getTypeTotal)).Methods(http.MethodGet)
+	rt.Handle("/v1/types/{name"+seg+"/window", s.Handler(s.getTypeWindow)).Methods(http.MethodGet)
 	rt.Handle("/v1/types", s.Handler(s.getTypes)).Methods(http.MethodGet)
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.putHandoff))).Methods(http.MethodPut)
 	rt.Handle("/v1/admin/budgets/handoff", s.RequireAdmin(s.Handler(s.getHandoff))).Methods(http.MethodGet)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
@@ -94,85 +95,196 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 // the keys of the family (counters by default) that belong to the type;
 // 404 not_found if the name was never registered.
 func (s *Server) getTypeTotal(w http.ResponseWriter, r *http.Request) error {
-	name, err := pathID(r, "name")
+	name, kind, err := s.typeQuery(r, "kind")
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	for _, p := range []string{"kind"} {
-		if _, err := one(q, p); err != nil {
+	sums, err := s.rep.TypeTotal(kind, name, s.typeShardOf())
+	if err != nil {
+		return fmt.Errorf("type total: %w", err)
+	}
+	out := api.TypeTotal{Type: name, Kind: kind.String()}
+	if gathered(r) {
+		out.Shards = typeShardsJSON(sums)
+	}
+	if s.sharded(r) {
+		if out.MissingShards, err = s.gatherTypeSums(r, sums, nil); err != nil {
 			return err
+		}
+		out.Partial = out.MissingShards > 0
+	}
+	total, anyApprox, _ := addTypeSums(sums)
+	for _, sum := range sums {
+		out.Keys += sum.Keys
+	}
+	// A peer unheard-from may hold writes of the type's keys not here yet.
+	out.Approx = anyApprox || out.Partial || s.staleFor("")
+	out.Value, out.Replicas, out.Regions = total.Value(), replicasJSON(total), s.regionsOf(total)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// GET /v1/types/{name}/window?kind=counters|likes&last=1h (or
+// from=&to=): the net change of the type's keys over the window, as
+// GET /v1/window reads one key's; 404 not_found if the name was never
+// registered, no_window if the type's name or one of its keys keeps no
+// slots that cover the window.
+func (s *Server) getTypeWindow(w http.ResponseWriter, r *http.Request) error {
+	name, kind, err := s.typeQuery(r, "kind", "last", "from", "to")
+	if err != nil {
+		return err
+	}
+	fromMs, toMs, err := s.windowRange(r.URL.Query(), kind, name, 0)
+	if err != nil {
+		return err
+	}
+	win, sums, err := s.rep.TypeWindow(kind, name, fromMs, toMs, s.typeShardOf())
+	if err != nil {
+		return windowErr(err)
+	}
+	out := api.TypeWindow{Type: name, Kind: kind.String(), From: win.From.UTC(), To: win.To.UTC(), SlotWidth: fmtSpan(win.SlotWidth)}
+	if gathered(r) {
+		out.Shards = typeShardsJSON(sums)
+	}
+	if s.sharded(r) {
+		// Every holder reads the slots of the bounds read here, the
+		// current one's too, whatever its clock says.
+		pr := r.Clone(r.Context())
+		q := pr.URL.Query()
+		q.Del("last")
+		q.Set("from", strconv.FormatInt(win.From.UnixMilli(), 10))
+		q.Set("to", strconv.FormatInt(win.To.UnixMilli(), 10))
+		pr.URL.RawQuery, pr.RequestURI = q.Encode(), ""
+		same := func(b []byte) error {
+			var o api.TypeWindow
+			if err := json.Unmarshal(b, &o); err != nil {
+				return err
+			}
+			if !o.From.Equal(out.From) || !o.To.Equal(out.To) {
+				return fmt.Errorf("a holder read the window [%v, %v), not [%v, %v)", o.From, o.To, out.From, out.To)
+			}
+			return nil
+		}
+		if out.MissingShards, err = s.gatherTypeSums(pr, sums, same); err != nil {
+			return err
+		}
+		out.Partial = out.MissingShards > 0
+	}
+	total, anyApprox, unreconciled := addTypeSums(sums)
+	for _, sum := range sums {
+		out.Keys += sum.Keys
+	}
+	moving := unreconciled > 0 || out.Partial || s.staleFor("")
+	out.Unreconciled, out.Approx, out.Final = unreconciled, moving || anyApprox, win.Closed && !moving
+	if anyApprox {
+		out.Mode = api.ModeApprox
+	}
+	out.Value, out.Replicas, out.Regions = total.Value(), replicasJSON(total), s.regionsOf(total)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// typeQuery reads the {name} of a route of a registered type (404
+// not_found if it was never registered), its query's parameters each at
+// most once, and kind= (counters by default).
+func (s *Server) typeQuery(r *http.Request, params ...string) (string, storage.Kind, error) {
+	name, err := pathID(r, "name")
+	if err != nil {
+		return "", 0, err
+	}
+	q := r.URL.Query()
+	for _, p := range params {
+		if _, err := one(q, p); err != nil {
+			return "", 0, err
 		}
 	}
 	kind := storage.Counters
 	if v := q.Get("kind"); v != "" {
 		if kind, err = parseKind(v); err != nil {
-			return err
+			return "", 0, err
 		}
 	}
 	if _, ok, err := s.rep.Type(name); err != nil {
-		return err
+		return "", 0, err
 	} else if !ok {
-		return newError(http.StatusNotFound, CodeNotFound, "no event type %q is registered", name)
+		return "", 0, newError(http.StatusNotFound, CodeNotFound, "no event type %q is registered", name)
 	}
-	var shardOf func(string) (int, bool)
-	if s.cfg.Shards != nil {
-		shardOf = func(key string) (int, bool) { sh := shard.Of(key); return sh, s.cfg.Shards.Holds(sh) }
+	return name, kind, nil
+}
+
+// typeShardOf is the shard of a key and whether this replica holds it,
+// nil in a region that is not sharded.
+func (s *Server) typeShardOf() func(string) (int, bool) {
+	if s.cfg.Shards == nil {
+		return nil
 	}
-	sums, err := s.rep.TypeTotal(kind, name, shardOf)
-	if err != nil {
-		return fmt.Errorf("type total: %w", err)
+	return func(key string) (int, bool) { sh := shard.Of(key); return sh, s.cfg.Shards.Holds(sh) }
+}
+
+// typeShardsJSON is a holder's answer to the replica gathering a type's
+// sums: its sums per shard it holds.
+func typeShardsJSON(sums map[int]region.TypeSum) []api.TypeTotalShard {
+	out := make([]api.TypeTotalShard, 0, len(sums))
+	for sh, sum := range sums {
+		out = append(out, api.TypeTotalShard{Shard: sh, Keys: sum.Keys, Replicas: replicasJSON(sum.Vector), Approx: sum.Approx,
+			Unreconciled: sum.Unreconciled})
 	}
-	out := api.TypeTotal{Type: name, Kind: kind.String(), Regions: map[string]int64{}}
-	if gathered(r) {
-		for sh, sum := range sums {
-			out.Shards = append(out.Shards, api.TypeTotalShard{Shard: sh, Keys: sum.Keys, Replicas: replicasJSON(sum.Vector), Approx: sum.Approx})
-		}
-		slices.SortFunc(out.Shards, func(a, b api.TypeTotalShard) int { return cmp.Compare(a.Shard, b.Shard) })
-	}
-	if s.sharded(r) {
-		// Each holder of a shard sums its keys alike; the first sum of a
-		// shard heard counts, this replica's own first.
-		missing, err := s.gather(r, nil, func(b []byte) error {
-			var other api.TypeTotal
-			if err := json.Unmarshal(b, &other); err != nil {
+	slices.SortFunc(out, func(a, b api.TypeTotalShard) int { return cmp.Compare(a.Shard, b.Shard) })
+	return out
+}
+
+// gatherTypeSums adds the sums of the shards the region's other
+// replicas hold to sums: each holder of a shard sums its keys alike; the
+// first sum of a shard heard counts, this replica's own first. check, if
+// not nil, vets each answer's body first. It returns how many shards no
+// answer covers.
+func (s *Server) gatherTypeSums(r *http.Request, sums map[int]region.TypeSum, check func(b []byte) error) (int, error) {
+	return s.gather(r, nil, func(b []byte) error {
+		if check != nil {
+			if err := check(b); err != nil {
 				return err
 			}
-			for _, o := range other.Shards {
-				if _, ok := sums[o.Shard]; ok {
-					continue
-				}
-				var v crdt.Vector
-				for id, pn := range o.Replicas {
-					v = v.Set(id, crdt.PN{P: pn.P, N: pn.N})
-				}
-				sums[o.Shard] = region.TypeSum{Vector: v, Keys: o.Keys, Approx: o.Approx}
-			}
-			return nil
-		})
-		if err != nil {
+		}
+		var other struct {
+			Shards []api.TypeTotalShard `json:"shards"`
+		}
+		if err := json.Unmarshal(b, &other); err != nil {
 			return err
 		}
-		out.Partial, out.MissingShards = missing > 0, missing
-	}
-	var total crdt.Vector
+		for _, o := range other.Shards {
+			if _, ok := sums[o.Shard]; ok {
+				continue
+			}
+			var v crdt.Vector
+			for id, pn := range o.Replicas {
+				v = v.Set(id, crdt.PN{P: pn.P, N: pn.N})
+			}
+			sums[o.Shard] = region.TypeSum{Vector: v, Keys: o.Keys, Approx: o.Approx, Unreconciled: o.Unreconciled}
+		}
+		return nil
+	})
+}
+
+// addTypeSums adds the shards' sums up, entry by entry.
+func addTypeSums(sums map[int]region.TypeSum) (total crdt.Vector, approx bool, unreconciled int) {
 	for _, sum := range sums {
 		for _, e := range sum.Vector {
 			cur := total.Get(e.Replica)
 			total = total.Set(e.Replica, crdt.PN{P: cur.P + e.P, N: cur.N + e.N})
 		}
-		out.Keys += sum.Keys
-		out.Approx = out.Approx || sum.Approx
+		approx = approx || sum.Approx
+		unreconciled += sum.Unreconciled
 	}
-	// A peer unheard-from may hold writes of the type's keys not here yet.
-	out.Approx = out.Approx || out.Partial || s.staleFor("")
-	out.Value, out.Replicas = total.Value(), replicasJSON(total)
-	regions := s.regionOf()
-	for _, e := range total {
-		out.Regions[regionName(regions, e.Replica)] += e.Value()
+	return total, approx, unreconciled
+}
+
+// regionsOf is the net of each region's replicas' entries in v.
+func (s *Server) regionsOf(v crdt.Vector) map[string]int64 {
+	regions, out := s.regionOf(), map[string]int64{}
+	for _, e := range v {
+		out[regionName(regions, e.Replica)] += e.Value()
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // GET /v1/types

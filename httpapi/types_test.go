@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
@@ -134,6 +135,90 @@ func TestTypeTotalRoute(t *testing.T) {
 		{"/v1/types/a!b/total", 400, CodeBadID},
 		{"/v1/types/video/total?kind=hits", 400, CodeBadRequest},
 		{"/v1/types/video/total?kind=likes&kind=counters", 400, CodeBadRequest},
+	} {
+		e.do(http.MethodGet, c.path, "").isError(t, c.status, c.code)
+	}
+}
+
+// GET /v1/types/{name}/window: the net change of the type's keys in each
+// of two windows a minute apart, each key's increments booked at their
+// own event times; a nested type's keys, a longer name's and keys of no
+// type left out; the type's window is the sum of its keys' own windows
+// over the same bounds; bad input is a 4xx.
+func TestTypeWindowRoute(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	for _, name := range []string{"video", "video:hd:"} {
+		e.do(http.MethodPut, "/v1/types/"+name, `{"owner":"media-team"}`, "Content-Type", "application/json").ok(t)
+	}
+	// Two whole minutes, both within the event times a write may carry.
+	base := e.rep.Now().Add(-4 * time.Minute).Truncate(time.Minute).Add(time.Minute).UnixMilli()
+	inA, inB := base+5_000, base+65_000
+	for _, w := range []struct {
+		key string
+		by  int
+		at  int64
+	}{
+		{"video:v1", 2, inA}, {"video:v2", 3, inA}, {"video:v1", 10, inB}, {"video:v1", -1, inB}, {"video", 1, inB},
+		{"video:hd:x", 7, inA}, {"videos:z", 50, inA}, {"other", 100, inB}, {"video:v3", 4, 0},
+	} {
+		body := fmt.Sprintf(`{"by":%d}`, w.by)
+		if w.at != 0 {
+			body = fmt.Sprintf(`{"by":%d,"at":%d}`, w.by, w.at)
+		}
+		e.do(http.MethodPost, "/v1/counters/"+w.key+"/incr", body).ok(t)
+	}
+	window := func(path string, from, to int64) map[string]any {
+		t.Helper()
+		return e.do(http.MethodGet, fmt.Sprintf("%s?from=%d&to=%d", path, from, to), "").ok(t)
+	}
+	for _, c := range []struct {
+		from, to int64
+		want     int64
+	}{{base, base + 60_000, 2 + 3}, {base + 60_000, base + 120_000, 10 - 1 + 1}, {base, base + 120_000, 15}} {
+		b := window("/v1/types/video/window", c.from, c.to)
+		if num(t, b, "value") != c.want || num(t, b, "keys") != 4 || b["type"] != "video" || b["kind"] != "counters" ||
+			b["approx"] != false || b["final"] != false || b["bucket"] != "1s" ||
+			b["from"] != time.UnixMilli(c.from).UTC().Format(time.RFC3339) || b["to"] != time.UnixMilli(c.to).UTC().Format(time.RFC3339) {
+			t.Fatalf("video window [%d, %d): %v, want value %d", c.from, c.to, b, c.want)
+		}
+		if r, _ := b["regions"].(map[string]any); fmt.Sprint(r["us"]) != fmt.Sprint(c.want) {
+			t.Fatalf("video window's regions: %v", b["regions"])
+		}
+		var sum int64
+		for _, key := range []string{"video", "video:v1", "video:v2", "video:v3"} {
+			sum += num(t, window("/v1/counters/"+key+"/window", c.from, c.to), "value")
+		}
+		if sum != c.want {
+			t.Fatalf("the keys' own windows [%d, %d) add up to %d, the type's to %d", c.from, c.to, sum, c.want)
+		}
+	}
+	if b := window("/v1/types/video:hd:/window", base, base+60_000); num(t, b, "value") != 7 || num(t, b, "keys") != 1 {
+		t.Fatalf("video:hd: window: %v", b)
+	}
+	// last= as for one key: the increment booked now, not the past ones.
+	if b := e.do(http.MethodGet, "/v1/types/video/window?last=30s", "").ok(t); num(t, b, "value") != 4 {
+		t.Fatalf("video last=30s: %v", b)
+	}
+	e.do(http.MethodPut, "/v1/likes/video:v1/u1", "").ok(t)
+	e.do(http.MethodPut, "/v1/likes/video:hd:v9/u1", "").ok(t)
+	if b := e.do(http.MethodGet, "/v1/types/video/window?kind=likes&last=1m", "").ok(t); num(t, b, "value") != 1 || b["kind"] != "likes" {
+		t.Fatalf("video likes window: %v", b)
+	}
+	old := e.rep.Now().AddDate(-4, 0, 0).UnixMilli()
+	for _, c := range []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/v1/types/nope/window?last=1m", 404, CodeNotFound},
+		{"/v1/types/a!b/window?last=1m", 400, CodeBadID},
+		{"/v1/types/video/window", 400, CodeMissingField},
+		{"/v1/types/video/window?last=1m&from=1", 400, CodeBadRequest},
+		{"/v1/types/video/window?last=1m&last=2m", 400, CodeBadRequest},
+		{"/v1/types/video/window?last=1m&kind=hits", 400, CodeBadRequest},
+		{"/v1/types/video/window?from=yesterday", 400, CodeBadTime},
+		{fmt.Sprintf("/v1/types/video/window?from=%d&to=%d", base, base-1000), 400, CodeBadTime},
+		{fmt.Sprintf("/v1/types/video/window?from=%d&to=%d", old, old+3_600_000), 404, CodeNoWindow},
 	} {
 		e.do(http.MethodGet, c.path, "").isError(t, c.status, c.code)
 	}

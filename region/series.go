@@ -150,15 +150,12 @@ func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64
 		w.Points[i].Start = time.Unix(from+int64(i)*step, 0)
 	}
 	nowMs := r.pclock.NowMs()
-	err = r.store.WindowSeries(kind.Windows(), key, l.width, from, to, func(b crdt.Slot, v crdt.Vector) {
-		if b.Expired(nowMs) {
-			return
-		}
+	err = r.addSlots(kind, key, l, from, to, nowMs, func(b crdt.Slot, v crdt.Vector) {
 		p := &w.Points[(b.Start-from)/step]
 		p.Vector = addVectors(p.Vector, v)
 	})
 	if err != nil {
-		return Window{}, fmt.Errorf("read window: %w", err)
+		return Window{}, err
 	}
 	if key != "" {
 		r.umu.RLock()
@@ -167,6 +164,20 @@ func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64
 	}
 	w.Closed = to*1000+r.cfg.Windows.Past.Milliseconds() <= nowMs
 	return w, nil
+}
+
+// addSlots calls fn with each slot of (kind, key) at level l starting in
+// [from, to) (unix seconds) that has not expired at nowMs.
+func (r *Replica) addSlots(kind storage.Kind, key string, l level, from, to, nowMs int64, fn func(b crdt.Slot, v crdt.Vector)) error {
+	err := r.store.WindowSeries(kind.Windows(), key, l.width, from, to, func(b crdt.Slot, v crdt.Vector) {
+		if !b.Expired(nowMs) {
+			fn(b, v)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("read window: %w", err)
+	}
+	return nil
 }
 
 // addVectors adds o's entries to v's, half by half (not a merge: the

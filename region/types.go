@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/shard"
@@ -190,6 +191,9 @@ type TypeSum struct {
 	Keys int
 	// Approx: some of the keys are approximate counters (ApproxError).
 	Approx bool
+	// Unreconciled (TypeWindow): records of the keys whose excess is not
+	// zero yet.
+	Unreconciled int
 }
 
 // TypeTotal adds up the all-time vectors of the keys of family kind
@@ -207,17 +211,88 @@ type TypeSum struct {
 // not start with the type's name: time in proportion to the family's
 // keys, as for all-time trending.
 func (r *Replica) TypeTotal(kind storage.Kind, name string, shardOf func(key string) (int, bool)) (map[int]TypeSum, error) {
-	if kind != storage.Likes && kind != storage.Counters {
-		return nil, fmt.Errorf("%w: type total of family %c", ErrInvalid, kind)
+	out := map[int]TypeSum{}
+	err := r.typeKeys(kind, name, shardOf, func(sh int, key string, v crdt.Vector) error {
+		sum := out[sh]
+		sum.Vector = addVectors(sum.Vector, v)
+		sum.Keys++
+		sum.Approx = sum.Approx || kind == storage.Counters && r.ApproxError(key) > 0
+		out[sh] = sum
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("type %q total: %w", name, err)
+	}
+	return out, nil
+}
+
+// TypeWindow is TypeTotal over a time window: the net changes of the
+// type's keys in [fromMs, toMs) added up per shard. The bounds are
+// widened to whole slots of the finest level of the type's own name
+// (as a key of that name would be, WindowOf) that covers them, and every
+// key is read over exactly those slots, from a level of its own whose
+// width divides that width; a key with none is ErrNoWindow, so a sum
+// never mixes intervals. The returned Window has the bounds, SlotWidth
+// and Closed; no Points. TypeSum.Unreconciled counts the keys' records
+// whose excess is not zero yet.
+func (r *Replica) TypeWindow(kind storage.Kind, name string, fromMs, toMs int64, shardOf func(key string) (int, bool)) (Window, map[int]TypeSum, error) {
+	if toMs <= fromMs {
+		return Window{}, nil, fmt.Errorf("%w: window ends before it starts", ErrInvalid)
 	}
 	if !crdt.ValidID(name) {
-		return nil, fmt.Errorf("%w: bad type name %q", ErrInvalid, name)
+		return Window{}, nil, fmt.Errorf("%w: bad type name %q", ErrInvalid, name)
+	}
+	l, err := r.pickLevel(kind, name, fromMs, toMs, 0)
+	if err != nil {
+		return Window{}, nil, err
+	}
+	from := crdt.SlotStart(fromMs, l.width)
+	to := crdt.SlotStart(toMs-1, l.width) + l.width
+	nowMs := r.pclock.NowMs()
+	w := Window{From: time.Unix(from, 0), To: time.Unix(to, 0), Width: time.Duration(to-from) * time.Second,
+		SlotWidth: time.Duration(l.width) * time.Second, Closed: to*1000+r.cfg.Windows.Past.Milliseconds() <= nowMs}
+	out := map[int]TypeSum{}
+	err = r.typeKeys(kind, name, shardOf, func(sh int, key string, _ crdt.Vector) error {
+		kl, err := r.pickLevel(kind, key, from*1000, to*1000, l.width)
+		if err != nil {
+			return fmt.Errorf("key %q of the type: %w", key, err)
+		}
+		sum := out[sh]
+		if err := r.addSlots(kind, key, kl, from, to, nowMs, func(_ crdt.Slot, v crdt.Vector) {
+			sum.Vector = addVectors(sum.Vector, v)
+		}); err != nil {
+			return err
+		}
+		sum.Keys++
+		sum.Approx = sum.Approx || kind == storage.Counters && r.ApproxError(key) > 0
+		r.umu.RLock()
+		sum.Unreconciled += r.unreconciled[vkey{kind, key}]
+		r.umu.RUnlock()
+		out[sh] = sum
+		return nil
+	})
+	if err != nil {
+		return Window{}, nil, fmt.Errorf("type %q window: %w", name, err)
+	}
+	return w, out, nil
+}
+
+// typeKeys calls fn with each key of family kind (Likes or Counters)
+// that belongs to the registered type name (TypeTotal), its shard as
+// shardOf says (nil: 0) and its all-time vector, skipping the keys
+// shardOf refuses.
+func (r *Replica) typeKeys(kind storage.Kind, name string, shardOf func(key string) (int, bool), fn func(sh int, key string, v crdt.Vector) error) error {
+	if kind != storage.Likes && kind != storage.Counters {
+		return fmt.Errorf("%w: type sum of family %c", ErrInvalid, kind)
+	}
+	if !crdt.ValidID(name) {
+		return fmt.Errorf("%w: bad type name %q", ErrInvalid, name)
 	}
 	if err := r.Err(); err != nil {
-		return nil, err
+		return err
 	}
 	base := strings.TrimSuffix(name, ":")
-	out := map[int]TypeSum{}
+	var ferr error
 	err := r.store.ScanVectors(kind, func(key string, v crdt.Vector) bool {
 		if !strings.HasPrefix(key, base) {
 			return true
@@ -232,15 +307,11 @@ func (r *Replica) TypeTotal(kind storage.Kind, name string, shardOf func(key str
 		if got, _, ok := crdt.TypeOf(crdt.ItemOf(key), r.store.Type); !ok || got != name {
 			return true
 		}
-		sum := out[sh]
-		sum.Vector = addVectors(sum.Vector, v)
-		sum.Keys++
-		sum.Approx = sum.Approx || kind == storage.Counters && r.ApproxError(key) > 0
-		out[sh] = sum
-		return true
+		ferr = fn(sh, key, v)
+		return ferr == nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("type %q total: %w", name, err)
+	if err == nil {
+		err = ferr
 	}
-	return out, nil
+	return err
 }

@@ -129,3 +129,63 @@ func TestTypeTotalOfAShardedRegion(t *testing.T) {
 		})
 	}
 }
+
+// GET /v1/types/{name}/window in two regions of two replicas each, every
+// shard held once: increments booked in us in one minute and in eu in
+// the next, on keys of every replica's shards, read at each replica over
+// each minute, give the same exact sums everywhere, split by region, a
+// key of no type left out.
+func TestTypeWindowAcrossShardedRegions(t *testing.T) {
+	startsRegions(t, "starts four replicas")
+	cfg := deploy.DefaultConfig()
+	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 2, 1, ""
+	d := startConfig(t, cfg)
+	urls := d.URLs() // us-1 us-2 eu-1 eu-2
+	waitReady(t, urls)
+	held := getShards(t, urls[0]).Held("us-1")
+	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/types/video", `{"owner":"media"}`); err != nil || st != 200 {
+		t.Fatalf("put type: %d %v %v", st, b, err)
+	}
+	// Two whole minutes within the event times a write may carry.
+	base := time.Now().Add(-4 * time.Minute).Truncate(time.Minute).Add(time.Minute).UnixMilli()
+	wantA, wantB, notHeld := int64(0), int64(0), 0
+	for i := range 8 {
+		key := fmt.Sprintf("video:k%d", i)
+		if !held.Has(shard.Of(key)) {
+			notHeld++
+		}
+		body := fmt.Sprintf(`{"by":%d,"at":%d}`, i+1, base+5_000)
+		if st, b, err := testkit.DoJSON("POST", urls[i%2]+"/v1/counters/"+key+"/incr", body); err != nil || st != 200 {
+			t.Fatalf("incr %s in us: %d %v %v", key, st, b, err)
+		}
+		wantA += int64(i + 1)
+		body = fmt.Sprintf(`{"by":%d,"at":%d}`, 10*(i+1), base+65_000)
+		if st, b, err := testkit.DoJSON("POST", urls[2+i%2]+"/v1/counters/"+key+"/incr", body); err != nil || st != 200 {
+			t.Fatalf("incr %s in eu: %d %v %v", key, st, b, err)
+		}
+		wantB += int64(10 * (i + 1))
+	}
+	if notHeld == 0 || notHeld == 8 {
+		t.Fatalf("%d of 8 keys on shards us-1 does not hold: want some of each", notHeld)
+	}
+	if st, b, err := testkit.DoJSON("POST", urls[1]+"/v1/counters/other/incr", fmt.Sprintf(`{"by":100,"at":%d}`, base+5_000)); err != nil || st != 200 {
+		t.Fatalf("incr other: %d %v %v", st, b, err)
+	}
+	for _, c := range []struct {
+		from   int64
+		want   int64
+		region string
+	}{{base, wantA, "us"}, {base + 60_000, wantB, "eu"}} {
+		for _, u := range urls {
+			testkit.WaitFor(t, 30*time.Second, func() error {
+				st, b, err := testkit.DoJSON("GET", fmt.Sprintf("%s/v1/types/video/window?from=%d&to=%d", u, c.from, c.from+60_000), "")
+				regions, _ := b["regions"].(map[string]any)
+				if err != nil || st != 200 || b["value"] != float64(c.want) || b["keys"] != float64(8) || b["approx"] != false ||
+					b["partial"] != nil || b["shards"] != nil || len(regions) != 1 || regions[c.region] != float64(c.want) {
+					return fmt.Errorf("%s: %d %v %v, want value %d of 8 keys, all %s", u, st, b, err, c.want, c.region)
+				}
+				return nil
+			})
+		}
+	}
+}
