@@ -51,8 +51,10 @@
 #   HEAD_FLAGS    extra flags for the working tree's server  ()
 #   SERVE         "local" runs the working tree and every BASE
 #                 commit as head-nats does (attached to NATS), for
-#                 an old/new comparison of that path; not with
-#                 VARIANTS or HEAD_FLAGS                     (serve)
+#                 an old/new comparison of that path; "sharded"
+#                 runs them all as head-sharded does (a third of
+#                 the likes forwarded); not with VARIANTS or
+#                 HEAD_FLAGS                                 (serve)
 #   CSV           every round's figures                      (bin/bench-regress/rounds.csv)
 # GOMAXPROCS, if set, reaches every tallyd. Installs wrk, redis-server and
 # redis-tools with apt-get if missing.
@@ -83,11 +85,13 @@ say() { echo "bench-regress: $(date +%T) $*" >&2; }
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "ROUNDS: want a positive integer, got $ROUNDS"
 [[ $DURATION =~ ^[0-9]+$ && $DURATION -ge 1 ]] || die "DURATION: want whole seconds, got $DURATION"
 [[ $CONNS =~ ^[0-9]+$ && $CONNS -ge 1 ]] || die "CONNS: want a positive integer, got $CONNS"
-[[ $SERVE == serve || $SERVE == local ]] || die "SERVE: want serve or local, got $SERVE"
+[[ $SERVE == serve || $SERVE == local || $SERVE == sharded ]] || die "SERVE: want serve, local or sharded, got $SERVE"
 [[ $SERVE == serve || -z $VARIANTS$HEAD_FLAGS ]] || die "SERVE=local takes neither VARIANTS nor HEAD_FLAGS"
 # SERVE=local: every tally contestant starts as `tallyd local` (run_tally).
 base_flags=
 [[ $SERVE == local ]] && base_flags=@local
+# SERVE=sharded: every tally contestant starts as head-sharded does.
+[[ $SERVE == sharded ]] && base_flags="@local3 @items"
 
 mkdir -p "$LOGDIR"
 LOGDIR=$(cd "$LOGDIR" && pwd)
