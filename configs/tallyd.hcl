@@ -206,8 +206,12 @@ uniques_windows = "1h:8d,1d:400d"
 # Sharding: spread each region's keys over its replicas, each shard held by
 # `copies` of them (default 2); list every region's replicas, the same in
 # every replica's config. Without it every replica holds every key.
+# cross_shard_cashback = true runs a cashback whose three balances no one
+# replica holds across shards instead of refusing it (docs/architecture.md,
+# "Cashback across shards", says its limit); default false.
 # shards {
 #   copies = 2
+#   cross_shard_cashback = false
 #   region "us" { replicas = ["us-1", "us-2", "us-3"] }
 #   region "eu" { replicas = ["eu-1", "eu-2", "eu-3"] }
 # }

@@ -521,6 +521,14 @@ type ShardsConfig struct {
 	// Copies is how many replicas of a region hold each shard (at most the
 	// region's replicas). Default 2.
 	Copies int `hcl:"copies,optional"`
+	// CrossShardCashback runs a cashback whose three balances no one
+	// replica holds across shards (package purchase) instead of refusing
+	// it with shard_not_held. Off by default: a purchase key sent to two
+	// regions at once, refused by the merchant in one and paid in the
+	// other, can leave the two disagreeing (docs/architecture.md, "Cashback
+	// across shards"). A replica finishes the purchases its journal holds
+	// whatever the setting.
+	CrossShardCashback bool `hcl:"cross_shard_cashback,optional"`
 	// Regions list every region's replicas. HCL: region "us" { replicas =
 	// ["us-1", "us-2", "us-3"] }.
 	Regions []ShardRegion `hcl:"region,block"`

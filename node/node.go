@@ -321,7 +321,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		}
 		n.purchases.Start()
 		undo = append(undo, n.purchases.Close)
-		apiCfg.Purchases = n.purchases
+		if cfg.Shards.CrossShardCashback {
+			apiCfg.Purchases = n.purchases
+		}
 	}
 	if n.api, err = httpapi.New(apiCfg); err != nil {
 		return nil, fmt.Errorf("build HTTP API: %w", err)

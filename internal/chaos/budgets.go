@@ -278,6 +278,12 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 	if errors.As(err, &refused) && refused.Budget != nil {
 		return answer{outcome: OutcomeRefused, reason: refused.Code}
 	}
+	if o.Kind == OpCashback && tallyclient.Code(err) == "shard_not_held" {
+		// A sharded region without cross_shard_cashback applies a
+		// cashback only at a replica holding all three of its keys, and
+		// refuses it whole elsewhere.
+		return answer{outcome: OutcomeRefused, reason: "shard_not_held"}
+	}
 	if o.Kind == OpCashback && tallyclient.Code(err) == "called_off" {
 		// A cashback across shards that a merchant refused earlier under
 		// this key: called off, its pool spend given back.

@@ -27,6 +27,7 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 	cfg.Binary = chaosBinary(t)
 	cfg.Regions, cfg.Replicas, cfg.Copies = []string{"us"}, 3, 2
 	cfg.RequestTimeout = 2 * time.Second
+	cfg.CrossShardCashback = true
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()

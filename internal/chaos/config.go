@@ -88,13 +88,16 @@ type Config struct {
 	// and gathering: per key counts, records, like lists, histories,
 	// slots, approximate counters, block flags, unique counts and their
 	// unions, budgets, family totals, trending (a cashback whose keys no
-	// replica holds together runs across shards, package purchase) and
-	// milestones (every replica numbers the likes it counted); its faults
+	// replica holds together is refused, 421, and checked as refused,
+	// unless CrossShardCashback) and milestones (every replica numbers the likes it counted); its faults
 	// are some of ShardedFaults.
 	Replicas int
 	// Copies is how many replicas of a region hold each shard (Replicas
 	// above 1). Default 2.
 	Copies int
+	// CrossShardCashback: every sharded replica runs cashbacks across
+	// shards (node.ShardsConfig.CrossShardCashback).
+	CrossShardCashback bool
 	// RequestTimeout, if set, is every sharded replica's request_timeout
 	// (how long a write, or a step of a cross-shard cashback, may take).
 	// Default: tallyd's.
