@@ -22,7 +22,12 @@ import (
 // what the users got), no budget is overdrawn, and a retry of each
 // purchase at another replica agrees with how it ended.
 func TestCashbackKilledAtEveryStep(t *testing.T) {
-	realProcesses(t, "runs a sharded region of tallyd processes and kills one at every step of a purchase")
+	// Not beside the package's other real-process runs (t.Parallel): on
+	// two cores, a sharded chaos run and this one at once slow each
+	// other's restarts past their bounds.
+	if testing.Short() {
+		t.Skip("runs a sharded region of tallyd processes and kills one at every step of a purchase")
+	}
 	cfg := DefaultConfig()
 	cfg.Binary = chaosBinary(t)
 	cfg.Regions, cfg.Replicas, cfg.Copies = []string{"us"}, 3, 2
