@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,15 +53,10 @@ func (s *Server) holdsOp(o *region.Op) bool {
 // the region holds every key (a cashback over several shards).
 func holderSet(m shard.Map, o *region.Op) (string, int) {
 	s := shard.Of(o.Item)
-	hs := m.Holders(s)
-	if o.Kind == region.OpCashback {
-		for _, k := range []string{o.Merchant, o.User} {
-			if t := shard.Of(k); t != s && !slices.Equal(m.Holders(t), hs) {
-				return "", 0
-			}
-		}
+	if o.Kind == region.OpCashback && !m.SameHolders(s, shard.Of(o.Merchant), shard.Of(o.User)) {
+		return "", 0
 	}
-	return strings.Join(hs, ","), s
+	return strings.Join(m.Holders(s), ","), s
 }
 
 // forwardGroup is the events of a batch one holder set serves.

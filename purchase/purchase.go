@@ -244,26 +244,6 @@ func intentOf(op *region.Op) intent {
 
 func (in *intent) id() string { return in.Pool + "/" + in.Idem }
 
-// sameHolders reports whether one set of replicas holds shards a, b and c.
-func sameHolders(m shard.Map, a, b, c int) bool {
-	ha := m.Holders(a)
-	for _, s := range []int{b, c} {
-		if s == a {
-			continue
-		}
-		hs := m.Holders(s)
-		if len(hs) != len(ha) {
-			return false
-		}
-		for i := range hs {
-			if hs[i] != ha[i] {
-				return false
-			}
-		}
-	}
-	return len(ha) > 0
-}
-
 // Cashback runs op, a checked region.OpCashback, wherever its keys are,
 // and returns its result as the one replica holding all three would. An
 // error means the purchase is unfinished (ErrInProgress, or no answer
@@ -277,7 +257,7 @@ func (c *Coordinator) Cashback(ctx context.Context, op region.Op) (region.Result
 		return region.Result{}, err
 	}
 	sp := shard.Of(op.Item)
-	if sameHolders(c.cfg.Map(), sp, shard.Of(op.Merchant), shard.Of(op.User)) {
+	if c.cfg.Map().SameHolders(sp, shard.Of(op.Merchant), shard.Of(op.User)) {
 		res, err := c.cfg.Router.Apply(ctx, sp, []region.Op{op}, false)
 		if err != nil {
 			return region.Result{}, err

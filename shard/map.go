@@ -220,6 +220,22 @@ func (m Map) Holders(s int) []string {
 	return out
 }
 
+// SameHolders reports whether one set of replicas holds every shard of
+// ss, and some replica does: a write of keys on them can commit at one
+// replica.
+func (m Map) SameHolders(ss ...int) bool {
+	if len(ss) == 0 {
+		return false
+	}
+	first := m.Holders(ss[0])
+	for _, s := range ss[1:] {
+		if s != ss[0] && !slices.Equal(m.Holders(s), first) {
+			return false
+		}
+	}
+	return len(first) > 0
+}
+
 // Preferred returns the holders of shard s in the order a replica that
 // does not hold s tries them: starting at the one the shard number picks,
 // then round the sorted holders. Every sender agrees on the first choice

@@ -286,3 +286,23 @@ func TestPreferred(t *testing.T) {
 		}
 	}
 }
+
+// SameHolders: one shard always; shards of one holder set yes, of two
+// sets no; none, no.
+func TestSameHolders(t *testing.T) {
+	m, err := Assign("us", []string{"us-1", "us-2", "us-3"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, other := -1, -1
+	for s := 1; s < Count && (same < 0 || other < 0); s++ {
+		if slices.Equal(m.Holders(s), m.Holders(0)) {
+			same = s
+		} else {
+			other = s
+		}
+	}
+	if !m.SameHolders(0) || !m.SameHolders(0, 0) || !m.SameHolders(0, same) || m.SameHolders(0, same, other) || m.SameHolders() {
+		t.Fatalf("SameHolders of 0, %d (same holders) and %d (others): wrong", same, other)
+	}
+}

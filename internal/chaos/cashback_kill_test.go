@@ -1,9 +1,7 @@
 package chaos
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -44,22 +42,7 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 	entry, other := d.procs[0], d.procs[1]
 	base := func(p *proc) string { return "http://" + p.addr }
 	do := func(p *proc, method, path, body string) (int, map[string]any, error) {
-		req, err := http.NewRequestWithContext(ctx, method, base(p)+path, bytes.NewBufferString(body))
-		if err != nil {
-			return 0, nil, err
-		}
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		var out map[string]any
-		_ = json.Unmarshal(b, &out)
-		return resp.StatusCode, out, nil
+		return testkit.DoJSON(method, base(p)+path, body)
 	}
 	// Keys whose shards no one set of holders holds together.
 	st, mb, err := func() (int, []byte, error) {
