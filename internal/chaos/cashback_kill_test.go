@@ -23,8 +23,12 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 	// Not beside the package's other real-process runs (t.Parallel): on
 	// two cores, a sharded chaos run and this one at once slow each
 	// other's restarts past their bounds.
+	const why = "runs a sharded region of tallyd processes and kills one at every step of a purchase"
 	if testing.Short() {
-		t.Skip("runs a sharded region of tallyd processes and kills one at every step of a purchase")
+		t.Skip(why)
+	}
+	if !fullSuite() {
+		t.Skipf("%s: in the full tier (`make chaos`, or %s=full)", why, envSuite)
 	}
 	cfg := DefaultConfig()
 	cfg.Binary = chaosBinary(t)

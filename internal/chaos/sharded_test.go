@@ -40,7 +40,7 @@ func shardedConfig() Config {
 // every replica of every region reads the model's counts, records, like
 // lists, slots and flags: PASS.
 func TestChaosShardedRegionPasses(t *testing.T) {
-	realProcesses(t, "runs a sharded chaos test on nine real processes")
+	fullSuiteRun(t, "runs a sharded chaos test on nine real processes")
 	rep := runChaos(t, shardedConfig())
 	if !rep.Pass {
 		for region, tail := range rep.LogTails {
