@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -106,31 +105,15 @@ func regionResult(r *route.Result) region.Result {
 	return out
 }
 
-// Apply runs ops, every one of a key on shard s, at a holder of s: the
-// holders in the map's preferred order (shard.Map.Preferred), this
-// replica among them, the next tried only where one applied nothing (down,
-// not ready, not holding s). With primary, only the first preferred
-// holder, which every replica of the region agrees on: what must be
-// decided in one place (a purchase's fence) is. It returns their results
-// in order. An error wrapping route.ErrNoHolder means no holder took
-// them: nothing was applied. Any other error may have applied them.
+// Apply runs ops, every one of a key on shard s, at a holder of s, this
+// replica among them, by the region's one routing rule
+// (route.Sender.Walk): the next holder is tried only where one applied
+// nothing (down, not ready, not holding s). With primary, only the first
+// preferred holder, which every replica of the region agrees on: what
+// must be decided in one place (a purchase's fence) is. It returns their
+// results in order. An error wrapping route.ErrNoHolder means no holder
+// took them: nothing was applied. Any other error may have applied them.
 func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, string, error) {
-	order := sr.Map().Preferred(s)
-	if primary && len(order) > 1 {
-		order = order[:1]
-	} else {
-		// Holders that let a request time out lately go last, as the
-		// Sender orders them.
-		var late []string
-		order = slices.DeleteFunc(order, func(h string) bool {
-			if h != sr.self && sr.sender.Suspected(h) {
-				late = append(late, h)
-				return true
-			}
-			return false
-		})
-		order = append(order, late...)
-	}
 	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: make([]route.Op, len(ops))}
 	for i := range ops {
 		var err error
@@ -144,53 +127,44 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 		req.DeadlineMs = d.UnixMilli()
 	}
 	var data []byte
-	var tried []string
-	for _, h := range order {
+	var out []region.Result
+	h, err := sr.sender.Walk(s, route.Walk{Primary: primary, WithSelf: true}, func(h string) error {
 		if h == sr.self {
 			if sr.do == nil {
-				tried = append(tried, h+": not open")
-				continue
+				return route.Refusal("not open")
 			}
 			res, err := sr.do(ctx, ops)
 			if errors.Is(err, region.ErrNotHeld) || errors.Is(err, region.ErrNotReady) {
-				tried = append(tried, h+": "+err.Error())
-				continue
+				return route.Refusal(err.Error())
 			}
-			return res, h, err
+			out = res
+			return err
 		}
 		if data == nil {
 			data = req.Marshal()
 		}
-		a, err := sr.ask(ctx, h, data)
-		switch {
-		case errors.Is(err, route.ErrNoResponders):
-			tried = append(tried, h+": down")
-			continue
-		case err != nil:
-			if errors.Is(err, context.DeadlineExceeded) {
-				sr.sender.Suspect(h)
-			}
-			return nil, h, fmt.Errorf("holder %s: %w", h, err)
-		case a.Kind == route.NotServed:
-			tried = append(tried, h+": "+a.Reason)
-			continue
+		a, err := sr.sender.Ask(ctx, h, data)
+		if err != nil {
+			return err
 		}
-		sr.sender.Trust(h)
 		rs, err := route.UnmarshalResults(a.Body)
 		if err == nil && len(rs) != len(ops) {
 			err = fmt.Errorf("%d results for %d operations", len(rs), len(ops))
 		}
 		if err != nil {
 			// Served, so maybe applied: never "nothing applied".
-			return nil, h, fmt.Errorf("holder %s of shard %d answered: %w", h, s, err)
+			return fmt.Errorf("its answer for shard %d: %w", s, err)
 		}
-		out := make([]region.Result, len(rs))
+		out = make([]region.Result, len(rs))
 		for i := range rs {
 			out[i] = regionResult(&rs[i])
 		}
-		return out, h, nil
+		return nil
+	})
+	if err != nil {
+		return nil, h, err
 	}
-	return nil, "", fmt.Errorf("shard %d: %w (%s)", s, route.ErrNoHolder, strings.Join(tried, "; "))
+	return out, h, nil
 }
 
 // serveOps runs forwarded typed operations with the writer, under the

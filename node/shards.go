@@ -344,15 +344,6 @@ func (t natsTransport) Request(ctx context.Context, replica string, data []byte)
 	return msg.Data, nil
 }
 
-// ask sends data to replica and decodes its answer.
-func (sr *shardRouter) ask(ctx context.Context, replica string, data []byte) (route.Answer, error) {
-	b, err := sr.transport.Request(ctx, replica, data)
-	if err != nil {
-		return route.Answer{}, err
-	}
-	return route.UnmarshalAnswer(b)
-}
-
 // Forward sends r to a holder of shard s and writes its answer.
 func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error {
 	a, err := sr.send(r.Context(), httpRequest(route.KindHTTP, s, r, body))
@@ -407,8 +398,8 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := sr.ask(ctx, replica, data)
-			if err != nil || a.Kind != route.Served {
+			a, err := sr.sender.Ask(ctx, replica, data)
+			if err != nil {
 				return // left out: the read says partial
 			}
 			mu.Lock()

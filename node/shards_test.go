@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -94,9 +95,9 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	// A replica asked for a shard it does not hold says so, and serves
 	// nothing.
 	close(gates["us-1"])
-	a, err := routers["us-2"].ask(context.Background(), "us-1",
+	a, err := routers["us-2"].sender.Ask(context.Background(), "us-1",
 		(&route.Request{Kind: route.KindHTTP, Shard: s, Method: http.MethodGet, URI: "/v1/likes/x"}).Marshal())
-	if err != nil || a.Kind != route.NotServed || !strings.Contains(a.Reason, "not held") {
+	if !errors.Is(err, route.ErrNotServed) || !strings.Contains(err.Error(), "not held") {
 		t.Fatalf("us-1 asked for shard %d it does not hold: %+v %v", s, a, err)
 	}
 }

@@ -68,9 +68,34 @@ func NewSender(cfg SenderConfig) *Sender {
 	return &Sender{cfg: cfg, suspects: map[string]time.Time{}}
 }
 
-// Order is whom a request for shard s goes to, in turn.
-func (s *Sender) Order(sh int) []string {
+// ErrNotServed is what a Try returns (wrapped, with the reason) when its
+// holder applied nothing and said so: it does not hold the shard, is not
+// ready, or is not open. The walk goes on to the next holder.
+var ErrNotServed = errors.New("not served")
+
+// Refusal is the error a Try returns for a holder that applied nothing
+// for reason.
+func Refusal(reason string) error { return fmt.Errorf("%w: %s", ErrNotServed, reason) }
+
+// Order is whom a request for shard s goes to, in turn, Self left out.
+func (s *Sender) Order(sh int) []string { return s.order(sh, Walk{}) }
+
+// Walk says which holders of a shard a request may go to.
+type Walk struct {
+	// Primary: only the shard's first preferred holder, which every
+	// replica of the region agrees on, so that what must be decided in
+	// one place (a purchase's fence) is.
+	Primary bool
+	// WithSelf: Self is one of the holders tried (the caller's Try runs
+	// the request locally for it); by default Self is left out.
+	WithSelf bool
+}
+
+func (s *Sender) order(sh int, w Walk) []string {
 	pref := s.cfg.Map().Preferred(sh)
+	if w.Primary && len(pref) > 1 {
+		pref = pref[:1]
+	}
 	out := make([]string, 0, len(pref))
 	var late []string
 	now := s.cfg.Now()
@@ -78,6 +103,9 @@ func (s *Sender) Order(sh int) []string {
 	for _, h := range pref {
 		switch until, ok := s.suspects[h]; {
 		case h == s.cfg.Self:
+			if w.WithSelf {
+				out = append(out, h)
+			}
 		case ok && now.Before(until):
 			late = append(late, h)
 		default:
@@ -88,39 +116,79 @@ func (s *Sender) Order(sh int) []string {
 	return append(out, late...)
 }
 
+// Try is one holder's attempt at a request: nil when the holder served
+// it; an error wrapping ErrNotServed or ErrNoResponders when the holder
+// applied nothing (the walk goes on); any other error may have applied it
+// (the walk ends, and the caller answers "timeout", never "nothing
+// applied").
+type Try func(holder string) error
+
+// Walk calls try for the holders of shard sh in turn (Order, or as w
+// says), until one serves, and returns who did. This is the one place
+// where the region's routing rule is applied: the next holder is tried
+// only where the last one applied nothing, a holder that let a request
+// time out is tried last for a while (SenderConfig.SuspectFor), and one
+// that served is trusted again. An error wrapping ErrNoHolder means no
+// holder served: nothing was applied.
+func (s *Sender) Walk(sh int, w Walk, try Try) (string, error) {
+	var tried []string
+	for _, h := range s.order(sh, w) {
+		err := try(h)
+		switch {
+		case err == nil:
+			if h != s.cfg.Self {
+				s.trust(h)
+			}
+			return h, nil
+		case errors.Is(err, ErrNoResponders):
+			tried = append(tried, h+": down")
+			continue
+		case errors.Is(err, ErrNotServed):
+			tried = append(tried, h+": "+strings.TrimPrefix(err.Error(), ErrNotServed.Error()+": "))
+			continue
+		case errors.Is(err, context.DeadlineExceeded) && h != s.cfg.Self:
+			s.suspect(h) // stopped or slow: try the others first for a while
+		}
+		return h, fmt.Errorf("holder %s: %w", h, err)
+	}
+	return "", fmt.Errorf("shard %d: %w (%s)", sh, ErrNoHolder, strings.Join(tried, "; "))
+}
+
 // Send sends req, its From set to Self, to a holder of req.Shard that
-// serves it, under ctx (whose deadline, if any, goes along), and returns
-// the answer and who served it.
+// serves it (Walk), under ctx (whose deadline, if any, goes along), and
+// returns the answer and who served it.
 func (s *Sender) Send(ctx context.Context, req Request) (Answer, string, error) {
 	req.From = s.cfg.Self
 	if d, ok := ctx.Deadline(); ok {
 		req.DeadlineMs = d.UnixMilli()
 	}
 	data := req.Marshal()
-	var tried []string
-	for _, h := range s.Order(req.Shard) {
-		b, err := s.cfg.Transport.Request(ctx, h, data)
-		var a Answer
+	var ans Answer
+	h, err := s.Walk(req.Shard, Walk{}, func(h string) error {
+		a, err := s.Ask(ctx, h, data)
 		if err == nil {
-			a, err = UnmarshalAnswer(b)
+			ans = a
 		}
-		switch {
-		case errors.Is(err, ErrNoResponders):
-			tried = append(tried, h+": down")
-			continue
-		case err != nil:
-			if errors.Is(err, context.DeadlineExceeded) {
-				s.suspect(h) // stopped or slow: try the others first for a while
-			}
-			return Answer{}, h, fmt.Errorf("holder %s: %w", h, err)
-		case a.Kind == NotServed:
-			tried = append(tried, h+": "+a.Reason)
-			continue
-		}
-		s.trust(h)
-		return a, h, nil
+		return err
+	})
+	return ans, h, err
+}
+
+// Ask sends one encoded request to holder h and decodes its answer; an
+// answer of NotServed is an error wrapping ErrNotServed.
+func (s *Sender) Ask(ctx context.Context, h string, data []byte) (Answer, error) {
+	b, err := s.cfg.Transport.Request(ctx, h, data)
+	if err != nil {
+		return Answer{}, err
 	}
-	return Answer{}, "", fmt.Errorf("%w (%s)", ErrNoHolder, strings.Join(tried, "; "))
+	a, err := UnmarshalAnswer(b)
+	if err != nil {
+		return Answer{}, err
+	}
+	if a.Kind == NotServed {
+		return Answer{}, Refusal(a.Reason)
+	}
+	return a, nil
 }
 
 // Suspected reports whether holder h let a request time out lately: it is

@@ -22,6 +22,10 @@ import (
 //	pick from=R holders=A,B                a shard R does not hold whose holders are A and B
 //	state R down|not-ready|not-held|stuck|ok   how replica R takes requests
 //	send from=R shard=N                    who was asked, and how it ended
+//	walk from=R shard=N [primary] [self]   the same by Sender.Walk: only the
+//	                                       first preferred holder (primary),
+//	                                       R itself among the holders, run
+//	                                       "locally" as its state says (self)
 //	tick D                                 the clock moves D
 func TestSenderScripts(t *testing.T) {
 	datadriven.Walk(t, "../testdata/route", func(t *testing.T, path string) {
@@ -93,7 +97,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		}
 		e.now = e.now.Add(dur)
 		return "ok"
-	case "send":
+	case "send", "walk":
 		from, s := arg("from"), shardArg()
 		snd := e.senders[from]
 		if snd == nil {
@@ -104,7 +108,32 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		e.asked = nil
 		ctx, cancel := context.WithDeadline(context.Background(), e.now.Add(10*time.Second))
 		defer cancel()
-		a, by, err := snd.Send(ctx, route.Request{Kind: route.KindHTTP, Shard: s, Method: "PUT", URI: "/v1/likes/x/u"})
+		req := route.Request{Kind: route.KindHTTP, From: from, Shard: s, Method: "PUT", URI: "/v1/likes/x/u"}
+		var a route.Answer
+		var by string
+		var err error
+		if d.Cmd == "send" {
+			a, by, err = snd.Send(ctx, req)
+		} else {
+			w := route.Walk{Primary: d.HasArg("primary"), WithSelf: d.HasArg("self")}
+			by, err = snd.Walk(s, w, func(h string) error {
+				if h == from { // run here: no transport
+					e.asked = append(e.asked, h+"(here)")
+					b, err := e.answer(h, req)
+					if err != nil {
+						return err
+					}
+					if b.Kind == route.NotServed {
+						return route.Refusal(b.Reason)
+					}
+					a = b
+					return nil
+				}
+				var err error
+				a, err = snd.Ask(ctx, h, req.Marshal())
+				return err
+			})
+		}
 		out := "asked " + strings.Join(e.asked, " ") + "\n"
 		switch {
 		case errors.Is(err, route.ErrNoHolder):
@@ -126,12 +155,21 @@ func (e *scriptEnv) Request(_ context.Context, replica string, data []byte) ([]b
 	if err != nil {
 		return nil, err
 	}
+	a, err := e.answer(replica, req)
+	if err != nil {
+		return nil, err
+	}
+	return a.Marshal(), nil
+}
+
+// answer is how replica answers req, as its state says.
+func (e *scriptEnv) answer(replica string, req route.Request) (route.Answer, error) {
 	var a route.Answer
 	switch e.states[replica] {
 	case "down":
-		return nil, route.ErrNoResponders
+		return a, route.ErrNoResponders
 	case "stuck":
-		return nil, fmt.Errorf("no answer in time: %w", context.DeadlineExceeded)
+		return a, fmt.Errorf("no answer in time: %w", context.DeadlineExceeded)
 	case "not-ready":
 		a = route.Answer{Kind: route.NotServed, Reason: "not accepting writes yet"}
 	case "not-held":
@@ -144,5 +182,5 @@ func (e *scriptEnv) Request(_ context.Context, replica string, data []byte) ([]b
 			a = route.Answer{Kind: route.Served, Status: 200, Body: []byte("from " + req.From)}
 		}
 	}
-	return a.Marshal(), nil
+	return a, nil
 }
