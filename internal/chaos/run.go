@@ -192,7 +192,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 	if r.cfg.numbering() {
 		r.logf("waiting for numbering to settle")
 		t0 := time.Now()
-		ms, msVs = settleMilestones(ctx, r.d, ops, r.start, lead, 30*time.Second)
+		ms, msVs = settleMilestones(ctx, r.d, ops, r.start, lead, milestoneSettle)
 		r.logf("numbering checked after %.1fs: %d milestones, %d violations", time.Since(t0).Seconds(), ms.Milestones, len(msVs))
 	}
 	stopSampler()
@@ -427,3 +427,10 @@ func annotateRestartClock(vs []Violation, ops []Op, eps []EpisodeRecord, liked m
 		}
 	}
 }
+
+// milestoneSettle bounds the wait for the numbering to settle after the
+// final heal (queued likes numbered, leases returned, every feed synced).
+// The wait ends as soon as it has settled; on a busy two-core machine a
+// paused lease holder took longer than 30 s to, and the run reported the
+// numbering unsettled.
+const milestoneSettle = 60 * time.Second
