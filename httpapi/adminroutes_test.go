@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/tally-dev/tally/frontdoor"
 )
 
 // adminRoutes are every route that needs the admin role. The test below
@@ -55,7 +56,7 @@ func guardedRoutes(t *testing.T, e *env) []string {
 			}
 			r := e.do(m, path, "")
 			if r.status == http.StatusUnauthorized {
-				if r.body["code"] != CodeUnauthorized {
+				if r.body["code"] != frontdoor.CodeUnauthorized {
 					t.Errorf("%s %s: 401 with code %v", m, path, r.body["code"])
 				}
 				guarded = append(guarded, m+" "+clean)
@@ -178,7 +179,7 @@ func TestEveryRouteNeedsAToken(t *testing.T) {
 	// The feed by POST: 401 without a token or with a wrong one, 200
 	// with the read token (or a higher one).
 	body := `{"user":"bob","items":["a","b"]}`
-	if r := e.do("POST", "/v1/feed", body); r.status != http.StatusUnauthorized || r.body["code"] != CodeUnauthorized {
+	if r := e.do("POST", "/v1/feed", body); r.status != http.StatusUnauthorized || r.body["code"] != frontdoor.CodeUnauthorized {
 		t.Fatalf("POST /v1/feed without a token: %d %v", r.status, r.body)
 	}
 	if r := e.do("POST", "/v1/feed", body, "Authorization", "Bearer nope"); r.status != http.StatusUnauthorized {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -53,7 +54,7 @@ func TestApproxCounterAnswers(t *testing.T) {
 	if first.Counted == nil || !retry.Duplicate || !retry.Approx || retry.Counted != nil || retry.Value != first.Value {
 		t.Fatalf("keyed: first %+v, retry %+v", first, retry)
 	}
-	e.do("POST", "/v1/counters/hot:a/incr", `{"by":2,"idempotency_key":"r1"}`).isError(t, 409, CodeIdempotencyMismatch)
+	e.do("POST", "/v1/counters/hot:a/incr", `{"by":2,"idempotency_key":"r1"}`).isError(t, 409, frontdoor.CodeIdempotencyMismatch)
 
 	// Batched: each approximate increment says so, and what it counted
 	// if anything.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"
@@ -27,10 +28,10 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) error {
 	case k == "budgets":
 		kind = storage.Budgets
 	default:
-		return newError(http.StatusBadRequest, CodeBadRequest, "kind %q: want likes, counters or budgets, with key", k)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %q: want likes, counters or budgets, with key", k)
 	}
 	if kind != 0 && key == "" {
-		return newError(http.StatusBadRequest, CodeBadRequest, "kind needs a key")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind needs a key")
 	}
 	rep, err := s.rep.Audit(kind, key)
 	if err != nil {
@@ -62,7 +63,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > region.MaxHistory {
-			return newError(http.StatusBadRequest, CodeBadRequest, "limit %q: want 1..%d", v, region.MaxHistory)
+			return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "limit %q: want 1..%d", v, region.MaxHistory)
 		}
 		limit = n
 	}

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"testing"
 )
@@ -27,7 +28,7 @@ func TestHistoryAndAudit(t *testing.T) {
 	if b := e.do("GET", "/v1/likes/post1/alice/history?limit=1", "").ok(t); len(b["actions"].([]any)) != 1 {
 		t.Fatalf("limit 1: %v", b)
 	}
-	e.do("GET", "/v1/likes/post1/alice/history?limit=0", "").isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do("GET", "/v1/likes/post1/alice/history?limit=0", "").isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 
 	a := e.do("GET", "/v1/audit", "").ok(t)
 	if a["ok"] != true || a["complete"] != true || num(t, a, "events") != 4 || num(t, a, "vectors") != 2 {
@@ -36,9 +37,9 @@ func TestHistoryAndAudit(t *testing.T) {
 	if a := e.do("GET", "/v1/audit?kind=counters&key=views", "").ok(t); a["ok"] != true || num(t, a, "vectors") != 1 {
 		t.Fatalf("audit of one counter %v", a)
 	}
-	e.do("GET", "/v1/audit?kind=sums&key=views", "").isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do("GET", "/v1/audit?kind=sums&key=views", "").isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 
 	off := newEnv(t, envOpts{noLog: true})
-	off.do("GET", "/v1/audit", "").isError(t, http.StatusNotFound, CodeNotFound)
-	off.do("GET", "/v1/likes/post1/alice/history", "").isError(t, http.StatusNotFound, CodeNotFound)
+	off.do("GET", "/v1/audit", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
+	off.do("GET", "/v1/likes/post1/alice/history", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
 }

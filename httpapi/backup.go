@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 )
 
 type backupRequest struct {
 	Dir *string `json:"dir"`
 }
 
-var errNoParent = newError(http.StatusBadRequest, CodeBadRequest, "the parent directory of dir does not exist on the replica's machine")
+var errNoParent = newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "the parent directory of dir does not exist on the replica's machine")
 
 // backupTarget is where a backup into dir really goes: dir's parent with
 // every symlink resolved, and dir's last element. It refuses a target
@@ -31,7 +32,7 @@ func (s *Server) backupTarget(dir string) (string, error) {
 		return "", errNoParent
 	}
 	if err != nil {
-		return "", newError(http.StatusBadRequest, CodeBadRequest, "the parent directory of dir cannot be resolved: %v", err)
+		return "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "the parent directory of dir cannot be resolved: %v", err)
 	}
 	real := filepath.Join(parent, filepath.Base(dir))
 	for _, d := range s.cfg.DataDirs {
@@ -40,7 +41,7 @@ func (s *Server) backupTarget(dir string) (string, error) {
 			return "", fmt.Errorf("backup: resolve the data directory %s: %w", d, err)
 		}
 		if within(real, data) {
-			return "", newError(http.StatusBadRequest, CodeBadRequest,
+			return "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest,
 				"dir %s is inside the data directory %s (resolved: %s): write the backup outside every data directory", dir, d, real)
 		}
 	}
@@ -77,14 +78,14 @@ func (s *Server) postBackup(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Dir == nil || *req.Dir == "" {
-		return newError(http.StatusBadRequest, CodeMissingField, `body needs "dir": a new directory on the replica's machine to write the backup into`)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `body needs "dir": a new directory on the replica's machine to write the backup into`)
 	}
 	dir := *req.Dir
 	if strings.ContainsRune(dir, 0) {
-		return newError(http.StatusBadRequest, CodeBadRequest, `"dir" must not hold a NUL byte`)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, `"dir" must not hold a NUL byte`)
 	}
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
-		return newError(http.StatusBadRequest, CodeBadRequest, `"dir" must be a clean absolute path`)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, `"dir" must be a clean absolute path`)
 	}
 	if err := s.rep.Err(); err != nil {
 		return stoppedError(err)
@@ -96,7 +97,7 @@ func (s *Server) postBackup(w http.ResponseWriter, r *http.Request) error {
 	b, err := s.rep.Backup(real)
 	switch {
 	case errors.Is(err, os.ErrExist):
-		return newError(http.StatusConflict, CodeExists, "dir exists: a backup goes into a new directory")
+		return newError(http.StatusConflict, frontdoor.CodeExists, "dir exists: a backup goes into a new directory")
 	case errors.Is(err, os.ErrNotExist):
 		return errNoParent
 	case err != nil:

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,7 +53,7 @@ func TestBackupPaths(t *testing.T) {
 	}
 	for _, dir := range []string{"/tmp/a\x00b", filepath.Join(backups, "x\x00")} {
 		r := post(dir)
-		r.isError(t, http.StatusBadRequest, CodeBadRequest)
+		r.isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 		if msg, _ := r.body["error"].(string); !strings.Contains(msg, "NUL") {
 			t.Errorf("dir %q: %q, want the message to name the NUL byte", dir, msg)
 		}
@@ -68,7 +69,7 @@ func TestBackupPaths(t *testing.T) {
 		filepath.Join(otherLink, "sub-backup"),   // and reached through it
 	} {
 		r := post(dir)
-		r.isError(t, http.StatusBadRequest, CodeBadRequest)
+		r.isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 		if msg, _ := r.body["error"].(string); !strings.Contains(msg, "inside the data directory") {
 			t.Errorf("dir %s: %q, want it refused as inside a data directory", dir, msg)
 		}
@@ -76,7 +77,7 @@ func TestBackupPaths(t *testing.T) {
 			t.Errorf("dir %s was created (%v)", dir, err)
 		}
 	}
-	post(filepath.Join(root, "missing", "b")).isError(t, http.StatusBadRequest, CodeBadRequest)
+	post(filepath.Join(root, "missing", "b")).isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 
 	for _, tc := range []struct{ dir, written string }{
 		{filepath.Join(backups, "b1"), filepath.Join(backups, "b1")},

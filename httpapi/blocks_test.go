@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,8 +15,8 @@ func TestBlockRoutes(t *testing.T) {
 	e.do(http.MethodPut, "/v1/likes/post/v", "", write...).ok(t)
 
 	// Admin only: a write token does not block.
-	e.do(http.MethodPut, "/v1/blocks/u", "", write...).isError(t, http.StatusUnauthorized, CodeUnauthorized)
-	e.do(http.MethodGet, "/v1/blocks/u", "", write...).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do(http.MethodPut, "/v1/blocks/u", "", write...).isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
+	e.do(http.MethodGet, "/v1/blocks/u", "", write...).isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	if n := e.likes("post"); n != 2 {
 		t.Fatalf("count %d after a refused block, want 2", n)
 	}
@@ -27,10 +28,10 @@ func TestBlockRoutes(t *testing.T) {
 	if n := e.likes("post"); n != 1 {
 		t.Fatalf("count %d after blocking u, want 1", n)
 	}
-	e.do(http.MethodPut, "/v1/likes/other/u", "", write...).isError(t, http.StatusForbidden, CodeUserBlocked)
-	e.do(http.MethodDelete, "/v1/likes/post/u", "", write...).isError(t, http.StatusForbidden, CodeUserBlocked)
+	e.do(http.MethodPut, "/v1/likes/other/u", "", write...).isError(t, http.StatusForbidden, frontdoor.CodeUserBlocked)
+	e.do(http.MethodDelete, "/v1/likes/post/u", "", write...).isError(t, http.StatusForbidden, frontdoor.CodeUserBlocked)
 	e.do(http.MethodPost, "/v1/likes", `{"videoId":"other","userId":"u"}`, append(write, "Content-Type", "application/json")...).
-		isError(t, http.StatusForbidden, CodeUserBlocked)
+		isError(t, http.StatusForbidden, frontdoor.CodeUserBlocked)
 
 	// In a batch, the blocked user's events are refused alone.
 	ev := e.do(http.MethodPost, "/v1/events", `[{"type":"like","item":"x","user":"u"},{"type":"like","item":"x","user":"v"}]`,
@@ -67,11 +68,11 @@ func TestBlockRoutes(t *testing.T) {
 	e.do(http.MethodPut, "/v1/likes/other/u", "", write...).ok(t)
 
 	// Bad input.
-	e.do(http.MethodPut, "/v1/blocks/bad%2Fid", "", admin...).isError(t, http.StatusBadRequest, CodeBadID)
-	e.do(http.MethodPut, "/v1/blocks/"+strings.Repeat("a", 129), "", admin...).isError(t, http.StatusBadRequest, CodeBadID)
-	e.do(http.MethodGet, "/v1/blocks?limit=0", "", admin...).isError(t, http.StatusBadRequest, CodeBadRequest)
-	e.do(http.MethodGet, "/v1/blocks?after=a/b", "", admin...).isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do(http.MethodPut, "/v1/blocks/bad%2Fid", "", admin...).isError(t, http.StatusBadRequest, frontdoor.CodeBadID)
+	e.do(http.MethodPut, "/v1/blocks/"+strings.Repeat("a", 129), "", admin...).isError(t, http.StatusBadRequest, frontdoor.CodeBadID)
+	e.do(http.MethodGet, "/v1/blocks?limit=0", "", admin...).isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
+	e.do(http.MethodGet, "/v1/blocks?after=a/b", "", admin...).isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 	e.do(http.MethodPut, "/v1/blocks/u", "x", append(admin, "Content-Type", "text/plain")...).
-		isError(t, http.StatusUnsupportedMediaType, CodeMediaType)
-	e.do(http.MethodPost, "/v1/blocks/u", "", admin...).isError(t, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+		isError(t, http.StatusUnsupportedMediaType, frontdoor.CodeMediaType)
+	e.do(http.MethodPost, "/v1/blocks/u", "", admin...).isError(t, http.StatusMethodNotAllowed, frontdoor.CodeMethodNotAllowed)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -43,12 +44,12 @@ type cashbackRequest struct {
 func budgetBy(field string, v *int64, def int64) (int64, error) {
 	if v == nil {
 		if def == 0 {
-			return 0, newError(http.StatusBadRequest, CodeMissingField, "%s is required", field)
+			return 0, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "%s is required", field)
 		}
 		return def, nil
 	}
 	if *v < 1 || *v > region.MaxBy {
-		return 0, newError(http.StatusBadRequest, CodeBadBy, "%s %d is out of range; want 1 to %d", field, *v, int64(region.MaxBy))
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadBy, "%s %d is out of range; want 1 to %d", field, *v, int64(region.MaxBy))
 	}
 	return *v, nil
 }
@@ -120,10 +121,10 @@ func refusedBudget(w http.ResponseWriter, key string, res region.Result, err err
 	out := api.BudgetRefused{Key: key, Remaining: res.Value, Rights: res.Rights}
 	switch {
 	case errors.Is(err, region.ErrBudgetExhausted):
-		out.Code = CodeBudgetExhausted
+		out.Code = frontdoor.CodeBudgetExhausted
 		out.Error = "budget exhausted: it has less left than the spend, as this region sees it; nothing was spent"
 	case errors.Is(err, region.ErrRightsElsewhere):
-		out.Code = CodeRightsElsewhere
+		out.Code = frontdoor.CodeRightsElsewhere
 		out.Error = "the budget has enough left, but other regions hold the rights to it; this region asked them " +
 			"for some, so retry in a few milliseconds (or at another region); nothing was spent"
 	default:
@@ -159,7 +160,7 @@ func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
 	var body cashbackRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		if errors.Is(err, errEmptyBody) {
-			return newError(http.StatusBadRequest, CodeMissingField, "a cashback needs a body: budget, merchant, user, amount, idempotency_key")
+			return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "a cashback needs a body: budget, merchant, user, amount, idempotency_key")
 		}
 		return err
 	}
@@ -175,7 +176,7 @@ func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if len(missing) > 0 {
-		return newError(http.StatusBadRequest, CodeMissingField, "%s required", strings.Join(missing, ", "))
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "%s required", strings.Join(missing, ", "))
 	}
 	amount, err := budgetBy("amount", body.Amount, 0)
 	if err != nil {
@@ -186,13 +187,13 @@ func (s *Server) postCashback(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if idem == "" {
-		return newError(http.StatusBadRequest, CodeMissingField, "idempotency_key (or the Idempotency-Key header) is required: it names the purchase")
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "idempotency_key (or the Idempotency-Key header) is required: it names the purchase")
 	}
 	if *body.Merchant == *body.User {
-		return newError(http.StatusBadRequest, CodeBadRequest, "merchant and user must be different balances")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "merchant and user must be different balances")
 	}
 	if *body.Merchant == *body.Budget {
-		return newError(http.StatusBadRequest, CodeBadRequest, "merchant and budget must be different budgets")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "merchant and budget must be different budgets")
 	}
 	at, err := eventTime(body.At, body.Timestamp)
 	if err != nil {
@@ -241,11 +242,11 @@ func (s *Server) putHandoff(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.To == nil {
-		return newError(http.StatusBadRequest, CodeMissingField, `body needs "to": the replica to hand the budget rights to`)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `body needs "to": the replica to hand the budget rights to`)
 	}
 	to := *req.To
 	if to == s.rep.ID() {
-		return newError(http.StatusBadRequest, CodeBadRequest, "cannot hand budget rights off to this replica itself")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "cannot hand budget rights off to this replica itself")
 	}
 	if err := s.knownPeer(to); err != nil {
 		return err
@@ -265,7 +266,7 @@ func (s *Server) putHandoff(w http.ResponseWriter, r *http.Request) error {
 // handed to an id nobody runs would be stranded for good.
 func (s *Server) knownPeer(to string) error {
 	if s.cfg.Replication == nil {
-		return newError(http.StatusConflict, CodeUnknownReplica, "this replica has no peers to hand its budget rights to")
+		return newError(http.StatusConflict, frontdoor.CodeUnknownReplica, "this replica has no peers to hand its budget rights to")
 	}
 	var ids []string
 	for _, p := range s.cfg.Replication.Peers() {
@@ -274,7 +275,7 @@ func (s *Server) knownPeer(to string) error {
 		}
 		ids = append(ids, p.Replica)
 	}
-	return newError(http.StatusConflict, CodeUnknownReplica, "%q is not a peer of this replica (peers: %s)", to, strings.Join(ids, ", "))
+	return newError(http.StatusConflict, frontdoor.CodeUnknownReplica, "%q is not a peer of this replica (peers: %s)", to, strings.Join(ids, ", "))
 }
 
 // GET /v1/admin/budgets/handoff

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/buildtags"
 )
 
@@ -20,7 +21,7 @@ func (s *Server) putChaosClock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.OffsetMs == nil {
-		return newError(http.StatusBadRequest, CodeMissingField, `body needs "offset_ms"`)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `body needs "offset_ms"`)
 	}
 	d := time.Duration(*req.OffsetMs) * time.Millisecond
 	s.cfg.ChaosClock(d)

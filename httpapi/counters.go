@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	if body.By != nil {
 		by = *body.By
 	}
-	if err := CheckBy(by); err != nil {
+	if err := frontdoor.CheckBy(by); err != nil {
 		return err
 	}
 	idem, err := idempotencyKey(r, body.IdempotencyKey)
@@ -65,23 +66,14 @@ func (s *Server) incr(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// CheckBy refuses an increment the replica would refuse, |by| >
-// region.MaxBy, with code bad_by; package resp shares it.
-func CheckBy(by int64) error {
-	if by > region.MaxBy || by < -region.MaxBy {
-		return newError(http.StatusBadRequest, CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
-	}
-	return nil
-}
-
 // idempotencyKey merges the body's key and the Idempotency-Key header.
 func idempotencyKey(r *http.Request, fromBody *string) (string, error) {
 	header, inHeader := r.Header["Idempotency-Key"]
 	switch {
 	case inHeader && len(header) != 1:
-		return "", newError(http.StatusBadRequest, CodeBadRequest, "give one Idempotency-Key header, not %d", len(header))
+		return "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "give one Idempotency-Key header, not %d", len(header))
 	case inHeader && fromBody != nil && header[0] != *fromBody:
-		return "", newError(http.StatusBadRequest, CodeBadRequest, "Idempotency-Key header and idempotency_key in the body differ")
+		return "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "Idempotency-Key header and idempotency_key in the body differ")
 	case inHeader:
 		return header[0], checkID("Idempotency-Key header", header[0])
 	case fromBody != nil:

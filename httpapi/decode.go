@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,36 +10,15 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 )
 
-// idRule is how error messages describe a valid id.
-const idRule = "1..128 bytes of [A-Za-z0-9_.:@-]"
+// checkID validates an id and names the field in the error
+// (frontdoor.CheckID).
+func checkID(field, v string) error { return frontdoor.CheckID(field, v) }
 
-// CheckID validates an id as every route does and names the field in
-// the error (code bad_id), for another front door of the replica (package
-// resp) to refuse the same ids with the same words.
-func CheckID(field, v string) error { return checkID(field, v) }
-
-// checkID validates an id and names the field in the error.
-func checkID(field, v string) error {
-	if crdt.ValidID(v) {
-		return nil
-	}
-	if v == "" {
-		return newError(http.StatusBadRequest, CodeBadID, "%s is empty; want %s", field, idRule)
-	}
-	return newError(http.StatusBadRequest, CodeBadID, "%s %s is not valid; want %s", field, quoteShort(v), idRule)
-}
-
-// quoteShort quotes v for an error message, cut to a readable length.
-func quoteShort(v string) string {
-	const max = 64
-	if len(v) > max {
-		return fmt.Sprintf("%q... (%d bytes)", v[:max], len(v))
-	}
-	return fmt.Sprintf("%q", v)
-}
+// quoteShort is frontdoor.QuoteShort.
+func quoteShort(v string) string { return frontdoor.QuoteShort(v) }
 
 // pathID returns the unescaped, validated path variable name. The router
 // matches on the escaped path, so "%2F" arrives here as part of one id and
@@ -49,7 +27,7 @@ func pathID(r *http.Request, name string) (string, error) {
 	raw := mux.Vars(r)[name]
 	v, err := url.PathUnescape(raw)
 	if err != nil {
-		return "", newError(http.StatusBadRequest, CodeBadID, "%s %s is not a valid path segment", name, quoteShort(raw))
+		return "", newError(http.StatusBadRequest, frontdoor.CodeBadID, "%s %s is not a valid path segment", name, quoteShort(raw))
 	}
 	return v, checkID(name, v)
 }
@@ -95,12 +73,12 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	case err != nil:
 		return jsonError(err, limit)
 	default:
-		return newError(http.StatusBadRequest, CodeBadJSON, "trailing data after the JSON object")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "trailing data after the JSON object")
 	}
 }
 
 func tooLarge(limit int64) error {
-	return newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "request body exceeds %d bytes", limit)
+	return newError(http.StatusRequestEntityTooLarge, frontdoor.CodeBodyTooLarge, "request body exceeds %d bytes", limit)
 }
 
 // jsonError turns a decoding error into a client error that says what was
@@ -115,18 +93,18 @@ func jsonError(err error, limit int64) error {
 	case errors.As(err, &maxErr):
 		return tooLarge(limit)
 	case errors.As(err, &syntaxErr):
-		return newError(http.StatusBadRequest, CodeBadJSON, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	case errors.As(err, &typeErr):
 		if typeErr.Field == "" {
-			return newError(http.StatusBadRequest, CodeBadJSON, "body must be a JSON object, not %s", typeErr.Value)
+			return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "body must be a JSON object, not %s", typeErr.Value)
 		}
-		return newError(http.StatusBadRequest, CodeBadJSON, "field %q must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type.String()), typeErr.Value)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "field %q must be %s, not %s", typeErr.Field, jsonKind(typeErr.Type.String()), typeErr.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return newError(http.StatusBadRequest, CodeBadJSON, "truncated JSON")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "truncated JSON")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return newError(http.StatusBadRequest, CodeUnknownField, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return newError(http.StatusBadRequest, frontdoor.CodeUnknownField, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return newError(http.StatusBadRequest, CodeBadJSON, "cannot decode JSON body")
+	return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "cannot decode JSON body")
 }
 
 // jsonKind names a Go type the way a JSON client thinks of it.

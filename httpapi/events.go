@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -165,7 +166,7 @@ func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsB
 		if errors.As(err, &maxErr) {
 			return 0, tooLarge(limit)
 		}
-		return 0, newError(http.StatusBadRequest, CodeBadJSON, "cannot read the body: %v", err)
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "cannot read the body: %v", err)
 	}
 	sc := &b.scanner
 	if err := sc.start(b.body); err != nil {
@@ -182,7 +183,7 @@ func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsB
 			break
 		}
 		if n == MaxBatchEvents {
-			return 0, newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "more than %d events in one batch", MaxBatchEvents)
+			return 0, newError(http.StatusRequestEntityTooLarge, frontdoor.CodeBodyTooLarge, "more than %d events in one batch", MaxBatchEvents)
 		}
 		if b.importing {
 			importShape(&e)
@@ -200,7 +201,7 @@ func (s *Server) decodeEvents(w http.ResponseWriter, r *http.Request, b *eventsB
 		n++
 	}
 	if n == 0 {
-		return 0, newError(http.StatusBadRequest, CodeMissingField, "no events in the batch")
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "no events in the batch")
 	}
 	return n, nil
 }
@@ -252,9 +253,9 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 	case "like", "unlike", "toggle":
 		switch {
 		case len(e.key) > 0 || e.hasBy || len(e.id) > 0:
-			return bad(CodeBadRequest, "%s events take item, user and idempotency_key only", typ)
+			return bad(frontdoor.CodeBadRequest, "%s events take item, user and idempotency_key only", typ)
 		case typ == "toggle" && at != 0:
-			return bad(CodeBadRequest, "toggle events take no at or timestamp: a toggle flips the state it finds")
+			return bad(frontdoor.CodeBadRequest, "toggle events take no at or timestamp: a toggle flips the state it finds")
 		}
 		item, err := pick("item", e.item, "videoId", e.videoID)
 		if err != nil {
@@ -278,7 +279,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		return region.Op{Kind: kind, Item: b.ids[b.internID(item)].s, User: string(user), At: at, IdemKey: idem}, nil
 	case "incr":
 		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 || len(e.id) > 0 {
-			return bad(CodeBadRequest, "incr events take key, by and idempotency_key only")
+			return bad(frontdoor.CodeBadRequest, "incr events take key, by and idempotency_key only")
 		}
 		if err := checkIDBytes("key", e.key); err != nil {
 			return region.Op{}, err
@@ -288,7 +289,7 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			by = e.by
 		}
 		if by > region.MaxBy || by < -region.MaxBy {
-			return bad(CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
+			return bad(frontdoor.CodeBadBy, "by %d is out of range; want |by| <= %d", by, int64(region.MaxBy))
 		}
 		idem, err := eventIdem(e)
 		if err != nil {
@@ -296,12 +297,12 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		}
 		id := &b.ids[b.internID(e.key)]
 		if !id.add(by) {
-			return bad(CodeBadBy, "the increments of key %s in this batch would add up past %d in one direction", quoteShort(id.s), int64(region.MaxBy))
+			return bad(frontdoor.CodeBadBy, "the increments of key %s in this batch would add up past %d in one direction", quoteShort(id.s), int64(region.MaxBy))
 		}
 		return region.Op{Kind: region.OpIncr, Item: id.s, By: by, IdemKey: idem, At: at}, nil
 	case "unique":
 		if len(e.item) > 0 || len(e.videoID) > 0 || e.hasBy || len(e.idem) > 0 {
-			return bad(CodeBadRequest, "unique events take key and id (or user) only")
+			return bad(frontdoor.CodeBadRequest, "unique events take key and id (or user) only")
 		}
 		if err := checkIDBytes("key", e.key); err != nil {
 			return region.Op{}, err
@@ -311,12 +312,12 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			return region.Op{}, err
 		}
 		if len(e.userID) > 0 {
-			return bad(CodeBadRequest, "unique events take id or user, not userId")
+			return bad(frontdoor.CodeBadRequest, "unique events take id or user, not userId")
 		}
 		return region.Op{Kind: region.OpUniques, Item: b.ids[b.internID(e.key)].s, IDs: []string{string(uid)}, At: at}, nil
 	case "grant", "spend":
 		if len(e.item) > 0 || len(e.videoID) > 0 || len(e.user) > 0 || len(e.userID) > 0 || len(e.id) > 0 || e.at != nil || e.hasAtNum {
-			return bad(CodeBadRequest, "%s events take key, by and idempotency_key only", typ)
+			return bad(frontdoor.CodeBadRequest, "%s events take key, by and idempotency_key only", typ)
 		}
 		if err := checkIDBytes("key", e.key); err != nil {
 			return region.Op{}, err
@@ -325,14 +326,14 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 		if typ == "grant" {
 			kind = region.OpGrant
 			if !e.hasBy {
-				return bad(CodeMissingField, "grant events need by")
+				return bad(frontdoor.CodeMissingField, "grant events need by")
 			}
 		}
 		if e.hasBy {
 			by = e.by
 		}
 		if by < 1 || by > region.MaxBy {
-			return bad(CodeBadBy, "by %d is out of range; want 1 to %d", by, int64(region.MaxBy))
+			return bad(frontdoor.CodeBadBy, "by %d is out of range; want 1 to %d", by, int64(region.MaxBy))
 		}
 		idem, err := eventIdem(e)
 		if err != nil {
@@ -344,19 +345,19 @@ func (b *eventsBatch) op(e *rawEvent) (region.Op, *apiError) {
 			signed = -by
 		}
 		if !id.add(signed) {
-			return bad(CodeBadBy, "the %ss of key %s in this batch would add up past %d", typ, quoteShort(id.s), int64(region.MaxBy))
+			return bad(frontdoor.CodeBadBy, "the %ss of key %s in this batch would add up past %d", typ, quoteShort(id.s), int64(region.MaxBy))
 		}
 		return region.Op{Kind: kind, Item: id.s, By: by, IdemKey: idem}, nil
 	case "":
-		return bad(CodeMissingField, `event needs "type": like, unlike, toggle, incr, unique, grant or spend`)
+		return bad(frontdoor.CodeMissingField, `event needs "type": like, unlike, toggle, incr, unique, grant or spend`)
 	}
-	return bad(CodeBadRequest, "unknown event type %s: want like, unlike, toggle, incr, unique, grant or spend", quoteShort(typ))
+	return bad(frontdoor.CodeBadRequest, "unknown event type %s: want like, unlike, toggle, incr, unique, grant or spend", quoteShort(typ))
 }
 
 // pick returns the one of two alternative fields that is set, validated.
 func pick(field string, a []byte, altField string, b []byte) ([]byte, *apiError) {
 	if len(a) > 0 && len(b) > 0 && !bytes.Equal(a, b) {
-		return nil, newError(http.StatusBadRequest, CodeBadRequest, "%s and %s differ", field, altField)
+		return nil, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%s and %s differ", field, altField)
 	}
 	if len(a) == 0 {
 		a = b
@@ -405,7 +406,7 @@ func eventIdem(e *rawEvent) (string, *apiError) {
 		return "", nil
 	}
 	if !crdt.ValidIDBytes(e.idem) {
-		return "", newError(http.StatusBadRequest, CodeBadID, "idempotency_key must be %s", idRule)
+		return "", newError(http.StatusBadRequest, frontdoor.CodeBadID, "idempotency_key must be %s", frontdoor.IDRule)
 	}
 	return string(e.idem), nil
 }
@@ -439,9 +440,9 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 	dst = append(dst, `,"results":[`...)
 	appendErr := func(dst []byte, e *apiError) []byte {
 		dst = append(dst, `{"ok":false,"value":0,"error":`...)
-		dst = appendJSONString(dst, e.msg)
+		dst = appendJSONString(dst, e.Msg)
 		dst = append(dst, `,"code":`...)
-		dst = appendJSONString(dst, e.code)
+		dst = appendJSONString(dst, e.Code)
 		return append(dst, '}')
 	}
 	j := 0

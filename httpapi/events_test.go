@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestEventsPerEventErrors(t *testing.T) {
 	if num(t, b, "applied") != 1 || num(t, b, "rejected") != 6 {
 		t.Fatalf("%v", b)
 	}
-	codes := []string{"", CodeBadID, CodeBadRequest, CodeBadBy, CodeBadRequest, CodeMissingField, CodeBadRequest}
+	codes := []string{"", frontdoor.CodeBadID, frontdoor.CodeBadRequest, frontdoor.CodeBadBy, frontdoor.CodeBadRequest, frontdoor.CodeMissingField, frontdoor.CodeBadRequest}
 	for i, c := range codes {
 		r := b["results"].([]any)[i].(map[string]any)
 		if c != "" && (r["code"] != c || r["error"] == "") {
@@ -103,7 +104,7 @@ func TestEventsMalformedBatch(t *testing.T) {
 	}
 	sb.WriteString("]")
 	big := newEnv(t, envOpts{api: func(c *Config) { c.MaxBodyBytes = 1 << 22 }})
-	big.do("POST", "/v1/events", sb.String()).isError(t, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
+	big.do("POST", "/v1/events", sb.String()).isError(t, http.StatusRequestEntityTooLarge, frontdoor.CodeBodyTooLarge)
 	if big.counter("c") != 0 {
 		t.Fatal("an over-long batch was partly applied")
 	}
@@ -174,7 +175,7 @@ func TestEventsGrantIdempotent(t *testing.T) {
 		}
 	}
 	b := e.do("POST", "/v1/events", `{"type":"grant","key":"camp","by":99,"idempotency_key":"fund-1"}`+"\n").ok(t)
-	if r := b["results"].([]any)[0].(map[string]any); r["ok"] != false || r["code"] != CodeIdempotencyMismatch {
+	if r := b["results"].([]any)[0].(map[string]any); r["ok"] != false || r["code"] != frontdoor.CodeIdempotencyMismatch {
 		t.Fatalf("fund-1 with another amount: %v", r)
 	}
 	for range 2 {
@@ -194,7 +195,7 @@ func TestEventsGrantIdempotent(t *testing.T) {
 	if r["duplicate"] != true || num(t, r, "remaining") != 30 {
 		t.Fatalf("the same key in the header: %v", r)
 	}
-	e.do("POST", "/v1/budgets/route/grant", `{"by":31}`, "Idempotency-Key", "r-1").isError(t, http.StatusConflict, CodeIdempotencyMismatch)
+	e.do("POST", "/v1/budgets/route/grant", `{"by":31}`, "Idempotency-Key", "r-1").isError(t, http.StatusConflict, frontdoor.CodeIdempotencyMismatch)
 }
 
 // Grants and spends in a batch: each spend is checked against the rights
@@ -224,8 +225,8 @@ func TestEventsBudgets(t *testing.T) {
 		value     int64
 		duplicate bool
 		code      string
-	}{{10, false, ""}, {7, false, ""}, {7, true, ""}, {6, false, ""}, {0, false, CodeBudgetExhausted}, {0, false, ""},
-		{0, false, CodeBadBy}, {0, false, CodeMissingField}, {2, false, ""}, {0, false, CodeBadRequest}, {0, false, CodeBadRequest}, {0, false, CodeBadID}}
+	}{{10, false, ""}, {7, false, ""}, {7, true, ""}, {6, false, ""}, {0, false, frontdoor.CodeBudgetExhausted}, {0, false, ""},
+		{0, false, frontdoor.CodeBadBy}, {0, false, frontdoor.CodeMissingField}, {2, false, ""}, {0, false, frontdoor.CodeBadRequest}, {0, false, frontdoor.CodeBadRequest}, {0, false, frontdoor.CodeBadID}}
 	for i, w := range want {
 		r := b["results"].([]any)[i].(map[string]any)
 		dup, _ := r["duplicate"].(bool)

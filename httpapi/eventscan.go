@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"strconv"
 	"unicode/utf16"
@@ -70,7 +71,7 @@ func (s *eventScanner) start(b []byte) error {
 	*s = eventScanner{b: b}
 	s.skipSpace()
 	if s.pos == len(s.b) {
-		return newError(http.StatusBadRequest, CodeMissingField, "no events: send a JSON array or NDJSON of events")
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "no events: send a JSON array or NDJSON of events")
 	}
 	if s.b[s.pos] == '[' {
 		s.array = true
@@ -130,20 +131,20 @@ func (s *eventScanner) finishArray() error {
 	s.done = true
 	s.skipSpace()
 	if s.pos != len(s.b) {
-		return newError(http.StatusBadRequest, CodeBadJSON, "trailing data after the events array")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "trailing data after the events array")
 	}
 	return nil
 }
 
 // errTruncated is a body that ends inside a value.
-var errTruncated = newError(http.StatusBadRequest, CodeBadJSON, "truncated JSON")
+var errTruncated = newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "truncated JSON")
 
 // syntax describes the byte at pos as unexpected.
 func (s *eventScanner) syntax(context string) error {
 	if s.pos >= len(s.b) {
 		return errTruncated
 	}
-	return newError(http.StatusBadRequest, CodeBadJSON, "malformed JSON at byte %d: invalid character %s %s",
+	return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "malformed JSON at byte %d: invalid character %s %s",
 		s.pos, quoteChar(s.b[s.pos]), context)
 }
 
@@ -189,7 +190,7 @@ func (s *eventScanner) event(e *rawEvent) error {
 		if err != nil {
 			return err
 		}
-		return newError(http.StatusBadRequest, CodeBadJSON, "an event must be a JSON object, not %s", kind)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "an event must be a JSON object, not %s", kind)
 	}
 	s.skipSpace()
 	if s.pos < len(s.b) && s.b[s.pos] == '}' {
@@ -220,10 +221,10 @@ func (s *eventScanner) event(e *rawEvent) error {
 		s.skipSpace()
 		bit, dst := e.field(name)
 		if bit == 0 {
-			return newError(http.StatusBadRequest, CodeUnknownField, "unknown field %s", quoteShort(string(name)))
+			return newError(http.StatusBadRequest, frontdoor.CodeUnknownField, "unknown field %s", quoteShort(string(name)))
 		}
 		if seen&bit != 0 {
-			return newError(http.StatusBadRequest, CodeBadJSON, "field %s appears twice", quoteShort(string(name)))
+			return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "field %s appears twice", quoteShort(string(name)))
 		}
 		seen |= bit
 		switch {
@@ -231,7 +232,7 @@ func (s *eventScanner) event(e *rawEvent) error {
 			err = s.intField(name, &e.by, &e.hasBy)
 		case bit == fAt || bit == fTimestamp:
 			if seen&(fAt|fTimestamp) == fAt|fTimestamp {
-				return newError(http.StatusBadRequest, CodeBadRequest, "give at or timestamp, not both")
+				return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "give at or timestamp, not both")
 			}
 			e.atField = "at"
 			if bit == fTimestamp {
@@ -316,7 +317,7 @@ func (s *eventScanner) strField(name []byte, dst *[]byte) error {
 	if err != nil {
 		return err
 	}
-	return newError(http.StatusBadRequest, CodeBadJSON, "field %s must be a string, not %s", quoteShort(string(name)), kind)
+	return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "field %s must be a string, not %s", quoteShort(string(name)), kind)
 }
 
 // intField reads an integer value (or null, which leaves it absent).
@@ -340,7 +341,7 @@ func (s *eventScanner) intField(name []byte, dst *int64, has *bool) error {
 			v, err = strconv.ParseInt(string(lit), 10, 64)
 		}
 		if !integer || err != nil {
-			return newError(http.StatusBadRequest, CodeBadJSON, "field %s must be an integer, not number %s",
+			return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "field %s must be an integer, not number %s",
 				quoteShort(string(name)), quoteShort(string(lit)))
 		}
 		*dst, *has = v, true
@@ -350,7 +351,7 @@ func (s *eventScanner) intField(name []byte, dst *int64, has *bool) error {
 	if err != nil {
 		return err
 	}
-	return newError(http.StatusBadRequest, CodeBadJSON, "field %s must be an integer, not %s", quoteShort(string(name)), kind)
+	return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "field %s must be an integer, not %s", quoteShort(string(name)), kind)
 }
 
 // kindAt names the JSON value starting at pos, checking literals fully,
@@ -550,9 +551,9 @@ func (s *eventScanner) hex4() (rune, error) {
 
 // eventError says which event a decoding error is in.
 func eventError(i int, err error) error {
-	if ae, ok := err.(*apiError); ok && ae.status == http.StatusBadRequest {
+	if ae, ok := err.(*apiError); ok && ae.Status == http.StatusBadRequest {
 		c := *ae // errTruncated is shared
-		c.msg = fmt.Sprintf("event %d: %s", i, ae.msg)
+		c.Msg = fmt.Sprintf("event %d: %s", i, ae.Msg)
 		return &c
 	}
 	return err

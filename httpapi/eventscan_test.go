@@ -13,6 +13,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -132,12 +133,12 @@ func stricterOnPurpose(err error) bool {
 	if !errors.As(err, &ae) {
 		return false
 	}
-	if strings.Contains(ae.msg, "appears twice") {
+	if strings.Contains(ae.Msg, "appears twice") {
 		return true
 	}
-	_, quoted, ok := strings.Cut(ae.msg, "unknown field ")
+	_, quoted, ok := strings.Cut(ae.Msg, "unknown field ")
 	name, err := strconv.Unquote(quoted)
-	if ae.code != CodeUnknownField || !ok || err != nil {
+	if ae.Code != frontdoor.CodeUnknownField || !ok || err != nil {
 		return false
 	}
 	for _, f := range []string{"type", "item", "videoId", "user", "userId", "key", "by", "idempotency_key"} {
@@ -188,7 +189,7 @@ func FuzzEventOps(f *testing.F) {
 		for i := range events {
 			op, bad := b.op(&events[i])
 			if bad != nil {
-				if bad.status/100 != 4 || bad.code == "" || bad.msg == "" {
+				if bad.Status/100 != 4 || bad.Code == "" || bad.Msg == "" {
 					t.Fatalf("event %+v: refusal %#v is not a 4xx apiError", events[i], bad)
 				}
 				continue
@@ -215,7 +216,7 @@ func FuzzDecodeEvents(f *testing.F) {
 		want, werr := refDecode(body)
 		if gerr != nil {
 			var ae *apiError
-			if !errors.As(gerr, &ae) || ae.status/100 != 4 || ae.code == "" || ae.msg == "" {
+			if !errors.As(gerr, &ae) || ae.Status/100 != 4 || ae.Code == "" || ae.Msg == "" {
 				t.Fatalf("error %#v is not a 4xx apiError", gerr)
 			}
 			if werr == nil && len(want) > 0 && !stricterOnPurpose(gerr) {
@@ -247,27 +248,27 @@ func TestEventsDecoderErrors(t *testing.T) {
 		code    string
 		message string
 	}{
-		{``, 400, CodeMissingField, "no events"},
-		{`[ ]`, 400, CodeMissingField, "no events in the batch"},
-		{`[{"type":"like","item":"v","user":"u"}`, 400, CodeBadJSON, "truncated JSON"},
-		{`[{"type":"like","item":"v","user":"u`, 400, CodeBadJSON, "event 0: truncated JSON"},
-		{`[{"type":"like","item":"v","user":"u"},]`, 400, CodeBadJSON, "event 1: malformed JSON at byte 39: invalid character ']'"},
-		{`[{"type":"like","item":"v","user":"u"} {}]`, 400, CodeBadJSON, "invalid character '{' after array element"},
-		{"{}\n{oops}\n", 400, CodeBadJSON, "event 1: malformed JSON at byte 4: invalid character 'o' looking for beginning of object key"},
-		{`{"type":"like","item":"v","user":"u","colour":"red"}`, 400, CodeUnknownField, `event 0: unknown field "colour"`},
-		{`{"TYPE":"like","item":"v","user":"u"}`, 400, CodeUnknownField, `unknown field "TYPE"`},
-		{`{"type":"like","item":"v","item":"w","user":"u"}`, 400, CodeBadJSON, `field "item" appears twice`},
-		{`{"type":"incr","key":"c","by":"five"}`, 400, CodeBadJSON, `field "by" must be an integer, not string`},
-		{`{"type":"incr","key":"c","by":1.5}`, 400, CodeBadJSON, `field "by" must be an integer, not number "1.5"`},
-		{`{"type":"incr","key":"c","by":9223372036854775808}`, 400, CodeBadJSON, "must be an integer"},
-		{`{"type":5}`, 400, CodeBadJSON, `field "type" must be a string, not number`},
-		{`{"type":"like","item":["v"]}`, 400, CodeBadJSON, `field "item" must be a string, not array`},
-		{`[7]`, 400, CodeBadJSON, "event 0: an event must be a JSON object, not number"},
-		{`{"type":"like"} trailing`, 400, CodeBadJSON, "event 1: malformed JSON"},
-		{`[{"type":"like"}] trailing`, 400, CodeBadJSON, "trailing data after the events array"},
-		{"{\"type\":\"li\nke\"}", 400, CodeBadJSON, "in string literal"},
-		{`{"type":"\x"}`, 400, CodeBadJSON, "in string escape code"},
-		{`{"type":nul}`, 400, CodeBadJSON, "in literal null"},
+		{``, 400, frontdoor.CodeMissingField, "no events"},
+		{`[ ]`, 400, frontdoor.CodeMissingField, "no events in the batch"},
+		{`[{"type":"like","item":"v","user":"u"}`, 400, frontdoor.CodeBadJSON, "truncated JSON"},
+		{`[{"type":"like","item":"v","user":"u`, 400, frontdoor.CodeBadJSON, "event 0: truncated JSON"},
+		{`[{"type":"like","item":"v","user":"u"},]`, 400, frontdoor.CodeBadJSON, "event 1: malformed JSON at byte 39: invalid character ']'"},
+		{`[{"type":"like","item":"v","user":"u"} {}]`, 400, frontdoor.CodeBadJSON, "invalid character '{' after array element"},
+		{"{}\n{oops}\n", 400, frontdoor.CodeBadJSON, "event 1: malformed JSON at byte 4: invalid character 'o' looking for beginning of object key"},
+		{`{"type":"like","item":"v","user":"u","colour":"red"}`, 400, frontdoor.CodeUnknownField, `event 0: unknown field "colour"`},
+		{`{"TYPE":"like","item":"v","user":"u"}`, 400, frontdoor.CodeUnknownField, `unknown field "TYPE"`},
+		{`{"type":"like","item":"v","item":"w","user":"u"}`, 400, frontdoor.CodeBadJSON, `field "item" appears twice`},
+		{`{"type":"incr","key":"c","by":"five"}`, 400, frontdoor.CodeBadJSON, `field "by" must be an integer, not string`},
+		{`{"type":"incr","key":"c","by":1.5}`, 400, frontdoor.CodeBadJSON, `field "by" must be an integer, not number "1.5"`},
+		{`{"type":"incr","key":"c","by":9223372036854775808}`, 400, frontdoor.CodeBadJSON, "must be an integer"},
+		{`{"type":5}`, 400, frontdoor.CodeBadJSON, `field "type" must be a string, not number`},
+		{`{"type":"like","item":["v"]}`, 400, frontdoor.CodeBadJSON, `field "item" must be a string, not array`},
+		{`[7]`, 400, frontdoor.CodeBadJSON, "event 0: an event must be a JSON object, not number"},
+		{`{"type":"like"} trailing`, 400, frontdoor.CodeBadJSON, "event 1: malformed JSON"},
+		{`[{"type":"like"}] trailing`, 400, frontdoor.CodeBadJSON, "trailing data after the events array"},
+		{"{\"type\":\"li\nke\"}", 400, frontdoor.CodeBadJSON, "in string literal"},
+		{`{"type":"\x"}`, 400, frontdoor.CodeBadJSON, "in string escape code"},
+		{`{"type":nul}`, 400, frontdoor.CodeBadJSON, "in literal null"},
 	}
 	for _, c := range cases {
 		r := e.do("POST", "/v1/events", c.body)

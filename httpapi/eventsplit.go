@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 )
@@ -95,7 +96,7 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 			continue
 		}
 		if set == "" {
-			results[event[i]] = rejectedEvent(newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
+			results[event[i]] = rejectedEvent(newError(http.StatusMisdirectedRequest, frontdoor.CodeShardNotHeld,
 				"a cashback whose keys are on shards no replica of this region holds together: send it where all three are held (GET /v1/shards)"))
 			continue
 		}
@@ -186,15 +187,15 @@ func (s *Server) forwardEvents(r *http.Request, b *eventsBatch, g *forwardGroup)
 	if rec.Status() != http.StatusOK || json.Unmarshal(rec.Body(), &ans) != nil || len(ans.Results) != len(g.ops) {
 		var e api.Error
 		if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
-			e = api.Error{Error: "the holder of shard " + strconv.Itoa(g.shard) + " answered http " + strconv.Itoa(rec.Status()), Code: CodeInternal}
+			e = api.Error{Error: "the holder of shard " + strconv.Itoa(g.shard) + " answered http " + strconv.Itoa(rec.Status()), Code: frontdoor.CodeInternal}
 		}
-		return failed(&apiError{status: rec.Status(), code: e.Code, msg: e.Error})
+		return failed(&apiError{Status: rec.Status(), Code: e.Code, Msg: e.Error})
 	}
 	return ans.Results
 }
 
 func rejectedEvent(e *apiError) api.EventResult {
-	return api.EventResult{Error: e.msg, Code: e.code}
+	return api.EventResult{Error: e.Msg, Code: e.Code}
 }
 
 func appliedEvent(r *region.Result) api.EventResult {

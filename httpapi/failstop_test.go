@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -81,7 +82,7 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 
 	failing.Store(true)
 	// The write whose sync fails is not acknowledged.
-	if code, ecode := call(http.MethodPut, "/v1/likes/post1/bob", ""); code < 500 || ecode != CodeStorageFailed {
+	if code, ecode := call(http.MethodPut, "/v1/likes/post1/bob", ""); code < 500 || ecode != frontdoor.CodeStorageFailed {
 		t.Fatalf("like during the fault: %d %q, want 5xx storage_failed", code, ecode)
 	}
 	// Later writes are refused even once the disk is fine again: the store
@@ -91,12 +92,12 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 		{http.MethodPut, "/v1/likes/post1/carol", ""},
 		{http.MethodPost, "/v1/counters/views/incr", `{"by":1}`},
 	} {
-		if code, ecode := call(w.method, w.path, w.body); code != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+		if code, ecode := call(w.method, w.path, w.body); code != http.StatusServiceUnavailable || ecode != frontdoor.CodeStorageFailed {
 			t.Fatalf("%s %s after the fault: %d %q, want 503 storage_failed", w.method, w.path, code, ecode)
 		}
 	}
 	for _, p := range []string{"/healthz", "/readyz"} {
-		if code, ecode := call(http.MethodGet, p, ""); code != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+		if code, ecode := call(http.MethodGet, p, ""); code != http.StatusServiceUnavailable || ecode != frontdoor.CodeStorageFailed {
 			t.Fatalf("%s after the fault: %d %q, want 503 storage_failed", p, code, ecode)
 		}
 	}
@@ -104,7 +105,7 @@ func TestWALSyncFailureStopsWritesAndFailsHealth(t *testing.T) {
 	// Reads are refused too: Pebble may hold the failed write without its
 	// WAL sync, so what a read would see is not known to be durable.
 	for _, p := range []string{"/v1/likes/post1", "/v1/likes/post1/bob", "/v1/counters/views"} {
-		if code, ecode := call(http.MethodGet, p, ""); code != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+		if code, ecode := call(http.MethodGet, p, ""); code != http.StatusServiceUnavailable || ecode != frontdoor.CodeStorageFailed {
 			t.Fatalf("GET %s after the fault: %d %q, want 503 storage_failed", p, code, ecode)
 		}
 	}
@@ -172,7 +173,7 @@ func checkStopped(t *testing.T, ts *httptest.Server) {
 		{http.MethodGet, "/healthz"},
 		{http.MethodGet, "/readyz"},
 	} {
-		if status, ecode := code(c.method, c.path); status != http.StatusServiceUnavailable || ecode != CodeStorageFailed {
+		if status, ecode := code(c.method, c.path); status != http.StatusServiceUnavailable || ecode != frontdoor.CodeStorageFailed {
 			t.Errorf("%s %s after the failure: %d %q, want 503 storage_failed", c.method, c.path, status, ecode)
 		}
 	}

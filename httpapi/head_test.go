@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bufio"
+	"github.com/tally-dev/tally/frontdoor"
 	"io"
 	"net"
 	"net/http"
@@ -53,7 +54,7 @@ func TestHeadOnHealthRoutes(t *testing.T) {
 	// GET is unchanged, and another method still names both in Allow.
 	e.do("GET", "/healthz", "").ok(t)
 	r := e.do("POST", "/healthz", "")
-	r.isError(t, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+	r.isError(t, http.StatusMethodNotAllowed, frontdoor.CodeMethodNotAllowed)
 	if allow := r.header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "HEAD") {
 		t.Fatalf("POST /healthz: Allow %q, want GET and HEAD", allow)
 	}

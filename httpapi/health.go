@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
@@ -28,11 +29,11 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) error {
 // /readyz: replica_id_conflict or storage_failed.
 func stoppedError(err error) *apiError {
 	if errors.Is(err, region.ErrIDConflict) {
-		return newError(http.StatusServiceUnavailable, CodeReplicaIDConflict,
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeReplicaIDConflict,
 			"another process runs with this replica's id; this one stopped and must be restarted with an id of its own: %s",
 			strings.TrimPrefix(err.Error(), "region: "))
 	}
-	return newError(http.StatusServiceUnavailable, CodeStorageFailed,
+	return newError(http.StatusServiceUnavailable, frontdoor.CodeStorageFailed,
 		"replica storage failed; it stopped writing and must be restarted")
 }
 
@@ -43,12 +44,12 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) error {
 		return stoppedError(err)
 	}
 	if s.draining.Load() {
-		return newError(http.StatusServiceUnavailable, CodeDraining,
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeDraining,
 			"replica is about to stop; send traffic to another replica")
 	}
 	if !s.rep.Accepting() {
-		return &apiError{status: http.StatusServiceUnavailable, code: CodeNotReady, retryAfter: 1,
-			msg: "replica is recovering its state from peers and not accepting writes yet"}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: frontdoor.CodeNotReady, RetryAfter: 1,
+			Msg: "replica is recovering its state from peers and not accepting writes yet"}
 	}
 	writeJSON(w, http.StatusOK, api.Health{Status: "ready"})
 	return nil

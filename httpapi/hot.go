@@ -13,6 +13,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
@@ -95,7 +96,7 @@ func queryPart(r *http.Request, n int) (k int, ok bool, err error) {
 	}
 	k, err = strconv.Atoi(v[0])
 	if len(v) > 1 || err != nil || k < 0 || k >= n || strconv.Itoa(k) != v[0] {
-		return 0, true, newError(http.StatusBadRequest, CodeBadRequest, "part: want one part number 0..%d", n-1)
+		return 0, true, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "part: want one part number 0..%d", n-1)
 	}
 	return k, true, nil
 }
@@ -302,7 +303,7 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 	for k, b := range answers {
 		var p api.Likers
 		if b == nil || json.Unmarshal(b, &p) != nil {
-			return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
+			return newError(http.StatusServiceUnavailable, frontdoor.CodeShardUnavailable,
 				"no holder of part %d of %s answered in time", k, item)
 		}
 		out.Users = append(out.Users, p.Users...)
@@ -371,7 +372,7 @@ func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item strin
 		}
 	}
 	if first {
-		return newError(http.StatusServiceUnavailable, CodeShardUnavailable, "no holder of any part of %s answered in time", item)
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeShardUnavailable, "no holder of any part of %s answered in time", item)
 	}
 	out.Key, out.Parts = item, n
 	if len(out.MissingParts) > 0 {
@@ -432,7 +433,7 @@ func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item strin
 		}
 	}
 	if sum == nil {
-		return newError(http.StatusServiceUnavailable, CodeShardUnavailable, "no holder of any part of %s answered in time", item)
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeShardUnavailable, "no holder of any part of %s answered in time", item)
 	}
 	out.Parts = n
 	if len(out.MissingParts) > 0 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -24,8 +25,8 @@ func TestStoppedByIDConflictSaysSoOnHealth(t *testing.T) {
 		var e struct{ Error, Code string }
 		err = json.NewDecoder(res.Body).Decode(&e)
 		res.Body.Close()
-		if err != nil || res.StatusCode != http.StatusServiceUnavailable || e.Code != CodeReplicaIDConflict {
-			t.Fatalf("GET %s: %d %+v (%v), want 503 %s", p, res.StatusCode, e, err, CodeReplicaIDConflict)
+		if err != nil || res.StatusCode != http.StatusServiceUnavailable || e.Code != frontdoor.CodeReplicaIDConflict {
+			t.Fatalf("GET %s: %d %+v (%v), want 503 %s", p, res.StatusCode, e, err, frontdoor.CodeReplicaIDConflict)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -53,7 +54,7 @@ func importShape(e *rawEvent) {
 func (b *eventsBatch) importOp(op *region.Op, e *rawEvent) *apiError {
 	switch op.Kind {
 	case region.OpGrant, region.OpSpend:
-		return newError(http.StatusBadRequest, CodeBadRequest,
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest,
 			"%s events are not imported: a grant has no identity to make a second import a no-op, and budgets have no time windows", op.Kind)
 	case region.OpIncr:
 		if op.IdemKey == "" {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"strings"
 	"testing"
@@ -24,7 +25,7 @@ func TestImportRoute(t *testing.T) {
 {"type":"unique","key":"viewers","id":"u456","at":1698765432000}
 {"type":"grant","key":"b","by":5}
 `
-	e.do(http.MethodPost, "/v1/admin/import", body, write...).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do(http.MethodPost, "/v1/admin/import", body, write...).isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	live := e.do(http.MethodPost, "/v1/events", `{"videoId":"v123","userId":"u456","timestamp":1698765432}`, write...)
 	if live.status != http.StatusOK || !strings.Contains(live.raw, `"code":"missing_field"`) { // live: a like needs its type
 		t.Fatalf("the walkthrough's payload live: %d %s", live.status, live.raw)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -122,27 +123,27 @@ func (b *seedLikeRequest) itemAndUser(pathItem string) (item, user string, err e
 	var field string
 	switch {
 	case b.VideoID != nil && b.Item != nil:
-		return "", "", newError(http.StatusBadRequest, CodeBadRequest, "give exactly one of videoId and item, not both")
+		return "", "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "give exactly one of videoId and item, not both")
 	case b.VideoID != nil:
 		field, item = "videoId", *b.VideoID
 	case b.Item != nil:
 		field, item = "item", *b.Item
 	case pathItem == "":
-		return "", "", newError(http.StatusBadRequest, CodeMissingField, "body needs videoId (or item) and userId")
+		return "", "", newError(http.StatusBadRequest, frontdoor.CodeMissingField, "body needs videoId (or item) and userId")
 	}
 	if field != "" {
 		if err := checkID(field, item); err != nil {
 			return "", "", err
 		}
 		if pathItem != "" && item != pathItem {
-			return "", "", newError(http.StatusBadRequest, CodeBadRequest, "%s %q in the body differs from item %q in the path", field, item, pathItem)
+			return "", "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%s %q in the body differs from item %q in the path", field, item, pathItem)
 		}
 	}
 	if pathItem != "" {
 		item = pathItem
 	}
 	if b.UserID == nil {
-		return "", "", newError(http.StatusBadRequest, CodeMissingField, "body needs userId")
+		return "", "", newError(http.StatusBadRequest, frontdoor.CodeMissingField, "body needs userId")
 	}
 	if err := checkID("userId", *b.UserID); err != nil {
 		return "", "", err
@@ -192,7 +193,7 @@ func (s *Server) deleteLikeBody(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) decodeRequired(w http.ResponseWriter, r *http.Request, dst any, want string) error {
 	err := s.decodeBody(w, r, dst)
 	if errors.Is(err, errEmptyBody) {
-		return newError(http.StatusBadRequest, CodeBadJSON, "request body is empty; want %s", want)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadJSON, "request body is empty; want %s", want)
 	}
 	return err
 }

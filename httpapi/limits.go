@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/tally-dev/tally/frontdoor"
 	"golang.org/x/time/rate"
 )
 
@@ -20,19 +21,9 @@ import (
 // replica keeps its own token buckets: a client spread over R regions gets R
 // times the rate.
 
-// Route classes a Limit applies to.
-const (
-	ClassWrite = "write" // every route that changes state, but the admin routes (links, blocks)
-	ClassRead  = "read"  // GETs that read one key or the replica's status
-	ClassScan  = "scan"  // reads that scan: lists, windows, series, trending, feed, history, union, audit
-)
-
-// LimitClasses are the route classes, in the order /v1/status shows them.
-var LimitClasses = []string{ClassWrite, ClassRead, ClassScan}
-
 // Limit is the token buckets of one route class. A rate of 0 is no limit.
 type Limit struct {
-	// Class is ClassWrite, ClassRead or ClassScan.
+	// Class is frontdoor.ClassWrite, frontdoor.ClassRead or frontdoor.ClassScan.
 	Class string
 	// Client is each client's rate, requests per second (for POST
 	// /v1/events, events per second); ClientBurst how many it may send at
@@ -48,15 +39,15 @@ type Limit struct {
 // Validate reports what is wrong with l.
 func (l Limit) Validate() error {
 	switch l.Class {
-	case ClassWrite, ClassRead, ClassScan:
+	case frontdoor.ClassWrite, frontdoor.ClassRead, frontdoor.ClassScan:
 	default:
-		return fmt.Errorf("limit class %q: want %s", l.Class, strings.Join(LimitClasses, ", "))
+		return fmt.Errorf("limit class %q: want %s", l.Class, strings.Join(frontdoor.LimitClasses, ", "))
 	}
 	if !(l.Client >= 0 && l.User >= 0) || math.IsInf(l.Client, 0) || math.IsInf(l.User, 0) || l.ClientBurst < 0 || l.UserBurst < 0 {
 		return fmt.Errorf("limit %s: rates and bursts must be finite and >= 0", l.Class)
 	}
-	if l.User > 0 && l.Class != ClassWrite {
-		return fmt.Errorf("limit %s: per-user limits apply to the like routes, class %s", l.Class, ClassWrite)
+	if l.User > 0 && l.Class != frontdoor.ClassWrite {
+		return fmt.Errorf("limit %s: per-user limits apply to the like routes, class %s", l.Class, frontdoor.ClassWrite)
 	}
 	return nil
 }
@@ -200,7 +191,7 @@ func (s *Server) SetLimits(limits []Limit) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range LimitClasses { // a class no longer limited holds no token buckets
+	for _, c := range frontdoor.LimitClasses { // a class no longer limited holds no token buckets
 		// Every class's refusals are exported from 0, so that a rate over
 		// them is defined before the first 429.
 		s.limitMetrics.limited.WithLabelValues(c, "client")
@@ -220,7 +211,7 @@ func (s *Server) SetLimits(limits []Limit) error {
 func (s *Server) Limits() []Limit {
 	l := s.limiter.Load()
 	var out []Limit
-	for _, c := range LimitClasses {
+	for _, c := range frontdoor.LimitClasses {
 		if lim, ok := l.limits[c]; ok {
 			lim.ClientBurst, lim.UserBurst = 0, 0
 			if b := l.client[c]; b != nil {
@@ -253,11 +244,11 @@ func routeClass(method, route string) string {
 		route == "/v1/blocks", strings.HasPrefix(route, "/v1/blocks/"):
 		return "" // an operator's routes, behind the admin token
 	case scanRoutes[route]:
-		return ClassScan
+		return frontdoor.ClassScan
 	case method == http.MethodGet || method == http.MethodHead:
-		return ClassRead
+		return frontdoor.ClassRead
 	default:
-		return ClassWrite
+		return frontdoor.ClassWrite
 	}
 }
 
@@ -322,8 +313,8 @@ func (s *Server) trusted(addr string) bool {
 func (s *Server) limited(class, by string, wait time.Duration) error {
 	s.limitMetrics.limited.WithLabelValues(class, by).Inc()
 	secs := int(math.Ceil(wait.Seconds()))
-	return &apiError{status: http.StatusTooManyRequests, code: CodeRateLimited, retryAfter: max(1, secs),
-		msg: fmt.Sprintf("over this replica's %s limit per %s; retry in %d s", class, by, max(1, secs))}
+	return &apiError{Status: http.StatusTooManyRequests, Code: frontdoor.CodeRateLimited, RetryAfter: max(1, secs),
+		Msg: fmt.Sprintf("over this replica's %s limit per %s; retry in %d s", class, by, max(1, secs))}
 }
 
 // limitClient is router middleware: it takes one token from the client's
@@ -348,16 +339,16 @@ func (s *Server) limitClient(next http.Handler) http.Handler {
 // write token bucket (the request took one). A batch costs at most the
 // whole token bucket, so one larger than it passes on a full one.
 func (s *Server) limitEvents(r *http.Request, n int) error {
-	if bs := s.limiter.Load().client[ClassWrite]; bs != nil && min(n, bs.burst) > 1 {
+	if bs := s.limiter.Load().client[frontdoor.ClassWrite]; bs != nil && min(n, bs.burst) > 1 {
 		if wait := bs.take(s.clientKey(r), min(n, bs.burst)-1, time.Now()); wait > 0 {
-			return s.limited(ClassWrite, "client", wait)
+			return s.limited(frontdoor.ClassWrite, "client", wait)
 		}
 	}
 	return nil
 }
 
-// LimitClient takes one request of class (ClassWrite, ClassRead,
-// ClassScan) from a client's token bucket, as the HTTP API does for each
+// LimitClient takes one request of class (frontdoor.ClassWrite, frontdoor.ClassRead,
+// frontdoor.ClassScan) from a client's token bucket, as the HTTP API does for each
 // request: another front door of the replica (package resp) calls it per
 // command, so a client's requests over both share one limit. The client
 // is its token if it authenticated with one (every holder of a token is
@@ -390,9 +381,9 @@ func (s *Server) LimitUser(user string) error { return s.limitUser(user) }
 
 // limitUser takes a token from user's write token bucket, or returns a 429.
 func (s *Server) limitUser(user string) error {
-	if bs := s.limiter.Load().user[ClassWrite]; bs != nil {
+	if bs := s.limiter.Load().user[frontdoor.ClassWrite]; bs != nil {
 		if wait := bs.take(user, 1, time.Now()); wait > 0 {
-			return s.limited(ClassWrite, "user", wait)
+			return s.limited(frontdoor.ClassWrite, "user", wait)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -35,8 +36,8 @@ func BenchmarkServeWithLimits(b *testing.B) {
 		limits []Limit
 	}{
 		{"none", nil},
-		{"client", []Limit{{Class: ClassWrite, Client: never}}},
-		{"client+user", []Limit{{Class: ClassWrite, Client: never, User: never}}},
+		{"client", []Limit{{Class: frontdoor.ClassWrite, Client: never}}},
+		{"client+user", []Limit{{Class: frontdoor.ClassWrite, Client: never, User: never}}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			e := newEnv(b, envOpts{durability: storage.DurabilityNone, api: func(cfg *Config) { cfg.Limits = c.limits }})

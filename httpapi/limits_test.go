@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/tally-dev/tally/frontdoor"
 )
 
 // slow is a rate so low that no token bucket refills during a test: a test
@@ -20,7 +21,7 @@ const slow = 0.001
 
 func limited(t *testing.T, r resp, by string) {
 	t.Helper()
-	r.isError(t, http.StatusTooManyRequests, CodeRateLimited)
+	r.isError(t, http.StatusTooManyRequests, frontdoor.CodeRateLimited)
 	secs, err := strconv.Atoi(r.header.Get("Retry-After"))
 	if err != nil || secs < 1 {
 		t.Fatalf("Retry-After %q: want whole seconds >= 1", r.header.Get("Retry-After"))
@@ -33,7 +34,7 @@ func limited(t *testing.T, r resp, by string) {
 func TestClientOverLimitIsRefusedWhileOthersAreServed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, envOpts{reg: reg, api: func(c *Config) {
-		c.Limits = []Limit{{Class: ClassWrite, Client: slow, ClientBurst: 3}}
+		c.Limits = []Limit{{Class: frontdoor.ClassWrite, Client: slow, ClientBurst: 3}}
 	}})
 	for range 3 {
 		e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer alice-app").ok(t)
@@ -52,17 +53,17 @@ func TestClientOverLimitIsRefusedWhileOthersAreServed(t *testing.T) {
 	if got := e.counter("c"); got != 5 {
 		t.Fatalf("counter %d, want 5: the refused increment must not apply", got)
 	}
-	if got := testutil.ToFloat64(e.srv.limitMetrics.limited.WithLabelValues(ClassWrite, "client")); got != 1 {
+	if got := testutil.ToFloat64(e.srv.limitMetrics.limited.WithLabelValues(frontdoor.ClassWrite, "client")); got != 1 {
 		t.Fatalf("tally_http_limited_total{write,client} = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(e.srv.limitMetrics.tracked.WithLabelValues(ClassWrite, "client")); got != 3 {
+	if got := testutil.ToFloat64(e.srv.limitMetrics.tracked.WithLabelValues(frontdoor.ClassWrite, "client")); got != 3 {
 		t.Fatalf("token buckets held %v, want 3 (alice-app, bob-app, the address)", got)
 	}
 }
 
 func TestUserOverLimitIsRefusedOnEveryLikeRoute(t *testing.T) {
 	e := newEnv(t, envOpts{api: func(c *Config) {
-		c.Limits = []Limit{{Class: ClassWrite, User: slow, UserBurst: 4}}
+		c.Limits = []Limit{{Class: frontdoor.ClassWrite, User: slow, UserBurst: 4}}
 	}})
 	e.do("PUT", "/v1/likes/p1/alice", "").ok(t)
 	e.do("DELETE", "/v1/likes/p1/alice", "").ok(t)
@@ -83,7 +84,7 @@ func TestUserOverLimitIsRefusedOnEveryLikeRoute(t *testing.T) {
 
 func TestEventBatchTakesOneTokenPerEvent(t *testing.T) {
 	e := newEnv(t, envOpts{api: func(c *Config) {
-		c.Limits = []Limit{{Class: ClassWrite, Client: slow, ClientBurst: 10}}
+		c.Limits = []Limit{{Class: frontdoor.ClassWrite, Client: slow, ClientBurst: 10}}
 	}})
 	batch := func(n int) string {
 		var b strings.Builder
@@ -99,13 +100,13 @@ func TestEventBatchTakesOneTokenPerEvent(t *testing.T) {
 		t.Fatalf("counter %d, want 9: the refused batch must apply nothing", got)
 	}
 	// A batch larger than the whole token bucket still passes on a full one.
-	e.srv.SetLimits([]Limit{{Class: ClassWrite, Client: slow, ClientBurst: 10}})
+	e.srv.SetLimits([]Limit{{Class: frontdoor.ClassWrite, Client: slow, ClientBurst: 10}})
 	e.do("POST", "/v1/events", batch(30), "Content-Type", "application/x-ndjson").ok(t)
 }
 
 func TestScanClassAndReload(t *testing.T) {
 	e := newEnv(t, envOpts{api: func(c *Config) {
-		c.Limits = []Limit{{Class: ClassScan, Client: slow, ClientBurst: 1}}
+		c.Limits = []Limit{{Class: frontdoor.ClassScan, Client: slow, ClientBurst: 1}}
 	}})
 	e.do("GET", "/v1/trending", "").ok(t)
 	limited(t, e.do("GET", "/v1/trending", ""), "client")
@@ -118,7 +119,7 @@ func TestScanClassAndReload(t *testing.T) {
 		t.Fatalf("status edge.limits: %s", got)
 	}
 	// A reload replaces the limits, and every token bucket starts full.
-	if err := e.srv.SetLimits([]Limit{{Class: ClassRead, Client: slow, ClientBurst: 2}}); err != nil {
+	if err := e.srv.SetLimits([]Limit{{Class: frontdoor.ClassRead, Client: slow, ClientBurst: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	e.do("GET", "/v1/trending", "").ok(t)
@@ -134,35 +135,35 @@ func TestScanClassAndReload(t *testing.T) {
 func TestLimitValidation(t *testing.T) {
 	for _, l := range []Limit{
 		{Class: "writes", Client: 1},
-		{Class: ClassWrite, Client: -1},
-		{Class: ClassWrite, Client: math.Inf(1)},
-		{Class: ClassWrite, Client: math.NaN()},
-		{Class: ClassWrite, Client: 1, ClientBurst: -1},
-		{Class: ClassRead, User: 1},
+		{Class: frontdoor.ClassWrite, Client: -1},
+		{Class: frontdoor.ClassWrite, Client: math.Inf(1)},
+		{Class: frontdoor.ClassWrite, Client: math.NaN()},
+		{Class: frontdoor.ClassWrite, Client: 1, ClientBurst: -1},
+		{Class: frontdoor.ClassRead, User: 1},
 	} {
 		if err := l.Validate(); err == nil {
 			t.Errorf("%+v: no error", l)
 		}
 	}
 	e := newEnv(t, envOpts{})
-	if err := e.srv.SetLimits([]Limit{{Class: ClassWrite, Client: 1}, {Class: ClassWrite, User: 1}}); err == nil {
+	if err := e.srv.SetLimits([]Limit{{Class: frontdoor.ClassWrite, Client: 1}, {Class: frontdoor.ClassWrite, User: 1}}); err == nil {
 		t.Error("a class given twice: no error")
 	}
-	if err := (Limit{Class: ClassScan, Client: 2.5}).Validate(); err != nil {
+	if err := (Limit{Class: frontdoor.ClassScan, Client: 2.5}).Validate(); err != nil {
 		t.Errorf("a valid limit: %v", err)
 	}
 }
 
 func TestRouteClasses(t *testing.T) {
 	for _, c := range []struct{ method, route, want string }{
-		{"PUT", "/v1/likes/{item}/{user}", ClassWrite},
-		{"POST", "/v1/events", ClassWrite},
-		{"POST", "/v1/budgets/{key}/spend", ClassWrite},
-		{"GET", "/v1/likes/{item}", ClassRead},
-		{"GET", "/v1/status", ClassRead},
-		{"GET", "/v1/series", ClassScan},
-		{"POST", "/v1/feed", ClassScan},
-		{"GET", "/v1/audit", ClassScan},
+		{"PUT", "/v1/likes/{item}/{user}", frontdoor.ClassWrite},
+		{"POST", "/v1/events", frontdoor.ClassWrite},
+		{"POST", "/v1/budgets/{key}/spend", frontdoor.ClassWrite},
+		{"GET", "/v1/likes/{item}", frontdoor.ClassRead},
+		{"GET", "/v1/status", frontdoor.ClassRead},
+		{"GET", "/v1/series", frontdoor.ClassScan},
+		{"POST", "/v1/feed", frontdoor.ClassScan},
+		{"GET", "/v1/audit", frontdoor.ClassScan},
 		{"PUT", "/v1/admin/links/{a}/{b}", ""},
 		{"PUT", "/v1/blocks/{user}", ""},
 		{"GET", "/v1/blocks", ""},
@@ -214,7 +215,7 @@ func TestTokenBucketTableStaysBounded(t *testing.T) {
 // Behind a trusted proxy a client is the address the proxy forwarded for;
 // without one, X-Forwarded-For is ignored (any client can send it).
 func TestTrustedProxyForwardsTheClientAddress(t *testing.T) {
-	limit := []Limit{{Class: ClassWrite, Client: slow, ClientBurst: 1}}
+	limit := []Limit{{Class: frontdoor.ClassWrite, Client: slow, ClientBurst: 1}}
 	e := newEnv(t, envOpts{api: func(c *Config) {
 		c.Limits = limit
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}

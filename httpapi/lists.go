@@ -11,6 +11,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
@@ -57,13 +58,13 @@ func listQuery(r *http.Request) (limit int, after string, err error) {
 	if v := q["limit"]; len(v) > 0 {
 		n, err := strconv.Atoi(v[0])
 		if len(v) > 1 || err != nil || n < 1 || n > region.MaxListLimit {
-			return 0, "", newError(http.StatusBadRequest, CodeBadRequest, "limit: want one whole number 1..%d", region.MaxListLimit)
+			return 0, "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "limit: want one whole number 1..%d", region.MaxListLimit)
 		}
 		limit = n
 	}
 	if v := q["after"]; len(v) > 0 {
 		if len(v) > 1 || !crdt.ValidItemName(v[0]) { // a user's likes list pages by stored name: a part's too
-			return 0, "", newError(http.StatusBadRequest, CodeBadRequest, "after: want one id, the next cursor of the previous page")
+			return 0, "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "after: want one id, the next cursor of the previous page")
 		}
 		after = v[0]
 	}
@@ -194,21 +195,21 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		q := r.URL.Query()
 		if len(q["user"]) != 1 || len(q["items"]) != 1 {
-			return newError(http.StatusBadRequest, CodeBadRequest, "want ?user=ID&items=ID,ID,... (each once)")
+			return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "want ?user=ID&items=ID,ID,... (each once)")
 		}
 		req.User, req.Items = q.Get("user"), strings.Split(q.Get("items"), ",")
 	}
 	if !crdt.ValidID(req.User) {
-		return newError(http.StatusBadRequest, CodeBadID, "user: want an id of 1-%d of [A-Za-z0-9_.:@-]", crdt.MaxIDLen)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadID, "user: want an id of 1-%d of [A-Za-z0-9_.:@-]", crdt.MaxIDLen)
 	}
 	if len(req.Items) == 0 || len(req.Items) > maxItems {
-		return newError(http.StatusBadRequest, CodeBadRequest, "items: want 1..%d ids", maxItems)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "items: want 1..%d ids", maxItems)
 	}
 	out := api.Feed{User: req.User, Items: make([]api.FeedItem, 0, len(req.Items))}
 	var elsewhere []int // in a sharded region: the items of shards this replica does not hold
 	for _, item := range req.Items {
 		if !crdt.ValidID(item) {
-			return newError(http.StatusBadRequest, CodeBadID, "item %q: want an id of 1-%d of [A-Za-z0-9_.:@-]", item, crdt.MaxIDLen)
+			return newError(http.StatusBadRequest, frontdoor.CodeBadID, "item %q: want an id of 1-%d of [A-Za-z0-9_.:@-]", item, crdt.MaxIDLen)
 		}
 		if n := s.cfg.Hot.Parts(item); n > 0 {
 			if !gathered(r) { // a gathered feed leaves split items to the replica gathering

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"strings"
 	"testing"
@@ -96,8 +97,8 @@ func TestLikeListsAndFeed(t *testing.T) {
 func TestLikeListsOff(t *testing.T) {
 	e := newEnv(t, envOpts{noLists: true})
 	e.do("PUT", "/v1/likes/post1/alice", "").ok(t)
-	e.do("GET", "/v1/likers/post1", "").isError(t, http.StatusNotFound, CodeNotFound)
-	e.do("GET", "/v1/users/alice/likes", "").isError(t, http.StatusNotFound, CodeNotFound)
+	e.do("GET", "/v1/likers/post1", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
+	e.do("GET", "/v1/users/alice/likes", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
 	if b := e.do("GET", "/v1/feed?user=alice&items=post1", "").ok(t); fmt.Sprint(b["items"]) != "[map[count:1 item:post1 liked:true]]" {
 		t.Fatalf("feed %v", b)
 	}

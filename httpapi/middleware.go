@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/authguard"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) recovered(w *statusWriter, r *http.Request, p any) {
 		return // too late for a clean error; the client gets a truncated body
 	}
 	writeJSON(w, http.StatusInternalServerError, api.Error{
-		Error: fmt.Sprintf("internal error (id %s)", id), Code: CodeInternal,
+		Error: fmt.Sprintf("internal error (id %s)", id), Code: frontdoor.CodeInternal,
 	})
 }
 
@@ -121,7 +122,7 @@ func (l *labels) label(rt *mux.Route) string {
 func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) error {
 	allow := s.allowedMethods(r)
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	return newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed,
+	return newError(http.StatusMethodNotAllowed, frontdoor.CodeMethodNotAllowed,
 		"method %s is not allowed here; allowed: %s", r.Method, strings.Join(allow, ", "))
 }
 
@@ -223,7 +224,7 @@ func (s *Server) RequireAdmin(h http.Handler) http.Handler {
 	})
 	return &guard{s: s, next: h, check: func(r *http.Request) error {
 		if len(s.auth.Load().admin) == 0 && s.cfg.Edge.Public && !s.cfg.Edge.OpenAdmin {
-			return newError(http.StatusUnauthorized, CodeUnauthorized,
+			return newError(http.StatusUnauthorized, frontdoor.CodeUnauthorized,
 				"admin routes are closed: this replica listens beyond loopback and has no admin token")
 		}
 		return check(r)
@@ -277,7 +278,7 @@ func (s *Server) tokenCheck(kind string, sets func(*authTokens) [][][]byte) func
 		}
 		got, ok := bearer(r)
 		if !ok {
-			return newError(http.StatusUnauthorized, CodeUnauthorized,
+			return newError(http.StatusUnauthorized, frontdoor.CodeUnauthorized,
 				"this route needs the %s token as 'Authorization: Bearer <token>'", kind)
 		}
 		addr := s.clientAddr(r)
@@ -289,7 +290,7 @@ func (s *Server) tokenCheck(kind string, sets func(*authTokens) [][][]byte) func
 		}
 		s.cfg.AuthGuard.Fail(addr)
 		s.metrics.authFailed.Inc()
-		return newError(http.StatusUnauthorized, CodeUnauthorized, "wrong %s token", kind)
+		return newError(http.StatusUnauthorized, frontdoor.CodeUnauthorized, "wrong %s token", kind)
 	}
 }
 
@@ -300,8 +301,8 @@ func (s *Server) guardWait(r *http.Request, addr string) error {
 	wait, ok := s.cfg.AuthGuard.Wait(addr)
 	if !ok {
 		s.metrics.authRefused.Inc()
-		e := newError(http.StatusTooManyRequests, CodeRateLimited, "too many wrong tokens from your address; retry later")
-		e.retryAfter = int(authguard.DefaultMaxWait / time.Second)
+		e := newError(http.StatusTooManyRequests, frontdoor.CodeRateLimited, "too many wrong tokens from your address; retry later")
+		e.RetryAfter = int(authguard.DefaultMaxWait / time.Second)
 		return e
 	}
 	if wait == 0 {
@@ -313,7 +314,7 @@ func (s *Server) guardWait(r *http.Request, addr string) error {
 	case <-t.C:
 		return nil
 	case <-r.Context().Done(): // the client left, or the server is closing
-		return newError(http.StatusServiceUnavailable, CodeTimeout, "gave up waiting for the token check: %v", r.Context().Err())
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeTimeout, "gave up waiting for the token check: %v", r.Context().Err())
 	}
 }
 
@@ -419,7 +420,7 @@ func (s *Server) requireJSONBody(next http.Handler) http.Handler {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
 			if ct := r.Header.Get("Content-Type"); ct != "" && !jsonMediaType(ct) {
-				s.writeError(w, r, newError(http.StatusUnsupportedMediaType, CodeMediaType,
+				s.writeError(w, r, newError(http.StatusUnsupportedMediaType, frontdoor.CodeMediaType,
 					"Content-Type %q: send application/json (or application/x-ndjson to /v1/events)", ct))
 				return
 			}
@@ -442,7 +443,7 @@ func (s *Server) clientTimeout(next http.Handler) http.Handler {
 		}
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || ms <= 0 || ms > maxClientTimeout.Milliseconds() {
-			s.writeError(w, r, newError(http.StatusBadRequest, CodeBadTimeout,
+			s.writeError(w, r, newError(http.StatusBadRequest, frontdoor.CodeBadTimeout,
 				"%s %q: send the milliseconds the client waits, 1 to %d", api.TimeoutHeader, v, maxClientTimeout.Milliseconds()))
 			return
 		}

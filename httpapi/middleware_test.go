@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -33,7 +34,7 @@ func TestTokens(t *testing.T) {
 	for _, w := range writes {
 		for _, auth := range []string{"", "Bearer wrong", "Basic dzpzZWNyZXQ=", "Bearer", "w-secret"} {
 			r := e.do(w.method, w.path, w.body, "Authorization", auth)
-			r.isError(t, http.StatusUnauthorized, CodeUnauthorized)
+			r.isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 			if r.header.Get("WWW-Authenticate") == "" {
 				t.Errorf("%s %s: 401 without WWW-Authenticate", w.method, w.path)
 			}
@@ -52,8 +53,8 @@ func TestTokens(t *testing.T) {
 	e.do("GET", "/v1/likes/p", "").ok(t)
 	e.do("GET", "/v1/counters/c", "").ok(t)
 
-	e.do("POST", "/v1/admin/ping", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
-	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer w-secret").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("POST", "/v1/admin/ping", "").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
+	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer w-secret").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	e.do("POST", "/v1/admin/ping", "", "Authorization", "Bearer a-secret").ok(t)
 	// The auth posture is the admin's to see, not an anonymous caller's
 	// nor a writer's.
@@ -79,11 +80,11 @@ func TestReadTokenAndRotation(t *testing.T) {
 		e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer "+tok).ok(t)
 	}
 	for _, tok := range []string{"r-old", "r-new", "r-old r-new", "r-new,w-new"} {
-		e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer "+tok).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+		e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer "+tok).isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	}
 	for _, path := range []string{"/v1/counters/c", "/v1/likes/p", "/v1/status", "/v1/budgets/b", "/v1/uniques/u", "/v1/trending"} {
-		e.do("GET", path, "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
-		e.do("GET", path, "", "Authorization", "Bearer r-wrong").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+		e.do("GET", path, "").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
+		e.do("GET", path, "", "Authorization", "Bearer r-wrong").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 		for _, tok := range []string{"r-old", "r-new", "w-new", "a-secret"} {
 			e.do("GET", path, "", "Authorization", "Bearer "+tok).ok(t)
 		}
@@ -124,7 +125,7 @@ func TestPanicRecovered(t *testing.T) {
 		panic("boom")
 	})
 	r := e.do("GET", "/test/panic", "")
-	r.isError(t, http.StatusInternalServerError, CodeInternal)
+	r.isError(t, http.StatusInternalServerError, frontdoor.CodeInternal)
 	if strings.Contains(r.raw, "boom") {
 		t.Errorf("panic value leaked to the client: %s", r.raw)
 	}
@@ -140,13 +141,13 @@ func TestPanicRecovered(t *testing.T) {
 func TestReadyz(t *testing.T) {
 	e := newEnv(t, envOpts{hold: true})
 	r := e.do("GET", "/readyz", "")
-	r.isError(t, http.StatusServiceUnavailable, CodeNotReady)
+	r.isError(t, http.StatusServiceUnavailable, frontdoor.CodeNotReady)
 	if r.header.Get("Retry-After") == "" {
 		t.Error("503 not_ready without Retry-After")
 	}
 	e.do("GET", "/healthz", "").ok(t) // alive while not ready
-	e.do("PUT", "/v1/likes/p/u", "").isError(t, http.StatusServiceUnavailable, CodeNotReady)
-	e.do("POST", "/v1/counters/c/incr", "").isError(t, http.StatusServiceUnavailable, CodeNotReady)
+	e.do("PUT", "/v1/likes/p/u", "").isError(t, http.StatusServiceUnavailable, frontdoor.CodeNotReady)
+	e.do("POST", "/v1/counters/c/incr", "").isError(t, http.StatusServiceUnavailable, frontdoor.CodeNotReady)
 	e.do("GET", "/v1/likes/p", "").ok(t) // reads are served
 	if e.likes("p") != 0 || e.counter("c") != 0 {
 		t.Fatal("a write was applied while holding writes")
@@ -168,7 +169,7 @@ func TestClosedReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.do("PUT", "/v1/likes/p/u", "")
-	r.isError(t, http.StatusServiceUnavailable, CodeShuttingDown)
+	r.isError(t, http.StatusServiceUnavailable, frontdoor.CodeShuttingDown)
 	if r.header.Get("Retry-After") == "" {
 		t.Error("no Retry-After")
 	}
@@ -209,14 +210,14 @@ func TestClassify(t *testing.T) {
 		status int
 		code   string
 	}{
-		{region.ErrNotReady, 503, CodeNotReady},
-		{region.ErrClosed, 503, CodeShuttingDown},
-		{fmt.Errorf("%w: disk on fire", region.ErrFailed), 503, CodeStorageFailed},
-		{region.ErrOverflow, 422, CodeOverflow},
-		{fmt.Errorf("%w: bad kind", region.ErrInvalid), 400, CodeInvalid},
-		{fmt.Errorf("wait for commit: %w", context.DeadlineExceeded), 503, CodeTimeout},
-		{fmt.Errorf("queue for writer: %w", context.Canceled), 503, CodeTimeout},
-		{errors.New("pebble: /secret/path corrupt"), 500, CodeInternal},
+		{region.ErrNotReady, 503, frontdoor.CodeNotReady},
+		{region.ErrClosed, 503, frontdoor.CodeShuttingDown},
+		{fmt.Errorf("%w: disk on fire", region.ErrFailed), 503, frontdoor.CodeStorageFailed},
+		{region.ErrOverflow, 422, frontdoor.CodeOverflow},
+		{fmt.Errorf("%w: bad kind", region.ErrInvalid), 400, frontdoor.CodeInvalid},
+		{fmt.Errorf("wait for commit: %w", context.DeadlineExceeded), 503, frontdoor.CodeTimeout},
+		{fmt.Errorf("queue for writer: %w", context.Canceled), 503, frontdoor.CodeTimeout},
+		{errors.New("pebble: /secret/path corrupt"), 500, frontdoor.CodeInternal},
 	}
 	for _, c := range cases {
 		w := httptest.NewRecorder()
@@ -243,15 +244,15 @@ func TestSetTokensTakesEffectAtOnce(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.do("POST", "/v1/counters/c/incr", "").ok(t) // open
 	e.srv.SetTokens("", "w-1", "")
-	e.do("POST", "/v1/counters/c/incr", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("POST", "/v1/counters/c/incr", "").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-1").ok(t)
 	e.do("GET", "/v1/counters/c", "").ok(t) // reads still open
 	e.srv.SetTokens("r-1", "w-1 w-2", "a-1")
 	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-2").ok(t)
-	e.do("GET", "/v1/counters/c", "").isError(t, http.StatusUnauthorized, CodeUnauthorized)
-	e.do("PUT", "/v1/admin/links/a/b", `{"up":true}`, "Authorization", "Bearer w-2").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("GET", "/v1/counters/c", "").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
+	e.do("PUT", "/v1/admin/links/a/b", `{"up":true}`, "Authorization", "Bearer w-2").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	e.srv.SetTokens("", "w-2", "")
-	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-1").isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("POST", "/v1/counters/c/incr", "", "Authorization", "Bearer w-1").isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	if got := e.counter("c"); got != 3 {
 		t.Fatalf("counter %d, want 3", got)
 	}
@@ -264,7 +265,7 @@ func TestDrainingFailsReadinessOnly(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	e.do("GET", "/readyz", "").ok(t)
 	e.srv.SetDraining(true)
-	e.do("GET", "/readyz", "").isError(t, http.StatusServiceUnavailable, CodeDraining)
+	e.do("GET", "/readyz", "").isError(t, http.StatusServiceUnavailable, frontdoor.CodeDraining)
 	e.do("GET", "/healthz", "").ok(t)
 	e.do("PUT", "/v1/likes/p/u", "").ok(t) // still served while load balancers move away
 	if b := e.do("GET", "/v1/status", "").ok(t); b["edge"].(map[string]any)["draining"] != true {

@@ -10,6 +10,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/milestone"
 )
 
@@ -29,13 +30,13 @@ const maxMilestonesLimit = 100000
 
 func (s *Server) getMilestones(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Milestones == nil {
-		return newError(http.StatusNotFound, CodeNotFound, "milestones are off: start tallyd with --milestones (tallyd local has them on)")
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "milestones are off: start tallyd with --milestones (tallyd local has them on)")
 	}
 	limit := -1
 	if q := r.URL.Query()["limit"]; len(q) > 0 {
 		n, err := strconv.Atoi(q[0])
 		if len(q) > 1 || err != nil || n < 0 || n > maxMilestonesLimit {
-			return newError(http.StatusBadRequest, CodeBadRequest, "limit: want one whole number 0..%d", maxMilestonesLimit)
+			return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "limit: want one whole number 0..%d", maxMilestonesLimit)
 		}
 		limit = n
 	}
@@ -60,17 +61,17 @@ func (s *Server) getMilestones(w http.ResponseWriter, r *http.Request) error {
 // sequence (high-water mark, free spans, leases), read from the KV now.
 func (s *Server) getSequence(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Sequence == nil {
-		return newError(http.StatusNotFound, CodeNotFound, "milestones are off: start tallyd with --milestones (tallyd local has them on)")
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "milestones are off: start tallyd with --milestones (tallyd local has them on)")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	name := mux.Vars(r)["name"]
 	st, err := s.cfg.Sequence(ctx, name)
 	if errors.Is(err, ErrNoSequence) {
-		return newError(http.StatusNotFound, CodeNotFound, "no sequence %q", name)
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "no sequence %q", name)
 	}
 	if err != nil {
-		return newError(http.StatusServiceUnavailable, CodeNotReady, "read the allocator: %v", err)
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeNotReady, "read the allocator: %v", err)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil

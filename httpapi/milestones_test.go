@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/milestone"
 )
 
@@ -54,7 +55,7 @@ func TestGetMilestones(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"?limit=-1", "?limit=x", "?limit=1&limit=2", "?limit=100001", "?limit=1e3"} {
-		e.do("GET", "/v1/milestones"+q, "").isError(t, http.StatusBadRequest, CodeBadRequest)
+		e.do("GET", "/v1/milestones"+q, "").isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 	}
 
 	empty := newEnv(t, envOpts{api: func(c *Config) { c.Milestones = listFeed(nil) }})
@@ -63,5 +64,5 @@ func TestGetMilestones(t *testing.T) {
 	}
 
 	off := newEnv(t, envOpts{})
-	off.do("GET", "/v1/milestones", "").isError(t, http.StatusNotFound, CodeNotFound)
+	off.do("GET", "/v1/milestones", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
 }

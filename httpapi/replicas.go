@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 )
 
 // ReplicaAdmin stops and starts the replicas of a local deployment (tallyd
@@ -46,7 +47,7 @@ type shardMoveRequest struct {
 // PUT /v1/admin/shards/{region} {"copies": n, "drain": [...], "add": 1, "max_move": n}
 func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Replicas == nil {
-		return newError(http.StatusNotFound, CodeNotFound, "no replica admin: this route moves shards only in a local deployment (tallyd local); elsewhere run tallyd admin shards move")
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "no replica admin: this route moves shards only in a local deployment (tallyd local); elsewhere run tallyd admin shards move")
 	}
 	region, err := pathID(r, "region")
 	if err != nil {
@@ -58,13 +59,13 @@ func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case req.Copies < 0:
-		return newError(http.StatusBadRequest, CodeBadRequest, "copies %d < 0", req.Copies)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "copies %d < 0", req.Copies)
 	case req.MaxMove < 0:
-		return newError(http.StatusBadRequest, CodeBadRequest, "max_move %d < 0", req.MaxMove)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "max_move %d < 0", req.MaxMove)
 	case req.Add < 0 || req.Add > 1:
-		return newError(http.StatusBadRequest, CodeBadRequest, "add %d: replicas join one at a time (add 1)", req.Add)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "add %d: replicas join one at a time (add 1)", req.Add)
 	case req.Add == 1 && (req.Copies != 0 || len(req.Drain) > 0):
-		return newError(http.StatusBadRequest, CodeBadRequest, "add joins a replica with the region's copies: no copies or drain with it")
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "add joins a replica with the region's copies: no copies or drain with it")
 	}
 	var mv api.ShardMove
 	if req.Add == 1 {
@@ -74,11 +75,11 @@ func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case errors.Is(err, ErrMoving):
-		return newError(http.StatusConflict, CodeMoving, "%s", err.Error())
+		return newError(http.StatusConflict, frontdoor.CodeMoving, "%s", err.Error())
 	case errors.Is(err, ErrUnknownReplicaAdmin):
-		return newError(http.StatusNotFound, CodeNotFound, "%s", err.Error())
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "%s", err.Error())
 	case err != nil:
-		return newError(http.StatusBadRequest, CodeBadRequest, "%s", err.Error())
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%s", err.Error())
 	}
 	s.log.Warn("shard move begun by admin", "region", region, "copies", req.Copies, "drain", req.Drain, "add", mv.Added, "max_move", req.MaxMove)
 	writeJSON(w, http.StatusOK, mv)
@@ -90,7 +91,7 @@ func (s *Server) putShards(w http.ResponseWriter, r *http.Request) error {
 var ErrUnknownReplicaAdmin = errors.New("httpapi: no such replica in this deployment")
 
 func (s *Server) noReplicaAdmin() error {
-	return newError(http.StatusNotFound, CodeNotFound, "no replica admin: replicas can be stopped only in a local deployment (tallyd local)")
+	return newError(http.StatusNotFound, frontdoor.CodeNotFound, "no replica admin: replicas can be stopped only in a local deployment (tallyd local)")
 }
 
 // GET /v1/admin/replicas
@@ -116,12 +117,12 @@ func (s *Server) putReplica(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Up == nil {
-		return newError(http.StatusBadRequest, CodeMissingField, `body needs "up": true or false`)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `body needs "up": true or false`)
 	}
 	st, err := s.cfg.Replicas.SetReplicaUp(id, *req.Up)
 	if err != nil {
 		if errors.Is(err, ErrUnknownReplicaAdmin) {
-			return newError(http.StatusNotFound, CodeNotFound, "%s", err.Error())
+			return newError(http.StatusNotFound, frontdoor.CodeNotFound, "%s", err.Error())
 		}
 		return err
 	}

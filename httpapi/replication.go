@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -91,7 +92,7 @@ func (s *Server) convergence(w http.ResponseWriter, _ *http.Request) error {
 // GET /v1/admin/links
 func (s *Server) getLinks(w http.ResponseWriter, _ *http.Request) error {
 	if s.cfg.Links == nil {
-		return newError(http.StatusNotFound, CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
 	}
 	writeJSON(w, http.StatusOK, api.Links{Links: s.cfg.Links.Links(), At: time.Now().UTC()})
 	return nil
@@ -104,7 +105,7 @@ type linkRequest struct {
 // PUT /v1/admin/links/{a}/{b} {"up": bool}
 func (s *Server) putLink(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.Links == nil {
-		return newError(http.StatusNotFound, CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "no link admin: links can be cut only in a local deployment (tallyd local)")
 	}
 	ids, err := pathIDs(r, "a", "b")
 	if err != nil {
@@ -115,11 +116,11 @@ func (s *Server) putLink(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Up == nil {
-		return newError(http.StatusBadRequest, CodeMissingField, `body needs "up": true or false`)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `body needs "up": true or false`)
 	}
 	if err := s.cfg.Links.SetLink(ids[0], ids[1], *req.Up); err != nil {
 		if errors.Is(err, ErrUnknownLink) {
-			return newError(http.StatusNotFound, CodeNotFound, "%s", err.Error())
+			return newError(http.StatusNotFound, frontdoor.CodeNotFound, "%s", err.Error())
 		}
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -295,7 +296,7 @@ func (f *fakeLinks) Links() []Link {
 func TestAdminLinks(t *testing.T) {
 	links := &fakeLinks{up: map[[2]string]bool{{"eu", "us"}: true}}
 	e := newEnv(t, envOpts{api: func(c *Config) { c.Links = links; c.AdminToken = "secret" }})
-	e.do("PUT", "/v1/admin/links/us/eu", `{"up":false}`).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do("PUT", "/v1/admin/links/us/eu", `{"up":false}`).isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	auth := []string{"Authorization", "Bearer secret"}
 	b := e.do("PUT", "/v1/admin/links/us/eu", `{"up":false}`, auth...).ok(t)
 	if b["up"] != false || b["a"] != "eu" {
@@ -304,10 +305,10 @@ func TestAdminLinks(t *testing.T) {
 	if links.up[[2]string{"eu", "us"}] {
 		t.Fatal("link still up")
 	}
-	e.do("PUT", "/v1/admin/links/us/ap", `{"up":false}`, auth...).isError(t, http.StatusNotFound, CodeNotFound)
-	e.do("PUT", "/v1/admin/links/us/eu", "", auth...).isError(t, http.StatusBadRequest, CodeBadJSON)
-	e.do("PUT", "/v1/admin/links/us/eu", `{}`, auth...).isError(t, http.StatusBadRequest, CodeMissingField)
-	e.do("PUT", "/v1/admin/links/us/eu", `{"up":"no"}`, auth...).isError(t, http.StatusBadRequest, CodeBadJSON)
+	e.do("PUT", "/v1/admin/links/us/ap", `{"up":false}`, auth...).isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
+	e.do("PUT", "/v1/admin/links/us/eu", "", auth...).isError(t, http.StatusBadRequest, frontdoor.CodeBadJSON)
+	e.do("PUT", "/v1/admin/links/us/eu", `{}`, auth...).isError(t, http.StatusBadRequest, frontdoor.CodeMissingField)
+	e.do("PUT", "/v1/admin/links/us/eu", `{"up":"no"}`, auth...).isError(t, http.StatusBadRequest, frontdoor.CodeBadJSON)
 	b = e.do("GET", "/v1/admin/links", "", auth...).ok(t)
 	if l, _ := b["links"].([]any); len(l) != 1 {
 		t.Fatalf("%v", b)
@@ -316,8 +317,8 @@ func TestAdminLinks(t *testing.T) {
 
 func TestNoLinkAdminOutsideLocal(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	e.do("GET", "/v1/admin/links", "").isError(t, http.StatusNotFound, CodeNotFound)
-	e.do("PUT", "/v1/admin/links/us/eu", `{"up":true}`).isError(t, http.StatusNotFound, CodeNotFound)
+	e.do("GET", "/v1/admin/links", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
+	e.do("PUT", "/v1/admin/links/us/eu", `{"up":true}`).isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
 }
 
 func TestConvergenceStandalone(t *testing.T) {

@@ -31,18 +31,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
-)
-
-// Defaults for Config fields left zero.
-const (
-	DefaultMaxBodyBytes   = 1 << 20 // 1 MiB
-	DefaultRequestTimeout = 10 * time.Second
 )
 
 // Purchases runs a cashback wherever its keys are held
@@ -174,10 +169,10 @@ func (c *Config) ensureDefaults() {
 		c.AuthGuard = authguard.New(authguard.Config{})
 	}
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
+		c.MaxBodyBytes = frontdoor.DefaultMaxBodyBytes
 	}
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
+		c.RequestTimeout = frontdoor.DefaultRequestTimeout
 	}
 	if c.Version == "" {
 		c.Version = version.Version()

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
@@ -60,11 +61,11 @@ var ErrNoHolder = tallyroute.ErrNoHolder
 // forwardError is the answer to a request Forward could not complete.
 func forwardError(sh int, err error) error {
 	if errors.Is(err, ErrNoHolder) {
-		return newError(http.StatusServiceUnavailable, CodeShardUnavailable,
+		return newError(http.StatusServiceUnavailable, frontdoor.CodeShardUnavailable,
 			"no replica of this region holding shard %d is up; nothing was applied", sh)
 	}
-	return &apiError{status: http.StatusServiceUnavailable, code: CodeTimeout, retryAfter: 1,
-		msg: fmt.Sprintf("the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)}
+	return &apiError{Status: http.StatusServiceUnavailable, Code: frontdoor.CodeTimeout, RetryAfter: 1,
+		Msg: fmt.Sprintf("the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)}
 }
 
 // Gathered is one replica's answer to a gathered request.
@@ -225,7 +226,7 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 				// Served here: each shard's keys asked of a holder
 				// (seriesSpread).
 			default:
-				s.writeError(w, r, newError(http.StatusMisdirectedRequest, CodeShardNotHeld,
+				s.writeError(w, r, newError(http.StatusMisdirectedRequest, frontdoor.CodeShardNotHeld,
 					"keys of several shards, not all held by this replica: ask for keys of one shard per request (GET /v1/shards)"))
 				return
 			}

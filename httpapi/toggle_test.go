@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/frontdoor"
 	"net/http"
 	"strings"
 	"testing"
@@ -40,14 +41,14 @@ func TestToggleRoute(t *testing.T) {
 		body, code string
 		header     []string
 	}{
-		{`{"at":1700000000000}`, CodeUnknownField, nil},
-		{`{"idempotency_key":"a/b"}`, CodeBadID, nil},
-		{`{"idempotency_key":"a"}`, CodeBadRequest, []string{"Idempotency-Key", "b"}},
-		{`[`, CodeBadJSON, nil},
+		{`{"at":1700000000000}`, frontdoor.CodeUnknownField, nil},
+		{`{"idempotency_key":"a/b"}`, frontdoor.CodeBadID, nil},
+		{`{"idempotency_key":"a"}`, frontdoor.CodeBadRequest, []string{"Idempotency-Key", "b"}},
+		{`[`, frontdoor.CodeBadJSON, nil},
 	} {
 		e.do("POST", "/v1/likes/p/u/toggle", c.body, c.header...).isError(t, http.StatusBadRequest, c.code)
 	}
-	e.do("POST", "/v1/likes/p/bad%2Fuser/toggle", "").isError(t, http.StatusBadRequest, CodeBadID)
+	e.do("POST", "/v1/likes/p/bad%2Fuser/toggle", "").isError(t, http.StatusBadRequest, frontdoor.CodeBadID)
 }
 
 // A toggle event flips like the route and says the new state; it takes
@@ -71,7 +72,7 @@ func TestToggleEvents(t *testing.T) {
 	if g := get(2); g["ok"] != true || g["liked"] != false || num(t, g, "value") != 0 {
 		t.Errorf("unkeyed toggle: %v", g)
 	}
-	if g := get(3); g["ok"] != false || g["code"] != CodeBadRequest {
+	if g := get(3); g["ok"] != false || g["code"] != frontdoor.CodeBadRequest {
 		t.Errorf("a toggle with a time: %v, want bad_request", g)
 	}
 	if g := get(4); g["ok"] != true || g["liked"] != true || g["changed"] != true {
@@ -130,8 +131,8 @@ func TestToggleRetryAfterLaterActionsRoute(t *testing.T) {
 	if got := e.likes("q"); got != 0 {
 		t.Fatalf("count of q %d, want 0", got)
 	}
-	e.do("PUT", "/v1/likes/q/u", `{"idempotency_key":"a/b"}`).isError(t, http.StatusBadRequest, CodeBadID)
-	e.do("DELETE", "/v1/likes/q/u", `{"idempotency_key":"a"}`, "Idempotency-Key", "b").isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do("PUT", "/v1/likes/q/u", `{"idempotency_key":"a/b"}`).isError(t, http.StatusBadRequest, frontdoor.CodeBadID)
+	e.do("DELETE", "/v1/likes/q/u", `{"idempotency_key":"a"}`, "Idempotency-Key", "b").isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 }
 
 // Issue 34's scenario through the API: an unlike at t, then a like with
@@ -168,9 +169,9 @@ func TestLikeClientTimeRoutes(t *testing.T) {
 		t.Fatalf("record: %v", b)
 	}
 	// Older than the accepted skew: 400 bad_time, as before.
-	e.do("PUT", "/v1/likes/p/u", fmt.Sprintf(`{"at":%d}`, now-10*60_000)).isError(t, http.StatusBadRequest, CodeBadTime)
-	e.do("PUT", "/v1/likes/p/u", `{"at":1,"timestamp":2}`).isError(t, http.StatusBadRequest, CodeBadRequest)
-	e.do("PUT", "/v1/likes/p/u", `{"when":1}`).isError(t, http.StatusBadRequest, CodeUnknownField)
+	e.do("PUT", "/v1/likes/p/u", fmt.Sprintf(`{"at":%d}`, now-10*60_000)).isError(t, http.StatusBadRequest, frontdoor.CodeBadTime)
+	e.do("PUT", "/v1/likes/p/u", `{"at":1,"timestamp":2}`).isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
+	e.do("PUT", "/v1/likes/p/u", `{"when":1}`).isError(t, http.StatusBadRequest, frontdoor.CodeUnknownField)
 	// A like with a time after the unlike's wins.
 	if b := e.do("PUT", "/v1/likes/p/u", fmt.Sprintf(`{"at":%d}`, now+1)).ok(t); b["liked"] != true || b["changed"] != true {
 		t.Fatalf("a later like: %v", b)

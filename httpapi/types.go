@@ -12,6 +12,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
@@ -53,7 +54,7 @@ func (s *Server) putType(w http.ResponseWriter, r *http.Request) error {
 		status = *req.Status
 	}
 	if why := crdt.ValidTypeTexts(owner, status, desc); why != "" {
-		return newError(http.StatusBadRequest, CodeBadRequest, "%s", why)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%s", why)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
@@ -85,7 +86,7 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !ok {
-		return newError(http.StatusNotFound, CodeNotFound, "no event type %q is registered", name)
+		return newError(http.StatusNotFound, frontdoor.CodeNotFound, "no event type %q is registered", name)
 	}
 	writeJSON(w, http.StatusOK, typeJSON(name, m))
 	return nil
@@ -207,7 +208,7 @@ func (s *Server) typeQuery(r *http.Request, params ...string) (string, storage.K
 	if _, ok, err := s.rep.Type(name); err != nil {
 		return "", 0, err
 	} else if !ok {
-		return "", 0, newError(http.StatusNotFound, CodeNotFound, "no event type %q is registered", name)
+		return "", 0, newError(http.StatusNotFound, frontdoor.CodeNotFound, "no event type %q is registered", name)
 	}
 	return name, kind, nil
 }
@@ -319,7 +320,7 @@ func withMeta(q url.Values) (bool, error) {
 	case v == "meta":
 		return true, nil
 	}
-	return false, newError(http.StatusBadRequest, CodeBadRequest, `with=%s: want with=meta`, quoteShort(v))
+	return false, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, `with=%s: want with=meta`, quoteShort(v))
 }
 
 // typeMeta is the metadata of key's event type, nil if it has none.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -22,7 +23,7 @@ func TestTypeRoutes(t *testing.T) {
 	write := []string{"Authorization", "Bearer w-secret", "Content-Type", "application/json"}
 	body := `{"owner":"media-team","status":"active","description":"views of a video"}`
 
-	e.do(http.MethodPut, "/v1/types/video", body, write...).isError(t, http.StatusUnauthorized, CodeUnauthorized)
+	e.do(http.MethodPut, "/v1/types/video", body, write...).isError(t, http.StatusUnauthorized, frontdoor.CodeUnauthorized)
 	b := e.do(http.MethodPut, "/v1/types/video", body, admin...).ok(t)
 	if b["name"] != "video" || b["owner"] != "media-team" || b["status"] != "active" || b["changed"] != true || b["replica"] != "us-1" || b["hlc"] == nil {
 		t.Fatalf("put: %v", b)
@@ -46,16 +47,16 @@ func TestTypeRoutes(t *testing.T) {
 	if tr.status != http.StatusOK || !strings.Contains(tr.raw, `"item":"video:v123"`) || !strings.Contains(tr.raw, `"meta":{"type":"video"`) {
 		t.Fatalf("trending with meta: %d %s", tr.status, tr.raw)
 	}
-	e.do(http.MethodGet, "/v1/counters/video:v123?with=owner", "", write...).isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do(http.MethodGet, "/v1/counters/video:v123?with=owner", "", write...).isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 
 	// Inactive: writes of its keys are refused, reads go on.
 	b = e.do(http.MethodPut, "/v1/types/video", `{"owner":"media-team","status":"inactive"}`, admin...).ok(t)
 	if b["status"] != "inactive" || b["description"] != "" || b["changed"] != true {
 		t.Fatalf("deactivate: %v", b)
 	}
-	e.do(http.MethodPost, "/v1/counters/video:v123/incr", `{"by":1}`, write...).isError(t, http.StatusConflict, CodeInactiveType)
-	e.do(http.MethodPut, "/v1/likes/video:v1/u9", "", write...).isError(t, http.StatusConflict, CodeInactiveType)
-	e.do(http.MethodPost, "/v1/likes", `{"videoId":"video:v2","userId":"u456"}`, write...).isError(t, http.StatusConflict, CodeInactiveType)
+	e.do(http.MethodPost, "/v1/counters/video:v123/incr", `{"by":1}`, write...).isError(t, http.StatusConflict, frontdoor.CodeInactiveType)
+	e.do(http.MethodPut, "/v1/likes/video:v1/u9", "", write...).isError(t, http.StatusConflict, frontdoor.CodeInactiveType)
+	e.do(http.MethodPost, "/v1/likes", `{"videoId":"video:v2","userId":"u456"}`, write...).isError(t, http.StatusConflict, frontdoor.CodeInactiveType)
 	ev := e.do(http.MethodPost, "/v1/events", `[{"type":"incr","key":"video:v9"},{"type":"incr","key":"other"}]`, write...)
 	if ev.status != http.StatusOK || !strings.Contains(ev.raw, `"code":"inactive_type"`) || num(t, ev.body, "applied") != 1 {
 		t.Fatalf("batch with an inactive type's event: %d %s", ev.status, ev.raw)
@@ -73,14 +74,14 @@ func TestTypeRoutes(t *testing.T) {
 	if types, _ := l["types"].([]any); len(types) != 1 || l["next"] != "ads" {
 		t.Fatalf("list: %v", l)
 	}
-	e.do(http.MethodGet, "/v1/types/nope", "", write...).isError(t, http.StatusNotFound, CodeNotFound)
+	e.do(http.MethodGet, "/v1/types/nope", "", write...).isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
 	for _, c := range []struct{ path, body, code string }{
-		{"/v1/types/bad%2Fname", `{}`, CodeBadID},
-		{"/v1/types/t", `{"status":"paused"}`, CodeBadRequest},
-		{"/v1/types/t", `{"owner":"` + strings.Repeat("x", 129) + `"}`, CodeBadRequest},
-		{"/v1/types/t", `{"owner":1}`, CodeBadJSON},
-		{"/v1/types/t", `{"colour":"red"}`, CodeUnknownField},
-		{"/v1/types/t", ``, CodeBadJSON},
+		{"/v1/types/bad%2Fname", `{}`, frontdoor.CodeBadID},
+		{"/v1/types/t", `{"status":"paused"}`, frontdoor.CodeBadRequest},
+		{"/v1/types/t", `{"owner":"` + strings.Repeat("x", 129) + `"}`, frontdoor.CodeBadRequest},
+		{"/v1/types/t", `{"owner":1}`, frontdoor.CodeBadJSON},
+		{"/v1/types/t", `{"colour":"red"}`, frontdoor.CodeUnknownField},
+		{"/v1/types/t", ``, frontdoor.CodeBadJSON},
 	} {
 		e.do(http.MethodPut, c.path, c.body, admin...).isError(t, http.StatusBadRequest, c.code)
 	}
@@ -116,7 +117,7 @@ func TestTypeTotalRoute(t *testing.T) {
 	if b = e.do(http.MethodGet, "/v1/types/video:hd:/total", "").ok(t); num(t, b, "value") != 10 || num(t, b, "keys") != 1 {
 		t.Fatalf("video:hd: total: %v", b)
 	}
-	e.do(http.MethodGet, "/v1/types/music/total", "").isError(t, http.StatusNotFound, CodeNotFound)
+	e.do(http.MethodGet, "/v1/types/music/total", "").isError(t, http.StatusNotFound, frontdoor.CodeNotFound)
 	e.do(http.MethodPut, "/v1/types/music", `{}`, "Content-Type", "application/json").ok(t)
 	if b = e.do(http.MethodGet, "/v1/types/music/total", "").ok(t); num(t, b, "value") != 4 {
 		t.Fatalf("music total, registered after its keys: %v", b)
@@ -131,10 +132,10 @@ func TestTypeTotalRoute(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"/v1/types/nope/total", 404, CodeNotFound},
-		{"/v1/types/a!b/total", 400, CodeBadID},
-		{"/v1/types/video/total?kind=hits", 400, CodeBadRequest},
-		{"/v1/types/video/total?kind=likes&kind=counters", 400, CodeBadRequest},
+		{"/v1/types/nope/total", 404, frontdoor.CodeNotFound},
+		{"/v1/types/a!b/total", 400, frontdoor.CodeBadID},
+		{"/v1/types/video/total?kind=hits", 400, frontdoor.CodeBadRequest},
+		{"/v1/types/video/total?kind=likes&kind=counters", 400, frontdoor.CodeBadRequest},
 	} {
 		e.do(http.MethodGet, c.path, "").isError(t, c.status, c.code)
 	}
@@ -210,15 +211,15 @@ func TestTypeWindowRoute(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"/v1/types/nope/window?last=1m", 404, CodeNotFound},
-		{"/v1/types/a!b/window?last=1m", 400, CodeBadID},
-		{"/v1/types/video/window", 400, CodeMissingField},
-		{"/v1/types/video/window?last=1m&from=1", 400, CodeBadRequest},
-		{"/v1/types/video/window?last=1m&last=2m", 400, CodeBadRequest},
-		{"/v1/types/video/window?last=1m&kind=hits", 400, CodeBadRequest},
-		{"/v1/types/video/window?from=yesterday", 400, CodeBadTime},
-		{fmt.Sprintf("/v1/types/video/window?from=%d&to=%d", base, base-1000), 400, CodeBadTime},
-		{fmt.Sprintf("/v1/types/video/window?from=%d&to=%d", old, old+3_600_000), 404, CodeNoWindow},
+		{"/v1/types/nope/window?last=1m", 404, frontdoor.CodeNotFound},
+		{"/v1/types/a!b/window?last=1m", 400, frontdoor.CodeBadID},
+		{"/v1/types/video/window", 400, frontdoor.CodeMissingField},
+		{"/v1/types/video/window?last=1m&from=1", 400, frontdoor.CodeBadRequest},
+		{"/v1/types/video/window?last=1m&last=2m", 400, frontdoor.CodeBadRequest},
+		{"/v1/types/video/window?last=1m&kind=hits", 400, frontdoor.CodeBadRequest},
+		{"/v1/types/video/window?from=yesterday", 400, frontdoor.CodeBadTime},
+		{fmt.Sprintf("/v1/types/video/window?from=%d&to=%d", base, base-1000), 400, frontdoor.CodeBadTime},
+		{fmt.Sprintf("/v1/types/video/window?from=%d&to=%d", old, old+3_600_000), 404, frontdoor.CodeNoWindow},
 	} {
 		e.do(http.MethodGet, c.path, "").isError(t, c.status, c.code)
 	}

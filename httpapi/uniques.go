@@ -15,6 +15,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 )
@@ -38,20 +39,20 @@ func (s *Server) postUniques(w http.ResponseWriter, r *http.Request) error {
 	var body uniquesRequest
 	if err := s.decodeBody(w, r, &body); err != nil {
 		if errors.Is(err, errEmptyBody) {
-			return newError(http.StatusBadRequest, CodeMissingField, `give "ids": [...] or "id"`)
+			return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `give "ids": [...] or "id"`)
 		}
 		return err
 	}
 	ids := body.IDs
 	switch {
 	case body.ID != nil && ids != nil:
-		return newError(http.StatusBadRequest, CodeBadRequest, `give "ids" or "id", not both`)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, `give "ids" or "id", not both`)
 	case body.ID != nil:
 		ids = []string{*body.ID}
 	case len(ids) == 0:
-		return newError(http.StatusBadRequest, CodeMissingField, `give "ids": [...] (1 to %d ids) or "id"`, region.MaxUniqueIDs)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, `give "ids": [...] (1 to %d ids) or "id"`, region.MaxUniqueIDs)
 	case len(ids) > region.MaxUniqueIDs:
-		return newError(http.StatusBadRequest, CodeBadRequest, "%d ids in one request; at most %d", len(ids), region.MaxUniqueIDs)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%d ids in one request; at most %d", len(ids), region.MaxUniqueIDs)
 	}
 	for _, id := range ids {
 		if err := checkID("id", id); err != nil {
@@ -90,11 +91,11 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if list == "" {
-		return newError(http.StatusBadRequest, CodeMissingField, "give keys=a,b,c (1 to %d keys)", region.MaxUniqueKeys)
+		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give keys=a,b,c (1 to %d keys)", region.MaxUniqueKeys)
 	}
 	keys := strings.Split(list, ",")
 	if len(keys) > region.MaxUniqueKeys {
-		return newError(http.StatusBadRequest, CodeBadRequest, "%d keys; at most %d", len(keys), region.MaxUniqueKeys)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%d keys; at most %d", len(keys), region.MaxUniqueKeys)
 	}
 	for _, k := range keys {
 		if err := checkID("key", k); err != nil {
@@ -203,7 +204,7 @@ func (s *Server) uniqueRange(q url.Values) (fromMs, toMs int64, windowed bool, e
 		fromMs, toMs, err := s.rep.UniqueRange(d)
 		return fromMs, toMs, true, windowErr(err)
 	case from == "":
-		return 0, 0, false, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=24h) or from (and to)")
+		return 0, 0, false, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=24h) or from (and to)")
 	}
 	fromMs, toMs, err = s.fromTo(from, to)
 	return fromMs, toMs, err == nil, err
@@ -344,9 +345,9 @@ func (s *Server) UniquesUnion(ctx context.Context, keys []string) (api.Uniques, 
 	if rec.Status() != http.StatusOK {
 		var e api.Error
 		if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
-			e = api.Error{Code: CodeInternal, Error: fmt.Sprintf("the union answered http %d", rec.Status())}
+			e = api.Error{Code: frontdoor.CodeInternal, Error: fmt.Sprintf("the union answered http %d", rec.Status())}
 		}
-		return api.Uniques{}, &apiError{status: rec.Status(), code: e.Code, msg: e.Error}
+		return api.Uniques{}, &apiError{Status: rec.Status(), Code: e.Code, Msg: e.Error}
 	}
 	var out api.Uniques
 	if err := json.Unmarshal(rec.Body(), &out); err != nil {

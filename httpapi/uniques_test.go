@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/tally-dev/tally/frontdoor"
 	"math"
 	"net/http"
 	"strings"
@@ -43,7 +44,7 @@ func TestUniquesRoutes(t *testing.T) {
 	if r, _ := b["by_region"].(map[string]any); len(r) != 1 || fmt.Sprint(r["us"]) != "3" {
 		t.Fatalf("by=region: %v", b)
 	}
-	e.do("GET", "/v1/uniques/video:2?by=replica", "").isError(t, http.StatusBadRequest, CodeBadRequest)
+	e.do("GET", "/v1/uniques/video:2?by=replica", "").isError(t, http.StatusBadRequest, frontdoor.CodeBadRequest)
 	// The union counts viewer7 once.
 	near(e.do("GET", "/v1/uniques?keys=video:1,video:2", "").ok(t), 502)
 	b = e.do("GET", "/v1/uniques/video:1?last=24h", "").ok(t)
@@ -61,20 +62,20 @@ func TestUniquesRoutes(t *testing.T) {
 		status             int
 		code               string
 	}{
-		{"POST", "/v1/uniques/k", ``, http.StatusBadRequest, CodeMissingField},
-		{"POST", "/v1/uniques/k", `{"ids":[]}`, http.StatusBadRequest, CodeMissingField},
-		{"POST", "/v1/uniques/k", `{"ids":["a"],"id":"b"}`, http.StatusBadRequest, CodeBadRequest},
-		{"POST", "/v1/uniques/k", `{"ids":["a/b"]}`, http.StatusBadRequest, CodeBadID},
-		{"POST", "/v1/uniques/k", `{"ids":"a"}`, http.StatusBadRequest, CodeBadJSON},
-		{"POST", "/v1/uniques/k", `{"ids":["a"],"by":1}`, http.StatusBadRequest, CodeUnknownField},
-		{"POST", "/v1/uniques/k", `{"ids":["a"],"at":1}`, http.StatusBadRequest, CodeBadTime},
-		{"POST", "/v1/uniques/k", `{"ids":[` + strings.Repeat(`"x",`, 10_000) + `"y"]}`, http.StatusBadRequest, CodeBadRequest},
-		{"GET", "/v1/uniques", ``, http.StatusBadRequest, CodeMissingField},
-		{"GET", "/v1/uniques?keys=a,,b", ``, http.StatusBadRequest, CodeBadID},
-		{"GET", "/v1/uniques?keys=" + strings.Repeat("k,", 100) + "k", ``, http.StatusBadRequest, CodeBadRequest},
-		{"GET", "/v1/uniques/k?last=soon", ``, http.StatusBadRequest, CodeBadTime},
-		{"GET", "/v1/uniques/k?last=1h&from=1", ``, http.StatusBadRequest, CodeBadRequest},
-		{"GET", "/v1/uniques/k?last=3000d", ``, http.StatusNotFound, CodeNoWindow},
+		{"POST", "/v1/uniques/k", ``, http.StatusBadRequest, frontdoor.CodeMissingField},
+		{"POST", "/v1/uniques/k", `{"ids":[]}`, http.StatusBadRequest, frontdoor.CodeMissingField},
+		{"POST", "/v1/uniques/k", `{"ids":["a"],"id":"b"}`, http.StatusBadRequest, frontdoor.CodeBadRequest},
+		{"POST", "/v1/uniques/k", `{"ids":["a/b"]}`, http.StatusBadRequest, frontdoor.CodeBadID},
+		{"POST", "/v1/uniques/k", `{"ids":"a"}`, http.StatusBadRequest, frontdoor.CodeBadJSON},
+		{"POST", "/v1/uniques/k", `{"ids":["a"],"by":1}`, http.StatusBadRequest, frontdoor.CodeUnknownField},
+		{"POST", "/v1/uniques/k", `{"ids":["a"],"at":1}`, http.StatusBadRequest, frontdoor.CodeBadTime},
+		{"POST", "/v1/uniques/k", `{"ids":[` + strings.Repeat(`"x",`, 10_000) + `"y"]}`, http.StatusBadRequest, frontdoor.CodeBadRequest},
+		{"GET", "/v1/uniques", ``, http.StatusBadRequest, frontdoor.CodeMissingField},
+		{"GET", "/v1/uniques?keys=a,,b", ``, http.StatusBadRequest, frontdoor.CodeBadID},
+		{"GET", "/v1/uniques?keys=" + strings.Repeat("k,", 100) + "k", ``, http.StatusBadRequest, frontdoor.CodeBadRequest},
+		{"GET", "/v1/uniques/k?last=soon", ``, http.StatusBadRequest, frontdoor.CodeBadTime},
+		{"GET", "/v1/uniques/k?last=1h&from=1", ``, http.StatusBadRequest, frontdoor.CodeBadRequest},
+		{"GET", "/v1/uniques/k?last=3000d", ``, http.StatusNotFound, frontdoor.CodeNoWindow},
 	} {
 		e.do(c.method, c.path, c.body).isError(t, c.status, c.code)
 	}

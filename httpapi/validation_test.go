@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"github.com/tally-dev/tally/frontdoor"
 	"io"
 	"net/http"
 	"strings"
@@ -33,63 +34,63 @@ func TestBadInput(t *testing.T) {
 		code         string
 	}{
 		// Ids in the path.
-		{"empty item", "PUT", "/v1/likes//alice", "", nil, bad, CodeBadID},
-		{"empty user", "PUT", "/v1/likes/post1/", "", nil, bad, CodeBadID},
-		{"129-byte item", "PUT", "/v1/likes/" + long + "/alice", "", nil, bad, CodeBadID},
-		{"129-byte user", "DELETE", "/v1/likes/post1/" + long, "", nil, bad, CodeBadID},
-		{"slash in item", "PUT", "/v1/likes/post1%2Fx/alice", "", nil, bad, CodeBadID},
-		{"slash in user", "DELETE", "/v1/likes/post1/alice%2F", "", nil, bad, CodeBadID},
-		{"unicode user", "PUT", "/v1/likes/post1/%C3%A9", "", nil, bad, CodeBadID},
-		{"space in user", "PUT", "/v1/likes/post1/al%20ice", "", nil, bad, CodeBadID},
-		{"plus in user", "PUT", "/v1/likes/post1/al+ice", "", nil, bad, CodeBadID},
-		{"NUL in item", "GET", "/v1/likes/post%00", "", nil, bad, CodeBadID},
-		{"bad read id", "GET", "/v1/likes/%2F/alice", "", nil, bad, CodeBadID},
-		{"empty counter key", "POST", "/v1/counters//incr", "", nil, bad, CodeBadID},
-		{"bad counter key", "GET", "/v1/counters/c%3F1", "", nil, bad, CodeBadID},
+		{"empty item", "PUT", "/v1/likes//alice", "", nil, bad, frontdoor.CodeBadID},
+		{"empty user", "PUT", "/v1/likes/post1/", "", nil, bad, frontdoor.CodeBadID},
+		{"129-byte item", "PUT", "/v1/likes/" + long + "/alice", "", nil, bad, frontdoor.CodeBadID},
+		{"129-byte user", "DELETE", "/v1/likes/post1/" + long, "", nil, bad, frontdoor.CodeBadID},
+		{"slash in item", "PUT", "/v1/likes/post1%2Fx/alice", "", nil, bad, frontdoor.CodeBadID},
+		{"slash in user", "DELETE", "/v1/likes/post1/alice%2F", "", nil, bad, frontdoor.CodeBadID},
+		{"unicode user", "PUT", "/v1/likes/post1/%C3%A9", "", nil, bad, frontdoor.CodeBadID},
+		{"space in user", "PUT", "/v1/likes/post1/al%20ice", "", nil, bad, frontdoor.CodeBadID},
+		{"plus in user", "PUT", "/v1/likes/post1/al+ice", "", nil, bad, frontdoor.CodeBadID},
+		{"NUL in item", "GET", "/v1/likes/post%00", "", nil, bad, frontdoor.CodeBadID},
+		{"bad read id", "GET", "/v1/likes/%2F/alice", "", nil, bad, frontdoor.CodeBadID},
+		{"empty counter key", "POST", "/v1/counters//incr", "", nil, bad, frontdoor.CodeBadID},
+		{"bad counter key", "GET", "/v1/counters/c%3F1", "", nil, bad, frontdoor.CodeBadID},
 
 		// Seed-style like bodies.
-		{"empty body", "POST", "/v1/likes", "", nil, bad, CodeBadJSON},
-		{"truncated JSON", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"`, nil, bad, CodeBadJSON},
-		{"not JSON", "POST", "/v1/likes", `videoId=post1&userId=bob`, nil, bad, CodeBadJSON},
-		{"array body", "POST", "/v1/likes", `[{"videoId":"post1","userId":"bob"}]`, nil, bad, CodeBadJSON},
-		{"unknown field", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob","when":1}`, nil, bad, CodeUnknownField},
-		{"trailing garbage", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"} x`, nil, bad, CodeBadJSON},
-		{"two objects", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"}{"videoId":"post1","userId":"carol"}`, nil, bad, CodeBadJSON},
-		{"videoId and item", "POST", "/v1/likes", `{"videoId":"post1","item":"post1","userId":"bob"}`, nil, bad, CodeBadRequest},
-		{"no item", "POST", "/v1/likes", `{"userId":"bob"}`, nil, bad, CodeMissingField},
-		{"no user", "POST", "/v1/likes", `{"videoId":"post1"}`, nil, bad, CodeMissingField},
-		{"number id", "POST", "/v1/likes", `{"videoId":7,"userId":"bob"}`, nil, bad, CodeBadJSON},
-		{"bad body id", "POST", "/v1/likes", `{"videoId":"post 1","userId":"bob"}`, nil, bad, CodeBadID},
-		{"empty body user", "POST", "/v1/likes", `{"videoId":"post1","userId":""}`, nil, bad, CodeBadID},
-		{"huge like body", "POST", "/v1/likes", hugeLike, nil, tooBig, CodeBodyTooLarge},
-		{"seed unlike, other item", "DELETE", "/v1/likes/post1", `{"videoId":"post2","userId":"alice"}`, nil, bad, CodeBadRequest},
-		{"seed unlike, no user", "DELETE", "/v1/likes/post1", `{}`, nil, bad, CodeMissingField},
-		{"seed unlike, no body", "DELETE", "/v1/likes/post1", ``, nil, bad, CodeBadJSON},
-		{"seed unlike, unknown field", "DELETE", "/v1/likes/post1", `{"userId":"alice","x":1}`, nil, bad, CodeUnknownField},
+		{"empty body", "POST", "/v1/likes", "", nil, bad, frontdoor.CodeBadJSON},
+		{"truncated JSON", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"`, nil, bad, frontdoor.CodeBadJSON},
+		{"not JSON", "POST", "/v1/likes", `videoId=post1&userId=bob`, nil, bad, frontdoor.CodeBadJSON},
+		{"array body", "POST", "/v1/likes", `[{"videoId":"post1","userId":"bob"}]`, nil, bad, frontdoor.CodeBadJSON},
+		{"unknown field", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob","when":1}`, nil, bad, frontdoor.CodeUnknownField},
+		{"trailing garbage", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"} x`, nil, bad, frontdoor.CodeBadJSON},
+		{"two objects", "POST", "/v1/likes", `{"videoId":"post1","userId":"bob"}{"videoId":"post1","userId":"carol"}`, nil, bad, frontdoor.CodeBadJSON},
+		{"videoId and item", "POST", "/v1/likes", `{"videoId":"post1","item":"post1","userId":"bob"}`, nil, bad, frontdoor.CodeBadRequest},
+		{"no item", "POST", "/v1/likes", `{"userId":"bob"}`, nil, bad, frontdoor.CodeMissingField},
+		{"no user", "POST", "/v1/likes", `{"videoId":"post1"}`, nil, bad, frontdoor.CodeMissingField},
+		{"number id", "POST", "/v1/likes", `{"videoId":7,"userId":"bob"}`, nil, bad, frontdoor.CodeBadJSON},
+		{"bad body id", "POST", "/v1/likes", `{"videoId":"post 1","userId":"bob"}`, nil, bad, frontdoor.CodeBadID},
+		{"empty body user", "POST", "/v1/likes", `{"videoId":"post1","userId":""}`, nil, bad, frontdoor.CodeBadID},
+		{"huge like body", "POST", "/v1/likes", hugeLike, nil, tooBig, frontdoor.CodeBodyTooLarge},
+		{"seed unlike, other item", "DELETE", "/v1/likes/post1", `{"videoId":"post2","userId":"alice"}`, nil, bad, frontdoor.CodeBadRequest},
+		{"seed unlike, no user", "DELETE", "/v1/likes/post1", `{}`, nil, bad, frontdoor.CodeMissingField},
+		{"seed unlike, no body", "DELETE", "/v1/likes/post1", ``, nil, bad, frontdoor.CodeBadJSON},
+		{"seed unlike, unknown field", "DELETE", "/v1/likes/post1", `{"userId":"alice","x":1}`, nil, bad, frontdoor.CodeUnknownField},
 
 		// Increment bodies.
-		{"by too big", "POST", "/v1/counters/c1/incr", `{"by":1099511627777}`, nil, bad, CodeBadBy},
-		{"by too small", "POST", "/v1/counters/c1/incr", `{"by":-1099511627777}`, nil, bad, CodeBadBy},
-		{"by beyond int64", "POST", "/v1/counters/c1/incr", `{"by":1e30}`, nil, bad, CodeBadJSON},
-		{"fractional by", "POST", "/v1/counters/c1/incr", `{"by":1.5}`, nil, bad, CodeBadJSON},
-		{"string by", "POST", "/v1/counters/c1/incr", `{"by":"5"}`, nil, bad, CodeBadJSON},
-		{"unknown incr field", "POST", "/v1/counters/c1/incr", `{"bye":1}`, nil, bad, CodeUnknownField},
-		{"incr trailing garbage", "POST", "/v1/counters/c1/incr", `{"by":1}]`, nil, bad, CodeBadJSON},
-		{"bad body key", "POST", "/v1/counters/c1/incr", `{"idempotency_key":"a/b"}`, nil, bad, CodeBadID},
-		{"empty body key", "POST", "/v1/counters/c1/incr", `{"idempotency_key":""}`, nil, bad, CodeBadID},
-		{"bad header key", "POST", "/v1/counters/c1/incr", ``, []string{"Idempotency-Key", "a b"}, bad, CodeBadID},
-		{"keys differ", "POST", "/v1/counters/c1/incr", `{"idempotency_key":"k2"}`, []string{"Idempotency-Key", "k3"}, bad, CodeBadRequest},
-		{"huge incr body", "POST", "/v1/counters/c1/incr", huge, nil, tooBig, CodeBodyTooLarge},
+		{"by too big", "POST", "/v1/counters/c1/incr", `{"by":1099511627777}`, nil, bad, frontdoor.CodeBadBy},
+		{"by too small", "POST", "/v1/counters/c1/incr", `{"by":-1099511627777}`, nil, bad, frontdoor.CodeBadBy},
+		{"by beyond int64", "POST", "/v1/counters/c1/incr", `{"by":1e30}`, nil, bad, frontdoor.CodeBadJSON},
+		{"fractional by", "POST", "/v1/counters/c1/incr", `{"by":1.5}`, nil, bad, frontdoor.CodeBadJSON},
+		{"string by", "POST", "/v1/counters/c1/incr", `{"by":"5"}`, nil, bad, frontdoor.CodeBadJSON},
+		{"unknown incr field", "POST", "/v1/counters/c1/incr", `{"bye":1}`, nil, bad, frontdoor.CodeUnknownField},
+		{"incr trailing garbage", "POST", "/v1/counters/c1/incr", `{"by":1}]`, nil, bad, frontdoor.CodeBadJSON},
+		{"bad body key", "POST", "/v1/counters/c1/incr", `{"idempotency_key":"a/b"}`, nil, bad, frontdoor.CodeBadID},
+		{"empty body key", "POST", "/v1/counters/c1/incr", `{"idempotency_key":""}`, nil, bad, frontdoor.CodeBadID},
+		{"bad header key", "POST", "/v1/counters/c1/incr", ``, []string{"Idempotency-Key", "a b"}, bad, frontdoor.CodeBadID},
+		{"keys differ", "POST", "/v1/counters/c1/incr", `{"idempotency_key":"k2"}`, []string{"Idempotency-Key", "k3"}, bad, frontdoor.CodeBadRequest},
+		{"huge incr body", "POST", "/v1/counters/c1/incr", huge, nil, tooBig, frontdoor.CodeBodyTooLarge},
 
 		// Routing.
-		{"unknown route", "GET", "/v1/nope", "", nil, http.StatusNotFound, CodeNotFound},
-		{"too many segments", "PUT", "/v1/likes/a/b/c", "", nil, http.StatusNotFound, CodeNotFound},
-		{"PATCH a like", "PATCH", "/v1/likes/post1/alice", "", nil, methodX, CodeMethodNotAllowed},
-		{"POST a like path", "POST", "/v1/likes/post1/alice", "", nil, methodX, CodeMethodNotAllowed},
-		{"GET the seed route", "GET", "/v1/likes", "", nil, methodX, CodeMethodNotAllowed},
-		{"PUT a counter", "PUT", "/v1/counters/c1", `{"by":1}`, nil, methodX, CodeMethodNotAllowed},
-		{"GET incr", "GET", "/v1/counters/c1/incr", "", nil, methodX, CodeMethodNotAllowed},
-		{"POST healthz", "POST", "/healthz", "", nil, methodX, CodeMethodNotAllowed},
+		{"unknown route", "GET", "/v1/nope", "", nil, http.StatusNotFound, frontdoor.CodeNotFound},
+		{"too many segments", "PUT", "/v1/likes/a/b/c", "", nil, http.StatusNotFound, frontdoor.CodeNotFound},
+		{"PATCH a like", "PATCH", "/v1/likes/post1/alice", "", nil, methodX, frontdoor.CodeMethodNotAllowed},
+		{"POST a like path", "POST", "/v1/likes/post1/alice", "", nil, methodX, frontdoor.CodeMethodNotAllowed},
+		{"GET the seed route", "GET", "/v1/likes", "", nil, methodX, frontdoor.CodeMethodNotAllowed},
+		{"PUT a counter", "PUT", "/v1/counters/c1", `{"by":1}`, nil, methodX, frontdoor.CodeMethodNotAllowed},
+		{"GET incr", "GET", "/v1/counters/c1/incr", "", nil, methodX, frontdoor.CodeMethodNotAllowed},
+		{"POST healthz", "POST", "/healthz", "", nil, methodX, frontdoor.CodeMethodNotAllowed},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -130,7 +131,7 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 	}
 	for path, want := range cases {
 		r := e.do("PATCH", path, "")
-		r.isError(t, http.StatusMethodNotAllowed, CodeMethodNotAllowed)
+		r.isError(t, http.StatusMethodNotAllowed, frontdoor.CodeMethodNotAllowed)
 		if got := r.header.Get("Allow"); got != want {
 			t.Errorf("PATCH %s: Allow %q, want %q", path, got, want)
 		}
@@ -151,7 +152,7 @@ func TestHugeChunkedBody(t *testing.T) {
 		// A reader that is not a *strings.Reader hides the length, so the
 		// client sends it chunked.
 		r := e.send(req{method: "POST", path: "/v1/counters/c1/incr", body: io.MultiReader(bytes.NewReader([]byte(body)))})
-		if r.status != http.StatusRequestEntityTooLarge || r.body["code"] != CodeBodyTooLarge {
+		if r.status != http.StatusRequestEntityTooLarge || r.body["code"] != frontdoor.CodeBodyTooLarge {
 			t.Errorf("%s: %d %s", name, r.status, r.raw)
 		}
 	}
@@ -166,7 +167,7 @@ func TestBodyAtLimit(t *testing.T) {
 	body := `{"by":3}`
 	body += strings.Repeat(" ", 64-len(body))
 	e.do("POST", "/v1/counters/c/incr", body).ok(t)
-	e.do("POST", "/v1/counters/c/incr", body+" ").isError(t, http.StatusRequestEntityTooLarge, CodeBodyTooLarge)
+	e.do("POST", "/v1/counters/c/incr", body+" ").isError(t, http.StatusRequestEntityTooLarge, frontdoor.CodeBodyTooLarge)
 	if n := e.counter("c"); n != 3 {
 		t.Fatalf("c = %d, want 3", n)
 	}

@@ -15,16 +15,10 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
-)
-
-// Error codes of the window routes.
-const (
-	CodeBadTime     = "bad_time"       // 400: a time, duration or step is malformed or out of range
-	CodeNoWindow    = "no_window"      // 404: no slots of the key cover the range
-	CodeUnknownZone = "unknown_region" // 400: no replica of that region is known
 )
 
 // maxLast bounds last= and the span of from/to.
@@ -46,7 +40,7 @@ func parseSpan(field, s string) (time.Duration, error) {
 		d, err = time.ParseDuration(s)
 	}
 	if err != nil || d <= 0 || d > maxLast {
-		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %s is not a duration in (0, %v] such as 60s, 10m, 24h or 7d", field, quoteShort(s), maxLast)
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s %s is not a duration in (0, %v] such as 60s, 10m, 24h or 7d", field, quoteShort(s), maxLast)
 	}
 	return d, nil
 }
@@ -55,13 +49,13 @@ func parseSpan(field, s string) (time.Duration, error) {
 func parseTime(field, s string) (int64, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if ms <= 0 || ms >= 1<<47 {
-			return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %d is out of range", field, ms)
+			return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s %d is out of range", field, ms)
 		}
 		return ms, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil || t.UnixMilli() <= 0 || t.UnixMilli() >= 1<<47 {
-		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %s is not an RFC 3339 time or unix milliseconds", field, quoteShort(s))
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s %s is not an RFC 3339 time or unix milliseconds", field, quoteShort(s))
 	}
 	return t.UnixMilli(), nil
 }
@@ -73,7 +67,7 @@ func eventTime(at, timestamp json.RawMessage) (int64, error) {
 	field, raw := "at", at
 	switch {
 	case at != nil && timestamp != nil:
-		return 0, newError(http.StatusBadRequest, CodeBadRequest, "give at or timestamp, not both")
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "give at or timestamp, not both")
 	case timestamp != nil:
 		field, raw = "timestamp", timestamp
 	case at == nil:
@@ -89,13 +83,13 @@ func parseEventTime(field string, raw []byte) (int64, error) {
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, newError(http.StatusBadRequest, CodeBadTime, "%s is not a JSON string", field)
+			return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s is not a JSON string", field)
 		}
 		return eventTimeString(field, []byte(s))
 	}
 	n, err := strconv.ParseInt(string(raw), 10, 64)
 	if err != nil {
-		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s must be an RFC 3339 string or a whole number of unix milliseconds", field)
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s must be an RFC 3339 string or a whole number of unix milliseconds", field)
 	}
 	return eventTimeNumber(field, n)
 }
@@ -104,7 +98,7 @@ func parseEventTime(field string, raw []byte) (int64, error) {
 func eventTimeString(field string, s []byte) (int64, error) {
 	t, err := time.Parse(time.RFC3339Nano, string(s))
 	if err != nil || t.UnixMilli() <= 0 || t.UnixMilli() >= 1<<47 {
-		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %s is not an RFC 3339 time", field, quoteShort(string(s)))
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s %s is not an RFC 3339 time", field, quoteShort(string(s)))
 	}
 	return t.UnixMilli(), nil
 }
@@ -112,7 +106,7 @@ func eventTimeString(field string, s []byte) (int64, error) {
 // eventTimeNumber reads unix milliseconds, or unix seconds below 10^11.
 func eventTimeNumber(field string, n int64) (int64, error) {
 	if n <= 0 || n >= 1<<47 {
-		return 0, newError(http.StatusBadRequest, CodeBadTime, "%s %d is out of range; want unix milliseconds (or seconds)", field, n)
+		return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%s %d is out of range; want unix milliseconds (or seconds)", field, n)
 	}
 	if n < 1e11 {
 		n *= 1000
@@ -128,7 +122,7 @@ func one(q url.Values, name string) (string, error) {
 	case 1:
 		return v[0], nil
 	}
-	return "", newError(http.StatusBadRequest, CodeBadRequest, "give %s once", name)
+	return "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "give %s once", name)
 }
 
 // byRegionParam reads by=: absent, or "region" (split per region).
@@ -138,7 +132,7 @@ func byRegionParam(q url.Values) (bool, error) {
 		return false, err
 	}
 	if by != "" && by != "region" {
-		return false, newError(http.StatusBadRequest, CodeBadRequest, "by %s: only by=region", quoteShort(by))
+		return false, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "by %s: only by=region", quoteShort(by))
 	}
 	return by == "region", nil
 }
@@ -156,7 +150,7 @@ func rangeParams(q url.Values) (last, from, to string, err error) {
 		return "", "", "", err
 	}
 	if last != "" && (from != "" || to != "") {
-		return "", "", "", newError(http.StatusBadRequest, CodeBadRequest, "give last, or from (and to), not both")
+		return "", "", "", newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "give last, or from (and to), not both")
 	}
 	return last, from, to, nil
 }
@@ -173,7 +167,7 @@ func (s *Server) fromTo(from, to string) (fromMs, toMs int64, err error) {
 		}
 	}
 	if toMs <= fromMs || time.Duration(toMs-fromMs)*time.Millisecond > maxLast {
-		return 0, 0, newError(http.StatusBadRequest, CodeBadTime, "to must be after from, by at most %v", maxLast)
+		return 0, 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "to must be after from, by at most %v", maxLast)
 	}
 	return fromMs, toMs, nil
 }
@@ -199,7 +193,7 @@ func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step t
 		fromMs, toMs, err := s.rep.WindowRange(kind, key, d)
 		return fromMs, toMs, windowErr(err)
 	case from == "":
-		return 0, 0, newError(http.StatusBadRequest, CodeMissingField, "give last (e.g. last=60s) or from (and to)")
+		return 0, 0, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=60s) or from (and to)")
 	}
 	return s.fromTo(from, to)
 }
@@ -257,7 +251,7 @@ func parseKind(s string) (storage.Kind, error) {
 	case "counters":
 		return storage.Counters, nil
 	}
-	return 0, newError(http.StatusBadRequest, CodeBadRequest, "kind %s is not likes or counters", quoteShort(s))
+	return 0, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %s is not likes or counters", quoteShort(s))
 }
 
 // GET /v1/counters/{key}/window, /v1/likes/{item}/window
@@ -346,7 +340,7 @@ func fmtSpan(d time.Duration) string {
 
 func windowErr(err error) error {
 	if errors.Is(err, region.ErrNoWindow) {
-		return newError(http.StatusNotFound, CodeNoWindow, "%s", strings.TrimPrefix(err.Error(), "region: "))
+		return newError(http.StatusNotFound, frontdoor.CodeNoWindow, "%s", strings.TrimPrefix(err.Error(), "region: "))
 	}
 	return err
 }
@@ -384,7 +378,7 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 		keys = []string{"*"}
 	}
 	if len(keys) > maxSeriesKeys {
-		return newError(http.StatusBadRequest, CodeBadRequest, "%d keys, at most %d per call", len(keys), maxSeriesKeys)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%d keys, at most %d per call", len(keys), maxSeriesKeys)
 	}
 	for _, k := range keys {
 		if k != "*" {
@@ -394,7 +388,7 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 		}
 		if n := s.cfg.Hot.Parts(k); n > 0 && kind == storage.Likes {
 			if len(keys) > 1 {
-				return newError(http.StatusBadRequest, CodeBadRequest,
+				return newError(http.StatusBadRequest, frontdoor.CodeBadRequest,
 					"item %s is split into parts (hot): ask for its series alone", quoteShort(k))
 			}
 			return s.getHotSeries(w, r, k, n) // hot.go
@@ -424,7 +418,7 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kin
 		}
 	}
 	if step < time.Second || step%time.Second != 0 {
-		return newError(http.StatusBadRequest, CodeBadTime, "step %s must be whole seconds", quoteShort(stepStr))
+		return newError(http.StatusBadRequest, frontdoor.CodeBadTime, "step %s must be whole seconds", quoteShort(stepStr))
 	}
 	fromMs, toMs, err := s.windowRange(q, kind, first, step)
 	if err != nil {
@@ -538,9 +532,9 @@ func (s *Server) seriesSpread(w http.ResponseWriter, r *http.Request, keys []str
 			if rec.Status() != http.StatusOK {
 				var e api.Error
 				if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
-					e = api.Error{Code: CodeInternal, Error: fmt.Sprintf("a part of the series answered http %d", rec.Status())}
+					e = api.Error{Code: frontdoor.CodeInternal, Error: fmt.Sprintf("a part of the series answered http %d", rec.Status())}
 				}
-				p.err = &apiError{status: rec.Status(), code: e.Code, msg: e.Error}
+				p.err = &apiError{Status: rec.Status(), Code: e.Code, Msg: e.Error}
 				return
 			}
 			if err := json.Unmarshal(rec.Body(), &p.out); err != nil || len(p.out.Series) != len(p.idx) {
@@ -618,12 +612,12 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 	n := 10
 	if v := get("n"); v != "" {
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > region.MaxTrendingN {
-			return newError(http.StatusBadRequest, CodeBadRequest, "n %s is not in 1..%d", quoteShort(v), region.MaxTrendingN)
+			return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "n %s is not in 1..%d", quoteShort(v), region.MaxTrendingN)
 		}
 	}
 	prefix := get("prefix")
 	if prefix != "" && !crdt.ValidID(prefix) {
-		return newError(http.StatusBadRequest, CodeBadID, "prefix must be %s", idRule)
+		return newError(http.StatusBadRequest, frontdoor.CodeBadID, "prefix must be %s", frontdoor.IDRule)
 	}
 	var only func(string) bool
 	zone := get("region")
@@ -634,7 +628,7 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 			known = known || g == zone
 		}
 		if !known {
-			return newError(http.StatusBadRequest, CodeUnknownZone, "no replica of region %s is known here", quoteShort(zone))
+			return newError(http.StatusBadRequest, frontdoor.CodeUnknownZone, "no replica of region %s is known here", quoteShort(zone))
 		}
 		only = func(replica string) bool { return regions[replica] == zone }
 	}
@@ -730,5 +724,5 @@ func eventTimeAPI(ms int64, err error) (int64, *apiError) {
 	if errors.As(err, &ae) {
 		return 0, ae
 	}
-	return 0, newError(http.StatusBadRequest, CodeBadTime, "%v", err)
+	return 0, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "%v", err)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/tally-dev/tally/frontdoor"
 )
 
 func TestWindowsRoutes(t *testing.T) {
@@ -168,34 +169,34 @@ func TestWindowsBadInput(t *testing.T) {
 		status             int
 		code               string
 	}{
-		{"GET", "/v1/counters/k/window", "", 400, CodeMissingField},
-		{"GET", "/v1/counters/k/window?last=abc", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k/window?last=-5s", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k/window?last=99999d", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k/window?last=3000d", "", 404, CodeNoWindow}, // past the 1 h level's 3 years
-		{"GET", "/v1/counters/k/window?last=1m&from=1", "", 400, CodeBadRequest},
-		{"GET", "/v1/counters/k/window?last=1m&last=2m", "", 400, CodeBadRequest},
-		{"GET", "/v1/counters/k/window?from=yesterday", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k/window?from=2000&to=1000", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k!/window?last=1m", "", 400, CodeBadID},
-		{"GET", "/v1/counters/k/series?last=1h&step=1500ms", "", 400, CodeBadTime},
-		{"GET", "/v1/counters/k/series?last=10d&step=1s", "", 404, CodeNoWindow}, // 1 s slots are kept 3 h
-		{"GET", "/v1/counters/k/series?last=3650d&step=1s", "", 404, CodeNoWindow},
-		{"GET", "/v1/series?kind=hits&last=1m", "", 400, CodeBadRequest},
-		{"GET", "/v1/series?kind=likes&key=a/b&last=1m", "", 400, CodeBadID},
-		{"GET", "/v1/series?kind=likes&last=1m&by=replica", "", 400, CodeBadRequest},
-		{"GET", "/v1/series?last=170m&step=1s", "", 400, CodeInvalid}, // more than 10,000 points
-		{"GET", "/v1/trending?n=0", "", 400, CodeBadRequest},
-		{"GET", "/v1/trending?n=5000", "", 400, CodeBadRequest},
-		{"GET", "/v1/trending?window=32d", "", 404, CodeNoWindow},   // past the day sketches' 31 days
-		{"GET", "/v1/trending?window=3000d", "", 404, CodeNoWindow}, // past every level's retention
-		{"GET", "/v1/trending?region=mars", "", 400, CodeUnknownZone},
-		{"GET", "/v1/trending?prefix=a/b", "", 400, CodeBadID},
-		{"POST", "/v1/counters/k/incr", fmt.Sprintf(`{"at":%d}`, old), 400, CodeBadTime},
-		{"POST", "/v1/counters/k/incr", `{"at":"last tuesday"}`, 400, CodeBadTime},
-		{"POST", "/v1/counters/k/incr", `{"at":-5}`, 400, CodeBadTime},
-		{"POST", "/v1/counters/k/incr", `{"at":1,"timestamp":1}`, 400, CodeBadRequest},
-		{"POST", "/v1/likes", fmt.Sprintf(`{"videoId":"v","userId":"u","timestamp":%d}`, old), 400, CodeBadTime},
+		{"GET", "/v1/counters/k/window", "", 400, frontdoor.CodeMissingField},
+		{"GET", "/v1/counters/k/window?last=abc", "", 400, frontdoor.CodeBadTime},
+		{"GET", "/v1/counters/k/window?last=-5s", "", 400, frontdoor.CodeBadTime},
+		{"GET", "/v1/counters/k/window?last=99999d", "", 400, frontdoor.CodeBadTime},
+		{"GET", "/v1/counters/k/window?last=3000d", "", 404, frontdoor.CodeNoWindow}, // past the 1 h level's 3 years
+		{"GET", "/v1/counters/k/window?last=1m&from=1", "", 400, frontdoor.CodeBadRequest},
+		{"GET", "/v1/counters/k/window?last=1m&last=2m", "", 400, frontdoor.CodeBadRequest},
+		{"GET", "/v1/counters/k/window?from=yesterday", "", 400, frontdoor.CodeBadTime},
+		{"GET", "/v1/counters/k/window?from=2000&to=1000", "", 400, frontdoor.CodeBadTime},
+		{"GET", "/v1/counters/k!/window?last=1m", "", 400, frontdoor.CodeBadID},
+		{"GET", "/v1/counters/k/series?last=1h&step=1500ms", "", 400, frontdoor.CodeBadTime},
+		{"GET", "/v1/counters/k/series?last=10d&step=1s", "", 404, frontdoor.CodeNoWindow}, // 1 s slots are kept 3 h
+		{"GET", "/v1/counters/k/series?last=3650d&step=1s", "", 404, frontdoor.CodeNoWindow},
+		{"GET", "/v1/series?kind=hits&last=1m", "", 400, frontdoor.CodeBadRequest},
+		{"GET", "/v1/series?kind=likes&key=a/b&last=1m", "", 400, frontdoor.CodeBadID},
+		{"GET", "/v1/series?kind=likes&last=1m&by=replica", "", 400, frontdoor.CodeBadRequest},
+		{"GET", "/v1/series?last=170m&step=1s", "", 400, frontdoor.CodeInvalid}, // more than 10,000 points
+		{"GET", "/v1/trending?n=0", "", 400, frontdoor.CodeBadRequest},
+		{"GET", "/v1/trending?n=5000", "", 400, frontdoor.CodeBadRequest},
+		{"GET", "/v1/trending?window=32d", "", 404, frontdoor.CodeNoWindow},   // past the day sketches' 31 days
+		{"GET", "/v1/trending?window=3000d", "", 404, frontdoor.CodeNoWindow}, // past every level's retention
+		{"GET", "/v1/trending?region=mars", "", 400, frontdoor.CodeUnknownZone},
+		{"GET", "/v1/trending?prefix=a/b", "", 400, frontdoor.CodeBadID},
+		{"POST", "/v1/counters/k/incr", fmt.Sprintf(`{"at":%d}`, old), 400, frontdoor.CodeBadTime},
+		{"POST", "/v1/counters/k/incr", `{"at":"last tuesday"}`, 400, frontdoor.CodeBadTime},
+		{"POST", "/v1/counters/k/incr", `{"at":-5}`, 400, frontdoor.CodeBadTime},
+		{"POST", "/v1/counters/k/incr", `{"at":1,"timestamp":1}`, 400, frontdoor.CodeBadRequest},
+		{"POST", "/v1/likes", fmt.Sprintf(`{"videoId":"v","userId":"u","timestamp":%d}`, old), 400, frontdoor.CodeBadTime},
 	} {
 		t.Run(c.path+c.body, func(t *testing.T) {
 			e.on(t).do(c.method, c.path, c.body).isError(t, c.status, c.code)
@@ -207,7 +208,7 @@ func TestWindowsBadInput(t *testing.T) {
 		t.Fatalf("batch: %v", b)
 	}
 	res := b["results"].([]any)
-	if res[0].(map[string]any)["code"] != CodeBadTime || res[2].(map[string]any)["code"] != CodeBadTime {
+	if res[0].(map[string]any)["code"] != frontdoor.CodeBadTime || res[2].(map[string]any)["code"] != frontdoor.CodeBadTime {
 		t.Fatalf("batch results: %v", res)
 	}
 	if e.counter("k") != 1 {

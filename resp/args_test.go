@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -21,7 +21,7 @@ func answer(t *testing.T, err error) string {
 	if errors.As(err, &re) {
 		return re.Error()
 	}
-	code, msg, ok := httpapi.Describe(err)
+	code, msg, ok := frontdoor.Describe(err)
 	if !ok {
 		t.Fatalf("an argument error the HTTP API does not know: %v", err)
 	}

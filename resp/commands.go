@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/tidwall/redcon"
 
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -202,17 +202,17 @@ func (s *Server) lookup(sess *session, name string, cmd redcon.Command) (command
 // connection's role allow it.
 func (s *Server) find(sess *session, name string, cmd redcon.Command) (command, error) {
 	if len(cmd.Args) == 0 {
-		return command{}, errorf(httpapi.CodeBadRequest, "empty command")
+		return command{}, errorf(frontdoor.CodeBadRequest, "empty command")
 	}
 	h, ok := s.commands[name]
 	if !ok {
 		if why := refusal(name); why != "" {
-			return command{}, errorf(httpapi.CodeBadRequest, "%s", why)
+			return command{}, errorf(frontdoor.CodeBadRequest, "%s", why)
 		}
-		return command{}, errorf(httpapi.CodeNotFound, "unknown command '%s'", quoteName(cmd.Args[0]))
+		return command{}, errorf(frontdoor.CodeNotFound, "unknown command '%s'", quoteName(cmd.Args[0]))
 	}
 	if n := len(cmd.Args); h.arity > 0 && n != h.arity || h.arity < 0 && n < -h.arity {
-		return command{}, errorf(httpapi.CodeBadRequest, "wrong number of arguments for '%s' command", name)
+		return command{}, errorf(frontdoor.CodeBadRequest, "wrong number of arguments for '%s' command", name)
 	}
 	if err := s.authorize(sess, h); err != nil {
 		return command{}, err
@@ -260,10 +260,10 @@ func (s *Server) authorize(sess *session, h command) error {
 	t := s.auth.Load()
 	switch {
 	case h.write && len(t.write) > 0 && sess.role < roleWrite:
-		return &replyError{prefix: "NOAUTH", code: httpapi.CodeUnauthorized,
+		return &replyError{prefix: "NOAUTH", code: frontdoor.CodeUnauthorized,
 			msg: "authentication required: writes need AUTH with the write token"}
 	case h.read && len(t.read) > 0 && sess.role < roleRead:
-		return &replyError{prefix: "NOAUTH", code: httpapi.CodeUnauthorized,
+		return &replyError{prefix: "NOAUTH", code: frontdoor.CodeUnauthorized,
 			msg: "authentication required: reads need AUTH with the read token"}
 	}
 	return nil
@@ -280,11 +280,11 @@ func (s *Server) limitClient(sess *session, h command) error {
 	class := ""
 	switch {
 	case h.write:
-		class = httpapi.ClassWrite
+		class = frontdoor.ClassWrite
 	case h.scan:
-		class = httpapi.ClassScan
+		class = frontdoor.ClassScan
 	case h.read:
-		class = httpapi.ClassRead
+		class = frontdoor.ClassRead
 	default:
 		return nil
 	}
@@ -306,20 +306,20 @@ func (s *Server) writeError(c redcon.Conn, name string, err error) {
 		c.WriteError(raw.line)
 		return
 	}
-	if code, msg, ok := httpapi.Describe(err); ok {
+	if code, msg, ok := frontdoor.Describe(err); ok {
 		s.metrics.errors.WithLabelValues(code).Inc()
 		prefix := "ERR"
-		if code == httpapi.CodeNotReady {
+		if code == frontdoor.CodeNotReady {
 			// Nothing was applied: clients retry LOADING on their own.
 			prefix = "LOADING"
 		}
 		c.WriteError((&replyError{prefix: prefix, code: code, msg: msg}).Error())
 		return
 	}
-	s.metrics.errors.WithLabelValues(httpapi.CodeInternal).Inc()
+	s.metrics.errors.WithLabelValues(frontdoor.CodeInternal).Inc()
 	id := uuid.NewString()
 	s.log.Error("command failed", "id", id, "command", name, "error", err)
-	c.WriteError((&replyError{prefix: "ERR", code: httpapi.CodeInternal, msg: "internal error (id " + id + ")"}).Error())
+	c.WriteError((&replyError{prefix: "ERR", code: frontdoor.CodeInternal, msg: "internal error (id " + id + ")"}).Error())
 }
 
 func cmdPing(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
@@ -329,7 +329,7 @@ func cmdPing(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	case 1:
 		c.WriteBulk(args[0])
 	default:
-		return errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'ping' command")
+		return errorf(frontdoor.CodeBadRequest, "wrong number of arguments for 'ping' command")
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if len(args) > 0 {
 		v, err := strconv.Atoi(string(args[0]))
 		if err != nil || v < 2 || v > 3 {
-			return &replyError{prefix: "NOPROTO", code: httpapi.CodeBadRequest, msg: "unsupported protocol version; want 2 or 3"}
+			return &replyError{prefix: "NOPROTO", code: frontdoor.CodeBadRequest, msg: "unsupported protocol version; want 2 or 3"}
 		}
 		proto = v
 		args = args[1:]
@@ -362,7 +362,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		case opt == "setname" && len(args) >= 2:
 			name, args = string(args[1]), args[2:]
 		default:
-			return errorf(httpapi.CodeBadRequest, "syntax error in HELLO option '%s'", quoteName(args[0]))
+			return errorf(frontdoor.CodeBadRequest, "syntax error in HELLO option '%s'", quoteName(args[0]))
 		}
 	}
 	sess.resp, sess.role, sess.token, sess.name = proto, newRole, token, name
@@ -390,7 +390,7 @@ func cmdHello(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	return nil
 }
 
-var errWrongPass = &replyError{prefix: "WRONGPASS", code: httpapi.CodeUnauthorized, msg: "invalid token"}
+var errWrongPass = &replyError{prefix: "WRONGPASS", code: frontdoor.CodeUnauthorized, msg: "invalid token"}
 
 // checkToken is the role token opens for sess's connection, or an
 // error: WRONGPASS for a wrong token, which the address's AuthGuard
@@ -401,7 +401,7 @@ func (s *Server) checkToken(sess *session, token []byte) (role, error) {
 	wait, ok := s.cfg.AuthGuard.Wait(sess.host)
 	if !ok {
 		s.metrics.authRefused.Inc()
-		return roleNone, errorf(httpapi.CodeRateLimited, "too many wrong tokens from your address; AUTH again later")
+		return roleNone, errorf(frontdoor.CodeRateLimited, "too many wrong tokens from your address; AUTH again later")
 	}
 	if wait > 0 {
 		t := time.NewTimer(wait)
@@ -409,7 +409,7 @@ func (s *Server) checkToken(sess *session, token []byte) (role, error) {
 		case <-t.C:
 		case <-s.stop.Done():
 			t.Stop()
-			return roleNone, errorf(httpapi.CodeShuttingDown, "replica is shutting down")
+			return roleNone, errorf(frontdoor.CodeShuttingDown, "replica is shutting down")
 		}
 	}
 	r := s.auth.Load().roleOf(token)
@@ -424,11 +424,11 @@ func (s *Server) checkToken(sess *session, token []byte) (role, error) {
 // AUTH <token> or AUTH <username> <token> (the username is ignored).
 func cmdAuth(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if len(args) > 2 {
-		return errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'auth' command")
+		return errorf(frontdoor.CodeBadRequest, "wrong number of arguments for 'auth' command")
 	}
 	t := s.auth.Load()
 	if len(t.read)+len(t.write)+len(t.admin) == 0 {
-		return errorf(httpapi.CodeBadRequest, "AUTH called without any token configured for this replica")
+		return errorf(frontdoor.CodeBadRequest, "AUTH called without any token configured for this replica")
 	}
 	r, err := s.checkToken(sess, args[len(args)-1])
 	if err != nil {
@@ -444,7 +444,7 @@ func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	switch sub := strings.ToLower(string(args[0])); sub {
 	case "setname":
 		if len(args) != 2 {
-			return errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'client|setname' command")
+			return errorf(frontdoor.CodeBadRequest, "wrong number of arguments for 'client|setname' command")
 		}
 		sess.name = string(args[1])
 		c.WriteString("OK")
@@ -459,14 +459,14 @@ func cmdClient(_ *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	case "id":
 		c.WriteInt64(sess.id)
 	default:
-		return errorf(httpapi.CodeBadRequest, "unknown subcommand '%s' of CLIENT; tally takes SETNAME, GETNAME, SETINFO, ID", quoteName(args[0]))
+		return errorf(frontdoor.CodeBadRequest, "unknown subcommand '%s' of CLIENT; tally takes SETNAME, GETNAME, SETINFO, ID", quoteName(args[0]))
 	}
 	return nil
 }
 
 func cmdSelect(_ *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if string(args[0]) != "0" {
-		return errorf(httpapi.CodeBadRequest, "DB index is out of range: only database 0 exists")
+		return errorf(frontdoor.CodeBadRequest, "DB index is out of range: only database 0 exists")
 	}
 	c.WriteString("OK")
 	return nil
@@ -593,7 +593,7 @@ const MaxKeysPerCommand = region.MaxUniqueKeys
 // incremented.
 func cmdMGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if len(args) > MaxKeysPerCommand {
-		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), MaxKeysPerCommand)
+		return errorf(frontdoor.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), MaxKeysPerCommand)
 	}
 	reads := make([]region.Read, len(args))
 	for i, a := range args {
@@ -658,20 +658,20 @@ func prepLike(liked bool) func(*Server, [][]byte) (pending, error) {
 // with the key: the state the toggle decided).
 func prepToggle(s *Server, args [][]byte) (pending, error) {
 	if len(args) > 3 {
-		return pending{}, errorf(httpapi.CodeBadRequest, "wrong number of arguments for 'stoggle' command: STOGGLE %s<item> <user> [idempotency_key]", LikesPrefix)
+		return pending{}, errorf(frontdoor.CodeBadRequest, "wrong number of arguments for 'stoggle' command: STOGGLE %s<item> <user> [idempotency_key]", LikesPrefix)
 	}
 	item, err := likesItem(args[0])
 	if err != nil {
 		return pending{}, err
 	}
 	user := string(args[1])
-	if err := httpapi.CheckID("user", user); err != nil {
+	if err := frontdoor.CheckID("user", user); err != nil {
 		return pending{}, err
 	}
 	var idem string
 	if len(args) == 3 {
 		idem = string(args[2])
-		if err := httpapi.CheckID("idempotency_key", idem); err != nil {
+		if err := frontdoor.CheckID("idempotency_key", idem); err != nil {
 			return pending{}, err
 		}
 	}
@@ -755,7 +755,7 @@ func cmdPFCount(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 // counterKey is a counter key: an id as the HTTP API takes it.
 func counterKey(arg []byte) (string, error) {
 	key := string(arg)
-	return key, httpapi.CheckID("key", key)
+	return key, frontdoor.CheckID("key", key)
 }
 
 // likesItem is the item of a set key, likes:<item>.
@@ -763,22 +763,22 @@ func likesItem(arg []byte) (string, error) {
 	key := string(arg)
 	item, ok := strings.CutPrefix(key, LikesPrefix)
 	if !ok {
-		return "", errorf(httpapi.CodeBadID, "set key %s does not start with %q; sets are likes: SADD %s<item> <user>",
+		return "", errorf(frontdoor.CodeBadID, "set key %s does not start with %q; sets are likes: SADD %s<item> <user>",
 			quote(key), LikesPrefix, LikesPrefix)
 	}
-	return item, httpapi.CheckID("item", item)
+	return item, frontdoor.CheckID("item", item)
 }
 
 // idArgs are a command's ids of one kind (what: "user", "key", "id"), each
 // checked as the HTTP API checks it, at most max of them.
 func idArgs(args [][]byte, what, plural string, max int) ([]string, error) {
 	if len(args) > max {
-		return nil, errorf(httpapi.CodeBadRequest, "%d %s in one command; at most %d", len(args), plural, max)
+		return nil, errorf(frontdoor.CodeBadRequest, "%d %s in one command; at most %d", len(args), plural, max)
 	}
 	ids := make([]string, len(args))
 	for i, a := range args {
 		ids[i] = string(a)
-		if err := httpapi.CheckID(what, ids[i]); err != nil {
+		if err := frontdoor.CheckID(what, ids[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -819,9 +819,9 @@ func uniqueIDs(args [][]byte) ([]string, error) {
 func parseBy(arg []byte) (int64, error) {
 	by, err := strconv.ParseInt(string(arg), 10, 64)
 	if err != nil {
-		return 0, errorf(httpapi.CodeBadBy, "value is not an integer or out of range")
+		return 0, errorf(frontdoor.CodeBadBy, "value is not an integer or out of range")
 	}
-	return by, httpapi.CheckBy(by)
+	return by, frontdoor.CheckBy(by)
 }
 
 // quote shows a key in an error, cut to a readable length.

@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
@@ -26,7 +26,7 @@ import (
 // unique count) or "none".
 func (s *Server) keyKind(key string) (string, error) {
 	if item, ok := strings.CutPrefix(key, LikesPrefix); ok {
-		if err := httpapi.CheckID("item", item); err != nil {
+		if err := frontdoor.CheckID("item", item); err != nil {
 			return "", err
 		}
 		var n int64
@@ -42,7 +42,7 @@ func (s *Server) keyKind(key string) (string, error) {
 		}
 		return "none", nil
 	}
-	if err := httpapi.CheckID("key", key); err != nil {
+	if err := frontdoor.CheckID("key", key); err != nil {
 		return "", err
 	}
 	if ok, err := s.counterExists(key); err != nil || ok {
@@ -78,7 +78,7 @@ func (s *Server) heldHere(key string) error {
 	}
 	for _, n := range names {
 		if sh := shard.Of(n); !s.cfg.Shards.Holds(sh) {
-			return errorf(httpapi.CodeShardNotHeld, "key %s is on shard %d, which this replica does not hold; "+
+			return errorf(frontdoor.CodeShardNotHeld, "key %s is on shard %d, which this replica does not hold; "+
 				"EXISTS and TYPE are answered only by a holder: send them to one (GET /v1/shards)", quote(key), sh)
 		}
 	}
@@ -89,7 +89,7 @@ func (s *Server) heldHere(key string) error {
 // counted twice, as Redis counts.
 func cmdExists(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if len(args) > MaxKeysPerCommand {
-		return errorf(httpapi.CodeBadRequest, "%d keys in one EXISTS; at most %d", len(args), MaxKeysPerCommand)
+		return errorf(frontdoor.CodeBadRequest, "%d keys in one EXISTS; at most %d", len(args), MaxKeysPerCommand)
 	}
 	n := 0
 	for _, a := range args {
@@ -178,7 +178,7 @@ func (s *Server) errScanSharded(name string) error {
 	if s.cfg.Shards == nil {
 		return nil
 	}
-	return errorf(httpapi.CodeBadRequest, "%s is not served in a sharded region: each replica holds some shards' keys only, "+
+	return errorf(frontdoor.CodeBadRequest, "%s is not served in a sharded region: each replica holds some shards' keys only, "+
 		"so no one replica can list or count them all", strings.ToUpper(name))
 }
 
@@ -202,7 +202,7 @@ func cmdKeyScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 			seg, _ = strconv.Atoi(f[1])
 			after = f[2]
 		} else {
-			return errorf(httpapi.CodeBadRequest, "cursor %d is unknown here: a replica remembers the cursors it gave out (its last %d); scan again from 0", cur, MaxCursors)
+			return errorf(frontdoor.CodeBadRequest, "cursor %d is unknown here: a replica remembers the cursors it gave out (its last %d); scan again from 0", cur, MaxCursors)
 		}
 	}
 	phases := scanPhases()
@@ -297,31 +297,31 @@ type scanArgs struct {
 func parseScanArgs(name string, cursor []byte, opts [][]byte, withType bool) (scanArgs, error) {
 	cur, err := strconv.ParseUint(string(cursor), 10, 64)
 	if err != nil {
-		return scanArgs{}, errorf(httpapi.CodeBadRequest, "invalid cursor")
+		return scanArgs{}, errorf(frontdoor.CodeBadRequest, "invalid cursor")
 	}
 	sa := scanArgs{cursor: cur, count: DefaultScanCount}
 	for ; len(opts) > 0; opts = opts[2:] {
 		if len(opts) < 2 {
-			return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error")
+			return scanArgs{}, errorf(frontdoor.CodeBadRequest, "syntax error")
 		}
 		switch o := strings.ToLower(string(opts[0])); {
 		case o == "count":
 			n, err := strconv.Atoi(string(opts[1]))
 			if err != nil || n < 1 {
-				return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error: COUNT wants a whole number >= 1")
+				return scanArgs{}, errorf(frontdoor.CodeBadRequest, "syntax error: COUNT wants a whole number >= 1")
 			}
 			sa.count = min(n, MaxScanCount)
 		case o == "match":
 			sa.match = string(opts[1])
 			if _, err := path.Match(sa.match, ""); err != nil {
-				return scanArgs{}, errorf(httpapi.CodeBadRequest, "MATCH pattern %s is malformed", quote(sa.match))
+				return scanArgs{}, errorf(frontdoor.CodeBadRequest, "MATCH pattern %s is malformed", quote(sa.match))
 			}
 		case o == "type" && withType:
 			sa.typ = strings.ToLower(string(opts[1]))
 		case withType:
-			return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error: %s takes MATCH, COUNT and TYPE", name)
+			return scanArgs{}, errorf(frontdoor.CodeBadRequest, "syntax error: %s takes MATCH, COUNT and TYPE", name)
 		default:
-			return scanArgs{}, errorf(httpapi.CodeBadRequest, "syntax error: %s takes MATCH and COUNT", name)
+			return scanArgs{}, errorf(frontdoor.CodeBadRequest, "syntax error: %s takes MATCH and COUNT", name)
 		}
 	}
 	return sa, nil

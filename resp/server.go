@@ -29,7 +29,7 @@ import (
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/api"
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
@@ -39,8 +39,8 @@ import (
 // Defaults for Config fields left zero: the HTTP API's, so both front
 // doors of a replica bound a request alike.
 const (
-	DefaultMaxRequestBytes = httpapi.DefaultMaxBodyBytes
-	DefaultRequestTimeout  = httpapi.DefaultRequestTimeout
+	DefaultMaxRequestBytes = frontdoor.DefaultMaxBodyBytes
+	DefaultRequestTimeout  = frontdoor.DefaultRequestTimeout
 	DefaultIdleTimeout     = 2 * time.Minute
 	DefaultMaxConnections  = 10000 // Redis's maxclients
 	// DefaultMaxConnectionsPerAddress keeps one client address from
@@ -365,13 +365,13 @@ func (s *Server) accept(c redcon.Conn) bool {
 	}
 	if s.open.Load() >= int64(s.cfg.MaxConnections) {
 		return refuse("max", fmt.Sprintf("ERR max number of clients reached: this replica serves at most %d RESP connections (code %s)",
-			s.cfg.MaxConnections, httpapi.CodeRateLimited))
+			s.cfg.MaxConnections, frontdoor.CodeRateLimited))
 	}
 	s.perAddrMu.Lock()
 	if s.perAddr[host] >= s.cfg.MaxConnectionsPerAddress {
 		s.perAddrMu.Unlock()
 		return refuse("per_address", fmt.Sprintf("ERR max number of clients reached for your address: this replica serves at most %d RESP connections from one address (code %s)",
-			s.cfg.MaxConnectionsPerAddress, httpapi.CodeRateLimited))
+			s.cfg.MaxConnectionsPerAddress, frontdoor.CodeRateLimited))
 	}
 	s.perAddr[host]++
 	s.perAddrMu.Unlock()

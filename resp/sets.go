@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -29,7 +29,7 @@ const MaxCursors = 16384
 // errSplitMembers refuses to list a split item's members: its parts'
 // lists would have to be merged.
 func errSplitMembers(item string) error {
-	return errorf(httpapi.CodeBadRequest, "%s is split into parts (hot): list its likers over HTTP, GET /v1/likers/%s, which merges the parts", quote(item), item)
+	return errorf(frontdoor.CodeBadRequest, "%s is split into parts (hot): list its likers over HTTP, GET /v1/likers/%s, which merges the parts", quote(item), item)
 }
 
 // SMEMBERS likes:<item>: every liker, refused above region.MaxAllLikers.
@@ -46,7 +46,7 @@ func cmdMembers(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		return err
 	}
 	if more {
-		return errorf(httpapi.CodeBadRequest, "%s has more than %d members, the most SMEMBERS answers; read them with SSCAN %s <cursor> [COUNT n]",
+		return errorf(frontdoor.CodeBadRequest, "%s has more than %d members, the most SMEMBERS answers; read them with SSCAN %s <cursor> [COUNT n]",
 			quote(string(args[0])), region.MaxAllLikers, quote(string(args[0])))
 	}
 	sess.writeSetLen(c, len(users))
@@ -82,7 +82,7 @@ func cmdScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if cur != 0 {
 		var ok bool
 		if after, ok = s.cursors.get(cur, item); !ok {
-			return errorf(httpapi.CodeBadRequest, "cursor %d is unknown here: a replica remembers the cursors it gave out (its last %d) "+
+			return errorf(frontdoor.CodeBadRequest, "cursor %d is unknown here: a replica remembers the cursors it gave out (its last %d) "+
 				"for the key they scan; scan again from 0", cur, MaxCursors)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
@@ -110,7 +110,7 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 		msg = "a set of an item split into parts (hot) on several shards, not all held by this replica: " +
 			"send one user per SADD/SREM, and read its count or members over HTTP (GET /v1/likes/{item}, /v1/likers/{item}), which gathers the parts"
 	}
-	return 0, &replyError{prefix: "CROSSSLOT", code: httpapi.CodeShardNotHeld, msg: msg}
+	return 0, &replyError{prefix: "CROSSSLOT", code: frontdoor.CodeShardNotHeld, msg: msg}
 }
 
 // spreadRead answers a read of keys on several shards (route's spread).
@@ -127,7 +127,7 @@ func (s *Server) spreadRead(c redcon.Conn, sess *session, name string, cmd redco
 			return err
 		}
 		if u.Partial {
-			return errorf(httpapi.CodeShardUnavailable, "no replica holding %d of the keys' shards answered: the union would count short", u.MissingShards)
+			return errorf(frontdoor.CodeShardUnavailable, "no replica holding %d of the keys' shards answered: the union would count short", u.MissingShards)
 		}
 		c.WriteInt64(u.Estimate)
 		return nil
@@ -140,7 +140,7 @@ func (s *Server) spreadRead(c redcon.Conn, sess *session, name string, cmd redco
 // read here, all at once; the values are answered in the keys' order.
 func (s *Server) mgetSpread(c redcon.Conn, sess *session, keys [][]byte) error {
 	if len(keys) > region.MaxUniqueKeys {
-		return errorf(httpapi.CodeBadRequest, "%d keys in one MGET; at most %d", len(keys), region.MaxUniqueKeys)
+		return errorf(frontdoor.CodeBadRequest, "%d keys in one MGET; at most %d", len(keys), region.MaxUniqueKeys)
 	}
 	byShard := map[int][]int{} // shard (-1: held here) -> indexes of its keys
 	for i, k := range keys {
@@ -199,11 +199,11 @@ func splitArray(reply []byte, values [][]byte, idx []int) error {
 	n, r := redcon.ReadNextRESP(reply)
 	switch {
 	case n == 0:
-		return errorf(httpapi.CodeInternal, "a holder answered MGET with no complete reply")
+		return errorf(frontdoor.CodeInternal, "a holder answered MGET with no complete reply")
 	case r.Type == redcon.Error:
 		return &rawError{line: string(r.Data)}
 	case r.Type != redcon.Array || r.Count != len(idx):
-		return errorf(httpapi.CodeInternal, "a holder answered MGET of %d keys with %d values", len(idx), r.Count)
+		return errorf(frontdoor.CodeInternal, "a holder answered MGET of %d keys with %d values", len(idx), r.Count)
 	}
 	k := 0
 	r.ForEach(func(e redcon.RESP) bool {
@@ -221,10 +221,10 @@ func (e *rawError) Error() string { return e.line }
 
 // forwardError is the answer to a command a holder did not take.
 func forwardError(sh int, err error) error {
-	if errors.Is(err, httpapi.ErrNoHolder) {
-		return errorf(httpapi.CodeShardUnavailable, "no replica of this region holding shard %d is up; nothing was applied", sh)
+	if errors.Is(err, route.ErrNoHolder) {
+		return errorf(frontdoor.CodeShardUnavailable, "no replica of this region holding shard %d is up; nothing was applied", sh)
 	}
-	return errorf(httpapi.CodeTimeout, "the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)
+	return errorf(frontdoor.CodeTimeout, "the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)
 }
 
 // forward runs cmd at a holder of shard sh and writes its reply.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
 
@@ -53,10 +53,10 @@ type queued struct {
 }
 
 var (
-	errNestedMulti = &replyError{prefix: "ERR", code: httpapi.CodeBadRequest, msg: "MULTI calls can not be nested"}
-	errExecNoMulti = &replyError{prefix: "ERR", code: httpapi.CodeBadRequest, msg: "EXEC without MULTI"}
-	errDiscardNo   = &replyError{prefix: "ERR", code: httpapi.CodeBadRequest, msg: "DISCARD without MULTI"}
-	errWatchInTx   = &replyError{prefix: "ERR", code: httpapi.CodeBadRequest, msg: "WATCH inside MULTI is not allowed"}
+	errNestedMulti = &replyError{prefix: "ERR", code: frontdoor.CodeBadRequest, msg: "MULTI calls can not be nested"}
+	errExecNoMulti = &replyError{prefix: "ERR", code: frontdoor.CodeBadRequest, msg: "EXEC without MULTI"}
+	errDiscardNo   = &replyError{prefix: "ERR", code: frontdoor.CodeBadRequest, msg: "DISCARD without MULTI"}
+	errWatchInTx   = &replyError{prefix: "ERR", code: frontdoor.CodeBadRequest, msg: "WATCH inside MULTI is not allowed"}
 )
 
 // txControl reports whether a command is answered at once during a
@@ -125,12 +125,12 @@ func (s *Server) check(sess *session, t *tx, name string, cmd redcon.Command) (q
 		return queued{}, err
 	}
 	if h.prepare == nil {
-		return queued{}, errorf(httpapi.CodeBadRequest, "%s cannot be queued in a transaction: tally's transactions hold writes "+
+		return queued{}, errorf(frontdoor.CodeBadRequest, "%s cannot be queued in a transaction: tally's transactions hold writes "+
 			"(INCR, INCRBY, DECR, DECRBY, SADD, SREM, STOGGLE, PFADD), committed together by EXEC; read before MULTI or after EXEC",
 			quoteName(cmd.Args[0]))
 	}
 	if !s.here(cmd) {
-		return queued{}, &replyError{prefix: "CROSSSLOT", code: httpapi.CodeShardNotHeld,
+		return queued{}, &replyError{prefix: "CROSSSLOT", code: frontdoor.CodeShardNotHeld,
 			msg: "a transaction's keys must all be on shards this replica holds; send this transaction to the replica holding them, or run the writes one by one"}
 	}
 	size := 0
@@ -139,11 +139,11 @@ func (s *Server) check(sess *session, t *tx, name string, cmd redcon.Command) (q
 	}
 	switch {
 	case len(t.queued) >= maxRunCommands:
-		return queued{}, errorf(httpapi.CodeBadRequest, "a transaction holds at most %d commands", maxRunCommands)
+		return queued{}, errorf(frontdoor.CodeBadRequest, "a transaction holds at most %d commands", maxRunCommands)
 	case t.args+len(cmd.Args) > maxRunArgs:
-		return queued{}, errorf(httpapi.CodeBadRequest, "a transaction holds at most %d arguments over all its commands", maxRunArgs)
+		return queued{}, errorf(frontdoor.CodeBadRequest, "a transaction holds at most %d arguments over all its commands", maxRunArgs)
 	case t.bytes+size > s.cfg.MaxRequestBytes:
-		return queued{}, errorf(httpapi.CodeBodyTooLarge, "a transaction holds at most %d bytes over all its commands", s.cfg.MaxRequestBytes)
+		return queued{}, errorf(frontdoor.CodeBodyTooLarge, "a transaction holds at most %d bytes over all its commands", s.cfg.MaxRequestBytes)
 	}
 	p, err := h.prepare(s, cmd.Args[1:])
 	if err != nil {
@@ -160,10 +160,10 @@ func asReply(err error) *replyError {
 	if errors.As(err, &re) {
 		return re
 	}
-	if code, msg, ok := httpapi.Describe(err); ok {
+	if code, msg, ok := frontdoor.Describe(err); ok {
 		return &replyError{prefix: "ERR", code: code, msg: msg}
 	}
-	return &replyError{prefix: "ERR", code: httpapi.CodeBadRequest, msg: err.Error()}
+	return &replyError{prefix: "ERR", code: frontdoor.CodeBadRequest, msg: err.Error()}
 }
 
 // EXEC commits the queued writes together and answers each one's reply.
