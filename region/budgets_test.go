@@ -13,7 +13,9 @@ import (
 
 // budgetNet is a few replicas on real stores whose commits are delivered
 // by hand, in any order the test picks, with the asks for rights answered
-// as replication answers them.
+// as replication answers them. Its stores skip the WAL fsync
+// (DurabilityNone): no replica of the net crashes, and the simulations
+// commit one op at a time, where an fsync each was most of their time.
 type budgetNet struct {
 	t     *testing.T
 	reps  []*Replica
@@ -30,7 +32,7 @@ func newBudgetNet(t *testing.T, n int, mut func(*Config)) *budgetNet {
 	clock := &stepClock{}
 	for i := range n {
 		box := &mailbox{}
-		r, _ := openReplica(t, t.TempDir(), fmt.Sprintf("r%d", i), func(c *Config) {
+		r, _ := openReplicaStore(t, storage.Config{Dir: t.TempDir(), Durability: storage.DurabilityNone}, fmt.Sprintf("r%d", i), func(c *Config) {
 			c.OnCommit, c.Now = box.onCommit, clock.now
 			if mut != nil {
 				mut(c)
