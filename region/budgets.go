@@ -682,14 +682,15 @@ func (r *Replica) Budget(key string) (BudgetRead, error) {
 	if err := r.Err(); err != nil {
 		return BudgetRead{}, err
 	}
-	main, ok := r.cache.get(vkey{storage.Budgets, key})
-	if !ok {
-		var err error
-		if main, err = r.store.Vector(storage.Budgets, key); err != nil {
-			return BudgetRead{}, err
-		}
-	}
-	inboxes, err := r.store.BudgetInboxes(key)
+	// One read of the store for the main vector and the inboxes, not the
+	// cache's main vector and the store's inboxes: the writer puts a
+	// commit in the cache only after it is durable, and a read between
+	// the two, or a commit between two reads, mixes that commit's inboxes
+	// with the main vector from before it. A commit that raises both (a
+	// grant moved on during a handoff, a grant and a give in one batch)
+	// then reads as this replica holding less than it ever did, below
+	// zero.
+	main, inboxes, err := r.store.Budget(key)
 	if err != nil {
 		return BudgetRead{}, err
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -539,5 +541,80 @@ func TestBudgetInboxesScan(t *testing.T) {
 	}
 	if len(in) != 2 || in["B"].Get("A").P != 3 || in["A"].Get("A").N != 3 {
 		t.Fatalf("inboxes %v", in)
+	}
+}
+
+// A read of a budget sees one committed state: never a commit's inboxes
+// with the main vector from before it. A grant during a handoff raises
+// the main vector's P and, in the same commit, this replica's sent (the
+// grant moved on), so a read that mixes the two shows its own rights at
+// minus the grant: "spent or gave rights it did not hold" (a chaos run
+// sampled us-1 at -5 during a handoff). Here the writer is held just
+// after such a commit is durable, before it has put the new main vector
+// in the vector cache (which the read took the main vector from, and the
+// inboxes from the store): the test holds a read lock on the cache shard
+// of a counter the same batch touched first, which lets the writer load
+// the counter but not publish it (vectors are published in first-touch
+// order), and reads the budget in that window.
+func TestBudgetReadIsOneCommittedState(t *testing.T) {
+	ctx := context.Background()
+	net := newBudgetNet(t, 2, nil)
+	r := net.reps[0]
+	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "bud", By: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := r.HandOffRights(ctx, "r1"); err != nil || h.Moved != 10 {
+		t.Fatalf("handoff: %+v %v, want 10 moved", h, err)
+	}
+	main := vkey{storage.Budgets, "bud"}
+	if _, ok := r.cache.get(main); !ok {
+		t.Fatal("the budget's main vector is not cached: the test would not reach the window it is about")
+	}
+	// A counter whose cache shard is not the budget's.
+	var counter vkey
+	for i := 0; counter.item == ""; i++ {
+		if k := (vkey{storage.Counters, fmt.Sprintf("c%d", i)}); r.cache.shard(k) != r.cache.shard(main) {
+			counter = k
+		}
+	}
+	sh := r.cache.shard(counter)
+	sh.mu.RLock()
+	held := true
+	defer func() {
+		if held {
+			sh.mu.RUnlock()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		res, err := r.Do(ctx, []Op{{Kind: OpIncr, Item: counter.item, By: 1}, {Kind: OpGrant, Item: "bud", By: 5}})
+		if err == nil && res[1].Err != nil {
+			err = res[1].Err
+		}
+		done <- err
+	}()
+	// The grant and its move to r1 are durable once the store shows them;
+	// the writer then waits for the shard to publish the batch.
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		v, err := r.store.Vector(storage.Budgets, "bud")
+		if err != nil || v.Get("r0").P != 15 {
+			return fmt.Errorf("the grant is not in the store: %v %v", v, err)
+		}
+		return nil
+	})
+	rd, err := r.Budget("bud")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh.mu.RUnlock()
+	held = false
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if rd.LocalRights != 0 || rd.Rights["r1"] != 15 || rd.Granted != 15 || rd.Remaining != 15 {
+		t.Fatalf("read between the commit and its publication: %+v, want 0 rights here and all 15 with r1", rd)
+	}
+	if rd := net.budget(0, "bud"); rd.LocalRights != 0 || rd.Rights["r1"] != 15 {
+		t.Fatalf("read after the commit: %+v", rd)
 	}
 }

@@ -262,11 +262,7 @@ func (r *Replica) scanRights() (map[string]int64, error) {
 	}
 	out := make(map[string]int64, len(keys))
 	for key := range keys {
-		main, err := r.store.Vector(storage.Budgets, key)
-		if err != nil {
-			return nil, fmt.Errorf("scan budget rights: %w", err)
-		}
-		inboxes, err := r.store.BudgetInboxes(key)
+		main, inboxes, err := r.store.Budget(key) // one point in time, as Replica.Budget
 		if err != nil {
 			return nil, fmt.Errorf("scan budget rights: %w", err)
 		}
