@@ -92,9 +92,9 @@ type Config struct {
 	// StartTimeout bounds starting NATS. Default 60s.
 	StartTimeout time.Duration
 	// MovePoll is how often a shard move (MoveShards, or one the admin
-	// routes start) reads the region's progress (node.MoveConfig Poll). Default 0: the move's own
-	// default, 500ms. Tests that move shards set it shorter, so a step's
-	// end is seen soon after it comes.
+	// routes start) reads the region's progress (node.MoveConfig Poll).
+	// Default 0: the move's own default, 500ms. Tests that move shards
+	// set it shorter, so a step's end is seen soon after it comes.
 	MovePoll time.Duration
 }
 
