@@ -250,6 +250,13 @@ type Config struct {
 	// RecoveryTimeout bounds how long a replica that has data waits for its
 	// peers at start before accepting writes. Default "10s".
 	RecoveryTimeout string `hcl:"recovery_timeout,optional"`
+	// HeartbeatInterval is how often an idle replica still tells its
+	// peers it is alive (replication.Config HeartbeatInterval); a starting
+	// replica listens two of them for live peers before it accepts
+	// writes. Not read from HCL: for embedders such as tests, which start
+	// many deployments and should not wait on production's pace. Keep it
+	// well below PeerTimeout. 0: replication's default, 1s.
+	HeartbeatInterval time.Duration
 
 	// Milestones, if not empty, numbers every counted like from the global
 	// "likes" sequence (leases on JetStream KV, package alloc) and fires
@@ -747,6 +754,9 @@ func (c Config) Validate() error {
 		if v, err := time.ParseDuration(d.v); err != nil || v <= 0 {
 			bad("%s %q: want a positive duration such as 10s", d.name, d.v)
 		}
+	}
+	if pt, err := time.ParseDuration(c.PeerTimeout); c.HeartbeatInterval < 0 || err == nil && c.HeartbeatInterval >= pt {
+		bad("heartbeat interval %s: want 0 (the default, 1s) or a positive duration below peer_timeout %q", c.HeartbeatInterval, c.PeerTimeout)
 	}
 	if v, err := time.ParseDuration(c.LeaseReclaimAfter); err != nil || v < 0 {
 		bad("lease_reclaim_after %q: want a duration such as 1h, or 0 for never", c.LeaseReclaimAfter)

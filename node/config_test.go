@@ -236,3 +236,29 @@ func TestRESPListen(t *testing.T) {
 		t.Fatalf("advertise_url https://us-1.tally.example:8080/: %v", err)
 	}
 }
+
+// HeartbeatInterval (Go only) is 0 for replication's default or a
+// positive duration below peer_timeout: a peer heard less often than it
+// goes stale would make every read approx.
+func TestHeartbeatInterval(t *testing.T) {
+	for _, tc := range []struct {
+		hb   time.Duration
+		peer string
+		ok   bool
+	}{
+		{0, "5s", true},
+		{250 * time.Millisecond, "5s", true},
+		{-time.Second, "5s", false},
+		{5 * time.Second, "5s", false},
+		{2 * time.Second, "1s", false},
+	} {
+		c := validConfig()
+		c.HeartbeatInterval, c.PeerTimeout = tc.hb, tc.peer
+		err := c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("heartbeat %s peer_timeout %s: err %v, want ok=%v", tc.hb, tc.peer, err, tc.ok)
+		} else if err != nil && !strings.Contains(err.Error(), "heartbeat interval") {
+			t.Errorf("error %q does not name the heartbeat interval", err)
+		}
+	}
+}

@@ -652,6 +652,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 		AntiEntropyInterval: duration(cfg.AntiEntropyInterval),
 		PeerTimeout:         duration(cfg.PeerTimeout),
 		RecoveryTimeout:     duration(cfg.RecoveryTimeout),
+		HeartbeatInterval:   cfg.HeartbeatInterval,
 		Peers:               cfg.Peers,
 		Retired:             cfg.Retired,
 		Registerer:          n.registry,

@@ -91,6 +91,11 @@ type Config struct {
 	Version string
 	// StartTimeout bounds starting NATS. Default 60s.
 	StartTimeout time.Duration
+	// MovePoll is how often a shard move (MoveShards, or one the admin
+	// routes start) reads the region's progress (node.MoveConfig Poll).
+	// Default 0: the move's own default, 500ms. Tests that move shards
+	// set it shorter, so a step's end is seen soon after it comes.
+	MovePoll time.Duration
 }
 
 // DefaultConfig is `tallyd local`'s deployment; DataDir must still be set.
@@ -231,6 +236,7 @@ type Deployment struct {
 	// the ports from them on, one each, and a replica added later the
 	// next one after the last (join.go). 0: any free port.
 	port, respPort int
+	movePoll       time.Duration // Config.MovePoll
 	opts           node.Options
 	log            hclog.Logger
 
@@ -264,7 +270,7 @@ func Start(ctx context.Context, cfg Config) (_ *Deployment, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Deployment{log: cfg.Logger, failed: make(chan string, 1), port: cfg.Port, respPort: cfg.RESPPort}
+	d := &Deployment{log: cfg.Logger, failed: make(chan string, 1), port: cfg.Port, respPort: cfg.RESPPort, movePoll: cfg.MovePoll}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, d.Close(ctx))
@@ -438,7 +444,7 @@ func (d *Deployment) moveShards(ctx context.Context, target shard.Map, maxMove i
 	if err != nil {
 		return node.MoveResult{}, fmt.Errorf("move shards: %w", err)
 	}
-	return node.MoveShards(ctx, node.MoveConfig{KV: kv, Target: target, Status: c.Shards, Progress: progress, MaxMove: maxMove, Joined: joined})
+	return node.MoveShards(ctx, node.MoveConfig{KV: kv, Target: target, Status: c.Shards, Poll: d.movePoll, Progress: progress, MaxMove: maxMove, Joined: joined})
 }
 
 // started records replica i's node as up, keeps its addresses for a

@@ -57,17 +57,41 @@ func startsShardedRegions(t *testing.T, why string) {
 }
 
 // startConfig starts cfg's deployment in a temp dir, and closes it when the
-// test ends. The replicas keep their default timers. Shorter ones (digests
-// compared every 250 ms, peers stale after 2 s, as in the chaos suite)
-// were tried: the sharded tests ran slower with them, not faster (nine
-// replicas comparing 1023 shards' digests four times a second, beside
-// the other tests), and on a loaded machine reads went approx and
-// gathers partial with a heartbeat 2 s late, which these tests' exact
-// reads do not allow.
+// test ends. The replicas keep their default anti-entropy interval and
+// peer timeout. Shorter ones (digests compared every 250 ms, peers stale
+// after 2 s, as in the chaos suite) were tried: the sharded tests ran
+// slower with them, not faster (nine replicas comparing 1023 shards'
+// digests four times a second, beside the other tests), and on a loaded
+// machine reads went approx and gathers partial with a heartbeat 2 s
+// late, which these tests' exact reads do not allow. What only sets a
+// pace is the tests' own: heartbeats every testHeartbeat (a starting
+// replica listens two of them for live peers before it accepts writes,
+// and a peer heard more often is stale less, not more) and a shard move
+// reading its progress every testMovePoll.
+// testHeartbeat and testMovePoll are the tests' pace (startConfig):
+// production's are 1s and 500ms.
+const (
+	testHeartbeat = 250 * time.Millisecond
+	testMovePoll  = 100 * time.Millisecond
+)
+
+// withTestPace is cfg at the tests' pace (testHeartbeat, testMovePoll).
+func withTestPace(cfg deploy.Config) deploy.Config {
+	cfg.MovePoll = testMovePoll
+	adjust := cfg.Node
+	cfg.Node = func(c *node.Config) {
+		c.HeartbeatInterval = testHeartbeat
+		if adjust != nil {
+			adjust(c)
+		}
+	}
+	return cfg
+}
+
 func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 	t.Helper()
 	cfg.DataDir = t.TempDir()
-	d, err := deploy.Start(context.Background(), cfg)
+	d, err := deploy.Start(context.Background(), withTestPace(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}

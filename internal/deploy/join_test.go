@@ -72,7 +72,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	}
 	time.Sleep(time.Second) // likes in flight before the region grows
 
-	mv, err := admin.AddReplica(ctx, "us", 200)
+	mv, err := admin.AddReplica(ctx, "us", 300) // two steps: some 510 shard copies move
 	if err != nil || mv.Added != "us-4" || mv.State != "moving" {
 		t.Fatalf("PUT /v1/admin/shards/us {add:1}: %+v %v", mv, err)
 	}
