@@ -78,7 +78,10 @@ func runLoad(ctx context.Context, cfg loadConfig, newOp func(worker int) loadOp)
 		firstErr error
 	}
 	workers := runWorkers(ctx, cfg.Workers, func(i int) *worker { return &worker{op: newOp(i)} }, func(ctx context.Context, w *worker) {
-		for ctx.Err() == nil && time.Now().Before(stopAt) {
+		// Every worker sends at least one request, however late it was
+		// scheduled: on a loaded machine a short run's workers could all
+		// start past stopAt and measure nothing.
+		for first := true; ctx.Err() == nil && (first || time.Now().Before(stopAt)); first = false {
 			if cfg.MaxRequests > 0 && issued.Add(1) > cfg.MaxRequests {
 				return
 			}
