@@ -41,6 +41,71 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node config: %w", err)
 	}
+	opts = opts.withDefaults()
+	// n is deliberately not the named result: "return nil, err" would clear
+	// it before the undo steps below run.
+	n := newNode(cfg, opts)
+	var undo undoStack
+	defer func() {
+		if err != nil {
+			undo.run()
+		}
+	}()
+
+	// The order below (store, NATS, numbering, replica, replication, HTTP)
+	// is what each part needs of the earlier ones; numbering.go details
+	// the numbering's share of it.
+	if err := n.openStore(cfg, &undo); err != nil {
+		return nil, err
+	}
+	rcfg, chaosClock, err := n.replicaConfig(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	var outbox *replication.Outbox // nil when standalone
+	if cfg.NATS != "" || len(opts.NATSOptions) > 0 {
+		if outbox, err = n.startNATSLinks(cfg, opts, &rcfg, &undo); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.startReplica(cfg, rcfg, &undo); err != nil {
+		return nil, err
+	}
+	n.startNumbering(&undo)
+	if err := n.startSync(cfg, outbox, opts.Getenv, &undo); err != nil {
+		return nil, err
+	}
+	if err := n.buildAPI(cfg, opts, rcfg.Chaos, chaosClock, &undo); err != nil {
+		return nil, err
+	}
+	if err := n.listenHTTP(ctx, cfg, &undo); err != nil {
+		return nil, err
+	}
+	if err := n.openFrontDoors(ctx, cfg, opts); err != nil {
+		return nil, err
+	}
+	go n.serve()
+	n.log.Info("serving HTTP", "addr", n.ln.Addr().String(), "tls", n.certs != nil, "client_certs", cfg.TLSClientCA != "")
+	return n, nil
+}
+
+// undoStack is what Start has started so far, undone in reverse order
+// when a later step fails.
+type undoStack []func()
+
+// push adds the undoing of a step that succeeded.
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+// run undoes every step, the last one first.
+func (u undoStack) run() {
+	for i := len(u) - 1; i >= 0; i-- {
+		u[i]()
+	}
+}
+
+// withDefaults fills the options left zero: no chaos environment, a null
+// logger, this build's version.
+func (opts Options) withDefaults() Options {
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" }
 	}
@@ -50,48 +115,49 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if opts.Version == "" {
 		opts.Version = version.Version()
 	}
-	log := opts.Logger.Named(cfg.Replica)
-	// n is deliberately not the named result: "return nil, err" would clear
-	// it before the undo closures below run.
-	n := &Node{cfg: cfg, log: log, done: make(chan struct{}), registry: prometheus.NewRegistry(),
-		authGuard: authguard.New(authguard.Config{})}
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
-		}
-	}()
+	return opts
+}
 
+// newNode is a Node with nothing started yet: its logger, its own metrics
+// registry (with the Go, process and build collectors) and the token
+// guessing guard.
+func newNode(cfg Config, opts Options) *Node {
+	n := &Node{cfg: cfg, log: opts.Logger.Named(cfg.Replica), done: make(chan struct{}), registry: prometheus.NewRegistry(),
+		authGuard: authguard.New(authguard.Config{})}
 	n.registry.MustRegister( // a fresh registry: cannot collide
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfo(opts.Version),
 	)
+	return n
+}
 
-	// The order below (store, NATS, numbering, replica, replication, HTTP)
-	// is what each part needs of the earlier ones; numbering.go details
-	// the numbering's share of it.
-	log.Info("opening store", "dir", cfg.DataDir, "durability", cfg.Durability)
-	n.store, err = storage.Open(storage.Config{
+// openStore opens the Pebble store in cfg.DataDir.
+func (n *Node) openStore(cfg Config, undo *undoStack) error {
+	n.log.Info("opening store", "dir", cfg.DataDir, "durability", cfg.Durability)
+	store, err := storage.Open(storage.Config{
 		Dir:        cfg.DataDir,
 		Durability: cfg.durability(),
-		Logger:     log.Named("pebble"),
+		Logger:     n.log.Named("pebble"),
 		Registerer: n.registry,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	undo = append(undo, func() { _ = n.store.Close() })
+	n.store = store
+	undo.push(func() { _ = n.store.Close() })
+	return nil
+}
 
-	replicate := cfg.NATS != "" || len(opts.NATSOptions) > 0
-	var outbox *replication.Outbox
+// replicaConfig is the replica's config as far as the store and cfg give
+// it; with NATS, startNATSLinks adds the rest. In a chaos build it also
+// returns the setter of the replica's stepped wall clock (nil otherwise).
+func (n *Node) replicaConfig(cfg Config, opts Options) (region.Config, func(time.Duration), error) {
 	rcfg := region.Config{
 		Region:     cfg.Region,
 		Replica:    cfg.Replica,
 		Store:      n.store,
-		Logger:     log,
+		Logger:     n.log,
 		HoldWrites: opts.HoldWrites,
 		// A handoff recorded before a restart goes on only to a replica
 		// that is still a peer: rights handed to one nobody runs any more
@@ -105,8 +171,9 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		EventLog:       cfg.EventLog,
 		Approx:         cfg.ApproxRules(),
 	}
+	var err error
 	if rcfg.Windows, err = cfg.WindowConfig(); err != nil {
-		return nil, err
+		return region.Config{}, nil, err
 	}
 	n.chaosDropUnsynced = rcfg.Chaos.ChaosDropUnsynced()
 	var chaosClock func(time.Duration)
@@ -119,87 +186,138 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		rcfg.Monotonic = func() time.Duration { return time.Since(start) }
 		chaosClock = func(d time.Duration) { offset.Store(int64(d)) }
 	}
-	if replicate {
-		// Nothing is acknowledged before recovery from peers (see package
-		// replication): the replicator releases the hold.
-		outbox = replication.NewOutbox()
-		rcfg.HoldWrites, rcfg.OnCommit = true, outbox.Add
-		if err := n.dial(cfg, opts); err != nil {
+	return rcfg, chaosClock, nil
+}
+
+// startNATSLinks connects to NATS and sets up, before the replica, what
+// lives on it: the shard maps and forwarding (if sharded), the event
+// publisher (with the event log) and the numbering (with numbered
+// sequences). It completes rcfg to match: writes held until recovery,
+// the commit hook, the shards held, the sequences. It returns the outbox
+// the replica's commits go to.
+func (n *Node) startNATSLinks(cfg Config, opts Options, rcfg *region.Config, undo *undoStack) (*replication.Outbox, error) {
+	// Nothing is acknowledged before recovery from peers (see package
+	// replication): the replicator releases the hold.
+	outbox := replication.NewOutbox()
+	rcfg.HoldWrites = true
+	if err := n.dial(cfg, opts); err != nil {
+		return nil, err
+	}
+	undo.push(func() { n.nc.Close() })
+	n.registry.MustRegister(natsCollector{n.nc}) // a fresh registry: cannot collide
+	if cfg.Shards != nil {
+		if err := n.startSharding(cfg, rcfg, undo); err != nil {
 			return nil, err
 		}
-		undo = append(undo, func() { n.nc.Close() })
-		n.registry.MustRegister(natsCollector{n.nc}) // a fresh registry: cannot collide
-		if cfg.Shards != nil {
-			// The shard map bucket's maps where it has them, the config's
-			// otherwise (shardmaps.go).
-			if n.shardMaps, err = startShardWatch(cfg, n.nc, log); err != nil {
-				return nil, err
-			}
-			undo = append(undo, n.shardMaps.close)
-			own := n.shardMaps.own
-			n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, natsTransport{nc: n.nc, region: cfg.Region}, nil,
-				duration(cfg.RequestTimeout), log)
-			n.shardMaps.serveBy(n.shards.update)
-			n.shards.moveState = n.moveState
-			rcfg.Holds = n.shards.Holds
-			n.shards.chaosAckUnapplied = buildtags.Chaos && rcfg.Chaos.ForwardAckUnapplied
-			held := own.Held(cfg.Replica)
-			log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies, "map_revision", own.Revision)
-		}
-		if cfg.EventLog {
-			if n.pub, err = n.newPublisher(cfg); err != nil {
-				return nil, err
-			}
-			rcfg.OnCommit = func(c region.Changes) {
-				outbox.Add(c)
-				n.pub.Kick()
-			}
-		}
-		if len(cfg.numbered()) > 0 {
-			// Steps 2-4 of numbering.go's order: before the replica.
-			if n.num, err = newNumbering(cfg, n.nc, n.store, log, n.registry, opts.Getenv); err != nil {
-				return nil, fmt.Errorf("set up numbering: %w", err)
-			}
-			rcfg.Sequences = n.num.regionNumbering()
+	}
+	if cfg.EventLog {
+		var err error
+		if n.pub, err = n.newPublisher(cfg); err != nil {
+			return nil, err
 		}
 	}
-	n.replica, err = region.New(rcfg)
+	rcfg.OnCommit = onCommit(outbox, n.pub)
+	if len(cfg.numbered()) > 0 {
+		// Steps 2-4 of numbering.go's order: before the replica.
+		var err error
+		if n.num, err = newNumbering(cfg, n.nc, n.store, n.log, n.registry, opts.Getenv); err != nil {
+			return nil, fmt.Errorf("set up numbering: %w", err)
+		}
+		rcfg.Sequences = n.num.regionNumbering()
+	}
+	return outbox, nil
+}
+
+// onCommit is the replica's commit hook: every commit goes to the outbox
+// for replication and, with the event log, wakes the publisher.
+func onCommit(outbox *replication.Outbox, pub *replication.Publisher) func(region.Changes) {
+	if pub == nil {
+		return outbox.Add
+	}
+	return func(c region.Changes) {
+		outbox.Add(c)
+		pub.Kick()
+	}
+}
+
+// startSharding follows the shard maps (the shard map bucket's where it
+// has them, the config's otherwise; shardmaps.go) and builds the router
+// that forwards requests for shards this replica does not hold.
+func (n *Node) startSharding(cfg Config, rcfg *region.Config, undo *undoStack) error {
+	var err error
+	if n.shardMaps, err = startShardWatch(cfg, n.nc, n.log); err != nil {
+		return err
+	}
+	undo.push(n.shardMaps.close)
+	own := n.shardMaps.own
+	n.shards = newShardRouter(cfg.Region, cfg.Replica, own, n.nc, natsTransport{nc: n.nc, region: cfg.Region}, nil,
+		duration(cfg.RequestTimeout), n.log)
+	n.shardMaps.serveBy(n.shards.update)
+	n.shards.moveState = n.moveState
+	rcfg.Holds = n.shards.Holds
+	n.shards.chaosAckUnapplied = buildtags.Chaos && rcfg.Chaos.ForwardAckUnapplied
+	held := own.Held(cfg.Replica)
+	n.log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies, "map_revision", own.Revision)
+	return nil
+}
+
+// startReplica starts the replica's state machine on the store and hands
+// it to the shard router, if any.
+func (n *Node) startReplica(cfg Config, rcfg region.Config, undo *undoStack) error {
+	replica, err := region.New(rcfg)
 	if err != nil {
-		return nil, fmt.Errorf("start replica %s: %w", cfg.Replica, err)
+		return fmt.Errorf("start replica %s: %w", cfg.Replica, err)
 	}
-	undo = append(undo, func() { _ = n.replica.Close() })
+	n.replica = replica
+	undo.push(func() { _ = n.replica.Close() })
 	if n.shards != nil {
 		n.shards.accepted = n.replica.Accepted()
 		n.shards.do = n.replica.Do
 	}
 	if n.replica.Fresh() {
-		log.Info("new replica: the data directory held no state")
+		n.log.Info("new replica: the data directory held no state")
 	}
+	return nil
+}
 
-	if n.num != nil {
-		n.num.start(n.replica)
-		undo = append(undo, func() {
-			ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-			defer cancel()
-			_ = n.num.close(ctx)
-		})
+// startNumbering starts the numbering on the running replica, if there
+// is one (numbering.go's last step).
+func (n *Node) startNumbering(undo *undoStack) {
+	if n.num == nil {
+		return
 	}
+	n.num.start(n.replica)
+	undo.push(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = n.num.close(ctx)
+	})
+}
 
-	if replicate {
-		if err := n.startReplication(cfg, outbox, opts.Getenv); err != nil {
-			return nil, err
+// startSync starts, once the replica runs, what keeps the others in step
+// with it: the replicator (with NATS, that is with an outbox) and the
+// event publisher (with the event log).
+func (n *Node) startSync(cfg Config, outbox *replication.Outbox, getenv func(string) string, undo *undoStack) error {
+	if outbox != nil {
+		if err := n.startReplication(cfg, outbox, getenv); err != nil {
+			return err
 		}
-		undo = append(undo, func() { n.rep.Close() })
+		undo.push(func() { n.rep.Close() })
 	}
 	if n.pub != nil {
 		n.pub.Start()
-		undo = append(undo, n.pub.Close)
+		undo.push(n.pub.Close)
 	}
+	return nil
+}
 
+// buildAPI builds the HTTP API on the running parts, and with shards
+// starts the cross-shard cashbacks it serves.
+func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock func(time.Duration), undo *undoStack) error {
 	proxies, _ := cfg.trustedProxies() // Validate checked them
 	apiCfg := httpapi.Config{
 		Replica:        n.replica,
-		Logger:         log,
+		Logger:         n.log,
 		Registry:       n.registry,
 		MaxBodyBytes:   cfg.MaxBodyBytes,
 		RequestTimeout: duration(cfg.RequestTimeout),
@@ -217,8 +335,8 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		Replicas:    opts.Replicas,
 		ChaosClock:  chaosClock, // nil outside a chaos build
 		// false outside a chaos build
-		ChaosAckUnheld:     rcfg.Chaos.AckUnheld,
-		ChaosSplitTwoParts: rcfg.Chaos.SplitTwoParts,
+		ChaosAckUnheld:     chaos.AckUnheld,
+		ChaosSplitTwoParts: chaos.SplitTwoParts,
 		Hot:                cfg.HotItems(),
 		DataDirs:           []string{cfg.DataDir},
 	}
@@ -240,30 +358,38 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		apiCfg.Shards = n.shards
 		// Cross-shard cashbacks, and the recovery of those a crash left
 		// unfinished in the journal.
+		var err error
 		if n.purchases, err = purchase.New(purchase.Config{Router: purchaseRouter{n.shards}, Journal: n.store, Map: n.shards.Map,
-			Timeout: duration(cfg.RequestTimeout), Logger: log, Registerer: n.registry, AtStep: failpoints(opts.Getenv)}); err != nil {
-			return nil, fmt.Errorf("start purchases: %w", err)
+			Timeout: duration(cfg.RequestTimeout), Logger: n.log, Registerer: n.registry, AtStep: failpoints(opts.Getenv)}); err != nil {
+			return fmt.Errorf("start purchases: %w", err)
 		}
 		n.purchases.Start()
-		undo = append(undo, n.purchases.Close)
+		undo.push(n.purchases.Close)
 		if cfg.Shards.CrossShardCashback {
 			apiCfg.Purchases = n.purchases
 		}
 	}
+	var err error
 	if n.api, err = httpapi.New(apiCfg); err != nil {
-		return nil, fmt.Errorf("build HTTP API: %w", err)
+		return fmt.Errorf("build HTTP API: %w", err)
 	}
+	return nil
+}
 
+// listenHTTP loads the TLS certificate (if any, watched for renewal),
+// listens on cfg.Listen and builds the HTTP server; Start serves it last.
+func (n *Node) listenHTTP(ctx context.Context, cfg Config, undo *undoStack) error {
+	var err error
 	if cfg.TLSCert != "" {
-		if n.certs, err = newCerts(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, log.Named("tls")); err != nil {
-			return nil, err
+		if n.certs, err = newCerts(cfg.TLSCert, cfg.TLSKey, cfg.TLSClientCA, n.log.Named("tls")); err != nil {
+			return err
 		}
 		n.certs.watch()
-		undo = append(undo, n.certs.close)
+		undo.push(n.certs.close)
 	}
 	var lc net.ListenConfig
 	if n.ln, err = lc.Listen(ctx, "tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	n.srv = &http.Server{
 		Handler:           n.api,
@@ -278,15 +404,22 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 		WriteTimeout:   writeTimeout(duration(cfg.RequestTimeout)),
 		IdleTimeout:    idleTimeout,
 		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+		ErrorLog:       n.log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
 	}
 	if n.certs != nil {
 		n.srv.TLSConfig = n.certs.config()
 	}
+	return nil
+}
+
+// openFrontDoors opens the front doors besides HTTP: RESP (with
+// RESPListen) and, when sharded, the serving of requests other replicas
+// forward. On failure it closes the HTTP listener and RESP itself.
+func (n *Node) openFrontDoors(ctx context.Context, cfg Config, opts Options) error {
 	if cfg.RESPListen != "" {
 		if err := n.startRESP(ctx, cfg, opts); err != nil {
 			_ = n.ln.Close()
-			return nil, err
+			return err
 		}
 	}
 	if n.shards != nil {
@@ -300,15 +433,13 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 			if n.resp != nil {
 				_ = n.resp.Close(ctx)
 			}
-			return nil, err
+			return err
 		}
 	}
 	if n.shards != nil {
 		n.shards.url.Store(advertised(cfg, n.ln.Addr()))
 	}
-	go n.serve()
-	log.Info("serving HTTP", "addr", n.ln.Addr().String(), "tls", n.certs != nil, "client_certs", cfg.TLSClientCA != "")
-	return n, nil
+	return nil
 }
 
 // startRESP serves the Redis protocol front door on cfg.RESPListen, with
