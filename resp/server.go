@@ -5,11 +5,11 @@
 //
 // The RESP parsing is github.com/tidwall/redcon's, patched in
 // third_party/redcon so that no header can make it spin or panic
-// (PATCHES.md there). This package maps commands (commands.go, sets.go),
-// commits pipelined writes together (pipeline.go), writes the RESP3
-// frames redcon lacks (reply.go), and owns the listener's goroutines:
-// Close stops accepting, closes every connection and waits for their
-// handlers.
+// (PATCHES.md there). This package maps commands (commands.go;
+// conncmds.go, datacmds.go, sets.go), commits pipelined writes together
+// (pipeline.go), writes the RESP3 frames redcon lacks (reply.go), and owns
+// the listener's goroutines: Close stops accepting, closes every
+// connection and waits for their handlers.
 package resp
 
 import (
