@@ -92,6 +92,27 @@ func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
 	link("us", "eu", true)
 	agree("post8", 2, map[string]bool{"bob": true, "carol": true})
 
+	// reached waits until every region has the user's latest action on
+	// the item that us has (its time and replica): that the state agrees
+	// is not enough when the last action restored the state before the
+	// first.
+	reached := func(item, user string) {
+		t.Helper()
+		want := do("GET", us+"/v1/likes/"+item+"/"+user, "")
+		if want["at"] == nil || want["replica"] == nil {
+			t.Fatalf("us %s/%s: %v, want the deciding action's time and replica", item, user, want)
+		}
+		testkit.WaitFor(t, 20*time.Second, func() error {
+			for _, u := range urls {
+				_, b, err := testkit.DoJSON("GET", u+"/v1/likes/"+item+"/"+user, "")
+				if err != nil || b["at"] != want["at"] || b["replica"] != want["replica"] || b["liked"] != want["liked"] {
+					return fmt.Errorf("%s %s/%s: %v %v, want %v", u, item, user, b, err, want)
+				}
+			}
+			return nil
+		})
+	}
+
 	// A toggle's key outlives the user's next action: toggle tkB (liked),
 	// toggle tkC (unliked), retry tkB: a duplicate that flips nothing, in
 	// the region that took both and, once they are there, in the others.
@@ -111,7 +132,7 @@ func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
 	if b := toggle(us, "tkB"); !retried(b, true) {
 		t.Fatalf("tkB retried at us after tkC: %v, want a duplicate answering liked, count 0", b)
 	}
-	agree("post9", 0, map[string]bool{"dan": false})
+	reached("post9", "dan")
 	for _, u := range []string{eu, ap} {
 		if b := toggle(u, "tkB"); !retried(b, true) {
 			t.Fatalf("tkB retried at %s: %v", u, b)
@@ -133,7 +154,7 @@ func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
 	if b := do("PUT", us+"/v1/likes/post10/erin", `{"idempotency_key":"lk1"}`); !retried(b, true) {
 		t.Fatalf("like lk1 retried at us after the unlike: %v", b)
 	}
-	agree("post10", 0, map[string]bool{"erin": false})
+	reached("post10", "erin")
 	if b := do("PUT", ap+"/v1/likes/post10/erin", `{"idempotency_key":"lk1"}`); !retried(b, true) {
 		t.Fatalf("like lk1 retried at ap: %v", b)
 	}
