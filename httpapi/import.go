@@ -24,8 +24,9 @@ import (
 // identity, its idempotency_key, or else ImportKey of its line's bytes and
 // how many identical lines came before it in the request. (The keys are
 // the increments' idempotency keys: remembered for idempotency_ttl.)
-// Grants and spends are not imported: a grant has no identity to make a
-// re-run a no-op, and budgets have no time windows.
+// Grants and spends are not imported: budgets have no time windows to
+// book them in, so a backfill has nothing to add to POST /v1/events,
+// where a grant's idempotency_key makes a resend count once.
 //
 // A line with no "type" but an item (or videoId) and a user (or userId)
 // is a like: the product's walkthrough payload
@@ -55,7 +56,7 @@ func (b *eventsBatch) importOp(op *region.Op, e *rawEvent) *apiError {
 	switch op.Kind {
 	case region.OpGrant, region.OpSpend:
 		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest,
-			"%s events are not imported: a grant has no identity to make a second import a no-op, and budgets have no time windows", op.Kind)
+			"%s events are not imported: budgets have no time windows; send them to POST /v1/events, a grant with an idempotency_key so a resend counts once", op.Kind)
 	case region.OpIncr:
 		if op.IdemKey == "" {
 			sum := sha256.Sum256(b.body[e.start:e.end])

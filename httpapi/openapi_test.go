@@ -120,7 +120,9 @@ func TestOpenAPIDocumentCurrent(t *testing.T) {
 // A route's role in the document is the token the router asks for: with
 // only a write token set, exactly the write routes answer 401; with only
 // a read token, exactly the read routes (whatever their method) and the
-// admin routes. The admin routes are TestAdminRoutesAllGuarded's.
+// admin routes. The admin routes are TestAdminRoutesAllGuarded's. Every
+// operation states its security: none for a public one (the probes and
+// the metrics), the bearer token for one with a role.
 func TestOpenAPIRoles(t *testing.T) {
 	raw, err := OpenAPI()
 	if err != nil {
@@ -128,7 +130,8 @@ func TestOpenAPIRoles(t *testing.T) {
 	}
 	var doc struct {
 		Paths map[string]map[string]struct {
-			Role string `json:"x-tally-role"`
+			Role     string              `json:"x-tally-role"`
+			Security *[]map[string][]any `json:"security"`
 		} `json:"paths"`
 	}
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -138,6 +141,14 @@ func TestOpenAPIRoles(t *testing.T) {
 	for path, ops := range doc.Paths {
 		for m, op := range ops {
 			name := strings.ToUpper(m) + " " + path
+			switch {
+			case op.Security == nil:
+				t.Errorf("%s: no security in the document", name)
+			case op.Role == "" && len(*op.Security) != 0:
+				t.Errorf("%s: public, but its security is %v", name, *op.Security)
+			case op.Role != "" && !slices.ContainsFunc(*op.Security, func(r map[string][]any) bool { _, ok := r["bearer"]; return ok }):
+				t.Errorf("%s: role %s, but its security %v has no bearer token", name, op.Role, *op.Security)
+			}
 			switch op.Role {
 			case "write":
 				write = append(write, name)

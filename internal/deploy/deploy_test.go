@@ -191,7 +191,9 @@ func waitReady(t *testing.T, urls []string) {
 }
 
 // An increment with an idempotency key sent to us, retried at eu while
-// us-eu is cut, and retried at ap after the heal counts once everywhere.
+// us-eu is cut, and retried at ap after the heal counts once everywhere;
+// so does a resent batch of keyed grants (POST /v1/events): the region
+// that applied it a second time takes its grant back after the heal.
 func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
 	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
@@ -208,6 +210,11 @@ func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
 	}
 	incr(us, false)
 	incr(eu, false) // eu has not heard of us's application: it applies it too
+	// A batch of keyed grants, resent: at us a duplicate, at eu (cut
+	// off) applied again.
+	grants(t, us, false)
+	grants(t, us, true)
+	grants(t, eu, false)
 	if st, _, err := testkit.DoJSON("PUT", eu+"/v1/admin/links/eu/us", `{"up":true}`); err != nil || st != 200 {
 		t.Fatalf("heal: %d %v", st, err)
 	}
@@ -220,12 +227,34 @@ func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
 			if b["value"] != float64(10) || b["approx"] != false {
 				return fmt.Errorf("%s: %v, want value 10, exact", u, b)
 			}
+			if _, b, err = testkit.DoJSON("GET", u+"/v1/budgets/fund", ""); err != nil || b["remaining"] != float64(150) {
+				return fmt.Errorf("%s: budget %v %v, want 150 remaining: the batch granted once", u, b, err)
+			}
 		}
 		return nil
 	}
 	testkit.WaitFor(t, 20*time.Second, once)
 	incr(ap, true)
+	grants(t, ap, true)
+	grants(t, eu, true)
 	testkit.WaitFor(t, 5*time.Second, once)
+}
+
+// grants posts one batch of two keyed grants of budget fund (100 and 50)
+// to u's POST /v1/events and checks each result's duplicate is wantDup.
+func grants(t *testing.T, u string, wantDup bool) {
+	t.Helper()
+	const batch = `[{"type":"grant","key":"fund","by":100,"idempotency_key":"fund-1"},` +
+		`{"type":"grant","key":"fund","by":50,"idempotency_key":"fund-2"}]`
+	st, b, err := testkit.DoJSON("POST", u+"/v1/events", batch)
+	if err != nil || st != 200 || b["applied"] != float64(2) {
+		t.Fatalf("grants at %s: %d %v %v", u, st, b, err)
+	}
+	for i, r := range b["results"].([]any) {
+		if dup, _ := r.(map[string]any)["duplicate"].(bool); dup != wantDup {
+			t.Fatalf("grants at %s, event %d: %v, want duplicate %v", u, i, r, wantDup)
+		}
+	}
 }
 
 // TestMilestonesFireOnce is issue #5's "done when" as a test: likes pour
@@ -435,7 +464,7 @@ func TestSequencesFireOnce(t *testing.T) {
 // hits on a key from all three regions show in last=60s everywhere; with
 // eu cut off, both sides keep writing (likes too, with a concurrent double
 // like of one user); after the heal every region's window, series and
-// trending list agree exactly.
+// trending list (over 10 minutes and over the week) agree exactly.
 func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
@@ -509,6 +538,7 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 		"/v1/trending?window=10m&n=10",
 		"/v1/trending?window=10m&n=10&region=eu",
 		"/v1/trending?window=10m&n=10&kind=counters",
+		"/v1/trending?window=7d&n=10",
 	}
 	strip := func(b map[string]any) string {
 		delete(b, "approx")
@@ -539,10 +569,12 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 	})
 	// And the answers are the exact ones: v0 has 5 likes from ap, 7 from
 	// eu and "both" once.
-	b, _ := get(ap, "/v1/trending?window=10m&n=10")
-	items, _ := b["items"].([]any)
-	if len(items) == 0 || items[0].(map[string]any)["item"] != "v0" || items[0].(map[string]any)["count"] != float64(5+7+1) {
-		t.Fatalf("trending: %v, want v0 first with 13", b)
+	for _, w := range []string{"10m", "7d"} {
+		b, _ := get(ap, "/v1/trending?window="+w+"&n=10")
+		items, _ := b["items"].([]any)
+		if len(items) == 0 || items[0].(map[string]any)["item"] != "v0" || items[0].(map[string]any)["count"] != float64(5+7+1) {
+			t.Fatalf("trending window=%s: %v, want v0 first with 13", w, b)
+		}
 	}
 	if v, b, err := value(eu, "/v1/likes/v0/window?last=10m"); err != nil || v != 13 {
 		t.Fatalf("eu v0 window: %v %v, want 13", b, err)

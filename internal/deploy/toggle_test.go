@@ -14,6 +14,8 @@ import (
 // (which drops it): unliked everywhere after the heal, the count exact.
 // A toggle retried at another region once it is there is a duplicate;
 // toggles at two regions at once reconcile to one state, counted once.
+// A keyed toggle, like or unlike retried after the user's next action is
+// a duplicate in its region and in every region it reached.
 func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
 	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
@@ -89,4 +91,79 @@ func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
 	}
 	link("us", "eu", true)
 	agree("post8", 2, map[string]bool{"bob": true, "carol": true})
+
+	// reached waits until every region has the user's latest action on
+	// the item that us has (its time and replica): that the state agrees
+	// is not enough when the last action restored the state before the
+	// first.
+	reached := func(item, user string) {
+		t.Helper()
+		want := do("GET", us+"/v1/likes/"+item+"/"+user, "")
+		if want["at"] == nil || want["replica"] == nil {
+			t.Fatalf("us %s/%s: %v, want the deciding action's time and replica", item, user, want)
+		}
+		testkit.WaitFor(t, 20*time.Second, func() error {
+			for _, u := range urls {
+				_, b, err := testkit.DoJSON("GET", u+"/v1/likes/"+item+"/"+user, "")
+				if err != nil || b["at"] != want["at"] || b["replica"] != want["replica"] || b["liked"] != want["liked"] {
+					return fmt.Errorf("%s %s/%s: %v %v, want %v", u, item, user, b, err, want)
+				}
+			}
+			return nil
+		})
+	}
+
+	// A toggle's key outlives the user's next action: toggle tkB (liked),
+	// toggle tkC (unliked), retry tkB: a duplicate that flips nothing, in
+	// the region that took both and, once they are there, in the others.
+	toggle := func(u, key string) map[string]any {
+		t.Helper()
+		return do("POST", u+"/v1/likes/post9/dan/toggle", fmt.Sprintf(`{"idempotency_key":%q}`, key))
+	}
+	if b := toggle(us, "tkB"); b["liked"] != true || b["changed"] != true {
+		t.Fatalf("tkB: %v", b)
+	}
+	if b := toggle(us, "tkC"); b["liked"] != false || b["changed"] != true {
+		t.Fatalf("tkC: %v", b)
+	}
+	retried := func(b map[string]any, liked bool) bool {
+		return b["duplicate"] == true && b["changed"] == false && b["liked"] == liked && b["count"] == float64(0)
+	}
+	if b := toggle(us, "tkB"); !retried(b, true) {
+		t.Fatalf("tkB retried at us after tkC: %v, want a duplicate answering liked, count 0", b)
+	}
+	reached("post9", "dan")
+	for _, u := range []string{eu, ap} {
+		if b := toggle(u, "tkB"); !retried(b, true) {
+			t.Fatalf("tkB retried at %s: %v", u, b)
+		}
+		if b := toggle(u, "tkC"); !retried(b, false) {
+			t.Fatalf("tkC retried at %s: %v", u, b)
+		}
+	}
+	agree("post9", 0, map[string]bool{"dan": false})
+
+	// The same for a keyed like and a keyed unlike, by the route and by
+	// an event: a like retried after the unlike likes nothing, anywhere.
+	if b := do("PUT", us+"/v1/likes/post10/erin", `{"idempotency_key":"lk1"}`); b["liked"] != true || b["changed"] != true {
+		t.Fatalf("keyed like: %v", b)
+	}
+	if b := do("DELETE", us+"/v1/likes/post10/erin", `{"idempotency_key":"lu1"}`); b["liked"] != false || b["changed"] != true {
+		t.Fatalf("keyed unlike: %v", b)
+	}
+	if b := do("PUT", us+"/v1/likes/post10/erin", `{"idempotency_key":"lk1"}`); !retried(b, true) {
+		t.Fatalf("like lk1 retried at us after the unlike: %v", b)
+	}
+	reached("post10", "erin")
+	if b := do("PUT", ap+"/v1/likes/post10/erin", `{"idempotency_key":"lk1"}`); !retried(b, true) {
+		t.Fatalf("like lk1 retried at ap: %v", b)
+	}
+	if b := do("DELETE", eu+"/v1/likes/post10/erin", `{"idempotency_key":"lu1"}`); !retried(b, false) {
+		t.Fatalf("unlike lu1 retried at eu: %v", b)
+	}
+	b := do("POST", eu+"/v1/events", `{"type":"like","item":"post10","user":"erin","idempotency_key":"lk1"}`+"\n")
+	if r, _ := b["results"].([]any); len(r) != 1 || r[0].(map[string]any)["duplicate"] != true || r[0].(map[string]any)["value"] != float64(0) {
+		t.Fatalf("like lk1 retried as an event at eu: %v", b)
+	}
+	agree("post10", 0, map[string]bool{"erin": false})
 }

@@ -14,11 +14,12 @@ import (
 // (GET /v1/types, and reads with ?with=meta); marked inactive in us while
 // eu is cut off, it leaves eu taking writes of its keys until the heal,
 // and after it eu refuses them with 409 inactive_type too; active again
-// from eu, us takes them again.
+// from eu, us takes them again, and every region reads the same exact
+// total of the type (GET /v1/types/{name}/total), split by region.
 func TestTypesThroughCutAndHeal(t *testing.T) {
 	startsRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
-	us, eu := urls[0], urls[1]
+	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url, body string, want int) map[string]any {
 		t.Helper()
 		st, b, err := testkit.DoJSON(method, url, body)
@@ -83,6 +84,20 @@ func TestTypesThroughCutAndHeal(t *testing.T) {
 	do("PUT", eu+"/v1/types/video", `{"owner":"media","status":"active"}`, 200)
 	status("active", urls...)
 	do("POST", us+"/v1/counters/video:v123/incr", "", 200)
+	do("POST", ap+"/v1/counters/video:v9/incr", `{"by":5}`, 200)
+	// The type's total, summed over its keys from every region, is the
+	// same exact sum at each: 4 of video:v123 and 5 of video:v9.
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		for _, u := range urls {
+			st, b, err := testkit.DoJSON("GET", u+"/v1/types/video/total", "")
+			regions, _ := b["regions"].(map[string]any)
+			if err != nil || st != 200 || b["value"] != float64(9) || b["keys"] != float64(2) || b["approx"] != false ||
+				len(regions) != 3 || regions["us"] != float64(1) || regions["eu"] != float64(3) || regions["ap"] != float64(5) {
+				return fmt.Errorf("%s: total %d %v %v, want 9 of 2 keys (us 1, eu 3, ap 5), exact", u, st, b, err)
+			}
+		}
+		return nil
+	})
 	if b := do("GET", eu+"/v1/types", "", 200); len(b["types"].([]any)) != 1 {
 		t.Fatalf("types: %v", b)
 	}
