@@ -109,3 +109,41 @@ func readDoc(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// The README's prerequisites name every Debian package .ci/run installs
+// for `make test`, and the command each is needed for where the two
+// differ (promtool from prometheus): the list is read from .ci/run, so a
+// tool CI starts installing cannot be left out of the README.
+func TestREADMEPrerequisitesAreCIs(t *testing.T) {
+	readme, ci := readDoc(t, "../../README.md"), readDoc(t, "../../.ci/run")
+	_, prereq, ok := strings.Cut(readme, "**Prerequisites:**")
+	if !ok {
+		t.Fatal("README.md has no **Prerequisites:** paragraph")
+	}
+	prereq, _, _ = strings.Cut(prereq, "\n\n")
+	words := map[string]bool{}
+	for _, w := range regexp.MustCompile("[A-Za-z0-9][A-Za-z0-9._-]*").FindAllString(prereq, -1) {
+		words[w] = true
+	}
+	// Each line of .ci/run that adds a package to install: the package,
+	// and the command its check looks for (command -v CMD).
+	need := regexp.MustCompile(`need\+=\(([a-z0-9.+-]+)\)`)
+	cmdOf := regexp.MustCompile(`command -v ([a-z0-9._-]+)`)
+	n := 0
+	for line := range strings.SplitSeq(ci, "\n") {
+		m := need.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		n++
+		if !words[m[1]] {
+			t.Errorf("README.md's prerequisites lack the package %s (.ci/run: %s)", m[1], strings.TrimSpace(line))
+		}
+		if c := cmdOf.FindStringSubmatch(line); c != nil && c[1] != m[1] && !words[c[1]] {
+			t.Errorf("README.md's prerequisites lack the command %s, of the package %s (.ci/run: %s)", c[1], m[1], strings.TrimSpace(line))
+		}
+	}
+	if n < 5 {
+		t.Fatalf("only %d packages read from .ci/run: the parse is broken", n)
+	}
+}

@@ -179,3 +179,39 @@ nats_ca = %q
 		t.Fatalf("every file there: exit %d, %s", code, stderr)
 	}
 }
+
+// The credential files the environment names (TALLY_NATS_PASSWORD_FILE,
+// TALLY_*_TOKEN_FILE, each pod's own from a Secret) are checked too: a
+// missing one fails validate, naming the variable and not the secret;
+// with the files there, the same config validates.
+func TestValidateChecksCredentialFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := writeFile(t, "c.hcl", "region = \"us\"\nreplica = \"us-1\"\nlisten = \"127.0.0.1:8080\"\nnats = \"nats://127.0.0.1:4222\"\nnats_user = \"tally-us-1\"\n")
+	kv := map[string]string{
+		envNATSPass + "_FILE":   filepath.Join(dir, "nats-password"),
+		envWriteToken + "_FILE": filepath.Join(dir, "write-token"),
+	}
+	validate := func() (int, string) {
+		c := &cli{getenv: env(kv)}
+		var out, errOut strings.Builder
+		c.stdout, c.stderr = &out, &errOut
+		return c.run(context.Background(), []string{"validate", "--config", path}), errOut.String()
+	}
+	code, stderr := validate()
+	if code != 2 {
+		t.Fatalf("missing credential files: exit %d, %s", code, stderr)
+	}
+	for _, want := range []string{envNATSPass + "_FILE", envWriteToken + "_FILE", "2 problems"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for name, secret := range map[string]string{"nats-password": "pod-own-secret\n", "write-token": "w-secret\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(secret), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, stderr := validate(); code != 0 {
+		t.Fatalf("with the credential files there: exit %d, %s", code, stderr)
+	}
+}

@@ -36,6 +36,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/client"
+	"github.com/tally-dev/tally/shard"
 )
 
 //go:embed dashboard.html
@@ -306,6 +307,12 @@ type RegionSummary struct {
 	// first exact answer in order is taken, else the first approx one.
 	Likes   *api.Likes   `json:"likes,omitempty"`
 	Counter *api.Counter `json:"counter,omitempty"`
+	// Budget and Milestones are the region's too, by the same rule: one
+	// replica's answer (a budget's exact answer, synced milestones
+	// preferred), so a sharded region shows one budget row and one
+	// milestone total, not one a replica.
+	Budget     *api.Budget     `json:"budget,omitempty"`
+	Milestones *api.Milestones `json:"milestones,omitempty"`
 	// Shards are the region's shards by how many of their copies are up,
 	// as the first replica with a shard map sees them; absent where the
 	// region is not sharded.
@@ -346,6 +353,12 @@ func summarize(views []RegionOverview) []RegionSummary {
 		if v.Counter != nil && (s.Counter == nil || s.Counter.Approx && !v.Counter.Approx) {
 			s.Counter = v.Counter
 		}
+		if v.Budget != nil && (s.Budget == nil || s.Budget.Approx && !v.Budget.Approx) {
+			s.Budget = v.Budget
+		}
+		if v.Milestones != nil && (s.Milestones == nil || !s.Milestones.Synced && v.Milestones.Synced) {
+			s.Milestones = v.Milestones
+		}
 		if s.Shards == nil && v.Shards != nil && len(v.Shards.Replicas) > 1 {
 			s.Shards = shardStates(v.Shards)
 		}
@@ -353,30 +366,37 @@ func summarize(views []RegionOverview) []RegionSummary {
 	return out
 }
 
-// shardStates counts m's shards by how many of their holders are up.
+// shardStates counts m's shards by how many of their holders are up. A
+// holding lists its shards as runs ("0-340", "342"), each run read as the
+// shards in it; nil if a holding cannot be read (no states rather than
+// wrong ones).
 func shardStates(m *api.ShardMap) *ShardStates {
-	up, held := map[string]int{}, map[string]int{}
+	up, held := make([]int, m.Shards), make([]int, m.Shards)
 	for _, h := range m.Replicas {
-		for _, sh := range h.Shards {
-			held[sh]++
-			if h.State == "up" {
-				up[sh]++
+		set, err := shard.ParseRanges(h.Shards)
+		if err != nil {
+			return nil
+		}
+		for sh := range m.Shards {
+			if sh < shard.Count && set.Has(sh) {
+				held[sh]++
+				if h.State == "up" {
+					up[sh]++
+				}
 			}
 		}
 	}
 	st := &ShardStates{Shards: m.Shards, Copies: m.Copies}
-	for sh, n := range held {
+	for sh := range m.Shards {
 		switch {
-		case up[sh] == n:
+		case held[sh] > 0 && up[sh] == held[sh]:
 			st.Up++
 		case up[sh] > 0:
 			st.Degraded++
-		default:
+		default: // no holder up, or none at all
 			st.Down++
 		}
 	}
-	// A shard no replica holds is down too.
-	st.Down += max(0, m.Shards-len(held))
 	return st
 }
 

@@ -74,6 +74,31 @@ func TestSummarizeShardedRegions(t *testing.T) {
 	if got := *shardStates(shardMap("stale", "stale", "up")); got.Down != 1 || got.Degraded != 2 || got.Up != 0 {
 		t.Errorf("two stale holders: %+v", got)
 	}
+	// Holdings as replicas answer them, in runs: r1 holds 0-511, r2
+	// 512-1023, r3 all; r2 stale leaves 512-1023 degraded, r2 and r3
+	// stale leaves them down; every shard is counted once.
+	ranges := func(states ...string) *api.ShardMap {
+		m := &api.ShardMap{Shards: 1024, Copies: 2}
+		for i, held := range [][]string{{"0-511"}, {"512-1022", "1023"}, {"0-1023"}} {
+			m.Replicas = append(m.Replicas, api.ShardHolding{Replica: "r" + string(rune('1'+i)), Shards: held, State: states[i]})
+		}
+		return m
+	}
+	if got := *shardStates(ranges("up", "up", "up")); got != (ShardStates{Shards: 1024, Copies: 2, Up: 1024}) {
+		t.Errorf("runs, all up: %+v", got)
+	}
+	if got := *shardStates(ranges("up", "stale", "up")); got != (ShardStates{Shards: 1024, Copies: 2, Up: 512, Degraded: 512}) {
+		t.Errorf("runs, r2 stale: %+v", got)
+	}
+	if got := *shardStates(ranges("up", "stale", "stale")); got != (ShardStates{Shards: 1024, Copies: 2, Degraded: 512, Down: 512}) {
+		t.Errorf("runs, r2 and r3 stale: %+v", got)
+	}
+	if bad := ranges("up", "up", "up"); true {
+		bad.Replicas[1].Shards = []string{"9-2"}
+		if got := shardStates(bad); got != nil {
+			t.Errorf("an unreadable holding: %+v, want no states", got)
+		}
+	}
 	// An unsharded region (one replica) has no shard states.
 	if s := summarize([]RegionOverview{{Target: Target{Region: "ap", Replica: "ap-1"}, Shards: &api.ShardMap{Shards: 1, Replicas: []api.ShardHolding{{Replica: "ap-1"}}}}}); s[0].Shards != nil {
 		t.Errorf("one replica: shards %+v", s[0].Shards)
