@@ -19,7 +19,7 @@ import (
 // all accounts is what was granted to the merchant. A purchase retried at
 // another region after the heal is a duplicate.
 func TestCashbackMerchantFloorThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu := urls[0], urls[1]
 	const balance = 150

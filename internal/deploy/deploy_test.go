@@ -24,7 +24,8 @@ func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
 }
 
 // startsRegions marks a test that starts a deployment of its own:
-// skipped with -short. The tests run one after another. Side by side
+// skipped with -short. These tests run one after another (but see
+// startsThreeRegions). Side by side
 // (each deployment has its own ports, data directory and NATS servers, so
 // none sees another's) they took a third less time alone, but in CI,
 // beside the other packages' tests on two cores, the sharded ones timed
@@ -37,6 +38,19 @@ func startsRegions(t *testing.T, why string) {
 	if testing.Short() {
 		t.Skip(why)
 	}
+}
+
+// startsThreeRegions is startsRegions for a test of three unsharded
+// regions of one replica each that puts no load of its own on them: such
+// a deployment mostly waits (on heartbeats, anti-entropy rounds and the
+// test's polls), about 5 s of CPU under -race for 25 s of wall, so these
+// tests run two at a time (t.Parallel, -parallel is GOMAXPROCS). Go runs
+// them after the package's other tests, so they never run beside a
+// sharded deployment or a test under load, which stay one at a time.
+func startsThreeRegions(t *testing.T, why string) {
+	t.Helper()
+	startsRegions(t, why)
+	t.Parallel()
 }
 
 // manyReplicas is held by a test of a sharded deployment (six to nine
@@ -108,7 +122,7 @@ func startConfig(t *testing.T, cfg deploy.Config) *deploy.Deployment {
 // `make run`'s deployment, in process: three regions, likes everywhere, a
 // cut link with writes on both sides, a heal, exact convergence.
 func TestDeploymentConvergesThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	like := func(u, user string) {
 		t.Helper()
@@ -195,7 +209,7 @@ func waitReady(t *testing.T, urls []string) {
 // so does a resent batch of keyed grants (POST /v1/events): the region
 // that applied it a second time takes its grant back after the heal.
 func TestKeyedIncrementOnceThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	incr := func(u string, wantDup bool) {
@@ -352,7 +366,7 @@ func TestMilestonesFireOnce(t *testing.T) {
 // milestones fire once, on every region, up to exactly what was counted
 // and not one beyond.
 func TestSequencesFireOnce(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.Milestones = ""
 	cfg.Sequences = []node.SequenceConfig{
@@ -466,7 +480,7 @@ func TestSequencesFireOnce(t *testing.T) {
 // like of one user); after the heal every region's window, series and
 // trending list (over 10 minutes and over the week) agree exactly.
 func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	post := func(u, path, body string) {
@@ -587,7 +601,7 @@ func TestWindowsAgreeThroughCutAndHeal(t *testing.T) {
 // the stated error of the true distinct count, all-time, for the last day
 // and for the union of two keys.
 func TestUniquesAgreeThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	eu := urls[1]
 	distinct := map[string]bool{}
@@ -814,7 +828,7 @@ func TestBudgetExactlyGrantedThroughCutAndHeal(t *testing.T) {
 // are refused everywhere (403 user_blocked), and an unblock in another
 // region brings every like back.
 func TestBlockThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url string, want int) map[string]any {
@@ -882,7 +896,7 @@ func TestBlockThroughCutAndHeal(t *testing.T) {
 // target must be a peer, the rights move, a later grant there moves on
 // too, and the region that got them pays the others' spends.
 func TestBudgetHandoffOverHTTP(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, ap := urls[0], urls[2]
 	do := func(method, url, body string, want int) map[string]any {

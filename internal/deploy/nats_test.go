@@ -19,7 +19,7 @@ import (
 // and the replicas, each with its own user, still replicate and fire
 // milestones through the lease authority.
 func TestLocalRunsWithReplicaUsers(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	d := startDeployment(t, "every:5")
 	urls := d.URLs()
 	for _, u := range urls {

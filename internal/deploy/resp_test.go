@@ -17,7 +17,7 @@ import (
 // and increments at two regions add up everywhere (issue 32's done-when,
 // through go-redis instead of redis-cli).
 func TestRESPReplicates(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.RESP = true
 	d := startConfig(t, cfg)
@@ -82,7 +82,7 @@ func TestRESPReplicates(t *testing.T) {
 // PFADD at both sides of a cut, then a heal: PFCOUNT agrees everywhere,
 // and counts every id once (issue 32's done-when).
 func TestRESPUniquesThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	cfg := deploy.DefaultConfig()
 	cfg.RESP, cfg.Milestones = true, ""
 	d := startConfig(t, cfg)

@@ -17,7 +17,7 @@ import (
 // A keyed toggle, like or unlike retried after the user's next action is
 // a duplicate in its region and in every region it reached.
 func TestLikeClientTimeAndTogglesThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url, body string) map[string]any {

@@ -17,7 +17,7 @@ import (
 // from eu, us takes them again, and every region reads the same exact
 // total of the type (GET /v1/types/{name}/total), split by region.
 func TestTypesThroughCutAndHeal(t *testing.T) {
-	startsRegions(t, "starts three regions")
+	startsThreeRegions(t, "starts three regions")
 	urls := startReadyDeployment(t)
 	us, eu, ap := urls[0], urls[1], urls[2]
 	do := func(method, url, body string, want int) map[string]any {
