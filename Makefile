@@ -123,10 +123,10 @@ LONG_PKGS := ./internal/deploy/ ./internal/chaos/ ./cmd/tallyd/ ./region/ ./inte
 # The chaos build's tests (unit-tagged: about 40 s, a minute of CPU) run
 # beside the rest (unit-all), not after it, where they added their whole
 # time to the run's: the rest leaves a core idle at times (its last
-# minutes are the deployment's tests alone). -Oline keeps each line of
-# the two whole.
+# minutes are the deployment's tests alone). Their lines interleave;
+# go test writes each package's result as one line.
 unit:
-	@$(MAKE) --no-print-directory -j2 -Oline unit-all unit-tagged
+	@$(MAKE) --no-print-directory -j2 unit-all unit-tagged
 
 .PHONY: unit-all unit-tagged
 unit-all:
