@@ -9,7 +9,6 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
-	"github.com/tally-dev/tally/storage"
 )
 
 // GET /v1/audit[?kind=likes|counters&key=K]: this replica's own entries
@@ -17,16 +16,16 @@ import (
 // vectors, or one). Admin: it reads the whole log.
 func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var kind storage.Kind
+	var kind region.Kind
 	key := q.Get("key")
 	switch k := q.Get("kind"); {
 	case k == "" && key == "":
 	case k == "likes":
-		kind = storage.Likes
+		kind = region.Likes
 	case k == "counters":
-		kind = storage.Counters
+		kind = region.Counters
 	case k == "budgets":
-		kind = storage.Budgets
+		kind = region.Budgets
 	default:
 		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %q: want likes, counters or budgets, with key", k)
 	}

@@ -37,7 +37,6 @@ import (
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // Purchases runs a cashback wherever its keys are held
@@ -307,10 +306,10 @@ func (s *Server) newRouter() *mux.Router {
 
 	// Windows first: a GET of /v1/likes/{item}/window is the window, not
 	// the like of a user named "window".
-	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(storage.Likes, "item"))).Methods(http.MethodGet)
-	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(storage.Likes, "item"))).Methods(http.MethodGet)
-	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(storage.Counters, "key"))).Methods(http.MethodGet)
-	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(storage.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(region.Likes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(region.Likes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(region.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(region.Counters, "key"))).Methods(http.MethodGet)
 	rt.Handle("/v1/window", s.Handler(s.getWindow)).Methods(http.MethodGet)
 	rt.Handle("/v1/series", s.Handler(s.getSeries)).Methods(http.MethodGet)
 	rt.Handle("/v1/trending", s.Handler(s.getTrending)).Methods(http.MethodGet)
