@@ -8,7 +8,6 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
-	"github.com/tally-dev/tally/replication"
 )
 
 // GET /v1/audit[?kind=likes|counters&key=K]: this replica's own entries
@@ -67,7 +66,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		limit = n
 	}
 	item, user := s.hotName(ids[0], ids[1]), ids[1] // a split item's: the user's part
-	var h replication.PairHistory
+	var h region.PairHistory
 	if s.cfg.Replication != nil {
 		if h, err = s.cfg.Replication.History(r.Context(), item, user, limit); err != nil {
 			return err
@@ -78,7 +77,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		for _, a := range own {
-			h.Actions = append(h.Actions, replication.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
+			h.Actions = append(h.Actions, region.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
 		}
 		if s.rep.StateLost() {
 			h.Partial = []string{s.rep.ID()}

@@ -9,7 +9,7 @@
 //
 // The Server owns no goroutines and no listener: it is an http.Handler that
 // package node mounts on an http.Server. It reads replication's state
-// (peers, staleness, convergence) from the *replication.Replicator in its
+// (peers, staleness, convergence) from the Replication in its
 // Config, nil for a standalone replica, and milestones and numbering
 // through Config hooks.
 package httpapi
@@ -35,7 +35,6 @@ import (
 	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
-	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -92,9 +91,6 @@ type Config struct {
 	Edge Edge
 	// Version is reported by /v1/status. Default version.Version().
 	Version string
-	// Replication, if set, makes reads honest about peers (approx), adds
-	// peers to /v1/status, gates /readyz on recovery and serves
-	// /v1/convergence. Nil: a standalone replica.
 	// Shards, in a sharded region, routes requests to the holders of
 	// their key's shard and answers GET /v1/shards. Default: nil, this
 	// replica holds every shard.
@@ -106,8 +102,11 @@ type Config struct {
 	// Hot are the items split into parts (shard.Hot): a like goes to the
 	// user's part, a read of the item sums them. Every replica of the
 	// deployment must have the same. Default: none.
-	Hot         shard.Hot
-	Replication *replication.Replicator
+	Hot shard.Hot
+	// Replication, if set, makes reads honest about peers (approx), adds
+	// peers to /v1/status, gates /readyz on recovery and serves
+	// /v1/convergence. Nil: a standalone replica.
+	Replication Replication
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
 	// Replicas, in a local deployment, serves /v1/admin/replicas.
