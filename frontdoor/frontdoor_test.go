@@ -52,19 +52,35 @@ func TestKnownErrors(t *testing.T) {
 }
 
 // The front doors stand alone: neither the HTTP API nor the Redis
-// protocol imports the other; what they share is here.
+// protocol imports the other, even through a third package; what they
+// share is here. Nor does either import storage or replication itself:
+// they name the state through region and ask replication through an
+// interface of their own, so those packages reach them only through
+// region's API.
 func TestFrontDoorsStandAlone(t *testing.T) {
-	for pkg, not := range map[string]string{
-		"github.com/tally-dev/tally/resp":    "github.com/tally-dev/tally/httpapi",
-		"github.com/tally-dev/tally/httpapi": "github.com/tally-dev/tally/resp",
+	const module = "github.com/tally-dev/tally/"
+	for _, tc := range []struct {
+		pkg, not string
+		deps     bool // through any package, not only directly
+	}{
+		{"resp", "httpapi", true},
+		{"httpapi", "resp", true},
+		{"httpapi", "storage", false},
+		{"httpapi", "replication", false},
+		{"resp", "storage", false},
+		{"resp", "replication", false},
 	} {
-		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		args := []string{"list", "-f", `{{join .Imports " "}}`, module + tc.pkg}
+		if tc.deps {
+			args = []string{"list", "-deps", module + tc.pkg}
+		}
+		out, err := exec.Command("go", args...).CombinedOutput()
 		if err != nil {
-			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 		for _, dep := range strings.Fields(string(out)) {
-			if dep == not {
-				t.Errorf("%s imports %s", pkg, not)
+			if dep == module+tc.not {
+				t.Errorf("%s imports %s", tc.pkg, tc.not)
 			}
 		}
 	}

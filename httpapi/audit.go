@@ -8,8 +8,6 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
-	"github.com/tally-dev/tally/replication"
-	"github.com/tally-dev/tally/storage"
 )
 
 // GET /v1/audit[?kind=likes|counters&key=K]: this replica's own entries
@@ -17,16 +15,16 @@ import (
 // vectors, or one). Admin: it reads the whole log.
 func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var kind storage.Kind
+	var kind region.Kind
 	key := q.Get("key")
 	switch k := q.Get("kind"); {
 	case k == "" && key == "":
 	case k == "likes":
-		kind = storage.Likes
+		kind = region.Likes
 	case k == "counters":
-		kind = storage.Counters
+		kind = region.Counters
 	case k == "budgets":
-		kind = storage.Budgets
+		kind = region.Budgets
 	default:
 		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %q: want likes, counters or budgets, with key", k)
 	}
@@ -68,7 +66,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		limit = n
 	}
 	item, user := s.hotName(ids[0], ids[1]), ids[1] // a split item's: the user's part
-	var h replication.PairHistory
+	var h region.PairHistory
 	if s.cfg.Replication != nil {
 		if h, err = s.cfg.Replication.History(r.Context(), item, user, limit); err != nil {
 			return err
@@ -79,7 +77,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		for _, a := range own {
-			h.Actions = append(h.Actions, replication.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
+			h.Actions = append(h.Actions, region.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
 		}
 		if s.rep.StateLost() {
 			h.Partial = []string{s.rep.ID()}

@@ -10,7 +10,6 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
-	"github.com/tally-dev/tally/storage"
 )
 
 // GET /healthz: liveness. 200 while the process serves requests, 503 once
@@ -81,7 +80,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 		auth, edge := s.authStatus(), s.edgeStatus()
 		out.Auth, out.Edge = &auth, &edge
 	}
-	if dur == storage.DurabilityNone {
+	if dur == region.DurabilityNone {
 		out.DurabilityWarning = "writes are acknowledged before fsync: they survive a process crash but not a power loss"
 	}
 	if err := s.rep.Err(); err != nil {

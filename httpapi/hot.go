@@ -16,7 +16,6 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // Hot items (Config.Hot) are split into parts, each an item of its own
@@ -334,7 +333,7 @@ func localPart(serve func(w http.ResponseWriter) error) (json.RawMessage, error)
 // part k alone with ?part=k, else the parts' windows summed.
 func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item string, n int) error {
 	read := func(w http.ResponseWriter, k int) error {
-		return s.window(w, r, storage.Likes, crdt.PartName(item, k))
+		return s.window(w, r, region.Likes, crdt.PartName(item, k))
 	}
 	if k, one, err := queryPart(r, n); err != nil {
 		return err
@@ -387,7 +386,7 @@ func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item strin
 // by point.
 func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item string, n int) error {
 	read := func(w http.ResponseWriter, k int) error {
-		return s.series(w, r, storage.Likes, []string{crdt.PartName(item, k)})
+		return s.series(w, r, region.Likes, []string{crdt.PartName(item, k)})
 	}
 	if k, one, err := queryPart(r, n); err != nil {
 		return err

@@ -14,7 +14,6 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // Reads of the like records: a user's like with its time, paginated liker
@@ -71,7 +70,7 @@ func listQuery(r *http.Request) (limit int, after string, err error) {
 	return limit, after, nil
 }
 
-func listEntries(l []storage.Listed) []api.ListEntry {
+func listEntries(l []region.Listed) []api.ListEntry {
 	out := make([]api.ListEntry, len(l))
 	for i, e := range l {
 		out[i] = api.ListEntry{ID: e.ID, At: hlcTime(e.HLC)}
@@ -79,7 +78,7 @@ func listEntries(l []storage.Listed) []api.ListEntry {
 	return out
 }
 
-func nextCursor(l []storage.Listed, more bool) string {
+func nextCursor(l []region.Listed, more bool) string {
 	if !more || len(l) == 0 {
 		return ""
 	}
@@ -89,7 +88,7 @@ func nextCursor(l []storage.Listed, more bool) string {
 // list serves one page of a like list: the list of the path's variable
 // id, read by page.
 func (s *Server) list(w http.ResponseWriter, r *http.Request, id string,
-	page func(id, after string, limit int) ([]storage.Listed, bool, error),
+	page func(id, after string, limit int) ([]region.Listed, bool, error),
 	answer func(id string, entries []api.ListEntry, next string) any) error {
 	v, err := pathID(r, id)
 	if err != nil {

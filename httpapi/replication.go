@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
@@ -9,6 +10,32 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 )
+
+// Replication is what the HTTP API asks of inter-replica replication
+// (package replication's Replicator is one): its view of the peers, and a
+// pair's history gathered from every replica. An interface, so that the
+// front door stands on api/frontdoor/region and not on the replication
+// transport.
+type Replication interface {
+	// Peers is this replica's view of each peer.
+	Peers() []api.PeerStatus
+	// Stale says whether some peer is unheard-from past its timeout, or
+	// this replica has not finished recovering from its peers.
+	Stale() bool
+	// StaleFor is Stale counting only the peers holding key's shard.
+	StaleFor(key string) bool
+	// PeerHolds says whether peer holds key's shard.
+	PeerHolds(peer, key string) bool
+	// Recovered says whether this replica finished recovering from its
+	// peers.
+	Recovered() bool
+	// Pending is how many changes wait to be sent.
+	Pending() int
+	// Convergence is GET /v1/convergence's answer.
+	Convergence() api.Convergence
+	// History gathers the like history of (item, user) from every replica.
+	History(ctx context.Context, item, user string, limit int) (region.PairHistory, error)
+}
 
 // Link is one inter-region link of a local deployment.
 type Link = api.Link

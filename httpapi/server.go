@@ -9,7 +9,7 @@
 //
 // The Server owns no goroutines and no listener: it is an http.Handler that
 // package node mounts on an http.Server. It reads replication's state
-// (peers, staleness, convergence) from the *replication.Replicator in its
+// (peers, staleness, convergence) from the Replication in its
 // Config, nil for a standalone replica, and milestones and numbering
 // through Config hooks.
 package httpapi
@@ -35,9 +35,7 @@ import (
 	"github.com/tally-dev/tally/internal/authguard"
 	"github.com/tally-dev/tally/internal/version"
 	"github.com/tally-dev/tally/region"
-	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // Purchases runs a cashback wherever its keys are held
@@ -93,9 +91,6 @@ type Config struct {
 	Edge Edge
 	// Version is reported by /v1/status. Default version.Version().
 	Version string
-	// Replication, if set, makes reads honest about peers (approx), adds
-	// peers to /v1/status, gates /readyz on recovery and serves
-	// /v1/convergence. Nil: a standalone replica.
 	// Shards, in a sharded region, routes requests to the holders of
 	// their key's shard and answers GET /v1/shards. Default: nil, this
 	// replica holds every shard.
@@ -107,8 +102,11 @@ type Config struct {
 	// Hot are the items split into parts (shard.Hot): a like goes to the
 	// user's part, a read of the item sums them. Every replica of the
 	// deployment must have the same. Default: none.
-	Hot         shard.Hot
-	Replication *replication.Replicator
+	Hot shard.Hot
+	// Replication, if set, makes reads honest about peers (approx), adds
+	// peers to /v1/status, gates /readyz on recovery and serves
+	// /v1/convergence. Nil: a standalone replica.
+	Replication Replication
 	// Links, if set, serves /v1/admin/links (local deployments only).
 	Links LinkAdmin
 	// Replicas, in a local deployment, serves /v1/admin/replicas.
@@ -307,10 +305,10 @@ func (s *Server) newRouter() *mux.Router {
 
 	// Windows first: a GET of /v1/likes/{item}/window is the window, not
 	// the like of a user named "window".
-	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(storage.Likes, "item"))).Methods(http.MethodGet)
-	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(storage.Likes, "item"))).Methods(http.MethodGet)
-	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(storage.Counters, "key"))).Methods(http.MethodGet)
-	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(storage.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(region.Likes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(region.Likes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(region.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(region.Counters, "key"))).Methods(http.MethodGet)
 	rt.Handle("/v1/window", s.Handler(s.getWindow)).Methods(http.MethodGet)
 	rt.Handle("/v1/series", s.Handler(s.getSeries)).Methods(http.MethodGet)
 	rt.Handle("/v1/trending", s.Handler(s.getTrending)).Methods(http.MethodGet)

@@ -15,7 +15,6 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // Event types: PUT /v1/types/{name} (admin) registers a type or updates
@@ -188,7 +187,7 @@ func (s *Server) getTypeWindow(w http.ResponseWriter, r *http.Request) error {
 // typeQuery reads the {name} of a route of a registered type (404
 // not_found if it was never registered), its query's parameters each at
 // most once, and kind= (counters by default).
-func (s *Server) typeQuery(r *http.Request, params ...string) (string, storage.Kind, error) {
+func (s *Server) typeQuery(r *http.Request, params ...string) (string, region.Kind, error) {
 	name, err := pathID(r, "name")
 	if err != nil {
 		return "", 0, err
@@ -199,7 +198,7 @@ func (s *Server) typeQuery(r *http.Request, params ...string) (string, storage.K
 			return "", 0, err
 		}
 	}
-	kind := storage.Counters
+	kind := region.Counters
 	if v := q.Get("kind"); v != "" {
 		if kind, err = parseKind(v); err != nil {
 			return "", 0, err

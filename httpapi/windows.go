@@ -18,7 +18,6 @@ import (
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // maxLast bounds last= and the span of from/to.
@@ -174,7 +173,7 @@ func (s *Server) fromTo(from, to string) (fromMs, toMs int64, err error) {
 
 // windowRange reads last= or from=&to= (to defaults to now). With a step,
 // last= is the latest whole steps, the current one included.
-func (s *Server) windowRange(q url.Values, kind storage.Kind, key string, step time.Duration) (fromMs, toMs int64, err error) {
+func (s *Server) windowRange(q url.Values, kind region.Kind, key string, step time.Duration) (fromMs, toMs int64, err error) {
 	last, from, to, err := rangeParams(q)
 	if err != nil {
 		return 0, 0, err
@@ -220,7 +219,7 @@ func regionName(m map[string]string, replica string) string {
 }
 
 // windowKey reads the family and key of GET /v1/window.
-func windowKey(q url.Values) (storage.Kind, string, error) {
+func windowKey(q url.Values) (region.Kind, string, error) {
 	kindName, err := one(q, "kind")
 	if err != nil {
 		return 0, "", err
@@ -244,24 +243,24 @@ func windowKey(q url.Values) (storage.Kind, string, error) {
 	return kind, key, nil
 }
 
-func parseKind(s string) (storage.Kind, error) {
+func parseKind(s string) (region.Kind, error) {
 	switch s {
 	case "likes", "":
-		return storage.Likes, nil
+		return region.Likes, nil
 	case "counters":
-		return storage.Counters, nil
+		return region.Counters, nil
 	}
 	return 0, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %s is not likes or counters", quoteShort(s))
 }
 
 // GET /v1/counters/{key}/window, /v1/likes/{item}/window
-func (s *Server) getKeyWindow(kind storage.Kind, name string) handlerFunc {
+func (s *Server) getKeyWindow(kind region.Kind, name string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		key, err := pathID(r, name)
 		if err != nil {
 			return err
 		}
-		if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.Likes {
 			return s.getHotWindow(w, r, key, n) // hot.go
 		}
 		return s.window(w, r, kind, key)
@@ -275,13 +274,13 @@ func (s *Server) getWindow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+	if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.Likes {
 		return s.getHotWindow(w, r, key, n) // hot.go
 	}
 	return s.window(w, r, kind, key)
 }
 
-func (s *Server) window(w http.ResponseWriter, r *http.Request, kind storage.Kind, key string) error {
+func (s *Server) window(w http.ResponseWriter, r *http.Request, kind region.Kind, key string) error {
 	fromMs, toMs, err := s.windowRange(r.URL.Query(), kind, key, 0)
 	if err != nil {
 		return err
@@ -317,8 +316,8 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind storage.Kin
 // approxError is the relative error target of a counter key's reads, 0
 // for an exact counter and for likes. The counters' total ("") has the
 // largest target of any rule: it adds up every counter.
-func (s *Server) approxError(kind storage.Kind, key string) float64 {
-	if kind != storage.Counters {
+func (s *Server) approxError(kind region.Kind, key string) float64 {
+	if kind != region.Counters {
 		return 0
 	}
 	return s.rep.ApproxError(key)
@@ -346,13 +345,13 @@ func windowErr(err error) error {
 }
 
 // GET /v1/counters/{key}/series, /v1/likes/{item}/series
-func (s *Server) getKeySeries(kind storage.Kind, name string) handlerFunc {
+func (s *Server) getKeySeries(kind region.Kind, name string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		key, err := pathID(r, name)
 		if err != nil {
 			return err
 		}
-		if n := s.cfg.Hot.Parts(key); n > 0 && kind == storage.Likes {
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.Likes {
 			return s.getHotSeries(w, r, key, n) // hot.go
 		}
 		return s.series(w, r, kind, []string{key})
@@ -386,7 +385,7 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		if n := s.cfg.Hot.Parts(k); n > 0 && kind == storage.Likes {
+		if n := s.cfg.Hot.Parts(k); n > 0 && kind == region.Likes {
 			if len(keys) > 1 {
 				return newError(http.StatusBadRequest, frontdoor.CodeBadRequest,
 					"item %s is split into parts (hot): ask for its series alone", quoteShort(k))
@@ -397,7 +396,7 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 	return s.series(w, r, kind, keys)
 }
 
-func (s *Server) series(w http.ResponseWriter, r *http.Request, kind storage.Kind, keys []string) error {
+func (s *Server) series(w http.ResponseWriter, r *http.Request, kind region.Kind, keys []string) error {
 	q := r.URL.Query()
 	stepStr, err := one(q, "step")
 	if err != nil {

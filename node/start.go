@@ -329,16 +329,18 @@ func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock
 		AuthGuard:      n.authGuard,
 		Edge: httpapi.Edge{TLS: cfg.TLSCert != "", ClientCerts: cfg.TLSClientCA != "", InsecureListen: cfg.InsecureListen,
 			Public: !loopback(cfg.Listen), OpenAdmin: cfg.InsecureOpenAdmin},
-		Version:     opts.Version,
-		Replication: n.rep,
-		Links:       opts.Links,
-		Replicas:    opts.Replicas,
-		ChaosClock:  chaosClock, // nil outside a chaos build
+		Version:    opts.Version,
+		Links:      opts.Links,
+		Replicas:   opts.Replicas,
+		ChaosClock: chaosClock, // nil outside a chaos build
 		// false outside a chaos build
 		ChaosAckUnheld:     chaos.AckUnheld,
 		ChaosSplitTwoParts: chaos.SplitTwoParts,
 		Hot:                cfg.HotItems(),
 		DataDirs:           []string{cfg.DataDir},
+	}
+	if n.rep != nil { // a nil *Replicator in the interface would not be a nil Replication
+		apiCfg.Replication = n.rep
 	}
 	if n.pub != nil {
 		apiCfg.Events = func() *api.EventLog { return eventLogJSON(n.pub.Status()) }

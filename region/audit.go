@@ -93,6 +93,28 @@ func auditKey(k storage.VectorKey) string {
 // MaxHistory bounds the actions one History call returns.
 const MaxHistory = 1000
 
+// PairAction is one like or unlike of a pair, with where it was accepted.
+type PairAction struct {
+	Replica, Region string
+	Liked           bool
+	HLC             crdt.HLC
+	Seq             uint64 // in the replica's event log
+}
+
+// PairHistory is a pair's history as gathered from the replicas (package
+// replication gathers it; a standalone replica has only its own).
+type PairHistory struct {
+	Actions []PairAction // oldest first, by stamp
+	// Missing lists the replicas that did not answer: their actions are
+	// not in Actions.
+	Missing []string
+	// Partial lists the replicas that answered but whose history does
+	// not cover their whole life: their data directory lost state
+	// (Replica.StateLost), and the actions they accepted before may be
+	// gone.
+	Partial []string
+}
+
 // History returns the likes and unlikes of (item, user) this replica
 // accepted (its own only), oldest first: the newest limit of them.
 func (r *Replica) History(item, user string, limit int) ([]storage.Action, error) {

@@ -21,26 +21,13 @@ import (
 
 func historySubject(replica string) string { return subjectAEPrefix + token(replica) + ".history" }
 
-// PairAction is one like or unlike, with where it was accepted.
-type PairAction struct {
-	Replica, Region string
-	Liked           bool
-	HLC             crdt.HLC
-	Seq             uint64 // in the replica's event log
-}
+// PairAction is one like or unlike, with where it was accepted. It is
+// region's, so that the front doors read a history without importing
+// this package.
+type PairAction = region.PairAction
 
 // PairHistory is a pair's history as gathered from the replicas.
-type PairHistory struct {
-	Actions []PairAction // oldest first, by stamp
-	// Missing lists the replicas that did not answer: their actions are
-	// not in Actions.
-	Missing []string
-	// Partial lists the replicas that answered but whose history does
-	// not cover their whole life: their data directory lost state
-	// (region.Replica.StateLost), and the actions they accepted before
-	// may be gone.
-	Partial []string
-}
+type PairHistory = region.PairHistory
 
 // Wire: a request is v1 | typeHistoryReq | item | user | limit; a reply
 // is v1 | typeHistory | region | count | (liked (0/1) | HLC | seq)* |

@@ -10,8 +10,8 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
-	"github.com/tally-dev/tally/storage"
 )
 
 // The keyspace as Redis clients see it. A key may name three things:
@@ -131,20 +131,20 @@ const scanSegments = 256
 
 // scanPhase is a kind of key SCAN lists, and TYPE's name of its keys.
 type scanPhase struct {
-	kind storage.Kind
+	kind region.Kind
 	typ  string
 }
 
 // scanPhases are what SCAN lists, in order.
 func scanPhases() [2]scanPhase {
-	return [2]scanPhase{{storage.Counters, "string"}, {storage.Likes, "set"}}
+	return [2]scanPhase{{region.Counters, "string"}, {region.Likes, "set"}}
 }
 
 // scanKey is the key an item of phase p is listed as, "" for none: a
 // set without members, a part of a split item other than the first one
 // written (which stands for the item).
 func (s *Server) scanKey(p int, item string, v crdt.Vector) (string, error) {
-	counters := scanPhases()[p].kind == storage.Counters
+	counters := scanPhases()[p].kind == region.Counters
 	if base, k, ok := crdt.SplitPart(item); ok && !counters {
 		if s.cfg.Hot.Parts(base) == 0 {
 			return "", nil
@@ -236,7 +236,7 @@ func cmdKeyScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 			return err
 		}
 		segs += max(seg-from, 1) // the segments read, or the one it stopped in
-		if seg >= storage.Segments {
+		if seg >= region.Segments {
 			phase, seg, after = phase+1, 0, ""
 		}
 	}
@@ -263,7 +263,7 @@ func cmdDBSize(s *Server, c redcon.Conn, _ *session, _ [][]byte) error {
 	n := int64(0)
 	for p, ph := range scanPhases() {
 		var ferr error
-		_, _, err := s.rep.ScanItems(ph.kind, 0, "", storage.Segments, func(item string, v crdt.Vector) bool {
+		_, _, err := s.rep.ScanItems(ph.kind, 0, "", region.Segments, func(item string, v crdt.Vector) bool {
 			key, err := s.scanKey(p, item, v)
 			if err != nil {
 				ferr = err
