@@ -77,9 +77,5 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(api.Error{Error: fmt.Sprintf("internal error: response encoding failed (id %s)", id), Code: frontdoor.CodeInternal})
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	writeJSONBytes(w, status, b)
 }

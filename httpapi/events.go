@@ -490,8 +490,21 @@ func (s *Server) appendEventsAnswer(dst []byte, r *http.Request, n int, errs []e
 }
 
 // appendJSONString appends s as a JSON string, escaped as encoding/json
-// escapes it.
+// escapes it. Ids are printable ASCII that needs no escape and are copied
+// as they are; anything else (quotes, backslashes, <, >, &, control
+// bytes, non-ASCII) goes through encoding/json itself.
 func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return appendMarshaledString(dst, s)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
+
+func appendMarshaledString(dst []byte, s string) []byte {
 	b, err := json.Marshal(s)
 	if err != nil { // a string always marshals
 		return append(dst, `""`...)

@@ -247,12 +247,14 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := api.Likes{
-		Item: item, Count: rd.Value, Approx: s.approx(rd, item), StalenessMs: s.staleness(item),
-		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled,
+	approx, staleness := s.approx(rd, item), s.staleness(item)
+	if !meta {
+		writeJSONBytes(w, http.StatusOK, appendLikes(make([]byte, 0, 256), item, rd, approx, staleness))
+		return nil
 	}
-	if meta {
-		out.Meta = s.typeMeta(item)
+	out := api.Likes{
+		Item: item, Count: rd.Value, Approx: approx, StalenessMs: staleness,
+		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled, Meta: s.typeMeta(item),
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -303,6 +303,12 @@ func (s *Server) newRouter() *mux.Router {
 	}
 	w := s.RequireWrite
 
+	// The read of a like count first: the router tries routes in order,
+	// each a regexp, and this is the most frequent request. No other
+	// route's path has one segment after /v1/likes/, so no other route
+	// can match what it matches.
+	rt.Handle("/v1/likes/"+item, s.Handler(s.getLikes)).Methods(http.MethodGet)
+
 	// Windows first: a GET of /v1/likes/{item}/window is the window, not
 	// the like of a user named "window".
 	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(region.Likes, "item"))).Methods(http.MethodGet)
@@ -320,7 +326,6 @@ func (s *Server) newRouter() *mux.Router {
 	rt.Handle("/v1/likes/"+item+"/"+user+"/toggle", w(s.Handler(s.toggleLike))).Methods(http.MethodPost)
 	rt.Handle("/v1/likes", w(s.Handler(s.postLike))).Methods(http.MethodPost)
 	rt.Handle("/v1/likes/"+item, w(s.Handler(s.deleteLikeBody))).Methods(http.MethodDelete)
-	rt.Handle("/v1/likes/"+item, s.Handler(s.getLikes)).Methods(http.MethodGet)
 	rt.Handle("/v1/likers/"+item, s.Handler(s.getLikers)).Methods(http.MethodGet)
 	rt.Handle("/v1/users/"+user+"/likes", s.Handler(s.getUserLikes)).Methods(http.MethodGet)
 	rt.Handle("/v1/feed", s.Handler(s.feed)).Methods(http.MethodGet, http.MethodPost)

@@ -428,6 +428,26 @@ func TestBenchLikesRequestLimitAndURL(t *testing.T) {
 	}
 }
 
+// --read likes every item once, then only reads: each read finds the
+// seeded count, and no read adds a like.
+func TestBenchLikesRead(t *testing.T) {
+	s := startServe(t)
+	code, stdout, stderr := runArgs(t, "bench", "likes", "--url", "http://"+s.addr, "--read", "--concurrency", "2",
+		"--duration", "10s", "--requests", "40", "--item", "r", "--items", "4", "--zipf", "0")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	// 40 reads, no errors, every one counted (its item had a like).
+	if !regexp.MustCompile(`(?m)^ +2 +40 +0 +40 `).MatchString(stdout) || !strings.Contains(stdout, "GET /v1/likes/{item}") {
+		t.Errorf("want 40 reads, all counted:\n%s", stdout)
+	}
+	for _, item := range []string{"r-0", "r-1", "r-2", "r-3"} {
+		if _, body := testkit.CallJSON(t, "GET", "http://"+s.addr+"/v1/likes/"+item); body["count"] != 1.0 {
+			t.Errorf("%s: count %v, want the one seeded like", item, body["count"])
+		}
+	}
+}
+
 func TestBenchReplicationSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region deployment")

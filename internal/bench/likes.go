@@ -55,6 +55,12 @@ type likesBenchConfig struct {
 	// changes nothing (like Redis's __rand_int__ with -r). 0 gives every
 	// like a new user, so every like counts. Default 0.
 	Users int64
+	// Read sends GET /v1/likes/{item} instead of likes, after one like
+	// of every item (as a user of the run) so that each has a count: the
+	// read path under the same load, items and connections as the likes.
+	// Counted is then how many answers carried a count of 1 or more.
+	// Default false.
+	Read bool
 	// Format of the results on stdout: "table" for people, "csv" (a header,
 	// then one row per level as it ends) or "json" (one object at the end)
 	// for scripts. With csv and json the description goes to stderr, so
@@ -141,6 +147,7 @@ func parseLikesBench(args []string, getenv func(string) string, help io.Writer) 
 		fs.IntVar(&cfg.Items, "items", cfg.Items, "spread likes over `N` items <item>-0..<item>-N-1 (1: the one hot item <item>)")
 		fs.Float64Var(&cfg.Zipf, "zipf", cfg.Zipf, "Zipf exponent `s` (> 1) of the items' popularity with --items > 1; 0 is uniform")
 		fs.Int64Var(&cfg.Users, "users", cfg.Users, "draw each like's user at random from `N` users (0: a new user per like, so every like counts)")
+		fs.BoolVar(&cfg.Read, "read", cfg.Read, "read: GET /v1/likes/{item} instead of likes, after one like of every item")
 		fs.StringVar(&cfg.Format, "format", cfg.Format, "results on stdout as `table`, csv or json (csv and json: description on stderr)")
 		cfg.sharedConfig.bind(fs, "replica")
 	})
@@ -225,6 +232,11 @@ func runLikesBench(ctx context.Context, cfg likesBenchConfig, out, logOut io.Wri
 	}
 	var results []*likesLevelResult
 	run := newRunID()
+	if cfg.Read {
+		if err := seedReads(ctx, cfg, base, tlsc, run); err != nil {
+			return nil, err
+		}
+	}
 	for i, conc := range cfg.Concurrency {
 		lv := &likesLevel{cfg: cfg, base: base, tls: tlsc, users: fmt.Sprintf("%s.%d", run, i), conc: conc}
 		r := lv.run(ctx)
@@ -364,6 +376,15 @@ func (lv *likesLevel) run(ctx context.Context) *likesLevelResult {
 	lr := runLoad(ctx, loadConfig{Workers: lv.conc, Duration: lv.cfg.Duration, MaxRequests: lv.cfg.MaxRequests}, func(worker int) loadOp {
 		pick := newLikePicker(lv.cfg, lv.users, worker, rand.New(rand.NewPCG(rand.Uint64(), uint64(worker))))
 		var body bytes.Buffer
+		if lv.cfg.Read {
+			return func(ctx context.Context) (int64, int64, error) {
+				counted, err := lv.get(ctx, "/v1/likes/"+pick.item(), &body)
+				if counted {
+					return 1, 1, err
+				}
+				return 1, 0, err
+			}
+		}
 		return func(ctx context.Context) (int64, int64, error) {
 			item, user := pick.next()
 			changed, err := lv.put(ctx, "/v1/likes/"+item+"/"+user, &body)
@@ -443,4 +464,59 @@ func (lv *likesLevel) put(ctx context.Context, path string, buf *bytes.Buffer) (
 	// one-line object, and decoding it would cost the load generator CPU
 	// that the server on the same cores could use.
 	return bytes.Contains(buf.Bytes(), []byte(`"changed":true`)), nil
+}
+
+// seedReads likes every item of cfg once, as user <run>.seed, so that a
+// read run finds counts: cfg.Concurrency's first level of workers share
+// the items.
+func seedReads(ctx context.Context, cfg likesBenchConfig, base string, tlsc *tls.Config, run string) error {
+	items := []string{cfg.Item}
+	if cfg.Items > 1 {
+		items = make([]string, cfg.Items)
+		for i := range items {
+			items[i] = cfg.Item + "-" + strconv.Itoa(i)
+		}
+	}
+	workers := min(cfg.Concurrency[0], len(items))
+	client, closeIdle := newLoadClient(workers, tlsc, true)
+	defer closeIdle()
+	lv := &likesLevel{cfg: cfg, base: base, client: client}
+	errs := make([]error, workers)
+	runWorkers(ctx, workers, func(i int) int { return i }, func(ctx context.Context, w int) {
+		var body bytes.Buffer
+		for i := w; i < len(items) && errs[w] == nil; i += workers {
+			_, errs[w] = lv.put(ctx, "/v1/likes/"+items[i]+"/"+run+".seed", &body)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bench likes: seeding the items to read: %w", err)
+	}
+	return nil
+}
+
+// get reads one item's count into buf; counted reports whether it is 1
+// or more (a substring test, as in put).
+func (lv *likesLevel) get(ctx context.Context, path string, buf *bytes.Buffer) (counted bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, lv.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lv.base+path, nil)
+	if err != nil {
+		return false, err
+	}
+	if lv.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+lv.cfg.Token)
+	}
+	resp, err := lv.client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return false, fmt.Errorf("GET %s: reading the answer: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(buf.Bytes()))
+	}
+	return !bytes.Contains(buf.Bytes(), []byte(`"count":0,`)), nil
 }

@@ -55,7 +55,11 @@ func (r *likesReporter) begin() error {
 	if cfg.Users > 0 {
 		who = fmt.Sprintf("{one of %d users}", cfg.Users)
 	}
-	fmt.Fprintf(r.info, "bench likes: PUT /v1/likes/{item}/%s on %s\n  %s, %s per level\n\n", who, what, r.target, cfg.Duration)
+	req := "PUT /v1/likes/{item}/" + who
+	if cfg.Read {
+		req = "GET /v1/likes/{item} (each item liked once first)"
+	}
+	fmt.Fprintf(r.info, "bench likes: %s on %s\n  %s, %s per level\n\n", req, what, r.target, cfg.Duration)
 	switch cfg.Format {
 	case "table":
 		_, err := fmt.Fprintf(r.out, likesTableRow, "concurrency", "requests", "errors", "counted", "ok/s", "p50", "p99", "p999", "max")
