@@ -56,6 +56,9 @@ type executor struct {
 	kv     jetstream.KeyValue
 	moves  sync.WaitGroup
 	moveMu sync.Mutex // held by the running move
+	// steps are the steps each region's latest move took (under mu),
+	// for the kills aimed at them (Episode.Step).
+	steps map[string]*moveSteps
 }
 
 func (x *executor) since() time.Duration { return time.Since(x.start) }
@@ -189,6 +192,11 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		delete(x.natsDown, e.Region)
 		return nil
 	case KindKill:
+		if e.Step != "" {
+			if err := x.awaitStep(ctx, e); err != nil {
+				return err
+			}
+		}
 		p := x.d.target(e)
 		var aim func()
 		if e.AfterAck {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,6 +64,13 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 	if err != nil {
 		return fmt.Errorf("move: %w", err)
 	}
+	steps := &moveSteps{at: map[string]chan struct{}{}, revision: map[string]uint64{}, when: map[string]time.Time{}}
+	x.mu.Lock()
+	if x.steps == nil {
+		x.steps = map[string]*moveSteps{}
+	}
+	x.steps[e.Region] = steps
+	x.mu.Unlock()
 	mctx, cancel := context.WithTimeout(ctx, moveWait)
 	x.moves.Go(func() {
 		defer cancel()
@@ -70,7 +78,8 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 		defer x.moveMu.Unlock()
 		t0 := time.Now()
 		res, err := node.MoveShards(mctx, node.MoveConfig{KV: x.kv, Target: target, Status: x.regionShards(e.Region),
-			Progress: func(format string, args ...any) { x.logf("move #%d: "+format, append([]any{e.Index}, args...)...) }})
+			Progress: func(format string, args ...any) { x.logf("move #%d: "+format, append([]any{e.Index}, args...)...) },
+			Stepped:  steps.reach})
 		if err != nil {
 			x.mu.Lock()
 			rec.Note = err.Error()
@@ -82,6 +91,64 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 			time.Since(t0).Seconds(), res.Moved, res.Synced.Seconds(), res.Released.Seconds())
 	})
 	poll.Sleep(ctx, e.Dur)
+	return nil
+}
+
+// moveSteps are the steps a move took, for the kills aimed at them.
+type moveSteps struct {
+	mu       sync.Mutex
+	at       map[string]chan struct{} // closed once the move took the step
+	revision map[string]uint64        // the step's map's revision
+	when     map[string]time.Time
+}
+
+// ch is the channel closed when the move takes step.
+func (s *moveSteps) ch(step string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.at[step]
+	if !ok {
+		c = make(chan struct{})
+		s.at[step] = c
+	}
+	return c
+}
+
+// reach is the move's node.MoveConfig.Stepped: the first time it takes
+// step (a move of several steps settles each).
+func (s *moveSteps) reach(step string, m shard.Map) {
+	c := s.ch(step)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, done := s.when[step]; done {
+		return
+	}
+	s.revision[step], s.when[step] = m.Revision, time.Now()
+	close(c)
+}
+
+// awaitStep waits until the latest move of e.Region takes e.Step (at
+// most moveWait), for a kill aimed at it.
+func (x *executor) awaitStep(ctx context.Context, e Episode) error {
+	x.mu.Lock()
+	steps := x.steps[e.Region]
+	x.mu.Unlock()
+	if steps == nil {
+		return fmt.Errorf("kill at the %s step: no move of %s runs", e.Step, e.Region)
+	}
+	t := time.NewTimer(moveWait)
+	defer t.Stop()
+	select {
+	case <-steps.ch(e.Step):
+	case <-t.C:
+		return fmt.Errorf("kill at the %s step: the move of %s did not take it within %s", e.Step, e.Region, moveWait)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	steps.mu.Lock()
+	rev, when := steps.revision[e.Step], steps.when[e.Step]
+	steps.mu.Unlock()
+	x.logf("the move of %s took its %s step (map revision %d) %.0f ms ago: kill now", e.Region, e.Step, rev, float64(time.Since(when).Microseconds())/1000)
 	return nil
 }
 
