@@ -59,6 +59,7 @@ type executor struct {
 	// steps are the steps each region's latest move took (under mu),
 	// for the kills aimed at them (Episode.Step).
 	steps map[string]*moveSteps
+	plan  []Episode // the schedule run runs
 }
 
 func (x *executor) since() time.Duration { return time.Since(x.start) }
@@ -93,6 +94,7 @@ const healWait = 15 * time.Second
 // link up and every region running, unless ctx ended.
 func (x *executor) run(ctx context.Context, plan []Episode) {
 	x.natsDown = map[string]bool{}
+	x.plan = plan
 	defer x.waitMoves()
 	for _, e := range plan {
 		if !poll.Sleep(ctx, time.Until(x.start.Add(e.At))) {
@@ -192,8 +194,10 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		delete(x.natsDown, e.Region)
 		return nil
 	case KindKill:
+		killed := func() {}
 		if e.Step != "" {
-			if err := x.awaitStep(ctx, e); err != nil {
+			var err error
+			if killed, err = x.awaitStep(ctx, e); err != nil {
 				return err
 			}
 		}
@@ -202,7 +206,9 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		if e.AfterAck {
 			aim = func() { x.aim(ctx, e.Region) }
 		}
-		if err := x.d.kill(p, aim); err != nil {
+		err := x.d.kill(p, aim)
+		killed()
+		if err != nil {
 			return err
 		}
 		poll.Sleep(ctx, e.Dur)
