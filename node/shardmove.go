@@ -34,11 +34,34 @@ type MoveConfig struct {
 	Poll time.Duration
 	// Progress, if set, hears each step.
 	Progress func(format string, args ...any)
+	// Stepped, if set, hears each step of the move as it is taken, with
+	// the map stored for it: MoveJoin, MoveSwitch and MoveSettle right
+	// after that map is written (before the move waits on the replicas),
+	// and MoveDrop once every replica took the settled map, the replicas
+	// that left shards having dropped them. A move with no replica
+	// leaving shards has no settle and no drop. The chaos suite kills
+	// replicas there.
+	Stepped func(step string, m shard.Map)
 	// Now and Wait are the move's clock: Now times the sync and release
 	// (MoveResult), and Wait(ctx, d) returns after d, or ctx's error once
 	// it ends. Default: the wall clock and a timer. Tests own both.
 	Now  func() time.Time
 	Wait func(ctx context.Context, d time.Duration) error
+}
+
+// The steps of a move, as MoveConfig.Stepped names them.
+const (
+	MoveJoin   = "join"
+	MoveSwitch = "switch"
+	MoveSettle = "settle"
+	MoveDrop   = "drop"
+)
+
+// stepped tells cfg.Stepped, if set, that the move took step with m.
+func (cfg MoveConfig) stepped(step string, m shard.Map) {
+	if cfg.Stepped != nil {
+		cfg.Stepped(step, m)
+	}
 }
 
 // wait is the default MoveConfig.Wait: a timer.
@@ -165,6 +188,7 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 			return MoveResult{}, fmt.Errorf("move shards of %s: write the join map: %w", region, err)
 		}
 		say("region %s: join map written (revision %d): %d shard copies to sync", region, join.Revision, mv.Moved)
+		cfg.stepped(MoveJoin, join)
 	} else {
 		say("region %s: resuming the move of the stored join map (revision %d)", region, cur.Revision)
 	}
@@ -191,6 +215,7 @@ func moveStep(ctx context.Context, cfg MoveConfig) (MoveResult, error) {
 		return res, fmt.Errorf("move shards of %s: write the switch map: %w", region, err)
 	}
 	say("region %s: switch map written (revision %d): the new holders serve", region, res.Switch.Revision)
+	cfg.stepped(MoveSwitch, res.Switch)
 	err = settle(ctx, cfg, &res)
 	return res, err
 }
@@ -222,10 +247,12 @@ func settle(ctx context.Context, cfg MoveConfig, res *MoveResult) error {
 	if res.Switch, err = PutShardMap(ctx, cfg.KV, settled, res.Switch.Revision); err != nil {
 		return fmt.Errorf("move shards of %s: write the settled map: %w", region, err)
 	}
+	cfg.stepped(MoveSettle, res.Switch)
 	if err := waitMove(ctx, cfg, res.Switch.Revision, func(api.ShardHolding) bool { return true }); err != nil {
 		return fmt.Errorf("move shards of %s: waiting for the replicas to take the settled map: %w", region, err)
 	}
 	say("region %s: settled map written (revision %d): the replicas that left shards dropped their data", region, res.Switch.Revision)
+	cfg.stepped(MoveDrop, res.Switch)
 	return nil
 }
 

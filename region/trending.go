@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -437,6 +438,9 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 	cands := r.trends.candidates(kind, prefix, width, from, to, replica)
 	out.Candidates = len(cands)
 	for key := range cands {
+		if !r.servesKey(key) {
+			continue
+		}
 		var sum int64
 		var vec crdt.Vector
 		err := r.store.WindowSeries(kind.Windows(), key, slot, from, to, func(b crdt.Slot, v crdt.Vector) {
@@ -463,7 +467,7 @@ func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration,
 func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, replica func(string) bool) (Trending, error) {
 	out := Trending{Capacity: r.trends.k, AllTime: true}
 	err := r.store.ScanVectors(kind, func(item string, v crdt.Vector) bool {
-		if !strings.HasPrefix(item, prefix) {
+		if !strings.HasPrefix(item, prefix) || !r.servesKey(item) {
 			return true
 		}
 		out.Candidates++
@@ -490,6 +494,15 @@ func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, repli
 	out.Items, cut = topN(out.Items, n)
 	out.PartsCut = out.PartsCut || cut
 	return out, nil
+}
+
+// servesKey reports whether this replica holds key's shard (Config.Holds;
+// every key in a region that is not sharded). Trending ranks only those:
+// a replica keeps the data of a shard it left when it was down as the
+// settled map was written (it never drops it), and that stale view,
+// answered beside the holders', could outrank theirs in the gather.
+func (r *Replica) servesKey(key string) bool {
+	return r.cfg.Holds == nil || r.cfg.Holds(shard.Of(key))
 }
 
 // topN keeps the n keys of the largest counts (by count, then key)

@@ -415,7 +415,7 @@ func (r *Replicator) pullSegment(ctx context.Context, id string, seg int) error 
 		// Only what the peer may say (authority.go).
 		vecs := make([]region.VectorMerge, 0, len(pg.Entries))
 		for _, e := range pg.Entries {
-			if r.vetEntry(id, e.Replica) && r.holdsName(e.Item) {
+			if r.vetEntryOf(id, e.Replica, e.Item) && r.holdsName(e.Item) {
 				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
 			}
 		}
@@ -424,13 +424,13 @@ func (r *Replicator) pullSegment(ctx context.Context, id string, seg int) error 
 			if !r.holdsName(rc.Item) {
 				continue
 			}
-			if rec, ok := r.vetRecord(id, rc.Rec, aePage); ok {
+			if rec, ok := r.vetRecordOf(id, rc.Item, rc.Rec, aePage); ok {
 				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
 			}
 		}
 		pages := make([]region.SketchMerge, 0, len(pg.Sketches))
 		for _, p := range pg.Sketches {
-			if r.vetEntry(id, p.Replica) && r.holdsName(p.Name) {
+			if r.vetEntryOf(id, p.Replica, p.Name) && r.holdsName(p.Name) {
 				pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: p.Replica, Page: p.Page, Regs: *p.Regs})
 			}
 		}

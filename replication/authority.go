@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 )
 
 // What a message may change (docs/architecture.md, "Threat model"). NATS
@@ -19,7 +20,8 @@ import (
 //     and counts a higher claim after that;
 //   - entries of a retired replica, which no longer changes, but only in
 //     an anti-entropy page pulled while this replica recovers from an
-//     empty store (see takesRetired);
+//     empty store (see takesRetired); and so, of a shard only, entries
+//     of a peer that keeps that shard no longer (see leftShard);
 //
 // and nothing of an id that is neither this replica, a peer nor retired:
 // such a message or entry is refused and counted. Entries of the other
@@ -52,15 +54,35 @@ const (
 )
 
 // speaksFor reports whether a message from sender, arrived by src, may
-// carry owner's state.
-func (r *Replicator) speaksFor(sender, owner string, src source) bool {
+// carry owner's state of name (a vector, record or sketch name; "": of no
+// shard in particular).
+func (r *Replicator) speaksFor(sender, owner, name string, src source) bool {
 	if r.trustRelays() { // never outside a chaos build
 		return true
 	}
-	if r.retired[owner] {
+	switch {
+	case r.retired[owner]:
+		return r.takesRetired(src)
+	case owner == sender || owner == r.self:
+		return true
+	case r.leftShard(owner, name):
 		return r.takesRetired(src)
 	}
-	return owner == sender || owner == r.self
+	return false
+}
+
+// leftShard reports whether owner, a peer, keeps name's shard no longer
+// (it left it in a settled move, or never held it): its state there no
+// longer changes, since it writes only the shards it keeps, and every
+// holder had it when owner dropped the shard (a move's release), but
+// owner no longer compares the shard, so nobody gives it to a holder that
+// lost its disk. As a retired replica's state, it is taken from another
+// replica only in an anti-entropy page pulled while this replica recovers
+// from an empty store (takesRetired). Without it, a recovering winner of
+// a like record owner contributed to would reconcile from a view missing
+// owner's contribution and double the count everywhere else.
+func (r *Replicator) leftShard(owner, name string) bool {
+	return name != "" && r.cfg.Shards != nil && !r.cfg.Shards.Holds(owner, shard.Of(name))
 }
 
 // takesRetired reports whether state of a retired replica, arrived by src,
@@ -88,24 +110,32 @@ func (r *Replicator) takesRetired(src source) bool {
 
 // vetEntry decides whether a vector entry of owner, pulled from sender in
 // an anti-entropy page, merges.
-func (r *Replicator) vetEntry(sender, owner string) bool {
+func (r *Replicator) vetEntry(sender, owner string) bool { return r.vetEntryOf(sender, owner, "") }
+
+// vetEntryOf is vetEntry for an entry of vector or sketch name.
+func (r *Replicator) vetEntryOf(sender, owner, name string) bool {
 	if !r.known(owner) {
 		r.refuse(refusedUnknownReplica, "entry of a replica that is not a configured peer", "from", sender, "replica", owner)
 		return false
 	}
-	return r.speaksFor(sender, owner, aePage)
+	return r.speaksFor(sender, owner, name, aePage)
 }
 
 // vetRecord returns the part of rec that sender may say, having sent it
 // by src, and whether anything is left to merge.
 func (r *Replicator) vetRecord(sender string, rec crdt.Record, src source) (crdt.Record, bool) {
+	return r.vetRecordOf(sender, "", rec, src)
+}
+
+// vetRecordOf is vetRecord for a record of name (its item or key).
+func (r *Replicator) vetRecordOf(sender, name string, rec crdt.Record, src source) (crdt.Record, bool) {
 	unknown := ""
 	keep := func(id string) bool {
 		if !r.known(id) {
 			unknown = id
 			return false
 		}
-		return r.speaksFor(sender, id, src)
+		return r.speaksFor(sender, id, name, src)
 	}
 	var out crdt.Record
 	var cut bool

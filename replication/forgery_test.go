@@ -14,6 +14,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -282,6 +283,65 @@ func TestAuthorityRules(t *testing.T) {
 		got, ok := r.vetRecord("eu", forged, c.src)
 		if ok != c.want || c.want && !got.(*crdt.LikeRecord).Equal(forged) {
 			t.Errorf("%s: retired record kept %v (%+v), want %v", name, ok, got, c.want)
+		}
+	}
+}
+
+// heldBy is a ShardView in which every replica holds every shard but the
+// ones it left.
+type heldBy struct{ left map[string]shard.Set }
+
+func (h heldBy) Holds(replica string, s int) bool {
+	l := h.left[replica]
+	return !l.Has(s)
+}
+
+// State of a live peer in a shard it keeps no longer (a drained replica,
+// after the move settled) is taken from another replica as a retired
+// one's: only in a page pulled while an empty store recovers. Of the
+// shards the peer still keeps, a relay of it is left out as ever.
+func TestAuthorityOfAPeerThatLeftAShard(t *testing.T) {
+	const item, kept = "item3", "other7"
+	var left shard.Set
+	left.Add(shard.Of(item))
+	if shard.Of(kept) == shard.Of(item) {
+		t.Fatal("pick two names on two shards")
+	}
+	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}, "ap": {id: "ap"}},
+		m: newMetrics(nil), log: hclog.NewNullLogger(), cfg: Config{Shards: heldBy{left: map[string]shard.Set{"ap": left}}}}
+	r.storePeerSet()
+	rec := &crdt.LikeRecord{Liked: true, HLC: 9, Origin: "us", Contrib: crdt.Vector{}.Set("us", crdt.PN{P: 1, N: 1}).Set("ap", crdt.PN{P: 1})}
+	for _, c := range []struct {
+		fresh, recovered bool
+		src              source
+		want             bool
+	}{
+		{fresh: true, recovered: false, src: aePage, want: true},
+		{fresh: true, recovered: false, src: fastPath},
+		{fresh: true, recovered: true, src: aePage},
+		{fresh: false, recovered: false, src: aePage},
+	} {
+		r.fresh = c.fresh
+		r.recovered.Store(c.recovered)
+		name := fmt.Sprintf("fresh=%v recovered=%v page=%v", c.fresh, c.recovered, c.src == aePage)
+		if c.src == aePage {
+			if got := r.vetEntryOf("eu", "ap", item); got != c.want {
+				t.Errorf("%s: ap's entry of the shard it left taken %v, want %v", name, got, c.want)
+			}
+			if r.vetEntryOf("eu", "ap", kept) {
+				t.Errorf("%s: ap's entry of a shard it keeps taken from eu", name)
+			}
+		}
+		got, ok := r.vetRecordOf("eu", item, rec, c.src)
+		if !ok {
+			t.Fatalf("%s: the record was refused whole", name)
+		}
+		if has := got.(*crdt.LikeRecord).Contrib.Get("ap") != (crdt.PN{}); has != c.want {
+			t.Errorf("%s: ap's contribution kept %v, want %v", name, has, c.want)
+		}
+		got, _ = r.vetRecordOf("eu", kept, rec, c.src)
+		if got.(*crdt.LikeRecord).Contrib.Get("ap") != (crdt.PN{}) {
+			t.Errorf("%s: ap's contribution of a shard it keeps taken from eu", name)
 		}
 	}
 }

@@ -56,6 +56,10 @@ type executor struct {
 	kv     jetstream.KeyValue
 	moves  sync.WaitGroup
 	moveMu sync.Mutex // held by the running move
+	// steps are the steps each region's latest move took (under mu),
+	// for the kills aimed at them (Episode.Step).
+	steps map[string]*moveSteps
+	plan  []Episode // the schedule run runs
 }
 
 func (x *executor) since() time.Duration { return time.Since(x.start) }
@@ -90,6 +94,7 @@ const healWait = 15 * time.Second
 // link up and every region running, unless ctx ended.
 func (x *executor) run(ctx context.Context, plan []Episode) {
 	x.natsDown = map[string]bool{}
+	x.plan = plan
 	defer x.waitMoves()
 	for _, e := range plan {
 		if !poll.Sleep(ctx, time.Until(x.start.Add(e.At))) {
@@ -189,12 +194,21 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		delete(x.natsDown, e.Region)
 		return nil
 	case KindKill:
+		killed := func() {}
+		if e.Step != "" {
+			var err error
+			if killed, err = x.awaitStep(ctx, e); err != nil {
+				return err
+			}
+		}
 		p := x.d.target(e)
 		var aim func()
 		if e.AfterAck {
 			aim = func() { x.aim(ctx, e.Region) }
 		}
-		if err := x.d.kill(p, aim); err != nil {
+		err := x.d.kill(p, aim)
+		killed()
+		if err != nil {
 			return err
 		}
 		poll.Sleep(ctx, e.Dur)

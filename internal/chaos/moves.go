@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -63,6 +64,25 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 	if err != nil {
 		return fmt.Errorf("move: %w", err)
 	}
+	steps := &moveSteps{at: map[string]chan struct{}{}, killed: map[string]chan struct{}{},
+		revision: map[string]uint64{}, when: map[string]time.Time{}}
+	for _, k := range x.plan {
+		if k.Index <= e.Index || k.Region != e.Region {
+			continue
+		}
+		if k.Kind == KindMove {
+			break // the kills after it strike that move
+		}
+		if k.Kind == KindKill && k.Step != "" {
+			steps.killed[k.Step] = make(chan struct{})
+		}
+	}
+	x.mu.Lock()
+	if x.steps == nil {
+		x.steps = map[string]*moveSteps{}
+	}
+	x.steps[e.Region] = steps
+	x.mu.Unlock()
 	mctx, cancel := context.WithTimeout(ctx, moveWait)
 	x.moves.Go(func() {
 		defer cancel()
@@ -70,7 +90,8 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 		defer x.moveMu.Unlock()
 		t0 := time.Now()
 		res, err := node.MoveShards(mctx, node.MoveConfig{KV: x.kv, Target: target, Status: x.regionShards(e.Region),
-			Progress: func(format string, args ...any) { x.logf("move #%d: "+format, append([]any{e.Index}, args...)...) }})
+			Progress: func(format string, args ...any) { x.logf("move #%d: "+format, append([]any{e.Index}, args...)...) },
+			Stepped:  steps.reach})
 		if err != nil {
 			x.mu.Lock()
 			rec.Note = err.Error()
@@ -83,6 +104,89 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 	})
 	poll.Sleep(ctx, e.Dur)
 	return nil
+}
+
+// moveSteps are the steps a move took, for the kills aimed at them. A
+// step with a kill planned holds the move until the kill has struck
+// (killWait at most), so that it lands within the step however slowly
+// the episodes before it ran: the mover is an operator's tool, which may
+// pause anywhere.
+type moveSteps struct {
+	mu       sync.Mutex
+	at       map[string]chan struct{} // closed once the move took the step
+	killed   map[string]chan struct{} // a planned kill's: closed once it struck
+	revision map[string]uint64        // the step's map's revision
+	when     map[string]time.Time
+}
+
+// killWait bounds how long a move waits at a step for its planned kill.
+const killWait = time.Minute
+
+// ch is the channel closed when the move takes step.
+func (s *moveSteps) ch(step string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.at[step]
+	if !ok {
+		c = make(chan struct{})
+		s.at[step] = c
+	}
+	return c
+}
+
+// reach is the move's node.MoveConfig.Stepped: the first time it takes
+// step (a move of several steps settles each), it tells the kill aimed
+// there and waits until it struck.
+func (s *moveSteps) reach(step string, m shard.Map) {
+	c := s.ch(step)
+	s.mu.Lock()
+	if _, done := s.when[step]; done {
+		s.mu.Unlock()
+		return
+	}
+	s.revision[step], s.when[step] = m.Revision, time.Now()
+	killed := s.killed[step]
+	close(c)
+	s.mu.Unlock()
+	if killed != nil {
+		t := time.NewTimer(killWait)
+		defer t.Stop()
+		select {
+		case <-killed:
+		case <-t.C:
+		}
+	}
+}
+
+// awaitStep waits until the latest move of e.Region takes e.Step (at
+// most moveWait), for a kill aimed at it; the kill calls killed once it
+// struck, which lets the move go on.
+func (x *executor) awaitStep(ctx context.Context, e Episode) (killed func(), err error) {
+	x.mu.Lock()
+	steps := x.steps[e.Region]
+	x.mu.Unlock()
+	if steps == nil {
+		return nil, fmt.Errorf("kill at the %s step: no move of %s runs", e.Step, e.Region)
+	}
+	t := time.NewTimer(moveWait)
+	defer t.Stop()
+	select {
+	case <-steps.ch(e.Step):
+	case <-t.C:
+		return nil, fmt.Errorf("kill at the %s step: the move of %s did not take it within %s", e.Step, e.Region, moveWait)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	steps.mu.Lock()
+	rev, when, c := steps.revision[e.Step], steps.when[e.Step], steps.killed[e.Step]
+	steps.mu.Unlock()
+	x.logf("the move of %s took its %s step (map revision %d) %.0f ms ago: kill now", e.Region, e.Step, rev, float64(time.Since(when).Microseconds())/1000)
+	var once sync.Once
+	return func() {
+		if c != nil {
+			once.Do(func() { close(c) })
+		}
+	}, nil
 }
 
 // replicaIDs are region's replicas.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tally-dev/tally/node"
 )
 
 // Episode kinds. Each belongs to a fault class (see Config.Faults).
@@ -78,6 +80,13 @@ type Episode struct {
 	// shard (0: the run's Copies), or the replica Drain serving none.
 	Copies int    `json:"copies,omitempty"`
 	Drain  string `json:"drain,omitempty"`
+	// Step aims a kill at a step of a shard move: once
+	// the episode starts, it waits until the latest move of Region (an
+	// earlier move episode) takes that step (node.MoveJoin, MoveSwitch,
+	// MoveSettle or MoveDrop: right after the step's map is stored, or
+	// for drop once every replica took the settled map), then kills. A
+	// step the move took already kills at once.
+	Step string `json:"step,omitempty"`
 	// Sketch: a forge episode also publishes a saturated sketch as its
 	// region's replica (issue 27, item 5), which every region must still
 	// answer. Plan never sets it: the forging region never takes its own
@@ -110,6 +119,9 @@ func (e Episode) describe() string {
 		what = fmt.Sprintf("flap %s-%s (%d toggles)", e.A, e.B, len(e.Flaps))
 	case KindKill:
 		what = "kill -9 " + e.Region
+		if e.Step != "" {
+			what += " at the move's " + e.Step + " step"
+		}
 		if e.AfterAck {
 			what += " right after it acknowledges an increment"
 		}
@@ -166,6 +178,14 @@ func (e Episode) validate(regions []string, replicas int) error {
 			}
 		}
 		return nil
+	}
+	if e.Step != "" {
+		switch {
+		case e.Kind != KindKill:
+			return fmt.Errorf("%s: only a kill is aimed at a move's step", e.Kind)
+		case !slices.Contains([]string{node.MoveJoin, node.MoveSwitch, node.MoveSettle, node.MoveDrop}, e.Step):
+			return fmt.Errorf("kill: unknown move step %q", e.Step)
+		}
 	}
 	if e.At < 0 || e.Dur <= 0 {
 		return fmt.Errorf("%s: want at >= 0 and dur > 0 (got %s, %s)", e.Kind, e.At, e.Dur)
