@@ -114,8 +114,14 @@ func TestForwardTriesAStuckHolderLast(t *testing.T) {
 	}
 	pref := m.Preferred(s)
 	stuck, other := pref[0], pref[1]
-	// The stuck holder takes requests and never answers.
-	if _, err := conn().Subscribe(route.Subject("us", stuck), func(*nats.Msg) {}); err != nil {
+	// The stuck holder takes requests and never answers. The flush makes
+	// the server hold the subscription before the first request: else
+	// that request can find no responder there and go to the other holder.
+	sc := conn()
+	if _, err := sc.Subscribe(route.Subject("us", stuck), func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	nc := conn()
