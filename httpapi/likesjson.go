@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
@@ -54,7 +55,7 @@ func appendLikes(b []byte, item string, rd region.Read, approx bool, staleness m
 // appendReplicas appends a vector as replicasJSON's map encodes: an
 // object by replica id in id order, which is the vector's own order.
 func appendReplicas(b []byte, v crdt.Vector) []byte {
-	if !slices.IsSortedFunc(v, func(x, y crdt.Entry) int { return cmpString(x.Replica, y.Replica) }) || hasDuplicateReplica(v) {
+	if !slices.IsSortedFunc(v, func(x, y crdt.Entry) int { return strings.Compare(x.Replica, y.Replica) }) || hasDuplicateReplica(v) {
 		m, _ := json.Marshal(replicasJSON(v)) // not a valid vector; encode it as before
 		return append(b, m...)
 	}
@@ -71,16 +72,6 @@ func appendReplicas(b []byte, v crdt.Vector) []byte {
 		b = append(b, '}')
 	}
 	return append(b, '}')
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func hasDuplicateReplica(v crdt.Vector) bool {

@@ -437,33 +437,43 @@ func (p *likePicker) next() (item, user string) { return p.item(), p.user() }
 
 // put sends one like and reads the whole answer into buf, so the
 // connection is reused. changed reports whether the like changed the set.
+// A substring test rather than a JSON decode: the answer is tally's own
+// one-line object, and decoding it would cost the load generator CPU
+// that the server on the same cores could use.
 func (lv *likesLevel) put(ctx context.Context, path string, buf *bytes.Buffer) (changed bool, err error) {
+	if err := lv.do(ctx, http.MethodPut, path, buf); err != nil {
+		return false, err
+	}
+	return bytes.Contains(buf.Bytes(), []byte(`"changed":true`)), nil
+}
+
+// do sends one request without a body and reads the whole answer into
+// buf (so the connection is reused); an answer other than 2xx is an
+// error with the start of its body.
+func (lv *likesLevel) do(ctx context.Context, method, path string, buf *bytes.Buffer) error {
 	ctx, cancel := context.WithTimeout(ctx, lv.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, lv.base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, method, lv.base+path, nil)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if lv.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+lv.cfg.Token)
 	}
 	resp, err := lv.client.Do(req)
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return false, fmt.Errorf("PUT %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(body))
 	}
 	buf.Reset()
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return false, fmt.Errorf("PUT %s: reading the answer: %w", path, err)
+		return fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
-	// A substring test rather than a JSON decode: the answer is tally's own
-	// one-line object, and decoding it would cost the load generator CPU
-	// that the server on the same cores could use.
-	return bytes.Contains(buf.Bytes(), []byte(`"changed":true`)), nil
+	return nil
 }
 
 // seedReads likes every item of cfg once, as user <run>.seed, so that a
@@ -497,26 +507,8 @@ func seedReads(ctx context.Context, cfg likesBenchConfig, base string, tlsc *tls
 // get reads one item's count into buf; counted reports whether it is 1
 // or more (a substring test, as in put).
 func (lv *likesLevel) get(ctx context.Context, path string, buf *bytes.Buffer) (counted bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, lv.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, lv.base+path, nil)
-	if err != nil {
+	if err := lv.do(ctx, http.MethodGet, path, buf); err != nil {
 		return false, err
-	}
-	if lv.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+lv.cfg.Token)
-	}
-	resp, err := lv.client.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	buf.Reset()
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return false, fmt.Errorf("GET %s: reading the answer: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("GET %s: %s: %s", path, resp.Status, bytes.TrimSpace(buf.Bytes()))
 	}
 	return !bytes.Contains(buf.Bytes(), []byte(`"count":0,`)), nil
 }
