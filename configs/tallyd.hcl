@@ -206,9 +206,9 @@ uniques_windows = "1h:8d,1d:400d"
 # Sharding: spread each region's keys over its replicas, each shard held by
 # `copies` of them (default 2); list every region's replicas, the same in
 # every replica's config. Without it every replica holds every key.
-# cross_shard_cashback = true runs a cashback whose three balances no one
-# replica holds across shards instead of refusing it (docs/architecture.md,
-# "Cashback across shards", says its limit); default false.
+# A cashback whose three balances no one replica holds runs across shards
+# (docs/architecture.md, "Cashback across shards"); cross_shard_cashback =
+# false refuses it (421 shard_not_held) instead. Default true.
 # shards {
 #   copies = 2
 #   cross_shard_cashback = false

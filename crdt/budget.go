@@ -297,6 +297,13 @@ func (s *Spend) Apply(self string, amount int64, hlc HLC) (delta int64) {
 	return s.keyed().ApplyCounted(self, amount, amount, hlc)
 }
 
+// Fence makes s's register a fence by replica self, as KeyedRecord.Fence;
+// the caller gives self's own application back (RefundLoser).
+func (s *Spend) Fence(self string, hlc HLC, at int64) { s.keyed().Fence(self, hlc, at) }
+
+// IsFenced reports whether the register is a fence.
+func (s *Spend) IsFenced() bool { return s.Fenced }
+
 // Requested is the amount the key was applied with, as
 // KeyedRecord.Requested.
 func (s *Spend) Requested() int64 { return s.keyed().Requested() }
@@ -327,14 +334,16 @@ func (*Spend) isRecord() {}
 
 // RefundLoser is the reconciliation rule of a budget's keyed spend: a
 // replica that applied the spend but is not the record's winner (Origin)
-// takes its own application back, as a refund (P). The winner never acts.
+// takes its own application back, as a refund (P). The winner never acts,
+// unless the winner is a fence (KeyedRecord.Fence): then every replica,
+// its origin too, gives its own application back.
 // So every change a reconciliation makes gives rights back and none spends
 // them: the like records' rule, where the winner fixes the excess in either
 // direction from its own view, could spend again on a stale view of a
 // loser's refund, without the rights check a spend needs. It returns the
 // change to self's entry of the budget's main vector (≥ 0).
 func (s *Spend) RefundLoser(self string) (delta int64) {
-	if s.Origin == self {
+	if s.Origin == self && !s.Fenced {
 		return 0
 	}
 	own := s.Contrib.Get(self)
@@ -354,7 +363,7 @@ func (s *Spend) RefundLoser(self string) (delta int64) {
 // later call (after more rights came) takes back the rest. It returns
 // the change to self's entry of the budget's main vector (≤ 0).
 func (s *Spend) TakeBackLoser(self string, rights int64) (delta int64) {
-	if s.Origin == self || rights <= 0 {
+	if (s.Origin == self && !s.Fenced) || rights <= 0 {
 		return 0
 	}
 	own := s.Contrib.Get(self)

@@ -16,11 +16,13 @@ import (
 //	Record:     v1 | flags | HLC | origin | [amount] | [at] | [asked] | [idem] | count | (replica | P | N)*
 //	            (LikeRecord, KeyedRecord and Spend alike)
 //	            flags bit 0 = liked (applied), bit 1 = keyed, bit 2 = at, bit 3 = asked,
-//	            bit 4 = idem; amount (zigzag varint) only in a keyed record with a register;
+//	            bit 4 = idem, bit 5 = fenced; amount (zigzag varint) only in a keyed record with a register;
 //	            at (unix ms) only with bit 2; asked (zigzag varint, not 0, not amount) only
 //	            with bit 3, in a keyed record with a register; idem (a string, an id) only
 //	            with bit 4, in a like record with a register (bit 4 came with toggles:
-//	            earlier encodings never set it and decode as before)
+//	            earlier encodings never set it and decode as before); fenced only
+//	            in a keyed record's register with amount and asked zero (bit 5 came
+//	            with fences that beat applications: earlier encodings never set it)
 const formatV1 = 1
 
 // ErrCorrupt is returned (wrapped) by every decoder for malformed input.
@@ -57,6 +59,7 @@ type wireRecord struct {
 	origin            string
 	amount, asked, at int64
 	idem              string // a like record's toggle key
+	fenced            bool   // a keyed record's register is a fence
 	contrib           Vector
 }
 
@@ -68,7 +71,7 @@ func AppendLikeRecord(dst []byte, r *LikeRecord) []byte {
 // AppendKeyedRecord appends the encoding of r to dst.
 func AppendKeyedRecord(dst []byte, r *KeyedRecord) []byte {
 	return appendRecord(dst, &wireRecord{liked: r.Applied(), keyed: true, hlc: r.HLC, origin: r.Origin, amount: r.Amount,
-		asked: r.Asked, at: r.At, contrib: r.Contrib})
+		asked: r.Asked, at: r.At, fenced: r.Fenced, contrib: r.Contrib})
 }
 
 // AppendSpend appends the encoding of s to dst: a keyed record's.
@@ -138,7 +141,7 @@ func likeOf(w *wireRecord) *LikeRecord {
 }
 
 func keyedOf(w *wireRecord) *KeyedRecord {
-	return &KeyedRecord{HLC: w.hlc, Origin: w.origin, Amount: w.amount, Asked: w.asked, At: w.at, Contrib: w.contrib}
+	return &KeyedRecord{HLC: w.hlc, Origin: w.origin, Amount: w.amount, Asked: w.asked, At: w.at, Fenced: w.fenced, Contrib: w.contrib}
 }
 
 func appendRecord(dst []byte, r *wireRecord) []byte {
@@ -157,6 +160,9 @@ func appendRecord(dst []byte, r *wireRecord) []byte {
 	}
 	if r.idem != "" && !r.keyed && r.hlc != 0 {
 		flags |= 16
+	}
+	if r.fenced && r.keyed && r.hlc != 0 {
+		flags |= 32
 	}
 	dst = append(dst, formatV1, flags)
 	dst = binary.AppendUvarint(dst, uint64(r.hlc))
@@ -190,7 +196,7 @@ func decodeRecord(b []byte, what string, want int) (wireRecord, error) {
 	d := decoder{b: b}
 	d.version()
 	flags := d.byte()
-	if d.err == nil && flags&^31 != 0 {
+	if d.err == nil && flags&^63 != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
 	r := wireRecord{liked: flags&1 != 0, keyed: flags&2 != 0, hlc: HLC(d.uvarint())}
@@ -225,6 +231,13 @@ func decodeRecord(b []byte, what string, want int) (wireRecord, error) {
 		// Canonical: only a like record's register stores a toggle's key.
 		if r.idem = d.string(); d.err == nil && (r.keyed || r.hlc == 0 || !ValidID(r.idem)) {
 			d.fail("bad idempotency key %q", r.idem)
+		}
+	}
+	if flags&32 != 0 {
+		// Canonical: only a keyed record's register is a fence, and a
+		// fence counts nothing.
+		if r.fenced = true; d.err == nil && (!r.keyed || r.hlc == 0 || r.amount != 0 || r.asked != 0) {
+			d.fail("bad fence")
 		}
 	}
 	r.contrib = d.vector()

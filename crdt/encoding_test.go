@@ -91,6 +91,9 @@ func randEncKeyed(rng *rand.Rand) *KeyedRecord {
 		if rng.IntN(3) == 0 {
 			r.At = int64(1 + rng.Uint64N(1<<47))
 		}
+		if rng.IntN(5) == 0 {
+			r.Amount, r.Asked, r.Fenced = 0, 0, true // a fence
+		}
 	}
 	return r
 }

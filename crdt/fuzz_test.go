@@ -98,10 +98,13 @@ func FuzzDecodeKeyedRecord(f *testing.F) {
 		Contrib: Vector{{"eu-1", PN{N: 5}}}}))
 	f.Add(AppendKeyedRecord(nil, &KeyedRecord{Contrib: Vector{{"us-1", PN{P: 2}}}}))
 	f.Add(AppendKeyedRecord(nil, &KeyedRecord{HLC: MakeHLC(1700000000000, 3), Origin: "eu-1", Amount: 0, Asked: 1}))
+	f.Add(AppendKeyedRecord(nil, &KeyedRecord{HLC: MakeHLC(1700000000000, 4), Origin: "eu-2", Fenced: true, At: 1699999999000,
+		Contrib: Vector{{"eu-1", PN{P: 5, N: 5}}}}))
 	f.Add(AppendLikeRecord(nil, &LikeRecord{Liked: true, HLC: 5, Origin: "a"}))
 	fuzzRegister(f, DecodeKeyedRecord, AppendKeyedRecord, (*KeyedRecord).Equal, func(r *KeyedRecord) (Vector, bool) {
 		return r.Contrib, (r.Origin == "") != (r.HLC == 0) || r.Origin != "" && !ValidID(r.Origin) ||
-			!r.Applied() && (r.Amount != 0 || r.Asked != 0 || r.At != 0) || r.Asked != 0 && r.Asked == r.Amount
+			!r.Applied() && (r.Amount != 0 || r.Asked != 0 || r.At != 0) || r.Asked != 0 && r.Asked == r.Amount ||
+			r.Fenced && (!r.Applied() || r.Amount != 0 || r.Asked != 0)
 	})
 }
 

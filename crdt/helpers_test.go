@@ -198,5 +198,8 @@ func randKeyedRecord(rng *rand.Rand, pool []string) *KeyedRecord {
 	if rng.IntN(3) == 0 {
 		r.At = int64(1 + rng.IntN(3))
 	}
+	if rng.IntN(5) == 0 {
+		r.Amount, r.Asked, r.Fenced = 0, 0, true // a fence
+	}
 	return r
 }

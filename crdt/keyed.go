@@ -28,6 +28,13 @@ type KeyedRecord struct {
 	// means at the register's HLC. A register field: time windows book the
 	// record's reconciliation there.
 	At int64
+	// Fenced: the register is a fence (Fence), not an application: the
+	// key was called off, nothing counts under it (Amount and Asked are
+	// zero). A register field. A fence beats every register that is not
+	// one, whatever their stamps: a purchase called off anywhere is
+	// called off everywhere, and what any replica applied under its key
+	// is given back (Excess), so undoing it never spends anything.
+	Fenced bool
 }
 
 // Applied reports whether the register holds an application of the key.
@@ -37,10 +44,14 @@ func (r *KeyedRecord) Applied() bool { return r.HLC != 0 }
 // windows: At if the client gave one, else the register's wall time.
 func (r *KeyedRecord) BookedMs() int64 { return bookedMs(r.At, r.HLC) }
 
-// Wins reports whether r's register beats o's: larger HLC, ties broken by
-// origin id. Equal (HLC, Origin) is the same write; the last tie-breaks
-// only keep Merge commutative should corrupt input ever disagree.
+// Wins reports whether r's register beats o's: a fence beats a register
+// that is not one; then the larger HLC, ties broken by origin id. Equal
+// (HLC, Origin) is the same write; the last tie-breaks only keep Merge
+// commutative should corrupt input ever disagree.
 func (r *KeyedRecord) Wins(o *KeyedRecord) bool {
+	if r.Fenced != o.Fenced {
+		return r.Fenced
+	}
 	if r.HLC != o.HLC {
 		return r.HLC > o.HLC
 	}
@@ -61,7 +72,7 @@ func (r *KeyedRecord) Wins(o *KeyedRecord) bool {
 func (r *KeyedRecord) Merge(o *KeyedRecord) bool {
 	changed := false
 	if o.Wins(r) {
-		r.HLC, r.Origin, r.Amount, r.Asked, r.At = o.HLC, o.Origin, o.Amount, o.Asked, o.At
+		r.HLC, r.Origin, r.Amount, r.Asked, r.At, r.Fenced = o.HLC, o.Origin, o.Amount, o.Asked, o.At, o.Fenced
 		changed = true
 	}
 	var c bool
@@ -99,12 +110,24 @@ func (r *KeyedRecord) Reconcile(self string) (delta int64) {
 // entry: counted, less whatever the record's earlier contributions already
 // count.
 func (r *KeyedRecord) ApplyCounted(self string, asked, counted int64, hlc HLC) (delta int64) {
-	r.HLC, r.Origin, r.Amount, r.Asked, r.At = hlc, self, counted, 0, 0
+	r.HLC, r.Origin, r.Amount, r.Asked, r.At, r.Fenced = hlc, self, counted, 0, 0, false
 	if asked != counted {
 		r.Asked = asked
 	}
 	return r.Reconcile(self)
 }
+
+// Fence makes r's register a fence by replica self, stamped hlc, booked
+// at at (unix ms; zero: at hlc): the key is called off, whatever was
+// applied under it before or is merged later. The caller then brings the
+// key's contributions to zero, as after a merge (Reconcile for a counter;
+// a budget's record by its own rule, Spend.RefundLoser).
+func (r *KeyedRecord) Fence(self string, hlc HLC, at int64) {
+	r.HLC, r.Origin, r.Amount, r.Asked, r.At, r.Fenced = hlc, self, 0, 0, at, true
+}
+
+// IsFenced reports whether the register is a fence (Fence).
+func (r *KeyedRecord) IsFenced() bool { return r.Fenced }
 
 // Requested is the amount the client asked for when the key was applied:
 // Asked if the replica counted another amount, else Amount.
@@ -125,7 +148,7 @@ func (r *KeyedRecord) Clone() *KeyedRecord {
 // Equal reports whether r and o are the same state.
 func (r *KeyedRecord) Equal(o *KeyedRecord) bool {
 	return r.HLC == o.HLC && r.Origin == o.Origin && r.Amount == o.Amount && r.Asked == o.Asked && r.At == o.At &&
-		r.Contrib.Equal(o.Contrib)
+		r.Fenced == o.Fenced && r.Contrib.Equal(o.Contrib)
 }
 
 // Restrict returns a copy of r keeping only the Contrib entries of the
@@ -136,7 +159,7 @@ func (r *KeyedRecord) Restrict(keep func(replica string) bool) (*KeyedRecord, bo
 	regCut := false
 	if r.Origin != "" || r.HLC != 0 {
 		if keep(r.Origin) {
-			p.HLC, p.Origin, p.Amount, p.Asked, p.At = r.HLC, r.Origin, r.Amount, r.Asked, r.At
+			p.HLC, p.Origin, p.Amount, p.Asked, p.At, p.Fenced = r.HLC, r.Origin, r.Amount, r.Asked, r.At, r.Fenced
 		} else {
 			regCut = true
 		}
@@ -183,7 +206,7 @@ func ToggleItem(name string) (item, user string, ok bool) {
 // SetToggleOutcome makes r's register the application, by replica self
 // at hlc, of a keyed like action that left the user's state liked.
 func (r *KeyedRecord) SetToggleOutcome(self string, hlc HLC, liked bool) {
-	r.HLC, r.Origin, r.Amount, r.At = hlc, self, 0, 0
+	r.HLC, r.Origin, r.Amount, r.At, r.Fenced = hlc, self, 0, 0, false
 	r.Asked = -1
 	if liked {
 		r.Asked = 1

@@ -304,8 +304,11 @@ func TestKeyedAndSpendMergeLaws(t *testing.T) {
 			if i%8 == 0 {
 				b.Origin = a.Origin
 			}
+			if b.HLC == 0 {
+				b.Fenced = false // no register, no fence
+			}
 		}
-		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Amount == b.Amount && a.Asked == b.Asked && a.At == b.At
+		same := a.HLC == b.HLC && a.Origin == b.Origin && a.Amount == b.Amount && a.Asked == b.Asked && a.At == b.At && a.Fenced == b.Fenced
 		checkMergeLaws(t, i, a, b, c, same)
 		sa, sb, sc := (*Spend)(a.Clone()), (*Spend)(b.Clone()), (*Spend)(c.Clone())
 		checkMergeLaws(t, i, sa, sb, sc, same)
@@ -316,11 +319,63 @@ func TestKeyedAndSpendMergeLaws(t *testing.T) {
 		if b.Wins(a) {
 			want = b
 		}
-		if ab.HLC != want.HLC || ab.Origin != want.Origin || ab.Amount != want.Amount || ab.Asked != want.Asked || ab.At != want.At {
+		if ab.HLC != want.HLC || ab.Origin != want.Origin || ab.Amount != want.Amount || ab.Asked != want.Asked || ab.At != want.At ||
+			ab.Fenced != want.Fenced {
 			t.Fatalf("#%d register of %+v + %+v = %+v, want that of %+v", i, a, b, ab, want)
 		}
 		if s := sa.Clone(); s.Merge(sb) != !ab.Equal(a) || !(*KeyedRecord)(s).Equal(ab) {
 			t.Fatalf("#%d a spend merges unlike a keyed record: %+v, want %+v", i, s, ab)
 		}
+	}
+}
+
+// A fence beats every application of its key, whatever their stamps, in
+// either merge order; the fence's origin then takes the key's
+// contributions back through its own entry (a counter), and on a
+// budget's record every replica that spent under the key refunds its
+// own spend, the fence's origin too.
+func TestFenceBeatsApplications(t *testing.T) {
+	credit := &KeyedRecord{HLC: MakeHLC(2000, 0), Origin: "eu-1", Amount: 5, Contrib: Vector{{"eu-1", PN{P: 5}}}}
+	fence := &KeyedRecord{}
+	fence.Fence("us-1", MakeHLC(1000, 0), 1500)
+	for _, order := range [][2]*KeyedRecord{{credit, fence}, {fence, credit}} {
+		r := order[0].Clone()
+		r.Merge(order[1])
+		if !r.IsFenced() || r.Origin != "us-1" || r.Amount != 0 || r.BookedMs() != 1500 {
+			t.Fatalf("merged: %+v, want us-1's fence", r)
+		}
+		if d := r.Reconcile("eu-1"); d != 0 {
+			t.Fatalf("the credit's origin acted: %d", d)
+		}
+		if d := r.Reconcile("us-1"); d != -5 || r.Excess() != 0 {
+			t.Fatalf("the fence's origin took back %d (excess now %d), want -5", d, r.Excess())
+		}
+	}
+	// A later application does not beat an earlier fence either.
+	late := &KeyedRecord{HLC: MakeHLC(9000, 0), Origin: "eu-2", Amount: 5}
+	if late.Wins(fence) || !fence.Wins(late) {
+		t.Fatal("an application beat a fence")
+	}
+	// Budgets: us-1 spent under the key and then fenced it; eu-1 spent
+	// under it too. Both refund their own.
+	s := &Spend{HLC: MakeHLC(1000, 0), Origin: "us-1", Amount: -5, Contrib: Vector{{"us-1", PN{N: 5}}}}
+	s.Fence("us-1", MakeHLC(1001, 0), 0)
+	s.Merge(&Spend{HLC: MakeHLC(3000, 0), Origin: "eu-1", Amount: -5, Contrib: Vector{{"eu-1", PN{N: 5}}}})
+	if !s.IsFenced() {
+		t.Fatal("the spend beat the fence")
+	}
+	if d := s.RefundLoser("us-1"); d != 5 {
+		t.Fatalf("the fence's origin refunded %d, want 5", d)
+	}
+	if d := s.RefundLoser("eu-1"); d != 5 {
+		t.Fatalf("the other spender refunded %d, want 5", d)
+	}
+	if s.Excess() != 0 {
+		t.Fatalf("excess %d after both refunds", s.Excess())
+	}
+	// Unfenced, the winner keeps its spend.
+	w := &Spend{HLC: MakeHLC(1000, 0), Origin: "us-1", Amount: -5, Contrib: Vector{{"us-1", PN{N: 5}}}}
+	if d := w.RefundLoser("us-1"); d != 0 {
+		t.Fatalf("the winner refunded %d", d)
 	}
 }

@@ -515,6 +515,12 @@ func (c Config) HotItems() shard.Hot {
 	return h
 }
 
+// CrossShardCashbacks reports whether cashbacks run across shards
+// (CrossShardCashback, default true).
+func (c *ShardsConfig) CrossShardCashbacks() bool {
+	return c.CrossShardCashback == nil || *c.CrossShardCashback
+}
+
 // ShardsConfig is the deployment's shard layout: every region's replicas,
 // and how many of a region's replicas hold each shard.
 type ShardsConfig struct {
@@ -522,13 +528,10 @@ type ShardsConfig struct {
 	// region's replicas). Default 2.
 	Copies int `hcl:"copies,optional"`
 	// CrossShardCashback runs a cashback whose three balances no one
-	// replica holds across shards (package purchase) instead of refusing
-	// it with shard_not_held. Off by default: a purchase key sent to two
-	// regions at once, refused by the merchant in one and paid in the
-	// other, can leave the two disagreeing (docs/architecture.md, "Cashback
-	// across shards"). A replica finishes the purchases its journal holds
-	// whatever the setting.
-	CrossShardCashback bool `hcl:"cross_shard_cashback,optional"`
+	// replica holds across shards (package purchase); false refuses it
+	// with shard_not_held instead. Default true. A replica finishes the
+	// purchases its journal holds whatever the setting.
+	CrossShardCashback *bool `hcl:"cross_shard_cashback,optional"`
 	// Regions list every region's replicas. HCL: region "us" { replicas =
 	// ["us-1", "us-2", "us-3"] }.
 	Regions []ShardRegion `hcl:"region,block"`

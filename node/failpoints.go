@@ -10,7 +10,7 @@ import (
 // EnvFailpoint names a point at which a chaos build (`-tags chaos`) kills
 // its own process, as kill -9 would, the first time a run reaches it:
 // "cashback:<step>" is a cross-shard cashback about to take that step
-// (purchase.Step: journaled, pool, merchant, fence, undo, user, done).
+// (purchase.Step: journaled, pool, merchant, fence, call_off, user, done).
 // Tests use it to crash a deployment at each step and check that the
 // restarted one finishes or undoes every purchase. Outside a chaos build
 // it is not read.

@@ -66,6 +66,8 @@ var opKinds = [...]struct {
 	{route.OpCashback, region.OpCashback},
 	{route.OpLike, region.OpLike},
 	{route.OpUnlike, region.OpUnlike},
+	{route.OpCallOff, region.OpCallOff},
+	{route.OpCallOffCredit, region.OpCallOffCredit},
 }
 
 func wireOp(o *region.Op) (route.Op, error) {

@@ -367,7 +367,7 @@ func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock
 		}
 		n.purchases.Start()
 		undo.push(n.purchases.Close)
-		if cfg.Shards.CrossShardCashback {
+		if cfg.Shards.CrossShardCashbacks() {
 			apiCfg.Purchases = n.purchases
 		}
 	}

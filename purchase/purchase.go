@@ -37,8 +37,6 @@ package purchase
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,14 +75,14 @@ type Journal interface {
 // Step names a point of a run, for Config.AtStep.
 type Step uint8
 
-// The steps of a run, in order (StepFence and StepUndo only when the
-// merchant refuses).
+// The steps of a run, in order (StepFence only when the merchant
+// refuses, StepCallOff only when the purchase is called off).
 const (
 	StepJournaled Step = iota + 1 // the intent is on disk
 	StepPool
 	StepMerchant
 	StepFence
-	StepUndo
+	StepCallOff
 	StepUser
 	StepDone // every step answered; the intent is deleted next
 )
@@ -99,8 +97,8 @@ func (s Step) String() string {
 		return "merchant"
 	case StepFence:
 		return "fence"
-	case StepUndo:
-		return "undo"
+	case StepCallOff:
+		return "call_off"
 	case StepUser:
 		return "user"
 	case StepDone:
@@ -347,18 +345,6 @@ const (
 	rightsWait  = 25 * time.Millisecond
 )
 
-// UndoKey is the idempotency key of the grant that gives a called-off
-// purchase's spend back to a budget: k with a prefix, or a digest of k
-// where that would be too long for an id.
-func UndoKey(k string) string {
-	const prefix = "cashback-undo:"
-	if len(prefix)+len(k) <= 128 {
-		return prefix + k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return prefix + hex.EncodeToString(sum[:16])
-}
-
 // run runs every step of in. A nil error means every step answered: res
 // is the purchase's result (res.Err its refusal), outcome its metric's
 // label.
@@ -399,18 +385,24 @@ func (c *Coordinator) run(ctx context.Context, id string, in intent) (res region
 	spend := func(key string) region.Op {
 		return region.Op{Kind: region.OpSpend, Item: key, By: in.Amount, IdemKey: in.Idem, At: in.AtMs}
 	}
-	pool, err := step(StepPool, spend(in.Pool))
+	poolRes, err := step(StepPool, spend(in.Pool))
 	if err != nil {
 		return region.Result{}, "", err
 	}
-	if pool.Err != nil {
-		// Refused, or the key used for another spend: nothing spent.
-		return region.Result{Err: pool.Err, Value: pool.Value, Rights: pool.Rights}, "refused", nil
+	if poolRes.Err != nil {
+		// Refused, called off already (fenced), or the key used for
+		// another spend: nothing spent by this run.
+		outcome := "refused"
+		if errors.Is(poolRes.Err, region.ErrFenced) {
+			outcome = "called_off"
+		}
+		return region.Result{Err: poolRes.Err, Value: poolRes.Value, Rights: poolRes.Rights}, outcome, nil
 	}
 	merchant, err := step(StepMerchant, spend(in.Merchant))
 	if err != nil {
 		return region.Result{}, "", err
 	}
+	fenced := errors.Is(merchant.Err, region.ErrFenced) // by an earlier run
 	if merchant.Err != nil && refusal(merchant.Err) {
 		fence, err := step(StepFence, region.Op{Kind: region.OpFence, Item: in.Merchant, By: in.Amount, IdemKey: in.Idem})
 		if err != nil {
@@ -421,39 +413,63 @@ func (c *Coordinator) run(ctx context.Context, id string, in intent) (res region
 			return region.Result{}, "", fmt.Errorf("fence the merchant's key: %w", fence.Err)
 		case fence.Duplicate:
 			merchant = fence // spent by another run of this purchase: go on
+		default:
+			fenced = true // this run's fence: the purchase is called off
 		}
 	}
-	// undo gives back what the purchase spent so far, from the budgets
-	// in keys, and answers cause.
-	undo := func(cause region.Result, keys ...string) (region.Result, string, error) {
-		for _, k := range keys {
-			g, err := step(StepUndo, region.Op{Kind: region.OpGrant, Item: k, By: in.Amount, IdemKey: UndoKey(in.Idem)})
+	// callOff calls the purchase off at the balances named, its key on
+	// each fenced whatever was applied under it (region.OpCallOff,
+	// OpCallOffCredit), and answers cause. A fence beats every
+	// application of its key when the records merge, so another run of
+	// this purchase that paid somewhere (another region, before the two
+	// heard of each other) is undone there too: a purchase called off
+	// anywhere ends called off everywhere, and undoing it only ever gives
+	// back (a refund, a credit taken back), never spends.
+	type balance struct {
+		key    string
+		credit bool // the user's counter, not a budget
+	}
+	callOff := func(cause region.Result, of ...balance) (region.Result, string, error) {
+		for _, b := range of {
+			op := region.Op{Kind: region.OpCallOff, Item: b.key, By: in.Amount, IdemKey: in.Idem, At: in.AtMs}
+			if b.credit {
+				op.Kind = region.OpCallOffCredit
+			}
+			r, err := step(StepCallOff, op)
 			if err != nil {
 				return region.Result{}, "", err
 			}
-			if g.Err != nil {
-				return region.Result{}, "", fmt.Errorf("give %d back to %q: %w", in.Amount, k, g.Err)
+			if r.Err != nil {
+				return region.Result{}, "", fmt.Errorf("call off %q: %w", b.key, r.Err)
 			}
 		}
 		c.log.Info("cashback called off", "purchase", in.Idem, "pool", in.Pool, "merchant", in.Merchant, "cause", cause.Err)
 		return cause, "called_off", nil
 	}
+	pool, user, merchantKey := balance{key: in.Pool}, balance{key: in.User, credit: true}, balance{key: in.Merchant}
 	if merchant.Err != nil {
-		// Refused and fenced, fenced by an earlier run, or the key used
-		// for another spend of the merchant: the pool's spend goes back.
-		return undo(region.Result{Err: merchant.Err, Refused: in.Merchant, Value: merchant.Value, Rights: merchant.Rights}, in.Pool)
+		cause := region.Result{Err: merchant.Err, Refused: in.Merchant, Value: merchant.Value, Rights: merchant.Rights}
+		if fenced {
+			// Fenced, by this run or an earlier one: the purchase is
+			// called off, and a run elsewhere may have credited the user.
+			return callOff(cause, user, pool)
+		}
+		// The key used for another spend of the merchant: only the
+		// pool's spend goes back.
+		return callOff(cause, pool)
 	}
-	user, err := step(StepUser, region.Op{Kind: region.OpIncr, Item: in.User, By: in.Amount, IdemKey: in.Idem, At: in.AtMs})
+	credit, err := step(StepUser, region.Op{Kind: region.OpIncr, Item: in.User, By: in.Amount, IdemKey: in.Idem, At: in.AtMs})
 	if err != nil {
 		return region.Result{}, "", err
 	}
-	if user.Err != nil {
-		// The user's key was used for another increment: nothing can be
-		// credited under it, so both spends go back.
-		return undo(region.Result{Err: user.Err}, in.Pool, in.Merchant)
+	if credit.Err != nil {
+		// Called off by another run (the user's key fenced), or the key
+		// used for another increment: nothing can be credited under it,
+		// so both spends go back.
+		return callOff(region.Result{Err: credit.Err}, pool, merchantKey)
 	}
-	return region.Result{Value: pool.Value, Rights: pool.Rights, Merchant: merchant.Value, UserValue: user.Value,
-		Duplicate: user.Duplicate}, "done", nil
+	return region.Result{Value: poolRes.Value, Rights: poolRes.Rights, Merchant: merchant.Value, UserValue: credit.Value,
+		Duplicate: credit.Duplicate}, "done", nil
 }
 
 // Recover runs every purchase of the journal that no run has in hand and

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/purchase"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
@@ -35,10 +37,14 @@ type world struct {
 
 const timeout = 5 * time.Second
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newRegionWorld(t, "us", nil) }
+
+// newRegionWorld is newWorld for region name, its replicas' commits
+// handed to onCommit (nil: kept to themselves).
+func newRegionWorld(t *testing.T, name string, onCommit func(replica string, c region.Changes)) *world {
 	t.Helper()
-	ids := []string{"us-1", "us-2", "us-3"}
-	m, err := shard.Assign("us", ids, 1)
+	ids := []string{name + "-1", name + "-2", name + "-3"}
+	m, err := shard.Assign(name, ids, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +56,11 @@ func newWorld(t *testing.T) *world {
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		held := m.Held(id)
-		rep, err := region.New(region.Config{Region: "us", Replica: id, Store: st, Seed: 1, Holds: held.Has})
+		cfg := region.Config{Region: name, Replica: id, Store: st, Seed: 1, Holds: held.Has}
+		if onCommit != nil {
+			cfg.OnCommit = func(c region.Changes) { onCommit(id, c) }
+		}
+		rep, err := region.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +240,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	for _, refused := range []bool{false, true} {
 		steps := []purchase.Step{purchase.StepJournaled, purchase.StepPool, purchase.StepMerchant, purchase.StepUser, purchase.StepDone}
 		if refused {
-			steps = []purchase.Step{purchase.StepJournaled, purchase.StepPool, purchase.StepMerchant, purchase.StepFence, purchase.StepUndo, purchase.StepDone}
+			steps = []purchase.Step{purchase.StepJournaled, purchase.StepPool, purchase.StepMerchant, purchase.StepFence, purchase.StepCallOff, purchase.StepDone}
 		}
 		for _, at := range steps {
 			t.Run(fmt.Sprintf("refused=%v/%s", refused, at), func(t *testing.T) {
@@ -331,6 +341,94 @@ func TestLostAnswersAndCrashes(t *testing.T) {
 			w.conserved(1000, 40)
 			if paid := w.counter(w.user); paid == 0 || paid > 40 {
 				t.Fatalf("paid %d of at most 40", paid)
+			}
+		})
+	}
+}
+
+// One purchase key run in two regions cut apart, refused by the merchant
+// in one (called off) and paid in the other: once the regions hear of
+// each other, the purchase is called off in both, the pool and the
+// merchant paid nothing and the user credited nothing, whichever region
+// ran first. (Before fences won over applications, the undo of the
+// called-off run gave back a pool spend the paying run kept: the users
+// were credited more than the pool paid.)
+func TestCalledOffInOneRegionPaidInAnother(t *testing.T) {
+	for _, usFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("us_first=%v", usFirst), func(t *testing.T) {
+			type commit struct {
+				from string
+				c    region.Changes
+			}
+			var mu sync.Mutex
+			var pending []commit
+			hook := func(from string, c region.Changes) {
+				mu.Lock()
+				pending = append(pending, commit{from, c})
+				mu.Unlock()
+			}
+			us, eu := newRegionWorld(t, "us", hook), newRegionWorld(t, "eu", hook)
+			for _, w := range []*world{us, eu} {
+				w.grant(w.pool, 100)
+			}
+			us.grant(us.merchant, 3) // less than the purchase's 5: refused in us
+			eu.grant(eu.merchant, 10)
+			run := func(w *world, want error) {
+				t.Helper()
+				c := w.coordinator(nil)
+				res, err := c.Cashback(context.Background(), w.cashback("buy", 5))
+				if want == nil && (err != nil || res.UserValue != 5) {
+					t.Fatalf("%s: %+v %v", w.m.Region, res, err)
+				}
+				if want != nil && !errors.Is(err, want) {
+					t.Fatalf("%s: %+v %v, want %v", w.m.Region, res, err, want)
+				}
+			}
+			if usFirst {
+				run(us, region.ErrBudgetExhausted)
+				run(eu, nil)
+			} else {
+				run(eu, nil)
+				run(us, region.ErrBudgetExhausted)
+			}
+			// The regions hear of each other: every commit of a replica
+			// is merged at the holder of its key in the other region,
+			// until the reconciliations it starts have all spread.
+			for round := 0; ; round++ {
+				mu.Lock()
+				batch := pending
+				pending = nil
+				mu.Unlock()
+				if len(batch) == 0 {
+					break
+				}
+				if round > 20 {
+					t.Fatal("merges did not settle")
+				}
+				for _, cm := range batch {
+					to := us
+					if strings.HasPrefix(cm.from, "us-") {
+						to = eu
+					}
+					for _, v := range cm.c.Vectors {
+						rep := to.reps[to.m.Holders(shard.Of(v.Item))[0]]
+						if err := rep.Merge(context.Background(), []region.VectorMerge{{Kind: v.Kind, Item: v.Item, Vec: crdt.Vector{}.Set(cm.from, v.Own)}}, nil); err != nil {
+							t.Fatal(err)
+						}
+					}
+					for _, r := range cm.c.Records {
+						rep := to.reps[to.m.Holders(shard.Of(r.Item))[0]]
+						if err := rep.Merge(context.Background(), nil, []region.RecordMerge{{Item: r.Item, User: r.User, Rec: r.Rec}}); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			}
+			for _, w := range []*world{us, eu} {
+				if pool, merchant, user := w.remaining(w.pool), w.remaining(w.merchant), w.counter(w.user); pool != 200 || merchant != 13 || user != 0 {
+					t.Errorf("%s sees the pool at %d (want 200), the merchant at %d (want 13), the user at %d (want 0)",
+						w.m.Region, pool, merchant, user)
+				}
 			}
 		})
 	}

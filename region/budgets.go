@@ -385,7 +385,7 @@ func (t *txn) keyedDuplicate(rec application, idem string, amount, sign int64) (
 	if rec.Empty() {
 		return Result{}, false
 	}
-	if rec.Applied() && rec.Requested() == 0 {
+	if rec.IsFenced() {
 		return Result{Err: fmt.Errorf("%w: key %q", ErrFenced, idem)}, true
 	}
 	if rec.Applied() && rec.Requested() != amount {
@@ -399,6 +399,7 @@ func (t *txn) keyedDuplicate(rec application, idem string, amount, sign int64) (
 type application interface {
 	Empty() bool
 	Applied() bool
+	IsFenced() bool
 	Requested() int64
 }
 
@@ -485,7 +486,7 @@ func (t *txn) applyCashback(op *Op) Result {
 	// means the key was used for something else on that balance; a
 	// merchant's record fenced means a cashback carried across shards was
 	// called off under this key (the pool's spend was refunded).
-	if m := mrs.spend(); m.Applied() && m.Requested() == 0 {
+	if mrs.spend().IsFenced() {
 		return result(Result{Err: fmt.Errorf("%w: key %q", ErrFenced, op.IdemKey)})
 	}
 	if res, done := t.keyedDuplicate(brs.spend(), op.IdemKey, -op.By, -1); done {
@@ -550,28 +551,89 @@ func (t *txn) applyCashback(op *Op) Result {
 }
 
 // applyFence closes budget Item's key IdemKey to spends (OpFence), unless
-// a spend of By under it was applied: then it answers Duplicate.
+// a spend of By under it was applied: then it answers Duplicate. It
+// decides, in one writer, whether a cross-shard cashback is called off.
 func (t *txn) applyFence(op *Op) Result {
 	bs, err := t.budget(op.Item)
 	if err != nil {
 		return Result{Err: err}
 	}
-	rs, err := t.record(spendKey(op.Item, op.IdemKey))
+	k := spendKey(op.Item, op.IdemKey)
+	rs, err := t.record(k)
 	if err != nil {
 		return Result{Err: err}
 	}
 	b := bs.view()
 	res := Result{Value: b.Available(), Rights: b.Rights(t.r.self)}
 	switch rec := rs.spend(); {
+	case rec.IsFenced():
 	case !rec.Applied():
-		t.applyKeyedRecord(rs, 0, op.At)
+		if err := t.fence(k, rs, op.At); err != nil {
+			return Result{Err: err}
+		}
 	case rec.Requested() == -op.By:
 		res.Duplicate = true // spent: the purchase goes on
-	case rec.Requested() != 0:
+	default:
 		res.Err = fmt.Errorf("%w: key %q was applied with by=%d, the fence has by=%d",
 			ErrIdempotencyMismatch, op.IdemKey, -rec.Requested(), op.By)
 	}
 	return res
+}
+
+// applyCallOff fences budget Item's key IdemKey (OpCallOff) or counter
+// Item's (OpCallOffCredit) whatever was applied under it, and gives back
+// what this replica applied under it: a cross-shard cashback called off
+// takes back its pool's spend and its user's credit this way, at any
+// holder, in any region, and the fence wins over every application of the
+// key when the records merge. A key fenced already answers Duplicate.
+func (t *txn) applyCallOff(op *Op) Result {
+	k := keyedKey(op.Item, op.IdemKey)
+	if op.Kind == OpCallOff {
+		k = spendKey(op.Item, op.IdemKey)
+	}
+	rs, err := t.record(k)
+	if err != nil {
+		return Result{Err: err}
+	}
+	var res Result
+	if fenced := (op.Kind == OpCallOff && rs.spend().IsFenced()) || (op.Kind == OpCallOffCredit && rs.keyed().IsFenced()); fenced {
+		res.Duplicate = true
+	} else if err := t.fence(k, rs, op.At); err != nil {
+		return Result{Err: err}
+	}
+	if op.Kind == OpCallOff {
+		bs, err := t.budget(op.Item)
+		if err != nil {
+			return Result{Err: err}
+		}
+		b := bs.view()
+		res.Value, res.Rights = b.Available(), b.Rights(t.r.self)
+		return res
+	}
+	vs, err := t.vector(storage.Counters, op.Item)
+	if err != nil {
+		return Result{Err: err}
+	}
+	res.Value = vs.cur.Value()
+	return res
+}
+
+// fence makes record k a fence by this replica (crdt.KeyedRecord.Fence),
+// booked at at, and gives back at once what this replica applied under
+// it (reconcileRecord: a spend refunded, an increment taken back).
+func (t *txn) fence(k rkey, rs *recState, at int64) error {
+	hlc := t.r.clock.Now(t.nowMs)
+	if last, _ := rs.rec.Stamp(); hlc <= last {
+		hlc = last + 1
+	}
+	switch rec := rs.rec.(type) {
+	case *crdt.Spend:
+		rec.Fence(t.r.self, hlc, at)
+	case *crdt.KeyedRecord:
+		rec.Fence(t.r.self, hlc, at)
+	}
+	rs.dirty, rs.spread, rs.deleted = true, true, false
+	return t.reconcileRecord(k, rs)
 }
 
 // logBudget logs a grant, spend or transfer of by (Config.EventLog). The

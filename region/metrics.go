@@ -144,7 +144,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Local writes refused for who asked, by reason: user_blocked (a like or unlike of a user blocked in this replica's view).",
 	}, []string{"reason"})
 	m.refusedBlocked = m.refusedWrites.WithLabelValues("user_blocked")
-	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques, OpGrant, OpSpend, OpCashback, OpBlock, OpUnblock, OpToggle, OpType, OpFence} {
+	for _, k := range []OpKind{OpLike, OpUnlike, OpIncr, OpUniques, OpGrant, OpSpend, OpCashback, OpBlock, OpUnblock, OpToggle, OpType, OpFence, OpCallOff, OpCallOffCredit} {
 		m.opsByKind[k] = m.ops.WithLabelValues(k.String())
 	}
 	if reg != nil {

@@ -35,9 +35,9 @@ var (
 	// was applied with another amount. Nothing is applied; the key's first
 	// request stands.
 	ErrIdempotencyMismatch = errors.New("region: idempotency key reused for a different request")
-	// ErrFenced: a spend or cashback under an idempotency key that a
-	// cross-shard cashback called off (OpFence). Nothing is applied; the
-	// purchase under that key stays refused.
+	// ErrFenced: a spend, increment or cashback under an idempotency key
+	// that a cross-shard cashback called off (OpFence, OpCallOff). Nothing
+	// is applied; the purchase under that key stays refused.
 	ErrFenced = errors.New("region: the purchase under this idempotency key was refused and called off")
 	// ErrNoLists: the like lists are off (Config.LikeLists).
 	ErrNoLists = errors.New("region: like lists are off")
@@ -132,8 +132,17 @@ const (
 	// nothing spent, so no spend under it ever applies (ErrFenced), here
 	// or at any replica that merges the record.
 	OpFence
+	// OpCallOff calls off budget Item's idempotency key IdemKey, for a
+	// cross-shard cashback that was called off: its record becomes a
+	// fence whatever was applied under it, here or anywhere (a fence
+	// beats every application, crdt.KeyedRecord.Fence), and every spend
+	// under the key is given back. A retry answers Duplicate.
+	OpCallOff
+	// OpCallOffCredit is OpCallOff for counter Item's key IdemKey: the
+	// increment applied under it, here or anywhere, is taken back.
+	OpCallOffCredit
 
-	numOpKinds = OpFence + 1
+	numOpKinds = OpCallOffCredit + 1
 )
 
 func (k OpKind) String() string {
@@ -162,6 +171,10 @@ func (k OpKind) String() string {
 		return "type"
 	case OpFence:
 		return "fence"
+	case OpCallOff:
+		return "call_off"
+	case OpCallOffCredit:
+		return "call_off_credit"
 	}
 	return fmt.Sprintf("op(%d)", uint8(k))
 }
@@ -252,12 +265,12 @@ func (o *Op) Validate() error {
 		if o.IdemKey != "" && !crdt.ValidID(o.IdemKey) {
 			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)
 		}
-	case OpGrant, OpSpend, OpCashback, OpFence:
+	case OpGrant, OpSpend, OpCashback, OpFence, OpCallOff, OpCallOffCredit:
 		if o.By < 1 || o.By > MaxBy {
 			return fmt.Errorf("%w: by %d outside 1..%d", ErrInvalid, o.By, int64(MaxBy))
 		}
 		switch {
-		case (o.Kind == OpCashback || o.Kind == OpFence) && o.IdemKey == "":
+		case (o.Kind == OpCashback || o.Kind == OpFence || o.Kind == OpCallOff || o.Kind == OpCallOffCredit) && o.IdemKey == "":
 			return fmt.Errorf("%w: a %s needs an idempotency key", ErrInvalid, o.Kind)
 		case o.IdemKey != "" && !crdt.ValidID(o.IdemKey):
 			return fmt.Errorf("%w: bad idempotency key %q", ErrInvalid, o.IdemKey)

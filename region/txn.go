@@ -220,6 +220,8 @@ func (t *txn) applyOp(op *Op, kinds *[numOpKinds]int) Result {
 		return t.applyCashback(op)
 	case OpFence:
 		return t.applyFence(op)
+	case OpCallOff, OpCallOffCredit:
+		return t.applyCallOff(op)
 	case OpBlock, OpUnblock:
 		return t.applyBlock(op.User, op.Kind == OpBlock)
 	case OpType:

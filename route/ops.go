@@ -24,8 +24,13 @@ const (
 	// set, once per Idem if set.
 	OpLike
 	OpUnlike
+	// OpCallOff fences budget Key's Idem whatever was applied under it
+	// (region.OpCallOff); OpCallOffCredit counter Key's
+	// (region.OpCallOffCredit).
+	OpCallOff
+	OpCallOffCredit
 
-	numOpKinds = OpUnlike + 1
+	numOpKinds = OpCallOffCredit + 1
 )
 
 // Op is one typed operation a replica forwards to a holder of its key's

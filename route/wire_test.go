@@ -19,6 +19,8 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpSpend, Key: "pool", By: 5, Idem: "buy-1"},
 		{Kind: route.OpFence, Key: "shop", By: 5, Idem: "buy-1", AtMs: 1764380000001},
 		{Kind: route.OpCashback, Key: "pool", Merchant: "shop", User: "ann", By: 5, Idem: "buy-2", AtMs: -1},
+		{Kind: route.OpCallOff, Key: "pool", By: 5, Idem: "buy-1", AtMs: 1764380000001},
+		{Kind: route.OpCallOffCredit, Key: "ann", By: 5, Idem: "buy-1"},
 	}},
 }
 
@@ -140,7 +142,7 @@ func TestRefused(t *testing.T) {
 		"args past max":   {route.Version, byte(route.KindRESP), 0, 0, 0, 0, 3, 0, 0xff, 0xff, 0xff, 0x7f},
 		"length past end": {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
 		"op kind 0":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-		"op kind 8":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 8, 0, 0, 0, 0, 0, 0},
+		"op kind 10":      {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 10, 0, 0, 0, 0, 0, 0},
 		"ops past max":    {route.Version, byte(route.KindOps), 0, 0, 0, 0, 0xff, 0xff, 0x7f},
 	}
 	for name, b := range bad {

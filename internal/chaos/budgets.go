@@ -200,6 +200,7 @@ func (p *planner) otherRegion(r string) string {
 func (w *workload) execBudget(ctx context.Context, o *Op) {
 	if o.Kind == OpCashback {
 		o.At = eventTime(o.lag) // every attempt carries it
+		o.CrossShard = w.cfg.sharded()
 	}
 	first, maybe := w.budgetAttempts(ctx, o, o.Region)
 	o.Outcome, o.Reason, o.Value = first.outcome, first.reason, first.value
@@ -221,7 +222,19 @@ func (w *workload) execBudget(ctx context.Context, o *Op) {
 	if maybe {
 		o.Applications++
 	}
+	// A cashback run across shards and called off ends called off in
+	// every region, an acknowledged run elsewhere included (its fences
+	// win when the records merge). One refused by its merchant there, or
+	// not answered, may have been called off.
+	crossShard := o.CrossShard
+	mayCallOff := func(x Outcome, atMerchant bool) bool {
+		return crossShard && (x == OutcomeTimeout || x == OutcomeRefused && atMerchant)
+	}
 	switch {
+	case o.Kind == OpCashback && (o.Reason == "called_off" && o.Outcome == OutcomeRefused || a.outcome == OutcomeRefused && a.reason == "called_off"):
+		o.Outcome, o.Reason = OutcomeRefused, "called_off"
+	case (o.Outcome == OutcomeOK || a.outcome == OutcomeOK) && (mayCallOff(o.Outcome, first.atMerchant) || mayCallOff(a.outcome, a.atMerchant)):
+		o.Outcome = OutcomeTimeout // paid, unless a run that may have been called off was
 	case o.Outcome == OutcomeOK:
 	case a.outcome == OutcomeOK:
 		o.Outcome, o.Value = OutcomeOK, a.value
@@ -276,17 +289,11 @@ func (c *client) budgetWrite(ctx context.Context, o *Op, timeout time.Duration) 
 	}
 	var refused *tallyclient.Error
 	if errors.As(err, &refused) && refused.Budget != nil {
-		return answer{outcome: OutcomeRefused, reason: refused.Code}
-	}
-	if o.Kind == OpCashback && tallyclient.Code(err) == "shard_not_held" {
-		// A sharded region without cross_shard_cashback applies a
-		// cashback only at a replica holding all three of its keys, and
-		// refuses it whole elsewhere.
-		return answer{outcome: OutcomeRefused, reason: "shard_not_held"}
+		return answer{outcome: OutcomeRefused, reason: refused.Code, atMerchant: o.Kind == OpCashback && refused.Budget.Key == o.Merchant}
 	}
 	if o.Kind == OpCashback && tallyclient.Code(err) == "called_off" {
-		// A cashback across shards that a merchant refused earlier under
-		// this key: called off, its pool spend given back.
+		// A cashback across shards that a run of it called off under
+		// this key: its fences beat every application of the key.
 		return answer{outcome: OutcomeRefused, reason: "called_off"}
 	}
 	if err != nil {
@@ -413,6 +420,15 @@ func buildBudgetModel(ops []Op, keys, merchants, users []string) (budgetModel, [
 				m.Budgets[k] = b
 			}
 			b.Refunds += o.By * int64(max(o.Applications-1, 0))
+			if o.CrossShard && o.Outcome != OutcomeOK {
+				// Called off, or maybe: each region's run may have
+				// spent and then given it back.
+				tried := int64(1)
+				if o.Retry != "" && o.Retry != o.Region {
+					tried++
+				}
+				b.Refunds += o.By * tried
+			}
 			switch {
 			case o.Kind == OpGrant && ok:
 				b.Granted += o.By

@@ -34,7 +34,6 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 	cfg.Binary = chaosBinary(t)
 	cfg.Regions, cfg.Replicas, cfg.Copies = []string{"us"}, 3, 2
 	cfg.RequestTimeout = 2 * time.Second
-	cfg.CrossShardCashback = true
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -95,7 +94,7 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 	for _, s := range []string{"pool", "merchant", "user", "done"} {
 		purchases = append(purchases, purchase{"paid-at-" + s, rich, s})
 	}
-	for _, s := range []string{"merchant", "fence", "undo", "done"} {
+	for _, s := range []string{"merchant", "fence", "call_off", "done"} {
 		purchases = append(purchases, purchase{"refused-at-" + s, poor, s})
 	}
 	body := func(p purchase) string {

@@ -53,6 +53,9 @@ type answer struct {
 	// counted (when not a duplicate).
 	approx  bool
 	counted int64
+	// atMerchant: a cashback refused because its merchant could not
+	// cover it (the 409 names the merchant).
+	atMerchant bool
 	// badTime: refused because the client's event time is out of the
 	// replica's accepted range (400 bad_time).
 	badTime bool

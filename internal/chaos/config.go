@@ -87,17 +87,13 @@ type Config struct {
 	// A sharded run checks what every replica answers, through forwarding
 	// and gathering: per key counts, records, like lists, histories,
 	// slots, approximate counters, block flags, unique counts and their
-	// unions, budgets, family totals, trending (a cashback whose keys no
-	// replica holds together is refused, 421, and checked as refused,
-	// unless CrossShardCashback) and milestones (every replica numbers the likes it counted); its faults
+	// unions, budgets, family totals, trending, cashbacks (those whose
+	// keys no replica holds together run across shards) and milestones (every replica numbers the likes it counted); its faults
 	// are some of ShardedFaults.
 	Replicas int
 	// Copies is how many replicas of a region hold each shard (Replicas
 	// above 1). Default 2.
 	Copies int
-	// CrossShardCashback: every sharded replica runs cashbacks across
-	// shards (node.ShardsConfig.CrossShardCashback).
-	CrossShardCashback bool
 	// RequestTimeout, if set, is every sharded replica's request_timeout
 	// (how long a write, or a step of a cross-shard cashback, may take).
 	// Default: tallyd's.

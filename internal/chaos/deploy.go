@@ -243,9 +243,6 @@ func writeShardsConfig(dir string, cfg Config) (string, error) {
 		fmt.Fprintf(&b, "request_timeout = %q\n", cfg.RequestTimeout.String())
 	}
 	fmt.Fprintf(&b, "shards {\n  copies = %d\n", cfg.Copies)
-	if cfg.CrossShardCashback {
-		b.WriteString("  cross_shard_cashback = true\n")
-	}
 	for _, r := range cfg.Regions {
 		var ids []string
 		for n := 1; n <= cfg.Replicas; n++ {

@@ -154,6 +154,10 @@ type Op struct {
 	// duplicate, or no answer): each beyond the first is refunded by
 	// reconciliation, raising the budget's granted and spent alike.
 	Applications int `json:"applications,omitempty"`
+	// CrossShard: a cashback sent to a sharded region, where one whose
+	// keys no replica holds together runs across shards, and a run
+	// called off gives back what any run of it spent (fences).
+	CrossShard bool `json:"cross_shard,omitempty"`
 	// FlagHLC and FlagReplica are the stamp and replica of an
 	// acknowledged block or unblock, as it answered.
 	FlagHLC     string `json:"flag_hlc,omitempty"`

@@ -28,7 +28,6 @@ import (
 func BenchmarkCashback(b *testing.B) {
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
-	cfg.CrossShardCashback = true
 	cfg.DataDir = b.TempDir()
 	d, err := deploy.Start(context.Background(), cfg)
 	if err != nil {

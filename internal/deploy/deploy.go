@@ -47,8 +47,6 @@ type Config struct {
 	// Copies is how many replicas of a region hold each shard, with
 	// Replicas > 1. Default 2.
 	Copies int
-	// CrossShardCashback: node.ShardsConfig.CrossShardCashback.
-	CrossShardCashback bool
 	// DataDir is the root data directory: <DataDir>/<replica> per replica,
 	// <DataDir>/nats for JetStream. Required.
 	DataDir string
@@ -132,7 +130,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 	var ids []string
 	var shards *node.ShardsConfig
 	if c.replicas() > 1 {
-		shards = &node.ShardsConfig{Copies: c.Copies, CrossShardCashback: c.CrossShardCashback}
+		shards = &node.ShardsConfig{Copies: c.Copies}
 	}
 	for _, r := range c.Regions {
 		ids = append(ids, c.ReplicaIDs(r)...)

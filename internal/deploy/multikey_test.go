@@ -18,7 +18,6 @@ func TestManyKeysAtAnyReplicaOfAShardedRegion(t *testing.T) {
 	startsRegions(t, "starts three replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
-	cfg.CrossShardCashback = true
 	d := startConfig(t, cfg)
 	urls := d.URLs()
 	waitReady(t, urls)
