@@ -15,24 +15,27 @@
 //  3. merchant: spend it from the merchant under k. Refused: fence the
 //     merchant's k (region.OpFence), a compare-and-set at the merchant's
 //     holder: if a spend under k was applied after all (another run of
-//     the same purchase), go on; else the purchase is called off, and no
-//     spend under k will ever apply there, so the pool's spend is given
-//     back (a grant under an undo key derived from k) and the purchase
-//     refused;
+//     the same purchase), go on; else the purchase is called off: the
+//     user's k and the pool's k are fenced too (region.OpCallOffCredit,
+//     region.OpCallOff), and the purchase refused. A fence beats every
+//     application of its key when records merge, and every replica gives
+//     back what it applied under it, so a run of the same purchase that
+//     paid in another region is undone there too, by refunds only;
 //  4. user: add the amount to the user's counter under k;
 //  5. the intent is deleted.
 //
-// Every step may be repeated: a spend, fence, grant or increment whose
-// key was applied answers duplicate. So a run that stops anywhere (a
+// Every step may be repeated: a spend, fence or increment whose key was
+// applied answers duplicate. So a run that stops anywhere (a
 // timeout, no holder up, a kill -9) is finished by running it again from
 // the start: by the client's retry at any replica, or by this replica's
 // recovery, which runs every intent left in its journal. A refusal is
 // only acted on when no earlier attempt of the same purchase can still
 // apply (Config.Timeout after it was sent: a holder drops a forwarded
 // request past its deadline), so a late attempt can never apply behind a
-// decision. The decision to call a purchase off is made in one place, the
-// merchant's record under k at its holder, so every run of the purchase
-// comes to the same end.
+// decision. The decision to call a purchase off is made in one place in
+// a region, the merchant's record under k at its first holder, so every
+// run of the purchase there comes to the same end; across regions, a
+// purchase called off in any ends called off in all.
 package purchase
 
 import (
