@@ -101,6 +101,14 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 		}
 		x.logf("move #%d done in %.1fs: %d shard copies moved, synced in %.1fs, released in %.1fs", e.Index,
 			time.Since(t0).Seconds(), res.Moved, res.Synced.Seconds(), res.Released.Seconds())
+		if x.cfg.Bug == BugAssignOverwrites {
+			if err := x.overwriteMap(mctx, e.Region); err != nil {
+				x.mu.Lock()
+				rec.Note = err.Error()
+				x.mu.Unlock()
+				x.logf("move #%d: %v", e.Index, err)
+			}
+		}
 	})
 	poll.Sleep(ctx, e.Dur)
 	return nil
@@ -187,6 +195,36 @@ func (x *executor) awaitStep(ctx context.Context, e Episode) (killed func(), err
 			once.Do(func() { close(c) })
 		}
 	}, nil
+}
+
+// overwriteMap plays the bug BugAssignOverwrites once region's move has
+// settled: it writes the map the replicas' config computes (shard.Assign
+// with Config.Copies) over the stored one in one compare-and-swap, as the
+// old assign did, with no join, switch or settle. A stored map equal to
+// the config's leaves nothing to overwrite: an error, since the control
+// would then test nothing.
+func (x *executor) overwriteMap(ctx context.Context, region string) error {
+	m, err := shard.Assign(region, x.replicaIDs(region), x.cfg.Copies)
+	if err != nil {
+		return fmt.Errorf("bug %s: %w", BugAssignOverwrites, err)
+	}
+	e, err := x.kv.Get(ctx, node.ShardMapKey(region))
+	if err != nil {
+		return fmt.Errorf("bug %s: read the map of %s: %w", BugAssignOverwrites, region, err)
+	}
+	cur, err := shard.Decode(e.Value())
+	if err != nil {
+		return fmt.Errorf("bug %s: the map of %s: %w", BugAssignOverwrites, region, err)
+	}
+	if cur.Equal(m) {
+		return fmt.Errorf("bug %s: the settled map of %s is the config's: nothing to overwrite", BugAssignOverwrites, region)
+	}
+	stored, err := node.PutShardMap(ctx, x.kv, m, e.Revision())
+	if err != nil {
+		return fmt.Errorf("bug %s: %w", BugAssignOverwrites, err)
+	}
+	x.logf("bug %s: the map of %s overwritten with the config's in one step, revision %d to %d", BugAssignOverwrites, region, e.Revision(), stored.Revision)
+	return nil
 }
 
 // replicaIDs are region's replicas.

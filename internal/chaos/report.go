@@ -205,9 +205,12 @@ func (r *Report) WriteText(w io.Writer) {
 		if c.MsgFaults != "" {
 			build += ", message faults " + c.MsgFaults
 		}
-		if c.Bug != "" {
+		if c.Bug != "" && !harnessBug(c.Bug) {
 			build += ", DELIBERATE BUG " + c.Bug
 		}
+	}
+	if harnessBug(c.Bug) {
+		build += ", DELIBERATE BUG " + c.Bug + " (played by the harness)"
 	}
 	faults := strings.Join(c.Faults, ",")
 	if faults == "" {
