@@ -50,9 +50,9 @@ var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "t
 // serving shards whose entries it never synced.
 const BugAssignOverwrites = "assign-overwrites"
 
-// harnessBug reports whether bug is one the harness plays, not the
+// HarnessBug reports whether bug is one the harness plays, not the
 // processes: they run without it, and any build of tallyd serves.
-func harnessBug(bug string) bool { return bug == BugAssignOverwrites }
+func HarnessBug(bug string) bool { return bug == BugAssignOverwrites }
 
 // BugForwardAckUnapplied is the deliberate bug of a sharded region's
 // routing: a holder answers a forwarded write as served without applying

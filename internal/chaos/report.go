@@ -205,11 +205,11 @@ func (r *Report) WriteText(w io.Writer) {
 		if c.MsgFaults != "" {
 			build += ", message faults " + c.MsgFaults
 		}
-		if c.Bug != "" && !harnessBug(c.Bug) {
+		if c.Bug != "" && !HarnessBug(c.Bug) {
 			build += ", DELIBERATE BUG " + c.Bug
 		}
 	}
-	if harnessBug(c.Bug) {
+	if HarnessBug(c.Bug) {
 		build += ", DELIBERATE BUG " + c.Bug + " (played by the harness)"
 	}
 	faults := strings.Join(c.Faults, ",")
