@@ -114,6 +114,7 @@ sharded keyspace (--copies holders per shard): requests are forwarded
 between them, and shard moves (more copies, a drained replica) are a
 fault class.
 
-Message faults (msg) and --bug need a chaos build:
+Message faults (msg) and --bug need a chaos build (but --bug
+assign-overwrites, which the harness plays by writing the shard map):
   go build -tags chaos -o bin/tallyd-chaos ./cmd/tallyd   (make chaos does this)
 `
