@@ -210,6 +210,9 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 	}
 	if HarnessBug(c.Bug) {
+		if !c.ChaosBuild {
+			build = "normal build (no message faults)"
+		}
 		build += ", DELIBERATE BUG " + c.Bug + " (played by the harness)"
 	}
 	faults := strings.Join(c.Faults, ",")
