@@ -25,8 +25,9 @@ const moveWait = 2 * time.Minute
 // shard map bucket, the region's replicas reporting its progress): to
 // Copies holders each, or with Drain serving no keyed shard. The bucket
 // is made, and every region's map stored as the replicas' config
-// computes it, at the first move. The move runs in the background for
-// up to moveWait: the episode lasts Dur, and the next episodes (a kill
+// computes it, at the first move. The move runs in the background,
+// after the moves before it (one at a time), for up to moveWait from
+// when it begins: the episode lasts Dur, and the next episodes (a kill
 // of a joining or leaving replica, a cut) strike while it runs. The
 // executor waits for it before the final heal; a move that did not
 // finish is the episode's note.
@@ -83,11 +84,14 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 	}
 	x.steps[e.Region] = steps
 	x.mu.Unlock()
-	mctx, cancel := context.WithTimeout(ctx, moveWait)
 	x.moves.Go(func() {
-		defer cancel()
 		x.moveMu.Lock() // one move at a time: a region's map moves once at a time
 		defer x.moveMu.Unlock()
+		// moveWait from when this move begins: a move queued behind
+		// another once spent its time waiting, and timed out seconds
+		// after its join map.
+		mctx, cancel := context.WithTimeout(ctx, moveWait)
+		defer cancel()
 		t0 := time.Now()
 		res, err := node.MoveShards(mctx, node.MoveConfig{KV: x.kv, Target: target, Status: x.regionShards(e.Region),
 			Progress: func(format string, args ...any) { x.logf("move #%d: "+format, append([]any{e.Index}, args...)...) },
