@@ -32,7 +32,7 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 		fs.StringVar(&cfg.Dir, "data", "", "keep data dirs, NATS storage and process logs in `dir` (must be empty; default: a temporary dir, removed)")
 		fs.StringVar(&reportPath, "report", reportPath, "write the JSON report to `file` (\"\": none; default under the OS temp dir, so a run never writes into the working tree)")
 		fs.StringVar(&cfg.Binary, "binary", "", "tallyd `binary` to run as the regions (default: this one)")
-		fs.StringVar(&cfg.Bug, "bug", "", "negative control: run the regions with one deliberate `bug` ("+strings.Join(chaos.Bugs, ", ")+"; chaos build only); the run must FAIL")
+		fs.StringVar(&cfg.Bug, "bug", "", "negative control: run the regions with one deliberate `bug` ("+strings.Join(chaos.Bugs, ", ")+"; chaos build only, but for "+chaos.BugAssignOverwrites+", which the harness plays); the run must FAIL")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "workload `operations` per second, all regions together")
 		fs.Float64Var(&cfg.RetryElsewhere, "retry-elsewhere", cfg.RetryElsewhere, "`share` of increments the client sends again, same idempotency key, to another region (a failover retry that must count once)")
 		fs.StringVar(&cfg.Milestones, "milestones", cfg.Milestones, "the regions' milestone `rule`, checked to fire once each (\""+chaos.MilestonesOff+"\": no numbering)")
@@ -74,7 +74,7 @@ func (c *cli) chaos(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usagef("chaos: %s", oneLine(err))
 	}
-	if cfg.Bug != "" {
+	if cfg.Bug != "" && !chaos.HarnessBug(cfg.Bug) {
 		build, err := chaos.IsChaosBuild(cfg.Binary)
 		if err != nil {
 			return usagef("chaos: --binary: %v", err)
@@ -114,6 +114,7 @@ sharded keyspace (--copies holders per shard): requests are forwarded
 between them, and shard moves (more copies, a drained replica) are a
 fault class.
 
-Message faults (msg) and --bug need a chaos build:
+Message faults (msg) and --bug need a chaos build (but --bug
+assign-overwrites, which the harness plays by writing the shard map):
   go build -tags chaos -o bin/tallyd-chaos ./cmd/tallyd   (make chaos does this)
 `

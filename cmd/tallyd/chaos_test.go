@@ -26,6 +26,10 @@ func TestChaosUsageErrors(t *testing.T) {
 		{[]string{"chaos", "--replicas", "12"}, "replicas 12: want 1 to 9"},
 		{[]string{"chaos", "--replicas", "3", "--hot", "item-00=3", "--duration", "1s"}, "tallyd: chaos: duration 1s: want at least 5s\n"},
 		{[]string{"chaos", "--replicas", "3", "--faults", "clock"}, `fault "clock": a sharded run injects some of`},
+		// The harness plays assign-overwrites: no chaos build needed,
+		// but a sharded run with moves.
+		{[]string{"chaos", "--bug", "assign-overwrites"}, "only a sharded run with moves"},
+		{[]string{"chaos", "--replicas", "3", "--faults", "kill", "--bug", "assign-overwrites"}, "only a sharded run with moves"},
 	} {
 		code, stdout, stderr := runArgs(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {

@@ -582,6 +582,25 @@ var negativeControls = []negativeControl{
 		kind: KindValueMismatch, prefix: "counter/",
 	},
 	{
+		// A shard map overwritten in one step: us-1 is drained 3 s
+		// into the run, correctly (join, switch, settle, drop), and
+		// once the drain settled the harness writes the config's map
+		// over it, as the old assign and a restart with a config did.
+		// us-1 holds again, at once, shards it dropped, without the
+		// entries it handed to us-2 and us-3 (a replica's entries are
+		// taken only from itself, and no join synced them back), and
+		// the holder each shard loses keeps its entries unserved: us-1
+		// reads less than the model. The assign's control.
+		bug: BugAssignOverwrites,
+		tweak: func(c *Config) {
+			c.Faults = []string{FaultMove}
+			c.Replicas, c.Copies, c.Milestones = 3, 2, MilestonesOff
+			c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 50, 0, 50, 0
+			c.Schedule = []Episode{{Index: 1, Kind: KindMove, At: 3 * time.Second, Dur: time.Second, Region: "us", Drain: "us-1"}}
+		},
+		kind: KindValueMismatch, prefix: "counter/",
+	},
+	{
 		// Split items whose unlikes go to another part than the
 		// user's like (every item in three parts): the unlike finds
 		// no like there to undo, so the like stays counted where the

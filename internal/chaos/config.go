@@ -37,7 +37,22 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
 	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
-	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts, BugForwardAckUnapplied}
+	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts, BugForwardAckUnapplied, BugAssignOverwrites}
+
+// BugAssignOverwrites is the deliberate bug of the shard map's writer,
+// played by the harness itself (no process runs with it): once a move
+// has settled, the region's map is written over in one step with the map
+// its replicas' config computes, revision N to N+1 with no join, switch
+// or settle, as the old `tallyd admin shards assign` and a restart with a
+// config's shards block did. The replicas follow it at once: a drained
+// replica holds again, at once, the shards it dropped, without the
+// entries it handed to the other holders, and those holders stop
+// serving shards whose entries it never synced.
+const BugAssignOverwrites = "assign-overwrites"
+
+// HarnessBug reports whether bug is one the harness plays, not the
+// processes: they run without it, and any build of tallyd serves.
+func HarnessBug(bug string) bool { return bug == BugAssignOverwrites }
 
 // BugForwardAckUnapplied is the deliberate bug of a sharded region's
 // routing: a holder answers a forwarded write as served without applying
@@ -339,6 +354,9 @@ func (c Config) Validate() error {
 	}
 	if c.Bug == BugForwardAckUnapplied && !c.sharded() {
 		bad("bug %s: only a sharded run (replicas above 1) forwards", c.Bug)
+	}
+	if c.Bug == BugAssignOverwrites && (!c.sharded() || !c.has(FaultMove)) {
+		bad("bug %s: only a sharded run with moves (fault %s) has a settled map to overwrite", c.Bug, FaultMove)
 	}
 	if c.Bug == BugAckUnheld && !c.sharded() {
 		bad("bug %s: only a sharded run (replicas above 1) has shards a replica does not hold", c.Bug)

@@ -146,7 +146,7 @@ func startDeployment(ctx context.Context, cfg Config, dir, msgFaults string, reg
 		return nil, err
 	}
 	var extra []string
-	if cfg.Bug != "" {
+	if cfg.Bug != "" && !HarnessBug(cfg.Bug) {
 		extra = append(extra, "TALLY_CHAOS_BUG="+cfg.Bug)
 	}
 	d.env = childEnv(extra...)

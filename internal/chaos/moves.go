@@ -25,8 +25,9 @@ const moveWait = 2 * time.Minute
 // shard map bucket, the region's replicas reporting its progress): to
 // Copies holders each, or with Drain serving no keyed shard. The bucket
 // is made, and every region's map stored as the replicas' config
-// computes it, at the first move. The move runs in the background for
-// up to moveWait: the episode lasts Dur, and the next episodes (a kill
+// computes it, at the first move. The move runs in the background,
+// after the moves before it (one at a time), for up to moveWait from
+// when it begins: the episode lasts Dur, and the next episodes (a kill
 // of a joining or leaving replica, a cut) strike while it runs. The
 // executor waits for it before the final heal; a move that did not
 // finish is the episode's note.
@@ -83,11 +84,14 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 	}
 	x.steps[e.Region] = steps
 	x.mu.Unlock()
-	mctx, cancel := context.WithTimeout(ctx, moveWait)
 	x.moves.Go(func() {
-		defer cancel()
 		x.moveMu.Lock() // one move at a time: a region's map moves once at a time
 		defer x.moveMu.Unlock()
+		// moveWait from when this move begins: a move queued behind
+		// another once spent its time waiting, and timed out seconds
+		// after its join map.
+		mctx, cancel := context.WithTimeout(ctx, moveWait)
+		defer cancel()
 		t0 := time.Now()
 		res, err := node.MoveShards(mctx, node.MoveConfig{KV: x.kv, Target: target, Status: x.regionShards(e.Region),
 			Progress: func(format string, args ...any) { x.logf("move #%d: "+format, append([]any{e.Index}, args...)...) },
@@ -101,6 +105,14 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 		}
 		x.logf("move #%d done in %.1fs: %d shard copies moved, synced in %.1fs, released in %.1fs", e.Index,
 			time.Since(t0).Seconds(), res.Moved, res.Synced.Seconds(), res.Released.Seconds())
+		if x.cfg.Bug == BugAssignOverwrites {
+			if err := x.overwriteMap(mctx, e.Region); err != nil {
+				x.mu.Lock()
+				rec.Note = err.Error()
+				x.mu.Unlock()
+				x.logf("move #%d: %v", e.Index, err)
+			}
+		}
 	})
 	poll.Sleep(ctx, e.Dur)
 	return nil
@@ -187,6 +199,36 @@ func (x *executor) awaitStep(ctx context.Context, e Episode) (killed func(), err
 			once.Do(func() { close(c) })
 		}
 	}, nil
+}
+
+// overwriteMap plays the bug BugAssignOverwrites once region's move has
+// settled: it writes the map the replicas' config computes (shard.Assign
+// with Config.Copies) over the stored one in one compare-and-swap, as the
+// old assign did, with no join, switch or settle. A stored map equal to
+// the config's leaves nothing to overwrite: an error, since the control
+// would then test nothing.
+func (x *executor) overwriteMap(ctx context.Context, region string) error {
+	m, err := shard.Assign(region, x.replicaIDs(region), x.cfg.Copies)
+	if err != nil {
+		return fmt.Errorf("bug %s: %w", BugAssignOverwrites, err)
+	}
+	e, err := x.kv.Get(ctx, node.ShardMapKey(region))
+	if err != nil {
+		return fmt.Errorf("bug %s: read the map of %s: %w", BugAssignOverwrites, region, err)
+	}
+	cur, err := shard.Decode(e.Value())
+	if err != nil {
+		return fmt.Errorf("bug %s: the map of %s: %w", BugAssignOverwrites, region, err)
+	}
+	if cur.Equal(m) {
+		return fmt.Errorf("bug %s: the settled map of %s is the config's: nothing to overwrite", BugAssignOverwrites, region)
+	}
+	stored, err := node.PutShardMap(ctx, x.kv, m, e.Revision())
+	if err != nil {
+		return fmt.Errorf("bug %s: %w", BugAssignOverwrites, err)
+	}
+	x.logf("bug %s: the map of %s overwritten with the config's in one step, revision %d to %d", BugAssignOverwrites, region, e.Revision(), stored.Revision)
+	return nil
 }
 
 // replicaIDs are region's replicas.

@@ -170,6 +170,17 @@ func TestShardedConfigValidate(t *testing.T) {
 	if err := one.Validate(); err == nil || !strings.Contains(err.Error(), "only a sharded run") {
 		t.Errorf("bug %s without shards: %v", BugAckUnheld, err)
 	}
+	// An assign that overwrites needs a settled map to overwrite: a
+	// sharded run with moves.
+	still := DefaultConfig()
+	still.Binary, still.Bug, still.Replicas, still.Copies, still.Faults = "tallyd", BugAssignOverwrites, 3, 2, []string{FaultKill}
+	if err := still.Validate(); err == nil || !strings.Contains(err.Error(), "with moves") {
+		t.Errorf("bug %s without moves: %v", BugAssignOverwrites, err)
+	}
+	still.Faults = []string{FaultMove}
+	if err := still.Validate(); err != nil {
+		t.Errorf("bug %s with moves: %v", BugAssignOverwrites, err)
+	}
 }
 
 // A seeded plan's kill or wipe hits a replica of its region when the run

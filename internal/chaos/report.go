@@ -205,9 +205,15 @@ func (r *Report) WriteText(w io.Writer) {
 		if c.MsgFaults != "" {
 			build += ", message faults " + c.MsgFaults
 		}
-		if c.Bug != "" {
+		if c.Bug != "" && !HarnessBug(c.Bug) {
 			build += ", DELIBERATE BUG " + c.Bug
 		}
+	}
+	if HarnessBug(c.Bug) {
+		if !c.ChaosBuild {
+			build = "normal build (no message faults)"
+		}
+		build += ", DELIBERATE BUG " + c.Bug + " (played by the harness)"
 	}
 	faults := strings.Join(c.Faults, ",")
 	if faults == "" {
