@@ -24,6 +24,9 @@ type Replication interface {
 	Stale() bool
 	// StaleFor is Stale counting only the peers holding key's shard.
 	StaleFor(key string) bool
+	// StalenessFor maps each peer holding key's shard to the ms since it
+	// was last heard from (-1: never).
+	StalenessFor(key string) map[string]int64
 	// PeerHolds says whether peer holds key's shard.
 	PeerHolds(peer, key string) bool
 	// Recovered says whether this replica finished recovering from its
@@ -81,13 +84,7 @@ func (s *Server) staleness(key string) map[string]int64 {
 	if s.cfg.Replication == nil {
 		return nil
 	}
-	out := make(map[string]int64)
-	for _, p := range s.cfg.Replication.Peers() {
-		if s.cfg.Replication.PeerHolds(p.Replica, key) {
-			out[p.Replica] = p.LastHeardAgoMs
-		}
-	}
-	return out
+	return s.cfg.Replication.StalenessFor(key)
 }
 
 // replicationStatus adds peers and pending work to /v1/status.

@@ -59,6 +59,30 @@ func (r *Replicator) StaleFor(name string) bool {
 	return false
 }
 
+// StalenessFor maps each peer holding name's shard (every peer,
+// unsharded) to the milliseconds since it was last heard from (-1:
+// never): what a read says of how old its view of each replica may be.
+// It is Peers for one key without the rest of each peer's status, since
+// every read asks it.
+func (r *Replicator) StalenessFor(name string) map[string]int64 {
+	s := shard.Of(name)
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int64, len(r.peers))
+	for _, p := range r.peers {
+		if r.cfg.Shards != nil && !r.cfg.Shards.Holds(p.id, s) {
+			continue
+		}
+		ago := int64(-1)
+		if !p.lastHeard.IsZero() {
+			ago = now.Sub(p.lastHeard).Milliseconds()
+		}
+		out[p.id] = ago
+	}
+	return out
+}
+
 // PeerHolds reports whether peer holds the shard of a vector or record
 // name (every peer does in an unsharded deployment).
 func (r *Replicator) PeerHolds(peer, name string) bool {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
@@ -367,4 +368,32 @@ func TestShardedDigestBytesFollowSharedSegments(t *testing.T) {
 		}
 	}
 	t.Logf("idle round: %d bytes of digest exchanges; every digest to every peer would be %d", idle, pairs*oldPair)
+}
+
+// A read's staleness names the peers holding its key's shard, each with
+// how long ago it was last heard from, by the replica's clock: what Peers
+// says of those peers, and nothing of the others.
+func TestStalenessForNamesTheKeysHolders(t *testing.T) {
+	var sb, sc shard.Set
+	sb.Add(1)
+	sc.Add(2)
+	s, _ := shardedScenario(t, setView{"b": &sb, "c": &sc}, nil, "a", "b", "c")
+	a := s.nodes["a"]
+	s.clock.Advance(1500 * time.Millisecond)
+	var key string
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("k%d", i); shard.Of(k) == 1 {
+			key = k
+		}
+	}
+	got := a.rep.StalenessFor(key)
+	want := map[string]int64{}
+	for _, p := range a.rep.Peers() {
+		if p.Replica == "b" {
+			want["b"] = p.LastHeardAgoMs
+		}
+	}
+	if len(got) != 1 || got["b"] != want["b"] || got["b"] < 1500 {
+		t.Fatalf("staleness of %s (shard 1, held by b and not c): %v, want %v (at least 1500 ms)", key, got, want)
+	}
 }
