@@ -339,6 +339,12 @@ func (r *Replicator) flush(f *flusher) {
 	}
 	now := r.cfg.Now()
 	idle := len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && len(asks) == 0
+	beat := now.Sub(f.lastSent) >= r.cfg.HeartbeatInterval
+	if idle && !beat {
+		// Most ticks: nothing to send. The root folds every segment's
+		// digest, so it is only taken for a message.
+		return
+	}
 	root := r.cfg.Store.Root()
 	if r.cfg.Shards != nil {
 		if !idle {
@@ -346,13 +352,10 @@ func (r *Replicator) flush(f *flusher) {
 				r.publish(f, g.shard, root, g.vecs, g.recs, g.pages, g.asks)
 			}
 		}
-		if now.Sub(f.lastSent) >= r.cfg.HeartbeatInterval {
+		if beat {
 			r.publish(f, baseSubject, root, nil, nil, nil, nil)
 			f.lastSent = now
 		}
-		return
-	}
-	if idle && now.Sub(f.lastSent) < r.cfg.HeartbeatInterval {
 		return
 	}
 	r.publish(f, baseSubject, root, vecs, recs, pages, asks)

@@ -91,6 +91,10 @@ func httpsJSON(t *testing.T, c *http.Client, method, url, body, token string) (i
 // caller with a JSON 401 over the real listener, and /v1/status shows
 // the auth posture to the admin only.
 func TestServePublicListenerNeedsAdminToken(t *testing.T) {
+	// Its wrong tokens are slowed (one a second after the first ten, per
+	// server): about 20 s of waiting, beside the other tests rather than
+	// before them. Its server and data directory are its own.
+	t.Parallel()
 	certs := testkit.NewCerts(t)
 	public := []string{"--listen", "0.0.0.0:0", "--tls-cert", certs.Cert, "--tls-key", certs.Key, "--write-token", "wt"}
 

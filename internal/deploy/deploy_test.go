@@ -275,6 +275,7 @@ func grants(t *testing.T, u string, wantDup bool) {
 // into all three regions of a deployment at once, and every region's
 // /v1/milestones shows the same events, each milestone exactly once.
 func TestMilestonesFireOnce(t *testing.T) {
+	startsThreeRegions(t, "starts three regions")
 	run := struct{ urls []string }{startDeployment(t, "every:25").URLs()}
 	const perRegion = 60 // 180 counted likes: at least milestones 25..175
 	for _, u := range run.urls {
