@@ -94,7 +94,7 @@ func (s *Server) postBackup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.rep.Backup(real)
+	b, err := s.rep.Admin().Backup(real)
 	switch {
 	case errors.Is(err, os.ErrExist):
 		return newError(http.StatusConflict, frontdoor.CodeExists, "dir exists: a backup goes into a new directory")

@@ -33,7 +33,8 @@ type Backup struct {
 // state). It also forgets what the replica did after the copy that must
 // not happen twice (storage.Batch.ForgetRun: its event log ids, its
 // numbering queues and leases).
-func (r *Replica) Backup(dir string) (Backup, error) {
+func (a Admin) Backup(dir string) (Backup, error) {
+	r := a.r
 	at := time.Now()
 	if err := r.store.Checkpoint(dir); err != nil {
 		return Backup{}, err
