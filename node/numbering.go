@@ -18,8 +18,8 @@ package node
 //     no wake-up hook yet;
 //  5. the replica, numbering from the holders (region.Numbering.Seq) and
 //     waking the claimers (Numbering.OnClaim = claimer.Kick);
-//  6. start: holder.Attach(replica.NumbersReady) and
-//     holder.AttachFinal(replica.Finalize, adapted), then the holder, feed
+//  6. start: holder.Attach(replica.Numbers().Ready) and
+//     holder.AttachFinal(replica.Numbers().Finalize, adapted), then the holder, feed
 //     and claimer goroutines start.
 //
 // Nothing runs before step 6, so the hook Attach sets is in place before

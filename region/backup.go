@@ -13,7 +13,7 @@ import (
 // replica started on it logs that it starts from a backup.
 const metaRestored = "restored-from-backup"
 
-// Backup is what Replica.Backup wrote.
+// Backup is what Admin.Backup wrote.
 type Backup struct {
 	Dir   string
 	Bytes int64 // the copy's size on disk (hard links count in full)

@@ -420,7 +420,7 @@ func BenchmarkSeries30d(b *testing.B) {
 }
 
 // BenchmarkTrending100k ranks the top 10 liked items of the last 10
-// minutes (Replica.Trending, as GET /v1/trending?window=10m): 100,000
+// minutes (Windows.Trending, as GET /v1/trending?window=10m): 100,000
 // items were each liked once in those 10 minutes and 200,000 more likes
 // drawn Zipf-distributed over them (fake clock, 500 likes a second).
 func BenchmarkTrending100k(b *testing.B) {

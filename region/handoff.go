@@ -267,7 +267,7 @@ func (r *Replica) scanRights() (map[string]int64, error) {
 	}
 	out := make(map[string]int64, len(keys))
 	for key := range keys {
-		main, inboxes, err := r.store.Budget(key) // one point in time, as Replica.Budget
+		main, inboxes, err := r.store.Budget(key) // one point in time, as Budgets.Get
 		if err != nil {
 			return nil, fmt.Errorf("scan budget rights: %w", err)
 		}

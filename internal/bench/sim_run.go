@@ -283,7 +283,7 @@ func (d *simDeployment) medianEmpty(ctx context.Context) (int64, error) {
 
 // runLoad likes cfg.Likes pairs: like n is of item n mod Items by user
 // u<n>, at a holder of the item's shard in a region drawn from the seed,
-// through Replica.Like, Writers at a time. Then it waits for every copy.
+// through Likes.Like, Writers at a time. Then it waits for every copy.
 func (d *simDeployment) runLoad(ctx context.Context, res *simLoad, out io.Writer) error {
 	cfg := d.cfg
 	w0 := d.wire.snapshot()
