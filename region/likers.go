@@ -53,3 +53,19 @@ func (l Lists) LikedItems(user, after string, limit int) ([]storage.Listed, bool
 	}
 	return r.store.LikedItems(user, after, limit)
 }
+
+// MaxListLimit bounds one page of Likers and LikedItems.
+const MaxListLimit = 1000
+
+func (r *Replica) checkList(id, after string, limit int) error {
+	if !r.cfg.LikeLists {
+		return ErrNoLists
+	}
+	if !crdt.ValidID(id) || after != "" && !crdt.ValidItemName(after) {
+		return fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	if limit < 1 || limit > MaxListLimit {
+		return fmt.Errorf("%w: limit %d: want 1..%d", ErrInvalid, limit, MaxListLimit)
+	}
+	return nil
+}

@@ -158,6 +158,15 @@ func (t *txn) decideLike(item, user string, rs *recState, vs *vecState, a crdt.A
 	return Result{Liked: a.Liked, Changed: changed, Value: vs.cur.Value()}
 }
 
+// LikeState is a user's like of an item as this replica sees it.
+type LikeState struct {
+	Liked bool
+	// HLC and Origin are the winning like or unlike's stamp and the
+	// replica that accepted it (zero if the user never liked the item).
+	HLC    crdt.HLC
+	Origin string
+}
+
 // Like marks item liked by user.
 func (l Likes) Like(ctx context.Context, item, user string) (Result, error) {
 	return l.r.do1(ctx, Op{Kind: OpLike, Item: item, User: user})

@@ -1,5 +1,4 @@
-// The reads of counts and likes: vectors, a user's like, like lists and
-// records.
+// The reads of vectors, which Likes.Count and Counters.Get are.
 
 package region
 
@@ -50,29 +49,4 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 		rd.ApproxError = r.approx.errorOf(item)
 	}
 	return rd, nil
-}
-
-// LikeState is a user's like of an item as this replica sees it.
-type LikeState struct {
-	Liked bool
-	// HLC and Origin are the winning like or unlike's stamp and the
-	// replica that accepted it (zero if the user never liked the item).
-	HLC    crdt.HLC
-	Origin string
-}
-
-// MaxListLimit bounds one page of Likers and LikedItems.
-const MaxListLimit = 1000
-
-func (r *Replica) checkList(id, after string, limit int) error {
-	if !r.cfg.LikeLists {
-		return ErrNoLists
-	}
-	if !crdt.ValidID(id) || after != "" && !crdt.ValidItemName(after) {
-		return fmt.Errorf("%w: bad id", ErrInvalid)
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return fmt.Errorf("%w: limit %d: want 1..%d", ErrInvalid, limit, MaxListLimit)
-	}
-	return nil
 }
