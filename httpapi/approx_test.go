@@ -89,7 +89,7 @@ func TestApproxCounterAnswers(t *testing.T) {
 	var w api.Window
 	decode(t, e.do("GET", "/v1/counters/hot:a/window?last=60s", ""), &w)
 	wm := float64(w.Replicas["us-1"].P + w.Replicas["us-1"].N)
-	cr, _ := e.rep.Counter("hot:a")
+	cr, _ := e.rep.Counters().Get("hot:a")
 	cm := float64(cr.Vector.Get("us-1").P + cr.Vector.Get("us-1").N)
 	if !w.Approx || w.Mode != api.ModeApprox || w.Error == nil || w.Value != cr.Value ||
 		w.Error.Std != int64(math.Ceil(0.01*math.Sqrt(2*cm*wm))) {

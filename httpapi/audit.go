@@ -20,18 +20,18 @@ func (s *Server) getAudit(w http.ResponseWriter, r *http.Request) error {
 	switch k := q.Get("kind"); {
 	case k == "" && key == "":
 	case k == "likes":
-		kind = region.Likes
+		kind = region.KindLikes
 	case k == "counters":
-		kind = region.Counters
+		kind = region.KindCounters
 	case k == "budgets":
-		kind = region.Budgets
+		kind = region.KindBudgets
 	default:
 		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %q: want likes, counters or budgets, with key", k)
 	}
 	if kind != 0 && key == "" {
 		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind needs a key")
 	}
-	rep, err := s.rep.Audit(kind, key)
+	rep, err := s.rep.Admin().Audit(kind, key)
 	if err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	} else {
-		own, err := s.rep.History(item, user, limit)
+		own, err := s.rep.Likes().History(item, user, limit)
 		if err != nil {
 			return err
 		}

@@ -71,7 +71,7 @@ func within(path, dir string) bool {
 
 // POST /v1/admin/backup {"dir": "/abs/path"}: write a consistent
 // checkpoint of this replica's store into dir, a new directory on the
-// replica's machine, prepared to be restored (region.Replica.Backup).
+// replica's machine, prepared to be restored (region.Admin.Backup).
 func (s *Server) postBackup(w http.ResponseWriter, r *http.Request) error {
 	var req backupRequest
 	if err := s.decodeRequired(w, r, &req, `{"dir":"/var/backups/tally/us-1-20250101"}`); err != nil {
@@ -94,7 +94,7 @@ func (s *Server) postBackup(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := s.rep.Backup(real)
+	b, err := s.rep.Admin().Backup(real)
 	switch {
 	case errors.Is(err, os.ErrExist):
 		return newError(http.StatusConflict, frontdoor.CodeExists, "dir exists: a backup goes into a new directory")

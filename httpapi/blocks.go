@@ -35,7 +35,7 @@ func (s *Server) block(w http.ResponseWriter, r *http.Request, blocked bool) err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Block(ctx, user, blocked)
+	res, err := s.rep.Admin().Block(ctx, user, blocked)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (s *Server) getBlock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	f, err := s.rep.Flag(user)
+	f, err := s.rep.Admin().Flag(user)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) getBlocks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	flags, more, err := s.rep.Flags(after, limit, true)
+	flags, more, err := s.rep.Admin().Flags(after, limit, true)
 	if err != nil {
 		return err
 	}

@@ -140,7 +140,7 @@ func (s *Server) getBudget(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Budget(key)
+	rd, err := s.rep.Budgets().Get(key)
 	if err != nil {
 		return err
 	}
@@ -253,7 +253,7 @@ func (s *Server) putHandoff(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	h, err := s.rep.HandOffRights(ctx, to)
+	h, err := s.rep.Budgets().HandOffRights(ctx, to)
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func (s *Server) knownPeer(to string) error {
 
 // GET /v1/admin/budgets/handoff
 func (s *Server) getHandoff(w http.ResponseWriter, _ *http.Request) error {
-	h, err := s.rep.HandoffStatus()
+	h, err := s.rep.Budgets().HandoffStatus()
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func (s *Server) getHandoff(w http.ResponseWriter, _ *http.Request) error {
 func (s *Server) deleteHandoff(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	if err := s.rep.CancelHandoff(ctx); err != nil {
+	if err := s.rep.Budgets().CancelHandoff(ctx); err != nil {
 		return err
 	}
 	s.log.Warn("budget rights handoff cancelled by admin")

@@ -92,7 +92,7 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Counter(key)
+	rd, err := s.rep.Counters().Get(key)
 	if err != nil {
 		return err
 	}

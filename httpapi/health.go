@@ -96,7 +96,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) error {
 	if s.cfg.RESP != nil {
 		out.RESP = s.cfg.RESP()
 	}
-	for _, r := range s.rep.ApproxRules() {
+	for _, r := range s.rep.Counters().ApproxRules() {
 		out.Approx = append(out.Approx, api.ApproxRule{Prefix: r.Prefix, Error: r.Error})
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -185,7 +185,7 @@ func num(t *testing.T, m map[string]any, field string) int64 {
 
 func (e *env) likes(item string) int64 {
 	e.t.Helper()
-	rd, err := e.rep.Likes(item)
+	rd, err := e.rep.Likes().Count(item)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func (e *env) likes(item string) int64 {
 
 func (e *env) counter(key string) int64 {
 	e.t.Helper()
-	rd, err := e.rep.Counter(key)
+	rd, err := e.rep.Counters().Get(key)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func (e *env) counter(key string) int64 {
 
 func (e *env) liked(item, user string) bool {
 	e.t.Helper()
-	ok, err := e.rep.Liked(item, user)
+	ok, err := e.rep.Likes().Liked(item, user)
 	if err != nil {
 		e.t.Fatal(err)
 	}

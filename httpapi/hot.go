@@ -142,7 +142,7 @@ func (s *Server) partAnswers(r *http.Request, item string, n int, local func(k i
 // as read here.
 func (s *Server) partLikes(item string, k, n int) (api.Likes, error) {
 	name := crdt.PartName(item, k)
-	rd, err := s.rep.Likes(name)
+	rd, err := s.rep.Likes().Count(name)
 	if err != nil {
 		return api.Likes{}, err
 	}
@@ -247,7 +247,7 @@ func (s *Server) hotFeedItem(r *http.Request, item, user string, n int) (hotFeed
 	out := hotFeed{FeedItem: api.FeedItem{Item: item, Count: likes.Count}, approx: likes.Approx, partial: likes.Partial}
 	name := s.hotName(item, user)
 	if s.holds(name) {
-		st, err := s.rep.LikeOf(name, user)
+		st, err := s.rep.Likes().State(name, user)
 		if err != nil {
 			return hotFeed{}, err
 		}
@@ -277,7 +277,7 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 		return err
 	}
 	page := func(k int) (api.Likers, error) {
-		l, more, err := s.rep.Likers(crdt.PartName(item, k), after, limit)
+		l, more, err := s.rep.Lists().Likers(crdt.PartName(item, k), after, limit)
 		if err != nil {
 			return api.Likers{}, err
 		}
@@ -333,7 +333,7 @@ func localPart(serve func(w http.ResponseWriter) error) (json.RawMessage, error)
 // part k alone with ?part=k, else the parts' windows summed.
 func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item string, n int) error {
 	read := func(w http.ResponseWriter, k int) error {
-		return s.window(w, r, region.Likes, crdt.PartName(item, k))
+		return s.window(w, r, region.KindLikes, crdt.PartName(item, k))
 	}
 	if k, one, err := queryPart(r, n); err != nil {
 		return err
@@ -386,7 +386,7 @@ func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item strin
 // by point.
 func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item string, n int) error {
 	read := func(w http.ResponseWriter, k int) error {
-		return s.series(w, r, region.Likes, []string{crdt.PartName(item, k)})
+		return s.series(w, r, region.KindLikes, []string{crdt.PartName(item, k)})
 	}
 	if k, one, err := queryPart(r, n); err != nil {
 		return err

@@ -83,14 +83,14 @@ func TestHotItemParts(t *testing.T) {
 		if c > 0 {
 			nonEmpty++
 		}
-		if rd, err := e.rep.Likes(fmt.Sprintf("viral:1|%d", k)); err != nil || rd.Value != int64(c) {
+		if rd, err := e.rep.Likes().Count(fmt.Sprintf("viral:1|%d", k)); err != nil || rd.Value != int64(c) {
 			t.Fatalf("part %d reads %d, stored %v %v", k, c, rd.Value, err)
 		}
 	}
 	if sum != 25 || nonEmpty != 3 {
 		t.Fatalf("parts sum to %d over %d parts, want 25 over 3", sum, nonEmpty)
 	}
-	if rd, _ := e.rep.Likes("viral:1"); rd.Value != 0 {
+	if rd, _ := e.rep.Likes().Count("viral:1"); rd.Value != 0 {
 		t.Fatalf("the item's own vector holds %d: likes went there, not to parts", rd.Value)
 	}
 	if r := e.do("GET", "/v1/likes/viral:1?part=3", ""); r.status != 400 {

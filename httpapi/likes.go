@@ -243,7 +243,7 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	if n := s.cfg.Hot.Parts(item); n > 0 {
 		return s.getHotLikes(w, r, item, n)
 	}
-	rd, err := s.rep.Likes(item)
+	rd, err := s.rep.Likes().Count(item)
 	if err != nil {
 		return err
 	}

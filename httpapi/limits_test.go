@@ -77,7 +77,7 @@ func TestUserOverLimitIsRefusedOnEveryLikeRoute(t *testing.T) {
 		limited(t, e.send(q), "user")
 	}
 	e.do("PUT", "/v1/likes/p3/bob", "").ok(t) // same client, another user
-	if n, _ := e.rep.Likes("p3"); n.Value != 1 {
+	if n, _ := e.rep.Likes().Count("p3"); n.Value != 1 {
 		t.Fatalf("p3 has %d likes, want 1 (bob's)", n.Value)
 	}
 }

@@ -37,7 +37,7 @@ func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rep.LikeOf(s.hotName(ids[0], ids[1]), ids[1])
+	st, err := s.rep.Likes().State(s.hotName(ids[0], ids[1]), ids[1])
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
 	if item, err := pathID(r, "item"); err == nil && s.cfg.Hot.Parts(item) > 0 {
 		return s.getHotLikers(w, r, item, s.cfg.Hot.Parts(item))
 	}
-	return s.list(w, r, "item", s.rep.Likers, func(item string, users []api.ListEntry, next string) any {
+	return s.list(w, r, "item", s.rep.Lists().Likers, func(item string, users []api.ListEntry, next string) any {
 		return api.Likers{Item: item, Users: users, Next: next}
 	})
 }
@@ -121,7 +121,7 @@ func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
 // merge by item.
 func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
 	if !s.sharded(r) {
-		return s.list(w, r, "user", s.rep.LikedItems, func(user string, items []api.ListEntry, next string) any {
+		return s.list(w, r, "user", s.rep.Lists().LikedItems, func(user string, items []api.ListEntry, next string) any {
 			if !gathered(r) {
 				partsAsItems(items)
 			}
@@ -136,7 +136,7 @@ func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	l, more, err := s.rep.LikedItems(user, after, limit)
+	l, more, err := s.rep.Lists().LikedItems(user, after, limit)
 	if err != nil {
 		return err
 	}
@@ -229,11 +229,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 			}
 			continue
 		}
-		rd, err := s.rep.Likes(item)
+		rd, err := s.rep.Likes().Count(item)
 		if err != nil {
 			return err
 		}
-		st, err := s.rep.LikeOf(item, req.User)
+		st, err := s.rep.Likes().State(item, req.User)
 		if err != nil {
 			return err
 		}

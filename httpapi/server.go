@@ -311,10 +311,10 @@ func (s *Server) newRouter() *mux.Router {
 
 	// Windows first: a GET of /v1/likes/{item}/window is the window, not
 	// the like of a user named "window".
-	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(region.Likes, "item"))).Methods(http.MethodGet)
-	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(region.Likes, "item"))).Methods(http.MethodGet)
-	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(region.Counters, "key"))).Methods(http.MethodGet)
-	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(region.Counters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/window", s.Handler(s.getKeyWindow(region.KindLikes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/likes/"+item+"/series", s.Handler(s.getKeySeries(region.KindLikes, "item"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/window", s.Handler(s.getKeyWindow(region.KindCounters, "key"))).Methods(http.MethodGet)
+	rt.Handle("/v1/counters/"+key+"/series", s.Handler(s.getKeySeries(region.KindCounters, "key"))).Methods(http.MethodGet)
 	rt.Handle("/v1/window", s.Handler(s.getWindow)).Methods(http.MethodGet)
 	rt.Handle("/v1/series", s.Handler(s.getSeries)).Methods(http.MethodGet)
 	rt.Handle("/v1/trending", s.Handler(s.getTrending)).Methods(http.MethodGet)

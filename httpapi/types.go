@@ -57,7 +57,7 @@ func (s *Server) putType(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.SetType(ctx, name, owner, status, desc)
+	res, err := s.rep.Admin().SetType(ctx, name, owner, status, desc)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *Server) getType(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	m, ok, err := s.rep.Type(name)
+	m, ok, err := s.rep.Admin().Type(name)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) getTypeTotal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sums, err := s.rep.TypeTotal(kind, name, s.typeShardOf())
+	sums, err := s.rep.Admin().TypeTotal(kind, name, s.typeShardOf())
 	if err != nil {
 		return fmt.Errorf("type total: %w", err)
 	}
@@ -138,7 +138,7 @@ func (s *Server) getTypeWindow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	win, sums, err := s.rep.TypeWindow(kind, name, fromMs, toMs, s.typeShardOf())
+	win, sums, err := s.rep.Admin().TypeWindow(kind, name, fromMs, toMs, s.typeShardOf())
 	if err != nil {
 		return windowErr(err)
 	}
@@ -198,13 +198,13 @@ func (s *Server) typeQuery(r *http.Request, params ...string) (string, region.Ki
 			return "", 0, err
 		}
 	}
-	kind := region.Counters
+	kind := region.KindCounters
 	if v := q.Get("kind"); v != "" {
 		if kind, err = parseKind(v); err != nil {
 			return "", 0, err
 		}
 	}
-	if _, ok, err := s.rep.Type(name); err != nil {
+	if _, ok, err := s.rep.Admin().Type(name); err != nil {
 		return "", 0, err
 	} else if !ok {
 		return "", 0, newError(http.StatusNotFound, frontdoor.CodeNotFound, "no event type %q is registered", name)
@@ -293,7 +293,7 @@ func (s *Server) getTypes(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	types, more, err := s.rep.Types(after, limit)
+	types, more, err := s.rep.Admin().Types(after, limit)
 	if err != nil {
 		return err
 	}
@@ -324,7 +324,7 @@ func withMeta(q url.Values) (bool, error) {
 
 // typeMeta is the metadata of key's event type, nil if it has none.
 func (s *Server) typeMeta(key string) *api.TypeMeta {
-	name, m, ok := s.rep.TypeOf(key)
+	name, m, ok := s.rep.Admin().TypeOf(key)
 	if !ok {
 		return nil
 	}

@@ -201,7 +201,7 @@ func (s *Server) uniqueRange(q url.Values) (fromMs, toMs int64, windowed bool, e
 		if err != nil {
 			return 0, 0, false, err
 		}
-		fromMs, toMs, err := s.rep.UniqueRange(d)
+		fromMs, toMs, err := s.rep.Uniques().Range(d)
 		return fromMs, toMs, true, windowErr(err)
 	case from == "":
 		return 0, 0, false, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=24h) or from (and to)")
@@ -217,9 +217,9 @@ func (s *Server) readUniques(keys []string, fromMs, toMs int64, windowed bool) (
 		return region.UniqueRead{Sketch: new(crdt.HLL), ByReplica: map[string]*crdt.HLL{}}, nil
 	}
 	if windowed {
-		return s.rep.UniquesWindow(held, fromMs, toMs)
+		return s.rep.Uniques().Window(held, fromMs, toMs)
 	}
-	return s.rep.Uniques(held)
+	return s.rep.Uniques().Read(held)
 }
 
 // uniquesPart is a replica's answer to a union gathered from its region:

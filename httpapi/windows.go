@@ -189,7 +189,7 @@ func (s *Server) windowRange(q url.Values, kind region.Kind, key string, step ti
 			toMs = crdt.SlotStart(s.rep.Now().UnixMilli(), st/1000)*1000 + st
 			return toMs - (d.Milliseconds()+st-1)/st*st, toMs, nil
 		}
-		fromMs, toMs, err := s.rep.WindowRange(kind, key, d)
+		fromMs, toMs, err := s.rep.Windows().Range(kind, key, d)
 		return fromMs, toMs, windowErr(err)
 	case from == "":
 		return 0, 0, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=60s) or from (and to)")
@@ -246,9 +246,9 @@ func windowKey(q url.Values) (region.Kind, string, error) {
 func parseKind(s string) (region.Kind, error) {
 	switch s {
 	case "likes", "":
-		return region.Likes, nil
+		return region.KindLikes, nil
 	case "counters":
-		return region.Counters, nil
+		return region.KindCounters, nil
 	}
 	return 0, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "kind %s is not likes or counters", quoteShort(s))
 }
@@ -260,7 +260,7 @@ func (s *Server) getKeyWindow(kind region.Kind, name string) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.Likes {
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.KindLikes {
 			return s.getHotWindow(w, r, key, n) // hot.go
 		}
 		return s.window(w, r, kind, key)
@@ -274,7 +274,7 @@ func (s *Server) getWindow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.Likes {
+	if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.KindLikes {
 		return s.getHotWindow(w, r, key, n) // hot.go
 	}
 	return s.window(w, r, kind, key)
@@ -285,7 +285,7 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind region.Kind
 	if err != nil {
 		return err
 	}
-	win, err := s.rep.WindowOf(kind, key, fromMs, toMs)
+	win, err := s.rep.Windows().Of(kind, key, fromMs, toMs)
 	if err != nil {
 		return windowErr(err)
 	}
@@ -302,7 +302,7 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind region.Kind
 	if relErr := s.approxError(kind, key); relErr > 0 {
 		out.Approx, out.Mode = true, api.ModeApprox
 		if key != "" {
-			counter, err := s.rep.Counter(key)
+			counter, err := s.rep.Counters().Get(key)
 			if err != nil {
 				return err
 			}
@@ -317,10 +317,10 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind region.Kind
 // for an exact counter and for likes. The counters' total ("") has the
 // largest target of any rule: it adds up every counter.
 func (s *Server) approxError(kind region.Kind, key string) float64 {
-	if kind != region.Counters {
+	if kind != region.KindCounters {
 		return 0
 	}
-	return s.rep.ApproxError(key)
+	return s.rep.Counters().ApproxError(key)
 }
 
 // fmtSpan writes a whole number of seconds compactly: "1s", "10m", "1h",
@@ -351,7 +351,7 @@ func (s *Server) getKeySeries(kind region.Kind, name string) handlerFunc {
 		if err != nil {
 			return err
 		}
-		if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.Likes {
+		if n := s.cfg.Hot.Parts(key); n > 0 && kind == region.KindLikes {
 			return s.getHotSeries(w, r, key, n) // hot.go
 		}
 		return s.series(w, r, kind, []string{key})
@@ -385,7 +385,7 @@ func (s *Server) getSeries(w http.ResponseWriter, r *http.Request) error {
 				return err
 			}
 		}
-		if n := s.cfg.Hot.Parts(k); n > 0 && kind == region.Likes {
+		if n := s.cfg.Hot.Parts(k); n > 0 && kind == region.KindLikes {
 			if len(keys) > 1 {
 				return newError(http.StatusBadRequest, frontdoor.CodeBadRequest,
 					"item %s is split into parts (hot): ask for its series alone", quoteShort(k))
@@ -436,7 +436,7 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind region.Kind
 		if k == "*" {
 			k = ""
 		}
-		win, err := s.rep.Series(kind, k, fromMs, toMs, step)
+		win, err := s.rep.Windows().Series(kind, k, fromMs, toMs, step)
 		if err != nil {
 			return windowErr(err)
 		}
@@ -564,7 +564,7 @@ func (s *Server) seriesSpread(w http.ResponseWriter, r *http.Request, keys []str
 
 // seriesError bounds each point of an approximate counter's series.
 func (s *Server) seriesError(relErr float64, key string, points []region.Point) (*api.SeriesError, error) {
-	counter, err := s.rep.Counter(key)
+	counter, err := s.rep.Counters().Get(key)
 	if err != nil {
 		return nil, err
 	}
@@ -631,7 +631,7 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		}
 		only = func(replica string) bool { return regions[replica] == zone }
 	}
-	tr, err := s.rep.Trending(kind, prefix, last, n, only)
+	tr, err := s.rep.Windows().Trending(kind, prefix, last, n, only)
 	if err != nil {
 		return windowErr(err)
 	}

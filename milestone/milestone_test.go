@@ -59,13 +59,13 @@ func (n *node) open(t *testing.T, js jetstream.JetStream, kv alloc.KV, rule Rule
 		KV: kv, Sequence: "likes", Holder: n.id, Restored: restored,
 		TTL: 400 * time.Millisecond, Target: 100 * time.Millisecond, IdleRelease: 200 * time.Millisecond,
 		MinBlock: 4, MaxBlock: 64,
-		OnReady: func() { n.rep.NumbersReady() },
+		OnReady: func() { n.rep.Numbers().Ready() },
 		OnFinal: func(ctx context.Context, blocks []alloc.Closed) error {
 			fb := make([]region.FinalBlock, len(blocks))
 			for i, b := range blocks {
 				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
 			}
-			return n.rep.Finalize(ctx, "likes", fb)
+			return n.rep.Numbers().Finalize(ctx, "likes", fb)
 		},
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 			for k := 0; k < 150+rng.IntN(150); k++ {
 				i := rng.IntN(3)
 				item, user := fmt.Sprintf("item%d", rng.IntN(4)), fmt.Sprintf("u%d", k)
-				res, err := nodes[i].rep.Like(ctx, item, user)
+				res, err := nodes[i].rep.Likes().Like(ctx, item, user)
 				if err != nil || !res.Changed {
 					t.Fatalf("like: %+v %v", res, err)
 				}
@@ -255,7 +255,7 @@ func TestMilestonesFireExactlyOnce(t *testing.T) {
 // settled reports whether replica id has numbered every like and settled
 // every claim.
 func settled(t *testing.T, id string, r *region.Replica) error {
-	if n, c := r.Unnumbered("likes"), pendingClaims(t, r); n != 0 || c != 0 {
+	if n, c := r.Numbers().Unnumbered("likes"), pendingClaims(t, r); n != 0 || c != 0 {
 		return fmt.Errorf("%s: %d likes unnumbered, %d claims pending", id, n, c)
 	}
 	return nil
@@ -263,7 +263,7 @@ func settled(t *testing.T, id string, r *region.Replica) error {
 
 func pendingClaims(t *testing.T, r *region.Replica) int {
 	n := 0
-	if err := r.Claims("likes", func(uint64, storage.CountedLike) bool { n++; return true }); err != nil {
+	if err := r.Numbers().Claims("likes", func(uint64, storage.CountedLike) bool { n++; return true }); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -327,7 +327,7 @@ func TestMilestonesFireAfterTheBurst(t *testing.T) {
 			nodes[i].open(t, js, kv, rule, true)
 		}
 		for k := range burst {
-			if _, err := nodes[rng.IntN(3)].rep.Like(ctx, fmt.Sprintf("item%d", rng.IntN(3)), fmt.Sprintf("u%d", k)); err != nil {
+			if _, err := nodes[rng.IntN(3)].rep.Likes().Like(ctx, fmt.Sprintf("item%d", rng.IntN(3)), fmt.Sprintf("u%d", k)); err != nil {
 				t.Fatal(err)
 			}
 		}

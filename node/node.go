@@ -313,7 +313,7 @@ func (n *Node) handOffShards(ctx context.Context, shards shard.Set, m shard.Map)
 		}
 		return ""
 	}
-	moved, err := n.replica.HandOffShards(ctx, shards.List(), to)
+	moved, err := n.replica.Budgets().HandOffShards(ctx, shards.List(), to)
 	if err != nil {
 		n.log.Warn("handing the budget rights of shards this replica left to their holders", "shards", shards.Len(), "error", err)
 		return
@@ -325,7 +325,7 @@ func (n *Node) handOffShards(ctx context.Context, shards shard.Set, m shard.Map)
 
 // dropShards drops this replica's data of shards it keeps no longer.
 func (n *Node) dropShards(ctx context.Context, shards shard.Set) {
-	entries, err := n.replica.DropShards(ctx, shards.List())
+	entries, err := n.replica.Admin().DropShards(ctx, shards.List())
 	if err != nil {
 		n.log.Error("dropping the data of shards this replica keeps no longer", "shards", shards.Ranges(), "error", err)
 		return

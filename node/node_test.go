@@ -125,21 +125,21 @@ func TestHTTPWriteTimeoutCoversTheRequestTimeout(t *testing.T) {
 func TestRestartCancelsAHandoffToAReplicaNoLongerAPeer(t *testing.T) {
 	cfg := standalone(t.TempDir())
 	n := startT(t, cfg)
-	if _, err := n.Replica().HandOffRights(context.Background(), "gone-1"); err != nil {
+	if _, err := n.Replica().Budgets().HandOffRights(context.Background(), "gone-1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := n.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	n = startT(t, cfg) // no peers: gone-1 is not one
-	if to := n.Replica().HandoffTarget(); to != "" {
+	if to := n.Replica().Budgets().HandoffTarget(); to != "" {
 		t.Fatalf("after a restart without gone-1 as a peer, the handoff goes to %q", to)
 	}
 	if err := n.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	n = startT(t, cfg)
-	if to := n.Replica().HandoffTarget(); to != "" {
+	if to := n.Replica().Budgets().HandoffTarget(); to != "" {
 		t.Fatalf("the cancelled handoff came back: %q", to)
 	}
 }

@@ -18,8 +18,8 @@ package node
 //     no wake-up hook yet;
 //  5. the replica, numbering from the holders (region.Numbering.Seq) and
 //     waking the claimers (Numbering.OnClaim = claimer.Kick);
-//  6. start: holder.Attach(replica.NumbersReady) and
-//     holder.AttachFinal(replica.Finalize, adapted), then the holder, feed
+//  6. start: holder.Attach(replica.Numbers().Ready) and
+//     holder.AttachFinal(replica.Numbers().Finalize, adapted), then the holder, feed
 //     and claimer goroutines start.
 //
 // Nothing runs before step 6, so the hook Attach sets is in place before
@@ -181,13 +181,13 @@ func (num *numbering) start(r *region.Replica) {
 	num.replica = r
 	for _, s := range num.seqs {
 		name, claimer := s.cfg.Name, s.claimer
-		s.holder.Attach(r.NumbersReady)
+		s.holder.Attach(r.Numbers().Ready)
 		s.holder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
 			fb := make([]region.FinalBlock, len(blocks))
 			for i, b := range blocks {
 				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
 			}
-			if err := r.Finalize(ctx, name, fb); err != nil {
+			if err := r.Numbers().Finalize(ctx, name, fb); err != nil {
 				return err
 			}
 			if num.cfg.AllocAuthority {
@@ -229,7 +229,7 @@ const closeTimeout = 2 * time.Second
 func (num *numbering) status() []api.SequenceStatus {
 	out := make([]api.SequenceStatus, 0, len(num.seqs))
 	for _, s := range num.seqs {
-		pending, err := num.replica.PendingClaims(s.cfg.Name)
+		pending, err := num.replica.Numbers().PendingClaims(s.cfg.Name)
 		if err != nil {
 			pending = -1
 		}
@@ -238,8 +238,8 @@ func (num *numbering) status() []api.SequenceStatus {
 			Counts:        s.cfg.Counts,
 			Match:         s.cfg.Match,
 			Milestones:    s.rule.String(),
-			Numbered:      num.replica.Numbered(s.cfg.Name),
-			Unnumbered:    num.replica.Unnumbered(s.cfg.Name),
+			Numbered:      num.replica.Numbers().Numbered(s.cfg.Name),
+			Unnumbered:    num.replica.Numbers().Unnumbered(s.cfg.Name),
 			ClaimsPending: pending,
 			Lease:         leaseHolderJSON(s.holder.Status()),
 		})

@@ -397,7 +397,7 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		for _, name := range s.env.Names() {
 			sh := shard.Of(key)
 			held, joining, leaving := m.Held(name), m.Joining(name), m.Leaving(name)
-			c, err := s.env.Node(name).Replica.Counter(key)
+			c, err := s.env.Node(name).Replica.Counters().Get(key)
 			if err != nil {
 				d.Fatalf(t, "%v", err)
 			}
@@ -418,7 +418,7 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		if len(d.CmdArgs) != 2 {
 			d.Fatalf(t, "stored R KEY")
 		}
-		c, err := s.env.Node(d.CmdArgs[0].Key).Replica.Counter(d.CmdArgs[1].Key)
+		c, err := s.env.Node(d.CmdArgs[0].Key).Replica.Counters().Get(d.CmdArgs[1].Key)
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}

@@ -147,7 +147,7 @@ func (w *world) grant(key string, by int64) {
 
 func (w *world) remaining(key string) int64 {
 	w.t.Helper()
-	b, err := w.reps[w.m.Holders(shard.Of(key))[0]].Budget(key)
+	b, err := w.reps[w.m.Holders(shard.Of(key))[0]].Budgets().Get(key)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func (w *world) remaining(key string) int64 {
 
 func (w *world) counter(key string) int64 {
 	w.t.Helper()
-	r, err := w.reps[w.m.Holders(shard.Of(key))[0]].Counter(key)
+	r, err := w.reps[w.m.Holders(shard.Of(key))[0]].Counters().Get(key)
 	if err != nil {
 		w.t.Fatal(err)
 	}

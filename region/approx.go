@@ -190,14 +190,15 @@ func (t *txn) approxIncr(relErr float64, cur crdt.Vector, by int64) int64 {
 
 // ApproxRules returns the configured approximate-counter rules, in
 // configuration order.
-func (r *Replica) ApproxRules() []ApproxRule {
-	return append([]ApproxRule(nil), r.cfg.Approx...)
+func (c Counters) ApproxRules() []ApproxRule {
+	return append([]ApproxRule(nil), c.r.cfg.Approx...)
 }
 
 // ApproxError is the relative error target of counter key: 0 if it is
 // exact. Key "" (a family's total) has the largest target of any rule:
 // the total adds up every counter, approximate ones included.
-func (r *Replica) ApproxError(key string) float64 {
+func (c Counters) ApproxError(key string) float64 {
+	r := c.r
 	if key == "" {
 		return r.approx.maxError()
 	}

@@ -60,7 +60,7 @@ func TestApproxCounterWritesFewerBatches(t *testing.T) {
 		before := commits(t, r)
 		box.take()
 		for range n {
-			res, err := r.Incr(ctx, key, 1, "")
+			res, err := r.Counters().Incr(ctx, key, 1, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,11 +90,11 @@ func TestApproxCounterWritesFewerBatches(t *testing.T) {
 		t.Fatalf("metrics: %v written, %v skipped; %d commits", written, skipped, approxCommits)
 	}
 
-	ex, err := r.Counter("exact")
+	ex, err := r.Counters().Get("exact")
 	if err != nil || ex.Value != n || ex.ApproxError != 0 {
 		t.Fatalf("exact read: %+v, %v", ex, err)
 	}
-	ap, err := r.Counter("hot:a")
+	ap, err := r.Counters().Get("hot:a")
 	if err != nil || ap.ApproxError != 0.1 {
 		t.Fatalf("approx read: %+v, %v", ap, err)
 	}
@@ -105,12 +105,12 @@ func TestApproxCounterWritesFewerBatches(t *testing.T) {
 	// Slots book what was counted: the last hour adds up to the
 	// counter.
 	now := time.Now().UnixMilli()
-	win, err := r.WindowOf(storage.Counters, "hot:a", now-time.Hour.Milliseconds(), now+1000)
+	win, err := r.Windows().Of(storage.Counters, "hot:a", now-time.Hour.Milliseconds(), now+1000)
 	if err != nil || win.Sum().Value() != ap.Value {
 		t.Fatalf("window of the approx counter: %d, %v; counter %d", win.Sum().Value(), err, ap.Value)
 	}
 	// The log adds up to the entry (the audit passes).
-	if rep, err := r.Audit(storage.Counters, "hot:a"); err != nil || !rep.OK() {
+	if rep, err := r.Admin().Audit(storage.Counters, "hot:a"); err != nil || !rep.OK() {
 		t.Fatalf("audit: %+v, %v", rep, err)
 	}
 }
@@ -124,7 +124,7 @@ func TestApproxBatchThatCountsNothingSkipsTheCommit(t *testing.T) {
 		c.Approx = append(c.Approx, ApproxRule{Prefix: "", Error: 0.5})
 	})
 	ctx := context.Background()
-	if _, err := r.Incr(ctx, "hot:a", 1_000_000, ""); err != nil { // exact: the step was 1
+	if _, err := r.Counters().Incr(ctx, "hot:a", 1_000_000, ""); err != nil { // exact: the step was 1
 		t.Fatal(err)
 	}
 	ops := make([]Op, 10)
@@ -161,7 +161,7 @@ func TestApproxBatchThatCountsNothingSkipsTheCommit(t *testing.T) {
 		t.Fatal("no batch counted nothing: at step 16384 nearly all should")
 	}
 	for i := range 5 {
-		res, err := r.Like(ctx, "post", string(rune('a'+i)))
+		res, err := r.Likes().Like(ctx, "post", string(rune('a'+i)))
 		if err != nil || res.Value != int64(i+1) {
 			t.Fatalf("like %d: %+v, %v", i, res, err)
 		}
@@ -180,13 +180,13 @@ func TestApproxKeyedOnceAndRestart(t *testing.T) {
 	dir := t.TempDir()
 	r, closeR := openReplica(t, dir, "a", approxCfg(nil))
 	ctx := context.Background()
-	if _, err := r.Incr(ctx, "hot:k", 1000, ""); err != nil { // step 1 here; 16 after (0.02 · 1000 = 20)
+	if _, err := r.Counters().Incr(ctx, "hot:k", 1000, ""); err != nil { // step 1 here; 16 after (0.02 · 1000 = 20)
 		t.Fatal(err)
 	}
 	zero, some := 0, 0
 	for i := range 300 {
 		key := "req-" + string(rune('A'+i/26)) + string(rune('a'+i%26))
-		first, err := r.Incr(ctx, "hot:k", 1, key)
+		first, err := r.Counters().Incr(ctx, "hot:k", 1, key)
 		if err != nil || !first.Approx || first.Duplicate || first.Counted%16 != 0 {
 			t.Fatalf("first %s: %+v, %v", key, first, err)
 		}
@@ -195,11 +195,11 @@ func TestApproxKeyedOnceAndRestart(t *testing.T) {
 		} else {
 			some++
 		}
-		again, err := r.Incr(ctx, "hot:k", 1, key)
+		again, err := r.Counters().Incr(ctx, "hot:k", 1, key)
 		if err != nil || !again.Duplicate || again.Counted != 0 || again.Value != first.Value {
 			t.Fatalf("retry of %s: %+v, %v after %+v", key, again, err, first)
 		}
-		if _, err := r.Incr(ctx, "hot:k", 2, key); !errors.Is(err, ErrIdempotencyMismatch) {
+		if _, err := r.Counters().Incr(ctx, "hot:k", 2, key); !errors.Is(err, ErrIdempotencyMismatch) {
 			t.Fatalf("reuse of %s with another amount: %v", key, err)
 		}
 		rec, ok, err := r.store.KeyedRecord("hot:k", key)
@@ -211,21 +211,21 @@ func TestApproxKeyedOnceAndRestart(t *testing.T) {
 		t.Fatalf("%d keyed increments counted nothing, %d a step: want both", zero, some)
 	}
 	for range 2000 {
-		if _, err := r.Incr(ctx, "hot:k", -1, ""); err != nil {
+		if _, err := r.Counters().Incr(ctx, "hot:k", -1, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before, _ := r.Counter("hot:k")
+	before, _ := r.Counters().Get("hot:k")
 	if own := before.Vector.Get("a"); own.N == 0 || own.N%16 != 0 || own.N == 2000 {
 		t.Fatalf("decrements: own entry %+v, want N in steps of 16 or more", own)
 	}
 	closeR()
 	r2, _ := openReplica(t, dir, "a", approxCfg(nil))
-	after, err := r2.Counter("hot:k")
+	after, err := r2.Counters().Get("hot:k")
 	if err != nil || after.Value != before.Value || !after.Vector.Equal(before.Vector) {
 		t.Fatalf("after restart %+v, %v; before %+v", after, err, before)
 	}
-	if res, err := r2.Incr(ctx, "hot:k", 1, "req-Aa"); err != nil || !res.Duplicate {
+	if res, err := r2.Counters().Incr(ctx, "hot:k", 1, "req-Aa"); err != nil || !res.Duplicate {
 		t.Fatalf("a retry after restart: %+v, %v", res, err)
 	}
 }
@@ -238,21 +238,21 @@ func TestApproxKeyedAcrossReplicas(t *testing.T) {
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { approxCfg(boxA)(c); c.Now = clock.now })
 	b, _ := openReplica(t, t.TempDir(), "B", func(c *Config) { approxCfg(boxB)(c); c.Now, c.Seed = clock.now, 43 })
 	ctx := context.Background()
-	if _, err := a.Incr(ctx, "hot:x", 1_000_000, ""); err != nil {
+	if _, err := a.Counters().Incr(ctx, "hot:x", 1_000_000, ""); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, a, b, boxA, boxB)
-	ra, err := a.Incr(ctx, "hot:x", 3, "req-1")
+	ra, err := a.Counters().Incr(ctx, "hot:x", 3, "req-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := b.Incr(ctx, "hot:x", 3, "req-1") // unaware of A's
+	rb, err := b.Counters().Incr(ctx, "hot:x", 3, "req-1") // unaware of A's
 	if err != nil || rb.Duplicate {
 		t.Fatalf("B: %+v, %v", rb, err)
 	}
 	exchange(t, a, b, boxA, boxB)
 	for _, r := range []*Replica{a, b} {
-		rd, err := r.Counter("hot:x")
+		rd, err := r.Counters().Get("hot:x")
 		if err != nil || rd.Unreconciled != 0 || rd.Value != 1_000_000+rb.Counted {
 			t.Fatalf("%s: %+v, %v; A counted %d, B (later) %d", r.ID(), rd, err, ra.Counted, rb.Counted)
 		}

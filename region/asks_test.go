@@ -19,7 +19,7 @@ func TestAsksTakeHalfTheSpareAtABoundedRate(t *testing.T) {
 	}
 	rights := func() int64 {
 		t.Helper()
-		rd, err := r.Budget("bx")
+		rd, err := r.Budgets().Get("bx")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +31,7 @@ func TestAsksTakeHalfTheSpareAtABoundedRate(t *testing.T) {
 		for i := range gives {
 			gives[i] = RightsGive{Key: "bx", To: to, Want: MaxBy}
 		}
-		if err := r.GiveRights(ctx, gives); err != nil {
+		if err := r.Budgets().GiveRights(ctx, gives); err != nil {
 			t.Fatal(err)
 		}
 	}

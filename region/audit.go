@@ -40,7 +40,8 @@ func (a *AuditReport) OK() bool { return len(a.Diffs) == 0 }
 // converges to the stored ones, so auditing every replica audits every
 // region's counts, budgets included: grants, spends, transfers, refunds
 // and recoveries are all logged (storage.Event.Moves).
-func (r *Replica) Audit(kind storage.Kind, key string) (AuditReport, error) {
+func (a Admin) Audit(kind storage.Kind, key string) (AuditReport, error) {
+	r := a.r
 	if !r.cfg.EventLog {
 		return AuditReport{}, fmt.Errorf("%w: the event log is off", ErrNoLog)
 	}
@@ -113,19 +114,4 @@ type PairHistory struct {
 	// (Replica.StateLost), and the actions they accepted before may be
 	// gone.
 	Partial []string
-}
-
-// History returns the likes and unlikes of (item, user) this replica
-// accepted (its own only), oldest first: the newest limit of them.
-func (r *Replica) History(item, user string, limit int) ([]storage.Action, error) {
-	if !r.cfg.EventLog {
-		return nil, fmt.Errorf("%w: the like history needs it", ErrNoLog)
-	}
-	if !crdt.ValidItemName(item) || !crdt.ValidID(user) || limit < 1 || limit > MaxHistory { // an item, or a split item's part
-		return nil, fmt.Errorf("%w: history of %q/%q, limit %d", ErrInvalid, item, user, limit)
-	}
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.History(item, user, limit)
 }

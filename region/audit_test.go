@@ -20,14 +20,14 @@ func TestAuditAccountsForEveryOwnEntry(t *testing.T) {
 	ctx := context.Background()
 	for i := range 20 {
 		for _, r := range []*Replica{a, b} {
-			if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil { // both: reconciled
+			if _, err := r.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil { // both: reconciled
 				t.Fatal(err)
 			}
-			if _, err := r.Incr(ctx, "views", 3, fmt.Sprintf("k%d", i)); err != nil { // both: reconciled
+			if _, err := r.Counters().Incr(ctx, "views", 3, fmt.Sprintf("k%d", i)); err != nil { // both: reconciled
 				t.Fatal(err)
 			}
 		}
-		if _, err := a.Unlike(ctx, "post", fmt.Sprintf("u%d", i/2)); err != nil {
+		if _, err := a.Likes().Unlike(ctx, "post", fmt.Sprintf("u%d", i/2)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,12 +40,12 @@ func TestAuditAccountsForEveryOwnEntry(t *testing.T) {
 	}
 	exchange(t, a, b, boxA, boxB)
 	for r, vectors := range map[*Replica]int{a: 2, b: 3} { // b also counted hits
-		rep, err := r.Audit(0, "")
+		rep, err := r.Admin().Audit(0, "")
 		if err != nil || !rep.OK() || !rep.Complete || rep.Vectors != vectors || rep.Events == 0 {
 			t.Fatalf("%s: %+v, %v", r.ID(), rep, err)
 		}
 	}
-	if rd, _ := a.Counter("views"); rd.Value != 60 {
+	if rd, _ := a.Counters().Get("views"); rd.Value != 60 {
 		t.Fatalf("views %d, want 60", rd.Value)
 	}
 	// A write that bypasses the log (as a bug would) shows as a difference.
@@ -55,7 +55,7 @@ func TestAuditAccountsForEveryOwnEntry(t *testing.T) {
 		t.Fatal(err)
 	}
 	bt.Close()
-	rep, err := a.Audit(storage.Counters, "views")
+	rep, err := a.Admin().Audit(storage.Counters, "views")
 	if err != nil || rep.OK() || len(rep.Diffs) != 1 || rep.Diffs[0].Stored.P != rep.Diffs[0].Logged.P+1 {
 		t.Fatalf("a write outside the log went unnoticed: %+v, %v", rep, err)
 	}

@@ -13,7 +13,7 @@ import (
 // replica started on it logs that it starts from a backup.
 const metaRestored = "restored-from-backup"
 
-// Backup is what Replica.Backup wrote.
+// Backup is what Admin.Backup wrote.
 type Backup struct {
 	Dir   string
 	Bytes int64 // the copy's size on disk (hard links count in full)
@@ -33,7 +33,8 @@ type Backup struct {
 // state). It also forgets what the replica did after the copy that must
 // not happen twice (storage.Batch.ForgetRun: its event log ids, its
 // numbering queues and leases).
-func (r *Replica) Backup(dir string) (Backup, error) {
+func (a Admin) Backup(dir string) (Backup, error) {
+	r := a.r
 	at := time.Now()
 	if err := r.store.Checkpoint(dir); err != nil {
 		return Backup{}, err

@@ -21,13 +21,13 @@ func TestBackupIsFreshAndForgetsTheRun(t *testing.T) {
 	r, _ := openReplica(t, t.TempDir(), "a", withLog)
 	ctx := context.Background()
 	for i := 1; i <= 6; i++ {
-		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := r.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	r.AcceptWrites()
-	if _, accepted, _ := r.store.Meta(metaAccepted); !accepted || r.Unnumbered("likes") != 4 || r.Numbered("likes") != 2 {
-		t.Fatalf("before the backup: accepted %v, unnumbered %d, numbered %d", accepted, r.Unnumbered("likes"), r.Numbered("likes"))
+	if _, accepted, _ := r.store.Meta(metaAccepted); !accepted || r.Numbers().Unnumbered("likes") != 4 || r.Numbers().Numbered("likes") != 2 {
+		t.Fatalf("before the backup: accepted %v, unnumbered %d, numbered %d", accepted, r.Numbers().Unnumbered("likes"), r.Numbers().Numbered("likes"))
 	}
 	if snap, _ := NumberingSnapshot(r.store, "likes"); snap == nil {
 		t.Fatal("no numbering snapshot stored before the backup")
@@ -38,14 +38,14 @@ func TestBackupIsFreshAndForgetsTheRun(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "backup")
-	b, err := r.Backup(dir)
+	b, err := r.Admin().Backup(dir)
 	if err != nil || b.Files == 0 || b.Bytes == 0 || b.Dir != dir {
 		t.Fatalf("backup: %+v %v", b, err)
 	}
-	if _, err := r.Backup(dir); !errors.Is(err, os.ErrExist) {
+	if _, err := r.Admin().Backup(dir); !errors.Is(err, os.ErrExist) {
 		t.Fatalf("a second backup into %s: %v, want os.ErrExist", dir, err)
 	}
-	if _, err := r.Like(ctx, "post", "after"); err != nil {
+	if _, err := r.Likes().Like(ctx, "post", "after"); err != nil {
 		t.Fatalf("a like after the backup: %v", err)
 	}
 
@@ -59,8 +59,8 @@ func TestBackupIsFreshAndForgetsTheRun(t *testing.T) {
 	if got := mustLikes(t, c, "post").Value; got != 6 {
 		t.Fatalf("the copy counts %d likes, want the 6 before the backup", got)
 	}
-	if c.Unnumbered("likes") != 0 {
-		t.Fatalf("the copy has %d queued likes: the replica numbered them after the backup", c.Unnumbered("likes"))
+	if c.Numbers().Unnumbered("likes") != 0 {
+		t.Fatalf("the copy has %d queued likes: the replica numbered them after the backup", c.Numbers().Unnumbered("likes"))
 	}
 	if snap, _ := NumberingSnapshot(c.store, "likes"); snap != nil {
 		t.Fatalf("the copy kept the numbering snapshot %q: its leases were used on after the backup", snap)

@@ -102,13 +102,13 @@ func BenchmarkLikeDurable(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			r := openBenchReplica(b)
 			runWriters(b, writers, "likes", func(ctx context.Context, i int64) error {
-				res, err := r.Like(ctx, "hot", "user-"+strconv.FormatInt(i, 10))
+				res, err := r.Likes().Like(ctx, "hot", "user-"+strconv.FormatInt(i, 10))
 				if err == nil && !res.Changed {
 					err = fmt.Errorf("like by new user %d did not change the count", i)
 				}
 				return err
 			})
-			if rd, err := r.Likes("hot"); err != nil || rd.Value != int64(b.N) {
+			if rd, err := r.Likes().Count("hot"); err != nil || rd.Value != int64(b.N) {
 				b.Fatalf("count %d (%v), want %d", rd.Value, err, b.N)
 			}
 		})
@@ -121,7 +121,7 @@ func BenchmarkLikeDurable(b *testing.B) {
 				ops[j] = Op{Kind: OpLike, Item: "hot", User: user}
 			}
 		})
-		if rd, err := r.Likes("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
+		if rd, err := r.Likes().Count("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
 			b.Fatalf("count %d (%v), want %d", rd.Value, err, int64(b.N)*benchBatch)
 		}
 	})
@@ -136,10 +136,10 @@ func BenchmarkIncrDurable(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			r := openBenchReplica(b)
 			runWriters(b, writers, "incrs", func(ctx context.Context, _ int64) error {
-				_, err := r.Incr(ctx, "hot", 1, "")
+				_, err := r.Counters().Incr(ctx, "hot", 1, "")
 				return err
 			})
-			if rd, err := r.Counter("hot"); err != nil || rd.Value != int64(b.N) {
+			if rd, err := r.Counters().Get("hot"); err != nil || rd.Value != int64(b.N) {
 				b.Fatalf("value %d (%v), want %d", rd.Value, err, b.N)
 			}
 		})
@@ -151,7 +151,7 @@ func BenchmarkIncrDurable(b *testing.B) {
 				ops[j] = Op{Kind: OpIncr, Item: "hot", By: 1}
 			}
 		})
-		if rd, err := r.Counter("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
+		if rd, err := r.Counters().Get("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
 			b.Fatalf("value %d (%v), want %d", rd.Value, err, int64(b.N)*benchBatch)
 		}
 	})
@@ -167,7 +167,7 @@ func BenchmarkIncrApprox(b *testing.B) {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
 			r, _ := openBenchReplicaWith(b, storage.DurabilitySync, approx)
 			runWriters(b, writers, "incrs", func(ctx context.Context, _ int64) error {
-				_, err := r.Incr(ctx, "hot", 1, "")
+				_, err := r.Counters().Incr(ctx, "hot", 1, "")
 				return err
 			})
 		})
@@ -191,7 +191,7 @@ func BenchmarkIncrKeyed(b *testing.B) {
 			ops[j] = Op{Kind: OpIncr, Item: "hot", By: 1, IdemKey: "req-" + strconv.FormatInt(call*benchBatch+int64(j), 10)}
 		}
 	})
-	if rd, err := r.Counter("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
+	if rd, err := r.Counters().Get("hot"); err != nil || rd.Value != int64(b.N)*benchBatch {
 		b.Fatalf("value %d (%v), want %d", rd.Value, err, int64(b.N)*benchBatch)
 	}
 }
@@ -309,7 +309,7 @@ func fillSteps(b *testing.B, r *Replica, clk *benchClock, steps int, every time.
 func settle(b *testing.B, r *Replica, st *storage.Store) {
 	b.Helper()
 	ctx := context.Background()
-	if _, err := r.ExpireWindows(ctx); err != nil {
+	if _, err := r.Windows().Expire(ctx); err != nil {
 		b.Fatal(err)
 	}
 	if err := st.Compact(ctx); err != nil {
@@ -361,11 +361,11 @@ func BenchmarkWindow1h(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			timeReads(b, func() error {
-				from, to, err := r.WindowRange(storage.Counters, key, time.Hour)
+				from, to, err := r.Windows().Range(storage.Counters, key, time.Hour)
 				if err != nil {
 					return err
 				}
-				w, err := r.WindowOf(storage.Counters, key, from, to)
+				w, err := r.Windows().Of(storage.Counters, key, from, to)
 				if err != nil {
 					return err
 				}
@@ -406,7 +406,7 @@ func BenchmarkSeries30d(b *testing.B) {
 				stepMs := step.Milliseconds()
 				to := crdt.SlotStart(r.Now().UnixMilli(), stepMs/1000)*1000 + stepMs
 				from := to - (30 * 24 * time.Hour).Milliseconds()
-				w, err := r.Series(storage.Counters, "c-7", from, to, step)
+				w, err := r.Windows().Series(storage.Counters, "c-7", from, to, step)
 				if err != nil {
 					return err
 				}
@@ -420,7 +420,7 @@ func BenchmarkSeries30d(b *testing.B) {
 }
 
 // BenchmarkTrending100k ranks the top 10 liked items of the last 10
-// minutes (Replica.Trending, as GET /v1/trending?window=10m): 100,000
+// minutes (Windows.Trending, as GET /v1/trending?window=10m): 100,000
 // items were each liked once in those 10 minutes and 200,000 more likes
 // drawn Zipf-distributed over them (fake clock, 500 likes a second).
 func BenchmarkTrending100k(b *testing.B) {
@@ -445,7 +445,7 @@ func BenchmarkTrending100k(b *testing.B) {
 	settle(b, r, st)
 	var cands int
 	timeReads(b, func() error {
-		tr, err := r.Trending(storage.Likes, "", 10*time.Minute, 10, nil)
+		tr, err := r.Windows().Trending(storage.Likes, "", 10*time.Minute, 10, nil)
 		if err != nil {
 			return err
 		}

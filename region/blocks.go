@@ -205,7 +205,8 @@ func (r *Replica) likedItems(user string, fn func(item string)) error {
 
 // Block blocks (blocked) or unblocks user at this replica and returns the
 // user's flag after it.
-func (r *Replica) Block(ctx context.Context, user string, blocked bool) (Result, error) {
+func (a Admin) Block(ctx context.Context, user string, blocked bool) (Result, error) {
+	r := a.r
 	kind := OpUnblock
 	if blocked {
 		kind = OpBlock
@@ -215,7 +216,8 @@ func (r *Replica) Block(ctx context.Context, user string, blocked bool) (Result,
 
 // Flag returns user's block flag as this replica sees it (the zero Flag if
 // the user was never blocked).
-func (r *Replica) Flag(user string) (crdt.Flag, error) {
+func (a Admin) Flag(user string) (crdt.Flag, error) {
+	r := a.r
 	if !crdt.ValidID(user) {
 		return crdt.Flag{}, fmt.Errorf("%w: bad user %q", ErrInvalid, user)
 	}
@@ -228,7 +230,8 @@ func (r *Replica) Flag(user string) (crdt.Flag, error) {
 // Flags lists up to limit users' flags in user order after the user id
 // after ("" from the first), blocked users only if blockedOnly; more
 // reports whether any follow.
-func (r *Replica) Flags(after string, limit int, blockedOnly bool) ([]storage.Flagged, bool, error) {
+func (a Admin) Flags(after string, limit int, blockedOnly bool) ([]storage.Flagged, bool, error) {
+	r := a.r
 	if after != "" && !crdt.ValidID(after) {
 		return nil, false, fmt.Errorf("%w: bad id", ErrInvalid)
 	}

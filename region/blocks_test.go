@@ -14,7 +14,7 @@ import (
 
 func mustBlock(t *testing.T, r *Replica, user string, blocked bool) Result {
 	t.Helper()
-	res, err := r.Block(context.Background(), user, blocked)
+	res, err := r.Admin().Block(context.Background(), user, blocked)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,12 +30,12 @@ func TestBlockOneReplica(t *testing.T) {
 			ctx := context.Background()
 			for _, item := range []string{"p1", "p2"} {
 				for _, u := range []string{"u", "v"} {
-					if _, err := r.Like(ctx, item, u); err != nil {
+					if _, err := r.Likes().Like(ctx, item, u); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			if _, err := r.Unlike(ctx, "p2", "u"); err != nil {
+			if _, err := r.Likes().Unlike(ctx, "p2", "u"); err != nil {
 				t.Fatal(err)
 			}
 			res := mustBlock(t, r, "u", true)
@@ -48,10 +48,10 @@ func TestBlockOneReplica(t *testing.T) {
 			if got := mustLikes(t, r, "p2").Value; got != 1 {
 				t.Fatalf("p2 after blocking u (who unliked it): %d, want 1", got)
 			}
-			if _, err := r.Like(ctx, "p3", "u"); !errors.Is(err, ErrBlocked) {
+			if _, err := r.Likes().Like(ctx, "p3", "u"); !errors.Is(err, ErrBlocked) {
 				t.Fatalf("a blocked user's like: %v, want ErrBlocked", err)
 			}
-			if _, err := r.Unlike(ctx, "p1", "u"); !errors.Is(err, ErrBlocked) {
+			if _, err := r.Likes().Unlike(ctx, "p1", "u"); !errors.Is(err, ErrBlocked) {
 				t.Fatalf("a blocked user's unlike: %v, want ErrBlocked", err)
 			}
 			if n := testutil.ToFloat64(r.metrics.refusedBlocked); n != 2 {
@@ -60,7 +60,7 @@ func TestBlockOneReplica(t *testing.T) {
 			if again := mustBlock(t, r, "u", true); again.Changed || again.Flag.HLC <= res.Flag.HLC {
 				t.Fatalf("blocking twice: %+v (first %+v)", again, res)
 			}
-			if liked, _ := r.Liked("p1", "u"); !liked {
+			if liked, _ := r.Likes().Liked("p1", "u"); !liked {
 				t.Fatal("the block must keep the user's own like state; only the count leaves it")
 			}
 			if un := mustBlock(t, r, "u", false); !un.Changed || un.Flag.Blocked {
@@ -72,20 +72,20 @@ func TestBlockOneReplica(t *testing.T) {
 			if got := mustLikes(t, r, "p2").Value; got != 1 {
 				t.Fatalf("p2 after unblocking: %d, want 1", got)
 			}
-			if _, err := r.Like(ctx, "p3", "u"); err != nil {
+			if _, err := r.Likes().Like(ctx, "p3", "u"); err != nil {
 				t.Fatalf("like after unblock: %v", err)
 			}
-			f, err := r.Flag("u")
+			f, err := r.Admin().Flag("u")
 			if err != nil || f.Blocked || f.Origin != "A" {
 				t.Fatalf("Flag(u) = %+v, %v", f, err)
 			}
-			if flags, more, err := r.Flags("", 10, false); err != nil || len(flags) != 1 || flags[0].User != "u" || more {
+			if flags, more, err := r.Admin().Flags("", 10, false); err != nil || len(flags) != 1 || flags[0].User != "u" || more {
 				t.Fatalf("Flags: %+v %v %v", flags, more, err)
 			}
-			if flags, _, _ := r.Flags("", 10, true); len(flags) != 0 {
+			if flags, _, _ := r.Admin().Flags("", 10, true); len(flags) != 0 {
 				t.Fatalf("blocked flags after unblock: %+v", flags)
 			}
-			if _, err := r.Block(ctx, "bad/user", true); !errors.Is(err, ErrInvalid) {
+			if _, err := r.Admin().Block(ctx, "bad/user", true); !errors.Is(err, ErrInvalid) {
 				t.Fatalf("block of a bad id: %v", err)
 			}
 		})
@@ -98,7 +98,7 @@ func TestBlockOneReplica(t *testing.T) {
 func TestBlockReconciledByTheLikesWinner(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()
-	if _, err := a.Like(ctx, "post", "u"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, a, b, boxA, boxB)
@@ -110,7 +110,7 @@ func TestBlockReconciledByTheLikesWinner(t *testing.T) {
 	if got := mustLikes(t, a, "post"); got.Value != 0 || got.Unreconciled != 0 {
 		t.Fatalf("A after the flag: %+v, want 0 and reconciled", got)
 	}
-	if _, err := a.Like(ctx, "other", "u"); !errors.Is(err, ErrBlocked) {
+	if _, err := a.Likes().Like(ctx, "other", "u"); !errors.Is(err, ErrBlocked) {
 		t.Fatalf("A, which has the flag, took the blocked user's like: %v", err)
 	}
 	exchange(t, a, b, boxA, boxB)
@@ -134,14 +134,14 @@ func TestBlockOwnFlagNotTakenFromPeer(t *testing.T) {
 	if err := a.Merge(context.Background(), nil, []RecordMerge{{Item: BlockRecordItem, User: "u", Rec: forged.Record()}}); err != nil {
 		t.Fatal(err)
 	}
-	if f, _ := a.Flag("u"); !f.IsZero() {
+	if f, _ := a.Admin().Flag("u"); !f.IsZero() {
 		t.Fatalf("A took a peer's flag in its own name: %+v", f)
 	}
 	notFlag := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "B", Contrib: crdt.Vector{{Replica: "B", PN: crdt.PN{P: 1}}}}
 	if err := a.Merge(context.Background(), nil, []RecordMerge{{Item: BlockRecordItem, User: "u", Rec: notFlag}}); err != nil {
 		t.Fatal(err)
 	}
-	if f, _ := a.Flag("u"); !f.IsZero() {
+	if f, _ := a.Admin().Flag("u"); !f.IsZero() {
 		t.Fatalf("A took a flag with contributions: %+v", f)
 	}
 }
@@ -187,7 +187,7 @@ func blockRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, _ := r.LikeOf(item, user)
+			st, _ := r.Likes().State(item, user)
 			latest[[2]string{item, user}] = action{st.HLC, st.Origin, liked}
 		case p < 5:
 			res := mustBlock(t, r, user, rng.IntN(2) == 0)
@@ -221,7 +221,7 @@ func blockRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
 	}
 	for _, r := range net.reps {
 		for u, f := range flags {
-			if got, _ := r.Flag(u); got != f {
+			if got, _ := r.Admin().Flag(u); got != f {
 				return fmt.Sprintf("%s: flag of %s %+v, want %+v", r.ID(), u, got, f)
 			}
 		}

@@ -713,12 +713,20 @@ type giveKey struct{ key, to string }
 // the rights it holds (crdt.Give, and give for how often), if it holds
 // more than it spent lately. The transfers commit
 // like any write and reach the asker by the fast path.
-func (r *Replica) GiveRights(ctx context.Context, gives []RightsGive) error {
+func (bg Budgets) GiveRights(ctx context.Context, gives []RightsGive) error {
+	r := bg.r
 	if len(gives) == 0 || !r.accepting.Load() {
 		return nil
 	}
 	return r.submit(ctx, &request{gives: gives, done: make(chan struct{})})
 }
+
+// Budgets is the replica's face for budgets: reads, and the rights this
+// replica holds and gives or hands off (handoff.go).
+type Budgets struct{ r *Replica }
+
+// Budgets returns the replica's budgets face.
+func (r *Replica) Budgets() Budgets { return Budgets{r} }
 
 // BudgetRead is a budget as this replica sees it. Remaining is
 // crdt.Budget.Available: never negative, and exact once the replicas have
@@ -736,8 +744,9 @@ type BudgetRead struct {
 	Unreconciled int
 }
 
-// Budget reads a budget.
-func (r *Replica) Budget(key string) (BudgetRead, error) {
+// Get reads a budget.
+func (bg Budgets) Get(key string) (BudgetRead, error) {
+	r := bg.r
 	if !crdt.ValidID(key) {
 		return BudgetRead{}, fmt.Errorf("%w: bad budget key %q", ErrInvalid, key)
 	}

@@ -43,7 +43,7 @@ func TestAuditCoversBudgets(t *testing.T) {
 	// A: pool, pool~r0 (sent), pool~r1 (given), the same three of shop,
 	// ann. B: pool and shop (spent), bob.
 	for i, want := range []int{7, 3} {
-		rep, err := net.reps[i].Audit(0, "")
+		rep, err := net.reps[i].Admin().Audit(0, "")
 		if err != nil || !rep.OK() || rep.Vectors != want {
 			t.Fatalf("%s: %+v, %v; want %d vectors audited", net.reps[i].ID(), rep, err, want)
 		}
@@ -65,7 +65,7 @@ func TestAuditCoversBudgets(t *testing.T) {
 	}
 	// One budget's audit covers its inboxes; an entry changed behind the
 	// log's back is a difference.
-	if rep, err := a.Audit(storage.Budgets, "pool"); err != nil || !rep.OK() || rep.Vectors != 3 {
+	if rep, err := a.Admin().Audit(storage.Budgets, "pool"); err != nil || !rep.OK() || rep.Vectors != 3 {
 		t.Fatalf("audit of pool: %+v, %v", rep, err)
 	}
 	batch := a.store.NewBatch()
@@ -73,7 +73,7 @@ func TestAuditCoversBudgets(t *testing.T) {
 	if err := batch.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := a.Audit(storage.Budgets, "pool")
+	rep, err := a.Admin().Audit(storage.Budgets, "pool")
 	if err != nil || rep.OK() || len(rep.Diffs) != 1 || rep.Diffs[0].Key != "pool~r1" || rep.Diffs[0].Logged.P != 1 || rep.Diffs[0].Stored.P != 2 {
 		t.Fatalf("audit of a tampered inbox: %+v, %v", rep, err)
 	}
@@ -97,13 +97,13 @@ func TestBudgetRecoveryKeepsTheLogReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.AcceptWrites()
-	if rd, err := a.Budget("pool"); err != nil || rd.Remaining != 12 || rd.LocalRights != 3 {
+	if rd, err := a.Budgets().Get("pool"); err != nil || rd.Remaining != 12 || rd.LocalRights != 3 {
 		t.Fatalf("recovered budget %+v, %v; want 12 left, 3 of them A's", rd, err)
 	}
 	if _, err := a.Apply(ctx, Op{Kind: OpSpend, Item: "pool", By: 3}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := a.Audit(0, "")
+	rep, err := a.Admin().Audit(0, "")
 	if err != nil || !rep.OK() || rep.Vectors != 4 { // pool, pool~A, pool~B, c
 		t.Fatalf("audit after recovery: %+v, %v", rep, err)
 	}
@@ -140,7 +140,7 @@ func TestBudgetSpendsFoldPerCommit(t *testing.T) {
 	if want := []string{"grant  1×50 n0", "spend  3×6 n6", "spend k 1×4 n4"}; !slices.Equal(got, want) {
 		t.Fatalf("events %q, want %q", got, want)
 	}
-	if rep, err := r.Audit(0, ""); err != nil || !rep.OK() {
+	if rep, err := r.Admin().Audit(0, ""); err != nil || !rep.OK() {
 		t.Fatalf("audit: %+v %v", rep, err)
 	}
 }

@@ -85,7 +85,7 @@ func (n *budgetNet) deliver(i, j, k int) {
 		for _, a := range c.Asks {
 			gives = append(gives, RightsGive{Key: a.Key, To: from.ID(), Want: a.Want})
 		}
-		if err := to.GiveRights(context.Background(), gives); err != nil {
+		if err := to.Budgets().GiveRights(context.Background(), gives); err != nil {
 			n.t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func (n *budgetNet) settle() {
 
 func (n *budgetNet) budget(i int, key string) BudgetRead {
 	n.t.Helper()
-	rd, err := n.reps[i].Budget(key)
+	rd, err := n.reps[i].Budgets().Get(key)
 	if err != nil {
 		n.t.Fatal(err)
 	}
@@ -308,10 +308,10 @@ func TestCashbackAtomic(t *testing.T) {
 	if res, err := cb("p2", 2); !errors.Is(err, ErrBudgetExhausted) || res.Refused != "shop" {
 		t.Fatalf("cashback past the merchant: %+v %v", res, err)
 	}
-	if rd, err := r.Counter("ann"); err != nil || rd.Value != 5 {
+	if rd, err := r.Counters().Get("ann"); err != nil || rd.Value != 5 {
 		t.Fatalf("counter ann = %d (%v), want 5", rd.Value, err)
 	}
-	if rd, err := r.Budget("shop"); err != nil || rd.Remaining != 1 || rd.Granted != 6 || rd.Spent != 5 {
+	if rd, err := r.Budgets().Get("shop"); err != nil || rd.Remaining != 1 || rd.Granted != 6 || rd.Spent != 5 {
 		t.Fatalf("merchant %+v (%v), want 1 left of 6", rd, err)
 	}
 	// A key used on a balance alone is not a purchase.
@@ -321,7 +321,7 @@ func TestCashbackAtomic(t *testing.T) {
 	if _, err := cb("p3", 1); !errors.Is(err, ErrIdempotencyMismatch) {
 		t.Fatalf("cashback on a key used by an increment: %v", err)
 	}
-	if rd, _ := r.Budget("pool"); rd.Remaining != 3 {
+	if rd, _ := r.Budgets().Get("pool"); rd.Remaining != 3 {
 		t.Fatalf("pool %+v after refusals", rd)
 	}
 	if _, err := r.Apply(ctx, Op{Kind: OpCashback, Item: "pool", Merchant: "pool", User: "ann", By: 1, IdemKey: "p4"}); !errors.Is(err, ErrInvalid) {
@@ -387,7 +387,7 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config), handoffA
 		if step == handoffAt {
 			if len(handOff) > 0 {
 				handOff[0](net.reps[0])
-			} else if _, err := net.reps[0].HandOffRights(ctx, "r1"); err != nil {
+			} else if _, err := net.reps[0].Budgets().HandOffRights(ctx, "r1"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -468,7 +468,7 @@ func budgetRun(t *testing.T, seed uint64, steps int, mut func(*Config), handoffA
 			return fmt.Sprintf("replica %d: rights %v add up to %d, remaining %d", i, rd.Rights, held, rd.Remaining)
 		}
 		m := net.budget(i, "m")
-		u, _ := net.reps[i].Counter("u")
+		u, _ := net.reps[i].Counters().Get("u")
 		if m.Remaining+u.Value != merchantGranted || u.Value != cashed || m.Unreconciled != 0 {
 			return fmt.Sprintf("replica %d: merchant %+v + user %d, want user %d and a sum of %d granted to the merchant",
 				i, m, u.Value, cashed, merchantGranted)
@@ -563,7 +563,7 @@ func TestBudgetReadIsOneCommittedState(t *testing.T) {
 	if _, err := r.Apply(ctx, Op{Kind: OpGrant, Item: "bud", By: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := r.HandOffRights(ctx, "r1"); err != nil || h.Moved != 10 {
+	if h, err := r.Budgets().HandOffRights(ctx, "r1"); err != nil || h.Moved != 10 {
 		t.Fatalf("handoff: %+v %v, want 10 moved", h, err)
 	}
 	main := vkey{storage.Budgets, "bud"}
@@ -602,7 +602,7 @@ func TestBudgetReadIsOneCommittedState(t *testing.T) {
 		}
 		return nil
 	})
-	rd, err := r.Budget("bud")
+	rd, err := r.Budgets().Get("bud")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,10 +63,10 @@ func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now = boxA.onCommit, clock.now; bug(c) })
 	b, _ := openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now = boxB.onCommit, clock.now; bug(c) })
 	ctx := context.Background()
-	if _, err := a.Like(ctx, "post", "u"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Like(ctx, "post", "u"); err != nil {
+	if _, err := b.Likes().Like(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, a, b, boxA, boxB)
@@ -218,21 +218,21 @@ func TestAckUnheldOnlyInChaosBuild(t *testing.T) {
 	for shard.Of(item) == held {
 		item += "x"
 	}
-	_, err := r.Like(ctx, item, "alice")
+	_, err := r.Likes().Like(ctx, item, "alice")
 	if buildtags.Chaos {
 		if err != nil {
 			t.Fatalf("chaos build: the like of an unheld item was refused: %v", err)
 		}
-		if rd, err := r.Likes(item); err != nil || rd.Value != 0 {
+		if rd, err := r.Likes().Count(item); err != nil || rd.Value != 0 {
 			t.Fatalf("chaos build: the acknowledged like was stored: %+v %v", rd, err)
 		}
 	} else if !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("like of an unheld item: %v, want ErrNotHeld", err)
 	}
-	if _, err := r.Like(ctx, "kept", "alice"); err != nil {
+	if _, err := r.Likes().Like(ctx, "kept", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if rd, err := r.Likes("kept"); err != nil || rd.Value != 1 {
+	if rd, err := r.Likes().Count("kept"); err != nil || rd.Value != 1 {
 		t.Fatalf("the held item: %+v %v", rd, err)
 	}
 }

@@ -1,9 +1,17 @@
 package region
 
 import (
+	"context"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/storage"
 )
+
+// Counters is the replica's face for counters: increments, reads and
+// approximate counting (approx.go).
+type Counters struct{ r *Replica }
+
+// Counters returns the replica's counters face.
+func (r *Replica) Counters() Counters { return Counters{r} }
 
 // Counters: increments of a counter's vector, unkeyed, or keyed by an
 // idempotency key whose keyed record says whether it was applied. They
@@ -141,3 +149,11 @@ func (t *txn) applyKeyed(op *Op) Result {
 	}
 	return Result{Value: vs.cur.Value()}
 }
+
+// Incr adds by to counter key, once per idem key if idem is not empty.
+func (c Counters) Incr(ctx context.Context, key string, by int64, idem string) (Result, error) {
+	return c.r.do1(ctx, Op{Kind: OpIncr, Item: key, By: by, IdemKey: idem})
+}
+
+// Get reads a counter.
+func (c Counters) Get(key string) (Read, error) { return c.r.read(storage.Counters, key) }

@@ -21,6 +21,18 @@
 // every operation in the batch, so throughput grows with load instead of
 // paying one fsync per request.
 //
+// # Faces
+//
+// Replica's own methods are its lifecycle (AcceptWrites, Stop, Close...),
+// its clock, and the surface replication uses (Do, Apply, Merge,
+// MergeSketches, ScanItems). Each data type is a face: a small value over
+// the same *Replica, so over the same writer, whose methods live in that
+// data type's file: Likes (likes.go), Lists (likers.go), Counters
+// (counters.go), Uniques (uniques.go), Budgets (budgets.go, handoff.go),
+// Windows (windows.go, trending.go), Numbers (numbering.go) and Admin
+// (event types, the block list, audit, backup, expiry and shard drops).
+// A face costs nothing to take: r.Likes().Count(item).
+//
 // # What readers see
 //
 // Readers see only committed state: hot vectors from an in-memory cache that

@@ -18,7 +18,8 @@ import (
 // by then (Config.Holds), and a merge that still arrives only brings back
 // part of what the holders have, which a CRDT merge takes as any other
 // stale state.
-func (r *Replica) DropShards(ctx context.Context, shards []int) (int, error) {
+func (a Admin) DropShards(ctx context.Context, shards []int) (int, error) {
+	r := a.r
 	for _, s := range shards {
 		if s < 0 || s >= shard.Count || s == shard.Global {
 			return 0, fmt.Errorf("drop shard %d: not a keyed shard", s)

@@ -36,7 +36,7 @@ func TestDropShardsKeepsOnlyOwnEntries(t *testing.T) {
 		mustLike(t, b, item, "u2")
 		mustLike(t, b, item, "u3")
 	}
-	if _, err := a.Incr(ctx, gone, 5, "once"); err != nil {
+	if _, err := a.Counters().Incr(ctx, gone, 5, "once"); err != nil {
 		t.Fatal(err)
 	}
 	// b's state of both items, as anti-entropy would bring it to a.
@@ -67,7 +67,7 @@ func TestDropShardsKeepsOnlyOwnEntries(t *testing.T) {
 		t.Fatalf("%s before the drop: %+v", gone, got)
 	}
 
-	n, err := a.DropShards(ctx, []int{shard.Of(gone)})
+	n, err := a.Admin().DropShards(ctx, []int{shard.Of(gone)})
 	if err != nil || n == 0 {
 		t.Fatalf("DropShards: %d entries, %v", n, err)
 	}
@@ -80,7 +80,7 @@ func TestDropShardsKeepsOnlyOwnEntries(t *testing.T) {
 	if users := likers(t, a, gone); !slices.Equal(users, []string{"u1"}) {
 		t.Fatalf("likers of %s after the drop: %v, want a's own u1", gone, users)
 	}
-	if res, err := a.Incr(ctx, gone, 5, "once"); err != nil || res.Changed || res.Value != 5 {
+	if res, err := a.Counters().Incr(ctx, gone, 5, "once"); err != nil || res.Changed || res.Value != 5 {
 		t.Fatalf("the own idempotency key after the drop: %+v %v, want a duplicate of 5", res, err)
 	}
 
@@ -108,14 +108,14 @@ func TestDropShardsKeepsOnlyOwnEntries(t *testing.T) {
 
 func mustLike(t *testing.T, r *Replica, item, user string) {
 	t.Helper()
-	if _, err := r.Like(context.Background(), item, user); err != nil {
+	if _, err := r.Likes().Like(context.Background(), item, user); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func likers(t *testing.T, r *Replica, item string) []string {
 	t.Helper()
-	users, _, err := r.AllLikers(item, 10)
+	users, _, err := r.Lists().AllLikers(item, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,8 @@ type Handoff struct {
 // target) and moves every right this replica holds to it now. to must be
 // another replica's valid id; whether it is a live peer is the caller's
 // check.
-func (r *Replica) HandOffRights(ctx context.Context, to string) (Handoff, error) {
+func (bg Budgets) HandOffRights(ctx context.Context, to string) (Handoff, error) {
+	r := bg.r
 	if !crdt.ValidID(to) || to == r.self {
 		return Handoff{}, fmt.Errorf("%w: cannot hand budget rights off to %q", ErrInvalid, to)
 	}
@@ -107,7 +108,8 @@ func (r *Replica) handOffRights(ctx context.Context, to string) (Handoff, error)
 // the shards' spends. It is one pass (not a mode, as HandOffRights is);
 // run it again before dropping the shards, for rights that arrived since.
 // It returns the rights moved.
-func (r *Replica) HandOffShards(ctx context.Context, shards []int, to func(shard int) string) (int64, error) {
+func (bg Budgets) HandOffShards(ctx context.Context, shards []int, to func(shard int) string) (int64, error) {
+	r := bg.r
 	if !r.accepting.Load() {
 		return 0, ErrNotReady // as handOffRights: own entries may be behind
 	}
@@ -143,7 +145,8 @@ type keyTo struct{ key, to string }
 // CancelHandoff turns the handoff off, and removes it from the store:
 // rights are kept and asked for again. Rights already moved stay with the
 // target, which holds them like any other.
-func (r *Replica) CancelHandoff(ctx context.Context) error {
+func (bg Budgets) CancelHandoff(ctx context.Context) error {
+	r := bg.r
 	r.handoffMu.Lock()
 	defer r.handoffMu.Unlock()
 	r.resumeHandoff.Store(nil)
@@ -202,8 +205,9 @@ func (r *Replica) resumeHandoffWhenReady() {
 // HandoffStatus reports the handoff target ("" if none; the one found on
 // open, until it is resumed) and the rights this replica holds now, in
 // how many budgets.
-func (r *Replica) HandoffStatus() (Handoff, error) {
-	h := Handoff{To: r.HandoffTarget()}
+func (bg Budgets) HandoffStatus() (Handoff, error) {
+	r := bg.r
+	h := Handoff{To: r.Budgets().HandoffTarget()}
 	keys, held, err := r.held()
 	h.Budgets, h.Held = len(keys), held
 	return h, err
@@ -211,7 +215,8 @@ func (r *Replica) HandoffStatus() (Handoff, error) {
 
 // HandoffTarget is the replica a handoff goes to: the one on now, or the
 // one found in the store on open and not yet resumed ("" if neither).
-func (r *Replica) HandoffTarget() string {
+func (bg Budgets) HandoffTarget() string {
+	r := bg.r
 	if to := r.handoff.Load(); to != nil {
 		return *to
 	}
@@ -262,7 +267,7 @@ func (r *Replica) scanRights() (map[string]int64, error) {
 	}
 	out := make(map[string]int64, len(keys))
 	for key := range keys {
-		main, inboxes, err := r.store.Budget(key) // one point in time, as Replica.Budget
+		main, inboxes, err := r.store.Budget(key) // one point in time, as Budgets.Get
 		if err != nil {
 			return nil, fmt.Errorf("scan budget rights: %w", err)
 		}

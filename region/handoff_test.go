@@ -42,10 +42,10 @@ func TestHandoffMovesRightsAndKeepsForwarding(t *testing.T) {
 		t.Fatalf("r1 gave %+v, want 5 to r0", rd.Rights)
 	}
 
-	if _, err := r0.HandOffRights(ctx, "r0"); err == nil {
+	if _, err := r0.Budgets().HandOffRights(ctx, "r0"); err == nil {
 		t.Fatal("a handoff to itself was taken")
 	}
-	h, err := r0.HandOffRights(ctx, "r2")
+	h, err := r0.Budgets().HandOffRights(ctx, "r2")
 	if err != nil || h.To != "r2" || h.Budgets != 2 || h.Moved != 130 || h.Held != 0 {
 		t.Fatalf("handoff: %+v %v, want 130 rights of 2 budgets moved", h, err)
 	}
@@ -74,7 +74,7 @@ func TestHandoffMovesRightsAndKeepsForwarding(t *testing.T) {
 		t.Fatalf("spend at r0 during the handoff: %v", err)
 	}
 	noAsks()
-	if st, err := r0.HandoffStatus(); err != nil || st.To != "r2" || st.Held != 0 || st.Budgets != 0 {
+	if st, err := r0.Budgets().HandoffStatus(); err != nil || st.To != "r2" || st.Held != 0 || st.Budgets != 0 {
 		t.Fatalf("status: %+v %v", st, err)
 	}
 	net.settle()
@@ -100,7 +100,7 @@ func TestHandoffMovesRightsAndKeepsForwarding(t *testing.T) {
 	}
 
 	// Cancelled, r0 keeps what it is granted.
-	if err := r0.CancelHandoff(ctx); err != nil {
+	if err := r0.Budgets().CancelHandoff(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if res := apply(r0, Op{Kind: OpGrant, Item: "d", By: 4}); res.Rights != 4 {
@@ -113,10 +113,10 @@ func TestHandoffMovesRightsAndKeepsForwarding(t *testing.T) {
 // and the check catches that.
 func TestHandoffControlOnePassStrandsRights(t *testing.T) {
 	onePass := func(r *Replica) {
-		if _, err := r.HandOffRights(context.Background(), "r1"); err != nil {
+		if _, err := r.Budgets().HandOffRights(context.Background(), "r1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.CancelHandoff(context.Background()); err != nil {
+		if err := r.Budgets().CancelHandoff(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +139,7 @@ func TestHandoffResumesAfterARestart(t *testing.T) {
 	if _, err := r0.Apply(ctx, Op{Kind: OpGrant, Item: "a", By: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := r0.HandOffRights(ctx, "r1"); err != nil || h.Moved != 10 {
+	if h, err := r0.Budgets().HandOffRights(ctx, "r1"); err != nil || h.Moved != 10 {
 		t.Fatalf("handoff: %+v %v", h, err)
 	}
 	closeR0()
@@ -147,7 +147,7 @@ func TestHandoffResumesAfterARestart(t *testing.T) {
 	// Restarted holding writes, as a node does until recovery ends: the
 	// handoff is pending, not on.
 	r0, closeR0 = openReplica(t, dir, "r0", func(c *Config) { c.HoldWrites = true })
-	if st, err := r0.HandoffStatus(); err != nil || st.To != "r1" || r0.handoffTo() != "" {
+	if st, err := r0.Budgets().HandoffStatus(); err != nil || st.To != "r1" || r0.handoffTo() != "" {
 		t.Fatalf("before writes are accepted: status %+v (%v), mode %q; want r1 pending, not on", st, err, r0.handoffTo())
 	}
 	r0.AcceptWrites()
@@ -156,17 +156,17 @@ func TestHandoffResumesAfterARestart(t *testing.T) {
 	if err != nil || res.Rights != 0 {
 		t.Fatalf("grant after the restart: %+v %v, want its rights moved on", res, err)
 	}
-	if rd, err := r0.Budget("a"); err != nil || rd.LocalRights != 0 || rd.Rights["r1"] != 15 {
+	if rd, err := r0.Budgets().Get("a"); err != nil || rd.LocalRights != 0 || rd.Rights["r1"] != 15 {
 		t.Fatalf("after the restart: %+v %v, want all 15 with r1", rd, err)
 	}
 
 	// Cancelled, then restarted: the replica keeps what it is granted.
-	if err := r0.CancelHandoff(ctx); err != nil {
+	if err := r0.Budgets().CancelHandoff(ctx); err != nil {
 		t.Fatal(err)
 	}
 	closeR0()
 	r0, _ = openReplica(t, dir, "r0", nil)
-	if st, err := r0.HandoffStatus(); err != nil || st.To != "" {
+	if st, err := r0.Budgets().HandoffStatus(); err != nil || st.To != "" {
 		t.Fatalf("a cancelled handoff after a restart: %+v %v", st, err)
 	}
 	if res, err := r0.Apply(ctx, Op{Kind: OpGrant, Item: "a", By: 4}); err != nil || res.Rights != 4 {

@@ -24,7 +24,7 @@ const sweepPage = 1000
 // sweepIdempotency runs until Close, sweeping once per IdempotencySweep.
 func (r *Replica) sweepIdempotency() {
 	r.sweepEvery(r.cfg.IdempotencySweep, "idempotency keys", func(ctx context.Context) (int, error) {
-		return r.ExpireIdempotency(ctx, r.cfg.Now().Add(-r.cfg.IdempotencyTTL))
+		return r.Admin().ExpireIdempotency(ctx, r.cfg.Now().Add(-r.cfg.IdempotencyTTL))
 	})
 }
 
@@ -54,7 +54,8 @@ func (r *Replica) sweepEvery(interval time.Duration, what string, expire func(co
 // ExpireIdempotency deletes every idempotency key whose register is stamped
 // before cutoff and which is expired by the rule, and returns how many it
 // deleted. The sweeper calls it; so can a test or an operator tool.
-func (r *Replica) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
+func (a Admin) ExpireIdempotency(ctx context.Context, cutoff time.Time) (int, error) {
+	r := a.r
 	return r.sweep(ctx, r.metrics.idemExpired, func() (*request, int, error) {
 		var batch []rkey
 		err := r.store.Expiring(cutoff.UnixMilli(), func(kind storage.Kind, key, idem string, _ int64) bool {

@@ -23,7 +23,7 @@ func TestExpireIdempotency(t *testing.T) {
 	ctx := context.Background()
 	incr := func(idem string, wantValue int64, wantDup bool) {
 		t.Helper()
-		res, err := r.Incr(ctx, "views", 1, idem)
+		res, err := r.Counters().Incr(ctx, "views", 1, idem)
 		if err != nil || res.Value != wantValue || res.Duplicate != wantDup {
 			t.Fatalf("incr %s: %+v, %v; want value %d, duplicate %v", idem, res, err, wantValue, wantDup)
 		}
@@ -35,7 +35,7 @@ func TestExpireIdempotency(t *testing.T) {
 	clock.Advance(time.Hour)
 	incr("new", 2501, false)
 
-	n, err := r.ExpireIdempotency(ctx, clock.Now())
+	n, err := r.Admin().ExpireIdempotency(ctx, clock.Now())
 	if err != nil || n != 2500 {
 		t.Fatalf("expired %d, %v; want 2500", n, err)
 	}
@@ -44,7 +44,7 @@ func TestExpireIdempotency(t *testing.T) {
 	}
 	incr("old-7", 2502, false) // forgotten: applies again
 	incr("new", 2502, true)    // within the TTL: still a duplicate
-	if n, err := r.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
+	if n, err := r.Admin().ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
 		t.Errorf("second sweep expired %d, %v; want 0 (old-7 was stored anew)", n, err)
 	}
 }
@@ -58,18 +58,18 @@ func TestKeyExpiresByRule(t *testing.T) {
 		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.Now, time.Hour, 1000*time.Hour
 	})
 	ctx := context.Background()
-	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
+	if _, err := r.Counters().Incr(ctx, "views", 1, "k"); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(59 * time.Minute)
-	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
+	if res, err := r.Counters().Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
 		t.Fatalf("within the TTL: %+v, %v", res, err)
 	}
 	clock.Advance(2 * time.Minute)
-	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
+	if res, err := r.Counters().Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
 		t.Fatalf("after the TTL, before any sweep: %+v, %v", res, err)
 	}
-	if n, err := r.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
+	if n, err := r.Admin().ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
 		t.Fatalf("sweep deleted %d fresh keys, %v", n, err)
 	}
 
@@ -95,11 +95,11 @@ func TestIdempotencySweeper(t *testing.T) {
 		c.Now, c.IdempotencyTTL, c.IdempotencySweep = clock.Now, time.Hour, 10*time.Millisecond
 	})
 	ctx := context.Background()
-	if _, err := r.Incr(ctx, "views", 1, "k"); err != nil {
+	if _, err := r.Counters().Incr(ctx, "views", 1, "k"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // sweeps run; k is not old enough
-	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
+	if res, err := r.Counters().Incr(ctx, "views", 1, "k"); err != nil || !res.Duplicate {
 		t.Fatalf("k forgotten within its TTL: %+v, %v", res, err)
 	}
 	clock.Advance(2 * time.Hour)
@@ -109,7 +109,7 @@ func TestIdempotencySweeper(t *testing.T) {
 		}
 		return nil
 	})
-	if res, err := r.Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
+	if res, err := r.Counters().Incr(ctx, "views", 1, "k"); err != nil || res.Duplicate || res.Value != 2 {
 		t.Fatalf("after the sweep: %+v, %v", res, err)
 	}
 	closeFn() // returns only once the sweeper has stopped (the WaitGroup)

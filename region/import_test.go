@@ -37,10 +37,10 @@ func TestImportBooksOldEventsAtTheirTime(t *testing.T) {
 	if _, err := r.Apply(ctx, Op{Kind: OpIncr, Item: "views", By: 2, IdemKey: "imp-2", At: old, Import: true}); err != nil {
 		t.Fatal(err)
 	}
-	if rd, err := r.Counter("views"); err != nil || rd.Value != 7 {
+	if rd, err := r.Counters().Get("views"); err != nil || rd.Value != 7 {
 		t.Fatalf("total %d (%v), want 7", rd.Value, err)
 	}
-	if rd, err := r.Likes("v123"); err != nil || rd.Value != 1 {
+	if rd, err := r.Likes().Count("v123"); err != nil || rd.Value != 1 {
 		t.Fatalf("likes of v123 %d (%v), want 1", rd.Value, err)
 	}
 	for _, c := range []struct {
@@ -52,7 +52,7 @@ func TestImportBooksOldEventsAtTheirTime(t *testing.T) {
 		{now.Add(-48*time.Hour - 5*time.Minute), now.Add(-48*time.Hour + 5*time.Minute), time.Minute, 5},
 		{time.UnixMilli(old).Add(-24 * time.Hour), time.UnixMilli(old).Add(24 * time.Hour), time.Hour, 0},
 	} {
-		w, err := r.Series(storage.Counters, "views", c.from.UnixMilli(), c.to.UnixMilli(), c.step)
+		w, err := r.Windows().Series(storage.Counters, "views", c.from.UnixMilli(), c.to.UnixMilli(), c.step)
 		var sum int64
 		for _, p := range w.Points {
 			sum += p.Value()

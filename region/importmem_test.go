@@ -54,7 +54,7 @@ func TestImportMemoryBoundedBySpread(t *testing.T) {
 		}
 	}
 	// Everything was applied: the imports are in the totals.
-	if rd, err := r.Counter("c0:k0"); err != nil || rd.Value != 1 {
+	if rd, err := r.Counters().Get("c0:k0"); err != nil || rd.Value != 1 {
 		t.Fatalf("c0:k0 = %d (%v), want 1", rd.Value, err)
 	}
 	if n := r.cache.len(); n == 0 || n > cacheItems {

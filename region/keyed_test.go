@@ -17,24 +17,24 @@ import (
 func TestKeyedIncrementOnceAcrossReplicas(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()
-	if res, err := a.Incr(ctx, "views", 5, "req-1"); err != nil || res.Value != 5 {
+	if res, err := a.Counters().Incr(ctx, "views", 5, "req-1"); err != nil || res.Value != 5 {
 		t.Fatalf("A: %+v, %v", res, err)
 	}
-	if res, err := b.Incr(ctx, "views", 5, "req-1"); err != nil || res.Duplicate { // unaware of A's
+	if res, err := b.Counters().Incr(ctx, "views", 5, "req-1"); err != nil || res.Duplicate { // unaware of A's
 		t.Fatalf("B: %+v, %v", res, err)
 	}
 	deliver(t, b, boxB, a) // A sees B's winning application: only B may fix it
-	if rd, _ := a.Counter("views"); rd.Value != 10 || rd.Unreconciled != 1 {
+	if rd, _ := a.Counters().Get("views"); rd.Value != 10 || rd.Unreconciled != 1 {
 		t.Fatalf("A before the fix: %+v, want 10 with one unreconciled key", rd)
 	}
 	exchange(t, a, b, boxA, boxB)
 	for _, r := range []*Replica{a, b} {
-		rd, err := r.Counter("views")
+		rd, err := r.Counters().Get("views")
 		if err != nil || rd.Value != 5 || rd.Unreconciled != 0 {
 			t.Fatalf("%s after exchange: %+v, %v", r.ID(), rd, err)
 		}
 		// A third retry, anywhere, is a duplicate now.
-		if res, err := r.Incr(ctx, "views", 5, "req-1"); err != nil || !res.Duplicate || res.Value != 5 {
+		if res, err := r.Counters().Incr(ctx, "views", 5, "req-1"); err != nil || !res.Duplicate || res.Value != 5 {
 			t.Fatalf("%s: retry after exchange: %+v, %v", r.ID(), res, err)
 		}
 	}
@@ -43,16 +43,16 @@ func TestKeyedIncrementOnceAcrossReplicas(t *testing.T) {
 	if !ra.Equal(rb) || ra.Excess() != 0 {
 		t.Fatalf("records differ or keep an excess: %+v vs %+v", ra, rb)
 	}
-	if rd, _ := a.Counter("views"); rd.Vector.Get("B") != (crdt.PN{P: 5, N: 5}) {
+	if rd, _ := a.Counters().Get("views"); rd.Vector.Get("B") != (crdt.PN{P: 5, N: 5}) {
 		t.Fatalf("the winner B should have taken its application back: %v", rd.Vector)
 	}
 	// A retry sent after the key reached the other replica is a duplicate
 	// there without any conflict.
-	if _, err := a.Incr(ctx, "views", -3, "req-2"); err != nil {
+	if _, err := a.Counters().Incr(ctx, "views", -3, "req-2"); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, a, b, boxA, boxB)
-	if res, err := b.Incr(ctx, "views", -3, "req-2"); err != nil || !res.Duplicate || res.Value != 2 {
+	if res, err := b.Counters().Incr(ctx, "views", -3, "req-2"); err != nil || !res.Duplicate || res.Value != 2 {
 		t.Fatalf("retry of req-2 at B: %+v, %v", res, err)
 	}
 }
@@ -70,7 +70,7 @@ func TestExpiredKeyNotResurrected(t *testing.T) {
 	boxA, boxB := &mailbox{}, &mailbox{}
 	a, b := mk("A", boxA), mk("B", boxB)
 	ctx := context.Background()
-	if _, err := a.Incr(ctx, "views", 1, "k"); err != nil {
+	if _, err := a.Counters().Incr(ctx, "views", 1, "k"); err != nil {
 		t.Fatal(err)
 	}
 	old := boxA.take()
@@ -98,7 +98,7 @@ func TestExpiredKeyNotResurrected(t *testing.T) {
 		t.Fatal("B stored a contribution without its register")
 	}
 	// At A the expired record is gone by rule: the sweep deletes it.
-	if n, err := a.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 1 {
+	if n, err := a.Admin().ExpireIdempotency(ctx, clock.Now()); err != nil || n != 1 {
 		t.Fatalf("A's sweep: %d, %v", n, err)
 	}
 }

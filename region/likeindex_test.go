@@ -47,9 +47,9 @@ func TestLikeListsConvergeWithTheRecords(t *testing.T) {
 			item, user := items[rng.IntN(len(items))], users[rng.IntN(len(users))]
 			var err error
 			if rng.IntN(3) == 0 {
-				_, err = r.Unlike(ctx, item, user)
+				_, err = r.Likes().Unlike(ctx, item, user)
 			} else {
-				_, err = r.Like(ctx, item, user)
+				_, err = r.Likes().Like(ctx, item, user)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -61,14 +61,14 @@ func TestLikeListsConvergeWithTheRecords(t *testing.T) {
 	}
 	exchange(t, a, b, boxA, boxB)
 	for _, item := range items {
-		la := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return a.Likers(item, after, n) })
-		lb := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return b.Likers(item, after, n) })
+		la := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return a.Lists().Likers(item, after, n) })
+		lb := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return b.Lists().Likers(item, after, n) })
 		if !slices.Equal(la, lb) {
 			t.Fatalf("likers of %s differ:\nA %v\nB %v", item, la, lb)
 		}
 		var want []string
 		for _, u := range users {
-			st, err := a.LikeOf(item, u)
+			st, err := a.Likes().State(item, u)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,16 +84,16 @@ func TestLikeListsConvergeWithTheRecords(t *testing.T) {
 		}
 	}
 	for _, u := range users {
-		la := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return a.LikedItems(u, after, n) })
-		lb := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return b.LikedItems(u, after, n) })
+		la := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return a.Lists().LikedItems(u, after, n) })
+		lb := listAll(t, func(after string, n int) ([]storage.Listed, bool, error) { return b.Lists().LikedItems(u, after, n) })
 		if !slices.Equal(la, lb) {
 			t.Fatalf("items of %s differ:\nA %v\nB %v", u, la, lb)
 		}
 	}
-	if _, _, err := a.Likers("i1", "", 0); err == nil {
+	if _, _, err := a.Lists().Likers("i1", "", 0); err == nil {
 		t.Fatal("limit 0 accepted")
 	}
-	if _, _, err := a.Likers("i 1", "", 5); err == nil {
+	if _, _, err := a.Lists().Likers("i 1", "", 5); err == nil {
 		t.Fatal("a bad id accepted")
 	}
 }
@@ -120,7 +120,7 @@ func TestLikeIndexBuiltForAnOlderStore(t *testing.T) {
 	}
 	_ = st.Close()
 	r, closeFn := openReplica(t, dir, "a", func(c *Config) { c.LikeLists = true })
-	l, more, err := r.Likers("post", "", 10)
+	l, more, err := r.Lists().Likers("post", "", 10)
 	if err != nil || more {
 		t.Fatal(err, more)
 	}
@@ -131,15 +131,15 @@ func TestLikeIndexBuiltForAnOlderStore(t *testing.T) {
 	// while it was off.
 	closeFn()
 	r, closeFn = openReplica(t, dir, "a", nil)
-	if _, _, err := r.Likers("post", "", 10); !errors.Is(err, ErrNoLists) {
+	if _, _, err := r.Lists().Likers("post", "", 10); !errors.Is(err, ErrNoLists) {
 		t.Fatalf("lists off: %v", err)
 	}
-	if _, err := r.Unlike(context.Background(), "post", "u0"); err != nil {
+	if _, err := r.Likes().Unlike(context.Background(), "post", "u0"); err != nil {
 		t.Fatal(err)
 	}
 	closeFn()
 	r, _ = openReplica(t, dir, "a", func(c *Config) { c.LikeLists = true })
-	l, _, _ = r.Likers("post", "", 10)
+	l, _, _ = r.Lists().Likers("post", "", 10)
 	var ids []string
 	for _, e := range l {
 		ids = append(ids, e.ID)
@@ -156,11 +156,11 @@ func TestAllLikers(t *testing.T) {
 	defer closeFn()
 	ctx := context.Background()
 	for i := range 5 {
-		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := r.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := r.Unlike(ctx, "post", "u2"); err != nil {
+	if _, err := r.Likes().Unlike(ctx, "post", "u2"); err != nil {
 		t.Fatal(err)
 	}
 	ids := func(l []storage.Listed) (out []string) {
@@ -169,20 +169,20 @@ func TestAllLikers(t *testing.T) {
 		}
 		return out
 	}
-	l, more, err := r.AllLikers("post", MaxAllLikers)
+	l, more, err := r.Lists().AllLikers("post", MaxAllLikers)
 	if err != nil || more || fmt.Sprint(ids(l)) != "[u0 u1 u3 u4]" {
 		t.Fatalf("all likers: %v %v %v", ids(l), more, err)
 	}
-	l, more, err = r.AllLikers("post", 3)
+	l, more, err = r.Lists().AllLikers("post", 3)
 	if err != nil || !more || fmt.Sprint(ids(l)) != "[u0 u1 u3]" {
 		t.Fatalf("three of four likers: %v %v %v", ids(l), more, err)
 	}
 	for _, max := range []int{0, MaxAllLikers + 1} {
-		if _, _, err := r.AllLikers("post", max); !errors.Is(err, ErrInvalid) {
+		if _, _, err := r.Lists().AllLikers("post", max); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("max %d: %v", max, err)
 		}
 	}
-	if _, _, err := r.AllLikers("a b", 10); !errors.Is(err, ErrInvalid) {
+	if _, _, err := r.Lists().AllLikers("a b", 10); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a bad id: %v", err)
 	}
 }

@@ -1,9 +1,18 @@
 package region
 
 import (
+	"context"
+	"fmt"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/storage"
 )
+
+// Likes is the replica's face for likes: a user's like or unlike of an item,
+// the item's count, a user's like state, record and history.
+type Likes struct{ r *Replica }
+
+// Likes returns the replica's likes face.
+func (r *Replica) Likes() Likes { return Likes{r} }
 
 // Likes: a user's like, unlike or toggle of an item, a like record
 // counting in the item's vector. The record's register is ordered by the
@@ -147,4 +156,70 @@ func (t *txn) decideLike(item, user string, rs *recState, vs *vecState, a crdt.A
 	}
 	rs.dirty, rs.spread = true, true
 	return Result{Liked: a.Liked, Changed: changed, Value: vs.cur.Value()}
+}
+
+// LikeState is a user's like of an item as this replica sees it.
+type LikeState struct {
+	Liked bool
+	// HLC and Origin are the winning like or unlike's stamp and the
+	// replica that accepted it (zero if the user never liked the item).
+	HLC    crdt.HLC
+	Origin string
+}
+
+// Like marks item liked by user.
+func (l Likes) Like(ctx context.Context, item, user string) (Result, error) {
+	return l.r.do1(ctx, Op{Kind: OpLike, Item: item, User: user})
+}
+
+// Unlike marks item not liked by user.
+func (l Likes) Unlike(ctx context.Context, item, user string) (Result, error) {
+	return l.r.do1(ctx, Op{Kind: OpUnlike, Item: item, User: user})
+}
+
+// Count reads an item's like count.
+func (l Likes) Count(item string) (Read, error) { return l.r.read(storage.Likes, item) }
+
+// Liked reports whether user likes item in this replica's view.
+func (l Likes) Liked(item, user string) (bool, error) {
+	r := l.r
+	st, err := r.Likes().State(item, user)
+	return st.Liked, err
+}
+
+// State returns user's like state of item in this replica's view.
+func (l Likes) State(item, user string) (LikeState, error) {
+	r := l.r
+	if !crdt.ValidItemName(item) || !crdt.ValidID(user) {
+		return LikeState{}, fmt.Errorf("%w: bad id", ErrInvalid)
+	}
+	if err := r.Err(); err != nil {
+		return LikeState{}, err // see read
+	}
+	rec, ok, err := r.store.LikeRecord(item, user)
+	if err != nil || !ok {
+		return LikeState{}, err
+	}
+	return LikeState{Liked: rec.Liked, HLC: rec.HLC, Origin: rec.Origin}, nil
+}
+
+// Record returns a user's like record as this replica sees it.
+func (l Likes) Record(item, user string) (*crdt.LikeRecord, bool, error) {
+	return l.r.store.LikeRecord(item, user)
+}
+
+// History returns the likes and unlikes of (item, user) this replica
+// accepted (its own only), oldest first: the newest limit of them.
+func (l Likes) History(item, user string, limit int) ([]storage.Action, error) {
+	r := l.r
+	if !r.cfg.EventLog {
+		return nil, fmt.Errorf("%w: the like history needs it", ErrNoLog)
+	}
+	if !crdt.ValidItemName(item) || !crdt.ValidID(user) || limit < 1 || limit > MaxHistory { // an item, or a split item's part
+		return nil, fmt.Errorf("%w: history of %q/%q, limit %d", ErrInvalid, item, user, limit)
+	}
+	if err := r.Err(); err != nil {
+		return nil, err
+	}
+	return r.store.History(item, user, limit)
 }

@@ -98,10 +98,10 @@ func exchange(t *testing.T, a, b *Replica, boxA, boxB *mailbox) {
 func TestConcurrentLikeReconciles(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()
-	if _, err := a.Like(ctx, "post", "u"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Like(ctx, "post", "u"); err != nil { // unaware of A's like
+	if _, err := b.Likes().Like(ctx, "post", "u"); err != nil { // unaware of A's like
 		t.Fatal(err)
 	}
 	if got := mustLikes(t, a, "post").Value; got != 1 {
@@ -120,7 +120,7 @@ func TestConcurrentLikeReconciles(t *testing.T) {
 		}
 	}
 	// Then u unlikes at A: the latest action wins everywhere.
-	if _, err := a.Unlike(ctx, "post", "u"); err != nil {
+	if _, err := a.Likes().Unlike(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, a, b, boxA, boxB)
@@ -128,12 +128,12 @@ func TestConcurrentLikeReconciles(t *testing.T) {
 		if rd := mustLikes(t, r, "post"); rd.Value != 0 {
 			t.Fatalf("%s after unlike: %+v", r.ID(), rd)
 		}
-		if liked, _ := r.Liked("post", "u"); liked {
+		if liked, _ := r.Likes().Liked("post", "u"); liked {
 			t.Fatalf("%s still says liked", r.ID())
 		}
 	}
-	ra, _, _ := a.Record("post", "u")
-	rb, _, _ := b.Record("post", "u")
+	ra, _, _ := a.Likes().Record("post", "u")
+	rb, _, _ := b.Likes().Record("post", "u")
 	if !ra.Equal(rb) {
 		t.Fatalf("records differ: %+v vs %+v", ra, rb)
 	}
@@ -145,12 +145,12 @@ func TestConcurrentLikeReconciles(t *testing.T) {
 func TestUnreconciledMarksApprox(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()
-	_, _ = a.Like(ctx, "post", "u")
+	_, _ = a.Likes().Like(ctx, "post", "u")
 	// B must act in a later millisecond for its HLC to be later: in the
 	// same one, the tie-break by replica id would let A win.
 	time.Sleep(2 * time.Millisecond)
-	_, _ = b.Like(ctx, "post", "u") // later HLC: B wins
-	deliver(t, b, boxB, a)          // A sees B's winning record; only B may fix it
+	_, _ = b.Likes().Like(ctx, "post", "u") // later HLC: B wins
+	deliver(t, b, boxB, a)                  // A sees B's winning record; only B may fix it
 	rd := mustLikes(t, a, "post")
 	if rd.Value != 2 || rd.Unreconciled != 1 {
 		t.Fatalf("A before the fix: %+v, want count 2 with 1 unreconciled", rd)
@@ -172,7 +172,7 @@ func TestOwnEntryRecoveredFromPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.AcceptWrites()
-	res, err := a.Incr(context.Background(), "c", 1, "")
+	res, err := a.Counters().Incr(context.Background(), "c", 1, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestOwnEntryRecoveredFromPeer(t *testing.T) {
 	}
 	// Merging an older view again changes nothing.
 	_ = a.Merge(context.Background(), []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: peerView}}, nil)
-	if rd, _ := a.Counter("c"); rd.Value != 9 {
+	if rd, _ := a.Counters().Get("c"); rd.Value != 9 {
 		t.Fatalf("replayed merge moved the value to %d", rd.Value)
 	}
 }
@@ -193,14 +193,14 @@ func TestOwnEntryRecoveredFromPeer(t *testing.T) {
 func TestOwnEntryNotRaisedByPeerAfterRecovery(t *testing.T) {
 	a, _ := openReplica(t, t.TempDir(), "A", nil)
 	ctx := context.Background()
-	if _, err := a.Incr(ctx, "c", 3, ""); err != nil {
+	if _, err := a.Counters().Incr(ctx, "c", 3, ""); err != nil {
 		t.Fatal(err)
 	}
 	forged := crdt.Vector{}.Set("A", crdt.PN{N: 1000}).Set("B", crdt.PN{P: 2})
 	if err := a.Merge(ctx, []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: forged}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if rd, _ := a.Counter("c"); rd.Value != 5 || rd.Vector.Get("A") != (crdt.PN{P: 3}) {
+	if rd, _ := a.Counters().Get("c"); rd.Value != 5 || rd.Vector.Get("A") != (crdt.PN{P: 3}) {
 		t.Fatalf("after a forged own entry: %+v, want 5 with A = {3 0}", rd)
 	}
 	if got := testutil.ToFloat64(a.metrics.refusedOwn); got != 1 {
@@ -215,18 +215,18 @@ func TestForgedOwnRecordRefused(t *testing.T) {
 	a, _ := openReplica(t, t.TempDir(), "A", nil)
 	ctx := context.Background()
 	for _, u := range []string{"u1", "u2", "u3"} {
-		if _, err := a.Like(ctx, "post", u); err != nil {
+		if _, err := a.Likes().Like(ctx, "post", u); err != nil {
 			t.Fatal(err)
 		}
 	}
-	before, _, _ := a.Record("post", "u1")
+	before, _, _ := a.Likes().Record("post", "u1")
 	forged := &crdt.LikeRecord{Liked: false, HLC: before.HLC + 1000, Origin: "A",
 		Contrib: crdt.Vector{}.Set("A", crdt.PN{N: 5})}
 	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post", User: "u1", Rec: forged}}); err != nil {
 		t.Fatal(err)
 	}
 	rd := mustLikes(t, a, "post")
-	after, _, _ := a.Record("post", "u1")
+	after, _, _ := a.Likes().Record("post", "u1")
 	if rd.Value != 3 || rd.Unreconciled != 0 || !after.Equal(before) {
 		t.Fatalf("after the forged record: count %+v, record %+v (was %+v)", rd, after, before)
 	}
@@ -242,7 +242,7 @@ func TestFutureStampQuarantined(t *testing.T) {
 	clock := &stepClock{}
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Now = clock.now })
 	ctx := context.Background()
-	if _, err := a.Unlike(ctx, "post9", "alice"); err != nil {
+	if _, err := a.Likes().Unlike(ctx, "post9", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	year := int64(365 * 24 * 3600 * 1000)
@@ -251,18 +251,18 @@ func TestFutureStampQuarantined(t *testing.T) {
 	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post9", User: "alice", Rec: future}}); err != nil {
 		t.Fatal(err)
 	}
-	if liked, _ := a.Liked("post9", "alice"); liked {
+	if liked, _ := a.Likes().Liked("post9", "alice"); liked {
 		t.Fatal("a record stamped a year ahead reverted the acknowledged unlike")
 	}
 	if got := testutil.ToFloat64(a.metrics.refusedFuture); got != 1 {
 		t.Fatalf("refused future_stamp = %v, want 1", got)
 	}
 	// A later local action is stamped by the wall clock, not the future.
-	res, err := a.Like(ctx, "post9", "bob")
+	res, err := a.Likes().Like(ctx, "post9", "bob")
 	if err != nil || !res.Changed {
 		t.Fatal(res, err)
 	}
-	rec, _, _ := a.Record("post9", "bob")
+	rec, _, _ := a.Likes().Record("post9", "bob")
 	if rec.HLC.WallMs() > clock.now().UnixMilli()+1000 {
 		t.Fatalf("local stamp %v follows the refused future stamp", rec.HLC)
 	}
@@ -272,7 +272,7 @@ func TestFutureStampQuarantined(t *testing.T) {
 	if err := a.Merge(ctx, nil, []RecordMerge{{Item: "post9", User: "alice", Rec: soon}}); err != nil {
 		t.Fatal(err)
 	}
-	if liked, _ := a.Liked("post9", "alice"); !liked {
+	if liked, _ := a.Likes().Liked("post9", "alice"); !liked {
 		t.Fatal("a record 30 s ahead (within the drift bound) was refused")
 	}
 }
@@ -285,10 +285,10 @@ func TestEntryPastCapRefused(t *testing.T) {
 	_ = a.Merge(ctx, []VectorMerge{{Kind: storage.Counters, Item: "c", Vec: huge}}, nil)
 	rec := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "B", Contrib: huge}
 	_ = a.Merge(ctx, nil, []RecordMerge{{Item: "post", User: "u", Rec: rec}})
-	if rd, _ := a.Counter("c"); rd.Value != 0 {
+	if rd, _ := a.Counters().Get("c"); rd.Value != 0 {
 		t.Fatalf("counter after an entry past the cap: %+v", rd)
 	}
-	if _, ok, _ := a.Record("post", "u"); ok {
+	if _, ok, _ := a.Likes().Record("post", "u"); ok {
 		t.Fatal("a record with a contribution past the cap was merged")
 	}
 	if got := testutil.ToFloat64(a.metrics.refusedCap); got != 2 {
@@ -304,7 +304,7 @@ func TestStoredClockAheadNotFollowed(t *testing.T) {
 	real := time.UnixMilli(1_700_000_000_000)
 	ahead, closeA := openReplica(t, dir, "A", func(c *Config) { c.Now = func() time.Time { return real.Add(time.Hour) } })
 	ctx := context.Background()
-	if _, err := ahead.Like(ctx, "post", "alice"); err != nil {
+	if _, err := ahead.Likes().Like(ctx, "post", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	closeA()
@@ -312,17 +312,17 @@ func TestStoredClockAheadNotFollowed(t *testing.T) {
 	if got := a.ClockAheadMs(); got < 3_500_000 {
 		t.Fatalf("ClockAheadMs = %d, want about an hour", got)
 	}
-	if _, err := a.Like(ctx, "post", "bob"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "bob"); err != nil {
 		t.Fatal(err)
 	}
-	if rec, _, _ := a.Record("post", "bob"); rec.HLC.WallMs() != real.UnixMilli() {
+	if rec, _, _ := a.Likes().Record("post", "bob"); rec.HLC.WallMs() != real.UnixMilli() {
 		t.Fatalf("new stamp %v follows the stored clock, want the wall clock %d", rec.HLC, real.UnixMilli())
 	}
-	before, _, _ := a.Record("post", "alice")
-	if _, err := a.Unlike(ctx, "post", "alice"); err != nil {
+	before, _, _ := a.Likes().Record("post", "alice")
+	if _, err := a.Likes().Unlike(ctx, "post", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	after, _, _ := a.Record("post", "alice")
+	after, _, _ := a.Likes().Record("post", "alice")
 	if after.Liked || after.HLC <= before.HLC {
 		t.Fatalf("unlike on a record stamped ahead: %+v (was %+v): it would lose to the old stamp", after, before)
 	}
@@ -357,7 +357,7 @@ func TestReconciliationWaitsForRecovery(t *testing.T) {
 		}
 		return nil
 	})
-	got, _, _ := a.Record("post", "u")
+	got, _, _ := a.Likes().Record("post", "u")
 	if got.Excess() != 0 || got.Contrib.Get("A") != (crdt.PN{P: 2, N: 1}) {
 		t.Fatalf("record after recovery: %+v", got)
 	}

@@ -12,9 +12,9 @@ type Kind = storage.Kind
 
 // The families the front doors name.
 const (
-	Likes    = storage.Likes
-	Counters = storage.Counters
-	Budgets  = storage.Budgets
+	KindLikes    = storage.Likes
+	KindCounters = storage.Counters
+	KindBudgets  = storage.Budgets
 )
 
 // Listed is one entry of a like list (Likers, LikedItems, AllLikers).

@@ -11,6 +11,13 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
+// Numbers is the replica's face for numbering: sequences' queued events,
+// final ranks (Finalize) and milestone claim intents.
+type Numbers struct{ r *Replica }
+
+// Numbers returns the replica's numbers face.
+func (r *Replica) Numbers() Numbers { return Numbers{r} }
+
 // Numbering: the replica numbers counted events from global sequences,
 // each from blocks this replica leases (see package alloc). A sequence
 // numbers either counted likes (a user's first like of an item, the op
@@ -175,15 +182,16 @@ func (r *Replica) loadNumbering() error {
 		if n.queued > 0 {
 			// Events queued before a restart: the writer asks for numbers
 			// as soon as it runs, without waiting for a new one to do it.
-			r.NumbersReady()
+			r.Numbers().Ready()
 		}
 	}
 	return nil
 }
 
-// NumbersReady wakes the writer to number queued events: a sequencer
+// Ready wakes the writer to number queued events: a sequencer
 // calls it when numbers are usable again. It does not block.
-func (r *Replica) NumbersReady() {
+func (ns Numbers) Ready() {
+	r := ns.r
 	select {
 	case r.kick <- struct{}{}:
 	default:
@@ -359,7 +367,7 @@ func (t *txn) afterNumber() {
 			n.cfg.OnClaim()
 		}
 		if st.drained > 0 && n.queued > 0 {
-			t.r.NumbersReady() // more to drain
+			t.r.Numbers().Ready() // more to drain
 		}
 	}
 }
@@ -385,7 +393,8 @@ func (r *Replica) sequence(name string) (int, *numbering, error) {
 // a rank that is a milestone becomes a claim intent for the event that
 // took its number, and the blocks' events are forgotten, all in one
 // durable batch. Taking the same block twice changes nothing more.
-func (r *Replica) Finalize(ctx context.Context, seq string, blocks []FinalBlock) error {
+func (ns Numbers) Finalize(ctx context.Context, seq string, blocks []FinalBlock) error {
+	r := ns.r
 	if len(blocks) == 0 {
 		return nil
 	}
@@ -457,7 +466,8 @@ func milestonesIn(cfg *Numbering, first, last uint64) func(yield func(uint64) bo
 
 // Unnumbered is how many counted events of seq wait for numbers, as of
 // the last commit.
-func (r *Replica) Unnumbered(seq string) int {
+func (ns Numbers) Unnumbered(seq string) int {
+	r := ns.r
 	if _, n, err := r.sequence(seq); err == nil {
 		return int(n.unnumbered.Load())
 	}
@@ -465,7 +475,8 @@ func (r *Replica) Unnumbered(seq string) int {
 }
 
 // Numbered is how many numbers of seq this process has taken.
-func (r *Replica) Numbered(seq string) uint64 {
+func (ns Numbers) Numbered(seq string) uint64 {
+	r := ns.r
 	if _, n, err := r.sequence(seq); err == nil {
 		return n.numbered.Load()
 	}
@@ -474,24 +485,25 @@ func (r *Replica) Numbered(seq string) uint64 {
 
 // Claims calls fn for every milestone claim intent of seq not yet
 // settled, in number order.
-func (r *Replica) Claims(seq string, fn func(n uint64, l storage.CountedLike) bool) error {
-	return ClaimIntents{Store: r.store, Sequence: seq}.Claims(fn)
+func (ns Numbers) Claims(seq string, fn func(n uint64, l storage.CountedLike) bool) error {
+	return ClaimIntents{Store: ns.r.store, Sequence: seq}.Claims(fn)
 }
 
 // PendingClaims is how many milestone claim intents of seq are not yet
 // settled: milestones whose rank this replica took and whose claim is not
 // yet made and published. Until then the like each one names is recorded
 // only in this replica's data directory.
-func (r *Replica) PendingClaims(seq string) (int, error) {
+func (ns Numbers) PendingClaims(seq string) (int, error) {
+	r := ns.r
 	n := 0
-	err := r.Claims(seq, func(uint64, storage.CountedLike) bool { n++; return true })
+	err := r.Numbers().Claims(seq, func(uint64, storage.CountedLike) bool { n++; return true })
 	return n, err
 }
 
 // SettleClaim removes a claim intent of seq once its milestone is claimed
 // and published, or lost to another replica.
-func (r *Replica) SettleClaim(seq string, n uint64) error {
-	return ClaimIntents{Store: r.store, Sequence: seq}.SettleClaim(n)
+func (ns Numbers) SettleClaim(seq string, n uint64) error {
+	return ClaimIntents{Store: ns.r.store, Sequence: seq}.SettleClaim(n)
 }
 
 // ClaimIntents are the milestone claim intents of one sequence in a store,

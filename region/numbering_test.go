@@ -59,7 +59,7 @@ func (f *fakeSeq) give(n uint64) {
 func claimsOf(t *testing.T, r *Replica) []string {
 	t.Helper()
 	var out []string
-	if err := r.Claims("likes", func(n uint64, l storage.CountedLike) bool {
+	if err := r.Numbers().Claims("likes", func(n uint64, l storage.CountedLike) bool {
 		out = append(out, fmt.Sprintf("%d:%s/%s", n, l.Item, l.User))
 		return true
 	}); err != nil {
@@ -73,7 +73,7 @@ func claimsOf(t *testing.T, r *Replica) []string {
 // closed.
 func finalize(t *testing.T, r *Replica, start, used, base uint64) {
 	t.Helper()
-	if err := r.Finalize(context.Background(), "likes", []FinalBlock{{Start: start, Used: used, Base: base}}); err != nil {
+	if err := r.Numbers().Finalize(context.Background(), "likes", []FinalBlock{{Start: start, Used: used, Base: base}}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,7 +100,7 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 	r, _ := openReplica(t, t.TempDir(), "a", numberingConfig(seq, claimed))
 	ctx := context.Background()
 	for i := 1; i <= 7; i++ {
-		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := r.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +111,7 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := r.Numbered("likes"); got != 7 {
+	if got := r.Numbers().Numbered("likes"); got != 7 {
 		t.Fatalf("numbered %d likes, want 7 (the first likes only)", got)
 	}
 	if c := mustLikes(t, r, "post").Value; c != 7 {
@@ -129,11 +129,11 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 	if _, err := r.Do(ctx, toggles); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.Numbered("likes"); got != 7 {
+	if got := r.Numbers().Numbered("likes"); got != 7 {
 		t.Fatalf("numbered %d after 5,000 toggles of one user, want still 7", got)
 	}
 	// A new user's like does: the sequence moves by one.
-	if _, err := r.Like(ctx, "post", "u8"); err != nil {
+	if _, err := r.Likes().Like(ctx, "post", "u8"); err != nil {
 		t.Fatal(err)
 	}
 	if seq.durable != 8 || seq.next != 9 {
@@ -157,7 +157,7 @@ func TestCountedLikesAreNumberedInline(t *testing.T) {
 	if err != nil || string(snap) != "next=9" {
 		t.Fatalf("stored snapshot %q %v, want next=9", snap, err)
 	}
-	if err := r.SettleClaim("likes", 5); err != nil {
+	if err := r.Numbers().SettleClaim("likes", 5); err != nil {
 		t.Fatal(err)
 	}
 	if c := claimsOf(t, r); len(c) != 0 {
@@ -175,7 +175,7 @@ func TestUnnumberedLikesQueueAndDrainInOrder(t *testing.T) {
 	r, closeFn := openReplica(t, dir, "a", numberingConfig(seq, claimed))
 	ctx := context.Background()
 	for i := 1; i <= 6; i++ {
-		res, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i))
+		res, err := r.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i))
 		if err != nil || !res.Changed {
 			t.Fatalf("like %d while unnumbered: %+v %v", i, res, err)
 		}
@@ -183,22 +183,22 @@ func TestUnnumberedLikesQueueAndDrainInOrder(t *testing.T) {
 	if got := mustLikes(t, r, "post").Value; got != 6 {
 		t.Fatalf("count %d, want 6: numbering must not stand in the like's way", got)
 	}
-	if r.Unnumbered("likes") != 4 || r.Numbered("likes") != 2 {
-		t.Fatalf("unnumbered %d numbered %d, want 4 and 2", r.Unnumbered("likes"), r.Numbered("likes"))
+	if r.Numbers().Unnumbered("likes") != 4 || r.Numbers().Numbered("likes") != 2 {
+		t.Fatalf("unnumbered %d numbered %d, want 4 and 2", r.Numbers().Unnumbered("likes"), r.Numbers().Numbered("likes"))
 	}
 	closeFn()
 
 	// Restart: the queue is durable.
 	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
-	if r.Unnumbered("likes") != 4 {
-		t.Fatalf("unnumbered after restart %d, want 4", r.Unnumbered("likes"))
+	if r.Numbers().Unnumbered("likes") != 4 {
+		t.Fatalf("unnumbered after restart %d, want 4", r.Numbers().Unnumbered("likes"))
 	}
 	// A new like while the queue waits goes behind it.
-	if _, err := r.Like(ctx, "other", "u7"); err != nil {
+	if _, err := r.Likes().Like(ctx, "other", "u7"); err != nil {
 		t.Fatal(err)
 	}
 	seq.give(100)
-	r.NumbersReady()
+	r.Numbers().Ready()
 	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
 	finalize(t, r, 1, 8, 0)
 	// Numbers 3..7 went to u3..u6 then u7, so milestone 5 is u5's.
@@ -227,11 +227,11 @@ func TestDrainSpansManyCommits(t *testing.T) {
 			ops = ops[:0]
 		}
 	}
-	if r.Unnumbered("likes") != n {
-		t.Fatalf("unnumbered %d, want %d", r.Unnumbered("likes"), n)
+	if r.Numbers().Unnumbered("likes") != n {
+		t.Fatalf("unnumbered %d, want %d", r.Numbers().Unnumbered("likes"), n)
 	}
 	seq.give(n)
-	r.NumbersReady()
+	r.Numbers().Ready()
 	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
 	finalize(t, r, 1, n+1, 0)
 	if got := len(claimsOf(t, r)); got != n/5 {
@@ -247,7 +247,7 @@ func TestRestartAsksForNumbers(t *testing.T) {
 	claimed := make(chan struct{}, 1)
 	r, closeFn := openReplica(t, dir, "a", numberingConfig(seq, claimed))
 	for i := 0; i < 3; i++ {
-		if _, err := r.Like(context.Background(), "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := r.Likes().Like(context.Background(), "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -255,14 +255,14 @@ func TestRestartAsksForNumbers(t *testing.T) {
 	seq.give(10)
 	r, _ = openReplica(t, dir, "a", numberingConfig(seq, claimed))
 	testkit.WaitFor(t, 10*time.Second, func() error { return numbered(r) })
-	if r.Numbered("likes") != 3 {
-		t.Fatalf("numbered %d, want 3", r.Numbered("likes"))
+	if r.Numbers().Numbered("likes") != 3 {
+		t.Fatalf("numbered %d, want 3", r.Numbers().Numbered("likes"))
 	}
 }
 
 // numbered reports whether every counted like of r has its number.
 func numbered(r *Replica) error {
-	if n := r.Unnumbered("likes"); n != 0 {
+	if n := r.Numbers().Unnumbered("likes"); n != 0 {
 		return fmt.Errorf("%d likes unnumbered", n)
 	}
 	return nil
@@ -279,27 +279,27 @@ func TestMilestonesGoByRank(t *testing.T) {
 	r, _ := openReplica(t, t.TempDir(), "a", numberingConfig(seq, claimed))
 	ctx := context.Background()
 	for i := 1; i <= 8; i++ {
-		if _, err := r.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := r.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, err := r.PendingClaims("likes"); err != nil || n != 0 {
+	if n, err := r.Numbers().PendingClaims("likes"); err != nil || n != 0 {
 		t.Fatalf("pending claims %d %v before the ranks are known, want 0", n, err)
 	}
 	finalize(t, r, 101, 109, 40)
 	if got, want := fmt.Sprint(claimsOf(t, r)), "[45:post/u5]"; got != want {
 		t.Fatalf("claims %s, want %s", got, want)
 	}
-	if n, err := r.PendingClaims("likes"); err != nil || n != 1 {
+	if n, err := r.Numbers().PendingClaims("likes"); err != nil || n != 1 {
 		t.Fatalf("pending claims %d %v, want 1", n, err)
 	}
 	if _, _, ok, _ := r.store.Numbered("likes", 105); ok {
 		t.Fatal("the block's likes are still recorded after its ranks were taken")
 	}
-	if err := r.SettleClaim("likes", 45); err != nil {
+	if err := r.Numbers().SettleClaim("likes", 45); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := r.PendingClaims("likes"); err != nil || n != 0 {
+	if n, err := r.Numbers().PendingClaims("likes"); err != nil || n != 0 {
 		t.Fatalf("pending claims %d %v after settling, want 0", n, err)
 	}
 	finalize(t, r, 101, 109, 40)
@@ -329,13 +329,13 @@ func TestItemAndCounterSequences(t *testing.T) {
 	ctx := context.Background()
 	for i := 1; i <= 4; i++ {
 		for _, item := range []string{"video:launch", "video:other"} {
-			if _, err := r.Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
+			if _, err := r.Likes().Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	if r.Numbered("likes") != 8 || r.Numbered("launch") != 4 || r.Numbered("search") != 0 {
-		t.Fatalf("numbered likes %d launch %d search %d, want 8, 4, 0", r.Numbered("likes"), r.Numbered("launch"), r.Numbered("search"))
+	if r.Numbers().Numbered("likes") != 8 || r.Numbers().Numbered("launch") != 4 || r.Numbers().Numbered("search") != 0 {
+		t.Fatalf("numbered likes %d launch %d search %d, want 8, 4, 0", r.Numbers().Numbered("likes"), r.Numbers().Numbered("launch"), r.Numbers().Numbered("search"))
 	}
 	// Increments: 3 units, then 6 (the block of 10 is spent after one of
 	// them), a decrement, an unmatched key and an idempotent retry take
@@ -352,19 +352,19 @@ func TestItemAndCounterSequences(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if r.Numbered("search") != 10 || r.Unnumbered("search") != 1 {
-		t.Fatalf("search numbered %d queued %d, want 10 numbers and one increment waiting", r.Numbered("search"), r.Unnumbered("search"))
+	if r.Numbers().Numbered("search") != 10 || r.Numbers().Unnumbered("search") != 1 {
+		t.Fatalf("search numbered %d queued %d, want 10 numbers and one increment waiting", r.Numbers().Numbered("search"), r.Numbers().Unnumbered("search"))
 	}
 	closeFn()
 
 	r, _ = openReplica(t, dir, "a", cfg)
-	if r.Unnumbered("search") != 1 {
-		t.Fatalf("queued after restart %d, want 1", r.Unnumbered("search"))
+	if r.Numbers().Unnumbered("search") != 1 {
+		t.Fatalf("queued after restart %d, want 1", r.Numbers().Unnumbered("search"))
 	}
 	search.give(100)
-	r.NumbersReady()
+	r.Numbers().Ready()
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		if n := r.Unnumbered("search"); n != 0 {
+		if n := r.Numbers().Unnumbered("search"); n != 0 {
 			return fmt.Errorf("%d increments still queued", n)
 		}
 		return nil
@@ -373,15 +373,15 @@ func TestItemAndCounterSequences(t *testing.T) {
 		t.Fatalf("search sequence at %d, want 15: 3+6+5 units", search.next)
 	}
 	// Ranks: numbers 1..14 are ranks 1..14 (no holes).
-	if err := r.Finalize(ctx, "search", []FinalBlock{{Start: 1, Used: 11, Base: 0}, {Start: 11, Used: 15, Base: 10}}); err != nil {
+	if err := r.Numbers().Finalize(ctx, "search", []FinalBlock{{Start: 1, Used: 11, Base: 0}, {Start: 11, Used: 15, Base: 10}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Finalize(ctx, "launch", []FinalBlock{{Start: 1, Used: 5, Base: 0}}); err != nil {
+	if err := r.Numbers().Finalize(ctx, "launch", []FinalBlock{{Start: 1, Used: 5, Base: 0}}); err != nil {
 		t.Fatal(err)
 	}
 	got := func(seq string) string {
 		var out []string
-		if err := r.Claims(seq, func(n uint64, l storage.CountedLike) bool {
+		if err := r.Numbers().Claims(seq, func(n uint64, l storage.CountedLike) bool {
 			out = append(out, fmt.Sprintf("%d:%s/%s", n, l.Item, l.User))
 			return true
 		}); err != nil {
@@ -400,7 +400,7 @@ func TestItemAndCounterSequences(t *testing.T) {
 	if g := got("likes"); g != "[]" {
 		t.Fatalf("likes claims %s before its ranks are known", g)
 	}
-	if err := r.Finalize(ctx, "nope", []FinalBlock{{Start: 1, Used: 2}}); !errors.Is(err, ErrInvalid) {
+	if err := r.Numbers().Finalize(ctx, "nope", []FinalBlock{{Start: 1, Used: 2}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("finalize of an unknown sequence: %v", err)
 	}
 }

@@ -1,5 +1,4 @@
-// The reads of counts and likes: vectors, a user's like, like lists and
-// records.
+// The reads of vectors, which Likes.Count and Counters.Get are.
 
 package region
 
@@ -23,12 +22,6 @@ type Read struct {
 	// it and Vector into a bound on the value's standard deviation.
 	ApproxError float64
 }
-
-// Likes reads an item's like count.
-func (r *Replica) Likes(item string) (Read, error) { return r.read(storage.Likes, item) }
-
-// Counter reads a counter.
-func (r *Replica) Counter(key string) (Read, error) { return r.read(storage.Counters, key) }
 
 // After a storage failure reads are refused too: the failed commit may or
 // may not be in the store (Pebble may have applied it before its WAL sync
@@ -56,73 +49,4 @@ func (r *Replica) read(kind storage.Kind, item string) (Read, error) {
 		rd.ApproxError = r.approx.errorOf(item)
 	}
 	return rd, nil
-}
-
-// Liked reports whether user likes item in this replica's view.
-func (r *Replica) Liked(item, user string) (bool, error) {
-	st, err := r.LikeOf(item, user)
-	return st.Liked, err
-}
-
-// LikeState is a user's like of an item as this replica sees it.
-type LikeState struct {
-	Liked bool
-	// HLC and Origin are the winning like or unlike's stamp and the
-	// replica that accepted it (zero if the user never liked the item).
-	HLC    crdt.HLC
-	Origin string
-}
-
-// LikeOf returns user's like state of item in this replica's view.
-func (r *Replica) LikeOf(item, user string) (LikeState, error) {
-	if !crdt.ValidItemName(item) || !crdt.ValidID(user) {
-		return LikeState{}, fmt.Errorf("%w: bad id", ErrInvalid)
-	}
-	if err := r.Err(); err != nil {
-		return LikeState{}, err // see read
-	}
-	rec, ok, err := r.store.LikeRecord(item, user)
-	if err != nil || !ok {
-		return LikeState{}, err
-	}
-	return LikeState{Liked: rec.Liked, HLC: rec.HLC, Origin: rec.Origin}, nil
-}
-
-// MaxListLimit bounds one page of Likers and LikedItems.
-const MaxListLimit = 1000
-
-// Likers lists up to limit users who like item in this replica's view,
-// in id order, after the user id after ("" from the first); more reports
-// whether any follow. Replicas whose records agree list the same.
-func (r *Replica) Likers(item, after string, limit int) ([]storage.Listed, bool, error) {
-	if err := r.checkList(crdt.ItemOf(item), after, limit); err != nil { // a part lists its likers too
-		return nil, false, err
-	}
-	return r.store.Likers(item, after, limit)
-}
-
-// LikedItems lists up to limit items user likes, as Likers.
-func (r *Replica) LikedItems(user, after string, limit int) ([]storage.Listed, bool, error) {
-	if err := r.checkList(user, after, limit); err != nil {
-		return nil, false, err
-	}
-	return r.store.LikedItems(user, after, limit)
-}
-
-func (r *Replica) checkList(id, after string, limit int) error {
-	if !r.cfg.LikeLists {
-		return ErrNoLists
-	}
-	if !crdt.ValidID(id) || after != "" && !crdt.ValidItemName(after) {
-		return fmt.Errorf("%w: bad id", ErrInvalid)
-	}
-	if limit < 1 || limit > MaxListLimit {
-		return fmt.Errorf("%w: limit %d: want 1..%d", ErrInvalid, limit, MaxListLimit)
-	}
-	return nil
-}
-
-// Record returns a user's like record as this replica sees it.
-func (r *Replica) Record(item, user string) (*crdt.LikeRecord, bool, error) {
-	return r.store.LikeRecord(item, user)
 }

@@ -62,11 +62,11 @@ func TestOpsPastTheirDeadlineAreNotApplied(t *testing.T) {
 	gone, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	for i := range 100 {
-		if _, err := r.Like(gone, "post", fmt.Sprintf("u%d", i)); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := r.Likes().Like(gone, "post", fmt.Sprintf("u%d", i)); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("like %d past its deadline answered %v", i, err)
 		}
 	}
-	if _, err := r.Like(context.Background(), "post", "last"); err != nil {
+	if _, err := r.Likes().Like(context.Background(), "post", "last"); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustLikes(t, r, "post"); got.Value != 1 {
@@ -76,7 +76,7 @@ func TestOpsPastTheirDeadlineAreNotApplied(t *testing.T) {
 
 func mustLikes(t *testing.T, r *Replica, item string) Read {
 	t.Helper()
-	rd, err := r.Likes(item)
+	rd, err := r.Likes().Count(item)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +104,9 @@ func TestLikeUnlikeIdempotent(t *testing.T) {
 		var res Result
 		var err error
 		if s.like {
-			res, err = r.Like(ctx, "post", s.user)
+			res, err = r.Likes().Like(ctx, "post", s.user)
 		} else {
-			res, err = r.Unlike(ctx, "post", s.user)
+			res, err = r.Likes().Unlike(ctx, "post", s.user)
 		}
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -119,7 +119,7 @@ func TestLikeUnlikeIdempotent(t *testing.T) {
 		t.Fatalf("read %+v", got)
 	}
 	for user, want := range map[string]bool{"u1": true, "u2": true, "u3": false, "nobody": false} {
-		if got, err := r.Liked("post", user); err != nil || got != want {
+		if got, err := r.Likes().Liked("post", user); err != nil || got != want {
 			t.Fatalf("Liked(%s) = %v, %v; want %v", user, got, err, want)
 		}
 	}
@@ -139,7 +139,7 @@ func TestConcurrentLikesExactAndDurable(t *testing.T) {
 			for u := w; u < users; u += workers {
 				// Every user likes twice: a retry must not count again.
 				for range 2 {
-					if _, err := r.Like(ctx, "hot", fmt.Sprintf("user%d", u)); err != nil {
+					if _, err := r.Likes().Like(ctx, "hot", fmt.Sprintf("user%d", u)); err != nil {
 						errs <- err
 						return
 					}
@@ -162,7 +162,7 @@ func TestConcurrentLikesExactAndDurable(t *testing.T) {
 		t.Fatalf("after reopen: count %d, want %d", got, users)
 	}
 	for u := range 10 {
-		if _, err := r2.Unlike(ctx, "hot", fmt.Sprintf("user%d", u)); err != nil {
+		if _, err := r2.Likes().Unlike(ctx, "hot", fmt.Sprintf("user%d", u)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,23 +180,23 @@ func TestIncrIdempotencyKey(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := r.Incr(ctx, "views", 5, "req-1"); err != nil {
+			if _, err := r.Counters().Incr(ctx, "views", 5, "req-1"); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	res, err := r.Incr(ctx, "views", 5, "req-1")
+	res, err := r.Counters().Incr(ctx, "views", 5, "req-1")
 	if err != nil || !res.Duplicate || res.Value != 5 {
 		t.Fatalf("retry: %+v %v", res, err)
 	}
-	if _, err := r.Incr(ctx, "views", 6, "req-1"); !errors.Is(err, ErrIdempotencyMismatch) {
+	if _, err := r.Counters().Incr(ctx, "views", 6, "req-1"); !errors.Is(err, ErrIdempotencyMismatch) {
 		t.Fatalf("the key reused for another amount: %v", err)
 	}
-	if res, err = r.Incr(ctx, "views", -2, ""); err != nil || res.Value != 3 {
+	if res, err = r.Counters().Incr(ctx, "views", -2, ""); err != nil || res.Value != 3 {
 		t.Fatalf("decrement: %+v %v", res, err)
 	}
-	rd, err := r.Counter("views")
+	rd, err := r.Counters().Get("views")
 	if err != nil || rd.Value != 3 || rd.Vector.Get("a") != (crdt.PN{P: 5, N: 2}) {
 		t.Fatalf("read %+v %v", rd, err)
 	}
@@ -288,7 +288,7 @@ func TestOverflowRefused(t *testing.T) {
 	if res := one(1); res.Err != nil {
 		t.Fatalf("+1 after the cap rose again: %+v", res)
 	}
-	if rd, _ := r.Counter("big"); rd.Value != FreeEntry+EntryRatePerMs {
+	if rd, _ := r.Counters().Get("big"); rd.Value != FreeEntry+EntryRatePerMs {
 		t.Fatalf("value %d, want %d", rd.Value, int64(FreeEntry+EntryRatePerMs))
 	}
 }
@@ -327,14 +327,14 @@ func TestEntryCap(t *testing.T) {
 func TestHoldWritesAndClose(t *testing.T) {
 	r, closeR := openReplica(t, t.TempDir(), "a", func(c *Config) { c.HoldWrites = true })
 	ctx := context.Background()
-	if _, err := r.Like(ctx, "i", "u"); !errors.Is(err, ErrNotReady) {
+	if _, err := r.Likes().Like(ctx, "i", "u"); !errors.Is(err, ErrNotReady) {
 		t.Fatalf("held: %v", err)
 	}
 	if rd := mustLikes(t, r, "i"); rd.Value != 0 {
 		t.Fatalf("held write changed state: %+v", rd)
 	}
 	r.AcceptWrites()
-	if _, err := r.Like(ctx, "i", "u"); err != nil {
+	if _, err := r.Likes().Like(ctx, "i", "u"); err != nil {
 		t.Fatal(err)
 	}
 	closeR()
@@ -344,7 +344,7 @@ func TestHoldWritesAndClose(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := r.Like(ctx, "i", "v"); !errors.Is(err, ErrClosed) {
+	if _, err := r.Likes().Like(ctx, "i", "v"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after close: %v", err)
 	}
 }
@@ -368,18 +368,18 @@ func TestClockNeverGoesBackAcrossRestart(t *testing.T) {
 	now := time.UnixMilli(1_000_000_000)
 	clock := func() time.Time { return now }
 	r, closeR := openReplica(t, dir, "a", func(c *Config) { c.Now = clock })
-	if _, err := r.Like(context.Background(), "i", "u"); err != nil {
+	if _, err := r.Likes().Like(context.Background(), "i", "u"); err != nil {
 		t.Fatal(err)
 	}
-	first, _, _ := r.Record("i", "u")
+	first, _, _ := r.Likes().Record("i", "u")
 	closeR()
 
 	now = now.Add(-time.Hour) // the wall clock jumped back while we were down
 	r2, _ := openReplica(t, dir, "a", func(c *Config) { c.Now = clock })
-	if _, err := r2.Unlike(context.Background(), "i", "u"); err != nil {
+	if _, err := r2.Likes().Unlike(context.Background(), "i", "u"); err != nil {
 		t.Fatal(err)
 	}
-	second, _, _ := r2.Record("i", "u")
+	second, _, _ := r2.Likes().Record("i", "u")
 	if second.HLC <= first.HLC {
 		t.Fatalf("hlc went back: %v then %v", first.HLC, second.HLC)
 	}

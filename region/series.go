@@ -89,35 +89,6 @@ func describeLevels(ls []level) string {
 	return strings.Join(parts, ", ")
 }
 
-// WindowRange turns "the last d" into aligned bounds: the d/width latest
-// slots of the finest level that covers d, the current one included.
-func (r *Replica) WindowRange(kind storage.Kind, key string, last time.Duration) (fromMs, toMs int64, err error) {
-	nowMs := r.pclock.NowMs()
-	l, err := r.pickLevel(kind, key, nowMs-last.Milliseconds(), nowMs, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	to := (crdt.SlotStart(nowMs, l.width) + l.width) * 1000
-	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
-	return to - n*l.width*1000, to, nil
-}
-
-// WindowOf reads the net change of (kind, key) in [fromMs, toMs), widened
-// to whole slots of the finest level that covers it. key "" is the
-// family's total.
-func (r *Replica) WindowOf(kind storage.Kind, key string, fromMs, toMs int64) (Window, error) {
-	return r.series(kind, key, fromMs, toMs, 0)
-}
-
-// Series reads (kind, key) in [fromMs, toMs) as points of step (a multiple
-// of a level's width).
-func (r *Replica) Series(kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) (Window, error) {
-	if step < time.Second || step%time.Second != 0 {
-		return Window{}, fmt.Errorf("%w: step %v is not whole seconds", ErrInvalid, step)
-	}
-	return r.series(kind, key, fromMs, toMs, int64(step/time.Second))
-}
-
 func (r *Replica) series(kind storage.Kind, key string, fromMs, toMs, step int64) (Window, error) {
 	if err := r.Err(); err != nil {
 		return Window{}, err

@@ -21,13 +21,13 @@ func TestStateLostOnlyWhenRecoveryTakesBackOwnState(t *testing.T) {
 	// and the own entries it already holds.
 	dir := t.TempDir()
 	a, closeA := openReplica(t, dir, "A", nil)
-	if _, err := a.Incr(ctx, "c", 3, ""); err != nil {
+	if _, err := a.Counters().Incr(ctx, "c", 3, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Like(ctx, "post", "alice"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	rec, _, _ := a.Record("post", "alice")
+	rec, _, _ := a.Likes().Record("post", "alice")
 	closeA()
 	a, closeA = openReplica(t, dir, "A", held)
 	same := crdt.Vector{}.Set("A", crdt.PN{P: 3}).Set("B", crdt.PN{P: 5})

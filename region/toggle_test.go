@@ -24,7 +24,7 @@ func toggle(t *testing.T, r *Replica, item, user, idem string) Result {
 func TestToggle(t *testing.T) {
 	a, _, _, _ := pair(t)
 	ctx := context.Background()
-	if _, err := a.Like(ctx, "post", "other"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "other"); err != nil {
 		t.Fatal(err)
 	}
 	want := []struct {
@@ -50,19 +50,19 @@ func TestToggle(t *testing.T) {
 	if res := toggle(t, a, "post", "u", "tap-2"); !res.Liked || res.Duplicate || res.Value != 2 {
 		t.Fatalf("a new key flips: %+v", res)
 	}
-	if liked, _ := a.Liked("post", "u"); !liked || mustLikes(t, a, "post").Value != 2 {
+	if liked, _ := a.Likes().Liked("post", "u"); !liked || mustLikes(t, a, "post").Value != 2 {
 		t.Fatalf("record liked %v, count %d", liked, mustLikes(t, a, "post").Value)
 	}
 	// A plain unlike after the toggle takes the register, but the key is
 	// remembered in its own record: its retry is still a duplicate,
 	// answering the state the toggle left, and flips nothing.
-	if _, err := a.Unlike(ctx, "post", "u"); err != nil {
+	if _, err := a.Likes().Unlike(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
 	if res := toggle(t, a, "post", "u", "tap-2"); !res.Liked || res.Changed || !res.Duplicate || res.Value != 1 {
 		t.Fatalf("retried toggle after a plain unlike: %+v, want a duplicate answering liked true, count 1", res)
 	}
-	if liked, _ := a.Liked("post", "u"); liked {
+	if liked, _ := a.Likes().Liked("post", "u"); liked {
 		t.Fatal("the retry flipped the unlike")
 	}
 
@@ -75,7 +75,7 @@ func TestToggle(t *testing.T) {
 			t.Errorf("%+v: err %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := a.Block(ctx, "u", true); err != nil {
+	if _, err := a.Admin().Block(ctx, "u", true); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Apply(ctx, Op{Kind: OpToggle, Item: "post", User: "u"}); !errors.Is(err, ErrBlocked) {
@@ -89,7 +89,7 @@ func TestToggle(t *testing.T) {
 func TestToggleAcrossRegions(t *testing.T) {
 	a, b, boxA, boxB := pair(t)
 	ctx := context.Background()
-	if _, err := a.Like(ctx, "post", "u"); err != nil {
+	if _, err := a.Likes().Like(ctx, "post", "u"); err != nil {
 		t.Fatal(err)
 	}
 	exchange(t, a, b, boxA, boxB)
@@ -109,8 +109,8 @@ func TestToggleAcrossRegions(t *testing.T) {
 		t.Fatal("b's own view")
 	}
 	exchange(t, a, b, boxA, boxB)
-	sa, _ := a.LikeOf("post", "u")
-	sb, _ := b.LikeOf("post", "u")
+	sa, _ := a.Likes().State("post", "u")
+	sb, _ := b.Likes().State("post", "u")
 	if sa != sb || !sa.Liked || sa.Origin != "B" {
 		t.Fatalf("after the exchange: A %+v, B %+v; want both liked by B's later toggle", sa, sb)
 	}
@@ -125,8 +125,8 @@ func TestToggleAcrossRegions(t *testing.T) {
 	toggle(t, a, "post", "u", "tap-c")
 	toggle(t, b, "post", "u", "tap-d")
 	exchange(t, a, b, boxA, boxB)
-	sa, _ = a.LikeOf("post", "u")
-	sb, _ = b.LikeOf("post", "u")
+	sa, _ = a.Likes().State("post", "u")
+	sb, _ = b.Likes().State("post", "u")
 	if sa != sb || sa.Liked || mustLikes(t, a, "post").Value != 0 || mustLikes(t, b, "post").Value != 0 {
 		t.Fatalf("second concurrent pair: A %+v, B %+v", sa, sb)
 	}
@@ -146,10 +146,10 @@ func TestLikeClientTimeAcrossRegions(t *testing.T) {
 		}
 		a, b, c := reps[0], reps[1], reps[2]
 		ctx := context.Background()
-		if _, err := a.Like(ctx, "post", "u"); err != nil {
+		if _, err := a.Likes().Like(ctx, "post", "u"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Like(ctx, "post", "v"); err != nil {
+		if _, err := c.Likes().Like(ctx, "post", "v"); err != nil {
 			t.Fatal(err)
 		}
 		tMs := clock.now().UnixMilli()
@@ -182,7 +182,7 @@ func TestLikeClientTimeAcrossRegions(t *testing.T) {
 			}
 		}
 		for _, r := range reps {
-			if liked, _ := r.Liked("post", "u"); liked {
+			if liked, _ := r.Likes().Liked("post", "u"); liked {
 				t.Errorf("heard=%v: %s says u likes post", heard, r.ID())
 			}
 			if rd := mustLikes(t, r, "post"); rd.Value != 1 || rd.Unreconciled != 0 {
@@ -239,7 +239,7 @@ func TestToggleRetryAfterLaterActions(t *testing.T) {
 	if res := like(OpUnlike, "tkB"); !res.Duplicate || !res.Liked || res.Value != 0 {
 		t.Fatalf("an unlike under tkB: %+v, want tkB's outcome", res)
 	}
-	if liked, _ := a.Liked("v", "u"); liked || mustLikes(t, a, "v").Value != 0 {
+	if liked, _ := a.Likes().Liked("v", "u"); liked || mustLikes(t, a, "v").Value != 0 {
 		t.Fatal("a retry changed the state")
 	}
 	if _, err := a.Apply(ctx, Op{Kind: OpLike, Item: "v", User: "u", IdemKey: "a/b"}); !errors.Is(err, ErrInvalid) {
@@ -256,11 +256,11 @@ func TestToggleRetryAfterLaterActions(t *testing.T) {
 	}
 	// The sweep deletes the expired keys of the old application (tkB
 	// was stored anew): lk1, ul1 and tkC are younger than the TTL.
-	if n, err := a.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
+	if n, err := a.Admin().ExpireIdempotency(ctx, clock.Now()); err != nil || n != 0 {
 		t.Errorf("sweep: %d, %v; want 0", n, err)
 	}
 	clock.Advance(2 * time.Hour)
-	if n, err := a.ExpireIdempotency(ctx, clock.Now()); err != nil || n != 4 {
+	if n, err := a.Admin().ExpireIdempotency(ctx, clock.Now()); err != nil || n != 4 {
 		t.Errorf("sweep after the TTL: %d, %v; want 4 (tkB, tkC, lk1, ul1)", n, err)
 	}
 }

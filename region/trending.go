@@ -402,7 +402,8 @@ const MaxTrendingN = 1000
 // 2 h, whole hours up to 49 h, whole UTC days up to 31 days, today
 // included), counting only the entries of replicas that
 // replica accepts (nil: all). last 0 ranks all-time counts.
-func (r *Replica) Trending(kind storage.Kind, prefix string, last time.Duration, n int, replica func(string) bool) (Trending, error) {
+func (w Windows) Trending(kind storage.Kind, prefix string, last time.Duration, n int, replica func(string) bool) (Trending, error) {
+	r := w.r
 	if err := r.Err(); err != nil {
 		return Trending{}, err
 	}

@@ -139,13 +139,14 @@ func (t *txn) mergeType(name string, in crdt.TypeMeta) error {
 // SetType registers an event type, or updates its metadata, in every
 // region: owner and description are free texts, status crdt.TypeActive
 // or crdt.TypeInactive.
-func (r *Replica) SetType(ctx context.Context, name, owner, status, description string) (Result, error) {
-	return r.do1(ctx, Op{Kind: OpType, Item: name, Meta: &crdt.TypeMeta{Owner: owner, Status: status, Description: description}})
+func (a Admin) SetType(ctx context.Context, name, owner, status, description string) (Result, error) {
+	return a.r.do1(ctx, Op{Kind: OpType, Item: name, Meta: &crdt.TypeMeta{Owner: owner, Status: status, Description: description}})
 }
 
 // Type returns a type's metadata as this replica sees it (ok false if it
 // was never registered).
-func (r *Replica) Type(name string) (crdt.TypeMeta, bool, error) {
+func (a Admin) Type(name string) (crdt.TypeMeta, bool, error) {
+	r := a.r
 	if !crdt.ValidID(name) {
 		return crdt.TypeMeta{}, false, fmt.Errorf("%w: bad type name %q", ErrInvalid, name)
 	}
@@ -158,7 +159,8 @@ func (r *Replica) Type(name string) (crdt.TypeMeta, bool, error) {
 
 // TypeOf returns the type key belongs to (crdt.TypeOf; an item's part
 // belongs to its item's), ok false if none.
-func (r *Replica) TypeOf(key string) (name string, m crdt.TypeMeta, ok bool) {
+func (a Admin) TypeOf(key string) (name string, m crdt.TypeMeta, ok bool) {
+	r := a.r
 	if !r.store.HasTypes() {
 		return "", crdt.TypeMeta{}, false
 	}
@@ -167,7 +169,8 @@ func (r *Replica) TypeOf(key string) (name string, m crdt.TypeMeta, ok bool) {
 
 // Types lists up to limit types in name order after the name after (""
 // from the first); more reports whether any follow.
-func (r *Replica) Types(after string, limit int) ([]storage.Typed, bool, error) {
+func (a Admin) Types(after string, limit int) ([]storage.Typed, bool, error) {
+	r := a.r
 	if after != "" && !crdt.ValidID(after) {
 		return nil, false, fmt.Errorf("%w: bad id", ErrInvalid)
 	}
@@ -210,13 +213,14 @@ type TypeSum struct {
 // registered). The read scans the family's keys, skipping those that do
 // not start with the type's name: time in proportion to the family's
 // keys, as for all-time trending.
-func (r *Replica) TypeTotal(kind storage.Kind, name string, shardOf func(key string) (int, bool)) (map[int]TypeSum, error) {
+func (a Admin) TypeTotal(kind storage.Kind, name string, shardOf func(key string) (int, bool)) (map[int]TypeSum, error) {
+	r := a.r
 	out := map[int]TypeSum{}
 	err := r.typeKeys(kind, name, shardOf, func(sh int, key string, v crdt.Vector) error {
 		sum := out[sh]
 		sum.Vector = addVectors(sum.Vector, v)
 		sum.Keys++
-		sum.Approx = sum.Approx || kind == storage.Counters && r.ApproxError(key) > 0
+		sum.Approx = sum.Approx || kind == storage.Counters && r.Counters().ApproxError(key) > 0
 		out[sh] = sum
 		return nil
 	})
@@ -235,7 +239,8 @@ func (r *Replica) TypeTotal(kind storage.Kind, name string, shardOf func(key str
 // never mixes intervals. The returned Window has the bounds, SlotWidth
 // and Closed; no Points. TypeSum.Unreconciled counts the keys' records
 // whose excess is not zero yet.
-func (r *Replica) TypeWindow(kind storage.Kind, name string, fromMs, toMs int64, shardOf func(key string) (int, bool)) (Window, map[int]TypeSum, error) {
+func (a Admin) TypeWindow(kind storage.Kind, name string, fromMs, toMs int64, shardOf func(key string) (int, bool)) (Window, map[int]TypeSum, error) {
+	r := a.r
 	if toMs <= fromMs {
 		return Window{}, nil, fmt.Errorf("%w: window ends before it starts", ErrInvalid)
 	}
@@ -264,7 +269,7 @@ func (r *Replica) TypeWindow(kind storage.Kind, name string, fromMs, toMs int64,
 			return err
 		}
 		sum.Keys++
-		sum.Approx = sum.Approx || kind == storage.Counters && r.ApproxError(key) > 0
+		sum.Approx = sum.Approx || kind == storage.Counters && r.Counters().ApproxError(key) > 0
 		r.umu.RLock()
 		sum.Unreconciled += r.unreconciled[vkey{kind, key}]
 		r.umu.RUnlock()

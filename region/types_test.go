@@ -16,22 +16,22 @@ func TestTypesReplicateAndInactiveRefusesWrites(t *testing.T) {
 	ctx := context.Background()
 	net := newBudgetNet(t, 2, nil)
 	a, b := net.reps[0], net.reps[1]
-	if _, err := a.SetType(ctx, "video", "media-team", crdt.TypeActive, "views of a video"); err != nil {
+	if _, err := a.Admin().SetType(ctx, "video", "media-team", crdt.TypeActive, "views of a video"); err != nil {
 		t.Fatal(err)
 	}
 	net.settle()
-	m, ok, err := b.Type("video")
+	m, ok, err := b.Admin().Type("video")
 	if err != nil || !ok || m.Owner != "media-team" || m.Status != crdt.TypeActive || m.Origin != "r0" {
 		t.Fatalf("b's view of video: %+v %v %v", m, ok, err)
 	}
-	if name, _, ok := b.TypeOf("video:v123"); !ok || name != "video" {
+	if name, _, ok := b.Admin().TypeOf("video:v123"); !ok || name != "video" {
 		t.Fatalf("type of video:v123: %q %v", name, ok)
 	}
-	if _, _, ok := b.TypeOf("videos:1"); ok {
+	if _, _, ok := b.Admin().TypeOf("videos:1"); ok {
 		t.Fatal("videos:1 is of type video")
 	}
 	// B deactivates; A hears of it; both refuse writes under video.
-	if res, err := b.SetType(ctx, "video", "media-team", crdt.TypeInactive, "retired"); err != nil || !res.Changed {
+	if res, err := b.Admin().SetType(ctx, "video", "media-team", crdt.TypeInactive, "retired"); err != nil || !res.Changed {
 		t.Fatalf("deactivate: %+v %v", res, err)
 	}
 	net.settle()
@@ -51,21 +51,21 @@ func TestTypesReplicateAndInactiveRefusesWrites(t *testing.T) {
 		}
 	}
 	// A longer registered prefix decides: video:live is active.
-	if _, err := a.SetType(ctx, "video:live", "", crdt.TypeActive, ""); err != nil {
+	if _, err := a.Admin().SetType(ctx, "video:live", "", crdt.TypeActive, ""); err != nil {
 		t.Fatal(err)
 	}
 	net.settle()
 	if _, err := b.Apply(ctx, Op{Kind: OpIncr, Item: "video:live:9", By: 1}); err != nil {
 		t.Fatalf("under the active video:live: %v", err)
 	}
-	if _, err := a.SetType(ctx, "video", "media-team", crdt.TypeActive, "back"); err != nil {
+	if _, err := a.Admin().SetType(ctx, "video", "media-team", crdt.TypeActive, "back"); err != nil {
 		t.Fatal(err)
 	}
 	net.settle()
 	if _, err := b.Apply(ctx, Op{Kind: OpIncr, Item: "video:v123", By: 1}); err != nil {
 		t.Fatalf("active again: %v", err)
 	}
-	types, more, err := b.Types("", 10)
+	types, more, err := b.Admin().Types("", 10)
 	if err != nil || more || len(types) != 2 || types[0].Name != "video" || types[0].Meta.Description != "back" || types[1].Name != "video:live" {
 		t.Fatalf("types: %+v %v %v", types, more, err)
 	}
@@ -88,12 +88,12 @@ func TestTypesSurviveReopen(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	r, closeA := openReplica(t, dir, "A", nil)
-	if _, err := r.SetType(ctx, "ads", "growth", crdt.TypeInactive, ""); err != nil {
+	if _, err := r.Admin().SetType(ctx, "ads", "growth", crdt.TypeInactive, ""); err != nil {
 		t.Fatal(err)
 	}
 	closeA()
 	r2, _ := openReplica(t, dir, "A", nil)
-	if m, ok, err := r2.Type("ads"); err != nil || !ok || m.Owner != "growth" || !m.Inactive() {
+	if m, ok, err := r2.Admin().Type("ads"); err != nil || !ok || m.Owner != "growth" || !m.Inactive() {
 		t.Fatalf("after reopen: %+v %v %v", m, ok, err)
 	}
 	if _, err := r2.Apply(ctx, Op{Kind: OpIncr, Item: "ads:1", By: 1}); !errors.Is(err, ErrInactiveType) {

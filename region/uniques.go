@@ -10,6 +10,13 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
+// Uniques is the replica's face for unique counts: reads of keys' sketches,
+// all-time or over a window.
+type Uniques struct{ r *Replica }
+
+// Uniques returns the replica's uniques face.
+func (r *Replica) Uniques() Uniques { return Uniques{r} }
+
 // Unique counts. Every key has a HyperLogLog sketch (crdt.HLL) per replica:
 // a replica adds the ids it is given to its own sketch, and a read takes
 // the register-wise max over every replica's sketch. Register-wise max is
@@ -340,8 +347,9 @@ const (
 	MaxUniqueSlots = 1_000
 )
 
-// Uniques reads the unique count of the union of keys (one or more).
-func (r *Replica) Uniques(keys []string) (UniqueRead, error) {
+// Read reads the unique count of the union of keys (one or more).
+func (u Uniques) Read(keys []string) (UniqueRead, error) {
+	r := u.r
 	if err := r.checkUniqueKeys(keys); err != nil {
 		return UniqueRead{}, err
 	}
@@ -371,9 +379,10 @@ func (r *Replica) checkUniqueKeys(keys []string) error {
 	return nil
 }
 
-// UniqueRange turns "the last d" into aligned bounds for a unique-count
+// Range turns "the last d" into aligned bounds for a unique-count
 // read: the d/width latest slots of the finest level that covers d.
-func (r *Replica) UniqueRange(last time.Duration) (fromMs, toMs int64, err error) {
+func (u Uniques) Range(last time.Duration) (fromMs, toMs int64, err error) {
+	r := u.r
 	nowMs := r.pclock.NowMs()
 	l, err := r.pickUniqueLevel(nowMs-last.Milliseconds(), nowMs)
 	if err != nil {
@@ -403,10 +412,11 @@ func (r *Replica) pickUniqueLevel(fromMs, toMs int64) (level, error) {
 	return level{}, fmt.Errorf("%w: unique-count levels are %s", ErrNoWindow, describeLevels(r.uniqueLevels))
 }
 
-// UniquesWindow reads the unique count of the union of keys over
+// Window reads the unique count of the union of keys over
 // [fromMs, toMs), widened to whole slots of the finest level that
 // covers it: the union of those slots' sketches.
-func (r *Replica) UniquesWindow(keys []string, fromMs, toMs int64) (UniqueRead, error) {
+func (u Uniques) Window(keys []string, fromMs, toMs int64) (UniqueRead, error) {
+	r := u.r
 	if err := r.checkUniqueKeys(keys); err != nil {
 		return UniqueRead{}, err
 	}

@@ -89,7 +89,7 @@ func (n *sketchNet) deliverSome(rng *rand.Rand, limit int, dupP float64) {
 
 func mustUniques(t *testing.T, r *Replica, keys ...string) UniqueRead {
 	t.Helper()
-	u, err := r.Uniques(keys)
+	u, err := r.Uniques().Read(keys)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestUniquesConvergeUnderRandomDelivery(t *testing.T) {
 					t.Fatalf("%s: estimate %.0f for %v distinct ids: relative error %.4f", r.ID(), u.Estimate, n, rel)
 				}
 				for h, want := range hourRef {
-					w, err := r.UniquesWindow([]string{"video:1"}, h*1000, h*1000+3600_000)
+					w, err := r.Uniques().Window([]string{"video:1"}, h*1000, h*1000+3600_000)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -223,7 +223,7 @@ func TestUniquesWriteOnlyRaisedPages(t *testing.T) {
 	if after := mustUniques(t, r2, "k"); !after.Sketch.Equal(before.Sketch) || after.Estimate != before.Estimate {
 		t.Fatalf("after restart estimate %.1f, before %.1f", after.Estimate, before.Estimate)
 	}
-	if _, err := r2.UniquesWindow([]string{"k"}, clock.Now().UnixMilli()-3600_000, clock.Now().UnixMilli()); err == nil {
+	if _, err := r2.Uniques().Window([]string{"k"}, clock.Now().UnixMilli()-3600_000, clock.Now().UnixMilli()); err == nil {
 		t.Fatal("windowed read with unique windows off answered")
 	}
 }
@@ -268,11 +268,11 @@ func TestUniquesWindowExpiry(t *testing.T) {
 	if _, err := r.Apply(ctx, Op{Kind: OpUniques, Item: "k", IDs: []string{"a", "b", "c"}}); err != nil {
 		t.Fatal(err)
 	}
-	from, to, err := r.UniqueRange(time.Hour)
+	from, to, err := r.Uniques().Range(time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := r.UniquesWindow([]string{"k"}, from, to)
+	w, err := r.Uniques().Window([]string{"k"}, from, to)
 	if err != nil || math.Round(w.Estimate) != 3 {
 		t.Fatalf("last hour: %.2f %v", w.Estimate, err)
 	}
@@ -280,7 +280,7 @@ func TestUniquesWindowExpiry(t *testing.T) {
 	var page crdt.HLLPage
 	page[0] = 1
 	clock.Advance(3*time.Hour + 5*time.Minute)
-	n, err := r.ExpireWindows(ctx)
+	n, err := r.Windows().Expire(ctx)
 	if err != nil || n != 1 {
 		t.Fatalf("expired %d slots, %v; want 1", n, err)
 	}

@@ -12,6 +12,13 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
+// Windows is the replica's face for time windows: ranges, window and
+// series reads (series.go), trending (trending.go) and slot expiry.
+type Windows struct{ r *Replica }
+
+// Windows returns the replica's windows face.
+func (r *Replica) Windows() Windows { return Windows{r} }
+
 // Time windows. Every change of a replica's own entry of a like count or a
 // counter is also booked, in the same batch, into that replica's own entry
 // of the key's slots (crdt.Slot), one per configured level: a 1 s
@@ -314,7 +321,8 @@ func (t *txn) atOr(atMs int64) int64 {
 
 // SlotExpired reports whether a vector name is a slot past its
 // retention by this replica's clock (false for any other name).
-func (r *Replica) SlotExpired(name string) bool {
+func (w Windows) SlotExpired(name string) bool {
+	r := w.r
 	b, ok := crdt.ParseSlot(name)
 	return ok && b.Expired(r.pclock.NowMs())
 }
@@ -346,15 +354,47 @@ const sweepWindowsEvery = 10 * time.Second
 func (r *Replica) sweepWindows() {
 	r.sweepEvery(sweepWindowsEvery, "slots", func(ctx context.Context) (int, error) {
 		r.trends.prune(r.pclock.NowMs())
-		return r.ExpireWindows(ctx)
+		return r.Windows().Expire(ctx)
 	})
 }
 
-// ExpireWindows deletes every slot past its retention and returns
+// Expire deletes every slot past its retention and returns
 // how many it deleted. The sweeper calls it; so can a test.
-func (r *Replica) ExpireWindows(ctx context.Context) (int, error) {
+func (w Windows) Expire(ctx context.Context) (int, error) {
+	r := w.r
 	return r.sweep(ctx, r.metrics.slotsExpired, func() (*request, int, error) {
 		refs, err := r.store.ExpiredWindows(r.pclock.NowMs(), sweepPage)
 		return &request{expireWin: refs}, len(refs), err
 	})
+}
+
+// Range turns "the last d" into aligned bounds: the d/width latest
+// slots of the finest level that covers d, the current one included.
+func (w Windows) Range(kind storage.Kind, key string, last time.Duration) (fromMs, toMs int64, err error) {
+	r := w.r
+	nowMs := r.pclock.NowMs()
+	l, err := r.pickLevel(kind, key, nowMs-last.Milliseconds(), nowMs, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	to := (crdt.SlotStart(nowMs, l.width) + l.width) * 1000
+	n := (last.Milliseconds() + l.width*1000 - 1) / (l.width * 1000)
+	return to - n*l.width*1000, to, nil
+}
+
+// Of reads the net change of (kind, key) in [fromMs, toMs), widened
+// to whole slots of the finest level that covers it. key "" is the
+// family's total.
+func (w Windows) Of(kind storage.Kind, key string, fromMs, toMs int64) (Window, error) {
+	return w.r.series(kind, key, fromMs, toMs, 0)
+}
+
+// Series reads (kind, key) in [fromMs, toMs) as points of step (a multiple
+// of a level's width).
+func (w Windows) Series(kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) (Window, error) {
+	r := w.r
+	if step < time.Second || step%time.Second != 0 {
+		return Window{}, fmt.Errorf("%w: step %v is not whole seconds", ErrInvalid, step)
+	}
+	return r.series(kind, key, fromMs, toMs, int64(step/time.Second))
 }

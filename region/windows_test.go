@@ -112,7 +112,7 @@ func (m secModel) keys(kind storage.Kind) []string {
 
 func mustSeries(t *testing.T, r *Replica, kind storage.Kind, key string, fromMs, toMs int64, step time.Duration) Window {
 	t.Helper()
-	w, err := r.Series(kind, key, fromMs, toMs, step)
+	w, err := r.Windows().Series(kind, key, fromMs, toMs, step)
 	if err != nil {
 		t.Fatalf("%s: Series(%s, %q, %d, %d, %v): %v", r.ID(), kind, key, fromMs, toMs, step, err)
 	}
@@ -336,7 +336,7 @@ func TestWindowRollupExact(t *testing.T) {
 			for range 40 {
 				a := from + rng.Int64N(to-from)
 				b := a + 1 + rng.Int64N(to-a)
-				w, err := r.WindowOf(kind, key, a, b)
+				w, err := r.Windows().Of(kind, key, a, b)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -366,14 +366,14 @@ func TestWindowRollupExact(t *testing.T) {
 	}
 	// The all-time counts agree with the slots' sum.
 	for _, key := range m.keys(storage.Counters)[1:] {
-		if rd, _ := r.Counter(key); rd.Value != m.sum(storage.Counters, key, 0, 1<<40) {
+		if rd, _ := r.Counters().Get(key); rd.Value != m.sum(storage.Counters, key, 0, 1<<40) {
 			t.Fatalf("counter %q = %d, slots say %d", key, rd.Value, m.sum(storage.Counters, key, 0, 1<<40))
 		}
 	}
 
 	// WindowRange: the last 10 minutes are the 600 latest seconds.
 	nowMs := clock.Now().UnixMilli()
-	if f, e, err := r.WindowRange(storage.Likes, "p:1", 10*time.Minute); err != nil ||
+	if f, e, err := r.Windows().Range(storage.Likes, "p:1", 10*time.Minute); err != nil ||
 		e != (crdt.SlotStart(nowMs, 1)+1)*1000 || e-f != 600_000 {
 		t.Fatalf("WindowRange(10m) = [%d, %d), %v at now %d", f, e, err, nowMs)
 	}
@@ -387,11 +387,11 @@ func TestWindowRollupExact(t *testing.T) {
 		if !w.Closed {
 			t.Fatalf("a window that ended hours ago is not closed")
 		}
-		if _, err := r.Series(kind, "", from, to, time.Second); !errors.Is(err, ErrNoWindow) {
+		if _, err := r.Windows().Series(kind, "", from, to, time.Second); !errors.Is(err, ErrNoWindow) {
 			t.Fatalf("Series at 1 s after the 1 s slots expired: %v, want ErrNoWindow", err)
 		}
 	}
-	if _, err := r.ExpireWindows(ctx); err != nil {
+	if _, err := r.Windows().Expire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if refs, _ := r.store.ExpiredWindows(clock.Now().UnixMilli(), 0); len(refs) != 0 {
@@ -404,7 +404,7 @@ func TestWindowRollupExact(t *testing.T) {
 			}
 			checkSeries(t, r, m, kind, key, from, to, time.Minute)
 			checkLevel(t, r, m, kind, key, 3600, 0, from/1000, to/1000)
-			w, err := r.WindowOf(kind, key, from, to)
+			w, err := r.Windows().Of(kind, key, from, to)
 			if err != nil || w.Points[0].Value() != m.sum(kind, key, from/1000, to/1000) {
 				t.Fatalf("WindowOf(%s, %q) after the sweep: %+v, %v; model %d", kind, key, w, err, m.sum(kind, key, from/1000, to/1000))
 			}
@@ -614,7 +614,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 		if liked {
 			kind = OpLike
 		}
-		before, _, err := r.Record(item, user)
+		before, _, err := r.Likes().Record(item, user)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -622,7 +622,7 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 		if err != nil || res[0].Err != nil {
 			t.Fatalf("%s %v %s/%s: %v %v", r.ID(), kind, item, user, err, res)
 		}
-		rec, ok, err := r.Record(item, user)
+		rec, ok, err := r.Likes().Record(item, user)
 		if err == nil && ok && before != nil && rec.Equal(before) {
 			// (An applied action writes a fresh HLC.)
 			if res[0].Liked != before.Liked || res[0].Changed || at != 0 && at >= before.BookedMs() {
@@ -767,9 +767,9 @@ func runWindowConvergence(t *testing.T, seed uint64) {
 			}
 			var read func(string) (Read, error)
 			for _, r := range net.rs {
-				read = r.Counter
+				read = r.Counters().Get
 				if kind == storage.Likes {
-					read = r.Likes
+					read = r.Likes().Count
 				}
 				if rd, err := read(key); err != nil || rd.Value != m.sum(kind, key, 0, 1<<40) {
 					t.Fatalf("%s: all-time %s %q = %+v, %v; slots' model %d", r.ID(), kind, key, rd, err, m.sum(kind, key, 0, 1<<40))
@@ -843,7 +843,7 @@ func TestWindowExpiredOwnSlotsRefused(t *testing.T) {
 	}
 
 	clock.Set(time.UnixMilli(slot("").ExpiresMs()))
-	if _, err := a.ExpireWindows(ctx); err != nil {
+	if _, err := a.Windows().Expire(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// The background sweeper may have taken some: count by the metric.
@@ -865,7 +865,7 @@ func TestWindowExpiredOwnSlotsRefused(t *testing.T) {
 	stored()
 	// A read of the oldest second the level serves, widened to the hour.
 	fromMs := clock.Now().UnixMilli() - (3600+600)*1000
-	w, err := a.WindowOf(storage.Counters, "c:1", fromMs, fromMs+1)
+	w, err := a.Windows().Of(storage.Counters, "c:1", fromMs, fromMs+1)
 	if err != nil || w.From.Unix() != hour || w.Points[0].Value() != 0 {
 		t.Fatalf("expired slot read after the merge: %+v, %v", w, err)
 	}
@@ -911,7 +911,7 @@ func (tm trendModel) top(prefix string, n int, replica func(string) bool) []Rank
 
 func mustTrending(t *testing.T, r *Replica, kind storage.Kind, prefix string, last time.Duration, n int, replica func(string) bool) Trending {
 	t.Helper()
-	tr, err := r.Trending(kind, prefix, last, n, replica)
+	tr, err := r.Windows().Trending(kind, prefix, last, n, replica)
 	if err != nil {
 		t.Fatalf("%s: Trending(%s, %q, %v, %d): %v", r.ID(), kind, prefix, last, n, err)
 	}
@@ -1117,10 +1117,10 @@ func TestTrendingExact(t *testing.T) {
 	s.reopen(t, 1)
 	check("after restart")
 	// Errors: n out of range, a window longer than the sketches keep.
-	if _, err := s.rs[0].Trending(storage.Likes, "", 10*time.Minute, 0, nil); !errors.Is(err, ErrInvalid) {
+	if _, err := s.rs[0].Windows().Trending(storage.Likes, "", 10*time.Minute, 0, nil); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("n 0: %v", err)
 	}
-	if _, err := s.rs[0].Trending(storage.Likes, "", 32*24*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
+	if _, err := s.rs[0].Windows().Trending(storage.Likes, "", 32*24*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
 		t.Fatalf("32 days: %v", err)
 	}
 }
@@ -1296,7 +1296,7 @@ func TestTrendingWeek(t *testing.T) {
 		rs[i], closers[i] = openWin(t, dirs[i], rs[i].ID(), winOpts{clock: clock, windows: wc, nosync: true})
 	}
 	check("after restart")
-	if _, err := rs[0].Trending(storage.Likes, "", 32*24*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
+	if _, err := rs[0].Windows().Trending(storage.Likes, "", 32*24*time.Hour, 5, nil); !errors.Is(err, ErrNoWindow) {
 		t.Fatalf("32 days: %v", err)
 	}
 }

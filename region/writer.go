@@ -140,21 +140,6 @@ func (r *Replica) do1(ctx context.Context, op Op) (Result, error) {
 	return res[0], res[0].Err
 }
 
-// Like marks item liked by user.
-func (r *Replica) Like(ctx context.Context, item, user string) (Result, error) {
-	return r.do1(ctx, Op{Kind: OpLike, Item: item, User: user})
-}
-
-// Unlike marks item not liked by user.
-func (r *Replica) Unlike(ctx context.Context, item, user string) (Result, error) {
-	return r.do1(ctx, Op{Kind: OpUnlike, Item: item, User: user})
-}
-
-// Incr adds by to counter key, once per idem key if idem is not empty.
-func (r *Replica) Incr(ctx context.Context, key string, by int64, idem string) (Result, error) {
-	return r.do1(ctx, Op{Kind: OpIncr, Item: key, By: by, IdemKey: idem})
-}
-
 // Merge folds remote state in. It is idempotent and order-insensitive.
 func (r *Replica) Merge(ctx context.Context, vecs []VectorMerge, recs []RecordMerge) error {
 	if len(vecs) == 0 && len(recs) == 0 {

@@ -55,7 +55,7 @@ func (r *Replicator) servePage(data []byte) []byte {
 	var pg Page
 	pg.Next, err = r.cfg.Store.ScanSegment(q.Segment, q.After, r.cfg.MaxMessageBytes/2, storage.SegmentVisitor{
 		Vector: func(k storage.Kind, item, replica string, e crdt.PN) {
-			if k.IsWindows() && r.cfg.Replica.SlotExpired(item) {
+			if k.IsWindows() && r.cfg.Replica.Windows().SlotExpired(item) {
 				return // gone by rule; the sweeper deletes it soon
 			}
 			pg.Entries = append(pg.Entries, Entry{Kind: k, Item: item, Replica: replica, PN: e})
@@ -67,7 +67,7 @@ func (r *Replicator) servePage(data []byte) []byte {
 			pg.Records = append(pg.Records, Record{Item: item, User: user, Rec: rec})
 		},
 		Sketch: func(k storage.Kind, name, replica string, page int, p *crdt.HLLPage) {
-			if k == storage.UniquesWindows && r.cfg.Replica.SlotExpired(name) {
+			if k == storage.UniquesWindows && r.cfg.Replica.Windows().SlotExpired(name) {
 				return // gone by rule; the sweeper deletes it soon
 			}
 			regs := *p

@@ -60,7 +60,7 @@ func TestForgedAskTakesAtMostHalfTheSpare(t *testing.T) {
 	settled := func() {
 		t.Helper()
 		seen := func(mark uint64) error {
-			rd, err := eu.replica.Counter("mark")
+			rd, err := eu.replica.Counters().Get("mark")
 			if err != nil {
 				return err
 			}
@@ -76,7 +76,7 @@ func TestForgedAskTakesAtMostHalfTheSpare(t *testing.T) {
 	}
 	rights := func() int64 {
 		t.Helper()
-		rd, err := eu.replica.Budget("bx")
+		rd, err := eu.replica.Budgets().Get("bx")
 		if err != nil {
 			t.Fatal(err)
 		}

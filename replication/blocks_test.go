@@ -25,12 +25,12 @@ func TestBlockDuringPartitionOverNATS(t *testing.T) {
 	us, eu, ap := nodes[0], nodes[1], nodes[2]
 	// "spam" likes three posts, each in another region; two others like post0.
 	for i, n := range nodes {
-		if _, err := n.replica.Like(ctx, fmt.Sprint("post", i), "spam"); err != nil {
+		if _, err := n.replica.Likes().Like(ctx, fmt.Sprint("post", i), "spam"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, u := range []string{"alice", "bob"} {
-		if _, err := eu.replica.Like(ctx, "post0", u); err != nil {
+		if _, err := eu.replica.Likes().Like(ctx, "post0", u); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -45,25 +45,25 @@ func TestBlockDuringPartitionOverNATS(t *testing.T) {
 		}
 	}
 	time.Sleep(200 * time.Millisecond) // let the cut take (in-flight deltas land)
-	if _, err := us.replica.Block(ctx, "spam", true); err != nil {
+	if _, err := us.replica.Admin().Block(ctx, "spam", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := us.replica.Like(ctx, "post3", "spam"); !errors.Is(err, region.ErrBlocked) {
+	if _, err := us.replica.Likes().Like(ctx, "post3", "spam"); !errors.Is(err, region.ErrBlocked) {
 		t.Fatalf("us took a like of the user it blocked: %v", err)
 	}
-	if _, err := eu.replica.Like(ctx, "post3", "spam"); err != nil {
+	if _, err := eu.replica.Likes().Like(ctx, "post3", "spam"); err != nil {
 		t.Fatalf("eu, which has not heard of the block, refused the like: %v", err)
 	}
 	// us reads its own side: spam's like of post0, whose winner is us,
 	// leaves at once; the one of post1 (eu's) still counts there, and the
 	// read says it may move.
-	if rd, _ := us.replica.Likes("post0"); rd.Value != 2 || rd.Unreconciled != 0 {
+	if rd, _ := us.replica.Likes().Count("post0"); rd.Value != 2 || rd.Unreconciled != 0 {
 		t.Fatalf("us during the cut, post0: %+v, want 2", rd)
 	}
-	if rd, _ := us.replica.Likes("post1"); rd.Value != 1 || rd.Unreconciled != 1 {
+	if rd, _ := us.replica.Likes().Count("post1"); rd.Value != 1 || rd.Unreconciled != 1 {
 		t.Fatalf("us during the cut, post1: %+v, want 1 with spam's like unreconciled", rd)
 	}
-	if rd, _ := eu.replica.Likes("post0"); rd.Value != 3 {
+	if rd, _ := eu.replica.Likes().Count("post0"); rd.Value != 3 {
 		t.Fatalf("eu during the cut, post0: %+v, want 3 (no block heard)", rd)
 	}
 
@@ -78,20 +78,20 @@ func TestBlockDuringPartitionOverNATS(t *testing.T) {
 	}
 	t.Logf("blocked likes left every region %s after the heal", time.Since(healed).Round(time.Millisecond))
 	for _, n := range nodes {
-		if _, err := n.replica.Like(ctx, "post4", "spam"); !errors.Is(err, region.ErrBlocked) {
+		if _, err := n.replica.Likes().Like(ctx, "post4", "spam"); !errors.Is(err, region.ErrBlocked) {
 			t.Fatalf("%s took a blocked user's like after the heal: %v", n.id, err)
 		}
 	}
 
 	// Unblock at ap: every like spam made comes back everywhere.
-	if _, err := ap.replica.Block(ctx, "spam", false); err != nil {
+	if _, err := ap.replica.Admin().Block(ctx, "spam", false); err != nil {
 		t.Fatal(err)
 	}
 	for item, want := range map[string]int64{"post0": 3, "post1": 1, "post2": 1, "post3": 1} {
 		converged(t, nodes, item, want, 20*time.Second)
 	}
 	for _, n := range nodes {
-		f, err := n.replica.Flag("spam")
+		f, err := n.replica.Admin().Flag("spam")
 		if err != nil || f.Blocked || f.Origin != "ap-1" {
 			t.Fatalf("%s: flag %+v, %v", n.id, f, err)
 		}

@@ -93,9 +93,9 @@ func chaosOutgoing(sent map[outVec]crdt.PN, vecs []OwnEntry) {
 // increment to the local copy of the sender's entry; the result is then
 // max-merged, which keeps the sum.
 func (r *Replicator) chaosIncoming(sender string, e OwnEntry) crdt.PN {
-	read := r.cfg.Replica.Counter
+	read := r.cfg.Replica.Counters().Get
 	if e.Kind == storage.Likes {
-		read = r.cfg.Replica.Likes
+		read = r.cfg.Replica.Likes().Count
 	}
 	rd, err := read(e.Item)
 	if err != nil {

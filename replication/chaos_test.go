@@ -54,7 +54,7 @@ func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
 	us, eu := s.nodes["us"], s.nodes["eu"]
 	us.faults.SetFaults(Faults{Dup: 1})
 	for range 3 {
-		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
+		if _, err := us.replica.Counters().Incr(ctx, "views", 1, ""); err != nil {
 			t.Fatal(err)
 		}
 		us.rep.flush(us.flusher)
@@ -65,7 +65,7 @@ func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
 			eu.rep.merge(ctx, []*Delta{<-eu.rep.inbox})
 		}
 	}
-	rd, err := eu.replica.Counter("views")
+	rd, err := eu.replica.Counters().Get("views")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestForgedHeartbeatsMoveTheClockABoundedWay(t *testing.T) {
 	}
 	ctx := context.Background()
 	us := nodes[0]
-	if res, err := us.replica.Incr(ctx, "c", 1, "k1"); err != nil || res.Value != 1 {
+	if res, err := us.replica.Counters().Incr(ctx, "c", 1, "k1"); err != nil || res.Value != 1 {
 		t.Fatalf("first increment: %+v, %v", res, err)
 	}
 
@@ -102,7 +102,7 @@ func TestForgedHeartbeatsMoveTheClockABoundedWay(t *testing.T) {
 		t.Fatalf("forged heartbeats moved a clock %d ms, more than a minute", worst)
 	}
 	for _, n := range nodes[:2] {
-		if res, err := n.replica.Incr(ctx, "c", 1, "k1"); err != nil || res.Value != 1 || !res.Duplicate {
+		if res, err := n.replica.Counters().Incr(ctx, "c", 1, "k1"); err != nil || res.Value != 1 || !res.Duplicate {
 			t.Fatalf("%s: the retried increment: %+v, %v; want a duplicate, value 1", n.id, res, err)
 		}
 	}
@@ -151,7 +151,7 @@ func TestForgedHelloDoesNotStopALiveReplica(t *testing.T) {
 	if err := eu.replica.Err(); err != nil {
 		t.Fatalf("a forged hello stopped eu-1: %v", err)
 	}
-	if _, err := eu.replica.Incr(context.Background(), "c", 1, ""); err != nil {
+	if _, err := eu.replica.Counters().Incr(context.Background(), "c", 1, ""); err != nil {
 		t.Fatalf("eu-1 after the forged hello: %v", err)
 	}
 }

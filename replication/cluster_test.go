@@ -148,7 +148,7 @@ func converged(t *testing.T, nodes []*node, item string, want int64, timeout tim
 	t.Helper()
 	testkit.WaitFor(t, timeout, func() error {
 		for _, n := range nodes {
-			rd, err := n.replica.Likes(item)
+			rd, err := n.replica.Likes().Count(item)
 			if err != nil {
 				return err
 			}
@@ -180,9 +180,9 @@ func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 		like := rng.IntN(3) != 0
 		var err error
 		if like {
-			_, err = n.replica.Like(ctx, "hot", user)
+			_, err = n.replica.Likes().Like(ctx, "hot", user)
 		} else {
-			_, err = n.replica.Unlike(ctx, "hot", user)
+			_, err = n.replica.Likes().Unlike(ctx, "hot", user)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -231,7 +231,7 @@ func TestUniquesConvergeOverNATS(t *testing.T) {
 			testkit.WaitFor(t, 30*time.Second, func() error {
 				root := nodes[0].store.Root()
 				for _, n := range nodes {
-					u, err := n.replica.Uniques([]string{"video"})
+					u, err := n.replica.Uniques().Read([]string{"video"})
 					if err != nil {
 						return err
 					}
@@ -261,7 +261,7 @@ func TestAntiEntropyAloneConvergesInBoundedRounds(t *testing.T) {
 	const items = 60
 	for i := range 300 {
 		n := nodes[i%2]
-		if _, err := n.replica.Like(ctx, fmt.Sprintf("item%d", i%items), fmt.Sprintf("user%d", i)); err != nil {
+		if _, err := n.replica.Likes().Like(ctx, fmt.Sprintf("item%d", i%items), fmt.Sprintf("user%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -299,13 +299,13 @@ func TestSpoofedDeltaIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 5*time.Second, func() error {
-		rd, _ := us.replica.Counter("c")
+		rd, _ := us.replica.Counters().Get("c")
 		if rd.Vector.Get("eu-1").P != 5 {
 			return fmt.Errorf("genuine delta not merged yet: %+v", rd)
 		}
 		return nil
 	})
-	if rd, _ := us.replica.Counter("c"); rd.Vector.Get("us-1").P != 0 {
+	if rd, _ := us.replica.Counters().Get("c"); rd.Vector.Get("us-1").P != 0 {
 		t.Fatalf("forged delta raised us-1's own entry: %+v", rd)
 	}
 }
@@ -331,7 +331,7 @@ func TestDuplicateReplicaIDDetected(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	before := testutilCounter(us.rep.m.ownIDConflicts)
-	if _, err := us.replica.Incr(context.Background(), "c", 1, ""); err != nil {
+	if _, err := us.replica.Counters().Incr(context.Background(), "c", 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // a few flushes of its own
@@ -375,7 +375,7 @@ func TestBudgetSpendsOverNATS(t *testing.T) {
 	}
 	testkit.WaitFor(t, 30*time.Second, func() error { // everyone has heard of the grant
 		for _, n := range nodes {
-			if rd, err := n.replica.Budget("gift"); err != nil || rd.Remaining != granted {
+			if rd, err := n.replica.Budgets().Get("gift"); err != nil || rd.Remaining != granted {
 				return fmt.Errorf("%s: %+v %v", n.id, rd, err)
 			}
 		}
@@ -410,7 +410,7 @@ func TestBudgetSpendsOverNATS(t *testing.T) {
 	}
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for _, n := range nodes {
-			rd, err := n.replica.Budget("gift")
+			rd, err := n.replica.Budgets().Get("gift")
 			if err != nil {
 				return err
 			}
@@ -440,13 +440,13 @@ func TestBudgetHandoffOverNATS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h, err := us.replica.HandOffRights(ctx, "eu-1")
+	h, err := us.replica.Budgets().HandOffRights(ctx, "eu-1")
 	if err != nil || h.Moved != 200 || h.Held != 0 {
 		t.Fatalf("handoff: %+v %v", h, err)
 	}
 	testkit.WaitFor(t, 30*time.Second, func() error { // eu and ap hear of the transfer
 		for _, n := range []*node{eu, ap} {
-			if rd, err := n.replica.Budget("gift"); err != nil || rd.Remaining != 250 || rd.Rights["us-1"] != 0 {
+			if rd, err := n.replica.Budgets().Get("gift"); err != nil || rd.Remaining != 250 || rd.Rights["us-1"] != 0 {
 				return fmt.Errorf("%s: %+v %v", n.id, rd, err)
 			}
 		}

@@ -42,7 +42,7 @@
 // Config.Peers, however long it takes (safety over liveness); a store
 // that has data waits at most RecoveryTimeout, since its fsynced state is
 // only at risk if it was restored from an old copy; a backup written by
-// region.Replica.Backup is marked as never having accepted writes, so a
+// region.Admin.Backup is marked as never having accepted writes, so a
 // replica restored from one counts as fresh and waits for every peer.
 //
 // # Faults and tests

@@ -23,12 +23,12 @@ import (
 func likeFive(t *testing.T, nodes []*node) *crdt.LikeRecord {
 	t.Helper()
 	for i := range 5 {
-		if _, err := nodes[0].replica.Like(context.Background(), "post1", fmt.Sprintf("u%d", i+1)); err != nil {
+		if _, err := nodes[0].replica.Likes().Like(context.Background(), "post1", fmt.Sprintf("u%d", i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	converged(t, nodes, "post1", 5, 10*time.Second)
-	rec, _, err := nodes[1].replica.Record("post1", "u1")
+	rec, _, err := nodes[1].replica.Likes().Record("post1", "u1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,11 +42,11 @@ func unchanged(t *testing.T, nodes []*node, rec *crdt.LikeRecord, peers int) {
 	t.Helper()
 	time.Sleep(600 * time.Millisecond)
 	for _, n := range nodes {
-		rd, err := n.replica.Likes("post1")
+		rd, err := n.replica.Likes().Count("post1")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _, _ := n.replica.Record("post1", "u1")
+		got, _, _ := n.replica.Likes().Record("post1", "u1")
 		if rd.Value != 5 || rd.Unreconciled != 0 || !got.Equal(rec) {
 			t.Fatalf("%s after the forgery: count %d (vector %v, unreconciled %d), u1 %+v (was %+v)",
 				n.id, rd.Value, rd.Vector, rd.Unreconciled, got, rec)
@@ -161,7 +161,7 @@ func TestForgedAntiEntropyPageChangesNothing(t *testing.T) {
 	}
 	unchanged(t, nodes, rec, 2)
 	for _, n := range nodes {
-		if got, _, _ := n.replica.Record("post1", "u2"); got.Origin != "us-1" || got.Contrib.Get("zz") != (crdt.PN{}) {
+		if got, _, _ := n.replica.Likes().Record("post1", "u2"); got.Origin != "us-1" || got.Contrib.Get("zz") != (crdt.PN{}) {
 			t.Fatalf("%s: u2's record took the forged page: %+v", n.id, got)
 		}
 	}
@@ -180,14 +180,14 @@ func TestDuplicateReplicaIDStopsTheLaterProcess(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := second.replica.Incr(context.Background(), "c", 1, ""); !errors.Is(err, region.ErrIDConflict) && !errors.Is(err, region.ErrNotReady) {
+	if _, err := second.replica.Counters().Incr(context.Background(), "c", 1, ""); !errors.Is(err, region.ErrIDConflict) && !errors.Is(err, region.ErrNotReady) {
 		t.Fatalf("second us-1 accepted a write: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond) // past the second's recovery wait
 	if second.replica.Accepting() {
 		t.Fatal("second us-1 accepts writes")
 	}
-	if _, err := nodes[0].replica.Incr(context.Background(), "c", 1, ""); err != nil {
+	if _, err := nodes[0].replica.Counters().Incr(context.Background(), "c", 1, ""); err != nil {
 		t.Fatalf("first us-1 stopped too: %v", err)
 	}
 	if err := nodes[0].replica.Err(); err != nil {

@@ -57,7 +57,7 @@ func (r *Replicator) serveHistory(data []byte) []byte {
 		r.m.badMessages.Inc()
 		return nil
 	}
-	actions, err := r.cfg.Replica.History(item, user, int(limit))
+	actions, err := r.cfg.Replica.Likes().History(item, user, int(limit))
 	if err != nil {
 		return nil
 	}
@@ -120,7 +120,7 @@ func DecodeHistoryReply(data []byte, replica string) ([]PairAction, bool, error)
 // History gathers the likes and unlikes of (item, user) from this replica
 // and every configured peer (the newest limit of each), oldest first.
 func (r *Replicator) History(ctx context.Context, item, user string, limit int) (PairHistory, error) {
-	own, err := r.cfg.Replica.History(item, user, limit)
+	own, err := r.cfg.Replica.Likes().History(item, user, limit)
 	if err != nil {
 		return PairHistory{}, err
 	}

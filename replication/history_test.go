@@ -42,10 +42,10 @@ func TestHistoryGathersEveryReplica(t *testing.T) {
 	for i, n := range []*node{nodes[0], nodes[1], nodes[2], nodes[0], nodes[1]} {
 		var err error
 		if i%2 == 0 {
-			_, err = n.replica.Like(ctx, "post", "alice")
+			_, err = n.replica.Likes().Like(ctx, "post", "alice")
 			want += n.id + ":like "
 		} else {
-			_, err = n.replica.Unlike(ctx, "post", "alice")
+			_, err = n.replica.Likes().Unlike(ctx, "post", "alice")
 			want += n.id + ":unlike "
 		}
 		if err != nil {
@@ -78,7 +78,7 @@ func TestHistoryGathersEveryReplica(t *testing.T) {
 	// A split item's part (crdt.PartName) has its history too, gathered
 	// whole: every replica answers for its own.
 	part := crdt.PartName("post", 1)
-	if _, err := nodes[1].replica.Like(ctx, part, "alice"); err != nil {
+	if _, err := nodes[1].replica.Likes().Like(ctx, part, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if h, err := nodes[0].rep.History(ctx, part, "alice", 100); err != nil || len(h.Missing) != 0 || render(h) != "eu-1:like " {

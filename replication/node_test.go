@@ -89,7 +89,7 @@ func converged(t *testing.T, nodes []*replica, item string, want int64, timeout 
 	t.Helper()
 	testkit.WaitFor(t, timeout, func() error {
 		for _, n := range nodes {
-			rd, err := n.Replica().Likes(item)
+			rd, err := n.Replica().Likes().Count(item)
 			if err != nil {
 				return err
 			}
@@ -117,11 +117,11 @@ func TestWritesEverywhereConvergeExactly(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for u := range perNode {
-				if _, err := n.Replica().Like(ctx, "post", fmt.Sprintf("%s-user%d", n.id(), u)); err != nil {
+				if _, err := n.Replica().Likes().Like(ctx, "post", fmt.Sprintf("%s-user%d", n.id(), u)); err != nil {
 					t.Error(err)
 					return
 				}
-				if _, err := n.Replica().Incr(ctx, "views", int64(i+1), ""); err != nil {
+				if _, err := n.Replica().Counters().Incr(ctx, "views", int64(i+1), ""); err != nil {
 					t.Error(err)
 					return
 				}
@@ -131,7 +131,7 @@ func TestWritesEverywhereConvergeExactly(t *testing.T) {
 	wg.Wait()
 	converged(t, nodes, "post", 3*perNode, 10*time.Second)
 	for _, n := range nodes {
-		rd, _ := n.Replica().Counter("views")
+		rd, _ := n.Replica().Counters().Get("views")
 		if rd.Value != perNode*(1+2+3) {
 			t.Fatalf("%s views %d", n.id(), rd.Value)
 		}
@@ -148,7 +148,7 @@ func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for u := range 50 {
-				if _, err := n.Replica().Like(ctx, "clip", fmt.Sprintf("u%d", u)); err != nil {
+				if _, err := n.Replica().Likes().Like(ctx, "clip", fmt.Sprintf("u%d", u)); err != nil {
 					t.Error(err)
 				}
 			}
@@ -158,12 +158,12 @@ func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
 	converged(t, nodes, "clip", 50, 10*time.Second)
 
 	// The latest action wins: u0 unlikes in ap, after both likes.
-	if _, err := nodes[2].Replica().Unlike(ctx, "clip", "u0"); err != nil {
+	if _, err := nodes[2].Replica().Likes().Unlike(ctx, "clip", "u0"); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, nodes, "clip", 49, 10*time.Second)
 	for _, n := range nodes {
-		if liked, _ := n.Replica().Liked("clip", "u0"); liked {
+		if liked, _ := n.Replica().Likes().Liked("clip", "u0"); liked {
 			t.Fatalf("%s still says u0 likes clip", n.id())
 		}
 	}
@@ -174,10 +174,10 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 	ctx := context.Background()
 	us := nodes[0]
 	for i := range 100 {
-		if _, err := us.Replica().Incr(ctx, "views", 1, ""); err != nil {
+		if _, err := us.Replica().Counters().Incr(ctx, "views", 1, ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := us.Replica().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := us.Replica().Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,27 +202,27 @@ func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
 		return nil
 	})
 	// By the time it accepts writes, its own entries are back.
-	rd, err := fresh.Replica().Counter("views")
+	rd, err := fresh.Replica().Counters().Get("views")
 	if err != nil || rd.Value != 100 {
 		t.Fatalf("recovered views %d, %v; want 100", rd.Value, err)
 	}
 	// It counts on from there, and no increment is swallowed.
 	for range 10 {
-		if _, err := fresh.Replica().Incr(ctx, "views", 1, ""); err != nil {
+		if _, err := fresh.Replica().Counters().Incr(ctx, "views", 1, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := fresh.Replica().Like(ctx, "post", "new-user"); err != nil {
+	if _, err := fresh.Replica().Likes().Like(ctx, "post", "new-user"); err != nil {
 		t.Fatal(err)
 	}
 	// Re-liking a recovered user does not count twice.
-	if res, err := fresh.Replica().Like(ctx, "post", "u1"); err != nil || res.Changed {
+	if res, err := fresh.Replica().Likes().Like(ctx, "post", "u1"); err != nil || res.Changed {
 		t.Fatalf("re-like of recovered user: %+v %v", res, err)
 	}
 	converged(t, nodes, "post", 101, 10*time.Second)
 	for _, n := range nodes {
 		testkit.WaitFor(t, 5*time.Second, func() error {
-			rd, _ := n.Replica().Counter("views")
+			rd, _ := n.Replica().Counters().Get("views")
 			if rd.Value != 110 {
 				return fmt.Errorf("%s views %d, want 110", n.id(), rd.Value)
 			}

@@ -21,7 +21,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	defer cancel()
 	cl, nodes := startSuperCluster(ctx, t)
 	us, eu, ap := nodes[0], nodes[1], nodes[2]
-	if _, err := us.replica.Like(ctx, "post", "warmup"); err != nil {
+	if _, err := us.replica.Likes().Like(ctx, "post", "warmup"); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, nodes, "post", 1, 15*time.Second)
@@ -34,26 +34,26 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	}
 	for i := range 50 {
 		for _, n := range []*node{us, eu} {
-			if _, err := n.replica.Like(ctx, "post", fmt.Sprintf("%s-u%d", n.id, i)); err != nil {
+			if _, err := n.replica.Likes().Like(ctx, "post", fmt.Sprintf("%s-u%d", n.id, i)); err != nil {
 				t.Fatalf("local write during partition failed at %s: %v", n.id, err)
 			}
 		}
 		// The same user likes on both sides of the cut.
 		for _, n := range []*node{us, ap} {
-			if _, err := n.replica.Like(ctx, "post", fmt.Sprintf("both-%d", i)); err != nil {
+			if _, err := n.replica.Likes().Like(ctx, "post", fmt.Sprintf("both-%d", i)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if _, err := eu.replica.Incr(ctx, "views", 2, ""); err != nil {
+		if _, err := eu.replica.Counters().Incr(ctx, "views", 2, ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := us.replica.Incr(ctx, "views", 1, ""); err != nil {
+		if _, err := us.replica.Counters().Incr(ctx, "views", 1, ""); err != nil {
 			t.Fatal(err)
 		}
 		// A keyed increment, and the client's retry of it on the other
 		// side of the cut: applied twice for now, it must count once.
 		for _, n := range []*node{us, eu} {
-			if res, err := n.replica.Incr(ctx, "views", 3, fmt.Sprintf("req-%d", i)); err != nil || res.Duplicate {
+			if res, err := n.replica.Counters().Incr(ctx, "views", 3, fmt.Sprintf("req-%d", i)); err != nil || res.Duplicate {
 				t.Fatalf("keyed increment at %s: %+v, %v", n.id, res, err)
 			}
 		}
@@ -65,7 +65,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 		}
 		return nil
 	})
-	if rd, _ := us.replica.Likes("post"); rd.Value != 1+50+50 {
+	if rd, _ := us.replica.Likes().Count("post"); rd.Value != 1+50+50 {
 		t.Fatalf("us during partition reads %d, want its own side only (101)", rd.Value)
 	}
 
@@ -81,7 +81,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	// 150 unkeyed, and 50 keys of 3 each counted once.
 	for _, n := range nodes {
 		testkit.WaitFor(t, 5*time.Second, func() error {
-			if rd, _ := n.replica.Counter("views"); rd.Value != 300 || rd.Unreconciled != 0 {
+			if rd, _ := n.replica.Counters().Get("views"); rd.Value != 300 || rd.Unreconciled != 0 {
 				return fmt.Errorf("%s views %d (%d keys unreconciled), want 300", n.id, rd.Value, rd.Unreconciled)
 			}
 			return nil
@@ -90,7 +90,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	// A third retry after the heal, at the region that saw none, is a
 	// duplicate.
 	for i := range 50 {
-		if res, err := ap.replica.Incr(ctx, "views", 3, fmt.Sprintf("req-%d", i)); err != nil || !res.Duplicate || res.Value != 300 {
+		if res, err := ap.replica.Counters().Incr(ctx, "views", 3, fmt.Sprintf("req-%d", i)); err != nil || !res.Duplicate || res.Value != 300 {
 			t.Fatalf("retry %d at ap after the heal: %+v, %v", i, res, err)
 		}
 	}

@@ -97,10 +97,10 @@ func TestPublisherShipsTheLogOnce(t *testing.T) {
 	pub.Start()
 	ctx := context.Background()
 	for i := range 30 {
-		if _, err := rep.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := rep.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rep.Incr(ctx, "views", 2, fmt.Sprintf("k%d", i)); err != nil {
+		if _, err := rep.Counters().Incr(ctx, "views", 2, fmt.Sprintf("k%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -122,7 +122,7 @@ func TestPublisherShipsTheLogOnce(t *testing.T) {
 	}
 	pub.Start()
 	defer pub.Close()
-	if _, err := rep.Unlike(ctx, "post", "u0"); err != nil {
+	if _, err := rep.Likes().Unlike(ctx, "post", "u0"); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {
@@ -177,7 +177,7 @@ func TestPublisherMergesCommitsIntoOneMessage(t *testing.T) {
 	ctx := context.Background()
 	like := func(from, to int) {
 		for i := from; i < to; i++ { // one commit each
-			if _, err := rep.Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+			if _, err := rep.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
 				t.Fatal(err)
 			}
 		}

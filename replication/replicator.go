@@ -616,7 +616,7 @@ func (r *Replicator) merge(ctx context.Context, batch []*Delta) {
 			gives = append(gives, region.RightsGive{Key: a.Key, To: d.Replica, Want: a.Want})
 		}
 	}
-	if err := r.cfg.Replica.GiveRights(ctx, gives); err != nil && ctx.Err() == nil {
+	if err := r.cfg.Replica.Budgets().GiveRights(ctx, gives); err != nil && ctx.Err() == nil {
 		r.mergeFailed.Log("merge failed", "what", "budget rights asked", "error", err)
 	}
 }

@@ -64,13 +64,13 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 	startAll()
 	// old's own state: a like of bob's and 3 views; eu holds alice's
 	// like on postr.
-	if _, err := s.nodes["old"].replica.Like(ctx, "post1", "bob"); err != nil {
+	if _, err := s.nodes["old"].replica.Likes().Like(ctx, "post1", "bob"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.nodes["old"].replica.Incr(ctx, "views", 3, ""); err != nil {
+	if _, err := s.nodes["old"].replica.Counters().Incr(ctx, "views", 3, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.nodes["eu"].replica.Like(ctx, "postr", "alice"); err != nil {
+	if _, err := s.nodes["eu"].replica.Likes().Like(ctx, "postr", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range s.names {
@@ -96,21 +96,21 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 		root := s.nodes["us"].store.Root()
 		for _, name := range s.names {
 			n := s.nodes[name]
-			r, err := n.replica.Likes("postr")
+			r, err := n.replica.Likes().Count("postr")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.Value != 1 || r.Unreconciled != 0 || len(r.Vector) != 1 || r.Vector.Get("eu") != (crdt.PN{P: 1}) {
 				t.Fatalf("%s, %s: postr counts %d %s (unreconciled %d), want 1 {eu:+1-0}", stage, name, r.Value, r.Vector.String(), r.Unreconciled)
 			}
-			if rec, _, _ := n.replica.Record("postr", "mallory"); rec != nil && (rec.HLC != 0 || len(rec.Contrib) != 0) {
+			if rec, _, _ := n.replica.Likes().Record("postr", "mallory"); rec != nil && (rec.HLC != 0 || len(rec.Contrib) != 0) {
 				t.Fatalf("%s, %s: a like of mallory's in old's name was taken: %+v", stage, name, rec)
 			}
-			b, err := n.replica.Likes("post1")
+			b, err := n.replica.Likes().Count("post1")
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, err := n.replica.Counter("views")
+			v, err := n.replica.Counters().Get("views")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestRetiredStateIsNotForgeable(t *testing.T) {
 		t.Fatal("ap did not recover")
 	}
 	want("after ap recovered from an empty disk")
-	if rec, _, err := ap.replica.Record("post1", "bob"); err != nil || rec == nil || rec.Origin != "old" || rec.Contrib.Get("old") != (crdt.PN{P: 1}) {
+	if rec, _, err := ap.replica.Likes().Record("post1", "bob"); err != nil || rec == nil || rec.Origin != "old" || rec.Contrib.Get("old") != (crdt.PN{P: 1}) {
 		t.Fatalf("ap did not get bob's like back from its peers: %+v, %v", rec, err)
 	}
 }
@@ -240,13 +240,13 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 		t.Fatalf("no node %s", id)
 		return nil
 	}
-	if _, err := byID("old-1").replica.Like(ctx, "post1", "bob"); err != nil {
+	if _, err := byID("old-1").replica.Likes().Like(ctx, "post1", "bob"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := byID("old-1").replica.Incr(ctx, "views", 3, ""); err != nil {
+	if _, err := byID("old-1").replica.Counters().Incr(ctx, "views", 3, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := byID("eu-1").replica.Like(ctx, "postr", "alice"); err != nil {
+	if _, err := byID("eu-1").replica.Likes().Like(ctx, "postr", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, nodes, "post1", 1, 10*time.Second)
@@ -259,20 +259,20 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 		t.Helper()
 		for _, id := range ids {
 			n := byID(id)
-			r, err := n.replica.Likes("postr")
+			r, err := n.replica.Likes().Count("postr")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.Value != 1 || r.Unreconciled != 0 || r.Vector.Get("eu-1") != (crdt.PN{P: 1}) || r.Vector.Get("old-1") != (crdt.PN{}) {
 				t.Fatalf("%s, %s: postr counts %d %s (unreconciled %d), want 1 {eu-1:+1-0}", stage, id, r.Value, r.Vector.String(), r.Unreconciled)
 			}
-			if rec, _, _ := n.replica.Record("postr", "alice"); rec == nil || rec.Origin != "eu-1" || rec.Contrib.Get("old-1") != (crdt.PN{}) {
+			if rec, _, _ := n.replica.Likes().Record("postr", "alice"); rec == nil || rec.Origin != "eu-1" || rec.Contrib.Get("old-1") != (crdt.PN{}) {
 				t.Fatalf("%s, %s: alice's record took the forgery: %+v", stage, id, rec)
 			}
-			if rec, _, _ := n.replica.Record("postr", "mallory"); rec != nil && (rec.HLC != 0 || len(rec.Contrib) != 0) {
+			if rec, _, _ := n.replica.Likes().Record("postr", "mallory"); rec != nil && (rec.HLC != 0 || len(rec.Contrib) != 0) {
 				t.Fatalf("%s, %s: a like of mallory's in old-1's name was taken: %+v", stage, id, rec)
 			}
-			v, err := n.replica.Counter("views")
+			v, err := n.replica.Counters().Get("views")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -302,7 +302,7 @@ func TestRetiredStateIsNotForgeableOverNATS(t *testing.T) {
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {
 		for _, n := range nodes {
-			if rec, _, _ := n.replica.Record("postm", "zed"); rec == nil || rec.Origin != "us-1" {
+			if rec, _, _ := n.replica.Likes().Record("postm", "zed"); rec == nil || rec.Origin != "us-1" {
 				return fmt.Errorf("%s has not merged the forged delta", n.id)
 			}
 		}

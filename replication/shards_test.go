@@ -47,7 +47,7 @@ func TestShardedRegionConvergesOnHoldersOnly(t *testing.T) {
 		item, user := fmt.Sprintf("item%d", rng.IntN(items)), fmt.Sprintf("user%d", i%150)
 		holders := append(usMap.Holders(shard.Of(item)), "eu-1")
 		n := nodes[holders[rng.IntN(len(holders))]]
-		if _, err := n.replica.Like(ctx, item, user); err != nil {
+		if _, err := n.replica.Likes().Like(ctx, item, user); err != nil {
 			t.Fatal(err)
 		}
 		if !liked[[2]string{item, user}] {
@@ -58,7 +58,7 @@ func TestShardedRegionConvergesOnHoldersOnly(t *testing.T) {
 	testkit.WaitFor(t, 30*time.Second, func() error {
 		for item, w := range want {
 			for _, id := range append(usMap.Holders(shard.Of(item)), "eu-1") {
-				rd, err := nodes[id].replica.Likes(item)
+				rd, err := nodes[id].replica.Likes().Count(item)
 				if err != nil {
 					return err
 				}
@@ -163,7 +163,7 @@ func TestShardDeltasReachHoldersOnly(t *testing.T) {
 	holders := two.Holders(shard.Of(item))
 	ctx := context.Background()
 	for i := range 20 {
-		if _, err := nodes[holders[0]].replica.Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := nodes[holders[0]].replica.Likes().Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -201,7 +201,7 @@ func TestShardDeltasReachHoldersOnly(t *testing.T) {
 		carried = carried || (m.subject == itemSubject && len(m.d.Vectors) > 0)
 	}
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		rd, err := nodes[holders[1]].replica.Likes(item)
+		rd, err := nodes[holders[1]].replica.Likes().Count(item)
 		if err != nil || rd.Value != 20 {
 			return fmt.Errorf("%s reads %s = %d (%v), want 20", holders[1], item, rd.Value, err)
 		}
@@ -219,7 +219,7 @@ func TestShardDeltasReachHoldersOnly(t *testing.T) {
 		if got := len(subscribed("us-3")); got != shard.Count {
 			return fmt.Errorf("us-3 subscribes to %d shards' deltas, want %d", got, shard.Count)
 		}
-		rd, err := nodes["us-3"].replica.Likes(item)
+		rd, err := nodes["us-3"].replica.Likes().Count(item)
 		if err != nil || rd.Value != 20 {
 			return fmt.Errorf("us-3 reads %s = %d (%v), want 20", item, rd.Value, err)
 		}

@@ -122,7 +122,7 @@ func likeIn(t *testing.T, rng *rand.Rand, n *scenarioNode, in []int, likes int) 
 		if !containsInt(in, s) {
 			continue
 		}
-		if _, err := n.replica.Like(context.Background(), item, fmt.Sprintf("u%d", rng.Uint64())); err != nil {
+		if _, err := n.replica.Likes().Like(context.Background(), item, fmt.Sprintf("u%d", rng.Uint64())); err != nil {
 			t.Fatal(err)
 		}
 		i++
@@ -278,7 +278,7 @@ func TestShardedDigestBytesFollowSharedSegments(t *testing.T) {
 		for _, m := range maps {
 			holders = append(holders, m.Holders(shard.Of(item))...)
 		}
-		if _, err := s.nodes[holders[rng.IntN(len(holders))]].replica.Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
+		if _, err := s.nodes[holders[rng.IntN(len(holders))]].replica.Likes().Like(ctx, item, fmt.Sprintf("u%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -133,10 +133,10 @@ func TestWipedReplicaEventIdentityAndPartialHistory(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	if _, err := us.Replica().Like(ctx, "post", "alice"); err != nil {
+	if _, err := us.Replica().Likes().Like(ctx, "post", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := us.Replica().Like(ctx, "post", "carol"); err != nil {
+	if _, err := us.Replica().Likes().Like(ctx, "post", "carol"); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, []*replica{us, eu}, "post", 2, 10*time.Second)
@@ -158,7 +158,7 @@ func TestWipedReplicaEventIdentityAndPartialHistory(t *testing.T) {
 		t.Fatal("wiped store not seen as fresh")
 	}
 	accepting(us)
-	if _, err := us.Replica().Like(ctx, "post", "bob"); err != nil {
+	if _, err := us.Replica().Likes().Like(ctx, "post", "bob"); err != nil {
 		t.Fatal(err)
 	}
 	converged(t, []*replica{us, eu}, "post", 3, 10*time.Second)

@@ -53,7 +53,7 @@ func cmdGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Counter(key)
+	rd, err := s.rep.Counters().Get(key)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func cmdMGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 		if err != nil {
 			return err
 		}
-		if reads[i], err = s.rep.Counter(key); err != nil {
+		if reads[i], err = s.rep.Counters().Get(key); err != nil {
 			return err
 		}
 	}
@@ -173,7 +173,7 @@ func cmdIsMember(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	liked, err := s.rep.Liked(s.cfg.Hot.Name(item, users[0]), users[0])
+	liked, err := s.rep.Likes().Liked(s.cfg.Hot.Name(item, users[0]), users[0])
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func cmdCard(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	}
 	var n int64
 	for _, name := range s.cfg.Hot.Names(item) { // every part of a split item, all held here (route)
-		rd, err := s.rep.Likes(name)
+		rd, err := s.rep.Likes().Count(name)
 		if err != nil {
 			return err
 		}
@@ -223,7 +223,7 @@ func cmdPFCount(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Uniques(keys)
+	rd, err := s.rep.Uniques().Read(keys)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (s *Server) keyKind(key string) (string, error) {
 		}
 		var n int64
 		for _, name := range s.cfg.Hot.Names(item) {
-			rd, err := s.rep.Likes(name)
+			rd, err := s.rep.Likes().Count(name)
 			if err != nil {
 				return "", err
 			}
@@ -48,7 +48,7 @@ func (s *Server) keyKind(key string) (string, error) {
 	if ok, err := s.counterExists(key); err != nil || ok {
 		return "string", err
 	}
-	u, err := s.rep.Uniques([]string{key})
+	u, err := s.rep.Uniques().Read([]string{key})
 	if err != nil {
 		return "", err
 	}
@@ -61,7 +61,7 @@ func (s *Server) keyKind(key string) (string, error) {
 // counterExists reports whether any replica ever incremented the
 // counter key, as this replica knows it.
 func (s *Server) counterExists(key string) (bool, error) {
-	rd, err := s.rep.Counter(key)
+	rd, err := s.rep.Counters().Get(key)
 	return len(rd.Vector) > 0, err
 }
 
@@ -137,20 +137,20 @@ type scanPhase struct {
 
 // scanPhases are what SCAN lists, in order.
 func scanPhases() [2]scanPhase {
-	return [2]scanPhase{{region.Counters, "string"}, {region.Likes, "set"}}
+	return [2]scanPhase{{region.KindCounters, "string"}, {region.KindLikes, "set"}}
 }
 
 // scanKey is the key an item of phase p is listed as, "" for none: a
 // set without members, a part of a split item other than the first one
 // written (which stands for the item).
 func (s *Server) scanKey(p int, item string, v crdt.Vector) (string, error) {
-	counters := scanPhases()[p].kind == region.Counters
+	counters := scanPhases()[p].kind == region.KindCounters
 	if base, k, ok := crdt.SplitPart(item); ok && !counters {
 		if s.cfg.Hot.Parts(base) == 0 {
 			return "", nil
 		}
 		for j := range k { // listed at its first part written
-			rd, err := s.rep.Likes(crdt.PartName(base, j))
+			rd, err := s.rep.Likes().Count(crdt.PartName(base, j))
 			if err != nil || len(rd.Vector) > 0 {
 				return "", err
 			}

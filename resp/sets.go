@@ -41,7 +41,7 @@ func cmdMembers(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if s.cfg.Hot.Parts(item) > 0 {
 		return errSplitMembers(item)
 	}
-	users, more, err := s.rep.AllLikers(item, region.MaxAllLikers)
+	users, more, err := s.rep.Lists().AllLikers(item, region.MaxAllLikers)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func cmdScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 				"for the key they scan; scan again from 0", cur, MaxCursors)
 		}
 	}
-	page, more, err := s.rep.Likers(item, after, count)
+	page, more, err := s.rep.Lists().Likers(item, after, count)
 	if err != nil {
 		return err
 	}

@@ -280,7 +280,7 @@ func TestTransactionCrossSlot(t *testing.T) {
 func TestTransactionApplyErrorInItsPlace(t *testing.T) {
 	n := startNode(t, nil)
 	ctx := context.Background()
-	if _, err := n.Replica().Block(ctx, "mallory", true); err != nil {
+	if _, err := n.Replica().Admin().Block(ctx, "mallory", true); err != nil {
 		t.Fatal(err)
 	}
 	c := client(t, n, 2, "")

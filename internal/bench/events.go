@@ -464,7 +464,7 @@ func measureNode(ctx context.Context, n *benchServer, keys []string) (benchCost,
 	c.Skipped = metricValue(metrics, "tally_approx_increments_total", `outcome="skipped"`)
 	var sum int64
 	for _, k := range keys {
-		rd, err := n.Replica().Counter(k)
+		rd, err := n.Replica().Counters().Get(k)
 		if err != nil {
 			return benchCost{}, 0, fmt.Errorf("bench: read counter %s: %w", k, err)
 		}

@@ -217,7 +217,7 @@ func (d *shardedDeployment) copiesExact(items shardItems, want []int64) error {
 			if !d.holds(i, s) {
 				continue
 			}
-			got, err := n.Replica().Likes(items.names[k])
+			got, err := n.Replica().Likes().Count(items.names[k])
 			if err != nil {
 				return fmt.Errorf("%s: %s: %w", d.id[i], items.names[k], err)
 			}

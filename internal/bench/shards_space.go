@@ -308,7 +308,7 @@ func (d *shardedDeployment) holdExact(likes int, items shardItems) error {
 			if !d.holds(i, s) {
 				continue
 			}
-			got, err := rep.Likes(items.names[k])
+			got, err := rep.Likes().Count(items.names[k])
 			if err != nil {
 				return fmt.Errorf("%s: %s: %w", d.id[i], items.names[k], err)
 			}

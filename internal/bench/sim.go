@@ -38,7 +38,7 @@ type simConfig struct {
 	// Likes loaded, each by its own user, at one holder of its item's
 	// shard in a region drawn at random. Default Items (one like each).
 	Likes int
-	// Writers are the concurrent Replica.Like calls of the load. Default
+	// Writers are the concurrent Likes.Like calls of the load. Default
 	// 256.
 	Writers int
 	// CutFor is how long the first region is cut from every other one
@@ -162,7 +162,7 @@ func parseSim(args []string, help io.Writer) (simConfig, error) {
 		fs.IntVar(&cfg.Copies, "copies", cfg.Copies, "holders of each shard in a region")
 		fs.IntVar(&cfg.Items, "items", cfg.Items, "items the likes are spread over (like n is of item n mod items)")
 		fs.IntVar(&cfg.Likes, "likes", 0, "likes loaded, each by a new user (default: --items, one like per item)")
-		fs.IntVar(&cfg.Writers, "writers", cfg.Writers, "concurrent Replica.Like calls while loading")
+		fs.IntVar(&cfg.Writers, "writers", cfg.Writers, "concurrent Likes.Like calls while loading")
 		fs.DurationVar(&cfg.CutFor, "cut-for", cfg.CutFor, "how long the first region is cut from all others while both sides are written")
 		fs.IntVar(&cfg.CutRate, "cut-rate", cfg.CutRate, "likes per second on each side of the cut")
 		fs.StringVar(&vw, "vector-writers", vw, "comma-separated numbers of writers of one item's vector to measure")

@@ -110,11 +110,11 @@ func (d *simDeployment) runMove(ctx context.Context, out io.Writer) (*simMove, e
 				continue
 			}
 			old := cur.Holders(s)[0]
-			got, err := d.nodes[d.at[id]].replica.Likes(item)
+			got, err := d.nodes[d.at[id]].replica.Likes().Count(item)
 			if err != nil {
 				return nil, fmt.Errorf("bench sim: move: %w", err)
 			}
-			want, err := d.nodes[d.at[old]].replica.Likes(item)
+			want, err := d.nodes[d.at[old]].replica.Likes().Count(item)
 			if err != nil {
 				return nil, fmt.Errorf("bench sim: move: %w", err)
 			}

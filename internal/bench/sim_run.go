@@ -283,7 +283,7 @@ func (d *simDeployment) medianEmpty(ctx context.Context) (int64, error) {
 
 // runLoad likes cfg.Likes pairs: like n is of item n mod Items by user
 // u<n>, at a holder of the item's shard in a region drawn from the seed,
-// through Replica.Like, Writers at a time. Then it waits for every copy.
+// through Likes.Like, Writers at a time. Then it waits for every copy.
 func (d *simDeployment) runLoad(ctx context.Context, res *simLoad, out io.Writer) error {
 	cfg := d.cfg
 	w0 := d.wire.snapshot()
@@ -303,7 +303,7 @@ func (d *simDeployment) runLoad(ctx context.Context, res *simLoad, out io.Writer
 				h := mix64(cfg.Seed ^ uint64(n)*0x9e3779b97f4a7c15)
 				hs := d.holders[h%uint64(cfg.Regions)][shard.Of(item)]
 				node := d.nodes[hs[(h>>32)%uint64(len(hs))]]
-				r, err := node.replica.Like(lctx, item, "u"+strconv.Itoa(n))
+				r, err := node.replica.Likes().Like(lctx, item, "u"+strconv.Itoa(n))
 				switch {
 				case err != nil:
 					cancel(fmt.Errorf("bench sim: like %s at %s: %w", item, node.id, err))
@@ -383,7 +383,7 @@ func (d *simDeployment) exact(items []int, want func(int) int64) error {
 		s := shard.Of(item)
 		for ri := range d.cfg.Regions {
 			for _, h := range d.holders[ri][s] {
-				got, err := d.nodes[h].replica.Likes(item)
+				got, err := d.nodes[h].replica.Likes().Count(item)
 				if err == nil && got.Value != want(k) {
 					err = fmt.Errorf("%s reads %s = %d, want %d", d.nodes[h].id, item, got.Value, want(k))
 				}
@@ -572,7 +572,7 @@ func (d *simDeployment) writeSide(ctx context.Context, side int, regions []int, 
 				item := simItem(k)
 				hs := d.holders[regions[(h>>20)%uint64(len(regions))]][shard.Of(item)]
 				node := d.nodes[hs[(h>>40)%uint64(len(hs))]]
-				_, err := node.replica.Like(ctx, item, user)
+				_, err := node.replica.Likes().Like(ctx, item, user)
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, fmt.Errorf("like %s by %s at %s: %w", item, user, node.id, err))
@@ -665,7 +665,7 @@ func (d *simDeployment) measureVector(ctx context.Context, writers int) (_ simVe
 		for j := range writers {
 			want += int64(1 + (i+j)%5)
 		}
-		got, err := rep.Likes("vec-" + strconv.Itoa(i))
+		got, err := rep.Likes().Count("vec-" + strconv.Itoa(i))
 		if err != nil || got.Value != want || len(got.Vector) != writers {
 			return simVector{}, fmt.Errorf("bench sim: vec-%d of %d writers reads %d over %d entries (%v), want %d", i, writers, got.Value, len(got.Vector), err, want)
 		}

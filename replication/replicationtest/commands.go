@@ -213,7 +213,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "expire":
 		args(t, d, 1)
 		for _, n := range e.pick(t, d, 0) {
-			got, err := n.Replica.ExpireWindows(ctx)
+			got, err := n.Replica.Windows().Expire(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,11 +224,11 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 		a := args(t, d, 2)
 		item := a[len(a)-1]
 		for _, n := range e.pickNamed(t, d, a[:len(a)-1]) {
-			likes, err := n.Replica.Likes(item)
+			likes, err := n.Replica.Likes().Count(item)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctr, err := n.Replica.Counter(item)
+			ctr, err := n.Replica.Counters().Get(item)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,7 +239,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "count":
 		item := args(t, d, 1)[0]
 		for i, name := range e.names {
-			rd, err := e.nodes[name].Replica.Likes(item)
+			rd, err := e.nodes[name].Replica.Likes().Count(item)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -252,7 +252,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "record":
 		a := args(t, d, 3)
 		for _, n := range e.pickNamed(t, d, a[:1]) {
-			rec, ok, err := n.Replica.Record(a[2], a[1])
+			rec, ok, err := n.Replica.Likes().Record(a[2], a[1])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -288,7 +288,7 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "budget":
 		a := args(t, d, 2)
 		for _, n := range e.pickNamed(t, d, a[:1]) {
-			rd, err := n.Replica.Budget(a[1])
+			rd, err := n.Replica.Budgets().Get(a[1])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -593,7 +593,7 @@ func parseWindows(t *testing.T, d *datadriven.TestData) *region.WindowConfig {
 func (e *Env) series(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
 	step := durationArg(t, d, "step")
 	from, to := e.timeArg(t, d, "from", 0), e.timeArg(t, d, "to", 0)
-	w, err := n.Replica.Series(kind, key, from, to, step)
+	w, err := n.Replica.Windows().Series(kind, key, from, to, step)
 	if err != nil {
 		fmt.Fprintf(b, "%s: error: %v\n", n.Name, err)
 		return
@@ -611,7 +611,7 @@ func (e *Env) series(t *testing.T, d *datadriven.TestData, b *strings.Builder, n
 // the net change in it.
 func (e *Env) window(t *testing.T, d *datadriven.TestData, b *strings.Builder, n *Node, kind storage.Kind, key string) {
 	from, to := e.timeArg(t, d, "from", 0), e.timeArg(t, d, "to", 0)
-	w, err := n.Replica.WindowOf(kind, key, from, to)
+	w, err := n.Replica.Windows().Of(kind, key, from, to)
 	if err != nil {
 		fmt.Fprintf(b, "%s: error: %v\n", n.Name, err)
 		return
