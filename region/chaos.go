@@ -148,7 +148,9 @@ type Chaos struct {
 	// application of nothing: a purchase called off in one region and
 	// paid later in another (before the two heard of each other) ends
 	// paid, or each region keeps its own end, instead of called off
-	// everywhere.
+	// everywhere. Its control is a scenario, not a chaos run, whose
+	// workload would meet it only by luck: internal/chaos's
+	// TestCashbackCalledOffInOneRegionPaidInAnotherFencesLose.
 	FencesLose bool
 }
 
