@@ -37,6 +37,7 @@ const (
 	BugMergeIgnoresAt      = "merge-ignores-client-time"
 	BugCashbackNoFloor     = "cashback-no-floor"
 	BugForwardAckUnapplied = "forwarded-ack-unapplied"
+	BugFencesLose          = "fences-lose"
 )
 
 // Chaos is what a chaos build may do wrong on purpose, so that the chaos
@@ -142,6 +143,15 @@ type Chaos struct {
 	// without applying it (node's routing): the entry replica then
 	// acknowledges a write nobody stored.
 	ForwardAckUnapplied bool
+	// FencesLose: a keyed record or spend merged from a peer is ordered
+	// by its HLC and origin alone, a fence no different from an
+	// application of nothing: a purchase called off in one region and
+	// paid later in another (before the two heard of each other) ends
+	// paid, or each region keeps its own end, instead of called off
+	// everywhere. Its control is a scenario, not a chaos run, whose
+	// workload would meet it only by luck: internal/chaos's
+	// TestCashbackCalledOffInOneRegionPaidInAnotherFencesLose.
+	FencesLose bool
 }
 
 // ChaosDropUnsynced reports whether the bug DropUnsynced is on (for node,
@@ -171,14 +181,14 @@ func ChaosFromEnv(getenv func(string) string) Chaos {
 		ClockFollowsPeers: bug == BugClockFollowsPeers, EstimateUnbounded: bug == BugEstimateUnbounded,
 		AckUnheld: bug == BugAckUnheld, SplitTwoParts: bug == BugSplitTwoParts, DropUnsynced: bug == BugDropUnsynced,
 		ToggleTwice: bug == BugToggleTwice, MergeIgnoresAt: bug == BugMergeIgnoresAt, CashbackNoFloor: bug == BugCashbackNoFloor,
-		ForwardAckUnapplied: bug == BugForwardAckUnapplied}
+		ForwardAckUnapplied: bug == BugForwardAckUnapplied, FencesLose: bug == BugFencesLose}
 }
 
 // String names the bugs that are on, for logs.
 func (c Chaos) String() string {
-	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t cashback-no-floor=%t forwarded-ack-unapplied=%t",
+	return fmt.Sprintf("ack-before-commit=%t no-reconcile=%t clock-follows-wall=%t lists-local-only=%t keys-not-reconciled=%t log-skips-increments=%t buckets-at-arrival=%t sketch-merge-stored-only=%t spend-without-rights=%t block-not-reconciled=%t approx-coin-twice=%t give-what-is-asked=%t clock-follows-peers=%t estimate-unbounded=%t ack-unheld-writes=%t split-user-two-parts=%t delete-before-sync=%t toggle-applies-twice=%t merge-ignores-client-time=%t cashback-no-floor=%t forwarded-ack-unapplied=%t fences-lose=%t",
 		c.AckBeforeCommit, c.NoReconcile, c.ClockFollowsWall, c.ListsLocalOnly, c.KeysNotReconciled, c.LogSkipsIncrements, c.SlotsAtArrival, c.SketchStoredOnly, c.SpendWithoutRights, c.BlockNotReconciled, c.ApproxCoinTwice,
-		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt, c.CashbackNoFloor, c.ForwardAckUnapplied)
+		c.GiveWhatIsAsked, c.ClockFollowsPeers, c.EstimateUnbounded, c.AckUnheld, c.SplitTwoParts, c.DropUnsynced, c.ToggleTwice, c.MergeIgnoresAt, c.CashbackNoFloor, c.ForwardAckUnapplied, c.FencesLose)
 }
 
 // chaosAckBeforeCommit acknowledges the batch before its commit if the bug
@@ -382,6 +392,46 @@ func (t *txn) chaosMergeByStamp(k rkey, in *crdt.LikeRecord) (bool, error) {
 		in = &crdt.LikeRecord{Contrib: in.Contrib} // the register loses
 	}
 	if err := mergeInto(t, k, in, (*recState).like); err != nil {
+		return true, err
+	}
+	return true, t.reconcileRecord(k, rs)
+}
+
+// chaosMergeFenceByStamp merges a peer's keyed record or spend into k's
+// by HLC and origin alone, a fence no different from an application, and
+// reports true, if the bug FencesLose is on; else it does nothing and
+// reports false.
+func (t *txn) chaosMergeFenceByStamp(k rkey, in crdt.Record) (bool, error) {
+	if !buildtags.Chaos || !t.r.cfg.Chaos.FencesLose {
+		return false, nil
+	}
+	rs, err := t.record(k)
+	if err != nil {
+		return true, err
+	}
+	var rec, reg *crdt.KeyedRecord
+	switch v := in.(type) {
+	case *crdt.KeyedRecord:
+		rec, reg = rs.keyed(), v
+	case *crdt.Spend:
+		rec, reg = (*crdt.KeyedRecord)(rs.spend()), (*crdt.KeyedRecord)(v)
+	default:
+		return false, nil
+	}
+	byStamp := reg.HLC > rec.HLC || reg.HLC == rec.HLC && reg.Origin > rec.Origin
+	switch {
+	case byStamp && !reg.Wins(rec):
+		rec.HLC, rec.Origin, rec.Amount, rec.Asked, rec.At, rec.Fenced = reg.HLC, reg.Origin, reg.Amount, reg.Asked, reg.At, reg.Fenced
+		rs.dirty = true
+	case !byStamp && reg.Wins(rec):
+		reg = &crdt.KeyedRecord{Contrib: reg.Contrib} // the register loses
+	}
+	if _, ok := in.(*crdt.Spend); ok {
+		err = mergeInto(t, k, (*crdt.Spend)(reg), (*recState).spend)
+	} else {
+		err = mergeInto(t, k, reg, (*recState).keyed)
+	}
+	if err != nil {
 		return true, err
 	}
 	return true, t.reconcileRecord(k, rs)

@@ -180,8 +180,14 @@ func (t *txn) mergeRecord(m *RecordMerge) error {
 		}
 		return mergeInto(t, likeKey(m.Item, m.User), in, (*recState).like)
 	case *crdt.KeyedRecord:
+		if done, err := t.chaosMergeFenceByStamp(keyedKey(m.Item, m.User), in); done { // never outside a chaos build
+			return err
+		}
 		return mergeInto(t, keyedKey(m.Item, m.User), in, (*recState).keyed)
 	case *crdt.Spend:
+		if done, err := t.chaosMergeFenceByStamp(spendKey(m.Item, m.User), in); done { // never outside a chaos build
+			return err
+		}
 		return mergeInto(t, spendKey(m.Item, m.User), in, (*recState).spend)
 	case *crdt.TypeMeta:
 		return t.mergeType(m.User, *in)
