@@ -6,11 +6,11 @@ BIN         := bin/tallyd
 # The release and commit stamped into the binary (scripts/version.sh): the
 # tag at a tag; <tag>-dev+<commit> after one (-dirty for uncommitted
 # changes); v<VERSION file>-dev+<commit> before the first tag. A plain
-# `go build` says v<VERSION file>-dev (internal/version).
+# `go build` says v<VERSION file>-dev (internal/base/version).
 VERSION_INFO := $(shell bash scripts/version.sh 2>/dev/null)
 STAMP       := $(word 1,$(VERSION_INFO))
 REVISION    := $(word 2,$(VERSION_INFO))
-VERSION_PKG := github.com/tally-dev/tally/internal/version
+VERSION_PKG := github.com/tally-dev/tally/internal/base/version
 LDFLAGS     := $(if $(STAMP),-X $(VERSION_PKG).stamped=$(STAMP)) $(if $(REVISION),-X $(VERSION_PKG).stampedRevision=$(REVISION))
 # Platforms `make dist` and `make image` build for.
 PLATFORMS   := linux/amd64 linux/arm64
@@ -32,8 +32,8 @@ build:
 release:
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z" >&2; exit 2; }
 	@git diff --quiet HEAD || { echo "release: the tree has uncommitted changes; commit or stash them first" >&2; exit 1; }
-	bash scripts/release-notes.sh $(VERSION) CHANGELOG.md internal/version/VERSION
-	git commit -q -m "release v$(VERSION:v%=%)" CHANGELOG.md internal/version/VERSION
+	bash scripts/release-notes.sh $(VERSION) CHANGELOG.md internal/base/version/VERSION
+	git commit -q -m "release v$(VERSION:v%=%)" CHANGELOG.md internal/base/version/VERSION
 	git tag -a -m "tally v$(VERSION:v%=%)" v$(VERSION:v%=%)
 	$(MAKE) --no-print-directory dist
 
@@ -132,14 +132,14 @@ unit:
 unit-all:
 	$(GO) test -race -count=1 -p 3 -timeout 15m $(LONG_PKGS) ./...
 unit-tagged:
-	$(GO) test -race -count=1 -timeout 5m -tags $(TAGS) -run '^($(CHAOS_TESTS))$$' $(CHAOS_PKGS:%=./%/) ./internal/buildtags/
+	$(GO) test -race -count=1 -timeout 5m -tags $(TAGS) -run '^($(CHAOS_TESTS))$$' $(CHAOS_PKGS:%=./%/) ./internal/base/buildtags/
 
 lint: fmt-check vet staticcheck shellcheck
 
 ## openapi: regenerate docs/openapi.json from httpapi's route table and the
 ## api structs (a test fails while the checked-in file is stale).
 openapi:
-	$(GO) run ./internal/openapi/gen -w docs/openapi.json
+	$(GO) run ./internal/base/openapi/gen -w docs/openapi.json
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // AuthoritySubjectPrefix: a replica asks the lease authority for a write

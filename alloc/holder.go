@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // Holder is one replica's client of one sequence: it keeps up to two

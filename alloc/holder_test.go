@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/localnet"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // startKV starts a real embedded nats-server with JetStream (fsync on every

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // KV is the part of a JetStream KV bucket the allocator uses;

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // TestRetireFreesAGoneHoldersLease: a replica dies for good holding a

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 )
 
 type chaosClockRequest struct {

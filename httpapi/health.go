@@ -8,7 +8,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/region"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 	"github.com/tally-dev/tally/shard"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/authguard"
+	"github.com/tally-dev/tally/internal/base/authguard"
 )
 
 // reqInfo carries what the router learns about a request back out to

@@ -8,11 +8,11 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/openapi"
+	"github.com/tally-dev/tally/internal/base/openapi"
 )
 
 // The API's contract: every route of newRouter as an OpenAPI operation,
-// with the Go types its handler decodes and encodes. internal/openapi
+// with the Go types its handler decodes and encodes. internal/base/openapi
 // turns the table into the document (docs/openapi.json, regenerated with
 // `make openapi`), and the Server serves the same bytes at GET
 // /v1/openapi.json. Tests hold the table to the router (every route has

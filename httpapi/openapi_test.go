@@ -18,12 +18,12 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/tally-dev/tally/internal/openapi"
+	"github.com/tally-dev/tally/internal/base/openapi"
 	"github.com/tally-dev/tally/region"
 )
 
 // regenerate is what to run when the checked-in document is stale.
-const regenerate = "make openapi (go run ./internal/openapi/gen -w docs/openapi.json)"
+const regenerate = "make openapi (go run ./internal/base/openapi/gen -w docs/openapi.json)"
 
 // document parses the document this package builds.
 func document(t *testing.T) *openapi.Document {

@@ -32,8 +32,8 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/authguard"
-	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/internal/base/authguard"
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 )
@@ -82,7 +82,7 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// AuthGuard slows token guessing: a wrong bearer token takes from
 	// its address's bucket, and an address that failed too often waits
-	// before its token is checked, then is refused (internal/authguard).
+	// before its token is checked, then is refused (internal/base/authguard).
 	// The node shares one with RESP's AUTH. Default: one of this
 	// Server's own.
 	AuthGuard *authguard.Guard

@@ -3,7 +3,7 @@ package milestone
 import (
 	"os"
 
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 )
 
 // EnvCrashBeforeClaim, set to "1" in a chaos build, makes the process kill

@@ -3,7 +3,7 @@ package milestone
 import (
 	"testing"
 
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 )
 
 // The crash hook is read from the environment only in a chaos build.

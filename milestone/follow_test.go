@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/localnet"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // An application following the milestones with a durable consumer gets

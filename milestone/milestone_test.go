@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/localnet"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )

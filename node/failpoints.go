@@ -3,7 +3,7 @@ package node
 import (
 	"os"
 
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 	"github.com/tally-dev/tally/purchase"
 )
 

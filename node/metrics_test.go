@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // scrape reads n's /metrics: every sample without labels, by name.

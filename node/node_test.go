@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
-	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/internal/base/testkit"
+	"github.com/tally-dev/tally/internal/base/version"
 )
 
 func standalone(dir string) Config {

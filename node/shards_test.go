@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )

@@ -20,9 +20,9 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
-	"github.com/tally-dev/tally/internal/authguard"
-	"github.com/tally-dev/tally/internal/buildtags"
-	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/internal/base/authguard"
+	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/purchase"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"

@@ -2,7 +2,7 @@ package region
 
 import (
 	"context"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"testing"
 	"time"
 )

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 	"github.com/tally-dev/tally/storage"
 )
 

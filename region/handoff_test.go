@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // A handoff moves every right the replica holds, and goes on moving the

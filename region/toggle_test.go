@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 func toggle(t *testing.T, r *Replica, item, user, idem string) Result {

@@ -3,7 +3,7 @@ package region
 import (
 	"context"
 	"fmt"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"math"
 	"math/rand/v2"
 	"testing"

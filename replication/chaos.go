@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 	"github.com/tally-dev/tally/storage"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/buildtags"
+	"github.com/tally-dev/tally/internal/base/buildtags"
 )
 
 func TestChaosFromEnv(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"

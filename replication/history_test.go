@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/region"
 )
 

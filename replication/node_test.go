@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/node"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/localnet"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // Three regions, each replica on its own region's nats-server, joined by

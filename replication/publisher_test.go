@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/buildtags"
-	"github.com/tally-dev/tally/internal/ratelog"
+	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/ratelog"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )

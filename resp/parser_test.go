@@ -11,7 +11,7 @@ import (
 
 	"github.com/tidwall/redcon"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // hostileHeaders are frames an unauthenticated client can send that the

@@ -30,8 +30,8 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/authguard"
-	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/internal/base/authguard"
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 )
@@ -91,7 +91,7 @@ type Config struct {
 	MaxConnectionsPerAddress int
 	// AuthGuard slows guessing: a wrong AUTH token takes from its
 	// address's bucket, and an address that failed too often waits, then
-	// is refused (internal/authguard). The node shares one with the HTTP
+	// is refused (internal/base/authguard). The node shares one with the HTTP
 	// API. Default: one of this Server's own.
 	AuthGuard *authguard.Guard
 	// TLS, if set, serves RESP over TLS with it (the node passes the HTTP

@@ -47,7 +47,7 @@ if [ -z "$version" ] && git rev-parse --git-dir >/dev/null 2>&1; then
   read -r version revision < <(bash scripts/version.sh)
 fi
 ldflags='-s -w'
-pkg=github.com/tally-dev/tally/internal/version
+pkg=github.com/tally-dev/tally/internal/base/version
 if [ -n "$version" ]; then ldflags="$ldflags -X $pkg.stamped=$version"; fi
 if [ -n "$revision" ]; then ldflags="$ldflags -X $pkg.stampedRevision=$revision"; fi
 CGO_ENABLED=0 "${GO:-go}" build -trimpath -ldflags="$ldflags" -o "$root/usr/local/bin/tallyd" ./cmd/tallyd

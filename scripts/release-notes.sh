@@ -6,7 +6,7 @@
 #
 #   scripts/release-notes.sh X.Y.Z [CHANGELOG [VERSION_FILE]]
 #
-# Defaults: CHANGELOG.md and internal/version/VERSION (the top-level
+# Defaults: CHANGELOG.md and internal/base/version/VERSION (the top-level
 # VERSION links to it). It refuses, changing nothing, a version that is
 # not semantic (X.Y.Z, optionally -pre.release), is not newer than the
 # VERSION file's, or is already in the changelog, and an Unreleased
@@ -19,7 +19,7 @@ if (($# < 1 || $# > 3)); then
 fi
 ver=${1#v}
 log=${2:-CHANGELOG.md}
-vfile=${3:-internal/version/VERSION}
+vfile=${3:-internal/base/version/VERSION}
 date=${RELEASE_DATE:-$(date -u +%F)}
 
 die() {

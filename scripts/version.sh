@@ -9,7 +9,7 @@
 #   not a git checkout        v<VERSION file>-dev unknown
 #
 # <rev> is the commit's 12-character hash; a build between tags is never
-# mistaken for the release it follows. internal/version applies the same
+# mistaken for the release it follows. internal/base/version applies the same
 # rule to a build that was not stamped.
 set -euo pipefail
 

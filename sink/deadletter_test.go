@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/sink"
 )

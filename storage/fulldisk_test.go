@@ -19,7 +19,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // smallDisk is a filesystem of limited size, as a small tmpfs is: the

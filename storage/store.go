@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/ratelog"
+	"github.com/tally-dev/tally/internal/base/ratelog"
 )
 
 // Durability says when a commit is acknowledged.

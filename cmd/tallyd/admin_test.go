@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 
 	"github.com/tally-dev/tally/shard"
 )

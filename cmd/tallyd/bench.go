@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/internal/bench"
-	"github.com/tally-dev/tally/internal/version"
 )
 
 // bench runs `tallyd bench <mode>`: the load generators of internal/bench.

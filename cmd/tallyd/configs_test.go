@@ -20,7 +20,7 @@ import (
 
 	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/client"
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	tallynode "github.com/tally-dev/tally/node"
 )
 

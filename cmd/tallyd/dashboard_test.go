@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/dashboard"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 func TestDashboardFlag(t *testing.T) {

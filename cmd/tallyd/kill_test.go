@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // The real binary, built once per test run by the first test that needs

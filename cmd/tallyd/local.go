@@ -16,12 +16,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/internal/cliutil"
 	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/natsperm"
 	"github.com/tally-dev/tally/internal/process"
-	"github.com/tally-dev/tally/internal/version"
 	tallynode "github.com/tally-dev/tally/node"
 )
 

@@ -23,8 +23,8 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/internal/cliutil"
-	"github.com/tally-dev/tally/internal/version"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tally-dev/tally/internal/version"
+	"github.com/tally-dev/tally/internal/base/version"
 )
 
 // runArgs runs tallyd in-process and returns the exit code and output.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // The metric names that docs/operations.md lists, the Grafana dashboard

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // The tour's application example (docs/tour.md): `tallyd milestones follow` on a local

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // The 16-byte RESP header *9999999999999\r\n announces ten trillion

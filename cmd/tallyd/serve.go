@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/internal/process"
-	"github.com/tally-dev/tally/internal/version"
 	tallynode "github.com/tally-dev/tally/node"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // served is an in-process `tallyd serve`.

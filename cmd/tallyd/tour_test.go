@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // TestTour runs docs/tour.md against the real binary, so the tour never

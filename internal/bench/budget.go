@@ -19,8 +19,8 @@ import (
 
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/region"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // shardHealResult is what bench shards --measure heal measured.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // Approximate counters. The regions run with an approx rule on the prefix

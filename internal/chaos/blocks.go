@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // The block list in the chaos suite. Clients (admins) block and unblock a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // Budgets. Clients grant small amounts to a few budgets (bud:1, bud:2, the

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // pollRound is one round of reads of every key in every region; a region

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/storage"

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/milestone"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // The disk-loss limit of numbering (docs/operations.md, "A replica that

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tally-dev/tally/alloc"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/milestone"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // A user likes an item in a region that has just restarted, and, 1.5 s

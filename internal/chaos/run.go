@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // Run runs one chaos test: it starts the deployment, runs the workload

@@ -13,7 +13,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // Unique counts. Clients add ids to a few keys (uv:1, uv:2, ...) at random

@@ -12,7 +12,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	tallyclient "github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/crdt"
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // Time windows. The workload stamps every increment, and half the likes

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/dashboard"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // The page itself, rendered by headless Chromium, over a real sharded

@@ -27,9 +27,9 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/internal/localnet"
 	"github.com/tally-dev/tally/internal/natsperm"
-	"github.com/tally-dev/tally/internal/poll"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/shard"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/node"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/shard"
 )

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // likeLoad likes items post0..post<items-1>, each time by a new user, from

@@ -9,8 +9,8 @@ import (
 
 	"github.com/tally-dev/tally/client"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/shard"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/natsperm"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // TestLocalRunsWithReplicaUsers: a local deployment (`tallyd local`) runs

@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/testkit"
 )
 
 // Over RESP, a like at one region is a member everywhere once replicated,

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/natsperm"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )

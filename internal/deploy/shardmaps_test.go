@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/deploy"
 	"github.com/tally-dev/tally/internal/natsperm"
-	"github.com/tally-dev/tally/internal/testkit"
 	"github.com/tally-dev/tally/node"
 	"github.com/tally-dev/tally/shard"
 )

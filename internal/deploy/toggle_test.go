@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // Issue 34's likes, on a whole deployment: an unlike at t, then a like

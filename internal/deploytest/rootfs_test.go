@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/cliutil"
-	"github.com/tally-dev/tally/internal/testkit"
 	tallynode "github.com/tally-dev/tally/node"
 )
 

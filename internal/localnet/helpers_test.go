@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
-	"github.com/tally-dev/tally/internal/testkit"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // testLogger logs to stderr when LOCALNET_LOGS is set (e.g. "debug").

@@ -26,7 +26,7 @@ func TestVersionFileAndChangelog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(top) != file {
-		t.Fatalf("top-level VERSION %q differs from internal/version/VERSION %q", top, file)
+		t.Fatalf("top-level VERSION %q differs from internal/base/version/VERSION %q", top, file)
 	}
 	log, err := os.ReadFile("../../CHANGELOG.md")
 	if err != nil {

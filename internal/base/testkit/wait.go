@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tally-dev/tally/internal/poll"
+	"github.com/tally-dev/tally/internal/base/poll"
 )
 
 // WaitFor calls f until it returns nil, and fails t with f's last error if

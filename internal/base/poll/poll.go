@@ -2,7 +2,7 @@
 // loop of tally's tooling, internal/localnet and internal/bench, and
 // through testkit.WaitFor of its tests), or for a pause that a context
 // may cut short (Sleep, for retry loops anywhere in tally). It is a
-// package of its own, apart from internal/testkit, so that non-test code
+// package of its own, apart from internal/base/testkit, so that non-test code
 // can use it without importing package testing.
 package poll
 

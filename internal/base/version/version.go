@@ -19,7 +19,7 @@ var file string
 // stamped and stampedRevision are set at link time by the Makefile and
 // scripts/image-rootfs.sh, from scripts/version.sh:
 //
-//	go build -ldflags "-X github.com/tally-dev/tally/internal/version.stamped=v0.2.0-dev+abcdef012345"
+//	go build -ldflags "-X github.com/tally-dev/tally/internal/base/version.stamped=v0.2.0-dev+abcdef012345"
 //
 // They stay empty in a plain go build.
 var (
