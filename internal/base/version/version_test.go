@@ -21,14 +21,14 @@ func TestVersionFileAndChangelog(t *testing.T) {
 	if want := v + "-dev"; stamped == "" && !strings.HasPrefix(Version(), want) {
 		t.Fatalf("unstamped Version() = %q, want the VERSION file's %q, then -dev", Version(), v)
 	}
-	top, err := os.ReadFile("../../VERSION")
+	top, err := os.ReadFile("../../../VERSION")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(top) != file {
 		t.Fatalf("top-level VERSION %q differs from internal/base/version/VERSION %q", top, file)
 	}
-	log, err := os.ReadFile("../../CHANGELOG.md")
+	log, err := os.ReadFile("../../../CHANGELOG.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestVersionScript(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("git is needed (apt-get install git)")
 	}
-	script, err := filepath.Abs("../../scripts/version.sh")
+	script, err := filepath.Abs("../../../scripts/version.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,11 +128,11 @@ func TestVersionScript(t *testing.T) {
 // that is not newer, already there, not semantic, or has nothing to
 // release changes nothing.
 func TestReleaseNotesScript(t *testing.T) {
-	script, err := filepath.Abs("../../scripts/release-notes.sh")
+	script, err := filepath.Abs("../../../scripts/release-notes.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	orig, err := os.ReadFile("../../CHANGELOG.md")
+	orig, err := os.ReadFile("../../../CHANGELOG.md")
 	if err != nil {
 		t.Fatal(err)
 	}
