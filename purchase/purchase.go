@@ -428,28 +428,23 @@ func (c *Coordinator) run(ctx context.Context, id string, in intent) (res region
 	// heard of each other) is undone there too: a purchase called off
 	// anywhere ends called off everywhere, and undoing it only ever gives
 	// back (a refund, a credit taken back), never spends.
-	type balance struct {
-		key    string
-		credit bool // the user's counter, not a budget
-	}
-	callOff := func(cause region.Result, of ...balance) (region.Result, string, error) {
-		for _, b := range of {
-			op := region.Op{Kind: region.OpCallOff, Item: b.key, By: in.Amount, IdemKey: in.Idem, At: in.AtMs}
-			if b.credit {
-				op.Kind = region.OpCallOffCredit
-			}
+	callOff := func(cause region.Result, ops ...region.Op) (region.Result, string, error) {
+		for _, op := range ops {
 			r, err := step(StepCallOff, op)
 			if err != nil {
 				return region.Result{}, "", err
 			}
 			if r.Err != nil {
-				return region.Result{}, "", fmt.Errorf("call off %q: %w", b.key, r.Err)
+				return region.Result{}, "", fmt.Errorf("call off %q: %w", op.Item, r.Err)
 			}
 		}
 		c.log.Info("cashback called off", "purchase", in.Idem, "pool", in.Pool, "merchant", in.Merchant, "cause", cause.Err)
 		return cause, "called_off", nil
 	}
-	pool, user, merchantKey := balance{key: in.Pool}, balance{key: in.User, credit: true}, balance{key: in.Merchant}
+	off := func(kind region.OpKind, key string) region.Op {
+		return region.Op{Kind: kind, Item: key, By: in.Amount, IdemKey: in.Idem, At: in.AtMs}
+	}
+	pool, user, merchantKey := off(region.OpCallOff, in.Pool), off(region.OpCallOffCredit, in.User), off(region.OpCallOff, in.Merchant)
 	if merchant.Err != nil {
 		cause := region.Result{Err: merchant.Err, Refused: in.Merchant, Value: merchant.Value, Rights: merchant.Rights}
 		if fenced {

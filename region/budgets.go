@@ -426,10 +426,7 @@ func (t *txn) reconcileBudgetKey(budget string, rec *crdt.Spend) (int64, error) 
 // application; any other replica that applied the key concurrently
 // refunds its own (reconcileRecord).
 func (t *txn) applyKeyedRecord(rs *recState, amount, at int64) {
-	hlc := t.r.clock.Now(t.nowMs)
-	if last, _ := rs.rec.Stamp(); hlc <= last {
-		hlc = last + 1
-	}
+	hlc := t.stampAfter(rs)
 	switch rec := rs.rec.(type) {
 	case *crdt.Spend:
 		rec.Apply(t.r.self, amount, hlc)
@@ -596,7 +593,7 @@ func (t *txn) applyCallOff(op *Op) Result {
 		return Result{Err: err}
 	}
 	var res Result
-	if fenced := (op.Kind == OpCallOff && rs.spend().IsFenced()) || (op.Kind == OpCallOffCredit && rs.keyed().IsFenced()); fenced {
+	if rs.rec.(application).IsFenced() { // a spend or a keyed record
 		res.Duplicate = true
 	} else if err := t.fence(k, rs, op.At); err != nil {
 		return Result{Err: err}
@@ -622,18 +619,21 @@ func (t *txn) applyCallOff(op *Op) Result {
 // booked at at, and gives back at once what this replica applied under
 // it (reconcileRecord: a spend refunded, an increment taken back).
 func (t *txn) fence(k rkey, rs *recState, at int64) error {
+	rs.rec.(interface {
+		Fence(self string, hlc crdt.HLC, at int64)
+	}).Fence(t.r.self, t.stampAfter(rs), at) // a keyed record or a spend
+	rs.dirty, rs.spread, rs.deleted = true, true, false
+	return t.reconcileRecord(k, rs)
+}
+
+// stampAfter is the stamp of this replica's new write of rs's register:
+// its clock's now, past the register's stamp.
+func (t *txn) stampAfter(rs *recState) crdt.HLC {
 	hlc := t.r.clock.Now(t.nowMs)
 	if last, _ := rs.rec.Stamp(); hlc <= last {
 		hlc = last + 1
 	}
-	switch rec := rs.rec.(type) {
-	case *crdt.Spend:
-		rec.Fence(t.r.self, hlc, at)
-	case *crdt.KeyedRecord:
-		rec.Fence(t.r.self, hlc, at)
-	}
-	rs.dirty, rs.spread, rs.deleted = true, true, false
-	return t.reconcileRecord(k, rs)
+	return hlc
 }
 
 // logBudget logs a grant, spend or transfer of by (Config.EventLog). The

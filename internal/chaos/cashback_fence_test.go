@@ -3,9 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -159,39 +156,9 @@ func cashbackCalledOffAndPaid(t *testing.T, bug string) *fenceScenario {
 	// region: the purchase runs across shards in both.
 	var maps []shard.Map
 	for _, r := range cfg.Regions {
-		st, mb, err := func() (int, []byte, error) {
-			resp, err := http.Get(base(d.proc(r)) + "/v1/shards")
-			if err != nil {
-				return 0, nil, err
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			return resp.StatusCode, b, err
-		}()
-		if err != nil || st != 200 {
-			t.Fatalf("GET /v1/shards of %s: %d %v", r, st, err)
-		}
-		m, err := shard.Decode(mb)
-		if err != nil {
-			t.Fatal(err)
-		}
-		maps = append(maps, m)
+		maps = append(maps, shardMapOf(t, d.proc(r)))
 	}
-	pick := func(prefix string, avoid ...string) string {
-		for i := 0; ; i++ {
-			k := fmt.Sprintf("%s%d", prefix, i)
-			ok := true
-			for _, m := range maps {
-				holders := func(k string) string { return strings.Join(m.Holders(shard.Of(k)), ",") }
-				for _, a := range avoid {
-					ok = ok && holders(k) != holders(a)
-				}
-			}
-			if ok {
-				return k
-			}
-		}
-	}
+	pick := func(prefix string, avoid ...string) string { return keyApart(maps, prefix, avoid...) }
 	const pool = "fpool"
 	merchant := pick("fmerchant", pool)
 	user := pick("fuser", pool, merchant)

@@ -48,35 +48,8 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 		return testkit.DoJSON(method, base(p)+path, body)
 	}
 	// Keys whose shards no one set of holders holds together.
-	st, mb, err := func() (int, []byte, error) {
-		resp, err := http.Get(base(entry) + "/v1/shards")
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		return resp.StatusCode, b, err
-	}()
-	if err != nil || st != 200 {
-		t.Fatalf("GET /v1/shards: %d %v", st, err)
-	}
-	m, err := shard.Decode(mb)
-	if err != nil {
-		t.Fatal(err)
-	}
-	holders := func(k string) string { return strings.Join(m.Holders(shard.Of(k)), ",") }
-	pick := func(prefix string, avoid ...string) string {
-		for i := 0; ; i++ {
-			k := fmt.Sprintf("%s%d", prefix, i)
-			ok := true
-			for _, a := range avoid {
-				ok = ok && holders(k) != holders(a)
-			}
-			if ok {
-				return k
-			}
-		}
-	}
+	maps := []shard.Map{shardMapOf(t, entry)}
+	pick := func(prefix string, avoid ...string) string { return keyApart(maps, prefix, avoid...) }
 	const pool = "kpool"
 	rich := pick("rich", pool)
 	poor := pick("poor", pool)
@@ -197,4 +170,42 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 		})
 	}
 	balances(int64(5 * 4)) // the four purchases of the rich merchant
+}
+
+// shardMapOf is the shard map replica p serves by (GET /v1/shards).
+func shardMapOf(t *testing.T, p *proc) shard.Map {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/v1/shards")
+	if err != nil {
+		t.Fatalf("GET /v1/shards of %s: %v", p.addr, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/shards of %s: %d %v", p.addr, resp.StatusCode, err)
+	}
+	m, err := shard.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// keyApart is the first key prefix0, prefix1, ... whose holders, in each
+// of maps, are not those of any key in avoid: a purchase of such keys
+// runs across shards.
+func keyApart(maps []shard.Map, prefix string, avoid ...string) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("%s%d", prefix, i)
+		ok := true
+		for _, m := range maps {
+			holders := func(k string) string { return strings.Join(m.Holders(shard.Of(k)), ",") }
+			for _, a := range avoid {
+				ok = ok && holders(k) != holders(a)
+			}
+		}
+		if ok {
+			return k
+		}
+	}
 }
