@@ -426,6 +426,10 @@ func (w *shardWatch) peersBy(fn func(ids ...string) []string) {
 // Holds reports whether replica holds shard s in the current view.
 func (w *shardWatch) Holds(replica string, s int) bool { return w.view.Load().Holds(replica, s) }
 
+// Joins reports whether replica is taking shard s in a move, in the
+// current view.
+func (w *shardWatch) Joins(replica string, s int) bool { return w.view.Load().Joins(replica, s) }
+
 // maps is the current view.
 func (w *shardWatch) maps() shard.Maps { return slices.Clone(*w.view.Load()) }
 

@@ -20,8 +20,10 @@ import (
 //     and counts a higher claim after that;
 //   - entries of a retired replica, which no longer changes, but only in
 //     an anti-entropy page pulled while this replica recovers from an
-//     empty store (see takesRetired); and so, of a shard only, entries
-//     of a peer that keeps that shard no longer (see leftShard);
+//     empty store (see takesRetired) or, of a shard it is joining in a
+//     move, pulled while it joins (see joinsShard); and so, of a shard
+//     only, entries of a peer that keeps that shard no longer (see
+//     leftShard);
 //
 // and nothing of an id that is neither this replica, a peer nor retired:
 // such a message or entry is refused and counted. Entries of the other
@@ -62,11 +64,11 @@ func (r *Replicator) speaksFor(sender, owner, name string, src source) bool {
 	}
 	switch {
 	case r.retired[owner]:
-		return r.takesRetired(src)
+		return r.takesRetired(src) || r.joinsShard(name, src)
 	case owner == sender || owner == r.self:
 		return true
 	case r.leftShard(owner, name):
-		return r.takesRetired(src)
+		return r.takesRetired(src) || r.joinsShard(name, src)
 	}
 	return false
 }
@@ -76,9 +78,10 @@ func (r *Replicator) speaksFor(sender, owner, name string, src source) bool {
 // longer changes, since it writes only the shards it keeps, and every
 // holder had it when owner dropped the shard (a move's release), but
 // owner no longer compares the shard, so nobody gives it to a holder that
-// lost its disk. As a retired replica's state, it is taken from another
-// replica only in an anti-entropy page pulled while this replica recovers
-// from an empty store (takesRetired). Without it, a recovering winner of
+// lost its disk, or to one that joins the shard later. As a retired
+// replica's state, it is taken from another replica only in an
+// anti-entropy page pulled while this replica recovers from an empty
+// store (takesRetired) or joins the shard (joinsShard). Without it, a recovering winner of
 // a like record owner contributed to would reconcile from a view missing
 // owner's contribution and double the count everywhere else.
 func (r *Replicator) leftShard(owner, name string) bool {
@@ -106,6 +109,30 @@ func (r *Replicator) takesRetired(src source) bool {
 		return true
 	}
 	return src == aePage && r.fresh && !r.recovered.Load()
+}
+
+// joinsShard reports whether state of a replica that writes name's shard
+// no more (retired, or a peer that left the shard), arrived by src,
+// merges because this replica is joining that shard in a move: only from
+// an anti-entropy page, and only while it joins (docs/architecture.md,
+// "Moves while serving").
+//
+// A replica joins a shard it has none of (what it kept of a shard it
+// once left it dropped, but for its own entries), as a replica recovering
+// from an empty store has nothing. The state of a replica that left the
+// shard in an earlier move is at every holder that kept the shard then
+// (that move's release), and nowhere else: its owner compares the shard
+// no more, so the holders the joining replica pulls from are the only
+// ones that can give it. Left out, the joining replica served the shard
+// without it (reads short of what was acknowledged, and, as the winner
+// of a like record the leaver contributed to, a reconcile from a partial
+// view that double-counts the user), and a replica leaving the shard to
+// it in this move never compared equal with it, so the move never
+// released (two drains in a row: testdata/shards/drain_twice.txt). It is
+// the trust a recovering replica gives its peers, for the shards being
+// joined, while they are joined.
+func (r *Replicator) joinsShard(name string, src source) bool {
+	return src == aePage && name != "" && r.cfg.Shards != nil && r.cfg.Shards.Joins(r.self, shard.Of(name))
 }
 
 // vetEntry decides whether a vector entry of owner, pulled from sender in

@@ -288,12 +288,17 @@ func TestAuthorityRules(t *testing.T) {
 }
 
 // heldBy is a ShardView in which every replica holds every shard but the
-// ones it left.
-type heldBy struct{ left map[string]shard.Set }
+// ones it left, and joins those of joining.
+type heldBy struct{ left, joining map[string]shard.Set }
 
 func (h heldBy) Holds(replica string, s int) bool {
 	l := h.left[replica]
 	return !l.Has(s)
+}
+
+func (h heldBy) Joins(replica string, s int) bool {
+	j := h.joining[replica]
+	return j.Has(s)
 }
 
 // State of a live peer in a shard it keeps no longer (a drained replica,
@@ -342,6 +347,56 @@ func TestAuthorityOfAPeerThatLeftAShard(t *testing.T) {
 		got, _ = r.vetRecordOf("eu", kept, rec, c.src)
 		if got.(*crdt.LikeRecord).Contrib.Get("ap") != (crdt.PN{}) {
 			t.Errorf("%s: ap's contribution of a shard it keeps taken from eu", name)
+		}
+	}
+}
+
+// A replica joining a shard in a move takes, from the anti-entropy pages
+// of that shard, the state of a peer that left it and of a retired
+// replica (nobody else can give it that state), though it has recovered
+// and its store is not empty; on the fast path, or of a shard it is not
+// joining, it leaves such relays out as ever. Without it a second drain
+// handed a shard to a replica that never got the first drained replica's
+// entries (testdata/shards/drain_twice.txt).
+func TestAJoiningReplicaTakesStateOfReplicasThatLeftTheShard(t *testing.T) {
+	const item, other = "item3", "other7"
+	var s shard.Set
+	s.Add(shard.Of(item))
+	if shard.Of(other) == shard.Of(item) {
+		t.Fatal("pick two names on two shards")
+	}
+	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}, "ap": {id: "ap"}},
+		retired: map[string]bool{"old": true}, m: newMetrics(nil), log: hclog.NewNullLogger(),
+		cfg: Config{Shards: heldBy{left: map[string]shard.Set{"ap": s}, joining: map[string]shard.Set{"us": s}}}}
+	r.storePeerSet()
+	r.recovered.Store(true)
+	rec := &crdt.LikeRecord{Liked: true, HLC: 9, Origin: "eu",
+		Contrib: crdt.Vector{}.Set("eu", crdt.PN{P: 1}).Set("ap", crdt.PN{P: 1}).Set("old", crdt.PN{P: 1})}
+	for _, owner := range []string{"ap", "old"} {
+		if !r.vetEntryOf("eu", owner, item) {
+			t.Errorf("%s's entry of the shard being joined left out of a page", owner)
+		}
+		if owner == "old" && r.vetEntryOf("eu", owner, other) {
+			t.Errorf("%s's entry of a shard not being joined taken from a page", owner)
+		}
+	}
+	if r.vetEntryOf("eu", "ap", other) {
+		t.Error("ap's entry of a shard it keeps taken from eu")
+	}
+	for _, c := range []struct {
+		name string
+		src  source
+		want bool
+	}{{name: item, src: aePage, want: true}, {name: item, src: fastPath}, {name: other, src: aePage}} {
+		got, ok := r.vetRecordOf("eu", c.name, rec, c.src)
+		if !ok {
+			t.Fatalf("%s page=%v: the record was refused whole", c.name, c.src == aePage)
+		}
+		contrib := got.(*crdt.LikeRecord).Contrib
+		for _, owner := range []string{"ap", "old"} {
+			if has := contrib.Get(owner) != (crdt.PN{}); has != c.want {
+				t.Errorf("%s page=%v: %s's contribution kept %v, want %v", c.name, c.src == aePage, owner, has, c.want)
+			}
 		}
 	}
 }

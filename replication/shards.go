@@ -15,6 +15,11 @@ type ShardView interface {
 	// Holds reports whether replica holds shard s. A replica the view
 	// does not know holds every shard (its region is not sharded).
 	Holds(replica string, s int) bool
+	// Joins reports whether replica is taking shard s in a move (it
+	// holds it, and has not served it yet): such a replica takes, from
+	// anti-entropy pages of s, the state of replicas that keep s no
+	// longer (authority.go, joinsShard).
+	Joins(replica string, s int) bool
 }
 
 // holdsName reports whether this replica holds the shard of a vector or
@@ -91,10 +96,13 @@ func (r *Replicator) PeerHolds(peer, name string) bool {
 
 // ShardSync says how far this replica's copy of shards ss is along, for a
 // shard move (shard/move.go). synced: with every peer keeping any of
-// them, every difference as of a comparison begun at or after since has
+// them, every difference as of a comparison begun after since has
 // been pulled, but for segments the peer was still writing (their
 // changes come by the fast path), so a joining replica has what they
-// held. equal: every segment of ss that a
+// held, and the state of replicas that left those shards, which it takes
+// only while it joins (authority.go, joinsShard). A comparison begun at
+// since itself does not count: on a clock that moves in steps it may
+// have begun before the replica took the map that has it join. equal: every segment of ss that a
 // peer keeps has compared equal with that peer at a comparison begun at
 // or after since, so a replica that stopped writing them by since has
 // its entries there (a digest covers every entry, and state only grows).
@@ -116,7 +124,7 @@ func (r *Replicator) ShardSync(ss shard.Set, since time.Time) (synced, equal boo
 			if !ss.Has(s) || r.cfg.Shards != nil && !r.cfg.Shards.Holds(p.id, s) {
 				continue
 			}
-			if p.fullAt.IsZero() || p.fullAt.Before(since) {
+			if !p.fullAt.After(since) {
 				synced = false
 			}
 			if !p.allEqualAt.Before(eqSince) {

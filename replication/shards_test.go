@@ -93,6 +93,7 @@ func TestShardedRegionConvergesOnHoldersOnly(t *testing.T) {
 type swapView struct{ p atomic.Pointer[shard.Maps] }
 
 func (v *swapView) Holds(replica string, s int) bool { return (*v.p.Load()).Holds(replica, s) }
+func (v *swapView) Joins(replica string, s int) bool { return (*v.p.Load()).Joins(replica, s) }
 
 // Sharded, a shard's changes travel on its own subject and only its
 // holders subscribe to it: a replica's subscriptions are the shards it

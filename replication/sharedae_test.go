@@ -23,6 +23,8 @@ func (v setView) Holds(replica string, s int) bool {
 	return !ok || set.Has(s)
 }
 
+func (v setView) Joins(string, int) bool { return false }
+
 // digestMeter counts what one replica's digest requests carry, both ways,
 // per peer asked.
 type digestMeter struct {

@@ -408,6 +408,19 @@ func (ms Maps) Holds(replica string, s int) bool {
 	return true
 }
 
+// Joins reports whether replica is taking shard s in a move of its
+// region (its joining set): it keeps the shard and pulls it from the other
+// replicas keeping it, but serves nothing of it yet. A replica in none of
+// the maps joins nothing.
+func (ms Maps) Joins(replica string, s int) bool {
+	for _, m := range ms {
+		if i, ok := slices.BinarySearch(m.replicas, replica); ok {
+			return m.joining != nil && m.joining[i].Has(s)
+		}
+	}
+	return false
+}
+
 // UnmarshalJSON reads a map as Decode does.
 func (m *Map) UnmarshalJSON(b []byte) error {
 	d, err := Decode(b)

@@ -394,7 +394,8 @@ func startSim(ctx context.Context, cfg simConfig) (_ *simDeployment, err error) 
 // compared (which took a sixth of the simulation's CPU). The move phase
 // swaps in the maps of a move.
 type simView struct {
-	p atomic.Pointer[map[string]*shard.Set]
+	p       atomic.Pointer[map[string]*shard.Set]
+	joining atomic.Pointer[map[string]*shard.Set]
 }
 
 func newSimView(maps shard.Maps) *simView {
@@ -405,13 +406,14 @@ func newSimView(maps shard.Maps) *simView {
 
 // set makes maps the view, at once for every replicator.
 func (v *simView) set(maps shard.Maps) {
-	kept := map[string]*shard.Set{}
+	kept, joining := map[string]*shard.Set{}, map[string]*shard.Set{}
 	for _, m := range maps {
 		for _, id := range m.Replicas() {
-			k := m.Keeps(id)
-			kept[id] = &k
+			k, j := m.Keeps(id), m.Joining(id)
+			kept[id], joining[id] = &k, &j
 		}
 	}
+	v.joining.Store(&joining)
 	v.p.Store(&kept)
 }
 
@@ -420,6 +422,13 @@ func (v *simView) set(maps shard.Maps) {
 func (v *simView) Holds(replica string, s int) bool {
 	set, ok := (*v.p.Load())[replica]
 	return !ok || set.Has(s)
+}
+
+// Joins implements replication.ShardView as shard.Maps does: a replica
+// in no map joins nothing.
+func (v *simView) Joins(replica string, s int) bool {
+	set, ok := (*v.joining.Load())[replica]
+	return ok && set.Has(s)
 }
 
 // Close stops every replica and removes the stores.
