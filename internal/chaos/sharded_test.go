@@ -21,7 +21,11 @@ import (
 // us: the drain waits for the heal), eu-3 (joining eu-2's shards) killed
 // at the switch, eu-2 at the settle (as it drops what it left), eu-1 once
 // every replica took the settled map, and eu-2 again after the drain
-// settled. A quarter of the items are split in three parts on several
+// settled; then, after ap-1 is wiped, ap-3 drained: ap's remaining
+// holders join shards whose entries of eu-2 (which left them) only the
+// holders of eu-2's release have, and take them from their pages
+// (testdata/shards/drain_twice.txt; two drains in a row never released
+// before). A quarter of the items are split in three parts on several
 // shards (hot items), and every 50th like is a milestone, checked to
 // fire once.
 func shardedConfig() Config {
@@ -47,7 +51,8 @@ func shardedConfig() Config {
 		kill(9, 13*time.Second, "eu-1", node.MoveDrop),
 		kill(10, 16*time.Second, "eu-2", ""),
 		{Index: 11, Kind: KindWipe, At: 20 * time.Second, Dur: time.Second, Region: "ap", Replica: "ap-1"},
-		{Index: 12, Kind: KindPause, At: 26 * time.Second, Dur: 3 * time.Second, Region: "eu", Replica: "eu-3"},
+		{Index: 12, Kind: KindMove, At: 22 * time.Second, Dur: 100 * time.Millisecond, Region: "ap", Drain: "ap-3"},
+		{Index: 13, Kind: KindPause, At: 26 * time.Second, Dur: 3 * time.Second, Region: "eu", Replica: "eu-3"},
 	}
 	return cfg
 }
