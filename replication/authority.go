@@ -81,9 +81,10 @@ func (r *Replicator) speaksFor(sender, owner, name string, src source) bool {
 // lost its disk, or to one that joins the shard later. As a retired
 // replica's state, it is taken from another replica only in an
 // anti-entropy page pulled while this replica recovers from an empty
-// store (takesRetired) or joins the shard (joinsShard). Without it, a recovering winner of
-// a like record owner contributed to would reconcile from a view missing
-// owner's contribution and double the count everywhere else.
+// store (takesRetired) or joins the shard (joinsShard). Without it, a
+// recovering winner of a like record owner contributed to would
+// reconcile from a view missing owner's contribution and double the
+// count everywhere else.
 func (r *Replicator) leftShard(owner, name string) bool {
 	return name != "" && r.cfg.Shards != nil && !r.cfg.Shards.Holds(owner, shard.Of(name))
 }

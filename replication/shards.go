@@ -96,14 +96,15 @@ func (r *Replicator) PeerHolds(peer, name string) bool {
 
 // ShardSync says how far this replica's copy of shards ss is along, for a
 // shard move (shard/move.go). synced: with every peer keeping any of
-// them, every difference as of a comparison begun after since has
-// been pulled, but for segments the peer was still writing (their
-// changes come by the fast path), so a joining replica has what they
-// held, and the state of replicas that left those shards, which it takes
-// only while it joins (authority.go, joinsShard). A comparison begun at
-// since itself does not count: on a clock that moves in steps it may
-// have begun before the replica took the map that has it join. equal: every segment of ss that a
-// peer keeps has compared equal with that peer at a comparison begun at
+// them, every difference as of a comparison begun after since has been
+// pulled, but for segments the peer was still writing (their changes
+// come by the fast path), so a joining replica has what they held, and
+// the state of replicas that left those shards, which it takes only
+// while it joins (authority.go, joinsShard), but in a segment a peer
+// wrote at every comparison. A comparison begun at since itself does not
+// count: on a clock that moves in steps it may have begun before the
+// replica took the map that has it join. equal: every segment of ss that
+// a peer keeps has compared equal with that peer at a comparison begun at
 // or after since, so a replica that stopped writing them by since has
 // its entries there (a digest covers every entry, and state only grows).
 // A peer that restarted since counts only by comparisons begun after
