@@ -213,6 +213,12 @@ func (p *Publisher) run(ctx context.Context) {
 			cancel()
 		}
 		err := p.catchUp(ctx)
+		if err == nil {
+			// The cursor is committed without an fsync of its own; bound
+			// how long a power loss could take it back (a resend, which
+			// the stream drops only within its duplicate window).
+			err = p.cfg.Store.WaitDurable(max(p.cfg.Linger, 0))
+		}
 		p.mu.Lock()
 		p.lastErr = err
 		p.mu.Unlock()
@@ -403,6 +409,15 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 				return err
 			}
 			p.sent = max(p.sent, merged)
+			// The merge is committed without an fsync of its own, so as
+			// not to put one in front of the writer's commits; it must be
+			// durable before its chunks are sent (see MergeLogChunks).
+			// Under load the writer's next fsync, a few milliseconds
+			// away, covers it.
+			if err := p.cfg.Store.WaitDurable(max(p.cfg.Linger, 0)); err != nil {
+				cancel()
+				return err
+			}
 		}
 		var chunks [][]storage.Event
 		if err := p.cfg.Store.ScanChunks(from, func(events []storage.Event) bool {
