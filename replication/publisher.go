@@ -379,17 +379,22 @@ func (p *Publisher) ensure(ctx context.Context) (jetstream.Stream, error) {
 	return s, nil
 }
 
-// catchUp publishes every logged event after the acknowledged ones, a
-// batch at a time, and records each batch's acknowledgement.
+// catchUp publishes every event logged before it began after the
+// acknowledged ones, a batch at a time, and records each batch's
+// acknowledgement. What is logged meanwhile waits for the next round
+// (Linger): a round that chased it would send a message per merge and
+// acknowledgement, a few milliseconds apart under load, each a stream
+// write and fsync.
 func (p *Publisher) catchUp(ctx context.Context) error {
 	subject := EventsSubject(p.cfg.Region, p.cfg.Replica)
+	end := p.cfg.Store.LogLast()
 	for {
 		p.mu.Lock()
 		from := p.published
 		p.mu.Unlock()
 		last := p.cfg.Store.LogLast()
 		p.m.pending.Set(float64(last - min(from, last)))
-		if from >= last {
+		if from >= end {
 			return nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
