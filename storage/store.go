@@ -183,9 +183,9 @@ type Store struct {
 	// one that finished, so syncDone > m means a commit begun after
 	// syncBegun read m has made everything before that durable
 	// (WaitDurable). syncWake is closed and replaced, under syncMu, when
-	// syncDone rises while syncWaiters > 0.
-	// lazyNeed is the least syncDone that makes every lazy commit so far
-	// durable: 1 + syncBegun as the last one finished.
+	// syncDone rises while syncWaiters > 0. lazyNeed is the least
+	// syncDone that makes every lazy commit so far durable: 1 + syncBegun
+	// as the last one finished.
 	syncBegun   atomic.Uint64
 	syncDone    atomic.Uint64
 	lazyNeed    atomic.Uint64
