@@ -213,6 +213,12 @@ func (p *Publisher) run(ctx context.Context) {
 			cancel()
 		}
 		err := p.catchUp(ctx)
+		if err == nil {
+			// The cursor is committed without an fsync of its own; bound
+			// how long a power loss could take it back (a resend, which
+			// the stream drops only within its duplicate window).
+			err = p.cfg.Store.WaitDurable(max(p.cfg.Linger, 0))
+		}
 		p.mu.Lock()
 		p.lastErr = err
 		p.mu.Unlock()
@@ -373,17 +379,22 @@ func (p *Publisher) ensure(ctx context.Context) (jetstream.Stream, error) {
 	return s, nil
 }
 
-// catchUp publishes every logged event after the acknowledged ones, a
-// batch at a time, and records each batch's acknowledgement.
+// catchUp publishes every event logged before it began after the
+// acknowledged ones, a batch at a time, and records each batch's
+// acknowledgement. What is logged meanwhile waits for the next round
+// (Linger): a round that chased it would send a message per merge and
+// acknowledgement, a few milliseconds apart under load, each a stream
+// write and fsync.
 func (p *Publisher) catchUp(ctx context.Context) error {
 	subject := EventsSubject(p.cfg.Region, p.cfg.Replica)
+	end := p.cfg.Store.LogLast()
 	for {
 		p.mu.Lock()
 		from := p.published
 		p.mu.Unlock()
 		last := p.cfg.Store.LogLast()
 		p.m.pending.Set(float64(last - min(from, last)))
-		if from >= last {
+		if from >= end {
 			return nil
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -403,6 +414,15 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 				return err
 			}
 			p.sent = max(p.sent, merged)
+			// The merge is committed without an fsync of its own, so as
+			// not to put one in front of the writer's commits; it must be
+			// durable before its chunks are sent (see MergeLogChunks).
+			// Under load the writer's next fsync, a few milliseconds
+			// away, covers it.
+			if err := p.cfg.Store.WaitDurable(max(p.cfg.Linger, 0)); err != nil {
+				cancel()
+				return err
+			}
 		}
 		var chunks [][]storage.Event
 		if err := p.cfg.Store.ScanChunks(from, func(events []storage.Event) bool {

@@ -243,6 +243,77 @@ func TestPublisherMergesCommitsIntoOneMessage(t *testing.T) {
 	}
 }
 
+// duringPublish runs fn before the first message a publisher sends.
+type duringPublish struct {
+	jetstream.JetStream
+	fn func()
+}
+
+func (d *duringPublish) PublishAsync(subject string, data []byte, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	if d.fn != nil {
+		d.fn()
+		d.fn = nil
+	}
+	return d.JetStream.PublishAsync(subject, data, opts...)
+}
+
+// A round publishes what was logged before it began: what the writer
+// logs meanwhile waits for the next round (Linger), rather than going
+// out as one more message, one more stream write and fsync, as soon as
+// the round's acknowledgement is in.
+func TestPublisherRoundLeavesLaterCommitsToTheNext(t *testing.T) {
+	ns := startJetStream(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	ctx := context.Background()
+	like := func(from, to int) {
+		for i := from; i < to; i++ { // one commit each
+			if _, err := rep.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	hook := &duringPublish{JetStream: js}
+	pub, err := NewPublisher(PublisherConfig{JS: hook, Store: st, Replica: "us-1", Region: "us"}) // rounds by hand
+	if err != nil {
+		t.Fatal(err)
+	}
+	like(0, 5)
+	hook.fn = func() { like(5, 10) }
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pub.Status().Published; got != 5 {
+		t.Fatalf("a round begun after 5 events published up to %d", got)
+	}
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := pub.Status().Published; got != 10 {
+		t.Fatalf("the next round published up to %d, want 10", got)
+	}
+	if evs := streamEvents(t, js, "us"); len(evs) != 10 {
+		t.Fatalf("the stream holds %d events, want 10", len(evs))
+	}
+}
+
 // The publisher's own JSON encoding of an event is json.Marshal's of
 // eventJSON, byte for byte, for every type and kind, empty and set
 // optional fields, and strings that JSON must escape.

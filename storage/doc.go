@@ -8,6 +8,10 @@
 // with DurabilityNone, an explicit opt-in. Pebble's commit pipeline lets
 // concurrent syncing commits share one fsync; the region package adds its own
 // group commit on top, since it must order writes to a replica's own entries.
+// Two writes of the event publisher's bookkeeping, MergeLogChunks and
+// SetLogPublished, commit without an fsync of their own and become
+// durable with the next commit that fsyncs (or Store.WaitDurable), so
+// that they put no fsync in front of the writer's.
 //
 // # Key layout
 //

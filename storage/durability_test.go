@@ -3,6 +3,8 @@ package storage
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -297,5 +299,76 @@ func TestSyncMakesNoneDurable(t *testing.T) {
 	s2 := reopenClone(t, crashed)
 	if lost, _ := checkCrash(t, s2, log.acked, log.tried, false); lost > 0 {
 		t.Errorf("%d of %d batches lost despite Sync", lost, len(log.acked))
+	}
+}
+
+// A merge of the event log's chunks and the publisher's cursor are
+// committed without an fsync of their own: a power loss before the next
+// fsync takes them back, and WaitDurable brings that fsync, its own when
+// no other commit comes, or rides on a writer's commit that does.
+func TestWaitDurableCoversLazyCommits(t *testing.T) {
+	fs, s := openCrashable(t, DurabilitySync)
+	logCommit := func() {
+		commit(t, s, func(b *Batch) {
+			b.LogEvent(eventSamples[0])
+			b.LogEvent(eventSamples[1])
+		})
+	}
+	sizes := func(s *Store) (out []int) {
+		t.Helper()
+		if err := s.ScanChunks(0, func(events []Event) bool {
+			out = append(out, len(events))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	crashSizes := func() []int {
+		t.Helper()
+		return sizes(reopenClone(t, fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})))
+	}
+	for range 3 {
+		logCommit()
+	}
+	if _, err := s.MergeLogChunks(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := sizes(s); !slices.Equal(got, []int{6}) {
+		t.Fatalf("chunks after the merge: %v", got)
+	}
+	// Negative control: the merge alone did not fsync.
+	if got := crashSizes(); !slices.Equal(got, []int{2, 2, 2}) {
+		t.Fatalf("chunks after a power loss right after the merge: %v, want the unmerged 2, 2, 2", got)
+	}
+	// No commit comes: WaitDurable fsyncs itself.
+	if err := s.WaitDurable(0); err != nil {
+		t.Fatal(err)
+	}
+	if got := crashSizes(); !slices.Equal(got, []int{6}) {
+		t.Fatalf("chunks after WaitDurable and a power loss: %v", got)
+	}
+
+	// A writer's commit after the lazy one makes it durable, and wakes
+	// a WaitDurable that would otherwise wait for an hour.
+	if err := s.SetLogPublished(6, 0); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.WaitDurable(time.Hour) }()
+	for s.syncWaiters.Load() == 0 {
+		runtime.Gosched()
+	}
+	logCommit()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s2 := reopenClone(t, fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}))
+	if p, err := s2.LogPublished(); err != nil || p != 6 {
+		t.Fatalf("published after the writer's commit and a power loss: %d, %v; want 6", p, err)
+	}
+	// Nothing lazy is pending: WaitDurable returns at once.
+	if err := s.WaitDurable(time.Hour); err != nil {
+		t.Fatal(err)
 	}
 }

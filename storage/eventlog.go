@@ -360,9 +360,13 @@ func (s *Store) ScanLog(after uint64, limit int, fn func(Event) bool) error {
 }
 
 // MergeLogChunks joins runs of consecutive chunks that start after seq
-// after into chunks of up to LogChunk events, in one batch committed with
-// the store's durability, and returns the last seq of the log it looked at
-// (after if there was nothing to look at). The events, their seqs and
+// after into chunks of up to LogChunk events, in one batch, and returns
+// the last seq of the log it looked at (after if there was nothing to
+// look at). The batch is committed without an fsync of its own, so the
+// merge adds no fsync in front of the writer's commits; the caller must
+// WaitDurable before anything of it leaves the process, since a merge
+// lost to a power loss after its chunk was sent would leave the old,
+// shorter chunk to be resent under the sent one's id. The events, their seqs and
 // their order stay as they were; only where one chunk ends and the next
 // begins moves. The publisher calls it on the chunks it has never
 // published, so that one message (one chunk) carries several commits
@@ -428,7 +432,7 @@ func (s *Store) MergeLogChunks(after uint64) (uint64, error) {
 	if merged == 0 {
 		return last, nil
 	}
-	if err := b.Commit(); err != nil {
+	if err := b.commitLazy(); err != nil {
 		return after, fmt.Errorf("merge event log chunks: %w", err)
 	}
 	return last, nil
@@ -446,7 +450,11 @@ func (s *Store) LogPublished() (uint64, error) {
 // SetLogPublished records that the stream holds every event up to seq,
 // and deletes the chunks that start at or before trimTo (0: none), which
 // must be the first seq of a chunk after a published one (trimTo-1 is
-// the last event deleted).
+// the last event deleted). It is committed without an fsync of its own
+// (the writer's next fsync, or WaitDurable, makes it durable): a cursor
+// lost to a power loss only makes the publisher resend what the stream
+// already holds, which the stream drops by message id, and chunks
+// trimmed with it are trimmed again.
 func (s *Store) SetLogPublished(seq, trimTo uint64) error {
 	b := s.NewBatch()
 	defer b.Close()
@@ -454,7 +462,7 @@ func (s *Store) SetLogPublished(seq, trimTo uint64) error {
 	if trimTo > 1 && trimTo <= seq+1 {
 		_ = b.b.DeleteRange(appendLogKey(nil, 0), appendLogKey(nil, trimTo), nil)
 	}
-	if err := b.Commit(); err != nil {
+	if err := b.commitLazy(); err != nil {
 		return fmt.Errorf("record published events: %w", err)
 	}
 	return nil

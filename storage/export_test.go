@@ -5,9 +5,6 @@ package storage
 
 import (
 	"encoding/binary"
-	"fmt"
-
-	"github.com/cockroachdb/pebble/v2"
 )
 
 // LogEvent appends e to the batch's events; Commit writes them with the
@@ -29,18 +26,6 @@ func (s *Store) LogFirst() (uint64, error) {
 func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
 	b.buf = AppendIdemValue(b.buf[:0], v)
 	_ = b.b.Set(idemKey(key, idem), b.buf, nil)
-}
-
-// Sync makes every write applied so far durable (a WAL fsync, shared with
-// any concurrent commits).
-func (s *Store) Sync() error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("sync store: %w", err)
-	}
-	return nil
 }
 
 // FlaggedUsers reports how many users have a flag, blocked or not.

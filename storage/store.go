@@ -176,6 +176,23 @@ type Store struct {
 
 	commits atomic.Uint64 // batches committed since open (see WriteStats)
 
+	// A batch committed without an fsync of its own (commitLazy) is made
+	// durable by the next commit that fsyncs the WAL: Pebble's WAL is in
+	// commit order, so an fsync covers every write before it. syncBegun
+	// counts the fsynced commits begun; syncDone is the highest count of
+	// one that finished, so syncDone > m means a commit begun after
+	// syncBegun read m has made everything before that durable
+	// (WaitDurable). syncWake is closed and replaced, under syncMu, when
+	// syncDone rises while syncWaiters > 0. lazyNeed is the least
+	// syncDone that makes every lazy commit so far durable: 1 + syncBegun
+	// as the last one finished.
+	syncBegun   atomic.Uint64
+	syncDone    atomic.Uint64
+	lazyNeed    atomic.Uint64
+	syncWaiters atomic.Int32
+	syncMu      sync.Mutex
+	syncWake    chan struct{}
+
 	fmu    sync.RWMutex             // protects flags
 	flags  map[string]crdt.Flag     // every committed block flag, by user (flags.go)
 	nflags atomic.Int64             // len(flags)
@@ -264,7 +281,8 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
-		flags: make(map[string]crdt.Flag), types: make(map[string]crdt.TypeMeta), bgErrors: bgErrors, stalls: stalled}
+		flags: make(map[string]crdt.Flag), types: make(map[string]crdt.TypeMeta), bgErrors: bgErrors, stalls: stalled,
+		syncWake: make(chan struct{})}
 	if cfg.FS == nil {
 		s.dir = cfg.Dir
 	}
@@ -589,6 +607,24 @@ func (b *Batch) Commit() error {
 	return nil
 }
 
+// commitLazy commits a batch of the store's own bookkeeping (no events,
+// no replicated keys) without an fsync of its own; see Store.commitLazy.
+func (b *Batch) commitLazy() error {
+	if b.s.closed.Load() {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), ErrClosed)
+	}
+	if err := b.s.Err(); err != nil {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
+	}
+	if len(b.events) > 0 || b.dx != nil && len(b.dx.touched) > 0 {
+		return fmt.Errorf("commit batch of %d writes: events and replicated keys need Commit", b.b.Count())
+	}
+	if err := b.s.commitLazy(b.b); err != nil {
+		return fmt.Errorf("commit batch of %d writes: %w", b.b.Count(), err)
+	}
+	return nil
+}
+
 // Close releases the batch. It must be called whether or not Commit was.
 func (b *Batch) Close() {
 	if b.dx != nil {
@@ -633,6 +669,29 @@ type pebbleFatal string
 // Fatalf on this goroutine) into ErrFailed and marking the store failed.
 // Any other panic is not ours to handle and goes on.
 func (s *Store) commit(b *pebble.Batch) (err error) {
+	return s.commitWith(b, s.wo)
+}
+
+// commitLazy commits b without waiting for a WAL fsync of its own: it is
+// durable once the next fsynced commit is (WaitDurable), and until then
+// a power loss may take it. For writes whose loss costs only a repeat of
+// work (a cursor, a rearrangement nothing has read yet), so that they do
+// not add fsyncs in front of the writer's commits.
+func (s *Store) commitLazy(b *pebble.Batch) error {
+	if err := s.commitWith(b, pebble.NoSync); err != nil {
+		return err
+	}
+	// Durable once a commit begun after this read has fsynced.
+	need := s.syncBegun.Load() + 1
+	for {
+		m := s.lazyNeed.Load()
+		if m >= need || s.lazyNeed.CompareAndSwap(m, need) {
+			return nil
+		}
+	}
+}
+
+func (s *Store) commitWith(b *pebble.Batch, wo *pebble.WriteOptions) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			msg, ok := r.(pebbleFatal)
@@ -643,11 +702,98 @@ func (s *Store) commit(b *pebble.Batch) (err error) {
 			s.failure.CompareAndSwap(nil, &err)
 		}
 	}()
-	if err := b.Commit(s.wo); err != nil {
+	var ticket uint64
+	if wo.Sync {
+		ticket = s.syncBegun.Add(1)
+	}
+	if err := b.Commit(wo); err != nil {
 		return err
 	}
 	s.commits.Add(1)
+	if wo.Sync {
+		s.synced(ticket)
+	}
 	return nil
+}
+
+// synced records that the fsynced commit with this ticket finished.
+func (s *Store) synced(ticket uint64) {
+	for {
+		done := s.syncDone.Load()
+		if done >= ticket || s.syncDone.CompareAndSwap(done, ticket) {
+			break
+		}
+	}
+	if s.syncWaiters.Load() > 0 {
+		s.syncMu.Lock()
+		close(s.syncWake)
+		s.syncWake = make(chan struct{})
+		s.syncMu.Unlock()
+	}
+}
+
+// Sync makes every write applied so far durable (a WAL fsync, shared with
+// any concurrent commits).
+func (s *Store) Sync() (err error) {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			msg, ok := r.(pebbleFatal)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("sync store: %w: %s", ErrFailed, string(msg))
+			s.failure.CompareAndSwap(nil, &err)
+		}
+	}()
+	ticket := s.syncBegun.Add(1)
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("sync store: %w", err)
+	}
+	s.synced(ticket)
+	return nil
+}
+
+// WaitDurable returns once every batch committed before the call is
+// durable (only those committed without an fsync of their own, by
+// MergeLogChunks and SetLogPublished, may not be yet): when the next
+// fsynced commit (a writer's) finishes, or after at most wait with an
+// fsync of its own. Under load the writer fsyncs every few milliseconds,
+// so those batches ride on its fsyncs instead of adding their own;
+// idle, they cost one fsync after wait. Under DurabilityNone it returns
+// at once, as commits do.
+func (s *Store) WaitDurable(wait time.Duration) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if !s.wo.Sync {
+		return nil
+	}
+	// Every lazy commit so far is durable once a commit with a ticket
+	// of at least need (begun after it) has finished.
+	need := s.lazyNeed.Load()
+	if s.syncDone.Load() >= need {
+		return nil
+	}
+	s.syncWaiters.Add(1)
+	defer s.syncWaiters.Add(-1)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		s.syncMu.Lock()
+		wake := s.syncWake
+		s.syncMu.Unlock()
+		if s.syncDone.Load() >= need {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			return s.Sync()
+		}
+	}
 }
 
 var _ io.Closer = (*Store)(nil)
