@@ -199,6 +199,7 @@ func (s *shardScripts) wire() {
 		nd := &Node{cfg: s.config(name), rep: n.Rep, replica: n.Replica, shardMaps: r.watch, log: hclog.NewNullLogger()}
 		r.router.accepted = n.Replica.Accepted()
 		r.router.do = n.Replica.Do
+		r.router.rep = n.Replica
 		r.router.moveState = nd.moveState
 		r.watch.peersBy(n.Rep.AddPeers)
 		r.watch.dropBy(nd.released, nd.dropShards, nd.handOffShards, false)
@@ -217,7 +218,6 @@ func (s *shardScripts) wire() {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		r.router.resp = rs.Exec
 		client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, Protocol: 2})
 		s.mu.Lock()
 		r.api, r.node, r.resp, r.client = api, n, rs, client

@@ -3,6 +3,7 @@ package route_test
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"testing"
 	"testing/quick"
 
@@ -22,6 +23,18 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpCallOff, Key: "pool", By: 5, Idem: "buy-1", AtMs: 1764380000001},
 		{Kind: route.OpCallOffCredit, Key: "ann", By: 5, Idem: "buy-1"},
 	}},
+	{Kind: route.KindOps, From: "us-2", Shard: 40, Ops: []route.Op{
+		{Kind: route.OpToggle, Key: "video", User: "ann", Idem: "t-1"},
+		{Kind: route.OpUniques, Key: "visitors", List: []string{"a", "b", ""}},
+	}},
+	{Kind: route.KindOps, From: "us-3", Shard: 41, Ops: []route.Op{
+		{Kind: route.OpGet, Key: "views"},
+		{Kind: route.OpUniqueCount, List: []string{"visitors", "visitors:eu"}},
+		{Kind: route.OpLiked, Key: "video", User: "ann"},
+		{Kind: route.OpLikeCount, Key: "video"},
+		{Kind: route.OpLikers, Key: "video", User: "ann", By: 10},
+		{Kind: route.OpAllLikers, Key: "video", By: 10000},
+	}},
 }
 
 var sampleResults = []route.Result{
@@ -29,6 +42,9 @@ var sampleResults = []route.Result{
 	{Code: "budget_exhausted", Msg: "budget exhausted", Refused: "shop", Value: 3, Merchant: -2, User: 1 << 40, Duplicate: true},
 	{Value: 7, Liked: true, Changed: true},
 	{Value: 1200, Approx: true, Counted: 100},
+	{Value: 3, Found: true},
+	{Users: []string{"ann", "bob", ""}, More: true},
+	{Users: []string{"cy"}},
 }
 
 var sampleAnswers = []route.Answer{
@@ -66,7 +82,7 @@ func TestResultsRoundTrip(t *testing.T) {
 		t.Fatalf("%v %v", got, err)
 	}
 	for i := range got {
-		if got[i] != sampleResults[i] {
+		if !reflect.DeepEqual(got[i], sampleResults[i]) {
 			t.Fatalf("read back %+v, wrote %+v", got[i], sampleResults[i])
 		}
 	}
@@ -77,24 +93,54 @@ func TestResultsRoundTrip(t *testing.T) {
 
 // Any operations of arbitrary fields read back field for field.
 func TestOpsRoundTripProperty(t *testing.T) {
-	f := func(kinds []uint8, key, user, merchant, idem string, by, at int64) bool {
+	f := func(kinds []uint8, key, user, merchant, idem string, by, at int64, list []string) bool {
 		r := route.Request{Kind: route.KindOps, Shard: 3}
 		for _, k := range kinds {
-			r.Ops = append(r.Ops, route.Op{Kind: route.OpKind(k%7 + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at})
+			o := route.Op{Kind: route.OpKind(k%numOpKinds + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at}
+			if (o.Kind == route.OpUniques || o.Kind == route.OpUniqueCount) && len(list) > 0 {
+				o.List = list
+			}
+			r.Ops = append(r.Ops, o)
 		}
 		got, err := route.UnmarshalRequest(r.Marshal())
 		if err != nil || len(got.Ops) != len(r.Ops) {
 			return false
 		}
-		for i := range got.Ops {
-			if got.Ops[i] != r.Ops[i] {
-				return false
-			}
-		}
-		return true
+		return reflect.DeepEqual(got.Ops, r.Ops)
 	}
 	if err := quick.Check(f, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// numOpKinds is how many operation kinds there are (route.OpAllLikers is
+// the last).
+const numOpKinds = uint8(route.OpAllLikers)
+
+// Any results of arbitrary fields read back field for field.
+func TestResultsRoundTripProperty(t *testing.T) {
+	f := func(code, msg string, value int64, flags uint8, users []string) bool {
+		r := route.Result{Code: code, Msg: msg, Value: value, Duplicate: flags&1 != 0, Liked: flags&2 != 0, Changed: flags&4 != 0,
+			Approx: flags&8 != 0, Found: flags&16 != 0, More: flags&32 != 0}
+		if len(users) > 0 {
+			r.Users = users
+		}
+		got, err := route.UnmarshalResults(route.MarshalResults([]route.Result{r, {}, r}))
+		return err == nil && reflect.DeepEqual(got, []route.Result{r, {}, r})
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Operations of kinds that carry no list encode as before the list was
+// added (a replica of the previous build reads them), and a list on them
+// is not sent.
+func TestOpsWithoutListEncodeAsBefore(t *testing.T) {
+	r := route.Request{Kind: route.KindOps, Shard: 1, Ops: []route.Op{{Kind: route.OpIncr, Key: "k", By: 2, List: []string{"dropped"}}}}
+	want := []byte{route.Version, byte(route.KindOps), 0, 2, 0, 0, 1, byte(route.OpIncr), 1, 'k', 0, 0, 0, 4, 0}
+	if got := r.Marshal(); !bytes.Equal(got, want) {
+		t.Fatalf("encoded %v, want %v", got, want)
 	}
 }
 
@@ -133,17 +179,19 @@ func TestRoundTripProperty(t *testing.T) {
 func TestRefused(t *testing.T) {
 	good := sampleRequests[0].Marshal()
 	bad := map[string][]byte{
-		"empty":           nil,
-		"version 2":       append([]byte{2}, good[1:]...),
-		"kind 0":          append([]byte{route.Version, 0}, good[2:]...),
-		"kind 9":          append([]byte{route.Version, 9}, good[2:]...),
-		"cut":             good[:len(good)-1],
-		"trailing":        append(append([]byte{}, good...), 0),
-		"args past max":   {route.Version, byte(route.KindRESP), 0, 0, 0, 0, 3, 0, 0xff, 0xff, 0xff, 0x7f},
-		"length past end": {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
-		"op kind 0":       {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-		"op kind 10":      {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 10, 0, 0, 0, 0, 0, 0},
-		"ops past max":    {route.Version, byte(route.KindOps), 0, 0, 0, 0, 0xff, 0xff, 0x7f},
+		"empty":             nil,
+		"version 2":         append([]byte{2}, good[1:]...),
+		"kind 0":            append([]byte{route.Version, 0}, good[2:]...),
+		"kind 9":            append([]byte{route.Version, 9}, good[2:]...),
+		"cut":               good[:len(good)-1],
+		"trailing":          append(append([]byte{}, good...), 0),
+		"args past max":     {route.Version, byte(route.KindRESP), 0, 0, 0, 0, 3, 0, 0xff, 0xff, 0xff, 0x7f},
+		"length past end":   {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
+		"op kind 0":         {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+		"op kind past last": {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, numOpKinds + 1, 0, 0, 0, 0, 0, 0},
+		"list past end":     {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, byte(route.OpUniques), 0, 0, 0, 0, 0, 0, 2, 1, 'a'},
+		"list past max":     {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, byte(route.OpUniques), 0, 0, 0, 0, 0, 0, 0x81, 0x80, 0x04},
+		"ops past max":      {route.Version, byte(route.KindOps), 0, 0, 0, 0, 0xff, 0xff, 0x7f},
 	}
 	for name, b := range bad {
 		if _, err := route.UnmarshalRequest(b); !errors.Is(err, route.ErrMalformed) {
@@ -152,7 +200,9 @@ func TestRefused(t *testing.T) {
 	}
 	for name, b := range map[string][]byte{
 		"empty":          nil,
-		"flags 16":       {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 16},
+		"flags 128":      {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 128},
+		"empty users":    {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0},
+		"users past end": {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 64, 3, 1, 'a'},
 		"count past end": {route.Version, 0xff, 0x01},
 		"trailing":       append(route.MarshalResults(sampleResults), 0),
 	} {
