@@ -32,6 +32,10 @@ var wireErrors = [...]struct {
 	{"bad_time", region.ErrBadTime},
 	{"blocked", region.ErrBlocked},
 	{"inactive_type", region.ErrInactiveType},
+	{"no_lists", region.ErrNoLists},
+	{"no_log", region.ErrNoLog},
+	{"shutting_down", region.ErrClosed},
+	{"storage_failed", region.ErrFailed},
 }
 
 // errCode is err's wire code; "internal" for an error of no other code.
