@@ -32,6 +32,10 @@ var wireErrors = [...]struct {
 	{"bad_time", region.ErrBadTime},
 	{"blocked", region.ErrBlocked},
 	{"inactive_type", region.ErrInactiveType},
+	{"no_lists", region.ErrNoLists},
+	{"no_log", region.ErrNoLog},
+	{"shutting_down", region.ErrClosed},
+	{"storage_failed", region.ErrFailed},
 }
 
 // errCode is err's wire code; "internal" for an error of no other code.
@@ -45,15 +49,26 @@ func errCode(err error) string {
 }
 
 // codeErr is the error a result's code and message stand for, matching
-// its region sentinel with errors.Is.
+// its region sentinel with errors.Is and reading as the holder's error
+// did, so a front door answers it as it answers its own replica's.
 func codeErr(code, msg string) error {
 	for _, w := range wireErrors {
 		if w.code == code {
-			return fmt.Errorf("%w (at the holder: %s)", w.err, msg)
+			return &holderError{err: w.err, msg: msg}
 		}
 	}
 	return fmt.Errorf("the holder failed the operation: %s (%s)", msg, code)
 }
+
+// holderError is a region error a holder answered: its message, less
+// the "region: " prefix (wireResult), and its sentinel.
+type holderError struct {
+	err error
+	msg string
+}
+
+func (e *holderError) Error() string { return "region: " + e.msg }
+func (e *holderError) Unwrap() error { return e.err }
 
 var opKinds = [...]struct {
 	wire route.OpKind
@@ -68,19 +83,21 @@ var opKinds = [...]struct {
 	{route.OpUnlike, region.OpUnlike},
 	{route.OpCallOff, region.OpCallOff},
 	{route.OpCallOffCredit, region.OpCallOffCredit},
+	{route.OpToggle, region.OpToggle},
+	{route.OpUniques, region.OpUniques},
 }
 
 func wireOp(o *region.Op) (route.Op, error) {
 	for _, k := range opKinds {
 		if k.op == o.Kind {
-			return route.Op{Kind: k.wire, Key: o.Item, User: o.User, Merchant: o.Merchant, Idem: o.IdemKey, By: o.By, AtMs: o.At}, nil
+			return route.Op{Kind: k.wire, Key: o.Item, User: o.User, Merchant: o.Merchant, Idem: o.IdemKey, By: o.By, AtMs: o.At, List: o.IDs}, nil
 		}
 	}
 	return route.Op{}, fmt.Errorf("%w: a %s is not sent to another replica", region.ErrInvalid, o.Kind)
 }
 
 func regionOp(o *route.Op) region.Op {
-	out := region.Op{Item: o.Key, User: o.User, Merchant: o.Merchant, IdemKey: o.Idem, By: o.By, At: o.AtMs}
+	out := region.Op{Item: o.Key, User: o.User, Merchant: o.Merchant, IdemKey: o.Idem, By: o.By, At: o.AtMs, IDs: o.List}
 	for _, k := range opKinds {
 		if k.wire == o.Kind {
 			out.Kind = k.op
@@ -173,6 +190,11 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 // sender's deadline. ok is false when nothing may be answered: the writer
 // may or may not have applied them (the sender's timeout says so).
 func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.Answer, bool) {
+	if reads, ok := readsOnly(req.Ops); !ok {
+		return badOps("a request of reads and writes together"), true
+	} else if reads {
+		return sr.serveReads(req), true
+	}
 	if sr.do == nil {
 		return route.Answer{Kind: route.NotServed, Reason: "not open"}, true
 	}
@@ -180,7 +202,7 @@ func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.An
 	for i := range req.Ops {
 		ops[i] = regionOp(&req.Ops[i])
 		if ops[i].Kind == 0 {
-			return route.Answer{Kind: route.Served, Body: route.MarshalResults([]route.Result{{Code: "bad_request", Msg: "unknown operation"}})}, true
+			return badOps("unknown operation"), true
 		}
 	}
 	ctx, cancel := context.WithDeadline(sr.ctx, deadline)
@@ -198,6 +220,89 @@ func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.An
 		out[i] = wireResult(&res[i])
 	}
 	return route.Answer{Kind: route.Served, Body: route.MarshalResults(out)}, true
+}
+
+// badOps answers a request of operations the holder refuses whole.
+func badOps(why string) route.Answer {
+	return route.Answer{Kind: route.Served, Body: route.MarshalResults([]route.Result{{Code: "bad_request", Msg: why}})}
+}
+
+// readsOnly reports whether ops are all reads; ok is false when they mix
+// reads and writes.
+func readsOnly(ops []route.Op) (reads, ok bool) {
+	n := 0
+	for i := range ops {
+		if ops[i].Kind.Read() {
+			n++
+		}
+	}
+	return n > 0, n == 0 || n == len(ops)
+}
+
+// serveReads answers forwarded reads from this replica's view
+// (route.Read); a failed read fails each result with its code.
+func (sr *shardRouter) serveReads(req route.Request) route.Answer {
+	if sr.rep == nil {
+		return route.Answer{Kind: route.NotServed, Reason: "not open"}
+	}
+	out, err := route.Read(sr.rep, req.Ops)
+	if err != nil {
+		out = make([]route.Result, len(req.Ops))
+		for i := range out {
+			out[i].Code, out[i].Msg = errCode(err), strings.TrimPrefix(err.Error(), "region: ")
+		}
+	}
+	return route.Answer{Kind: route.Served, Body: route.MarshalResults(out)}
+}
+
+// Read answers reads (route.OpKind.Read), every one of a key on shard s,
+// at a holder of s, this replica among them, by the region's one routing
+// rule (route.Sender.Walk), and returns their results in order; a read
+// that failed at the holder is the error.
+func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, error) {
+	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: ops}
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		req.DeadlineMs = d.UnixMilli()
+	}
+	var data []byte
+	var out []route.Result
+	_, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
+		if h == sr.self {
+			if sr.rep == nil {
+				return route.Refusal("not open")
+			}
+			var err error
+			out, err = route.Read(sr.rep, ops)
+			return err
+		}
+		if data == nil {
+			data = req.Marshal()
+		}
+		a, err := sr.sender.Ask(ctx, h, data)
+		if err != nil {
+			return err
+		}
+		rs, err := route.UnmarshalResults(a.Body)
+		if err == nil && len(rs) != len(ops) && !(len(rs) == 1 && rs[0].Code != "") {
+			err = fmt.Errorf("%d results for %d reads", len(rs), len(ops))
+		}
+		if err != nil {
+			return fmt.Errorf("its answer for shard %d: %w", s, err)
+		}
+		for i := range rs {
+			if rs[i].Code != "" {
+				return codeErr(rs[i].Code, rs[i].Msg)
+			}
+		}
+		out = rs
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // purchaseRouter is the router as package purchase takes it.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -91,6 +92,7 @@ type shardScripts struct {
 	store  *memShardMaps
 	hot    shard.Hot
 	copies int
+	lists  bool // the replicas keep like lists (region lists=true)
 
 	mu     sync.Mutex
 	states map[string]string // replica -> how it takes forwarded requests
@@ -143,6 +145,7 @@ func newShardScripts(t *testing.T) *shardScripts {
 func (s *shardScripts) openRegion(rc *region.Config) {
 	name := rc.Replica
 	rc.Region = scriptRegion
+	rc.LikeLists = s.lists
 	if old := s.reps[name]; old != nil {
 		old.closeFront()
 		old.router.close()
@@ -199,6 +202,7 @@ func (s *shardScripts) wire() {
 		nd := &Node{cfg: s.config(name), rep: n.Rep, replica: n.Replica, shardMaps: r.watch, log: hclog.NewNullLogger()}
 		r.router.accepted = n.Replica.Accepted()
 		r.router.do = n.Replica.Do
+		r.router.rep = n.Replica
 		r.router.moveState = nd.moveState
 		r.watch.peersBy(n.Rep.AddPeers)
 		r.watch.dropBy(nd.released, nd.dropShards, nd.handOffShards, false)
@@ -217,7 +221,6 @@ func (s *shardScripts) wire() {
 		if err != nil {
 			s.t.Fatal(err)
 		}
-		r.router.resp = rs.Exec
 		client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, Protocol: 2})
 		s.mu.Lock()
 		r.api, r.node, r.resp, r.client = api, n, rs, client
@@ -304,6 +307,7 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 	case "region":
 		m := target()
 		s.copies = m.Copies
+		s.lists = d.HasArg("lists")
 		if h, ok := arg("hot"); ok {
 			prefix, parts, _ := strings.Cut(h, ":")
 			n, err := strconv.Atoi(parts)
@@ -385,6 +389,24 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 			return "error: " + err.Error()
 		}
 		return fmt.Sprint(v)
+
+	case "respraw":
+		// respraw R [proto=3] COMMAND ARGS...: the reply's bytes as they
+		// came, on a new connection (after HELLO 3 with proto=3).
+		if len(d.CmdArgs) < 2 {
+			d.Fatalf(t, "respraw R [proto=3] COMMAND ARGS...")
+		}
+		args := d.CmdArgs[1:]
+		var cmds [][]string
+		if args[0].Key == "proto" {
+			cmds = append(cmds, []string{"HELLO", args[0].Vals[0]})
+			args = args[1:]
+		}
+		var cmd []string
+		for _, a := range args {
+			cmd = append(cmd, a.String())
+		}
+		return fmt.Sprintf("%q", rawReplies(t, s.reps[d.CmdArgs[0].Key].resp.Addr().String(), append(cmds, cmd))[len(cmds)])
 
 	case "counter":
 		if len(d.CmdArgs) != 1 {
@@ -716,4 +738,76 @@ func (kv *memShardMaps) maps() []shard.Map {
 		}
 	}
 	return out
+}
+
+// rawReplies sends cmds to the RESP server at addr on one connection and
+// returns each reply's bytes as they came.
+func rawReplies(t *testing.T, addr string, cmds [][]string) [][]byte {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var out [][]byte
+	var buf []byte
+	for _, cmd := range cmds {
+		req := fmt.Appendf(nil, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			req = fmt.Appendf(req, "$%d\r\n%s\r\n", len(a), a)
+		}
+		if _, err := c.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if n := replyLen(buf); n > 0 {
+				out = append(out, buf[:n])
+				buf = buf[n:]
+				break
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			more := make([]byte, 4096)
+			n, err := c.Read(more)
+			if err != nil {
+				t.Fatalf("reading the reply to %v: %v", cmd, err)
+			}
+			buf = append(buf, more[:n]...)
+		}
+	}
+	return out
+}
+
+// replyLen is the length of the RESP 2 or 3 reply at the start of b, 0
+// until it is complete.
+func replyLen(b []byte) int {
+	i := bytes.Index(b, []byte("\r\n"))
+	if i < 1 {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(b[1:i]))
+	head := i + 2
+	switch b[0] {
+	case '$', '=', '!', '#':
+		if n < 0 || b[0] == '#' {
+			return head
+		}
+		if len(b) < head+n+2 {
+			return 0
+		}
+		return head + n + 2
+	case '*', '~', '>', '%', '|':
+		if b[0] == '%' || b[0] == '|' {
+			n *= 2
+		}
+		at := head
+		for range max(n, 0) {
+			m := replyLen(b[at:])
+			if m == 0 {
+				return 0
+			}
+			at += m
+		}
+		return at
+	}
+	return head // + - : _ , (
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
-	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
@@ -50,12 +49,11 @@ type shardRouter struct {
 	accepted <-chan struct{}
 
 	api http.Handler // set by serve
-	// resp runs a forwarded RESP command; set by serve, nil without a
-	// RESP listener.
-	resp func(args [][]byte, role route.Role, proto int) []byte
-	// do runs region operations with this replica's writer (ops.go); set
-	// once the replica is open.
+	// do runs region operations with this replica's writer (ops.go), and
+	// rep answers typed reads (route.Read); both set once the replica is
+	// open.
 	do  func(ctx context.Context, ops []region.Op) ([]region.Result, error)
+	rep *region.Replica
 	sub *nats.Subscription // this replica's route.Subject
 	// sender picks the holder a forwarded request goes to; transport
 	// carries requests to a replica's own subject (natsTransport; the
@@ -144,10 +142,10 @@ func (sr *shardRouter) ready() bool {
 	}
 }
 
-// serve answers the requests forwarded to this replica with api (HTTP)
-// and resp (RESP commands).
-func (sr *shardRouter) serve(api http.Handler, resp func(args [][]byte, role route.Role, proto int) []byte) error {
-	sr.api, sr.resp = api, resp
+// serve answers the requests forwarded to this replica: HTTP with api,
+// typed operations with the replica (ops.go).
+func (sr *shardRouter) serve(api http.Handler) error {
+	sr.api = api
 	sub, err := sr.nc.Subscribe(route.Subject(sr.region, sr.self), sr.onRequest)
 	if err != nil {
 		return fmt.Errorf("serve forwarded requests: %w", err)
@@ -216,10 +214,8 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 	var a route.Answer
 	if why := sr.notServed(req); why != "" {
 		a = route.Answer{Kind: route.NotServed, Reason: why}
-	} else if sr.chaosAckUnapplied && req.Kind != route.KindGather && req.Method != http.MethodGet {
+	} else if sr.chaosAckUnapplied && req.Kind != route.KindGather && req.Method != http.MethodGet && !reads(req) {
 		a = chaosUnapplied(req) // the chaos build's bug forwarded-ack-unapplied
-	} else if req.Kind == route.KindRESP {
-		a = sr.serveRESP(req)
 	} else if req.Kind == route.KindOps {
 		var ok bool
 		if a, ok = sr.serveOps(req, deadline); !ok {
@@ -245,7 +241,8 @@ func (sr *shardRouter) notServed(req route.Request) string {
 	if req.Shard < 0 || req.Shard >= shard.Count {
 		return fmt.Sprintf("no shard %d", req.Shard)
 	}
-	if !sr.Holds(req.Shard) && !(req.Kind == route.KindHTTP && req.Method == http.MethodGet && sr.Passive(req.Shard)) {
+	read := req.Kind == route.KindHTTP && req.Method == http.MethodGet || reads(req)
+	if !sr.Holds(req.Shard) && !(read && sr.Passive(req.Shard)) {
 		return fmt.Sprintf("shard %d is not held here", req.Shard)
 	}
 	return ""
@@ -296,23 +293,17 @@ func chaosUnapplied(req route.Request) route.Answer {
 		}
 		return route.Answer{Kind: route.Served, Body: route.MarshalResults(rs)}
 	}
-	if req.Kind == route.KindRESP {
-		return route.Answer{Kind: route.Served, Body: []byte(":1\r\n")}
-	}
 	return route.Answer{Kind: route.Served, Status: http.StatusOK,
 		Header: [][2]string{{"Content-Type", "application/json"}}, Body: []byte(`{"ok":true,"liked":true,"changed":true}`)}
 }
 
-// serveRESP runs a forwarded RESP command with the role its client opened
-// at the entry replica.
-func (sr *shardRouter) serveRESP(req route.Request) route.Answer {
-	if len(req.Args) == 0 {
-		return route.Answer{Kind: route.Served, Body: redcon.AppendError(nil, "ERR malformed forwarded command (code bad_request)")}
+// reads reports whether req is typed reads only (route.OpKind.Read).
+func reads(req route.Request) bool {
+	if req.Kind != route.KindOps {
+		return false
 	}
-	if sr.resp == nil {
-		return route.Answer{Kind: route.Served, Body: redcon.AppendError(nil, "ERR this shard's holder serves no RESP (code shard_unavailable)")}
-	}
-	return route.Answer{Kind: route.Served, Body: sr.resp(req.Args, req.Role, int(req.Proto))}
+	r, ok := readsOnly(req.Ops)
+	return r && ok
 }
 
 // send forwards req to a holder of its shard that serves it
@@ -411,19 +402,18 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 	return out
 }
 
-// respShards is the router as package resp routes: a command forwarded
-// with its client's role, its reply as RESP.
+// respShards is the router as package resp routes: typed writes and
+// reads of the RESP front door's commands, parsed and authenticated at
+// the entry replica (Apply, Read).
 type respShards struct{ sr *shardRouter }
 
 func (rs respShards) Holds(s int) bool { return rs.sr.Holds(s) }
 
-func (rs respShards) Forward(ctx context.Context, s int, args [][]byte, role route.Role, proto int) ([]byte, error) {
-	a, err := rs.sr.send(ctx, route.Request{Kind: route.KindRESP, Shard: s, Proto: uint8(proto), Role: role, Args: args})
-	if err != nil {
-		return nil, err
-	}
-	if len(a.Body) == 0 {
-		return nil, fmt.Errorf("holder answered nothing")
-	}
-	return a.Body, nil
+func (rs respShards) Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error) {
+	res, _, err := rs.sr.Apply(ctx, s, ops, false)
+	return res, err
+}
+
+func (rs respShards) Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, error) {
+	return rs.sr.Read(ctx, s, ops)
 }

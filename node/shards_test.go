@@ -67,7 +67,7 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 		sr := newShardRouter("us", r, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
 		gates[r] = make(chan struct{})
 		sr.accepted = gates[r]
-		if err := sr.serve(servedBy(r), nil); err != nil {
+		if err := sr.serve(servedBy(r)); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(sr.close)
@@ -126,7 +126,7 @@ func TestForwardTriesAStuckHolderLast(t *testing.T) {
 	}
 	nc := conn()
 	sr := newShardRouter("us", other, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
-	if err := sr.serve(servedBy(other), nil); err != nil {
+	if err := sr.serve(servedBy(other)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sr.close)

@@ -27,7 +27,6 @@ import (
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/resp"
-	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
@@ -273,6 +272,7 @@ func (n *Node) startReplica(cfg Config, rcfg region.Config, undo *undoStack) err
 	if n.shards != nil {
 		n.shards.accepted = n.replica.Accepted()
 		n.shards.do = n.replica.Do
+		n.shards.rep = n.replica
 	}
 	if n.replica.Fresh() {
 		n.log.Info("new replica: the data directory held no state")
@@ -425,12 +425,7 @@ func (n *Node) openFrontDoors(ctx context.Context, cfg Config, opts Options) err
 		}
 	}
 	if n.shards != nil {
-		// After RESP: a holder runs forwarded commands of both front doors.
-		var exec func([][]byte, route.Role, int) []byte
-		if n.resp != nil {
-			exec = n.resp.Exec
-		}
-		if err := n.shards.serve(n.api, exec); err != nil {
+		if err := n.shards.serve(n.api); err != nil {
 			_ = n.ln.Close()
 			if n.resp != nil {
 				_ = n.resp.Close(ctx)

@@ -77,8 +77,8 @@ func (s *Server) limitUsers(p pending) error {
 	return nil
 }
 
-// writeCommand is a durable write: run commits its ops alone and answers
-// after the commit.
+// writeCommand is a durable write: run commits its ops alone, here or at
+// a holder of their shard (Server.commit), and answers after the commit.
 func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) command {
 	return command{arity: arity, write: true, prepare: prepare, run: func(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 		p, err := prepare(s, args)
@@ -90,7 +90,7 @@ func writeCommand(arity int, prepare func(*Server, [][]byte) (pending, error)) c
 		}
 		ctx, cancel := s.writeCtx()
 		defer cancel()
-		res, err := s.rep.Do(ctx, p.ops)
+		res, err := s.commit(ctx, p.ops)
 		if err != nil {
 			return err
 		}
@@ -164,13 +164,11 @@ func (s *Server) dispatch(c redcon.Conn, sess *session, cmd redcon.Command) {
 	h, err := s.lookup(sess, name, cmd)
 	sh := -1
 	if err == nil {
-		sh, err = s.route(sess, name, cmd.Args)
+		sh, err = s.route(name, cmd.Args)
 	}
 	switch {
 	case err == nil && sh == spread:
 		err = s.spreadRead(c, sess, name, cmd)
-	case err == nil && sh >= 0:
-		err = s.forward(c, sess, sh, cmd)
 	case err == nil:
 		err = h.run(s, c, sess, cmd.Args[1:])
 	}
@@ -268,7 +266,7 @@ func (s *Server) authorize(sess *session, h command) error {
 // a scan (listing); the rest (PING, HELLO, AUTH...) are not limited, as
 // the HTTP probes are not.
 func (s *Server) limitClient(sess *session, h command) error {
-	if s.cfg.LimitClient == nil || sess.forwarded { // limited where it arrived
+	if s.cfg.LimitClient == nil {
 		return nil
 	}
 	class := ""
@@ -293,11 +291,6 @@ func (s *Server) writeError(c redcon.Conn, name string, err error) {
 	if errors.As(err, &re) {
 		s.metrics.errors.WithLabelValues(re.code).Inc()
 		c.WriteError(re.Error())
-		return
-	}
-	var raw *rawError // a holder's, as it came
-	if errors.As(err, &raw) {
-		c.WriteError(raw.line)
 		return
 	}
 	if code, msg, ok := frontdoor.Describe(err); ok {

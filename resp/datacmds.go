@@ -5,13 +5,13 @@ package resp
 
 import (
 	"context"
-	"math"
 	"strconv"
 
 	"github.com/tidwall/redcon"
 
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/route"
 )
 
 // writeCtx bounds a write's wait for its durable commit.
@@ -53,45 +53,54 @@ func cmdGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Counters().Get(key)
+	rs, err := s.read(key, []route.Op{{Kind: route.OpGet, Key: key}})
 	if err != nil {
 		return err
 	}
-	if len(rd.Vector) == 0 {
-		sess.writeNull(c)
-		return nil
-	}
-	c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
+	writeCounter(c, sess, rs[0])
 	return nil
+}
+
+// writeCounter answers an OpGet's result: nil for a counter never
+// written.
+func writeCounter(c redcon.Conn, sess *session, r route.Result) {
+	if !r.Found {
+		sess.writeNull(c)
+		return
+	}
+	c.WriteBulkString(strconv.FormatInt(r.Value, 10))
+}
+
+// writeCounters answers MGET's results, in order.
+func writeCounters(c redcon.Conn, sess *session, rs []route.Result) {
+	c.WriteArray(len(rs))
+	for _, r := range rs {
+		writeCounter(c, sess, r)
+	}
 }
 
 // MaxKeysPerCommand bounds the keys of MGET and EXISTS.
 const MaxKeysPerCommand = region.MaxUniqueKeys
 
 // MGET key [key ...]: each counter's value, nil for one never
-// incremented.
+// incremented (keys on shards not all held here: mgetSpread).
 func cmdMGet(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if len(args) > MaxKeysPerCommand {
 		return errorf(frontdoor.CodeBadRequest, "%d keys in one MGET; at most %d", len(args), MaxKeysPerCommand)
 	}
-	reads := make([]region.Read, len(args))
+	ops := make([]route.Op, len(args))
 	for i, a := range args {
 		key, err := counterKey(a)
 		if err != nil {
 			return err
 		}
-		if reads[i], err = s.rep.Counters().Get(key); err != nil {
-			return err
-		}
+		ops[i] = route.Op{Kind: route.OpGet, Key: key}
 	}
-	c.WriteArray(len(reads))
-	for _, rd := range reads {
-		if len(rd.Vector) == 0 {
-			sess.writeNull(c)
-			continue
-		}
-		c.WriteBulkString(strconv.FormatInt(rd.Value, 10))
+	rs, err := route.Read(s.rep, ops)
+	if err != nil {
+		return err
 	}
+	writeCounters(c, sess, rs)
 	return nil
 }
 
@@ -173,11 +182,12 @@ func cmdIsMember(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	liked, err := s.rep.Likes().Liked(s.cfg.Hot.Name(item, users[0]), users[0])
+	name := s.cfg.Hot.Name(item, users[0]) // a split item's: the user's part
+	rs, err := s.read(name, []route.Op{{Kind: route.OpLiked, Key: name, User: users[0]}})
 	if err != nil {
 		return err
 	}
-	c.WriteInt(boolInt(liked))
+	c.WriteInt(boolInt(rs[0].Liked))
 	return nil
 }
 
@@ -186,13 +196,18 @@ func cmdCard(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	if err != nil {
 		return err
 	}
+	names := s.cfg.Hot.Names(item) // every part of a split item, all on one shard (route)
+	ops := make([]route.Op, len(names))
+	for i, name := range names {
+		ops[i] = route.Op{Kind: route.OpLikeCount, Key: name}
+	}
+	rs, err := s.read(names[0], ops)
+	if err != nil {
+		return err
+	}
 	var n int64
-	for _, name := range s.cfg.Hot.Names(item) { // every part of a split item, all held here (route)
-		rd, err := s.rep.Likes().Count(name)
-		if err != nil {
-			return err
-		}
-		n += rd.Value
+	for _, r := range rs {
+		n += r.Value
 	}
 	c.WriteInt64(n)
 	return nil
@@ -217,16 +232,17 @@ func prepPFAdd(_ *Server, args [][]byte) (pending, error) {
 	}}, nil
 }
 
-// PFCOUNT key [key ...]: the distinct ids of the union of the keys.
+// PFCOUNT key [key ...]: the distinct ids of the union of the keys
+// (keys on several shards not all held here: spreadRead).
 func cmdPFCount(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 	keys, err := uniqueKeys(args)
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Uniques().Read(keys)
+	rs, err := s.read(keys[0], []route.Op{{Kind: route.OpUniqueCount, List: keys}})
 	if err != nil {
 		return err
 	}
-	c.WriteInt64(int64(math.Round(rd.Estimate)))
+	c.WriteInt64(rs[0].Value)
 	return nil
 }

@@ -248,9 +248,6 @@ type session struct {
 	// tx, from MULTI to EXEC or DISCARD, holds the queued commands
 	// (tx.go).
 	tx *tx
-	// forwarded: a command another replica forwarded (Exec); it runs
-	// here and was rate-limited there.
-	forwarded bool
 }
 
 // New starts serving cfg.Listener.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/route"
 )
 
 // The members of a set likes:<item> are the item's likers, read from the
@@ -41,17 +42,18 @@ func cmdMembers(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 	if s.cfg.Hot.Parts(item) > 0 {
 		return errSplitMembers(item)
 	}
-	users, more, err := s.rep.Lists().AllLikers(item, region.MaxAllLikers)
+	rs, err := s.read(item, []route.Op{{Kind: route.OpAllLikers, Key: item, By: region.MaxAllLikers}})
 	if err != nil {
 		return err
 	}
-	if more {
+	users := rs[0].Users
+	if rs[0].More {
 		return errorf(frontdoor.CodeBadRequest, "%s has more than %d members, the most SMEMBERS answers; read them with SSCAN %s <cursor> [COUNT n]",
 			quote(string(args[0])), region.MaxAllLikers, quote(string(args[0])))
 	}
 	sess.writeSetLen(c, len(users))
 	for _, u := range users {
-		c.WriteBulkString(u.ID)
+		c.WriteBulkString(u)
 	}
 	return nil
 }
@@ -62,7 +64,8 @@ func cmdMembers(s *Server, c redcon.Conn, sess *session, args [][]byte) error {
 // (default 10, at most 1000); MATCH filters those, so a page may be
 // empty before the end. The cursor is opaque: the Server remembers where
 // each one it gave out stopped (its last MaxCursors), so a scan resumes
-// on any connection to the same replica; any other cursor is refused.
+// on any connection to the same replica (the one the client is connected
+// to, wherever the item's likers are read); any other cursor is refused.
 // As in Redis, a user who likes the item throughout a scan is listed, one
 // who likes or unlikes it meanwhile may or may not be.
 func cmdScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
@@ -86,18 +89,19 @@ func cmdScan(s *Server, c redcon.Conn, _ *session, args [][]byte) error {
 				"for the key they scan; scan again from 0", cur, MaxCursors)
 		}
 	}
-	page, more, err := s.rep.Lists().Likers(item, after, count)
+	rs, err := s.read(item, []route.Op{{Kind: route.OpLikers, Key: item, User: after, By: int64(count)}})
 	if err != nil {
 		return err
 	}
+	page := rs[0].Users
 	next := uint64(0)
-	if more {
-		next = s.cursors.put(item, page[len(page)-1].ID)
+	if rs[0].More && len(page) > 0 {
+		next = s.cursors.put(item, page[len(page)-1])
 	}
 	users := make([]string, 0, len(page))
 	for _, u := range page {
-		if ok, _ := path.Match(match, u.ID); match == "" || ok {
-			users = append(users, u.ID)
+		if ok, _ := path.Match(match, u); match == "" || ok {
+			users = append(users, u)
 		}
 	}
 	c.WriteArray(2)

@@ -3,8 +3,6 @@ package resp
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
 
 	"github.com/tidwall/redcon"
@@ -16,22 +14,28 @@ import (
 )
 
 // Shards is a sharded region's routing for RESP (node implements it over
-// NATS, as it does httpapi.Shards).
+// NATS, as it does httpapi.Shards). A command is parsed, checked and
+// authenticated here, at the entry replica; only its typed operations
+// travel, never its RESP bytes, its client's role or token.
 type Shards interface {
 	// Holds reports whether this replica holds shard s.
 	Holds(s int) bool
-	// Forward runs a command (its arguments, name first) at a holder of
-	// shard s in this region, for a client whose AUTH opened role here
-	// (its token stays here) and who speaks protocol version proto, and
-	// returns the holder's reply as RESP bytes.
-	Forward(ctx context.Context, s int, args [][]byte, role route.Role, proto int) ([]byte, error)
+	// Apply runs ops, all of keys on shard s, at a holder of s, sent
+	// typed, and returns their results in order. An error wrapping
+	// route.ErrNoHolder: nothing was applied; any other: maybe applied.
+	Apply(ctx context.Context, s int, ops []region.Op) ([]region.Result, error)
+	// Read answers reads (route.OpKind.Read), all of keys on shard s, at
+	// a holder of s, as route.Read answers them here.
+	Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, error)
 }
 
-// In a sharded region a command goes to a holder of its key's shard, as
-// an HTTP request does: a replica not holding it forwards the command
-// once and writes the holder's reply as it came. A command of several
-// keys (MGET, PFCOUNT) runs where all its keys' shards are held, at a
-// holder of their one shard, or is refused with CROSSSLOT, as Redis
+// In a sharded region a command of keys on a shard this replica does not
+// hold is run at a holder, as an HTTP request of one key is: its writes
+// (Shards.Apply) or reads (Shards.Read) go typed to a holder, once, and
+// the reply is rendered here from their results, as the command renders
+// its own replica's. A command of several keys (MGET, PFCOUNT) reads each
+// shard's keys at a holder of it; any other command whose keys are on
+// several shards not all held here is refused with CROSSSLOT, as Redis
 // Cluster refuses keys of several hash slots.
 
 // keyShards are the shards of a command's keys; nil for a command
@@ -80,15 +84,15 @@ func keyShards(hot shard.Hot, name string, args [][]byte) []int {
 	return out
 }
 
-// spread is where route sends a read of keys on several shards not all
-// held here (MGET, PFCOUNT): every shard's part asked of a holder, and
-// the answers put together (spreadRead).
+// spread is where route sends a read of keys on several shards, or on
+// one not held here (MGET), or on several (PFCOUNT): spreadRead.
 const spread = -2
 
-// route says where cmd runs: here (-1), forwarded to a holder of shard s,
-// or spread over the holders of several shards; or refused.
-func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
-	if s.cfg.Shards == nil || sess.forwarded {
+// route says where cmd runs: here (-1, its handler sending its keys'
+// operations to a holder of their one shard when it is not held here,
+// at), or spread over the holders of several shards; or refused.
+func (s *Server) route(name string, args [][]byte) (int, error) {
+	if s.cfg.Shards == nil {
 		return -1, nil
 	}
 	shards := keyShards(s.cfg.Hot, name, args)
@@ -100,9 +104,11 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 	switch {
 	case held:
 		return -1, nil
+	case name == "mget":
+		return spread, nil
 	case one:
-		return shards[0], nil
-	case name == "mget" || name == "pfcount" && s.cfg.Union != nil:
+		return -1, nil
+	case name == "pfcount" && s.cfg.Union != nil:
 		return spread, nil
 	}
 	msg := "keys of several shards, not all held by this replica: send one key per command"
@@ -111,6 +117,61 @@ func (s *Server) route(sess *session, name string, args [][]byte) (int, error) {
 			"send one user per SADD/SREM, and read its count or members over HTTP (GET /v1/likes/{item}, /v1/likers/{item}), which gathers the parts"
 	}
 	return 0, &replyError{prefix: "CROSSSLOT", code: frontdoor.CodeShardNotHeld, msg: msg}
+}
+
+// at is the shard a holder of which runs operations of key name: -1 when
+// this replica does (unsharded, or holding it).
+func (s *Server) at(name string) int {
+	if s.cfg.Shards == nil {
+		return -1
+	}
+	if sh := shard.Of(name); !s.cfg.Shards.Holds(sh) {
+		return sh
+	}
+	return -1
+}
+
+// commit runs a write's ops, all of keys on one shard (route), with this
+// replica's writer when it holds the shard, else at a holder of it.
+func (s *Server) commit(ctx context.Context, ops []region.Op) ([]region.Result, error) {
+	sh := -1
+	if len(ops) > 0 {
+		sh = s.at(ops[0].Item)
+	}
+	if sh < 0 {
+		return s.rep.Do(ctx, ops)
+	}
+	res, err := s.cfg.Shards.Apply(ctx, sh, ops)
+	if err != nil {
+		return nil, forwardError(sh, err)
+	}
+	return res, nil
+}
+
+// read answers reads (route.OpKind.Read) of keys on shard of name, here
+// when this replica holds it, else at a holder of it.
+func (s *Server) read(name string, ops []route.Op) ([]route.Result, error) {
+	return s.readAt(s.at(name), ops)
+}
+
+// readAt answers reads of keys on shard sh at a holder of it, or here
+// (sh -1).
+func (s *Server) readAt(sh int, ops []route.Op) ([]route.Result, error) {
+	if sh < 0 {
+		return route.Read(s.rep, ops)
+	}
+	ctx, cancel := s.writeCtx()
+	defer cancel()
+	rs, err := s.cfg.Shards.Read(ctx, sh, ops)
+	switch {
+	case err != nil && frontdoor.Known(err) != nil:
+		return nil, err // the holder's answer: a bad key, a read it refused
+	case err != nil:
+		return nil, forwardError(sh, err)
+	case len(rs) != len(ops):
+		return nil, errorf(frontdoor.CodeInternal, "the holder of shard %d answered %d reads with %d results", sh, len(ops), len(rs))
+	}
+	return rs, nil
 }
 
 // spreadRead answers a read of keys on several shards (route's spread).
@@ -135,44 +196,36 @@ func (s *Server) spreadRead(c redcon.Conn, sess *session, name string, cmd redco
 	return s.mgetSpread(c, sess, cmd.Args[1:])
 }
 
-// mgetSpread is MGET of keys on several shards: the keys of each shard
-// not held here in one MGET to a holder of that shard, those held here
-// read here, all at once; the values are answered in the keys' order.
+// mgetSpread is MGET of keys on shards not all held here: the keys of
+// each shard not held here read at a holder of that shard in one
+// request, those held here read here, all at once; the values are
+// answered in the keys' order.
 func (s *Server) mgetSpread(c redcon.Conn, sess *session, keys [][]byte) error {
-	if len(keys) > region.MaxUniqueKeys {
-		return errorf(frontdoor.CodeBadRequest, "%d keys in one MGET; at most %d", len(keys), region.MaxUniqueKeys)
+	if len(keys) > MaxKeysPerCommand {
+		return errorf(frontdoor.CodeBadRequest, "%d keys in one MGET; at most %d", len(keys), MaxKeysPerCommand)
 	}
 	byShard := map[int][]int{} // shard (-1: held here) -> indexes of its keys
 	for i, k := range keys {
-		if _, err := counterKey(k); err != nil {
+		key, err := counterKey(k)
+		if err != nil {
 			return err
 		}
-		sh := shard.Of(string(k))
-		if s.cfg.Shards.Holds(sh) {
-			sh = -1
-		}
+		sh := s.at(key)
 		byShard[sh] = append(byShard[sh], i)
 	}
-	values := make([][]byte, len(keys)) // each value as RESP
+	values := make([]route.Result, len(keys))
 	errs := make(chan error, len(byShard))
-	ctx, cancel := s.writeCtx()
-	defer cancel()
 	for sh, idx := range byShard {
-		args := make([][]byte, 0, len(idx)+1)
-		args = append(args, []byte("MGET"))
-		for _, i := range idx {
-			args = append(args, keys[i])
+		ops := make([]route.Op, len(idx))
+		for j, i := range idx {
+			ops[j] = route.Op{Kind: route.OpGet, Key: string(keys[i])}
 		}
 		go func() {
-			var reply []byte
-			var err error
-			if sh < 0 {
-				reply = s.Exec(args, route.Role(sess.role), sess.resp)
-			} else if reply, err = s.cfg.Shards.Forward(ctx, sh, args, route.Role(sess.role), sess.resp); err != nil {
-				err = forwardError(sh, err)
-			}
+			rs, err := s.readAt(sh, ops)
 			if err == nil {
-				err = splitArray(reply, values, idx)
+				for j, i := range idx {
+					values[i] = rs[j]
+				}
 			}
 			errs <- err
 		}()
@@ -186,38 +239,9 @@ func (s *Server) mgetSpread(c redcon.Conn, sess *session, keys [][]byte) error {
 	if first != nil {
 		return first
 	}
-	c.WriteArray(len(values))
-	for _, v := range values {
-		c.WriteRaw(v)
-	}
+	writeCounters(c, sess, values)
 	return nil
 }
-
-// splitArray puts the elements of reply, an array of len(idx) values,
-// into values at idx; an error reply is returned as the error.
-func splitArray(reply []byte, values [][]byte, idx []int) error {
-	n, r := redcon.ReadNextRESP(reply)
-	switch {
-	case n == 0:
-		return errorf(frontdoor.CodeInternal, "a holder answered MGET with no complete reply")
-	case r.Type == redcon.Error:
-		return &rawError{line: string(r.Data)}
-	case r.Type != redcon.Array || r.Count != len(idx):
-		return errorf(frontdoor.CodeInternal, "a holder answered MGET of %d keys with %d values", len(idx), r.Count)
-	}
-	k := 0
-	r.ForEach(func(e redcon.RESP) bool {
-		values[idx[k]] = e.Raw
-		k++
-		return true
-	})
-	return nil
-}
-
-// rawError is an error reply a holder gave, answered as it came.
-type rawError struct{ line string }
-
-func (e *rawError) Error() string { return e.line }
 
 // forwardError is the answer to a command a holder did not take.
 func forwardError(sh int, err error) error {
@@ -227,65 +251,9 @@ func forwardError(sh int, err error) error {
 	return errorf(frontdoor.CodeTimeout, "the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)
 }
 
-// forward runs cmd at a holder of shard sh and writes its reply.
-func (s *Server) forward(c redcon.Conn, sess *session, sh int, cmd redcon.Command) error {
-	ctx, cancel := s.writeCtx()
-	defer cancel()
-	reply, err := s.cfg.Shards.Forward(ctx, sh, cmd.Args, route.Role(sess.role), sess.resp)
-	if err != nil {
-		return forwardError(sh, err)
-	}
-	c.WriteRaw(reply)
-	return nil
-}
-
-// Exec runs one command forwarded by another replica of the region, a
-// holder of its key's shard being this one, for a client whose AUTH
-// opened r there and who speaks protocol proto, and returns the reply.
-// It was authenticated and limited where it arrived, not here.
-func (s *Server) Exec(args [][]byte, r route.Role, proto int) []byte {
-	sess := &session{resp: proto, addr: "forwarded", forwarded: true, role: role(r)}
-	if sess.role > roleAdmin {
-		sess.role = roleNone
-	}
-	c := &bufConn{}
-	s.serveOne(c, sess, redcon.Command{Args: args})
-	return c.buf
-}
-
-// bufConn is the redcon.Conn of a forwarded command: the reply is kept.
-type bufConn struct {
-	buf []byte
-	ctx any
-}
-
-func (c *bufConn) RemoteAddr() string             { return "forwarded" }
-func (c *bufConn) Close() error                   { return nil }
-func (c *bufConn) WriteError(msg string)          { c.buf = redcon.AppendError(c.buf, msg) }
-func (c *bufConn) WriteString(str string)         { c.buf = redcon.AppendString(c.buf, str) }
-func (c *bufConn) WriteBulk(bulk []byte)          { c.buf = redcon.AppendBulk(c.buf, bulk) }
-func (c *bufConn) WriteBulkString(bulk string)    { c.buf = redcon.AppendBulkString(c.buf, bulk) }
-func (c *bufConn) WriteInt(num int)               { c.buf = redcon.AppendInt(c.buf, int64(num)) }
-func (c *bufConn) WriteInt64(num int64)           { c.buf = redcon.AppendInt(c.buf, num) }
-func (c *bufConn) WriteUint64(num uint64)         { c.buf = redcon.AppendUint(c.buf, num) }
-func (c *bufConn) WriteArray(count int)           { c.buf = redcon.AppendArray(c.buf, count) }
-func (c *bufConn) WriteNull()                     { c.buf = redcon.AppendNull(c.buf) }
-func (c *bufConn) WriteRaw(data []byte)           { c.buf = append(c.buf, data...) }
-func (c *bufConn) WriteAny(v any)                 { c.buf = redcon.AppendAny(c.buf, v) }
-func (c *bufConn) Context() any                   { return c.ctx }
-func (c *bufConn) SetContext(v any)               { c.ctx = v }
-func (c *bufConn) SetReadBuffer(int)              {}
-func (c *bufConn) Detach() redcon.DetachedConn    { panic("resp: a forwarded command cannot detach") }
-func (c *bufConn) ReadPipeline() []redcon.Command { return nil }
-func (c *bufConn) PeekPipeline() []redcon.Command { return nil }
-func (c *bufConn) WriteBulkFrom(n int64, rb io.Reader) {
-	b, _ := io.ReadAll(io.LimitReader(rb, n))
-	c.buf = redcon.AppendBulk(c.buf, b)
-}
-func (c *bufConn) NetConn() net.Conn { return nil }
-
-// here reports whether a pipelined command runs on this replica (not
-// forwarded), so it may join a run of writes committed together.
+// here reports whether a command's keys are all on shards this replica
+// holds, so a pipelined write may join a run committed together with
+// this replica's writer, and a transaction may queue it.
 func (s *Server) here(cmd redcon.Command) bool {
 	if s.cfg.Shards == nil {
 		return true

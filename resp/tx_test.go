@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tally-dev/tally/node"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/resp"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
@@ -218,7 +219,10 @@ func TestTransactionRateLimitAppliesNothing(t *testing.T) {
 type holdsOne struct{ shard int }
 
 func (h holdsOne) Holds(s int) bool { return s == h.shard }
-func (h holdsOne) Forward(context.Context, int, [][]byte, route.Role, int) ([]byte, error) {
+func (h holdsOne) Apply(context.Context, int, []region.Op) ([]region.Result, error) {
+	return nil, fmt.Errorf("test: no forwarding")
+}
+func (h holdsOne) Read(context.Context, int, []route.Op) ([]route.Result, error) {
 	return nil, fmt.Errorf("test: no forwarding")
 }
 

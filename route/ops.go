@@ -29,9 +29,45 @@ const (
 	// (region.OpCallOffCredit).
 	OpCallOff
 	OpCallOffCredit
+	// OpToggle flips item Key's like by User, once per Idem if set
+	// (region.OpToggle); the result's Liked is the state it decided.
+	OpToggle
+	// OpUniques adds the ids List to unique counter Key
+	// (region.OpUniques); the result's Changed says whether its sketch
+	// changed.
+	OpUniques
 
-	numOpKinds = OpCallOffCredit + 1
+	// The reads: answered from the holder's view, never by its writer.
+	// A request holds reads only or writes only.
+
+	// OpGet reads counter Key: Value, and Found unless it was never
+	// written.
+	OpGet
+	// OpUniqueCount counts the distinct ids of the union of the unique
+	// counters List: Value, the estimate rounded.
+	OpUniqueCount
+	// OpLiked reads whether User likes item (or part) Key: Liked.
+	OpLiked
+	// OpLikeCount reads item (or part) Key's like count: Value.
+	OpLikeCount
+	// OpLikers lists up to By (1..region.MaxListLimit) users who like
+	// item Key, after user User ("" from the first): Users, and More if
+	// any follow.
+	OpLikers
+	// OpAllLikers lists up to By (1..region.MaxAllLikers) users who like
+	// item Key, from one view of the store: Users, and More if it has
+	// more.
+	OpAllLikers
+
+	numOpKinds = OpAllLikers + 1
 )
+
+// Read reports whether k is a read (OpGet and after).
+func (k OpKind) Read() bool { return k >= OpGet }
+
+// hasList reports whether an operation of kind k carries List on the
+// wire (only those do, so every other kind encodes as before List was).
+func (k OpKind) hasList() bool { return k == OpUniques || k == OpUniqueCount }
 
 // Op is one typed operation a replica forwards to a holder of its key's
 // shard. The entry replica has checked and authenticated it.
@@ -41,12 +77,21 @@ type Op struct {
 	By                        int64
 	// AtMs is the client's time of the event (unix ms), 0 for now.
 	AtMs int64
+	// List is OpUniques' ids or OpUniqueCount's keys, at most MaxList;
+	// on the wire for those kinds only.
+	List []string
 }
 
 // opMinBytes is the fewest bytes an encoded Op takes.
 const opMinBytes = 7
 
-func (o *Op) size() int { return 24 + len(o.Key) + len(o.User) + len(o.Merchant) + len(o.Idem) }
+func (o *Op) size() int {
+	n := 24 + len(o.Key) + len(o.User) + len(o.Merchant) + len(o.Idem)
+	for _, s := range o.List {
+		n += len(s) + 2
+	}
+	return n
+}
 
 func (o *Op) append(b []byte) []byte {
 	b = append(b, byte(o.Kind))
@@ -55,7 +100,11 @@ func (o *Op) append(b []byte) []byte {
 	b = appendString(b, o.Merchant)
 	b = appendString(b, o.Idem)
 	b = binary.AppendVarint(b, o.By)
-	return binary.AppendVarint(b, o.AtMs)
+	b = binary.AppendVarint(b, o.AtMs)
+	if o.Kind.hasList() {
+		b = appendStrings(b, o.List)
+	}
+	return b
 }
 
 func (d *decoder) op() Op {
@@ -70,6 +119,9 @@ func (d *decoder) op() Op {
 	o.Idem = d.string()
 	o.By = d.varint()
 	o.AtMs = d.varint()
+	if o.Kind.hasList() {
+		o.List = d.strings()
+	}
 	return o
 }
 
@@ -93,7 +145,24 @@ type Result struct {
 	// approximate counter, and what it counted.
 	Liked, Changed, Approx bool
 	Counted                int64
+	// Found: an OpGet's counter was written. More: an OpLikers' or
+	// OpAllLikers' item has likers past Users, the users it listed (at
+	// most MaxList).
+	Found, More bool
+	Users       []string
 }
+
+// Result flags, one bit each; flagUsers says Users follows, non-empty.
+const (
+	flagDuplicate = 1 << iota
+	flagLiked
+	flagChanged
+	flagApprox
+	flagFound
+	flagMore
+	flagUsers
+	numFlags = flagUsers << 1
+)
 
 // resultMinBytes is the fewest bytes an encoded Result takes.
 const resultMinBytes = 9
@@ -104,6 +173,9 @@ func MarshalResults(rs []Result) []byte {
 	n := 4
 	for i := range rs {
 		n += 48 + len(rs[i].Code) + len(rs[i].Msg) + len(rs[i].Refused)
+		for _, u := range rs[i].Users {
+			n += len(u) + 2
+		}
 	}
 	b := make([]byte, 0, n)
 	b = append(b, Version)
@@ -119,12 +191,15 @@ func MarshalResults(rs []Result) []byte {
 		b = binary.AppendVarint(b, r.Rights)
 		b = binary.AppendVarint(b, r.Counted)
 		var flags byte
-		for i, f := range [...]bool{r.Duplicate, r.Liked, r.Changed, r.Approx} {
+		for i, f := range [...]bool{r.Duplicate, r.Liked, r.Changed, r.Approx, r.Found, r.More, len(r.Users) > 0} {
 			if f {
 				flags |= 1 << i
 			}
 		}
 		b = append(b, flags)
+		if len(r.Users) > 0 {
+			b = appendStrings(b, r.Users)
+		}
 	}
 	return b
 }
@@ -154,12 +229,45 @@ func UnmarshalResults(b []byte) ([]Result, error) {
 		r.Counted = d.varint()
 		switch f := d.byte(); {
 		case d.err != nil:
-		case f >= 1<<4:
+		case f >= numFlags:
 			d.fail("result flags %d", f)
 		default:
-			r.Duplicate, r.Liked, r.Changed, r.Approx = f&1 != 0, f&2 != 0, f&4 != 0, f&8 != 0
+			r.Duplicate, r.Liked, r.Changed, r.Approx = f&flagDuplicate != 0, f&flagLiked != 0, f&flagChanged != 0, f&flagApprox != 0
+			r.Found, r.More = f&flagFound != 0, f&flagMore != 0
+			if f&flagUsers != 0 {
+				if r.Users = d.strings(); d.err == nil && len(r.Users) == 0 {
+					d.fail("an empty list of users flagged")
+				}
+			}
 		}
 		out = append(out, r)
 	}
 	return out, d.end()
+}
+
+// MaxList bounds an Op's List and a Result's Users.
+const MaxList = 1 << 16
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// strings reads a list of at most MaxList strings; nil when empty.
+func (d *decoder) strings() []string {
+	n := d.count(MaxList)
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, min(n, len(d.b)))
+	for range n {
+		if d.err != nil {
+			return nil
+		}
+		out = append(out, d.string())
+	}
+	return out
 }

@@ -11,9 +11,11 @@
 //     answer goes to the sender's own inbox prefix, which only the sender
 //     may subscribe to.
 //   - A request carries typed fields the entry replica filled after it
-//     authenticated and rate-limited the client: never a client's token,
-//     never a client's header. A holder trusts the fields because only a
-//     replica of the region may publish on the region's subjects.
+//     parsed, authenticated and rate-limited the client: never a client's
+//     token, never a client's header, never a RESP command's bytes (its
+//     keys travel as typed operations, Op, and typed reads, answered by
+//     Read). A holder trusts the fields because only a replica of the
+//     region may publish on the region's subjects.
 //   - An answer of kind NotServed says nothing was applied (the replica
 //     does not hold the shard now, or does not accept writes yet): the
 //     sender tries the next holder. Any other failure may have applied a
@@ -42,8 +44,10 @@ const (
 	// KindGather is an HTTP read that every replica of the region
 	// answers from the shards it holds.
 	KindGather
-	// KindRESP is a RESP command of one shard's keys, for a holder.
-	KindRESP
+	// kindRESP was a RESP command's bytes, for a holder: a RESP command
+	// now travels as typed operations (KindOps). The number stays
+	// unused, and a decoder refuses it.
+	kindRESP
 	// KindOps is typed operations of one shard's keys (Request.Ops), for
 	// a holder; the answer's Body is their results (MarshalResults).
 	KindOps
@@ -51,15 +55,10 @@ const (
 	numKinds = KindOps + 1
 )
 
-// Role is what the client opened at the entry replica, for a RESP command
-// (the holder checks the command against it, as it would a session's).
-type Role uint8
-
 // Bounds a decoder holds a Request or Answer to, so no length read from
 // the wire is allocated or looped on before it is checked.
 const (
 	MaxBytes  = 8 << 20 // a whole message
-	MaxArgs   = 1 << 16 // RESP arguments
 	MaxHeader = 64      // answer headers
 	MaxOps    = 1 << 14 // typed operations of one request
 )
@@ -84,11 +83,6 @@ type Request struct {
 	Method, URI, ContentType, IdempotencyKey string
 	Body                                     []byte
 
-	// KindRESP: the command, its client's protocol version and role.
-	Proto uint8
-	Role  Role
-	Args  [][]byte
-
 	// KindOps: the operations, in order.
 	Ops []Op
 }
@@ -111,8 +105,8 @@ type Answer struct {
 	Kind AnswerKind
 	// Reason says why a request was NotServed.
 	Reason string
-	// Status and Header are an HTTP answer's; Body is its body, or a
-	// RESP command's reply.
+	// Status and Header are an HTTP answer's; Body is its body, or the
+	// results of typed operations (MarshalResults).
 	Status int
 	Header [][2]string
 	Body   []byte
@@ -132,9 +126,6 @@ func SendSubjects(region string) string {
 // Marshal encodes r.
 func (r *Request) Marshal() []byte {
 	n := 32 + len(r.From) + len(r.Remote) + len(r.Method) + len(r.URI) + len(r.ContentType) + len(r.IdempotencyKey) + len(r.Body)
-	for _, a := range r.Args {
-		n += len(a) + 4
-	}
 	for i := range r.Ops {
 		n += r.Ops[i].size()
 	}
@@ -151,12 +142,6 @@ func (r *Request) Marshal() []byte {
 		b = appendString(b, r.ContentType)
 		b = appendString(b, r.IdempotencyKey)
 		b = appendBytes(b, r.Body)
-	case KindRESP:
-		b = append(b, r.Proto, byte(r.Role))
-		b = binary.AppendUvarint(b, uint64(len(r.Args)))
-		for _, a := range r.Args {
-			b = appendBytes(b, a)
-		}
 	case KindOps:
 		b = binary.AppendUvarint(b, uint64(len(r.Ops)))
 		for i := range r.Ops {
@@ -173,7 +158,7 @@ func UnmarshalRequest(b []byte) (Request, error) {
 	var r Request
 	d.header()
 	r.Kind = Kind(d.byte())
-	if d.err == nil && (r.Kind == 0 || r.Kind >= numKinds) {
+	if d.err == nil && (r.Kind == 0 || r.Kind == kindRESP || r.Kind >= numKinds) {
 		d.fail("unknown request kind %d", r.Kind)
 	}
 	r.From = d.string()
@@ -187,19 +172,6 @@ func UnmarshalRequest(b []byte) (Request, error) {
 		r.ContentType = d.string()
 		r.IdempotencyKey = d.string()
 		r.Body = d.bytes()
-	case KindRESP:
-		r.Proto = d.byte()
-		r.Role = Role(d.byte())
-		n := d.count(MaxArgs)
-		if n > 0 {
-			r.Args = make([][]byte, 0, min(n, len(d.b)))
-		}
-		for range n {
-			if d.err != nil {
-				break
-			}
-			r.Args = append(r.Args, d.bytes())
-		}
 	case KindOps:
 		n := d.count(MaxOps)
 		if n > 0 {

@@ -1,0 +1,167 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tally-dev/tally/internal/deploy"
+	"github.com/tally-dev/tally/internal/natsperm"
+	"github.com/tally-dev/tally/route"
+	"github.com/tally-dev/tally/shard"
+)
+
+// RESP commands travel between replicas as typed operations, on real
+// NATS with two sharded regions of two replicas, copies 1. With us-1's
+// own credentials an attacker forges typed requests of the operation
+// kinds RESP brought (a toggle, a unique count's ids, a read of likers)
+// for eu's replicas, which us-1 never reaches: NATS refuses every
+// publish, and nothing is applied there. A forged request of the kind a
+// RESP command's bytes once were, to us-1's own region, is refused by the
+// decoder: no answer, nothing applied. A client's HTTP request carrying a
+// RESP command and the old forwarding's headers applies nothing, while
+// the same commands over RESP at us-1, of keys it does not hold, reach
+// their holder typed and apply.
+func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
+	startsRegions(t, "starts two sharded regions")
+	const token = "w-secret-token"
+	cfg := deploy.DefaultConfig()
+	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP, cfg.WriteToken = []string{"us", "eu"}, 2, 1, "", true, token
+	d := startConfig(t, cfg)
+	urls, cfgs, addrs := d.URLs(), d.Configs(), d.RESPAddrs()
+	waitReady(t, urls)
+	at := map[string]int{} // replica -> index in urls, cfgs, addrs
+	for i, c := range cfgs {
+		at[c.Replica] = i
+	}
+	ctx := context.Background()
+	client := func(replica string) *redis.Client {
+		c := redis.NewClient(&redis.Options{Addr: addrs[at[replica]], Password: token, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+
+	violations := make(chan error, 64)
+	nc, err := nats.Connect(d.Cluster().ClientURL("us"),
+		nats.UserInfo(natsperm.ReplicaUser("us-1"), d.NATSPassword(natsperm.ReplicaUser("us-1"))),
+		nats.CustomInboxPrefix("_INBOX_us-1"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+
+	// Forged typed requests of RESP's operation kinds, for eu's replicas.
+	const item, user, uniq = "forged-item", "mallory", "forged-uniques"
+	for _, target := range []string{"eu-1", "eu-2"} {
+		req := route.Request{Kind: route.KindOps, From: "eu-2", Shard: shard.Of(item), Ops: []route.Op{
+			{Kind: route.OpToggle, Key: item, User: user, Idem: "forged"},
+		}}
+		if target == "eu-2" {
+			req.Shard, req.Ops = shard.Of(uniq), []route.Op{{Kind: route.OpUniques, Key: uniq, List: []string{"a", "b"}}}
+		}
+		for _, r := range []route.Request{req, {Kind: route.KindOps, Shard: shard.Of(item), Ops: []route.Op{{Kind: route.OpAllLikers, Key: item, By: 10}}}} {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err := nc.RequestWithContext(rctx, route.Subject("eu", target), r.Marshal())
+			cancel()
+			if err == nil {
+				t.Fatalf("us-1's user had an answer from %s to a forged %v", target, r.Ops[0].Kind)
+			}
+			select {
+			case err := <-violations:
+				if !strings.Contains(err.Error(), "Permissions Violation") {
+					t.Fatalf("us-1's user publishing to %s: %v", target, err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("us-1's user published a forged %v to %s", r.Ops[0].Kind, target)
+			}
+		}
+	}
+	for _, r := range []string{"eu-1", "eu-2"} {
+		c := client(r)
+		if liked, err := c.SIsMember(ctx, "likes:"+item, user).Result(); err != nil || liked {
+			t.Fatalf("%s: SISMEMBER after a forged toggle: %v %v", r, liked, err)
+		}
+		if n, err := c.PFCount(ctx, uniq).Result(); err != nil || n != 0 {
+			t.Fatalf("%s: PFCOUNT after forged ids: %d %v", r, n, err)
+		}
+	}
+
+	// A key us-1 does not hold: us-2 holds it (copies 1).
+	held := getShards(t, urls[at["us-1"]]).Held("us-1")
+	var key string
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("typed:%d", i); !held.Has(shard.Of(k)) {
+			key = k
+		}
+	}
+
+	// The kind a RESP command's bytes once were (3: protocol, role,
+	// arguments), forged by us-1's user for us-2: refused unread.
+	forged := append([]byte{route.Version, 3, 4}, "us-1"...)
+	forged = binary.AppendVarint(forged, int64(shard.Of(key)))
+	forged = append(forged, 0, 0, 2, 3, 3) // no deadline, no address; RESP 2, the admin role, 3 arguments
+	for _, a := range []string{"INCRBY", key, "77777"} {
+		forged = append(forged, byte(len(a)))
+		forged = append(forged, a...)
+	}
+	if _, err := route.UnmarshalRequest(forged); err == nil || !strings.Contains(err.Error(), "unknown request kind 3") {
+		t.Fatalf("the forged request decodes: %v", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	_, err = nc.RequestWithContext(rctx, route.Subject("us", "us-2"), forged)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("us-2 answered a request of kind 3: %v", err)
+	}
+
+	// A client's HTTP request carrying a RESP command and the old
+	// forwarding's headers, for the key us-2 holds.
+	req, _ := http.NewRequest("POST", urls[at["us-1"]]+"/v1/counters/"+key+"/incr",
+		strings.NewReader("*3\r\n$6\r\nINCRBY\r\n$"+fmt.Sprint(len(key))+"\r\n"+key+"\r\n$5\r\n77777\r\n"))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Tally-Proto", "resp")
+	req.Header.Set("Tally-Role", "3")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode < 400 || res.StatusCode >= 500 {
+		t.Fatalf("RESP in an HTTP body with the forwarding's headers: %d %s, want a 4xx", res.StatusCode, body)
+	}
+
+	// Nothing of either applied; RESP at us-1 reaches the holder typed.
+	c := client("us-1")
+	if v, err := c.Get(ctx, key).Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("GET %s at us-1 after the forgeries: %q %v, want nil", key, v, err)
+	}
+	if v, err := c.IncrBy(ctx, key, 2).Result(); err != nil || v != 2 {
+		t.Fatalf("INCRBY %s at us-1: %d %v", key, v, err)
+	}
+	if n, err := c.SAdd(ctx, "likes:"+key, "ann", "bob").Result(); err != nil || n != 2 {
+		t.Fatalf("SADD at us-1: %d %v", n, err)
+	}
+	if n, err := c.PFAdd(ctx, key+":u", "a", "b", "c").Result(); err != nil || n != 1 {
+		t.Fatalf("PFADD at us-1: %d %v", n, err)
+	}
+	holder := client("us-2")
+	if v, err := holder.Get(ctx, key).Result(); err != nil || v != "2" {
+		t.Fatalf("GET %s at its holder us-2: %q %v", key, v, err)
+	}
+	for _, r := range []*redis.Client{c, holder} {
+		if m, err := r.SMembers(ctx, "likes:"+key).Result(); err != nil || fmt.Sprint(m) != "[ann bob]" {
+			t.Fatalf("SMEMBERS: %v %v", m, err)
+		}
+	}
+}
