@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildTallyd compiles the real binary once per test run.
+// buildTallyd compiles the real binary once per test run, with the
+// compile settings every test's build of tallyd shares
+// (testkit.BuildTallyd).
 func buildTallyd(t *testing.T) string {
 	t.Helper()
 	tallydOnce.Do(func() {
@@ -40,9 +42,7 @@ func buildTallyd(t *testing.T) string {
 			return
 		}
 		tallydBin = filepath.Join(tallydDir, "tallyd")
-		if out, err := exec.Command("go", "build", "-o", tallydBin, ".").CombinedOutput(); err != nil {
-			tallydErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		tallydErr = testkit.BuildTallyd(tallydBin)
 	})
 	if tallydErr != nil {
 		t.Fatal(tallydErr)

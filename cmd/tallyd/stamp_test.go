@@ -45,8 +45,10 @@ func TestStampedBinaryReportsItsRelease(t *testing.T) {
 		t.Fatalf("make build's ldflags %q do not stamp %s %s", ldflags, stamp, rev)
 	}
 	bin := filepath.Join(t.TempDir(), "tallyd")
-	if out, err := exec.Command("go", "build", "-ldflags", ldflags, "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	// Its compile is the other tests' (testkit.BuildTallyd), so only the
+	// link, where -ldflags stamps, is this build's own.
+	if err := testkit.BuildTallyd(bin, "-ldflags", ldflags); err != nil {
+		t.Fatal(err)
 	}
 	v, err := exec.Command(bin, "--version").Output()
 	if err != nil || !strings.HasPrefix(string(v), "tallyd "+stamp+" (revision "+rev) {

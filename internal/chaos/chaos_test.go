@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -14,11 +13,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // The end-to-end runs build the real binary once, with -tags chaos and
 // without -race (the harness, in this test process, still runs under the
-// race detector when the suite does).
+// race detector when the suite does), on the compile every test's build
+// of tallyd shares (testkit.BuildTallyd).
 var (
 	binOnce sync.Once
 	binDir  string
@@ -41,10 +43,7 @@ func chaosBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "tallyd")
-		out, err := exec.Command("go", "build", "-tags", "chaos", "-o", binPath, "github.com/tally-dev/tally/cmd/tallyd").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build -tags chaos: %v\n%s", err, out)
-		}
+		binErr = testkit.BuildTallyd(binPath, "-tags", "chaos")
 	})
 	if binErr != nil {
 		t.Fatal(binErr)

@@ -103,48 +103,6 @@ func TestTypesThroughCutAndHeal(t *testing.T) {
 	}
 }
 
-// GET /v1/types/{name}/total at any replica of a sharded region with two
-// copies of each shard: the keys of the type on every shard, each shard
-// summed once, a key of no type left out.
-func TestTypeTotalOfAShardedRegion(t *testing.T) {
-	startsRegions(t, "starts three replicas")
-	cfg := deploy.DefaultConfig()
-	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
-	d := startConfig(t, cfg)
-	urls := d.URLs()
-	waitReady(t, urls)
-	held := getShards(t, urls[0]).Held("us-1")
-	if st, b, err := testkit.DoJSON("PUT", urls[0]+"/v1/types/video", `{"owner":"media"}`); err != nil || st != 200 {
-		t.Fatalf("put type: %d %v %v", st, b, err)
-	}
-	want, notHeld := int64(0), 0
-	for i := range 12 {
-		key := fmt.Sprintf("video:k%d", i)
-		if !held.Has(shard.Of(key)) {
-			notHeld++
-		}
-		if st, b, err := testkit.DoJSON("POST", urls[i%3]+"/v1/counters/"+key+"/incr", fmt.Sprintf(`{"by":%d}`, i+1)); err != nil || st != 200 {
-			t.Fatalf("incr %s: %d %v %v", key, st, b, err)
-		}
-		want += int64(i + 1)
-	}
-	if notHeld == 0 {
-		t.Fatal("every key on a shard us-1 holds: nothing to gather")
-	}
-	if st, b, err := testkit.DoJSON("POST", urls[1]+"/v1/counters/other/incr", `{"by":100}`); err != nil || st != 200 {
-		t.Fatalf("incr other: %d %v %v", st, b, err)
-	}
-	for _, u := range urls {
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			st, b, err := testkit.DoJSON("GET", u+"/v1/types/video/total", "")
-			if err != nil || st != 200 || b["value"] != float64(want) || b["keys"] != float64(12) || b["partial"] != nil || b["shards"] != nil {
-				return fmt.Errorf("%s: %d %v %v, want value %d of 12 keys", u, st, b, err, want)
-			}
-			return nil
-		})
-	}
-}
-
 // GET /v1/types/{name}/window in two regions of two replicas each, every
 // shard held once: increments booked in us in one minute and in eu in
 // the next, on keys of every replica's shards, read at each replica over
