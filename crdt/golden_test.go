@@ -83,3 +83,48 @@ func TestGoldenRecords(t *testing.T) {
 		}
 	}
 }
+
+// The two admin-written registers, byte for byte as earlier versions wrote
+// them: a block flag (value before the stamp, the zero flag allowed) and
+// an event type's metadata (value after the stamp).
+var goldenFlags = []struct {
+	b    []byte
+	want Flag
+}{
+	{[]byte{0x1, 0x1, 0x83, 0x80, 0x80, 0xc0, 0xd6, 0xfc, 0xf3, 0xc5, 0x1, 0x4, 0x65, 0x75, 0x2d, 0x31},
+		Flag{Blocked: true, HLC: MakeHLC(1700000000000, 3), Origin: "eu-1"}},
+	{[]byte{0x1, 0x0, 0x84, 0x80, 0x80, 0xc0, 0xd6, 0xfc, 0xf3, 0xc5, 0x1, 0x4, 0x75, 0x73, 0x2d, 0x31},
+		Flag{HLC: MakeHLC(1700000000000, 4), Origin: "us-1"}},
+	{[]byte{0x1, 0x0, 0x0, 0x0}, Flag{}},
+}
+
+var goldenTypeMeta = []struct {
+	b    []byte
+	want TypeMeta
+}{
+	{[]byte{0x1, 0x83, 0x80, 0x80, 0xc0, 0xd6, 0xfc, 0xf3, 0xc5, 0x1, 0x4, 0x65, 0x75, 0x2d, 0x31, 0x5, 0x6d, 0x65, 0x64, 0x69,
+		0x61, 0x8, 0x69, 0x6e, 0x61, 0x63, 0x74, 0x69, 0x76, 0x65, 0xb, 0x76, 0x69, 0x64, 0x65, 0x6f, 0x20, 0x76, 0x69, 0x65, 0x77, 0x73},
+		TypeMeta{Owner: "media", Status: TypeInactive, Description: "video views", HLC: MakeHLC(1700000000000, 3), Origin: "eu-1"}},
+}
+
+func TestGoldenRegisters(t *testing.T) {
+	for _, g := range goldenFlags {
+		if got, err := DecodeFlag(g.b); err != nil || got != g.want {
+			t.Errorf("DecodeFlag(% x) = %+v, %v; want %+v", g.b, got, err, g.want)
+		}
+		if re := AppendFlag(nil, g.want); !bytes.Equal(re, g.b) {
+			t.Errorf("AppendFlag(%+v) = % x, want % x", g.want, re, g.b)
+		}
+	}
+	for _, g := range goldenTypeMeta {
+		if got, err := DecodeTypeMeta(g.b); err != nil || got != g.want {
+			t.Errorf("DecodeTypeMeta(% x) = %+v, %v; want %+v", g.b, got, err, g.want)
+		}
+		if re := AppendTypeMeta(nil, g.want); !bytes.Equal(re, g.b) {
+			t.Errorf("AppendTypeMeta(%+v) = % x, want % x", g.want, re, g.b)
+		}
+		if re := AppendRecord(nil, &g.want); !bytes.Equal(re, g.b) {
+			t.Errorf("AppendRecord(%+v) = % x, want % x", g.want, re, g.b)
+		}
+	}
+}
