@@ -86,8 +86,8 @@ func AppendRecord(dst []byte, r Record) []byte {
 		return AppendKeyedRecord(dst, r)
 	case *Spend:
 		return AppendSpend(dst, r)
-	case *TypeMeta:
-		return AppendTypeMeta(dst, *r)
+	case interface{ appendRecord([]byte) []byte }: // a Register
+		return r.appendRecord(dst)
 	}
 	panic("crdt: AppendRecord of a nil record")
 }

@@ -61,13 +61,13 @@ func DecodeVector(b []byte) (Vector, error) {
 	return v, d.finish("vector")
 }
 
-// Portion returns the part of f that replica id speaks for: all of it if id
-// set it, else the zero Flag.
-func (f Flag) Portion(id string) Flag {
-	if f.Origin == id {
-		return f
+// Portion returns the part of r that replica id speaks for: all of it if id
+// set it, else the zero register.
+func (r Register[V]) Portion(id string) Register[V] {
+	if r.Origin == id {
+		return r
 	}
-	return Flag{}
+	return Register[V]{}
 }
 
 // IsZero reports whether h is empty (every register zero).

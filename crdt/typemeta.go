@@ -1,21 +1,22 @@
 package crdt
 
 import (
-	"encoding/binary"
 	"strings"
 	"unicode/utf8"
 )
 
 // TypeMeta is the metadata of one event type (a counter key or a key
-// prefix, see TypeOf): its owner, its status and a description, as a
-// last-writer-wins register ordered by (HLC, Origin), like a block flag.
-// The zero TypeMeta is "never registered", which loses to every real one.
-type TypeMeta struct {
+// prefix, see TypeOf) as a Register of a TypeInfo, ordered by (HLC,
+// Origin) like a block flag. The zero TypeMeta is "never registered",
+// which loses to every real one.
+type TypeMeta = Register[TypeInfo]
+
+// TypeInfo is a type's metadata: its owner, its status and a
+// description.
+type TypeInfo struct {
 	Owner       string
 	Status      string // TypeActive or TypeInactive
 	Description string
-	HLC         HLC
-	Origin      string // replica that wrote the winning metadata
 }
 
 // Type statuses. Writes to a key whose type is inactive are refused.
@@ -31,11 +32,8 @@ const (
 	MaxTypeDescription = 1024
 )
 
-// IsZero reports whether m was never set.
-func (m TypeMeta) IsZero() bool { return m == TypeMeta{} }
-
 // Inactive reports whether writes to the type are refused.
-func (m TypeMeta) Inactive() bool { return m.Status == TypeInactive }
+func (t TypeInfo) Inactive() bool { return t.Status == TypeInactive }
 
 // ValidTypeTexts checks a type's owner, status and description: texts of
 // valid UTF-8 within their bounds, a known status. It returns what is
@@ -52,32 +50,15 @@ func ValidTypeTexts(owner, status, description string) string {
 	return ""
 }
 
-// Wins reports whether m beats o: larger HLC, ties broken by origin id,
-// then (corrupt input only: one write has one stamp) by the texts, so that
-// Merge stays commutative.
-func (m TypeMeta) Wins(o TypeMeta) bool {
-	if m.HLC != o.HLC {
-		return m.HLC > o.HLC
+// Less orders by status, owner, then description.
+func (t TypeInfo) Less(o TypeInfo) bool {
+	if t.Status != o.Status {
+		return t.Status < o.Status
 	}
-	if m.Origin != o.Origin {
-		return m.Origin > o.Origin
+	if t.Owner != o.Owner {
+		return t.Owner < o.Owner
 	}
-	if m.Status != o.Status {
-		return m.Status > o.Status
-	}
-	if m.Owner != o.Owner {
-		return m.Owner > o.Owner
-	}
-	return m.Description > o.Description
-}
-
-// Merge folds o into m and reports whether m changed.
-func (m *TypeMeta) Merge(o TypeMeta) bool {
-	if !o.Wins(*m) {
-		return false
-	}
-	*m = o
-	return true
+	return t.Description < o.Description
 }
 
 // TypeOf returns the registered type a key belongs to: the key itself if
@@ -103,47 +84,47 @@ func TypeOf(key string, lookup func(name string) (TypeMeta, bool)) (name string,
 	return "", TypeMeta{}, false
 }
 
-// TypeMeta encoding:
+// TypeMeta encoding (Register with the value last):
 //
 //	TypeMeta: v1 | HLC | origin | owner | status | description
 //
 // Every stored or sent TypeMeta is a real write: a non-zero HLC, an
 // origin id, a known status and texts within their bounds.
 
-// AppendTypeMeta appends the encoding of m to dst.
-func AppendTypeMeta(dst []byte, m TypeMeta) []byte {
-	dst = append(dst, formatV1)
-	dst = binary.AppendUvarint(dst, uint64(m.HLC))
-	dst = appendString(dst, m.Origin)
-	dst = appendString(dst, m.Owner)
-	dst = appendString(dst, m.Status)
-	return appendString(dst, m.Description)
+func (TypeInfo) valueFirst() bool { return false }
+
+func (t TypeInfo) appendValue(dst []byte) []byte {
+	dst = appendString(dst, t.Owner)
+	dst = appendString(dst, t.Status)
+	return appendString(dst, t.Description)
 }
+
+func (TypeInfo) decodeValue(d *decoder) TypeInfo {
+	var t TypeInfo
+	t.Owner = d.string()
+	t.Status = d.string()
+	t.Description = d.longString(MaxTypeDescription)
+	return t
+}
+
+func (t TypeInfo) invalid(hlc HLC) string {
+	if hlc == 0 {
+		return "type metadata without a stamp"
+	}
+	if why := ValidTypeTexts(t.Owner, t.Status, t.Description); why != "" {
+		return "type metadata: " + why
+	}
+	return ""
+}
+
+func (TypeInfo) what() string { return "type metadata" }
+
+// AppendTypeMeta appends the encoding of m to dst.
+func AppendTypeMeta(dst []byte, m TypeMeta) []byte { return AppendRegister(dst, m) }
 
 // DecodeTypeMeta decodes an AppendTypeMeta encoding. It accepts only
 // canonical input of a real write.
-func DecodeTypeMeta(b []byte) (TypeMeta, error) {
-	d := decoder{b: b}
-	d.version()
-	m := TypeMeta{HLC: HLC(d.uvarint())}
-	m.Origin = d.string()
-	m.Owner = d.string()
-	m.Status = d.string()
-	m.Description = d.longString(MaxTypeDescription)
-	switch {
-	case d.err != nil:
-	case m.HLC == 0 || !ValidID(m.Origin):
-		d.fail("type metadata stamped %d by %q", m.HLC, m.Origin)
-	default:
-		if why := ValidTypeTexts(m.Owner, m.Status, m.Description); why != "" {
-			d.fail("type metadata: %s", why)
-		}
-	}
-	if err := d.finish("type metadata"); err != nil {
-		return TypeMeta{}, err
-	}
-	return m, nil
-}
+func DecodeTypeMeta(b []byte) (TypeMeta, error) { return DecodeRegister[TypeInfo](b) }
 
 // longString reads a string of at most max bytes.
 func (d *decoder) longString(max int) string {
@@ -158,34 +139,4 @@ func (d *decoder) longString(max int) string {
 	s := strings.Clone(string(d.b[:n]))
 	d.b = d.b[n:]
 	return s
-}
-
-// TypeMeta is a Record so that it travels between replicas as records do
-// (the fast path, anti-entropy pages), under its own record item: a
-// register with no contributions, so nothing to reconcile.
-
-// Excess is 0: a type's metadata counts nothing.
-func (*TypeMeta) Excess() int64 { return 0 }
-
-// BookedMs is 0: nothing is booked in time windows.
-func (*TypeMeta) BookedMs() int64 { return 0 }
-
-// Empty reports whether m was never set.
-func (m *TypeMeta) Empty() bool { return m.IsZero() }
-
-// Stamp is the register's HLC and origin.
-func (m *TypeMeta) Stamp() (HLC, string) { return m.HLC, m.Origin }
-
-// Contributions is nil: a type's metadata has none.
-func (*TypeMeta) Contributions() Vector { return nil }
-
-func (*TypeMeta) isRecord() {}
-
-// Restrict is m if keep(m.Origin), else the zero TypeMeta (cut true): a
-// replica may say only what it may speak for, as for a record's register.
-func (m *TypeMeta) Restrict(keep func(string) bool) (*TypeMeta, bool) {
-	if m.IsZero() || keep(m.Origin) {
-		return m, false
-	}
-	return &TypeMeta{}, true
 }

@@ -10,7 +10,8 @@ import (
 // ending at a ':' (with or without the ':'), never a prefix cut inside a
 // word.
 func TestTypeOf(t *testing.T) {
-	reg := map[string]TypeMeta{"video": {Owner: "v"}, "video:live:": {Owner: "live"}, "ad": {Owner: "ad"}, "x:y": {Owner: "xy"}}
+	reg := map[string]TypeMeta{"video": {Value: TypeInfo{Owner: "v"}}, "video:live:": {Value: TypeInfo{Owner: "live"}},
+		"ad": {Value: TypeInfo{Owner: "ad"}}, "x:y": {Value: TypeInfo{Owner: "xy"}}}
 	lookup := func(n string) (TypeMeta, bool) { m, ok := reg[n]; return m, ok }
 	for key, want := range map[string]string{
 		"video": "video", "video:1": "video", "video:live": "video", "video:live:3": "video:live:",
@@ -27,9 +28,9 @@ func TestTypeOf(t *testing.T) {
 // The register: the larger stamp wins, ties by origin; Merge is
 // commutative.
 func TestTypeMetaMerge(t *testing.T) {
-	a := TypeMeta{Owner: "a", Status: TypeActive, HLC: MakeHLC(1000, 0), Origin: "r1"}
-	b := TypeMeta{Owner: "b", Status: TypeInactive, HLC: MakeHLC(1000, 0), Origin: "r2"}
-	c := TypeMeta{Owner: "c", Status: TypeActive, HLC: MakeHLC(999, 5), Origin: "r9"}
+	a := TypeMeta{Value: TypeInfo{Owner: "a", Status: TypeActive}, HLC: MakeHLC(1000, 0), Origin: "r1"}
+	b := TypeMeta{Value: TypeInfo{Owner: "b", Status: TypeInactive}, HLC: MakeHLC(1000, 0), Origin: "r2"}
+	c := TypeMeta{Value: TypeInfo{Owner: "c", Status: TypeActive}, HLC: MakeHLC(999, 5), Origin: "r9"}
 	for _, order := range [][]TypeMeta{{a, b, c}, {c, b, a}, {b, c, a}} {
 		var m TypeMeta
 		for _, o := range order {
@@ -39,16 +40,16 @@ func TestTypeMetaMerge(t *testing.T) {
 			t.Fatalf("merged %v: %+v, want %+v", order, m, b)
 		}
 	}
-	if !b.Inactive() || a.Inactive() || !(TypeMeta{}).IsZero() {
+	if !b.Value.Inactive() || a.Value.Inactive() || !(TypeMeta{}).IsZero() {
 		t.Fatal("status")
 	}
 }
 
 func FuzzDecodeTypeMeta(f *testing.F) {
-	f.Add(AppendTypeMeta(nil, TypeMeta{Owner: "media", Status: TypeActive, Description: "views", HLC: MakeHLC(1700000000000, 3), Origin: "us-1"}))
-	f.Add(AppendTypeMeta(nil, TypeMeta{Status: TypeInactive, HLC: 1, Origin: "a"}))
-	f.Add(AppendTypeMeta(nil, TypeMeta{Status: "paused", HLC: 1, Origin: "a"}))
-	f.Add(AppendTypeMeta(nil, TypeMeta{Status: TypeActive, Owner: "\xff", HLC: 1, Origin: "a"}))
+	f.Add(AppendTypeMeta(nil, TypeMeta{Value: TypeInfo{Owner: "media", Status: TypeActive, Description: "views"}, HLC: MakeHLC(1700000000000, 3), Origin: "us-1"}))
+	f.Add(AppendTypeMeta(nil, TypeMeta{Value: TypeInfo{Status: TypeInactive}, HLC: 1, Origin: "a"}))
+	f.Add(AppendTypeMeta(nil, TypeMeta{Value: TypeInfo{Status: "paused"}, HLC: 1, Origin: "a"}))
+	f.Add(AppendTypeMeta(nil, TypeMeta{Value: TypeInfo{Status: TypeActive, Owner: "\xff"}, HLC: 1, Origin: "a"}))
 	f.Add([]byte{1, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 0x80, 0x00, 1, 'a', 0, 6, 'a', 'c', 't', 'i', 'v', 'e', 0}) // overlong
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -59,7 +60,7 @@ func FuzzDecodeTypeMeta(f *testing.F) {
 			}
 			return
 		}
-		if m.HLC == 0 || !ValidID(m.Origin) || ValidTypeTexts(m.Owner, m.Status, m.Description) != "" {
+		if m.HLC == 0 || !ValidID(m.Origin) || ValidTypeTexts(m.Value.Owner, m.Value.Status, m.Value.Description) != "" {
 			t.Fatalf("decoded an invalid type: %+v", m)
 		}
 		re := AppendTypeMeta(nil, m)

@@ -12,7 +12,7 @@ import (
 // GET reads one user's flag, GET /v1/blocks lists the blocked users.
 
 func blockJSON(user string, f crdt.Flag) api.Block {
-	out := api.Block{User: user, Blocked: f.Blocked}
+	out := api.Block{User: user, Blocked: f.Value.Blocked}
 	if f.HLC != 0 {
 		at := hlcTime(f.HLC)
 		out.HLC, out.Replica, out.At = f.HLC.String(), f.Origin, &at

@@ -29,7 +29,7 @@ type typeRequest struct {
 }
 
 func typeJSON(name string, m crdt.TypeMeta) api.EventType {
-	out := api.EventType{Name: name, Owner: m.Owner, Status: m.Status, Description: m.Description}
+	out := api.EventType{Name: name, Owner: m.Value.Owner, Status: m.Value.Status, Description: m.Value.Description}
 	if m.HLC != 0 {
 		at := hlcTime(m.HLC)
 		out.HLC, out.Replica, out.At = m.HLC.String(), m.Origin, &at
@@ -328,5 +328,5 @@ func (s *Server) typeMeta(key string) *api.TypeMeta {
 	if !ok {
 		return nil
 	}
-	return &api.TypeMeta{Type: name, Owner: m.Owner, Status: m.Status, Description: m.Description}
+	return &api.TypeMeta{Type: name, Owner: m.Value.Owner, Status: m.Value.Status, Description: m.Value.Description}
 }

@@ -51,7 +51,7 @@ func (ft *flagTxn) write(t *txn, ch *Changes) error {
 		}
 		t.b.PutFlag(user, fs.orig, fs.cur)
 		if fs.spread {
-			ch.Records = append(ch.Records, RecordChange{Item: BlockRecordItem, User: user, Rec: fs.cur.Record()})
+			ch.Records = append(ch.Records, RecordChange{Item: BlockRecordItem, User: user, Rec: crdt.FlagRecord(fs.cur)})
 		} else {
 			ch.Merged++
 		}
@@ -84,9 +84,9 @@ func (t *txn) flag(user string) *flagState {
 // blocked reports whether user is blocked in the overlay's view.
 func (t *txn) blocked(user string) bool {
 	if fs, ok := t.flags[user]; ok {
-		return fs.cur.Blocked
+		return fs.cur.Value.Blocked
 	}
-	return t.r.store.Flag(user).Blocked
+	return t.r.store.Flag(user).Value.Blocked
 }
 
 // excess is a record's excess in the overlay's view (a like record's
@@ -105,7 +105,7 @@ func (t *txn) applyBlock(user string, blocked bool) Result {
 	if hlc <= fs.cur.HLC {
 		hlc = fs.cur.HLC + 1 // as in applyLike: the action must win
 	}
-	changed := fs.cur.Set(t.r.self, blocked, hlc)
+	changed := fs.cur.Set(t.r.self, crdt.Block{Blocked: blocked}, hlc)
 	fs.dirty, fs.spread = true, true
 	if changed {
 		if err := t.flagChanged(user, true); err != nil {
@@ -132,12 +132,12 @@ func (t *txn) mergeFlag(user string, in crdt.Flag) error {
 		return nil
 	}
 	t.r.clock.Observe(in.HLC)
-	was := fs.cur.Blocked
+	was := fs.cur.Value.Blocked
 	if !fs.cur.Merge(in) {
 		return nil
 	}
 	fs.dirty = true
-	if fs.cur.Blocked == was {
+	if fs.cur.Value.Blocked == was {
 		return nil
 	}
 	return t.flagChanged(user, !t.r.chaosBlockNotReconciled())

@@ -39,7 +39,7 @@ func TestBlockOneReplica(t *testing.T) {
 				t.Fatal(err)
 			}
 			res := mustBlock(t, r, "u", true)
-			if !res.Changed || !res.Flag.Blocked || res.Flag.Origin != "A" || res.Flag.HLC == 0 {
+			if !res.Changed || !res.Flag.Value.Blocked || res.Flag.Origin != "A" || res.Flag.HLC == 0 {
 				t.Fatalf("block: %+v", res)
 			}
 			if got := mustLikes(t, r, "p1"); got.Value != 1 || got.Unreconciled != 0 {
@@ -63,7 +63,7 @@ func TestBlockOneReplica(t *testing.T) {
 			if liked, _ := r.Likes().Liked("p1", "u"); !liked {
 				t.Fatal("the block must keep the user's own like state; only the count leaves it")
 			}
-			if un := mustBlock(t, r, "u", false); !un.Changed || un.Flag.Blocked {
+			if un := mustBlock(t, r, "u", false); !un.Changed || un.Flag.Value.Blocked {
 				t.Fatalf("unblock: %+v", un)
 			}
 			if got := mustLikes(t, r, "p1"); got.Value != 2 || got.Unreconciled != 0 {
@@ -76,7 +76,7 @@ func TestBlockOneReplica(t *testing.T) {
 				t.Fatalf("like after unblock: %v", err)
 			}
 			f, err := r.Admin().Flag("u")
-			if err != nil || f.Blocked || f.Origin != "A" {
+			if err != nil || f.Value.Blocked || f.Origin != "A" {
 				t.Fatalf("Flag(u) = %+v, %v", f, err)
 			}
 			if flags, more, err := r.Admin().Flags("", 10, false); err != nil || len(flags) != 1 || flags[0].User != "u" || more {
@@ -130,8 +130,8 @@ func TestBlockReconciledByTheLikesWinner(t *testing.T) {
 // acknowledges writes: only it sets flags in its name.
 func TestBlockOwnFlagNotTakenFromPeer(t *testing.T) {
 	a, _, _, _ := pair(t)
-	forged := crdt.Flag{Blocked: true, HLC: crdt.MakeHLC(1_700_000_000_500, 0), Origin: "A"}
-	if err := a.Merge(context.Background(), nil, []RecordMerge{{Item: BlockRecordItem, User: "u", Rec: forged.Record()}}); err != nil {
+	forged := crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: crdt.MakeHLC(1_700_000_000_500, 0), Origin: "A"}
+	if err := a.Merge(context.Background(), nil, []RecordMerge{{Item: BlockRecordItem, User: "u", Rec: crdt.FlagRecord(forged)}}); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := a.Admin().Flag("u"); !f.IsZero() {
@@ -208,7 +208,7 @@ func blockRun(t *testing.T, seed uint64, steps int, mut func(*Config)) string {
 	for _, item := range items {
 		want := int64(0)
 		for _, u := range users {
-			if a, ok := latest[[2]string{item, u}]; ok && a.liked && !flags[u].Blocked {
+			if a, ok := latest[[2]string{item, u}]; ok && a.liked && !flags[u].Value.Blocked {
 				want++
 			}
 		}

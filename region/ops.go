@@ -227,7 +227,7 @@ func (o *Op) Validate() error {
 		if o.Meta == nil {
 			return fmt.Errorf("%w: a type needs its metadata", ErrInvalid)
 		}
-		if why := crdt.ValidTypeTexts(o.Meta.Owner, o.Meta.Status, o.Meta.Description); why != "" {
+		if why := crdt.ValidTypeTexts(o.Meta.Value.Owner, o.Meta.Value.Status, o.Meta.Value.Description); why != "" {
 			return fmt.Errorf("%w: %s", ErrInvalid, why)
 		}
 		return nil

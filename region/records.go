@@ -92,7 +92,7 @@ func (t *txn) record(k rkey) (*recState, error) {
 			// origEx is the excess the stored marker stands for: under
 			// the committed flag, whatever this batch did to the flag so
 			// far.
-			s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.ExcessBlocked(t.r.store.Flag(k.b).Blocked)
+			s.orig, s.rec, s.origEx = rec, rec.Clone(), rec.ExcessBlocked(t.r.store.Flag(k.b).Value.Blocked)
 		}
 	case storage.Counters:
 		var rec *crdt.KeyedRecord

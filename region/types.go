@@ -91,7 +91,7 @@ func (t *txn) checkType(key string) error {
 		return nil // no type registered: the common case
 	}
 	name, m, ok := crdt.TypeOf(crdt.ItemOf(key), t.lookupType)
-	if ok && m.Inactive() {
+	if ok && m.Value.Inactive() {
 		return fmt.Errorf("%w: %q is of type %q", ErrInactiveType, key, name)
 	}
 	return nil
@@ -105,10 +105,8 @@ func (t *txn) applyType(op *Op) Result {
 	if hlc <= ts.cur.HLC {
 		hlc = ts.cur.HLC + 1 // as in applyBlock: the write must win
 	}
-	m := *op.Meta
-	m.HLC, m.Origin = hlc, t.r.self
-	changed := ts.cur.Owner != m.Owner || ts.cur.Status != m.Status || ts.cur.Description != m.Description
-	ts.cur = m
+	changed := ts.cur.Set(t.r.self, op.Meta.Value, hlc)
+	m := ts.cur
 	ts.dirty, ts.spread = true, true
 	return Result{Changed: changed, Meta: &m}
 }
@@ -140,7 +138,7 @@ func (t *txn) mergeType(name string, in crdt.TypeMeta) error {
 // region: owner and description are free texts, status crdt.TypeActive
 // or crdt.TypeInactive.
 func (a Admin) SetType(ctx context.Context, name, owner, status, description string) (Result, error) {
-	return a.r.do1(ctx, Op{Kind: OpType, Item: name, Meta: &crdt.TypeMeta{Owner: owner, Status: status, Description: description}})
+	return a.r.do1(ctx, Op{Kind: OpType, Item: name, Meta: &crdt.TypeMeta{Value: crdt.TypeInfo{Owner: owner, Status: status, Description: description}}})
 }
 
 // Type returns a type's metadata as this replica sees it (ok false if it

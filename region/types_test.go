@@ -21,7 +21,7 @@ func TestTypesReplicateAndInactiveRefusesWrites(t *testing.T) {
 	}
 	net.settle()
 	m, ok, err := b.Admin().Type("video")
-	if err != nil || !ok || m.Owner != "media-team" || m.Status != crdt.TypeActive || m.Origin != "r0" {
+	if err != nil || !ok || m.Value.Owner != "media-team" || m.Value.Status != crdt.TypeActive || m.Origin != "r0" {
 		t.Fatalf("b's view of video: %+v %v %v", m, ok, err)
 	}
 	if name, _, ok := b.Admin().TypeOf("video:v123"); !ok || name != "video" {
@@ -66,15 +66,15 @@ func TestTypesReplicateAndInactiveRefusesWrites(t *testing.T) {
 		t.Fatalf("active again: %v", err)
 	}
 	types, more, err := b.Admin().Types("", 10)
-	if err != nil || more || len(types) != 2 || types[0].Name != "video" || types[0].Meta.Description != "back" || types[1].Name != "video:live" {
+	if err != nil || more || len(types) != 2 || types[0].Name != "video" || types[0].Meta.Value.Description != "back" || types[1].Name != "video:live" {
 		t.Fatalf("types: %+v %v %v", types, more, err)
 	}
 	// Bad input.
 	for _, op := range []Op{
-		{Kind: OpType, Item: "bad/name", Meta: &crdt.TypeMeta{Status: crdt.TypeActive}},
+		{Kind: OpType, Item: "bad/name", Meta: &crdt.TypeMeta{Value: crdt.TypeInfo{Status: crdt.TypeActive}}},
 		{Kind: OpType, Item: "t"}, // no metadata
-		{Kind: OpType, Item: "t", Meta: &crdt.TypeMeta{Status: "paused"}},
-		{Kind: OpType, Item: "t", Meta: &crdt.TypeMeta{Status: crdt.TypeActive, Owner: string(make([]byte, 129))}},
+		{Kind: OpType, Item: "t", Meta: &crdt.TypeMeta{Value: crdt.TypeInfo{Status: "paused"}}},
+		{Kind: OpType, Item: "t", Meta: &crdt.TypeMeta{Value: crdt.TypeInfo{Status: crdt.TypeActive, Owner: string(make([]byte, 129))}}},
 	} {
 		if _, err := a.Apply(ctx, op); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("%+v: %v", op, err)
@@ -93,7 +93,7 @@ func TestTypesSurviveReopen(t *testing.T) {
 	}
 	closeA()
 	r2, _ := openReplica(t, dir, "A", nil)
-	if m, ok, err := r2.Admin().Type("ads"); err != nil || !ok || m.Owner != "growth" || !m.Inactive() {
+	if m, ok, err := r2.Admin().Type("ads"); err != nil || !ok || m.Value.Owner != "growth" || !m.Value.Inactive() {
 		t.Fatalf("after reopen: %+v %v %v", m, ok, err)
 	}
 	if _, err := r2.Apply(ctx, Op{Kind: OpIncr, Item: "ads:1", By: 1}); !errors.Is(err, ErrInactiveType) {

@@ -75,7 +75,7 @@ func (r *Replicator) servePage(data []byte) []byte {
 		},
 		// A block flag travels as its register-only record (region.BlockRecordItem).
 		Flag: func(user string, f crdt.Flag) {
-			pg.Records = append(pg.Records, Record{Item: region.BlockRecordItem, User: user, Rec: f.Record()})
+			pg.Records = append(pg.Records, Record{Item: region.BlockRecordItem, User: user, Rec: crdt.FlagRecord(f)})
 		},
 		// An event type's metadata travels as a record too (region.TypeRecordItem).
 		Type: func(name string, m crdt.TypeMeta) {

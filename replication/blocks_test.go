@@ -92,7 +92,7 @@ func TestBlockDuringPartitionOverNATS(t *testing.T) {
 	}
 	for _, n := range nodes {
 		f, err := n.replica.Admin().Flag("spam")
-		if err != nil || f.Blocked || f.Origin != "ap-1" {
+		if err != nil || f.Value.Blocked || f.Origin != "ap-1" {
 			t.Fatalf("%s: flag %+v, %v", n.id, f, err)
 		}
 	}

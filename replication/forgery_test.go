@@ -83,7 +83,7 @@ func TestForgedDeltaChangesNothing(t *testing.T) {
 	// u1's like out of the count.
 	for _, origin := range []string{"eu-1", "us-1"} {
 		relay.Records = append(relay.Records, Record{Item: region.BlockRecordItem, User: "u1",
-			Rec: crdt.Flag{Blocked: true, HLC: rec.HLC + 1, Origin: origin}.Record()})
+			Rec: crdt.FlagRecord(crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: rec.HLC + 1, Origin: origin})})
 	}
 	unknown := &Delta{Replica: "ap-1", Region: "ap", Incarnation: 2, Seq: 2, SentAtMs: time.Now().UnixMilli(),
 		Records: forged(&crdt.LikeRecord{Contrib: crdt.Vector{{Replica: "zz", PN: crdt.PN{P: 1000}}}})}

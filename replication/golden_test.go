@@ -34,7 +34,7 @@ func goldenWireRecords() []Record {
 			At: 1699999999000, Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{P: 64, N: 64}}, {Replica: "us-1", PN: crdt.PN{P: 64}}}}},
 		{Item: "bud", User: "idem-2", Rec: &crdt.Spend{HLC: h, Origin: "eu-1", Amount: -5,
 			Contrib: crdt.Vector{{Replica: "eu-1", PN: crdt.PN{N: 5}}, {Replica: "us-1", PN: crdt.PN{P: 5, N: 5}}}}},
-		{Item: region.BlockRecordItem, User: "mallory", Rec: crdt.Flag{Blocked: true, HLC: h, Origin: "eu-1"}.Record()},
+		{Item: region.BlockRecordItem, User: "mallory", Rec: crdt.FlagRecord(crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: h, Origin: "eu-1"})},
 	}
 }
 

@@ -411,7 +411,7 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record, pages []OwnPage) []*D
 	for _, rc := range recs {
 		size := len(rc.wireName()) + len(rc.User) + 24 + len(rc.Rec.Contributions())*40
 		if m, ok := rc.Rec.(*crdt.TypeMeta); ok {
-			size += len(m.Origin) + len(m.Owner) + len(m.Status) + len(m.Description)
+			size += len(m.Origin) + len(m.Value.Owner) + len(m.Value.Status) + len(m.Value.Description)
 		}
 		d := next(size)
 		d.Records = append(d.Records, rc)

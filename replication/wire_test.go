@@ -50,11 +50,11 @@ func randDelta(rng *rand.Rand, maxRecs int) *Delta {
 		d.Asks = append(d.Asks, Ask{Key: fmt.Sprint("gift", i), Want: 1 + rng.Int64N(1<<40)})
 	}
 	for i := range rng.IntN(3) {
-		f := crdt.Flag{Blocked: rng.IntN(2) == 0, HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
-		d.Records = append(d.Records, Record{Item: region.BlockRecordItem, User: fmt.Sprint("user", i), Rec: f.Record()})
+		f := crdt.Flag{Value: crdt.Block{Blocked: rng.IntN(2) == 0}, HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
+		d.Records = append(d.Records, Record{Item: region.BlockRecordItem, User: fmt.Sprint("user", i), Rec: crdt.FlagRecord(f)})
 	}
 	for i := range rng.IntN(3) {
-		m := &crdt.TypeMeta{Owner: "team", Status: crdt.TypeActive, Description: fmt.Sprint("type ", i), HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
+		m := &crdt.TypeMeta{Value: crdt.TypeInfo{Owner: "team", Status: crdt.TypeActive, Description: fmt.Sprint("type ", i)}, HLC: crdt.HLC(rng.Uint64N(1<<60) + 1), Origin: "us-1"}
 		d.Records = append(d.Records, Record{Item: region.TypeRecordItem, User: fmt.Sprint("video:", i), Rec: m})
 	}
 	return d
@@ -192,10 +192,10 @@ func TestDecodersRejectGarbage(t *testing.T) {
 	cases["keyed block flag"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.BlockRecordItem, User: "u", Rec: keyedFlag}}})
 	likeAsType := &crdt.LikeRecord{Liked: true, HLC: 5, Origin: "a"}
 	cases["like record as a type"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.TypeRecordItem, User: "t", Rec: likeAsType}}})
-	typeAsItem := &crdt.TypeMeta{Status: crdt.TypeActive, HLC: 5, Origin: "a"}
+	typeAsItem := &crdt.TypeMeta{Value: crdt.TypeInfo{Status: crdt.TypeActive}, HLC: 5, Origin: "a"}
 	cases["type under an item's name"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: "post1", User: "t", Rec: typeAsItem}}})
 	cases["type of an unknown status"] = AppendDelta(nil, &Delta{Replica: "a", Region: "b", Records: []Record{{Item: region.TypeRecordItem, User: "t",
-		Rec: &crdt.TypeMeta{Status: "paused", HLC: 5, Origin: "a"}}}})
+		Rec: &crdt.TypeMeta{Value: crdt.TypeInfo{Status: "paused"}, HLC: 5, Origin: "a"}}}})
 	for name, data := range cases {
 		if _, err := DecodeDelta(data); !errors.Is(err, ErrBadMessage) {
 			t.Errorf("%s: err %v, want ErrBadMessage", name, err)
@@ -233,9 +233,9 @@ func FuzzDecodePage(f *testing.F) {
 	f.Add(AppendPage(nil, &Page{Entries: []Entry{{Kind: storage.Likes, Item: "i", Replica: "r", PN: crdt.PN{P: 1}}}, Records: []Record{{Item: "i", User: "u", Rec: randRecord(rng)}}, Next: []byte("k")}))
 	f.Add(AppendPageRequest(nil, &PageRequest{Segment: 7, After: []byte("x")}))
 	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.BlockRecordItem, User: "u",
-		Rec: crdt.Flag{Blocked: true, HLC: 9, Origin: "eu-1"}.Record()}}}))
+		Rec: crdt.FlagRecord(crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: 9, Origin: "eu-1"})}}}))
 	f.Add(AppendPage(nil, &Page{Records: []Record{{Item: region.TypeRecordItem, User: "video",
-		Rec: &crdt.TypeMeta{Owner: "o", Status: crdt.TypeInactive, Description: "d", HLC: 9, Origin: "eu-1"}}}}))
+		Rec: &crdt.TypeMeta{Value: crdt.TypeInfo{Owner: "o", Status: crdt.TypeInactive, Description: "d"}, HLC: 9, Origin: "eu-1"}}}}))
 	f.Add(AppendPage(nil, &Page{Next: []byte("k"), Sketches: []SketchPage{{Kind: storage.Uniques, Name: "v", Replica: "r", Page: 3, Regs: randRegs(rng)},
 		{Kind: storage.UniquesWindows, Name: crdt.Slot{Key: "v", Width: 3600, Start: 0, Keep: 0}.Name(), Replica: "r", Page: 63, Regs: randRegs(rng)}}}))
 	f.Fuzz(func(t *testing.T, data []byte) {

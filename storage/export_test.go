@@ -30,9 +30,9 @@ func (b *Batch) PutIdempotency(key, idem string, v IdemValue) {
 
 // FlaggedUsers reports how many users have a flag, blocked or not.
 func (s *Store) FlaggedUsers() int {
-	s.fmu.RLock()
-	defer s.fmu.RUnlock()
-	return len(s.flags)
+	s.flags.mu.RLock()
+	defer s.flags.mu.RUnlock()
+	return len(s.flags.all)
 }
 
 // AppendIdemValue encodes v as DecodeIdemValue reads it, version 2.

@@ -12,7 +12,7 @@ import (
 func TestFlagsStoredScannedAndReloaded(t *testing.T) {
 	dir := t.TempDir()
 	s := openTest(t, Config{Dir: dir})
-	blocked := crdt.Flag{Blocked: true, HLC: crdt.MakeHLC(1_700_000_000_000, 0), Origin: "us-1"}
+	blocked := crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: crdt.MakeHLC(1_700_000_000_000, 0), Origin: "us-1"}
 	before := s.Digests()[FlagSegment("u1")]
 
 	b := s.NewBatch()

@@ -21,12 +21,13 @@ func TestKeyBytesAreFixed(t *testing.T) {
 		string(vectorPrefix(Counters, "hits")),
 		string(recordKey("video:1", "alice")),
 		string(appendKeyedKey(nil, "views", "req-1")),
-		string(appendFlagKey(nil, "alice")),
+		string(newRegisters[crdt.Block](prefixFlag, "flag").appendKey(nil, "alice")),
+		string(newRegisters[crdt.TypeInfo](prefixType, "type").appendKey(nil, "video:live")),
 		string(appendSketchPageKey(nil, UniquesWindows, slot.Name(), "us-1", 0x2a)),
 		string(appendWindowExpiryKey(nil, WindowIndexMs(slot), CountersWindows, slot.Name())),
 		string(appendExpiryKey(nil, 1_700_000_000_000, "views", "req-1")),
 		string(segmentPrefix(4095)),
-		fmt.Sprintf("%d %d %d", VectorSegment("video:1"), RecordSegment("video:1", "alice"), FlagSegment("alice")),
+		fmt.Sprintf("%d %d %d %d", VectorSegment("video:1"), RecordSegment("video:1", "alice"), FlagSegment("alice"), TypeSegment("video:live")),
 		fmt.Sprintf("%x", entryHash([]byte("b123/v/l/video:1/us-1"), []byte{1, 2, 3})),
 	}
 	want := []string{
@@ -36,11 +37,12 @@ func TestKeyBytesAreFixed(t *testing.T) {
 		"bb02/r/video:1/alice",
 		"bc28/k/views/req-1",
 		"bffe/f/alice",
+		"bffd/t/video:live",
 		"bb01/h/U/video:1#60.006553f128.900/us-1/2a",
 		"u/0000018bcff67f00/C/video:1#60.006553f128.900",
 		"e/0000018bcfe56800/views/req-1",
 		"bfff/",
-		"2817 2818 4094",
+		"2817 2818 4094 4093",
 		"9128a59bcaf4b5a0",
 	}
 	if len(got) != len(want) {

@@ -161,13 +161,12 @@ func (s *Store) loadDigests() error {
 				return errors.Join(err, it.Close())
 			}
 		}
-		if len(key) > 7 && key[5] == prefixFlag && key[6] == '/' {
-			if err := s.loadFlag(key, it.Value()); err != nil {
-				return errors.Join(fmt.Errorf("compute digests: %w", err), it.Close())
+		if len(key) > 7 && (key[5] == prefixFlag || key[5] == prefixType) && key[6] == '/' {
+			load := s.flags.load
+			if key[5] == prefixType {
+				load = s.types.load
 			}
-		}
-		if len(key) > 7 && key[5] == prefixType && key[6] == '/' {
-			if err := s.loadType(key, it.Value()); err != nil {
+			if err := load(key, it.Value()); err != nil {
 				return errors.Join(fmt.Errorf("compute digests: %w", err), it.Close())
 			}
 		}
@@ -412,10 +411,8 @@ func segmentOfRest(rest []byte) (int, error) {
 			return 0, errors.New("malformed sketch key")
 		}
 		return VectorSegment(name), nil
-	case prefixFlag:
-		return FlagSegment(body), nil
-	case prefixType:
-		return TypeSegment(body), nil
+	case prefixFlag, prefixType:
+		return RegisterSegment(rest[0], body), nil
 	}
 	return 0, errors.New("unknown replicated key")
 }

@@ -193,12 +193,8 @@ type Store struct {
 	syncMu      sync.Mutex
 	syncWake    chan struct{}
 
-	fmu    sync.RWMutex             // protects flags
-	flags  map[string]crdt.Flag     // every committed block flag, by user (flags.go)
-	nflags atomic.Int64             // len(flags)
-	tmu    sync.RWMutex             // protects types
-	types  map[string]crdt.TypeMeta // every committed event type, by name (types.go)
-	ntypes atomic.Int64             // len(types)
+	flags *registers[crdt.Block]    // every committed block flag, by user (registers.go)
+	types *registers[crdt.TypeInfo] // every committed event type, by name
 }
 
 // memTableSlots is how many memtables the block cache makes room for:
@@ -281,7 +277,7 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
-		flags: make(map[string]crdt.Flag), types: make(map[string]crdt.TypeMeta), bgErrors: bgErrors, stalls: stalled,
+		flags: newRegisters[crdt.Block](prefixFlag, "flag"), types: newRegisters[crdt.TypeInfo](prefixType, "type"), bgErrors: bgErrors, stalls: stalled,
 		syncWake: make(chan struct{})}
 	if cfg.FS == nil {
 		s.dir = cfg.Dir
@@ -602,8 +598,8 @@ func (b *Batch) Commit() error {
 		b.s.dmu.Unlock()
 		b.dx.touched = b.dx.touched[:0]
 	}
-	b.commitFlags()
-	b.commitTypes()
+	b.s.flags.publish(b.flags)
+	b.s.types.publish(b.types)
 	return nil
 }
 

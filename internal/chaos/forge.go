@@ -218,7 +218,7 @@ func (f *forger) deltas(ctx context.Context) error {
 		// A block of any user (most are never blocked), as if relayed.
 		_, user = pickKey()
 		relay.Records = append(relay.Records, replication.Record{Item: region.BlockRecordItem, User: user,
-			Rec: crdt.Flag{Blocked: true, HLC: now + 5000<<16, Origin: y}.Record()})
+			Rec: crdt.FlagRecord(crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: now + 5000<<16, Origin: y})})
 		// The retired replica's like of a touched pair, stamped long ago
 		// so that the register's holder keeps the register: it would
 		// reconcile the forged 1000 away with its own entry.
@@ -237,7 +237,7 @@ func (f *forger) deltas(ctx context.Context) error {
 		}
 		_, user = pickKey()
 		future.Records = append(future.Records, replication.Record{Item: region.BlockRecordItem, User: user,
-			Rec: crdt.Flag{Blocked: true, HLC: yearAhead, Origin: f.self}.Record()})
+			Rec: crdt.FlagRecord(crdt.Flag{Value: crdt.Block{Blocked: true}, HLC: yearAhead, Origin: f.self})})
 		if err := f.nc.Publish("tally.delta."+e.Region+"."+forgedReplica, replication.AppendDelta(nil, withStamp(stranger, uint64(sent+1)))); err != nil {
 			return err
 		}
