@@ -42,29 +42,23 @@ type flagTxn struct {
 	flags map[string]*flagState
 }
 
+// flagKind: a flag travels as a register-only like record
+// (crdt.FlagRecord).
+func flagKind() regKind[crdt.Block] {
+	return regKind[crdt.Block]{what: "block flag", logKey: "user", item: BlockRecordItem,
+		put:    func(t *txn, user string, old, cur crdt.Flag) { t.b.PutFlag(user, old, cur) },
+		record: func(f crdt.Flag) crdt.Record { return crdt.FlagRecord(f) }}
+}
+
 // write adds the changed flags to the batch, and to ch those this replica
-// set (as records: crdt.Flag.Record).
+// set.
 func (ft *flagTxn) write(t *txn, ch *Changes) error {
-	for user, fs := range ft.flags {
-		if !fs.dirty {
-			continue
-		}
-		t.b.PutFlag(user, fs.orig, fs.cur)
-		if fs.spread {
-			ch.Records = append(ch.Records, RecordChange{Item: BlockRecordItem, User: user, Rec: crdt.FlagRecord(fs.cur)})
-		} else {
-			ch.Merged++
-		}
-	}
+	writeRegisters(t, ch, flagKind(), ft.flags)
 	return nil
 }
 
 // flagState is the overlay of one user's flag.
-type flagState struct {
-	orig, cur crdt.Flag
-	dirty     bool
-	spread    bool // set by a local block or unblock
-}
+type flagState = regState[crdt.Block]
 
 // flag returns the overlay state of user's flag, loading it on first
 // touch.
@@ -101,12 +95,7 @@ func (t *txn) excess(k rkey, rec crdt.Record) int64 {
 // applyBlock sets user's flag at this replica: a fresh stamp, origin self.
 func (t *txn) applyBlock(user string, blocked bool) Result {
 	fs := t.flag(user)
-	hlc := t.r.clock.Now(t.nowMs)
-	if hlc <= fs.cur.HLC {
-		hlc = fs.cur.HLC + 1 // as in applyLike: the action must win
-	}
-	changed := fs.cur.Set(t.r.self, crdt.Block{Blocked: blocked}, hlc)
-	fs.dirty, fs.spread = true, true
+	changed := setRegister(t, fs, crdt.Block{Blocked: blocked})
 	if changed {
 		if err := t.flagChanged(user, true); err != nil {
 			return Result{Err: err}
@@ -117,28 +106,10 @@ func (t *txn) applyBlock(user string, blocked bool) Result {
 
 // mergeFlag folds a peer's flag in.
 func (t *txn) mergeFlag(user string, in crdt.Flag) error {
-	if in.HLC.WallMs() > t.nowMs+maxClockDriftMs {
-		// As for records (mergeRecord): a stamp far ahead would beat every
-		// later block or unblock until real time caught up with it.
-		t.r.metrics.refusedFuture.Inc()
-		return fmt.Errorf("%w: flag stamped %v, more than %v ahead of our clock", ErrInvalid, in.HLC, maxClockDriftMs)
-	}
 	fs := t.flag(user)
-	if t.r.accepting.Load() && in.Origin == t.r.self && in.Wins(fs.cur) {
-		// Only this replica writes flags in its name once it acknowledges
-		// writes (during recovery this is how its own flags come back).
-		t.r.metrics.refusedOwn.Inc()
-		t.r.log.Warn("refused a peer's newer view of our own block flag", "user", user)
-		return nil
-	}
-	t.r.clock.Observe(in.HLC)
 	was := fs.cur.Value.Blocked
-	if !fs.cur.Merge(in) {
-		return nil
-	}
-	fs.dirty = true
-	if fs.cur.Value.Blocked == was {
-		return nil
+	if merged, err := mergeRegister(t, flagKind(), user, fs, in); !merged || fs.cur.Value.Blocked == was {
+		return err
 	}
 	return t.flagChanged(user, !t.r.chaosBlockNotReconciled())
 }

@@ -38,27 +38,19 @@ type typeTxn struct {
 }
 
 // typeState is the overlay of one type's metadata.
-type typeState struct {
-	orig, cur crdt.TypeMeta
-	dirty     bool
-	spread    bool // set by a local registration
+type typeState = regState[crdt.TypeInfo]
+
+// typeKind: a type travels as the register itself.
+func typeKind() regKind[crdt.TypeInfo] {
+	return regKind[crdt.TypeInfo]{what: "event type", logKey: "type", item: TypeRecordItem,
+		put:    func(t *txn, name string, old, cur crdt.TypeMeta) { t.b.PutType(name, old, cur) },
+		record: func(m crdt.TypeMeta) crdt.Record { return &m }}
 }
 
 // write adds the changed types to the batch, and to ch those this replica
 // set.
 func (tt *typeTxn) write(t *txn, ch *Changes) error {
-	for name, ts := range tt.types {
-		if !ts.dirty {
-			continue
-		}
-		t.b.PutType(name, ts.orig, ts.cur)
-		if ts.spread {
-			m := ts.cur
-			ch.Records = append(ch.Records, RecordChange{Item: TypeRecordItem, User: name, Rec: &m})
-		} else {
-			ch.Merged++
-		}
-	}
+	writeRegisters(t, ch, typeKind(), tt.types)
 	return nil
 }
 
@@ -101,37 +93,15 @@ func (t *txn) checkType(key string) error {
 // origin self.
 func (t *txn) applyType(op *Op) Result {
 	ts := t.typeMeta(op.Item)
-	hlc := t.r.clock.Now(t.nowMs)
-	if hlc <= ts.cur.HLC {
-		hlc = ts.cur.HLC + 1 // as in applyBlock: the write must win
-	}
-	changed := ts.cur.Set(t.r.self, op.Meta.Value, hlc)
+	changed := setRegister(t, ts, op.Meta.Value)
 	m := ts.cur
-	ts.dirty, ts.spread = true, true
 	return Result{Changed: changed, Meta: &m}
 }
 
 // mergeType folds a peer's type metadata in.
 func (t *txn) mergeType(name string, in crdt.TypeMeta) error {
-	if in.HLC.WallMs() > t.nowMs+maxClockDriftMs {
-		// As for flags (mergeFlag): a stamp far ahead would beat every
-		// later write until real time caught up with it.
-		t.r.metrics.refusedFuture.Inc()
-		return fmt.Errorf("%w: type stamped %v, more than %v ahead of our clock", ErrInvalid, in.HLC, maxClockDriftMs)
-	}
-	ts := t.typeMeta(name)
-	if t.r.accepting.Load() && in.Origin == t.r.self && in.Wins(ts.cur) {
-		// Only this replica writes types in its name once it acknowledges
-		// writes (during recovery this is how its own come back).
-		t.r.metrics.refusedOwn.Inc()
-		t.r.log.Warn("refused a peer's newer view of our own event type", "type", name)
-		return nil
-	}
-	t.r.clock.Observe(in.HLC)
-	if ts.cur.Merge(in) {
-		ts.dirty = true
-	}
-	return nil
+	_, err := mergeRegister(t, typeKind(), name, t.typeMeta(name), in)
+	return err
 }
 
 // SetType registers an event type, or updates its metadata, in every
