@@ -80,7 +80,7 @@
 //
 // # Block flags
 //
-// A Flag is a per-user last-writer-wins register {Blocked, HLC, Origin},
+// A Flag is a per-user last-writer-wins Register of a Block {Blocked},
 // ordered by (HLC, Origin) like a like record's register. A blocked user's
 // likes do not count, so the excess of each of the user's like records is
 // d = Σ(Contrib.P − Contrib.N) − (Liked && !Blocked ? 1 : 0)
@@ -90,7 +90,7 @@
 // record and the final flag, so every record ends at d = 0 and an item
 // counts exactly the users whose latest action is a like and whose final
 // flag is not blocked. Between replicas a flag travels as a register-only
-// like record (Flag.Record), so provenance cuts apply to it unchanged.
+// like record (FlagRecord), so provenance cuts apply to it unchanged.
 //
 // # Slots
 //

@@ -134,7 +134,7 @@ func DecodeRegister[V RegisterValue[V]](b []byte) (Register[V], error) {
 // A Register is a Record so that it travels between replicas as records
 // do (the fast path, anti-entropy pages), under its own record item: a
 // register with no contributions, so nothing to reconcile. (A flag still
-// travels in its like record form, Flag.Record, which replicas of every
+// travels in its like record form, FlagRecord, which replicas of every
 // version read.)
 
 // Excess is 0: a register counts nothing.

@@ -27,7 +27,7 @@ import (
 
 // BlockRecordItem is the record name a flag travels under between
 // replicas: a flag is sent as the register-only like record
-// crdt.Flag.Record of (BlockRecordItem, user), so the fast path,
+// crdt.FlagRecord of (BlockRecordItem, user), so the fast path,
 // anti-entropy pages and provenance cuts carry it as any record's
 // register. No item can be named so ('!' is not an id byte).
 const BlockRecordItem = "!"

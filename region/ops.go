@@ -354,7 +354,7 @@ type VectorMerge struct {
 // RecordMerge carries a remote record to merge: a like record of (Item,
 // User), a keyed record of (counter key, idempotency key), a spend of
 // (budget key, idempotency key), or a block flag in its record form (Item
-// BlockRecordItem, crdt.Flag.Record).
+// BlockRecordItem, crdt.FlagRecord).
 type RecordMerge struct {
 	Item, User string
 	Rec        crdt.Record
