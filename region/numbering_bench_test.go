@@ -93,3 +93,27 @@ func BenchmarkLikeLists(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLikeItems: new users' likes spread evenly over 100,000 items,
+// the writer's cold path: most likes touch vectors no commit touched
+// recently (the item's, and its new one-second and one-minute slots), so
+// the writer reads them from the store, or learns that they do not exist.
+// Batched as the others are, and single likes from 50 writers as HTTP
+// clients send them.
+func BenchmarkLikeItems(b *testing.B) {
+	const items = 100_000
+	like := func(n int64) Op {
+		item := "it" + strconv.FormatUint(uint64(n)*0x9e3779b97f4a7c15>>40%items, 10)
+		return Op{Kind: OpLike, Item: item, User: "u" + strconv.FormatInt(n, 36)}
+	}
+	b.Run("batch=1000", func(b *testing.B) {
+		benchBatches(b, "likes/s", func(*Config) {}, func(i int64, j int) Op { return like(i*1000 + int64(j)) })
+	})
+	b.Run("writers=50", func(b *testing.B) {
+		r := openBenchReplica(b)
+		runWriters(b, 50, "likes", func(ctx context.Context, i int64) error {
+			_, err := r.Do(ctx, []Op{like(i)})
+			return err
+		})
+	})
+}

@@ -56,7 +56,9 @@ func newRecordFilter(size int64) *recordFilter {
 		return nil
 	}
 	n := uint64(1) << (bits.Len64(uint64(size/8)) - 1)
-	return &recordFilter{seed: maphash.MakeSeed(), words: make([]atomic.Uint64, n), mask: n - 1}
+	words := make([]atomic.Uint64, n)
+	adviseHugePages(words)
+	return &recordFilter{seed: maphash.MakeSeed(), words: words, mask: n - 1}
 }
 
 // hash combines the two ids' hashes; ids never contain '/', so hashing them
@@ -90,6 +92,50 @@ func (f *recordFilter) addKey(rest []byte) bool {
 		return false
 	}
 	w, set := f.hash(maphash.Bytes(f.seed, item), maphash.Bytes(f.seed, user))
+	f.words[w].Or(set)
+	return true
+}
+
+// The vector filter is a second filter of the same kind over every
+// vector's (kind, name) in the store: "no" means the store holds no entry
+// of that vector, so the writer's first touch of a vector that does not
+// exist yet (a like's new one-second and one-minute slots, a first like of
+// an item) skips the Pebble read, which is a seek through the memtables
+// and every level. It keeps its own bits, so the churn of short-lived
+// slots does not raise the record filter's false positives.
+//
+// Invariant: every vector with an entry in the store is in the filter. It
+// is built in the same scan at open, and Batch.PutVectorEntry adds the
+// vector before the commit makes the entry visible. Deleted vectors (an
+// expired slot, a dropped shard) leave their bits: false positives only.
+
+// vectorKindHash stands for the second name of a vector's key: its kind.
+func vectorKindHash(k Kind) uint64 { return mix64(uint64(k) + 0x5851f42d4c957f2d) }
+
+func (f *recordFilter) addVector(k Kind, name string) {
+	w, set := f.hash(maphash.String(f.seed, name), vectorKindHash(k))
+	f.words[w].Or(set)
+}
+
+// mayContainVector reports whether vector (k, name) may have an entry in
+// the store; false is certain.
+func (f *recordFilter) mayContainVector(k Kind, name string) bool {
+	w, set := f.hash(maphash.String(f.seed, name), vectorKindHash(k))
+	return f.words[w].Load()&set == set
+}
+
+// addVectorKey adds a stored vector entry's key: the part after
+// "b<B>/v/", which is "<kind>/<name>/<replica>". It reports whether rest
+// had that shape.
+func (f *recordFilter) addVectorKey(rest []byte) bool {
+	if len(rest) < 3 || rest[1] != '/' {
+		return false
+	}
+	name, _, ok := bytes.Cut(rest[2:], []byte{'/'})
+	if !ok {
+		return false
+	}
+	w, set := f.hash(maphash.Bytes(f.seed, name), vectorKindHash(Kind(rest[0])))
 	f.words[w].Or(set)
 	return true
 }

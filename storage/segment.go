@@ -139,7 +139,7 @@ func RootOfShards(d []uint64, ss *shard.Set) uint64 {
 }
 
 // loadDigests computes every segment digest by scanning the replicated keys,
-// and fills the record filter on the way.
+// and fills the record and vector filters on the way.
 func (s *Store) loadDigests() error {
 	prefix := []byte{prefixSegment}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
@@ -158,6 +158,13 @@ func (s *Store) loadDigests() error {
 		if s.filter != nil && len(key) > 7 && (key[5] == prefixRecord || key[5] == prefixKeyed) && key[6] == '/' {
 			if !s.filter.addKey(key[7:]) {
 				err := fmt.Errorf("compute digests: malformed record key %q", key)
+				return errors.Join(err, it.Close())
+			}
+		}
+		// And the vector filter: "b<B>/v/<k>/<name>/<replica>".
+		if s.vfilter != nil && len(key) > 7 && key[5] == prefixVector && key[6] == '/' {
+			if !s.vfilter.addVectorKey(key[7:]) {
+				err := fmt.Errorf("compute digests: malformed vector key %q", key)
 				return errors.Join(err, it.Close())
 			}
 		}

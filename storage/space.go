@@ -43,6 +43,8 @@ type MemoryUse struct {
 	MemTables int64
 	// RecordFilter is the record filter, on the Go heap, allocated at open.
 	RecordFilter int64
+	// VectorFilter is the vector filter, on the Go heap, allocated at open.
+	VectorFilter int64
 	// Tables is the size of the live sstables on disk (TableBytes), for
 	// relating memory to the amount of state.
 	Tables int64
@@ -61,6 +63,9 @@ func (s *Store) MemoryUse() (MemoryUse, error) {
 	}
 	if s.filter != nil {
 		u.RecordFilter = int64(len(s.filter.words)) * 8
+	}
+	if s.vfilter != nil {
+		u.VectorFilter = int64(len(s.vfilter.words)) * 8
 	}
 	return u, nil
 }

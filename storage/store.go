@@ -68,6 +68,13 @@ type Config struct {
 	// degrades smoothly (never incorrectly) beyond. It is allocated once,
 	// at open. Negative disables the filter. Default 64 MiB.
 	RecordFilterBytes int64
+	// VectorFilterBytes is the size of the in-memory filter over vectors
+	// (see the vector filter in filter.go) that lets the writer's first
+	// touch of a vector that does not exist yet, such as a like's new
+	// one-second slot, skip the Pebble read. Allocated once, at open;
+	// negative disables it. Default 16 MiB (~13 million vectors at 10 bits
+	// each; beyond, it degrades as the record filter does).
+	VectorFilterBytes int64
 	// WALMinSyncInterval delays a WAL fsync by up to this long so that more
 	// commits share it. Default 0 (sync as soon as the previous sync ends).
 	WALMinSyncInterval time.Duration
@@ -85,7 +92,7 @@ type Config struct {
 
 // DefaultConfig returns a Config with every default filled in except Dir.
 func DefaultConfig() Config {
-	return Config{CacheBytes: 64 << 20, MemTableBytes: 32 << 20, RecordFilterBytes: 64 << 20}
+	return Config{CacheBytes: 64 << 20, MemTableBytes: 32 << 20, RecordFilterBytes: 64 << 20, VectorFilterBytes: 16 << 20}
 }
 
 // Validate reports every problem with c at once.
@@ -116,6 +123,9 @@ func (c *Config) ensureDefaults() {
 	}
 	if c.RecordFilterBytes == 0 {
 		c.RecordFilterBytes = d.RecordFilterBytes
+	}
+	if c.VectorFilterBytes == 0 {
+		c.VectorFilterBytes = d.VectorFilterBytes
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
@@ -166,6 +176,9 @@ type Store struct {
 	// filter holds every like-record key (nil: disabled). Its words are
 	// atomic; see recordFilter for the invariant.
 	filter *recordFilter
+	// vfilter holds every vector with an entry in the store (nil:
+	// disabled); see the vector filter in filter.go.
+	vfilter *recordFilter
 
 	dxPool sync.Pool // of *digestDelta, all zero
 
@@ -277,7 +290,8 @@ func Open(cfg Config) (*Store, error) {
 		wo = pebble.NoSync
 	}
 	s := &Store{db: db, wo: wo, dur: cfg.Durability, failure: failure, filter: newRecordFilter(cfg.RecordFilterBytes),
-		flags: newRegisters[crdt.Block](prefixFlag, "flag"), types: newRegisters[crdt.TypeInfo](prefixType, "type"), bgErrors: bgErrors, stalls: stalled,
+		vfilter: newRecordFilter(cfg.VectorFilterBytes),
+		flags:   newRegisters[crdt.Block](prefixFlag, "flag"), types: newRegisters[crdt.TypeInfo](prefixType, "type"), bgErrors: bgErrors, stalls: stalled,
 		syncWake: make(chan struct{})}
 	if cfg.FS == nil {
 		s.dir = cfg.Dir
@@ -368,6 +382,9 @@ func (s *Store) get(key []byte) ([]byte, bool, error) {
 func (s *Store) Vector(k Kind, item string) (crdt.Vector, error) {
 	if s.closed.Load() {
 		return nil, fmt.Errorf("read %s vector %s: %w", k, item, ErrClosed)
+	}
+	if s.vfilter != nil && !s.vfilter.mayContainVector(k, item) {
+		return nil, nil // certainly no entry: skip the seek
 	}
 	prefix := vectorPrefix(k, item)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
@@ -512,6 +529,9 @@ func (b *Batch) digest(key, old, val []byte) {
 // PutVectorEntry writes replica's absolute entry of a vector, replacing old
 // (the zero PN if there was none).
 func (b *Batch) PutVectorEntry(k Kind, item, replica string, old, e crdt.PN) {
+	if b.s.vfilter != nil {
+		b.s.vfilter.addVector(k, item) // before the commit makes the entry visible
+	}
 	b.kbuf = appendVectorEntryKey(b.kbuf[:0], k, item, replica)
 	var oldb []byte
 	if old != (crdt.PN{}) {

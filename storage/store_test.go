@@ -424,6 +424,7 @@ func TestCorruptValues(t *testing.T) {
 	commit(t, s, func(b *Batch) {
 		// Bypass the typed setters to store garbage.
 		_ = b.b.Set(vectorEntryKey(Likes, "bad", "eu-1"), []byte{9, 9}, nil)
+		b.s.vfilter.addVector(Likes, "bad") // as PutVectorEntry does
 		_ = b.b.Set(recordKey("bad", "u"), []byte{1}, nil)
 		b.s.filter.add("bad", "u") // as PutLikeRecord does
 		_ = b.b.Set(appendKeyedKey(nil, "bad", "k"), []byte{1, 2}, nil)
