@@ -76,7 +76,7 @@ func (s *Server) grantBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpGrant, Item: key, By: by, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpGrant, Item: key, By: by, IdemKey: idem})
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (s *Server) spendBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpSpend, Item: key, By: by, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpSpend, Item: key, By: by, IdemKey: idem})
 	if refusedBudget(w, key, res, err) {
 		return nil
 	}

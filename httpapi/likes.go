@@ -96,7 +96,7 @@ func (s *Server) toggleLike(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	name := s.actionName(item, user, false) // a split item's: the user's part
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpToggle, Item: name, User: user, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpToggle, Item: name, User: user, IdemKey: idem})
 	if err != nil {
 		return err
 	}

@@ -297,9 +297,15 @@ func (s *Server) newRouter() *mux.Router {
 	// The routes whose handlers hand their operation to the router
 	// (apply) instead of being forwarded whole (routeShard).
 	s.typed = map[string]bool{
-		http.MethodPut + " /v1/likes/" + item + "/" + user:    true,
-		http.MethodDelete + " /v1/likes/" + item + "/" + user: true,
-		http.MethodPost + " /v1/counters/" + key + "/incr":    true,
+		http.MethodPut + " /v1/likes/" + item + "/" + user:              true,
+		http.MethodDelete + " /v1/likes/" + item + "/" + user:           true,
+		http.MethodPost + " /v1/counters/" + key + "/incr":              true,
+		http.MethodPost + " /v1/likes/" + item + "/" + user + "/toggle": true,
+		http.MethodPost + " /v1/likes":                                  true,
+		http.MethodDelete + " /v1/likes/" + item:                        true,
+		http.MethodPost + " /v1/uniques/" + key:                         true,
+		http.MethodPost + " /v1/budgets/" + key + "/grant":              true,
+		http.MethodPost + " /v1/budgets/" + key + "/spend":              true,
 	}
 	w := s.RequireWrite
 
