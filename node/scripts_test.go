@@ -203,6 +203,7 @@ func (s *shardScripts) wire() {
 		r.router.accepted = n.Replica.Accepted()
 		r.router.do = n.Replica.Do
 		r.router.rep = n.Replica
+		r.router.stale = n.Rep
 		r.router.moveState = nd.moveState
 		r.watch.peersBy(n.Rep.AddPeers)
 		r.watch.dropBy(nd.released, nd.dropShards, nd.handOffShards, false)
