@@ -310,6 +310,7 @@ func (s *Server) newRouter() *mux.Router {
 		http.MethodGet + " /v1/likes/" + item + "/" + user:              true,
 		http.MethodGet + " /v1/likers/" + item:                          true,
 		http.MethodGet + " /v1/counters/" + key:                         true,
+		http.MethodGet + " /v1/budgets/" + key:                          true,
 	}
 	w := s.RequireWrite
 

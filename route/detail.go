@@ -33,6 +33,11 @@ type Detail struct {
 	// HLCs are stamps: OpLikedView's one, of the winning like or unlike;
 	// OpLikersView's, one for each user listed, in order.
 	HLCs []uint64
+	// Granted, Spent and Rights are OpBudgetView's: the budget's totals,
+	// and the rights each replica holds as far as the holder knows, at
+	// most MaxList replicas (Origin is then the holder itself).
+	Granted, Spent int64
+	Rights         map[string]int64
 }
 
 func (d *Detail) size() int {
@@ -43,7 +48,46 @@ func (d *Detail) size() int {
 	for p := range d.Staleness {
 		n += len(p) + 12
 	}
+	for p := range d.Rights {
+		n += len(p) + 12
+	}
 	return n
+}
+
+// appendMap encodes m in key order, one encoding of one map.
+func appendMap(b []byte, m map[string]int64) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = appendString(b, k)
+		b = binary.AppendVarint(b, m[k])
+	}
+	return b
+}
+
+// intMap reads what appendMap wrote, refusing a key twice; nil when
+// empty.
+func (d *decoder) intMap() map[string]int64 {
+	n := d.count(MaxList)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]int64, min(n, 64))
+	for range n {
+		if d.err != nil {
+			return nil
+		}
+		k := d.string()
+		if _, twice := m[k]; twice && d.err == nil {
+			d.fail("%q twice", k)
+		}
+		m[k] = d.varint()
+	}
+	return m
 }
 
 func (d *Detail) append(b []byte) []byte {
@@ -60,22 +104,15 @@ func (d *Detail) append(b []byte) []byte {
 		stale = 1
 	}
 	b = append(b, stale)
-	peers := make([]string, 0, len(d.Staleness))
-	for p := range d.Staleness {
-		peers = append(peers, p)
-	}
-	slices.Sort(peers) // one encoding of one map
-	b = binary.AppendUvarint(b, uint64(len(peers)))
-	for _, p := range peers {
-		b = appendString(b, p)
-		b = binary.AppendVarint(b, d.Staleness[p])
-	}
+	b = appendMap(b, d.Staleness)
 	b = appendString(b, d.Origin)
 	b = binary.AppendUvarint(b, uint64(len(d.HLCs)))
 	for _, h := range d.HLCs {
 		b = binary.AppendUvarint(b, h)
 	}
-	return b
+	b = binary.AppendVarint(b, d.Granted)
+	b = binary.AppendVarint(b, d.Spent)
+	return appendMap(b, d.Rights)
 }
 
 // detail reads what Detail.append wrote, refusing a vector that is not a
@@ -106,19 +143,7 @@ func (d *decoder) detail() *Detail {
 	default:
 		d.fail("stale flag")
 	}
-	if n := d.count(MaxList); n > 0 {
-		out.Staleness = make(map[string]int64, min(n, 64))
-		for range n {
-			if d.err != nil {
-				return nil
-			}
-			p := d.string()
-			if _, twice := out.Staleness[p]; twice && d.err == nil {
-				d.fail("peer %q twice", p)
-			}
-			out.Staleness[p] = d.varint()
-		}
-	}
+	out.Staleness = d.intMap()
 	out.Origin = d.string()
 	if n := d.count(MaxList); n > 0 {
 		out.HLCs = make([]uint64, 0, min(n, len(d.b)))
@@ -126,6 +151,9 @@ func (d *decoder) detail() *Detail {
 			out.HLCs = append(out.HLCs, d.uvarint())
 		}
 	}
+	out.Granted = d.varint()
+	out.Spent = d.varint()
+	out.Rights = d.intMap()
 	if d.err != nil {
 		return nil
 	}

@@ -74,8 +74,12 @@ const (
 	// OpLikersView lists as OpLikers, with Detail's HLCs: when each
 	// listed user liked the item.
 	OpLikersView
+	// OpBudgetView reads budget Key: Value its remaining, Rights the
+	// holder's own rights, and Detail's Granted, Spent, Rights,
+	// Unreconciled and Origin (the holder, whose view it is).
+	OpBudgetView
 
-	numOpKinds = OpLikersView + 1
+	numOpKinds = OpBudgetView + 1
 )
 
 // Read reports whether k is a read (OpGet and after).

@@ -90,6 +90,16 @@ func readOne(src Source, o *Op, r *Result) error {
 			return err
 		}
 		r.Liked, r.Detail = st.Liked, &Detail{Origin: st.Origin, HLCs: []uint64{uint64(st.HLC)}}
+	case OpBudgetView:
+		rd, err := rep.Budgets().Get(o.Key)
+		if err != nil {
+			return err
+		}
+		r.Value, r.Rights = rd.Remaining, rd.LocalRights
+		r.Detail = &Detail{Granted: rd.Granted, Spent: rd.Spent, Rights: rd.Rights, Unreconciled: int64(rd.Unreconciled), Origin: rep.ID()}
+		if len(rd.Rights) > MaxList {
+			return fmt.Errorf("%w: budget %s has rights at %d replicas", region.ErrInvalid, o.Key, len(rd.Rights))
+		}
 	case OpLikersView:
 		page, more, err := rep.Lists().Likers(o.Key, o.User, int(min(max(o.By, 0), math.MaxInt32)))
 		if err != nil {

@@ -40,6 +40,7 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpLikesView, Key: "video#p3"},
 		{Kind: route.OpLikedView, Key: "video", User: "ann"},
 		{Kind: route.OpLikersView, Key: "video", User: "ann", By: 100},
+		{Kind: route.OpBudgetView, Key: "pool"},
 	}},
 }
 
@@ -56,6 +57,7 @@ var sampleResults = []route.Result{
 	{Liked: true, Detail: &route.Detail{Origin: "us-2", HLCs: []uint64{1 << 60}}},
 	{Users: []string{"ann", "bob"}, More: true, Detail: &route.Detail{HLCs: []uint64{7, 8}}},
 	{Detail: &route.Detail{}},
+	{Value: 7, Rights: 4, Detail: &route.Detail{Granted: 10, Spent: 3, Rights: map[string]int64{"eu-1": 3, "us-1": 4}, Unreconciled: 1, Origin: "us-1"}},
 }
 
 var sampleAnswers = []route.Answer{
@@ -124,9 +126,9 @@ func TestOpsRoundTripProperty(t *testing.T) {
 	}
 }
 
-// numOpKinds is how many operation kinds there are (route.OpLikersView
+// numOpKinds is how many operation kinds there are (route.OpBudgetView
 // is the last).
-const numOpKinds = uint8(route.OpLikersView)
+const numOpKinds = uint8(route.OpBudgetView)
 
 // Any results of arbitrary fields read back field for field.
 func TestResultsRoundTripProperty(t *testing.T) {
@@ -144,6 +146,7 @@ func TestResultsRoundTripProperty(t *testing.T) {
 			if p|n != 0 {
 				r.Detail.Vector = crdt.Vector{{Replica: origin, PN: crdt.PN{P: p, N: n}}}
 				r.Detail.Staleness = map[string]int64{origin: unrec}
+				r.Detail.Rights, r.Detail.Granted, r.Detail.Spent = map[string]int64{origin: value, "": unrec}, value, -unrec
 			}
 		}
 		got, err := route.UnmarshalResults(route.MarshalResults([]route.Result{r, {}, r}))
@@ -224,13 +227,14 @@ func TestRefused(t *testing.T) {
 		// A view read's detail: its vector must be a valid one, its flag a
 		// flag, its error a fraction, each peer once.
 		"detail cut":          {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
-		"vector out of order": withDetail(2, 1, 'b', 1, 0, 1, 'a', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+		"vector out of order": withDetail(2, 1, 'b', 1, 0, 1, 'a', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
 		"vector zero entry":   withDetail(1, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
 		"stale flag 2":        withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0),
 		"approx error NaN":    withDetail(0, 0, 1, 0, 0, 0, 0, 0, 0xf8, 0x7f, 0, 0, 0, 0),
 		"approx error past 1": withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0),
 		"peer twice":          withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 2, 1, 'a', 4, 0, 0),
 		"stamps past end":     withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1),
+		"rights twice":        withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 2, 1, 'a', 4),
 	} {
 		if _, err := route.UnmarshalResults(b); !errors.Is(err, route.ErrMalformed) {
 			t.Errorf("results %s: %v, want ErrMalformed", name, err)

@@ -75,7 +75,7 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 		}
 		forgeries := []route.Request{req, {Kind: route.KindOps, Shard: shard.Of(item), Ops: []route.Op{{Kind: route.OpAllLikers, Key: item, By: 10}}}}
 		// The view reads HTTP's one-key reads brought.
-		for _, k := range []route.OpKind{route.OpCounterView, route.OpLikesView, route.OpLikedView, route.OpLikersView} {
+		for _, k := range []route.OpKind{route.OpCounterView, route.OpLikesView, route.OpLikedView, route.OpLikersView, route.OpBudgetView} {
 			forgeries = append(forgeries, route.Request{Kind: route.KindOps, From: target, Shard: shard.Of(item),
 				Ops: []route.Op{{Kind: k, Key: item, User: user, By: 10}}})
 		}
@@ -200,7 +200,7 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 		}
 		return res.Header.Get("Tally-Served-By"), body
 	}
-	for _, path := range []string{"/v1/counters/" + key, "/v1/likes/" + key + "/mallory", "/v1/likes/" + key, "/v1/likers/" + key} {
+	for _, path := range []string{"/v1/counters/" + key, "/v1/likes/" + key + "/mallory", "/v1/likes/" + key, "/v1/likers/" + key, "/v1/budgets/" + key} {
 		by, body := get(urls[at["us-1"]]+path, smuggle)
 		_, theirs := get(urls[at["us-2"]]+path, nil)
 		if by != "us-2" {
