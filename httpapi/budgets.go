@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 )
 
 // Budget routes: bounded counters that are never overspent (region
@@ -76,7 +79,7 @@ func (s *Server) grantBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpGrant, Item: key, By: by, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpGrant, Item: key, By: by, IdemKey: idem})
 	if err != nil {
 		return err
 	}
@@ -104,7 +107,7 @@ func (s *Server) spendBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpSpend, Item: key, By: by, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpSpend, Item: key, By: by, IdemKey: idem})
 	if refusedBudget(w, key, res, err) {
 		return nil
 	}
@@ -140,19 +143,44 @@ func (s *Server) getBudget(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Budgets().Get(key)
+	rd, self, err := s.readBudget(w, r, key)
 	if err != nil {
 		return err
 	}
 	out := api.Budget{Key: key, Remaining: rd.Remaining, Granted: rd.Granted, Spent: rd.Spent, Rights: rd.Rights,
 		LocalRights: rd.LocalRights, Unreconciled: rd.Unreconciled, Approx: rd.Unreconciled > 0}
 	for id, n := range rd.Rights {
-		if id != s.rep.ID() && n > 0 {
+		if id != self && n > 0 {
 			out.Approx = true
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// readBudget reads budget key here, or at a holder of its shard
+// (readsElsewhere), and names the replica whose view it is.
+func (s *Server) readBudget(w http.ResponseWriter, r *http.Request, key string) (region.BudgetRead, string, error) {
+	if !s.readsElsewhere(r, key) {
+		rd, err := s.rep.Budgets().Get(key)
+		return rd, s.rep.ID(), err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.readAt(ctx, w, key, tallyroute.Op{Kind: tallyroute.OpBudgetView, Key: key})
+	if err != nil {
+		return region.BudgetRead{}, "", err
+	}
+	d := res.Detail
+	if d.Unreconciled < 0 || d.Unreconciled > math.MaxInt32 {
+		return region.BudgetRead{}, "", fmt.Errorf("the holder answered %d unreconciled records", d.Unreconciled)
+	}
+	rd := region.BudgetRead{Remaining: res.Value, Granted: d.Granted, Spent: d.Spent, Rights: d.Rights, LocalRights: res.Rights,
+		Unreconciled: int(d.Unreconciled)}
+	if rd.Rights == nil {
+		rd.Rights = map[string]int64{} // as a replica's own read has it
+	}
+	return rd, d.Origin, nil
 }
 
 // POST /v1/cashback {"budget","merchant","user","amount","idempotency_key"}

@@ -10,6 +10,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 )
 
 // incrRequest is the optional body of POST /v1/counters/{key}/incr.
@@ -92,12 +93,12 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rd, err := s.rep.Counters().Get(key)
+	rd, v, err := s.readCounter(w, r, key)
 	if err != nil {
 		return err
 	}
-	out := api.Counter{Key: key, Value: rd.Value, Approx: s.approx(rd, key), Replicas: replicasJSON(rd.Vector),
-		StalenessMs: s.staleness(key), Unreconciled: rd.Unreconciled}
+	out := api.Counter{Key: key, Value: rd.Value, Approx: v.approx, Replicas: replicasJSON(rd.Vector),
+		StalenessMs: v.staleness, Unreconciled: rd.Unreconciled}
 	if rd.ApproxError > 0 {
 		out.Approx, out.Mode = true, api.ModeApprox
 		out.Error = approxError(rd.ApproxError, region.CounterStd(rd.ApproxError, rd.Vector))
@@ -114,4 +115,23 @@ func (s *Server) getCounter(w http.ResponseWriter, r *http.Request) error {
 func approxError(relErr, std float64) *api.ApproxError {
 	s := int64(math.Ceil(std))
 	return &api.ApproxError{Relative: relErr, Std: s, Bound95: 2 * s}
+}
+
+// readCounter reads counter key here, or at a holder of its shard
+// (readsElsewhere), with the view it was read from.
+func (s *Server) readCounter(w http.ResponseWriter, r *http.Request, key string) (region.Read, readView, error) {
+	if !s.readsElsewhere(r, key) {
+		rd, err := s.rep.Counters().Get(key)
+		if err != nil {
+			return region.Read{}, readView{}, err
+		}
+		return rd, s.localView(rd, key), nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.readAt(ctx, w, key, tallyroute.Op{Kind: tallyroute.OpCounterView, Key: key})
+	if err != nil {
+		return region.Read{}, readView{}, err
+	}
+	return holderRead(res)
 }

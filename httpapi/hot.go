@@ -223,8 +223,8 @@ type hotFeed struct {
 
 // hotFeedItem is the feed's entry of split item for user: the item's
 // count, summed over its parts as GET /v1/likes/{item} reads it, and the
-// user's like state from the user's part (a forwarded GET
-// /v1/likes/{item}/{user} when this replica does not hold it).
+// user's like state from the user's part (read at a holder, typed, when
+// this replica does not hold it).
 func (s *Server) hotFeedItem(r *http.Request, item, user string, n int) (hotFeed, error) {
 	read := func(path string) (*http.Request, error) {
 		q, err := http.NewRequestWithContext(r.Context(), http.MethodGet, path, nil)
@@ -254,16 +254,12 @@ func (s *Server) hotFeedItem(r *http.Request, item, user string, n int) (hotFeed
 		out.Liked = st.Liked
 		return out, nil
 	}
-	if q, err = read("/v1/likes/" + url.PathEscape(item) + "/" + url.PathEscape(user)); err != nil {
-		return hotFeed{}, err
-	}
-	rec := NewRecorder()
-	var liked api.Liked
-	if err := s.cfg.Shards.Forward(rec, q, nil, shard.Of(name)); err != nil || rec.Status() != http.StatusOK || json.Unmarshal(rec.Body(), &liked) != nil {
+	st, err := s.likeStateAt(NewRecorder(), r, name, user)
+	if err != nil {
 		out.approx, out.partial = true, true // not liked, as a feed's missing shard answers
 		return out, nil
 	}
-	out.Liked = liked.Liked
+	out.Liked = st.Liked
 	return out, nil
 }
 

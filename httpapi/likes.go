@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 )
 
 // replicasJSON is a vector as the API shows it.
@@ -96,7 +99,7 @@ func (s *Server) toggleLike(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
 	name := s.actionName(item, user, false) // a split item's: the user's part
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpToggle, Item: name, User: user, IdemKey: idem})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpToggle, Item: name, User: user, IdemKey: idem})
 	if err != nil {
 		return err
 	}
@@ -243,11 +246,11 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	if n := s.cfg.Hot.Parts(item); n > 0 {
 		return s.getHotLikes(w, r, item, n)
 	}
-	rd, err := s.rep.Likes().Count(item)
+	rd, v, err := s.readLikes(w, r, item)
 	if err != nil {
 		return err
 	}
-	approx, staleness := s.approx(rd, item), s.staleness(item)
+	approx, staleness := v.approx, v.staleness
 	if !meta {
 		writeJSONBytes(w, http.StatusOK, appendLikes(make([]byte, 0, 256), item, rd, approx, staleness))
 		return nil
@@ -258,4 +261,46 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// readLikes reads item's like count here, or at a holder of its shard
+// (readsElsewhere), with the view it was read from.
+func (s *Server) readLikes(w http.ResponseWriter, r *http.Request, item string) (region.Read, readView, error) {
+	if !s.readsElsewhere(r, item) {
+		rd, err := s.rep.Likes().Count(item)
+		if err != nil {
+			return region.Read{}, readView{}, err
+		}
+		return rd, s.localView(rd, item), nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.readAt(ctx, w, item, tallyroute.Op{Kind: tallyroute.OpLikesView, Key: item})
+	if err != nil {
+		return region.Read{}, readView{}, err
+	}
+	return holderRead(res)
+}
+
+// readView is how old the view a read came from may be: approx and
+// staleness_ms of its answer, the holder's word when a holder read it.
+type readView struct {
+	approx    bool
+	staleness map[string]int64
+}
+
+// localView is this replica's view of rd, a read of key.
+func (s *Server) localView(rd region.Read, key string) readView {
+	return readView{approx: s.approx(rd, key), staleness: s.staleness(key)}
+}
+
+// holderRead is a holder's view read (tallyroute.OpCounterView,
+// tallyroute.OpLikesView) as this replica's own read would be.
+func holderRead(res tallyroute.Result) (region.Read, readView, error) {
+	d := res.Detail
+	if d.Unreconciled < 0 || d.Unreconciled > math.MaxInt32 {
+		return region.Read{}, readView{}, fmt.Errorf("the holder answered %d unreconciled records", d.Unreconciled)
+	}
+	rd := region.Read{Value: res.Value, Vector: d.Vector, Unreconciled: int(d.Unreconciled), ApproxError: d.ApproxError}
+	return rd, readView{approx: rd.Unreconciled > 0 || d.Stale, staleness: d.Staleness}, nil
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -37,7 +39,7 @@ func (s *Server) getLiked(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st, err := s.rep.Likes().State(s.hotName(ids[0], ids[1]), ids[1])
+	st, err := s.likeState(w, r, s.hotName(ids[0], ids[1]), ids[1])
 	if err != nil {
 		return err
 	}
@@ -111,9 +113,57 @@ func (s *Server) getLikers(w http.ResponseWriter, r *http.Request) error {
 	if item, err := pathID(r, "item"); err == nil && s.cfg.Hot.Parts(item) > 0 {
 		return s.getHotLikers(w, r, item, s.cfg.Hot.Parts(item))
 	}
-	return s.list(w, r, "item", s.rep.Lists().Likers, func(item string, users []api.ListEntry, next string) any {
+	page := s.rep.Lists().Likers
+	if item, err := pathID(r, "item"); err == nil && s.readsElsewhere(r, item) {
+		page = func(item, after string, limit int) ([]region.Listed, bool, error) {
+			return s.likersAt(w, r, item, after, limit)
+		}
+	}
+	return s.list(w, r, "item", page, func(item string, users []api.ListEntry, next string) any {
 		return api.Likers{Item: item, Users: users, Next: next}
 	})
+}
+
+// likeState reads user's like of name (an item, or a split item's part)
+// here, or at a holder of its shard (readsElsewhere).
+func (s *Server) likeState(w http.ResponseWriter, r *http.Request, name, user string) (region.LikeState, error) {
+	if !s.readsElsewhere(r, name) {
+		return s.rep.Likes().State(name, user)
+	}
+	return s.likeStateAt(w, r, name, user)
+}
+
+// likeStateAt reads user's like of name at a holder of its shard.
+func (s *Server) likeStateAt(w http.ResponseWriter, r *http.Request, name, user string) (region.LikeState, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.readAt(ctx, w, name, tallyroute.Op{Kind: tallyroute.OpLikedView, Key: name, User: user})
+	if err != nil {
+		return region.LikeState{}, err
+	}
+	if len(res.Detail.HLCs) != 1 {
+		return region.LikeState{}, fmt.Errorf("the holder answered %d stamps of one like", len(res.Detail.HLCs))
+	}
+	return region.LikeState{Liked: res.Liked, HLC: crdt.HLC(res.Detail.HLCs[0]), Origin: res.Detail.Origin}, nil
+}
+
+// likersAt reads a page of item's likers at a holder of its shard, as
+// this replica's Lists().Likers would.
+func (s *Server) likersAt(w http.ResponseWriter, r *http.Request, item, after string, limit int) ([]region.Listed, bool, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.readAt(ctx, w, item, tallyroute.Op{Kind: tallyroute.OpLikersView, Key: item, User: after, By: int64(limit)})
+	if err != nil {
+		return nil, false, err
+	}
+	if len(res.Detail.HLCs) != len(res.Users) {
+		return nil, false, fmt.Errorf("the holder answered %d stamps for %d likers", len(res.Detail.HLCs), len(res.Users))
+	}
+	out := make([]region.Listed, len(res.Users))
+	for i, u := range res.Users {
+		out[i] = region.Listed{ID: u, HLC: crdt.HLC(res.Detail.HLCs[i])}
+	}
+	return out, res.More, nil
 }
 
 // GET /v1/users/{user}/likes. In a sharded region a user's likes are on

@@ -196,8 +196,8 @@ func (c Config) Validate() error {
 // safe for concurrent use.
 type Server struct {
 	cfg Config
-	// typed: the routes ("METHOD template") whose writes go to the
-	// router typed (apply), not forwarded whole.
+	// typed: the routes ("METHOD template") whose writes and reads go to
+	// the router typed (apply, readAt), not forwarded whole.
 	typed   map[string]bool
 	rep     *region.Replica
 	log     hclog.Logger
@@ -295,11 +295,22 @@ func (s *Server) newRouter() *mux.Router {
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
 	// The routes whose handlers hand their operation to the router
-	// (apply) instead of being forwarded whole (routeShard).
+	// (apply, readAt) instead of being forwarded whole (routeShard).
 	s.typed = map[string]bool{
-		http.MethodPut + " /v1/likes/" + item + "/" + user:    true,
-		http.MethodDelete + " /v1/likes/" + item + "/" + user: true,
-		http.MethodPost + " /v1/counters/" + key + "/incr":    true,
+		http.MethodPut + " /v1/likes/" + item + "/" + user:              true,
+		http.MethodDelete + " /v1/likes/" + item + "/" + user:           true,
+		http.MethodPost + " /v1/counters/" + key + "/incr":              true,
+		http.MethodPost + " /v1/likes/" + item + "/" + user + "/toggle": true,
+		http.MethodPost + " /v1/likes":                                  true,
+		http.MethodDelete + " /v1/likes/" + item:                        true,
+		http.MethodPost + " /v1/uniques/" + key:                         true,
+		http.MethodPost + " /v1/budgets/" + key + "/grant":              true,
+		http.MethodPost + " /v1/budgets/" + key + "/spend":              true,
+		http.MethodGet + " /v1/likes/" + item:                           true,
+		http.MethodGet + " /v1/likes/" + item + "/" + user:              true,
+		http.MethodGet + " /v1/likers/" + item:                          true,
+		http.MethodGet + " /v1/counters/" + key:                         true,
+		http.MethodGet + " /v1/budgets/" + key:                          true,
 	}
 	w := s.RequireWrite
 

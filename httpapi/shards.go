@@ -50,6 +50,12 @@ type Shards interface {
 	// served them. An error wrapping ErrNoHolder: nothing was applied;
 	// any other: maybe applied.
 	Apply(ctx context.Context, s int, ops []region.Op, primary bool) ([]region.Result, string, error)
+	// Read answers reads (route.OpKind.Read), all of keys on shard s, at
+	// a holder of s (this replica among them), sent typed, and returns
+	// their results and who answered them. A read the holder failed is
+	// its error as the holder's replica returned it; an error wrapping
+	// ErrNoHolder: no holder answered.
+	Read(ctx context.Context, s int, ops []tallyroute.Op) ([]tallyroute.Result, string, error)
 }
 
 // ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of
@@ -304,15 +310,57 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 }
 
 // typedRoute reports whether r's route hands its operations to the router
-// (Server.apply) rather than being forwarded whole: the single-key writes
-// of likes and counters.
+// (Server.apply, Server.readAt) rather than being forwarded whole: the
+// single-key writes and reads (Server.typed). A whole split item's count
+// or likers is not one key: it is served here, gathering its parts
+// (hot.go).
 func (s *Server) typedRoute(r *http.Request) bool {
 	route := mux.CurrentRoute(r)
 	if route == nil {
 		return false
 	}
 	tmpl, err := route.GetPathTemplate()
-	return err == nil && s.typed[r.Method+" "+tmpl]
+	if err != nil || !s.typed[r.Method+" "+tmpl] {
+		return false
+	}
+	vars := mux.Vars(r)
+	_, user := vars["user"]
+	return r.Method != http.MethodGet || user || s.cfg.Hot.Parts(vars["item"]) == 0
+}
+
+// readsElsewhere reports whether a read of name is answered by a holder
+// of its shard, sent typed (Server.readAt), rather than from this
+// replica's view: in a sharded region, a read that arrived from a client
+// (not forwarded whole) of a shard this replica neither holds nor keeps.
+func (s *Server) readsElsewhere(r *http.Request, name string) bool {
+	if s.cfg.Shards == nil || forwarded(r) {
+		return false
+	}
+	sh := shard.Of(name)
+	return !s.cfg.Shards.Holds(sh) && !s.cfg.Shards.Passive(sh)
+}
+
+// readAt answers op, a view read (route.OpCounterView and after) of name,
+// at a holder of name's shard (Shards.Read): the request was parsed,
+// checked and authenticated here, and nothing of it but the read leaves.
+// The answer names who served it (ServedByHeader), and is rendered here
+// from the holder's view (route.Detail) as the holder renders its own.
+func (s *Server) readAt(ctx context.Context, w http.ResponseWriter, name string, op tallyroute.Op) (tallyroute.Result, error) {
+	sh := shard.Of(name)
+	res, by, err := s.cfg.Shards.Read(ctx, sh, []tallyroute.Op{op})
+	switch {
+	case err != nil && (errors.Is(err, ErrNoHolder) || errors.Is(err, context.DeadlineExceeded)):
+		return tallyroute.Result{}, forwardError(sh, err)
+	case err != nil:
+		if by != "" {
+			w.Header().Set(ServedByHeader, by)
+		}
+		return tallyroute.Result{}, err // the holder's read failed: its error, answered as this replica's own
+	case len(res) != 1 || res[0].Detail == nil:
+		return tallyroute.Result{}, fmt.Errorf("the holder of shard %d answered a read without its view", sh)
+	}
+	w.Header().Set(ServedByHeader, by)
+	return res[0], nil
 }
 
 // apply runs op at this replica when it holds op's key's shard, else at a

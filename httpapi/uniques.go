@@ -65,7 +65,7 @@ func (s *Server) postUniques(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
-	res, err := s.rep.Apply(ctx, region.Op{Kind: region.OpUniques, Item: key, IDs: ids, At: at})
+	res, err := s.apply(ctx, w, r, region.Op{Kind: region.OpUniques, Item: key, IDs: ids, At: at})
 	if err != nil {
 		return err
 	}

@@ -245,7 +245,7 @@ func (sr *shardRouter) serveReads(req route.Request) route.Answer {
 	if sr.rep == nil {
 		return route.Answer{Kind: route.NotServed, Reason: "not open"}
 	}
-	out, err := route.Read(sr.rep, req.Ops)
+	out, err := route.ReadFrom(sr.source(), req.Ops)
 	if err != nil {
 		out = make([]route.Result, len(req.Ops))
 		for i := range out {
@@ -255,11 +255,21 @@ func (sr *shardRouter) serveReads(req route.Request) route.Answer {
 	return route.Answer{Kind: route.Served, Body: route.MarshalResults(out)}
 }
 
+// source is what this replica answers reads from: the replica, and its
+// replication's staleness for the view reads.
+func (sr *shardRouter) source() route.Source {
+	src := route.Source{Replica: sr.rep}
+	if sr.stale != nil {
+		src.Staleness = sr.stale
+	}
+	return src
+}
+
 // Read answers reads (route.OpKind.Read), every one of a key on shard s,
 // at a holder of s, this replica among them, by the region's one routing
-// rule (route.Sender.Walk), and returns their results in order; a read
-// that failed at the holder is the error.
-func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, error) {
+// rule (route.Sender.Walk), and returns their results in order and who
+// answered them; a read that failed at the holder is the error.
+func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, string, error) {
 	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: ops}
 	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
 	defer cancel()
@@ -268,13 +278,13 @@ func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route
 	}
 	var data []byte
 	var out []route.Result
-	_, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
+	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
 		if h == sr.self {
 			if sr.rep == nil {
 				return route.Refusal("not open")
 			}
 			var err error
-			out, err = route.Read(sr.rep, ops)
+			out, err = route.ReadFrom(sr.source(), ops)
 			return err
 		}
 		if data == nil {
@@ -300,9 +310,9 @@ func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, h, err
 	}
-	return out, nil
+	return out, h, nil
 }
 
 // purchaseRouter is the router as package purchase takes it.

@@ -57,6 +57,9 @@ import (
 //	                              answer in time; stuck-applied: the same,
 //	                              after applying); down: nor hears the store
 //	                              of maps
+//	wire                          what went over the wire between the
+//	                              replicas since the last wire: typed
+//	                              reads or writes, or a whole HTTP request
 //	counter KEY                   the value of a counter at each replica
 //	                              keeping its shard (serving, joining,
 //	                              leaving it)
@@ -97,6 +100,7 @@ type shardScripts struct {
 	mu     sync.Mutex
 	states map[string]string // replica -> how it takes forwarded requests
 	reps   map[string]*scriptReplica
+	sent   []string // what went over the wire since the last "wire" command
 }
 
 // scriptReplica is what node runs of one replica.
@@ -203,6 +207,7 @@ func (s *shardScripts) wire() {
 		r.router.accepted = n.Replica.Accepted()
 		r.router.do = n.Replica.Do
 		r.router.rep = n.Replica
+		r.router.stale = n.Rep
 		r.router.moveState = nd.moveState
 		r.watch.peersBy(n.Rep.AddPeers)
 		r.watch.dropBy(nd.released, nd.dropShards, nd.handOffShards, false)
@@ -370,7 +375,17 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		if len(d.CmdArgs) != 3 {
 			d.Fatalf(t, "http R METHOD PATH")
 		}
-		return s.http(t, d, d.CmdArgs[0].Key, d.CmdArgs[1].Key, d.CmdArgs[2].Key, d.Input)
+		return s.http(t, d, d.CmdArgs[0].Key, d.CmdArgs[1].Key, d.CmdArgs[2].String(), d.Input)
+
+	case "wire":
+		s.mu.Lock()
+		sent := s.sent
+		s.sent = nil
+		s.mu.Unlock()
+		if len(sent) == 0 {
+			return "nothing"
+		}
+		return strings.Join(sent, "\n")
 
 	case "resp":
 		if len(d.CmdArgs) < 2 {
@@ -646,11 +661,31 @@ func (m memTransport) Request(ctx context.Context, replica string, data []byte) 
 	if how == "stuck" {
 		return nil, fmt.Errorf("no answer in time: %w", context.DeadlineExceeded)
 	}
+	m.s.mu.Lock()
+	m.s.sent = append(m.s.sent, "to "+replica+": "+sentKind(data))
+	m.s.mu.Unlock()
 	a, ok := r.router.handle(data)
 	if !ok || how == "stuck-applied" {
 		return nil, fmt.Errorf("no answer in time: %w", context.DeadlineExceeded)
 	}
 	return a.Marshal(), nil
+}
+
+// sentKind says what a forwarded request is: typed reads or writes, a
+// whole HTTP request, or a gathered one.
+func sentKind(data []byte) string {
+	req, err := route.UnmarshalRequest(data)
+	switch {
+	case err != nil:
+		return "malformed: " + err.Error()
+	case req.Kind == route.KindOps && reads(req):
+		return "typed reads"
+	case req.Kind == route.KindOps:
+		return "typed writes"
+	case req.Kind == route.KindGather:
+		return "gathered " + req.Method + " " + req.URI
+	}
+	return "whole " + req.Method + " " + req.URI
 }
 
 // memShardMaps is a store of shard maps in memory, as the shard map

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
+	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
@@ -54,7 +55,10 @@ type shardRouter struct {
 	// open.
 	do  func(ctx context.Context, ops []region.Op) ([]region.Result, error)
 	rep *region.Replica
-	sub *nats.Subscription // this replica's route.Subject
+	// stale is the replication's staleness the view reads carry
+	// (route.Detail); nil without replication. Set with rep.
+	stale *replication.Replicator
+	sub   *nats.Subscription // this replica's route.Subject
 	// sender picks the holder a forwarded request goes to; transport
 	// carries requests to a replica's own subject (natsTransport; the
 	// scripts under testdata/shards use one in memory).
@@ -415,5 +419,6 @@ func (rs respShards) Apply(ctx context.Context, s int, ops []region.Op) ([]regio
 }
 
 func (rs respShards) Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, error) {
-	return rs.sr.Read(ctx, s, ops)
+	res, _, err := rs.sr.Read(ctx, s, ops)
+	return res, err
 }

@@ -358,6 +358,7 @@ func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock
 	}
 	if n.shards != nil {
 		apiCfg.Shards = n.shards
+		n.shards.stale = n.rep // before it serves: the view reads it answers carry its staleness
 		// Cross-shard cashbacks, and the recovery of those a crash left
 		// unfinished in the journal.
 		var err error

@@ -59,7 +59,27 @@ const (
 	// more.
 	OpAllLikers
 
-	numOpKinds = OpAllLikers + 1
+	// The view reads: what a front door shows of a read, its value with
+	// the holder's view it was read from (Result.Detail).
+
+	// OpCounterView reads counter Key as OpGet, with Detail's Vector,
+	// Unreconciled, ApproxError, Stale and Staleness.
+	OpCounterView
+	// OpLikesView reads item (or part) Key's like count as OpLikeCount,
+	// with Detail's Vector, Unreconciled, Stale and Staleness.
+	OpLikesView
+	// OpLikedView reads User's like of item (or part) Key as OpLiked,
+	// with Detail's Origin and HLCs (one: the winning stamp, 0 if none).
+	OpLikedView
+	// OpLikersView lists as OpLikers, with Detail's HLCs: when each
+	// listed user liked the item.
+	OpLikersView
+	// OpBudgetView reads budget Key: Value its remaining, Rights the
+	// holder's own rights, and Detail's Granted, Spent, Rights,
+	// Unreconciled and Origin (the holder, whose view it is).
+	OpBudgetView
+
+	numOpKinds = OpBudgetView + 1
 )
 
 // Read reports whether k is a read (OpGet and after).
@@ -150,6 +170,9 @@ type Result struct {
 	// most MaxList).
 	Found, More bool
 	Users       []string
+	// Detail is a view read's (OpCounterView and after); nil for any
+	// other operation.
+	Detail *Detail
 }
 
 // Result flags, one bit each; flagUsers says Users follows, non-empty.
@@ -161,7 +184,9 @@ const (
 	flagFound
 	flagMore
 	flagUsers
-	numFlags = flagUsers << 1
+	// flagDetail says Detail follows (the last bit of the byte: every
+	// flags byte now means something).
+	flagDetail
 )
 
 // resultMinBytes is the fewest bytes an encoded Result takes.
@@ -175,6 +200,9 @@ func MarshalResults(rs []Result) []byte {
 		n += 48 + len(rs[i].Code) + len(rs[i].Msg) + len(rs[i].Refused)
 		for _, u := range rs[i].Users {
 			n += len(u) + 2
+		}
+		if rs[i].Detail != nil {
+			n += rs[i].Detail.size()
 		}
 	}
 	b := make([]byte, 0, n)
@@ -191,7 +219,7 @@ func MarshalResults(rs []Result) []byte {
 		b = binary.AppendVarint(b, r.Rights)
 		b = binary.AppendVarint(b, r.Counted)
 		var flags byte
-		for i, f := range [...]bool{r.Duplicate, r.Liked, r.Changed, r.Approx, r.Found, r.More, len(r.Users) > 0} {
+		for i, f := range [...]bool{r.Duplicate, r.Liked, r.Changed, r.Approx, r.Found, r.More, len(r.Users) > 0, r.Detail != nil} {
 			if f {
 				flags |= 1 << i
 			}
@@ -199,6 +227,9 @@ func MarshalResults(rs []Result) []byte {
 		b = append(b, flags)
 		if len(r.Users) > 0 {
 			b = appendStrings(b, r.Users)
+		}
+		if r.Detail != nil {
+			b = r.Detail.append(b)
 		}
 	}
 	return b
@@ -229,8 +260,6 @@ func UnmarshalResults(b []byte) ([]Result, error) {
 		r.Counted = d.varint()
 		switch f := d.byte(); {
 		case d.err != nil:
-		case f >= numFlags:
-			d.fail("result flags %d", f)
 		default:
 			r.Duplicate, r.Liked, r.Changed, r.Approx = f&flagDuplicate != 0, f&flagLiked != 0, f&flagChanged != 0, f&flagApprox != 0
 			r.Found, r.More = f&flagFound != 0, f&flagMore != 0
@@ -238,6 +267,9 @@ func UnmarshalResults(b []byte) ([]Result, error) {
 				if r.Users = d.strings(); d.err == nil && len(r.Users) == 0 {
 					d.fail("an empty list of users flagged")
 				}
+			}
+			if f&flagDetail != 0 {
+				r.Detail = d.detail()
 			}
 		}
 		out = append(out, r)

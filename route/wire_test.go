@@ -8,6 +8,7 @@ import (
 	"testing"
 	"testing/quick"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/route"
 )
 
@@ -34,6 +35,13 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpLikers, Key: "video", User: "ann", By: 10},
 		{Kind: route.OpAllLikers, Key: "video", By: 10000},
 	}},
+	{Kind: route.KindOps, From: "us-3", Shard: 42, Ops: []route.Op{
+		{Kind: route.OpCounterView, Key: "views"},
+		{Kind: route.OpLikesView, Key: "video#p3"},
+		{Kind: route.OpLikedView, Key: "video", User: "ann"},
+		{Kind: route.OpLikersView, Key: "video", User: "ann", By: 100},
+		{Kind: route.OpBudgetView, Key: "pool"},
+	}},
 }
 
 var sampleResults = []route.Result{
@@ -44,6 +52,12 @@ var sampleResults = []route.Result{
 	{Value: 3, Found: true},
 	{Users: []string{"ann", "bob", ""}, More: true},
 	{Users: []string{"cy"}},
+	{Value: 12, Found: true, Detail: &route.Detail{Vector: crdt.Vector{{Replica: "us-1", PN: crdt.PN{P: 14, N: 2}}, {Replica: "us-2", PN: crdt.PN{N: 1}}},
+		Unreconciled: 2, ApproxError: 0.01, Stale: true, Staleness: map[string]int64{"us-2": 40, "us-3": -1}}},
+	{Liked: true, Detail: &route.Detail{Origin: "us-2", HLCs: []uint64{1 << 60}}},
+	{Users: []string{"ann", "bob"}, More: true, Detail: &route.Detail{HLCs: []uint64{7, 8}}},
+	{Detail: &route.Detail{}},
+	{Value: 7, Rights: 4, Detail: &route.Detail{Granted: 10, Spent: 3, Rights: map[string]int64{"eu-1": 3, "us-1": 4}, Unreconciled: 1, Origin: "us-1"}},
 }
 
 var sampleAnswers = []route.Answer{
@@ -112,17 +126,28 @@ func TestOpsRoundTripProperty(t *testing.T) {
 	}
 }
 
-// numOpKinds is how many operation kinds there are (route.OpAllLikers is
-// the last).
-const numOpKinds = uint8(route.OpAllLikers)
+// numOpKinds is how many operation kinds there are (route.OpBudgetView
+// is the last).
+const numOpKinds = uint8(route.OpBudgetView)
 
 // Any results of arbitrary fields read back field for field.
 func TestResultsRoundTripProperty(t *testing.T) {
-	f := func(code, msg string, value int64, flags uint8, users []string) bool {
+	f := func(code, msg string, value int64, flags uint8, users []string, origin string, hlcs []uint64, p, n uint64, unrec int64) bool {
 		r := route.Result{Code: code, Msg: msg, Value: value, Duplicate: flags&1 != 0, Liked: flags&2 != 0, Changed: flags&4 != 0,
 			Approx: flags&8 != 0, Found: flags&16 != 0, More: flags&32 != 0}
 		if len(users) > 0 {
 			r.Users = users
+		}
+		if flags&64 != 0 {
+			r.Detail = &route.Detail{Origin: origin, Unreconciled: unrec, Stale: flags&128 != 0, ApproxError: float64(flags) / 256}
+			if len(hlcs) > 0 {
+				r.Detail.HLCs = hlcs
+			}
+			if p|n != 0 {
+				r.Detail.Vector = crdt.Vector{{Replica: origin, PN: crdt.PN{P: p, N: n}}}
+				r.Detail.Staleness = map[string]int64{origin: unrec}
+				r.Detail.Rights, r.Detail.Granted, r.Detail.Spent = map[string]int64{origin: value, "": unrec}, value, -unrec
+			}
 		}
 		got, err := route.UnmarshalResults(route.MarshalResults([]route.Result{r, {}, r}))
 		return err == nil && reflect.DeepEqual(got, []route.Result{r, {}, r})
@@ -199,6 +224,17 @@ func TestRefused(t *testing.T) {
 		"users past end": {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 64, 3, 1, 'a'},
 		"count past end": {route.Version, 0xff, 0x01},
 		"trailing":       append(route.MarshalResults(sampleResults), 0),
+		// A view read's detail: its vector must be a valid one, its flag a
+		// flag, its error a fraction, each peer once.
+		"detail cut":          {route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+		"vector out of order": withDetail(2, 1, 'b', 1, 0, 1, 'a', 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+		"vector zero entry":   withDetail(1, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+		"stale flag 2":        withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0),
+		"approx error NaN":    withDetail(0, 0, 1, 0, 0, 0, 0, 0, 0xf8, 0x7f, 0, 0, 0, 0),
+		"approx error past 1": withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0),
+		"peer twice":          withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 2, 1, 'a', 4, 0, 0),
+		"stamps past end":     withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3, 1),
+		"rights twice":        withDetail(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 1, 'a', 2, 1, 'a', 4),
 	} {
 		if _, err := route.UnmarshalResults(b); !errors.Is(err, route.ErrMalformed) {
 			t.Errorf("results %s: %v, want ErrMalformed", name, err)
@@ -207,6 +243,12 @@ func TestRefused(t *testing.T) {
 	if _, err := route.UnmarshalAnswer(append([]byte{route.Version, 3}, sampleAnswers[0].Marshal()[2:]...)); !errors.Is(err, route.ErrMalformed) {
 		t.Errorf("answer kind 3: %v", err)
 	}
+}
+
+// withDetail is the encoding of one result flagged with a detail, the
+// detail's bytes d.
+func withDetail(d ...byte) []byte {
+	return append([]byte{route.Version, 1, 0, 0, 0, 0, 0, 0, 0, 0, 128}, d...)
 }
 
 // Any bytes: decoding never panics, and what decodes re-encodes to bytes

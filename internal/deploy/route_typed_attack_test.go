@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +31,10 @@ import (
 // decoder: no answer, nothing applied. A client's HTTP request carrying a
 // RESP command and the old forwarding's headers applies nothing, while
 // the same commands over RESP at us-1, of keys it does not hold, reach
-// their holder typed and apply.
+// their holder typed and apply. The same holds of the view reads HTTP's
+// one-key reads travel as: forged for eu, refused; and HTTP reads at us-1
+// of a key us-2 holds answer us-2's view, whatever a client's headers
+// say, applying nothing.
 func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 	startsRegions(t, "starts two sharded regions")
 	const token = "w-secret-token"
@@ -69,7 +73,13 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 		if target == "eu-2" {
 			req.Shard, req.Ops = shard.Of(uniq), []route.Op{{Kind: route.OpUniques, Key: uniq, List: []string{"a", "b"}}}
 		}
-		for _, r := range []route.Request{req, {Kind: route.KindOps, Shard: shard.Of(item), Ops: []route.Op{{Kind: route.OpAllLikers, Key: item, By: 10}}}} {
+		forgeries := []route.Request{req, {Kind: route.KindOps, Shard: shard.Of(item), Ops: []route.Op{{Kind: route.OpAllLikers, Key: item, By: 10}}}}
+		// The view reads HTTP's one-key reads brought.
+		for _, k := range []route.OpKind{route.OpCounterView, route.OpLikesView, route.OpLikedView, route.OpLikersView, route.OpBudgetView} {
+			forgeries = append(forgeries, route.Request{Kind: route.KindOps, From: target, Shard: shard.Of(item),
+				Ops: []route.Op{{Kind: k, Key: item, User: user, By: 10}}})
+		}
+		for _, r := range forgeries {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			_, err := nc.RequestWithContext(rctx, route.Subject("eu", target), r.Marshal())
 			cancel()
@@ -159,9 +169,68 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 	if v, err := holder.Get(ctx, key).Result(); err != nil || v != "2" {
 		t.Fatalf("GET %s at its holder us-2: %q %v", key, v, err)
 	}
+
 	for _, r := range []*redis.Client{c, holder} {
 		if m, err := r.SMembers(ctx, "likes:"+key).Result(); err != nil || fmt.Sprint(m) != "[ann bob]" {
 			t.Fatalf("SMEMBERS: %v %v", m, err)
 		}
 	}
+
+	// HTTP reads at us-1 of the key us-2 holds go to us-2 typed, whatever
+	// a client's headers say: a method override, the marks of forwarding,
+	// an operation, a served-by, a shard. None applies anything, and the
+	// answer is us-2's.
+	smuggle := map[string]string{"X-HTTP-Method-Override": "PUT", "Tally-Forwarded": "true", "Tally-Gathered": "true",
+		"Tally-Op": "incr", "Tally-By": "77777", "Tally-Served-By": "us-2", "Tally-Shard": fmt.Sprint(shard.Of(key)), "Tally-From": "us-2"}
+	get := func(u string, headers map[string]string) (string, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", u, res.StatusCode, body)
+		}
+		return res.Header.Get("Tally-Served-By"), body
+	}
+	for _, path := range []string{"/v1/counters/" + key, "/v1/likes/" + key + "/mallory", "/v1/likes/" + key, "/v1/likers/" + key, "/v1/budgets/" + key} {
+		by, body := get(urls[at["us-1"]]+path, smuggle)
+		_, theirs := get(urls[at["us-2"]]+path, nil)
+		if by != "us-2" {
+			t.Fatalf("GET %s at us-1 served by %q, want its holder us-2", path, by)
+		}
+		if mine, holders := withoutStaleness(t, body), withoutStaleness(t, theirs); mine != holders {
+			t.Fatalf("GET %s at us-1 answered %s, its holder %s", path, mine, holders)
+		}
+	}
+	if v, err := holder.Get(ctx, key).Result(); err != nil || v != "2" {
+		t.Fatalf("GET %s at its holder after the headers: %q %v, want 2", key, v, err)
+	}
+	if liked, err := holder.SIsMember(ctx, "likes:"+key, "mallory").Result(); err != nil || liked {
+		t.Fatalf("mallory likes %s after a GET with a method override: %v %v", key, liked, err)
+	}
+}
+
+// withoutStaleness is a JSON answer without its staleness_ms, which moves
+// with the clock between two reads, re-encoded.
+func withoutStaleness(t *testing.T, b []byte) string {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	delete(v, "staleness_ms")
+	delete(v, "approx") // follows staleness
+	out, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
