@@ -56,9 +56,7 @@ func newRecordFilter(size int64) *recordFilter {
 		return nil
 	}
 	n := uint64(1) << (bits.Len64(uint64(size/8)) - 1)
-	words := make([]atomic.Uint64, n)
-	adviseHugePages(words)
-	return &recordFilter{seed: maphash.MakeSeed(), words: words, mask: n - 1}
+	return &recordFilter{seed: maphash.MakeSeed(), words: make([]atomic.Uint64, n), mask: n - 1}
 }
 
 // hash combines the two ids' hashes; ids never contain '/', so hashing them
