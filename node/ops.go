@@ -159,20 +159,9 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 			out = res
 			return err
 		}
-		if data == nil {
-			data = req.Marshal()
-		}
-		a, err := sr.sender.Ask(ctx, h, data)
+		rs, err := sr.askOps(ctx, h, &req, &data, false)
 		if err != nil {
 			return err
-		}
-		rs, err := route.UnmarshalResults(a.Body)
-		if err == nil && len(rs) != len(ops) {
-			err = fmt.Errorf("%d results for %d operations", len(rs), len(ops))
-		}
-		if err != nil {
-			// Served, so maybe applied: never "nothing applied".
-			return fmt.Errorf("its answer for shard %d: %w", s, err)
 		}
 		out = make([]region.Result, len(rs))
 		for i := range rs {
@@ -287,19 +276,9 @@ func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route
 			out, err = route.ReadFrom(sr.source(), ops)
 			return err
 		}
-		if data == nil {
-			data = req.Marshal()
-		}
-		a, err := sr.sender.Ask(ctx, h, data)
+		rs, err := sr.askOps(ctx, h, &req, &data, true)
 		if err != nil {
 			return err
-		}
-		rs, err := route.UnmarshalResults(a.Body)
-		if err == nil && len(rs) != len(ops) && !(len(rs) == 1 && rs[0].Code != "") {
-			err = fmt.Errorf("%d results for %d reads", len(rs), len(ops))
-		}
-		if err != nil {
-			return fmt.Errorf("its answer for shard %d: %w", s, err)
 		}
 		for i := range rs {
 			if rs[i].Code != "" {
@@ -313,6 +292,29 @@ func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route
 		return nil, h, err
 	}
 	return out, h, nil
+}
+
+// askOps sends req, a request of typed operations, to holder h (encoding
+// it into *data once, for every holder tried) and decodes the results:
+// one per operation, or, for reads, one refusal standing for them all.
+// An answer that does not decode is an error that never says "nothing
+// applied": it was served, so a write may have applied.
+func (sr *shardRouter) askOps(ctx context.Context, h string, req *route.Request, data *[]byte, reads bool) ([]route.Result, error) {
+	if *data == nil {
+		*data = req.Marshal()
+	}
+	a, err := sr.sender.Ask(ctx, h, *data)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := route.UnmarshalResults(a.Body)
+	if err == nil && len(rs) != len(req.Ops) && !(reads && len(rs) == 1 && rs[0].Code != "") {
+		err = fmt.Errorf("%d results for %d operations", len(rs), len(req.Ops))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("its answer for shard %d: %w", req.Shard, err)
+	}
+	return rs, nil
 }
 
 // purchaseRouter is the router as package purchase takes it.
