@@ -41,15 +41,7 @@ func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
 	m := getShards(t, urls[0])
 	held := m.Held(cfgs[0].Replica)
 
-	violations := make(chan error, 64)
-	nc, err := nats.Connect(d.Cluster().ClientURL("us"),
-		nats.UserInfo(natsperm.ReplicaUser("us-1"), d.NATSPassword(natsperm.ReplicaUser("us-1"))),
-		nats.CustomInboxPrefix("_INBOX_us-1"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, violations := connectAsReplica(t, d, "us", "us-1")
 	var seen atomic.Int64
 	var leaked atomic.Bool
 	read := func(msg *nats.Msg) {
@@ -66,6 +58,7 @@ func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
 		{"_INBOX_us-2.>", ""},
 		{"_INBOX.>", ""},
 	} {
+		var err error
 		if s.queue != "" {
 			_, err = nc.QueueSubscribe(s.subject, s.queue, read)
 		} else {
@@ -162,4 +155,22 @@ func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
 	if n := seen.Load(); n != 0 || leaked.Load() {
 		t.Fatalf("us-1's user received %d messages (a token among them: %v)", n, leaked.Load())
 	}
+}
+
+// connectAsReplica connects to region's NATS server with replica's own
+// credentials and inbox prefix, as an attacker holding them would; the
+// channel receives the server's refusals (permission violations). The
+// connection closes when the test ends.
+func connectAsReplica(t *testing.T, d *deploy.Deployment, region, replica string) (*nats.Conn, chan error) {
+	t.Helper()
+	violations := make(chan error, 64)
+	nc, err := nats.Connect(d.Cluster().ClientURL(region),
+		nats.UserInfo(natsperm.ReplicaUser(replica), d.NATSPassword(natsperm.ReplicaUser(replica))),
+		nats.CustomInboxPrefix("_INBOX_"+replica),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, violations
 }

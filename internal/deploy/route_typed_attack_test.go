@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tally-dev/tally/internal/deploy"
-	"github.com/tally-dev/tally/internal/natsperm"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
@@ -54,15 +53,7 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 		return c
 	}
 
-	violations := make(chan error, 64)
-	nc, err := nats.Connect(d.Cluster().ClientURL("us"),
-		nats.UserInfo(natsperm.ReplicaUser("us-1"), d.NATSPassword(natsperm.ReplicaUser("us-1"))),
-		nats.CustomInboxPrefix("_INBOX_us-1"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, violations := connectAsReplica(t, d, "us", "us-1")
 
 	// Forged typed requests of RESP's operation kinds, for eu's replicas.
 	const item, user, uniq = "forged-item", "mallory", "forged-uniques"
@@ -128,7 +119,7 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 		t.Fatalf("the forged request decodes: %v", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err = nc.RequestWithContext(rctx, route.Subject("us", "us-2"), forged)
+	_, err := nc.RequestWithContext(rctx, route.Subject("us", "us-2"), forged)
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
 		t.Fatalf("us-2 answered a request of kind 3: %v", err)
