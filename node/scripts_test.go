@@ -96,6 +96,9 @@ type shardScripts struct {
 	hot    shard.Hot
 	copies int
 	lists  bool // the replicas keep like lists (region lists=true)
+	// token is every replica's read, write and admin token (region
+	// token=T); http sends it with token=T.
+	token string
 
 	mu     sync.Mutex
 	states map[string]string // replica -> how it takes forwarded requests
@@ -212,7 +215,7 @@ func (s *shardScripts) wire() {
 		r.watch.peersBy(n.Rep.AddPeers)
 		r.watch.dropBy(nd.released, nd.dropShards, nd.handOffShards, false)
 		api, err := httpapi.New(httpapi.Config{Replica: n.Replica, Shards: r.router, Hot: s.hot, Version: "test",
-			RequestTimeout: scriptTimeout, Replication: n.Rep})
+			RequestTimeout: scriptTimeout, Replication: n.Rep, ReadToken: s.token, WriteToken: s.token, AdminToken: s.token})
 		if err != nil {
 			s.t.Fatal(err)
 		}
@@ -313,6 +316,7 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		m := target()
 		s.copies = m.Copies
 		s.lists = d.HasArg("lists")
+		s.token, _ = arg("token")
 		if h, ok := arg("hot"); ok {
 			prefix, parts, _ := strings.Cut(h, ":")
 			n, err := strconv.Atoi(parts)
@@ -372,10 +376,12 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 
 	case "http":
-		if len(d.CmdArgs) != 3 {
-			d.Fatalf(t, "http R METHOD PATH")
+		// http R METHOD PATH [token=T]
+		if len(d.CmdArgs) < 3 {
+			d.Fatalf(t, "http R METHOD PATH [token=T]")
 		}
-		return s.http(t, d, d.CmdArgs[0].Key, d.CmdArgs[1].Key, d.CmdArgs[2].String(), d.Input)
+		token, _ := arg("token")
+		return s.http(t, d, d.CmdArgs[0].Key, d.CmdArgs[1].Key, d.CmdArgs[2].String(), token, d.Input)
 
 	case "wire":
 		s.mu.Lock()
@@ -519,7 +525,7 @@ func (s *shardScripts) describe() string {
 }
 
 // http serves one request at replica name's API and writes its answer.
-func (s *shardScripts) http(t *testing.T, d *datadriven.TestData, name, method, path, body string) string {
+func (s *shardScripts) http(t *testing.T, d *datadriven.TestData, name, method, path, token, body string) string {
 	r := s.reps[name]
 	if r == nil || r.api == nil {
 		d.Fatalf(t, "no replica %q", name)
@@ -527,6 +533,9 @@ func (s *shardScripts) http(t *testing.T, d *datadriven.TestData, name, method, 
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	rec := httptest.NewRecorder()
 	r.api.ServeHTTP(rec, req)

@@ -395,6 +395,7 @@ func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
 			defer wg.Done()
 			a, err := sr.sender.Ask(ctx, replica, data)
 			if err != nil {
+				sr.log.Debug("gathered read left a replica out", "replica", replica, "uri", req.URI, "error", err)
 				return // left out: the read says partial
 			}
 			mu.Lock()

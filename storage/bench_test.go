@@ -63,3 +63,31 @@ func BenchmarkCommitSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScanVectors measures a full scan of one family's vectors (the
+// all-time leaderboard's read) over a store of 500 items among the other
+// families' keys: the scan visits every segment, so its cost is as much
+// the segments' as the items'.
+func BenchmarkScanVectors(b *testing.B) {
+	s := openTest(b, Config{Dir: b.TempDir()})
+	batch := s.NewBatch()
+	for i := range 500 {
+		item := fmt.Sprintf("post:%d", i)
+		batch.PutVectorEntry(Likes, item, "eu-1", crdt.PN{}, crdt.PN{P: uint64(i + 1)})
+		batch.PutVectorEntry(Counters, item, "eu-1", crdt.PN{}, crdt.PN{P: 1})
+	}
+	if err := batch.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	batch.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if err := s.ScanVectors(Likes, func(string, crdt.Vector) bool { n++; return true }); err != nil {
+			b.Fatal(err)
+		}
+		if n != 500 {
+			b.Fatalf("scanned %d items, want 500", n)
+		}
+	}
+}

@@ -175,7 +175,15 @@ func (s *Store) WindowSeries(k Kind, key string, width, from, to int64, fn func(
 // Counters), segment by segment, until fn returns false. It reads the whole
 // family: a full scan, for rare reads such as all-time leaderboards.
 func (s *Store) ScanVectors(k Kind, fn func(item string, v crdt.Vector) bool) error {
-	_, _, err := s.ScanVectorsFrom(k, 0, "", Segments, fn)
+	_, _, err := s.scanVectors(k, 0, "", Segments, nil, fn)
+	return err
+}
+
+// ScanVectorsOf is ScanVectors over the shards in only: a replica of a
+// sharded region reads the shards it holds, skipping the others'
+// segments without a seek.
+func (s *Store) ScanVectorsOf(k Kind, in func(shard int) bool, fn func(item string, v crdt.Vector) bool) error {
+	_, _, err := s.scanVectors(k, 0, "", Segments, func(seg int) bool { return in(seg / SegmentsPerShard) }, fn)
 	return err
 }
 
@@ -186,28 +194,44 @@ func (s *Store) ScanVectors(k Kind, fn func(item string, v crdt.Vector) bool) er
 // every segment was read. Items are in key order within a segment, so a
 // page resumed after an item never visits it again.
 func (s *Store) ScanVectorsFrom(k Kind, seg int, after string, maxSegs int, fn func(item string, v crdt.Vector) bool) (next int, nextAfter string, err error) {
+	return s.scanVectors(k, seg, after, maxSegs, nil, fn)
+}
+
+// scanVectors is ScanVectorsFrom reading only the segments in says (nil:
+// every one).
+func (s *Store) scanVectors(k Kind, seg int, after string, maxSegs int, in func(seg int) bool, fn func(item string, v crdt.Vector) bool) (next int, nextAfter string, err error) {
 	if s.closed.Load() {
 		return seg, after, fmt.Errorf("scan %s: %w", k, ErrClosed)
 	}
+	// One iterator for every segment, sought to each in turn: a new
+	// iterator per segment cost more than the items on a store of few
+	// (BenchmarkScanVectors).
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return seg, after, fmt.Errorf("scan %s: %w", k, err)
+	}
+	defer func() {
+		if cerr := it.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("scan %s: %w", k, cerr)
+		}
+	}()
 	for end := min(seg+max(maxSegs, 1), Segments); seg < end; seg, after = seg+1, "" {
+		if in != nil && !in(seg) {
+			continue
+		}
 		prefix := append(segmentPrefix(seg), prefixVector, '/', byte(k), '/')
-		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
-		if err != nil {
-			return seg, after, fmt.Errorf("scan %s: %w", k, err)
+		from := prefix
+		if after != "" {
+			// Past every entry of after: its keys are after/<replica>.
+			from = append(append(bytes.Clone(prefix), after...), '/', 0xff)
 		}
 		var cur string
 		var vec crdt.Vector
 		stop := false
-		valid := it.First()
-		if after != "" {
-			// Past every entry of after: its keys are after/<replica>.
-			valid = it.SeekGE(append(append(bytes.Clone(prefix), after...), '/', 0xff))
-		}
-		for ; valid && !stop; valid = it.Next() {
+		for valid := it.SeekGE(from); valid && !stop && bytes.HasPrefix(it.Key(), prefix); valid = it.Next() {
 			rest := it.Key()[len(prefix):]
 			i := bytes.LastIndexByte(rest, '/')
 			if i < 0 {
-				_ = it.Close()
 				return seg, after, fmt.Errorf("scan %s: malformed key %q", k, it.Key())
 			}
 			if string(rest[:i]) != cur {
@@ -219,17 +243,16 @@ func (s *Store) ScanVectorsFrom(k Kind, seg int, after string, maxSegs int, fn f
 			}
 			e, err := crdt.DecodePN(it.Value())
 			if err != nil {
-				_ = it.Close()
 				return seg, after, fmt.Errorf("scan %s: %q: %w", k, it.Key(), err)
 			}
 			vec = vec.Set(string(rest[i+1:]), e)
 		}
+		if err := it.Error(); err != nil {
+			return seg, after, fmt.Errorf("scan %s: %w", k, err)
+		}
 		if cur != "" && !stop {
 			stop = !fn(cur, vec)
 			after = cur
-		}
-		if err := it.Close(); err != nil {
-			return seg, after, fmt.Errorf("scan %s: %w", k, err)
 		}
 		if stop {
 			return seg, after, nil

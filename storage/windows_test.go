@@ -3,11 +3,13 @@ package storage
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/shard"
 )
 
 // storedSlot is a slot the test wrote, with its vector.
@@ -388,5 +390,48 @@ func TestScanVectorsFromPages(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d pages visited %d vectors, want %d", pages, len(got), len(want))
+	}
+}
+
+// ScanVectorsOf visits exactly the vectors ScanVectors does whose shard
+// is in the set, each once and whole.
+func TestScanVectorsOfVisitsTheShardsGiven(t *testing.T) {
+	s := openTest(t, Config{Dir: t.TempDir()})
+	defer s.Close()
+	commit(t, s, func(b *Batch) {
+		for i := range 400 {
+			item := fmt.Sprintf("l-%d", i)
+			b.PutVectorEntry(Likes, item, "eu-1", crdt.PN{}, crdt.PN{P: 1})
+			b.PutVectorEntry(Likes, item, "us-1", crdt.PN{}, crdt.PN{P: 2})
+			b.PutVectorEntry(Counters, item, "eu-1", crdt.PN{}, crdt.PN{P: 1})
+		}
+	})
+	for _, mod := range []int{1, 2, 3, 1024} {
+		in := func(sh int) bool { return sh%mod == 0 }
+		want := map[string]bool{}
+		if err := s.ScanVectors(Likes, func(item string, _ crdt.Vector) bool {
+			if in(shard.Of(item)) {
+				want[item] = true
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		if err := s.ScanVectorsOf(Likes, in, func(item string, v crdt.Vector) bool {
+			if got[item] || v.Value() != 3 {
+				t.Errorf("shards %% %d: %q twice or not whole (%d)", mod, item, v.Value())
+			}
+			got[item] = true
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("shards %% %d: ScanVectorsOf visited %d items, want the %d of ScanVectors in those shards", mod, len(got), len(want))
+		}
+		if mod == 1 && len(got) != 400 {
+			t.Fatalf("every shard: %d items, want 400", len(got))
+		}
 	}
 }
