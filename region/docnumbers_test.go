@@ -14,6 +14,14 @@ import (
 func TestDocNumbersAreTheDefaults(t *testing.T) {
 	const arch, ops = "docs/architecture.md", "docs/operations.md"
 	seconds := func(d time.Duration) string { return fmt.Sprintf("%d s", d/time.Second) }
+	// keep spells a trending level's keep, in seconds, as the docs do:
+	// "2 h", "31 days".
+	keep := func(s int64) string {
+		if s%86400 == 0 && s > 86400 {
+			return fmt.Sprintf("%d days", s/86400)
+		}
+		return testkit.Human(time.Duration(s) * time.Second)
+	}
 	testkit.CheckDocNumbers(t, "..", []testkit.DocNumber{
 		{arch, "records stamped more than (\\S+ s) ahead wait", seconds(maxClockDriftMs * time.Millisecond)},
 		{arch, "A remote record stamped more than (\\S+ s) ahead of the local clock", seconds(maxClockDriftMs * time.Millisecond)},
@@ -33,5 +41,15 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{arch, "answers one asker's asks for one budget at most once every (\\d+) ms", strconv.Itoa(giveIntervalMs)},
 		{arch, "at most one halving per (\\d+) ms per asker", strconv.Itoa(giveIntervalMs)},
 		{arch, "in-memory cache \\((\\d+) shards, [\\d,]+ vectors in total", strconv.Itoa(cacheShards)},
+		// Trending sketch levels: minute, hour, day.
+		{arch, "Windows of up to (\\S+ h) use minute sketches", keep(trendLevels[0].keep)},
+		{arch, "use minute sketches, up to (\\S+ h) \\(`day`\\) hourly ones", keep(trendLevels[1].keep)},
+		{arch, "hourly ones, up to (\\S+ days) \\(`7d`", keep(trendLevels[2].keep)},
+		{arch, "windows longer than (\\S+ days) are refused", keep(trendLevels[2].keep)},
+		{arch, "1 min and 1 h slots of the last (\\S+ h) and \\S+ days", keep(trendLevels[0].keep)},
+		{arch, "1 min and 1 h slots of the last \\S+ h and (\\S+) days", strconv.FormatInt(trendLevels[2].keep/86400+1, 10)},
+		{ops, "per minute for (\\S+ h), per hour", keep(trendLevels[0].keep)},
+		{ops, "per hour for (\\S+ h) and per UTC day", keep(trendLevels[1].keep)},
+		{ops, "and per UTC day for (\\S+ days) \\|", keep(trendLevels[2].keep)},
 	})
 }

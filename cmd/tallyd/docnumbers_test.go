@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math/bits"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,6 +151,26 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{arch, "The ([\\d,]+) anti-entropy segments are cut \\w+ per shard", testkit.Commas(storage.Segments)},
 		{arch, "The [\\d,]+ anti-entropy segments are cut (\\w+) per shard", numberWord(storage.SegmentsPerShard)},
 		{ops, "Each of the ([\\d,]+) shards is then held", testkit.Commas(shard.Count)},
+		{arch, "finest level that still holds its start and needs at most ([\\d,]+) slots", testkit.Commas(region.MaxWindowSlots)},
+		{arch, "the top (\\d+) bits pick one of [\\d,]+ registers", strconv.Itoa(crdt.HLLPrecision)},
+		{arch, "the top \\d+ bits pick one of ([\\d,]+) registers", testkit.Commas(crdt.HLLRegisters)},
+		{arch, "is 1\\.04/sqrt\\((\\d+)\\)", strconv.Itoa(crdt.HLLRegisters)},
+		{arch, "stored and replicated as (\\d+) pages of \\d+ registers", strconv.Itoa(crdt.HLLPages)},
+		{arch, "stored and replicated as \\d+ pages of (\\d+) registers", strconv.Itoa(crdt.HLLPageSize)},
+		{arch, "\\(offset, rho pairs\\) up to (\\d+) registers set", strconv.Itoa(crdt.HLLSparseMax)},
+		{arch, "dense \\((\\d+) bytes\\) above", strconv.Itoa(crdt.HLLPageSize)},
+		{arch, "a large one at most ([\\d,]+) bytes", testkit.Commas(crdt.HLLPages * (1 + crdt.HLLPageSize))},
+		{arch, "The cost is space: up to (\\S+ KiB) per replica per key", testkit.IEC(crdt.HLLRegisters)},
+		{arch, "an increment of 2\\^(\\d+) within about", strconv.Itoa(bits.Len64(region.MaxBy) - 1)},
+		{arch, "the cap stops at 2\\^(\\d+) \\(`region.MaxEntry`\\)", strconv.Itoa(bits.Len64(region.MaxEntry) - 1)},
+		{arch, "take at most (\\w+) new leases of at most `2\\^\\d+` numbers each", numberWord(alloc.MaxAcquires)},
+		{arch, "take at most \\w+ new leases of at most `2\\^(\\d+)` numbers each", strconv.Itoa(bits.Len64(alloc.DefaultMaxBlock) - 1)},
+		{ops, "an id \\(1\\.\\.(\\d+) bytes of", strconv.Itoa(crdt.MaxIDLen)},
+		{ops, "prefix into N parts \\(2\\.\\.(\\d+)\\)", strconv.Itoa(crdt.MaxParts)},
+		{ops, "`error` \\(([\\d.]+)\\.\\.[\\d.]+\\) is the relative standard error target", strconv.FormatFloat(region.MinApproxError, 'g', -1, 64)},
+		{ops, "`error` \\([\\d.]+\\.\\.([\\d.]+)\\) is the relative standard error target", strconv.FormatFloat(region.MaxApproxError, 'g', -1, 64)},
+		{ops, "none; `tallyd local`: `(hot:=[\\d.]+)`", lc.Approx.List[0].Prefix + "=" + strconv.FormatFloat(lc.Approx.List[0].Error, 'g', -1, 64)},
+		{ops, "empty \\(off\\); `([^`]*)` in `tallyd local`", lc.Milestones},
 	}
 
 	testkit.CheckDocNumbers(t, "../..", rows)
