@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math/bits"
 	"regexp"
 	"strconv"
@@ -104,6 +105,9 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "RESP (\\d+) and up \\(`--resp-port`\\)", strconv.Itoa(lc.RESPPort)},
 		{ops, "and the dashboard on (\\d+) \\(`--dashboard`\\)", portOf(t, dashboard.DefaultAddr)},
 		{ops, "The replica remembers the ([\\d,]+) addresses", testkit.Commas(authguard.DefaultMaxAddrs)},
+		{ops, "each address may send (\\d+) wrong tokens at once", strconv.Itoa(authguard.DefaultBurst)},
+		{ops, "wrong tokens at once, and gets (one) back a second", numberWord(int(authguard.DefaultRate))},
+		{ops, "an address owing more than (\\d+ seconds) is refused unchecked", fmt.Sprintf("%d seconds", authguard.DefaultMaxWait/time.Second)},
 		{ops, "`tallyd local` splits `viral:` items in (\\d+) by default", strconv.Itoa(lc.Hot.List[0].Splits)},
 
 		// README.md: the ports of `tallyd local`.
@@ -111,6 +115,13 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{readme, "us=(\\d+), eu=\\d+, ap=\\d+, `tallyd local`'s defaults", strconv.Itoa(lc.Port)},
 		{readme, "with a dashboard at http://([\\d.:]+)\\.", dashboard.DefaultAddr},
 		{readme, "speaks the Redis protocol \\((\\d+) and up\\)", strconv.Itoa(lc.RESPPort)},
+
+		// docs/performance.md: where it says what runs today.
+		{perf, "The record filter is an in-memory filter over \\(item, user\\) keys, fixed at (\\S+ MiB)", testkit.IEC(sc.RecordFilterBytes)},
+		{perf, "`min_procs` \\(default (\\d+)\\) raises GOMAXPROCS", strconv.Itoa(nc.MinProcs)},
+		{perf, "it publishes its changes as deltas every (\\S+ ms)", testkit.Human(mustDuration(t, nc.FlushInterval))},
+		{perf, "a round at most every (\\S+ ms) while events keep coming, and the chunks", testkit.Human(replication.DefaultPublishLinger)},
+		{perf, "has never sent merged into one of up to (\\d+) events", strconv.Itoa(storage.LogChunk)},
 
 		// docs/architecture.md.
 		{arch, "A key lives `idempotency_ttl` \\(([^;]*) by default;", testkit.Human(mustDuration(t, nc.IdempotencyTTL))},
@@ -131,6 +142,9 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{arch, "Every `anti_entropy_interval` \\(([^)]*)\\), for each known peer", testkit.Human(mustDuration(t, nc.AntiEntropyInterval))},
 		{arch, "requests the peer's (\\d+) digests", strconv.Itoa(storage.Segments)},
 		{arch, "pulls at most (\\d+) segments per peer per round", strconv.Itoa(rc.MaxSegmentsPerRound)},
+		{arch, "It requests pages of up to (\\S+ KiB) of keys", testkit.IEC(rc.MaxMessageBytes / 2)},
+		{arch, "requests the peer's \\d+ digests \\(about (\\S+ KiB)\\)", testkit.IEC(8 * storage.Segments)},
+		{ops, "digest replies about (\\S+ KiB)", testkit.IEC(8 * storage.Segments)},
 		{arch, "Each anti-entropy request times out after (\\S+ s)\\.", testkit.Human(rc.RequestTimeout)},
 		{arch, "waits at most `recovery_timeout` \\(([^)]*)\\)", testkit.Human(mustDuration(t, nc.RecoveryTimeout))},
 		{arch, "sends the digests of those segments only \\(8 bytes each, (\\w+) a shard\\)", numberWord(storage.SegmentsPerShard)},
