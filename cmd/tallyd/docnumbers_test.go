@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"math/bits"
 	"regexp"
@@ -109,6 +111,10 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "wrong tokens at once, and gets (one) back a second", numberWord(int(authguard.DefaultRate))},
 		{ops, "an address owing more than (\\d+ seconds) is refused unchecked", fmt.Sprintf("%d seconds", authguard.DefaultMaxWait/time.Second)},
 		{ops, "`tallyd local` splits `viral:` items in (\\d+) by default", strconv.Itoa(lc.Hot.List[0].Splits)},
+		{ops, "It sends batches \\(`--batch`, default ([\\d,]+) lines\\)", testkit.Commas(atoi(t, flagDefault(t, "batch", "import")))},
+		{ops, "\\| `--batch` \\| `(\\d+)` \\| at most this many stream messages", flagDefault(t, "batch", "events", "sink")},
+		{ops, "stream messages \\(each up to (\\d+) events\\) per write and transaction", strconv.Itoa(storage.LogChunk)},
+		{ops, "\\| `--retry-for` \\| `([^`]*)` \\|", shortDuration(mustDuration(t, flagDefault(t, "retry-for", "events", "sink")))},
 
 		// README.md: the ports of `tallyd local`.
 		{readme, "one replica per region on HTTP ports (\\d+),", strconv.Itoa(lc.Port)},
@@ -269,4 +275,39 @@ func shardsDefaultCopies(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return m.Copies
+}
+
+// flagDefault is the default of a flag of a tallyd command, as the
+// command's -h prints it.
+func flagDefault(t *testing.T, flag string, command ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	run(context.Background(), append(command, "-h"), &out, &out)
+	m := regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(flag) + `\b.*\n\s+.*\(default "?([^")]*)"?\)$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("tallyd %s -h shows no default of -%s:\n%s", strings.Join(command, " "), flag, out.String())
+	}
+	return m[1]
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// shortDuration is a duration as the docs write a flag's value: "10m",
+// not "10m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
