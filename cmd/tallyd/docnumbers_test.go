@@ -96,10 +96,16 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "segments pulled per peer per round \\((\\d+)\\)", strconv.Itoa(rc.MaxSegmentsPerRound)},
 		{ops, "writer batches \\(([\\d,]+) operations\\)", testkit.Commas(gc.MaxBatch)},
 		{ops, "writer batches \\([^)]*\\) and queue \\(([\\d,]+)\\)", testkit.Commas(gc.QueueDepth)},
-		{ops, "the vector cache \\(([\\d,]+) items\\)", testkit.Commas(gc.CacheItems)},
-		{ops, "Pebble's block cache \\(([^)]*)\\)", testkit.IEC(sc.CacheBytes)},
-		{ops, "Pebble's block cache \\([^)]*\\) and memtable \\(([^)]*)\\)", testkit.IEC(sc.MemTableBytes)},
 		{ops, "Keep `peer_timeout` well above the (\\S+ s) heartbeat interval", testkit.Human(rc.HeartbeatInterval)},
+
+		// docs/operations.md, Memory: the one place for the sizes of the
+		// caches and filters.
+		{ops, "the \\*\\*record filter\\*\\*, (\\S+ MiB) on the Go heap", testkit.IEC(sc.RecordFilterBytes)},
+		{ops, "and the \\*\\*vector filter\\*\\*, (\\S+ MiB) \\(`storage.Config.VectorFilterBytes`\\)", testkit.IEC(sc.VectorFilterBytes)},
+		{ops, "Pebble's \\*\\*memtables\\*\\*, two of (\\S+ MiB) under write load", testkit.IEC(sc.MemTableBytes)},
+		{ops, "Pebble's \\*\\*block cache\\*\\*, (\\S+ MiB) for blocks", testkit.IEC(sc.CacheBytes)},
+		{ops, "for blocks \\(up to (\\S+ MiB) while the third memtable slot", testkit.IEC(sc.CacheBytes + int64(sc.MemTableBytes))},
+		{ops, "the vector read cache \\(at most ([\\d,]+) vectors\\)", testkit.Commas(gc.CacheItems)},
 
 		// docs/operations.md: ports, limits and the rest.
 		{ops, "`tallyd local` uses NATS client ports (\\d+) and up", strconv.Itoa(lc.NATSPort)},
@@ -124,16 +130,12 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 
 		// docs/performance.md: where it says what runs today.
 		{perf, "The record filter is an in-memory filter over \\(item, user\\) keys, fixed at (\\S+ MiB)", testkit.IEC(sc.RecordFilterBytes)},
-		{perf, "`min_procs` \\(default (\\d+)\\) raises GOMAXPROCS", strconv.Itoa(nc.MinProcs)},
 		{perf, "it publishes its changes as deltas every (\\S+ ms)", testkit.Human(mustDuration(t, nc.FlushInterval))},
 		{perf, "a round at most every (\\S+ ms) while events keep coming, and the chunks", testkit.Human(replication.DefaultPublishLinger)},
 		{perf, "has never sent merged into one of up to (\\d+) events", strconv.Itoa(storage.LogChunk)},
 
 		// docs/architecture.md.
-		{arch, "A key lives `idempotency_ttl` \\(([^;]*) by default;", testkit.Human(mustDuration(t, nc.IdempotencyTTL))},
 		{arch, "The defaults are (.*?) \\(`windows`, per prefix", levelsProse(win)},
-		{arch, "`event_time_past` \\(([^)]*)\\) before", testkit.Human(region.DefaultEventPast)},
-		{arch, "and `event_time_future` \\(([^)]*)\\) after", testkit.Human(region.DefaultEventFuture)},
 		{arch, "own hourly \\(kept ([^)]*)\\) and daily", keepProse(uniq[0].keep)},
 		{arch, "own hourly \\(kept [^)]*\\) and daily \\(kept ([^)]*)\\) slot sketches", keepProse(uniq[1].keep)},
 		{arch, "`storage.Config.RecordFilterBytes`, default ([^,]*),", testkit.IEC(sc.RecordFilterBytes)},
@@ -142,20 +144,15 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{arch, "a (\\S+ MiB) memtable, 10-bit bloom", testkit.IEC(sc.MemTableBytes)},
 		{arch, "It starts a round at most every (\\S+ ms) \\(`PublisherConfig.Linger`\\)", testkit.Human(replication.DefaultPublishLinger)},
 		{arch, "merges the chunks it has never sent into chunks of up to (\\d+) events", strconv.Itoa(storage.LogChunk)},
-		{arch, "Every `flush_interval` \\(([^)]*)\\) the flusher", testkit.Human(mustDuration(t, nc.FlushInterval))},
 		{arch, "Large outboxes are split into messages of at most (\\S+ KiB)", testkit.IEC(int64(rc.MaxMessageBytes))},
 		{arch, "If nothing changed for `HeartbeatInterval` \\(([^)]*)\\)", testkit.Human(rc.HeartbeatInterval)},
-		{arch, "Every `anti_entropy_interval` \\(([^)]*)\\), for each known peer", testkit.Human(mustDuration(t, nc.AntiEntropyInterval))},
 		{arch, "requests the peer's (\\d+) digests", strconv.Itoa(storage.Segments)},
 		{arch, "pulls at most (\\d+) segments per peer per round", strconv.Itoa(rc.MaxSegmentsPerRound)},
 		{arch, "It requests pages of up to (\\S+ KiB) of keys", testkit.IEC(rc.MaxMessageBytes / 2)},
 		{arch, "requests the peer's \\d+ digests \\(about (\\S+ KiB)\\)", testkit.IEC(8 * storage.Segments)},
 		{ops, "digest replies about (\\S+ KiB)", testkit.IEC(8 * storage.Segments)},
 		{arch, "Each anti-entropy request times out after (\\S+ s)\\.", testkit.Human(rc.RequestTimeout)},
-		{arch, "waits at most `recovery_timeout` \\(([^)]*)\\)", testkit.Human(mustDuration(t, nc.RecoveryTimeout))},
 		{arch, "sends the digests of those segments only \\(8 bytes each, (\\w+) a shard\\)", numberWord(storage.SegmentsPerShard)},
-		{arch, "held by `copies` replicas of each region \\(default (\\d+)\\)", strconv.Itoa(copies)},
-		{arch, "unheard from for longer than `peer_timeout` \\(([^)]*)\\)", testkit.Human(mustDuration(t, nc.PeerTimeout))},
 		{arch, "blocks last at most `2 × target` \\(([^)]*)\\), so the order", testkit.Human(2 * alloc.DefaultTarget)},
 		{arch, "with the defaults \\(`lease_ttl` ([^,]*), target", testkit.Human(alloc.DefaultTTL)},
 		{arch, "with the defaults \\(`lease_ttl` [^,]*, target ([^)]*)\\)", testkit.Human(alloc.DefaultTarget)},
