@@ -22,6 +22,7 @@ import (
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestDocNumbersAreTheDefaults checks every default the docs quote (an
@@ -190,6 +191,7 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "empty \\(off\\); `([^`]*)` in `tallyd local`", lc.Milestones},
 	}
 
+	rows = append(rows, alertWaits(t)...)
 	testkit.CheckDocNumbers(t, "../..", rows)
 }
 
@@ -307,4 +309,38 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// alertWaits are the rows of operations.md's alert table: each alert's
+// "for N min" is the for: of its rule in deploy/prometheus/alerts.yml.
+func alertWaits(t *testing.T) []testkit.DocNumber {
+	t.Helper()
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				For   string `yaml:"for"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal([]byte(readDoc(t, "../../deploy/prometheus/alerts.yml")), &file); err != nil {
+		t.Fatalf("deploy/prometheus/alerts.yml: %v", err)
+	}
+	var rows []testkit.DocNumber
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.For == "" {
+				continue
+			}
+			rows = append(rows, testkit.DocNumber{
+				Doc:    "docs/operations.md",
+				Anchor: "\\| `" + regexp.QuoteMeta(r.Alert) + "` \\| [^|]* for (\\d+ (?:s|min|h))\\b[^|]*\\|",
+				Want:   testkit.Human(mustDuration(t, r.For)),
+			})
+		}
+	}
+	if len(rows) < 5 {
+		t.Fatalf("only %d alerts with a for: in alerts.yml: the parse is broken", len(rows))
+	}
+	return rows
 }
