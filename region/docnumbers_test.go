@@ -51,5 +51,12 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "per minute for (\\S+ h), per hour", keep(trendLevels[0].keep)},
 		{ops, "per hour for (\\S+ h) and per UTC day", keep(trendLevels[1].keep)},
 		{ops, "and per UTC day for (\\S+ days) \\|", keep(trendLevels[2].keep)},
+		{ops, "still keeps \\((\\S+ h) of minutes,", keep(trendLevels[0].keep)},
+		{ops, "of minutes, (\\S+ h) of hours,", keep(trendLevels[1].keep)},
+		{ops, "of hours, (\\S+ days) of days", keep(trendLevels[2].keep)},
+		{ops, "`future_stamp` \\(a record more than (\\S+ s) ahead", seconds(maxClockDriftMs * time.Millisecond)},
+		{ops, "wall clock steps \\(more than (\\S+ s) apart from the monotonic clock\\)", testkit.Human(stepTolerance)},
+		{ops, "slots deleted by the sweep \\(every (\\S+ s)\\)", testkit.Human(sweepWindowsEvery)},
+		{ops, "at most one per budget per (\\d+) ms\\)", strconv.Itoa(askIntervalMs)},
 	})
 }

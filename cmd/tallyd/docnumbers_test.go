@@ -15,6 +15,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/base/authguard"
+	"github.com/tally-dev/tally/internal/base/ratelog"
 	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/internal/dashboard"
 	tallynode "github.com/tally-dev/tally/node"
@@ -118,6 +119,9 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "wrong tokens at once, and gets (one) back a second", numberWord(int(authguard.DefaultRate))},
 		{ops, "an address owing more than (\\d+ seconds) is refused unchecked", fmt.Sprintf("%d seconds", authguard.DefaultMaxWait/time.Second)},
 		{ops, "`tallyd local` splits `viral:` items in (\\d+) by default", strconv.Itoa(lc.Hot.List[0].Splits)},
+		{ops, "several blocks wins; ids up to (\\d+) bytes\\)", strconv.Itoa(crdt.MaxSplitIDLen)},
+		{ops, "the repeating errors are logged once and then at most once every (\\d+ seconds)", fmt.Sprintf("%d seconds", ratelog.DefaultEvery/time.Second)},
+		{ops, "`entry_cap` \\(past 2\\^(\\d+)\\)", strconv.Itoa(bits.Len64(region.MaxEntry) - 1)},
 		{ops, "It sends batches \\(`--batch`, default ([\\d,]+) lines\\)", testkit.Commas(atoi(t, flagDefault(t, "batch", "import")))},
 		{ops, "\\| `--batch` \\| `(\\d+)` \\| at most this many stream messages", flagDefault(t, "batch", "events", "sink")},
 		{ops, "stream messages \\(each up to (\\d+) events\\) per write and transaction", strconv.Itoa(storage.LogChunk)},
