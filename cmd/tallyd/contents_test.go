@@ -72,3 +72,40 @@ func headingAnchor(title string) string {
 	}
 	return b.String()
 }
+
+// maxSectionLines is the most lines a long doc runs between two headings:
+// a section longer than this is split under "### " subheadings, so that
+// a reader can find a part of it (and link to it) without paging through
+// the whole section.
+const maxSectionLines = 150
+
+// The long docs' sections are split under subheadings: no stretch of a
+// doc between two headings (of any level, outside code blocks) is longer
+// than maxSectionLines.
+func TestLongDocsSectionsHaveSubheadings(t *testing.T) {
+	for _, path := range []string{"../../docs/architecture.md", "../../docs/operations.md"} {
+		lines := strings.Split(readDoc(t, path), "\n")
+		heads := 0
+		start, title, fence := 1, "(the top)", false
+		check := func(end int) {
+			if n := end - start; n > maxSectionLines {
+				t.Errorf("%s:%d: %q runs %d lines without a subheading (at most %d): split it under ### headings", path, start, title, n, maxSectionLines)
+			}
+		}
+		for i, line := range lines {
+			if strings.HasPrefix(line, "```") {
+				fence = !fence
+			}
+			if fence || !strings.HasPrefix(line, "## ") && !strings.HasPrefix(line, "### ") && !strings.HasPrefix(line, "#### ") {
+				continue
+			}
+			heads++
+			check(i + 1)
+			start, title = i+1, line
+		}
+		check(len(lines) + 1)
+		if heads < 10 {
+			t.Errorf("%s: only %d headings: the parse is broken", path, heads)
+		}
+	}
+}
