@@ -8,13 +8,13 @@ import (
 	"unicode"
 )
 
-// The long docs open with a contents list: one link per section (every
-// "## " heading outside code blocks, in order), each to the anchor GitHub
-// gives that heading. A section added, renamed or moved without its line
-// in the list fails here.
+// The long docs (those of many sections) open with a contents list:
+// one link per section (every "## " heading outside code blocks, in
+// order), each to the anchor GitHub gives that heading. A section added,
+// renamed or moved without its line in the list fails here.
 func TestLongDocsOpenWithContents(t *testing.T) {
 	link := regexp.MustCompile(`^- \[(.+)\]\(#([^)]*)\)$`)
-	for _, path := range []string{"../../docs/architecture.md", "../../docs/operations.md"} {
+	for _, path := range []string{"../../docs/architecture.md", "../../docs/operations.md", "../../docs/performance.md", "../../docs/benchmarks.md"} {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
