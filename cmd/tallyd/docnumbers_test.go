@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/bits"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -41,6 +43,7 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		ops    = "docs/operations.md"
 		readme = "README.md"
 		perf   = "docs/performance.md"
+		hcl    = "configs/tallyd.hcl"
 	)
 	nc := tallynode.DefaultConfig()
 	rc := replication.DefaultConfig()
@@ -126,6 +129,26 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{ops, "\\| `--batch` \\| `(\\d+)` \\| at most this many stream messages", flagDefault(t, "batch", "events", "sink")},
 		{ops, "stream messages \\(each up to (\\d+) events\\) per write and transaction", strconv.Itoa(storage.LogChunk)},
 		{ops, "\\| `--retry-for` \\| `([^`]*)` \\|", shortDuration(mustDuration(t, flagDefault(t, "retry-for", "events", "sink")))},
+
+		// configs/tallyd.hcl: the defaults its comments and commented-out
+		// lines state (TestExampleConfigShowsTheDefaults checks the lines
+		// it sets).
+		{hcl, "Default: (\\d+) \\(Redis's maxclients\\)\\. # resp_max_connections = \\d+", strconv.Itoa(nc.RESPMaxConnections)},
+		{hcl, "# resp_max_connections = (\\d+)", strconv.Itoa(nc.RESPMaxConnections)},
+		{hcl, "Default: (\\d+)\\. # resp_max_connections_per_address = \\d+", strconv.Itoa(nc.RESPMaxConnectionsPerAddress)},
+		{hcl, "# resp_max_connections_per_address = (\\d+)", strconv.Itoa(nc.RESPMaxConnectionsPerAddress)},
+		{hcl, "Default: (\\d+)\\. # min_procs = \\d+", strconv.Itoa(nc.MinProcs)},
+		{hcl, "# min_procs = (\\d+)", strconv.Itoa(nc.MinProcs)},
+		{hcl, "Default \"([^\"]*)\"\\. drain_delay =", nc.DrainDelay},
+		{hcl, "Default \"([^\"]*)\"\\. flush_interval =", nc.FlushInterval},
+		{hcl, "Default \"([^\"]*)\"\\. anti_entropy_interval =", nc.AntiEntropyInterval},
+		{hcl, "Default \"([^\"]*)\"\\. peer_timeout =", nc.PeerTimeout},
+		{hcl, "Default \"([^\"]*)\"\\. recovery_timeout =", nc.RecoveryTimeout},
+		{hcl, "Default \"([^\"]*)\"\\. # lease_ttl = \"[^\"]*\"", nc.LeaseTTL},
+		{hcl, "# lease_ttl = \"([^\"]*)\"", nc.LeaseTTL},
+		{hcl, "Default (?:# )?\"([^\"]*)\": never;", nc.LeaseReclaimAfter},
+		{hcl, "each shard held by (?:# )?`copies` of them \\(default (\\d+)\\)", strconv.Itoa(copies)},
+		{hcl, "# copies = (\\d+)", strconv.Itoa(copies)},
 
 		// README.md: the ports of `tallyd local`.
 		{readme, "one replica per region on HTTP ports (\\d+),", strconv.Itoa(lc.Port)},
@@ -352,4 +375,22 @@ func alertWaits(t *testing.T) []testkit.DocNumber {
 		t.Fatalf("only %d alerts with a for: in alerts.yml: the parse is broken", len(rows))
 	}
 	return rows
+}
+
+// configs/tallyd.hcl says "the values shown are the defaults unless
+// noted": every attribute it sets, but the three noted (region, replica,
+// data_dir), is the default.
+func TestExampleConfigShowsTheDefaults(t *testing.T) {
+	cfg, err := loadConfig([]string{"--config", "../../configs/tallyd.hcl"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tallynode.DefaultConfig()
+	want.Region, want.Replica, want.DataDir = cfg.Region, cfg.Replica, cfg.DataDir
+	got, wantV := reflect.ValueOf(cfg), reflect.ValueOf(want)
+	for i := range got.NumField() {
+		if f := got.Type().Field(i); !reflect.DeepEqual(got.Field(i).Interface(), wantV.Field(i).Interface()) {
+			t.Errorf("configs/tallyd.hcl sets %s (%s) to %v; the default is %v", f.Name, f.Tag.Get("hcl"), got.Field(i).Interface(), wantV.Field(i).Interface())
+		}
+	}
 }
