@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/region"
 )
@@ -21,5 +22,8 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{api, "body `\\{\"ids\":\\[\"alice\",\"bob\"\\]\\}` \\(1 to ([\\d,]+)\\)", testkit.Commas(region.MaxUniqueIDs)},
 		{api, "an item with more than ([\\d,]+) likers is refused", testkit.Commas(region.MaxAllLikers)},
 		{api, "\\(NDJSON or an array, up to ([\\d,]+) events\\)", testkit.Commas(MaxBatchEvents)},
+		{api, "`\\?limit=N` \\(1\\.\\.(\\d+), default \\d+\\) per replica", strconv.Itoa(region.MaxHistory)},
+		{api, "`owner` up to (\\d+) bytes", strconv.Itoa(crdt.MaxTypeOwner)},
+		{api, "`description` up to (\\d+)", strconv.Itoa(crdt.MaxTypeDescription)},
 	})
 }
