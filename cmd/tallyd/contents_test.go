@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -107,5 +108,54 @@ func TestLongDocsSectionsHaveSubheadings(t *testing.T) {
 		if heads < 10 {
 			t.Errorf("%s: only %d headings: the parse is broken", path, heads)
 		}
+	}
+}
+
+// Every relative link of the docs (README.md and docs/*.md) names a file
+// that exists and, with a #fragment into a Markdown file, a heading of
+// it: a section renamed or a fact moved to its one place cannot leave a
+// pointer to nowhere.
+func TestDocLinksResolve(t *testing.T) {
+	files, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../../README.md")
+	anchors := map[string]map[string]bool{}
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		for _, h := range markdownHeadings(readDoc(t, path)) {
+			a[h.anchor] = true
+		}
+		anchors[path] = a
+		return a
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	n := 0
+	for _, path := range files {
+		for _, m := range link.FindAllStringSubmatch(readDoc(t, path), -1) {
+			target, frag, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			n++
+			file := path
+			if target != "" {
+				file = filepath.Join(filepath.Dir(path), target)
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s: link %s: no file %s", path, m[1], target)
+					continue
+				}
+			}
+			if frag != "" && strings.HasSuffix(file, ".md") && !anchorsOf(file)[frag] {
+				t.Errorf("%s: link %s: %s has no heading with the anchor #%s", path, m[1], filepath.Base(file), frag)
+			}
+		}
+	}
+	if n < 50 {
+		t.Fatalf("only %d relative links in the docs: the parse is broken", n)
 	}
 }
