@@ -32,11 +32,15 @@ import (
 // interval, a timeout, a size, a limit, a port) against the constant or
 // DefaultConfig field it describes: a default changed in the code and
 // not in the doc fails here, naming the doc's line and both values.
+// Each row finds its sentence by an anchor phrase (testkit.DocNumber),
+// so a reworded sentence fails too until its row moves with it.
 // Measured figures (docs/benchmarks.md, most of docs/performance.md) are
-// not defaults and are not checked. A number the docs quote in several
-// places is kept in one and pointed to from the others; where a second
-// copy stays (a summary table, a paragraph that needs it to read), it is
-// a row here too.
+// not defaults and are not checked. A setting's default is quoted in one
+// place, operations.md's configuration table, and named elsewhere; where
+// a second copy of a number stays (a summary, a paragraph that reasons
+// with it), it is a row here too. The defaults only a package sees are
+// checked by that package's TestDocNumbersAreTheDefaults (node, region,
+// httpapi).
 func TestDocNumbersAreTheDefaults(t *testing.T) {
 	const (
 		arch   = "docs/architecture.md"
@@ -69,6 +73,9 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		opsField("min_procs", strconv.Itoa(nc.MinProcs)),
 		opsField("durability", nc.Durability),
 		opsField("log_level", nc.LogLevel),
+		opsField("log_json", strconv.FormatBool(nc.LogJSON)),
+		opsField("insecure_listen", strconv.FormatBool(nc.InsecureListen)),
+		opsField("insecure_open_admin", strconv.FormatBool(nc.InsecureOpenAdmin)),
 		opsField("max_body_bytes", strconv.FormatInt(nc.MaxBodyBytes, 10)),
 		opsField("request_timeout", nc.RequestTimeout),
 		opsField("shutdown_timeout", nc.ShutdownTimeout),
