@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,5 +90,34 @@ func BenchmarkScanVectors(b *testing.B) {
 		if n != 500 {
 			b.Fatalf("scanned %d items, want 500", n)
 		}
+	}
+}
+
+// BenchmarkRecordFilterLookup measures a lookup of a key the record
+// filter of the default size does not hold (the common one: a user's
+// first like of an item), with a million keys in it.
+func BenchmarkRecordFilterLookup(b *testing.B) {
+	f := newRecordFilter(DefaultConfig().RecordFilterBytes)
+	for i := range 1_000_000 {
+		f.add("item-"+strconv.Itoa(i%5000), "user-"+strconv.Itoa(i))
+	}
+	items, users := make([]string, 4096), make([]string, 4093)
+	for i := range items {
+		items[i] = "item-" + strconv.Itoa(i)
+	}
+	for i := range users {
+		users[i] = "other-" + strconv.Itoa(i)
+	}
+	hits := 0
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if f.mayContain(items[i%len(items)], users[i%len(users)]) {
+			hits++
+		}
+		i++
+	}
+	if hits > i/10 {
+		b.Fatalf("%d of %d absent keys passed the filter", hits, i)
 	}
 }

@@ -28,8 +28,15 @@ import (
 // positives, so the filter never needs to forget. A batch that is dropped without committing only
 // leaves extra bits: more false positives, never a false negative.
 //
-// Its size is fixed when the store opens, so memory stays flat however
-// many records arrive. Each key sets 4 bits inside one 64-bit word (a
+// Its size is fixed when the store opens, so memory never grows past
+// it however many records arrive. Its words are allocated a page at a
+// time, the first time a key sets a bit in that page, so a store of few
+// keys holds few pages of it: a replica of a small deployment (and each
+// of the test suite's thousands of stores) does not pay the whole size
+// up front, zeroing and faulting in 80 MiB per store. A lookup reads one
+// pointer more than a flat array (the page table, 128 KiB at the default
+// size, stays in cache); a page nobody wrote reads as zeros, which is
+// what it would hold. Each key sets 4 bits inside one 64-bit word (a
 // blocked filter: one memory access per lookup). At 10 bits of filter per
 // record about 2% of lookups of absent keys are false positives, which pay
 // the Pebble read they would have paid anyway; as records outgrow the
@@ -39,11 +46,47 @@ import (
 // worse beyond, and a fixed-size filter must degrade well.)
 //
 // The words are atomic because readers (Store.LikeRecord from any
-// goroutine) test bits while the writer's batches set them.
+// goroutine) test bits while the writer's batches set them; a page is
+// published with a compare-and-swap, so two setters of a new page agree
+// on one.
 type recordFilter struct {
 	seed  maphash.Seed
-	words []atomic.Uint64
-	mask  uint64
+	pages []atomic.Pointer[filterPage]
+	mask  uint64 // words - 1
+	// allocated counts the pages allocated (MemoryUse).
+	allocated atomic.Int64
+}
+
+// filterPageWords is how many words a page of a filter holds: 4 KiB.
+const filterPageWords = 512
+
+// filterPage is one page of a filter's words.
+type filterPage [filterPageWords]atomic.Uint64
+
+// set ORs bits into word w, allocating its page if nobody has yet.
+func (f *recordFilter) set(w, bits uint64) {
+	slot := &f.pages[w/filterPageWords]
+	p := slot.Load()
+	if p == nil {
+		if slot.CompareAndSwap(nil, new(filterPage)) {
+			f.allocated.Add(1)
+		}
+		p = slot.Load()
+	}
+	p[w%filterPageWords].Or(bits)
+}
+
+// has reports whether word w holds every one of bits (a page never
+// allocated holds none).
+func (f *recordFilter) has(w, bits uint64) bool {
+	p := f.pages[w/filterPageWords].Load()
+	return p != nil && p[w%filterPageWords].Load()&bits == bits
+}
+
+// words is the filter's size in words; bytes what of it is allocated.
+func (f *recordFilter) words() uint64 { return f.mask + 1 }
+func (f *recordFilter) bytes() int64 {
+	return f.allocated.Load()*filterPageWords*8 + int64(len(f.pages))*8
 }
 
 // recordFilterBits is how many bits each key sets in its word.
@@ -56,7 +99,7 @@ func newRecordFilter(size int64) *recordFilter {
 		return nil
 	}
 	n := uint64(1) << (bits.Len64(uint64(size/8)) - 1)
-	return &recordFilter{seed: maphash.MakeSeed(), words: make([]atomic.Uint64, n), mask: n - 1}
+	return &recordFilter{seed: maphash.MakeSeed(), pages: make([]atomic.Pointer[filterPage], (n+filterPageWords-1)/filterPageWords), mask: n - 1}
 }
 
 // hash combines the two ids' hashes; ids never contain '/', so hashing them
@@ -72,14 +115,14 @@ func (f *recordFilter) hash(item, user uint64) (word uint64, set uint64) {
 
 func (f *recordFilter) add(item, user string) {
 	w, set := f.hash(maphash.String(f.seed, item), maphash.String(f.seed, user))
-	f.words[w].Or(set)
+	f.set(w, set)
 }
 
 // mayContain reports whether (item, user) may have a record; false is
 // certain.
 func (f *recordFilter) mayContain(item, user string) bool {
 	w, set := f.hash(maphash.String(f.seed, item), maphash.String(f.seed, user))
-	return f.words[w].Load()&set == set
+	return f.has(w, set)
 }
 
 // addKey adds a stored record key: the part after "b<B>/r/", which is
@@ -90,7 +133,7 @@ func (f *recordFilter) addKey(rest []byte) bool {
 		return false
 	}
 	w, set := f.hash(maphash.Bytes(f.seed, item), maphash.Bytes(f.seed, user))
-	f.words[w].Or(set)
+	f.set(w, set)
 	return true
 }
 
@@ -112,14 +155,14 @@ func vectorKindHash(k Kind) uint64 { return mix64(uint64(k) + 0x5851f42d4c957f2d
 
 func (f *recordFilter) addVector(k Kind, name string) {
 	w, set := f.hash(maphash.String(f.seed, name), vectorKindHash(k))
-	f.words[w].Or(set)
+	f.set(w, set)
 }
 
 // mayContainVector reports whether vector (k, name) may have an entry in
 // the store; false is certain.
 func (f *recordFilter) mayContainVector(k Kind, name string) bool {
 	w, set := f.hash(maphash.String(f.seed, name), vectorKindHash(k))
-	return f.words[w].Load()&set == set
+	return f.has(w, set)
 }
 
 // addVectorKey adds a stored vector entry's key: the part after
@@ -134,6 +177,6 @@ func (f *recordFilter) addVectorKey(rest []byte) bool {
 		return false
 	}
 	w, set := f.hash(maphash.Bytes(f.seed, name), vectorKindHash(Kind(rest[0])))
-	f.words[w].Or(set)
+	f.set(w, set)
 	return true
 }

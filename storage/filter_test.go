@@ -2,6 +2,7 @@ package storage
 
 import (
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/tally-dev/tally/crdt"
@@ -11,8 +12,8 @@ import (
 func TestRecordFilter(t *testing.T) {
 	const n = 1 << 16 * 64 / 10       // 10 bits per key in 2^16 words
 	f := newRecordFilter(1<<19 + 100) // rounded down to 2^16 words
-	if f == nil || len(f.words) != 1<<16 {
-		t.Fatalf("filter of 512 KiB: %d words", len(f.words))
+	if f == nil || f.words() != 1<<16 {
+		t.Fatalf("filter of 512 KiB: %d words", f.words())
 	}
 	for i := range n {
 		f.add("item-"+strconv.Itoa(i%97), "user-"+strconv.Itoa(i))
@@ -153,5 +154,53 @@ func TestVectorFilterMalformedKey(t *testing.T) {
 	if s, err := Open(Config{Dir: dir}); err == nil {
 		_ = s.Close()
 		t.Fatal("opened a store with a malformed vector key")
+	}
+}
+
+// A filter allocates a page the first time a key sets a bit in it: a few
+// keys hold a few pages, never more than the size, and what is set is
+// found, from any page, while setters race on new pages.
+func TestRecordFilterAllocatesPagesAsKeysLand(t *testing.T) {
+	f := newRecordFilter(64 << 20)
+	if got := f.allocated.Load(); got != 0 {
+		t.Fatalf("a new filter allocated %d pages", got)
+	}
+	if f.bytes() > 200<<10 {
+		t.Fatalf("a new filter of 64 MiB holds %d bytes", f.bytes())
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				f.add("item-"+strconv.Itoa(i), "user-"+strconv.Itoa(g))
+			}
+		}()
+	}
+	wg.Wait()
+	for g := range 4 {
+		for i := range 100 {
+			if !f.mayContain("item-"+strconv.Itoa(i), "user-"+strconv.Itoa(g)) {
+				t.Fatalf("false negative for item-%d, user-%d", i, g)
+			}
+		}
+	}
+	if pages := f.allocated.Load(); pages < 300 || pages > 400 {
+		t.Fatalf("400 keys allocated %d pages, want about one each (at most 400)", pages)
+	}
+	if f.bytes() > 2<<20 {
+		t.Fatalf("400 keys hold %d bytes of the filter", f.bytes())
+	}
+	for i := range 200_000 {
+		f.add("many-"+strconv.Itoa(i), "u")
+	}
+	if max := int64(64<<20) + int64(len(f.pages))*8; f.bytes() > max {
+		t.Fatalf("the filter holds %d bytes, more than its size %d", f.bytes(), max)
+	}
+	small := newRecordFilter(64) // eight words: one page, masked
+	small.add("a", "b")
+	if !small.mayContain("a", "b") || small.words() != 8 {
+		t.Fatalf("a filter of eight words: %d words, found %v", small.words(), small.mayContain("a", "b"))
 	}
 }

@@ -41,9 +41,10 @@ type MemoryUse struct {
 	// MemTables is Pebble's memtables, live and waiting to be flushed or
 	// recycled, outside the Go heap.
 	MemTables int64
-	// RecordFilter is the record filter, on the Go heap, allocated at open.
+	// RecordFilter is what of the record filter is allocated, on the Go
+	// heap: the pages a key has set a bit in, and the page table.
 	RecordFilter int64
-	// VectorFilter is the vector filter, on the Go heap, allocated at open.
+	// VectorFilter is what of the vector filter is allocated, likewise.
 	VectorFilter int64
 	// Tables is the size of the live sstables on disk (TableBytes), for
 	// relating memory to the amount of state.
@@ -62,10 +63,10 @@ func (s *Store) MemoryUse() (MemoryUse, error) {
 		Tables:     m.Total().TablesSize,
 	}
 	if s.filter != nil {
-		u.RecordFilter = int64(len(s.filter.words)) * 8
+		u.RecordFilter = s.filter.bytes()
 	}
 	if s.vfilter != nil {
-		u.VectorFilter = int64(len(s.vfilter.words)) * 8
+		u.VectorFilter = s.vfilter.bytes()
 	}
 	return u, nil
 }
