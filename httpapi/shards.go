@@ -44,7 +44,8 @@ type Shards interface {
 	// region, each answering from the shards it holds only, and returns
 	// the answers that came in time.
 	Gather(r *http.Request, body []byte) []Gathered
-	// Apply runs ops, all of keys on shard s, at a holder of s (this
+	// Apply runs ops, all of keys on shard s (or on shards of the same
+	// holders as s: an event batch's sub-batch), at a holder of s (this
 	// replica among them, in the map's preferred order; with primary,
 	// only the first), sent typed, and returns their results and who
 	// served them. An error wrapping ErrNoHolder: nothing was applied;

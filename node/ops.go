@@ -70,37 +70,48 @@ type holderError struct {
 func (e *holderError) Error() string { return "region: " + e.msg }
 func (e *holderError) Unwrap() error { return e.err }
 
+// opKinds pairs each typed operation's wire kind with its region kind;
+// imp marks a backfill's (region.Op.Import).
 var opKinds = [...]struct {
 	wire route.OpKind
 	op   region.OpKind
+	imp  bool
 }{
-	{route.OpSpend, region.OpSpend},
-	{route.OpIncr, region.OpIncr},
-	{route.OpGrant, region.OpGrant},
-	{route.OpFence, region.OpFence},
-	{route.OpCashback, region.OpCashback},
-	{route.OpLike, region.OpLike},
-	{route.OpUnlike, region.OpUnlike},
-	{route.OpCallOff, region.OpCallOff},
-	{route.OpCallOffCredit, region.OpCallOffCredit},
-	{route.OpToggle, region.OpToggle},
-	{route.OpUniques, region.OpUniques},
+	{route.OpSpend, region.OpSpend, false},
+	{route.OpIncr, region.OpIncr, false},
+	{route.OpGrant, region.OpGrant, false},
+	{route.OpFence, region.OpFence, false},
+	{route.OpCashback, region.OpCashback, false},
+	{route.OpLike, region.OpLike, false},
+	{route.OpUnlike, region.OpUnlike, false},
+	{route.OpCallOff, region.OpCallOff, false},
+	{route.OpCallOffCredit, region.OpCallOffCredit, false},
+	{route.OpToggle, region.OpToggle, false},
+	{route.OpUniques, region.OpUniques, false},
+	{route.OpImportLike, region.OpLike, true},
+	{route.OpImportUnlike, region.OpUnlike, true},
+	{route.OpImportIncr, region.OpIncr, true},
+	{route.OpImportUniques, region.OpUniques, true},
 }
 
 func wireOp(o *region.Op) (route.Op, error) {
 	for _, k := range opKinds {
-		if k.op == o.Kind {
+		if k.op == o.Kind && k.imp == o.Import {
 			return route.Op{Kind: k.wire, Key: o.Item, User: o.User, Merchant: o.Merchant, Idem: o.IdemKey, By: o.By, AtMs: o.At, List: o.IDs}, nil
 		}
 	}
-	return route.Op{}, fmt.Errorf("%w: a %s is not sent to another replica", region.ErrInvalid, o.Kind)
+	what := "a " + o.Kind.String()
+	if o.Import {
+		what = "an imported " + o.Kind.String()
+	}
+	return route.Op{}, fmt.Errorf("%w: %s is not sent to another replica", region.ErrInvalid, what)
 }
 
 func regionOp(o *route.Op) region.Op {
 	out := region.Op{Item: o.Key, User: o.User, Merchant: o.Merchant, IdemKey: o.Idem, By: o.By, At: o.AtMs, IDs: o.List}
 	for _, k := range opKinds {
 		if k.wire == o.Kind {
-			out.Kind = k.op
+			out.Kind, out.Import = k.op, k.imp
 		}
 	}
 	return out

@@ -42,6 +42,12 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpLikersView, Key: "video", User: "ann", By: 100},
 		{Kind: route.OpBudgetView, Key: "pool"},
 	}},
+	{Kind: route.KindOps, From: "us-1", Shard: 43, Ops: []route.Op{
+		{Kind: route.OpImportLike, Key: "video", User: "ann", AtMs: 1577836800000},
+		{Kind: route.OpImportUnlike, Key: "video", User: "bob", AtMs: 1577836800001, Idem: "u-1"},
+		{Kind: route.OpImportIncr, Key: "views", By: 3, Idem: "imp:00.0", AtMs: 1577836800002},
+		{Kind: route.OpImportUniques, Key: "visitors", List: []string{"ann"}, AtMs: 1577836800003},
+	}},
 }
 
 var sampleResults = []route.Result{
@@ -110,7 +116,7 @@ func TestOpsRoundTripProperty(t *testing.T) {
 		r := route.Request{Kind: route.KindOps, Shard: 3}
 		for _, k := range kinds {
 			o := route.Op{Kind: route.OpKind(k%numOpKinds + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at}
-			if (o.Kind == route.OpUniques || o.Kind == route.OpUniqueCount) && len(list) > 0 {
+			if (o.Kind == route.OpUniques || o.Kind == route.OpUniqueCount || o.Kind == route.OpImportUniques) && len(list) > 0 {
 				o.List = list
 			}
 			r.Ops = append(r.Ops, o)
@@ -126,9 +132,20 @@ func TestOpsRoundTripProperty(t *testing.T) {
 	}
 }
 
-// numOpKinds is how many operation kinds there are (route.OpBudgetView
+// numOpKinds is how many operation kinds there are (route.OpImportUniques
 // is the last).
-const numOpKinds = uint8(route.OpBudgetView)
+const numOpKinds = uint8(route.OpImportUniques)
+
+// The reads are OpGet through OpBudgetView, and no other: the backfills,
+// numbered after them, are writes (a holder answers a request of reads
+// from its view and never by its writer).
+func TestReadKinds(t *testing.T) {
+	for k := route.OpKind(1); k <= route.OpKind(numOpKinds); k++ {
+		if want := k >= route.OpGet && k <= route.OpBudgetView; k.Read() != want {
+			t.Errorf("kind %d: Read() = %v, want %v", k, k.Read(), want)
+		}
+	}
+}
 
 // Any results of arbitrary fields read back field for field.
 func TestResultsRoundTripProperty(t *testing.T) {
