@@ -312,21 +312,16 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 
 // typedRoute reports whether r's route hands its operations to the router
 // (Server.apply, Server.readAt) rather than being forwarded whole: the
-// single-key writes and reads (Server.typed). A whole split item's count
-// or likers is not one key: it is served here, gathering its parts
-// (hot.go).
+// single-key writes and reads (Server.typed). A split item's count or
+// likers reads its parts that way too, here (hot.go): each part for a
+// whole item's read, or part ?part=k alone.
 func (s *Server) typedRoute(r *http.Request) bool {
 	route := mux.CurrentRoute(r)
 	if route == nil {
 		return false
 	}
 	tmpl, err := route.GetPathTemplate()
-	if err != nil || !s.typed[r.Method+" "+tmpl] {
-		return false
-	}
-	vars := mux.Vars(r)
-	_, user := vars["user"]
-	return r.Method != http.MethodGet || user || s.cfg.Hot.Parts(vars["item"]) == 0
+	return err == nil && s.typed[r.Method+" "+tmpl]
 }
 
 // readsElsewhere reports whether a read of name is answered by a holder
