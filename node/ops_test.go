@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
@@ -49,5 +50,21 @@ func TestWireOpsRoundTrip(t *testing.T) {
 		if _, err := wireOp(&o); !errors.Is(err, region.ErrInvalid) {
 			t.Errorf("%+v: %v, want it refused (region.ErrInvalid)", o, err)
 		}
+	}
+}
+
+// A like's history is read alone: a request holding it with another read
+// is refused whole, answered as a history (the encoding its sender
+// reads), and nothing is read.
+func TestHistoryIsReadAlone(t *testing.T) {
+	sr := &shardRouter{}
+	req := route.Request{Kind: route.KindOps, Shard: 1, Ops: []route.Op{route.HistoryOp("v", "ann", 10), {Kind: route.OpGet, Key: "k"}}}
+	a, ok := sr.serveOps(req, time.Now().Add(time.Second))
+	if !ok || a.Kind != route.Served {
+		t.Fatalf("answer %+v, %v: want served", a, ok)
+	}
+	h, err := route.UnmarshalHistory(a.Body)
+	if err != nil || h.Code != "bad_request" || len(h.Actions) != 0 {
+		t.Fatalf("history %+v, %v: want refused, bad_request", h, err)
 	}
 }

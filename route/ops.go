@@ -88,11 +88,18 @@ const (
 	OpImportIncr
 	OpImportUniques
 
-	numOpKinds = OpImportUniques + 1
+	// OpHistory reads the history of User's like of item (or part) Key,
+	// the newest By (1..region.MaxHistory) actions at each replica,
+	// gathered by the holder (ReadHistory). A read, alone in its request,
+	// answered as one History (history.go), not as Results.
+	OpHistory
+
+	numOpKinds = OpHistory + 1
 )
 
-// Read reports whether k is a read (OpGet through OpBudgetView).
-func (k OpKind) Read() bool { return k >= OpGet && k <= OpBudgetView }
+// Read reports whether k is a read (OpGet through OpBudgetView, and
+// OpHistory).
+func (k OpKind) Read() bool { return k >= OpGet && k <= OpBudgetView || k == OpHistory }
 
 // hasList reports whether an operation of kind k carries List on the
 // wire (only those do, so every other kind encodes as before List was).
