@@ -161,26 +161,72 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 	return nil
 }
 
+// maxSubBatchBytes bounds the operations of one typed request of a
+// sub-batch, well under NATS' default max_payload (1 MiB): an import's
+// derived idempotency keys make a typed increment longer than its line,
+// so a sub-batch of a large body goes in several requests.
+const maxSubBatchBytes = 256 << 10
+
+// opBytes is about what o takes on the wire (route.Op's encoding), a
+// little more.
+func opBytes(o *region.Op) int {
+	n := 32 + len(o.Item) + len(o.User) + len(o.Merchant) + len(o.IdemKey)
+	for _, id := range o.IDs {
+		n += len(id) + 2
+	}
+	return n
+}
+
+// chunks cuts ops into runs, in order, of at most max bytes each by
+// opBytes (an op larger than max is a run of its own).
+func chunks(ops []region.Op, max int) [][]region.Op {
+	var out [][]region.Op
+	start, size := 0, 0
+	for i := range ops {
+		n := opBytes(&ops[i])
+		if i > start && size+n > max {
+			out = append(out, ops[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(ops) {
+		out = append(out, ops[start:])
+	}
+	return out
+}
+
 // forwardEvents runs a group's events at a holder of its shards, sent as
 // typed operations (Shards.Apply, as a single like or increment is; an
 // import's as backfills), and returns their results in the group's order:
 // each as the holder's own batch answer has it. When no holder took them
 // each says so (shard_unavailable: nothing applied); when one did not
 // answer in time each says that (timeout: maybe applied), never applied.
+// A large group goes in several requests (maxSubBatchBytes), one after
+// another, so its events apply in their order.
 func (s *Server) forwardEvents(r *http.Request, b *eventsBatch, g *forwardGroup) []api.EventResult {
 	ops := make([]region.Op, len(g.ops))
 	for k, i := range g.ops {
 		ops[k] = b.ops[i]
 	}
-	out := make([]api.EventResult, len(g.ops))
-	res, by, err := s.cfg.Shards.Apply(r.Context(), g.shard, ops, false)
+	out := make([]api.EventResult, 0, len(ops))
+	for _, run := range chunks(ops, maxSubBatchBytes) {
+		out = append(out, s.forwardRun(r, g.shard, run)...)
+	}
+	return out
+}
+
+// forwardRun is forwardEvents of one request's operations.
+func (s *Server) forwardRun(r *http.Request, sh int, ops []region.Op) []api.EventResult {
+	out := make([]api.EventResult, len(ops))
+	res, by, err := s.cfg.Shards.Apply(r.Context(), sh, ops, false)
 	if err == nil && len(res) != len(ops) {
-		err = fmt.Errorf("the holder of shard %d answered %d results for %d events", g.shard, len(res), len(ops))
+		err = fmt.Errorf("the holder of shard %d answered %d results for %d events", sh, len(res), len(ops))
 	}
 	if err != nil {
 		e := s.classify(r, err) // this replica's own writer's answer (a map that changed under the batch)
 		if by != s.cfg.Replica.ID() {
-			e = s.classify(r, forwardError(g.shard, err))
+			e = s.classify(r, forwardError(sh, err))
 		}
 		for k := range out {
 			out[k] = rejectedEvent(e)
