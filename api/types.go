@@ -16,14 +16,17 @@ type EventResult struct {
 	OK bool `json:"ok"`
 	// Value: the counter's value (incr) or the item's count (like, unlike).
 	Value int64 `json:"value"`
+	// Liked (toggle, and a like or unlike with an idempotency key): the
+	// user's state after it. Before changed, as a batch's answer is
+	// written (httpapi's appendEventsAnswer), so a batch split over
+	// shards reads byte for byte as one replica's.
+	Liked *bool `json:"liked,omitempty"`
 	// Changed (likes, toggles): the user's state changed in this
 	// replica's view.
 	Changed bool `json:"changed,omitempty"`
 	// Duplicate (incr, spend, toggle): the idempotency key was seen
 	// before.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// Liked (toggle): the user's state after the toggle.
-	Liked *bool `json:"liked,omitempty"`
 	// Approx and Counted (incr of an approximate counter) as for Incr,
 	// except that Counted is absent when the increment counted nothing
 	// (most do, on a hot counter: the batch answer stays small).

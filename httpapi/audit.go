@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
+	"github.com/tally-dev/tally/shard"
 )
 
 // GET /v1/audit[?kind=likes|counters&key=K]: this replica's own entries
@@ -66,22 +69,9 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 		limit = n
 	}
 	item, user := s.hotName(ids[0], ids[1]), ids[1] // a split item's: the user's part
-	var h region.PairHistory
-	if s.cfg.Replication != nil {
-		if h, err = s.cfg.Replication.History(r.Context(), item, user, limit); err != nil {
-			return err
-		}
-	} else {
-		own, err := s.rep.Likes().History(item, user, limit)
-		if err != nil {
-			return err
-		}
-		for _, a := range own {
-			h.Actions = append(h.Actions, region.PairAction{Replica: s.rep.ID(), Region: s.rep.Region(), Liked: a.Liked, HLC: a.HLC, Seq: a.Seq})
-		}
-		if s.rep.StateLost() {
-			h.Partial = []string{s.rep.ID()}
-		}
+	h, err := s.history(w, r, item, user, limit)
+	if err != nil {
+		return err
 	}
 	out := api.History{Item: item, User: user, Actions: []api.HistoryAction{},
 		Complete: len(h.Missing) == 0 && len(h.Partial) == 0, Missing: h.Missing, Partial: h.Partial}
@@ -91,4 +81,27 @@ func (s *Server) getHistory(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// history reads the history of user's like of item (or part) here, or,
+// where this replica neither holds nor keeps its shard, at a holder, sent
+// typed (Shards.History): the holder gathers it as it would for its own
+// client, and the answer names it (ServedByHeader).
+func (s *Server) history(w http.ResponseWriter, r *http.Request, item, user string, limit int) (region.PairHistory, error) {
+	if !s.readsElsewhere(r, item) {
+		src := tallyroute.Source{Replica: s.rep}
+		if s.cfg.Replication != nil {
+			src.Historian = s.cfg.Replication
+		}
+		return tallyroute.ReadHistory(r.Context(), src, item, user, limit)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	sh := shard.Of(item)
+	h, by, err := s.cfg.Shards.History(ctx, sh, item, user, limit)
+	if err != nil {
+		return region.PairHistory{}, s.holderError(w, sh, by, err)
+	}
+	w.Header().Set(ServedByHeader, by)
+	return h, nil
 }

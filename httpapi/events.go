@@ -125,10 +125,10 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request, importing bool) 
 	}
 	s.hotOps(b.ops)
 	if s.cfg.Shards != nil && !forwarded(r) && !s.holdsAll(b.ops) {
-		// An import splits as a batch does: each holder set gets its
-		// lines as sent, so an increment's key derived from its line's
-		// bytes and its occurrence is the same there (identical lines
-		// are on one shard, in their order).
+		// An import splits as a batch does, its increments carrying the
+		// keys derived here from their lines' bytes and occurrences in
+		// the whole batch (identical lines are on one shard, so a
+		// holder's share of them is all of them, in their order).
 		return s.postSplitEvents(w, r, b, n) // eventsplit.go
 	}
 	var res []region.Result

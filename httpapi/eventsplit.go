@@ -2,9 +2,8 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -16,16 +15,18 @@ import (
 
 // In a sharded region a batch of events may name keys of shards this
 // replica does not hold. postSplitEvents applies the events of the shards
-// it holds here, in one commit, and forwards the others to their holders:
-// one sub-batch per set of holders (each replica of the set holds every
-// shard of the sub-batch, so one hop serves it), all at once. The answer
-// has every event's result in request order, as one replica's would; an
-// event whose holders did not answer carries the forwarding error
-// (shard_unavailable: not applied; timeout: maybe applied). A cashback
-// writes three keys: it is applied where all three are held, and one
-// whose keys lie on shards no single holder set covers runs as a
-// cross-shard purchase (Config.Purchases, package purchase). The batch is then several commits rather than one, as
-// it would be if the client had sent a batch to each holder.
+// it holds here, in one commit, and sends the others to their holders as
+// typed operations (Shards.Apply, the path of a single like or
+// increment): one sub-batch per set of holders (each replica of the set
+// holds every shard of the sub-batch, so one hop serves it, in one commit
+// there), all at once. The answer has every event's result in request
+// order, as one replica's would; an event whose holders did not take it
+// carries why (shard_unavailable: not applied; timeout: maybe applied).
+// A cashback writes three keys: it is applied where all three are held,
+// and one whose keys lie on shards no single holder set covers runs as a
+// cross-shard purchase (Config.Purchases, package purchase). The batch is
+// then several commits rather than one, as it would be if the client had
+// sent a batch to each holder.
 
 // holdsAll reports whether this replica holds every key of ops.
 func (s *Server) holdsAll(ops []region.Op) bool {
@@ -50,7 +51,7 @@ func (s *Server) holdsOp(o *region.Op) bool {
 }
 
 // holderSet is who holds every key of o, as a comparable name of the
-// set, and a shard whose queue group reaches them; "" when no replica of
+// set, and a shard they all hold; "" when no replica of
 // the region holds every key (a cashback over several shards).
 func holderSet(m shard.Map, o *region.Op) (string, int) {
 	s := shard.Of(o.Item)
@@ -124,7 +125,7 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 			if err != nil {
 				results[event[i]] = rejectedEvent(s.classify(r, err))
 			} else {
-				results[event[i]] = appliedEvent(&res)
+				results[event[i]] = appliedEvent(&b.ops[i], &res)
 			}
 		})
 	}
@@ -143,7 +144,7 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 			case res[k].Err != nil:
 				results[event[i]] = rejectedEvent(s.classify(r, res[k].Err))
 			default:
-				results[event[i]] = appliedEvent(&res[k])
+				results[event[i]] = appliedEvent(&b.ops[i], &res[k])
 			}
 		}
 	}
@@ -160,46 +161,101 @@ func (s *Server) postSplitEvents(w http.ResponseWriter, r *http.Request, b *even
 	return nil
 }
 
-// forwardEvents sends a group's events, as NDJSON, to its holders, and
-// returns their results in the group's order.
-func (s *Server) forwardEvents(r *http.Request, b *eventsBatch, g *forwardGroup) []api.EventResult {
-	var body []byte
-	for _, i := range g.ops {
-		body = append(body, b.body[b.spans[i][0]:b.spans[i][1]]...)
-		body = append(body, '\n')
+// maxSubBatchBytes bounds the operations of one typed request of a
+// sub-batch, well under NATS' default max_payload (1 MiB): an import's
+// derived idempotency keys make a typed increment longer than its line,
+// so a sub-batch of a large body goes in several requests.
+const maxSubBatchBytes = 256 << 10
+
+// opBytes is about what o takes on the wire (route.Op's encoding), a
+// little more.
+func opBytes(o *region.Op) int {
+	n := 32 + len(o.Item) + len(o.User) + len(o.Merchant) + len(o.IdemKey)
+	for _, id := range o.IDs {
+		n += len(id) + 2
 	}
-	fr := r.Clone(r.Context())
-	fr.Header.Set("Content-Type", "application/x-ndjson")
-	fr.Header.Set("Content-Length", strconv.Itoa(len(body)))
-	fr.ContentLength = int64(len(body))
-	rec := NewRecorder()
-	failed := func(e *apiError) []api.EventResult {
-		out := make([]api.EventResult, len(g.ops))
+	return n
+}
+
+// chunks cuts ops into runs, in order, of at most max bytes each by
+// opBytes (an op larger than max is a run of its own).
+func chunks(ops []region.Op, max int) [][]region.Op {
+	var out [][]region.Op
+	start, size := 0, 0
+	for i := range ops {
+		n := opBytes(&ops[i])
+		if i > start && size+n > max {
+			out = append(out, ops[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(ops) {
+		out = append(out, ops[start:])
+	}
+	return out
+}
+
+// forwardEvents runs a group's events at a holder of its shards, sent as
+// typed operations (Shards.Apply, as a single like or increment is; an
+// import's as backfills), and returns their results in the group's order:
+// each as the holder's own batch answer has it. When no holder took them
+// each says so (shard_unavailable: nothing applied); when one did not
+// answer in time each says that (timeout: maybe applied), never applied.
+// A large group goes in several requests (maxSubBatchBytes), one after
+// another, so its events apply in their order.
+func (s *Server) forwardEvents(r *http.Request, b *eventsBatch, g *forwardGroup) []api.EventResult {
+	ops := make([]region.Op, len(g.ops))
+	for k, i := range g.ops {
+		ops[k] = b.ops[i]
+	}
+	out := make([]api.EventResult, 0, len(ops))
+	for _, run := range chunks(ops, maxSubBatchBytes) {
+		out = append(out, s.forwardRun(r, g.shard, run)...)
+	}
+	return out
+}
+
+// forwardRun is forwardEvents of one request's operations.
+func (s *Server) forwardRun(r *http.Request, sh int, ops []region.Op) []api.EventResult {
+	out := make([]api.EventResult, len(ops))
+	res, by, err := s.cfg.Shards.Apply(r.Context(), sh, ops, false)
+	if err == nil && len(res) != len(ops) {
+		err = fmt.Errorf("the holder of shard %d answered %d results for %d events", sh, len(res), len(ops))
+	}
+	if err != nil {
+		e := s.classify(r, err) // this replica's own writer's answer (a map that changed under the batch)
+		if by != s.cfg.Replica.ID() {
+			e = s.classify(r, forwardError(sh, err))
+		}
 		for k := range out {
 			out[k] = rejectedEvent(e)
 		}
 		return out
 	}
-	if err := s.cfg.Shards.Forward(rec, fr, body, g.shard); err != nil {
-		return failed(s.classify(r, forwardError(g.shard, err)))
-	}
-	var ans api.EventsResult
-	if rec.Status() != http.StatusOK || json.Unmarshal(rec.Body(), &ans) != nil || len(ans.Results) != len(g.ops) {
-		var e api.Error
-		if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
-			e = api.Error{Error: "the holder of shard " + strconv.Itoa(g.shard) + " answered http " + strconv.Itoa(rec.Status()), Code: frontdoor.CodeInternal}
+	for k := range res {
+		if res[k].Err != nil {
+			out[k] = rejectedEvent(s.classify(r, res[k].Err))
+		} else {
+			out[k] = appliedEvent(&ops[k], &res[k])
 		}
-		return failed(&apiError{Status: rec.Status(), Code: e.Code, Msg: e.Error})
 	}
-	return ans.Results
+	return out
 }
 
 func rejectedEvent(e *apiError) api.EventResult {
 	return api.EventResult{Error: e.Msg, Code: e.Code}
 }
 
-func appliedEvent(r *region.Result) api.EventResult {
+// appliedEvent is the result of o, applied with result r, as
+// appendEventsAnswer renders it: a toggle, and a like or unlike with an
+// idempotency key, say the state they left (liked).
+func appliedEvent(o *region.Op, r *region.Result) api.EventResult {
 	out := api.EventResult{OK: true, Value: r.Value, Changed: r.Changed, Duplicate: r.Duplicate, Approx: r.Approx}
+	if o.Kind == region.OpToggle || o.IdemKey != "" && (o.Kind == region.OpLike || o.Kind == region.OpUnlike) {
+		liked := r.Liked
+		out.Liked = &liked
+	}
 	if r.Approx && r.Counted != 0 {
 		c := r.Counted
 		out.Counted = &c

@@ -23,9 +23,12 @@ import (
 // (item, user) goes to the user's part (shard.Hot.Name), always the same,
 // so dedup stays one atomic commit at a holder of that part. A read of
 // the whole item (its count, likers) reads every part, here for the parts
-// whose shard this replica holds and from a holder for each other one
-// (the read's own route with ?part=k, which routeShard sends to the part's
-// shard): one forwarded request per part not held here, all at once.
+// whose shard this replica holds and from a holder for each other one:
+// typed view reads of the part (a count's, a page of likers), or the
+// read's own route with ?part=k, which routeShard sends to the part's
+// shard (a window, a series); one request per part not held here, all at
+// once. A read of part k alone (?part=k) is read at a holder of its
+// shard the same way.
 
 // partParam is the query parameter naming one part of a split item: GET
 // /v1/likes/{item}?part=k reads part k alone.
@@ -101,10 +104,13 @@ func queryPart(r *http.Request, n int) (k int, ok bool, err error) {
 }
 
 // partAnswers reads each of split item's n parts: with local (the JSON
-// answer of part k) where this replica holds the part's shard, else from a
-// holder, forwarding r with ?part=k. answers[k] is part k's 200 answer,
-// nil for a part whose holders did not answer (or answered otherwise).
-func (s *Server) partAnswers(r *http.Request, item string, n int, local func(k int) (any, error)) ([][]byte, error) {
+// answer of part k) where this replica holds the part's shard, else with
+// typed (the same answer, read at a holder as typed view reads: the
+// count's and the likers' parts), or, when typed is nil, from a holder
+// forwarding r with ?part=k (the windows' and series' parts). answers[k]
+// is part k's answer, nil for a part whose holders did not answer (or
+// answered otherwise).
+func (s *Server) partAnswers(r *http.Request, item string, n int, local, typed func(k int) (any, error)) ([][]byte, error) {
 	answers := make([][]byte, n)
 	var wg sync.WaitGroup
 	for k := range n {
@@ -119,35 +125,44 @@ func (s *Server) partAnswers(r *http.Request, item string, n int, local func(k i
 			}
 			continue
 		}
+		if typed != nil {
+			wg.Go(func() {
+				v, err := typed(k)
+				if err != nil {
+					return
+				}
+				answers[k], _ = json.Marshal(v) // nil, missing, if it does not marshal
+			})
+			continue
+		}
 		fr := r.Clone(r.Context())
 		q := fr.URL.Query()
 		q.Set(partParam, strconv.Itoa(k))
 		fr.URL.RawQuery = q.Encode()
 		fr.Body = nil
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rec := NewRecorder()
 			if err := s.cfg.Shards.Forward(rec, fr, nil, shard.Of(name)); err != nil || rec.Status() != http.StatusOK {
 				return
 			}
 			answers[k] = rec.Body()
-		}()
+		})
 	}
 	wg.Wait()
 	return answers, nil
 }
 
 // partLikes is GET /v1/likes/{item} of part k of a split item of n parts,
-// as read here.
-func (s *Server) partLikes(item string, k, n int) (api.Likes, error) {
+// read here, or at a holder of the part's shard if elsewhere (its answer
+// then names the holder on w).
+func (s *Server) partLikes(w http.ResponseWriter, r *http.Request, item string, k, n int, elsewhere bool) (api.Likes, error) {
 	name := crdt.PartName(item, k)
-	rd, err := s.rep.Likes().Count(name)
+	rd, v, err := s.readLikesAt(w, r, name, elsewhere)
 	if err != nil {
 		return api.Likes{}, err
 	}
 	return api.Likes{
-		Item: item, Count: rd.Value, Approx: s.approx(rd, name), StalenessMs: s.staleness(name),
+		Item: item, Count: rd.Value, Approx: v.approx, StalenessMs: v.staleness,
 		Replicas: replicasJSON(rd.Vector), Unreconciled: rd.Unreconciled, Parts: n,
 	}, nil
 }
@@ -160,7 +175,7 @@ func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string
 		return err
 	}
 	if one {
-		out, err := s.partLikes(item, k, n)
+		out, err := s.partLikes(w, r, item, k, n, s.readsElsewhere(r, crdt.PartName(item, k)))
 		if err != nil {
 			return err
 		}
@@ -179,10 +194,12 @@ func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string
 }
 
 // hotLikes reads split item's count: every part's, summed; r is a read
-// of the item (GET /v1/likes/{item}), forwarded to each part's holders
-// with ?part=k.
+// of the item (GET /v1/likes/{item}), each part not held here read at a
+// holder of its shard, typed.
 func (s *Server) hotLikes(r *http.Request, item string, n int) (api.Likes, error) {
-	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return s.partLikes(item, k, n) })
+	answers, err := s.partAnswers(r, item, n,
+		func(k int) (any, error) { return s.partLikes(NewRecorder(), r, item, k, n, false) },
+		func(k int) (any, error) { return s.partLikes(NewRecorder(), r, item, k, n, true) })
 	if err != nil {
 		return api.Likes{}, err
 	}
@@ -272,8 +289,16 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 	if err != nil {
 		return err
 	}
-	page := func(k int) (api.Likers, error) {
-		l, more, err := s.rep.Lists().Likers(crdt.PartName(item, k), after, limit)
+	// page reads part k's page here, or at a holder of its shard if
+	// elsewhere, typed (its answer then naming the holder on w).
+	page := func(w http.ResponseWriter, k int, elsewhere bool) (api.Likers, error) {
+		read := s.rep.Lists().Likers
+		if elsewhere {
+			read = func(name, after string, limit int) ([]region.Listed, bool, error) {
+				return s.likersAt(w, r, name, after, limit)
+			}
+		}
+		l, more, err := read(crdt.PartName(item, k), after, limit)
 		if err != nil {
 			return api.Likers{}, err
 		}
@@ -282,14 +307,16 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 	if k, one, err := queryPart(r, n); err != nil {
 		return err
 	} else if one {
-		out, err := page(k)
+		out, err := page(w, k, s.readsElsewhere(r, crdt.PartName(item, k)))
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
-	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) { return page(k) })
+	answers, err := s.partAnswers(r, item, n,
+		func(k int) (any, error) { return page(NewRecorder(), k, false) },
+		func(k int) (any, error) { return page(NewRecorder(), k, true) })
 	if err != nil {
 		return err
 	}
@@ -338,7 +365,7 @@ func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item strin
 	}
 	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
 		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}
@@ -391,7 +418,7 @@ func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item strin
 	}
 	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
 		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
-	})
+	}, nil)
 	if err != nil {
 		return err
 	}

@@ -266,7 +266,13 @@ func (s *Server) getLikes(w http.ResponseWriter, r *http.Request) error {
 // readLikes reads item's like count here, or at a holder of its shard
 // (readsElsewhere), with the view it was read from.
 func (s *Server) readLikes(w http.ResponseWriter, r *http.Request, item string) (region.Read, readView, error) {
-	if !s.readsElsewhere(r, item) {
+	return s.readLikesAt(w, r, item, s.readsElsewhere(r, item))
+}
+
+// readLikesAt reads item's like count at a holder of its shard if
+// elsewhere, else here, with the view it was read from.
+func (s *Server) readLikesAt(w http.ResponseWriter, r *http.Request, item string, elsewhere bool) (region.Read, readView, error) {
+	if !elsewhere {
 		rd, err := s.rep.Likes().Count(item)
 		if err != nil {
 			return region.Read{}, readView{}, err

@@ -311,6 +311,7 @@ func (s *Server) newRouter() *mux.Router {
 		http.MethodGet + " /v1/likers/" + item:                          true,
 		http.MethodGet + " /v1/counters/" + key:                         true,
 		http.MethodGet + " /v1/budgets/" + key:                          true,
+		http.MethodGet + " /v1/likes/" + item + "/" + user + "/history": true,
 	}
 	w := s.RequireWrite
 

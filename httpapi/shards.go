@@ -44,7 +44,8 @@ type Shards interface {
 	// region, each answering from the shards it holds only, and returns
 	// the answers that came in time.
 	Gather(r *http.Request, body []byte) []Gathered
-	// Apply runs ops, all of keys on shard s, at a holder of s (this
+	// Apply runs ops, all of keys on shard s (or on shards of the same
+	// holders as s: an event batch's sub-batch), at a holder of s (this
 	// replica among them, in the map's preferred order; with primary,
 	// only the first), sent typed, and returns their results and who
 	// served them. An error wrapping ErrNoHolder: nothing was applied;
@@ -56,6 +57,12 @@ type Shards interface {
 	// its error as the holder's replica returned it; an error wrapping
 	// ErrNoHolder: no holder answered.
 	Read(ctx context.Context, s int, ops []tallyroute.Op) ([]tallyroute.Result, string, error)
+	// History reads the history of user's like of item (or part), on
+	// shard s, the newest limit actions of each replica, as a holder of
+	// s (this replica among them) gathers it, sent typed
+	// (tallyroute.OpHistory), and returns it and who answered it; errors
+	// as Read's.
+	History(ctx context.Context, s int, item, user string, limit int) (region.PairHistory, string, error)
 }
 
 // ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of
@@ -311,21 +318,16 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 
 // typedRoute reports whether r's route hands its operations to the router
 // (Server.apply, Server.readAt) rather than being forwarded whole: the
-// single-key writes and reads (Server.typed). A whole split item's count
-// or likers is not one key: it is served here, gathering its parts
-// (hot.go).
+// single-key writes and reads (Server.typed). A split item's count or
+// likers reads its parts that way too, here (hot.go): each part for a
+// whole item's read, or part ?part=k alone.
 func (s *Server) typedRoute(r *http.Request) bool {
 	route := mux.CurrentRoute(r)
 	if route == nil {
 		return false
 	}
 	tmpl, err := route.GetPathTemplate()
-	if err != nil || !s.typed[r.Method+" "+tmpl] {
-		return false
-	}
-	vars := mux.Vars(r)
-	_, user := vars["user"]
-	return r.Method != http.MethodGet || user || s.cfg.Hot.Parts(vars["item"]) == 0
+	return err == nil && s.typed[r.Method+" "+tmpl]
 }
 
 // readsElsewhere reports whether a read of name is answered by a holder
@@ -349,18 +351,27 @@ func (s *Server) readAt(ctx context.Context, w http.ResponseWriter, name string,
 	sh := shard.Of(name)
 	res, by, err := s.cfg.Shards.Read(ctx, sh, []tallyroute.Op{op})
 	switch {
-	case err != nil && (errors.Is(err, ErrNoHolder) || errors.Is(err, context.DeadlineExceeded)):
-		return tallyroute.Result{}, forwardError(sh, err)
 	case err != nil:
-		if by != "" {
-			w.Header().Set(ServedByHeader, by)
-		}
-		return tallyroute.Result{}, err // the holder's read failed: its error, answered as this replica's own
+		return tallyroute.Result{}, s.holderError(w, sh, by, err)
 	case len(res) != 1 || res[0].Detail == nil:
 		return tallyroute.Result{}, fmt.Errorf("the holder of shard %d answered a read without its view", sh)
 	}
 	w.Header().Set(ServedByHeader, by)
 	return res[0], nil
+}
+
+// holderError is the answer to a read of shard sh sent typed to a holder
+// (by, "" if none answered) that failed with err: no holder answered in
+// time, or the holder's read failed, its error answered as this
+// replica's own would be (naming the holder on w).
+func (s *Server) holderError(w http.ResponseWriter, sh int, by string, err error) error {
+	if errors.Is(err, ErrNoHolder) || errors.Is(err, context.DeadlineExceeded) {
+		return forwardError(sh, err)
+	}
+	if by != "" {
+		w.Header().Set(ServedByHeader, by)
+	}
+	return err
 }
 
 // apply runs op at this replica when it holds op's key's shard, else at a

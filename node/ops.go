@@ -70,37 +70,48 @@ type holderError struct {
 func (e *holderError) Error() string { return "region: " + e.msg }
 func (e *holderError) Unwrap() error { return e.err }
 
+// opKinds pairs each typed operation's wire kind with its region kind;
+// imp marks a backfill's (region.Op.Import).
 var opKinds = [...]struct {
 	wire route.OpKind
 	op   region.OpKind
+	imp  bool
 }{
-	{route.OpSpend, region.OpSpend},
-	{route.OpIncr, region.OpIncr},
-	{route.OpGrant, region.OpGrant},
-	{route.OpFence, region.OpFence},
-	{route.OpCashback, region.OpCashback},
-	{route.OpLike, region.OpLike},
-	{route.OpUnlike, region.OpUnlike},
-	{route.OpCallOff, region.OpCallOff},
-	{route.OpCallOffCredit, region.OpCallOffCredit},
-	{route.OpToggle, region.OpToggle},
-	{route.OpUniques, region.OpUniques},
+	{route.OpSpend, region.OpSpend, false},
+	{route.OpIncr, region.OpIncr, false},
+	{route.OpGrant, region.OpGrant, false},
+	{route.OpFence, region.OpFence, false},
+	{route.OpCashback, region.OpCashback, false},
+	{route.OpLike, region.OpLike, false},
+	{route.OpUnlike, region.OpUnlike, false},
+	{route.OpCallOff, region.OpCallOff, false},
+	{route.OpCallOffCredit, region.OpCallOffCredit, false},
+	{route.OpToggle, region.OpToggle, false},
+	{route.OpUniques, region.OpUniques, false},
+	{route.OpImportLike, region.OpLike, true},
+	{route.OpImportUnlike, region.OpUnlike, true},
+	{route.OpImportIncr, region.OpIncr, true},
+	{route.OpImportUniques, region.OpUniques, true},
 }
 
 func wireOp(o *region.Op) (route.Op, error) {
 	for _, k := range opKinds {
-		if k.op == o.Kind {
+		if k.op == o.Kind && k.imp == o.Import {
 			return route.Op{Kind: k.wire, Key: o.Item, User: o.User, Merchant: o.Merchant, Idem: o.IdemKey, By: o.By, AtMs: o.At, List: o.IDs}, nil
 		}
 	}
-	return route.Op{}, fmt.Errorf("%w: a %s is not sent to another replica", region.ErrInvalid, o.Kind)
+	what := "a " + o.Kind.String()
+	if o.Import {
+		what = "an imported " + o.Kind.String()
+	}
+	return route.Op{}, fmt.Errorf("%w: %s is not sent to another replica", region.ErrInvalid, what)
 }
 
 func regionOp(o *route.Op) region.Op {
 	out := region.Op{Item: o.Key, User: o.User, Merchant: o.Merchant, IdemKey: o.Idem, By: o.By, At: o.AtMs, IDs: o.List}
 	for _, k := range opKinds {
 		if k.wire == o.Kind {
-			out.Kind = k.op
+			out.Kind, out.Import = k.op, k.imp
 		}
 	}
 	return out
@@ -181,6 +192,8 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.Answer, bool) {
 	if reads, ok := readsOnly(req.Ops); !ok {
 		return badOps("a request of reads and writes together"), true
+	} else if reads && hasHistory(req.Ops) {
+		return sr.serveHistory(req, deadline), true
 	} else if reads {
 		return sr.serveReads(req), true
 	}
@@ -245,13 +258,92 @@ func (sr *shardRouter) serveReads(req route.Request) route.Answer {
 }
 
 // source is what this replica answers reads from: the replica, and its
-// replication's staleness for the view reads.
+// replication's staleness for the view reads and gathering of a like's
+// history.
 func (sr *shardRouter) source() route.Source {
 	src := route.Source{Replica: sr.rep}
 	if sr.stale != nil {
-		src.Staleness = sr.stale
+		src.Staleness, src.Historian = sr.stale, sr.stale
 	}
 	return src
+}
+
+// hasHistory reports whether ops hold an OpHistory.
+func hasHistory(ops []route.Op) bool {
+	for i := range ops {
+		if ops[i].Kind == route.OpHistory {
+			return true
+		}
+	}
+	return false
+}
+
+// serveHistory answers a forwarded OpHistory, alone in its request, with
+// the history this replica gathers (route.ReadHistory), under the
+// sender's deadline; a failed read is its code.
+func (sr *shardRouter) serveHistory(req route.Request, deadline time.Time) route.Answer {
+	if len(req.Ops) != 1 {
+		return route.Answer{Kind: route.Served, Body: route.MarshalHistory(&route.History{Code: "bad_request", Msg: "a like's history is read alone"})}
+	}
+	if sr.rep == nil {
+		return route.Answer{Kind: route.NotServed, Reason: "not open"}
+	}
+	ctx, cancel := context.WithDeadline(sr.ctx, deadline)
+	defer cancel()
+	var out route.History
+	h, err := route.ReadHistoryOp(ctx, sr.source(), &req.Ops[0])
+	if err != nil {
+		out.Code, out.Msg = errCode(err), strings.TrimPrefix(err.Error(), "region: ")
+	} else {
+		out.PairHistory = h
+	}
+	return route.Answer{Kind: route.Served, Body: route.MarshalHistory(&out)}
+}
+
+// History reads the history of user's like of item (or part), on shard
+// s, the newest limit actions of each replica, at a holder of s, this
+// replica among them (route.Sender.Walk), and returns it and who
+// answered it; a read that failed at the holder is its error.
+func (sr *shardRouter) History(ctx context.Context, s int, item, user string, limit int) (region.PairHistory, string, error) {
+	op := route.HistoryOp(item, user, limit)
+	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: []route.Op{op}}
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	defer cancel()
+	if d, ok := ctx.Deadline(); ok {
+		req.DeadlineMs = d.UnixMilli()
+	}
+	var data []byte
+	var out region.PairHistory
+	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
+		if h == sr.self {
+			if sr.rep == nil {
+				return route.Refusal("not open")
+			}
+			var err error
+			out, err = route.ReadHistoryOp(ctx, sr.source(), &op)
+			return err
+		}
+		if data == nil {
+			data = req.Marshal()
+		}
+		a, err := sr.sender.Ask(ctx, h, data)
+		if err != nil {
+			return err
+		}
+		got, err := route.UnmarshalHistory(a.Body)
+		if err != nil {
+			return fmt.Errorf("its answer for shard %d: %w", s, err)
+		}
+		if got.Code != "" {
+			return codeErr(got.Code, got.Msg)
+		}
+		out = got.PairHistory
+		return nil
+	})
+	if err != nil {
+		return region.PairHistory{}, h, err
+	}
+	return out, h, nil
 }
 
 // Read answers reads (route.OpKind.Read), every one of a key on shard s,

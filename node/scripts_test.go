@@ -41,8 +41,9 @@ import (
 // one round of the network. Commands (besides replicationtest's: start,
 // restart, tick, flush, deliver, antientropy, windows, ...):
 //
-//	region replicas=us-1,us-2,us-3 copies=2 [hot=h:4]
-//	                              seed the store with the assigned map
+//	region replicas=us-1,us-2,us-3 copies=2 [hot=h:4] [lists] [log] [token=T]
+//	                              seed the store with the assigned map (the
+//	                              replicas keep like lists, the event log)
 //	seed replicas=... copies=N    SeedShardMap of another map
 //	map                           the stored map, and the one each replica serves by
 //	pick holders=us-2,us-3 [prefix=k] [moves-to=us-1,us-2 replicas=... copies=N [drain=R]]
@@ -96,6 +97,7 @@ type shardScripts struct {
 	hot    shard.Hot
 	copies int
 	lists  bool // the replicas keep like lists (region lists=true)
+	log    bool // the replicas keep the event log (region log=true)
 	// token is every replica's read, write and admin token (region
 	// token=T); http sends it with token=T.
 	token string
@@ -153,6 +155,7 @@ func (s *shardScripts) openRegion(rc *region.Config) {
 	name := rc.Replica
 	rc.Region = scriptRegion
 	rc.LikeLists = s.lists
+	rc.EventLog = s.log
 	if old := s.reps[name]; old != nil {
 		old.closeFront()
 		old.router.close()
@@ -316,6 +319,7 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 		m := target()
 		s.copies = m.Copies
 		s.lists = d.HasArg("lists")
+		s.log = d.HasArg("log")
 		s.token, _ = arg("token")
 		if h, ok := arg("hot"); ok {
 			prefix, parts, _ := strings.Cut(h, ":")

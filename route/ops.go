@@ -79,15 +79,33 @@ const (
 	// Unreconciled and Origin (the holder, whose view it is).
 	OpBudgetView
 
-	numOpKinds = OpBudgetView + 1
+	// The backfills (POST /v1/admin/import's events, region.Op.Import):
+	// as OpLike, OpUnlike, OpIncr and OpUniques, at AtMs however far in
+	// the past. Writes, numbered after the reads: a replica that does not
+	// know them refuses the request whole (an unknown kind).
+	OpImportLike
+	OpImportUnlike
+	OpImportIncr
+	OpImportUniques
+
+	// OpHistory reads the history of User's like of item (or part) Key,
+	// the newest By (1..region.MaxHistory) actions at each replica,
+	// gathered by the holder (ReadHistory). A read, alone in its request,
+	// answered as one History (history.go), not as Results.
+	OpHistory
+
+	numOpKinds = OpHistory + 1
 )
 
-// Read reports whether k is a read (OpGet and after).
-func (k OpKind) Read() bool { return k >= OpGet }
+// Read reports whether k is a read (OpGet through OpBudgetView, and
+// OpHistory).
+func (k OpKind) Read() bool { return k >= OpGet && k <= OpBudgetView || k == OpHistory }
 
 // hasList reports whether an operation of kind k carries List on the
 // wire (only those do, so every other kind encodes as before List was).
-func (k OpKind) hasList() bool { return k == OpUniques || k == OpUniqueCount }
+func (k OpKind) hasList() bool {
+	return k == OpUniques || k == OpUniqueCount || k == OpImportUniques
+}
 
 // Op is one typed operation a replica forwards to a holder of its key's
 // shard. The entry replica has checked and authenticated it.
@@ -97,8 +115,8 @@ type Op struct {
 	By                        int64
 	// AtMs is the client's time of the event (unix ms), 0 for now.
 	AtMs int64
-	// List is OpUniques' ids or OpUniqueCount's keys, at most MaxList;
-	// on the wire for those kinds only.
+	// List is OpUniques' (and OpImportUniques') ids or OpUniqueCount's
+	// keys, at most MaxList; on the wire for those kinds only.
 	List []string
 }
 

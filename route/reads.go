@@ -31,11 +31,12 @@ type Staleness interface {
 }
 
 // Source is what reads are answered from: a replica, and its
-// replication's staleness for the view reads' Detail (nil: none, a
-// replica without replication).
+// replication's staleness for the view reads' Detail and its gathering of
+// a like's history (nil: none, a replica without replication).
 type Source struct {
 	Replica   *region.Replica
 	Staleness Staleness
+	Historian Historian
 }
 
 // ReadFrom is Read from src, the view reads (OpCounterView and after)
@@ -151,6 +152,8 @@ func readOne(src Source, o *Op, r *Result) error {
 		for _, u := range page {
 			r.Users = append(r.Users, u.ID)
 		}
+	case OpHistory:
+		return fmt.Errorf("%w: a like's history is read alone (ReadHistory)", region.ErrInvalid)
 	default:
 		return fmt.Errorf("%w: operation kind %d is not a read", region.ErrInvalid, o.Kind)
 	}

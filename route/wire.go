@@ -41,10 +41,10 @@ type Kind uint8
 const (
 	// KindHTTP is an HTTP request of one key (or of one shard's keys),
 	// for a holder of its shard: only the routes no typed operation or
-	// read answers yet (windows, series, history, ranged unique counts,
-	// a split item's parts, an event batch's sub-batch; the list is in
-	// docs/architecture.md, "Routing"). Every other keyed route is
-	// KindOps.
+	// read answers yet (windows, series, ranged unique counts, a split
+	// item's parts of a window or series; the list is in
+	// docs/architecture.md, "Routing"). Every other keyed route, and an
+	// event batch's sub-batch for another holder, is KindOps.
 	KindHTTP Kind = iota + 1
 	// KindGather is an HTTP read that every replica of the region
 	// answers from the shards it holds.

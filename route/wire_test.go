@@ -9,6 +9,7 @@ import (
 	"testing/quick"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
 )
 
@@ -42,6 +43,13 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpLikersView, Key: "video", User: "ann", By: 100},
 		{Kind: route.OpBudgetView, Key: "pool"},
 	}},
+	{Kind: route.KindOps, From: "us-1", Shard: 43, Ops: []route.Op{
+		{Kind: route.OpImportLike, Key: "video", User: "ann", AtMs: 1577836800000},
+		{Kind: route.OpImportUnlike, Key: "video", User: "bob", AtMs: 1577836800001, Idem: "u-1"},
+		{Kind: route.OpImportIncr, Key: "views", By: 3, Idem: "imp:00.0", AtMs: 1577836800002},
+		{Kind: route.OpImportUniques, Key: "visitors", List: []string{"ann"}, AtMs: 1577836800003},
+	}},
+	{Kind: route.KindOps, From: "us-1", Shard: 44, Ops: []route.Op{route.HistoryOp("video|2", "ann", 100)}},
 }
 
 var sampleResults = []route.Result{
@@ -110,7 +118,7 @@ func TestOpsRoundTripProperty(t *testing.T) {
 		r := route.Request{Kind: route.KindOps, Shard: 3}
 		for _, k := range kinds {
 			o := route.Op{Kind: route.OpKind(k%numOpKinds + 1), Key: key, User: user, Merchant: merchant, Idem: idem, By: by, AtMs: at}
-			if (o.Kind == route.OpUniques || o.Kind == route.OpUniqueCount) && len(list) > 0 {
+			if (o.Kind == route.OpUniques || o.Kind == route.OpUniqueCount || o.Kind == route.OpImportUniques) && len(list) > 0 {
 				o.List = list
 			}
 			r.Ops = append(r.Ops, o)
@@ -126,9 +134,20 @@ func TestOpsRoundTripProperty(t *testing.T) {
 	}
 }
 
-// numOpKinds is how many operation kinds there are (route.OpBudgetView
-// is the last).
-const numOpKinds = uint8(route.OpBudgetView)
+// numOpKinds is how many operation kinds there are (route.OpHistory is
+// the last).
+const numOpKinds = uint8(route.OpHistory)
+
+// The reads are OpGet through OpBudgetView, and OpHistory: the backfills,
+// numbered between them, are writes (a holder answers a request of reads
+// from its view and never by its writer).
+func TestReadKinds(t *testing.T) {
+	for k := route.OpKind(1); k <= route.OpKind(numOpKinds); k++ {
+		if want := k >= route.OpGet && k <= route.OpBudgetView || k == route.OpHistory; k.Read() != want {
+			t.Errorf("kind %d: Read() = %v, want %v", k, k.Read(), want)
+		}
+	}
+}
 
 // Any results of arbitrary fields read back field for field.
 func TestResultsRoundTripProperty(t *testing.T) {
@@ -278,6 +297,87 @@ func FuzzResults(f *testing.F) {
 		}
 		again, err := route.UnmarshalResults(route.MarshalResults(rs))
 		if err != nil || !bytes.Equal(route.MarshalResults(again), route.MarshalResults(rs)) {
+			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
+		}
+	})
+}
+
+var sampleHistories = []route.History{
+	{},
+	{Code: "no_log", Msg: "the event log is off"},
+	{PairHistory: region.PairHistory{
+		Actions: []region.PairAction{
+			{Replica: "us-1", Region: "us", Liked: true, HLC: crdt.HLC(1767225602000 << 16), Seq: 7},
+			{Replica: "eu-1", Region: "eu", HLC: crdt.HLC(1767225603000<<16 | 2), Seq: 1 << 40},
+		},
+		Missing: []string{"ap-1"}, Partial: []string{"eu-1", "us-1"},
+	}},
+}
+
+// Every history reads back as it was written.
+func TestHistoryRoundTrip(t *testing.T) {
+	for _, h := range sampleHistories {
+		got, err := route.UnmarshalHistory(route.MarshalHistory(&h))
+		if err != nil || !reflect.DeepEqual(got, h) {
+			t.Errorf("%+v read back as %+v, %v", h, got, err)
+		}
+	}
+}
+
+// Any history of arbitrary fields reads back field for field.
+func TestHistoryRoundTripProperty(t *testing.T) {
+	f := func(code, msg string, replicas []string, liked []bool, hlc, seq uint64, missing, partial []string) bool {
+		h := route.History{Code: code, Msg: msg}
+		for i, r := range replicas {
+			h.Actions = append(h.Actions, region.PairAction{Replica: r, Region: msg, Liked: i < len(liked) && liked[i], HLC: crdt.HLC(hlc + uint64(i)), Seq: seq})
+		}
+		if len(missing) > 0 {
+			h.Missing = missing
+		}
+		if len(partial) > 0 {
+			h.Partial = partial
+		}
+		got, err := route.UnmarshalHistory(route.MarshalHistory(&h))
+		return err == nil && reflect.DeepEqual(got, h)
+	}
+	if err := quick.Check(f, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What a history's decoder refuses: another version, a cut or long
+// message, a liked flag not 0 or 1, more actions than bytes.
+func TestHistoryRefused(t *testing.T) {
+	good := route.MarshalHistory(&sampleHistories[2])
+	for name, b := range map[string][]byte{
+		"empty":             nil,
+		"version 2":         append([]byte{2}, good[1:]...),
+		"cut":               good[:len(good)-1],
+		"trailing":          append(append([]byte{}, good...), 0),
+		"liked 2":           {route.Version, 0, 0, 1, 0, 0, 2, 0, 0, 0, 0},
+		"actions past end":  {route.Version, 0, 0, 5, 0, 0, 1, 0, 0},
+		"actions past max":  {route.Version, 0, 0, 0x81, 0x80, 0x04},
+		"missing past end":  {route.Version, 0, 0, 0, 3, 1, 'a'},
+		"partial past end":  {route.Version, 0, 0, 0, 0, 2, 1, 'a'},
+		"code past the end": {route.Version, 9, 'a'},
+	} {
+		if _, err := route.UnmarshalHistory(b); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("history %s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+func FuzzHistory(f *testing.F) {
+	for _, h := range sampleHistories {
+		f.Add(route.MarshalHistory(&h))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := route.UnmarshalHistory(b)
+		if err != nil {
+			return
+		}
+		again, err := route.UnmarshalHistory(route.MarshalHistory(&h))
+		if err != nil || !bytes.Equal(route.MarshalHistory(&again), route.MarshalHistory(&h)) {
 			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
 		}
 	})
