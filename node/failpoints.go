@@ -8,9 +8,9 @@ import (
 // cashbackCrashes is the purchase coordinator's AtStep for the crash
 // points fp arms: at "cashback:<step>" (failpoint.CashbackStep) a
 // cross-shard cashback about to take that step kills its own process, as
-// kill -9 would. Tests crash a deployment at each step so and check that
-// the restarted one finishes or undoes every purchase. nil when fp arms
-// nothing (always outside a chaos build).
+// kill -9 would. Tests crash a deployment at each step that way and check
+// that the restarted one finishes or undoes every purchase. nil when fp
+// arms nothing (always outside a chaos build).
 func cashbackCrashes(fp *failpoint.Set) func(string, purchase.Step) error {
 	if !fp.Any() {
 		return nil
