@@ -43,7 +43,9 @@ const (
 
 // cashbackSteps are the steps of a cross-shard cashback (purchase.Step's
 // names) a crash can be aimed at: CashbackStep(step).
-var cashbackSteps = []string{"journaled", "pool", "merchant", "fence", "call_off", "user", "done"}
+func cashbackSteps() []string {
+	return []string{"journaled", "pool", "merchant", "fence", "call_off", "user", "done"}
+}
 
 // CashbackStep is the point at which a cross-shard cashback is about to
 // take step (purchase.Step.String()).
@@ -65,7 +67,7 @@ func Known(n Name) bool {
 		return true
 	}
 	step, ok := strings.CutPrefix(string(n), "cashback:")
-	return ok && slices.Contains(cashbackSteps, step)
+	return ok && slices.Contains(cashbackSteps(), step)
 }
 
 // The environment variables FromEnv reads.
@@ -122,7 +124,7 @@ func FromEnv(getenv func(string) string) (*Set, error) {
 	}
 	if fp := getenv(EnvFailpoint); fp != "" {
 		if _, ok := strings.CutPrefix(fp, "cashback:"); !ok || !Known(Name(fp)) {
-			return nil, fmt.Errorf("%s=%q: want cashback:<step>, a step of %s", EnvFailpoint, fp, strings.Join(cashbackSteps, ", "))
+			return nil, fmt.Errorf("%s=%q: want cashback:<step>, a step of %s", EnvFailpoint, fp, strings.Join(cashbackSteps(), ", "))
 		}
 		names = append(names, Name(fp))
 	}
