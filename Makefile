@@ -110,7 +110,7 @@ test: lint unit
 # binary in every run). internal/chaos runs a fixed set of its negative
 # controls here (the README's test section names them) and every one of
 # them in `make chaos`.
-CHAOS_PKGS  := region milestone replication
+CHAOS_PKGS  := region replication internal/base/failpoint
 CHAOS_TESTS := $(shell sed -nE 's/^func (Test[A-Za-z0-9_]+).*/\1/p' $(CHAOS_PKGS:%=%/chaos_test.go) | sort -u | paste -sd'|' -)
 
 # -p 3 on two cores: the longest packages (the chaos suite, the local
@@ -146,10 +146,10 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The chaos build differs from the normal one only in the packages with
-# files under the tag and those that read buildtags.Chaos; every other
-# package compiles to the same code, so the tagged vet and staticcheck
-# look at these alone.
-TAGGED_PKGS = $(shell $(GO) list -tags $(TAGS) -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}} {{join .GoFiles " "}} {{join .TestGoFiles " "}} {{join .IgnoredGoFiles " "}}' ./... | awk '/internal\/buildtags|_chaos/{print $$1}' | sort -u)
+# files under the tag and those that read buildtags.Chaos or a failpoint
+# (internal/base/failpoint); every other package compiles to the same
+# code, so the tagged vet and staticcheck look at these alone.
+TAGGED_PKGS = $(shell $(GO) list -tags $(TAGS) -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}} {{join .GoFiles " "}} {{join .TestGoFiles " "}} {{join .IgnoredGoFiles " "}}' ./... | awk '/internal\/base\/(buildtags|failpoint)|_chaos/{print $$1}' | sort -u)
 
 vet:
 	$(GO) vet ./...

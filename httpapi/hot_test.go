@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -15,7 +16,13 @@ import (
 func hotEnv(t *testing.T, splitTwoParts bool) *env {
 	return newEnv(t, envOpts{api: func(c *Config) {
 		c.Hot = shard.Hot{{Prefix: "viral:", Parts: 3}}
-		c.ChaosSplitTwoParts = splitTwoParts
+		if splitTwoParts {
+			fp, err := failpoint.New(failpoint.SplitTwoParts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Failpoints = fp
+		}
 	}})
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/internal/base/authguard"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
@@ -114,16 +115,12 @@ type Config struct {
 	// ChaosClock, if set, serves PUT /v1/admin/chaos/clock, which offsets
 	// the replica's wall clock. Only a chaos build sets it.
 	ChaosClock func(offset time.Duration)
-	// ChaosAckUnheld: in a chaos build, a write of a key on a shard this
-	// replica does not hold is served here instead of forwarded to a
-	// holder (the bug ack-unheld-writes, with region.Chaos.AckUnheld).
-	// Ignored in any other build.
-	ChaosAckUnheld bool
-	// ChaosSplitTwoParts: in a chaos build, an unlike of a split item (Hot)
-	// goes to the part after the user's, not to the user's part where
-	// the like is (the bug split-user-two-parts, region.BugSplitTwoParts),
-	// so the unlike undoes nothing. Ignored in any other build.
-	ChaosSplitTwoParts bool
+	// Failpoints arms the API's share of two deliberate bugs of the chaos
+	// suite (failpoints.go): ack-unheld-writes and split-user-two-parts.
+	// Honoured only in a chaos build; nil, the default and what production
+	// passes, arms none. One opaque handle, not a field per bug: the
+	// server is built from its Config alone.
+	Failpoints *failpoint.Set
 	// Milestones, if set, serves GET /v1/milestones.
 	Milestones MilestoneFeed
 	// Numbering, if set, adds like numbering to /v1/status.

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/alloc"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -38,9 +39,13 @@ type ClaimerConfig struct {
 	Retry time.Duration
 	// OpTimeout bounds one KV or stream request. Default 2s.
 	OpTimeout time.Duration
-	// Chaos switches on a deliberate crash, honoured only in a chaos build
-	// (see Chaos). Default: none.
-	Chaos Chaos
+	// Failpoints may arm failpoint.CrashBeforeClaim: the process kills
+	// itself (SIGKILL) just before its first claim, after the like that
+	// took the number was acknowledged, so the chaos suite proves the
+	// claim is finished on restart. Honoured only in a chaos build; nil,
+	// the default and what production passes, arms nothing. One opaque
+	// handle, as the claimer is built from its config alone.
+	Failpoints *failpoint.Set
 
 	Logger     hclog.Logger
 	Registerer prometheus.Registerer
@@ -176,7 +181,7 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 		Sequence: c.cfg.Sequence, Number: n, Item: l.Item, User: l.User,
 		Region: c.cfg.Region, Replica: c.cfg.Replica, Time: time.UnixMilli(l.AtMs).UTC(),
 	}
-	c.chaosBeforeClaim()
+	c.cfg.Failpoints.Crash(failpoint.CrashBeforeClaim) // a no-op outside a chaos build
 	key := kvKey(c.cfg.Sequence, n)
 	octx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	// Update at revision 0 creates the key only if it never had a value:

@@ -23,6 +23,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/base/authguard"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/purchase"
 	"github.com/tally-dev/tally/region"
@@ -60,9 +61,9 @@ type Node struct {
 	// shardMaps is every region's shard map, followed in the shard map
 	// bucket; nil unless sharded.
 	shardMaps *shardWatch
-	// chaosDropUnsynced: the chaos build's bug delete-before-sync
-	// (region.Chaos.DropUnsynced); false in any other build.
-	chaosDropUnsynced bool
+	// fp is the chaos build's armed failpoints (Options.Getenv); nil, and
+	// never on, in any other build.
+	fp *failpoint.Set
 
 	done     chan struct{} // closed when the HTTP serve loop returns
 	serveErr error         // why it returned; read after done is closed
@@ -94,8 +95,9 @@ type Options struct {
 	// Version is what /v1/status and tally_build_info report as the
 	// release. Default version.Version().
 	Version string
-	// Getenv is where a chaos build reads its faults and deliberate bugs
-	// (TALLY_CHAOS_*; see region.Chaos, replication.Chaos, milestone.Chaos).
+	// Getenv is where a chaos build reads its message faults
+	// (replication.NetFaultsFromEnv) and its armed failpoints
+	// (failpoint.FromEnv: TALLY_CHAOS_BUG and the crash points).
 	// tallyd serve passes os.Getenv; nil reads nothing. Outside a chaos
 	// build it is never called.
 	Getenv func(string) string
@@ -277,14 +279,14 @@ func (n *Node) moveState() (synced, released *bool) {
 	m, since := n.shardMaps.ownSince()
 	if joining := m.Joining(n.cfg.Replica); joining.Len() > 0 {
 		s, _ := n.rep.ShardSync(joining, since)
-		s = s || n.chaosDropUnsynced // never outside a chaos build
+		s = s || n.fp.On(failpoint.DropUnsynced) // never outside a chaos build
 		synced = &s
 	}
 	if leaving := m.Leaving(n.cfg.Replica); leaving.Len() > 0 {
 		// A write it accepted just before the switch commits within the
 		// request timeout: compare only after that.
 		_, e := n.rep.ShardSync(leaving, since.Add(duration(n.cfg.RequestTimeout)))
-		e = e || n.chaosDropUnsynced // never outside a chaos build
+		e = e || n.fp.On(failpoint.DropUnsynced) // never outside a chaos build
 		released = &e
 	}
 	return synced, released
@@ -295,7 +297,7 @@ func (n *Node) moveState() (synced, released *bool) {
 // them after since (when it took the map that had it leave them) and a
 // request timeout, by which any write it accepted before has committed.
 func (n *Node) released(shards shard.Set, since time.Time) bool {
-	if n.chaosDropUnsynced { // never outside a chaos build
+	if n.fp.On(failpoint.DropUnsynced) { // never outside a chaos build
 		return true
 	}
 	_, equal := n.rep.ShardSync(shards, since.Add(duration(n.cfg.RequestTimeout)))

@@ -42,6 +42,7 @@ import (
 	"github.com/tally-dev/tally/alloc"
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/httpapi"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/milestone"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
@@ -104,7 +105,7 @@ func (c Config) numbered() []SequenceConfig {
 
 // newNumbering builds steps 2 to 4: everything the replica needs before
 // it exists. Nothing runs until start.
-func newNumbering(cfg Config, nc *nats.Conn, store *storage.Store, log hclog.Logger, reg prometheus.Registerer, getenv func(string) string) (*numbering, error) {
+func newNumbering(cfg Config, nc *nats.Conn, store *storage.Store, log hclog.Logger, reg prometheus.Registerer, fp *failpoint.Set) (*numbering, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -134,7 +135,7 @@ func newNumbering(cfg Config, nc *nats.Conn, store *storage.Store, log hclog.Log
 			Region:     cfg.Region,
 			Replica:    cfg.Replica,
 			Logger:     log,
-			Chaos:      milestone.ChaosFromEnv(getenv), // zero outside a chaos build
+			Failpoints: fp, // never on outside a chaos build
 			Registerer: reg,
 		})
 		if err != nil {

@@ -65,7 +65,7 @@ type shardRouter struct {
 	sender    *route.Sender
 	transport route.Transport
 	// chaosAckUnapplied: the chaos build's bug forwarded-ack-unapplied
-	// (region.Chaos.ForwardAckUnapplied); always false in another build.
+	// (failpoint.ForwardAckUnapplied); always false in another build.
 	chaosAckUnapplied bool
 	sem               chan struct{}
 	wg                sync.WaitGroup

@@ -22,6 +22,7 @@ import (
 	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/internal/base/authguard"
 	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/version"
 	"github.com/tally-dev/tally/purchase"
 	"github.com/tally-dev/tally/region"
@@ -54,6 +55,12 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	// The order below (store, NATS, numbering, replica, replication, HTTP)
 	// is what each part needs of the earlier ones; numbering.go details
 	// the numbering's share of it.
+	if n.fp, err = failpoint.FromEnv(opts.Getenv); err != nil { // nil outside a chaos build
+		return nil, fmt.Errorf("chaos build: %w", err)
+	}
+	if n.fp.Any() {
+		n.log.Warn("chaos build: deliberate faults armed", "failpoints", n.fp.String())
+	}
 	if err := n.openStore(cfg, &undo); err != nil {
 		return nil, err
 	}
@@ -74,7 +81,7 @@ func Start(ctx context.Context, cfg Config, opts Options) (_ *Node, err error) {
 	if err := n.startSync(cfg, outbox, opts.Getenv, &undo); err != nil {
 		return nil, err
 	}
-	if err := n.buildAPI(cfg, opts, rcfg.Chaos, chaosClock, &undo); err != nil {
+	if err := n.buildAPI(cfg, opts, chaosClock, &undo); err != nil {
 		return nil, err
 	}
 	if err := n.listenHTTP(ctx, cfg, &undo); err != nil {
@@ -162,7 +169,7 @@ func (n *Node) replicaConfig(cfg Config, opts Options) (region.Config, func(time
 		// that is still a peer: rights handed to one nobody runs any more
 		// would be out of reach (the PUT that started it checked too).
 		KeepHandoff: func(to string) bool { return slices.Contains(cfg.Peers, to) },
-		Chaos:       region.ChaosFromEnv(opts.Getenv), // zero outside a chaos build
+		Failpoints:  n.fp, // never on outside a chaos build
 		Registerer:  n.registry,
 
 		IdempotencyTTL: duration(cfg.IdempotencyTTL),
@@ -174,7 +181,6 @@ func (n *Node) replicaConfig(cfg Config, opts Options) (region.Config, func(time
 	if rcfg.Windows, err = cfg.WindowConfig(); err != nil {
 		return region.Config{}, nil, err
 	}
-	n.chaosDropUnsynced = rcfg.Chaos.ChaosDropUnsynced()
 	var chaosClock func(time.Duration)
 	if buildtags.Chaos {
 		// The chaos suite steps this replica's wall clock (PUT
@@ -219,7 +225,7 @@ func (n *Node) startNATSLinks(cfg Config, opts Options, rcfg *region.Config, und
 	if len(cfg.numbered()) > 0 {
 		// Steps 2-4 of numbering.go's order: before the replica.
 		var err error
-		if n.num, err = newNumbering(cfg, n.nc, n.store, n.log, n.registry, opts.Getenv); err != nil {
+		if n.num, err = newNumbering(cfg, n.nc, n.store, n.log, n.registry, n.fp); err != nil {
 			return nil, fmt.Errorf("set up numbering: %w", err)
 		}
 		rcfg.Sequences = n.num.regionNumbering()
@@ -254,7 +260,7 @@ func (n *Node) startSharding(cfg Config, rcfg *region.Config, undo *undoStack) e
 	n.shardMaps.serveBy(n.shards.update)
 	n.shards.moveState = n.moveState
 	rcfg.Holds = n.shards.Holds
-	n.shards.chaosAckUnapplied = buildtags.Chaos && rcfg.Chaos.ForwardAckUnapplied
+	n.shards.chaosAckUnapplied = n.fp.On(failpoint.ForwardAckUnapplied)
 	held := own.Held(cfg.Replica)
 	n.log.Info("sharded", "holds", held.Len(), "of", shard.Count, "copies", own.Copies, "map_revision", own.Revision)
 	return nil
@@ -313,7 +319,7 @@ func (n *Node) startSync(cfg Config, outbox *replication.Outbox, getenv func(str
 
 // buildAPI builds the HTTP API on the running parts, and with shards
 // starts the cross-shard cashbacks it serves.
-func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock func(time.Duration), undo *undoStack) error {
+func (n *Node) buildAPI(cfg Config, opts Options, chaosClock func(time.Duration), undo *undoStack) error {
 	proxies, _ := cfg.trustedProxies() // Validate checked them
 	apiCfg := httpapi.Config{
 		Replica:        n.replica,
@@ -333,11 +339,9 @@ func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock
 		Links:      opts.Links,
 		Replicas:   opts.Replicas,
 		ChaosClock: chaosClock, // nil outside a chaos build
-		// false outside a chaos build
-		ChaosAckUnheld:     chaos.AckUnheld,
-		ChaosSplitTwoParts: chaos.SplitTwoParts,
-		Hot:                cfg.HotItems(),
-		DataDirs:           []string{cfg.DataDir},
+		Failpoints: n.fp,       // never on outside a chaos build
+		Hot:        cfg.HotItems(),
+		DataDirs:   []string{cfg.DataDir},
 	}
 	if n.rep != nil { // a nil *Replicator in the interface would not be a nil Replication
 		apiCfg.Replication = n.rep
@@ -363,7 +367,7 @@ func (n *Node) buildAPI(cfg Config, opts Options, chaos region.Chaos, chaosClock
 		// unfinished in the journal.
 		var err error
 		if n.purchases, err = purchase.New(purchase.Config{Router: purchaseRouter{n.shards}, Journal: n.store, Map: n.shards.Map,
-			Timeout: duration(cfg.RequestTimeout), Logger: n.log, Registerer: n.registry, AtStep: failpoints(opts.Getenv)}); err != nil {
+			Timeout: duration(cfg.RequestTimeout), Logger: n.log, Registerer: n.registry, AtStep: cashbackCrashes(n.fp)}); err != nil {
 			return fmt.Errorf("start purchases: %w", err)
 		}
 		n.purchases.Start()
@@ -539,12 +543,13 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	if len(cfg.Peers) == 0 {
 		n.log.Warn("no peers configured: this replica listens to no other replica; list every other replica in `peers`")
 	}
-	chaos, err := replication.ChaosFromEnv(getenv) // zero outside a chaos build
+	netFaults, err := replication.NetFaultsFromEnv(getenv) // none outside a chaos build
 	if err != nil {
 		return fmt.Errorf("start replication: %w", err)
 	}
 	rcfg := replication.Config{
-		Chaos:               chaos,
+		NetFaults:           netFaults,
+		Failpoints:          n.fp, // never on outside a chaos build
 		Replica:             n.replica,
 		Store:               n.store,
 		Outbox:              outbox,
@@ -574,7 +579,7 @@ func (n *Node) startReplication(cfg Config, outbox *replication.Outbox, getenv f
 	n.rep = rep
 	if n.shardMaps != nil {
 		n.shardMaps.peersBy(rep.AddPeers)
-		n.shardMaps.dropBy(n.released, n.dropShards, n.handOffShards, n.chaosDropUnsynced)
+		n.shardMaps.dropBy(n.released, n.dropShards, n.handOffShards, n.fp.On(failpoint.DropUnsynced))
 	}
 	n.log.Info("replicating over NATS", "url", cfg.NATS, "peers", cfg.Peers, "fresh", n.replica.Fresh())
 	return nil

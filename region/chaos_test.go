@@ -10,47 +10,19 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
 
-// ChaosFromEnv reads the bug only in a chaos build.
-func TestChaosFromEnv(t *testing.T) {
-	env := func(v string) func(string) string {
-		return func(k string) string {
-			if k == EnvChaosBug {
-				return v
-			}
-			return ""
-		}
+// armed is a failpoint set arming n, for a test's Config.
+func armed(t *testing.T, n failpoint.Name) *failpoint.Set {
+	t.Helper()
+	s, err := failpoint.New(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		bug  string
-		want Chaos
-	}{
-		{"", Chaos{}},
-		{BugAckBeforeCommit, Chaos{AckBeforeCommit: true}},
-		{BugNoReconcile, Chaos{NoReconcile: true}},
-		{BugListsLocalOnly, Chaos{ListsLocalOnly: true}},
-		{BugSketchStoredOnly, Chaos{SketchStoredOnly: true}},
-		{BugSpendWithoutRights, Chaos{SpendWithoutRights: true}},
-		{BugBlockNotReconciled, Chaos{BlockNotReconciled: true}},
-		{BugApproxCoinTwice, Chaos{ApproxCoinTwice: true}},
-		{BugGiveWhatIsAsked, Chaos{GiveWhatIsAsked: true}},
-		{BugClockFollowsPeers, Chaos{ClockFollowsPeers: true}},
-		{BugEstimateUnbounded, Chaos{EstimateUnbounded: true}},
-		{BugAckUnheld, Chaos{AckUnheld: true}},
-		{BugCashbackNoFloor, Chaos{CashbackNoFloor: true}},
-		{"gossip-increments", Chaos{}}, // replication's, not ours
-	} {
-		want := tc.want
-		if !buildtags.Chaos {
-			want = Chaos{}
-		}
-		if got := ChaosFromEnv(env(tc.bug)); got != want {
-			t.Errorf("bug %q: got %v, want %v (chaos build %t)", tc.bug, got, want, buildtags.Chaos)
-		}
-	}
+	return s
 }
 
 // The NoReconcile bug leaves a concurrent like counted twice in a chaos
@@ -59,7 +31,7 @@ func TestChaosFromEnv(t *testing.T) {
 func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
 	boxA, boxB := &mailbox{}, &mailbox{}
 	clock := &stepClock{}
-	bug := func(c *Config) { c.Chaos = Chaos{NoReconcile: true} }
+	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.NoReconcile) }
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now = boxA.onCommit, clock.now; bug(c) })
 	b, _ := openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now = boxB.onCommit, clock.now; bug(c) })
 	ctx := context.Background()
@@ -86,7 +58,7 @@ func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
 // chaos suite really breaks the merge, and only where it is meant to.
 func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 	boxA := &mailbox{}
-	bug := func(c *Config) { c.Chaos = Chaos{SketchStoredOnly: true} }
+	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.SketchStoredOnly) }
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit = boxA.onCommit; bug(c) })
 	b, _ := openReplica(t, t.TempDir(), "B", bug)
 	ctx := context.Background()
@@ -122,7 +94,7 @@ func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 // the same invariants the budget property test checks, and is ignored in
 // any other build.
 func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
-	bug := func(c *Config) { c.Chaos = Chaos{SpendWithoutRights: true} }
+	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.SpendWithoutRights) }
 	controlCaught(t, "spending without rights", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
 }
 
@@ -130,7 +102,7 @@ func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
 // build, caught by the budget property test's floor, and is ignored in
 // any other build.
 func TestCashbackNoFloorOnlyInChaosBuild(t *testing.T) {
-	bug := func(c *Config) { c.Chaos = Chaos{CashbackNoFloor: true} }
+	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.CashbackNoFloor) }
 	controlCaught(t, "cashback without the merchant's floor", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
 }
 
@@ -161,7 +133,7 @@ func controlCaught(t *testing.T, what string, run func(seed uint64) string) {
 // (estimate-unbounded). In any other build the fields are ignored.
 func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 	t.Run("give-what-is-asked", func(t *testing.T) {
-		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Chaos = Chaos{GiveWhatIsAsked: true} })
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = armed(t, failpoint.GiveWhatIsAsked) })
 		got := (&txn{r: r}).chaosGive(1000, 0, 1<<40, 0)
 		want := int64(500) // crdt.Give: half of the spare
 		if buildtags.Chaos {
@@ -172,7 +144,7 @@ func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 		}
 	})
 	t.Run("clock-follows-peers", func(t *testing.T) {
-		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Chaos = Chaos{ClockFollowsPeers: true} })
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = armed(t, failpoint.ClockFollowsPeers) })
 		day := (25 * time.Hour).Milliseconds()
 		got := r.AdjustClock(day)
 		want := maxPeerStep.Milliseconds()
@@ -184,7 +156,7 @@ func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 		}
 	})
 	t.Run("estimate-unbounded", func(t *testing.T) {
-		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Chaos = Chaos{EstimateUnbounded: true} })
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = armed(t, failpoint.EstimateUnbounded) })
 		var sat crdt.HLLPage
 		for i := range sat {
 			sat[i] = crdt.HLLMaxRho
@@ -211,7 +183,7 @@ func TestAckUnheldOnlyInChaosBuild(t *testing.T) {
 	held := shard.Of("kept")
 	r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) {
 		c.Holds = func(s int) bool { return s == held }
-		c.Chaos = Chaos{AckUnheld: true}
+		c.Failpoints = armed(t, failpoint.AckUnheld)
 	})
 	ctx := context.Background()
 	item := "dropped"

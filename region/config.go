@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -53,9 +54,13 @@ type Config struct {
 	// replica that is no longer a peer, is dropped instead of resumed.
 	// Default: every one is resumed.
 	KeepHandoff func(to string) bool
-	// Chaos switches on deliberate bugs, honoured only in a chaos build (see
-	// Chaos). Default: none.
-	Chaos Chaos
+	// Failpoints arms the chaos suite's deliberate bugs (failpoints.go),
+	// honoured only in a chaos build; nil, the default and what
+	// production passes, arms none. It is one opaque handle, not a field
+	// per bug, and it is a field because the replica is built from its
+	// Config alone: New has no other way in, and every test that builds a
+	// replica already does so through a Config.
+	Failpoints *failpoint.Set
 	// OnCommit, if set, is called by the writer after every durable commit
 	// that changed state, before the commit's writes are acknowledged. It
 	// must not block; replication queues the changes.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/storage"
 )
 
@@ -153,7 +154,7 @@ func New(cfg Config) (*Replica, error) {
 	mono := cfg.Monotonic
 	if r.chaosClockFollowsWall() { // never outside a chaos build
 		mono = nil
-		r.log.Warn("chaos build: deliberate bug on", "bug", BugClockFollowsWall)
+		r.log.Warn("chaos build: deliberate bug on", "bug", failpoint.ClockFollowsWall)
 	}
 	r.pclock = newPhysClock(cfg.Now, mono, r.log, r.metrics.clockSteps)
 	if err := r.load(); err != nil {

@@ -8,42 +8,47 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 )
 
-func TestChaosFromEnv(t *testing.T) {
-	env := map[string]string{EnvChaosNet: "drop=0.5,seed=9", EnvChaosBug: BugGossipIncrements}
-	c, err := ChaosFromEnv(func(k string) string { return env[k] })
+// NetFaultsFromEnv reads TALLY_CHAOS_NET only in a chaos build, and
+// refuses a malformed one there.
+func TestNetFaultsFromEnv(t *testing.T) {
+	env := map[string]string{EnvChaosNet: "drop=0.5,seed=9"}
+	f, err := NetFaultsFromEnv(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Chaos{}
+	want := Faults{}
 	if buildtags.Chaos {
-		want = Chaos{Net: Faults{Drop: 0.5, Seed: 9}, GossipIncrements: true}
+		want = Faults{Drop: 0.5, Seed: 9}
 	}
-	if c != want {
-		t.Fatalf("chaos build %v: got %+v, want %+v", buildtags.Chaos, c, want)
+	if f != want {
+		t.Fatalf("chaos build %v: got %+v, want %+v", buildtags.Chaos, f, want)
 	}
-
-	env = map[string]string{EnvChaosNet: "drop=2", EnvChaosBug: "no-reconcile"}
-	c, err = ChaosFromEnv(func(k string) string { return env[k] })
+	env = map[string]string{EnvChaosNet: "drop=2"}
+	f, err = NetFaultsFromEnv(func(k string) string { return env[k] })
 	if buildtags.Chaos == (err == nil) {
-		t.Fatalf("chaos build %v: malformed %s gave %+v, %v", buildtags.Chaos, EnvChaosNet, c, err)
-	}
-	if c.GossipIncrements {
-		t.Fatal("another package's bug switched on gossip-increments")
-	}
-	env = map[string]string{EnvChaosBug: BugTrustRetiredRelays}
-	if c, _ = ChaosFromEnv(func(k string) string { return env[k] }); c != (Chaos{TrustRetiredRelays: buildtags.Chaos}) {
-		t.Fatalf("chaos build %v: %s gave %+v", buildtags.Chaos, BugTrustRetiredRelays, c)
+		t.Fatalf("chaos build %v: malformed %s gave %+v, %v", buildtags.Chaos, EnvChaosNet, f, err)
 	}
 }
 
-// Config.Chaos.GossipIncrements is the chaos suite's negative control: in
-// a chaos build, duplicated deltas then count twice; in any other build
-// the field is ignored and they count once.
+// armed is a failpoint set arming n, for a test's Config.
+func armed(t *testing.T, n failpoint.Name) *failpoint.Set {
+	t.Helper()
+	s, err := failpoint.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The failpoint gossip-increments is the chaos suite's negative control:
+// in a chaos build, duplicated deltas then count twice; in any other build
+// it is ignored and they count once.
 func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
 	s := newScenario(t)
-	s.tweak = func(c *Config) { c.Chaos.GossipIncrements = true }
+	s.tweak = func(c *Config) { c.Failpoints = armed(t, failpoint.GossipIncrements) }
 	ctx := context.Background()
 	s.names = []string{"us", "eu"}
 	for _, name := range s.names {
@@ -78,11 +83,11 @@ func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
 	}
 }
 
-// Config.Chaos.Net puts the replicator's publishes through a
+// Config.NetFaults puts the replicator's publishes through a
 // FaultyTransport in a chaos build, and is ignored in any other.
 func TestChaosNetOnlyInChaosBuild(t *testing.T) {
 	s := newScenario(t)
-	s.tweak = func(c *Config) { c.Chaos.Net = Faults{Drop: 1} }
+	s.tweak = func(c *Config) { c.NetFaults = Faults{Drop: 1} }
 	s.names = []string{"us"}
 	us := s.open("us")
 	before := s.net.Pending() // its identity announcement (or not: dropped too)
@@ -96,13 +101,13 @@ func TestChaosNetOnlyInChaosBuild(t *testing.T) {
 	}
 }
 
-// Config.Chaos.TrustRetiredRelays is the chaos suite's control of issue 27,
+// The failpoint trust-retired-relays is the chaos suite's control of issue 27,
 // item 1: in a chaos build a live peer's word for a retired replica is
 // taken on the fast path after recovery, as before the fix; in any other
-// build the field is ignored and the forgery is cut.
+// build it is ignored and the forgery is cut.
 func TestTrustRetiredRelaysOnlyInChaosBuild(t *testing.T) {
 	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}}, retired: map[string]bool{"old": true},
-		cfg: Config{Chaos: Chaos{TrustRetiredRelays: true}}, m: newMetrics(nil), log: hclog.NewNullLogger()}
+		cfg: Config{Failpoints: armed(t, failpoint.TrustRetiredRelays)}, m: newMetrics(nil), log: hclog.NewNullLogger()}
 	r.storePeerSet()
 	r.recovered.Store(true)
 	forged := &crdt.LikeRecord{Liked: true, HLC: 1000, Origin: "old", Contrib: crdt.Vector{}.Set("old", crdt.PN{P: 1000})}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
 )
@@ -78,9 +79,17 @@ type Config struct {
 	// Registerer receives replication metrics. Default: none.
 	Registerer prometheus.Registerer
 
-	// Chaos is honoured only in a chaos build (`-tags chaos`): message
-	// faults and a deliberate bug for the chaos suite. See ChaosFromEnv.
-	Chaos Chaos
+	// NetFaults, honoured only in a chaos build (`-tags chaos`), puts every
+	// message the replicator publishes (the fast path: deltas and
+	// heartbeats) through a FaultyTransport with these faults; anti-entropy
+	// requests are left alone. The chaos suite's network model (see
+	// NetFaultsFromEnv). Default: none.
+	NetFaults Faults
+	// Failpoints arms replication's deliberate bugs (failpoints.go),
+	// honoured only in a chaos build; nil, the default and what production
+	// passes, arms none. It is one opaque handle, not a field per bug, and
+	// a field because New builds the replicator from its Config alone.
+	Failpoints *failpoint.Set
 }
 
 // DefaultConfig returns a Config with every default filled in.
@@ -151,8 +160,8 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes < 0 || c.MaxMessageBytes > 0 && c.MaxMessageBytes < 4096 {
 		errs = append(errs, fmt.Errorf("replication: MaxMessageBytes %d < 4096", c.MaxMessageBytes))
 	}
-	if err := c.Chaos.Net.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("replication: Chaos.Net: %w", err))
+	if err := c.NetFaults.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("replication: NetFaults: %w", err))
 	}
 	tokens := map[string]string{}
 	for _, id := range append(append([]string(nil), c.Peers...), c.Retired...) {

@@ -51,7 +51,7 @@
 // MemNetwork in tests (members by name; links cut, lossy or healed per
 // direction; delivery by hand if asked). FaultyTransport wraps either to
 // drop, duplicate and delay what is published. A chaos build wraps the
-// NATS transport with it when Config.Chaos says so (see ChaosFromEnv).
+// NATS transport with it when Config.NetFaults says so (see NetFaultsFromEnv).
 // Listen's Steps run a replicator by hand instead of Start's goroutines:
 // replicationtest drives replicas that way over a MemNetwork, one flush,
 // delivery and anti-entropy round at a time, through the scenario scripts

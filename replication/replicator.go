@@ -16,6 +16,7 @@ import (
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/ratelog"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/storage"
@@ -184,13 +185,13 @@ func New(cfg Config) (*Replicator, error) {
 		}
 	}
 	r.storePeerSet()
-	if buildtags.Chaos && !cfg.Chaos.Net.None() {
-		r.faults = NewFaultyTransport(cfg.Transport, cfg.Chaos.Net)
+	if buildtags.Chaos && !cfg.NetFaults.None() {
+		r.faults = NewFaultyTransport(cfg.Transport, cfg.NetFaults)
 		r.cfg.Transport = r.faults
-		r.log.Warn("chaos build: injecting faults into published messages", "faults", cfg.Chaos.Net.String())
+		r.log.Warn("chaos build: injecting faults into published messages", "faults", cfg.NetFaults.String())
 	}
 	if r.gossipIncrements() {
-		r.log.Warn("chaos build: deliberate bug on", "bug", BugGossipIncrements)
+		r.log.Warn("chaos build: deliberate bug on", "bug", failpoint.GossipIncrements)
 	}
 	return r, nil
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/testkit"
-	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -46,7 +46,7 @@ func TestCashbackCalledOffInOneRegionPaidInAnother(t *testing.T) {
 // fence not yet overwritten fences again, stamped after the payment, and
 // the end would depend on timing.
 func TestCashbackCalledOffInOneRegionPaidInAnotherFencesLose(t *testing.T) {
-	s := cashbackCalledOffAndPaid(t, region.BugFencesLose)
+	s := cashbackCalledOffAndPaid(t, string(failpoint.FencesLose))
 	testkit.WaitFor(t, 90*time.Second, func() error { return s.everywhere(fenceEnd.paid) })
 	for _, p := range s.d.procs {
 		e, err := s.balances(p)
@@ -54,9 +54,9 @@ func TestCashbackCalledOffInOneRegionPaidInAnotherFencesLose(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := e.calledOff(); err == nil {
-			t.Fatalf("bug %s went unnoticed at %s: the purchase reads called off", region.BugFencesLose, p.replica)
+			t.Fatalf("bug %s went unnoticed at %s: the purchase reads called off", failpoint.FencesLose, p.replica)
 		} else {
-			t.Logf("bug %s caught at %s, as it must be: %v", region.BugFencesLose, p.replica, err)
+			t.Logf("bug %s caught at %s, as it must be: %v", failpoint.FencesLose, p.replica, err)
 		}
 	}
 }
@@ -140,7 +140,7 @@ func cashbackCalledOffAndPaid(t *testing.T, bug string) *fenceScenario {
 	if bug != "" {
 		regionEnv = map[string][]string{}
 		for _, r := range cfg.Regions {
-			regionEnv[r] = []string{region.EnvChaosBug + "=" + bug}
+			regionEnv[r] = []string{failpoint.EnvBug + "=" + bug}
 		}
 	}
 	d, err := startDeployment(ctx, cfg, t.TempDir(), "", regionEnv)

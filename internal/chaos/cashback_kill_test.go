@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/shard"
 )
@@ -111,7 +112,7 @@ func TestCashbackKilledAtEveryStep(t *testing.T) {
 	}
 	paid := int64(0)
 	for _, p := range purchases {
-		entry.setEnv("TALLY_FAILPOINT=cashback:" + p.step)
+		entry.setEnv(failpoint.EnvFailpoint + "=" + string(failpoint.CashbackStep(p.step)))
 		d.terminate(entry, 10*time.Second)
 		if err := d.start(entry); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/internal/base/poll"
 	"github.com/tally-dev/tally/milestone"
 )
@@ -163,9 +164,9 @@ func TestMilestoneClaimFinishedAfterKillBeforeClaim(t *testing.T) {
 	t.Logf("of the %d milestones claimed after a restart, %d named a like acknowledged before the crash", fired, acked)
 }
 
-// envCrashBeforeClaim is milestone.EnvCrashBeforeClaim, which only a chaos
-// build of package milestone declares.
-const envCrashBeforeClaim = "TALLY_CHAOS_CRASH_BEFORE_CLAIM"
+// envCrashBeforeClaim arms the failpoint crash-before-claim in a chaos
+// build's process.
+const envCrashBeforeClaim = failpoint.EnvCrashBeforeClaim
 
 // liker sends likes of fresh users to one item and records them.
 type liker struct {

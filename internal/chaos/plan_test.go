@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 	"github.com/tally-dev/tally/node"
 )
 
@@ -67,6 +68,31 @@ func TestPlanOnlyDrawsSelectedFaults(t *testing.T) {
 		if e.Kind == KindSplit && (len(e.Minority) == 0 || len(e.Minority) >= len(e.Majority)) {
 			t.Fatalf("split %s is not minority/majority", e)
 		}
+	}
+}
+
+// Every bug a run can ask the processes for is a failpoint they know, and
+// every failpoint bug has its control among the runs' (but fences-lose,
+// whose control is a scenario: TestCashbackCalledOffInOneRegionPaidIn-
+// AnotherFencesLose): a run's TALLY_CHAOS_BUG is never refused by tallyd,
+// and no bug goes untested.
+func TestBugsAreFailpoints(t *testing.T) {
+	var procs []string
+	for _, b := range Bugs {
+		if !HarnessBug(b) {
+			procs = append(procs, b)
+		}
+	}
+	var fps []string
+	for _, n := range failpoint.Bugs() {
+		if n != failpoint.FencesLose {
+			fps = append(fps, string(n))
+		}
+	}
+	slices.Sort(procs)
+	slices.Sort(fps)
+	if !slices.Equal(procs, fps) {
+		t.Fatalf("the processes' bugs %v, the failpoints' %v", procs, fps)
 	}
 }
 

@@ -4,5 +4,5 @@
 //
 // The one tag is chaos (`go build -tags chaos`): the binary the chaos suite
 // runs, which can inject message faults and switch on one deliberate bug so
-// that the suite proves it catches it.
+// that the suite proves it catches it (the bugs are package failpoint's).
 package buildtags

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/frontdoor"
-	"github.com/tally-dev/tally/internal/base/buildtags"
+	"github.com/tally-dev/tally/internal/base/failpoint"
 )
 
 type chaosClockRequest struct {
@@ -30,16 +30,18 @@ func (s *Server) putChaosClock(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// chaosSplitTwoParts reports whether an unlike of a split item goes to
-// another part than the user's likes: the chaos build's bug
-// split-user-two-parts (Config.ChaosSplitTwoParts).
+// chaosSplitTwoParts reports whether an unlike of a split item (Hot) goes
+// to the part after the user's, not to the user's part where the like
+// is, so the unlike undoes nothing: the failpoint split-user-two-parts
+// (with the replica's own share of it). Never outside a chaos build.
 func (s *Server) chaosSplitTwoParts() bool {
-	return buildtags.Chaos && s.cfg.ChaosSplitTwoParts
+	return s.cfg.Failpoints.On(failpoint.SplitTwoParts)
 }
 
 // chaosServeUnheld reports whether routeShard serves r here although this
-// replica does not hold its key's shard: a write, when the chaos build's
-// bug ack-unheld-writes is on (Config.ChaosAckUnheld).
+// replica does not hold its key's shard: a write, when the failpoint
+// ack-unheld-writes is armed (the replica then acknowledges it unstored).
+// Never outside a chaos build.
 func (s *Server) chaosServeUnheld(r *http.Request) bool {
-	return buildtags.Chaos && s.cfg.ChaosAckUnheld && r.Method != http.MethodGet
+	return s.cfg.Failpoints.On(failpoint.AckUnheld) && r.Method != http.MethodGet
 }
