@@ -139,7 +139,7 @@ lint: fmt-check vet staticcheck shellcheck
 ## openapi: regenerate docs/openapi.json from httpapi's route table and the
 ## api structs (a test fails while the checked-in file is stale).
 openapi:
-	$(GO) run ./internal/base/openapi/gen -w docs/openapi.json
+	$(GO) run ./internal/openapigen -w docs/openapi.json
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

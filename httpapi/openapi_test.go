@@ -23,7 +23,7 @@ import (
 )
 
 // regenerate is what to run when the checked-in document is stale.
-const regenerate = "make openapi (go run ./internal/base/openapi/gen -w docs/openapi.json)"
+const regenerate = "make openapi (go run ./internal/openapigen -w docs/openapi.json)"
 
 // document parses the document this package builds.
 func document(t *testing.T) *openapi.Document {

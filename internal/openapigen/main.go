@@ -1,7 +1,7 @@
 // Command gen writes tally's OpenAPI document, built from httpapi's route
 // table and the api structs, to docs/openapi.json (-w) or to stdout:
 //
-//	go run ./internal/base/openapi/gen -w docs/openapi.json
+//	go run ./internal/openapigen -w docs/openapi.json
 package main
 
 import (
