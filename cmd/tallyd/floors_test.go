@@ -8,11 +8,12 @@ import (
 )
 
 // The module's folders keep floors apart: no core package (one outside
-// internal/ and cmd/) imports a package from a folder that also holds a
-// package importing that core package, in it or in a folder under it. The ground floor core packages
-// lean on (internal/base) holds no harness, and the harnesses that import
-// the core (internal/chaos, internal/bench, internal/deploy, ...) live in
-// folders no core package imports from.
+// internal/ and cmd/) imports a package from a folder that also holds,
+// in it or in a folder under it, a package importing that core package.
+// The ground floor core packages lean on (internal/base) holds no
+// harness, and the harnesses that import the core (internal/chaos,
+// internal/bench, internal/deploy, ...) live in folders no core package
+// imports from.
 func TestNoCorePackageImportsFromAFolderThatImportsIt(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/tally-dev/tally/...").Output()
 	if err != nil {
