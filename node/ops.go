@@ -151,11 +151,8 @@ func (sr *shardRouter) Apply(ctx context.Context, s int, ops []region.Op, primar
 			return nil, "", err
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	ctx, cancel := sr.withDeadline(ctx, &req)
 	defer cancel()
-	if d, ok := ctx.Deadline(); ok {
-		req.DeadlineMs = d.UnixMilli()
-	}
 	var data []byte
 	var out []region.Result
 	h, err := sr.sender.Walk(s, route.Walk{Primary: primary, WithSelf: true}, func(h string) error {
@@ -307,11 +304,8 @@ func (sr *shardRouter) serveHistory(req route.Request, deadline time.Time) route
 func (sr *shardRouter) History(ctx context.Context, s int, item, user string, limit int) (region.PairHistory, string, error) {
 	op := route.HistoryOp(item, user, limit)
 	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: []route.Op{op}}
-	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	ctx, cancel := sr.withDeadline(ctx, &req)
 	defer cancel()
-	if d, ok := ctx.Deadline(); ok {
-		req.DeadlineMs = d.UnixMilli()
-	}
 	var data []byte
 	var out region.PairHistory
 	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
@@ -352,11 +346,8 @@ func (sr *shardRouter) History(ctx context.Context, s int, item, user string, li
 // answered them; a read that failed at the holder is the error.
 func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route.Result, string, error) {
 	req := route.Request{Kind: route.KindOps, From: sr.self, Shard: s, Ops: ops}
-	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	ctx, cancel := sr.withDeadline(ctx, &req)
 	defer cancel()
-	if d, ok := ctx.Deadline(); ok {
-		req.DeadlineMs = d.UnixMilli()
-	}
 	var data []byte
 	var out []route.Result
 	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
@@ -407,6 +398,16 @@ func (sr *shardRouter) askOps(ctx context.Context, h string, req *route.Request,
 		return nil, fmt.Errorf("its answer for shard %d: %w", req.Shard, err)
 	}
 	return rs, nil
+}
+
+// withDeadline bounds ctx by the router's timeout and stamps req with
+// that deadline, which the holder keeps to (shardRouter.handle).
+func (sr *shardRouter) withDeadline(ctx context.Context, req *route.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
+	if d, ok := ctx.Deadline(); ok {
+		req.DeadlineMs = d.UnixMilli()
+	}
+	return ctx, cancel
 }
 
 // purchaseRouter is the router as package purchase takes it.

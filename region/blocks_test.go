@@ -11,6 +11,7 @@ import (
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/failpoint"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 func mustBlock(t *testing.T, r *Replica, user string, blocked bool) Result {
@@ -245,6 +246,6 @@ func TestBlockSimulation(t *testing.T) {
 // The BlockNotReconciled bug leaves counts wrong in a chaos build, caught
 // by the simulation, and changes nothing in any other build.
 func TestBlockNotReconciledOnlyInChaosBuild(t *testing.T) {
-	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.BlockNotReconciled) }
+	bug := func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.BlockNotReconciled) }
 	controlCaught(t, "a flag that does not trigger reconciliation", func(seed uint64) string { return blockRun(t, seed, 250, bug) })
 }

@@ -11,19 +11,10 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/buildtags"
 	"github.com/tally-dev/tally/internal/base/failpoint"
+	"github.com/tally-dev/tally/internal/base/testkit"
 	"github.com/tally-dev/tally/shard"
 	"github.com/tally-dev/tally/storage"
 )
-
-// armed is a failpoint set arming n, for a test's Config.
-func armed(t *testing.T, n failpoint.Name) *failpoint.Set {
-	t.Helper()
-	s, err := failpoint.New(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // The NoReconcile bug leaves a concurrent like counted twice in a chaos
 // build, and is ignored in any other: the negative control the chaos suite
@@ -31,7 +22,7 @@ func armed(t *testing.T, n failpoint.Name) *failpoint.Set {
 func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
 	boxA, boxB := &mailbox{}, &mailbox{}
 	clock := &stepClock{}
-	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.NoReconcile) }
+	bug := func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.NoReconcile) }
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit, c.Now = boxA.onCommit, clock.now; bug(c) })
 	b, _ := openReplica(t, t.TempDir(), "B", func(c *Config) { c.OnCommit, c.Now = boxB.onCommit, clock.now; bug(c) })
 	ctx := context.Background()
@@ -58,7 +49,7 @@ func TestNoReconcileOnlyInChaosBuild(t *testing.T) {
 // chaos suite really breaks the merge, and only where it is meant to.
 func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 	boxA := &mailbox{}
-	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.SketchStoredOnly) }
+	bug := func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.SketchStoredOnly) }
 	a, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.OnCommit = boxA.onCommit; bug(c) })
 	b, _ := openReplica(t, t.TempDir(), "B", bug)
 	ctx := context.Background()
@@ -94,7 +85,7 @@ func TestSketchStoredOnlyOnlyInChaosBuild(t *testing.T) {
 // the same invariants the budget property test checks, and is ignored in
 // any other build.
 func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
-	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.SpendWithoutRights) }
+	bug := func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.SpendWithoutRights) }
 	controlCaught(t, "spending without rights", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
 }
 
@@ -102,7 +93,7 @@ func TestSpendWithoutRightsOnlyInChaosBuild(t *testing.T) {
 // build, caught by the budget property test's floor, and is ignored in
 // any other build.
 func TestCashbackNoFloorOnlyInChaosBuild(t *testing.T) {
-	bug := func(c *Config) { c.Failpoints = armed(t, failpoint.CashbackNoFloor) }
+	bug := func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.CashbackNoFloor) }
 	controlCaught(t, "cashback without the merchant's floor", func(seed uint64) string { return budgetRun(t, seed, 250, bug, -1) })
 }
 
@@ -133,7 +124,7 @@ func controlCaught(t *testing.T, what string, run func(seed uint64) string) {
 // (estimate-unbounded). In any other build the fields are ignored.
 func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 	t.Run("give-what-is-asked", func(t *testing.T) {
-		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = armed(t, failpoint.GiveWhatIsAsked) })
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.GiveWhatIsAsked) })
 		got := (&txn{r: r}).chaosGive(1000, 0, 1<<40, 0)
 		want := int64(500) // crdt.Give: half of the spare
 		if buildtags.Chaos {
@@ -144,7 +135,7 @@ func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 		}
 	})
 	t.Run("clock-follows-peers", func(t *testing.T) {
-		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = armed(t, failpoint.ClockFollowsPeers) })
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.ClockFollowsPeers) })
 		day := (25 * time.Hour).Milliseconds()
 		got := r.AdjustClock(day)
 		want := maxPeerStep.Milliseconds()
@@ -156,7 +147,7 @@ func TestIssue27BugsOnlyInChaosBuild(t *testing.T) {
 		}
 	})
 	t.Run("estimate-unbounded", func(t *testing.T) {
-		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = armed(t, failpoint.EstimateUnbounded) })
+		r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.EstimateUnbounded) })
 		var sat crdt.HLLPage
 		for i := range sat {
 			sat[i] = crdt.HLLMaxRho
@@ -183,7 +174,7 @@ func TestAckUnheldOnlyInChaosBuild(t *testing.T) {
 	held := shard.Of("kept")
 	r, _ := openReplica(t, t.TempDir(), "A", func(c *Config) {
 		c.Holds = func(s int) bool { return s == held }
-		c.Failpoints = armed(t, failpoint.AckUnheld)
+		c.Failpoints = testkit.Armed(t, failpoint.AckUnheld)
 	})
 	ctx := context.Background()
 	item := "dropped"

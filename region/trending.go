@@ -467,11 +467,7 @@ func (w Windows) Trending(kind storage.Kind, prefix string, last time.Duration, 
 
 func (r *Replica) trendingAllTime(kind storage.Kind, prefix string, n int, replica func(string) bool) (Trending, error) {
 	out := Trending{Capacity: r.trends.k, AllTime: true}
-	scan := func(fn func(string, crdt.Vector) bool) error { return r.store.ScanVectors(kind, fn) }
-	if r.cfg.Holds != nil {
-		scan = func(fn func(string, crdt.Vector) bool) error { return r.store.ScanVectorsOf(kind, r.cfg.Holds, fn) }
-	}
-	err := scan(func(item string, v crdt.Vector) bool {
+	err := r.store.ScanVectorsOf(kind, r.cfg.Holds, func(item string, v crdt.Vector) bool {
 		if !strings.HasPrefix(item, prefix) || !r.servesKey(item) {
 			return true
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/buildtags"
 	"github.com/tally-dev/tally/internal/base/failpoint"
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 // NetFaultsFromEnv reads TALLY_CHAOS_NET only in a chaos build, and
@@ -33,22 +34,12 @@ func TestNetFaultsFromEnv(t *testing.T) {
 	}
 }
 
-// armed is a failpoint set arming n, for a test's Config.
-func armed(t *testing.T, n failpoint.Name) *failpoint.Set {
-	t.Helper()
-	s, err := failpoint.New(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // The failpoint gossip-increments is the chaos suite's negative control:
 // in a chaos build, duplicated deltas then count twice; in any other build
 // it is ignored and they count once.
 func TestGossipIncrementsBugOnlyInChaosBuild(t *testing.T) {
 	s := newScenario(t)
-	s.tweak = func(c *Config) { c.Failpoints = armed(t, failpoint.GossipIncrements) }
+	s.tweak = func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.GossipIncrements) }
 	ctx := context.Background()
 	s.names = []string{"us", "eu"}
 	for _, name := range s.names {
@@ -107,7 +98,7 @@ func TestChaosNetOnlyInChaosBuild(t *testing.T) {
 // build it is ignored and the forgery is cut.
 func TestTrustRetiredRelaysOnlyInChaosBuild(t *testing.T) {
 	r := &Replicator{self: "us", peers: map[string]*peer{"eu": {id: "eu"}}, retired: map[string]bool{"old": true},
-		cfg: Config{Failpoints: armed(t, failpoint.TrustRetiredRelays)}, m: newMetrics(nil), log: hclog.NewNullLogger()}
+		cfg: Config{Failpoints: testkit.Armed(t, failpoint.TrustRetiredRelays)}, m: newMetrics(nil), log: hclog.NewNullLogger()}
 	r.storePeerSet()
 	r.recovered.Store(true)
 	forged := &crdt.LikeRecord{Liked: true, HLC: 1000, Origin: "old", Contrib: crdt.Vector{}.Set("old", crdt.PN{P: 1000})}

@@ -179,11 +179,15 @@ func (s *Store) ScanVectors(k Kind, fn func(item string, v crdt.Vector) bool) er
 	return err
 }
 
-// ScanVectorsOf is ScanVectors over the shards in only: a replica of a
-// sharded region reads the shards it holds, skipping the others'
-// segments without a seek.
+// ScanVectorsOf is ScanVectors over the shards in only (nil: every
+// one): a replica of a sharded region reads the shards it holds,
+// skipping the others' segments without a seek.
 func (s *Store) ScanVectorsOf(k Kind, in func(shard int) bool, fn func(item string, v crdt.Vector) bool) error {
-	_, _, err := s.scanVectors(k, 0, "", Segments, func(seg int) bool { return in(seg / SegmentsPerShard) }, fn)
+	var segs func(int) bool
+	if in != nil {
+		segs = func(seg int) bool { return in(seg / SegmentsPerShard) }
+	}
+	_, _, err := s.scanVectors(k, 0, "", Segments, segs, fn)
 	return err
 }
 
