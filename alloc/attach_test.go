@@ -10,7 +10,7 @@ import (
 	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
-// A hook Attach sets before Start is what the holder calls when numbers
+// A hook Attach sets before Start is what the leaseholder calls when numbers
 // become usable after a Take found none; Attach after Start panics.
 func TestAttachSetsTheReadyHook(t *testing.T) {
 	kv, _ := startKV(t)

@@ -263,7 +263,7 @@ func (a *Authority) claim(ctx context.Context, writer string, req writeRequest) 
 }
 
 // ownsRank checks that c's rank lies in a folded block of writer's not yet
-// settled. A holder takes its blocks' ranks and claims them before it
+// settled. A leaseholder takes its blocks' ranks and claims them before it
 // settles them (node wiring), so an honest claim always finds its block;
 // the state is read up to three times, since a read may lag the write
 // that folded the block.
@@ -285,7 +285,7 @@ func (a *Authority) ownsRank(ctx context.Context, writer string, c Claim) error 
 			return err
 		}
 		for _, b := range st.Closed {
-			if b.Folded && token(b.Holder) == writer && b.Base < c.Rank && c.Rank <= b.Base+(b.Used-b.Start) {
+			if b.Folded && token(b.Leaseholder) == writer && b.Base < c.Rank && c.Rank <= b.Base+(b.Used-b.Start) {
 				return nil
 			}
 		}

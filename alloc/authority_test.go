@@ -25,7 +25,7 @@ func startAuthority(t *testing.T, kv KV, cfg AuthorityConfig) {
 	t.Cleanup(a.Close)
 }
 
-// TestAuthorityNumbersExactly: holders that write only through the lease
+// TestAuthorityNumbersExactly: leaseholders that write only through the lease
 // authority number as they do writing the bucket themselves: every number
 // taken once, every lease given back, every used number ranked.
 func TestAuthorityNumbersExactly(t *testing.T) {
@@ -94,7 +94,7 @@ func TestAuthorityRefusesForgeries(t *testing.T) {
 	ctx := context.Background()
 	eu := &RemoteKV{NC: nc, Bucket: kv, Replica: "eu-1"}
 	us := &RemoteKV{NC: nc, Bucket: kv, Replica: "us-1"}
-	s := &seqKV{kv: eu, key: "seq.likes", holder: "eu-1", opTimeout: time.Second}
+	s := &seqKV{kv: eu, key: "seq.likes", leaseholder: "eu-1", opTimeout: time.Second}
 	if _, err := s.apply(ctx, func(st *State, _ string) error { st.Acquire("eu-1", 32); return nil }); err != nil {
 		t.Fatalf("eu-1's honest acquire: %v", err)
 	}

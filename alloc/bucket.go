@@ -64,29 +64,29 @@ func OpenBucket(ctx context.Context, js jetstream.JetStream, cfg BucketConfig) (
 	return kv, nil
 }
 
-// Retire frees every lease holder has on sequence, from what it last
+// Retire frees every lease leaseholder has on sequence, from what it last
 // reported: the operator's tool for a replica that will not come back
 // (its disk is gone). If the replica does come back with its data, the
 // numbers it used after its last report may be used twice; milestones
 // still fire at most once, because claims are create-only.
-func Retire(ctx context.Context, kv KV, sequence, holder string) (freed []Span, err error) {
-	s := &seqKV{kv: kv, key: "seq." + sequence, holder: "retire:" + holder, opTimeout: DefaultOpTimeout}
+func Retire(ctx context.Context, kv KV, sequence, leaseholder string) (freed []Span, err error) {
+	s := &seqKV{kv: kv, key: "seq." + sequence, leaseholder: "retire:" + leaseholder, opTimeout: DefaultOpTimeout}
 	_, err = s.apply(ctx, func(st *State, _ string) error {
 		freed = freed[:0]
 		for _, l := range append([]Lease(nil), st.Leases...) {
-			if l.Holder != holder {
+			if l.Leaseholder != leaseholder {
 				continue
 			}
-			if err := st.Release(holder, l.Epoch, l.Used); err != nil {
+			if err := st.Release(leaseholder, l.Epoch, l.Used); err != nil {
 				return err
 			}
 			freed = append(freed, Span{l.Used, l.End})
 		}
 		// Its folded blocks wait for it to take their ranks; it never
 		// will (milestones among them are not fired).
-		folded := st.Folded(holder)
+		folded := st.Folded(leaseholder)
 		for _, c := range folded {
-			st.Settle(holder, c.Epoch)
+			st.Settle(leaseholder, c.Epoch)
 		}
 		if len(freed) == 0 && len(folded) == 0 {
 			return errStop
@@ -97,7 +97,7 @@ func Retire(ctx context.Context, kv KV, sequence, holder string) (freed []Span, 
 		err = nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("retire %s from %s: %w", holder, sequence, err)
+		return nil, fmt.Errorf("retire %s from %s: %w", leaseholder, sequence, err)
 	}
 	return freed, nil
 }

@@ -23,10 +23,10 @@ type KV interface {
 
 // seqKV applies state changes to one sequence's key by compare-and-swap.
 type seqKV struct {
-	kv        KV
-	key       string
-	holder    string
-	opTimeout time.Duration
+	kv          KV
+	key         string
+	leaseholder string
+	opTimeout   time.Duration
 }
 
 // errStop ends an apply without writing: the change found nothing to do.
@@ -39,7 +39,7 @@ var errStop = errors.New("alloc: nothing to write")
 //
 // A write whose outcome is unknown (a timeout, a lost connection) is
 // resolved by re-reading: every attempt carries a fresh nonce, recorded in
-// State.Applied[holder] by the write itself, so the next read tells
+// State.Applied[leaseholder] by the write itself, so the next read tells
 // whether any attempt of this call landed. Because each attempt is a CAS on
 // the revision it read, at most one attempt of a call can land, and once
 // one has, every later attempt sees its nonce and stops: fn takes effect at
@@ -55,7 +55,7 @@ func (s *seqKV) apply(ctx context.Context, fn func(st *State, nonce string) erro
 		if err != nil {
 			return nil, err
 		}
-		if len(nonces) > 0 && slices.Contains(nonces, st.Applied[s.holder]) {
+		if len(nonces) > 0 && slices.Contains(nonces, st.Applied[s.leaseholder]) {
 			return st, nil // an earlier attempt landed
 		}
 		nonce := uuid.NewString()
@@ -66,7 +66,7 @@ func (s *seqKV) apply(ctx context.Context, fn func(st *State, nonce string) erro
 		if next.Applied == nil {
 			next.Applied = make(map[string]string)
 		}
-		next.Applied[s.holder] = nonce
+		next.Applied[s.leaseholder] = nonce
 		if err := next.Check(); err != nil {
 			return st, fmt.Errorf("update %s: change breaks invariants: %w", s.key, err)
 		}
@@ -141,5 +141,5 @@ func (s *seqKV) read(ctx context.Context) (*State, uint64, error) {
 
 // ErrSequenceDeleted: a sequence's key was deleted or purged. Nothing in
 // tally deletes it; numbering from 1 again would reuse every number, so
-// the holder stops until an operator restores the key (docs/operations.md).
+// the leaseholder stops until an operator restores the key (docs/operations.md).
 var ErrSequenceDeleted = errors.New("alloc: the sequence's key was deleted")

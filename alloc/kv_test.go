@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// A sequence's key is created once, by whichever holder gets there first;
+// A sequence's key is created once, by whichever leaseholder gets there first;
 // once deleted (by a stray operator command or stolen credentials) it is
 // never silently created again, which would restart numbering at 1.
 func TestDeletedSequenceIsNotRecreated(t *testing.T) {
@@ -20,7 +20,7 @@ func TestDeletedSequenceIsNotRecreated(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s := &seqKV{kv: kv, key: "seq.likes", holder: "h", opTimeout: time.Second}
+			s := &seqKV{kv: kv, key: "seq.likes", leaseholder: "h", opTimeout: time.Second}
 			_, _, errs[i] = s.read(ctx)
 		}()
 	}
@@ -33,7 +33,7 @@ func TestDeletedSequenceIsNotRecreated(t *testing.T) {
 	if err := kv.Delete(ctx, "seq.likes"); err != nil {
 		t.Fatal(err)
 	}
-	s := &seqKV{kv: kv, key: "seq.likes", holder: "h", opTimeout: time.Second}
+	s := &seqKV{kv: kv, key: "seq.likes", leaseholder: "h", opTimeout: time.Second}
 	if _, _, err := s.read(ctx); !errors.Is(err, ErrSequenceDeleted) {
 		t.Fatalf("read after delete: %v, want ErrSequenceDeleted", err)
 	}

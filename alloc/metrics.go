@@ -18,7 +18,7 @@ func newMetrics(reg prometheus.Registerer, seq string) *metrics {
 	m := &metrics{
 		acquired:  counter("leases_acquired_total", "Leases this replica acquired."),
 		released:  counter("leases_released_total", "Leases this replica gave back (idle, closing, restart)."),
-		reclaimed: counter("leases_reclaimed_total", "Silent holders' leases whose tails this replica freed."),
+		reclaimed: counter("leases_reclaimed_total", "Silent leaseholders' leases whose tails this replica freed."),
 		lost:      counter("leases_lost_total", "This replica's leases reclaimed by others while it was silent."),
 		kvErrors:  counter("kv_errors_total", "Lease rounds that failed to reach the KV."),
 		held:      gauge("leases_held", "Leases this replica holds."),
@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer, seq string) *metrics {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.acquired, m.released, m.reclaimed, m.lost, m.kvErrors, m.held, m.blockSize} {
-			_ = reg.Register(c) // tests run several holders on one registry: the first one's metrics win
+			_ = reg.Register(c) // tests run several leaseholders on one registry: the first one's metrics win
 		}
 	}
 	return m

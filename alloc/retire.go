@@ -8,27 +8,27 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// RetireConfig names what an operator retires (see RetireHolder).
+// RetireConfig names what an operator retires (see RetireReplica).
 type RetireConfig struct {
 	// Bucket is the allocator's KV bucket. Default DefaultBucket.
 	Bucket string
 	// Sequence is the sequence whose leases are freed, e.g. "likes".
 	Sequence string
-	// Holder is the replica id that will not come back. Required.
-	Holder string
+	// Replica is the replica id that will not come back. Required.
+	Replica string
 }
 
-// RetireHolder is `tallyd admin retire`: it opens the existing bucket
+// RetireReplica is `tallyd admin retire`: it opens the existing bucket
 // (never creating it, nor the sequence's key) and frees every lease
-// cfg.Holder has on cfg.Sequence (see Retire), returning the spans freed.
-// None freed is not an error: the holder held nothing, or was retired
+// cfg.Replica has on cfg.Sequence (see Retire), returning the spans freed.
+// None freed is not an error: the leaseholder held nothing, or was retired
 // already.
-func RetireHolder(ctx context.Context, js jetstream.JetStream, cfg RetireConfig) ([]Span, error) {
+func RetireReplica(ctx context.Context, js jetstream.JetStream, cfg RetireConfig) ([]Span, error) {
 	if cfg.Bucket == "" {
 		cfg.Bucket = DefaultBucket
 	}
-	if cfg.Holder == "" {
-		return nil, errors.New("alloc: retire: holder is required")
+	if cfg.Replica == "" {
+		return nil, errors.New("alloc: retire: leaseholder is required")
 	}
 	if !sequenceName.MatchString(cfg.Sequence) {
 		return nil, fmt.Errorf("alloc: retire: sequence %q must match %s", cfg.Sequence, sequenceName)
@@ -40,5 +40,5 @@ func RetireHolder(ctx context.Context, js jetstream.JetStream, cfg RetireConfig)
 	if _, err := kv.Get(ctx, "seq."+cfg.Sequence); err != nil {
 		return nil, fmt.Errorf("alloc: retire: sequence %s in bucket %s: %w", cfg.Sequence, cfg.Bucket, err)
 	}
-	return Retire(ctx, kv, cfg.Sequence, cfg.Holder)
+	return Retire(ctx, kv, cfg.Sequence, cfg.Replica)
 }

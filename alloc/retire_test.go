@@ -15,7 +15,7 @@ import (
 
 // TestRetireFreesAGoneHoldersLease: a replica dies for good holding a
 // lease with numbers left in it; retiring it frees the tail from its last
-// report, and the next holder to acquire takes exactly that span.
+// report, and the next leaseholder to acquire takes exactly that span.
 func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 	kv, nc := startKV(t)
 	js, err := jetstream.New(nc)
@@ -50,7 +50,7 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 			return err
 		}
 		for _, l := range st.Leases {
-			if l.Holder == "gone" && l.Used == used.End {
+			if l.Leaseholder == "gone" && l.Used == used.End {
 				return nil
 			}
 		}
@@ -64,8 +64,8 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 	}
 	var want []Span
 	for _, l := range st.Leases {
-		if l.Holder != "gone" {
-			t.Fatalf("lease of another holder: %+v", l)
+		if l.Leaseholder != "gone" {
+			t.Fatalf("lease of another leaseholder: %+v", l)
 		}
 		want = append(want, Span{l.Used, l.End})
 	}
@@ -73,7 +73,7 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 		t.Fatalf("want gone to hold a lease with numbers left, got %+v", st.Leases)
 	}
 
-	freed, err := RetireHolder(ctx, js, RetireConfig{Sequence: "likes", Holder: "gone"})
+	freed, err := RetireReplica(ctx, js, RetireConfig{Sequence: "likes", Replica: "gone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,12 +94,12 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 	}
 
 	// Retiring again frees nothing and is not an error.
-	again, err := RetireHolder(ctx, js, RetireConfig{Sequence: "likes", Holder: "gone"})
+	again, err := RetireReplica(ctx, js, RetireConfig{Sequence: "likes", Replica: "gone"})
 	if err != nil || len(again) != 0 {
 		t.Fatalf("second retire: %+v, %v; want nothing, no error", again, err)
 	}
 
-	// Another holder takes fresh numbers.
+	// Another leaseholder takes fresh numbers.
 	b, err := New(testConfig(kv, "next"))
 	if err != nil {
 		t.Fatal(err)
@@ -117,11 +117,11 @@ func TestRetireFreesAGoneHoldersLease(t *testing.T) {
 	})
 	b.Durable()
 	if got.Start != st.HWM {
-		t.Fatalf("next holder took [%d,%d), want fresh numbers from %d (holes are never leased again)", got.Start, got.End, st.HWM)
+		t.Fatalf("next leaseholder took [%d,%d), want fresh numbers from %d (holes are never leased again)", got.Start, got.End, st.HWM)
 	}
 }
 
-func TestRetireHolderRefuses(t *testing.T) {
+func TestRetireReplicaRefuses(t *testing.T) {
 	_, nc := startKV(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -129,17 +129,17 @@ func TestRetireHolderRefuses(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := RetireHolder(ctx, js, RetireConfig{Sequence: "likes"}); err == nil {
+	if _, err := RetireReplica(ctx, js, RetireConfig{Sequence: "likes"}); err == nil {
 		t.Error("retired without a holder")
 	}
-	if _, err := RetireHolder(ctx, js, RetireConfig{Sequence: "no such", Holder: "x"}); err == nil {
+	if _, err := RetireReplica(ctx, js, RetireConfig{Sequence: "no such", Replica: "x"}); err == nil {
 		t.Error("retired from an invalid sequence name")
 	}
-	if _, err := RetireHolder(ctx, js, RetireConfig{Bucket: "nope", Sequence: "likes", Holder: "x"}); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := RetireReplica(ctx, js, RetireConfig{Bucket: "nope", Sequence: "likes", Replica: "x"}); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("missing bucket: %v, want ErrBucketNotFound", err)
 	}
 	// A sequence nobody used is not created by retiring from it.
-	if _, err := RetireHolder(ctx, js, RetireConfig{Sequence: "unused", Holder: "x"}); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := RetireReplica(ctx, js, RetireConfig{Sequence: "unused", Replica: "x"}); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("unused sequence: %v, want ErrKeyNotFound", err)
 	}
 }

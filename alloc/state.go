@@ -18,29 +18,29 @@ func (s Span) Len() uint64 { return s.End - s.Start }
 
 // Lease is one block of a sequence held by one replica.
 type Lease struct {
-	Epoch  uint64 `json:"epoch"`  // unique per sequence, never reused
-	Holder string `json:"holder"` // replica id
+	Epoch       uint64 `json:"epoch"`  // unique per sequence, never reused
+	Leaseholder string `json:"holder"` // replica id
 	Span
 	// Used: numbers in [Start, Used) are spent, as last reported by the
-	// holder. Nobody but the holder may ever hand them out again.
+	// leaseholder. Nobody but the leaseholder may ever hand them out again.
 	Used uint64 `json:"used"`
-	// Beat is bumped by every renewal. Other replicas time the holder's
+	// Beat is bumped by every renewal. Other replicas time the leaseholder's
 	// silence by how long Beat stays the same in their own clock.
 	Beat uint64 `json:"beat"`
 }
 
-// Closed is a block whose use is final: its holder gave back the tail,
+// Closed is a block whose use is final: its leaseholder gave back the tail,
 // spent it to the end, or had it reclaimed. Numbers [Start, Used) were
 // used, [Used, End) never will be.
 type Closed struct {
-	Epoch  uint64 `json:"epoch"`
-	Holder string `json:"holder"`
+	Epoch       uint64 `json:"epoch"`
+	Leaseholder string `json:"holder"`
 	Span
 	Used uint64 `json:"used"`
 	// Folded: every number below Start is final too, and Base is how many
 	// of them were used: the number p of this block (Start <= p < Used)
 	// is the (Base + p - Start + 1)th used number of the sequence, its
-	// rank. A folded block stays until its holder has taken the ranks of
+	// rank. A folded block stays until its leaseholder has taken the ranks of
 	// its numbers (Settle).
 	Folded bool   `json:"folded,omitempty"`
 	Base   uint64 `json:"base,omitempty"`
@@ -58,7 +58,7 @@ type Dense struct {
 // value against the revision it was read at.
 //
 // Numbers are leased in blocks from HWM up and never leased twice. What
-// a block's holder did not use is a hole: the sequence's final numbering
+// a block's leaseholder did not use is a hole: the sequence's final numbering
 // is dense, a used number's rank among all used numbers (Closed.Base), so
 // holes cost nothing and need not be filled by later likes. A rank is
 // known once every block below the number is closed.
@@ -72,8 +72,8 @@ type State struct {
 	Leases []Lease  `json:"leases,omitempty"` // open blocks, sorted by epoch
 	Closed []Closed `json:"closed,omitempty"` // sorted by Start
 	Dense  Dense    `json:"dense"`
-	// Applied maps each holder to the nonce of its last write that landed,
-	// so a holder whose CAS timed out can tell whether it took effect.
+	// Applied maps each leaseholder to the nonce of its last write that landed,
+	// so a leaseholder whose CAS timed out can tell whether it took effect.
 	Applied map[string]string `json:"applied,omitempty"`
 }
 
@@ -93,8 +93,8 @@ func NewState() *State {
 
 // Errors of the state machine.
 var (
-	ErrCorrupt   = errors.New("alloc: corrupt sequence state")
-	ErrNotHolder = errors.New("alloc: lease not held")
+	ErrCorrupt        = errors.New("alloc: corrupt sequence state")
+	ErrNotLeaseholder = errors.New("alloc: lease not held")
 )
 
 // Clone returns a deep copy.
@@ -206,7 +206,7 @@ func (s *State) Check() error {
 		if l.Epoch == 0 || l.Epoch >= s.NextEpoch || (i > 0 && s.Leases[i-1].Epoch >= l.Epoch) {
 			return bad("lease epoch %d out of order (next %d)", l.Epoch, s.NextEpoch)
 		}
-		if l.Holder == "" {
+		if l.Leaseholder == "" {
 			return bad("lease %d has no holder", l.Epoch)
 		}
 		open = append(open, l.Span)
@@ -219,7 +219,7 @@ func (s *State) Check() error {
 			return bad("closed blocks [%d,%d) and [%d,%d) out of order or overlap", s.Closed[i-1].Start, s.Closed[i-1].End, c.Start, c.End)
 		}
 		switch {
-		case c.Folded && (c.End > s.Dense.Pos || c.Base+(c.Used-c.Start) > s.Dense.Rank || c.Holder == ""):
+		case c.Folded && (c.End > s.Dense.Pos || c.Base+(c.Used-c.Start) > s.Dense.Rank || c.Leaseholder == ""):
 			return bad("folded block [%d,%d) base %d past the dense prefix %+v", c.Start, c.End, c.Base, s.Dense)
 		case !c.Folded && (c.Start < s.Dense.Pos || c.Base != 0):
 			return bad("unfolded block [%d,%d) below the dense prefix %+v", c.Start, c.End, s.Dense)
@@ -264,25 +264,25 @@ func (s *State) find(epoch uint64) (int, bool) {
 	return slices.BinarySearchFunc(s.Leases, epoch, func(l Lease, e uint64) int { return cmpU64(l.Epoch, e) })
 }
 
-// Acquire leases size fresh numbers from HWM to holder and returns the new
-// lease. Numbers are never leased twice: what a holder leaves unused is a
+// Acquire leases size fresh numbers from HWM to leaseholder and returns the new
+// lease. Numbers are never leased twice: what a leaseholder leaves unused is a
 // hole that the dense ranks skip.
-func (s *State) Acquire(holder string, size uint64) Lease {
+func (s *State) Acquire(leaseholder string, size uint64) Lease {
 	size = min(max(size, 1), 1<<32)
 	sp := Span{s.HWM, s.HWM + size}
 	s.HWM = sp.End
-	l := Lease{Epoch: s.NextEpoch, Holder: holder, Span: sp, Used: sp.Start}
+	l := Lease{Epoch: s.NextEpoch, Leaseholder: leaseholder, Span: sp, Used: sp.Start}
 	s.NextEpoch++
 	s.Leases = append(s.Leases, l) // epochs only grow: stays sorted
 	return l
 }
 
-// Renew records that holder spent [Start, used) of its lease and is alive.
+// Renew records that leaseholder spent [Start, used) of its lease and is alive.
 // A lease spent to its end is closed. Used never moves back.
-func (s *State) Renew(holder string, epoch, used uint64) error {
+func (s *State) Renew(leaseholder string, epoch, used uint64) error {
 	i, ok := s.find(epoch)
-	if !ok || s.Leases[i].Holder != holder {
-		return fmt.Errorf("%w: epoch %d by %s", ErrNotHolder, epoch, holder)
+	if !ok || s.Leases[i].Leaseholder != leaseholder {
+		return fmt.Errorf("%w: epoch %d by %s", ErrNotLeaseholder, epoch, leaseholder)
 	}
 	l := &s.Leases[i]
 	if used > l.End {
@@ -296,12 +296,12 @@ func (s *State) Renew(holder string, epoch, used uint64) error {
 	return nil
 }
 
-// Release ends holder's lease: it used [Start, max(used, reported)), and
+// Release ends leaseholder's lease: it used [Start, max(used, reported)), and
 // the rest is a hole.
-func (s *State) Release(holder string, epoch, used uint64) error {
+func (s *State) Release(leaseholder string, epoch, used uint64) error {
 	i, ok := s.find(epoch)
-	if !ok || s.Leases[i].Holder != holder {
-		return fmt.Errorf("%w: epoch %d by %s", ErrNotHolder, epoch, holder)
+	if !ok || s.Leases[i].Leaseholder != leaseholder {
+		return fmt.Errorf("%w: epoch %d by %s", ErrNotLeaseholder, epoch, leaseholder)
 	}
 	l := s.Leases[i]
 	if used > l.End {
@@ -311,20 +311,20 @@ func (s *State) Release(holder string, epoch, used uint64) error {
 	return nil
 }
 
-// Forget ends holder's lease as if none of it was used: its holder lost
+// Forget ends leaseholder's lease as if none of it was used: its leaseholder lost
 // the record of which likes took its numbers (its data directory), so
 // they get no ranks; every number of the block is a hole.
-func (s *State) Forget(holder string, epoch uint64) error {
+func (s *State) Forget(leaseholder string, epoch uint64) error {
 	i, ok := s.find(epoch)
-	if !ok || s.Leases[i].Holder != holder {
-		return fmt.Errorf("%w: epoch %d by %s", ErrNotHolder, epoch, holder)
+	if !ok || s.Leases[i].Leaseholder != leaseholder {
+		return fmt.Errorf("%w: epoch %d by %s", ErrNotLeaseholder, epoch, leaseholder)
 	}
 	s.close(i, s.Leases[i].Start)
 	return nil
 }
 
-// Reclaim takes back a lease whose holder fell silent, if its beat is
-// still the one the caller watched: what the holder last reported counts
+// Reclaim takes back a lease whose leaseholder fell silent, if its beat is
+// still the one the caller watched: what the leaseholder last reported counts
 // as used, the unreported tail [Used, End) as a hole.
 func (s *State) Reclaim(epoch, beat uint64) bool {
 	i, ok := s.find(epoch)
@@ -339,7 +339,7 @@ func (s *State) Reclaim(epoch, beat uint64) bool {
 func (s *State) close(i int, used uint64) {
 	l := s.Leases[i]
 	s.Leases = slices.Delete(s.Leases, i, i+1)
-	c := Closed{Epoch: l.Epoch, Holder: l.Holder, Span: l.Span, Used: used}
+	c := Closed{Epoch: l.Epoch, Leaseholder: l.Leaseholder, Span: l.Span, Used: used}
 	j, _ := slices.BinarySearchFunc(s.Closed, c.Start, func(x Closed, start uint64) int { return cmpU64(x.Start, start) })
 	s.Closed = slices.Insert(s.Closed, j, c)
 	s.fold()
@@ -348,7 +348,7 @@ func (s *State) close(i int, used uint64) {
 // fold extends the dense prefix over the closed blocks that start where it
 // ends, giving each its Base. A block with nothing used is dropped at once
 // (none of its numbers has a rank to hand out), and so is one without a
-// holder (migrated from version 1, whose milestones fired by number).
+// leaseholder (migrated from version 1, whose milestones fired by number).
 func (s *State) fold() {
 	for {
 		i := slices.IndexFunc(s.Closed, func(c Closed) bool { return !c.Folded })
@@ -358,30 +358,30 @@ func (s *State) fold() {
 		c := &s.Closed[i]
 		c.Folded, c.Base = true, s.Dense.Rank
 		s.Dense = Dense{Pos: c.End, Rank: s.Dense.Rank + (c.Used - c.Start)}
-		if c.Used == c.Start || c.Holder == "" {
+		if c.Used == c.Start || c.Leaseholder == "" {
 			s.Closed = slices.Delete(s.Closed, i, i+1)
 		}
 	}
 }
 
-// Folded returns holder's folded blocks, whose numbers' ranks are known
+// Folded returns leaseholder's folded blocks, whose numbers' ranks are known
 // and not yet taken (see Settle).
-func (s *State) Folded(holder string) []Closed {
+func (s *State) Folded(leaseholder string) []Closed {
 	var out []Closed
 	for _, c := range s.Closed {
-		if c.Folded && c.Holder == holder {
+		if c.Folded && c.Leaseholder == leaseholder {
 			out = append(out, c)
 		}
 	}
 	return out
 }
 
-// Settle forgets holder's folded block epoch, once the holder has taken
+// Settle forgets leaseholder's folded block epoch, once the leaseholder has taken
 // the ranks of its numbers. Settling an unknown block is not an error: a
-// holder may settle twice if its first write's answer was lost.
-func (s *State) Settle(holder string, epoch uint64) {
+// leaseholder may settle twice if its first write's answer was lost.
+func (s *State) Settle(leaseholder string, epoch uint64) {
 	s.Closed = slices.DeleteFunc(s.Closed, func(c Closed) bool {
-		return c.Folded && c.Holder == holder && c.Epoch == epoch
+		return c.Folded && c.Leaseholder == leaseholder && c.Epoch == epoch
 	})
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // TestStateRandomOps drives the state machine with random acquires,
-// partial use, renewals, releases and reclaims by several holders, and
+// partial use, renewals, releases and reclaims by several leaseholders, and
 // checks after every step that the invariants hold, and at the end that
 // the numbers used are exactly [1, n): none used twice, none skipped.
 func TestStateRandomOps(t *testing.T) {
@@ -23,10 +23,10 @@ func TestStateRandomOps(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			st := NewState()
 			used := map[uint64]bool{}
-			// next[epoch] is how far the holder has used its lease; the
+			// next[epoch] is how far the leaseholder has used its lease; the
 			// state only knows what was reported (Used).
 			next := map[uint64]uint64{}
-			holders := []string{"a", "b", "c", "d"}
+			leaseholders := []string{"a", "b", "c", "d"}
 			use := func(l Lease, k uint64) {
 				for n := next[l.Epoch]; n < min(l.End, next[l.Epoch]+k); n++ {
 					if used[n] {
@@ -37,10 +37,10 @@ func TestStateRandomOps(t *testing.T) {
 				next[l.Epoch] = min(l.End, next[l.Epoch]+k)
 			}
 			for step := 0; step < 300; step++ {
-				h := holders[rng.IntN(len(holders))]
+				h := leaseholders[rng.IntN(len(leaseholders))]
 				var mine []Lease
 				for _, l := range st.Leases {
-					if l.Holder == h {
+					if l.Leaseholder == h {
 						mine = append(mine, l)
 					}
 				}
@@ -61,7 +61,7 @@ func TestStateRandomOps(t *testing.T) {
 						t.Fatal(err)
 					}
 				default:
-					// A reclaim after the holder's last report: the holder
+					// A reclaim after the leaseholder's last report: the leaseholder
 					// is gone for good and used nothing since.
 					l := mine[rng.IntN(len(mine))]
 					if err := st.Renew(h, l.Epoch, next[l.Epoch]); err != nil {
@@ -82,7 +82,7 @@ func TestStateRandomOps(t *testing.T) {
 			}
 			// Everyone gives back: every number is final.
 			for _, l := range append([]Lease(nil), st.Leases...) {
-				if err := st.Release(l.Holder, l.Epoch, next[l.Epoch]); err != nil {
+				if err := st.Release(l.Leaseholder, l.Epoch, next[l.Epoch]); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -130,7 +130,7 @@ func TestReclaimNeedsTheWatchedBeat(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.Reclaim(l.Epoch, 0) {
-		t.Fatal("reclaimed with a stale beat: the holder renewed since")
+		t.Fatal("reclaimed with a stale beat: the leaseholder renewed since")
 	}
 	cur, _ := st.Lease(l.Epoch)
 	if !st.Reclaim(l.Epoch, cur.Beat) {

@@ -11,59 +11,59 @@ import (
 // make (CheckTransition, a claim outside the writer's ranks).
 var ErrRefused = errors.New("alloc: change refused by the lease authority")
 
-// MaxAcquires bounds the leases one change may take: a holder takes at
+// MaxAcquires bounds the leases one change may take: a leaseholder takes at
 // most one per round.
 const MaxAcquires = 2
 
-// maxNonceLen bounds a holder's nonce in State.Applied.
+// maxNonceLen bounds a leaseholder's nonce in State.Applied.
 const maxNonceLen = 64
 
-// CheckTransition reports whether next is a state the holder whose subject
-// token is holder may write over prev: the result of its own Renew,
+// CheckTransition reports whether next is a state the leaseholder whose subject
+// token is leaseholder may write over prev: the result of its own Renew,
 // Release, Forget and Settle of its own leases and blocks, and of at most
 // MaxAcquires Acquires of at most maxBlock numbers each, for itself, with
-// its own nonce in Applied. Nothing of another holder's may change:
+// its own nonce in Applied. Nothing of another leaseholder's may change:
 // neither its leases nor its blocks, nor the dense prefix but as the
-// holder's own closes fold it, nor any other nonce. The check replays
+// leaseholder's own closes fold it, nor any other nonce. The check replays
 // those steps on prev with the state machine's own methods and wants
 // exactly next, so a forged rank, a jump of the high-water mark, a
 // rewind, or a change to someone else's lease is refused.
 //
-// holder is compared to token(Lease.Holder): the subject names the writer
+// leaseholder is compared to token(Lease.Holder): the subject names the writer
 // with '.' replaced by '_'.
-func CheckTransition(prev, next *State, holder string, maxBlock uint64) error {
+func CheckTransition(prev, next *State, leaseholder string, maxBlock uint64) error {
 	refuse := func(f string, a ...any) error { return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(f, a...)) }
 	if err := next.Check(); err != nil {
 		return refuse("%v", err)
 	}
-	mine := func(h string) bool { return token(h) == holder }
+	mine := func(h string) bool { return token(h) == leaseholder }
 	st := prev.Clone()
 	// Its open leases: renewed, closed (released, spent, forgotten) or left.
 	for _, l := range prev.Leases {
-		if !mine(l.Holder) {
+		if !mine(l.Leaseholder) {
 			continue
 		}
 		if nl, ok := next.Lease(l.Epoch); ok {
 			if nl == l {
 				continue
 			}
-			if err := st.Renew(l.Holder, l.Epoch, nl.Used); err != nil {
+			if err := st.Renew(l.Leaseholder, l.Epoch, nl.Used); err != nil {
 				return refuse("renew of lease %d: %v", l.Epoch, err)
 			}
 			continue
 		}
 		used := l.Start // gone without a trace: closed with nothing used, or forgotten
-		if i := slices.IndexFunc(next.Closed, func(c Closed) bool { return c.Epoch == l.Epoch && c.Holder == l.Holder }); i >= 0 {
+		if i := slices.IndexFunc(next.Closed, func(c Closed) bool { return c.Epoch == l.Epoch && c.Leaseholder == l.Leaseholder }); i >= 0 {
 			used = next.Closed[i].Used
 		}
 		var err error
 		switch {
 		case used == l.End:
-			err = st.Renew(l.Holder, l.Epoch, used) // spent to its end
+			err = st.Renew(l.Leaseholder, l.Epoch, used) // spent to its end
 		case used == l.Start && l.Used > l.Start:
-			err = st.Forget(l.Holder, l.Epoch)
+			err = st.Forget(l.Leaseholder, l.Epoch)
 		default:
-			err = st.Release(l.Holder, l.Epoch, used)
+			err = st.Release(l.Leaseholder, l.Epoch, used)
 		}
 		if err != nil {
 			return refuse("close of lease %d: %v", l.Epoch, err)
@@ -71,8 +71,8 @@ func CheckTransition(prev, next *State, holder string, maxBlock uint64) error {
 	}
 	// Its folded blocks whose ranks it took.
 	for _, c := range prev.Closed {
-		if c.Folded && mine(c.Holder) && !slices.ContainsFunc(next.Closed, func(n Closed) bool { return n.Epoch == c.Epoch && n.Holder == c.Holder }) {
-			st.Settle(c.Holder, c.Epoch)
+		if c.Folded && mine(c.Leaseholder) && !slices.ContainsFunc(next.Closed, func(n Closed) bool { return n.Epoch == c.Epoch && n.Leaseholder == c.Leaseholder }) {
+			st.Settle(c.Leaseholder, c.Epoch)
 		}
 	}
 	// New leases: its own, bounded.
@@ -82,10 +82,10 @@ func CheckTransition(prev, next *State, holder string, maxBlock uint64) error {
 			continue
 		}
 		acquired++
-		if !mine(l.Holder) || l.Len() > maxBlock || acquired > MaxAcquires {
-			return refuse("new lease %d of %d numbers for %s", l.Epoch, l.Len(), l.Holder)
+		if !mine(l.Leaseholder) || l.Len() > maxBlock || acquired > MaxAcquires {
+			return refuse("new lease %d of %d numbers for %s", l.Epoch, l.Len(), l.Leaseholder)
 		}
-		if got := st.Acquire(l.Holder, l.Len()); got.Epoch != l.Epoch || got.Span != l.Span {
+		if got := st.Acquire(l.Leaseholder, l.Len()); got.Epoch != l.Epoch || got.Span != l.Span {
 			return refuse("new lease %d [%d,%d) is not the next block [%d,%d)", l.Epoch, l.Start, l.End, got.Start, got.End)
 		}
 	}
@@ -104,7 +104,7 @@ func CheckTransition(prev, next *State, holder string, maxBlock uint64) error {
 	}
 	want, got := st.Encode(), normalize(next).Encode()
 	if !bytes.Equal(want, got) {
-		return refuse("not a change %s may make: want %s, got %s", holder, want, got)
+		return refuse("not a change %s may make: want %s, got %s", leaseholder, want, got)
 	}
 	return nil
 }

@@ -6,12 +6,12 @@ import (
 	"testing"
 )
 
-// honestRound is one holder's round as Holder.round writes it: renew or
+// honestRound is one leaseholder's round as Leaseholder.round writes it: renew or
 // give back some of its leases, settle its folded blocks, maybe acquire.
 func honestRound(rng *rand.Rand, st *State, h string) {
-	folded := st.Folded(h) // a holder settles blocks it saw folded in an earlier round
+	folded := st.Folded(h) // a leaseholder settles blocks it saw folded in an earlier round
 	for _, l := range append([]Lease(nil), st.Leases...) {
-		if l.Holder != h {
+		if l.Leaseholder != h {
 			continue
 		}
 		used := l.Used + rng.Uint64N(l.End-l.Used+1)
@@ -38,16 +38,16 @@ func honestRound(rng *rand.Rand, st *State, h string) {
 	st.Applied[h] = fmt.Sprint("n", rng.Uint64())
 }
 
-// TestCheckTransitionAcceptsHonestRounds: every round an honest holder
+// TestCheckTransitionAcceptsHonestRounds: every round an honest leaseholder
 // writes is a transition the authority lets it make, and the same
 // transition is refused to any other writer.
 func TestCheckTransitionAcceptsHonestRounds(t *testing.T) {
-	holders := []string{"us-1", "eu-1", "ap.1"}
+	leaseholders := []string{"us-1", "eu-1", "ap.1"}
 	for seed := uint64(1); seed <= 100; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 27))
 		st := NewState()
 		for step := 0; step < 100; step++ {
-			h := holders[rng.IntN(len(holders))]
+			h := leaseholders[rng.IntN(len(leaseholders))]
 			next := st.Clone()
 			honestRound(rng, next, h)
 			if err := next.Check(); err != nil {
@@ -56,7 +56,7 @@ func TestCheckTransitionAcceptsHonestRounds(t *testing.T) {
 			if err := CheckTransition(st, next, token(h), 64); err != nil {
 				t.Fatalf("seed %d step %d: honest round of %s refused: %v", seed, step, h, err)
 			}
-			for _, o := range holders {
+			for _, o := range leaseholders {
 				if o == h || fmt.Sprint(next.Encode()) == fmt.Sprint(withNonce(st, o, next.Applied[h]).Encode()) {
 					continue
 				}

@@ -36,25 +36,25 @@ type Span struct {
 // SequenceLease is one open block of a sequence, held by one replica:
 // numbers [Start, Used) are spent; Beat is bumped by every renewal.
 type SequenceLease struct {
-	Epoch  uint64 `json:"epoch"`
-	Holder string `json:"holder"`
-	Start  uint64 `json:"start"`
-	End    uint64 `json:"end"`
-	Used   uint64 `json:"used"`
-	Beat   uint64 `json:"beat"`
+	Epoch       uint64 `json:"epoch"`
+	Leaseholder string `json:"holder"`
+	Start       uint64 `json:"start"`
+	End         uint64 `json:"end"`
+	Used        uint64 `json:"used"`
+	Beat        uint64 `json:"beat"`
 }
 
 // ClosedBlock is a block whose use is final: [Start, Used) were used,
 // [Used, End) never will be. Folded: every number below Start is final
 // too, and Base of them were used.
 type ClosedBlock struct {
-	Epoch  uint64 `json:"epoch"`
-	Holder string `json:"holder"`
-	Start  uint64 `json:"start"`
-	End    uint64 `json:"end"`
-	Used   uint64 `json:"used"`
-	Folded bool   `json:"folded,omitempty"`
-	Base   uint64 `json:"base,omitempty"`
+	Epoch       uint64 `json:"epoch"`
+	Leaseholder string `json:"holder"`
+	Start       uint64 `json:"start"`
+	End         uint64 `json:"end"`
+	Used        uint64 `json:"used"`
+	Folded      bool   `json:"folded,omitempty"`
+	Base        uint64 `json:"base,omitempty"`
 }
 
 // Dense is how far a sequence's numbers are final: every number below

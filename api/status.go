@@ -116,7 +116,9 @@ type SequenceStatus struct {
 	ClaimsPending int `json:"claims_pending"`
 }
 
-// LeaseHolder is this replica's holder of a sequence's number blocks.
+// LeaseHolder is this replica's leaseholder of a sequence (alloc.Leaseholder); the
+// type keeps its older name, which the OpenAPI schema and generated
+// clients use.
 type LeaseHolder struct {
 	Sequence  string      `json:"sequence"`
 	Leases    []HeldLease `json:"leases"`

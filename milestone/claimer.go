@@ -68,7 +68,7 @@ type Claimer struct {
 	won  prometheus.Counter
 	lost prometheus.Counter
 
-	mu sync.Mutex // one ClaimAll at a time: the claimer's loop and the holder's OnFinal
+	mu sync.Mutex // one ClaimAll at a time: the claimer's loop and the leaseholder's OnFinal
 
 	kick   chan struct{}
 	cancel context.CancelFunc
@@ -229,7 +229,7 @@ func (c *Claimer) claim(ctx context.Context, n uint64, l storage.CountedLike) er
 		c.log.Info("milestone", "sequence", ev.Sequence, "number", n, "item", ev.Item, "user", ev.User)
 	} else {
 		// Two likes carried the same number: possible only after a
-		// replica lost its disk or a lease was reclaimed from a holder
+		// replica lost its disk or a lease was reclaimed from a leaseholder
 		// that came back (see package alloc).
 		// The first claim stands; the milestone fired once.
 		c.lost.Inc()

@@ -27,7 +27,7 @@ type node struct {
 	dir     string
 	store   *storage.Store
 	rep     *region.Replica
-	holder  *alloc.Holder
+	holder  *alloc.Leaseholder
 	claimer *Claimer
 	feed    *Feed
 	// durability of the node's store: the default (fsync) unless a test
@@ -35,10 +35,10 @@ type node struct {
 	durability storage.Durability
 }
 
-type holderSeq struct{ *alloc.Holder }
+type holderSeq struct{ *alloc.Leaseholder }
 
 func (h holderSeq) Take(n uint64) (uint64, uint64, bool) {
-	sp, ok := h.Holder.Take(n)
+	sp, ok := h.Leaseholder.Take(n)
 	return sp.Start, sp.End, ok
 }
 
@@ -56,7 +56,7 @@ func (n *node) open(t *testing.T, js jetstream.JetStream, kv alloc.KV, rule Rule
 		t.Fatal(err)
 	}
 	n.holder, err = alloc.New(alloc.Config{
-		KV: kv, Sequence: "likes", Holder: n.id, Restored: restored,
+		KV: kv, Sequence: "likes", Replica: n.id, Restored: restored,
 		TTL: 400 * time.Millisecond, Target: 100 * time.Millisecond, IdleRelease: 200 * time.Millisecond,
 		MinBlock: 4, MaxBlock: 64,
 		OnReady: func() { n.rep.Numbers().Ready() },

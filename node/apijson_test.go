@@ -55,7 +55,7 @@ func TestNumberingJSONUnchanged(t *testing.T) {
 	} {
 		old := oldSequenceStatus{Name: st.Sequence, Counts: "likes", Match: "*", Milestones: "every:10",
 			Numbered: 12, Unnumbered: 1, Lease: st, ClaimsPending: -1}
-		now := leaseHolderJSON(st)
+		now := leaseholderJSON(st)
 		sameJSON(t, "numbering", old, struct {
 			Name          string `json:"name"`
 			Counts        string `json:"counts"`
@@ -73,12 +73,12 @@ func TestNumberingJSONUnchanged(t *testing.T) {
 		{Version: 2, HWM: 400, NextEpoch: 9,
 			Free: []alloc.Span{{Start: 5, End: 9}},
 			Leases: []alloc.Lease{
-				{Epoch: 7, Holder: "eu-1", Span: alloc.Span{Start: 200, End: 264}, Used: 210, Beat: 3},
-				{Epoch: 8, Holder: "us-1", Span: alloc.Span{Start: 136, End: 200}, Used: 136, Beat: 1},
+				{Epoch: 7, Leaseholder: "eu-1", Span: alloc.Span{Start: 200, End: 264}, Used: 210, Beat: 3},
+				{Epoch: 8, Leaseholder: "us-1", Span: alloc.Span{Start: 136, End: 200}, Used: 136, Beat: 1},
 			},
 			Closed: []alloc.Closed{
-				{Epoch: 5, Holder: "us-1", Span: alloc.Span{Start: 1, End: 65}, Used: 60, Folded: true, Base: 0},
-				{Epoch: 6, Holder: "eu-1", Span: alloc.Span{Start: 65, End: 136}, Used: 100},
+				{Epoch: 5, Leaseholder: "us-1", Span: alloc.Span{Start: 1, End: 65}, Used: 60, Folded: true, Base: 0},
+				{Epoch: 6, Leaseholder: "eu-1", Span: alloc.Span{Start: 65, End: 136}, Used: 100},
 			},
 			Dense:   alloc.Dense{Pos: 65, Rank: 59},
 			Applied: map[string]string{"us-1": "n1", "eu-1": "n2"},

@@ -1,11 +1,11 @@
 package node
 
-// Numbering: for each numbered sequence a lease holder and a milestone
+// Numbering: for each numbered sequence a leaseholder and a milestone
 // claimer, and one milestone feed, wired to the replica.
 //
 // Construction order. The parts refer to each other in a cycle: the
-// replica's writer numbers from the holder and, after a commit that stored
-// claim intents, wakes the claimer; the holder wakes the writer when
+// replica's writer numbers from the leaseholder and, after a commit that stored
+// claim intents, wakes the claimer; the leaseholder wakes the writer when
 // numbers are usable again; the claimer reads and settles the intents the
 // writer stored. The cycle is broken by building in this order, with no
 // function that looks a part up later:
@@ -14,18 +14,18 @@ package node
 //  2. the KV bucket and the feed, from the connection;
 //  3. the claimer, on the store's claim intents (region.ClaimIntents):
 //     intents are in the store, so the claimer needs no replica;
-//  4. the holders, restored from the store (region.NumberingSnapshot), with
+//  4. the leaseholders, restored from the store (region.NumberingSnapshot), with
 //     no wake-up hook yet;
-//  5. the replica, numbering from the holders (region.Numbering.Seq) and
+//  5. the replica, numbering from the leaseholders (region.Numbering.Seq) and
 //     waking the claimers (Numbering.OnClaim = claimer.Kick);
-//  6. start: holder.Attach(replica.Numbers().Ready) and
-//     holder.AttachFinal(replica.Numbers().Finalize, adapted), then the holder, feed
+//  6. start: leaseholder.Attach(replica.Numbers().Ready) and
+//     leaseholder.AttachFinal(replica.Numbers().Finalize, adapted), then the leaseholder, feed
 //     and claimer goroutines start.
 //
 // Nothing runs before step 6, so the hook Attach sets is in place before
 // the only goroutine that calls it exists. The replica's writer may Take
-// from the holder before step 6: it finds no numbers and waits for the
-// wake-up the started holder sends once it holds a lease.
+// from the leaseholder before step 6: it finds no numbers and waits for the
+// wake-up the started leaseholder sends once it holds a lease.
 
 import (
 	"context"
@@ -54,7 +54,7 @@ const LikesSequence = "likes"
 
 // numbering is a node's numbered sequences: the global likes sequence
 // (Config.Milestones) and the configured ones (Config.Sequences), each with
-// its lease holder and claimer, sharing the KV bucket and the feed.
+// its leaseholder and claimer, sharing the KV bucket and the feed.
 type numbering struct {
 	cfg     Config
 	log     hclog.Logger
@@ -66,27 +66,27 @@ type numbering struct {
 
 // sequence is one numbered sequence of a node.
 type sequence struct {
-	cfg     SequenceConfig
-	rule    milestone.Rule
-	holder  *alloc.Holder
-	claimer *milestone.Claimer
+	cfg         SequenceConfig
+	rule        milestone.Rule
+	leaseholder *alloc.Leaseholder
+	claimer     *milestone.Claimer
 }
 
-// holderSeq adapts the holder to the replica's Sequencer.
-type holderSeq struct{ *alloc.Holder }
+// leaseholderSeq adapts the leaseholder to the replica's Sequencer.
+type leaseholderSeq struct{ *alloc.Leaseholder }
 
-func (h holderSeq) Take(n uint64) (uint64, uint64, bool) {
-	sp, ok := h.Holder.Take(n)
+func (h leaseholderSeq) Take(n uint64) (uint64, uint64, bool) {
+	sp, ok := h.Leaseholder.Take(n)
 	return sp.Start, sp.End, ok
 }
 
-// allocConfig is a holder's config from cfg: the settings of a sequence's
+// allocConfig is a leaseholder's config from cfg: the settings of a sequence's
 // leases.
 func allocConfig(cfg Config, seq string, kv alloc.KV, restored []byte) alloc.Config {
 	return alloc.Config{
 		KV:           kv,
 		Sequence:     seq,
-		Holder:       cfg.Replica,
+		Replica:      cfg.Replica,
 		TTL:          duration(cfg.LeaseTTL),
 		ReclaimAfter: duration(cfg.LeaseReclaimAfter),
 		Restored:     restored,
@@ -147,7 +147,7 @@ func newNumbering(cfg Config, nc *nats.Conn, store *storage.Store, log hclog.Log
 		}
 		acfg := allocConfig(cfg, sc.Name, num.kv, restored)
 		acfg.Logger, acfg.Registerer = log, reg
-		if s.holder, err = alloc.New(acfg); err != nil {
+		if s.leaseholder, err = alloc.New(acfg); err != nil {
 			return nil, err
 		}
 		num.seqs = append(num.seqs, s)
@@ -167,7 +167,7 @@ func (num *numbering) regionNumbering() []*region.Numbering {
 			Sequence:  s.cfg.Name,
 			Counts:    counts,
 			Match:     s.cfg.matcher(),
-			Seq:       holderSeq{s.holder},
+			Seq:       leaseholderSeq{s.leaseholder},
 			Milestone: s.rule.Hit,
 			Next:      s.rule.Next,
 			OnClaim:   s.claimer.Kick,
@@ -176,14 +176,14 @@ func (num *numbering) regionNumbering() []*region.Numbering {
 	return out
 }
 
-// start hands the replica to the holders and runs the holders, the feed
+// start hands the replica to the leaseholders and runs the leaseholders, the feed
 // and the claimers (step 6).
 func (num *numbering) start(r *region.Replica) {
 	num.replica = r
 	for _, s := range num.seqs {
 		name, claimer := s.cfg.Name, s.claimer
-		s.holder.Attach(r.Numbers().Ready)
-		s.holder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
+		s.leaseholder.Attach(r.Numbers().Ready)
+		s.leaseholder.AttachFinal(func(ctx context.Context, blocks []alloc.Closed) error {
 			fb := make([]region.FinalBlock, len(blocks))
 			for i, b := range blocks {
 				fb[i] = region.FinalBlock{Start: b.Start, Used: b.Used, Base: b.Base}
@@ -198,7 +198,7 @@ func (num *numbering) start(r *region.Replica) {
 			}
 			return nil
 		})
-		s.holder.Start()
+		s.leaseholder.Start()
 		s.claimer.Start()
 		num.log.Info("numbering", "sequence", name, "counts", s.cfg.Counts, "match", s.cfg.Match,
 			"milestones", s.rule.String(), "bucket", num.cfg.AllocBucket,
@@ -216,7 +216,7 @@ func (num *numbering) close(ctx context.Context) error {
 	num.feed.Close()
 	var errs []error
 	for _, s := range num.seqs {
-		if err := s.holder.Close(ctx); err != nil {
+		if err := s.leaseholder.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("give back leases of %s: %w", s.cfg.Name, err))
 		}
 	}
@@ -242,7 +242,7 @@ func (num *numbering) status() []api.SequenceStatus {
 			Numbered:      num.replica.Numbers().Numbered(s.cfg.Name),
 			Unnumbered:    num.replica.Numbers().Unnumbered(s.cfg.Name),
 			ClaimsPending: pending,
-			Lease:         leaseHolderJSON(s.holder.Status()),
+			Lease:         leaseholderJSON(s.leaseholder.Status()),
 		})
 	}
 	return out
@@ -253,8 +253,8 @@ func eventLogJSON(st replication.PublisherStatus) *api.EventLog {
 	return &api.EventLog{Stream: st.Stream, Published: st.Published, Logged: st.Logged, Error: st.Error}
 }
 
-// leaseHolderJSON is a holder's status in the API's shape.
-func leaseHolderJSON(st alloc.Status) api.LeaseHolder {
+// leaseholderJSON is a leaseholder's status in the API's shape.
+func leaseholderJSON(st alloc.Status) api.LeaseHolder {
 	out := api.LeaseHolder{Sequence: st.Sequence, BlockSize: st.BlockSize, Taken: st.Taken, Waiting: st.Waiting,
 		KVError: st.KVError, Leases: make([]api.HeldLease, 0, len(st.Leases))}
 	for _, l := range st.Leases {
@@ -276,11 +276,11 @@ func sequenceJSON(st *alloc.State) *api.Sequence {
 		out.Free = append(out.Free, api.Span{Start: f.Start, End: f.End})
 	}
 	for _, l := range st.Leases {
-		out.Leases = append(out.Leases, api.SequenceLease{Epoch: l.Epoch, Holder: l.Holder, Start: l.Start,
+		out.Leases = append(out.Leases, api.SequenceLease{Epoch: l.Epoch, Leaseholder: l.Leaseholder, Start: l.Start,
 			End: l.End, Used: l.Used, Beat: l.Beat})
 	}
 	for _, c := range st.Closed {
-		out.Closed = append(out.Closed, api.ClosedBlock{Epoch: c.Epoch, Holder: c.Holder, Start: c.Start,
+		out.Closed = append(out.Closed, api.ClosedBlock{Epoch: c.Epoch, Leaseholder: c.Leaseholder, Start: c.Start,
 			End: c.End, Used: c.Used, Folded: c.Folded, Base: c.Base})
 	}
 	for i := range out.Leases {

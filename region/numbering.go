@@ -39,7 +39,7 @@ func (r *Replica) Numbers() Numbers { return Numbers{r} }
 // known once every block below it is closed (package alloc). So the writer
 // records which event took numbers from where (key l/<sequence>/<number>,
 // one key per event and block) in the batch that assigns them, and when
-// the holder learns the ranks of one of its blocks (Finalize), a milestone
+// the leaseholder learns the ranks of one of its blocks (Finalize), a milestone
 // rank is written as a claim intent (key n/<sequence>/<rank>) in the batch
 // that forgets the block's events. A crash after that finishes the claim
 // on restart. Claims themselves are made outside the writer (package

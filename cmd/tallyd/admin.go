@@ -44,17 +44,17 @@ subcommands:
 run 'tallyd admin <subcommand> -h' for its flags
 `
 
-// adminRetire frees the leases of a retired replica (alloc.RetireHolder).
+// adminRetire frees the leases of a retired replica (alloc.RetireReplica).
 func (c *cli) adminRetire(ctx context.Context, args []string) error {
 	var conn cliutil.NATSClient
-	var holder string
 	cfg := alloc.RetireConfig{Bucket: alloc.DefaultBucket, Sequence: tallynode.LikesSequence}
 	timeout := 30 * time.Second
 	fs := newFlagSet("admin retire", func(fs *flag.FlagSet) {
 		conn.Bind(fs, "NATS server `url` of the region holding the allocator's bucket (required)", true)
 		fs.StringVar(&cfg.Bucket, "bucket", cfg.Bucket, "the allocator's KV `bucket` (the replicas' alloc_bucket)")
 		fs.StringVar(&cfg.Sequence, "sequence", cfg.Sequence, "`sequence` whose leases are freed")
-		fs.StringVar(&holder, "holder", "", "`replica` id that will not come back (required)")
+		fs.StringVar(&cfg.Replica, "replica", "", "`id` of the replica that will not come back (required)")
+		fs.StringVar(&cfg.Replica, "holder", "", "the older name of --replica")
 		fs.DurationVar(&timeout, "timeout", timeout, "give up after `duration`")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -68,15 +68,14 @@ func (c *cli) adminRetire(ctx context.Context, args []string) error {
 	switch {
 	case fs.NArg() > 0:
 		return usagef("admin retire: unexpected argument %q", fs.Arg(0))
-	case holder == "":
-		return usagef("admin retire: --holder is required: the id of the replica that will not come back")
+	case cfg.Replica == "":
+		return usagef("admin retire: --replica is required: the id of the replica that will not come back")
 	case timeout <= 0:
 		return usagef("admin retire: --timeout must be positive")
 	}
 	if err := conn.Check("admin retire", c.getenv); err != nil {
 		return err
 	}
-	cfg.Holder = holder
 	nc, js, err := conn.Connect("admin retire", "tallyd admin retire", nats.Timeout(5*time.Second))
 	if err != nil {
 		return err
@@ -84,17 +83,17 @@ func (c *cli) adminRetire(ctx context.Context, args []string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	freed, err := alloc.RetireHolder(ctx, js, cfg)
+	freed, err := alloc.RetireReplica(ctx, js, cfg)
 	if err != nil {
 		return fmt.Errorf("admin retire: %w", err)
 	}
 	if len(freed) == 0 {
-		fmt.Fprintf(c.stdout, "%s holds no lease on %s: nothing to close\n", holder, cfg.Sequence)
+		fmt.Fprintf(c.stdout, "%s holds no lease on %s: nothing to close\n", cfg.Replica, cfg.Sequence)
 		return nil
 	}
 	var n uint64
 	for _, sp := range freed {
-		fmt.Fprintf(c.stdout, "closed the block of %s held by %s: [%d, %d) never used (%d numbers)\n", cfg.Sequence, holder, sp.Start, sp.End, sp.Len())
+		fmt.Fprintf(c.stdout, "closed the block of %s held by %s: [%d, %d) never used (%d numbers)\n", cfg.Sequence, cfg.Replica, sp.Start, sp.End, sp.Len())
 		n += sp.Len()
 	}
 	fmt.Fprintf(c.stdout, "%d leases closed, %d numbers left as holes\n", len(freed), n)

@@ -22,8 +22,8 @@ func TestAdminUsageErrors(t *testing.T) {
 	}{
 		{[]string{"admin"}, "want a subcommand"},
 		{[]string{"admin", "frob"}, `unknown subcommand "frob"`},
-		{[]string{"admin", "retire", "--nats", "nats://127.0.0.1:1"}, "--holder is required"},
-		{[]string{"admin", "retire", "--holder", "eu-2"}, "--nats is required"},
+		{[]string{"admin", "retire", "--nats", "nats://127.0.0.1:1"}, "--replica is required"},
+		{[]string{"admin", "retire", "--replica", "eu-2"}, "--nats is required"},
 		{[]string{"admin", "retire", "--holder", "eu-2", "--nats", "x", "--user", "u"}, "--user and --password go together"},
 		{[]string{"admin", "retire", "--holder", "eu-2", "--nats", "x", "--creds", "c", "--user", "u", "--password", "p"}, "not both"},
 		{[]string{"admin", "retire", "--holder", "eu-2", "--nats", "x", "extra"}, `unexpected argument "extra"`},
@@ -51,7 +51,7 @@ func TestAdminUsageErrors(t *testing.T) {
 // A NATS server that is not there is a runtime failure (exit 1), not a
 // usage error.
 func TestAdminRetireUnreachable(t *testing.T) {
-	code, _, stderr := runArgs(t, "admin", "retire", "--holder", "eu-2", "--nats", "nats://127.0.0.1:1", "--timeout", "2s")
+	code, _, stderr := runArgs(t, "admin", "retire", "--replica", "eu-2", "--nats", "nats://127.0.0.1:1", "--timeout", "2s")
 	if code != 1 || !strings.Contains(stderr, "connect to nats://127.0.0.1:1") {
 		t.Fatalf("exit %d, stderr %q; want 1 and a connect error", code, stderr)
 	}

@@ -384,7 +384,7 @@ func numberingSettled(ctx context.Context, js jetstream.JetStream, p *proc, hold
 	}
 	var blocks []string
 	for _, c := range closed {
-		if c.Holder == holder {
+		if c.Leaseholder == holder {
 			blocks = append(blocks, fmt.Sprintf("[%d,%d) used %d folded %v", c.Start, c.End, c.Used, c.Folded))
 		}
 	}

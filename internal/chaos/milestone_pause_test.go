@@ -10,7 +10,7 @@ import (
 // lease expired in its own clock, so it queues likes until it has renewed
 // the lease, which nobody else touched. No number is used twice or
 // skipped, every milestone fires once, and every count is exact.
-func TestMilestonesAcrossAPausedLeaseHolder(t *testing.T) {
+func TestMilestonesAcrossAPausedLeaseholder(t *testing.T) {
 	realProcesses(t, "runs a chaos test on real processes")
 	cfg := DefaultConfig()
 	cfg.ToggleWeight, cfg.LateWeight = 0, 0 // the mix this test was tuned with

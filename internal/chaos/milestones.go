@@ -129,7 +129,7 @@ func checkMilestones(ops []Op, start time.Time, f milestoneFinal) (milestoneResu
 	} else if len(f.Seq.Leases) > 0 {
 		var ls []string
 		for _, l := range f.Seq.Leases {
-			ls = append(ls, fmt.Sprintf("%s [%d,%d) used %d", l.Holder, l.Start, l.End, l.Used))
+			ls = append(ls, fmt.Sprintf("%s [%d,%d) used %d", l.Leaseholder, l.Start, l.End, l.Used))
 		}
 		add(KindMilestoneUnsettled, "", "leases still held in the KV: %s", strings.Join(ls, "; "))
 	} else if st := f.Seq; st.Dense.Pos != st.HWM || len(st.Closed) > 0 {

@@ -177,7 +177,7 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 				st.Unnumbered = 3
 				f.Status["us"] = st
 				f.Synced["ap"] = false
-				f.Seq.Leases = []alloc.Lease{{Epoch: 3, Holder: "eu-1", Span: alloc.Span{Start: 16, End: 23}, Used: 18}}
+				f.Seq.Leases = []alloc.Lease{{Epoch: 3, Leaseholder: "eu-1", Span: alloc.Span{Start: 16, End: 23}, Used: 18}}
 			},
 			kinds: []string{KindMilestoneUnsettled}, detail: "wait for a number",
 		},
@@ -199,7 +199,7 @@ func TestMilestonesEachFaultIsCaught(t *testing.T) {
 // Blocks whose ranks nobody took are numbering not settled.
 func TestMilestonesUntakenRanksAreUnsettled(t *testing.T) {
 	ops, f := msFixture(t)
-	f.Seq.Closed = []alloc.Closed{{Epoch: 2, Holder: "eu-1", Span: alloc.Span{Start: 1, End: 5}, Used: 3, Folded: true}}
+	f.Seq.Closed = []alloc.Closed{{Epoch: 2, Leaseholder: "eu-1", Span: alloc.Span{Start: 1, End: 5}, Used: 3, Folded: true}}
 	_, vs := checkMilestones(ops, msStart, f)
 	if got := kinds(vs); !slices.Equal(got, []string{KindMilestoneUnsettled}) {
 		t.Fatalf("kinds %v, want milestone-unsettled: %v", got, vs)

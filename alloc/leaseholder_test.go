@@ -48,9 +48,9 @@ func startKV(t *testing.T) (jetstream.KeyValue, *nats.Conn) {
 	return kv, nc
 }
 
-func testConfig(kv jetstream.KeyValue, holder string) Config {
+func testConfig(kv jetstream.KeyValue, leaseholder string) Config {
 	return Config{
-		KV: kv, Sequence: "likes", Holder: holder,
+		KV: kv, Sequence: "likes", Replica: leaseholder,
 		TTL: 300 * time.Millisecond, RenewEvery: 60 * time.Millisecond,
 		Target: 100 * time.Millisecond, IdleRelease: 150 * time.Millisecond,
 		MinBlock: 4, MaxBlock: 64, OpTimeout: time.Second,
@@ -76,11 +76,11 @@ func (l *ledger) use(sp Span, who string) {
 }
 
 // replica simulates a tally replica's writer: it takes numbers, "commits"
-// them with the holder's snapshot (the durable state a restart gets back),
-// and tells the holder they are durable.
+// them with the leaseholder's snapshot (the durable state a restart gets back),
+// and tells the leaseholder they are durable.
 type replica struct {
 	id       string
-	h        *Holder
+	h        *Leaseholder
 	snapshot []byte // as committed
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -130,7 +130,7 @@ func (r *replica) start(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *r
 	}()
 }
 
-// crash stops the writer and the holder without giving anything back.
+// crash stops the writer and the leaseholder without giving anything back.
 func (r *replica) crash() {
 	r.cancel()
 	r.wg.Wait()
@@ -139,7 +139,7 @@ func (r *replica) crash() {
 	r.crashes++
 }
 
-// stop stops the writer, then closes the holder cleanly. A replica whose
+// stop stops the writer, then closes the leaseholder cleanly. A replica whose
 // writer died mid-batch is down: it restarts first, as it would.
 func (r *replica) stop(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *rand.Rand) {
 	r.cancel()
@@ -160,7 +160,7 @@ func (r *replica) stop(t *testing.T, kv jetstream.KeyValue, led *ledger, rng *ra
 
 // drain checks, once every replica has closed, that every number is final
 // and the numbers used are exactly the used parts of the closed blocks:
-// none used twice, none used outside what its holder reported, so each
+// none used twice, none used outside what its leaseholder reported, so each
 // used number has its rank.
 func drain(t *testing.T, kv jetstream.KeyValue, led *ledger) {
 	t.Helper()
@@ -195,7 +195,7 @@ func drain(t *testing.T, kv jetstream.KeyValue, led *ledger) {
 
 // TestHoldersHammerOneSequence: six replicas number from one sequence while
 // they crash between take and commit and restart from their committed
-// state, and while holders' KV goroutines pause past the lease TTL.
+// state, and while leaseholders' KV goroutines pause past the lease TTL.
 func TestHoldersHammerOneSequence(t *testing.T) {
 	kv, _ := startKV(t)
 	led := &ledger{used: map[uint64]string{}}
@@ -223,7 +223,7 @@ func TestHoldersHammerOneSequence(t *testing.T) {
 	drain(t, kv, led)
 }
 
-// TestPausedHolderIsFencedOff: a holder whose KV goroutine is stuck (as in
+// TestPausedHolderIsFencedOff: a leaseholder whose KV goroutine is stuck (as in
 // a GC pause, SIGSTOP of the lease loop, or a partition from the KV) stops
 // numbering once its lease's TTL passes, though its writer keeps asking;
 // when it comes back it renews and goes on, and nothing is used twice or
@@ -276,7 +276,7 @@ func TestPausedHolderIsFencedOff(t *testing.T) {
 		return nil
 	})
 	time.Sleep(a.h.cfg.TTL + 50*time.Millisecond)
-	// Every lease the paused holder has was renewed before the pause began,
+	// Every lease the paused leaseholder has was renewed before the pause began,
 	// so its deadline has passed: nothing may be handed out.
 	if st := a.h.Status(); len(st.Leases) == 0 || st.Leases[0].Next == st.Leases[0].End {
 		t.Fatalf("a has no numbers left to be fenced off from: %+v", st.Leases)
@@ -339,7 +339,7 @@ func TestSilentHolderReclaimed(t *testing.T) {
 			return err
 		}
 		for _, l := range st.Leases {
-			if l.Holder == "a" {
+			if l.Leaseholder == "a" {
 				return fmt.Errorf("a still holds lease %+v", l)
 			}
 		}
@@ -357,7 +357,7 @@ func TestSilentHolderReclaimed(t *testing.T) {
 }
 
 // took reports whether h has taken more than n numbers.
-func took(h *Holder, n uint64) error {
+func took(h *Leaseholder, n uint64) error {
 	if got := h.Status().Taken; got <= n {
 		return fmt.Errorf("taken %d, want more than %d", got, n)
 	}
@@ -366,7 +366,7 @@ func took(h *Holder, n uint64) error {
 
 // lostReplyKV writes every Update, but once armed, holds back the answer
 // of the next one until its caller gives up: a write whose outcome the
-// holder never learns, as when the connection drops after the KV applied
+// leaseholder never learns, as when the connection drops after the KV applied
 // it.
 type lostReplyKV struct {
 	KV
@@ -384,12 +384,12 @@ func (k *lostReplyKV) Update(ctx context.Context, key string, value []byte, rev 
 	return 0, ctx.Err()
 }
 
-// TestCloseGivesBackALeaseWhoseAcquireWasCutOff: a holder holding nothing
+// TestCloseGivesBackALeaseWhoseAcquireWasCutOff: a leaseholder holding nothing
 // is closed while the round acquiring its first lease waits for the KV's
-// answer, and the acquire has landed. The holder never learns of that
+// answer, and the acquire has landed. The leaseholder never learns of that
 // lease; Close must still give it back, or it stays held by a replica that
-// is gone until another holder reclaims its tail. (The hammer test saw
-// it: "after every replica closed: leases [{... Holder:r0 ...}]".)
+// is gone until another leaseholder reclaims its tail. (The hammer test saw
+// it: "after every replica closed: leases [{... Leaseholder:r0 ...}]".)
 func TestCloseGivesBackALeaseWhoseAcquireWasCutOff(t *testing.T) {
 	kv, _ := startKV(t)
 	lost := &lostReplyKV{KV: kv, landed: make(chan struct{})}
@@ -400,7 +400,7 @@ func TestCloseGivesBackALeaseWhoseAcquireWasCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Start()
-	// A holder nobody took from is idle: its rounds acquire nothing.
+	// A leaseholder nobody took from is idle: its rounds acquire nothing.
 	testkit.WaitFor(t, 20*time.Second, func() error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -416,7 +416,7 @@ func TestCloseGivesBackALeaseWhoseAcquireWasCutOff(t *testing.T) {
 	select {
 	case <-lost.landed:
 	case <-time.After(20 * time.Second):
-		t.Fatal("the holder never acquired a lease")
+		t.Fatal("the leaseholder never acquired a lease")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -15,15 +15,15 @@ import (
 	"github.com/tally-dev/tally/internal/base/poll"
 )
 
-// Holder is one replica's client of one sequence: it keeps up to two
+// Leaseholder is one replica's client of one sequence: it keeps up to two
 // leases, hands their numbers to the replica's writer (Take), renews them
 // and reports what was used, and gives back what is left when idle,
 // closed, or restarted (and, if ReclaimAfter is set, frees the tails of
 // other replicas' leases once they have been silent that long).
 //
 // The writer's side (Take, Snapshot, Durable) never waits on the network;
-// the KV is used only by the holder's own goroutine.
-type Holder struct {
+// the KV is used only by the leaseholder's own goroutine.
+type Leaseholder struct {
 	cfg     Config
 	kv      *seqKV
 	log     hclog.Logger
@@ -39,8 +39,8 @@ type Holder struct {
 	kvOK     time.Time // last successful round
 	size     uint64    // current block size
 
-	// Owned by the holder goroutine.
-	watch     map[uint64]beatSeen // other holders' leases: epoch -> beat
+	// Owned by the leaseholder goroutine.
+	watch     map[uint64]beatSeen // other leaseholders' leases: epoch -> beat
 	settle    []uint64            // folded blocks of ours OnFinal took, to settle in the KV
 	rate      float64             // numbers per second, smoothed
 	lastTaken uint64
@@ -52,10 +52,10 @@ type Holder struct {
 	once   sync.Once
 }
 
-// held is a lease this holder has.
+// held is a lease this leaseholder has.
 type held struct {
 	Lease
-	since    time.Time // when this holder got it
+	since    time.Time // when this leaseholder got it
 	taken    uint64    // next number to hand out
 	durable  uint64    // numbers below it are committed by the writer
 	deadline time.Time // fence: no number is handed out at or after it
@@ -67,8 +67,8 @@ type beatSeen struct {
 	since time.Time
 }
 
-// New creates a holder; Start runs it.
-func New(cfg Config) (*Holder, error) {
+// New creates a leaseholder; Start runs it.
+func New(cfg Config) (*Leaseholder, error) {
 	cfg.ensureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -77,9 +77,9 @@ func New(cfg Config) (*Holder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alloc: restore %s: %w", cfg.Sequence, err)
 	}
-	h := &Holder{
+	h := &Leaseholder{
 		cfg:      cfg,
-		kv:       &seqKV{kv: cfg.KV, key: "seq." + cfg.Sequence, holder: cfg.Holder, opTimeout: cfg.OpTimeout},
+		kv:       &seqKV{kv: cfg.KV, key: "seq." + cfg.Sequence, leaseholder: cfg.Replica, opTimeout: cfg.OpTimeout},
 		log:      cfg.Logger.Named("alloc").With("sequence", cfg.Sequence),
 		metrics:  newMetrics(cfg.Registerer, cfg.Sequence),
 		restored: restored,
@@ -93,9 +93,9 @@ func New(cfg Config) (*Holder, error) {
 
 // Attach sets the function called when numbers become available after a
 // Take found none, replacing Config.OnReady. It is for a consumer built
-// from the holder (a replica numbers from it), which cannot exist yet when
-// the holder's Config is written. Call it before Start, never after.
-func (h *Holder) Attach(onReady func()) {
+// from the leaseholder (a replica numbers from it), which cannot exist yet when
+// the leaseholder's Config is written. Call it before Start, never after.
+func (h *Leaseholder) Attach(onReady func()) {
 	if h.cancel != nil {
 		panic("alloc: Attach after Start")
 	}
@@ -104,15 +104,15 @@ func (h *Holder) Attach(onReady func()) {
 
 // AttachFinal sets Config.OnFinal, for the same reason as Attach. Call it
 // before Start, never after.
-func (h *Holder) AttachFinal(onFinal func(ctx context.Context, blocks []Closed) error) {
+func (h *Leaseholder) AttachFinal(onFinal func(ctx context.Context, blocks []Closed) error) {
 	if h.cancel != nil {
 		panic("alloc: AttachFinal after Start")
 	}
 	h.cfg.OnFinal = onFinal
 }
 
-// Start runs the holder's goroutine until Close.
-func (h *Holder) Start() {
+// Start runs the leaseholder's goroutine until Close.
+func (h *Leaseholder) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go h.run(ctx)
@@ -121,7 +121,7 @@ func (h *Holder) Start() {
 // Close stops renewing and gives back the unused part of every lease
 // whose numbers are all committed, waiting at most ctx. Call it after the
 // writer has stopped. Close is idempotent.
-func (h *Holder) Close(ctx context.Context) error {
+func (h *Leaseholder) Close(ctx context.Context) error {
 	var err error
 	h.once.Do(func() {
 		if h.cancel != nil {
@@ -149,9 +149,9 @@ func (h *Holder) Close(ctx context.Context) error {
 
 // Take hands out up to n numbers, consecutive, from a lease that is still
 // fenced in (its deadline has not passed). ok is false when no lease is
-// usable; the holder then gets one as soon as it can and calls OnReady.
+// usable; the leaseholder then gets one as soon as it can and calls OnReady.
 // Take is for the replica's writer only: one caller at a time.
-func (h *Holder) Take(n uint64) (sp Span, ok bool) {
+func (h *Leaseholder) Take(n uint64) (sp Span, ok bool) {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -178,7 +178,7 @@ func (h *Holder) Take(n uint64) (sp Span, ok bool) {
 	return sp, ok
 }
 
-func (h *Holder) nudge() {
+func (h *Leaseholder) nudge() {
 	select {
 	case h.kick <- struct{}{}:
 	default:
@@ -188,7 +188,7 @@ func (h *Holder) nudge() {
 // Snapshot is the state the writer stores with every batch that took
 // numbers: each lease and how far it was handed out. After a crash it goes
 // back in as Config.Restored.
-func (h *Holder) Snapshot() []byte {
+func (h *Leaseholder) Snapshot() []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	snap := make([]snapLease, len(h.leases))
@@ -215,8 +215,8 @@ func appendSnapshot(b []byte, leases []snapLease) []byte {
 	return b
 }
 
-// Durable tells the holder that everything taken so far is committed.
-func (h *Holder) Durable() {
+// Durable tells the leaseholder that everything taken so far is committed.
+func (h *Leaseholder) Durable() {
 	h.mu.Lock()
 	for _, l := range h.leases {
 		l.durable = l.taken
@@ -267,7 +267,7 @@ func decodeSnapshot(b []byte) (map[uint64]uint64, error) {
 }
 
 // run renews every RenewEvery, and at once when the writer needs numbers.
-func (h *Holder) run(ctx context.Context) {
+func (h *Leaseholder) run(ctx context.Context) {
 	defer close(h.done)
 	t := time.NewTicker(h.cfg.RenewEvery)
 	defer t.Stop()
@@ -294,18 +294,18 @@ func (h *Holder) run(ctx context.Context) {
 	}
 }
 
-// plan is what one round will write for this holder's own leases.
+// plan is what one round will write for this leaseholder's own leases.
 type plan struct {
 	epoch   uint64
 	used    uint64
 	release bool
 }
 
-// round is one CAS: renew (or give back) this holder's leases reporting
+// round is one CAS: renew (or give back) this leaseholder's leases reporting
 // what was committed, give back leases of ours we do not know (a restart,
-// an acquire whose answer was lost), free silent holders' tails, and take
+// an acquire whose answer was lost), free silent leaseholders' tails, and take
 // a new lease if the writer will soon need one.
-func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
+func (h *Leaseholder) round(ctx context.Context, mayAcquire bool) error {
 	start := time.Now()
 	h.mu.Lock()
 	h.updateRate(start)
@@ -353,12 +353,12 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 		for _, p := range plans {
 			var err error
 			if p.release {
-				err = st.Release(h.cfg.Holder, p.epoch, p.used)
+				err = st.Release(h.cfg.Replica, p.epoch, p.used)
 				o.gone = append(o.gone, p.epoch)
 			} else {
-				err = st.Renew(h.cfg.Holder, p.epoch, p.used)
+				err = st.Renew(h.cfg.Replica, p.epoch, p.used)
 			}
-			if errors.Is(err, ErrNotHolder) {
+			if errors.Is(err, ErrNotLeaseholder) {
 				o.lost = append(o.lost, p.epoch)
 				continue
 			} else if err != nil {
@@ -371,14 +371,14 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 		// is gone (or never used): which likes took its numbers is gone
 		// with it, so none of them gets a rank.
 		for _, l := range slices.Clone(st.Leases) {
-			if l.Holder != h.cfg.Holder || mine[l.Epoch] {
+			if l.Leaseholder != h.cfg.Replica || mine[l.Epoch] {
 				continue
 			}
 			var err error
 			if next, ok := restored[l.Epoch]; ok {
-				err = st.Release(h.cfg.Holder, l.Epoch, max(l.Used, min(next, l.End)))
+				err = st.Release(h.cfg.Replica, l.Epoch, max(l.Used, min(next, l.End)))
 			} else {
-				err = st.Forget(h.cfg.Holder, l.Epoch)
+				err = st.Forget(h.cfg.Replica, l.Epoch)
 			}
 			if err != nil {
 				return err
@@ -388,21 +388,21 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 		// Others' leases silent for ReclaimAfter.
 		for _, l := range slices.Clone(st.Leases) {
 			w, ok := h.watch[l.Epoch]
-			if h.cfg.ReclaimAfter == 0 || l.Holder == h.cfg.Holder || !ok || w.beat != l.Beat || start.Sub(w.since) < h.cfg.ReclaimAfter {
+			if h.cfg.ReclaimAfter == 0 || l.Leaseholder == h.cfg.Replica || !ok || w.beat != l.Beat || start.Sub(w.since) < h.cfg.ReclaimAfter {
 				continue
 			}
 			if st.Reclaim(l.Epoch, l.Beat) {
 				o.reclaimed++
 				changed = true
-				h.log.Warn("reclaimed the tail of a silent holder's lease", "holder", l.Holder, "epoch", l.Epoch, "from", l.Used, "to", l.End)
+				h.log.Warn("reclaimed the tail of a silent leaseholder's lease", "holder", l.Leaseholder, "epoch", l.Epoch, "from", l.Used, "to", l.End)
 			}
 		}
 		for _, e := range settle {
-			st.Settle(h.cfg.Holder, e)
+			st.Settle(h.cfg.Replica, e)
 			changed = true
 		}
 		if acquire > 0 {
-			l := st.Acquire(h.cfg.Holder, acquire)
+			l := st.Acquire(h.cfg.Replica, acquire)
 			o.acquired = &l
 			changed = true
 		}
@@ -419,7 +419,7 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 		return err
 	}
 	h.observe(st, time.Now())
-	o := outcomes[st.Applied[h.cfg.Holder]]
+	o := outcomes[st.Applied[h.cfg.Replica]]
 	if errors.Is(err, errStop) || o == nil {
 		o = &outcome{}
 	}
@@ -475,14 +475,14 @@ func (h *Holder) round(ctx context.Context, mayAcquire bool) error {
 	return nil
 }
 
-// final passes this holder's folded blocks not yet settled to OnFinal, and
+// final passes this leaseholder's folded blocks not yet settled to OnFinal, and
 // queues those it took for the next round to settle.
-func (h *Holder) final(ctx context.Context, st *State) {
+func (h *Leaseholder) final(ctx context.Context, st *State) {
 	if h.cfg.OnFinal == nil || st == nil {
 		return
 	}
 	var blocks []Closed
-	for _, c := range st.Folded(h.cfg.Holder) {
+	for _, c := range st.Folded(h.cfg.Replica) {
 		if !slices.Contains(h.settle, c.Epoch) {
 			blocks = append(blocks, c)
 		}
@@ -502,7 +502,7 @@ func (h *Holder) final(ctx context.Context, st *State) {
 
 // updateRate folds the numbers taken since the last round into the rate
 // and sets the block size to Target's worth of it. Caller holds mu.
-func (h *Holder) updateRate(now time.Time) {
+func (h *Leaseholder) updateRate(now time.Time) {
 	if !h.lastRound.IsZero() {
 		if dt := now.Sub(h.lastRound).Seconds(); dt > 0 {
 			r := float64(h.taken-h.lastTaken) / dt
@@ -514,14 +514,14 @@ func (h *Holder) updateRate(now time.Time) {
 	h.size = uint64(min(max(want, float64(h.cfg.MinBlock)), float64(h.cfg.MaxBlock)))
 }
 
-// observe notes when each other holder's lease beat was first seen.
-func (h *Holder) observe(st *State, now time.Time) {
+// observe notes when each other leaseholder's lease beat was first seen.
+func (h *Leaseholder) observe(st *State, now time.Time) {
 	if st == nil {
 		return
 	}
 	seen := make(map[uint64]bool, len(st.Leases))
 	for _, l := range st.Leases {
-		if l.Holder == h.cfg.Holder {
+		if l.Leaseholder == h.cfg.Replica {
 			continue
 		}
 		seen[l.Epoch] = true
@@ -546,7 +546,7 @@ type LeaseStatus struct {
 	ExpiresMs int64  `json:"expires_in_ms"` // negative: fenced off
 }
 
-// Status is what an operator sees of a holder.
+// Status is what an operator sees of a leaseholder.
 type Status struct {
 	Sequence  string        `json:"sequence"`
 	Leases    []LeaseStatus `json:"leases"`
@@ -556,8 +556,8 @@ type Status struct {
 	KVError   string        `json:"kv_error,omitempty"`
 }
 
-// Status reports the holder's leases and health.
-func (h *Holder) Status() Status {
+// Status reports the leaseholder's leases and health.
+func (h *Leaseholder) Status() Status {
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
