@@ -17,6 +17,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -104,22 +105,6 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	if s.sharded(r) {
-		// Keys of one shard another replica holds: its holders answer.
-		one := shard.Of(keys[0])
-		for _, k := range keys {
-			if shard.Of(k) != one || s.holds(k) {
-				one = -1
-				break
-			}
-		}
-		if one >= 0 {
-			if err := s.cfg.Shards.Forward(w, r, nil, one); err != nil {
-				return forwardError(one, err)
-			}
-			return nil
-		}
-	}
 	return s.uniques(w, r, keys)
 }
 
@@ -133,58 +118,88 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	if err != nil {
 		return err
 	}
-	var rd region.UniqueRead
+	uq := tallyroute.UniqueQuery{Keys: keys, Windowed: windowed, FromMs: fromMs, ToMs: toMs, ByRegion: byRegion}
+	if gathered(r) {
+		rd, err := s.readUniques(keys, fromMs, toMs, windowed)
+		if err != nil {
+			return windowErr(err)
+		}
+		return writeUniquesPart(w, rd)
+	}
+	var u tallyroute.Uniques
 	var missing int // shards of keys nobody answered for
-	if s.cfg.Shards != nil && (gathered(r) || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) })) {
-		// Held here, or gathered: read the keys this replica holds.
-		rd, err = s.readUniques(keys, fromMs, toMs, windowed)
-	} else if s.cfg.Shards == nil {
-		rd, err = s.readUniques(keys, fromMs, toMs, windowed)
+	if sh, ok := s.uniquesElsewhere(keys); ok {
+		// Keys of one shard another replica holds: a holder reads them,
+		// sent typed, and its answer is rendered here.
+		u, err = s.uniquesAt(r.Context(), w, sh, uq)
 	} else {
-		rd, missing, err = s.gatherUniques(r, keys, fromMs, toMs, windowed)
+		var rd region.UniqueRead
+		if s.cfg.Shards == nil || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) }) {
+			rd, err = s.readUniques(keys, fromMs, toMs, windowed)
+		} else {
+			rd, missing, err = s.gatherUniques(r, keys, fromMs, toMs, windowed)
+		}
+		u = tallyroute.CountUniques(rd, uq, s.regionOf(), slices.ContainsFunc(keys, s.staleFor))
 	}
 	if err != nil {
 		return windowErr(err)
 	}
-	if gathered(r) {
-		return writeUniquesPart(w, rd)
+	writeJSON(w, http.StatusOK, renderUniques(keys, &u, missing))
+	return nil
+}
+
+// uniquesElsewhere reports whether keys, read from a client in a sharded
+// region, are all of one shard, sh, that this replica does not hold: a
+// holder of sh reads them (uniquesAt).
+func (s *Server) uniquesElsewhere(keys []string) (sh int, ok bool) {
+	if s.cfg.Shards == nil {
+		return 0, false
 	}
-	est := math.Round(rd.Estimate)
+	sh = shard.Of(keys[0])
+	for _, k := range keys {
+		if shard.Of(k) != sh {
+			return 0, false
+		}
+	}
+	return sh, !s.cfg.Shards.Holds(sh)
+}
+
+// uniquesAt reads q, of keys on shard sh, at a holder of sh
+// (Shards.Uniques): nothing of the request but the read leaves, and the
+// answer names who served it (ServedByHeader).
+func (s *Server) uniquesAt(ctx context.Context, w http.ResponseWriter, sh int, q tallyroute.UniqueQuery) (tallyroute.Uniques, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	u, by, err := s.cfg.Shards.Uniques(ctx, sh, q)
+	if err != nil {
+		return tallyroute.Uniques{}, s.holderError(w, sh, by, err)
+	}
+	w.Header().Set(ServedByHeader, by)
+	return u, nil
+}
+
+// renderUniques is the API's answer of u, a unique count of keys read
+// here or at a holder, missing the keys of missing shards.
+func renderUniques(keys []string, u *tallyroute.Uniques, missing int) api.Uniques {
+	est := math.Round(u.Estimate)
 	out := api.Uniques{Keys: keys, Estimate: int64(est), RelStdError: crdt.HLLStdError,
-		StdError: math.Round(est*crdt.HLLStdError*10) / 10, Approx: true, Replicas: rd.Replicas, Regions: []string{}}
+		StdError: math.Round(est*crdt.HLLStdError*10) / 10, Approx: true, Replicas: u.Replicas, Regions: []string{}}
 	if out.Replicas == nil {
 		out.Replicas = []string{} // a key nobody added to: [], as the API documents, not null
 	}
-	out.Stale = slices.ContainsFunc(keys, s.staleFor)
+	out.Stale = u.Stale
 	out.Partial, out.MissingShards = missing > 0, missing
-	regionOf := s.regionOf()
-	for _, id := range rd.Replicas {
-		out.Regions = append(out.Regions, regionName(regionOf, id))
-	}
+	out.Regions = append(out.Regions, u.Regions...)
 	slices.Sort(out.Regions)
 	out.Regions = slices.Compact(out.Regions)
-	if byRegion {
-		perRegion := map[string]*crdt.HLL{}
-		for id, h := range rd.ByReplica {
-			name := regionName(regionOf, id)
-			if perRegion[name] == nil {
-				perRegion[name] = new(crdt.HLL)
-			}
-			perRegion[name].Merge(h)
-		}
-		out.ByRegion = map[string]int64{}
-		for name, h := range perRegion {
-			out.ByRegion[name] = int64(math.Round(h.Estimate()))
-		}
-	}
-	if windowed {
-		from, to := rd.From.UTC(), rd.To.UTC()
-		out.From, out.To, out.SlotWidth = &from, &to, rd.SlotWidth.String()
-		final := rd.Closed && !out.Stale
+	out.ByRegion = u.ByRegion
+	if u.Windowed {
+		from, to := u.From.UTC(), u.To.UTC()
+		out.From, out.To, out.SlotWidth = &from, &to, u.SlotWidth.String()
+		final := u.Closed && !out.Stale
 		out.Final = &final
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // uniqueRange reads last= or from=&to= (to defaults to now); windowed is
