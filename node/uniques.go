@@ -54,6 +54,7 @@ func (sr *shardRouter) Uniques(ctx context.Context, s int, q route.UniqueQuery) 
 	defer cancel()
 	var data []byte
 	var out route.Uniques
+	var failed error // the holder's answer that the read failed, as its replica's error
 	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
 		if h == sr.self {
 			if sr.rep == nil {
@@ -75,11 +76,17 @@ func (sr *shardRouter) Uniques(ctx context.Context, s int, q route.UniqueQuery) 
 			return fmt.Errorf("its answer for shard %d: %w", s, err)
 		}
 		if got.Code != "" {
-			return codeErr(got.Code, got.Msg)
+			// Served: its error reads as the holder's replica's, not
+			// wrapped in the walk's "holder h:".
+			failed = codeErr(got.Code, got.Msg)
+			return nil
 		}
 		out = got
 		return nil
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
 		return route.Uniques{}, h, err
 	}
