@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/api"
@@ -128,18 +130,18 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	}
 	var u tallyroute.Uniques
 	var missing int // shards of keys nobody answered for
-	if sh, ok := s.uniquesElsewhere(keys); ok {
+	switch sh, elsewhere := s.uniquesElsewhere(keys); {
+	case elsewhere:
 		// Keys of one shard another replica holds: a holder reads them,
 		// sent typed, and its answer is rendered here.
 		u, err = s.uniquesAt(r.Context(), w, sh, uq)
-	} else {
+	case s.cfg.Shards == nil || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) }):
 		var rd region.UniqueRead
-		if s.cfg.Shards == nil || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) }) {
-			rd, err = s.readUniques(keys, fromMs, toMs, windowed)
-		} else {
-			rd, missing, err = s.gatherUniques(r, keys, fromMs, toMs, windowed)
+		if rd, err = s.readUniques(keys, fromMs, toMs, windowed); err == nil {
+			u = tallyroute.CountUniques(rd, uq, s.regionOf(), slices.ContainsFunc(keys, s.staleFor))
 		}
-		u = tallyroute.CountUniques(rd, uq, s.regionOf(), slices.ContainsFunc(keys, s.staleFor))
+	default:
+		u, missing, err = s.unionUniques(r.Context(), uq)
 	}
 	if err != nil {
 		return windowErr(err)
@@ -237,10 +239,12 @@ func (s *Server) readUniques(keys []string, fromMs, toMs int64, windowed bool) (
 	return s.rep.Uniques().Read(held)
 }
 
-// uniquesPart is a replica's answer to a union gathered from its region:
-// for the asked keys it holds, each writer's sketch (the union of that
-// writer's sketches of those keys) as HLL pages. It passes only between
-// the replicas of a region.
+// uniquesPart is a replica's answer to a union gathered from its region
+// (route.KindGather) by a replica of an earlier release: for the asked
+// keys it holds, each writer's sketch (the union of that writer's
+// sketches of those keys) as HLL pages. It passes only between the
+// replicas of a region. This release asks a holder of each shard instead
+// (unionUniques) and only answers it, until KindGather goes.
 type uniquesPart struct {
 	Keys      []string          `json:"keys"`
 	Sketches  map[string][]byte `json:"sketches"`
@@ -259,51 +263,69 @@ func writeUniquesPart(w http.ResponseWriter, rd region.UniqueRead) error {
 	return nil
 }
 
-// gatherUniques is a union of keys on several shards: this replica's
-// keys, and each other replica's part (uniquesPart) for the keys it
-// holds; missing counts the shards of keys no answer covered.
-func (s *Server) gatherUniques(r *http.Request, keys []string, fromMs, toMs int64, windowed bool) (region.UniqueRead, int, error) {
-	rd, err := s.readUniques(keys, fromMs, toMs, windowed)
+// unionUniques is q, a union of keys on several shards not all held
+// here: the keys this replica holds read here, and each other shard's
+// keys read at a holder of it, sent typed with each replica's sketch
+// (tallyroute.OpUniqueRead), all asked at once and merged here; missing
+// counts the shards no holder answered for in time. A holder's failed
+// read fails the union, as this replica's own would.
+func (s *Server) unionUniques(ctx context.Context, q tallyroute.UniqueQuery) (tallyroute.Uniques, int, error) {
+	rd, err := s.readUniques(q.Keys, q.FromMs, q.ToMs, q.Windowed)
 	if err != nil {
-		return rd, 0, err
+		return tallyroute.Uniques{}, 0, err
 	}
-	covered, err := s.gatherCovered(r, nil, func(b []byte) error {
-		var part uniquesPart
-		if err := json.Unmarshal(b, &part); err != nil {
-			return err
+	byShard := map[int][]string{} // shards held elsewhere -> their keys, sorted as q's
+	for _, k := range q.Keys {
+		if !s.holds(k) {
+			byShard[shard.Of(k)] = append(byShard[shard.Of(k)], k)
 		}
-		for id, enc := range part.Sketches {
-			h, err := decodeHLL(enc)
-			if err != nil {
-				return err
-			}
-			rd.Sketch.Merge(h)
+	}
+	type part struct {
+		sh  int
+		u   tallyroute.Uniques
+		err error
+	}
+	parts := make([]*part, 0, len(byShard))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for sh, keys := range byShard {
+		p := &part{sh: sh}
+		parts = append(parts, p)
+		pq := tallyroute.UniqueQuery{Keys: keys, Windowed: q.Windowed, FromMs: q.FromMs, ToMs: q.ToMs, Sketches: true}
+		wg.Go(func() { p.u, _, p.err = s.cfg.Shards.Uniques(ctx, sh, pq) })
+	}
+	wg.Wait()
+	slices.SortFunc(parts, func(a, b *part) int { return a.sh - b.sh })
+	missing := 0
+	stale := slices.ContainsFunc(q.Keys, s.staleFor)
+	regionOf := map[string]string{}
+	for _, p := range parts {
+		switch {
+		case errors.Is(p.err, ErrNoHolder), errors.Is(p.err, context.DeadlineExceeded):
+			missing++ // left out: the union says partial
+			continue
+		case p.err != nil:
+			return tallyroute.Uniques{}, 0, p.err // the holder's error, as this replica's own would read
+		case len(p.u.Sketches) != len(p.u.Replicas):
+			return tallyroute.Uniques{}, 0, fmt.Errorf("the union's keys of shard %d: %d sketches for %d replicas", p.sh, len(p.u.Sketches), len(p.u.Replicas))
+		}
+		for i, id := range p.u.Replicas {
+			rd.Sketch.Merge(p.u.Sketches[i])
 			if rd.ByReplica[id] == nil {
 				rd.ByReplica[id] = new(crdt.HLL)
 			}
-			rd.ByReplica[id].Merge(h)
+			rd.ByReplica[id].Merge(p.u.Sketches[i])
+			regionOf[id] = p.u.Regions[i]
 		}
-		if windowed && rd.SlotWidth == 0 {
-			rd.From, rd.To, rd.SlotWidth, rd.Closed = part.From, part.To, part.SlotWidth, part.Closed
+		if q.Windowed && rd.SlotWidth == 0 {
+			rd.From, rd.To, rd.SlotWidth, rd.Closed = p.u.From, p.u.To, p.u.SlotWidth, p.u.Closed
 		}
-		return nil
-	})
-	if err != nil {
-		return rd, 0, err
+		stale = stale || p.u.Stale
 	}
-	var missing shard.Set // the asked keys' shards no answer covered
-	for _, k := range keys {
-		if !covered.Has(shard.Of(k)) {
-			missing.Add(shard.Of(k))
-		}
-	}
-	rd.Replicas = rd.Replicas[:0]
-	for id := range rd.ByReplica {
-		rd.Replicas = append(rd.Replicas, id)
-	}
-	slices.Sort(rd.Replicas)
+	maps.Copy(regionOf, s.regionOf()) // this replica's word on its peers first, as for its own keys
 	rd.Estimate = rd.Sketch.Estimate()
-	return rd, missing.Len(), nil
+	return tallyroute.CountUniques(rd, q, regionOf, stale), missing, nil
 }
 
 // appendHLL writes h's nonzero pages, each as its number and its page
@@ -346,9 +368,9 @@ func decodeHLL(b []byte) (*crdt.HLL, error) {
 
 // UniquesUnion is GET /v1/uniques?keys=a,b,c for another front door of this
 // replica that authenticated and rate-limited its client already (RESP's
-// PFCOUNT over keys of several shards): the same read, sent to a holder
-// or gathered from the region's replicas when this one does not hold
-// every key.
+// PFCOUNT over keys of several shards): the same read, served in this
+// process, its keys of shards held elsewhere read at their holders, sent
+// typed (uniquesAt, unionUniques).
 func (s *Server) UniquesUnion(ctx context.Context, keys []string) (api.Uniques, error) {
 	q := url.Values{"keys": {strings.Join(keys, ",")}}
 	r, err := http.NewRequestWithContext(WithForwarded(ctx), http.MethodGet, "/v1/uniques?"+q.Encode(), nil)
