@@ -309,6 +309,7 @@ func (s *Server) newRouter() *mux.Router {
 		http.MethodGet + " /v1/counters/" + key:                         true,
 		http.MethodGet + " /v1/budgets/" + key:                          true,
 		http.MethodGet + " /v1/likes/" + item + "/" + user + "/history": true,
+		http.MethodGet + " /v1/uniques/" + key:                          true,
 	}
 	w := s.RequireWrite
 

@@ -63,6 +63,11 @@ type Shards interface {
 	// (tallyroute.OpHistory), and returns it and who answered it; errors
 	// as Read's.
 	History(ctx context.Context, s int, item, user string, limit int) (region.PairHistory, string, error)
+	// Uniques reads a unique count of keys all on shard s
+	// (tallyroute.OpUniqueRead) at a holder of s (this replica among
+	// them), sent typed, and returns the holder's answer and who gave
+	// it; errors as Read's.
+	Uniques(ctx context.Context, s int, q tallyroute.UniqueQuery) (tallyroute.Uniques, string, error)
 }
 
 // ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of

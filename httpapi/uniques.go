@@ -6,17 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -104,22 +107,6 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	if s.sharded(r) {
-		// Keys of one shard another replica holds: its holders answer.
-		one := shard.Of(keys[0])
-		for _, k := range keys {
-			if shard.Of(k) != one || s.holds(k) {
-				one = -1
-				break
-			}
-		}
-		if one >= 0 {
-			if err := s.cfg.Shards.Forward(w, r, nil, one); err != nil {
-				return forwardError(one, err)
-			}
-			return nil
-		}
-	}
 	return s.uniques(w, r, keys)
 }
 
@@ -133,58 +120,88 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	if err != nil {
 		return err
 	}
-	var rd region.UniqueRead
+	uq := tallyroute.UniqueQuery{Keys: keys, Windowed: windowed, FromMs: fromMs, ToMs: toMs, ByRegion: byRegion}
+	if gathered(r) {
+		rd, err := s.readUniques(keys, fromMs, toMs, windowed)
+		if err != nil {
+			return windowErr(err)
+		}
+		return writeUniquesPart(w, rd)
+	}
+	var u tallyroute.Uniques
 	var missing int // shards of keys nobody answered for
-	if s.cfg.Shards != nil && (gathered(r) || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) })) {
-		// Held here, or gathered: read the keys this replica holds.
-		rd, err = s.readUniques(keys, fromMs, toMs, windowed)
-	} else if s.cfg.Shards == nil {
-		rd, err = s.readUniques(keys, fromMs, toMs, windowed)
-	} else {
-		rd, missing, err = s.gatherUniques(r, keys, fromMs, toMs, windowed)
+	switch sh, elsewhere := s.uniquesElsewhere(keys); {
+	case elsewhere:
+		// Keys of one shard another replica holds: a holder reads them,
+		// sent typed, and its answer is rendered here.
+		u, err = s.uniquesAt(r.Context(), w, sh, uq)
+	case s.cfg.Shards == nil || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) }):
+		var rd region.UniqueRead
+		if rd, err = s.readUniques(keys, fromMs, toMs, windowed); err == nil {
+			u = tallyroute.CountUniques(rd, uq, s.regionOf(), slices.ContainsFunc(keys, s.staleFor))
+		}
+	default:
+		u, missing, err = s.unionUniques(r.Context(), uq)
 	}
 	if err != nil {
 		return windowErr(err)
 	}
-	if gathered(r) {
-		return writeUniquesPart(w, rd)
+	writeJSON(w, http.StatusOK, renderUniques(keys, &u, missing))
+	return nil
+}
+
+// uniquesElsewhere reports whether keys, read from a client in a sharded
+// region, are all of one shard, sh, that this replica does not hold: a
+// holder of sh reads them (uniquesAt).
+func (s *Server) uniquesElsewhere(keys []string) (sh int, ok bool) {
+	if s.cfg.Shards == nil {
+		return 0, false
 	}
-	est := math.Round(rd.Estimate)
+	sh = shard.Of(keys[0])
+	for _, k := range keys {
+		if shard.Of(k) != sh {
+			return 0, false
+		}
+	}
+	return sh, !s.cfg.Shards.Holds(sh)
+}
+
+// uniquesAt reads q, of keys on shard sh, at a holder of sh
+// (Shards.Uniques): nothing of the request but the read leaves, and the
+// answer names who served it (ServedByHeader).
+func (s *Server) uniquesAt(ctx context.Context, w http.ResponseWriter, sh int, q tallyroute.UniqueQuery) (tallyroute.Uniques, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	u, by, err := s.cfg.Shards.Uniques(ctx, sh, q)
+	if err != nil {
+		return tallyroute.Uniques{}, s.holderError(w, sh, by, err)
+	}
+	w.Header().Set(ServedByHeader, by)
+	return u, nil
+}
+
+// renderUniques is the API's answer of u, a unique count of keys read
+// here or at a holder, missing the keys of missing shards.
+func renderUniques(keys []string, u *tallyroute.Uniques, missing int) api.Uniques {
+	est := math.Round(u.Estimate)
 	out := api.Uniques{Keys: keys, Estimate: int64(est), RelStdError: crdt.HLLStdError,
-		StdError: math.Round(est*crdt.HLLStdError*10) / 10, Approx: true, Replicas: rd.Replicas, Regions: []string{}}
+		StdError: math.Round(est*crdt.HLLStdError*10) / 10, Approx: true, Replicas: u.Replicas, Regions: []string{}}
 	if out.Replicas == nil {
 		out.Replicas = []string{} // a key nobody added to: [], as the API documents, not null
 	}
-	out.Stale = slices.ContainsFunc(keys, s.staleFor)
+	out.Stale = u.Stale
 	out.Partial, out.MissingShards = missing > 0, missing
-	regionOf := s.regionOf()
-	for _, id := range rd.Replicas {
-		out.Regions = append(out.Regions, regionName(regionOf, id))
-	}
+	out.Regions = append(out.Regions, u.Regions...)
 	slices.Sort(out.Regions)
 	out.Regions = slices.Compact(out.Regions)
-	if byRegion {
-		perRegion := map[string]*crdt.HLL{}
-		for id, h := range rd.ByReplica {
-			name := regionName(regionOf, id)
-			if perRegion[name] == nil {
-				perRegion[name] = new(crdt.HLL)
-			}
-			perRegion[name].Merge(h)
-		}
-		out.ByRegion = map[string]int64{}
-		for name, h := range perRegion {
-			out.ByRegion[name] = int64(math.Round(h.Estimate()))
-		}
-	}
-	if windowed {
-		from, to := rd.From.UTC(), rd.To.UTC()
-		out.From, out.To, out.SlotWidth = &from, &to, rd.SlotWidth.String()
-		final := rd.Closed && !out.Stale
+	out.ByRegion = u.ByRegion
+	if u.Windowed {
+		from, to := u.From.UTC(), u.To.UTC()
+		out.From, out.To, out.SlotWidth = &from, &to, u.SlotWidth.String()
+		final := u.Closed && !out.Stale
 		out.Final = &final
 	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return out
 }
 
 // uniqueRange reads last= or from=&to= (to defaults to now); windowed is
@@ -222,10 +239,12 @@ func (s *Server) readUniques(keys []string, fromMs, toMs int64, windowed bool) (
 	return s.rep.Uniques().Read(held)
 }
 
-// uniquesPart is a replica's answer to a union gathered from its region:
-// for the asked keys it holds, each writer's sketch (the union of that
-// writer's sketches of those keys) as HLL pages. It passes only between
-// the replicas of a region.
+// uniquesPart is a replica's answer to a union gathered from its region
+// (route.KindGather) by a replica of an earlier release: for the asked
+// keys it holds, each writer's sketch (the union of that writer's
+// sketches of those keys) as HLL pages. It passes only between the
+// replicas of a region. This release asks a holder of each shard instead
+// (unionUniques) and only answers it, until KindGather goes.
 type uniquesPart struct {
 	Keys      []string          `json:"keys"`
 	Sketches  map[string][]byte `json:"sketches"`
@@ -244,51 +263,69 @@ func writeUniquesPart(w http.ResponseWriter, rd region.UniqueRead) error {
 	return nil
 }
 
-// gatherUniques is a union of keys on several shards: this replica's
-// keys, and each other replica's part (uniquesPart) for the keys it
-// holds; missing counts the shards of keys no answer covered.
-func (s *Server) gatherUniques(r *http.Request, keys []string, fromMs, toMs int64, windowed bool) (region.UniqueRead, int, error) {
-	rd, err := s.readUniques(keys, fromMs, toMs, windowed)
+// unionUniques is q, a union of keys on several shards not all held
+// here: the keys this replica holds read here, and each other shard's
+// keys read at a holder of it, sent typed with each replica's sketch
+// (tallyroute.OpUniqueRead), all asked at once and merged here; missing
+// counts the shards no holder answered for in time. A holder's failed
+// read fails the union, as this replica's own would.
+func (s *Server) unionUniques(ctx context.Context, q tallyroute.UniqueQuery) (tallyroute.Uniques, int, error) {
+	rd, err := s.readUniques(q.Keys, q.FromMs, q.ToMs, q.Windowed)
 	if err != nil {
-		return rd, 0, err
+		return tallyroute.Uniques{}, 0, err
 	}
-	covered, err := s.gatherCovered(r, nil, func(b []byte) error {
-		var part uniquesPart
-		if err := json.Unmarshal(b, &part); err != nil {
-			return err
+	byShard := map[int][]string{} // shards held elsewhere -> their keys, sorted as q's
+	for _, k := range q.Keys {
+		if !s.holds(k) {
+			byShard[shard.Of(k)] = append(byShard[shard.Of(k)], k)
 		}
-		for id, enc := range part.Sketches {
-			h, err := decodeHLL(enc)
-			if err != nil {
-				return err
-			}
-			rd.Sketch.Merge(h)
+	}
+	type part struct {
+		sh  int
+		u   tallyroute.Uniques
+		err error
+	}
+	parts := make([]*part, 0, len(byShard))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for sh, keys := range byShard {
+		p := &part{sh: sh}
+		parts = append(parts, p)
+		pq := tallyroute.UniqueQuery{Keys: keys, Windowed: q.Windowed, FromMs: q.FromMs, ToMs: q.ToMs, Sketches: true}
+		wg.Go(func() { p.u, _, p.err = s.cfg.Shards.Uniques(ctx, sh, pq) })
+	}
+	wg.Wait()
+	slices.SortFunc(parts, func(a, b *part) int { return a.sh - b.sh })
+	missing := 0
+	stale := slices.ContainsFunc(q.Keys, s.staleFor)
+	regionOf := map[string]string{}
+	for _, p := range parts {
+		switch {
+		case errors.Is(p.err, ErrNoHolder), errors.Is(p.err, context.DeadlineExceeded):
+			missing++ // left out: the union says partial
+			continue
+		case p.err != nil:
+			return tallyroute.Uniques{}, 0, p.err // the holder's error, as this replica's own would read
+		case len(p.u.Sketches) != len(p.u.Replicas):
+			return tallyroute.Uniques{}, 0, fmt.Errorf("the union's keys of shard %d: %d sketches for %d replicas", p.sh, len(p.u.Sketches), len(p.u.Replicas))
+		}
+		for i, id := range p.u.Replicas {
+			rd.Sketch.Merge(p.u.Sketches[i])
 			if rd.ByReplica[id] == nil {
 				rd.ByReplica[id] = new(crdt.HLL)
 			}
-			rd.ByReplica[id].Merge(h)
+			rd.ByReplica[id].Merge(p.u.Sketches[i])
+			regionOf[id] = p.u.Regions[i]
 		}
-		if windowed && rd.SlotWidth == 0 {
-			rd.From, rd.To, rd.SlotWidth, rd.Closed = part.From, part.To, part.SlotWidth, part.Closed
+		if q.Windowed && rd.SlotWidth == 0 {
+			rd.From, rd.To, rd.SlotWidth, rd.Closed = p.u.From, p.u.To, p.u.SlotWidth, p.u.Closed
 		}
-		return nil
-	})
-	if err != nil {
-		return rd, 0, err
+		stale = stale || p.u.Stale
 	}
-	var missing shard.Set // the asked keys' shards no answer covered
-	for _, k := range keys {
-		if !covered.Has(shard.Of(k)) {
-			missing.Add(shard.Of(k))
-		}
-	}
-	rd.Replicas = rd.Replicas[:0]
-	for id := range rd.ByReplica {
-		rd.Replicas = append(rd.Replicas, id)
-	}
-	slices.Sort(rd.Replicas)
+	maps.Copy(regionOf, s.regionOf()) // this replica's word on its peers first, as for its own keys
 	rd.Estimate = rd.Sketch.Estimate()
-	return rd, missing.Len(), nil
+	return tallyroute.CountUniques(rd, q, regionOf, stale), missing, nil
 }
 
 // appendHLL writes h's nonzero pages, each as its number and its page
@@ -331,9 +368,9 @@ func decodeHLL(b []byte) (*crdt.HLL, error) {
 
 // UniquesUnion is GET /v1/uniques?keys=a,b,c for another front door of this
 // replica that authenticated and rate-limited its client already (RESP's
-// PFCOUNT over keys of several shards): the same read, sent to a holder
-// or gathered from the region's replicas when this one does not hold
-// every key.
+// PFCOUNT over keys of several shards): the same read, served in this
+// process, its keys of shards held elsewhere read at their holders, sent
+// typed (uniquesAt, unionUniques).
 func (s *Server) UniquesUnion(ctx context.Context, keys []string) (api.Uniques, error) {
 	q := url.Values{"keys": {strings.Join(keys, ",")}}
 	r, err := http.NewRequestWithContext(WithForwarded(ctx), http.MethodGet, "/v1/uniques?"+q.Encode(), nil)

@@ -34,6 +34,7 @@ var wireErrors = [...]struct {
 	{"inactive_type", region.ErrInactiveType},
 	{"no_lists", region.ErrNoLists},
 	{"no_log", region.ErrNoLog},
+	{"no_window", region.ErrNoWindow},
 	{"shutting_down", region.ErrClosed},
 	{"storage_failed", region.ErrFailed},
 }
@@ -191,6 +192,8 @@ func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.An
 		return badOps("a request of reads and writes together"), true
 	} else if reads && hasHistory(req.Ops) {
 		return sr.serveHistory(req, deadline), true
+	} else if reads && hasKind(req.Ops, route.OpUniqueRead) {
+		return sr.serveUniques(req), true
 	} else if reads {
 		return sr.serveReads(req), true
 	}
@@ -266,9 +269,12 @@ func (sr *shardRouter) source() route.Source {
 }
 
 // hasHistory reports whether ops hold an OpHistory.
-func hasHistory(ops []route.Op) bool {
+func hasHistory(ops []route.Op) bool { return hasKind(ops, route.OpHistory) }
+
+// hasKind reports whether ops hold an operation of kind k.
+func hasKind(ops []route.Op, k route.OpKind) bool {
 	for i := range ops {
-		if ops[i].Kind == route.OpHistory {
+		if ops[i].Kind == k {
 			return true
 		}
 	}

@@ -94,17 +94,25 @@ const (
 	// answered as one History (history.go), not as Results.
 	OpHistory
 
-	numOpKinds = OpHistory + 1
+	// OpUniqueRead reads the unique count of the union of the counters
+	// List, all time or over a range of slots, as GET /v1/uniques does
+	// (UniqueReadOp, uniques.go). A read, alone in its request, answered
+	// as one Uniques, not as Results.
+	OpUniqueRead
+
+	numOpKinds = OpUniqueRead + 1
 )
 
-// Read reports whether k is a read (OpGet through OpBudgetView, and
-// OpHistory).
-func (k OpKind) Read() bool { return k >= OpGet && k <= OpBudgetView || k == OpHistory }
+// Read reports whether k is a read (OpGet through OpBudgetView,
+// OpHistory and OpUniqueRead).
+func (k OpKind) Read() bool {
+	return k >= OpGet && k <= OpBudgetView || k == OpHistory || k == OpUniqueRead
+}
 
 // hasList reports whether an operation of kind k carries List on the
 // wire (only those do, so every other kind encodes as before List was).
 func (k OpKind) hasList() bool {
-	return k == OpUniques || k == OpUniqueCount || k == OpImportUniques
+	return k == OpUniques || k == OpUniqueCount || k == OpImportUniques || k == OpUniqueRead
 }
 
 // Op is one typed operation a replica forwards to a holder of its key's

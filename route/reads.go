@@ -154,6 +154,8 @@ func readOne(src Source, o *Op, r *Result) error {
 		}
 	case OpHistory:
 		return fmt.Errorf("%w: a like's history is read alone (ReadHistory)", region.ErrInvalid)
+	case OpUniqueRead:
+		return fmt.Errorf("%w: a unique count's read is alone (ReadUniques)", region.ErrInvalid)
 	default:
 		return fmt.Errorf("%w: operation kind %d is not a read", region.ErrInvalid, o.Kind)
 	}

@@ -41,7 +41,7 @@ type Kind uint8
 const (
 	// KindHTTP is an HTTP request of one key (or of one shard's keys),
 	// for a holder of its shard: only the routes no typed operation or
-	// read answers yet (windows, series, ranged unique counts, a split
+	// read answers yet (windows, series, a split
 	// item's parts of a window or series; the list is in
 	// docs/architecture.md, "Routing"). Every other keyed route, and an
 	// event batch's sub-batch for another holder, is KindOps.

@@ -1,0 +1,4 @@
+package route
+
+// UniqueQueryOf is uniqueQuery, for the tests of package route_test.
+var UniqueQueryOf = uniqueQuery
