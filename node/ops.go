@@ -314,6 +314,7 @@ func (sr *shardRouter) History(ctx context.Context, s int, item, user string, li
 	defer cancel()
 	var data []byte
 	var out region.PairHistory
+	var failed error // the holder's answer that the read failed
 	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
 		if h == sr.self {
 			if sr.rep == nil {
@@ -335,11 +336,15 @@ func (sr *shardRouter) History(ctx context.Context, s int, item, user string, li
 			return fmt.Errorf("its answer for shard %d: %w", s, err)
 		}
 		if got.Code != "" {
-			return codeErr(got.Code, got.Msg)
+			failed = codeErr(got.Code, got.Msg) // served: its error reads as the holder's own
+			return nil
 		}
 		out = got.PairHistory
 		return nil
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
 		return region.PairHistory{}, h, err
 	}
@@ -356,6 +361,7 @@ func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route
 	defer cancel()
 	var data []byte
 	var out []route.Result
+	var failed error // the holder's answer that the reads failed
 	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
 		if h == sr.self {
 			if sr.rep == nil {
@@ -371,12 +377,16 @@ func (sr *shardRouter) Read(ctx context.Context, s int, ops []route.Op) ([]route
 		}
 		for i := range rs {
 			if rs[i].Code != "" {
-				return codeErr(rs[i].Code, rs[i].Msg)
+				failed = codeErr(rs[i].Code, rs[i].Msg) // served: its error reads as the holder's own
+				return nil
 			}
 		}
 		out = rs
 		return nil
 	})
+	if err == nil {
+		err = failed
+	}
 	if err != nil {
 		return nil, h, err
 	}
