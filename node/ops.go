@@ -191,6 +191,8 @@ func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.An
 		return badOps("a request of reads and writes together"), true
 	} else if reads && hasHistory(req.Ops) {
 		return sr.serveHistory(req, deadline), true
+	} else if reads && hasWindow(req.Ops) {
+		return sr.serveWindows(req), true
 	} else if reads {
 		return sr.serveReads(req), true
 	}
