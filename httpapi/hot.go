@@ -345,9 +345,11 @@ func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item strin
 	} else if one {
 		return read(w, k)
 	}
-	answers, err := s.partAnswers(item, n, func(k int) (any, error) {
+	// Each part here or at a holder of its shard, typed (readsElsewhere).
+	part := func(k int) (any, error) {
 		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
-	}, nil)
+	}
+	answers, err := s.partAnswers(item, n, part, part)
 	if err != nil {
 		return err
 	}
@@ -398,9 +400,11 @@ func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item strin
 	} else if one {
 		return read(w, k)
 	}
-	answers, err := s.partAnswers(item, n, func(k int) (any, error) {
+	// Each part here or at a holder of its shard, typed (readsElsewhere).
+	part := func(k int) (any, error) {
 		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
-	}, nil)
+	}
+	answers, err := s.partAnswers(item, n, part, part)
 	if err != nil {
 		return err
 	}

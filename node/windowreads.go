@@ -91,7 +91,7 @@ func (sr *shardRouter) serveWindows(req route.Request) route.Answer {
 // Windows reads op, an OpWindow or OpSeries of keys on shard s, at a
 // holder of s, this replica among them (route.Sender.Walk), and returns
 // its answer and who answered it; a read that failed at the holder is
-// its error.
+// its error, as the holder's replica returned it.
 func (sr *shardRouter) Windows(ctx context.Context, s int, op route.Op) (route.Windows, string, error) {
 	if op.Kind != route.OpWindow && op.Kind != route.OpSeries {
 		return route.Windows{}, "", fmt.Errorf("%w: operation kind %d is not a window", region.ErrInvalid, op.Kind)
@@ -101,6 +101,7 @@ func (sr *shardRouter) Windows(ctx context.Context, s int, op route.Op) (route.W
 	defer cancel()
 	var data []byte
 	var out route.Windows
+	var failed error // the read's own error, where a holder read it
 	h, err := sr.sender.Walk(s, route.Walk{WithSelf: true}, func(h string) error {
 		if h == sr.self {
 			if sr.rep == nil {
@@ -108,6 +109,7 @@ func (sr *shardRouter) Windows(ctx context.Context, s int, op route.Op) (route.W
 			}
 			var err error
 			out, err = route.ReadWindows(sr.windowSource(), &op)
+			failed = err
 			return err
 		}
 		if data == nil {
@@ -122,7 +124,8 @@ func (sr *shardRouter) Windows(ctx context.Context, s int, op route.Op) (route.W
 			return fmt.Errorf("its answer for shard %d: %w", s, err)
 		}
 		if got.Code != "" {
-			return windowCodeErr(got.Code, got.Msg)
+			failed = windowCodeErr(got.Code, got.Msg)
+			return failed
 		}
 		if want := windowsWanted(&op); len(got.Windows) != want {
 			return fmt.Errorf("its answer for shard %d: %d windows for %d keys", s, len(got.Windows), want)
@@ -130,6 +133,11 @@ func (sr *shardRouter) Windows(ctx context.Context, s int, op route.Op) (route.W
 		out = got
 		return nil
 	})
+	if err != nil && failed != nil && errors.Is(err, failed) {
+		// The holder's refusal, as it answers it itself (a range of too
+		// many points is the client's error, not the route's).
+		return route.Windows{}, h, failed
+	}
 	if err != nil {
 		return route.Windows{}, h, err
 	}
