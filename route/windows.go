@@ -164,7 +164,7 @@ func ReadWindows(src WindowSource, o *Op) (Windows, error) {
 		keys, step = []string{o.Key}, 0
 	case o.Kind != OpSeries:
 		return Windows{}, fmt.Errorf("%w: operation kind %d is not a window", region.ErrInvalid, o.Kind)
-	case len(keys) == 0 || step < 1:
+	case len(keys) == 0 || len(keys) > MaxWindowKeys || step < 1:
 		return Windows{}, fmt.Errorf("%w: a series of %d keys in steps of %ds", region.ErrInvalid, len(keys), step)
 	}
 	rep := src.Replica
