@@ -174,6 +174,11 @@ func (s *Server) fromTo(from, to string) (fromMs, toMs int64, err error) {
 	return fromMs, toMs, nil
 }
 
+// errNoRange answers a window or series of no range.
+func errNoRange() error {
+	return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=60s) or from (and to)")
+}
+
 // windowRange reads last= or from=&to= (to defaults to now). With a step,
 // last= is the latest whole steps, the current one included.
 func (s *Server) windowRange(q url.Values, kind region.Kind, key string, step time.Duration) (fromMs, toMs int64, err error) {
@@ -195,7 +200,7 @@ func (s *Server) windowRange(q url.Values, kind region.Kind, key string, step ti
 		fromMs, toMs, err := s.rep.Windows().Range(kind, key, d)
 		return fromMs, toMs, windowErr(err)
 	case from == "":
-		return 0, 0, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=60s) or from (and to)")
+		return 0, 0, errNoRange()
 	}
 	return s.fromTo(from, to)
 }
@@ -296,11 +301,11 @@ func (s *Server) window(w http.ResponseWriter, r *http.Request, kind region.Kind
 // holder of its shard (readsElsewhere, naming the holder on w), and
 // renders it as the holder renders its own.
 func (s *Server) windowOf(w http.ResponseWriter, r *http.Request, kind region.Kind, key string) (api.Window, error) {
-	fromMs, toMs, err := s.windowRange(r.URL.Query(), kind, key, 0)
+	op, err := s.windowOp(r.URL.Query(), kind, key)
 	if err != nil {
 		return api.Window{}, err
 	}
-	ws, err := s.readWindows(w, r, key, tallyroute.WindowOp(kind, key, fromMs, toMs))
+	ws, err := s.readWindows(w, r, key, op)
 	if err != nil {
 		return api.Window{}, err
 	}
@@ -326,6 +331,32 @@ func (s *Server) windowOf(w http.ResponseWriter, r *http.Request, kind region.Ki
 		}
 	}
 	return out, nil
+}
+
+// windowOp is the OpWindow of key a query asks for, as windowRange reads
+// it, but for last=: that is left to the replica reading the window (the
+// holder, when the key is read elsewhere), which ranges it by the finest
+// level of the key that covers it (region.Windows.Range).
+func (s *Server) windowOp(q url.Values, kind region.Kind, key string) (tallyroute.Op, error) {
+	last, from, to, err := rangeParams(q)
+	if err != nil {
+		return tallyroute.Op{}, err
+	}
+	if last != "" {
+		d, err := parseSpan("last", last)
+		if err != nil {
+			return tallyroute.Op{}, err
+		}
+		return tallyroute.WindowLastOp(kind, key, d), nil
+	}
+	if from == "" {
+		return tallyroute.Op{}, errNoRange()
+	}
+	fromMs, toMs, err := s.fromTo(from, to)
+	if err != nil {
+		return tallyroute.Op{}, err
+	}
+	return tallyroute.WindowOp(kind, key, fromMs, toMs), nil
 }
 
 // windowSource is what this replica reads windows and series from.

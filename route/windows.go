@@ -24,11 +24,15 @@ import (
 // Span is a window or series read's range, on the wire for OpWindow and
 // OpSeries only: the family (storage.Likes or storage.Counters), the
 // range [FromMs, ToMs) the entry replica computed, and a series' step in
-// whole seconds (0 for a window). ByRegion asks a series for each
-// region's share of each point (a window always has it).
+// whole seconds (0 for a window). A window's LastMs, if set, is its range
+// instead: the last LastMs ms, as the replica reading it ranges them
+// (region.Windows.Range: the finest level of the key that covers them).
+// ByRegion asks a series for each region's share of each point (a
+// window always has it).
 type Span struct {
 	Family       storage.Kind
 	FromMs, ToMs int64
+	LastMs       int64
 	Step         int64
 	ByRegion     bool
 }
@@ -43,6 +47,7 @@ func (s *Span) append(b []byte) []byte {
 	b = append(b, byte(s.Family))
 	b = binary.AppendVarint(b, s.FromMs)
 	b = binary.AppendVarint(b, s.ToMs)
+	b = binary.AppendVarint(b, s.LastMs)
 	b = binary.AppendVarint(b, s.Step)
 	return append(b, boolByte(s.ByRegion))
 }
@@ -55,6 +60,10 @@ func (d *decoder) span() Span {
 	}
 	s.FromMs = d.varint()
 	s.ToMs = d.varint()
+	s.LastMs = d.varint()
+	if d.err == nil && s.LastMs < 0 {
+		d.fail("window of the last %d ms", s.LastMs)
+	}
 	s.Step = d.varint()
 	s.ByRegion = d.flag("by region")
 	return s
@@ -86,6 +95,12 @@ const MaxWindowKeys = 1 << 10
 // over [fromMs, toMs).
 func WindowOp(family storage.Kind, key string, fromMs, toMs int64) Op {
 	return Op{Kind: OpWindow, Key: key, Span: Span{Family: family, FromMs: fromMs, ToMs: toMs}}
+}
+
+// WindowLastOp is the OpWindow of key ("" for the family's total) of
+// family over the last last, ranged by the replica that reads it.
+func WindowLastOp(family storage.Kind, key string, last time.Duration) Op {
+	return Op{Kind: OpWindow, Key: key, Span: Span{Family: family, LastMs: last.Milliseconds()}}
 }
 
 // SeriesOp is the OpSeries of keys ("" for the family's total) of family
@@ -177,7 +192,13 @@ func ReadWindows(src WindowSource, o *Op) (Windows, error) {
 		var win region.Window
 		var err error
 		if o.Kind == OpWindow {
-			win, err = rep.Windows().Of(o.Span.Family, key, o.Span.FromMs, o.Span.ToMs)
+			fromMs, toMs := o.Span.FromMs, o.Span.ToMs
+			if o.Span.LastMs > 0 {
+				fromMs, toMs, err = rep.Windows().Range(o.Span.Family, key, time.Duration(o.Span.LastMs)*time.Millisecond)
+			}
+			if err == nil {
+				win, err = rep.Windows().Of(o.Span.Family, key, fromMs, toMs)
+			}
 		} else {
 			win, err = rep.Windows().Series(o.Span.Family, key, o.Span.FromMs, o.Span.ToMs, time.Duration(step)*time.Second)
 		}

@@ -83,10 +83,18 @@ func TestWindowOpsOnTheWire(t *testing.T) {
 	if !got.Ops[0].Kind.Read() || !route.OpWindow.Read() {
 		t.Fatal("a window or series is not a read")
 	}
-	// A span of no family is refused.
+	req.Ops[0] = route.WindowLastOp(storage.Likes, "k", time.Hour)
+	if got, err := route.UnmarshalRequest(req.Marshal()); err != nil || got.Ops[0].Span.LastMs != 3600000 {
+		t.Fatalf("a window of the last hour decoded as %+v (%v)", got.Ops, err)
+	}
+	// A span of no family, or of a negative last, is refused.
 	req.Ops[0] = route.WindowOp(storage.Kind('x'), "k", 1, 2)
 	if _, err := route.UnmarshalRequest(req.Marshal()); !errors.Is(err, route.ErrMalformed) {
 		t.Fatalf("a window of family x decoded (%v)", err)
+	}
+	req.Ops[0] = route.WindowLastOp(storage.Likes, "k", -time.Hour)
+	if _, err := route.UnmarshalRequest(req.Marshal()); !errors.Is(err, route.ErrMalformed) {
+		t.Fatalf("a window of the last -1h decoded (%v)", err)
 	}
 }
 
