@@ -22,12 +22,11 @@ import (
 // (crdt.PartName) on its own shard. A like, unlike or like state of
 // (item, user) goes to the user's part (shard.Hot.Name), always the same,
 // so dedup stays one atomic commit at a holder of that part. A read of
-// the whole item (its count, likers) reads every part, here for the parts
-// whose shard this replica holds and from a holder for each other one:
-// typed view reads of the part (a count's, a page of likers), or the
-// read's own route with ?part=k, which routeShard sends to the part's
-// shard (a window, a series); one request per part not held here, all at
-// once. A read of part k alone (?part=k) is read at a holder of its
+// the whole item (its count, likers, window, series) reads every part,
+// here for the parts whose shard this replica holds and from a holder
+// for each other one: typed reads of the part (a count's, a page of
+// likers, a window or series); one request per part not held here, all
+// at once. A read of part k alone (?part=k) is read at a holder of its
 // shard the same way.
 
 // partParam is the query parameter naming one part of a split item: GET
@@ -105,12 +104,10 @@ func queryPart(r *http.Request, n int) (k int, ok bool, err error) {
 
 // partAnswers reads each of split item's n parts: with local (the JSON
 // answer of part k) where this replica holds the part's shard, else with
-// typed (the same answer, read at a holder as typed view reads: the
-// count's and the likers' parts), or, when typed is nil, from a holder
-// forwarding r with ?part=k (the windows' and series' parts). answers[k]
+// typed (the same answer, read at a holder as typed reads). answers[k]
 // is part k's answer, nil for a part whose holders did not answer (or
 // answered otherwise).
-func (s *Server) partAnswers(r *http.Request, item string, n int, local, typed func(k int) (any, error)) ([][]byte, error) {
+func (s *Server) partAnswers(item string, n int, local, typed func(k int) (any, error)) ([][]byte, error) {
 	answers := make([][]byte, n)
 	var wg sync.WaitGroup
 	for k := range n {
@@ -125,27 +122,12 @@ func (s *Server) partAnswers(r *http.Request, item string, n int, local, typed f
 			}
 			continue
 		}
-		if typed != nil {
-			wg.Go(func() {
-				v, err := typed(k)
-				if err != nil {
-					return
-				}
-				answers[k], _ = json.Marshal(v) // nil, missing, if it does not marshal
-			})
-			continue
-		}
-		fr := r.Clone(r.Context())
-		q := fr.URL.Query()
-		q.Set(partParam, strconv.Itoa(k))
-		fr.URL.RawQuery = q.Encode()
-		fr.Body = nil
 		wg.Go(func() {
-			rec := NewRecorder()
-			if err := s.cfg.Shards.Forward(rec, fr, nil, shard.Of(name)); err != nil || rec.Status() != http.StatusOK {
+			v, err := typed(k)
+			if err != nil {
 				return
 			}
-			answers[k] = rec.Body()
+			answers[k], _ = json.Marshal(v) // nil, missing, if it does not marshal
 		})
 	}
 	wg.Wait()
@@ -197,7 +179,7 @@ func (s *Server) getHotLikes(w http.ResponseWriter, r *http.Request, item string
 // of the item (GET /v1/likes/{item}), each part not held here read at a
 // holder of its shard, typed.
 func (s *Server) hotLikes(r *http.Request, item string, n int) (api.Likes, error) {
-	answers, err := s.partAnswers(r, item, n,
+	answers, err := s.partAnswers(item, n,
 		func(k int) (any, error) { return s.partLikes(NewRecorder(), r, item, k, n, false) },
 		func(k int) (any, error) { return s.partLikes(NewRecorder(), r, item, k, n, true) })
 	if err != nil {
@@ -314,7 +296,7 @@ func (s *Server) getHotLikers(w http.ResponseWriter, r *http.Request, item strin
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
-	answers, err := s.partAnswers(r, item, n,
+	answers, err := s.partAnswers(item, n,
 		func(k int) (any, error) { return page(NewRecorder(), k, false) },
 		func(k int) (any, error) { return page(NewRecorder(), k, true) })
 	if err != nil {
@@ -363,9 +345,11 @@ func (s *Server) getHotWindow(w http.ResponseWriter, r *http.Request, item strin
 	} else if one {
 		return read(w, k)
 	}
-	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
+	// Each part here or at a holder of its shard, typed (readsElsewhere).
+	part := func(k int) (any, error) {
 		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
-	}, nil)
+	}
+	answers, err := s.partAnswers(item, n, part, part)
 	if err != nil {
 		return err
 	}
@@ -416,9 +400,11 @@ func (s *Server) getHotSeries(w http.ResponseWriter, r *http.Request, item strin
 	} else if one {
 		return read(w, k)
 	}
-	answers, err := s.partAnswers(r, item, n, func(k int) (any, error) {
+	// Each part here or at a holder of its shard, typed (readsElsewhere).
+	part := func(k int) (any, error) {
 		return localPart(func(w http.ResponseWriter) error { return read(w, k) })
-	}, nil)
+	}
+	answers, err := s.partAnswers(item, n, part, part)
 	if err != nil {
 		return err
 	}

@@ -310,6 +310,12 @@ func (s *Server) newRouter() *mux.Router {
 		http.MethodGet + " /v1/budgets/" + key:                          true,
 		http.MethodGet + " /v1/likes/" + item + "/" + user + "/history": true,
 		http.MethodGet + " /v1/uniques/" + key:                          true,
+		http.MethodGet + " /v1/likes/" + item + "/window":               true,
+		http.MethodGet + " /v1/likes/" + item + "/series":               true,
+		http.MethodGet + " /v1/counters/" + key + "/window":             true,
+		http.MethodGet + " /v1/counters/" + key + "/series":             true,
+		http.MethodGet + " /v1/window":                                  true,
+		http.MethodGet + " /v1/series":                                  true,
 	}
 	w := s.RequireWrite
 

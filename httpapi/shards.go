@@ -68,6 +68,11 @@ type Shards interface {
 	// them), sent typed, and returns the holder's answer and who gave
 	// it; errors as Read's.
 	Uniques(ctx context.Context, s int, q tallyroute.UniqueQuery) (tallyroute.Uniques, string, error)
+	// Windows reads op, an OpWindow or OpSeries of keys on shard s, at a
+	// holder of s (this replica among them), sent typed, and returns the
+	// holder's answer (tallyroute.ReadWindows) and who answered it;
+	// errors as Read's.
+	Windows(ctx context.Context, s int, op tallyroute.Op) (tallyroute.Windows, string, error)
 }
 
 // ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of
@@ -222,31 +227,6 @@ func (s *Server) routeShard(next http.Handler) http.Handler {
 				}
 				name = s.hotRoute(r, item, parts, body)
 				ok = name != ""
-			}
-		}
-		if !ok && r.Method == http.MethodGet && (r.URL.Path == "/v1/window" || r.URL.Path == "/v1/series") {
-			// ?key=...: the keys' shard, when they share one; the
-			// family's total ("" or "*") is on Global, held everywhere.
-			held, several, one := true, false, ""
-			for _, k := range r.URL.Query()["key"] {
-				if k == "" || k == "*" {
-					continue
-				}
-				held = held && s.cfg.Shards.Holds(shard.Of(k))
-				several = several || one != "" && shard.Of(k) != shard.Of(one)
-				one = k
-			}
-			switch {
-			case held:
-			case !several:
-				name, ok = one, true
-			case r.URL.Path == "/v1/series":
-				// Served here: each shard's keys asked of a holder
-				// (seriesSpread).
-			default:
-				s.writeError(w, r, newError(http.StatusMisdirectedRequest, frontdoor.CodeShardNotHeld,
-					"keys of several shards, not all held by this replica: ask for keys of one shard per request (GET /v1/shards)"))
-				return
 			}
 		}
 		if !ok {

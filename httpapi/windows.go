@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -17,6 +19,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -171,6 +174,11 @@ func (s *Server) fromTo(from, to string) (fromMs, toMs int64, err error) {
 	return fromMs, toMs, nil
 }
 
+// errNoRange answers a window or series of no range.
+func errNoRange() error {
+	return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=60s) or from (and to)")
+}
+
 // windowRange reads last= or from=&to= (to defaults to now). With a step,
 // last= is the latest whole steps, the current one included.
 func (s *Server) windowRange(q url.Values, kind region.Kind, key string, step time.Duration) (fromMs, toMs int64, err error) {
@@ -192,7 +200,7 @@ func (s *Server) windowRange(q url.Values, kind region.Kind, key string, step ti
 		fromMs, toMs, err := s.rep.Windows().Range(kind, key, d)
 		return fromMs, toMs, windowErr(err)
 	case from == "":
-		return 0, 0, newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give last (e.g. last=60s) or from (and to)")
+		return 0, 0, errNoRange()
 	}
 	return s.fromTo(from, to)
 }
@@ -281,36 +289,100 @@ func (s *Server) getWindow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) window(w http.ResponseWriter, r *http.Request, kind region.Kind, key string) error {
-	fromMs, toMs, err := s.windowRange(r.URL.Query(), kind, key, 0)
+	out, err := s.windowOf(w, r, kind, key)
 	if err != nil {
 		return err
 	}
-	win, err := s.rep.Windows().Of(kind, key, fromMs, toMs)
-	if err != nil {
-		return windowErr(err)
-	}
-	sum := win.Sum()
-	regions := s.regionOf()
-	out := api.Window{Kind: kind.String(), Key: key, Value: sum.Value(), From: win.From.UTC(), To: win.To.UTC(),
-		SlotWidth: fmtSpan(win.SlotWidth), Unreconciled: win.Unreconciled, Replicas: replicasJSON(sum.Vector),
-		Regions: map[string]int64{}}
-	for _, e := range sum.Vector {
-		out.Regions[regionName(regions, e.Replica)] += e.Value()
-	}
-	moving := win.Unreconciled > 0 || s.staleFor(key)
-	out.Approx, out.Final = moving, win.Closed && !moving
-	if relErr := s.approxError(kind, key); relErr > 0 {
-		out.Approx, out.Mode = true, api.ModeApprox
-		if key != "" {
-			counter, err := s.rep.Counters().Get(key)
-			if err != nil {
-				return err
-			}
-			out.Error = approxError(relErr, region.WindowStd(relErr, counter.Vector, sum.Vector))
-		}
-	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// windowOf reads key's window (key "" the family's total) here, or at a
+// holder of its shard (readsElsewhere, naming the holder on w), and
+// renders it as the holder renders its own.
+func (s *Server) windowOf(w http.ResponseWriter, r *http.Request, kind region.Kind, key string) (api.Window, error) {
+	op, err := s.windowOp(r.URL.Query(), kind, key)
+	if err != nil {
+		return api.Window{}, err
+	}
+	ws, err := s.readWindows(w, r, key, op)
+	if err != nil {
+		return api.Window{}, err
+	}
+	if len(ws.Windows) != 1 || len(ws.Windows[0].Values) != 1 {
+		return api.Window{}, fmt.Errorf("a window of %s read %d windows", quoteShort(key), len(ws.Windows))
+	}
+	win := &ws.Windows[0]
+	out := api.Window{Kind: kind.String(), Key: key, Value: win.Sum.Value(), From: time.UnixMilli(win.FromMs).UTC(),
+		To: time.UnixMilli(win.ToMs).UTC(), SlotWidth: fmtSpan(time.Duration(win.SlotWidthMs) * time.Millisecond),
+		Unreconciled: int(win.Unreconciled), Replicas: replicasJSON(win.Sum), Regions: map[string]int64{}}
+	for g, vs := range win.Regions {
+		out.Regions[g] = vs[0]
+	}
+	moving := win.Unreconciled > 0 || win.StaleFor
+	out.Approx, out.Final = moving, win.Closed && !moving
+	if relErr := win.ApproxError; relErr > 0 {
+		out.Approx, out.Mode = true, api.ModeApprox
+		if key != "" {
+			if len(win.Std) != 1 {
+				return api.Window{}, fmt.Errorf("a window of approximate counter %s read without its error", quoteShort(key))
+			}
+			out.Error = approxError(relErr, win.Std[0])
+		}
+	}
+	return out, nil
+}
+
+// windowOp is the OpWindow of key a query asks for, as windowRange reads
+// it, but for last=: that is left to the replica reading the window (the
+// holder, when the key is read elsewhere), which ranges it by the finest
+// level of the key that covers it (region.Windows.Range).
+func (s *Server) windowOp(q url.Values, kind region.Kind, key string) (tallyroute.Op, error) {
+	last, from, to, err := rangeParams(q)
+	if err != nil {
+		return tallyroute.Op{}, err
+	}
+	if last != "" {
+		d, err := parseSpan("last", last)
+		if err != nil {
+			return tallyroute.Op{}, err
+		}
+		return tallyroute.WindowLastOp(kind, key, d), nil
+	}
+	if from == "" {
+		return tallyroute.Op{}, errNoRange()
+	}
+	fromMs, toMs, err := s.fromTo(from, to)
+	if err != nil {
+		return tallyroute.Op{}, err
+	}
+	return tallyroute.WindowOp(kind, key, fromMs, toMs), nil
+}
+
+// windowSource is what this replica reads windows and series from.
+func (s *Server) windowSource() tallyroute.WindowSource {
+	return tallyroute.WindowSource{Replica: s.rep, StaleFor: s.staleFor, Regions: s.regionOf,
+		Stale: func() bool { return s.cfg.Replication != nil && s.cfg.Replication.Stale() }}
+}
+
+// readWindows answers op, a window or series of keys on name's shard,
+// here, or at a holder of name's shard (readsElsewhere; the answer then
+// names the holder on w): the request was parsed and checked here, and
+// nothing of it but op leaves. name "" is the family's total, read here.
+func (s *Server) readWindows(w http.ResponseWriter, r *http.Request, name string, op tallyroute.Op) (tallyroute.Windows, error) {
+	if name == "" || !s.readsElsewhere(r, name) {
+		ws, err := tallyroute.ReadWindows(s.windowSource(), &op)
+		return ws, windowErr(err)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	sh := shard.Of(name)
+	ws, by, err := s.cfg.Shards.Windows(ctx, sh, op)
+	if err != nil {
+		return tallyroute.Windows{}, windowErr(s.holderError(w, sh, by, err))
+	}
+	w.Header().Set(ServedByHeader, by)
+	return ws, nil
 }
 
 // approxError is the relative error target of a counter key's reads, 0
@@ -423,157 +495,149 @@ func (s *Server) series(w http.ResponseWriter, r *http.Request, kind region.Kind
 	if err != nil {
 		return err
 	}
-	if s.sharded(r) && !forwarded(r) && slices.ContainsFunc(keys, func(k string) bool { return k != "*" && !s.holds(k) }) {
-		return s.seriesSpread(w, r, keys, fromMs, toMs) // keys of several shards
+	groups := s.seriesGroups(r, keys)
+	wins := make([]*tallyroute.Window, len(keys))
+	stale, err := s.readSeries(w, r, keys, groups, tallyroute.SeriesOp(kind, nil, fromMs, toMs, step, byRegion), wins)
+	if err != nil {
+		return err
 	}
-	regions := s.regionOf()
 	out := api.Series{Kind: kind.String(), Step: fmtSpan(step)}
 	closed := true
-	unreconciled := 0
+	unreconciled := int64(0)
 	anyApprox := false
 	for i, key := range keys {
-		k := key
-		if k == "*" {
-			k = ""
-		}
-		win, err := s.rep.Windows().Series(kind, k, fromMs, toMs, step)
-		if err != nil {
-			return windowErr(err)
-		}
+		win := wins[i]
 		if i == 0 {
-			out.From, out.To = win.From.UTC(), win.To.UTC()
-			out.Times = make([]int64, len(win.Points))
-			for j, p := range win.Points {
-				out.Times[j] = p.Start.UnixMilli()
+			out.From, out.To = time.UnixMilli(win.FromMs).UTC(), time.UnixMilli(win.ToMs).UTC()
+			out.Times = make([]int64, len(win.Values))
+			for j := range out.Times {
+				out.Times[j] = win.FromMs + int64(j)*win.WidthMs
 			}
 		}
 		closed = closed && win.Closed
 		unreconciled += win.Unreconciled
-		line := api.SeriesOfKey{Key: key, Values: make([]int64, len(win.Points))}
+		line := api.SeriesOfKey{Key: key, Values: win.Values}
 		if byRegion {
-			line.Regions = map[string][]int64{}
+			line.Regions = make(map[string][]int64, len(win.Regions))
+			maps.Copy(line.Regions, win.Regions)
 		}
-		for j, p := range win.Points {
-			line.Values[j] = p.Value()
-			if !byRegion {
-				continue
-			}
-			for _, e := range p.Vector {
-				name := regionName(regions, e.Replica)
-				vals, ok := line.Regions[name]
-				if !ok {
-					vals = make([]int64, len(win.Points))
-					line.Regions[name] = vals
-				}
-				vals[j] += e.Value()
-			}
-		}
-		if relErr := s.approxError(kind, k); relErr > 0 {
+		if relErr := win.ApproxError; relErr > 0 {
 			anyApprox = true
 			line.Mode = api.ModeApprox
-			if k != "" {
-				if line.Error, err = s.seriesError(relErr, k, win.Points); err != nil {
-					return err
+			if key != "*" {
+				if len(win.Std) != len(win.Values) {
+					return fmt.Errorf("a series of approximate counter %s read without its error", quoteShort(key))
+				}
+				line.Error = &api.SeriesError{Relative: relErr, Std: make([]int64, len(win.Std)), Bound95: make([]int64, len(win.Std))}
+				for j, std := range win.Std {
+					pe := approxError(relErr, std)
+					line.Error.Std[j], line.Error.Bound95[j] = pe.Std, pe.Bound95
 				}
 			}
 		}
 		out.Series = append(out.Series, line)
 	}
-	moving := unreconciled > 0 || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	moving := unreconciled > 0 || stale
 	out.Approx, out.Final = moving || anyApprox, closed && !moving
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// seriesSpread is a series of keys on several shards, not all held here:
-// each shard's keys asked of a holder (those held here, and the family's
-// total, read here), all over the one range this replica computed, and
-// the lines put back in the keys' order.
-func (s *Server) seriesSpread(w http.ResponseWriter, r *http.Request, keys []string, fromMs, toMs int64) error {
-	byShard := map[int][]int{} // shard (-1: read here) -> indexes of its keys
-	for i, k := range keys {
-		sh := -1
-		if k != "*" && !s.holds(k) {
-			sh = shard.Of(k)
-		}
-		byShard[sh] = append(byShard[sh], i)
-	}
-	type part struct {
-		idx []int
-		out api.Series
-		err error
-	}
-	parts := make([]*part, 0, len(byShard))
-	var wg sync.WaitGroup
-	for sh, idx := range byShard {
-		p := &part{idx: idx}
-		parts = append(parts, p)
-		q := r.URL.Query()
-		q.Del("last")
-		q.Del("key")
-		q.Set("from", strconv.FormatInt(fromMs, 10))
-		q.Set("to", strconv.FormatInt(toMs, 10))
-		for _, i := range idx {
-			q.Add("key", keys[i])
-		}
-		pr := r.Clone(r.Context())
-		pr.URL.RawQuery = q.Encode()
-		pr.RequestURI = ""
-		wg.Go(func() {
-			rec := NewRecorder()
-			if sh < 0 {
-				pr = pr.WithContext(WithForwarded(pr.Context())) // read here, not spread again
-				s.ServeHTTP(rec, pr)
-			} else if err := s.cfg.Shards.Forward(rec, pr, nil, sh); err != nil {
-				p.err = forwardError(sh, err)
-				return
-			}
-			if rec.Status() != http.StatusOK {
-				var e api.Error
-				if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
-					e = api.Error{Code: frontdoor.CodeInternal, Error: fmt.Sprintf("a part of the series answered http %d", rec.Status())}
-				}
-				p.err = &apiError{Status: rec.Status(), Code: e.Code, Msg: e.Error}
-				return
-			}
-			if err := json.Unmarshal(rec.Body(), &p.out); err != nil || len(p.out.Series) != len(p.idx) {
-				p.err = fmt.Errorf("a part of the series: %d lines for %d keys (%v)", len(p.out.Series), len(p.idx), err)
-			}
-		})
-	}
-	wg.Wait()
-	out := api.Series{Series: make([]api.SeriesOfKey, len(keys)), Final: true}
-	for n, p := range parts {
-		if p.err != nil {
-			return p.err
-		}
-		if n == 0 {
-			out.Kind, out.From, out.To, out.Step, out.Times = p.out.Kind, p.out.From, p.out.To, p.out.Step, p.out.Times
-		} else if !slices.Equal(out.Times, p.out.Times) {
-			return fmt.Errorf("the parts of a series have different points: %d and %d", len(out.Times), len(p.out.Times))
-		}
-		out.Approx = out.Approx || p.out.Approx
-		out.Final = out.Final && p.out.Final
-		for k, i := range p.idx {
-			out.Series[i] = p.out.Series[k]
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+// seriesGroup is the keys of a series read in one place: here (shard
+// -1), or at a holder of shard sh.
+type seriesGroup struct {
+	sh  int
+	idx []int // indexes of its keys in the series' keys
 }
 
-// seriesError bounds each point of an approximate counter's series.
-func (s *Server) seriesError(relErr float64, key string, points []region.Point) (*api.SeriesError, error) {
-	counter, err := s.rep.Counters().Get(key)
-	if err != nil {
-		return nil, err
+// seriesGroups splits a series' keys by where they are read: here (the
+// keys of shards this replica holds or keeps, and the family's total
+// "*"), or at a holder of each other shard, in the order of each group's
+// first key. When every key is on one shard read elsewhere, the family's
+// total is read there too: the holder answers it all.
+func (s *Server) seriesGroups(r *http.Request, keys []string) []seriesGroup {
+	var out []seriesGroup
+	at := map[int]int{} // shard (-1: here) -> index in out
+	for i, k := range keys {
+		sh := -1
+		if k != "*" && s.readsElsewhere(r, k) {
+			sh = shard.Of(k)
+		}
+		g, ok := at[sh]
+		if !ok {
+			g = len(out)
+			at[sh] = g
+			out = append(out, seriesGroup{sh: sh})
+		}
+		out[g].idx = append(out[g].idx, i)
 	}
-	e := &api.SeriesError{Relative: relErr, Std: make([]int64, len(points)), Bound95: make([]int64, len(points))}
-	for j, p := range points {
-		pe := approxError(relErr, region.WindowStd(relErr, counter.Vector, p.Vector))
-		e.Std[j], e.Bound95[j] = pe.Std, pe.Bound95
+	if len(out) == 2 {
+		here, there := out[0], out[1]
+		if here.sh >= 0 {
+			here, there = there, here
+		}
+		if here.sh < 0 && !slices.ContainsFunc(here.idx, func(i int) bool { return keys[i] != "*" }) {
+			there.idx = append(there.idx, here.idx...)
+			slices.Sort(there.idx)
+			return []seriesGroup{there}
+		}
 	}
-	return e, nil
+	return out
+}
+
+// readSeries reads each group's keys of a series (seriesGroups) over the
+// one range this replica computed, here or at a holder, all at once, and
+// puts each key's window in wins by the key's index. stale: a replica
+// read from has a peer unheard-from. A series read in one place names
+// who read it on w; a series of several shards is this replica's.
+func (s *Server) readSeries(w http.ResponseWriter, r *http.Request, keys []string, groups []seriesGroup,
+	op tallyroute.Op, wins []*tallyroute.Window) (stale bool, err error) {
+	got := make([]tallyroute.Windows, len(groups))
+	errs := make([]error, len(groups))
+	read := func(w http.ResponseWriter, g int) {
+		grp := groups[g]
+		names := make([]string, len(grp.idx))
+		name := "" // the shard's: any of its keys; "": read here
+		for j, i := range grp.idx {
+			if keys[i] != "*" {
+				names[j] = keys[i]
+				if grp.sh >= 0 {
+					name = names[j]
+				}
+			}
+		}
+		op := op
+		op.List = names
+		got[g], errs[g] = s.readWindows(w, r, name, op)
+		if errs[g] == nil && len(got[g].Windows) != len(names) {
+			errs[g] = fmt.Errorf("a part of the series: %d lines for %d keys", len(got[g].Windows), len(names))
+		}
+	}
+	if len(groups) == 1 {
+		read(w, 0)
+	} else {
+		var wg sync.WaitGroup
+		for g := range groups {
+			wg.Go(func() { read(NewRecorder(), g) })
+		}
+		wg.Wait()
+	}
+	for g, grp := range groups {
+		if errs[g] != nil {
+			return false, errs[g]
+		}
+		stale = stale || got[g].Stale
+		for j, i := range grp.idx {
+			wins[i] = &got[g].Windows[j]
+		}
+	}
+	first := wins[groups[0].idx[0]]
+	for _, grp := range groups[1:] {
+		if p := wins[grp.idx[0]]; p.FromMs != first.FromMs || p.ToMs != first.ToMs || p.WidthMs != first.WidthMs {
+			return false, fmt.Errorf("the parts of a series have different points: %d and %d", len(first.Values), len(p.Values))
+		}
+	}
+	return stale, nil
 }
 
 // GET /v1/trending?window=10m&n=10[&region=eu][&kind=likes|counters][&prefix=p]

@@ -194,6 +194,8 @@ func (sr *shardRouter) serveOps(req route.Request, deadline time.Time) (route.An
 		return sr.serveHistory(req, deadline), true
 	} else if reads && hasKind(req.Ops, route.OpUniqueRead) {
 		return sr.serveUniques(req), true
+	} else if reads && hasWindow(req.Ops) {
+		return sr.serveWindows(req), true
 	} else if reads {
 		return sr.serveReads(req), true
 	}

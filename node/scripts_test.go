@@ -41,9 +41,10 @@ import (
 // one round of the network. Commands (besides replicationtest's: start,
 // restart, tick, flush, deliver, antientropy, windows, ...):
 //
-//	region replicas=us-1,us-2,us-3 copies=2 [hot=h:4] [lists] [log] [token=T]
+//	region replicas=us-1,us-2,us-3 copies=2 [hot=h:4] [lists] [log] [token=T] [approx=p:0.01]
 //	                              seed the store with the assigned map (the
-//	                              replicas keep like lists, the event log)
+//	                              replicas keep like lists, the event log;
+//	                              counters under p are approximate)
 //	seed replicas=... copies=N    SeedShardMap of another map
 //	map                           the stored map, and the one each replica serves by
 //	pick holders=us-2,us-3 [prefix=k] [moves-to=us-1,us-2 replicas=... copies=N [drain=R]]
@@ -95,6 +96,7 @@ type shardScripts struct {
 	env    *replicationtest.Env
 	store  *memShardMaps
 	hot    shard.Hot
+	approx []region.ApproxRule // region approx=p:e
 	copies int
 	lists  bool // the replicas keep like lists (region lists=true)
 	log    bool // the replicas keep the event log (region log=true)
@@ -156,6 +158,9 @@ func (s *shardScripts) openRegion(rc *region.Config) {
 	rc.Region = scriptRegion
 	rc.LikeLists = s.lists
 	rc.EventLog = s.log
+	if len(s.approx) > 0 {
+		rc.Approx, rc.Seed = s.approx, 1 // one seed: the steps counted are the script's
+	}
 	if old := s.reps[name]; old != nil {
 		old.closeFront()
 		old.router.close()
@@ -328,6 +333,14 @@ func (s *shardScripts) handle(t *testing.T, d *datadriven.TestData) string {
 				d.Fatalf(t, "hot: %v", err)
 			}
 			s.hot = shard.Hot{{Prefix: prefix, Parts: n}}
+		}
+		if a, ok := arg("approx"); ok {
+			prefix, e, _ := strings.Cut(a, ":")
+			relErr, err := strconv.ParseFloat(e, 64)
+			if err != nil {
+				d.Fatalf(t, "approx: %v", err)
+			}
+			s.approx = []region.ApproxRule{{Prefix: prefix, Error: relErr}}
 		}
 		stored, wrote, err := SeedShardMap(ctx, s.store, m)
 		if err != nil {

@@ -99,20 +99,26 @@ const (
 	// (UniqueReadOp, uniques.go). A read, alone in its request, answered
 	// as one Uniques, not as Results.
 	OpUniqueRead
+	// OpWindow reads the window of key Key ("" for the family's total)
+	// over Span; OpSeries the series of keys List over Span. Reads, each
+	// alone in its request, answered as one Windows (windows.go), not as
+	// Results.
+	OpWindow
+	OpSeries
 
-	numOpKinds = OpUniqueRead + 1
+	numOpKinds = OpSeries + 1
 )
 
 // Read reports whether k is a read (OpGet through OpBudgetView,
-// OpHistory and OpUniqueRead).
+// OpHistory, OpUniqueRead, OpWindow and OpSeries).
 func (k OpKind) Read() bool {
-	return k >= OpGet && k <= OpBudgetView || k == OpHistory || k == OpUniqueRead
+	return k >= OpGet && k <= OpBudgetView || k == OpHistory || k == OpUniqueRead || k.window()
 }
 
 // hasList reports whether an operation of kind k carries List on the
 // wire (only those do, so every other kind encodes as before List was).
 func (k OpKind) hasList() bool {
-	return k == OpUniques || k == OpUniqueCount || k == OpImportUniques || k == OpUniqueRead
+	return k == OpUniques || k == OpUniqueCount || k == OpImportUniques || k == OpUniqueRead || k == OpSeries
 }
 
 // Op is one typed operation a replica forwards to a holder of its key's
@@ -126,13 +132,16 @@ type Op struct {
 	// List is OpUniques' (and OpImportUniques') ids or OpUniqueCount's
 	// keys, at most MaxList; on the wire for those kinds only.
 	List []string
+	// Span is OpWindow's and OpSeries' range; on the wire for those
+	// kinds only (windows.go).
+	Span Span
 }
 
 // opMinBytes is the fewest bytes an encoded Op takes.
 const opMinBytes = 7
 
 func (o *Op) size() int {
-	n := 24 + len(o.Key) + len(o.User) + len(o.Merchant) + len(o.Idem)
+	n := 48 + len(o.Key) + len(o.User) + len(o.Merchant) + len(o.Idem)
 	for _, s := range o.List {
 		n += len(s) + 2
 	}
@@ -149,6 +158,9 @@ func (o *Op) append(b []byte) []byte {
 	b = binary.AppendVarint(b, o.AtMs)
 	if o.Kind.hasList() {
 		b = appendStrings(b, o.List)
+	}
+	if o.Kind.hasSpan() {
+		b = o.Span.append(b)
 	}
 	return b
 }
@@ -167,6 +179,9 @@ func (d *decoder) op() Op {
 	o.AtMs = d.varint()
 	if o.Kind.hasList() {
 		o.List = d.strings()
+	}
+	if o.Kind.hasSpan() {
+		o.Span = d.span()
 	}
 	return o
 }

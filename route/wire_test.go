@@ -36,6 +36,15 @@ var sampleRequests = []route.Request{
 		{Kind: route.OpLikers, Key: "video", User: "ann", By: 10},
 		{Kind: route.OpAllLikers, Key: "video", By: 10000},
 	}},
+	{Kind: route.KindOps, From: "us-2", Shard: 44, Ops: []route.Op{
+		{Kind: route.OpWindow, Key: "video", Span: route.Span{Family: 'l', FromMs: 1767225540000, ToMs: 1767225600000}},
+	}},
+	{Kind: route.KindOps, From: "us-2", Shard: 44, Ops: []route.Op{
+		{Kind: route.OpWindow, Key: "", Span: route.Span{Family: 'c', LastMs: 60000}},
+	}},
+	{Kind: route.KindOps, From: "us-2", Shard: 44, Ops: []route.Op{
+		{Kind: route.OpSeries, List: []string{"views", ""}, Span: route.Span{Family: 'c', FromMs: 1, ToMs: 120001, Step: 60, ByRegion: true}},
+	}},
 	{Kind: route.KindOps, From: "us-3", Shard: 42, Ops: []route.Op{
 		{Kind: route.OpCounterView, Key: "views"},
 		{Kind: route.OpLikesView, Key: "video#p3"},
