@@ -44,6 +44,10 @@ type Shards interface {
 	// region, each answering from the shards it holds only, and returns
 	// the answers that came in time.
 	Gather(r *http.Request, body []byte) []Gathered
+	// Ask asks q, a gathered read, typed, of every other replica of the
+	// region, each answering from the shards it holds only, and returns
+	// the replies that came in time (question.go).
+	Ask(ctx context.Context, q tallyroute.Question) []Replied
 	// Apply runs ops, all of keys on shard s (or on shards of the same
 	// holders as s: an event batch's sub-batch), at a holder of s (this
 	// replica among them, in the map's preferred order; with primary,

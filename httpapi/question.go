@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
+	"github.com/tally-dev/tally/shard"
+)
+
+// Gathered reads, typed: a read of many keys in a sharded region is
+// parsed and checked here, asked of every other replica as a
+// tallyroute.Question (Shards.Ask), each answering a tallyroute.Reply
+// from the shards it holds (AnswerQuestion), and merged and rendered
+// here.
+
+// Replied is one replica's reply to a gathered read.
+type Replied struct {
+	Replica string
+	tallyroute.Reply
+}
+
+// ask asks q of the region's other replicas and returns their replies
+// and the shards this replica and the replying ones hold (the shards
+// the merged read covers).
+func (s *Server) ask(ctx context.Context, q tallyroute.Question) ([]Replied, shard.Set) {
+	m := s.cfg.Shards.Map()
+	covered := m.Held(s.cfg.Replica.ID())
+	q.Shards = shard.All().Minus(covered)
+	replies := s.cfg.Shards.Ask(ctx, q)
+	for _, r := range replies {
+		covered = covered.Or(m.Held(r.Replica))
+	}
+	return replies, covered
+}
+
+// AnswerQuestion answers q, a gathered read another replica of the
+// region asks, from this replica's shards. A read it cannot answer is a
+// Reply with the error's code, which the asker leaves out.
+func (s *Server) AnswerQuestion(ctx context.Context, q *tallyroute.Question) tallyroute.Reply {
+	var (
+		r   tallyroute.Reply
+		err error
+	)
+	switch q.Asked {
+	case tallyroute.AskTrending:
+		r, err = s.trendingReply(q)
+	default:
+		err = fmt.Errorf("%w: gathered read %d", region.ErrInvalid, q.Asked)
+	}
+	if err != nil {
+		return tallyroute.Reply{Code: replyCode(err), Msg: strings.TrimPrefix(err.Error(), "region: ")}
+	}
+	return r
+}
+
+// replyCode is the code a failed gathered read replies: its API code,
+// else "internal".
+func replyCode(err error) string {
+	if ae := knownError(err); ae != nil {
+		return ae.Code
+	}
+	return "internal"
+}
+
+// trendingReply is this replica's part of a gathered trending read: its
+// top n keys, unmerged (a split item's parts apart), each approx if it
+// is an approximate counter, and approx if any is, its list of split
+// items was cut, or a peer is unheard-from.
+func (s *Server) trendingReply(q *tallyroute.Question) (tallyroute.Reply, error) {
+	kind := region.Kind(q.Family)
+	if kind != region.KindLikes && kind != region.KindCounters {
+		return tallyroute.Reply{}, fmt.Errorf("%w: family %d", region.ErrInvalid, q.Family)
+	}
+	if q.N < 1 || q.N > region.MaxTrendingN || q.SpanMs < 0 {
+		return tallyroute.Reply{}, fmt.Errorf("%w: n %d, window %d ms", region.ErrInvalid, q.N, q.SpanMs)
+	}
+	tr, items, anyApprox, err := s.trending(kind, q.Key, time.Duration(q.SpanMs)*time.Millisecond, int(q.N), q.Zone, false)
+	if err != nil {
+		return tallyroute.Reply{}, err
+	}
+	out := tallyroute.Reply{Candidates: int64(tr.Candidates), Items: make([]tallyroute.ReplyItem, len(items))}
+	for i, it := range items {
+		out.Items[i] = tallyroute.ReplyItem{Key: it.Item, Count: it.Count, Approx: it.Approx}
+	}
+	out.Approx = anyApprox || s.cfg.Replication != nil && s.cfg.Replication.Stale()
+	return out, nil
+}
+
+// trendingItems merges the replies of a gathered trending read into
+// items, and returns how many keys they scored and whether any is
+// approx; with meta, each item has its type's metadata.
+func (s *Server) trendingItems(replies []Replied, items []api.TrendingItem, meta bool) ([]api.TrendingItem, int, bool) {
+	candidates, approx := 0, false
+	for _, r := range replies {
+		for _, it := range r.Items {
+			ti := api.TrendingItem{Item: it.Key, Count: it.Count, Approx: it.Approx}
+			if meta {
+				ti.Meta = s.typeMeta(it.Key)
+			}
+			items = append(items, ti)
+		}
+		candidates += int(r.Candidates)
+		approx = approx || r.Approx
+	}
+	return items, candidates, approx
+}
