@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tally-dev/tally/api"
+	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/region"
 	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
@@ -49,6 +50,10 @@ func (s *Server) AnswerQuestion(ctx context.Context, q *tallyroute.Question) tal
 	switch q.Asked {
 	case tallyroute.AskTrending:
 		r, err = s.trendingReply(q)
+	case tallyroute.AskUserLikes:
+		r, err = s.userLikesReply(q)
+	case tallyroute.AskFeed:
+		r, err = s.feedReply(q)
 	default:
 		err = fmt.Errorf("%w: gathered read %d", region.ErrInvalid, q.Asked)
 	}
@@ -108,4 +113,47 @@ func (s *Server) trendingItems(replies []Replied, items []api.TrendingItem, meta
 		approx = approx || r.Approx
 	}
 	return items, candidates, approx
+}
+
+// userLikesReply is this replica's part of a gathered list of a user's
+// likes: a page of the items it lists, by stored name (a part's, never
+// named as its item here: the asker does), and whether it has more.
+func (s *Server) userLikesReply(q *tallyroute.Question) (tallyroute.Reply, error) {
+	if !crdt.ValidID(q.Key) || q.After != "" && !crdt.ValidItemName(q.After) || q.N < 1 || q.N > region.MaxListLimit {
+		return tallyroute.Reply{}, fmt.Errorf("%w: a list of user %q's likes after %q, %d of them", region.ErrInvalid, q.Key, q.After, q.N)
+	}
+	l, more, err := s.rep.Lists().LikedItems(q.Key, q.After, int(q.N))
+	if err != nil {
+		return tallyroute.Reply{}, err
+	}
+	out := tallyroute.Reply{More: more, Items: make([]tallyroute.ReplyItem, len(l))}
+	for i, e := range l {
+		out.Items[i] = tallyroute.ReplyItem{Key: e.ID, HLC: uint64(e.HLC)}
+	}
+	return out, nil
+}
+
+// feedReply is this replica's part of a gathered feed: of the items
+// asked, each one on an asked shard it holds, not split, its like count
+// and whether the user likes it, and approx if any count may move.
+func (s *Server) feedReply(q *tallyroute.Question) (tallyroute.Reply, error) {
+	if !crdt.ValidID(q.Key) || len(q.Keys) > maxFeedItemsPost {
+		return tallyroute.Reply{}, fmt.Errorf("%w: a feed of user %q, %d items", region.ErrInvalid, q.Key, len(q.Keys))
+	}
+	var out tallyroute.Reply
+	for _, item := range q.Keys {
+		if !crdt.ValidID(item) {
+			return tallyroute.Reply{}, fmt.Errorf("%w: item %q", region.ErrInvalid, item)
+		}
+		if s.cfg.Hot.Parts(item) > 0 || !q.Shards.Has(shard.Of(item)) || !s.holds(item) {
+			continue
+		}
+		it, approx, err := s.feedItem(item, q.Key)
+		if err != nil {
+			return tallyroute.Reply{}, err
+		}
+		out.Approx = out.Approx || approx
+		out.Items = append(out.Items, tallyroute.ReplyItem{Key: item, Count: it.Count, Liked: it.Liked})
+	}
+	return out, nil
 }

@@ -27,12 +27,22 @@ const (
 	// replica ranks every key it holds: a key in the region's top N is
 	// in the top N of each of its holders.
 	AskTrending Asked = iota + 1
+	// AskUserLikes lists the items user Key likes on the replica's
+	// shards, after item After ("": from the first), at most N
+	// (Reply.Items: Key, the stored name, a split item's part's, and
+	// HLC), and More if it has more.
+	AskUserLikes
+	// AskFeed reads, of the items Keys, those on shards in Shards that
+	// the replica holds (never a split item, which the asker reads
+	// itself): each item's like count and whether user Key likes it
+	// (Reply.Items: Key, Count, Liked), and Approx if a count may move.
+	AskFeed
 
-	numAsked = AskTrending + 1
+	numAsked = AskFeed + 1
 )
 
 // askedNames name each gathered read, for logs and tests.
-var askedNames = [...]string{AskTrending: "trending"}
+var askedNames = [...]string{AskTrending: "trending", AskUserLikes: "user likes", AskFeed: "feed"}
 
 func (a Asked) String() string {
 	if a > 0 && int(a) < len(askedNames) && askedNames[a] != "" {
@@ -51,10 +61,13 @@ type Question struct {
 	Shards shard.Set
 	// Family is the keys' family (storage.Kind's byte).
 	Family byte
-	// Key is a prefix or a user; Zone a region's name.
-	Key, Zone string
+	// Key is a prefix or a user; Zone a region's name; After a list's
+	// cursor.
+	Key, Zone, After string
 	// N is how many to answer; SpanMs a window's length in ms.
 	N, SpanMs int64
+	// Keys are the keys asked about (at most MaxList).
+	Keys []string
 }
 
 // Reply is a replica's answer to a Question: what it read, or why it did
@@ -64,6 +77,8 @@ type Reply struct {
 	// Approx: the replica's part may be off (an approximate key, a peer
 	// unheard-from, a cut list).
 	Approx bool
+	// More: a list has more past Items.
+	More bool
 	// Candidates is how many keys a ranking scored.
 	Candidates int64
 	Items      []ReplyItem
@@ -71,21 +86,31 @@ type Reply struct {
 
 // ReplyItem is one key of a Reply.
 type ReplyItem struct {
-	Key    string
-	Count  int64
-	Approx bool
+	Key   string
+	Count int64
+	// HLC is when a listed item was liked.
+	HLC uint64
+	// Approx: the key is an approximate counter. Liked: the user asked
+	// about likes the item.
+	Approx, Liked bool
 }
 
 // MaxReplyItems bounds a Reply's items.
 const MaxReplyItems = 1 << 16
 
 // replyItemMinBytes is the fewest bytes an encoded ReplyItem takes.
-const replyItemMinBytes = 3
+const replyItemMinBytes = 4
 
 // shardSetBytes is an encoded shard.Set's size: one bit a shard.
 const shardSetBytes = shard.Count / 8
 
-func (q *Question) size() int { return 32 + shardSetBytes + len(q.Key) + len(q.Zone) }
+func (q *Question) size() int {
+	n := 40 + shardSetBytes + len(q.Key) + len(q.Zone) + len(q.After)
+	for _, k := range q.Keys {
+		n += len(k) + 2
+	}
+	return n
+}
 
 func (q *Question) append(b []byte) []byte {
 	b = append(b, byte(q.Asked))
@@ -95,8 +120,10 @@ func (q *Question) append(b []byte) []byte {
 	b = append(b, q.Family)
 	b = appendString(b, q.Key)
 	b = appendString(b, q.Zone)
+	b = appendString(b, q.After)
 	b = binary.AppendVarint(b, q.N)
-	return binary.AppendVarint(b, q.SpanMs)
+	b = binary.AppendVarint(b, q.SpanMs)
+	return appendStrings(b, q.Keys)
 }
 
 func (d *decoder) question() *Question {
@@ -118,21 +145,26 @@ func (d *decoder) question() *Question {
 	q.Family = d.byte()
 	q.Key = d.string()
 	q.Zone = d.string()
+	q.After = d.string()
 	q.N = d.varint()
 	q.SpanMs = d.varint()
+	q.Keys = d.strings()
 	return &q
 }
 
-// Reply flags, one bit each.
+// Reply and ReplyItem flags, one bit each: replyMore a Reply's only,
+// replyLiked a ReplyItem's.
 const (
 	replyApprox = 1 << iota
+	replyMore
+	replyLiked
 )
 
 // MarshalReply encodes r, the Body of a Question's answer.
 func MarshalReply(r *Reply) []byte {
 	n := 16 + len(r.Code) + len(r.Msg)
 	for _, it := range r.Items {
-		n += len(it.Key) + 12
+		n += len(it.Key) + 22
 	}
 	b := make([]byte, 0, n)
 	b = append(b, Version)
@@ -142,15 +174,22 @@ func MarshalReply(r *Reply) []byte {
 	if r.Approx {
 		flags |= replyApprox
 	}
+	if r.More {
+		flags |= replyMore
+	}
 	b = append(b, flags)
 	b = binary.AppendVarint(b, r.Candidates)
 	b = binary.AppendUvarint(b, uint64(len(r.Items)))
 	for _, it := range r.Items {
 		b = appendString(b, it.Key)
 		b = binary.AppendVarint(b, it.Count)
+		b = binary.AppendUvarint(b, it.HLC)
 		var f byte
 		if it.Approx {
 			f |= replyApprox
+		}
+		if it.Liked {
+			f |= replyLiked
 		}
 		b = append(b, f)
 	}
@@ -165,7 +204,8 @@ func UnmarshalReply(b []byte) (Reply, error) {
 	d.header()
 	r.Code = d.string()
 	r.Msg = d.string()
-	r.Approx = d.flags(replyApprox) != 0
+	f := d.flags(replyApprox | replyMore)
+	r.Approx, r.More = f&replyApprox != 0, f&replyMore != 0
 	r.Candidates = d.varint()
 	n := d.count(MaxReplyItems)
 	if n > 0 {
@@ -175,8 +215,9 @@ func UnmarshalReply(b []byte) (Reply, error) {
 		if d.err != nil {
 			break
 		}
-		it := ReplyItem{Key: d.string(), Count: d.varint()}
-		it.Approx = d.flags(replyApprox) != 0
+		it := ReplyItem{Key: d.string(), Count: d.varint(), HLC: d.uvarint()}
+		f := d.flags(replyApprox | replyLiked)
+		it.Approx, it.Liked = f&replyApprox != 0, f&replyLiked != 0
 		r.Items = append(r.Items, it)
 	}
 	if err := d.end(); err != nil {

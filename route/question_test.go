@@ -25,12 +25,16 @@ var sampleQuestions = []route.Request{
 	{Kind: route.KindQuestion, From: "us-1", Shard: -1, DeadlineMs: 1764380000000, Question: &route.Question{
 		Asked: route.AskTrending, Shards: someShards(), Family: 1, Key: "vid", Zone: "eu", N: 10, SpanMs: 600000}},
 	{Kind: route.KindQuestion, From: "us-2", Shard: -1, Question: &route.Question{Asked: route.AskTrending, Shards: shard.All()}},
+	{Kind: route.KindQuestion, From: "us-3", Shard: -1, Question: &route.Question{Asked: route.AskUserLikes, Key: "ann", After: "video#p2", N: 100}},
+	{Kind: route.KindQuestion, From: "us-3", Shard: -1, Question: &route.Question{Asked: route.AskFeed, Shards: someShards(), Key: "ann",
+		Keys: []string{"video", "clip"}}},
 }
 
 var sampleReplies = []route.Reply{
 	{},
 	{Code: "bad_request", Msg: "n 0"},
 	{Approx: true, Candidates: 12, Items: []route.ReplyItem{{Key: "hot1#p2", Count: 3}, {Key: "c1", Count: -4, Approx: true}}},
+	{More: true, Items: []route.ReplyItem{{Key: "video", HLC: 1 << 60}, {Key: "clip", Count: 7, Liked: true}}},
 }
 
 // A question reads back whole, in its request.
@@ -48,12 +52,15 @@ func TestQuestionRoundTrip(t *testing.T) {
 
 // Any reply of arbitrary fields reads back field for field.
 func TestReplyRoundTripProperty(t *testing.T) {
-	f := func(code, msg string, approx bool, candidates int64, keys []string, counts []int64) bool {
-		r := route.Reply{Code: code, Msg: msg, Approx: approx, Candidates: candidates}
+	f := func(code, msg string, approx, more bool, candidates int64, keys []string, counts []int64, hlcs []uint64) bool {
+		r := route.Reply{Code: code, Msg: msg, Approx: approx, More: more, Candidates: candidates}
 		for i, k := range keys {
-			it := route.ReplyItem{Key: k, Approx: i%2 == 1}
+			it := route.ReplyItem{Key: k, Approx: i%2 == 1, Liked: i%3 == 1}
 			if i < len(counts) {
 				it.Count = counts[i]
+			}
+			if i < len(hlcs) {
+				it.HLC = hlcs[i]
 			}
 			r.Items = append(r.Items, it)
 		}
@@ -99,9 +106,9 @@ func TestQuestionRefused(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"version 2":      append([]byte{2}, reply[1:]...),
-		"reply flags":    {route.Version, 0, 0, 2, 0, 0},
-		"item flags":     {route.Version, 0, 0, 0, 0, 1, 1, 'k', 0, 4},
-		"items past end": {route.Version, 0, 0, 0, 0, 5, 1, 'k', 0, 0},
+		"reply flags":    {route.Version, 0, 0, 4, 0, 0},
+		"item flags":     {route.Version, 0, 0, 0, 0, 1, 1, 'k', 0, 0, 2},
+		"items past end": {route.Version, 0, 0, 0, 0, 5, 1, 'k', 0, 0, 0},
 		"items past max": {route.Version, 0, 0, 0, 0, 0x81, 0x80, 0x04},
 		"cut":            reply[:len(reply)-1],
 		"trailing":       append(append([]byte{}, reply...), 0),
