@@ -37,12 +37,28 @@ const (
 	// itself): each item's like count and whether user Key likes it
 	// (Reply.Items: Key, Count, Liked), and Approx if a count may move.
 	AskFeed
+	// AskTypeTotal sums, per shard it holds, the all-time vectors of the
+	// keys of family Family that belong to registered type Key
+	// (Reply.Shards); AskTypeWindow their net change over the window
+	// [FromMs, ToMs), the one the asker read (Reply.Window says which
+	// this replica read).
+	AskTypeTotal
+	AskTypeWindow
+	// AskUniques unions the unique counters Keys on shards it holds, over
+	// [FromMs, ToMs) if Windowed, else all time: each writer's sketch of
+	// them (Reply.Items: Key the writer, Data its sketch's pages), and
+	// Reply.Window, the window it read.
+	AskUniques
+	// AskHolding is what the replica says of itself in the region's map
+	// (Reply.Holding).
+	AskHolding
 
-	numAsked = AskFeed + 1
+	numAsked = AskHolding + 1
 )
 
 // askedNames name each gathered read, for logs and tests.
-var askedNames = [...]string{AskTrending: "trending", AskUserLikes: "user likes", AskFeed: "feed"}
+var askedNames = [...]string{AskTrending: "trending", AskUserLikes: "user likes", AskFeed: "feed",
+	AskTypeTotal: "type total", AskTypeWindow: "type window", AskUniques: "uniques", AskHolding: "holding"}
 
 func (a Asked) String() string {
 	if a > 0 && int(a) < len(askedNames) && askedNames[a] != "" {
@@ -66,6 +82,9 @@ type Question struct {
 	Key, Zone, After string
 	// N is how many to answer; SpanMs a window's length in ms.
 	N, SpanMs int64
+	// FromMs and ToMs bound a window (unix ms), if Windowed.
+	FromMs, ToMs int64
+	Windowed     bool
 	// Keys are the keys asked about (at most MaxList).
 	Keys []string
 }
@@ -82,6 +101,45 @@ type Reply struct {
 	// Candidates is how many keys a ranking scored.
 	Candidates int64
 	Items      []ReplyItem
+	// Window is the window the replica read; nil if none.
+	Window *ReplyWindow
+	// Shards are sums per shard (at most shard.Count).
+	Shards []ReplyShard
+	// Holding is the replica's word on itself; nil if not asked.
+	Holding *ReplyHolding
+}
+
+// ReplyWindow is a window a replica read: [FromMs, ToMs) in slots of
+// SlotMs, Closed if it ended long enough ago that it no longer moves.
+type ReplyWindow struct {
+	FromMs, ToMs, SlotMs int64
+	Closed               bool
+}
+
+// ReplyShard is a replica's sum of the keys of one shard it holds: the
+// sum of their vectors, how many keys, whether any is approximate, and
+// records not reconciled yet.
+type ReplyShard struct {
+	Shard        int
+	Keys         int64
+	Unreconciled int64
+	Approx       bool
+	Vector       []ReplyPN
+}
+
+// ReplyPN is one replica's entry of a summed vector.
+type ReplyPN struct {
+	Replica string
+	P, N    uint64
+}
+
+// ReplyHolding is a replica's word on itself in its region's map: its
+// address, the map revision it serves by, and how far along a move it
+// is (nil: not moving shards that way).
+type ReplyHolding struct {
+	URL              string
+	MapRevision      uint64
+	Synced, Released *bool
 }
 
 // ReplyItem is one key of a Reply.
@@ -93,6 +151,9 @@ type ReplyItem struct {
 	// Approx: the key is an approximate counter. Liked: the user asked
 	// about likes the item.
 	Approx, Liked bool
+	// Data is the key's encoded value, for reads that answer one (a
+	// writer's sketch).
+	Data []byte
 }
 
 // MaxReplyItems bounds a Reply's items.
@@ -123,6 +184,9 @@ func (q *Question) append(b []byte) []byte {
 	b = appendString(b, q.After)
 	b = binary.AppendVarint(b, q.N)
 	b = binary.AppendVarint(b, q.SpanMs)
+	b = binary.AppendVarint(b, q.FromMs)
+	b = binary.AppendVarint(b, q.ToMs)
+	b = appendBool(b, q.Windowed)
 	return appendStrings(b, q.Keys)
 }
 
@@ -148,6 +212,9 @@ func (d *decoder) question() *Question {
 	q.After = d.string()
 	q.N = d.varint()
 	q.SpanMs = d.varint()
+	q.FromMs = d.varint()
+	q.ToMs = d.varint()
+	q.Windowed = d.bool()
 	q.Keys = d.strings()
 	return &q
 }
@@ -158,40 +225,68 @@ const (
 	replyApprox = 1 << iota
 	replyMore
 	replyLiked
+	// replyData: a ReplyItem's Data follows; replyWindow and
+	// replyHolding: a Reply's Window or Holding does.
+	replyData
+	replyWindow
+	replyHolding
 )
 
 // MarshalReply encodes r, the Body of a Question's answer.
 func MarshalReply(r *Reply) []byte {
-	n := 16 + len(r.Code) + len(r.Msg)
+	n := 64 + len(r.Code) + len(r.Msg)
 	for _, it := range r.Items {
-		n += len(it.Key) + 22
+		n += len(it.Key) + len(it.Data) + 24
+	}
+	for _, sh := range r.Shards {
+		n += 16
+		for _, e := range sh.Vector {
+			n += len(e.Replica) + 22
+		}
+	}
+	if r.Holding != nil {
+		n += len(r.Holding.URL)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, Version)
 	b = appendString(b, r.Code)
 	b = appendString(b, r.Msg)
-	var flags byte
-	if r.Approx {
-		flags |= replyApprox
-	}
-	if r.More {
-		flags |= replyMore
-	}
-	b = append(b, flags)
+	b = append(b, flag(replyApprox, r.Approx)|flag(replyMore, r.More)|flag(replyWindow, r.Window != nil)|flag(replyHolding, r.Holding != nil))
 	b = binary.AppendVarint(b, r.Candidates)
 	b = binary.AppendUvarint(b, uint64(len(r.Items)))
 	for _, it := range r.Items {
 		b = appendString(b, it.Key)
 		b = binary.AppendVarint(b, it.Count)
 		b = binary.AppendUvarint(b, it.HLC)
-		var f byte
-		if it.Approx {
-			f |= replyApprox
+		b = append(b, flag(replyApprox, it.Approx)|flag(replyLiked, it.Liked)|flag(replyData, it.Data != nil))
+		if it.Data != nil {
+			b = appendBytes(b, it.Data)
 		}
-		if it.Liked {
-			f |= replyLiked
+	}
+	if w := r.Window; w != nil {
+		b = binary.AppendVarint(b, w.FromMs)
+		b = binary.AppendVarint(b, w.ToMs)
+		b = binary.AppendVarint(b, w.SlotMs)
+		b = appendBool(b, w.Closed)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Shards)))
+	for _, sh := range r.Shards {
+		b = binary.AppendUvarint(b, uint64(sh.Shard))
+		b = binary.AppendVarint(b, sh.Keys)
+		b = binary.AppendVarint(b, sh.Unreconciled)
+		b = appendBool(b, sh.Approx)
+		b = binary.AppendUvarint(b, uint64(len(sh.Vector)))
+		for _, e := range sh.Vector {
+			b = appendString(b, e.Replica)
+			b = binary.AppendUvarint(b, e.P)
+			b = binary.AppendUvarint(b, e.N)
 		}
-		b = append(b, f)
+	}
+	if h := r.Holding; h != nil {
+		b = appendString(b, h.URL)
+		b = binary.AppendUvarint(b, h.MapRevision)
+		b = appendMaybe(b, h.Synced)
+		b = appendMaybe(b, h.Released)
 	}
 	return b
 }
@@ -204,7 +299,7 @@ func UnmarshalReply(b []byte) (Reply, error) {
 	d.header()
 	r.Code = d.string()
 	r.Msg = d.string()
-	f := d.flags(replyApprox | replyMore)
+	f := d.flags(replyApprox | replyMore | replyWindow | replyHolding)
 	r.Approx, r.More = f&replyApprox != 0, f&replyMore != 0
 	r.Candidates = d.varint()
 	n := d.count(MaxReplyItems)
@@ -216,14 +311,95 @@ func UnmarshalReply(b []byte) (Reply, error) {
 			break
 		}
 		it := ReplyItem{Key: d.string(), Count: d.varint(), HLC: d.uvarint()}
-		f := d.flags(replyApprox | replyLiked)
+		f := d.flags(replyApprox | replyLiked | replyData)
 		it.Approx, it.Liked = f&replyApprox != 0, f&replyLiked != 0
+		if f&replyData != 0 {
+			it.Data = d.bytes()
+			if it.Data == nil && d.err == nil {
+				it.Data = []byte{}
+			}
+		}
 		r.Items = append(r.Items, it)
+	}
+	if f&replyWindow != 0 && d.err == nil {
+		r.Window = &ReplyWindow{FromMs: d.varint(), ToMs: d.varint(), SlotMs: d.varint(), Closed: d.bool()}
+	}
+	n = d.count(shard.Count)
+	for range n {
+		if d.err != nil {
+			break
+		}
+		sh := ReplyShard{Shard: int(d.uvarint()), Keys: d.varint(), Unreconciled: d.varint(), Approx: d.bool()}
+		if d.err == nil && sh.Shard >= shard.Count {
+			d.fail("shard %d", sh.Shard)
+		}
+		m := d.count(MaxList)
+		for range m {
+			if d.err != nil {
+				break
+			}
+			sh.Vector = append(sh.Vector, ReplyPN{Replica: d.string(), P: d.uvarint(), N: d.uvarint()})
+		}
+		r.Shards = append(r.Shards, sh)
+	}
+	if f&replyHolding != 0 && d.err == nil {
+		r.Holding = &ReplyHolding{URL: d.string(), MapRevision: d.uvarint(), Synced: d.maybe(), Released: d.maybe()}
 	}
 	if err := d.end(); err != nil {
 		return Reply{}, err
 	}
 	return r, nil
+}
+
+// flag is bit if on, else 0.
+func flag(bit byte, on bool) byte {
+	if on {
+		return bit
+	}
+	return 0
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+// bool reads a byte 0 or 1.
+func (d *decoder) bool() bool {
+	switch v := d.byte(); {
+	case d.err != nil:
+	case v == 1:
+		return true
+	case v != 0:
+		d.fail("flag %d", v)
+	}
+	return false
+}
+
+// appendMaybe encodes an optional flag: 0 absent, 1 false, 2 true.
+func appendMaybe(b []byte, v *bool) []byte {
+	switch {
+	case v == nil:
+		return append(b, 0)
+	case *v:
+		return append(b, 2)
+	}
+	return append(b, 1)
+}
+
+func (d *decoder) maybe() *bool {
+	switch v := d.byte(); {
+	case d.err != nil || v == 0:
+		return nil
+	case v <= 2:
+		on := v == 2
+		return &on
+	default:
+		d.fail("optional flag %d", v)
+		return nil
+	}
 }
 
 // flags reads a byte of flags, refusing any bit outside known.

@@ -28,13 +28,25 @@ var sampleQuestions = []route.Request{
 	{Kind: route.KindQuestion, From: "us-3", Shard: -1, Question: &route.Question{Asked: route.AskUserLikes, Key: "ann", After: "video#p2", N: 100}},
 	{Kind: route.KindQuestion, From: "us-3", Shard: -1, Question: &route.Question{Asked: route.AskFeed, Shards: someShards(), Key: "ann",
 		Keys: []string{"video", "clip"}}},
+	{Kind: route.KindQuestion, From: "us-1", Shard: -1, Question: &route.Question{Asked: route.AskTypeWindow, Family: 2, Key: "video:",
+		FromMs: 1764380000000, ToMs: 1764380060000, Windowed: true}},
+	{Kind: route.KindQuestion, From: "us-1", Shard: -1, Question: &route.Question{Asked: route.AskHolding}},
 }
+
+func yes() *bool { v := true; return &v }
+func no() *bool  { v := false; return &v }
 
 var sampleReplies = []route.Reply{
 	{},
 	{Code: "bad_request", Msg: "n 0"},
 	{Approx: true, Candidates: 12, Items: []route.ReplyItem{{Key: "hot1#p2", Count: 3}, {Key: "c1", Count: -4, Approx: true}}},
 	{More: true, Items: []route.ReplyItem{{Key: "video", HLC: 1 << 60}, {Key: "clip", Count: 7, Liked: true}}},
+	{Items: []route.ReplyItem{{Key: "us-1", Data: []byte{0, 3, 1, 2, 3}}, {Key: "us-2", Data: []byte{}}},
+		Window: &route.ReplyWindow{FromMs: 1764380000000, ToMs: 1764380060000, SlotMs: 1000, Closed: true}},
+	{Shards: []route.ReplyShard{{Shard: 1023, Keys: 3, Unreconciled: 2, Approx: true,
+		Vector: []route.ReplyPN{{Replica: "us-1", P: 5, N: 1}, {Replica: "eu-1", P: 1 << 63}}}, {Shard: 0}}},
+	{Holding: &route.ReplyHolding{URL: "http://10.0.0.2:8080", MapRevision: 7, Synced: yes(), Released: no()}},
+	{Holding: &route.ReplyHolding{}},
 }
 
 // A question reads back whole, in its request.
@@ -106,13 +118,17 @@ func TestQuestionRefused(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"empty":          nil,
 		"version 2":      append([]byte{2}, reply[1:]...),
-		"reply flags":    {route.Version, 0, 0, 4, 0, 0},
-		"item flags":     {route.Version, 0, 0, 0, 0, 1, 1, 'k', 0, 0, 2},
+		"reply flags":    {route.Version, 0, 0, 4, 0, 0, 0},
+		"item flags":     {route.Version, 0, 0, 0, 0, 1, 1, 'k', 0, 0, 2, 0},
 		"items past end": {route.Version, 0, 0, 0, 0, 5, 1, 'k', 0, 0, 0},
 		"items past max": {route.Version, 0, 0, 0, 0, 0x81, 0x80, 0x04},
 		"cut":            reply[:len(reply)-1],
 		"trailing":       append(append([]byte{}, reply...), 0),
 		"code past":      {route.Version, 9, 'a'},
+		"closed 2":       {route.Version, 0, 0, 16, 0, 0, 0, 0, 0, 2, 0},
+		"shard 1024":     {route.Version, 0, 0, 0, 0, 0, 1, 0x80, 0x08, 0, 0, 0, 0},
+		"shards past":    {route.Version, 0, 0, 0, 0, 0, 3, 0},
+		"synced 3":       {route.Version, 0, 0, 32, 0, 0, 0, 0, 0, 3, 0},
 	} {
 		if _, err := route.UnmarshalReply(b); !errors.Is(err, route.ErrMalformed) {
 			t.Errorf("reply %s: %v, want ErrMalformed", name, err)
