@@ -1,13 +1,17 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
+	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
 	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
@@ -54,6 +58,12 @@ func (s *Server) AnswerQuestion(ctx context.Context, q *tallyroute.Question) tal
 		r, err = s.userLikesReply(q)
 	case tallyroute.AskFeed:
 		r, err = s.feedReply(q)
+	case tallyroute.AskTypeTotal, tallyroute.AskTypeWindow:
+		r, err = s.typeSumsReply(q)
+	case tallyroute.AskUniques:
+		r, err = s.uniquesReply(q)
+	case tallyroute.AskHolding:
+		r = s.holdingReply()
 	default:
 		err = fmt.Errorf("%w: gathered read %d", region.ErrInvalid, q.Asked)
 	}
@@ -156,4 +166,111 @@ func (s *Server) feedReply(q *tallyroute.Question) (tallyroute.Reply, error) {
 		out.Items = append(out.Items, tallyroute.ReplyItem{Key: item, Count: it.Count, Liked: it.Liked})
 	}
 	return out, nil
+}
+
+// typeSumsReply is this replica's part of a gathered type total or
+// window: its sums per shard it holds of the type's keys, and for a
+// window, the window it read (the asker's, unless its slots differ).
+func (s *Server) typeSumsReply(q *tallyroute.Question) (tallyroute.Reply, error) {
+	kind := region.Kind(q.Family)
+	if kind != region.KindLikes && kind != region.KindCounters {
+		return tallyroute.Reply{}, fmt.Errorf("%w: family %d", region.ErrInvalid, q.Family)
+	}
+	if _, ok, err := s.rep.Admin().Type(q.Key); err != nil {
+		return tallyroute.Reply{}, err
+	} else if !ok {
+		return tallyroute.Reply{}, newError(http.StatusNotFound, frontdoor.CodeNotFound, "no event type %q is registered", q.Key)
+	}
+	var out tallyroute.Reply
+	var sums map[int]region.TypeSum
+	if q.Asked == tallyroute.AskTypeTotal {
+		var err error
+		if sums, err = s.rep.Admin().TypeTotal(kind, q.Key, s.typeShardOf()); err != nil {
+			return tallyroute.Reply{}, fmt.Errorf("type total: %w", err)
+		}
+	} else {
+		if q.ToMs <= q.FromMs || time.Duration(q.ToMs-q.FromMs)*time.Millisecond > maxLast {
+			return tallyroute.Reply{}, newError(http.StatusBadRequest, frontdoor.CodeBadTime, "to must be after from, by at most %v", maxLast)
+		}
+		win, ws, err := s.rep.Admin().TypeWindow(kind, q.Key, q.FromMs, q.ToMs, s.typeShardOf())
+		if err != nil {
+			return tallyroute.Reply{}, windowErr(err)
+		}
+		sums = ws
+		out.Window = &tallyroute.ReplyWindow{FromMs: win.From.UnixMilli(), ToMs: win.To.UnixMilli(), SlotMs: win.SlotWidth.Milliseconds(), Closed: win.Closed}
+	}
+	for sh, sum := range sums {
+		rs := tallyroute.ReplyShard{Shard: sh, Keys: int64(sum.Keys), Unreconciled: int64(sum.Unreconciled), Approx: sum.Approx}
+		for _, e := range sum.Vector {
+			rs.Vector = append(rs.Vector, tallyroute.ReplyPN{Replica: e.Replica, P: e.P, N: e.N})
+		}
+		out.Shards = append(out.Shards, rs)
+	}
+	slices.SortFunc(out.Shards, func(a, b tallyroute.ReplyShard) int { return cmp.Compare(a.Shard, b.Shard) })
+	return out, nil
+}
+
+// addTypeReplies adds the sums of the shards the replies hold to sums:
+// each holder of a shard sums its keys alike; the first sum of a shard
+// heard counts, this replica's own first.
+func addTypeReplies(sums map[int]region.TypeSum, replies []Replied) {
+	for _, r := range replies {
+		for _, o := range r.Shards {
+			if _, ok := sums[o.Shard]; ok {
+				continue
+			}
+			var v crdt.Vector
+			for _, e := range o.Vector {
+				v = v.Set(e.Replica, crdt.PN{P: e.P, N: e.N})
+			}
+			sums[o.Shard] = region.TypeSum{Vector: v, Keys: int(o.Keys), Approx: o.Approx, Unreconciled: int(o.Unreconciled)}
+		}
+	}
+}
+
+// uniquesReply is this replica's part of a gathered union of unique
+// counters: for the keys asked that it holds, each
+// writer's sketch (the union of that writer's sketches of those keys),
+// and the window it read.
+func (s *Server) uniquesReply(q *tallyroute.Question) (tallyroute.Reply, error) {
+	if len(q.Keys) > region.MaxUniqueKeys {
+		return tallyroute.Reply{}, fmt.Errorf("%w: %d keys; at most %d", region.ErrInvalid, len(q.Keys), region.MaxUniqueKeys)
+	}
+	for _, k := range q.Keys {
+		if !crdt.ValidID(k) {
+			return tallyroute.Reply{}, fmt.Errorf("%w: key %q", region.ErrInvalid, k)
+		}
+	}
+	// Every key it holds, those the asker holds too: a sketch merges
+	// idempotently, and fills in what a holder still syncing lacks.
+	rd, err := s.readUniques(q.Keys, q.FromMs, q.ToMs, q.Windowed)
+	if err != nil {
+		return tallyroute.Reply{}, windowErr(err)
+	}
+	out := tallyroute.Reply{Items: make([]tallyroute.ReplyItem, 0, len(rd.ByReplica))}
+	for id, h := range rd.ByReplica {
+		out.Items = append(out.Items, tallyroute.ReplyItem{Key: id, Data: appendHLL([]byte{}, h)})
+	}
+	slices.SortFunc(out.Items, func(a, b tallyroute.ReplyItem) int { return strings.Compare(a.Key, b.Key) })
+	if q.Windowed && rd.SlotWidth != 0 { // none where it read no key
+		out.Window = &tallyroute.ReplyWindow{FromMs: rd.From.UnixMilli(), ToMs: rd.To.UnixMilli(), SlotMs: rd.SlotWidth.Milliseconds(),
+			Closed: rd.Closed}
+	}
+	return out, nil
+}
+
+// holdingReply is this replica's word on itself in the region's map, as
+// GET /v1/shards shows it: its address, the map's revision it serves by,
+// and its move's state; none if its map does not list it.
+func (s *Server) holdingReply() tallyroute.Reply {
+	if s.cfg.Shards == nil {
+		return tallyroute.Reply{}
+	}
+	m := s.cfg.Shards.Map()
+	if !slices.Contains(m.Replicas(), s.cfg.Replica.ID()) {
+		return tallyroute.Reply{}
+	}
+	h := &tallyroute.ReplyHolding{URL: s.cfg.Shards.URL(), MapRevision: m.Revision}
+	h.Synced, h.Released = s.cfg.Shards.MoveState()
+	return tallyroute.Reply{Holding: h}
 }

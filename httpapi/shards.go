@@ -288,15 +288,10 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 		self.Synced, self.Released = s.cfg.Shards.MoveState()
 		said[s.cfg.Replica.ID()] = self
 		if !gathered(r) {
-			for _, g := range s.cfg.Shards.Gather(r, nil) {
-				var theirs api.ShardMap
-				if g.Status != http.StatusOK || json.Unmarshal(g.Body, &theirs) != nil {
-					continue
-				}
-				for _, h := range theirs.Replicas {
-					if h.Replica == g.Replica {
-						said[g.Replica] = h
-					}
+			replies, _ := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskHolding})
+			for _, rp := range replies {
+				if h := rp.Holding; h != nil {
+					said[rp.Replica] = api.ShardHolding{URL: h.URL, MapRevision: h.MapRevision, Synced: h.Synced, Released: h.Released}
 				}
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -252,29 +253,23 @@ func (s *Server) gatherUniques(r *http.Request, keys []string, fromMs, toMs int6
 	if err != nil {
 		return rd, 0, err
 	}
-	covered, err := s.gatherCovered(r, nil, func(b []byte) error {
-		var part uniquesPart
-		if err := json.Unmarshal(b, &part); err != nil {
-			return err
-		}
-		for id, enc := range part.Sketches {
-			h, err := decodeHLL(enc)
+	replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskUniques, Keys: keys,
+		FromMs: fromMs, ToMs: toMs, Windowed: windowed})
+	for _, rp := range replies {
+		for _, it := range rp.Items {
+			h, err := decodeHLL(it.Data)
 			if err != nil {
-				return err
+				return rd, 0, fmt.Errorf("gathered answer of %s: %w", rp.Replica, err)
 			}
 			rd.Sketch.Merge(h)
-			if rd.ByReplica[id] == nil {
-				rd.ByReplica[id] = new(crdt.HLL)
+			if rd.ByReplica[it.Key] == nil {
+				rd.ByReplica[it.Key] = new(crdt.HLL)
 			}
-			rd.ByReplica[id].Merge(h)
+			rd.ByReplica[it.Key].Merge(h)
 		}
-		if windowed && rd.SlotWidth == 0 {
-			rd.From, rd.To, rd.SlotWidth, rd.Closed = part.From, part.To, part.SlotWidth, part.Closed
+		if w := rp.Window; windowed && rd.SlotWidth == 0 && w != nil {
+			rd.From, rd.To, rd.SlotWidth, rd.Closed = time.UnixMilli(w.FromMs), time.UnixMilli(w.ToMs), time.Duration(w.SlotMs)*time.Millisecond, w.Closed
 		}
-		return nil
-	})
-	if err != nil {
-		return rd, 0, err
 	}
 	var missing shard.Set // the asked keys' shards no answer covered
 	for _, k := range keys {
