@@ -121,31 +121,6 @@ func (s *Server) holds(name string) bool {
 	return s.cfg.Shards == nil || s.cfg.Shards.Holds(shard.Of(name))
 }
 
-// gather asks the region's other replicas for r and calls each with
-// every 200 answer's body; it returns how many shards neither this
-// replica nor an answering one holds (0: the answers cover every key).
-func (s *Server) gather(r *http.Request, body []byte, each func(b []byte) error) (missing int, err error) {
-	covered, err := s.gatherCovered(r, body, each)
-	return shard.Count - covered.Len(), err
-}
-
-// gatherCovered is gather, returning the shards this replica and the
-// answering ones hold.
-func (s *Server) gatherCovered(r *http.Request, body []byte, each func(b []byte) error) (shard.Set, error) {
-	m := s.cfg.Shards.Map()
-	covered := m.Held(s.cfg.Replica.ID())
-	for _, g := range s.cfg.Shards.Gather(r, body) {
-		if g.Status != http.StatusOK {
-			continue
-		}
-		if err := each(g.Body); err != nil {
-			return covered, fmt.Errorf("gathered answer of %s: %w", g.Replica, err)
-		}
-		covered = covered.Or(m.Held(g.Replica))
-	}
-	return covered, nil
-}
-
 // forwardedKey marks a request a replica forwarded to this one over NATS
 // (WithForwarded): it is served here, never forwarded again, and was
 // rate-limited where it arrived. A context value, so no client can set it.

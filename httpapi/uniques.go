@@ -223,10 +223,11 @@ func (s *Server) readUniques(keys []string, fromMs, toMs int64, windowed bool) (
 	return s.rep.Uniques().Read(held)
 }
 
-// uniquesPart is a replica's answer to a union gathered from its region:
-// for the asked keys it holds, each writer's sketch (the union of that
-// writer's sketches of those keys) as HLL pages. It passes only between
-// the replicas of a region.
+// uniquesPart is a replica's answer to a union gathered from its region
+// as an HTTP request (by a replica of an older build; this one asks
+// tallyroute.AskUniques, uniquesReply): for the asked keys it holds,
+// each writer's sketch (the union of that writer's sketches of those
+// keys) as HLL pages. It passes only between the replicas of a region.
 type uniquesPart struct {
 	Keys      []string          `json:"keys"`
 	Sketches  map[string][]byte `json:"sketches"`
@@ -246,8 +247,9 @@ func writeUniquesPart(w http.ResponseWriter, rd region.UniqueRead) error {
 }
 
 // gatherUniques is a union of keys on several shards: this replica's
-// keys, and each other replica's part (uniquesPart) for the keys it
-// holds; missing counts the shards of keys no answer covered.
+// keys, and each other replica's writers' sketches of the keys it holds
+// (tallyroute.AskUniques); missing counts the shards of keys no reply
+// covered.
 func (s *Server) gatherUniques(r *http.Request, keys []string, fromMs, toMs int64, windowed bool) (region.UniqueRead, int, error) {
 	rd, err := s.readUniques(keys, fromMs, toMs, windowed)
 	if err != nil {
