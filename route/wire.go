@@ -79,7 +79,7 @@ type Request struct {
 	From string
 	// Shard is the shard the request is for: the receiver serves it only
 	// while it holds that shard (or, for a read, keeps it passively).
-	// Unused for KindGather.
+	// Unused (-1) for KindGather and KindQuestion.
 	Shard int
 	// DeadlineMs is when the sender stops waiting (unix ms): a receiver
 	// that picks the request up later drops it.
@@ -117,8 +117,9 @@ type Answer struct {
 	Kind AnswerKind
 	// Reason says why a request was NotServed.
 	Reason string
-	// Status and Header are an HTTP answer's; Body is its body, or the
-	// results of typed operations (MarshalResults).
+	// Status and Header are an HTTP answer's; Body is its body, the
+	// results of typed operations (MarshalResults), or a gathered read's
+	// Reply (MarshalReply).
 	Status int
 	Header [][2]string
 	Body   []byte
