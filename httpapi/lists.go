@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -191,18 +190,14 @@ func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	items := listEntries(l)
-	missing, err := s.gather(r, nil, func(b []byte) error {
-		var other api.UserLikes
-		if err := json.Unmarshal(b, &other); err != nil {
-			return err
+	replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskUserLikes, Key: user, After: after, N: int64(limit)})
+	for _, rp := range replies {
+		for _, it := range rp.Items {
+			items = append(items, api.ListEntry{ID: it.Key, At: hlcTime(crdt.HLC(it.HLC))})
 		}
-		items = append(items, other.Items...)
-		more = more || other.Next != ""
-		return nil
-	})
-	if err != nil {
-		return err
+		more = more || rp.More
 	}
+	missing := shard.Count - covered.Len()
 	slices.SortFunc(items, func(a, b api.ListEntry) int { return strings.Compare(a.ID, b.ID) })
 	items = slices.CompactFunc(items, func(a, b api.ListEntry) bool { return a.ID == b.ID })
 	out := api.UserLikes{User: user, Items: items, Partial: missing > 0, MissingShards: missing}
@@ -279,49 +274,48 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 			}
 			continue
 		}
-		rd, err := s.rep.Likes().Count(item)
+		it, approx, err := s.feedItem(item, req.User)
 		if err != nil {
 			return err
 		}
-		st, err := s.rep.Likes().State(item, req.User)
-		if err != nil {
-			return err
-		}
-		out.Approx = out.Approx || s.approx(rd, item)
-		out.Items = append(out.Items, api.FeedItem{Item: item, Count: rd.Value, Liked: st.Liked})
+		out.Approx = out.Approx || approx
+		out.Items = append(out.Items, it)
 	}
 	if len(elsewhere) > 0 {
-		if err := s.gatherFeed(r, req, &out, elsewhere); err != nil {
-			return err
-		}
+		s.gatherFeed(r, req, &out, elsewhere)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
+// feedItem reads item's like count and whether user likes it here, and
+// whether the count may move.
+func (s *Server) feedItem(item, user string) (api.FeedItem, bool, error) {
+	rd, err := s.rep.Likes().Count(item)
+	if err != nil {
+		return api.FeedItem{}, false, err
+	}
+	st, err := s.rep.Likes().State(item, user)
+	if err != nil {
+		return api.FeedItem{}, false, err
+	}
+	return api.FeedItem{Item: item, Count: rd.Value, Liked: st.Liked}, s.approx(rd, item), nil
+}
+
 // gatherFeed fills the feed's items of shards this replica does not hold
 // (out.Items[i] for i in elsewhere) from the region's other replicas.
-func (s *Server) gatherFeed(r *http.Request, req feedRequest, out *api.Feed, elsewhere []int) error {
-	var body []byte
-	if r.Method == http.MethodPost {
-		var err error
-		if body, err = json.Marshal(req); err != nil {
-			return fmt.Errorf("feed for the other replicas: %w", err)
-		}
+func (s *Server) gatherFeed(r *http.Request, req feedRequest, out *api.Feed, elsewhere []int) {
+	q := tallyroute.Question{Asked: tallyroute.AskFeed, Key: req.User, Keys: make([]string, len(elsewhere))}
+	for i, at := range elsewhere {
+		q.Keys[i] = out.Items[at].Item
 	}
+	replies, _ := s.ask(r.Context(), q)
 	got := map[string]api.FeedItem{}
-	if _, err := s.gather(r, body, func(b []byte) error {
-		var other api.Feed
-		if err := json.Unmarshal(b, &other); err != nil {
-			return err
+	for _, rp := range replies {
+		for _, it := range rp.Items {
+			got[it.Key] = api.FeedItem{Item: it.Key, Count: it.Count, Liked: it.Liked}
 		}
-		for _, it := range other.Items {
-			got[it.Item] = it
-		}
-		out.Approx = out.Approx || other.Approx
-		return nil
-	}); err != nil {
-		return err
+		out.Approx = out.Approx || rp.Approx
 	}
 	missing := shard.Set{}
 	for _, i := range elsewhere {
@@ -335,5 +329,4 @@ func (s *Server) gatherFeed(r *http.Request, req feedRequest, out *api.Feed, els
 	if n := missing.Len(); n > 0 {
 		out.Partial, out.MissingShards, out.Approx = true, out.MissingShards+n, true
 	}
-	return nil
 }

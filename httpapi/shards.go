@@ -44,6 +44,10 @@ type Shards interface {
 	// region, each answering from the shards it holds only, and returns
 	// the answers that came in time.
 	Gather(r *http.Request, body []byte) []Gathered
+	// Ask asks q, a gathered read, typed, of every other replica of the
+	// region, each answering from the shards it holds only, and returns
+	// the replies that came in time (question.go).
+	Ask(ctx context.Context, q tallyroute.Question) []Replied
 	// Apply runs ops, all of keys on shard s (or on shards of the same
 	// holders as s: an event batch's sub-batch), at a holder of s (this
 	// replica among them, in the map's preferred order; with primary,
@@ -125,31 +129,6 @@ func (s *Server) sharded(r *http.Request) bool {
 // the region is not sharded).
 func (s *Server) holds(name string) bool {
 	return s.cfg.Shards == nil || s.cfg.Shards.Holds(shard.Of(name))
-}
-
-// gather asks the region's other replicas for r and calls each with
-// every 200 answer's body; it returns how many shards neither this
-// replica nor an answering one holds (0: the answers cover every key).
-func (s *Server) gather(r *http.Request, body []byte, each func(b []byte) error) (missing int, err error) {
-	covered, err := s.gatherCovered(r, body, each)
-	return shard.Count - covered.Len(), err
-}
-
-// gatherCovered is gather, returning the shards this replica and the
-// answering ones hold.
-func (s *Server) gatherCovered(r *http.Request, body []byte, each func(b []byte) error) (shard.Set, error) {
-	m := s.cfg.Shards.Map()
-	covered := m.Held(s.cfg.Replica.ID())
-	for _, g := range s.cfg.Shards.Gather(r, body) {
-		if g.Status != http.StatusOK {
-			continue
-		}
-		if err := each(g.Body); err != nil {
-			return covered, fmt.Errorf("gathered answer of %s: %w", g.Replica, err)
-		}
-		covered = covered.Or(m.Held(g.Replica))
-	}
-	return covered, nil
 }
 
 // forwardedKey marks a request a replica forwarded to this one over NATS
@@ -269,15 +248,10 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 		self.Synced, self.Released = s.cfg.Shards.MoveState()
 		said[s.cfg.Replica.ID()] = self
 		if !gathered(r) {
-			for _, g := range s.cfg.Shards.Gather(r, nil) {
-				var theirs api.ShardMap
-				if g.Status != http.StatusOK || json.Unmarshal(g.Body, &theirs) != nil {
-					continue
-				}
-				for _, h := range theirs.Replicas {
-					if h.Replica == g.Replica {
-						said[g.Replica] = h
-					}
+			replies, _ := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskHolding})
+			for _, rp := range replies {
+				if h := rp.Holding; h != nil {
+					said[rp.Replica] = api.ShardHolding{URL: h.URL, MapRevision: h.MapRevision, Synced: h.Synced, Released: h.Released}
 				}
 			}
 		}

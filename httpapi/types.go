@@ -3,17 +3,16 @@ package httpapi
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
 	"github.com/tally-dev/tally/region"
+	tallyroute "github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -108,9 +107,9 @@ func (s *Server) getTypeTotal(w http.ResponseWriter, r *http.Request) error {
 		out.Shards = typeShardsJSON(sums)
 	}
 	if s.sharded(r) {
-		if out.MissingShards, err = s.gatherTypeSums(r, sums, nil); err != nil {
-			return err
-		}
+		replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskTypeTotal, Family: byte(kind), Key: name})
+		addTypeReplies(sums, replies)
+		out.MissingShards = shard.Count - covered.Len()
 		out.Partial = out.MissingShards > 0
 	}
 	total, anyApprox, _ := addTypeSums(sums)
@@ -149,25 +148,15 @@ func (s *Server) getTypeWindow(w http.ResponseWriter, r *http.Request) error {
 	if s.sharded(r) {
 		// Every holder reads the slots of the bounds read here, the
 		// current one's too, whatever its clock says.
-		pr := r.Clone(r.Context())
-		q := pr.URL.Query()
-		q.Del("last")
-		q.Set("from", strconv.FormatInt(win.From.UnixMilli(), 10))
-		q.Set("to", strconv.FormatInt(win.To.UnixMilli(), 10))
-		pr.URL.RawQuery, pr.RequestURI = q.Encode(), ""
-		same := func(b []byte) error {
-			var o api.TypeWindow
-			if err := json.Unmarshal(b, &o); err != nil {
-				return err
+		replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskTypeWindow, Family: byte(kind), Key: name,
+			FromMs: win.From.UnixMilli(), ToMs: win.To.UnixMilli(), Windowed: true})
+		for _, rp := range replies {
+			if rp.Window == nil || rp.Window.FromMs != win.From.UnixMilli() || rp.Window.ToMs != win.To.UnixMilli() {
+				return fmt.Errorf("gathered answer of %s: a holder read another window than [%v, %v)", rp.Replica, out.From, out.To)
 			}
-			if !o.From.Equal(out.From) || !o.To.Equal(out.To) {
-				return fmt.Errorf("a holder read the window [%v, %v), not [%v, %v)", o.From, o.To, out.From, out.To)
-			}
-			return nil
 		}
-		if out.MissingShards, err = s.gatherTypeSums(pr, sums, same); err != nil {
-			return err
-		}
+		addTypeReplies(sums, replies)
+		out.MissingShards = shard.Count - covered.Len()
 		out.Partial = out.MissingShards > 0
 	}
 	total, anyApprox, unreconciled := addTypeSums(sums)
@@ -231,38 +220,6 @@ func typeShardsJSON(sums map[int]region.TypeSum) []api.TypeTotalShard {
 	}
 	slices.SortFunc(out, func(a, b api.TypeTotalShard) int { return cmp.Compare(a.Shard, b.Shard) })
 	return out
-}
-
-// gatherTypeSums adds the sums of the shards the region's other
-// replicas hold to sums: each holder of a shard sums its keys alike; the
-// first sum of a shard heard counts, this replica's own first. check, if
-// not nil, vets each answer's body first. It returns how many shards no
-// answer covers.
-func (s *Server) gatherTypeSums(r *http.Request, sums map[int]region.TypeSum, check func(b []byte) error) (int, error) {
-	return s.gather(r, nil, func(b []byte) error {
-		if check != nil {
-			if err := check(b); err != nil {
-				return err
-			}
-		}
-		var other struct {
-			Shards []api.TypeTotalShard `json:"shards"`
-		}
-		if err := json.Unmarshal(b, &other); err != nil {
-			return err
-		}
-		for _, o := range other.Shards {
-			if _, ok := sums[o.Shard]; ok {
-				continue
-			}
-			var v crdt.Vector
-			for id, pn := range o.Replicas {
-				v = v.Set(id, crdt.PN{P: pn.P, N: pn.N})
-			}
-			sums[o.Shard] = region.TypeSum{Vector: v, Keys: o.Keys, Approx: o.Approx, Unreconciled: o.Unreconciled}
-		}
-		return nil
-	})
 }
 
 // addTypeSums adds the shards' sums up, entry by entry.

@@ -682,59 +682,31 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 	if prefix != "" && !crdt.ValidID(prefix) {
 		return newError(http.StatusBadRequest, frontdoor.CodeBadID, "prefix must be %s", frontdoor.IDRule)
 	}
-	var only func(string) bool
 	zone := get("region")
-	if zone != "" {
-		regions := s.regionOf()
-		known := false
-		for _, g := range regions {
-			known = known || g == zone
-		}
-		if !known {
-			return newError(http.StatusBadRequest, frontdoor.CodeUnknownZone, "no replica of region %s is known here", quoteShort(zone))
-		}
-		only = func(replica string) bool { return regions[replica] == zone }
-	}
-	tr, err := s.rep.Windows().Trending(kind, prefix, last, n, only)
+	tr, items, anyApprox, err := s.trending(kind, prefix, last, n, zone, meta)
 	if err != nil {
-		return windowErr(err)
+		return err
 	}
-	out := api.Trending{Kind: kind.String(), Window: window, Region: zone, Prefix: prefix, Items: []api.TrendingItem{},
+	out := api.Trending{Kind: kind.String(), Window: window, Region: zone, Prefix: prefix, Items: items,
 		Candidates: tr.Candidates, Capacity: tr.Capacity}
 	if !tr.AllTime {
 		from, to := tr.From.UTC(), tr.To.UTC()
 		out.From, out.To = &from, &to
 	}
-	anyApprox := false
-	for _, it := range tr.Items {
-		approx := s.approxError(kind, it.Key) > 0
-		anyApprox = anyApprox || approx
-		ti := api.TrendingItem{Item: it.Key, Count: it.Count, Approx: approx}
-		if meta {
-			ti.Meta = s.typeMeta(it.Key)
-		}
-		out.Items = append(out.Items, ti)
-	}
-	anyApprox = anyApprox || tr.PartsCut
 	if s.sharded(r) {
 		// Each replica ranks the whole keys of its shards exactly, so a
 		// key in the region's top n is in the top n of every replica
 		// holding it. A split item's parts rank apart: each replica
 		// sends those of its n split items of the largest sums, so the
 		// sums here are exact unless a replica had more (then approx).
-		missing, err := s.gather(r, nil, func(b []byte) error {
-			var other api.Trending
-			if err := json.Unmarshal(b, &other); err != nil {
-				return err
-			}
-			out.Items = append(out.Items, other.Items...)
-			out.Candidates += other.Candidates
-			anyApprox = anyApprox || other.Approx
-			return nil
-		})
-		if err != nil {
-			return err
-		}
+		replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskTrending, Family: byte(kind),
+			Key: prefix, Zone: zone, N: int64(n), SpanMs: last.Milliseconds()})
+		var candidates int
+		var approx bool
+		out.Items, candidates, approx = s.trendingItems(replies, out.Items, meta)
+		out.Candidates += candidates
+		anyApprox = anyApprox || approx
+		missing := shard.Count - covered.Len()
 		out.Items = topItems(out.Items, n)
 		out.Partial, out.MissingShards = missing > 0, missing
 	} else if !gathered(r) {
@@ -744,6 +716,45 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 	out.Approx, out.Final = moving || anyApprox || out.Partial, !tr.AllTime && tr.Closed && !moving && !out.Partial
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// trending ranks this replica's keys of family kind starting with
+// prefix over the last `last` (0: all time), counting only the replicas
+// of region zone ("": all; an unknown one is refused), and returns its
+// top n keys unmerged, each approx if it is an approximate counter
+// (with meta: its type's metadata), and whether any is, or its list of
+// split items was cut.
+func (s *Server) trending(kind region.Kind, prefix string, last time.Duration, n int, zone string,
+	meta bool) (region.Trending, []api.TrendingItem, bool, error) {
+	var only func(string) bool
+	if zone != "" {
+		regions := s.regionOf()
+		known := false
+		for _, g := range regions {
+			known = known || g == zone
+		}
+		if !known {
+			return region.Trending{}, nil, false, newError(http.StatusBadRequest, frontdoor.CodeUnknownZone,
+				"no replica of region %s is known here", quoteShort(zone))
+		}
+		only = func(replica string) bool { return regions[replica] == zone }
+	}
+	tr, err := s.rep.Windows().Trending(kind, prefix, last, n, only)
+	if err != nil {
+		return region.Trending{}, nil, false, windowErr(err)
+	}
+	items := []api.TrendingItem{}
+	anyApprox := tr.PartsCut
+	for _, it := range tr.Items {
+		approx := s.approxError(kind, it.Key) > 0
+		anyApprox = anyApprox || approx
+		ti := api.TrendingItem{Item: it.Key, Count: it.Count, Approx: approx}
+		if meta {
+			ti.Meta = s.typeMeta(it.Key)
+		}
+		items = append(items, ti)
+	}
+	return tr, items, anyApprox, nil
 }
 
 // topItems is the n items of the largest counts, each once (two holders

@@ -713,6 +713,8 @@ func sentKind(data []byte) string {
 		return "typed writes"
 	case req.Kind == route.KindGather:
 		return "gathered " + req.Method + " " + req.URI
+	case req.Kind == route.KindQuestion:
+		return "typed gathered " + req.Question.Asked.String()
 	}
 	return "whole " + req.Method + " " + req.URI
 }

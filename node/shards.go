@@ -218,6 +218,8 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 	var a route.Answer
 	if why := sr.notServed(req); why != "" {
 		a = route.Answer{Kind: route.NotServed, Reason: why}
+	} else if req.Kind == route.KindQuestion {
+		a = sr.serveQuestion(req, deadline) // question.go
 	} else if sr.chaosAckUnapplied && req.Kind != route.KindGather && req.Method != http.MethodGet && !reads(req) {
 		a = chaosUnapplied(req) // the chaos build's bug forwarded-ack-unapplied
 	} else if req.Kind == route.KindOps {
@@ -236,7 +238,7 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 // shard passively), or any before it accepts writes. A gathered read is
 // answered from whatever shards it holds.
 func (sr *shardRouter) notServed(req route.Request) string {
-	if req.Kind == route.KindGather {
+	if req.Kind == route.KindGather || req.Kind == route.KindQuestion {
 		return ""
 	}
 	if !sr.ready() {

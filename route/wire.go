@@ -56,8 +56,12 @@ const (
 	// KindOps is typed operations of one shard's keys (Request.Ops), for
 	// a holder; the answer's Body is their results (MarshalResults).
 	KindOps
+	// KindQuestion is a gathered read, typed (Request.Question), that
+	// every other replica of the region answers from the shards it holds;
+	// the answer's Body is its Reply (MarshalReply, question.go).
+	KindQuestion
 
-	numKinds = KindOps + 1
+	numKinds = KindQuestion + 1
 )
 
 // Bounds a decoder holds a Request or Answer to, so no length read from
@@ -75,7 +79,7 @@ type Request struct {
 	From string
 	// Shard is the shard the request is for: the receiver serves it only
 	// while it holds that shard (or, for a read, keeps it passively).
-	// Unused for KindGather.
+	// Unused (-1) for KindGather and KindQuestion.
 	Shard int
 	// DeadlineMs is when the sender stops waiting (unix ms): a receiver
 	// that picks the request up later drops it.
@@ -90,6 +94,9 @@ type Request struct {
 
 	// KindOps: the operations, in order.
 	Ops []Op
+
+	// KindQuestion: the gathered read asked.
+	Question *Question
 }
 
 // AnswerKind says how a receiver took a Request.
@@ -110,8 +117,9 @@ type Answer struct {
 	Kind AnswerKind
 	// Reason says why a request was NotServed.
 	Reason string
-	// Status and Header are an HTTP answer's; Body is its body, or the
-	// results of typed operations (MarshalResults).
+	// Status and Header are an HTTP answer's; Body is its body, the
+	// results of typed operations (MarshalResults), or a gathered read's
+	// Reply (MarshalReply).
 	Status int
 	Header [][2]string
 	Body   []byte
@@ -134,6 +142,9 @@ func (r *Request) Marshal() []byte {
 	for i := range r.Ops {
 		n += r.Ops[i].size()
 	}
+	if r.Question != nil {
+		n += r.Question.size()
+	}
 	b := make([]byte, 0, n)
 	b = append(b, Version, byte(r.Kind))
 	b = appendString(b, r.From)
@@ -152,6 +163,12 @@ func (r *Request) Marshal() []byte {
 		for i := range r.Ops {
 			b = r.Ops[i].append(b)
 		}
+	case KindQuestion:
+		q := r.Question
+		if q == nil {
+			q = &Question{}
+		}
+		b = q.append(b)
 	}
 	return b
 }
@@ -188,6 +205,8 @@ func UnmarshalRequest(b []byte) (Request, error) {
 			}
 			r.Ops = append(r.Ops, d.op())
 		}
+	case KindQuestion:
+		r.Question = d.question()
 	}
 	if d.err == nil && r.Shard < -1 {
 		d.fail("shard %d", r.Shard)
