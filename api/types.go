@@ -83,20 +83,6 @@ type TypeTotal struct {
 	// out.
 	Partial       bool `json:"partial,omitempty"`
 	MissingShards int  `json:"missing_shards,omitempty"`
-	// Shards is a sharded region's replica's answer to the replica that
-	// gathers the total: its sums per shard it holds.
-	Shards []TypeTotalShard `json:"shards,omitempty"`
-}
-
-// TypeTotalShard is the sum of the keys of one shard in TypeTotal.Shards.
-type TypeTotalShard struct {
-	Shard    int           `json:"shard"`
-	Keys     int           `json:"keys"`
-	Replicas map[string]PN `json:"replicas"`
-	Approx   bool          `json:"approx"`
-	// Unreconciled (TypeWindow): records of the shard's keys whose
-	// excess is not zero yet.
-	Unreconciled int `json:"unreconciled,omitempty"`
 }
 
 // TypeWindow answers GET /v1/types/{name}/window: the net change of an
@@ -126,10 +112,9 @@ type TypeWindow struct {
 	Unreconciled int  `json:"unreconciled,omitempty"`
 	// Mode is "approx" if some of the keys are approximate counters.
 	Mode string `json:"mode,omitempty"`
-	// Partial, MissingShards and Shards as for TypeTotal.
-	Partial       bool             `json:"partial,omitempty"`
-	MissingShards int              `json:"missing_shards,omitempty"`
-	Shards        []TypeTotalShard `json:"shards,omitempty"`
+	// Partial and MissingShards as for TypeTotal.
+	Partial       bool `json:"partial,omitempty"`
+	MissingShards int  `json:"missing_shards,omitempty"`
 }
 
 // EventType answers PUT and GET /v1/types/{name}: an event type's

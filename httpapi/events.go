@@ -124,7 +124,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request, importing bool) 
 		return err
 	}
 	s.hotOps(b.ops)
-	if s.cfg.Shards != nil && !forwarded(r) && !s.holdsAll(b.ops) {
+	if s.cfg.Shards != nil && !s.holdsAll(b.ops) {
 		// An import splits as a batch does, its increments carrying the
 		// keys derived here from their lines' bytes and occurrences in
 		// the whole batch (identical lines are on one shard, so a

@@ -38,7 +38,7 @@ func (s *Server) chaosSplitTwoParts() bool {
 	return s.cfg.Failpoints.On(failpoint.SplitTwoParts)
 }
 
-// chaosServeUnheld reports whether routeShard serves r here although this
+// chaosServeUnheld reports whether apply serves r here although this
 // replica does not hold its key's shard: a write, when the failpoint
 // ack-unheld-writes is armed (the replica then acknowledges it unstored).
 // Never outside a chaos build.

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/gorilla/mux"
-
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/frontdoor"
@@ -32,30 +30,6 @@ import (
 // partParam is the query parameter naming one part of a split item: GET
 // /v1/likes/{item}?part=k reads part k alone.
 const partParam = "part"
-
-// hotRoute is the name a request of split item (n parts) routes by, or
-// "" to serve it here: the user's part for a request naming a user (in
-// the path, or the body of DELETE /v1/likes/{item}), part k for ?part=k;
-// a read of the whole item is served here, gathering the parts.
-func (s *Server) hotRoute(r *http.Request, item string, n int, body []byte) string {
-	if u, ok := mux.Vars(r)["user"]; ok {
-		if user, err := url.PathUnescape(u); err == nil {
-			return s.actionName(item, user, r.Method == http.MethodDelete)
-		}
-		return "" // the handler answers 400
-	}
-	if body != nil {
-		var peek struct{ UserID string }
-		if json.Unmarshal(body, &peek) == nil && peek.UserID != "" {
-			return s.actionName(item, peek.UserID, r.Method == http.MethodDelete)
-		}
-		return "" // a bad body gets its 400 here
-	}
-	if k, ok, err := queryPart(r, n); ok && err == nil {
-		return crdt.PartName(item, k)
-	}
-	return ""
-}
 
 // hotName is the item name user's like of item is stored under: the
 // user's part of a split item, else item.

@@ -322,7 +322,7 @@ func (s *Server) limited(class, by string, wait time.Duration) error {
 func (s *Server) limitClient(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		l := s.limiter.Load()
-		if len(l.client) > 0 && !forwarded(r) { // limited where it arrived
+		if len(l.client) > 0 {
 			class := routeClass(r.Method, s.metrics.label(mux.CurrentRoute(r)))
 			if bs := l.client[class]; bs != nil {
 				if wait := bs.take(s.clientKey(r), 1, time.Now()); wait > 0 {

@@ -169,11 +169,9 @@ func (s *Server) likersAt(w http.ResponseWriter, r *http.Request, item, after st
 // many shards: each replica lists the page from its own, and the pages
 // merge by item.
 func (s *Server) getUserLikes(w http.ResponseWriter, r *http.Request) error {
-	if !s.sharded(r) {
+	if !s.sharded() {
 		return s.list(w, r, "user", s.rep.Lists().LikedItems, func(user string, items []api.ListEntry, next string) any {
-			if !gathered(r) {
-				partsAsItems(items)
-			}
+			partsAsItems(items)
 			return api.UserLikes{User: user, Items: items, Next: next}
 		})
 	}
@@ -256,22 +254,18 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 			return newError(http.StatusBadRequest, frontdoor.CodeBadID, "item %q: want an id of 1-%d of [A-Za-z0-9_.:@-]", item, crdt.MaxIDLen)
 		}
 		if n := s.cfg.Hot.Parts(item); n > 0 {
-			if !gathered(r) { // a gathered feed leaves split items to the replica gathering
-				it, err := s.hotFeedItem(r, item, req.User, n) // hot.go
-				if err != nil {
-					return err
-				}
-				out.Approx = out.Approx || it.approx
-				out.Partial = out.Partial || it.partial
-				out.Items = append(out.Items, it.FeedItem)
+			it, err := s.hotFeedItem(r, item, req.User, n) // hot.go
+			if err != nil {
+				return err
 			}
+			out.Approx = out.Approx || it.approx
+			out.Partial = out.Partial || it.partial
+			out.Items = append(out.Items, it.FeedItem)
 			continue
 		}
 		if !s.holds(item) {
-			if !gathered(r) { // a gathered feed answers its own items only
-				elsewhere = append(elsewhere, len(out.Items))
-				out.Items = append(out.Items, api.FeedItem{Item: item})
-			}
+			elsewhere = append(elsewhere, len(out.Items))
+			out.Items = append(out.Items, api.FeedItem{Item: item})
 			continue
 		}
 		it, approx, err := s.feedItem(item, req.User)

@@ -166,9 +166,8 @@ func (s *Server) RequireWrite(h http.Handler) http.Handler {
 func (s *Server) Public(h http.Handler) http.Handler { return &guard{s: s, next: h, passRead: true} }
 
 // guard is a route's handler behind its role's check. The check runs
-// where the request arrived: routeShard runs it before forwarding a
-// request to another replica, which then serves it unchecked
-// (forwarded), so a client's token never leaves the replica it reached.
+// where the request arrived, which hands only typed operations to other
+// replicas: a client's token never leaves the replica it reached.
 type guard struct {
 	s    *Server
 	next http.Handler
@@ -183,7 +182,7 @@ type guard struct {
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if g.check != nil && !forwarded(r) {
+	if g.check != nil {
 		if err := g.check(r); err != nil {
 			g.s.writeError(w, r, err)
 			return
@@ -197,14 +196,6 @@ func routeGuard(r *http.Request) *guard {
 	if rt := mux.CurrentRoute(r); rt != nil {
 		g, _ := rt.GetHandler().(*guard)
 		return g
-	}
-	return nil
-}
-
-// checkRoute runs the role check of r's route, if it has one.
-func checkRoute(r *http.Request) error {
-	if g := routeGuard(r); g != nil && g.check != nil {
-		return g.check(r)
 	}
 	return nil
 }
@@ -258,7 +249,7 @@ func (s *Server) requireRead(h http.Handler) http.Handler {
 		return [][][]byte{a.read, a.write, a.admin}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g := routeGuard(r); !forwarded(r) && (g == nil || !g.passRead) {
+		if g := routeGuard(r); g == nil || !g.passRead {
 			if err := check(r); err != nil {
 				s.writeError(w, r, err)
 				return

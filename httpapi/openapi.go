@@ -386,8 +386,8 @@ func route(op *openapi.Operation) {
 	if op.Path != "/metrics" {
 		more = append(more, frontdoor.CodeInternal)
 	}
-	// In a sharded region a request of one key may be forwarded
-	// (routeShard), and a write of several refused where not all are held.
+	// In a sharded region a request of one key may find no holder up,
+	// and a write of several refused where not all are held.
 	multi := op.Method == http.MethodGet && (op.Path == "/v1/window" || op.Path == "/v1/series" || op.Path == "/v1/uniques")
 	if strings.Contains(op.Path, "{item}") || strings.Contains(op.Path, "{key}") || op.Method == http.MethodPost && op.Path == "/v1/likes" || multi {
 		more = append(more, frontdoor.CodeShardUnavailable)

@@ -192,10 +192,7 @@ func (c Config) Validate() error {
 // Server is the HTTP API of one replica. It implements http.Handler and is
 // safe for concurrent use.
 type Server struct {
-	cfg Config
-	// typed: the routes ("METHOD template") whose writes and reads go to
-	// the router typed (apply, readAt), not forwarded whole.
-	typed   map[string]bool
+	cfg     Config
 	rep     *region.Replica
 	log     hclog.Logger
 	router  *mux.Router
@@ -288,35 +285,9 @@ func (s *Server) newRouter() *mux.Router {
 		return errNotFound
 	})
 	rt.MethodNotAllowedHandler = s.Handler(s.methodNotAllowed)
-	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody, s.clientTimeout, s.routeShard)
+	rt.Use(s.routeLabel, s.requireRead, s.limitClient, s.requireJSONBody, s.clientTimeout, s.servedBy)
 
 	item, user, key := "{item"+seg, "{user"+seg, "{key"+seg
-	// The routes whose handlers hand their operation to the router
-	// (apply, readAt) instead of being forwarded whole (routeShard).
-	s.typed = map[string]bool{
-		http.MethodPut + " /v1/likes/" + item + "/" + user:              true,
-		http.MethodDelete + " /v1/likes/" + item + "/" + user:           true,
-		http.MethodPost + " /v1/counters/" + key + "/incr":              true,
-		http.MethodPost + " /v1/likes/" + item + "/" + user + "/toggle": true,
-		http.MethodPost + " /v1/likes":                                  true,
-		http.MethodDelete + " /v1/likes/" + item:                        true,
-		http.MethodPost + " /v1/uniques/" + key:                         true,
-		http.MethodPost + " /v1/budgets/" + key + "/grant":              true,
-		http.MethodPost + " /v1/budgets/" + key + "/spend":              true,
-		http.MethodGet + " /v1/likes/" + item:                           true,
-		http.MethodGet + " /v1/likes/" + item + "/" + user:              true,
-		http.MethodGet + " /v1/likers/" + item:                          true,
-		http.MethodGet + " /v1/counters/" + key:                         true,
-		http.MethodGet + " /v1/budgets/" + key:                          true,
-		http.MethodGet + " /v1/likes/" + item + "/" + user + "/history": true,
-		http.MethodGet + " /v1/uniques/" + key:                          true,
-		http.MethodGet + " /v1/likes/" + item + "/window":               true,
-		http.MethodGet + " /v1/likes/" + item + "/series":               true,
-		http.MethodGet + " /v1/counters/" + key + "/window":             true,
-		http.MethodGet + " /v1/counters/" + key + "/series":             true,
-		http.MethodGet + " /v1/window":                                  true,
-		http.MethodGet + " /v1/series":                                  true,
-	}
 	w := s.RequireWrite
 
 	// The read of a like count first: the router tries routes in order,

@@ -1,15 +1,10 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-
-	"github.com/gorilla/mux"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/frontdoor"
@@ -36,14 +31,6 @@ type Shards interface {
 	// which so never miss a write it acknowledged (its own entries reach
 	// the new holders by the time the map settles), and forwards writes.
 	Passive(s int) bool
-	// Forward sends r, whose body is body, to a holder of shard s in this
-	// region and writes the holder's answer to w. It returns an error
-	// (nothing written) when no holder answers.
-	Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error
-	// Gather sends r, whose body is body, to every other replica of the
-	// region, each answering from the shards it holds only, and returns
-	// the answers that came in time.
-	Gather(r *http.Request, body []byte) []Gathered
 	// Ask asks q, a gathered read, typed, of every other replica of the
 	// region, each answering from the shards it holds only, and returns
 	// the replies that came in time (question.go).
@@ -79,13 +66,13 @@ type Shards interface {
 	Windows(ctx context.Context, s int, op tallyroute.Op) (tallyroute.Windows, string, error)
 }
 
-// ErrNoHolder is what Shards.Forward returns (wrapped) when no holder of
-// the shard is up to take the request: nothing was applied. Any other
-// error of Forward is a holder that did not answer in time, which may
-// still apply a write.
+// ErrNoHolder is what the router's calls return (wrapped) when no
+// holder of the shard is up to take the request: nothing was applied.
+// Any other error of Apply is a holder that did not answer in time,
+// which may still apply a write.
 var ErrNoHolder = tallyroute.ErrNoHolder
 
-// forwardError is the answer to a request Forward could not complete.
+// forwardError is the answer to a request no holder served.
 func forwardError(sh int, err error) error {
 	if errors.Is(err, ErrNoHolder) {
 		return newError(http.StatusServiceUnavailable, frontdoor.CodeShardUnavailable,
@@ -95,35 +82,9 @@ func forwardError(sh int, err error) error {
 		Msg: fmt.Sprintf("the replica holding shard %d did not answer in time: a write may or may not have applied (%v)", sh, err)}
 }
 
-// Gathered is one replica's answer to a gathered request.
-type Gathered struct {
-	Replica string
-	Status  int
-	Body    []byte
-}
-
-// gatheredKey marks a request another replica gathers from every replica
-// of the region (WithGathered): answer from this replica's shards only.
-type gatheredKey struct{}
-
-// WithGathered marks ctx as carrying a request another replica gathers
-// from every replica of the region: it is answered from this replica's
-// own shards, and never gathered again.
-func WithGathered(ctx context.Context) context.Context {
-	return context.WithValue(WithForwarded(ctx), gatheredKey{}, true)
-}
-
-func gathered(r *http.Request) bool {
-	v, _ := r.Context().Value(gatheredKey{}).(bool)
-	return v
-}
-
-// sharded reports whether r is answered from more shards than this
-// replica holds: a read of many keys in a sharded region, not itself a
-// gathered one.
-func (s *Server) sharded(r *http.Request) bool {
-	return s.cfg.Shards != nil && !gathered(r)
-}
+// sharded reports whether reads of many keys are answered from more
+// shards than this replica holds: in a sharded region.
+func (s *Server) sharded() bool { return s.cfg.Shards != nil }
 
 // holds reports whether this replica holds name's shard (always, when
 // the region is not sharded).
@@ -131,110 +92,21 @@ func (s *Server) holds(name string) bool {
 	return s.cfg.Shards == nil || s.cfg.Shards.Holds(shard.Of(name))
 }
 
-// forwardedKey marks a request a replica forwarded to this one over NATS
-// (WithForwarded): it is served here, never forwarded again, and was
-// rate-limited where it arrived. A context value, so no client can set it.
-type forwardedKey struct{}
-
-// WithForwarded marks ctx as carrying a request another replica of the
-// region forwarded to this one, a holder of its key's shard.
-func WithForwarded(ctx context.Context) context.Context {
-	return context.WithValue(ctx, forwardedKey{}, true)
-}
-
-func forwarded(r *http.Request) bool {
-	v, _ := r.Context().Value(forwardedKey{}).(bool)
-	return v
-}
-
 // ServedByHeader names the replica that served a request: the one it
 // arrived at, or the holder it was forwarded to.
 const ServedByHeader = "Tally-Served-By"
 
-// routeShard sends a request for a key on a shard this replica does not
-// hold to a holder: the key is the route's {item} or {key}, or the
-// videoId/item of a POST /v1/likes body. One hop at most: a forwarded
-// request is served where it lands. Requests of several keys (event
-// batches, cashback) are served here, and their writes refused unless
-// this replica holds every key (region.ErrNotHeld).
-func (s *Server) routeShard(next http.Handler) http.Handler {
+// servedBy names this replica in every answer of a sharded region
+// (ServedByHeader); where a holder served the request's operation, the
+// handler names the holder instead. Nothing is forwarded whole: each
+// handler parses and checks its request here and hands its typed
+// operations to the router (Server.apply, readAt and their siblings).
+func (s *Server) servedBy(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Shards == nil { // unsharded: nothing to route, nobody to name
-			next.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set(ServedByHeader, s.cfg.Replica.ID())
-		if forwarded(r) || s.typedRoute(r) {
-			// Forwarded: served where it lands. Typed: the handler
-			// parses it here and hands its operation to the router
-			// (Server.apply).
-			next.ServeHTTP(w, r)
-			return
-		}
-		vars := mux.Vars(r)
-		name, ok := vars["item"]
-		if !ok {
-			name, ok = vars["key"]
-		}
-		var body []byte
-		if !ok && r.Method == http.MethodPost && r.URL.Path == "/v1/likes" {
-			var err error
-			if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)); err != nil {
-				s.writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			var peek struct{ VideoID, Item, UserID string }
-			if json.Unmarshal(body, &peek) == nil { // a bad body gets its 400 from the handler
-				name = peek.VideoID + peek.Item
-				ok = name != ""
-				if ok && peek.UserID != "" {
-					name = s.hotName(name, peek.UserID) // a split item's: the user's part
-				}
-			}
-		} else if item, isItem := vars["item"]; isItem && len(s.cfg.Hot) > 0 {
-			if parts := s.cfg.Hot.Parts(item); parts > 0 {
-				// A split item: the user's part, or part ?part=k, or
-				// served here, gathering the parts.
-				if r.Method == http.MethodDelete {
-					var err error
-					if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)); err != nil {
-						s.writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
-						return
-					}
-					r.Body = io.NopCloser(bytes.NewReader(body))
-				}
-				name = s.hotRoute(r, item, parts, body)
-				ok = name != ""
-			}
-		}
-		if !ok {
-			next.ServeHTTP(w, r)
-			return
-		}
-		sh := shard.Of(name)
-		if s.cfg.Shards.Holds(sh) || s.chaosServeUnheld(r) || r.Method == http.MethodGet && s.cfg.Shards.Passive(sh) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if body == nil && r.Body != nil && r.Method != http.MethodGet {
-			var err error
-			if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)); err != nil {
-				s.writeError(w, r, jsonError(err, s.cfg.MaxBodyBytes))
-				return
-			}
-		}
-		// The route's token is checked here, where the client came in: it
-		// is not forwarded, and the holder serves what it is sent.
-		if err := checkRoute(r); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		w.Header().Del(ServedByHeader) // the holder's answer says who served it
-		if err := s.cfg.Shards.Forward(w, r, body, sh); err != nil {
+		if s.cfg.Shards != nil { // unsharded: nobody to name
 			w.Header().Set(ServedByHeader, s.cfg.Replica.ID())
-			s.writeError(w, r, forwardError(sh, err))
 		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -247,12 +119,10 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 		self := api.ShardHolding{URL: s.cfg.Shards.URL(), MapRevision: m.Revision}
 		self.Synced, self.Released = s.cfg.Shards.MoveState()
 		said[s.cfg.Replica.ID()] = self
-		if !gathered(r) {
-			replies, _ := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskHolding})
-			for _, rp := range replies {
-				if h := rp.Holding; h != nil {
-					said[rp.Replica] = api.ShardHolding{URL: h.URL, MapRevision: h.MapRevision, Synced: h.Synced, Released: h.Released}
-				}
+		replies, _ := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskHolding})
+		for _, rp := range replies {
+			if h := rp.Holding; h != nil {
+				said[rp.Replica] = api.ShardHolding{URL: h.URL, MapRevision: h.MapRevision, Synced: h.Synced, Released: h.Released}
 			}
 		}
 	}
@@ -275,26 +145,12 @@ func (s *Server) getShards(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// typedRoute reports whether r's route hands its operations to the router
-// (Server.apply, Server.readAt) rather than being forwarded whole: the
-// single-key writes and reads (Server.typed). A split item's count or
-// likers reads its parts that way too, here (hot.go): each part for a
-// whole item's read, or part ?part=k alone.
-func (s *Server) typedRoute(r *http.Request) bool {
-	route := mux.CurrentRoute(r)
-	if route == nil {
-		return false
-	}
-	tmpl, err := route.GetPathTemplate()
-	return err == nil && s.typed[r.Method+" "+tmpl]
-}
-
 // readsElsewhere reports whether a read of name is answered by a holder
 // of its shard, sent typed (Server.readAt), rather than from this
-// replica's view: in a sharded region, a read that arrived from a client
-// (not forwarded whole) of a shard this replica neither holds nor keeps.
+// replica's view: in a sharded region, a read of a shard this replica
+// neither holds nor keeps.
 func (s *Server) readsElsewhere(r *http.Request, name string) bool {
-	if s.cfg.Shards == nil || forwarded(r) {
+	if s.cfg.Shards == nil {
 		return false
 	}
 	sh := shard.Of(name)

@@ -1,12 +1,10 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
@@ -103,10 +101,7 @@ func (s *Server) getTypeTotal(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("type total: %w", err)
 	}
 	out := api.TypeTotal{Type: name, Kind: kind.String()}
-	if gathered(r) {
-		out.Shards = typeShardsJSON(sums)
-	}
-	if s.sharded(r) {
+	if s.cfg.Shards != nil {
 		replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskTypeTotal, Family: byte(kind), Key: name})
 		addTypeReplies(sums, replies)
 		out.MissingShards = shard.Count - covered.Len()
@@ -142,10 +137,7 @@ func (s *Server) getTypeWindow(w http.ResponseWriter, r *http.Request) error {
 		return windowErr(err)
 	}
 	out := api.TypeWindow{Type: name, Kind: kind.String(), From: win.From.UTC(), To: win.To.UTC(), SlotWidth: fmtSpan(win.SlotWidth)}
-	if gathered(r) {
-		out.Shards = typeShardsJSON(sums)
-	}
-	if s.sharded(r) {
+	if s.cfg.Shards != nil {
 		// Every holder reads the slots of the bounds read here, the
 		// current one's too, whatever its clock says.
 		replies, covered := s.ask(r.Context(), tallyroute.Question{Asked: tallyroute.AskTypeWindow, Family: byte(kind), Key: name,
@@ -208,18 +200,6 @@ func (s *Server) typeShardOf() func(string) (int, bool) {
 		return nil
 	}
 	return func(key string) (int, bool) { sh := shard.Of(key); return sh, s.cfg.Shards.Holds(sh) }
-}
-
-// typeShardsJSON is a holder's answer to the replica gathering a type's
-// sums: its sums per shard it holds.
-func typeShardsJSON(sums map[int]region.TypeSum) []api.TypeTotalShard {
-	out := make([]api.TypeTotalShard, 0, len(sums))
-	for sh, sum := range sums {
-		out = append(out, api.TypeTotalShard{Shard: sh, Keys: sum.Keys, Replicas: replicasJSON(sum.Vector), Approx: sum.Approx,
-			Unreconciled: sum.Unreconciled})
-	}
-	slices.SortFunc(out, func(a, b api.TypeTotalShard) int { return cmp.Compare(a.Shard, b.Shard) })
-	return out
 }
 
 // addTypeSums adds the shards' sums up, entry by entry.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tally-dev/tally/api"
 	"github.com/tally-dev/tally/crdt"
@@ -96,18 +94,27 @@ func (s *Server) getUniquesUnion(w http.ResponseWriter, r *http.Request) error {
 	if list == "" {
 		return newError(http.StatusBadRequest, frontdoor.CodeMissingField, "give keys=a,b,c (1 to %d keys)", region.MaxUniqueKeys)
 	}
-	keys := strings.Split(list, ",")
+	keys, err := unionKeys(strings.Split(list, ","))
+	if err != nil {
+		return err
+	}
+	return s.uniques(w, r, keys)
+}
+
+// unionKeys checks the keys of a union and returns them sorted, each
+// once.
+func unionKeys(keys []string) ([]string, error) {
 	if len(keys) > region.MaxUniqueKeys {
-		return newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%d keys; at most %d", len(keys), region.MaxUniqueKeys)
+		return nil, newError(http.StatusBadRequest, frontdoor.CodeBadRequest, "%d keys; at most %d", len(keys), region.MaxUniqueKeys)
 	}
 	for _, k := range keys {
 		if err := checkID("key", k); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	keys = slices.Clone(keys)
 	slices.Sort(keys)
-	keys = slices.Compact(keys)
-	return s.uniques(w, r, keys)
+	return slices.Compact(keys), nil
 }
 
 func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) error {
@@ -120,34 +127,41 @@ func (s *Server) uniques(w http.ResponseWriter, r *http.Request, keys []string) 
 	if err != nil {
 		return err
 	}
-	uq := tallyroute.UniqueQuery{Keys: keys, Windowed: windowed, FromMs: fromMs, ToMs: toMs, ByRegion: byRegion}
-	if gathered(r) {
-		rd, err := s.readUniques(keys, fromMs, toMs, windowed)
-		if err != nil {
-			return windowErr(err)
-		}
-		return writeUniquesPart(w, rd)
+	out, err := s.countUniques(r.Context(), w, tallyroute.UniqueQuery{Keys: keys, Windowed: windowed, FromMs: fromMs, ToMs: toMs, ByRegion: byRegion})
+	if err != nil {
+		return err
 	}
-	var u tallyroute.Uniques
-	var missing int // shards of keys nobody answered for
-	switch sh, elsewhere := s.uniquesElsewhere(keys); {
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// countUniques answers q, its keys checked, sorted and once each: read
+// here, at a holder of their one shard, or, over several shards, here
+// and at a holder of each other shard, merged (unionUniques). The answer
+// names who served it in w's header (ServedByHeader).
+func (s *Server) countUniques(ctx context.Context, w http.ResponseWriter, q tallyroute.UniqueQuery) (api.Uniques, error) {
+	var (
+		u       tallyroute.Uniques
+		missing int // shards of keys nobody answered for
+		err     error
+	)
+	switch sh, elsewhere := s.uniquesElsewhere(q.Keys); {
 	case elsewhere:
 		// Keys of one shard another replica holds: a holder reads them,
 		// sent typed, and its answer is rendered here.
-		u, err = s.uniquesAt(r.Context(), w, sh, uq)
-	case s.cfg.Shards == nil || !slices.ContainsFunc(keys, func(k string) bool { return !s.holds(k) }):
+		u, err = s.uniquesAt(ctx, w, sh, q)
+	case s.cfg.Shards == nil || !slices.ContainsFunc(q.Keys, func(k string) bool { return !s.holds(k) }):
 		var rd region.UniqueRead
-		if rd, err = s.readUniques(keys, fromMs, toMs, windowed); err == nil {
-			u = tallyroute.CountUniques(rd, uq, s.regionOf(), slices.ContainsFunc(keys, s.staleFor))
+		if rd, err = s.readUniques(q.Keys, q.FromMs, q.ToMs, q.Windowed); err == nil {
+			u = tallyroute.CountUniques(rd, q, s.regionOf(), slices.ContainsFunc(q.Keys, s.staleFor))
 		}
 	default:
-		u, missing, err = s.unionUniques(r.Context(), uq)
+		u, missing, err = s.unionUniques(ctx, q)
 	}
 	if err != nil {
-		return windowErr(err)
+		return api.Uniques{}, windowErr(err)
 	}
-	writeJSON(w, http.StatusOK, renderUniques(keys, &u, missing))
-	return nil
+	return renderUniques(q.Keys, &u, missing), nil
 }
 
 // uniquesElsewhere reports whether keys, read from a client in a sharded
@@ -239,30 +253,6 @@ func (s *Server) readUniques(keys []string, fromMs, toMs int64, windowed bool) (
 	return s.rep.Uniques().Read(held)
 }
 
-// uniquesPart is a replica's answer to a union gathered from its region
-// (route.KindGather) by a replica of an earlier release: for the asked
-// keys it holds, each writer's sketch (the union of that writer's
-// sketches of those keys) as HLL pages. It passes only between the
-// replicas of a region. This release asks a holder of each shard instead
-// (unionUniques) and only answers it, until KindGather goes.
-type uniquesPart struct {
-	Keys      []string          `json:"keys"`
-	Sketches  map[string][]byte `json:"sketches"`
-	From      time.Time         `json:"from"`
-	To        time.Time         `json:"to"`
-	SlotWidth time.Duration     `json:"slot_width"`
-	Closed    bool              `json:"closed"`
-}
-
-func writeUniquesPart(w http.ResponseWriter, rd region.UniqueRead) error {
-	part := uniquesPart{Sketches: map[string][]byte{}, From: rd.From, To: rd.To, SlotWidth: rd.SlotWidth, Closed: rd.Closed}
-	for id, h := range rd.ByReplica {
-		part.Sketches[id] = appendHLL(nil, h)
-	}
-	writeJSON(w, http.StatusOK, part)
-	return nil
-}
-
 // unionUniques is q, a union of keys on several shards not all held
 // here: the keys this replica holds read here, and each other shard's
 // keys read at a holder of it, sent typed with each replica's sketch
@@ -328,67 +318,14 @@ func (s *Server) unionUniques(ctx context.Context, q tallyroute.UniqueQuery) (ta
 	return tallyroute.CountUniques(rd, q, regionOf, stale), missing, nil
 }
 
-// appendHLL writes h's nonzero pages, each as its number and its page
-// encoding (crdt.AppendHLLPage, which carries its own length).
-func appendHLL(dst []byte, h *crdt.HLL) []byte {
-	for i := range crdt.HLLPages {
-		if p := h.Page(i); !p.IsZero() {
-			dst = binary.AppendUvarint(dst, uint64(i))
-			enc := crdt.AppendHLLPage(nil, p)
-			dst = binary.AppendUvarint(dst, uint64(len(enc)))
-			dst = append(dst, enc...)
-		}
-	}
-	return dst
-}
-
-// decodeHLL reads what appendHLL writes.
-func decodeHLL(b []byte) (*crdt.HLL, error) {
-	h := new(crdt.HLL)
-	for len(b) > 0 {
-		i, n := binary.Uvarint(b)
-		if n <= 0 || i >= crdt.HLLPages {
-			return nil, fmt.Errorf("sketch part: bad page number")
-		}
-		b = b[n:]
-		l, n := binary.Uvarint(b)
-		if n <= 0 || l > uint64(len(b)-n) {
-			return nil, fmt.Errorf("sketch part: bad page length")
-		}
-		b = b[n:]
-		var p crdt.HLLPage
-		if err := crdt.DecodeHLLPage(b[:l], &p); err != nil {
-			return nil, fmt.Errorf("sketch part: %w", err)
-		}
-		h.MergePage(int(i), &p)
-		b = b[l:]
-	}
-	return h, nil
-}
-
 // UniquesUnion is GET /v1/uniques?keys=a,b,c for another front door of this
 // replica that authenticated and rate-limited its client already (RESP's
-// PFCOUNT over keys of several shards): the same read, served in this
-// process, its keys of shards held elsewhere read at their holders, sent
-// typed (uniquesAt, unionUniques).
+// PFCOUNT over keys of several shards): the same read (countUniques),
+// its keys of shards held elsewhere read at their holders, sent typed.
 func (s *Server) UniquesUnion(ctx context.Context, keys []string) (api.Uniques, error) {
-	q := url.Values{"keys": {strings.Join(keys, ",")}}
-	r, err := http.NewRequestWithContext(WithForwarded(ctx), http.MethodGet, "/v1/uniques?"+q.Encode(), nil)
+	keys, err := unionKeys(keys)
 	if err != nil {
 		return api.Uniques{}, err
 	}
-	rec := NewRecorder()
-	s.ServeHTTP(rec, r)
-	if rec.Status() != http.StatusOK {
-		var e api.Error
-		if json.Unmarshal(rec.Body(), &e) != nil || e.Code == "" {
-			e = api.Error{Code: frontdoor.CodeInternal, Error: fmt.Sprintf("the union answered http %d", rec.Status())}
-		}
-		return api.Uniques{}, &apiError{Status: rec.Status(), Code: e.Code, Msg: e.Error}
-	}
-	var out api.Uniques
-	if err := json.Unmarshal(rec.Body(), &out); err != nil {
-		return api.Uniques{}, fmt.Errorf("decode the union's answer: %w", err)
-	}
-	return out, nil
+	return s.countUniques(ctx, NewRecorder(), tallyroute.UniqueQuery{Keys: keys})
 }

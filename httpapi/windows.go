@@ -693,7 +693,7 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		from, to := tr.From.UTC(), tr.To.UTC()
 		out.From, out.To = &from, &to
 	}
-	if s.sharded(r) {
+	if s.sharded() {
 		// Each replica ranks the whole keys of its shards exactly, so a
 		// key in the region's top n is in the top n of every replica
 		// holding it. A split item's parts rank apart: each replica
@@ -709,7 +709,7 @@ func (s *Server) getTrending(w http.ResponseWriter, r *http.Request) error {
 		missing := shard.Count - covered.Len()
 		out.Items = topItems(out.Items, n)
 		out.Partial, out.MissingShards = missing > 0, missing
-	} else if !gathered(r) {
+	} else {
 		out.Items = topItems(out.Items, n) // the parts of a split item as the item
 	}
 	moving := s.cfg.Replication != nil && s.cfg.Replication.Stale()

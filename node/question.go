@@ -24,8 +24,8 @@ type answerer interface {
 // serveQuestion answers a gathered read with the API's answerer, under
 // the sender's deadline.
 func (sr *shardRouter) serveQuestion(req route.Request, deadline time.Time) route.Answer {
-	qa, ok := sr.api.(answerer)
-	if !ok || req.Question == nil {
+	qa := sr.api
+	if qa == nil || req.Question == nil {
 		return route.Answer{Kind: route.NotServed, Reason: "no gathered reads here"}
 	}
 	ctx, cancel := context.WithDeadline(sr.ctx, deadline)
@@ -33,6 +33,11 @@ func (sr *shardRouter) serveQuestion(req route.Request, deadline time.Time) rout
 	r := qa.AnswerQuestion(ctx, req.Question)
 	return route.Answer{Kind: route.Served, Body: route.MarshalReply(&r)}
 }
+
+// gatherTimeout bounds how long a gathered read waits for the region's
+// other replicas: a replica that does not answer by then is left out,
+// and the read says partial.
+const gatherTimeout = 2 * time.Second
 
 // Ask asks q of every other replica of the region at once and returns
 // the replies that came within gatherTimeout; a replica that did not

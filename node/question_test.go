@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,9 +11,8 @@ import (
 	"github.com/tally-dev/tally/route"
 )
 
-// answering is an API that answers gathered reads with answer.
+// answering answers gathered reads with answer.
 type answering struct {
-	http.Handler
 	answer func(ctx context.Context, q *route.Question) route.Reply
 }
 
@@ -28,13 +26,12 @@ func (a answering) AnswerQuestion(ctx context.Context, q *route.Question) route.
 func TestAskGathersTypedReplies(t *testing.T) {
 	conn, m := threeReplicas(t)
 	release := make(chan struct{})
-	var stall atomic.Bool // us-3 does not reply in time
-	apis := map[string]http.Handler{
-		"us-1": servedBy("us-1"),
-		"us-2": answering{servedBy("us-2"), func(_ context.Context, q *route.Question) route.Reply {
+	var stall atomic.Bool        // us-3 does not reply in time
+	apis := map[string]answerer{ // us-1 answers none
+		"us-2": answering{func(_ context.Context, q *route.Question) route.Reply {
 			return route.Reply{Candidates: q.N, Items: []route.ReplyItem{{Key: q.Key + "@us-2", Count: 7}}}
 		}},
-		"us-3": answering{servedBy("us-3"), func(context.Context, *route.Question) route.Reply {
+		"us-3": answering{func(context.Context, *route.Question) route.Reply {
 			if stall.Load() { // then a good reply, too late
 				select {
 				case <-release:

@@ -61,7 +61,7 @@ import (
 //	                              of maps
 //	wire                          what went over the wire between the
 //	                              replicas since the last wire: typed
-//	                              reads or writes, or a whole HTTP request
+//	                              reads or writes, or a typed gathered read
 //	counter KEY                   the value of a counter at each replica
 //	                              keeping its shard (serving, joining,
 //	                              leaving it)
@@ -700,8 +700,8 @@ func (m memTransport) Request(ctx context.Context, replica string, data []byte) 
 	return a.Marshal(), nil
 }
 
-// sentKind says what a forwarded request is: typed reads or writes, a
-// whole HTTP request, or a gathered one.
+// sentKind says what a forwarded request is: typed reads or writes, or
+// a typed gathered read.
 func sentKind(data []byte) string {
 	req, err := route.UnmarshalRequest(data)
 	switch {
@@ -711,12 +711,10 @@ func sentKind(data []byte) string {
 		return "typed reads"
 	case req.Kind == route.KindOps:
 		return "typed writes"
-	case req.Kind == route.KindGather:
-		return "gathered " + req.Method + " " + req.URI
 	case req.Kind == route.KindQuestion:
 		return "typed gathered " + req.Question.Asked.String()
 	}
-	return "whole " + req.Method + " " + req.URI
+	return fmt.Sprintf("kind %d", req.Kind)
 }
 
 // memShardMaps is a store of shard maps in memory, as the shard map

@@ -1,12 +1,10 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +13,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 
-	"github.com/tally-dev/tally/httpapi"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/route"
@@ -49,7 +46,7 @@ type shardRouter struct {
 	// at once.
 	accepted <-chan struct{}
 
-	api http.Handler // set by serve
+	api answerer // gathered reads' answers (question.go); set by serve
 	// do runs region operations with this replica's writer (ops.go), and
 	// rep answers typed reads (route.Read); both set once the replica is
 	// open.
@@ -146,9 +143,9 @@ func (sr *shardRouter) ready() bool {
 	}
 }
 
-// serve answers the requests forwarded to this replica: HTTP with api,
-// typed operations with the replica (ops.go).
-func (sr *shardRouter) serve(api http.Handler) error {
+// serve answers the requests forwarded to this replica: typed operations
+// with the replica (ops.go), gathered reads with api (question.go).
+func (sr *shardRouter) serve(api answerer) error {
 	sr.api = api
 	sub, err := sr.nc.Subscribe(route.Subject(sr.region, sr.self), sr.onRequest)
 	if err != nil {
@@ -220,15 +217,13 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 		a = route.Answer{Kind: route.NotServed, Reason: why}
 	} else if req.Kind == route.KindQuestion {
 		a = sr.serveQuestion(req, deadline) // question.go
-	} else if sr.chaosAckUnapplied && req.Kind != route.KindGather && req.Method != http.MethodGet && !reads(req) {
+	} else if sr.chaosAckUnapplied && !reads(req) {
 		a = chaosUnapplied(req) // the chaos build's bug forwarded-ack-unapplied
-	} else if req.Kind == route.KindOps {
+	} else {
 		var ok bool
 		if a, ok = sr.serveOps(req, deadline); !ok {
 			return route.Answer{}, false // maybe applied: the sender's timeout says so
 		}
-	} else {
-		a = sr.serveHTTP(req, deadline)
 	}
 	return a, true
 }
@@ -238,7 +233,7 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 // shard passively), or any before it accepts writes. A gathered read is
 // answered from whatever shards it holds.
 func (sr *shardRouter) notServed(req route.Request) string {
-	if req.Kind == route.KindGather || req.Kind == route.KindQuestion {
+	if req.Kind == route.KindQuestion {
 		return ""
 	}
 	if !sr.ready() {
@@ -247,60 +242,20 @@ func (sr *shardRouter) notServed(req route.Request) string {
 	if req.Shard < 0 || req.Shard >= shard.Count {
 		return fmt.Sprintf("no shard %d", req.Shard)
 	}
-	read := req.Kind == route.KindHTTP && req.Method == http.MethodGet || reads(req)
-	if !sr.Holds(req.Shard) && !(read && sr.Passive(req.Shard)) {
+	if !sr.Holds(req.Shard) && !(reads(req) && sr.Passive(req.Shard)) {
 		return fmt.Sprintf("shard %d is not held here", req.Shard)
 	}
 	return ""
 }
 
-// serveHTTP runs a forwarded HTTP request through the API, marked
-// forwarded (or gathered) in its context: no client can set those marks.
-func (sr *shardRouter) serveHTTP(req route.Request, deadline time.Time) route.Answer {
-	ctx := httpapi.WithForwarded(sr.ctx)
-	if req.Kind == route.KindGather {
-		ctx = httpapi.WithGathered(sr.ctx)
-	}
-	// The sender's deadline bounds the request here too: the writer does
-	// not apply ops whose deadline has passed (region.Replica.Do).
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	r, err := http.NewRequestWithContext(ctx, req.Method, req.URI, bytes.NewReader(req.Body))
-	if err != nil {
-		return route.Answer{Kind: route.Served, Status: http.StatusBadRequest}
-	}
-	r.RemoteAddr = req.Remote
-	if req.ContentType != "" {
-		r.Header.Set("Content-Type", req.ContentType)
-	}
-	if req.IdempotencyKey != "" {
-		r.Header.Set("Idempotency-Key", req.IdempotencyKey)
-	}
-	rec := httpapi.NewRecorder()
-	sr.api.ServeHTTP(rec, r)
-	a := route.Answer{Kind: route.Served, Status: rec.Status(), Body: rec.Body()}
-	for k, vs := range rec.Header() {
-		for _, v := range vs {
-			if len(a.Header) < route.MaxHeader {
-				a.Header = append(a.Header, [2]string{k, v})
-			}
-		}
-	}
-	return a
-}
-
-// chaosUnapplied is what the bug forwarded-ack-unapplied answers a
-// forwarded write, having applied nothing: served.
+// chaosUnapplied is what the bug forwarded-ack-unapplied answers
+// forwarded writes, having applied none: each applied.
 func chaosUnapplied(req route.Request) route.Answer {
-	if req.Kind == route.KindOps {
-		rs := make([]route.Result, len(req.Ops))
-		for i := range rs {
-			rs[i].Liked, rs[i].Changed = req.Ops[i].Kind == route.OpLike, true
-		}
-		return route.Answer{Kind: route.Served, Body: route.MarshalResults(rs)}
+	rs := make([]route.Result, len(req.Ops))
+	for i := range rs {
+		rs[i].Liked, rs[i].Changed = req.Ops[i].Kind == route.OpLike, true
 	}
-	return route.Answer{Kind: route.Served, Status: http.StatusOK,
-		Header: [][2]string{{"Content-Type", "application/json"}}, Body: []byte(`{"ok":true,"liked":true,"changed":true}`)}
+	return route.Answer{Kind: route.Served, Body: route.MarshalResults(rs)}
 }
 
 // reads reports whether req is typed reads only (route.OpKind.Read).
@@ -310,15 +265,6 @@ func reads(req route.Request) bool {
 	}
 	r, ok := readsOnly(req.Ops)
 	return r && ok
-}
-
-// send forwards req to a holder of its shard that serves it
-// (route.Sender), bounded by the request timeout.
-func (sr *shardRouter) send(ctx context.Context, req route.Request) (route.Answer, error) {
-	ctx, cancel := context.WithTimeout(ctx, sr.timeout)
-	defer cancel()
-	a, _, err := sr.sender.Send(ctx, req)
-	return a, err
 }
 
 // natsTransport carries route requests over NATS request-reply, to each
@@ -339,74 +285,6 @@ func (t natsTransport) Request(ctx context.Context, replica string, data []byte)
 		return nil, err
 	}
 	return msg.Data, nil
-}
-
-// Forward sends r to a holder of shard s and writes its answer.
-func (sr *shardRouter) Forward(w http.ResponseWriter, r *http.Request, body []byte, s int) error {
-	a, err := sr.send(r.Context(), httpRequest(route.KindHTTP, s, r, body))
-	if err != nil {
-		return err
-	}
-	theirs := http.Header{}
-	for _, h := range a.Header {
-		theirs.Add(h[0], h[1])
-	}
-	for k, v := range theirs {
-		w.Header()[k] = v // the holder's word on what it answered
-	}
-	w.WriteHeader(a.Status)
-	_, _ = w.Write(a.Body)
-	return nil
-}
-
-// httpRequest is what of r, with body, goes to another replica: its
-// method, URI and the two headers the API reads besides the token (the
-// client's deadline goes as the request's). The token stays here: the
-// entry replica checked it.
-func httpRequest(kind route.Kind, s int, r *http.Request, body []byte) route.Request {
-	return route.Request{Kind: kind, Shard: s, Remote: r.RemoteAddr,
-		Method: r.Method, URI: r.URL.RequestURI(), ContentType: r.Header.Get("Content-Type"),
-		IdempotencyKey: r.Header.Get("Idempotency-Key"), Body: body}
-}
-
-// gatherTimeout bounds how long a gathered read waits for the region's
-// other replicas: a replica that does not answer by then is left out,
-// and the read says partial.
-const gatherTimeout = 2 * time.Second
-
-// Gather sends r to every other replica of the region at once and
-// returns the answers that came within gatherTimeout.
-func (sr *shardRouter) Gather(r *http.Request, body []byte) []httpapi.Gathered {
-	ctx, cancel := context.WithTimeout(r.Context(), min(sr.timeout, gatherTimeout))
-	defer cancel()
-	deadline, _ := ctx.Deadline()
-	req := httpRequest(route.KindGather, -1, r, body)
-	req.From, req.DeadlineMs = sr.self, deadline.UnixMilli()
-	data := req.Marshal()
-	var (
-		mu  sync.Mutex
-		out []httpapi.Gathered
-		wg  sync.WaitGroup
-	)
-	for _, replica := range sr.Map().Replicas() {
-		if replica == sr.self {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			a, err := sr.sender.Ask(ctx, replica, data)
-			if err != nil {
-				sr.log.Debug("gathered read left a replica out", "replica", replica, "uri", req.URI, "error", err)
-				return // left out: the read says partial
-			}
-			mu.Lock()
-			out = append(out, httpapi.Gathered{Replica: replica, Status: a.Status, Body: a.Body})
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return out
 }
 
 // respShards is the router as package resp routes: typed writes and

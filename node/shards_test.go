@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +11,14 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tally-dev/tally/internal/base/testkit"
+	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
 	"github.com/tally-dev/tally/shard"
 )
 
-// servedBy answers every request 200 with the replica's name.
-func servedBy(name string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Tally-Served-By", name)
-		w.WriteHeader(http.StatusOK)
-	})
+// applies is a writer that applies every operation: each result zero.
+func applies(_ context.Context, ops []region.Op) ([]region.Result, error) {
+	return make([]region.Result, len(ops)), nil
 }
 
 // threeReplicas is a NATS server to connect to (conn; each connection
@@ -47,7 +43,7 @@ func threeReplicas(t *testing.T) (conn func() *nats.Conn, m shard.Map) {
 // A holder that does not accept writes yet (it recovers after a restart
 // or a wipe) answers forwarded requests NotServed, having applied
 // nothing, and the sender goes on to the next holder of the shard; once
-// it accepts writes it serves them. With no holder serving, Forward
+// it accepts writes it serves them. With no holder serving, Apply
 // fails with ErrNoHolder.
 func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	conn, m := threeReplicas(t)
@@ -67,19 +63,18 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 		sr := newShardRouter("us", r, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
 		gates[r] = make(chan struct{})
 		sr.accepted = gates[r]
-		if err := sr.serve(servedBy(r)); err != nil {
+		sr.do = applies
+		if err := sr.serve(nil); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(sr.close)
 		routers[r] = sr
 	}
 	forward := func() (string, error) {
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodGet, "/v1/likes/x", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := routers["us-1"].Forward(rec, req.WithContext(ctx), nil, s)
-		return rec.Header().Get("Tally-Served-By"), err
+		_, by, err := routers["us-1"].Apply(ctx, s, []region.Op{{Kind: region.OpIncr, Item: "x", By: 1}}, false)
+		return by, err
 	}
 	if by, err := forward(); err == nil || !strings.Contains(err.Error(), "no replica holding the shard is up") {
 		t.Fatalf("no holder ready: served by %q, %v; want ErrNoHolder", by, err)
@@ -96,7 +91,7 @@ func TestForwardSkipsAHolderThatIsNotReady(t *testing.T) {
 	// nothing.
 	close(gates["us-1"])
 	a, err := routers["us-2"].sender.Ask(context.Background(), "us-1",
-		(&route.Request{Kind: route.KindHTTP, Shard: s, Method: http.MethodGet, URI: "/v1/likes/x"}).Marshal())
+		(&route.Request{Kind: route.KindOps, Shard: s, Ops: []route.Op{{Kind: route.OpIncr, Key: "x", By: 1}}}).Marshal())
 	if !errors.Is(err, route.ErrNotServed) || !strings.Contains(err.Error(), "not held") {
 		t.Fatalf("us-1 asked for shard %d it does not hold: %+v %v", s, a, err)
 	}
@@ -126,16 +121,16 @@ func TestForwardTriesAStuckHolderLast(t *testing.T) {
 	}
 	nc := conn()
 	sr := newShardRouter("us", other, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
-	if err := sr.serve(servedBy(other)); err != nil {
+	sr.do = applies
+	if err := sr.serve(nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sr.close)
 	nc = conn()
 	entry := newShardRouter("us", "us-1", m, nc, natsTransport{nc: nc, region: "us"}, nil, 300*time.Millisecond, hclog.NewNullLogger())
 	forward := func() (string, error) {
-		rec := httptest.NewRecorder()
-		err := entry.Forward(rec, httptest.NewRequest(http.MethodPost, "/v1/likes/x/u", nil), nil, s)
-		return rec.Header().Get("Tally-Served-By"), err
+		_, by, err := entry.Apply(context.Background(), s, []region.Op{{Kind: region.OpLike, Item: "x", User: "u"}}, false)
+		return by, err
 	}
 	if by, err := forward(); err == nil || strings.Contains(err.Error(), "no replica holding") {
 		t.Fatalf("the first request, to the stuck %s: served by %q, %v; want a timeout", stuck, by, err)

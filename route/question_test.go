@@ -125,10 +125,10 @@ func TestQuestionRefused(t *testing.T) {
 		"cut":            reply[:len(reply)-1],
 		"trailing":       append(append([]byte{}, reply...), 0),
 		"code past":      {route.Version, 9, 'a'},
-		"closed 2":       {route.Version, 0, 0, 16, 0, 0, 0, 0, 0, 2, 0},
+		"closed 2":       {route.Version, 0, 0, 8, 0, 0, 0, 0, 0, 2, 0},
 		"shard 1024":     {route.Version, 0, 0, 0, 0, 0, 1, 0x80, 0x08, 0, 0, 0, 0},
 		"shards past":    {route.Version, 0, 0, 0, 0, 0, 3, 0},
-		"synced 3":       {route.Version, 0, 0, 32, 0, 0, 0, 0, 0, 3, 0},
+		"synced 3":       {route.Version, 0, 0, 16, 0, 0, 0, 0, 0, 3, 0},
 	} {
 		if _, err := route.UnmarshalReply(b); !errors.Is(err, route.ErrMalformed) {
 			t.Errorf("reply %s: %v, want ErrMalformed", name, err)

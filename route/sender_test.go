@@ -108,7 +108,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		e.asked = nil
 		ctx, cancel := context.WithDeadline(context.Background(), e.now.Add(10*time.Second))
 		defer cancel()
-		req := route.Request{Kind: route.KindHTTP, From: from, Shard: s, Method: "PUT", URI: "/v1/likes/x/u"}
+		req := route.Request{Kind: route.KindOps, From: from, Shard: s, Ops: []route.Op{{Kind: route.OpLike, Key: "x", User: "u"}}}
 		var a route.Answer
 		var by string
 		var err error
@@ -141,7 +141,7 @@ func (e *scriptEnv) handle(t *testing.T, d *datadriven.TestData) string {
 		case err != nil:
 			return out + "failed, may have applied: " + err.Error()
 		}
-		return out + fmt.Sprintf("served by %s: %d %s", by, a.Status, a.Body)
+		return out + fmt.Sprintf("served by %s: %s", by, a.Body)
 	}
 	d.Fatalf(t, "unknown command %s", d.Cmd)
 	return ""
@@ -179,7 +179,7 @@ func (e *scriptEnv) answer(replica string, req route.Request) (route.Answer, err
 		if !held.Has(req.Shard) {
 			a = route.Answer{Kind: route.NotServed, Reason: fmt.Sprintf("shard %d is not held here", req.Shard)}
 		} else {
-			a = route.Answer{Kind: route.Served, Status: 200, Body: []byte("from " + req.From)}
+			a = route.Answer{Kind: route.Served, Body: []byte("from " + req.From)}
 		}
 	}
 	return a, nil

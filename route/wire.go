@@ -39,23 +39,14 @@ const Version = 1
 type Kind uint8
 
 const (
-	// KindHTTP is an HTTP request of one key (or of one shard's keys),
-	// for a holder of its shard: only the routes no typed operation or
-	// read answers yet (windows, series, a split
-	// item's parts of a window or series; the list is in
-	// docs/architecture.md, "Routing"). Every other keyed route, and an
-	// event batch's sub-batch for another holder, is KindOps.
-	KindHTTP Kind = iota + 1
-	// KindGather is an HTTP read that every replica of the region
-	// answers from the shards it holds.
-	KindGather
-	// kindRESP was a RESP command's bytes, for a holder: a RESP command
-	// now travels as typed operations (KindOps). The number stays
-	// unused, and a decoder refuses it.
-	kindRESP
+	// Kinds 1, 2 and 3 were a client's HTTP request or RESP command,
+	// whole, for a holder or for every replica: each now travels as
+	// typed operations (KindOps) or a typed question (KindQuestion).
+	// Their numbers stay unused, and a decoder refuses them.
+
 	// KindOps is typed operations of one shard's keys (Request.Ops), for
 	// a holder; the answer's Body is their results (MarshalResults).
-	KindOps
+	KindOps Kind = iota + 4
 	// KindQuestion is a gathered read, typed (Request.Question), that
 	// every other replica of the region answers from the shards it holds;
 	// the answer's Body is its Reply (MarshalReply, question.go).
@@ -67,9 +58,8 @@ const (
 // Bounds a decoder holds a Request or Answer to, so no length read from
 // the wire is allocated or looped on before it is checked.
 const (
-	MaxBytes  = 8 << 20 // a whole message
-	MaxHeader = 64      // answer headers
-	MaxOps    = 1 << 14 // typed operations of one request
+	MaxBytes = 8 << 20 // a whole message
+	MaxOps   = 1 << 14 // typed operations of one request
 )
 
 // Request is one piece of work a replica forwards to another.
@@ -79,18 +69,11 @@ type Request struct {
 	From string
 	// Shard is the shard the request is for: the receiver serves it only
 	// while it holds that shard (or, for a read, keeps it passively).
-	// Unused (-1) for KindGather and KindQuestion.
+	// Unused (-1) for KindQuestion.
 	Shard int
 	// DeadlineMs is when the sender stops waiting (unix ms): a receiver
 	// that picks the request up later drops it.
 	DeadlineMs int64
-	// Remote is the client's address at the entry replica.
-	Remote string
-
-	// KindHTTP and KindGather: the request as the entry replica parsed
-	// it; of the client's headers only these two reach the holder.
-	Method, URI, ContentType, IdempotencyKey string
-	Body                                     []byte
 
 	// KindOps: the operations, in order.
 	Ops []Op
@@ -117,12 +100,10 @@ type Answer struct {
 	Kind AnswerKind
 	// Reason says why a request was NotServed.
 	Reason string
-	// Status and Header are an HTTP answer's; Body is its body, the
-	// results of typed operations (MarshalResults), or a gathered read's
-	// Reply (MarshalReply).
-	Status int
-	Header [][2]string
-	Body   []byte
+	// Body is the results of typed operations (MarshalResults, or a
+	// read's own encoding: History, Uniques, Windows), or a gathered
+	// read's Reply (MarshalReply).
+	Body []byte
 }
 
 // Subject is where replica of region takes forwarded requests.
@@ -138,7 +119,7 @@ func SendSubjects(region string) string {
 
 // Marshal encodes r.
 func (r *Request) Marshal() []byte {
-	n := 32 + len(r.From) + len(r.Remote) + len(r.Method) + len(r.URI) + len(r.ContentType) + len(r.IdempotencyKey) + len(r.Body)
+	n := 32 + len(r.From)
 	for i := range r.Ops {
 		n += r.Ops[i].size()
 	}
@@ -150,14 +131,8 @@ func (r *Request) Marshal() []byte {
 	b = appendString(b, r.From)
 	b = binary.AppendVarint(b, int64(r.Shard))
 	b = binary.AppendVarint(b, r.DeadlineMs)
-	b = appendString(b, r.Remote)
+	b = appendString(b, "") // was the client's address, for a whole HTTP request: always empty
 	switch r.Kind {
-	case KindHTTP, KindGather:
-		b = appendString(b, r.Method)
-		b = appendString(b, r.URI)
-		b = appendString(b, r.ContentType)
-		b = appendString(b, r.IdempotencyKey)
-		b = appendBytes(b, r.Body)
 	case KindOps:
 		b = binary.AppendUvarint(b, uint64(len(r.Ops)))
 		for i := range r.Ops {
@@ -180,20 +155,16 @@ func UnmarshalRequest(b []byte) (Request, error) {
 	var r Request
 	d.header()
 	r.Kind = Kind(d.byte())
-	if d.err == nil && (r.Kind == 0 || r.Kind == kindRESP || r.Kind >= numKinds) {
+	if d.err == nil && (r.Kind < KindOps || r.Kind >= numKinds) {
 		d.fail("unknown request kind %d", r.Kind)
 	}
 	r.From = d.string()
 	r.Shard = int(d.varint())
 	r.DeadlineMs = d.varint()
-	r.Remote = d.string()
+	if remote := d.string(); d.err == nil && remote != "" {
+		d.fail("a client address in a typed request")
+	}
 	switch r.Kind {
-	case KindHTTP, KindGather:
-		r.Method = d.string()
-		r.URI = d.string()
-		r.ContentType = d.string()
-		r.IdempotencyKey = d.string()
-		r.Body = d.bytes()
 	case KindOps:
 		n := d.count(MaxOps)
 		if n > 0 {
@@ -216,19 +187,13 @@ func UnmarshalRequest(b []byte) (Request, error) {
 
 // Marshal encodes a.
 func (a *Answer) Marshal() []byte {
-	n := 16 + len(a.Reason) + len(a.Body)
-	for _, h := range a.Header {
-		n += len(h[0]) + len(h[1]) + 4
-	}
-	b := make([]byte, 0, n)
+	b := make([]byte, 0, 16+len(a.Reason)+len(a.Body))
 	b = append(b, Version, byte(a.Kind))
 	b = appendString(b, a.Reason)
-	b = binary.AppendUvarint(b, uint64(a.Status))
-	b = binary.AppendUvarint(b, uint64(len(a.Header)))
-	for _, h := range a.Header {
-		b = appendString(b, h[0])
-		b = appendString(b, h[1])
-	}
+	// An HTTP status and headers were answered here to whole HTTP
+	// requests: none now, and the layout stays.
+	b = binary.AppendUvarint(b, 0)
+	b = binary.AppendUvarint(b, 0)
 	return appendBytes(b, a.Body)
 }
 
@@ -243,22 +208,10 @@ func UnmarshalAnswer(b []byte) (Answer, error) {
 		d.fail("unknown answer kind %d", a.Kind)
 	}
 	a.Reason = d.string()
-	status := d.uvarint()
-	if d.err == nil && status > 999 {
-		d.fail("status %d", status)
-	}
-	a.Status = int(status)
-	n := d.count(MaxHeader)
-	for range n {
-		if d.err != nil {
-			break
-		}
-		a.Header = append(a.Header, [2]string{d.string(), d.string()})
+	if status, headers := d.uvarint(), d.uvarint(); d.err == nil && (status != 0 || headers != 0) {
+		d.fail("an HTTP status or headers in a typed answer")
 	}
 	a.Body = d.bytes()
-	if d.err == nil && a.Kind == Served && (a.Status != 0 && a.Status < 100) {
-		d.fail("status %d", a.Status)
-	}
 	return a, d.end()
 }
 

@@ -3,6 +3,7 @@ package route_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,10 +15,7 @@ import (
 )
 
 var sampleRequests = []route.Request{
-	{Kind: route.KindHTTP, From: "us-1", Shard: 353, DeadlineMs: 1764380000000, Remote: "127.0.0.1:5000",
-		Method: "POST", URI: "/v1/counters/k/incr?by=2", ContentType: "application/json", IdempotencyKey: "k1", Body: []byte(`{"by":2}`)},
-	{Kind: route.KindGather, From: "us-2", Shard: -1, Method: "GET", URI: "/v1/trending?n=10"},
-	{Kind: route.KindOps, From: "us-1", Shard: 12, DeadlineMs: 1764380000000, Remote: "10.0.0.9:4000", Ops: []route.Op{
+	{Kind: route.KindOps, From: "us-1", Shard: 12, DeadlineMs: 1764380000000, Ops: []route.Op{
 		{Kind: route.OpSpend, Key: "pool", By: 5, Idem: "buy-1"},
 		{Kind: route.OpFence, Key: "shop", By: 5, Idem: "buy-1", AtMs: 1764380000001},
 		{Kind: route.OpCashback, Key: "pool", Merchant: "shop", User: "ann", By: 5, Idem: "buy-2", AtMs: -1},
@@ -78,7 +76,6 @@ var sampleResults = []route.Result{
 }
 
 var sampleAnswers = []route.Answer{
-	{Kind: route.Served, Status: 200, Header: [][2]string{{"Content-Type", "application/json"}, {"Tally-Served-By", "us-3"}}, Body: []byte(`{"value":3}`)},
 	{Kind: route.NotServed, Reason: "shard 353 is not held here"},
 	{Kind: route.Served, Body: route.MarshalResults(sampleResults)},
 }
@@ -90,7 +87,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", r, err)
 		}
-		if !bytes.Equal(got.Marshal(), r.Marshal()) || got.URI != r.URI || len(got.Ops) != len(r.Ops) {
+		if !bytes.Equal(got.Marshal(), r.Marshal()) || got.Kind != r.Kind || len(got.Ops) != len(r.Ops) {
 			t.Fatalf("read back %+v, wrote %+v", got, r)
 		}
 	}
@@ -99,7 +96,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%+v: %v", a, err)
 		}
-		if !bytes.Equal(got.Marshal(), a.Marshal()) || got.Status != a.Status || got.Reason != a.Reason {
+		if !bytes.Equal(got.Marshal(), a.Marshal()) || got.Kind != a.Kind || got.Reason != a.Reason || !bytes.Equal(got.Body, a.Body) {
 			t.Fatalf("read back %+v, wrote %+v", got, a)
 		}
 	}
@@ -196,19 +193,21 @@ func TestOpsWithoutListEncodeAsBefore(t *testing.T) {
 	}
 }
 
-// Any request of arbitrary fields reads back field for field.
+// Any request's header fields, and any answer, read back field for
+// field.
 func TestRoundTripProperty(t *testing.T) {
-	f := func(from, remote, method, uri, ct, idem string, body []byte, shard uint16, deadline int64, kind bool) bool {
-		r := route.Request{Kind: route.KindHTTP, From: from, Shard: int(shard%1024 + 1), DeadlineMs: deadline, Remote: remote,
-			Method: method, URI: uri, ContentType: ct, IdempotencyKey: idem, Body: body}
-		if kind {
-			r.Kind = route.KindGather
-		}
+	f := func(from string, shard uint16, deadline int64, served bool, reason string, body []byte) bool {
+		r := route.Request{Kind: route.KindOps, From: from, Shard: int(shard % 1024), DeadlineMs: deadline}
 		got, err := route.UnmarshalRequest(r.Marshal())
-		if err != nil || got.Kind != r.Kind || got.From != from || got.Shard != r.Shard || got.DeadlineMs != deadline || got.Remote != remote {
+		if err != nil || got.Kind != r.Kind || got.From != from || got.Shard != r.Shard || got.DeadlineMs != deadline {
 			return false
 		}
-		return got.Method == method && got.URI == uri && got.ContentType == ct && got.IdempotencyKey == idem && bytes.Equal(got.Body, body)
+		a := route.Answer{Kind: route.NotServed, Reason: reason, Body: body}
+		if served {
+			a.Kind = route.Served
+		}
+		ga, err := route.UnmarshalAnswer(a.Marshal())
+		return err == nil && ga.Kind == a.Kind && ga.Reason == reason && bytes.Equal(ga.Body, body)
 	}
 	if err := quick.Check(f, nil); err != nil {
 		t.Fatal(err)
@@ -226,18 +225,22 @@ func TestRefused(t *testing.T) {
 		"kind 9":            append([]byte{route.Version, 9}, good[2:]...),
 		"cut":               good[:len(good)-1],
 		"trailing":          append(append([]byte{}, good...), 0),
-		"length past end":   {route.Version, byte(route.KindHTTP), 0xff, 0xff, 0x03},
+		"length past end":   {route.Version, byte(route.KindOps), 0xff, 0xff, 0x03},
+		"client address":    {route.Version, byte(route.KindOps), 0, 0, 0, 1, 'x', 0},
 		"op kind 0":         {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
 		"op kind past last": {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, numOpKinds + 1, 0, 0, 0, 0, 0, 0},
 		"list past end":     {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, byte(route.OpUniques), 0, 0, 0, 0, 0, 0, 2, 1, 'a'},
 		"list past max":     {route.Version, byte(route.KindOps), 0, 0, 0, 0, 1, byte(route.OpUniques), 0, 0, 0, 0, 0, 0, 0x81, 0x80, 0x04},
 		"ops past max":      {route.Version, byte(route.KindOps), 0, 0, 0, 0, 0xff, 0xff, 0x7f},
 	}
-	// Kind 3 was a RESP command's bytes: its number is never taken again,
-	// whatever follows it.
-	for _, b := range [][]byte{append([]byte{route.Version, 3}, good[2:]...), {route.Version, 3, 0, 0, 0, 0}} {
-		if _, err := route.UnmarshalRequest(b); err == nil || !strings.Contains(err.Error(), "unknown request kind 3") {
-			t.Errorf("kind 3 (once RESP): %v, want it refused as unknown", err)
+	// Kinds 1, 2 and 3 were a whole HTTP request, a gathered HTTP read and
+	// a RESP command's bytes: their numbers are never taken again,
+	// whatever follows them.
+	for k := byte(1); k <= 3; k++ {
+		for _, b := range [][]byte{append([]byte{route.Version, k}, good[2:]...), {route.Version, k, 0, 0, 0, 0}} {
+			if _, err := route.UnmarshalRequest(b); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("unknown request kind %d", k)) {
+				t.Errorf("kind %d (once whole HTTP or RESP): %v, want it refused as unknown", k, err)
+			}
 		}
 	}
 	for name, b := range bad {
@@ -270,6 +273,16 @@ func TestRefused(t *testing.T) {
 	}
 	if _, err := route.UnmarshalAnswer(append([]byte{route.Version, 3}, sampleAnswers[0].Marshal()[2:]...)); !errors.Is(err, route.ErrMalformed) {
 		t.Errorf("answer kind 3: %v", err)
+	}
+	// An HTTP status or header, which whole HTTP requests were answered
+	// with: none is taken now.
+	for name, b := range map[string][]byte{
+		"status 200": {route.Version, byte(route.Served), 0, 0xc8, 0x01, 0, 0},
+		"a header":   {route.Version, byte(route.Served), 0, 0, 1, 1, 'a', 1, 'b', 0},
+	} {
+		if _, err := route.UnmarshalAnswer(b); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("answer with %s: %v, want ErrMalformed", name, err)
+		}
 	}
 }
 

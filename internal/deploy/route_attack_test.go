@@ -49,7 +49,7 @@ func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
 		if bytes.Contains(msg.Data, []byte(token)) || strings.Contains(fmt.Sprint(msg.Header), token) {
 			leaked.Store(true)
 		}
-		_ = msg.Respond((&route.Answer{Kind: route.Served, Status: 200, Body: []byte(`{"value":999999999}`)}).Marshal())
+		_ = msg.Respond((&route.Answer{Kind: route.Served, Body: route.MarshalResults([]route.Result{{Value: 999999999}})}).Marshal())
 	}
 	for _, s := range []struct{ subject, queue string }{
 		{"tally.route.us.>", ""},
