@@ -421,7 +421,7 @@ func recAny(b []byte) (any, error) {
 // every length and appends every kind of trailing byte.
 func TestDecodeRejectsTruncationAndTrailing(t *testing.T) {
 	rng := newRand(44)
-	for i := range 300 {
+	for i := range raceTrials(300) {
 		encs := []struct {
 			name string
 			dec  decodeFn

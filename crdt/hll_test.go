@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tally-dev/tally/internal/base/testkit"
 )
 
 var hllTable = flag.Bool("hll.table", false, "run TestHLLAccuracyTable: HLL error and encoded size up to 10^7 ids (slow)")
@@ -17,6 +19,20 @@ var hllTable = flag.Bool("hll.table", false, "run TestHLLAccuracyTable: HLL erro
 // hllTrials is the iteration count of the sketch-level property tests. Every
 // iteration walks a few 16 KiB sketches, so it is smaller than trials.
 const hllTrials = 400
+
+// raceTrials is n, or a quarter of n in a race build (-race). It is for
+// single-goroutine property tests whose iterations are loops over bytes and
+// registers: the detector finds nothing in them and makes each iteration
+// about 10x slower. For each test that uses it, a quarter of the seeded
+// iterations reaches every block of the package that all of them reach
+// (go test -coverprofile, compared block by block); a run without -race
+// still does every iteration.
+func raceTrials(n int) int {
+	if testkit.Race {
+		return n / 4
+	}
+	return n
+}
 
 // hllModel is the reference model of a sketch: a flat slice of registers
 // indexed by register number, with no notion of pages.
@@ -326,7 +342,7 @@ func TestHLLPageMergeCount(t *testing.T) {
 
 func TestHLLMergeLaws(t *testing.T) {
 	rng := newRand(64)
-	for i := range hllTrials {
+	for i := range raceTrials(hllTrials) {
 		ma, mb, mc := randHLLModel(rng), randHLLModel(rng), randHLLModel(rng)
 		a, b, c := ma.sketch(), mb.sketch(), mc.sketch()
 		if err := ma.check(a); err != nil {
@@ -420,7 +436,7 @@ func TestHLLMergeIsUnion(t *testing.T) {
 // encoding, is Merge; each page's changed flag says whether that page changed.
 func TestHLLMergePage(t *testing.T) {
 	rng := newRand(66)
-	for i := range hllTrials {
+	for i := range raceTrials(hllTrials) {
 		ma, mb := randHLLModel(rng), randHLLModel(rng)
 		a, b := ma.sketch(), mb.sketch()
 		want := *a

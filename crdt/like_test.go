@@ -554,16 +554,24 @@ func (s *sim) deliver(m simMsg) bool {
 // deliverOne picks a random message that is ready (any message if all is
 // true), possibly leaving a duplicate behind, and delivers it.
 func (s *sim) deliverOne(all bool) (delivered, changed bool) {
-	var ready []int
-	for i, m := range s.net {
-		if all || m.readyAt <= s.step {
-			ready = append(ready, i)
+	// A uniform pick among the ready messages, in net order: count them,
+	// draw the k-th, then find it (no list built per delivery).
+	ready := 0
+	for j := range s.net {
+		if all || s.net[j].readyAt <= s.step {
+			ready++
 		}
 	}
-	if len(ready) == 0 {
+	if ready == 0 {
 		return false, false
 	}
-	i := ready[s.rng.IntN(len(ready))]
+	i, k := -1, s.rng.IntN(ready)
+	for k >= 0 {
+		i++
+		if all || s.net[i].readyAt <= s.step {
+			k--
+		}
+	}
 	m := s.net[i]
 	if s.rng.Float64() < s.dupP {
 		s.stats.dups++

@@ -360,7 +360,7 @@ func TestFullDiskFreeSpaceAndRestart(t *testing.T) {
 	if os.Getenv(fullDiskDirEnv) != "" {
 		t.Skip("in the child")
 	}
-	for _, quota := range []int64{256 << 10, 2 << 20} {
+	for _, quota := range []int64{256 << 10, 1 << 20} {
 		t.Run(strconv.FormatInt(quota, 10), func(t *testing.T) {
 			dir := t.TempDir()
 			acked := runFullDisk(t, dir, quota)

@@ -57,19 +57,24 @@ func TestCompactAndTableBytes(t *testing.T) {
 // memtable filling while another flushes) blocks must still be cached:
 // before Open made room for the memtables, the cache held nothing and
 // every lookup read its blocks from the file again.
+//
+// The sizes are the defaults (64 MiB cache, 32 MiB memtables) scaled down
+// by 8, which keeps their ratio, so two memtables would again reserve the
+// whole cache without that room; an eighth of the records to write.
 func TestBlockCacheUnderWrites(t *testing.T) {
-	s := openTest(t, Config{Dir: t.TempDir(), RecordFilterBytes: -1})
+	const memtable = 4 << 20
+	s := openTest(t, Config{Dir: t.TempDir(), RecordFilterBytes: -1, CacheBytes: 2 * memtable, MemTableBytes: memtable})
 	defer s.Close()
 	rec := sampleRecord()
-	for r := range 40 { // ~50 MB of records: more than one full memtable
+	for r := range 40 { // ~6 MB of records: more than one full memtable
 		commit(t, s, func(b *Batch) {
-			for i := range 20000 {
-				b.PutLikeRecord("hot", "u"+strconv.Itoa(r*20000+i), nil, rec)
+			for i := range 2500 {
+				b.PutLikeRecord("hot", "u"+strconv.Itoa(r*2500+i), nil, rec)
 			}
 		})
 		for i := range 100 {
-			if _, ok, err := s.LikeRecord("hot", "u"+strconv.Itoa(i*101)); !ok || err != nil {
-				t.Fatalf("record %d: %v, %v", i*101, ok, err)
+			if _, ok, err := s.LikeRecord("hot", "u"+strconv.Itoa(i*25)); !ok || err != nil {
+				t.Fatalf("record %d: %v, %v", i*25, ok, err)
 			}
 		}
 	}
@@ -77,7 +82,7 @@ func TestBlockCacheUnderWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u.MemTables < 32<<20 || u.BlockCache == 0 {
+	if u.MemTables < memtable || u.BlockCache == 0 {
 		t.Fatalf("memtables %d bytes, block cache %d bytes: want a full memtable and a non-empty cache", u.MemTables, u.BlockCache)
 	}
 }

@@ -78,7 +78,7 @@ func TestBenchShardsSpace(t *testing.T) {
 		t.Skip("starts three deployments of up to six replicas")
 	}
 	cfg := defaultShardsBenchConfig()
-	cfg.Likes, cfg.Items = 12_000, 240
+	cfg.Likes, cfg.Items = 6_000, 240
 	cfg = cfg.withDefaults()
 	var out strings.Builder
 	rows, err := runShardsSpace(context.Background(), cfg, Env{}, hclog.NewNullLogger(), &out)
@@ -128,7 +128,7 @@ func TestBenchShardsSpace(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^ +replicas +copies +shards held +likes held +bytes per replica +min +max +per like loaded +per like held +vs 1 replica +copies/replicas$`).MatchString(table) {
 		t.Errorf("no table header:\n%s", out.String())
 	}
-	for _, row := range []string{`1 +1 +1024 +12000 `, `3 +2 +683 +8000 `, `6 +2 +342 +4000 `} {
+	for _, row := range []string{`1 +1 +1024 +6000 `, `3 +2 +683 +4000 `, `6 +2 +342 +2000 `} {
 		if !regexp.MustCompile(`(?m)^ +` + row).MatchString(table) {
 			t.Errorf("no row %q in the table:\n%s", row, table)
 		}
