@@ -149,6 +149,12 @@ func (r *Replicator) soonDelay() time.Duration {
 	return max(r.cfg.AntiEntropyInterval/5, 50*time.Millisecond)
 }
 
+// probeTimeout bounds the digest request to a peer whose last exchange
+// failed: half the anti-entropy interval, at most RequestTimeout.
+func (r *Replicator) probeTimeout() time.Duration {
+	return min(r.cfg.AntiEntropyInterval/2, r.cfg.RequestTimeout)
+}
+
 // round syncs from each known peer once. It reports whether some peer had
 // more differing segments than one round may pull, so the caller can go
 // again at once.
@@ -345,8 +351,17 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	// recent enough, equals ours, the states were equal then: skip the
 	// 32 KiB digest exchange.
 	r.mu.Lock()
-	root, heard := p.root, p.lastHeard
+	root, heard, failing := p.root, p.lastHeard, p.lastErr != ""
 	r.mu.Unlock()
+	// After a failure, the digests are asked for with a shorter deadline:
+	// a request sent while a healing link is up one way only loses its
+	// answer, and must not hold every peer's exchanges for RequestTimeout.
+	dctx := ctx
+	if failing {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, r.probeTimeout())
+		defer cancel()
+	}
 	if r.recovered.Load() && !heard.IsZero() && r.cfg.Now().Sub(heard) < r.cfg.AntiEntropyInterval && root == r.cfg.Store.Root() {
 		p.prevDiff, p.allEqual, p.stablePulled = nil, true, true
 		r.m.aeRootMatches.Inc()
@@ -355,7 +370,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	var ours, theirs []uint64
 	shared := shard.All()
 	if r.cfg.Shards == nil {
-		if theirs, err = r.allDigests(ctx, p.id); err != nil {
+		if theirs, err = r.allDigests(dctx, p.id); err != nil {
 			return 0, false, err
 		}
 		ours = r.cfg.Store.Digests()
@@ -368,7 +383,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 			return 0, false, nil
 		}
 		ours = r.cfg.Store.Digests()
-		if theirs, err = r.sharedDigests(ctx, p.id, &shared, ours); err != nil {
+		if theirs, err = r.sharedDigests(dctx, p.id, &shared, ours); err != nil {
 			return 0, false, err
 		}
 	}
