@@ -91,15 +91,28 @@ func (r *Replicator) servePage(data []byte) []byte {
 
 // runAntiEntropy compares digests with every peer each interval and pulls
 // what differs; until recovery is done it also decides when to accept writes.
+// Between ticks it runs the exchanges that are due sooner (soonDelay): a
+// peer whose exchange failed fast is tried again, a peer heard from again
+// after a cut or silence is compared at once, and after a peer came back
+// with differences every peer is compared once more, so a heal is repaired
+// and seen to be repaired without waiting for the next tick.
 func (r *Replicator) runAntiEntropy(ctx context.Context) {
 	defer r.wg.Done()
 	tick := time.NewTicker(r.cfg.AntiEntropyInterval)
 	defer tick.Stop()
 	// During recovery, look again sooner than a full interval.
-	fast := time.NewTicker(max(r.cfg.AntiEntropyInterval/5, 50*time.Millisecond))
+	fast := time.NewTicker(r.soonDelay())
 	defer fast.Stop()
+	due := time.NewTimer(time.Hour)
+	defer due.Stop()
+	full := true
 	for {
-		more := r.round(ctx)
+		var more bool
+		if full {
+			more = r.round(ctx)
+		} else {
+			r.dueRound(ctx)
+		}
 		if !r.recovered.Load() {
 			r.checkRecovered()
 		}
@@ -110,13 +123,36 @@ func (r *Replicator) runAntiEntropy(ctx context.Context) {
 		if !r.recovered.Load() {
 			wait = fast.C
 		}
+		due.Stop()
+		var dueC <-chan time.Time
+		if at, ok := r.nextDue(); ok {
+			due.Reset(max(at.Sub(r.cfg.Now()), 0))
+			dueC = due.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-wait:
+			full = true
+		case <-dueC:
+			full = false
 		case <-r.kick:
+			full = false
 		}
 	}
+}
+
+// soonDelay is how long after a fast failure a peer is tried again, and
+// how long after a peer came back every peer is compared once more: a
+// fifth of the anti-entropy interval, at least 50ms.
+func (r *Replicator) soonDelay() time.Duration {
+	return max(r.cfg.AntiEntropyInterval/5, 50*time.Millisecond)
+}
+
+// probeTimeout bounds the digest request to a peer whose last exchange
+// failed: half the anti-entropy interval, at most RequestTimeout.
+func (r *Replicator) probeTimeout() time.Duration {
+	return min(r.cfg.AntiEntropyInterval/2, r.cfg.RequestTimeout)
 }
 
 // round syncs from each known peer once. It reports whether some peer had
@@ -128,6 +164,7 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 		r.log.Warn("following the shard map's delta subjects", "error", err)
 	}
 	r.mu.Lock()
+	r.confirmAt = time.Time{} // this round compares every peer
 	peers := make([]*peer, 0, len(r.peers))
 	for _, p := range r.peers {
 		peers = append(peers, p)
@@ -139,48 +176,125 @@ func (r *Replicator) round(ctx context.Context) (more bool) {
 		if ctx.Err() != nil {
 			return false
 		}
-		start := r.cfg.Now()
-		differing, left, err := r.syncFrom(ctx, p)
-		more = more || left
-		now := r.cfg.Now()
-		r.mu.Lock()
-		if err != nil {
-			p.lastErr = err.Error()
-			p.inSyncSince = time.Time{}
-			r.m.aeErrors.Inc()
-		} else {
-			p.lastErr = ""
-			p.synced = p.synced || !left
-			if differing == 0 && p.inSyncSince.IsZero() {
-				p.inSyncSince = now
-			}
-			if differing != 0 {
-				p.inSyncSince = time.Time{}
-			}
-			p.differing = differing
-			p.comparedAt = now
-			switch {
-			case !left:
-				p.fullAt = start
-			case p.stablePulled && p.prevStart.After(p.fullAt):
-				// Every difference of the last comparison that the peer
-				// has not written to since is pulled: what differed then
-				// is here, but for segments still being written, whose
-				// changes the fast path brings.
-				p.fullAt = p.prevStart
-			}
-			p.prevStart = start
-			if p.allEqual {
-				p.allEqualAt = start
-			}
-			for _, b := range p.equal {
-				p.segEqualAt[b] = start
-			}
-		}
-		r.mu.Unlock()
+		more = r.exchange(ctx, p) || more
 	}
 	r.m.aeRounds.Inc()
 	return more
+}
+
+// dueRound runs, at the clock's now, the exchanges due before the next
+// tick: a whole round if every peer is to be compared again after one came
+// back, else one exchange with each peer whose retry is due. It returns
+// the ids of the peers it compared with.
+func (r *Replicator) dueRound(ctx context.Context) []string {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	if !r.confirmAt.IsZero() && !r.confirmAt.After(now) {
+		ids := make([]string, 0, len(r.peers))
+		for id := range r.peers {
+			ids = append(ids, id)
+		}
+		r.mu.Unlock()
+		slices.Sort(ids)
+		r.round(ctx)
+		return ids
+	}
+	var peers []*peer
+	for _, p := range r.peers {
+		if !p.retryAt.IsZero() && !p.retryAt.After(now) {
+			peers = append(peers, p)
+		}
+	}
+	r.mu.Unlock()
+	slices.SortFunc(peers, func(a, b *peer) int { return strings.Compare(a.id, b.id) })
+	ids := make([]string, 0, len(peers))
+	for _, p := range peers {
+		if ctx.Err() != nil {
+			break
+		}
+		r.exchange(ctx, p)
+		ids = append(ids, p.id)
+	}
+	return ids
+}
+
+// nextDue is when the earliest exchange due before a tick is (dueRound).
+func (r *Replicator) nextDue() (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at := r.confirmAt
+	for _, p := range r.peers {
+		if !p.retryAt.IsZero() && (at.IsZero() || p.retryAt.Before(at)) {
+			at = p.retryAt
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// exchange compares digests with peer p and pulls what differs
+// (syncFrom), records the outcome and schedules what is due sooner than
+// the next tick: a retry if the exchange failed fast (a cut peer answers
+// "no responders" at once, so retrying costs little and finds the heal
+// soon), and, if p came back from a failure with differences, one more
+// comparison with every peer, at most once per interval. It reports
+// whether segments were left for a later round.
+func (r *Replicator) exchange(ctx context.Context, p *peer) (left bool) {
+	start := r.cfg.Now()
+	r.mu.Lock()
+	p.attemptAt = start
+	p.retryAt = time.Time{}
+	r.mu.Unlock()
+	differing, left, err := r.syncFrom(ctx, p)
+	now := r.cfg.Now()
+	soon := r.soonDelay()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		p.lastErr = err.Error()
+		p.inSyncSince = time.Time{}
+		r.m.aeErrors.Inc()
+		if now.Sub(start) < soon {
+			p.retryAt = now.Add(soon)
+		}
+		return left
+	}
+	back := p.lastErr != ""
+	p.lastErr = ""
+	p.synced = p.synced || !left
+	if differing == 0 && p.inSyncSince.IsZero() {
+		p.inSyncSince = now
+	}
+	if differing != 0 {
+		p.inSyncSince = time.Time{}
+	}
+	p.differing = differing
+	p.comparedAt = now
+	switch {
+	case !left:
+		p.fullAt = start
+	case p.stablePulled && p.prevStart.After(p.fullAt):
+		// Every difference of the last comparison that the peer
+		// has not written to since is pulled: what differed then
+		// is here, but for segments still being written, whose
+		// changes the fast path brings.
+		p.fullAt = p.prevStart
+	}
+	p.prevStart = start
+	if p.allEqual {
+		p.allEqualAt = start
+	}
+	for _, b := range p.equal {
+		p.segEqualAt[b] = start
+	}
+	if back && differing != 0 && r.confirmAt.IsZero() &&
+		(r.confirmedAt.IsZero() || now.Sub(r.confirmedAt) >= r.cfg.AntiEntropyInterval) {
+		// What the peer missed and we missed is pulled on both sides by
+		// now or soon: compare with everyone again then, so convergence
+		// shows without waiting for the next tick.
+		r.confirmAt = now.Add(soon)
+		r.confirmedAt = r.confirmAt
+	}
+	return left
 }
 
 // followPeerClocks moves the replica's clock toward the median of its own
@@ -237,8 +351,17 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	// recent enough, equals ours, the states were equal then: skip the
 	// 32 KiB digest exchange.
 	r.mu.Lock()
-	root, heard := p.root, p.lastHeard
+	root, heard, failing := p.root, p.lastHeard, p.lastErr != ""
 	r.mu.Unlock()
+	// After a failure, the digests are asked for with a shorter deadline:
+	// a request sent while a healing link is up one way only loses its
+	// answer, and must not hold every peer's exchanges for RequestTimeout.
+	dctx := ctx
+	if failing {
+		var cancel context.CancelFunc
+		dctx, cancel = context.WithTimeout(ctx, r.probeTimeout())
+		defer cancel()
+	}
 	if r.recovered.Load() && !heard.IsZero() && r.cfg.Now().Sub(heard) < r.cfg.AntiEntropyInterval && root == r.cfg.Store.Root() {
 		p.prevDiff, p.allEqual, p.stablePulled = nil, true, true
 		r.m.aeRootMatches.Inc()
@@ -247,7 +370,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 	var ours, theirs []uint64
 	shared := shard.All()
 	if r.cfg.Shards == nil {
-		if theirs, err = r.allDigests(ctx, p.id); err != nil {
+		if theirs, err = r.allDigests(dctx, p.id); err != nil {
 			return 0, false, err
 		}
 		ours = r.cfg.Store.Digests()
@@ -260,7 +383,7 @@ func (r *Replicator) syncFrom(ctx context.Context, p *peer) (differing int, left
 			return 0, false, nil
 		}
 		ours = r.cfg.Store.Digests()
-		if theirs, err = r.sharedDigests(ctx, p.id, &shared, ours); err != nil {
+		if theirs, err = r.sharedDigests(dctx, p.id, &shared, ours); err != nil {
 			return 0, false, err
 		}
 	}

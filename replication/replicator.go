@@ -84,13 +84,19 @@ type Replicator struct {
 	// (a full disk) fails every merge of every delta it receives.
 	mergeFailed *ratelog.Limiter
 
-	kick        chan struct{} // asks anti-entropy for a round now
+	kick        chan struct{} // asks anti-entropy to run what is due now
 	incarnation uint64        // random per process, sent in every delta
 	recovered   atomic.Bool
 	started     time.Time
 	lastWaitLog time.Time // owned by the anti-entropy goroutine
 	inbox       chan *Delta
 	ownSubject  string // deltaSubject of this replica
+
+	// confirmAt is when every peer is to be compared again, before the
+	// next tick, because one came back with differences (zero: not
+	// due); confirmedAt when the last such round was due, so there is at
+	// most one per AntiEntropyInterval. Guarded by mu.
+	confirmAt, confirmedAt time.Time
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -143,6 +149,10 @@ type peer struct {
 	equal       []int
 	allEqual    bool
 	lastErr     string
+	// attemptAt is when the last exchange with it began; retryAt, if not
+	// zero, when the next one is due before the tick (a fast failure
+	// retried, or the peer heard from again after a failure or silence).
+	attemptAt, retryAt time.Time
 	// prevDiff holds, for each segment that differed at the last
 	// comparison, the peer's digest then. Owned by the anti-entropy
 	// goroutine (not guarded by mu).
@@ -489,10 +499,21 @@ func (r *Replicator) receive(subject string, data []byte) {
 	// lag is transit time plus the difference of the two clocks.
 	lag := r.cfg.Replica.Now().UnixMilli() - d.SentAtMs
 	r.mu.Lock()
-	// A peer heard again after silence (a healed partition, a restart) may
-	// have missed any amount of fast-path traffic: compare digests now
-	// rather than at the next tick.
-	back := r.staleLocked(p, now)
+	// A peer heard again after silence (a healed partition, a restart) or
+	// whose last exchange failed (a cut) may have missed any amount of
+	// fast-path traffic: compare digests with it now rather than at the
+	// next tick, but not sooner than soonDelay after the last attempt (a
+	// one-way cut delivers its deltas while every exchange fails).
+	back := r.staleLocked(p, now) || p.lastErr != ""
+	if back {
+		due := now
+		if next := p.attemptAt.Add(r.soonDelay()); next.After(due) {
+			due = next
+		}
+		if p.retryAt.IsZero() || due.Before(p.retryAt) {
+			p.retryAt = due
+		}
+	}
 	p.region = d.Region
 	p.lastHeard = now
 	p.lagMs = lag

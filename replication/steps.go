@@ -50,3 +50,11 @@ func (s *Steps) AntiEntropy(ctx context.Context) {
 		s.r.checkRecovered()
 	}
 }
+
+// Due runs the exchanges the anti-entropy loop would run between ticks at
+// the clock's now (peers to retry or heard from again, or every peer once
+// more after one came back) and returns the ids of the peers compared
+// with, none if nothing was due.
+func (s *Steps) Due(ctx context.Context) []string {
+	return s.r.dueRound(ctx)
+}

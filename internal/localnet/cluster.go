@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,6 +32,14 @@ type Cluster struct {
 	regions []*region // in Config order
 	byName  map[string]*region
 	links   map[linkKey]*faults
+
+	// linkMu guards linkUp, closed (and replaced) whenever a link comes
+	// up, so that gateway connections held while their links were cut
+	// look again (holdWhileCut).
+	linkMu sync.Mutex
+	linkUp chan struct{}
+	// held counts the gateway connections held now (Held).
+	held atomic.Int64
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -82,6 +91,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		log:    cfg.Logger.Named("localnet"),
 		byName: make(map[string]*region, len(cfg.Regions)),
 		links:  make(map[linkKey]*faults),
+		linkUp: make(chan struct{}),
 		ctx:    runCtx,
 		cancel: cancel,
 	}

@@ -165,13 +165,17 @@ func testCutAndHeal(t *testing.T, c *Cluster) {
 	if n := countPayload(usToEU.ch, "must not arrive", 200*time.Millisecond); n > 0 {
 		t.Fatalf("eu received %d of %d messages from us across the cut", n, sent)
 	}
-	// Both servers kept trying to reconnect, through the ingress.
+	// Both servers try to reconnect, through the ingress, and each
+	// attempt is held unanswered: only the cut link us-eu can carry it.
 	testkit.WaitFor(t, 5*time.Second, func() error {
-		if got := linkState(t, c, "eu", "us").Rejected; got <= rejectedBefore {
-			return errors.New("no reconnection attempt rejected by the cut link")
+		if n := c.Held(); n != 2 {
+			return fmt.Errorf("%d reconnection attempts held, want 2", n)
 		}
 		return nil
 	})
+	if got := linkState(t, c, "eu", "us").Rejected; got != rejectedBefore {
+		t.Errorf("%d reconnection attempts rejected by the cut link, want none: they are held", got-rejectedBefore)
+	}
 	if err := checkOnlyIngress(c); err != nil {
 		t.Fatalf("while cut: %v", err)
 	}
@@ -196,6 +200,9 @@ func testCutAndHeal(t *testing.T, c *Cluster) {
 	defer cancel()
 	if err := c.WaitConnected(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n := c.Held(); n != 0 {
+		t.Errorf("%d reconnection attempts still held after the heal", n)
 	}
 	usToEU.works(t)
 	if err := checkOnlyIngress(c); err != nil {

@@ -64,9 +64,16 @@
 //   - Gateway.RejectUnknown makes servers refuse gateways, and ignore
 //     gossip about gateways, that are not among the configured regions.
 //
-// A cut closes the link's connections at once. While the link is down each
-// reconnection attempt (about one a second) is relayed only until the
-// dialer's CONNECT arrives and is then closed: the CONNECT is never
+// A cut closes the link's connections at once. A reconnection attempt
+// accepted while every link it can belong to is cut (every region whose
+// outbound gateway into the region is not carried has its link cut) is
+// held: the ingress does not even dial the server, so the dialer, waiting
+// for an INFO that nats-server awaits without a deadline, neither
+// registers nor retries, and when a link heals the attempt goes through at
+// once (Cluster.Held counts them). Without the hold the dialer would wait
+// nats-server's fixed second between reconnection attempts after the heal.
+// An attempt that is not held is relayed only until the dialer's CONNECT
+// arrives, and closed there if its link is cut: the CONNECT is never
 // forwarded, so the accepting server never registers the dialer. The
 // dialer, however, has received the acceptor's INFO and registers an
 // outbound connection for the instant before the close; so while a link

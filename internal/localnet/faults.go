@@ -120,6 +120,20 @@ func (f *faults) setLatency(d Dir, lat time.Duration) {
 	f.mu.Unlock()
 }
 
+// carries reports whether a live connection's client-to-server bytes
+// travel in direction d: on a gateway link, whether the region at that
+// direction's start has its outbound gateway across it.
+func (f *faults) carries(d Dir) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for p := range f.pairs {
+		if p.dir == d {
+			return true
+		}
+	}
+	return false
+}
+
 func (f *faults) isUp() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -187,6 +201,7 @@ func (f *faults) unregister(p *pair) {
 // server side. Closing either direction closes both.
 type pair struct {
 	client, server net.Conn
+	dir            Dir // the direction client-to-server bytes travel in (serve)
 	done           chan struct{}
 	once           sync.Once
 	onClose        func()
@@ -215,6 +230,7 @@ func (p *pair) close() {
 // having closed p, if f was down.
 func (f *faults) serve(wg *sync.WaitGroup, p *pair, cr, sr io.Reader, fwd Dir) bool {
 	p.onClose = func() { f.unregister(p) }
+	p.dir = fwd
 	if !f.register(p) {
 		p.close()
 		return false

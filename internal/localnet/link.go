@@ -72,16 +72,134 @@ func (c *Cluster) link(from, to string) (*faults, Dir, error) {
 
 // SetLink cuts (up=false) or heals (up=true) the link between regions a and
 // b, both directions. A cut closes the gateway connections of the link at
-// once, and every reconnection attempt is closed during its handshake,
-// before the remote server hears of it.
+// once. A reconnection attempt is then held unanswered while every link it
+// can belong to is cut, and goes through when one heals; one found to
+// cross a cut link during its handshake is closed before the remote
+// server hears of it (doc.go, "Making a cut airtight").
 func (c *Cluster) SetLink(a, b string, up bool) error {
 	f, _, err := c.link(a, b)
 	if err != nil {
 		return fmt.Errorf("set link: %w", err)
 	}
 	f.setUp(up)
+	if up {
+		c.linkMu.Lock()
+		close(c.linkUp)
+		c.linkUp = make(chan struct{})
+		c.linkMu.Unlock()
+	}
 	c.log.Info("link changed", "a", a, "b", b, "up", up)
 	return nil
+}
+
+// Held is how many gateway connections are held now, unanswered, because
+// every link they can belong to is cut.
+func (c *Cluster) Held() int { return int(c.held.Load()) }
+
+// holdWhileCut keeps a connection accepted on dst's ingress unanswered
+// while every link it can belong to is cut, and reports false if the
+// cluster closed meanwhile. The dialer is a region whose outbound gateway
+// into dst is not carried yet; which one is known only from its CONNECT,
+// which it sends after the server's INFO, so the ingress waits before
+// dialing the server at all. A nats-server waits for a gateway's INFO
+// without a deadline (without TLS, as here), so the attempt stays open,
+// like a dial into a partition, and completes as soon as the link heals:
+// the gateway is back at once instead of after the server's fixed
+// one-second wait between reconnection attempts.
+func (c *Cluster) holdWhileCut(dst *region, client net.Conn) bool {
+	c.linkMu.Lock()
+	changed := c.linkUp
+	c.linkMu.Unlock()
+	if c.candidates(dst) != allCut {
+		return true
+	}
+	c.held.Add(1)
+	defer c.held.Add(-1)
+	// The dialer sends nothing before the INFO: a read ends only when it
+	// gives up (closes) or when the hold ends (the deadline below).
+	gone := make(chan struct{})
+	var n int
+	go func() {
+		defer close(gone)
+		var b [1]byte
+		n, _ = client.Read(b[:])
+	}()
+	release := func() bool {
+		_ = client.SetReadDeadline(time.Now())
+		<-gone
+		return n == 0 && client.SetReadDeadline(time.Time{}) == nil
+	}
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	for {
+		select {
+		case <-changed:
+			c.linkMu.Lock()
+			changed = c.linkUp
+			c.linkMu.Unlock()
+			switch c.candidates(dst) {
+			case noneCut:
+				return release()
+			case someCut:
+				// The attempt may come from a link still cut, which
+				// would close it: give the other links a moment to
+				// heal too (a region's links heal one call at a time).
+				settle.Reset(holdSettle)
+			}
+		case <-settle.C:
+			if c.candidates(dst) != allCut {
+				return release()
+			}
+		case <-gone:
+			return false
+		case <-c.ctx.Done():
+			release()
+			return false
+		}
+	}
+}
+
+// holdSettle is how long a held gateway connection waits, once some but
+// not all of the links it can belong to are up, for the rest to heal
+// before it goes through anyway.
+const holdSettle = 500 * time.Millisecond
+
+// Whether the links a gateway connection into a region can belong to are
+// cut (candidates).
+const (
+	noneCut = iota
+	someCut
+	allCut
+)
+
+// candidates reports whether the links to dst of the regions whose
+// outbound gateway into dst is not carried now are cut: none, some or
+// all. With no such region (a duplicate connection) it reports noneCut.
+func (c *Cluster) candidates(dst *region) int {
+	up, cut := 0, 0
+	for _, r := range c.regions {
+		if r == dst {
+			continue
+		}
+		f, d, err := c.link(r.name, dst.name)
+		if err != nil || f.carries(d) {
+			continue
+		}
+		if f.isUp() {
+			up++
+		} else {
+			cut++
+		}
+	}
+	switch {
+	case cut == 0:
+		return noneCut
+	case up == 0:
+		return allCut
+	default:
+		return someCut
+	}
 }
 
 // SetDrop makes the link discard (one-way loss) or forward the bytes
@@ -146,6 +264,10 @@ func (c *Cluster) handleIngress(dst *region, client net.Conn) {
 	select {
 	case <-dst.ready:
 	case <-c.ctx.Done():
+		_ = client.Close()
+		return
+	}
+	if !c.holdWhileCut(dst, client) {
 		_ = client.Close()
 		return
 	}

@@ -43,6 +43,8 @@ import (
 //	faults us dup=1          FaultyTransport on us's publishes (TALLY_CHAOS_NET syntax)
 //	tick 3s                  move the clock
 //	antientropy [us ...]     one anti-entropy round from each (default: all)
+//	due [us ...]             the exchanges due before the next tick, from
+//	                         each: the peers compared with, then status
 //	restart us [wipe]        close us (and lose its disk) and open it again
 //	expire <us|all>          sweep expired slots
 //	read <us|all> item       each replica's view of the item's likes and counter
@@ -199,6 +201,17 @@ func (e *Env) Handle(t *testing.T, d *datadriven.TestData) string {
 	case "antientropy":
 		nodes := e.pick(t, d, 0)
 		e.antiEntropy(ctx, nodes)
+		e.status(&b, nodes)
+
+	case "due":
+		nodes := e.pick(t, d, 0)
+		for _, n := range nodes {
+			ids := n.Steps.Due(ctx)
+			if len(ids) == 0 {
+				ids = []string{"nothing due"}
+			}
+			fmt.Fprintf(&b, "%s compared with: %s\n", n.Name, strings.Join(ids, " "))
+		}
 		e.status(&b, nodes)
 
 	case "restart":
