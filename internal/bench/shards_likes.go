@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,9 @@ type shardLikesRow struct {
 	// Forwarded counts successful likes whose answer was served
 	// (Tally-Served-By) by another replica than the one they were sent to.
 	Forwarded int64
+	// Unheld counts successful likes sent to a replica that holds no
+	// copy of their item's shard: the likes that must be forwarded.
+	Unheld int64
 	// CPU is the process's CPU time (user and system) during the run;
 	// negative where it cannot be read.
 	CPU time.Duration
@@ -142,7 +146,7 @@ type shardLikesRun struct {
 // run sends single likes by route for dur, the users named under prefix,
 // and measures them and the process's CPU.
 func (lr *shardLikesRun) run(ctx context.Context, route string, dur time.Duration, prefix string) shardLikesRow {
-	var forwarded atomic.Int64
+	var forwarded, unheld atomic.Int64
 	cpu0 := processCPU()
 	res := runLoad(ctx, loadConfig{Workers: lr.cfg.Concurrency, Duration: dur}, func(worker int) loadOp {
 		rng := rand.New(rand.NewPCG(rand.Uint64(), uint64(worker)))
@@ -164,6 +168,9 @@ func (lr *shardLikesRun) run(ctx context.Context, route string, dur time.Duratio
 			if by != lr.d.id[to] {
 				forwarded.Add(1)
 			}
+			if !slices.Contains(lr.holders[lr.items.shards[k]], to) {
+				unheld.Add(1)
+			}
 			return 1, 1, nil
 		}
 	})
@@ -173,7 +180,7 @@ func (lr *shardLikesRun) run(ctx context.Context, route string, dur time.Duratio
 	} else {
 		cpu -= cpu0
 	}
-	return shardLikesRow{Route: route, Concurrency: lr.cfg.Concurrency, loadResult: res, Forwarded: forwarded.Load(), CPU: cpu}
+	return shardLikesRow{Route: route, Concurrency: lr.cfg.Concurrency, loadResult: res, Forwarded: forwarded.Load(), Unheld: unheld.Load(), CPU: cpu}
 }
 
 // like sends one new like to replica to and returns who served it. It

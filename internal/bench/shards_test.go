@@ -137,8 +137,8 @@ func TestBenchShardsSpace(t *testing.T) {
 }
 
 // Likes: with one copy of each shard in three replicas, likes sent to a
-// holder are served there, and two thirds of those sent to any replica
-// are forwarded; every like counts, and the process's CPU is measured.
+// holder are served there, and those sent to any replica are forwarded
+// exactly when it does not hold the item's shard (about two thirds); every like counts, and the process's CPU is measured.
 func TestBenchShardsLikes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two deployments")
@@ -165,13 +165,18 @@ func TestBenchShardsLikes(t *testing.T) {
 		if r.CPUPerLike() <= 0 {
 			t.Errorf("row %d: CPU per like %s", k, r.CPUPerLike())
 		}
-		share := r.ForwardedShare()
+		// With one copy of each shard, a like is forwarded exactly when
+		// the replica it was sent to does not hold its item's shard.
+		if r.Forwarded != r.Unheld {
+			t.Errorf("%d replicas, %s: %d likes forwarded, %d sent to a replica not holding the item, want them equal",
+				r.Replicas, r.Route, r.Forwarded, r.Unheld)
+		}
 		if r.Replicas == 3 && r.Route == routeRandom {
-			if share < 0.4 || share > 0.9 {
-				t.Errorf("3 replicas, random: %.2f forwarded, want about 2/3", share)
+			if r.Unheld == 0 {
+				t.Errorf("3 replicas, random: of %d likes none was sent to a replica not holding the item", r.Requests)
 			}
-		} else if share != 0 {
-			t.Errorf("%d replicas, %s: %.2f forwarded, want none", r.Replicas, r.Route, share)
+		} else if r.Unheld != 0 {
+			t.Errorf("%d replicas, %s: %d likes sent to a replica not holding the item, want none", r.Replicas, r.Route, r.Unheld)
 		}
 	}
 	for _, re := range []string{
