@@ -89,6 +89,27 @@ const (
 	testMovePoll  = 100 * time.Millisecond
 )
 
+// testMoveRequestTimeout is the request_timeout of the tests that move
+// shards (production's is 10s): a replica that left shards reports them
+// released only once they compare equal with their holders after the
+// switch plus a request timeout (by when any write it accepted before
+// has committed or failed), so every move with a leaving replica waited
+// 10 s. A write still has 3 s for its durable commit, as in node's
+// tests.
+const testMoveRequestTimeout = 3 * time.Second
+
+// withMoveRequestTimeout is cfg with testMoveRequestTimeout.
+func withMoveRequestTimeout(cfg deploy.Config) deploy.Config {
+	adjust := cfg.Node
+	cfg.Node = func(c *node.Config) {
+		c.RequestTimeout = testMoveRequestTimeout.String()
+		if adjust != nil {
+			adjust(c)
+		}
+	}
+	return cfg
+}
+
 // withTestPace is cfg at the tests' pace (testHeartbeat, testMovePoll).
 func withTestPace(cfg deploy.Config) deploy.Config {
 	cfg.MovePoll = testMovePoll

@@ -21,7 +21,7 @@ func TestRestartAfterDrainKeepsTheStoredMap(t *testing.T) {
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
 	cfg.DataDir = t.TempDir()
-	cfg = withTestPace(cfg)
+	cfg = withTestPace(withMoveRequestTimeout(cfg))
 	start := func() *deploy.Deployment {
 		d, err := deploy.Start(context.Background(), cfg)
 		if err != nil {
