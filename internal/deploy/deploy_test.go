@@ -25,14 +25,14 @@ func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
 
 // startsRegions marks a test that starts a deployment of its own:
 // skipped with -short. These tests run one after another (but see
-// startsThreeRegions). Side by side
+// startsThreeRegions and startsShardedRegions). Side by side
 // (each deployment has its own ports, data directory and NATS servers, so
 // none sees another's) they took a third less time alone, but in CI,
 // beside the other packages' tests on two cores, the sharded ones timed
 // out waiting for a move to settle and for a split item's trending
 // (TestReplicaJoinsAndDrainsWhileServing, TestHotItemSplitOverShards;
-// both pass alone): parallel again once the suite's clocks are the
-// tests' own.
+// both pass alone) when they ran beside each other: they still run one
+// at a time (manyReplicas).
 func startsRegions(t *testing.T, why string) {
 	t.Helper()
 	if testing.Short() {
@@ -45,8 +45,9 @@ func startsRegions(t *testing.T, why string) {
 // a deployment mostly waits (on heartbeats, anti-entropy rounds and the
 // test's polls), about 5 s of CPU under -race for 25 s of wall, so these
 // tests run two at a time (t.Parallel, -parallel is GOMAXPROCS). Go runs
-// them after the package's other tests, so they never run beside a
-// sharded deployment or a test under load, which stay one at a time.
+// them after the package's other tests, so they never run beside a test
+// under load, which stay one at a time; a sharded deployment
+// (startsShardedRegions) may run beside one of them.
 func startsThreeRegions(t *testing.T, why string) {
 	t.Helper()
 	startsRegions(t, why)
@@ -61,11 +62,16 @@ func startsThreeRegions(t *testing.T, why string) {
 var manyReplicas sync.Mutex
 
 // startsShardedRegions is startsRegions for a test of a sharded
-// deployment: it also waits for manyReplicas, which it holds until its
-// deployment has closed.
+// deployment: it runs with the parallel tests (t.Parallel), after the
+// package's other tests, and waits for manyReplicas, which it holds until
+// its deployment has closed. So the sharded tests run one after another,
+// as before, but beside the three-region tests, which mostly wait, rather
+// than before them: the package's wall time is no longer their sum and
+// the others'.
 func startsShardedRegions(t *testing.T, why string) {
 	t.Helper()
 	startsRegions(t, why)
+	t.Parallel()
 	manyReplicas.Lock()
 	t.Cleanup(manyReplicas.Unlock)
 }
