@@ -54,6 +54,17 @@ func startsThreeRegions(t *testing.T, why string) {
 	t.Parallel()
 }
 
+// startsSmallRegions is startsRegions for a test of at most four
+// replicas (one or two regions) that puts no load of its own on them: it
+// runs with the parallel tests (t.Parallel), so these short tests fill
+// the slot the sharded tests (startsShardedRegions, one at a time) leave,
+// beside the three-region tests, instead of running before them all.
+func startsSmallRegions(t *testing.T, why string) {
+	t.Helper()
+	startsRegions(t, why)
+	t.Parallel()
+}
+
 // manyReplicas is held by a test of a sharded deployment (six to nine
 // replicas) while it runs: such a deployment keeps a core busy under
 // -race, and two at once (or three, on a machine others use too) slowed

@@ -17,7 +17,7 @@ import (
 // bucket), and every acknowledged increment reads exactly at every
 // replica, us-3 included, which holds no keyed shard any more.
 func TestRestartAfterDrainKeepsTheStoredMap(t *testing.T) {
-	startsRegions(t, "starts three replicas twice")
+	startsSmallRegions(t, "starts three replicas twice")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
 	cfg.DataDir = t.TempDir()

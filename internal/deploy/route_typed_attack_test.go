@@ -36,7 +36,7 @@ import (
 // of a key us-2 holds answer us-2's view, whatever a client's headers
 // say, applying nothing.
 func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
-	startsRegions(t, "starts two sharded regions")
+	startsSmallRegions(t, "starts two sharded regions")
 	const token = "w-secret-token"
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP, cfg.WriteToken = []string{"us", "eu"}, 2, 1, "", true, token
