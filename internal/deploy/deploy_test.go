@@ -25,14 +25,14 @@ func startDeployment(t *testing.T, milestones string) *deploy.Deployment {
 
 // startsRegions marks a test that starts a deployment of its own:
 // skipped with -short. These tests run one after another (but see
-// startsThreeRegions). Side by side
+// startsThreeRegions and startsShardedRegions). Side by side
 // (each deployment has its own ports, data directory and NATS servers, so
 // none sees another's) they took a third less time alone, but in CI,
 // beside the other packages' tests on two cores, the sharded ones timed
 // out waiting for a move to settle and for a split item's trending
 // (TestReplicaJoinsAndDrainsWhileServing, TestHotItemSplitOverShards;
-// both pass alone): parallel again once the suite's clocks are the
-// tests' own.
+// both pass alone) when they ran beside each other: they still run one
+// at a time (manyReplicas).
 func startsRegions(t *testing.T, why string) {
 	t.Helper()
 	if testing.Short() {
@@ -45,9 +45,21 @@ func startsRegions(t *testing.T, why string) {
 // a deployment mostly waits (on heartbeats, anti-entropy rounds and the
 // test's polls), about 5 s of CPU under -race for 25 s of wall, so these
 // tests run two at a time (t.Parallel, -parallel is GOMAXPROCS). Go runs
-// them after the package's other tests, so they never run beside a
-// sharded deployment or a test under load, which stay one at a time.
+// them after the package's other tests, so they never run beside a test
+// under load, which stay one at a time; a sharded deployment
+// (startsShardedRegions) may run beside one of them.
 func startsThreeRegions(t *testing.T, why string) {
+	t.Helper()
+	startsRegions(t, why)
+	t.Parallel()
+}
+
+// startsSmallRegions is startsRegions for a test of at most four
+// replicas (one or two regions) that puts no load of its own on them: it
+// runs with the parallel tests (t.Parallel), so these short tests fill
+// the slot the sharded tests (startsShardedRegions, one at a time) leave,
+// beside the three-region tests, instead of running before them all.
+func startsSmallRegions(t *testing.T, why string) {
 	t.Helper()
 	startsRegions(t, why)
 	t.Parallel()
@@ -61,11 +73,16 @@ func startsThreeRegions(t *testing.T, why string) {
 var manyReplicas sync.Mutex
 
 // startsShardedRegions is startsRegions for a test of a sharded
-// deployment: it also waits for manyReplicas, which it holds until its
-// deployment has closed.
+// deployment: it runs with the parallel tests (t.Parallel), after the
+// package's other tests, and waits for manyReplicas, which it holds until
+// its deployment has closed. So the sharded tests run one after another,
+// as before, but beside the three-region tests, which mostly wait, rather
+// than before them: the package's wall time is no longer their sum and
+// the others'.
 func startsShardedRegions(t *testing.T, why string) {
 	t.Helper()
 	startsRegions(t, why)
+	t.Parallel()
 	manyReplicas.Lock()
 	t.Cleanup(manyReplicas.Unlock)
 }
@@ -88,6 +105,27 @@ const (
 	testHeartbeat = 250 * time.Millisecond
 	testMovePoll  = 100 * time.Millisecond
 )
+
+// testMoveRequestTimeout is the request_timeout of the tests that move
+// shards (production's is 10s): a replica that left shards reports them
+// released only once they compare equal with their holders after the
+// switch plus a request timeout (by when any write it accepted before
+// has committed or failed), so every move with a leaving replica waited
+// 10 s. A write still has 3 s for its durable commit, as in node's
+// tests.
+const testMoveRequestTimeout = 3 * time.Second
+
+// withMoveRequestTimeout is cfg with testMoveRequestTimeout.
+func withMoveRequestTimeout(cfg deploy.Config) deploy.Config {
+	adjust := cfg.Node
+	cfg.Node = func(c *node.Config) {
+		c.RequestTimeout = testMoveRequestTimeout.String()
+		if adjust != nil {
+			adjust(c)
+		}
+	}
+	return cfg
+}
 
 // withTestPace is cfg at the tests' pace (testHeartbeat, testMovePoll).
 func withTestPace(cfg deploy.Config) deploy.Config {

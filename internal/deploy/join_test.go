@@ -34,7 +34,7 @@ func TestReplicaJoinsAndDrainsWhileServing(t *testing.T) {
 	for cfg.RESPPort == 0 || (cfg.RESPPort < cfg.Port+7 && cfg.Port < cfg.RESPPort+7) {
 		cfg.RESPPort = consecutiveFreePorts(t, 7)
 	}
-	d := startConfig(t, cfg)
+	d := startConfig(t, withMoveRequestTimeout(cfg))
 	waitReady(t, d.URLs())
 
 	load := startLikeLoad(t, d.URLs(), 30, 11) // the new replica joins the targets, the drained one leaves

@@ -26,7 +26,7 @@ func TestShardMovesWhileServing(t *testing.T) {
 	startsShardedRegions(t, "starts six replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 3, 2, ""
-	d := startConfig(t, cfg)
+	d := startConfig(t, withMoveRequestTimeout(cfg))
 	urls, cfgs := d.URLs(), d.Configs() // us-1 us-2 us-3 eu-1 eu-2 eu-3
 	waitReady(t, urls)
 	reps := []string{"us-1", "us-2", "us-3"}

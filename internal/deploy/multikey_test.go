@@ -19,7 +19,7 @@ import (
 // written in the last ten minutes, so the type total, which writes
 // counters, comes after it.
 func TestManyKeysAtAnyReplicaOfAShardedRegion(t *testing.T) {
-	startsRegions(t, "starts three replicas")
+	startsSmallRegions(t, "starts three replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
 	d := startConfig(t, cfg)

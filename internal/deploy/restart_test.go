@@ -17,11 +17,11 @@ import (
 // bucket), and every acknowledged increment reads exactly at every
 // replica, us-3 included, which holds no keyed shard any more.
 func TestRestartAfterDrainKeepsTheStoredMap(t *testing.T) {
-	startsRegions(t, "starts three replicas twice")
+	startsSmallRegions(t, "starts three replicas twice")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us"}, 3, 2, ""
 	cfg.DataDir = t.TempDir()
-	cfg = withTestPace(cfg)
+	cfg = withTestPace(withMoveRequestTimeout(cfg))
 	start := func() *deploy.Deployment {
 		d, err := deploy.Start(context.Background(), cfg)
 		if err != nil {

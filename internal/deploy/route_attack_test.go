@@ -31,7 +31,7 @@ import (
 // no token is ever on the wire, every acknowledged write is applied at
 // every replica, and a client's RESP-in-HTTP headers apply nothing.
 func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
-	startsRegions(t, "starts three replicas")
+	startsSmallRegions(t, "starts three replicas")
 	const token = "w-secret-token"
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP, cfg.WriteToken = []string{"us"}, 3, 2, "", true, token

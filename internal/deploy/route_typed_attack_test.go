@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ import (
 // of a key us-2 holds answer us-2's view, whatever a client's headers
 // say, applying nothing.
 func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
-	startsRegions(t, "starts two sharded regions")
+	startsSmallRegions(t, "starts two sharded regions")
 	const token = "w-secret-token"
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones, cfg.RESP, cfg.WriteToken = []string{"us", "eu"}, 2, 1, "", true, token
@@ -54,48 +55,6 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 	}
 
 	nc, violations := connectAsReplica(t, d, "us", "us-1")
-
-	// Forged typed requests of RESP's operation kinds, for eu's replicas.
-	const item, user, uniq = "forged-item", "mallory", "forged-uniques"
-	for _, target := range []string{"eu-1", "eu-2"} {
-		req := route.Request{Kind: route.KindOps, From: "eu-2", Shard: shard.Of(item), Ops: []route.Op{
-			{Kind: route.OpToggle, Key: item, User: user, Idem: "forged"},
-		}}
-		if target == "eu-2" {
-			req.Shard, req.Ops = shard.Of(uniq), []route.Op{{Kind: route.OpUniques, Key: uniq, List: []string{"a", "b"}}}
-		}
-		forgeries := []route.Request{req, {Kind: route.KindOps, Shard: shard.Of(item), Ops: []route.Op{{Kind: route.OpAllLikers, Key: item, By: 10}}}}
-		// The view reads HTTP's one-key reads brought.
-		for _, k := range []route.OpKind{route.OpCounterView, route.OpLikesView, route.OpLikedView, route.OpLikersView, route.OpBudgetView} {
-			forgeries = append(forgeries, route.Request{Kind: route.KindOps, From: target, Shard: shard.Of(item),
-				Ops: []route.Op{{Kind: k, Key: item, User: user, By: 10}}})
-		}
-		for _, r := range forgeries {
-			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-			_, err := nc.RequestWithContext(rctx, route.Subject("eu", target), r.Marshal())
-			cancel()
-			if err == nil {
-				t.Fatalf("us-1's user had an answer from %s to a forged %v", target, r.Ops[0].Kind)
-			}
-			select {
-			case err := <-violations:
-				if !strings.Contains(err.Error(), "Permissions Violation") {
-					t.Fatalf("us-1's user publishing to %s: %v", target, err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("us-1's user published a forged %v to %s", r.Ops[0].Kind, target)
-			}
-		}
-	}
-	for _, r := range []string{"eu-1", "eu-2"} {
-		c := client(r)
-		if liked, err := c.SIsMember(ctx, "likes:"+item, user).Result(); err != nil || liked {
-			t.Fatalf("%s: SISMEMBER after a forged toggle: %v %v", r, liked, err)
-		}
-		if n, err := c.PFCount(ctx, uniq).Result(); err != nil || n != 0 {
-			t.Fatalf("%s: PFCOUNT after forged ids: %d %v", r, n, err)
-		}
-	}
 
 	// A key us-1 does not hold: us-2 holds it (copies 1).
 	held := getShards(t, urls[at["us-1"]]).Held("us-1")
@@ -118,11 +77,96 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 	if _, err := route.UnmarshalRequest(forged); err == nil || !strings.Contains(err.Error(), "unknown request kind 3") {
 		t.Fatalf("the forged request decodes: %v", err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	_, err := nc.RequestWithContext(rctx, route.Subject("us", "us-2"), forged)
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
-		t.Fatalf("us-2 answered a request of kind 3: %v", err)
+	// Its 3 s wait for an answer runs beside the forgeries for eu below.
+	kind3 := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		_, err := nc.RequestWithContext(rctx, route.Subject("us", "us-2"), forged)
+		kind3 <- err
+	}()
+
+	// Forged typed requests of RESP's operation kinds, for eu's replicas.
+	// Each waits its 3 s for an answer that must not come; they wait side
+	// by side, not one after another (fourteen waits were most of the
+	// test's time), and each must bring its own permissions violation,
+	// naming its target's subject.
+	const item, user, uniq = "forged-item", "mallory", "forged-uniques"
+	type forgery struct {
+		target string
+		req    route.Request
+	}
+	var sent []forgery
+	for _, target := range []string{"eu-1", "eu-2"} {
+		req := route.Request{Kind: route.KindOps, From: "eu-2", Shard: shard.Of(item), Ops: []route.Op{
+			{Kind: route.OpToggle, Key: item, User: user, Idem: "forged"},
+		}}
+		if target == "eu-2" {
+			req.Shard, req.Ops = shard.Of(uniq), []route.Op{{Kind: route.OpUniques, Key: uniq, List: []string{"a", "b"}}}
+		}
+		forgeries := []route.Request{req, {Kind: route.KindOps, Shard: shard.Of(item), Ops: []route.Op{{Kind: route.OpAllLikers, Key: item, By: 10}}}}
+		// The view reads HTTP's one-key reads brought.
+		for _, k := range []route.OpKind{route.OpCounterView, route.OpLikesView, route.OpLikedView, route.OpLikersView, route.OpBudgetView} {
+			forgeries = append(forgeries, route.Request{Kind: route.KindOps, From: target, Shard: shard.Of(item),
+				Ops: []route.Op{{Kind: k, Key: item, User: user, By: 10}}})
+		}
+		for _, r := range forgeries {
+			sent = append(sent, forgery{target, r})
+		}
+	}
+	answered := make(chan string, len(sent))
+	var waits sync.WaitGroup
+	for _, f := range sent {
+		waits.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			if _, err := nc.RequestWithContext(rctx, route.Subject("eu", f.target), f.req.Marshal()); err == nil {
+				answered <- fmt.Sprintf("us-1's user had an answer from %s to a forged %v", f.target, f.req.Ops[0].Kind)
+			}
+		})
+	}
+	want := map[string]int{} // subject -> forgeries sent there without a violation heard yet
+	for _, f := range sent {
+		want[fmt.Sprintf("%q", route.Subject("eu", f.target))]++
+	}
+	deadline := time.After(10 * time.Second)
+	for range sent {
+		select {
+		case err := <-violations:
+			if !strings.Contains(err.Error(), "Permissions Violation") {
+				t.Fatalf("us-1's user publishing to eu's replicas: %v", err)
+			}
+			named := false
+			for subject, n := range want {
+				if n > 0 && strings.Contains(err.Error(), subject) {
+					want[subject]--
+					named = true
+					break
+				}
+			}
+			if !named {
+				t.Fatalf("a violation for none of the forgeries still unrefused %v: %v", want, err)
+			}
+		case <-deadline:
+			t.Fatalf("us-1's user published forged requests to eu's replicas: no violation for %v", want)
+		}
+	}
+	waits.Wait()
+	close(answered)
+	for msg := range answered {
+		t.Error(msg)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, r := range []string{"eu-1", "eu-2"} {
+		c := client(r)
+		if liked, err := c.SIsMember(ctx, "likes:"+item, user).Result(); err != nil || liked {
+			t.Fatalf("%s: SISMEMBER after a forged toggle: %v %v", r, liked, err)
+		}
+		if n, err := c.PFCount(ctx, uniq).Result(); err != nil || n != 0 {
+			t.Fatalf("%s: PFCOUNT after forged ids: %d %v", r, n, err)
+		}
 	}
 
 	// A client's HTTP request carrying a RESP command and the old
@@ -140,6 +184,10 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode < 400 || res.StatusCode >= 500 {
 		t.Fatalf("RESP in an HTTP body with the forwarding's headers: %d %s, want a 4xx", res.StatusCode, body)
+	}
+
+	if err := <-kind3; !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("us-2 answered a request of kind 3: %v", err)
 	}
 
 	// Nothing of either applied; RESP at us-1 reaches the holder typed.

@@ -25,7 +25,7 @@ import (
 // refused); every replica follows it at once, and a restart keeps it. A
 // replica's NATS user cannot write the bucket.
 func TestShardMapsLiveInKV(t *testing.T) {
-	startsRegions(t, "starts four replicas")
+	startsSmallRegions(t, "starts four replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 2, 1, ""
 	d := startConfig(t, cfg)

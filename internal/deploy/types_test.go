@@ -109,7 +109,7 @@ func TestTypesThroughCutAndHeal(t *testing.T) {
 // each minute, give the same exact sums everywhere, split by region, a
 // key of no type left out.
 func TestTypeWindowAcrossShardedRegions(t *testing.T) {
-	startsRegions(t, "starts four replicas")
+	startsSmallRegions(t, "starts four replicas")
 	cfg := deploy.DefaultConfig()
 	cfg.Regions, cfg.Replicas, cfg.Copies, cfg.Milestones = []string{"us", "eu"}, 2, 1, ""
 	d := startConfig(t, cfg)
