@@ -19,6 +19,7 @@ func TestBlockDuringPartitionOverNATS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-region super-cluster")
 	}
+	t.Parallel() // mostly waits on NATS and replication timers
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cl, nodes := startSuperCluster(ctx, t)

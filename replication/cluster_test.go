@@ -208,6 +208,7 @@ func TestLossyDuplicatingReorderingNetworkConverges(t *testing.T) {
 // their union equals the sketch of every id; with the fast path gone,
 // anti-entropy alone gets there too.
 func TestUniquesConvergeOverNATS(t *testing.T) {
+	t.Parallel() // mostly waits on NATS and replication timers
 	for _, drop := range []float64{0.5, 1} {
 		t.Run(fmt.Sprint("drop", drop), func(t *testing.T) {
 			nodes, _ := startCluster(t, "us", "eu", "ap")

@@ -108,6 +108,7 @@ func converged(t *testing.T, nodes []*replica, item string, want int64, timeout 
 }
 
 func TestWritesEverywhereConvergeExactly(t *testing.T) {
+	t.Parallel() // mostly waits on NATS and replication timers
 	nodes, _ := startCluster(t, "us", "eu", "ap")
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -139,6 +140,7 @@ func TestWritesEverywhereConvergeExactly(t *testing.T) {
 }
 
 func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
+	t.Parallel() // mostly waits on NATS and replication timers
 	nodes, _ := startCluster(t, "us", "eu", "ap")
 	ctx := context.Background()
 	// 50 users each like in us and eu at the same moment.
@@ -170,6 +172,7 @@ func TestSameUserTwoRegionsCountsOnce(t *testing.T) {
 }
 
 func TestWipedReplicaRecoversOwnEntriesBeforeWriting(t *testing.T) {
+	t.Parallel() // mostly waits on NATS and replication timers
 	nodes, url := startCluster(t, "us", "eu", "ap")
 	ctx := context.Background()
 	us := nodes[0]

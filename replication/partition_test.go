@@ -17,6 +17,7 @@ func TestPartitionedRegionConvergesAfterHeal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-region super-cluster")
 	}
+	t.Parallel() // mostly waits on NATS and replication timers
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cl, nodes := startSuperCluster(ctx, t)

@@ -25,6 +25,7 @@ import (
 // regions reads every count exactly, while a replica keeps nothing of the
 // shards it does not hold.
 func TestShardedRegionConvergesOnHoldersOnly(t *testing.T) {
+	t.Parallel() // mostly waits on NATS and replication timers
 	s := startNATS(t)
 	us := []string{"us-1", "us-2", "us-3"}
 	usMap, err := shard.Assign("us", us, 2)

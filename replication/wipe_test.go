@@ -84,6 +84,7 @@ func history(t *testing.T, n *replica, item, user string) map[string]any {
 // (complete:false, partial:[us-1]) in every region, also after us-1
 // restarts again.
 func TestWipedReplicaEventIdentityAndPartialHistory(t *testing.T) {
+	t.Parallel() // mostly waits on NATS and replication timers
 	s := startJetStreamServer(t)
 	url := s.ClientURL()
 	ids := []string{"us-1", "eu-1"}

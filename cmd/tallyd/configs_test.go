@@ -345,6 +345,7 @@ func TestNATSConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	d := shipped{servers: servers, clients: clients, certs: certs, us1: nc, violations: violations}
 	stream, err := js.Stream(ctx, "KV_tally_alloc")
 	if err != nil {
 		t.Fatalf("the allocator's stream: %v", err)
@@ -354,25 +355,26 @@ func TestNATSConfigs(t *testing.T) {
 		"deleted the milestone stream":   func(c context.Context) error { return js.DeleteStream(c, "TALLY_MILESTONES") },
 		"purged the allocator's stream":  func(c context.Context) error { return stream.Purge(c) },
 	} {
+		for len(violations) > 0 {
+			<-violations
+		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := f(c)
+		v, err := d.violation(c, f)
 		cancel()
 		if err == nil {
 			t.Fatalf("tally-us-1 %s", what)
 		}
-		select {
-		case v := <-violations:
-			if !strings.Contains(v.Error(), "Permissions Violation") {
-				t.Fatalf("tally-us-1 %s: %v", what, v)
-			}
-		case <-time.After(5 * time.Second):
+		if v == nil {
 			t.Fatalf("no permissions violation when tally-us-1 %s: %v", what, err)
+		}
+		if !strings.Contains(v.Error(), "Permissions Violation") {
+			t.Fatalf("tally-us-1 %s: %v", what, v)
 		}
 	}
 	if _, err := js.Stream(ctx, "KV_tally_alloc"); err != nil {
 		t.Fatalf("the allocator's stream after the attempts: %v", err)
 	}
-	attackShipped(t, shipped{servers: servers, clients: clients, certs: certs, us1: nc, violations: violations})
+	attackShipped(t, d)
 }
 
 // shipped is a running deployment of the shipped configs, and us-1's own
@@ -386,23 +388,49 @@ type shipped struct {
 }
 
 // denied runs an attack with us-1's credentials and wants it to fail with
-// a permissions violation (issue #27, item 2).
+// a permissions violation (issue #27, item 2). A refused request is never
+// answered, so the attack would only end at its deadline: once the
+// violation has arrived it is cancelled instead (attack runs on its own
+// goroutine, which denied waits for).
 func (d shipped) denied(t *testing.T, what string, attack func(context.Context) error) {
 	t.Helper()
 	for len(d.violations) > 0 {
 		<-d.violations
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	err := attack(ctx)
-	cancel()
-	select {
-	case v := <-d.violations:
-		if !strings.Contains(v.Error(), "Permissions Violation") {
-			t.Errorf("tally-us-1 %s: %v", what, v)
-		}
-	case <-time.After(5 * time.Second):
+	defer cancel()
+	v, err := d.violation(ctx, attack)
+	switch {
+	case v == nil:
 		t.Errorf("tally-us-1 %s: no permissions violation (the attack returned %v)", what, err)
+	case !strings.Contains(v.Error(), "Permissions Violation"):
+		t.Errorf("tally-us-1 %s: %v", what, v)
 	}
+}
+
+// violation runs attack with ctx and returns the first error the server
+// reports to us-1 (nil if none within 5s of the attack's end) and what
+// attack returned. Once an error arrives ctx's attack is cancelled; it
+// returns only after attack has, and after a round trip to the server, so
+// that a later report of this attack is in d.violations already (a caller
+// drains it before its next attack).
+func (d shipped) violation(ctx context.Context, attack func(context.Context) error) (v, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- attack(ctx) }()
+	defer func() { _ = d.us1.Flush() }()
+	select {
+	case v = <-d.violations:
+		cancel()
+		return v, <-done
+	case err = <-done:
+	}
+	select {
+	case v = <-d.violations:
+	case <-time.After(5 * time.Second):
+	}
+	return v, err
 }
 
 // connect is a NATS connection as user.

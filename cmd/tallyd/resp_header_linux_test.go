@@ -25,6 +25,7 @@ func TestRESPHeaderCostsNothingAfterTheClientLeaves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
+	t.Parallel() // mostly waits; the bound is on the child's own CPU time
 	bin := buildTallyd(t)
 	cmd, url := startRESPProcess(t, bin, t.TempDir())
 	status := func() map[string]any {

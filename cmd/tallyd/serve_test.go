@@ -289,6 +289,7 @@ func TestSIGHUPRotatesTokenWithoutAFailedRequest(t *testing.T) {
 // TestSIGTERMDrains: the first signal fails /readyz for the drain delay,
 // while requests are still served, and then serve stops.
 func TestSIGTERMDrains(t *testing.T) {
+	t.Parallel() // waits out the drain delay
 	s := startServe(t, "--data", t.TempDir(), "--drain-delay", "2s")
 	base := "http://" + s.addr
 	testkit.WaitFor(t, 10*time.Second, func() error {

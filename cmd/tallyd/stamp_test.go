@@ -20,6 +20,7 @@ func TestStampedBinaryReportsItsRelease(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("make not installed")
 	}
+	t.Parallel()
 	// The ldflags make uses, as `make -n build` prints them.
 	out, err := exec.Command("make", "-s", "-n", "-C", "../..", "build").Output()
 	if err != nil {

@@ -367,6 +367,7 @@ func TestBenchEventsKeysAndWindows(t *testing.T) {
 
 // bench space likes distinct pairs, compacts, and reports bytes per pair.
 func TestBenchSpace(t *testing.T) {
+	t.Parallel()
 	for _, ids := range []string{"seq", "snowflake", "uuid"} {
 		cfg := defaultSpaceBenchConfig()
 		cfg.Likes, cfg.Items, cfg.UserIDs = 5000, 7, ids
@@ -452,6 +453,7 @@ func TestBenchReplicationSmall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region deployment")
 	}
+	t.Parallel()
 	code, stdout, stderr := runArgs(t, "bench", "replication", "--regions", "us,eu", "--samples", "6",
 		"--heals", "1", "--cut-for", "200ms", "--cut-writers", "2")
 	if code != 0 {

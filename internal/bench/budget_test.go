@@ -377,6 +377,7 @@ func TestBenchBudgetRegions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region deployment")
 	}
+	t.Parallel()
 	cfg := defaultBudgetBenchConfig()
 	cfg.Regions, cfg.Clients, cfg.Duration, cfg.Budget = 2, []int{4}, 500*time.Millisecond, 1_000_000
 	var out strings.Builder

@@ -77,6 +77,7 @@ func TestBenchShardsSpace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three deployments of up to six replicas")
 	}
+	t.Parallel()
 	cfg := defaultShardsBenchConfig()
 	cfg.Likes, cfg.Items = 6_000, 240
 	cfg = cfg.withDefaults()
@@ -143,6 +144,7 @@ func TestBenchShardsLikes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two deployments")
 	}
+	t.Parallel()
 	cfg := defaultShardsBenchConfig()
 	cfg.Measure, cfg.Replicas, cfg.Copies = measureLikes, []int{1, 3}, 1
 	cfg.Duration, cfg.Warmup, cfg.Concurrency, cfg.Items = 400*time.Millisecond, 100*time.Millisecond, 4, 1000
@@ -197,6 +199,7 @@ func TestBenchShardsHeal(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts six replicas")
 	}
+	t.Parallel()
 	code, stdout, stderr := runArgs(t, "bench", "shards", "--measure", "heal", "--regions", "us,eu",
 		"--cut-for", "500ms", "--cut-writers", "2", "--items", "4", "--timeout", "2m")
 	if code != 0 {
@@ -237,6 +240,7 @@ func TestBenchShardsHot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two deployments")
 	}
+	t.Parallel()
 	cfg := defaultShardsBenchConfig()
 	cfg.Measure, cfg.Replicas, cfg.Copies = measureHot, []int{1, 3}, 1
 	cfg.Duration, cfg.Warmup, cfg.Concurrency, cfg.Batch = 400*time.Millisecond, 100*time.Millisecond, 4, 20

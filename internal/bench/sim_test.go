@@ -47,6 +47,7 @@ func TestSim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two simulations of six and twelve replicas")
 	}
+	t.Parallel()
 	run := func(replicas int) simResult {
 		t.Helper()
 		cfg := defaultSimConfig()
@@ -127,6 +128,7 @@ func TestBenchSimCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a simulation")
 	}
+	t.Parallel()
 	args := []string{"bench", "sim", "--regions", "2", "--replicas", "2", "--items", "50", "--cut-for", "300ms",
 		"--cut-rate", "50", "--idle", "100ms", "--vector-writers", "1,3", "--dir", t.TempDir()}
 	code, stdout, stderr := runArgs(t, args...)
