@@ -109,7 +109,10 @@ func TestForgedAskTakesAtMostHalfTheSpare(t *testing.T) {
 		// The first spends may be out of the window by now (it keeps 1
 		// to 2 s): on a loaded machine the 300 spends alone can take
 		// that long.
+		// Nor can the rest of the test rely on the 200: rights may have
+		// moved since.
 		t.Logf("too slow to check what eu-1 kept (%v); it holds %d", time.Since(spentAt), got)
+		return
 	case got != 200:
 		t.Fatalf("eu-1 holds %d after asks while it spends, want the 200 it kept", got)
 	}
