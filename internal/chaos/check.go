@@ -312,10 +312,13 @@ func (mo modelOrder) beats(y, x *Op) bool {
 		// earlier one's only where the earlier one is known: at its own
 		// region (the writer stamps an action above the record it finds,
 		// region.likeState), unless that region lost its data since. A
-		// region that has not heard of it yet stamps by its own clock,
-		// which may be up to ClockLead behind the earlier action's: a
-		// like in a region a minute ahead then beats an unlike sent
-		// seconds later to a region just restarted at its wall clock.
+		// region that has not heard of it yet stamps by its own clock or
+		// the latest stamp it heard, whichever is ahead, which may be up
+		// to ClockLead behind the earlier action's: a like in a region a
+		// minute ahead beats an unlike sent a second later to a region
+		// wiped since, still following its peers' clocks back and cut
+		// off from them (seed 2839 in CI: eu's NATS restarted while its
+		// clock was 50 s behind its peers').
 		return !mo.ClocksApart || y.Start > x.End+mo.ClockLead ||
 			y.Region == x.Region && !slices.Contains(mo.Wiped, replicaID(x.Region))
 	case y.At != 0:

@@ -401,12 +401,13 @@ func TestAvailabilityCountsFirstAttempts(t *testing.T) {
 
 // After forged heartbeats (ClocksApart) two actions without client times
 // in two regions are ordered by HLCs up to ClockLead apart: a like in a
-// region whose clock peers moved a minute ahead beats an unlike sent
-// 20 s later to a region wiped since, back at its wall clock and not yet
-// told of the like, and then a stamped unlike 60 s after the like too.
-// seed 2839's lost-ack in CI: the like won everywhere, as the order of a
-// user's actions says. In one region, or once the gap is past
-// ClockLead, the later action still wins.
+// region whose clock peers moved a minute ahead beats an unlike sent a
+// second later to a region wiped since, whose clock is still behind and
+// which has not heard from its peers since before the like, and then a
+// stamped unlike 60 s after the like too (seed 2839's lost-acks in CI:
+// the like won everywhere, as the order of a user's actions says). In
+// one region not wiped, or once the gap is past ClockLead, the later
+// action still wins.
 func TestModelClocksApartOrderActionsWithoutTimesByHLC(t *testing.T) {
 	item := key{Likes: true, ID: "i"}
 	u := userKey{"i", "u"}
@@ -424,10 +425,10 @@ func TestModelClocksApartOrderActionsWithoutTimesByHLC(t *testing.T) {
 		secondAfter time.Duration // and its send, after the like's
 		want        []bool
 	}{
-		{"clocks together", false, nil, "eu", 20 * time.Second, []bool{false}},
-		{"clocks apart", true, []string{"eu-1"}, "eu", 20 * time.Second, []bool{true, false}},
-		{"clocks apart, one region", true, []string{"eu-1"}, "us", 20 * time.Second, []bool{false}},
-		{"clocks apart, one region wiped", true, []string{"us-1"}, "us", 20 * time.Second, []bool{true, false}},
+		{"clocks together", false, nil, "eu", time.Second, []bool{false}},
+		{"clocks apart", true, []string{"eu-1"}, "eu", time.Second, []bool{true, false}},
+		{"clocks apart, one region", true, []string{"eu-1"}, "us", time.Second, []bool{false}},
+		{"clocks apart, one region wiped", true, []string{"us-1"}, "us", time.Second, []bool{true, false}},
 		{"clocks apart, past the lead", true, []string{"eu-1"}, "eu", lead + time.Second, []bool{false}},
 	} {
 		ops := []Op{
