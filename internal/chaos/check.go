@@ -289,7 +289,9 @@ type modelOrder struct {
 	// regions are ordered by HLCs up to ClockLead apart, not by when they
 	// happened (see beats).
 	ClocksApart bool
-	// Wiped are the replicas whose data dir was wiped during the run.
+	// Wiped are the replicas whose data dir was wiped during the run. A
+	// run with forged clocks is not sharded: one replica a region
+	// (replicaID).
 	Wiped []string
 }
 
