@@ -149,6 +149,9 @@ type finalState struct {
 	// among those with one (modelOrder); zero: the run had none with.
 	StartMs   int64
 	ClockLead time.Duration
+	// ClocksApart: the replicas' clocks may have disagreed by up to
+	// ClockLead (forged heartbeats moved them; see modelOrder).
+	ClocksApart bool
 	// Wiped are the replicas whose region lost its data during the run,
 	// and with it the history of the actions it had accepted (they are in
 	// its region's stream): the latest action of a history is not
@@ -278,18 +281,48 @@ type modelOrder struct {
 	// ClockLead is how far ahead of the wall clock a replica's HLC may
 	// run (hlcLead, and forgedClockLead after forged heartbeats).
 	ClockLead time.Duration
+	// ClocksApart: the replicas' clocks may have disagreed by up to
+	// ClockLead (a forge episode's heartbeats moved every replica's clock
+	// a minute ahead, and a replica restarted or wiped after it starts at
+	// its own wall clock and follows its peers back 10 s a round, while
+	// it accepts writes). Then two actions without client times in two
+	// regions are ordered by HLCs up to ClockLead apart, not by when they
+	// happened (see beats).
+	ClocksApart bool
+	// Wiped are the replicas whose data dir was wiped during the run. A
+	// run with forged clocks is not sharded: one replica a region
+	// (replicaID).
+	Wiped []string
 }
 
 // beats reports whether acknowledged action y certainly wins over x,
 // by the order of the records. Two actions without client times are in
 // the order the client sent them (id order, as each user's actions are
-// one after the other), but for the two of a concurrent pair.
+// one after the other), but for the two of a concurrent pair, and, if
+// the clocks were apart, for two in different regions less than
+// ClockLead apart.
 func (mo modelOrder) beats(y, x *Op) bool {
 	switch {
 	case y.At != 0 && x.At != 0:
 		return y.At > x.At // a tie goes to the HLC, which the model does not know
 	case y.At == 0 && x.At == 0:
-		return y.ID > x.ID && (x.Pair == 0 || x.Pair != y.Pair)
+		if y.ID <= x.ID || x.Pair != 0 && x.Pair == y.Pair {
+			return false
+		}
+		// Without client times the order is the HLC's
+		// (crdt.LikeRecord.Wins), and a later action's HLC is above an
+		// earlier one's only where the earlier one is known: at its own
+		// region (the writer stamps an action above the record it finds,
+		// region.likeState), unless that region lost its data since. A
+		// region that has not heard of it yet stamps by its own clock or
+		// the latest stamp it heard, whichever is ahead, which may be up
+		// to ClockLead behind the earlier action's: a like in a region a
+		// minute ahead beats an unlike sent a second later to a region
+		// wiped since, still following its peers' clocks back and cut
+		// off from them (seed 2839 in CI: eu's NATS restarted while its
+		// clock was 50 s behind its peers').
+		return !mo.ClocksApart || y.Start > x.End+mo.ClockLead ||
+			y.Region == x.Region && !slices.Contains(mo.Wiped, replicaID(x.Region))
 	case y.At != 0:
 		return y.At > mo.StartMs+(x.End+mo.ClockLead).Milliseconds()
 	default:
@@ -383,7 +416,7 @@ func (uk userKey) String() string { return "likes/" + uk.Item + "/" + uk.User }
 // workload could touch; items no user acted on must read 0. It returns the
 // model's value of every key (absent: uncertain) and the violations.
 func check(ops []Op, keys []key, f finalState) (map[key]int64, []Violation) {
-	m, vs := buildModelOrder(ops, modelOrder{StartMs: f.StartMs, ClockLead: f.ClockLead})
+	m, vs := buildModelOrder(ops, modelOrder{StartMs: f.StartMs, ClockLead: f.ClockLead, ClocksApart: f.ClocksApart, Wiped: f.Wiped})
 	vs = append(vs, checkToggles(ops)...)
 	timed := map[userKey]bool{}
 	for i := range ops {

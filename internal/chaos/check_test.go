@@ -398,3 +398,65 @@ func TestAvailabilityCountsFirstAttempts(t *testing.T) {
 		t.Fatalf("%+v, want 2 of 3", a)
 	}
 }
+
+// After forged heartbeats (ClocksApart) two actions without client times
+// in two regions are ordered by HLCs up to ClockLead apart: a like in a
+// region whose clock peers moved a minute ahead beats an unlike sent a
+// second later to a region wiped since, whose clock is still behind and
+// which has not heard from its peers since before the like, and then a
+// stamped unlike 60 s after the like too (seed 2839's lost-acks in CI:
+// the like won everywhere, as the order of a user's actions says). In
+// one region not wiped, or once the gap is past ClockLead, the later
+// action still wins.
+func TestModelClocksApartOrderActionsWithoutTimesByHLC(t *testing.T) {
+	item := key{Likes: true, ID: "i"}
+	u := userKey{"i", "u"}
+	const startMs = 1_700_000_000_000
+	lead := hlcLead + forgedClockLead + time.Second
+	at := func(o Op, start time.Duration) Op {
+		o.Start, o.End = start, start+100*time.Millisecond
+		return o
+	}
+	for _, c := range []struct {
+		name        string
+		apart       bool
+		wiped       []string
+		secondIn    string        // the unstamped unlike's region
+		secondAfter time.Duration // and its send, after the like's
+		want        []bool
+	}{
+		{"clocks together", false, nil, "eu", time.Second, []bool{false}},
+		{"clocks apart", true, []string{"eu-1"}, "eu", time.Second, []bool{true, false}},
+		{"clocks apart, one region", true, []string{"eu-1"}, "us", time.Second, []bool{false}},
+		{"clocks apart, one region wiped", true, []string{"us-1"}, "us", time.Second, []bool{true, false}},
+		{"clocks apart, past the lead", true, []string{"eu-1"}, "eu", lead + time.Second, []bool{false}},
+	} {
+		ops := []Op{
+			at(like(1, "us", "i", "u", OutcomeOK), 0),
+			at(unlike(2, c.secondIn, "i", "u", OutcomeOK), c.secondAfter),
+			// Stamped a minute after the like: inside its HLC's lead.
+			stamped(at(unlike(3, "eu", "i", "u", OutcomeOK), c.secondAfter+time.Second), startMs+60_000),
+		}
+		mo := modelOrder{StartMs: startMs, ClockLead: lead, ClocksApart: c.apart, Wiped: c.wiped}
+		m, _ := buildModelOrder(ops, mo)
+		got := m.Allowed[u]
+		same := len(got) == len(c.want)
+		for _, s := range c.want {
+			same = same && slices.Contains(got, s)
+		}
+		if !same {
+			t.Errorf("%s: allowed %v, want %v", c.name, got, c.want)
+		}
+		// Every region saying liked is a lost unlike only where the
+		// model rules the like out.
+		f := everywhere(map[key]int64{item: 1}, map[userKey]bool{u: true})
+		f.StartMs, f.ClockLead, f.ClocksApart, f.Wiped = startMs, lead, c.apart, c.wiped
+		_, vs := check(ops, []key{item}, f)
+		if slices.Contains(c.want, true) && len(vs) != 0 {
+			t.Errorf("%s: final liked flagged: %v", c.name, vs)
+		}
+		if !slices.Contains(c.want, true) && !slices.Equal(kinds(vs), []string{KindLostAck, KindValueMismatch}) {
+			t.Errorf("%s: final liked gave %v, want a lost unlike", c.name, vs)
+		}
+	}
+}

@@ -209,7 +209,7 @@ func (r *runner) run(ctx context.Context, plan []Episode, rep *Report) error {
 		}
 	}
 	fs := finalState{Regions: r.d.views(), Reads: final.reads, Liked: liked, Likers: likers, Audits: audits,
-		Histories: histories, Flags: flags, Wiped: wiped, StartMs: r.start.UnixMilli(), ClockLead: hlcLead + lead + time.Second}
+		Histories: histories, Flags: flags, Wiped: wiped, StartMs: r.start.UnixMilli(), ClockLead: hlcLead + lead + time.Second, ClocksApart: forged}
 	wants, vs := check(ops, r.keys, fs)
 	apx := approxIDs(r.cfg)
 	wkeys := slices.Clone(r.keys)
