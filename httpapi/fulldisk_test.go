@@ -87,9 +87,9 @@ func (f quotaFile) WriteAt(p []byte, off int64) (int, error) {
 // acknowledged is there when the data directory is opened again with room.
 func TestFullSmallDiskStopsTheReplicaAndKeepsAcknowledgedWrites(t *testing.T) {
 	var left atomic.Int64
-	left.Store(2 << 20)
+	left.Store(6 << 20)
 	dir := t.TempDir()
-	rep, st, ts := serveOnFaultyDisk(t, storage.Config{Dir: dir, FS: quotaFS{FS: vfs.Default, left: &left}, MemTableBytes: 256 << 10})
+	rep, st, ts := serveOnFaultyDisk(t, storage.Config{Dir: dir, FS: quotaFS{FS: vfs.Default, left: &left}, MemTableBytes: 1 << 20})
 	ctx := context.Background()
 	var acked []string
 	var stopped error
@@ -138,5 +138,5 @@ func TestFullSmallDiskStopsTheReplicaAndKeepsAcknowledgedWrites(t *testing.T) {
 	if err != nil || v.Value() < int64(len(acked)) {
 		t.Fatalf("count %d after reopening, %d likes were acknowledged (%v)", v.Value(), len(acked), err)
 	}
-	t.Logf("%d likes acknowledged before the 2 MiB disk filled", len(acked))
+	t.Logf("%d likes acknowledged before the 6 MiB disk filled", len(acked))
 }
