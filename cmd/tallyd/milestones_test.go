@@ -21,10 +21,15 @@ import (
 func TestMilestonesFollow(t *testing.T) {
 	t.Parallel()
 	run := startLocal(t, "--milestones", "every:5")
-	nats := regexp.MustCompile(`--nats (\S+) --durable`).FindStringSubmatch(run.out.String())
-	if nats == nil {
-		t.Fatalf("local's banner names no NATS URL for the follower:\n%s", run.out)
-	}
+	// startLocal returns once the replicas listen; the banner's line for
+	// the follower comes after them.
+	var nats []string
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if nats = regexp.MustCompile(`--nats (\S+) --durable`).FindStringSubmatch(run.out.String()); nats == nil {
+			return fmt.Errorf("local's banner names no NATS URL for the follower:\n%s", run.out)
+		}
+		return nil
+	})
 	for _, u := range run.urls {
 		testkit.WaitFor(t, 60*time.Second, func() error {
 			if code, _, err := testkit.DoJSON("GET", u+"/readyz", ""); err != nil || code != 200 {
