@@ -1,7 +1,6 @@
 package route_test
 
 import (
-	"bytes"
 	"errors"
 	"math"
 	"reflect"
@@ -88,19 +87,11 @@ func TestUniquesRefused(t *testing.T) {
 }
 
 func FuzzUniques(f *testing.F) {
+	seeds := make([][]byte, 0, len(sampleUniques))
 	for _, u := range sampleUniques {
-		f.Add(route.MarshalUniques(&u))
+		seeds = append(seeds, route.MarshalUniques(&u))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		u, err := route.UnmarshalUniques(b)
-		if err != nil {
-			return
-		}
-		again, err := route.UnmarshalUniques(route.MarshalUniques(&u))
-		if err != nil || !bytes.Equal(route.MarshalUniques(&again), route.MarshalUniques(&u)) {
-			t.Fatalf("%q decodes, re-encodes and then %v", b, err)
-		}
-	})
+	fuzzRoundTrip(f, seeds, route.UnmarshalUniques, func(u route.Uniques) []byte { return route.MarshalUniques(&u) })
 }
 
 // A query crosses the wire as an OpUniqueRead and reads back as it was.
