@@ -205,10 +205,25 @@ func (sr *shardRouter) handle(data []byte) (route.Answer, bool) {
 		sr.log.Warn("refused a malformed forwarded request", "error", err)
 		return route.Answer{}, false
 	}
+	if req.Kind == route.KindBatch {
+		return sr.serveBatch(req.Batch), true // batch.go
+	}
+	return sr.serveOne(req)
+}
+
+// deadline is when the holder stops working on req: its sender's
+// deadline, bounded by the router's timeout.
+func (sr *shardRouter) deadline(req *route.Request) time.Time {
 	deadline := time.UnixMilli(req.DeadlineMs)
 	if req.DeadlineMs == 0 || deadline.After(time.Now().Add(sr.timeout)) {
 		deadline = time.Now().Add(sr.timeout)
 	}
+	return deadline
+}
+
+// serveOne serves one forwarded request, decoded, as handle.
+func (sr *shardRouter) serveOne(req route.Request) (route.Answer, bool) {
+	deadline := sr.deadline(&req)
 	if time.Now().After(deadline) {
 		return route.Answer{}, false // answered timeout where it arrived: applying it now would surprise a retry
 	}

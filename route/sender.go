@@ -43,7 +43,24 @@ type SenderConfig struct {
 	Now func() time.Time
 	// SuspectFor: see DefaultSuspectFor.
 	SuspectFor time.Duration
+	// InFlight is how many messages to one holder Ask keeps in flight
+	// before requests for it queue and go together as one batch
+	// (KindBatch) when one comes back. Default DefaultInFlight; -1: no
+	// batching, every request its own message.
+	InFlight int
+	// BatchBytes bounds a batch's encoded requests. Default
+	// DefaultBatchBytes.
+	BatchBytes int
 }
+
+// DefaultInFlight is SenderConfig.InFlight's default: at low load, with
+// fewer requests than that to one holder at once, each goes at once as
+// its own message, with no delay added.
+const DefaultInFlight = 2
+
+// DefaultBatchBytes is SenderConfig.BatchBytes's default, well under the
+// 1 MiB a NATS server takes in one message by default.
+const DefaultBatchBytes = 256 << 10
 
 // Sender sends requests for a shard to one of its holders: in the map's
 // preferred order (shard.Map.Preferred), holders that let a request time
@@ -55,6 +72,7 @@ type Sender struct {
 	cfg      SenderConfig
 	mu       sync.Mutex
 	suspects map[string]time.Time // holder -> tried last until then
+	queues   map[string]*holderQueue
 }
 
 // NewSender returns a Sender.
@@ -65,7 +83,13 @@ func NewSender(cfg SenderConfig) *Sender {
 	if cfg.SuspectFor == 0 {
 		cfg.SuspectFor = DefaultSuspectFor
 	}
-	return &Sender{cfg: cfg, suspects: map[string]time.Time{}}
+	if cfg.InFlight == 0 {
+		cfg.InFlight = DefaultInFlight
+	}
+	if cfg.BatchBytes == 0 {
+		cfg.BatchBytes = DefaultBatchBytes
+	}
+	return &Sender{cfg: cfg, suspects: map[string]time.Time{}, queues: map[string]*holderQueue{}}
 }
 
 // ErrNotServed is what a Try returns (wrapped, with the reason) when its
@@ -176,7 +200,21 @@ func (s *Sender) Send(ctx context.Context, req Request) (Answer, string, error) 
 
 // Ask sends one encoded request to holder h and decodes its answer; an
 // answer of NotServed is an error wrapping ErrNotServed.
+//
+// Requests of kind KindOps under a deadline are batched (batch.go): with
+// SenderConfig.InFlight messages to h in flight, the request waits for
+// one to come back and goes with the others waiting then, in one message
+// (KindBatch). Each keeps its own deadline, at the holder too, and is
+// answered on its own as if it went alone.
 func (s *Sender) Ask(ctx context.Context, h string, data []byte) (Answer, error) {
+	if _, ok := ctx.Deadline(); !ok || s.cfg.InFlight < 0 || len(data) < 2 || Kind(data[1]) != KindOps {
+		return s.ask(ctx, h, data)
+	}
+	return s.queued(ctx, h, data)
+}
+
+// ask sends one encoded request to h as its own message.
+func (s *Sender) ask(ctx context.Context, h string, data []byte) (Answer, error) {
 	b, err := s.cfg.Transport.Request(ctx, h, data)
 	if err != nil {
 		return Answer{}, err

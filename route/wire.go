@@ -51,8 +51,13 @@ const (
 	// every other replica of the region answers from the shards it holds;
 	// the answer's Body is its Reply (MarshalReply, question.go).
 	KindQuestion
+	// KindBatch is requests of kind KindOps for one holder, forwarded
+	// together (Request.Batch; Sender batches them while an earlier
+	// request to the holder is in flight); the answer is of kind Answers,
+	// one answer per request, in order (MarshalAnswers).
+	KindBatch
 
-	numKinds = KindQuestion + 1
+	numKinds = KindBatch + 1
 )
 
 // Bounds a decoder holds a Request or Answer to, so no length read from
@@ -60,6 +65,7 @@ const (
 const (
 	MaxBytes = 8 << 20 // a whole message
 	MaxOps   = 1 << 14 // typed operations of one request
+	MaxBatch = 1 << 10 // requests of one batch (KindBatch)
 )
 
 // Request is one piece of work a replica forwards to another.
@@ -80,6 +86,11 @@ type Request struct {
 
 	// KindQuestion: the gathered read asked.
 	Question *Question
+
+	// KindBatch: the requests, each of kind KindOps, in order. The
+	// batch's own Shard is -1 and its DeadlineMs the earliest of theirs;
+	// each keeps its own.
+	Batch []Request
 }
 
 // AnswerKind says how a receiver took a Request.
@@ -91,9 +102,18 @@ const (
 	// NotServed: the receiver does not serve the request's shard now
 	// (not held, or it does not accept writes yet); nothing was applied.
 	NotServed
+	// Answers: the answer to a batch (KindBatch), its Body one answer
+	// per request, in order (MarshalAnswers).
+	Answers
 
-	numAnswerKinds = NotServed + 1
+	numAnswerKinds = Answers + 1
 )
+
+// Unanswered is the kind of a batch's answer (UnmarshalAnswers) the
+// holder gave none: the request came past its deadline, or the writer may
+// or may not have applied it. The sender answers "timeout", never
+// "nothing applied". It is never a whole message's kind.
+const Unanswered AnswerKind = 0
 
 // Answer is a receiver's answer to a Request.
 type Answer struct {
@@ -126,6 +146,11 @@ func (r *Request) Marshal() []byte {
 	if r.Question != nil {
 		n += r.Question.size()
 	}
+	items := make([][]byte, len(r.Batch))
+	for i := range r.Batch {
+		items[i] = r.Batch[i].Marshal()
+		n += len(items[i]) + binary.MaxVarintLen64
+	}
 	b := make([]byte, 0, n)
 	b = append(b, Version, byte(r.Kind))
 	b = appendString(b, r.From)
@@ -144,6 +169,34 @@ func (r *Request) Marshal() []byte {
 			q = &Question{}
 		}
 		b = q.append(b)
+	case KindBatch:
+		b = appendItems(b, items)
+	}
+	return b
+}
+
+// MarshalBatch encodes a Request of kind KindBatch from requests already
+// encoded (Request.Marshal), each of kind KindOps: the same bytes as
+// Request{Kind: KindBatch, From: from, Shard: -1, DeadlineMs: deadlineMs,
+// Batch: them decoded}.Marshal().
+func MarshalBatch(from string, deadlineMs int64, items [][]byte) []byte {
+	n := 32 + len(from)
+	for _, it := range items {
+		n += len(it) + binary.MaxVarintLen64
+	}
+	b := make([]byte, 0, n)
+	b = append(b, Version, byte(KindBatch))
+	b = appendString(b, from)
+	b = binary.AppendVarint(b, -1)
+	b = binary.AppendVarint(b, deadlineMs)
+	b = appendString(b, "")
+	return appendItems(b, items)
+}
+
+func appendItems(b []byte, items [][]byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(items)))
+	for _, it := range items {
+		b = appendBytes(b, it)
 	}
 	return b
 }
@@ -178,11 +231,91 @@ func UnmarshalRequest(b []byte) (Request, error) {
 		}
 	case KindQuestion:
 		r.Question = d.question()
+	case KindBatch:
+		r.Batch = d.batch()
+		if d.err == nil && r.Shard != -1 {
+			d.fail("a batch for shard %d", r.Shard)
+		}
 	}
 	if d.err == nil && r.Shard < -1 {
 		d.fail("shard %d", r.Shard)
 	}
 	return r, d.end()
+}
+
+// batch reads a batch's requests: each of kind KindOps, whole.
+func (d *decoder) batch() []Request {
+	n := d.count(MaxBatch)
+	if d.err == nil && n == 0 {
+		d.fail("an empty batch")
+	}
+	var out []Request
+	if n > 0 {
+		out = make([]Request, 0, min(n, len(d.b)))
+	}
+	for range n {
+		b := d.bytes()
+		if d.err != nil {
+			break
+		}
+		r, err := UnmarshalRequest(b)
+		if err == nil && r.Kind != KindOps {
+			err = fmt.Errorf("%w: a request of kind %d in a batch", ErrMalformed, r.Kind)
+		}
+		if err != nil {
+			d.fail("request %d of the batch: %v", len(out), err)
+			break
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// MarshalAnswers encodes the answers to a batch's requests, in order
+// (the Body of an Answer of kind Answers), after the Version; one of kind
+// Unanswered says the holder gave none.
+func MarshalAnswers(as []Answer) []byte {
+	items := make([][]byte, len(as))
+	n := binary.MaxVarintLen64
+	for i := range as {
+		if as[i].Kind != Unanswered {
+			items[i] = as[i].Marshal()
+		}
+		n += len(items[i]) + binary.MaxVarintLen64
+	}
+	return appendItems(append(make([]byte, 0, n), Version), items)
+}
+
+// UnmarshalAnswers decodes the answers to a batch's requests
+// (MarshalAnswers), refusing anything malformed, out of bounds, or an
+// answer of kind Answers within.
+func UnmarshalAnswers(b []byte) ([]Answer, error) {
+	d := decoder{b: b}
+	d.header()
+	n := d.count(MaxBatch)
+	var out []Answer
+	if n > 0 {
+		out = make([]Answer, 0, min(n, len(d.b)))
+	}
+	for range n {
+		item := d.bytes()
+		if d.err != nil {
+			break
+		}
+		var a Answer
+		if len(item) > 0 {
+			var err error
+			if a, err = UnmarshalAnswer(item); err == nil && a.Kind == Answers {
+				err = fmt.Errorf("%w: answers within answers", ErrMalformed)
+			}
+			if err != nil {
+				d.fail("answer %d: %v", len(out), err)
+				break
+			}
+		}
+		out = append(out, a)
+	}
+	return out, d.end()
 }
 
 // Marshal encodes a.
@@ -212,6 +345,13 @@ func UnmarshalAnswer(b []byte) (Answer, error) {
 		d.fail("an HTTP status or headers in a typed answer")
 	}
 	a.Body = d.bytes()
+	if d.err == nil && a.Kind == Answers {
+		if a.Reason != "" {
+			d.fail("a reason with a batch's answers")
+		} else if _, err := UnmarshalAnswers(a.Body); err != nil {
+			d.fail("a batch's answers: %v", err)
+		}
+	}
 	return a, d.end()
 }
 

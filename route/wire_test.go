@@ -271,8 +271,10 @@ func TestRefused(t *testing.T) {
 			t.Errorf("results %s: %v, want ErrMalformed", name, err)
 		}
 	}
-	if _, err := route.UnmarshalAnswer(append([]byte{route.Version, 3}, sampleAnswers[0].Marshal()[2:]...)); !errors.Is(err, route.ErrMalformed) {
-		t.Errorf("answer kind 3: %v", err)
+	for k := byte(route.Answers); k <= byte(route.Answers)+1; k++ {
+		if _, err := route.UnmarshalAnswer(append([]byte{route.Version, k}, sampleAnswers[0].Marshal()[2:]...)); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("answer kind %d with a reason and no answers: %v", k, err)
+		}
 	}
 	// An HTTP status or header, which whole HTTP requests were answered
 	// with: none is taken now.
