@@ -407,3 +407,111 @@ func FuzzAnswer(f *testing.F) {
 	}
 	fuzzRoundTrip(f, seeds, route.UnmarshalAnswer, func(a route.Answer) []byte { return a.Marshal() })
 }
+
+// sampleBatch is a batch of sampleRequests' writes and reads.
+func sampleBatch() route.Request {
+	b := route.Request{Kind: route.KindBatch, From: "us-1", Shard: -1, DeadlineMs: 1764380000000}
+	for _, r := range sampleRequests[:3] {
+		b.Batch = append(b.Batch, r)
+	}
+	return b
+}
+
+var sampleBatchAnswers = []route.Answer{
+	{Kind: route.Served, Body: route.MarshalResults(sampleResults[:2])},
+	{Kind: route.NotServed, Reason: "shard 40 is not held here"},
+	{}, // unanswered
+	{Kind: route.Served},
+}
+
+// A batch reads back request for request, the same bytes whether
+// encoded from requests or from their encodings (as the sender does),
+// and its answers read back answer for answer, unanswered ones too.
+func TestBatchRoundTrip(t *testing.T) {
+	b := sampleBatch()
+	items := make([][]byte, len(b.Batch))
+	for i := range b.Batch {
+		items[i] = b.Batch[i].Marshal()
+	}
+	if !bytes.Equal(route.MarshalBatch(b.From, b.DeadlineMs, items), b.Marshal()) {
+		t.Fatal("MarshalBatch and Request.Marshal disagree")
+	}
+	got, err := route.UnmarshalRequest(b.Marshal())
+	if err != nil || got.Kind != route.KindBatch || got.From != "us-1" || got.Shard != -1 || len(got.Batch) != len(items) {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	for i := range got.Batch {
+		if !bytes.Equal(got.Batch[i].Marshal(), items[i]) {
+			t.Errorf("request %d read back as %+v", i, got.Batch[i])
+		}
+	}
+	a := route.Answer{Kind: route.Answers, Body: route.MarshalAnswers(sampleBatchAnswers)}
+	ga, err := route.UnmarshalAnswer(a.Marshal())
+	if err != nil || ga.Kind != route.Answers {
+		t.Fatalf("answer read back %+v, %v", ga, err)
+	}
+	as, err := route.UnmarshalAnswers(ga.Body)
+	if err != nil || len(as) != len(sampleBatchAnswers) {
+		t.Fatalf("answers read back %+v, %v", as, err)
+	}
+	for i := range as {
+		w := sampleBatchAnswers[i]
+		if as[i].Kind != w.Kind || as[i].Reason != w.Reason || !bytes.Equal(as[i].Body, w.Body) {
+			t.Errorf("answer %d read back %+v, wrote %+v", i, as[i], w)
+		}
+	}
+}
+
+// A malformed batch, or malformed answers to one, is refused.
+func TestBatchRefused(t *testing.T) {
+	good := sampleBatch()
+	question := good
+	question.Batch = []route.Request{{Kind: route.KindQuestion, Shard: -1, Question: &route.Question{}}}
+	nested := good
+	nested.Batch = []route.Request{sampleBatch()}
+	items := [][]byte{sampleRequests[0].Marshal()}
+	forShard := route.MarshalBatch("us-1", 0, items)
+	forShard[3+len("us-1")] = 2 // the shard's varint: 1, not -1
+	cut := good.Marshal()
+	for name, b := range map[string][]byte{
+		"empty batch":       route.MarshalBatch("us-1", 0, nil),
+		"a question within": question.Marshal(),
+		"a batch within":    nested.Marshal(),
+		"malformed within":  route.MarshalBatch("us-1", 0, [][]byte{{route.Version, byte(route.KindOps), 0}}),
+		"for a shard":       forShard,
+		"cut":               cut[:len(cut)-1],
+		"past max":          append(route.MarshalBatch("us-1", 0, nil)[:len(route.MarshalBatch("us-1", 0, nil))-1], 0x81, 0x08),
+	} {
+		if _, err := route.UnmarshalRequest(b); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	within := route.Answer{Kind: route.Answers, Body: route.MarshalAnswers(sampleBatchAnswers)}
+	goodAnswers := route.MarshalAnswers(sampleBatchAnswers)
+	for name, b := range map[string][]byte{
+		"empty":               nil,
+		"version 2":           append([]byte{2}, goodAnswers[1:]...),
+		"answers within":      route.MarshalAnswers([]route.Answer{within}),
+		"malformed within":    {route.Version, 1, 2, route.Version, 9},
+		"count past end":      {route.Version, 5, 0},
+		"trailing":            append(append([]byte{}, goodAnswers...), 0),
+		"an unknown kind of1": {route.Version, 1, 5, route.Version, 0, 0, 0, 0},
+	} {
+		if _, err := route.UnmarshalAnswers(b); !errors.Is(err, route.ErrMalformed) {
+			t.Errorf("answers %s: %v, want ErrMalformed", name, err)
+		}
+	}
+	// A batch's answer with malformed answers in its body is refused whole.
+	if _, err := route.UnmarshalAnswer((&route.Answer{Kind: route.Answers, Body: []byte{route.Version, 5}}).Marshal()); !errors.Is(err, route.ErrMalformed) {
+		t.Errorf("a batch's answer with a cut body: %v", err)
+	}
+}
+
+func FuzzBatch(f *testing.F) {
+	b := sampleBatch()
+	fuzzRoundTrip(f, [][]byte{b.Marshal()}, route.UnmarshalRequest, func(r route.Request) []byte { return r.Marshal() })
+}
+
+func FuzzAnswers(f *testing.F) {
+	fuzzRoundTrip(f, [][]byte{route.MarshalAnswers(sampleBatchAnswers), route.MarshalAnswers(nil)}, route.UnmarshalAnswers, route.MarshalAnswers)
+}

@@ -1,0 +1,257 @@
+package route_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tally-dev/tally/route"
+	"github.com/tally-dev/tally/shard"
+)
+
+// call is one message a handTransport carries, answered by the test.
+type call struct {
+	replica string
+	req     route.Request
+	reply   chan callReply
+}
+
+type callReply struct {
+	data []byte
+	err  error
+}
+
+// handTransport hands each message to the test, which answers it.
+type handTransport struct{ calls chan call }
+
+func (h handTransport) Request(ctx context.Context, replica string, data []byte) ([]byte, error) {
+	req, err := route.UnmarshalRequest(data)
+	if err != nil {
+		return nil, err
+	}
+	c := call{replica: replica, req: req, reply: make(chan callReply, 1)}
+	select {
+	case h.calls <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-c.reply:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// batchBench is a sender, us-1, sending to a shard it does not hold, on a
+// handTransport, one message in flight per holder.
+type batchBench struct {
+	t       *testing.T
+	snd     *route.Sender
+	calls   chan call
+	shard   int
+	holders []string
+}
+
+func newBatchBench(t *testing.T) *batchBench {
+	m, err := shard.Assign("us", []string{"us-1", "us-2", "us-3"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, held := 0, m.Held("us-1")
+	for held.Has(s) {
+		s++
+	}
+	b := &batchBench{t: t, calls: make(chan call), shard: s, holders: m.Preferred(s)}
+	b.snd = route.NewSender(route.SenderConfig{Self: "us-1", Map: func() shard.Map { return m },
+		Transport: handTransport{calls: b.calls}, InFlight: 1})
+	return b
+}
+
+// sent is how one Send ended.
+type sent struct {
+	ans route.Answer
+	by  string
+	err error
+}
+
+// send starts a Send of a like of item and returns where it ends.
+func (b *batchBench) send(item string) chan sent {
+	out := make(chan sent, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		a, by, err := b.snd.Send(ctx, route.Request{Kind: route.KindOps, Shard: b.shard, Ops: []route.Op{{Kind: route.OpLike, Key: item, User: "u"}}})
+		out <- sent{a, by, err}
+	}()
+	return out
+}
+
+// queue starts Sends of items one after the other, each once the one
+// before waits for holder h: the order they wait in is theirs.
+func (b *batchBench) queue(h string, items ...string) []chan sent {
+	var out []chan sent
+	for _, it := range items {
+		n := b.snd.Waiting(h)
+		out = append(out, b.send(it))
+		for b.snd.Waiting(h) != n+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return out
+}
+
+func (b *batchBench) next() call {
+	select {
+	case c := <-b.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		b.t.Fatal("no message sent")
+		return call{}
+	}
+}
+
+// served is the answer of a holder to req: its items, named.
+func served(holder string, req route.Request) route.Answer {
+	return route.Answer{Kind: route.Served, Body: []byte(holder + " liked " + req.Ops[0].Key)}
+}
+
+func reply(c call, a route.Answer) { c.reply <- callReply{data: a.Marshal()} }
+
+func replyBatch(c call, as ...route.Answer) {
+	reply(c, route.Answer{Kind: route.Answers, Body: route.MarshalAnswers(as)})
+}
+
+func items(req route.Request) string {
+	var out []string
+	for _, r := range req.Batch {
+		out = append(out, r.Ops[0].Key)
+	}
+	return strings.Join(out, ",")
+}
+
+// While a request to a holder is in flight, the next ones wait, and go
+// as one batch when it comes back, in the order they came; each is
+// answered with its own answer: one served, one refused by the holder
+// (it goes on to the next holder, having been applied nowhere), one the
+// holder did not answer (it may have been applied: a timeout, never
+// tried elsewhere).
+func TestSenderBatchesWhileInFlight(t *testing.T) {
+	b := newBatchBench(t)
+	first, second := b.holders[0], b.holders[1]
+	a := b.send("a")
+	c := b.next()
+	if c.replica != first || c.req.Kind != route.KindOps {
+		t.Fatalf("the first request went alone to %s: kind %d", c.replica, c.req.Kind)
+	}
+	waiting := b.queue(first, "b", "c", "d")
+	reply(c, served(first, c.req))
+
+	batch := b.next()
+	if batch.replica != first || batch.req.Kind != route.KindBatch || items(batch.req) != "b,c,d" {
+		t.Fatalf("to %s, kind %d, items %s; want a batch of b,c,d to %s", batch.replica, batch.req.Kind, items(batch.req), first)
+	}
+	replyBatch(batch, served(first, batch.req.Batch[0]), route.Answer{Kind: route.NotServed, Reason: "shard not held"}, route.Answer{})
+	// c, refused, goes on alone to the other holder.
+	c = b.next()
+	if c.replica != second || c.req.Kind != route.KindOps || c.req.Ops[0].Key != "c" {
+		t.Fatalf("after the refusal: to %s, kind %d; want c alone to %s", c.replica, c.req.Kind, second)
+	}
+	reply(c, served(second, c.req))
+
+	want := []string{
+		"a: served by " + first + ": " + first + " liked a",
+		"b: served by " + first + ": " + first + " liked b",
+		"c: served by " + second + ": " + second + " liked c",
+		"d: failed, may have applied",
+	}
+	for i, ch := range append([]chan sent{a}, waiting...) {
+		r := <-ch
+		got := fmt.Sprintf("%c: served by %s: %s", 'a'+i, r.by, r.ans.Body)
+		if r.err != nil {
+			if errors.Is(r.err, route.ErrNoHolder) || !errors.Is(r.err, context.DeadlineExceeded) {
+				t.Errorf("%c: %v; want a timeout that may have applied", 'a'+i, r.err)
+			}
+			got = fmt.Sprintf("%c: failed, may have applied", 'a'+i)
+		}
+		if got != want[i] {
+			t.Errorf("got %q, want %q", got, want[i])
+		}
+	}
+}
+
+// A holder down when a batch reaches it applied none of its requests:
+// each goes on to the next holder, and is served there. A holder that
+// lets a batch time out may have applied any: each request fails as a
+// timeout, is tried nowhere else, and the holder is tried last for a
+// while.
+func TestSenderBatchToAHolderDownOrStuck(t *testing.T) {
+	for _, how := range []string{"down", "stuck"} {
+		t.Run(how, func(t *testing.T) {
+			b := newBatchBench(t)
+			first, second := b.holders[0], b.holders[1]
+			a := b.send("a")
+			c := b.next()
+			waiting := b.queue(first, "b", "c", "d")
+			reply(c, served(first, c.req))
+			if r := <-a; r.err != nil || r.by != first {
+				t.Fatalf("a: %s %v", r.by, r.err)
+			}
+			batch := b.next()
+			if batch.req.Kind != route.KindBatch || items(batch.req) != "b,c,d" {
+				t.Fatalf("kind %d, items %s; want a batch of b,c,d", batch.req.Kind, items(batch.req))
+			}
+			if how == "stuck" {
+				batch.reply <- callReply{err: fmt.Errorf("no answer in time: %w", context.DeadlineExceeded)}
+				for i, ch := range waiting {
+					if r := <-ch; !errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, route.ErrNoHolder) {
+						t.Errorf("%c: %s %v; want a timeout that may have applied", 'b'+i, r.by, r.err)
+					}
+				}
+				if !b.snd.Suspected(first) {
+					t.Errorf("%s let a batch time out and is not suspected", first)
+				}
+				select {
+				case c := <-b.calls:
+					t.Fatalf("a request of a batch that may have applied was sent again, to %s", c.replica)
+				default:
+				}
+				return
+			}
+			batch.reply <- callReply{err: route.ErrNoResponders}
+			// The other holder serves whatever comes, alone or batched.
+			done := make(chan struct{})
+			defer close(done)
+			go func() {
+				for {
+					select {
+					case c := <-b.calls:
+						if c.replica != second {
+							t.Errorf("after %s was down: a message to %s", first, c.replica)
+						}
+						if c.req.Kind != route.KindBatch {
+							reply(c, served(c.replica, c.req))
+							continue
+						}
+						as := make([]route.Answer, len(c.req.Batch))
+						for i := range c.req.Batch {
+							as[i] = served(c.replica, c.req.Batch[i])
+						}
+						replyBatch(c, as...)
+					case <-done:
+						return
+					}
+				}
+			}()
+			for i, ch := range waiting {
+				item := string(rune('b' + i))
+				if r := <-ch; r.err != nil || r.by != second || string(r.ans.Body) != second+" liked "+item {
+					t.Errorf("%s: %s %q %v; want served by %s", item, r.by, r.ans.Body, r.err, second)
+				}
+			}
+		})
+	}
+}
