@@ -86,6 +86,17 @@ func (s *Sender) queued(ctx context.Context, h string, data []byte) (Answer, err
 	return w.ans, w.err
 }
 
+// Waiting is how many requests for holder h wait for a message to it to
+// come back.
+func (s *Sender) Waiting(h string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.queues[h]; q != nil {
+		return len(q.waiting)
+	}
+	return 0
+}
+
 // back counts a message to h come back, and has the requests waiting for
 // it sent: the first ones, up to MaxBatch and BatchBytes, as one batch.
 func (s *Sender) back(h string) {
