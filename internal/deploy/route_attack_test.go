@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +28,9 @@ import (
 // subject, a queue subscription on another replica's, a subscription on
 // another replica's inbox) and to answer them; meanwhile clients send
 // writes with their tokens to us-1 over HTTP and RESP, a third of them
-// forwarded. Every subscription is refused, nothing reaches the attacker,
+// forwarded, ten at a time so that forwarded ones travel batched, which
+// the attacker would answer with a batch's answers. Every subscription is
+// refused, nothing reaches the attacker,
 // no token is ever on the wire, every acknowledged write is applied at
 // every replica, and a client's RESP-in-HTTP headers apply nothing.
 func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
@@ -49,7 +52,15 @@ func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
 		if bytes.Contains(msg.Data, []byte(token)) || strings.Contains(fmt.Sprint(msg.Header), token) {
 			leaked.Store(true)
 		}
-		_ = msg.Respond((&route.Answer{Kind: route.Served, Body: route.MarshalResults([]route.Result{{Value: 999999999}})}).Marshal())
+		forged := route.Answer{Kind: route.Served, Body: route.MarshalResults([]route.Result{{Value: 999999999}})}
+		if req, err := route.UnmarshalRequest(msg.Data); err == nil && req.Kind == route.KindBatch {
+			as := make([]route.Answer, len(req.Batch))
+			for i := range as {
+				as[i] = forged
+			}
+			forged = route.Answer{Kind: route.Answers, Body: route.MarshalAnswers(as)}
+		}
+		_ = msg.Respond(forged.Marshal())
 	}
 	for _, s := range []struct{ subject, queue string }{
 		{"tally.route.us.>", ""},
@@ -96,22 +107,60 @@ func TestForwardingCannotBeReadOrAnswered(t *testing.T) {
 			keys = append(keys, k)
 		}
 	}
+	// The operator's view of the route subjects, which no replica has:
+	// the batches (route.KindBatch) the concurrent writes below travel in.
+	admin, err := nats.Connect(d.Cluster().ClientURL("us"),
+		nats.UserInfo(natsperm.AdminUser, d.NATSPassword(natsperm.AdminUser)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	var batches atomic.Int64
+	if _, err := admin.Subscribe("tally.route.us.>", func(msg *nats.Msg) {
+		if req, err := route.UnmarshalRequest(msg.Data); err == nil && req.Kind == route.KindBatch {
+			batches.Add(1)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Writes ten at a time, so that forwarded ones for one holder travel
+	// batched, until batches have: the attacker reads and answers none.
 	want := map[string]int64{}
-	for i := range 30 {
-		k := keys[i%len(keys)]
-		req, _ := http.NewRequest("POST", urls[0]+"/v1/counters/"+k+"/incr", strings.NewReader(`{"by":3}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+	var wantMu sync.Mutex
+	for round := 0; round < 3 || batches.Load() == 0 && round < 30; round++ {
+		var wg sync.WaitGroup
+		for i := range 10 {
+			wg.Go(func() {
+				k := keys[i%len(keys)]
+				req, _ := http.NewRequest("POST", urls[0]+"/v1/counters/"+k+"/incr", strings.NewReader(`{"by":3}`))
+				req.Header.Set("Authorization", "Bearer "+token)
+				req.Header.Set("Content-Type", "application/json")
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || strings.Contains(string(body), "999999999") {
+					t.Errorf("increment %d of %s at us-1: %d %s", i, k, res.StatusCode, body)
+					return
+				}
+				wantMu.Lock()
+				want[k] += 3
+				wantMu.Unlock()
+			})
 		}
-		body, _ := io.ReadAll(res.Body)
-		res.Body.Close()
-		if res.StatusCode != 200 || strings.Contains(string(body), "999999999") {
-			t.Fatalf("increment %d of %s at us-1: %d %s", i, k, res.StatusCode, body)
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
 		}
-		want[k] += 3
+	}
+	if batches.Load() == 0 {
+		t.Fatal("no forwarded batch traveled: the attack on batches was not tried")
 	}
 	rc := redis.NewClient(&redis.Options{Addr: d.RESPAddrs()[0], Password: token, MaxRetries: -1})
 	defer rc.Close()

@@ -110,6 +110,8 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 			forgeries = append(forgeries, route.Request{Kind: route.KindOps, From: target, Shard: shard.Of(item),
 				Ops: []route.Op{{Kind: k, Key: item, User: user, By: 10}}})
 		}
+		// The same writes and reads together as one batch.
+		forgeries = append(forgeries, route.Request{Kind: route.KindBatch, From: target, Shard: -1, Batch: forgeries[:2:2]})
 		for _, r := range forgeries {
 			sent = append(sent, forgery{target, r})
 		}
@@ -121,7 +123,11 @@ func TestTypedRESPForwardingCannotBeForged(t *testing.T) {
 			rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			if _, err := nc.RequestWithContext(rctx, route.Subject("eu", f.target), f.req.Marshal()); err == nil {
-				answered <- fmt.Sprintf("us-1's user had an answer from %s to a forged %v", f.target, f.req.Ops[0].Kind)
+				what := fmt.Sprint("batch of ", len(f.req.Batch))
+				if len(f.req.Ops) > 0 {
+					what = fmt.Sprint(f.req.Ops[0].Kind)
+				}
+				answered <- fmt.Sprintf("us-1's user had an answer from %s to a forged %s", f.target, what)
 			}
 		})
 	}
