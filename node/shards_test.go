@@ -23,7 +23,7 @@ func applies(_ context.Context, ops []region.Op) ([]region.Result, error) {
 
 // threeReplicas is a NATS server to connect to (conn; each connection
 // closed with the test) and us's map over three replicas, copies 2.
-func threeReplicas(t *testing.T) (conn func() *nats.Conn, m shard.Map) {
+func threeReplicas(t testing.TB) (conn func() *nats.Conn, m shard.Map) {
 	ns := testkit.StartNATS(t, false)
 	conn = func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL())
