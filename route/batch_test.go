@@ -56,7 +56,7 @@ type batchBench struct {
 	holders []string
 }
 
-func newBatchBench(t *testing.T) *batchBench {
+func newBatchBench(t *testing.T, tweak ...func(*route.SenderConfig)) *batchBench {
 	m, err := shard.Assign("us", []string{"us-1", "us-2", "us-3"}, 2)
 	if err != nil {
 		t.Fatal(err)
@@ -66,8 +66,12 @@ func newBatchBench(t *testing.T) *batchBench {
 		s++
 	}
 	b := &batchBench{t: t, calls: make(chan call), shard: s, holders: m.Preferred(s)}
-	b.snd = route.NewSender(route.SenderConfig{Self: "us-1", Map: func() shard.Map { return m },
-		Transport: handTransport{calls: b.calls}, InFlight: 1})
+	cfg := route.SenderConfig{Self: "us-1", Map: func() shard.Map { return m },
+		Transport: handTransport{calls: b.calls}, InFlight: 1}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	b.snd = route.NewSender(cfg)
 	return b
 }
 
@@ -79,10 +83,13 @@ type sent struct {
 }
 
 // send starts a Send of a like of item and returns where it ends.
-func (b *batchBench) send(item string) chan sent {
+func (b *batchBench) send(item string) chan sent { return b.sendWithin(item, 10*time.Second) }
+
+// sendWithin is send with a deadline d from now.
+func (b *batchBench) sendWithin(item string, d time.Duration) chan sent {
 	out := make(chan sent, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		a, by, err := b.snd.Send(ctx, route.Request{Kind: route.KindOps, Shard: b.shard, Ops: []route.Op{{Kind: route.OpLike, Key: item, User: "u"}}})
 		out <- sent{a, by, err}
@@ -253,5 +260,76 @@ func TestSenderBatchToAHolderDownOrStuck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Requests one after another, none in flight when the next comes, each
+// go alone as before batching: nothing waits at low load.
+func TestSenderSendsAloneAtLowLoad(t *testing.T) {
+	b := newBatchBench(t)
+	for _, it := range []string{"a", "b", "c"} {
+		ch := b.send(it)
+		c := b.next()
+		if c.req.Kind != route.KindOps || c.req.Ops[0].Key != it {
+			t.Fatalf("%s went as kind %d", it, c.req.Kind)
+		}
+		reply(c, served(c.replica, c.req))
+		if r := <-ch; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+}
+
+// A batch holds at most BatchBytes of requests: the rest wait for the
+// next message; one left alone goes as its own request.
+func TestSenderBatchBound(t *testing.T) {
+	one := (&route.Request{Kind: route.KindOps, From: "us-1", Shard: 1, DeadlineMs: time.Now().UnixMilli(),
+		Ops: []route.Op{{Kind: route.OpLike, Key: "b", User: "u"}}}).Marshal()
+	b := newBatchBench(t, func(c *route.SenderConfig) { c.BatchBytes = 2*len(one) + 2 })
+	first := b.holders[0]
+	a := b.send("a")
+	c := b.next()
+	waiting := b.queue(first, "b", "c", "d")
+	reply(c, served(first, c.req))
+	c = b.next()
+	if c.req.Kind != route.KindBatch || items(c.req) != "b,c" {
+		t.Fatalf("kind %d, items %s; want a batch of b,c", c.req.Kind, items(c.req))
+	}
+	replyBatch(c, served(first, c.req.Batch[0]), served(first, c.req.Batch[1]))
+	c = b.next()
+	if c.req.Kind != route.KindOps || c.req.Ops[0].Key != "d" {
+		t.Fatalf("then kind %d; want d alone", c.req.Kind)
+	}
+	reply(c, served(first, c.req))
+	for i, ch := range append([]chan sent{a}, waiting...) {
+		if r := <-ch; r.err != nil || string(r.ans.Body) != first+" liked "+string(rune('a'+i)) {
+			t.Errorf("%c: %q %v", 'a'+i, r.ans.Body, r.err)
+		}
+	}
+}
+
+// A request whose deadline passes while it waits leaves the queue unsent:
+// a timeout, and the message that comes back sends nothing for it.
+func TestSenderDropsARequestPastItsDeadlineUnsent(t *testing.T) {
+	b := newBatchBench(t)
+	first := b.holders[0]
+	a := b.send("a")
+	c := b.next()
+	late := b.sendWithin("b", 50*time.Millisecond)
+	r := <-late
+	if !errors.Is(r.err, context.DeadlineExceeded) || !strings.Contains(r.err.Error(), "queued for "+first) {
+		t.Fatalf("b: %v; want a timeout while queued", r.err)
+	}
+	if n := b.snd.Waiting(first); n != 0 {
+		t.Fatalf("%d still waiting", n)
+	}
+	reply(c, served(first, c.req))
+	if r := <-a; r.err != nil {
+		t.Fatal(r.err)
+	}
+	select {
+	case c := <-b.calls:
+		t.Fatalf("a message after the only one came back: %+v", c.req)
+	case <-time.After(50 * time.Millisecond):
 	}
 }
