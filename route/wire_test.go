@@ -411,9 +411,7 @@ func FuzzAnswer(f *testing.F) {
 // sampleBatch is a batch of sampleRequests' writes and reads.
 func sampleBatch() route.Request {
 	b := route.Request{Kind: route.KindBatch, From: "us-1", Shard: -1, DeadlineMs: 1764380000000}
-	for _, r := range sampleRequests[:3] {
-		b.Batch = append(b.Batch, r)
-	}
+	b.Batch = append(b.Batch, sampleRequests[:3]...)
 	return b
 }
 
