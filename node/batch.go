@@ -15,8 +15,8 @@ import (
 // serveBatch serves a batch of forwarded requests and answers each, in
 // order (route.Answers): their writes together in one call of the
 // writer, so one group commit and one fsync; every other request (reads,
-// refusals, one past its deadline) as if it came alone, at the same
-// time.
+// refusals, one past or near its deadline) as if it came alone, at the
+// same time.
 func (sr *shardRouter) serveBatch(reqs []route.Request) route.Answer {
 	out := make([]route.Answer, len(reqs)) // route.Unanswered until answered
 	var writes []int
@@ -39,11 +39,18 @@ func (sr *shardRouter) serveBatch(reqs []route.Request) route.Answer {
 	return route.Answer{Kind: route.Answers, Body: route.MarshalAnswers(out)}
 }
 
+// groupMargin is the least time a request of a batch must have left
+// before its deadline to be applied with others: the group is applied
+// under the earliest of their deadlines, so one about to pass would
+// fail the others' writes with it. A request with less is served alone.
+const groupMargin = 500 * time.Millisecond
+
 // groupable reports whether req is writes only that this replica serves
-// now, within req's deadline: what serveWrites applies with others.
+// now, with groupMargin left before its deadline: what serveWrites
+// applies with others.
 func (sr *shardRouter) groupable(req *route.Request) bool {
 	if sr.do == nil || sr.chaosAckUnapplied || req.Kind != route.KindOps ||
-		time.Now().After(sr.deadline(req)) || sr.notServed(*req) != "" {
+		time.Until(sr.deadline(req)) < groupMargin || sr.notServed(*req) != "" {
 		return false
 	}
 	if reads, ok := readsOnly(req.Ops); reads || !ok {
