@@ -6,7 +6,6 @@ package route
 
 import (
 	"context"
-
 	"fmt"
 	"slices"
 	"time"
@@ -74,13 +73,13 @@ func (s *Sender) queued(ctx context.Context, h string, data []byte) (Answer, err
 		}
 		<-w.done // taken into a batch: told at once whether it sends it
 		if w.lead == nil {
-			return Answer{}, ctx.Err() // sent: it may have been applied
+			return Answer{}, fmt.Errorf("batched for %s: %w", h, ctx.Err()) // sent: it may have been applied
 		}
 	}
 	if w.lead != nil {
 		s.send(h, w)
-		if ctx.Err() != nil {
-			return Answer{}, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return Answer{}, fmt.Errorf("batched for %s: %w", h, err)
 		}
 	}
 	return w.ans, w.err

@@ -333,3 +333,34 @@ func TestSenderDropsARequestPastItsDeadlineUnsent(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 }
+
+// Answers to a batch that do not match it (too few, or a single
+// request's answer) were served, so each request may have applied: each
+// fails, and none is sent elsewhere.
+func TestSenderBatchWithAnswersThatDoNotMatch(t *testing.T) {
+	for name, bad := range map[string]func(call){
+		"too few": func(c call) { replyBatch(c, served(c.replica, c.req.Batch[0])) },
+		"one":     func(c call) { reply(c, route.Answer{Kind: route.Served, Body: []byte("x")}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := newBatchBench(t)
+			first := b.holders[0]
+			a := b.send("a")
+			c := b.next()
+			waiting := b.queue(first, "b", "c")
+			reply(c, served(first, c.req))
+			<-a
+			bad(b.next())
+			for i, ch := range waiting {
+				if r := <-ch; r.err == nil || errors.Is(r.err, route.ErrNoHolder) || errors.Is(r.err, route.ErrNotServed) {
+					t.Errorf("%c: %q %v; want a failure that may have applied", 'b'+i, r.ans.Body, r.err)
+				}
+			}
+			select {
+			case c := <-b.calls:
+				t.Fatalf("a request that may have applied was sent again, to %s", c.replica)
+			case <-time.After(20 * time.Millisecond):
+			}
+		})
+	}
+}
