@@ -16,6 +16,9 @@
 //     keys travel as typed operations, Op, and typed reads, answered by
 //     Read). A holder trusts the fields because only a replica of the
 //     region may publish on the region's subjects.
+//   - Under load, requests of typed operations for one holder travel
+//     together as one request of kind KindBatch, on the same subject, and
+//     are answered together, one answer each (Sender.Ask, batch.go).
 //   - An answer of kind NotServed says nothing was applied (the replica
 //     does not hold the shard now, or does not accept writes yet): the
 //     sender tries the next holder. Any other failure may have applied a
