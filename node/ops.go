@@ -329,7 +329,7 @@ func (sr *shardRouter) History(ctx context.Context, s int, item, user string, li
 		if data == nil {
 			data = req.Marshal()
 		}
-		a, err := sr.sender.Ask(ctx, h, data)
+		a, err := sr.sender.AskAlone(ctx, h, data) // gathered from the holder's peers: never held in a batch
 		if err != nil {
 			return err
 		}

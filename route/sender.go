@@ -213,6 +213,13 @@ func (s *Sender) Ask(ctx context.Context, h string, data []byte) (Answer, error)
 	return s.queued(ctx, h, data)
 }
 
+// AskAlone is Ask, the request never batched: for one the holder may
+// take long to answer (a like's history, which it gathers from its
+// peers), which would hold back the answers of a batch's others.
+func (s *Sender) AskAlone(ctx context.Context, h string, data []byte) (Answer, error) {
+	return s.ask(ctx, h, data)
+}
+
 // ask sends one encoded request to h as its own message.
 func (s *Sender) ask(ctx context.Context, h string, data []byte) (Answer, error) {
 	b, err := s.cfg.Transport.Request(ctx, h, data)
