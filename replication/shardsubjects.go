@@ -44,17 +44,24 @@ func deltaSubjectOf(subject, own string) (int, bool) {
 }
 
 // deltaSubscription is the one delta subscription listen makes: every
-// delta unsharded, only the replicas' own subjects sharded (followShards
-// adds the held shards').
+// delta unsharded; sharded, every replica's own subject, or, following
+// heartbeats by what is shared (liveness.go), this replica's own alone
+// (a rival's deltas show there; followShards adds the followed peers'
+// and the held shards').
 func (r *Replicator) deltaSubscription() string {
 	if r.cfg.Shards == nil {
 		return subjectDeltaPrefix + ">"
+	}
+	if r.byShared() {
+		return r.ownSubject
 	}
 	return subjectDeltaPrefix + "*.*"
 }
 
 // followShards subscribes to the delta subjects of the shards this replica
-// holds and unsubscribes from those of the shards it no longer holds.
+// holds and unsubscribes from those of the shards it no longer holds;
+// following heartbeats by what is shared, it does the same with the own
+// subjects of the peers it follows (liveness.go).
 func (r *Replicator) followShards() error {
 	if r.cfg.Shards == nil {
 		return nil
@@ -81,6 +88,11 @@ func (r *Replicator) followShards() error {
 			delete(r.shardSubs, s)
 		}
 	}
+	if r.byShared() {
+		if err := r.followPeersLocked(); err != nil {
+			return fmt.Errorf("subscribe to the heartbeats of a peer: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -92,7 +104,10 @@ func (r *Replicator) closeShardSubs() {
 	for _, u := range r.shardSubs {
 		_ = u()
 	}
-	r.shardSubs = nil
+	for _, u := range r.peerSubs {
+		_ = u()
+	}
+	r.shardSubs, r.peerSubs = nil, nil
 }
 
 // shardGroup is one shard's part of a flush.
