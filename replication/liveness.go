@@ -2,6 +2,7 @@ package replication
 
 import (
 	"encoding/binary"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -16,9 +17,9 @@ import (
 // compares first, and a region routes by its own replicas' liveness. Of
 // every other replica it learns liveness from one summary per region:
 // the region's lowest-id live replica (in its own view) publishes, every
-// liveInterval, which replicas of its region it hears and how long ago,
-// on tally.delta.<region>.<replica>.live, a subject under its own that
-// only it may publish on. So a replica's idle traffic grows with the
+// liveInterval, that it hears every replica of its region but those it
+// names, and how long ago at most, on tally.delta.<region>.<replica>.live,
+// a subject under its own that only it may publish on. So a replica's idle traffic grows with the
 // shards it holds and the size of its region, not with the deployment.
 
 // RegionView, implemented by a ShardView that knows every replica's
@@ -41,18 +42,17 @@ func LiveSubject(region, replica string) string { return deltaSubject(region, re
 // liveSubscription hears every region's summary.
 const liveSubscription = subjectDeltaPrefix + "*.*" + liveSuffix
 
-// Liveness is a region's liveness summary: the replicas of Region its
-// sender hears, itself among them, and how long ago it last did.
+// Liveness is a region's liveness summary, of a size that does not grow
+// with the region while its replicas are up: every member of Region (the
+// replicas the shard maps list in it, as its sender sees them, Members
+// their hash) but those in Down was heard by the sender at most AgoMs
+// ago. A receiver whose maps list other members takes nothing from it.
 type Liveness struct {
 	Replica, Region string
 	Incarnation     uint64
-	Heard           []Heard
-}
-
-// Heard is one live replica of a Liveness summary.
-type Heard struct {
-	Replica string
-	AgoMs   uint64
+	Members         uint64
+	AgoMs           uint64
+	Down            []string
 }
 
 const typeLiveness = 7
@@ -63,10 +63,11 @@ func AppendLiveness(b []byte, l *Liveness) []byte {
 	b = appendStr(b, l.Replica)
 	b = appendStr(b, l.Region)
 	b = binary.LittleEndian.AppendUint64(b, l.Incarnation)
-	b = binary.AppendUvarint(b, uint64(len(l.Heard)))
-	for _, h := range l.Heard {
-		b = appendStr(b, h.Replica)
-		b = binary.AppendUvarint(b, h.AgoMs)
+	b = binary.LittleEndian.AppendUint64(b, l.Members)
+	b = binary.AppendUvarint(b, l.AgoMs)
+	b = binary.AppendUvarint(b, uint64(len(l.Down)))
+	for _, id := range l.Down {
+		b = appendStr(b, id)
 	}
 	return b
 }
@@ -75,12 +76,22 @@ func AppendLiveness(b []byte, l *Liveness) []byte {
 func DecodeLiveness(p []byte) (*Liveness, error) {
 	r := reader{b: p}
 	r.header(typeLiveness)
-	l := &Liveness{Replica: r.id(), Region: r.id(), Incarnation: r.u64()}
+	l := &Liveness{Replica: r.id(), Region: r.id(), Incarnation: r.u64(), Members: r.u64(), AgoMs: r.uvarint()}
 	n := r.count()
 	for i := 0; i < n && r.err == nil; i++ {
-		l.Heard = append(l.Heard, Heard{Replica: r.id(), AgoMs: r.uvarint()})
+		l.Down = append(l.Down, r.id())
 	}
 	return l, r.finish("liveness")
+}
+
+// membersHash is the hash of a region's members, ids sorted.
+func membersHash(ids []string) uint64 {
+	h := fnv.New64a()
+	for _, id := range ids {
+		_, _ = h.Write([]byte(id))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
 }
 
 // regions is the shard view's RegionView, if it is one.
@@ -199,19 +210,31 @@ func (r *Replicator) liveInterval() time.Duration {
 // summarizeLiveness is the summary this replica publishes now, if it is
 // its region's lowest-id live replica in its own view; else nil.
 func (r *Replicator) summarizeLiveness(now time.Time) *Liveness {
-	l := &Liveness{Replica: r.self, Region: r.region, Incarnation: r.incarnation, Heard: []Heard{{Replica: r.self}}}
+	rv, ok := r.regions()
+	if !ok {
+		return nil
+	}
+	l := &Liveness{Replica: r.self, Region: r.region, Incarnation: r.incarnation}
+	members := []string{r.self}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.peers {
-		if rg, ok := r.regionOfLocked(p); !ok || rg != r.region || r.staleDirectLocked(p, now) {
+		if rg, ok := rv.RegionOf(p.id); !ok || rg != r.region {
+			continue
+		}
+		members = append(members, p.id)
+		if r.staleDirectLocked(p, now) {
+			l.Down = append(l.Down, p.id)
 			continue
 		}
 		if p.id < r.self {
 			return nil // a lower live replica of this region speaks for it
 		}
-		l.Heard = append(l.Heard, Heard{Replica: p.id, AgoMs: uint64(max(now.Sub(p.lastHeard).Milliseconds(), 0))})
+		l.AgoMs = max(l.AgoMs, uint64(max(now.Sub(p.lastHeard).Milliseconds(), 0)))
 	}
-	slices.SortFunc(l.Heard, func(a, b Heard) int { return strings.Compare(a.Replica, b.Replica) })
+	slices.Sort(members)
+	slices.Sort(l.Down)
+	l.Members = membersHash(members)
 	return l
 }
 
@@ -262,19 +285,36 @@ func (r *Replicator) receiveLiveness(subject string, data []byte) {
 		r.refuse(refusedUnknownSender, "liveness summary from a replica that is not a configured peer", "replica", l.Replica, "subject", subject)
 		return
 	}
+	rv, ok := r.regions()
+	if !ok {
+		return
+	}
+	if rg, ok := rv.RegionOf(l.Replica); !ok || rg != l.Region {
+		r.m.badMessages.Inc()
+		r.log.Warn("dropping liveness summary of a region its sender is not in", "replica", l.Replica, "region", l.Region)
+		return
+	}
 	now := r.cfg.Now()
+	heard := now.Add(-time.Duration(min(l.AgoMs, uint64(r.cfg.PeerTimeout.Milliseconds())+1)) * time.Millisecond)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, h := range l.Heard {
-		p := r.peers[h.Replica]
-		if p == nil {
-			continue
+	var members []*peer
+	for _, p := range r.peers {
+		if rg, ok := rv.RegionOf(p.id); ok && rg == l.Region {
+			members = append(members, p)
 		}
-		if rg, ok := r.regionOfLocked(p); !ok || rg != l.Region {
-			continue // not the sender's to speak for
-		}
-		heard := now.Add(-time.Duration(min(h.AgoMs, uint64(r.cfg.PeerTimeout.Milliseconds())+1)) * time.Millisecond)
-		if heard.After(p.liveAt) {
+	}
+	slices.SortFunc(members, func(a, b *peer) int { return strings.Compare(a.id, b.id) })
+	ids := make([]string, len(members))
+	for i, p := range members {
+		ids[i] = p.id
+	}
+	if membersHash(ids) != l.Members {
+		r.m.badMessages.Inc() // the maps differ (a replica joining): nothing to learn until they agree
+		return
+	}
+	for _, p := range members {
+		if !slices.Contains(l.Down, p.id) && heard.After(p.liveAt) {
 			p.liveAt = heard
 		}
 	}

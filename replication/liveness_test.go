@@ -168,36 +168,48 @@ func TestLivenessSummaryForged(t *testing.T) {
 		}
 		s.net.Deliver()
 	}
-	// c1 (or whoever holds its credentials) vouches for b2 of region b.
-	claim(LiveSubject("c", "c1"), &Liveness{Replica: "c1", Region: "c", Heard: []Heard{{Replica: "b2"}, {Replica: "c1"}}})
-	// A summary naming b1 as sender, on c1's subject.
-	claim(LiveSubject("c", "c1"), &Liveness{Replica: "b1", Region: "b", Heard: []Heard{{Replica: "b2"}}})
-	// A sender claiming region c for region b's replicas.
-	claim(LiveSubject("c", "b1"), &Liveness{Replica: "b1", Region: "c", Heard: []Heard{{Replica: "b2"}}})
-	for _, p := range a1.Peers() {
-		if p.Replica == "b2" && !p.Stale {
-			t.Fatalf("a forged summary made b2 live at a1: %+v", p)
+	regionB := membersHash([]string{"b1", "b2"})
+	b2Stale := func() bool {
+		for _, p := range a1.Peers() {
+			if p.Replica == "b2" {
+				return p.Stale
+			}
+		}
+		t.Fatal("a1 does not know b2")
+		return false
+	}
+	for _, c := range []struct {
+		why string
+		on  string
+		l   Liveness
+	}{
+		{"c1 vouching for region b", LiveSubject("c", "c1"), Liveness{Replica: "c1", Region: "b", Members: regionB}},
+		{"b1's summary on c1's subject", LiveSubject("c", "c1"), Liveness{Replica: "b1", Region: "b", Members: regionB}},
+		{"b1 speaking for region c", LiveSubject("c", "b1"), Liveness{Replica: "b1", Region: "c", Members: membersHash([]string{"c1"})}},
+		{"b1 leaving b2 out of region b", LiveSubject("b", "b1"), Liveness{Replica: "b1", Region: "b", Members: membersHash([]string{"b1"})}},
+	} {
+		claim(c.on, &c.l)
+		if !b2Stale() {
+			t.Fatalf("%s made b2 live at a1", c.why)
 		}
 	}
-	// b1's own word for b2 counts.
-	claim(LiveSubject("b", "b1"), &Liveness{Replica: "b1", Region: "b", Heard: []Heard{{Replica: "b2", AgoMs: 10}}})
-	for _, p := range a1.Peers() {
-		if p.Replica == "b2" && p.Stale {
-			t.Fatalf("b1's summary did not make b2 live at a1: %+v", p)
-		}
+	// b1's own word for the members of region b counts.
+	claim(LiveSubject("b", "b1"), &Liveness{Replica: "b1", Region: "b", Members: regionB, AgoMs: 10})
+	if b2Stale() {
+		t.Fatal("b1's summary did not make b2 live at a1")
 	}
 }
 
 // TestLivenessWire: a summary decodes to what was encoded, and every
 // truncation of it is refused.
 func TestLivenessWire(t *testing.T) {
-	l := &Liveness{Replica: "b1", Region: "b", Incarnation: 7, Heard: []Heard{{Replica: "b1"}, {Replica: "b2", AgoMs: 1234}}}
+	l := &Liveness{Replica: "b1", Region: "b", Incarnation: 7, Members: membersHash([]string{"b1", "b2", "b3"}), AgoMs: 1234, Down: []string{"b2", "b3"}}
 	data := AppendLiveness(nil, l)
 	got, err := DecodeLiveness(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Replica != l.Replica || got.Region != l.Region || got.Incarnation != l.Incarnation || !slices.Equal(got.Heard, l.Heard) {
+	if got.Replica != l.Replica || got.Region != l.Region || got.Incarnation != l.Incarnation || got.Members != l.Members || got.AgoMs != l.AgoMs || !slices.Equal(got.Down, l.Down) {
 		t.Fatalf("decoded %+v, want %+v", got, l)
 	}
 	for n := range len(data) {
