@@ -721,8 +721,9 @@ func (r *Replicator) Peers() []PeerStatus {
 	out := make([]PeerStatus, 0, len(r.peers))
 	for _, p := range r.peers {
 		recent := !p.comparedAt.IsZero() && now.Sub(p.comparedAt) <= 2*r.cfg.AntiEntropyInterval+r.cfg.RequestTimeout
+		rg, _ := r.regionOfLocked(p)
 		ps := PeerStatus{
-			Replica: p.id, Region: p.region, LastHeard: timePtr(heardLocked(p)), LagMs: p.lagMs,
+			Replica: p.id, Region: rg, LastHeard: timePtr(heardLocked(p)), LagMs: p.lagMs,
 			Stale: r.staleLocked(p, now), LostMessages: p.lost,
 			InSync:            recent && p.lastErr == "" && p.differing == 0,
 			DifferingSegments: p.differing, ComparedAt: timePtr(p.comparedAt), InSyncSince: timePtr(p.inSyncSince),
