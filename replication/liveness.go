@@ -200,11 +200,16 @@ func (r *Replicator) Following() []string {
 	return out
 }
 
-// liveInterval is how often a region's summary goes out: often enough
-// that a live replica it lists is never PeerTimeout old between two
-// (a third of PeerTimeout), never more often than heartbeats.
+// LivenessInterval is how often a region's summary goes out, for
+// heartbeats every heartbeat and peers stale after peerTimeout: often
+// enough that a live replica it vouches for never looks peerTimeout old
+// between two (a third of peerTimeout), never more often than heartbeats.
+func LivenessInterval(heartbeat, peerTimeout time.Duration) time.Duration {
+	return max(heartbeat, peerTimeout/3)
+}
+
 func (r *Replicator) liveInterval() time.Duration {
-	return max(r.cfg.HeartbeatInterval, r.cfg.PeerTimeout/3)
+	return LivenessInterval(r.cfg.HeartbeatInterval, r.cfg.PeerTimeout)
 }
 
 // summarizeLiveness is the summary this replica publishes now, if it is
