@@ -39,9 +39,6 @@ const liveSuffix = ".live"
 // summary on (covered by DeltaShardSubjects' wildcard).
 func LiveSubject(region, replica string) string { return deltaSubject(region, replica) + liveSuffix }
 
-// liveSubscription hears every region's summary.
-const liveSubscription = subjectDeltaPrefix + "*.*" + liveSuffix
-
 // Liveness is a region's liveness summary, of a size that does not grow
 // with the region while its replicas are up: every member of Region (the
 // replicas the shard maps list in it, as its sender sees them, Members
@@ -154,31 +151,43 @@ func (r *Replicator) heldKeyed() []int {
 func (r *Replicator) followPeersLocked() error {
 	if r.peerSubs == nil {
 		r.peerSubs = make(map[string]func() error)
+		r.liveSubs = make(map[string]func() error)
 	}
 	held := r.heldKeyed()
-	type want struct {
-		id     string
-		follow bool
-	}
+	follow := map[string]bool{}
+	summaries := map[string]bool{} // regions of which some peer is not followed
 	r.mu.Lock()
-	wants := make([]want, 0, len(r.peers))
 	for _, p := range r.peers {
 		rg, known := r.regionOfLocked(p)
-		wants = append(wants, want{p.id, r.follows(p.id, rg, known, held)})
+		follow[p.id] = r.follows(p.id, rg, known, held)
+		if !follow[p.id] {
+			summaries[rg] = true
+		}
 	}
 	r.mu.Unlock()
-	for _, w := range wants {
-		unsub, subscribed := r.peerSubs[w.id]
-		switch {
-		case w.follow && !subscribed:
-			u, err := r.cfg.Transport.Subscribe(subjectDeltaPrefix+"*."+token(w.id), r.guard(r.receive))
+	if err := r.followLocked(r.peerSubs, follow, func(id string) string { return subjectDeltaPrefix + "*." + token(id) }, r.receive); err != nil {
+		return err
+	}
+	return r.followLocked(r.liveSubs, summaries, func(rg string) string { return subjectDeltaPrefix + token(rg) + ".*" + liveSuffix }, r.receiveLiveness)
+}
+
+// followLocked makes subs hold a subscription for each key of want that
+// is true (subject(key), handled by h), and none for the others. With
+// subMu held.
+func (r *Replicator) followLocked(subs map[string]func() error, want map[string]bool, subject func(string) string, h func(string, []byte)) error {
+	for key, unsub := range subs {
+		if !want[key] {
+			_ = unsub()
+			delete(subs, key)
+		}
+	}
+	for key, w := range want {
+		if _, subscribed := subs[key]; w && !subscribed {
+			u, err := r.cfg.Transport.Subscribe(subject(key), r.guard(h))
 			if err != nil {
 				return err
 			}
-			r.peerSubs[w.id] = u
-		case !w.follow && subscribed:
-			_ = unsub()
-			delete(r.peerSubs, w.id)
+			subs[key] = u
 		}
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/tally-dev/tally/shard"
 )
 
@@ -53,11 +55,12 @@ func (m *heardMeter) take() []string {
 	return out
 }
 
-// livenessScenario: regions a (a1, a2), b (b1, b2) and c (c1); a1 and b1
-// share keyed shard 1, everyone holds Global and a shard of its own.
+// livenessScenario: regions a (a1, a2), b (b1, b2) and c (c1); a1, b1
+// and c1 share keyed shard 1, everyone holds Global and a shard of its
+// own.
 func livenessScenario(t *testing.T) (*scenario, map[string]*heardMeter) {
 	t.Helper()
-	sets := map[string][]int{"a1": {1}, "a2": {2}, "b1": {1}, "b2": {3}, "c1": {4}}
+	sets := map[string][]int{"a1": {1}, "a2": {2}, "b1": {1}, "b2": {3}, "c1": {1, 4}}
 	view := regionSetView{setView: setView{}, regions: map[string]string{"a1": "a", "a2": "a", "b1": "b", "b2": "b", "c1": "c"}}
 	for id, ss := range sets {
 		set := shard.Set{}
@@ -111,7 +114,7 @@ func (s *scenario) beatFor(d time.Duration, down ...string) {
 // and knows those live from their region's one summary.
 func TestHeartbeatsByShared(t *testing.T) {
 	s, meters := livenessScenario(t)
-	if got, want := s.nodes["a1"].rep.Following(), []string{"a2", "b1"}; !slices.Equal(got, want) {
+	if got, want := s.nodes["a1"].rep.Following(), []string{"a2", "b1", "c1"}; !slices.Equal(got, want) {
 		t.Fatalf("a1 follows %v, want %v (its region and shard 1)", got, want)
 	}
 	if got, want := s.nodes["b2"].rep.Following(), []string{"b1"}; !slices.Equal(got, want) {
@@ -121,16 +124,23 @@ func TestHeartbeatsByShared(t *testing.T) {
 		m.take()
 	}
 	s.beatFor(4 * time.Second)
-	// a1 hears a2's and b1's heartbeats, and the summaries of regions b
-	// and c from their lowest replicas: nothing of b2 or of c1's own
-	// subject.
+	// a1 hears a2's, b1's and c1's heartbeats, and region b's summary
+	// from b1, its lowest replica: nothing of b2, and no summary of
+	// region c, whose every replica it follows, nor of its own.
 	want := []string{
-		"tally.delta.a.a1", "tally.delta.a.a1.live", // its own, echoed: a1 speaks for region a
-		"tally.delta.a.a2", "tally.delta.b.b1",
-		"tally.delta.b.b1.live", "tally.delta.c.c1.live",
+		"tally.delta.a.a1", // its own, echoed
+		"tally.delta.a.a2", "tally.delta.b.b1", "tally.delta.b.b1.live", "tally.delta.c.c1",
 	}
 	if got := meters["a1"].take(); !slices.Equal(got, want) {
 		t.Fatalf("a1 heard %v, want %v", got, want)
+	}
+	// b2 hears b1 only, and the summaries of regions a and c.
+	want = []string{"tally.delta.a.a1.live", "tally.delta.b.b1", "tally.delta.b.b2", "tally.delta.c.c1.live"}
+	if got := meters["b2"].take(); !slices.Equal(got, want) {
+		t.Fatalf("b2 heard %v, want %v", got, want)
+	}
+	if b2 := s.nodes["b2"].rep; b2.Stale() {
+		t.Fatalf("b2 is stale while every replica is up: %+v", b2.Peers())
 	}
 	a1 := s.nodes["a1"].rep
 	if a1.Stale() {
@@ -142,8 +152,8 @@ func TestHeartbeatsByShared(t *testing.T) {
 		}
 	}
 
-	// b2 stops: its region's summary drops it, and a1, which never heard
-	// b2 itself, sees it stale; c1, still in c's summary, is not.
+	// b2 stops: its region's summary names it down, and a1, which never
+	// heard b2 itself, sees it stale, and the others not.
 	s.beatFor(7*time.Second, "b2")
 	stale := map[string]bool{}
 	for _, p := range a1.Peers() {
@@ -155,11 +165,13 @@ func TestHeartbeatsByShared(t *testing.T) {
 }
 
 // TestLivenessSummaryForged: a summary counts only on its sender's own
-// subject, and only for the replicas of the sender's region.
+// subject, only for the replicas of the sender's region, and only when
+// it names the members the receiver's maps list. b2 follows neither a1
+// nor a2 and knows of them from region a's summary alone.
 func TestLivenessSummaryForged(t *testing.T) {
 	s, _ := livenessScenario(t)
-	s.beatFor(7*time.Second, "b2") // b2 is down
-	a1 := s.nodes["a1"].rep
+	s.beatFor(7*time.Second, "a2") // a2 is down
+	b2 := s.nodes["b2"].rep
 	evil := s.net.Join("evil")
 	claim := func(on string, l *Liveness) {
 		t.Helper()
@@ -168,35 +180,43 @@ func TestLivenessSummaryForged(t *testing.T) {
 		}
 		s.net.Deliver()
 	}
-	regionB := membersHash([]string{"b1", "b2"})
-	b2Stale := func() bool {
-		for _, p := range a1.Peers() {
-			if p.Replica == "b2" {
+	regionA := membersHash([]string{"a1", "a2"})
+	a2Stale := func() bool {
+		for _, p := range b2.Peers() {
+			if p.Replica == "a2" {
 				return p.Stale
 			}
 		}
-		t.Fatal("a1 does not know b2")
+		t.Fatal("b2 does not know a2")
 		return false
 	}
+	if !a2Stale() {
+		t.Fatal("a2 is down and b2 does not see it stale")
+	}
+	bad := testutil.ToFloat64(b2.m.badMessages)
 	for _, c := range []struct {
 		why string
 		on  string
 		l   Liveness
 	}{
-		{"c1 vouching for region b", LiveSubject("c", "c1"), Liveness{Replica: "c1", Region: "b", Members: regionB}},
-		{"b1's summary on c1's subject", LiveSubject("c", "c1"), Liveness{Replica: "b1", Region: "b", Members: regionB}},
-		{"b1 speaking for region c", LiveSubject("c", "b1"), Liveness{Replica: "b1", Region: "c", Members: membersHash([]string{"c1"})}},
-		{"b1 leaving b2 out of region b", LiveSubject("b", "b1"), Liveness{Replica: "b1", Region: "b", Members: membersHash([]string{"b1"})}},
+		{"c1 vouching for region a on its own subject", LiveSubject("c", "c1"), Liveness{Replica: "c1", Region: "a", Members: regionA}},
+		{"a1's summary on c1's subject", LiveSubject("c", "c1"), Liveness{Replica: "a1", Region: "a", Members: regionA}},
+		{"c1 speaking for region a", LiveSubject("a", "c1"), Liveness{Replica: "c1", Region: "a", Members: regionA}},
+		{"a1 leaving a2 out of region a", LiveSubject("a", "a1"), Liveness{Replica: "a1", Region: "a", Members: membersHash([]string{"a1"})}},
 	} {
 		claim(c.on, &c.l)
-		if !b2Stale() {
-			t.Fatalf("%s made b2 live at a1", c.why)
+		if !a2Stale() {
+			t.Fatalf("%s made a2 live at b2", c.why)
 		}
+		if now := testutil.ToFloat64(b2.m.badMessages); now != bad+1 {
+			t.Fatalf("%s: %v bad messages counted, want 1", c.why, now-bad)
+		}
+		bad++
 	}
-	// b1's own word for the members of region b counts.
-	claim(LiveSubject("b", "b1"), &Liveness{Replica: "b1", Region: "b", Members: regionB, AgoMs: 10})
-	if b2Stale() {
-		t.Fatal("b1's summary did not make b2 live at a1")
+	// a1's own word for the members of region a counts.
+	claim(LiveSubject("a", "a1"), &Liveness{Replica: "a1", Region: "a", Members: regionA, AgoMs: 10})
+	if a2Stale() {
+		t.Fatal("a1's summary did not make a2 live at b2")
 	}
 }
 

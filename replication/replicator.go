@@ -106,6 +106,7 @@ type Replicator struct {
 	subMu      sync.Mutex
 	shardSubs  map[int]func() error
 	peerSubs   map[string]func() error // by peer id: the own subjects followed (liveness.go)
+	liveSubs   map[string]func() error // by region: the liveness summaries heard (liveness.go)
 	subsClosed bool
 	// hmu guards the message handlers against Close: a handler runs under
 	// the read lock and only while handlersOff is false, and Close takes
@@ -239,12 +240,7 @@ func (r *Replicator) listen() error {
 		{historySubject(r.self), func() (func() error, error) { return t.Respond(historySubject(r.self), r.guardReply(r.serveHistory)) }},
 		{idSubject(r.self), func() (func() error, error) { return t.Subscribe(idSubject(r.self), r.guard(r.onHello)) }},
 	}
-	if r.byShared() {
-		subs = append(subs, struct {
-			subject string
-			sub     func() (func() error, error)
-		}{liveSubscription, func() (func() error, error) { return t.Subscribe(liveSubscription, r.guard(r.receiveLiveness)) }})
-	}
+
 	for _, s := range subs {
 		unsub, err := s.sub()
 		if err != nil {
@@ -352,8 +348,9 @@ func (r *Replicator) newFlusher() *flusher {
 // for HeartbeatInterval. Unsharded, everything goes on the replica's own
 // subject; sharded, each shard's changes go on that shard's subject
 // (shardSubjects.go), so that only its holders receive them, and the own
-// subject carries a heartbeat every HeartbeatInterval, which every peer
-// hears.
+// subject carries a heartbeat every HeartbeatInterval, which the peers
+// following it hear; the region's liveness summary, if this replica
+// speaks for its region, goes out every liveInterval (liveness.go).
 func (r *Replicator) flush(f *flusher) {
 	vecs, recs, pages, asks := r.cfg.Outbox.take()
 	if r.gossipIncrements() {

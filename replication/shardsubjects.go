@@ -10,11 +10,13 @@ import (
 
 // Sharded, a replica's deltas go out per shard: the changes of shard s on
 // tally.delta.<region>.<replica>.<s>, and a heartbeat on the replica's own
-// subject, tally.delta.<region>.<replica>. A replica subscribes to every
-// replica's own subject (tally.delta.*.*: heartbeats, and the deltas of an
-// unsharded sender) and to the subjects of the shards it holds
-// (tally.delta.*.*.<s>), so the changes of a shard reach its holders only,
-// in every region. The subscriptions follow the shard map: every
+// subject, tally.delta.<region>.<replica>. A replica subscribes to the
+// subjects of the shards it holds (tally.delta.*.*.<s>), so the changes of
+// a shard reach its holders only, in every region, and to the own subjects
+// of its peers (heartbeats, and the deltas of an unsharded sender): of
+// every peer (tally.delta.*.*), or, when its view knows regions, of those
+// it shares a keyed shard or its region with, one subscription each
+// (liveness.go). The subscriptions follow the shard map: every
 // anti-entropy round compares them with the shards held.
 
 // shardDeltaSubject is the subject of shard s's changes, under a replica's
@@ -104,10 +106,12 @@ func (r *Replicator) closeShardSubs() {
 	for _, u := range r.shardSubs {
 		_ = u()
 	}
-	for _, u := range r.peerSubs {
-		_ = u()
+	for _, subs := range []map[string]func() error{r.peerSubs, r.liveSubs} {
+		for _, u := range subs {
+			_ = u()
+		}
 	}
-	r.shardSubs, r.peerSubs = nil, nil
+	r.shardSubs, r.peerSubs, r.liveSubs = nil, nil, nil
 }
 
 // shardGroup is one shard's part of a flush.

@@ -94,9 +94,9 @@ type simIdle struct {
 // fast path, computed from the wire encoders over shard maps (not
 // measured): the heartbeats of the peers it follows (those of its region,
 // and those sharing a keyed shard with it: every replica holds
-// shard.Global) and one liveness summary of every region, whose size
-// does not grow with the region while its replicas are up
-// (replication/liveness.go). EveryBeat is the same had every replica's
+// shard.Global) and the liveness summary of each region of which it
+// does not follow every replica, whose size does not grow with the
+// region while its replicas are up (replication/liveness.go). EveryBeat is the same had every replica's
 // heartbeats reached every replica, as before.
 type simBeatModel struct {
 	Replica     string  `json:"replica"`
@@ -134,9 +134,7 @@ func beatModel(maps shard.Maps, id string) simBeatModel {
 	var beats, every, summaries int
 	for _, m := range maps {
 		members := m.Replicas()
-		res.Summaries++
-		summaries += len(replication.AppendLiveness(nil, &replication.Liveness{Replica: members[0], Region: m.Region,
-			Incarnation: math.MaxUint64, Members: math.MaxUint64, AgoMs: uint64(def.HeartbeatInterval.Milliseconds())}))
+		followsAll := true
 		for _, p := range members {
 			if p == id {
 				continue
@@ -151,9 +149,15 @@ func beatModel(maps shard.Maps, id string) simBeatModel {
 			case shared.Len() > 0:
 				res.Sharing++
 			default:
+				followsAll = false
 				continue
 			}
 			beats += b
+		}
+		if !followsAll {
+			res.Summaries++
+			summaries += len(replication.AppendLiveness(nil, &replication.Liveness{Replica: members[0], Region: m.Region,
+				Incarnation: math.MaxUint64, Members: math.MaxUint64, AgoMs: uint64(def.HeartbeatInterval.Milliseconds())}))
 		}
 	}
 	followed := res.OwnRegion + res.Sharing
@@ -773,7 +777,8 @@ func (d *simDeployment) measureVector(ctx context.Context, writers int) (_ simVe
 //     region has;
 //   - every replica hears each second the heartbeats of the peers it
 //     follows (its region's, and those sharing a keyed shard with it)
-//     and one liveness summary of each region every few seconds: the
+//     and, every few seconds, the liveness summary of each region of
+//     which it does not follow every replica: the
 //     bytes of one replica's are computed from the wire encoders over
 //     shard.Assign's maps at that size (beatModel), times N;
 //   - each anti-entropy interval every replica sends each peer it shares
