@@ -2,7 +2,9 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -240,4 +242,22 @@ func TestLivenessWire(t *testing.T) {
 	if _, err := DecodeLiveness(append(data, 0)); err == nil || !strings.Contains(err.Error(), "trailing") {
 		t.Fatalf("trailing byte: %v", err)
 	}
+}
+
+func FuzzDecodeLiveness(f *testing.F) {
+	f.Add(AppendLiveness(nil, &Liveness{Replica: "b1", Region: "b", Incarnation: 3, Members: membersHash([]string{"b1", "b2"}), AgoMs: 900}))
+	f.Add(AppendLiveness(nil, &Liveness{Replica: "eu-1", Region: "eu", Members: 1, Down: []string{"eu-2", "eu-3"}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		l, err := DecodeLiveness(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error not ErrBadMessage: %v", err)
+			}
+			return
+		}
+		again, err := DecodeLiveness(AppendLiveness(nil, l))
+		if err != nil || !reflect.DeepEqual(again, l) {
+			t.Fatalf("re-encode changed the summary: %v", err)
+		}
+	})
 }
