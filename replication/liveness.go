@@ -2,6 +2,7 @@ package replication
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/fnv"
 	"slices"
 	"strings"
@@ -185,7 +186,7 @@ func (r *Replicator) followLocked(subs map[string]func() error, want map[string]
 		if _, subscribed := subs[key]; w && !subscribed {
 			u, err := r.cfg.Transport.Subscribe(subject(key), r.guard(h))
 			if err != nil {
-				return err
+				return fmt.Errorf("subscribe to %s: %w", subject(key), err)
 			}
 			subs[key] = u
 		}

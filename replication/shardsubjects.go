@@ -92,7 +92,7 @@ func (r *Replicator) followShards() error {
 	}
 	if r.byShared() {
 		if err := r.followPeersLocked(); err != nil {
-			return fmt.Errorf("subscribe to the heartbeats of a peer: %w", err)
+			return fmt.Errorf("follow the peers' heartbeats and the regions' liveness: %w", err)
 		}
 	}
 	return nil
