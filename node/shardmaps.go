@@ -426,6 +426,10 @@ func (w *shardWatch) peersBy(fn func(ids ...string) []string) {
 // Holds reports whether replica holds shard s in the current view.
 func (w *shardWatch) Holds(replica string, s int) bool { return w.view.Load().Holds(replica, s) }
 
+// RegionOf is the region whose map lists replica in the current view
+// (replication.RegionView).
+func (w *shardWatch) RegionOf(replica string) (string, bool) { return w.view.Load().RegionOf(replica) }
+
 // Joins reports whether replica is taking shard s in a move, in the
 // current view.
 func (w *shardWatch) Joins(replica string, s int) bool { return w.view.Load().Joins(replica, s) }

@@ -308,7 +308,7 @@ func (r *Replicator) followPeerClocks() {
 	offsets := []int64{0}
 	r.mu.Lock()
 	for _, p := range r.peers {
-		if !r.staleLocked(p, now) {
+		if !r.staleDirectLocked(p, now) { // lag is measured on its own messages
 			offsets = append(offsets, -p.lagMs) // their clock minus ours, less transit
 		}
 	}

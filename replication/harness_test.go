@@ -38,6 +38,8 @@ type scenario struct {
 	names []string // every replica started, in order
 	nodes map[string]*scenarioNode
 	tweak func(*Config) // if set, adjusts each replica's Config
+	// regions, if it names a replica, is its region (else its own name).
+	regions map[string]string
 }
 
 type scenarioNode struct {
@@ -59,7 +61,11 @@ func (s *scenario) open(name string) *scenarioNode {
 		t.Fatal(err)
 	}
 	ob := NewOutbox()
-	rep, err := region.New(region.Config{Region: name, Replica: name, Store: st, Now: s.clock.Now, HoldWrites: true, OnCommit: ob.Add})
+	rg := name
+	if r, ok := s.regions[name]; ok {
+		rg = r
+	}
+	rep, err := region.New(region.Config{Region: rg, Replica: name, Store: st, Now: s.clock.Now, HoldWrites: true, OnCommit: ob.Add})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishErrors:  c("publish_errors_total", "Fast-path publishes that failed (repaired by anti-entropy)."),
 		publishedBytes: c("published_bytes_total", "Fast-path bytes published."),
 		received:       c("received_total", "Fast-path messages received from peers."),
-		badMessages:    c("bad_messages_total", "Messages dropped: undecodable, or a delta on another replica's subject."),
+		badMessages:    c("bad_messages_total", "Messages dropped: undecodable, on another replica's subject, or a liveness summary the shard maps contradict."),
 		ownIDConflicts: c("own_id_conflicts_total", "Deltas from another process using this replica's id (two processes share an id)."),
 		aeRootMatches:  c("antientropy_root_matches_total", "Peer syncs skipped because the peer's last root digest equalled ours."),
 		inboxDropped:   c("inbox_dropped_total", "Received deltas dropped because the merger was behind."),

@@ -105,6 +105,8 @@ type Replicator struct {
 	// subMu guards shardSubs and subsClosed (shardsubjects.go).
 	subMu      sync.Mutex
 	shardSubs  map[int]func() error
+	peerSubs   map[string]func() error // by peer id: the own subjects followed (liveness.go)
+	liveSubs   map[string]func() error // by region: the liveness summaries heard (liveness.go)
 	subsClosed bool
 	// hmu guards the message handlers against Close: a handler runs under
 	// the read lock and only while handlersOff is false, and Close takes
@@ -118,8 +120,11 @@ type Replicator struct {
 
 // peer is what this replica knows of another. Guarded by Replicator.mu.
 type peer struct {
-	id, region  string
-	lastHeard   time.Time
+	id, region string
+	lastHeard  time.Time // of its last delta or heartbeat
+	// liveAt is when its region's liveness summary last said it was
+	// heard (liveness.go): how a replica knows of peers it does not follow.
+	liveAt      time.Time
 	lagMs       int64 // at the last message: transit time minus how far its clock is ahead of ours
 	incarnation uint64
 	lastSeq     map[int]uint64 // per subject (flusher.seq)
@@ -235,6 +240,7 @@ func (r *Replicator) listen() error {
 		{historySubject(r.self), func() (func() error, error) { return t.Respond(historySubject(r.self), r.guardReply(r.serveHistory)) }},
 		{idSubject(r.self), func() (func() error, error) { return t.Subscribe(idSubject(r.self), r.guard(r.onHello)) }},
 	}
+
 	for _, s := range subs {
 		unsub, err := s.sub()
 		if err != nil {
@@ -323,6 +329,7 @@ type flusher struct {
 	// own subject (baseSubject) and, sharded, each shard's.
 	seq      map[int]uint64
 	lastSent time.Time // of the last message on the replica's own subject
+	lastLive time.Time // of the last liveness summary (liveness.go)
 	subject  string
 	// gossipSent: the own entries as last published, for the chaos
 	// build's gossip-increments bug.
@@ -341,14 +348,16 @@ func (r *Replicator) newFlusher() *flusher {
 // for HeartbeatInterval. Unsharded, everything goes on the replica's own
 // subject; sharded, each shard's changes go on that shard's subject
 // (shardSubjects.go), so that only its holders receive them, and the own
-// subject carries a heartbeat every HeartbeatInterval, which every peer
-// hears.
+// subject carries a heartbeat every HeartbeatInterval, which the peers
+// following it hear; the region's liveness summary, if this replica
+// speaks for its region, goes out every liveInterval (liveness.go).
 func (r *Replicator) flush(f *flusher) {
 	vecs, recs, pages, asks := r.cfg.Outbox.take()
 	if r.gossipIncrements() {
 		chaosOutgoing(f.gossipSent, vecs)
 	}
 	now := r.cfg.Now()
+	r.publishLiveness(f, now)
 	idle := len(vecs) == 0 && len(recs) == 0 && len(pages) == 0 && len(asks) == 0
 	beat := now.Sub(f.lastSent) >= r.cfg.HeartbeatInterval
 	if idle && !beat {
@@ -443,6 +452,9 @@ func (r *Replicator) split(vecs []OwnEntry, recs []Record, pages []OwnPage) []*D
 // the sender id authentic: no region can raise another replica's entries
 // (docs/architecture.md, Guarantees 10).
 func (r *Replicator) receive(subject string, data []byte) {
+	if strings.HasSuffix(subject, liveSuffix) {
+		return // a region's liveness summary (liveness.go): an unsharded replica follows every peer itself
+	}
 	// Our own messages come back (we subscribe to every delta): the
 	// echo of one this process sent is dropped before its entries are
 	// decoded, at a cost per message, not per change it carries.
@@ -504,7 +516,7 @@ func (r *Replicator) receive(subject string, data []byte) {
 	// fast-path traffic: compare digests with it now rather than at the
 	// next tick, but not sooner than soonDelay after the last attempt (a
 	// one-way cut delivers its deltas while every exchange fails).
-	back := r.staleLocked(p, now) || p.lastErr != ""
+	back := r.staleDirectLocked(p, now) || p.lastErr != ""
 	if back {
 		due := now
 		if next := p.attemptAt.Add(r.soonDelay()); next.After(due) {
@@ -706,15 +718,16 @@ func (r *Replicator) Peers() []PeerStatus {
 	out := make([]PeerStatus, 0, len(r.peers))
 	for _, p := range r.peers {
 		recent := !p.comparedAt.IsZero() && now.Sub(p.comparedAt) <= 2*r.cfg.AntiEntropyInterval+r.cfg.RequestTimeout
+		rg, _ := r.regionOfLocked(p)
 		ps := PeerStatus{
-			Replica: p.id, Region: p.region, LastHeard: timePtr(p.lastHeard), LagMs: p.lagMs,
+			Replica: p.id, Region: rg, LastHeard: timePtr(heardLocked(p)), LagMs: p.lagMs,
 			Stale: r.staleLocked(p, now), LostMessages: p.lost,
 			InSync:            recent && p.lastErr == "" && p.differing == 0,
 			DifferingSegments: p.differing, ComparedAt: timePtr(p.comparedAt), InSyncSince: timePtr(p.inSyncSince),
 			Synced: p.synced, Error: p.lastErr,
 		}
-		if !p.lastHeard.IsZero() {
-			ps.LastHeardAgoMs = now.Sub(p.lastHeard).Milliseconds()
+		if heard := heardLocked(p); !heard.IsZero() {
+			ps.LastHeardAgoMs = now.Sub(heard).Milliseconds()
 		} else {
 			ps.LastHeardAgoMs = -1
 		}
@@ -725,8 +738,11 @@ func (r *Replicator) Peers() []PeerStatus {
 	return out
 }
 
+// staleLocked reports whether p is unheard-from past PeerTimeout, by
+// itself and by its region's summary.
 func (r *Replicator) staleLocked(p *peer, now time.Time) bool {
-	return p.lastHeard.IsZero() || now.Sub(p.lastHeard) > r.cfg.PeerTimeout
+	heard := heardLocked(p)
+	return heard.IsZero() || now.Sub(heard) > r.cfg.PeerTimeout
 }
 
 // Stale reports whether some known peer is unheard-from past PeerTimeout,

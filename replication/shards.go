@@ -80,8 +80,8 @@ func (r *Replicator) StalenessFor(name string) map[string]int64 {
 			continue
 		}
 		ago := int64(-1)
-		if !p.lastHeard.IsZero() {
-			ago = now.Sub(p.lastHeard).Milliseconds()
+		if heard := heardLocked(p); !heard.IsZero() {
+			ago = now.Sub(heard).Milliseconds()
 		}
 		out[p.id] = ago
 	}

@@ -10,11 +10,13 @@ import (
 
 // Sharded, a replica's deltas go out per shard: the changes of shard s on
 // tally.delta.<region>.<replica>.<s>, and a heartbeat on the replica's own
-// subject, tally.delta.<region>.<replica>. A replica subscribes to every
-// replica's own subject (tally.delta.*.*: heartbeats, and the deltas of an
-// unsharded sender) and to the subjects of the shards it holds
-// (tally.delta.*.*.<s>), so the changes of a shard reach its holders only,
-// in every region. The subscriptions follow the shard map: every
+// subject, tally.delta.<region>.<replica>. A replica subscribes to the
+// subjects of the shards it holds (tally.delta.*.*.<s>), so the changes of
+// a shard reach its holders only, in every region, and to the own subjects
+// of its peers (heartbeats, and the deltas of an unsharded sender): of
+// every peer (tally.delta.*.*), or, when its view knows regions, of those
+// it shares a keyed shard or its region with, one subscription each
+// (liveness.go). The subscriptions follow the shard map: every
 // anti-entropy round compares them with the shards held.
 
 // shardDeltaSubject is the subject of shard s's changes, under a replica's
@@ -44,17 +46,24 @@ func deltaSubjectOf(subject, own string) (int, bool) {
 }
 
 // deltaSubscription is the one delta subscription listen makes: every
-// delta unsharded, only the replicas' own subjects sharded (followShards
-// adds the held shards').
+// delta unsharded; sharded, every replica's own subject, or, following
+// heartbeats by what is shared (liveness.go), this replica's own alone
+// (a rival's deltas show there; followShards adds the followed peers'
+// and the held shards').
 func (r *Replicator) deltaSubscription() string {
 	if r.cfg.Shards == nil {
 		return subjectDeltaPrefix + ">"
+	}
+	if r.byShared() {
+		return r.ownSubject
 	}
 	return subjectDeltaPrefix + "*.*"
 }
 
 // followShards subscribes to the delta subjects of the shards this replica
-// holds and unsubscribes from those of the shards it no longer holds.
+// holds and unsubscribes from those of the shards it no longer holds;
+// following heartbeats by what is shared, it does the same with the own
+// subjects of the peers it follows (liveness.go).
 func (r *Replicator) followShards() error {
 	if r.cfg.Shards == nil {
 		return nil
@@ -81,6 +90,11 @@ func (r *Replicator) followShards() error {
 			delete(r.shardSubs, s)
 		}
 	}
+	if r.byShared() {
+		if err := r.followPeersLocked(); err != nil {
+			return fmt.Errorf("follow the peers' heartbeats and the regions' liveness: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -92,7 +106,12 @@ func (r *Replicator) closeShardSubs() {
 	for _, u := range r.shardSubs {
 		_ = u()
 	}
-	r.shardSubs = nil
+	for _, subs := range []map[string]func() error{r.peerSubs, r.liveSubs} {
+		for _, u := range subs {
+			_ = u()
+		}
+	}
+	r.shardSubs, r.peerSubs, r.liveSubs = nil, nil, nil
 }
 
 // shardGroup is one shard's part of a flush.

@@ -408,6 +408,16 @@ func (ms Maps) Holds(replica string, s int) bool {
 	return true
 }
 
+// RegionOf is the region whose map lists replica, if one does.
+func (ms Maps) RegionOf(replica string) (string, bool) {
+	for _, m := range ms {
+		if _, ok := slices.BinarySearch(m.replicas, replica); ok {
+			return m.Region, true
+		}
+	}
+	return "", false
+}
+
 // Joins reports whether replica is taking shard s in a move of its
 // region (its joining set): it keeps the shard and pulls it from the other
 // replicas keeping it, but serves nothing of it yet. A replica in none of

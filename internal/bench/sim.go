@@ -396,6 +396,7 @@ func startSim(ctx context.Context, cfg simConfig) (_ *simDeployment, err error) 
 type simView struct {
 	p       atomic.Pointer[map[string]*shard.Set]
 	joining atomic.Pointer[map[string]*shard.Set]
+	region  atomic.Pointer[map[string]string]
 }
 
 func newSimView(maps shard.Maps) *simView {
@@ -406,13 +407,14 @@ func newSimView(maps shard.Maps) *simView {
 
 // set makes maps the view, at once for every replicator.
 func (v *simView) set(maps shard.Maps) {
-	kept, joining := map[string]*shard.Set{}, map[string]*shard.Set{}
+	kept, joining, region := map[string]*shard.Set{}, map[string]*shard.Set{}, map[string]string{}
 	for _, m := range maps {
 		for _, id := range m.Replicas() {
 			k, j := m.Keeps(id), m.Joining(id)
-			kept[id], joining[id] = &k, &j
+			kept[id], joining[id], region[id] = &k, &j, m.Region
 		}
 	}
+	v.region.Store(&region)
 	v.joining.Store(&joining)
 	v.p.Store(&kept)
 }
@@ -422,6 +424,12 @@ func (v *simView) set(maps shard.Maps) {
 func (v *simView) Holds(replica string, s int) bool {
 	set, ok := (*v.p.Load())[replica]
 	return !ok || set.Has(s)
+}
+
+// RegionOf implements replication.RegionView as shard.Maps does.
+func (v *simView) RegionOf(replica string) (string, bool) {
+	rg, ok := (*v.region.Load())[replica]
+	return rg, ok
 }
 
 // Joins implements replication.ShardView as shard.Maps does: a replica

@@ -79,6 +79,14 @@ func printSim(out io.Writer, r simResult) error {
 	fmt.Fprintf(out, "  %d with every shared segment differing; every digest to every peer (before shared-shard exchanges): %d\n",
 		im.Full, im.Before)
 
+	ib := r.Idle.Beats
+	fmt.Fprintf(out, "\nidle fast path per replica: %.0f bytes/s measured (%d replicas, %s idle)\n",
+		float64(r.Idle.Wire.Delivered)/max(r.Idle.Seconds, 1e-9)/float64(max(n, 1)), n, secs(r.Idle.Seconds))
+	fmt.Fprintf(out, "  computed for %s over the run's maps: of %d peers it follows %d of its region and %d sharing a keyed shard,\n",
+		ib.Replica, ib.Peers, ib.OwnRegion, ib.Sharing)
+	fmt.Fprintf(out, "  and hears %d region summaries: %.0f bytes/s (every heartbeat to every replica: %.0f)\n",
+		ib.Summaries, ib.BytesPerSec, ib.EveryBeat)
+
 	fmt.Fprintln(out, "\none item's vector by its number of writers (one entry each):")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "writers\tstored bytes\tper entry\tAE page bytes\t")
@@ -96,14 +104,19 @@ func printSim(out io.Writer, r simResult) error {
 	fmt.Fprintf(out, "  fast path per like  ~ unchanged (a like reaches the regions × copies = %d holders of its shard): %.1f bytes\n",
 		r.Regions*r.Copies, p.FastBytesPerLike)
 	w := r.Idle.Wire
-	perBeat := float64(w.Delivered) / float64(max(w.DeliveredMsgs, 1))
 	pm := p.Model
 	fmt.Fprintf(out, "  idle digests        ~ N × one replica's exchanges an interval, computed at N=%d: %d peers, %.2f shards shared with each on average,\n",
 		r.Regions*p.Replicas, pm.Peers, pm.Shared)
 	fmt.Fprintf(out, "                        %d bytes idle (%d with every shared segment differing; every digest to every peer: %d)\n",
 		pm.Idle, pm.Full, pm.Before)
 	fmt.Fprintf(out, "                        = %.0f bytes/s every %s\n", p.DigestBytesPerSec, secs(r.AEInterval))
-	fmt.Fprintf(out, "  heartbeats          ~ N(N-1) × %.0f bytes every %s = %.0f bytes/s\n", perBeat, secs(simHeartbeat.Seconds()), p.HeartbeatBytesPerSec)
+	pb := p.Beats
+	fmt.Fprintf(out, "  heartbeats          ~ N × one replica's, computed at N=%d: of %d peers it follows %d of its region and %d sharing a keyed shard\n",
+		r.Regions*p.Replicas, pb.Peers, pb.OwnRegion, pb.Sharing)
+	fmt.Fprintf(out, "                        (%.0f bytes every %s each), and %d region summaries of %.0f bytes:\n",
+		pb.BeatBytes, secs(simHeartbeat.Seconds()), pb.Summaries, pb.SummaryB)
+	fmt.Fprintf(out, "                        %.0f bytes/s a replica (every heartbeat to every replica: %.0f) = %.0f bytes/s\n",
+		pb.BytesPerSec, pb.EveryBeat, p.HeartbeatBytesPerSec)
 	fmt.Fprintf(out, "  (measured here at N=%d, %s idle: %.0f digest + %.0f fast-path bytes/s)\n", n, secs(r.Idle.Seconds),
 		float64(w.Digests)/max(r.Idle.Seconds, 1e-9), float64(w.Delivered)/max(r.Idle.Seconds, 1e-9))
 	if m := r.Move; m != nil {

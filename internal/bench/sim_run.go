@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -84,6 +85,88 @@ type simIdle struct {
 	DigestBytesPerReplica float64 `json:"ae_digest_bytes_per_replica_interval"`
 	// Model is the same computed from the encoders over the run's maps.
 	Model simDigestModel `json:"model"`
+	// Beats is the fast path's idle bytes per replica, computed from the
+	// encoders over the run's maps.
+	Beats simBeatModel `json:"heartbeat_model"`
+}
+
+// simBeatModel is what one replica receives idle, each second, on the
+// fast path, computed from the wire encoders over shard maps (not
+// measured): the heartbeats of the peers it follows (those of its region,
+// and those sharing a keyed shard with it: every replica holds
+// shard.Global) and the liveness summary of each region of which it
+// does not follow every replica, whose size does not grow with the
+// region while its replicas are up (replication/liveness.go). EveryBeat is the same had every replica's
+// heartbeats reached every replica, as before.
+type simBeatModel struct {
+	Replica     string  `json:"replica"`
+	Peers       int     `json:"peers"`
+	OwnRegion   int     `json:"own_region_peers"`
+	Sharing     int     `json:"other_region_peers_sharing_a_keyed_shard"`
+	Summaries   int     `json:"summaries"`
+	BeatBytes   float64 `json:"heartbeat_bytes"`
+	SummaryB    float64 `json:"summary_bytes"`
+	BytesPerSec float64 `json:"bytes_per_second"`
+	EveryBeat   float64 `json:"every_heartbeat_bytes_per_second"`
+}
+
+// beatModel computes simBeatModel for replica id of maps, whose every
+// other replica is a peer, at the replicators' default intervals.
+func beatModel(maps shard.Maps, id string) simBeatModel {
+	def := replication.DefaultConfig()
+	beat := func(p, rg string) int {
+		return len(replication.AppendDelta(nil, &replication.Delta{Replica: p, Region: rg, Incarnation: math.MaxUint64,
+			Seq: 1 << 20, SentAtMs: time.Now().UnixMilli(), Root: math.MaxUint64}))
+	}
+	own, ownRegion := shard.All(), ""
+	if rg, ok := maps.RegionOf(id); ok {
+		ownRegion = rg
+		for _, m := range maps {
+			if m.Region == rg {
+				own = m.Keeps(id)
+			}
+		}
+	}
+	var global shard.Set
+	global.Add(shard.Global)
+	own = own.Minus(global)
+	res := simBeatModel{Replica: id}
+	var beats, every, summaries int
+	for _, m := range maps {
+		members := m.Replicas()
+		followsAll := true
+		for _, p := range members {
+			if p == id {
+				continue
+			}
+			res.Peers++
+			b := beat(p, m.Region)
+			every += b
+			shared := own.And(m.Keeps(p))
+			switch {
+			case m.Region == ownRegion:
+				res.OwnRegion++
+			case shared.Len() > 0:
+				res.Sharing++
+			default:
+				followsAll = false
+				continue
+			}
+			beats += b
+		}
+		if !followsAll {
+			res.Summaries++
+			summaries += len(replication.AppendLiveness(nil, &replication.Liveness{Replica: members[0], Region: m.Region,
+				Incarnation: math.MaxUint64, Members: math.MaxUint64, AgoMs: uint64(def.HeartbeatInterval.Milliseconds())}))
+		}
+	}
+	followed := res.OwnRegion + res.Sharing
+	res.BeatBytes = float64(beats) / float64(max(followed, 1))
+	res.SummaryB = float64(summaries) / float64(max(res.Summaries, 1))
+	res.BytesPerSec = float64(beats)/def.HeartbeatInterval.Seconds() +
+		float64(summaries)/replication.LivenessInterval(def.HeartbeatInterval, def.PeerTimeout).Seconds()
+	res.EveryBeat = float64(every) / def.HeartbeatInterval.Seconds()
+	return res
 }
 
 // simDigestModel is what one replica's digest exchanges with all its
@@ -171,8 +254,10 @@ type simProjection struct {
 	DigestBytesPerSec float64 `json:"idle_ae_digest_bytes_per_second"`
 	// Model is one replica's digest exchanges an interval at that size
 	// (shard.Assign's maps of every region).
-	Model                simDigestModel `json:"digest_model"`
-	HeartbeatBytesPerSec float64        `json:"idle_fast_path_bytes_per_second"`
+	Model simDigestModel `json:"digest_model"`
+	// Beats is one replica's idle fast path at that size.
+	Beats                simBeatModel `json:"heartbeat_model"`
+	HeartbeatBytesPerSec float64      `json:"idle_fast_path_bytes_per_second"`
 }
 
 // simVectorItems is how many items each vector size is measured over.
@@ -215,6 +300,7 @@ func runSim(ctx context.Context, cfg simConfig, out io.Writer) (res simResult, e
 		res.Idle.DigestBytesPerReplica = float64(res.Idle.Wire.Digests) / float64(len(d.nodes)) / intervals
 	}
 	res.Idle.Model = digestModel(d.maps, d.maps[0].Replicas()[0])
+	res.Idle.Beats = beatModel(d.maps, d.maps[0].Replicas()[0])
 	if err := d.runCut(ctx, &res.Cut, out); err != nil {
 		return res, err
 	}
@@ -689,9 +775,12 @@ func (d *simDeployment) measureVector(ctx context.Context, writers int) (_ simVe
 //   - fast-path bytes per like stay: a like's delta reaches the
 //     regions × copies holders of its shard, however many replicas a
 //     region has;
-//   - every replica heartbeats to every other each second, N(N−1)
-//     heartbeats for N replicas in all, at the bytes of one measured
-//     here;
+//   - every replica hears each second the heartbeats of the peers it
+//     follows (its region's, and those sharing a keyed shard with it)
+//     and, every few seconds, the liveness summary of each region of
+//     which it does not follow every replica: the
+//     bytes of one replica's are computed from the wire encoders over
+//     shard.Assign's maps at that size (beatModel), times N;
 //   - each anti-entropy interval every replica sends each peer it shares
 //     a shard with (every one: all hold the global shard) a request
 //     naming the shards they share, and idle gets "equal" back: the
@@ -707,20 +796,29 @@ func project(r simResult, replicas int) simProjection {
 	if r.Likes > 0 {
 		p.FastBytesPerLike = float64(r.Load.Wire.Delivered) / float64(r.Likes)
 	}
-	w := r.Idle.Wire
 	if r.AEInterval > 0 {
 		p.Model = simProjectModel(r.Regions, replicas, r.Copies)
 		p.DigestBytesPerSec = float64(p.Model.Idle) * n / r.AEInterval
 	}
-	if w.DeliveredMsgs > 0 {
-		p.HeartbeatBytesPerSec = float64(w.Delivered) / float64(w.DeliveredMsgs) * n * (n - 1) / simHeartbeat.Seconds()
-	}
+	p.Beats = simProjectBeats(r.Regions, replicas, r.Copies)
+	p.HeartbeatBytesPerSec = p.Beats.BytesPerSec * n
 	return p
 }
 
 // simProjectModel is digestModel for the first replica of regions
 // regions of replicas replicas each, as shard.Assign maps them.
 func simProjectModel(regions, replicas, copies int) simDigestModel {
+	return digestModel(simProjectMaps(regions, replicas, copies), simReplica(0, 0))
+}
+
+// simProjectBeats is beatModel for the same replica.
+func simProjectBeats(regions, replicas, copies int) simBeatModel {
+	return beatModel(simProjectMaps(regions, replicas, copies), simReplica(0, 0))
+}
+
+// simProjectMaps are shard.Assign's maps of regions regions of replicas
+// replicas each (none if it fails).
+func simProjectMaps(regions, replicas, copies int) shard.Maps {
 	var maps shard.Maps
 	for i := range regions {
 		var members []string
@@ -729,11 +827,11 @@ func simProjectModel(regions, replicas, copies int) simDigestModel {
 		}
 		m, err := shard.Assign(simRegion(i), members, min(copies, replicas))
 		if err != nil {
-			return simDigestModel{}
+			return nil
 		}
 		maps = append(maps, m)
 	}
-	return digestModel(maps, simReplica(0, 0))
+	return maps
 }
 
 // simHeartbeat is the replicators' heartbeat interval (their default).

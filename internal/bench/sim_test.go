@@ -159,3 +159,26 @@ func TestBenchSimCommand(t *testing.T) {
 		t.Errorf("--print: exit %d, %s\n%s", code, stderr, printed)
 	}
 }
+
+// The idle fast path per replica, computed: at 6 replicas a region (copies
+// 2) every replica shares a keyed shard with every peer and hears every
+// heartbeat and no summary, as before; at 100 a replica follows its region
+// and the few sharing a shard with it, hears the other nine regions'
+// summaries, and its bytes are a small part of every heartbeat to every
+// replica.
+func TestBeatModel(t *testing.T) {
+	for _, c := range []struct{ replicas, peers int }{{6, 59}, {100, 999}} {
+		b := simProjectBeats(10, c.replicas, 2)
+		if b.Peers != c.peers || b.OwnRegion != c.replicas-1 || b.BeatBytes <= 0 {
+			t.Fatalf("%d replicas a region: %+v", c.replicas, b)
+		}
+		t.Logf("%d replicas a region: %+v", c.replicas, b)
+	}
+	six, hundred := simProjectBeats(10, 6, 2), simProjectBeats(10, 100, 2)
+	if six.OwnRegion+six.Sharing != six.Peers || six.Summaries != 0 || six.BytesPerSec != six.EveryBeat {
+		t.Errorf("6 replicas a region: %+v, want every peer followed, as before", six)
+	}
+	if hundred.OwnRegion+hundred.Sharing >= hundred.Peers/2 || hundred.Summaries != 9 || hundred.SummaryB <= 0 || hundred.BytesPerSec*2 >= hundred.EveryBeat {
+		t.Errorf("100 replicas a region: %+v, want most peers heard of by summary only", hundred)
+	}
+}
