@@ -151,15 +151,27 @@ fmt-check:
 # code, so the tagged vet and staticcheck look at these alone.
 TAGGED_PKGS = $(shell $(GO) list -tags $(TAGS) -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}} {{join .GoFiles " "}} {{join .TestGoFiles " "}} {{join .IgnoredGoFiles " "}}' ./... | awk '/internal\/base\/(buildtags|failpoint)|_chaos/{print $$1}' | sort -u)
 
+# Lint compiles in the shipped binaries' configuration, CGO_ENABLED=0 and
+# -trimpath (make dist, scripts/image-rootfs.sh, and every tallyd the tests
+# build: testkit.BuildTallyd). Each configuration is a full compile of the
+# module and its dependencies (a few minutes of CPU on a fresh machine), so
+# lint and those builds share one; the tests' race build is the other. The
+# one file built only with cgo (internal/process/malloc_glibc.go) is
+# checked again with cgo on.
+LINT_ENV := CGO_ENABLED=0 GOFLAGS='$(strip $(GOFLAGS) -trimpath)'
+CGO_PKGS := ./internal/process/
+
 vet:
-	$(GO) vet ./...
-	$(GO) vet -tags $(TAGS) $(TAGGED_PKGS)
+	$(LINT_ENV) $(GO) vet ./...
+	$(LINT_ENV) $(GO) vet -tags $(TAGS) $(TAGGED_PKGS)
+	$(GO) vet $(CGO_PKGS)
 
 # staticcheck is pinned in go.mod's tool directive: `go mod download` brings
 # it and go.sum checks it, so nothing comes from what a machine happens to have.
 staticcheck:
-	$(GO) tool staticcheck ./...
-	$(GO) tool staticcheck -tags $(TAGS) $(TAGGED_PKGS)
+	$(LINT_ENV) $(GO) tool staticcheck ./...
+	$(LINT_ENV) $(GO) tool staticcheck -tags $(TAGS) $(TAGGED_PKGS)
+	$(GO) tool staticcheck $(CGO_PKGS)
 
 # shellcheck is a Debian package (.ci/run installs it); a missing one is
 # installed when running as root, and otherwise fails the check, naming the
