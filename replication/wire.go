@@ -550,12 +550,23 @@ func DecodePartsRequest(p []byte) (*PartsRequest, error) {
 	return q, r.finish("parts request")
 }
 
-// AppendParts encodes ps.
+// AppendParts encodes ps sparsely: a part with no entries has digest 0,
+// and most parts of a small segment have none, so a mask of the nonzero
+// parts (8 bytes) comes first, then their digests only.
 func AppendParts(b []byte, ps *Parts) []byte {
 	b = append(b, wireV1, typeParts)
 	b = binary.AppendUvarint(b, uint64(ps.Segment))
+	var mask uint64
+	for i, x := range ps.Sums {
+		if x != 0 {
+			mask |= 1 << i
+		}
+	}
+	b = binary.LittleEndian.AppendUint64(b, mask)
 	for _, x := range ps.Sums {
-		b = binary.LittleEndian.AppendUint64(b, x)
+		if x != 0 {
+			b = binary.LittleEndian.AppendUint64(b, x)
+		}
 	}
 	return b
 }
@@ -565,8 +576,14 @@ func DecodeParts(p []byte) (*Parts, error) {
 	r := reader{b: p}
 	r.header(typeParts)
 	ps := &Parts{Segment: r.segment()}
+	mask := r.u64()
 	for i := range ps.Sums {
-		ps.Sums[i] = r.u64()
+		if mask&(1<<i) == 0 {
+			continue
+		}
+		if ps.Sums[i] = r.u64(); r.err == nil && ps.Sums[i] == 0 {
+			r.fail("part %d: zero digest marked nonzero", i)
+		}
 	}
 	return ps, r.finish("parts")
 }

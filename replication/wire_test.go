@@ -423,6 +423,8 @@ func FuzzDecodeParts(f *testing.F) {
 		ps.Sums[i] = uint64(i) * 0x9e3779b97f4a7c15
 	}
 	f.Add(AppendParts(nil, ps))
+	ps.Sums[5], ps.Sums[63] = 0, 0
+	f.Add(AppendParts(nil, ps))
 	f.Add(AppendPartsRequest(nil, &PartsRequest{Segment: 12}))
 	f.Add(AppendPartsRequest(nil, &PartsRequest{Segment: 4096}))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -504,5 +506,20 @@ func TestDiffPageCompresses(t *testing.T) {
 	b[2] = 7
 	if _, err := DecodeDiffPage(b); !errors.Is(err, ErrBadMessage) {
 		t.Errorf("codec 7: err %v, want ErrBadMessage", err)
+	}
+}
+
+// Parts with few nonzero digests are sent sparsely: 8 bytes of mask and
+// 8 per nonzero part.
+func TestPartsAreSparse(t *testing.T) {
+	ps := &Parts{Segment: 3}
+	ps.Sums[0], ps.Sums[9], ps.Sums[63] = 1, 2, 3
+	b := AppendParts(nil, ps)
+	if want := 2 + 1 + 8 + 3*8; len(b) != want {
+		t.Fatalf("%d bytes, want %d", len(b), want)
+	}
+	got, err := DecodeParts(b)
+	if err != nil || *got != *ps {
+		t.Fatalf("decode: %v, %+v", err, got)
 	}
 }
