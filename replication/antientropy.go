@@ -1,9 +1,11 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -45,15 +47,37 @@ func shardDigests(d []uint64, ss *shard.Set, out []uint64) []uint64 {
 	return out
 }
 
-// servePage answers a peer's page request. An empty reply means failure.
+// servePage answers a peer's request on the page subject: a page of a
+// whole segment (PageRequest), a segment's part digests (PartsRequest) or
+// the entries of some parts the peer lacks (DiffRequest). An empty reply
+// means failure.
 func (r *Replicator) servePage(data []byte) []byte {
+	if len(data) >= 2 {
+		switch data[1] {
+		case typePartsReq:
+			return r.serveParts(data)
+		case typeDiffReq:
+			return r.serveDiff(data)
+		}
+	}
 	q, err := DecodePageRequest(data)
 	if err != nil {
 		r.m.badMessages.Inc()
 		return nil
 	}
 	var pg Page
-	pg.Next, err = r.cfg.Store.ScanSegment(q.Segment, q.After, r.cfg.MaxMessageBytes/2, storage.SegmentVisitor{
+	pg.Next, err = r.cfg.Store.ScanSegment(q.Segment, q.After, r.cfg.MaxMessageBytes/2, r.pageVisitor(&pg))
+	if err != nil {
+		r.log.Error("serve page", "segment", q.Segment, "error", err)
+		return nil
+	}
+	return AppendPage(nil, &pg)
+}
+
+// pageVisitor adds the entries a scan visits to pg, but those gone by
+// rule.
+func (r *Replicator) pageVisitor(pg *Page) storage.SegmentVisitor {
+	return storage.SegmentVisitor{
 		Vector: func(k storage.Kind, item, replica string, e crdt.PN) {
 			if k.IsWindows() && r.cfg.Replica.Windows().SlotExpired(item) {
 				return // gone by rule; the sweeper deletes it soon
@@ -81,12 +105,50 @@ func (r *Replicator) servePage(data []byte) []byte {
 		Type: func(name string, m crdt.TypeMeta) {
 			pg.Records = append(pg.Records, Record{Item: region.TypeRecordItem, User: name, Rec: &m})
 		},
-	})
+	}
+}
+
+// serveParts answers a PartsRequest with the digests of the segment's
+// parts, from a scan of its keys and values.
+func (r *Replicator) serveParts(data []byte) []byte {
+	q, err := DecodePartsRequest(data)
 	if err != nil {
-		r.log.Error("serve page", "segment", q.Segment, "error", err)
+		r.m.badMessages.Inc()
 		return nil
 	}
-	return AppendPage(nil, &pg)
+	ps := Parts{Segment: q.Segment}
+	if err := r.cfg.Store.SegmentHashes(q.Segment, func(_ []byte, sub int, h uint64) { ps.Sums[sub] ^= h }); err != nil {
+		r.log.Error("serve parts", "segment", q.Segment, "error", err)
+		return nil
+	}
+	return AppendParts(nil, &ps)
+}
+
+// serveDiff answers a DiffRequest: a page of the entries of the parts
+// asked for whose hash the peer did not list, compressed if that pays.
+func (r *Replicator) serveDiff(data []byte) []byte {
+	q, err := DecodeDiffRequest(data)
+	if err != nil {
+		r.m.badMessages.Inc()
+		return nil
+	}
+	have := q.Have
+	slices.Sort(have)
+	var pg Page
+	v := r.pageVisitor(&pg)
+	v.Keep = func(sub int, h uint64) bool {
+		if q.Parts&(1<<sub) == 0 {
+			return false
+		}
+		_, held := slices.BinarySearch(have, h)
+		return !held
+	}
+	pg.Next, err = r.cfg.Store.ScanSegment(q.Segment, q.After, r.cfg.MaxMessageBytes/2, v)
+	if err != nil {
+		r.log.Error("serve diff", "segment", q.Segment, "error", err)
+		return nil
+	}
+	return AppendDiffPage(nil, &pg)
 }
 
 // runAntiEntropy compares digests with every peer each interval and pulls
@@ -483,8 +545,17 @@ func (r *Replicator) sharedDigests(ctx context.Context, id string, shared *shard
 const pullConcurrency = 8
 
 // pullSegments pulls the given segments from a peer, a few at a time, and
-// returns the first error (the remaining pulls still finish or stop).
+// returns the first error (the remaining pulls still finish or stop). If
+// whether the peer answers part digests is not known yet, the first
+// segment is pulled alone, so it is asked once, not once per concurrent
+// pull.
 func (r *Replicator) pullSegments(ctx context.Context, id string, segs []int) error {
+	if len(segs) > 1 && r.partsOf(id) == partsUnknown {
+		if err := r.pullSegment(ctx, id, segs[0]); err != nil {
+			return err
+		}
+		segs = segs[1:]
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	next := make(chan int)
@@ -520,8 +591,149 @@ feed:
 	return firstErr
 }
 
-// pullSegment pages through one segment of a peer and merges it.
+// errNoParts is what pullParts returns when the peer does not answer a
+// PartsRequest: it predates them, and the segment is pulled whole.
+var errNoParts = errors.New("peer does not answer part digests")
+
+// partsSupport is whether a peer answers PartsRequests.
+type partsSupport int8
+
+const (
+	partsUnknown partsSupport = iota
+	partsYes
+	partsNo
+)
+
+// partsOf is whether peer id, as it runs now, answers PartsRequests.
+func (r *Replicator) partsOf(id string) partsSupport {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.peers[id]
+	if p == nil || p.partsInc != p.incarnation {
+		return partsUnknown
+	}
+	return p.parts
+}
+
+// setPartsOf records whether peer id, as it runs now, answers
+// PartsRequests.
+func (r *Replicator) setPartsOf(id string, s partsSupport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.peers[id]; p != nil {
+		p.parts, p.partsInc = s, p.incarnation
+	}
+}
+
+// pullSegment pulls what differs of one segment from a peer and merges it:
+// the entries of the differing parts that we lack (pullParts), or, from a
+// peer that predates that, every entry of the segment (pullWhole).
 func (r *Replicator) pullSegment(ctx context.Context, id string, seg int) error {
+	known := r.partsOf(id)
+	if known != partsNo {
+		err := r.pullParts(ctx, id, seg)
+		if !errors.Is(err, errNoParts) {
+			if err == nil && known == partsUnknown {
+				r.setPartsOf(id, partsYes)
+			}
+			return err
+		}
+		r.setPartsOf(id, partsNo)
+		r.log.Info("peer does not compare below a segment; pulling whole segments from it", "peer", id)
+	}
+	return r.pullWhole(ctx, id, seg)
+}
+
+// ownEntry is one of our entries of a segment being repaired.
+type ownEntry struct {
+	key  []byte
+	sub  int
+	hash uint64
+}
+
+// pullParts repairs one segment below the segment: it asks the peer for
+// its part digests, compares them with ours, and pages through the
+// entries of the differing parts, sending with each request the hashes of
+// our entries there past the cursor, so the peer leaves out what we hold
+// identically. Both sides hash their stored keys and values, so what
+// differs is pulled and what is the same is not, from every peer.
+func (r *Replicator) pullParts(ctx context.Context, id string, seg int) error {
+	data, err := r.request(ctx, pageSubject(id), AppendPartsRequest(nil, &PartsRequest{Segment: seg}))
+	if err != nil {
+		return err
+	}
+	if len(data) < 2 || data[1] != typeParts {
+		return errNoParts
+	}
+	theirs, err := DecodeParts(data)
+	if err != nil {
+		return fmt.Errorf("parts of segment %d from %s: %w", seg, id, err)
+	}
+	if theirs.Segment != seg {
+		return fmt.Errorf("parts of segment %d from %s, asked %d", theirs.Segment, id, seg)
+	}
+	var ours [storage.SubSegments]uint64
+	var own []ownEntry
+	if err := r.cfg.Store.SegmentHashes(seg, func(key []byte, sub int, h uint64) {
+		ours[sub] ^= h
+		own = append(own, ownEntry{key: slices.Clone(key), sub: sub, hash: h})
+	}); err != nil {
+		return fmt.Errorf("repair segment %d: %w", seg, err)
+	}
+	var parts uint64
+	for i := range ours {
+		if ours[i] != theirs.Sums[i] {
+			parts |= 1 << i
+		}
+	}
+	if parts == 0 {
+		return nil // equal since the digests were compared
+	}
+	r.m.aeParts.Add(float64(bits.OnesCount64(parts)))
+	// The hashes one request carries are bounded (a quarter of a
+	// message); past that the peer sends some entries we hold too.
+	maxHave := max(r.cfg.MaxMessageBytes/4/8, 1)
+	var after []byte
+	for {
+		// Our entries are in key order: those past the cursor are a tail.
+		from, _ := slices.BinarySearchFunc(own, after, func(e ownEntry, k []byte) int {
+			if bytes.Compare(e.key, k) <= 0 {
+				return -1
+			}
+			return 1
+		})
+		q := DiffRequest{Segment: seg, Parts: parts, After: after}
+		for _, e := range own[from:] {
+			if len(q.Have) == maxHave {
+				break
+			}
+			if parts&(1<<e.sub) != 0 {
+				q.Have = append(q.Have, e.hash)
+			}
+		}
+		data, err := r.request(ctx, pageSubject(id), AppendDiffRequest(nil, &q))
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return fmt.Errorf("peer %s failed to serve the difference of segment %d", id, seg)
+		}
+		pg, err := DecodeDiffPage(data)
+		if err != nil {
+			return fmt.Errorf("difference of segment %d from %s: %w", seg, id, err)
+		}
+		if err := r.mergePage(ctx, id, seg, pg); err != nil {
+			return err
+		}
+		if pg.Next == nil {
+			return nil
+		}
+		after = pg.Next
+	}
+}
+
+// pullWhole pages through one segment of a peer and merges it.
+func (r *Replicator) pullWhole(ctx context.Context, id string, seg int) error {
 	var after []byte
 	for {
 		data, err := r.request(ctx, pageSubject(id), AppendPageRequest(nil, &PageRequest{Segment: seg, After: after}))
@@ -535,39 +747,48 @@ func (r *Replicator) pullSegment(ctx context.Context, id string, seg int) error 
 		if err != nil {
 			return err
 		}
-		// Only what the peer may say (authority.go).
-		vecs := make([]region.VectorMerge, 0, len(pg.Entries))
-		for _, e := range pg.Entries {
-			if r.vetEntryOf(id, e.Replica, e.Item) && r.holdsName(e.Item) {
-				vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
-			}
-		}
-		recs := make([]region.RecordMerge, 0, len(pg.Records))
-		for _, rc := range pg.Records {
-			if !r.holdsName(rc.Item) {
-				continue
-			}
-			if rec, ok := r.vetRecordOf(id, rc.Item, rc.Rec, aePage); ok {
-				recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
-			}
-		}
-		pages := make([]region.SketchMerge, 0, len(pg.Sketches))
-		for _, p := range pg.Sketches {
-			if r.vetEntryOf(id, p.Replica, p.Name) && r.holdsName(p.Name) {
-				pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: p.Replica, Page: p.Page, Regs: *p.Regs})
-			}
-		}
-		if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil {
-			return fmt.Errorf("merge segment %d from %s: %w", seg, id, err)
-		}
-		if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil {
-			return fmt.Errorf("merge segment %d sketches from %s: %w", seg, id, err)
+		if err := r.mergePage(ctx, id, seg, pg); err != nil {
+			return err
 		}
 		if pg.Next == nil {
 			return nil
 		}
 		after = pg.Next
 	}
+}
+
+// mergePage merges a page of segment seg from peer id: only what the peer
+// may say (authority.go).
+func (r *Replicator) mergePage(ctx context.Context, id string, seg int, pg *Page) error {
+	r.m.aeEntries.Add(float64(len(pg.Entries) + len(pg.Records) + len(pg.Sketches)))
+	vecs := make([]region.VectorMerge, 0, len(pg.Entries))
+	for _, e := range pg.Entries {
+		if r.vetEntryOf(id, e.Replica, e.Item) && r.holdsName(e.Item) {
+			vecs = append(vecs, region.VectorMerge{Kind: e.Kind, Item: e.Item, Vec: crdt.Vector{{Replica: e.Replica, PN: e.PN}}})
+		}
+	}
+	recs := make([]region.RecordMerge, 0, len(pg.Records))
+	for _, rc := range pg.Records {
+		if !r.holdsName(rc.Item) {
+			continue
+		}
+		if rec, ok := r.vetRecordOf(id, rc.Item, rc.Rec, aePage); ok {
+			recs = append(recs, region.RecordMerge{Item: rc.Item, User: rc.User, Rec: rec})
+		}
+	}
+	pages := make([]region.SketchMerge, 0, len(pg.Sketches))
+	for _, p := range pg.Sketches {
+		if r.vetEntryOf(id, p.Replica, p.Name) && r.holdsName(p.Name) {
+			pages = append(pages, region.SketchMerge{Kind: p.Kind, Name: p.Name, Replica: p.Replica, Page: p.Page, Regs: *p.Regs})
+		}
+	}
+	if err := r.cfg.Replica.Merge(ctx, vecs, recs); err != nil {
+		return fmt.Errorf("merge segment %d from %s: %w", seg, id, err)
+	}
+	if err := r.cfg.Replica.MergeSketches(ctx, pages); err != nil {
+		return fmt.Errorf("merge segment %d sketches from %s: %w", seg, id, err)
+	}
+	return nil
 }
 
 func (r *Replicator) request(ctx context.Context, subject string, data []byte) ([]byte, error) {

@@ -7,6 +7,7 @@ type metrics struct {
 	publishedBytes, lostMessages                                  prometheus.Counter
 	aeRounds, aeErrors, aeSegments, aeRootMatches                 prometheus.Counter
 	ownIDConflicts                                                prometheus.Counter
+	aeParts, aeEntries                                            prometheus.Counter
 	refused                                                       *prometheus.CounterVec
 	lag                                                           prometheus.Histogram
 }
@@ -28,6 +29,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		aeRounds:       c("antientropy_rounds_total", "Anti-entropy rounds."),
 		aeErrors:       c("antientropy_errors_total", "Anti-entropy syncs with a peer that failed."),
 		aeSegments:     c("antientropy_buckets_pulled_total", "Differing anti-entropy segments pulled from peers."), // name kept for dashboards
+		aeParts:        c("antientropy_parts_pulled_total", "Differing parts of segments pulled from peers (each segment has 64)."),
+		aeEntries:      c("antientropy_entries_pulled_total", "Entries, records and sketch pages received in anti-entropy pages."),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_replication_refused_total",
 			Help: "Messages or entries refused, by reason: unknown_sender (a delta from a replica that is not a " +
@@ -45,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.published, m.publishErrors, m.publishedBytes, m.received, m.badMessages,
 			m.inboxDropped, m.lostMessages, m.aeRounds, m.aeErrors, m.aeSegments, m.lag,
-			m.ownIDConflicts, m.aeRootMatches, m.refused)
+			m.ownIDConflicts, m.aeRootMatches, m.refused, m.aeParts, m.aeEntries)
 	}
 	return m
 }

@@ -162,6 +162,12 @@ type peer struct {
 	// comparison, the peer's digest then. Owned by the anti-entropy
 	// goroutine (not guarded by mu).
 	prevDiff map[int]uint64
+	// parts is whether it answers PartsRequests (partsYes) or not
+	// (partsNo: it predates them, and its segments are pulled whole), as
+	// found in incarnation partsInc; a restart may be an upgrade or a
+	// downgrade, so then it is not known again.
+	parts    partsSupport
+	partsInc uint64
 }
 
 // New builds a Replicator; Start runs it.

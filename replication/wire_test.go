@@ -416,3 +416,110 @@ func TestDeltaSender(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDecodeParts(f *testing.F) {
+	ps := &Parts{Segment: 4095}
+	for i := range ps.Sums {
+		ps.Sums[i] = uint64(i) * 0x9e3779b97f4a7c15
+	}
+	f.Add(AppendParts(nil, ps))
+	ps.Sums[5], ps.Sums[63] = 0, 0
+	f.Add(AppendParts(nil, ps))
+	f.Add(AppendPartsRequest(nil, &PartsRequest{Segment: 12}))
+	f.Add(AppendPartsRequest(nil, &PartsRequest{Segment: 4096}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if q, err := DecodePartsRequest(data); err == nil {
+			again, err := DecodePartsRequest(AppendPartsRequest(nil, q))
+			if err != nil || *again != *q {
+				t.Fatalf("re-encode changed the request: %v", err)
+			}
+		} else if !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error not ErrBadMessage: %v", err)
+		}
+		if a, err := DecodeParts(data); err == nil {
+			again, err := DecodeParts(AppendParts(nil, a))
+			if err != nil || *again != *a {
+				t.Fatalf("re-encode changed the parts: %v", err)
+			}
+		} else if !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error not ErrBadMessage: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeDiff(f *testing.F) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	f.Add(AppendDiffRequest(nil, &DiffRequest{Segment: 7, Parts: 1<<63 | 5, Have: []uint64{1, 2, 3}, After: []byte("b007/r/a/b")}))
+	f.Add(AppendDiffRequest(nil, &DiffRequest{Segment: 0, Parts: 1}))
+	big := &Page{Next: []byte("k")}
+	for i := range 50 {
+		big.Entries = append(big.Entries, Entry{Kind: storage.Likes, Item: fmt.Sprintf("item%d", i), Replica: "us-1", PN: crdt.PN{P: uint64(i)}})
+	}
+	f.Add(AppendDiffPage(nil, big)) // compressed
+	f.Add(AppendDiffPage(nil, &Page{Records: []Record{{Item: "i", User: "u", Rec: randRecord(rng)}}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if q, err := DecodeDiffRequest(data); err == nil {
+			again, err := DecodeDiffRequest(AppendDiffRequest(nil, q))
+			if err != nil || !reflect.DeepEqual(again, q) {
+				t.Fatalf("re-encode changed the request: %v", err)
+			}
+		} else if !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error not ErrBadMessage: %v", err)
+		}
+		if pg, err := DecodeDiffPage(data); err == nil {
+			again, err := DecodeDiffPage(AppendDiffPage(nil, pg))
+			if err != nil || !reflect.DeepEqual(again, pg) {
+				t.Fatalf("re-encode changed the page: %v", err)
+			}
+		} else if !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error not ErrBadMessage: %v", err)
+		}
+	})
+}
+
+// A diff page of many like entries is sent compressed, and smaller than
+// the plain page; a tiny one is sent as is. Both decode to the page.
+func TestDiffPageCompresses(t *testing.T) {
+	big := &Page{Next: []byte("b001/v/l/item99/us-1")}
+	for i := range 100 {
+		big.Entries = append(big.Entries, Entry{Kind: storage.Likes, Item: fmt.Sprintf("item%d", i), Replica: "us-1", PN: crdt.PN{P: uint64(i)}})
+	}
+	small := &Page{Entries: big.Entries[:1]}
+	for _, c := range []struct {
+		pg    *Page
+		codec byte
+	}{{big, 1}, {small, 0}} {
+		b := AppendDiffPage(nil, c.pg)
+		if b[2] != c.codec {
+			t.Errorf("%d entries: codec %d, want %d", len(c.pg.Entries), b[2], c.codec)
+		}
+		if plain := len(AppendPage(nil, c.pg)); c.codec == 1 && len(b) >= plain {
+			t.Errorf("compressed page %d bytes, plain %d", len(b), plain)
+		}
+		got, err := DecodeDiffPage(b)
+		if err != nil || !reflect.DeepEqual(got, c.pg) {
+			t.Errorf("%d entries: decode %v, %+v", len(c.pg.Entries), err, got)
+		}
+	}
+	// An unknown codec is refused.
+	b := AppendDiffPage(nil, small)
+	b[2] = 7
+	if _, err := DecodeDiffPage(b); !errors.Is(err, ErrBadMessage) {
+		t.Errorf("codec 7: err %v, want ErrBadMessage", err)
+	}
+}
+
+// Parts with few nonzero digests are sent sparsely: 8 bytes of mask and
+// 8 per nonzero part.
+func TestPartsAreSparse(t *testing.T) {
+	ps := &Parts{Segment: 3}
+	ps.Sums[0], ps.Sums[9], ps.Sums[63] = 1, 2, 3
+	b := AppendParts(nil, ps)
+	if want := 2 + 1 + 8 + 3*8; len(b) != want {
+		t.Fatalf("%d bytes, want %d", len(b), want)
+	}
+	got, err := DecodeParts(b)
+	if err != nil || *got != *ps {
+		t.Fatalf("decode: %v, %+v", err, got)
+	}
+}

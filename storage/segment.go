@@ -198,6 +198,55 @@ type SegmentVisitor struct {
 	Flag func(user string, f crdt.Flag)
 	// Type receives an event type's metadata.
 	Type func(name string, m crdt.TypeMeta)
+	// Keep, if set, chooses the entries visited by their part of the
+	// segment (SubSegmentOf) and entry hash; the others are skipped
+	// and do not count toward the scan's byte bound.
+	Keep func(sub int, hash uint64) bool
+}
+
+// SubSegments is how many parts a segment's keys are split into by a
+// hash of the key alone (SubSegmentOf), so that two replicas whose
+// segment differs compare the parts' digests and exchange the entries of
+// the differing parts only. A part's digest is the XOR of its entries'
+// hashes, as a segment's is; the parts' digests XOR to the segment's.
+const SubSegments = 64
+
+// SubSegmentOf is the part of its segment a stored key is in: the top bits
+// of a mixed FNV-1a of the key. Every replica must compute it identically.
+func SubSegmentOf(key []byte) int {
+	return int(mix64(fnv64a(fnv64Offset, key)) >> (64 - 6))
+}
+
+// Every part number must fit SubSegmentOf's 6 bits exactly.
+var _ = [1]struct{}{}[SubSegments^1<<6]
+
+// SegmentHashes calls fn with every entry of a segment in key order: its
+// stored key (valid during the call only), its part of the segment
+// (SubSegmentOf) and its entry hash, the entry's share of the segment's
+// digest. It reads keys and values but decodes nothing.
+func (s *Store) SegmentHashes(segment int, fn func(key []byte, sub int, hash uint64)) error {
+	if segment < 0 || segment >= Segments {
+		return fmt.Errorf("hash segment %d: out of range", segment)
+	}
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	prefix := segmentPrefix(segment)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return fmt.Errorf("hash segment %d: %w", segment, err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		key := it.Key()
+		fn(key, SubSegmentOf(key), entryHash(key, it.Value()))
+	}
+	if err := it.Error(); err != nil {
+		return errors.Join(fmt.Errorf("hash segment %d: %w", segment, err), it.Close())
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("hash segment %d: %w", segment, err)
+	}
+	return nil
 }
 
 // ScanSegment visits a segment's entries in key order, starting after the key
@@ -232,6 +281,9 @@ func (s *Store) ScanSegment(segment int, after []byte, maxBytes int, v SegmentVi
 			return append([]byte(nil), it.Key()...), nil
 		}
 		key, val := it.Key(), it.Value()
+		if v.Keep != nil && !v.Keep(SubSegmentOf(key), entryHash(key, val)) {
+			continue
+		}
 		size += len(key) + len(val)
 		if err := visit(key[len(prefix):], val, v); err != nil {
 			return nil, fmt.Errorf("scan segment %d key %q: %w", segment, key, err)

@@ -230,3 +230,72 @@ func TestRootOfShards(t *testing.T) {
 		}
 	}
 }
+
+// A segment's entry hashes (SegmentHashes) fold to its digest, its parts'
+// to the same, and a scan that keeps one part's entries visits exactly
+// those, however small its pages.
+func TestSegmentHashesFoldToDigest(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.NewBatch()
+	for i := range 3000 {
+		b.PutVectorEntry(Counters, fmt.Sprintf("item%d", i%500), fmt.Sprintf("r%d", i/500), crdt.PN{}, crdt.PN{P: uint64(i + 1)})
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	digests := s.Digests()
+	checked := 0
+	for seg := range Segments {
+		var fold uint64
+		perSub := map[int]int{}
+		if err := s.SegmentHashes(seg, func(key []byte, sub int, h uint64) {
+			if sub < 0 || sub >= SubSegments {
+				t.Fatalf("segment %d: part %d out of range", seg, sub)
+			}
+			if sub != SubSegmentOf(key) {
+				t.Fatalf("segment %d key %q: part %d, SubSegmentOf says %d", seg, key, sub, SubSegmentOf(key))
+			}
+			fold ^= h
+			perSub[sub]++
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if fold != digests[seg] {
+			t.Fatalf("segment %d: hashes fold to %x, digest %x", seg, fold, digests[seg])
+		}
+		for sub, n := range perSub {
+			if seg%7 != 0 {
+				break // a sample is enough for the scans
+			}
+			visited := 0
+			var cursor []byte
+			for {
+				cursor, err = s.ScanSegment(seg, cursor, 1, SegmentVisitor{
+					Vector: func(Kind, string, string, crdt.PN) { visited++ },
+					Keep:   func(p int, _ uint64) bool { return p == sub },
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cursor == nil {
+					break
+				}
+			}
+			if visited != n {
+				t.Fatalf("segment %d part %d: scan kept %d entries, %d hashed", seg, sub, visited, n)
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no part checked")
+	}
+	if err := s.SegmentHashes(Segments, func([]byte, int, uint64) {}); err == nil {
+		t.Fatal("segment out of range: no error")
+	}
+}

@@ -1,0 +1,228 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tally-dev/tally/storage"
+)
+
+// legacyPages is a peer that predates part digests: its page subject
+// answers only whole-segment page requests, and nothing (as a failed
+// decode does) to the others.
+type legacyPages struct {
+	Transport
+	asked int // requests it could not read
+}
+
+func (t *legacyPages) Respond(subject string, h func([]byte) []byte) (func() error, error) {
+	if !strings.HasSuffix(subject, ".page") {
+		return t.Transport.Respond(subject, h)
+	}
+	return t.Transport.Respond(subject, func(data []byte) []byte {
+		if _, err := DecodePageRequest(data); err != nil {
+			t.asked++
+			return nil
+		}
+		return h(data)
+	})
+}
+
+// recoveredTrio starts a, b and c, recovered and in sync, with b's
+// transport wrapped by wrapB if set.
+func recoveredTrio(t *testing.T, wrapB func(Transport) Transport) *scenario {
+	ctx := context.Background()
+	s := newScenario(t)
+	s.tweak = func(c *Config) {
+		if c.Replica.ID() == "b" && wrapB != nil {
+			c.Transport = wrapB(c.Transport)
+		}
+	}
+	s.names = []string{"a", "b", "c"}
+	for _, name := range s.names {
+		s.open(name)
+	}
+	s.clock.Advance(2 * scenarioHeartbeat)
+	for _, name := range s.names {
+		s.nodes[name].steps.Flush()
+	}
+	s.net.Deliver()
+	nodes := []*scenarioNode{s.nodes["a"], s.nodes["b"], s.nodes["c"]}
+	s.antiEntropy(ctx, nodes)
+	s.antiEntropy(ctx, nodes)
+	for _, n := range nodes {
+		if !n.rep.Recovered() {
+			t.Fatalf("%s did not recover", n.name)
+		}
+	}
+	return s
+}
+
+// likeOn writes likes of distinct items on one replica, not published,
+// then moves the clock past the interval within which a peer's heartbeat
+// root, equal to ours before, would skip the comparison.
+func likeOn(t *testing.T, s *scenario, n *scenarioNode, user string, items int) {
+	for i := range items {
+		if _, err := n.replica.Likes().Like(context.Background(), fmt.Sprintf("post%d", i), user); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.clock.Advance(2 * time.Second)
+}
+
+func peerDiffering(t *testing.T, n *scenarioNode, id string) int {
+	t.Helper()
+	for _, p := range n.rep.Peers() {
+		if p.Replica == id {
+			return p.DifferingSegments
+		}
+	}
+	t.Fatalf("%s has no peer %s", n.name, id)
+	return 0
+}
+
+// Pulling from one peer what another already gave costs no entries: a
+// pulls b's new likes from b, then compares with c, which lacks them.
+// Their segments differ, but c holds nothing a lacks, so c sends nothing.
+func TestRepairSkipsWhatWeHold(t *testing.T) {
+	s := recoveredTrio(t, nil)
+	a, b := s.nodes["a"], s.nodes["b"]
+	likeOn(t, s, b, "alice", 40)
+	lacks := float64(len(missing(t, a, b)))
+	if lacks < 80 { // a like record and a vector entry per like, at least
+		t.Fatalf("a lacks %v of b's entries after 40 likes, want at least 80", lacks)
+	}
+	entries := func() float64 { return testutil.ToFloat64(a.rep.m.aeEntries) }
+	before := entries()
+	if pulled := a.rep.exchange(context.Background(), a.rep.peers["b"]); pulled {
+		t.Fatal("segments left for a later round")
+	}
+	if fromB := entries() - before; fromB != lacks {
+		t.Fatalf("pulled %v entries from b, a lacked %v", fromB, lacks)
+	}
+	fromB := lacks
+	a.rep.exchange(context.Background(), a.rep.peers["c"])
+	if d := peerDiffering(t, a, "c"); d == 0 {
+		t.Fatal("a's segments do not differ from c's: the test shows nothing")
+	}
+	if fromC := entries() - before - fromB; fromC != 0 {
+		t.Fatalf("pulled %v entries from c, which holds nothing a lacks", fromC)
+	}
+	if got, want := s.nodes["a"].store.Root(), b.store.Root(); got != want {
+		t.Fatalf("a's root %x, b's %x after the pull", got, want)
+	}
+}
+
+// A peer that does not answer part digests has its differing segments
+// pulled whole, and is not asked for parts again.
+func TestRepairFallsBackToWholeSegments(t *testing.T) {
+	var legacy *legacyPages
+	s := recoveredTrio(t, func(tr Transport) Transport {
+		legacy = &legacyPages{Transport: tr}
+		return legacy
+	})
+	a, b := s.nodes["a"], s.nodes["b"]
+	likeOn(t, s, b, "alice", 10)
+	a.rep.exchange(context.Background(), a.rep.peers["b"])
+	if got, want := a.store.Root(), b.store.Root(); got != want {
+		t.Fatalf("a's root %x, b's %x after the pull", got, want)
+	}
+	if legacy.asked != 1 {
+		t.Fatalf("legacy peer asked %d requests it cannot read, want 1 (then whole segments)", legacy.asked)
+	}
+	if a.rep.partsOf("b") != partsNo {
+		t.Fatal("b not marked as pulled whole")
+	}
+	likeOn(t, s, b, "bob", 20)
+	a.rep.exchange(context.Background(), a.rep.peers["b"])
+	if got, want := a.store.Root(), b.store.Root(); got != want {
+		t.Fatalf("second pull: a's root %x, b's %x", got, want)
+	}
+	if legacy.asked != 1 {
+		t.Fatalf("legacy peer asked %d unreadable requests after being known, want still 1", legacy.asked)
+	}
+}
+
+// missing lists the entry hashes of from's store that to's does not hold.
+func missing(t *testing.T, to, from *scenarioNode) []uint64 {
+	t.Helper()
+	held := map[uint64]bool{}
+	var out []uint64
+	for _, n := range []*scenarioNode{to, from} {
+		for seg := range storage.Segments {
+			if err := n.store.SegmentHashes(seg, func(_ []byte, _ int, h uint64) {
+				if n == to {
+					held[h] = true
+				} else if !held[h] {
+					out = append(out, h)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}
+
+// A diff page holds the entries of the parts asked for whose hashes the
+// asker did not list, and nothing else.
+func TestServeDiffLeavesOutHeld(t *testing.T) {
+	s := recoveredTrio(t, nil)
+	b := s.nodes["b"]
+	likeOn(t, s, b, "alice", 200)
+	type ent struct {
+		sub  int
+		hash uint64
+	}
+	seg, most := -1, 0
+	var ents []ent
+	for g := range storage.Segments {
+		var es []ent
+		if err := b.store.SegmentHashes(g, func(_ []byte, sub int, h uint64) { es = append(es, ent{sub, h}) }); err != nil {
+			t.Fatal(err)
+		}
+		if len(es) > most {
+			seg, most, ents = g, len(es), es
+		}
+	}
+	if most < 3 {
+		t.Fatalf("fullest segment has %d entries", most)
+	}
+	count := func(q *DiffRequest) int {
+		t.Helper()
+		pg, err := DecodeDiffPage(b.rep.servePage(AppendDiffRequest(nil, q)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pg.Next != nil {
+			t.Fatal("one segment's few entries took more than a page")
+		}
+		return len(pg.Entries) + len(pg.Records) + len(pg.Sketches)
+	}
+	// Every part, every other entry held: the others come.
+	q := &DiffRequest{Segment: seg, Parts: ^uint64(0)}
+	for i, e := range ents {
+		if i%2 == 0 {
+			q.Have = append(q.Have, e.hash)
+		}
+	}
+	if got, want := count(q), len(ents)-len(q.Have); got != want {
+		t.Fatalf("%d entries, %d held: got %d, want %d", len(ents), len(q.Have), got, want)
+	}
+	// One part, nothing held: that part's entries come.
+	q = &DiffRequest{Segment: seg, Parts: 1 << ents[0].sub}
+	want := 0
+	for _, e := range ents {
+		if e.sub == ents[0].sub {
+			want++
+		}
+	}
+	if got := count(q); got != want {
+		t.Fatalf("part %d: got %d entries, want %d", ents[0].sub, got, want)
+	}
+}
