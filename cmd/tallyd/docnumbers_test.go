@@ -183,7 +183,7 @@ func TestDocNumbersAreTheDefaults(t *testing.T) {
 		{arch, "If nothing changed for `HeartbeatInterval` \\(([^)]*)\\)", testkit.Human(rc.HeartbeatInterval)},
 		{arch, "requests the peer's (\\d+) digests", strconv.Itoa(storage.Segments)},
 		{arch, "pulls at most (\\d+) segments per peer per round", strconv.Itoa(rc.MaxSegmentsPerRound)},
-		{arch, "It requests pages of up to (\\S+ KiB) of keys", testkit.IEC(rc.MaxMessageBytes / 2)},
+		{arch, "the answer is a page of up to (\\S+ KiB) of keys", testkit.IEC(rc.MaxMessageBytes / 2)},
 		{arch, "requests the peer's \\d+ digests \\(about (\\S+ KiB)\\)", testkit.IEC(8 * storage.Segments)},
 		{ops, "digest replies about (\\S+ KiB)", testkit.IEC(8 * storage.Segments)},
 		{arch, "Each anti-entropy request times out after (\\S+ s)\\.", testkit.Human(rc.RequestTimeout)},
