@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"syscall"
 	"testing"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/route"
-	"github.com/tally-dev/tally/shard"
 )
 
 // BenchmarkForwardedLikes forwards likes, 64 in flight, from a replica to
@@ -27,17 +25,7 @@ func BenchmarkForwardedLikes(b *testing.B) {
 	}{{"alone", -1}, {"batched", 0}} {
 		b.Run(mode.name, func(b *testing.B) {
 			conn, m := threeReplicas(b)
-			s, held := 0, m.Held("us-1")
-			for held.Has(s) {
-				s++
-			}
-			first := m.Preferred(s)[0]
-			var key string
-			for i := 0; key == ""; i++ {
-				if k := fmt.Sprintf("k%d", i); shard.Of(k) == s {
-					key = k
-				}
-			}
+			s, first, key := keyHeldElsewhere(m, "us-1")
 			nc := conn()
 			holder := newShardRouter("us", first, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
 			holder.do = func(ctx context.Context, ops []region.Op) ([]region.Result, error) {

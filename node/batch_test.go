@@ -235,17 +235,7 @@ func (g *gatedWriter) do(ctx context.Context, ops []region.Op) ([]region.Result,
 // writer; each Apply gets its own result.
 func TestForwardedWritesBatchOverNATS(t *testing.T) {
 	conn, m := threeReplicas(t)
-	s, held := 0, m.Held("us-1")
-	for held.Has(s) {
-		s++
-	}
-	first := m.Preferred(s)[0]
-	var key string
-	for i := 0; key == ""; i++ {
-		if k := fmt.Sprintf("k%d", i); shard.Of(k) == s {
-			key = k
-		}
-	}
+	s, first, key := keyHeldElsewhere(m, "us-1")
 	g := &gatedWriter{open: make(chan struct{})}
 	nc := conn()
 	holder := newShardRouter("us", first, m, nc, natsTransport{nc: nc, region: "us"}, nil, 5*time.Second, hclog.NewNullLogger())
@@ -300,5 +290,20 @@ func TestForwardedWritesBatchOverNATS(t *testing.T) {
 	}
 	if c := g.calls.Load(); c != route.DefaultInFlight+1 {
 		t.Errorf("%d writer calls (of sizes %v); want %d alone and one batch", c, g.sizes, route.DefaultInFlight)
+	}
+}
+
+// keyHeldElsewhere is the first shard that replica does not hold, its
+// preferred holder and a key of it: a write of the key at replica is
+// forwarded to the holder.
+func keyHeldElsewhere(m shard.Map, replica string) (s int, holder, key string) {
+	held := m.Held(replica)
+	for held.Has(s) {
+		s++
+	}
+	for i := 0; ; i++ {
+		if k := fmt.Sprintf("k%d", i); shard.Of(k) == s {
+			return s, m.Preferred(s)[0], k
+		}
 	}
 }

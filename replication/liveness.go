@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -202,12 +203,7 @@ func (r *Replicator) Following() []string {
 	}
 	r.subMu.Lock()
 	defer r.subMu.Unlock()
-	out := make([]string, 0, len(r.peerSubs))
-	for id := range r.peerSubs {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(r.peerSubs))
 }
 
 // LivenessInterval is how often a region's summary goes out, for

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -709,12 +710,7 @@ func (r *Replicator) storePeerSet() {
 func (r *Replicator) peerIDs() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]string, 0, len(r.peers))
-	for id := range r.peers {
-		out = append(out, id)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(r.peers))
 }
 
 // Peers reports every known peer, sorted by id.
