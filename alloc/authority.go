@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tally-dev/tally/internal/base/natsflush"
 	"github.com/tally-dev/tally/internal/base/poll"
 )
 
@@ -141,7 +142,7 @@ func (a *Authority) Start() error {
 		return fmt.Errorf("alloc: authority: subscribe: %w", err)
 	}
 	a.sub = sub
-	return a.cfg.NC.Flush()
+	return natsflush.Flush(a.cfg.NC)
 }
 
 // Close stops serving and waits for the requests in hand.

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tally-dev/tally/internal/base/natsflush"
 	"github.com/tally-dev/tally/region"
 	"github.com/tally-dev/tally/replication"
 	"github.com/tally-dev/tally/route"
@@ -152,7 +153,7 @@ func (sr *shardRouter) serve(api answerer) error {
 		return fmt.Errorf("serve forwarded requests: %w", err)
 	}
 	sr.sub = sub
-	if err := sr.nc.Flush(); err != nil {
+	if err := natsflush.Flush(sr.nc); err != nil {
 		sr.close()
 		return fmt.Errorf("serve forwarded requests: %w", err)
 	}
