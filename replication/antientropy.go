@@ -114,7 +114,7 @@ func (r *Replicator) serveParts(data []byte) []byte {
 		return nil
 	}
 	ps := Parts{Segment: q.Segment}
-	if err := r.cfg.Store.SegmentHashes(q.Segment, func(_ []byte, sub int, h uint64) { ps.Sums[sub] ^= h }); err != nil {
+	if err := r.cfg.Store.SegmentHashes(q.Segment, func(key []byte, sub int, h uint64) { ps.Sums[sub] ^= r.partHash(key, h) }); err != nil {
 		r.log.Error("serve parts", "segment", q.Segment, "error", err)
 		return nil
 	}

@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -108,5 +109,62 @@ func TestTrustRetiredRelaysOnlyInChaosBuild(t *testing.T) {
 	}
 	if !r.vetEntry("eu", "eu") || r.vetEntry("eu", "ap") {
 		t.Error("the bug changed what live peers may say")
+	}
+}
+
+// The failpoint part-digests-keys-only is the chaos suite's control of
+// repair by parts: in a chaos build a part digested by its keys alone
+// compares equal when eu holds an older value of us's counter entry, and
+// repair leaves it stale; in any other build the part differs and eu
+// pulls the newer value. A key eu lacks is pulled in both builds.
+func TestPartDigestsKeysOnlyBugOnlyInChaosBuild(t *testing.T) {
+	ctx := context.Background()
+	s := newScenario(t)
+	s.tweak = func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.PartDigestsKeysOnly) }
+	s.names = []string{"us", "eu"}
+	for _, name := range s.names {
+		s.open(name)
+	}
+	us, eu := s.nodes["us"], s.nodes["eu"]
+	s.clock.Advance(2 * scenarioHeartbeat)
+	for _, n := range []*scenarioNode{us, eu} {
+		n.steps.Flush()
+	}
+	s.net.Deliver()
+	s.antiEntropy(ctx, []*scenarioNode{us, eu})
+	s.antiEntropy(ctx, []*scenarioNode{us, eu})
+	if !us.rep.Recovered() || !eu.rep.Recovered() {
+		t.Fatal("the replicas did not recover")
+	}
+	// Increments on us, never published: only repair brings them to eu.
+	repair := func() int64 {
+		t.Helper()
+		if _, err := us.replica.Counters().Incr(ctx, "views", 1, ""); err != nil {
+			t.Fatal(err)
+		}
+		// Past the interval in which us's last heartbeat root, equal
+		// to eu's, would skip the comparison.
+		s.clock.Advance(2 * time.Second)
+		if left := eu.rep.exchange(ctx, eu.rep.peers["us"]); left {
+			t.Fatal("segments left for a later round")
+		}
+		rd, err := eu.replica.Counters().Get("views")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rd.Value
+	}
+	if got := repair(); got != 1 {
+		t.Fatalf("chaos build %t: eu reads %d after repairing a key it lacked, want 1", buildtags.Chaos, got)
+	}
+	want := int64(2)
+	if buildtags.Chaos {
+		want = 1 // the part compared equal: the entry stays stale
+	}
+	if got := repair(); got != want {
+		t.Fatalf("chaos build %t: eu reads %d after repairing a key it held an older value of, want %d", buildtags.Chaos, got, want)
+	}
+	if equal := eu.store.Root() == us.store.Root(); equal == buildtags.Chaos {
+		t.Fatalf("chaos build %t: roots equal %t after the repair", buildtags.Chaos, equal)
 	}
 }

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"fmt"
+	"hash/fnv"
 
 	"github.com/tally-dev/tally/crdt"
 	"github.com/tally-dev/tally/internal/base/buildtags"
@@ -49,6 +50,13 @@ func NetFaultsFromEnv(getenv func(string) string) (Faults, error) {
 // peer, on the fast path and in pages, at any time, as before issue 27: a
 // region that names the retired id in a like record's contributions makes
 // the record's winner reconcile the forged count away with its own entry.
+//
+// part-digests-keys-only: repair by parts digests a part by its entries'
+// keys alone, on both sides (serveParts, pullParts), as if an entry were
+// either held or lacking. A part where a replica holds an older value of
+// a key, and nothing else differs, compares equal and is not asked for:
+// the segment differs on every round and the stale entry stays, unless
+// the fast path brings a newer value.
 
 // gossipIncrements reports whether the gossip-increments bug is on.
 func (r *Replicator) gossipIncrements() bool {
@@ -91,4 +99,15 @@ func (r *Replicator) trustRelays() bool {
 // trustRetiredRelays reports whether the bug TrustRetiredRelays is on.
 func (r *Replicator) trustRetiredRelays() bool {
 	return r.cfg.Failpoints.On(failpoint.TrustRetiredRelays)
+}
+
+// partHash is an entry's share of its part's digest: its entry hash h,
+// or, under the bug part-digests-keys-only, a hash of its key alone.
+func (r *Replicator) partHash(key []byte, h uint64) uint64 {
+	if !r.cfg.Failpoints.On(failpoint.PartDigestsKeysOnly) {
+		return h
+	}
+	f := fnv.New64a()
+	f.Write(key)
+	return f.Sum64()
 }

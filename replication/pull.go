@@ -154,7 +154,7 @@ func (r *Replicator) pullParts(ctx context.Context, id string, seg int) error {
 	var ours [storage.SubSegments]uint64
 	var own []ownEntry
 	if err := r.cfg.Store.SegmentHashes(seg, func(key []byte, sub int, h uint64) {
-		ours[sub] ^= h
+		ours[sub] ^= r.partHash(key, h)
 		own = append(own, ownEntry{key: slices.Clone(key), sub: sub, hash: h})
 	}); err != nil {
 		return fmt.Errorf("repair segment %d: %w", seg, err)

@@ -37,7 +37,8 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 // for negative controls: the suite must FAIL with each of them.
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
 	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
-	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts, BugForwardAckUnapplied, BugAssignOverwrites}
+	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts, BugForwardAckUnapplied, BugAssignOverwrites,
+	BugPartDigestsKeysOnly}
 
 // BugAssignOverwrites is the deliberate bug of the shard map's writer,
 // played by the harness itself (no process runs with it): once a move
@@ -74,6 +75,11 @@ const BugDropUnsynced = "delete-before-sync"
 // unlike goes to another part than the user's like, finds nothing to
 // undo, and the like stays counted.
 const BugSplitTwoParts = "split-user-two-parts"
+
+// BugPartDigestsKeysOnly is the deliberate bug of repair by parts: a
+// part's digest hashes its entries' keys, not their values, so a replica
+// holding an older value of a key never asks for the newer one.
+const BugPartDigestsKeysOnly = "part-digests-keys-only"
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).

@@ -38,6 +38,7 @@ const (
 	CashbackNoFloor     Name = "cashback-no-floor"
 	ForwardAckUnapplied Name = "forwarded-ack-unapplied"
 	FencesLose          Name = "fences-lose"
+	PartDigestsKeysOnly Name = "part-digests-keys-only"
 	CrashBeforeClaim    Name = "crash-before-claim"
 )
 
@@ -57,7 +58,8 @@ func Bugs() []Name {
 	return []Name{GossipIncrements, TrustRelays, TrustRetiredRelays, AckBeforeCommit, NoReconcile, ClockFollowsWall,
 		ListsLocalOnly, KeysNotReconciled, LogSkipsIncrements, SlotsAtArrival, SketchStoredOnly, SpendWithoutRights,
 		BlockNotReconciled, ApproxCoinTwice, GiveWhatIsAsked, ClockFollowsPeers, EstimateUnbounded, AckUnheld,
-		SplitTwoParts, DropUnsynced, ToggleTwice, MergeIgnoresAt, CashbackNoFloor, ForwardAckUnapplied, FencesLose}
+		SplitTwoParts, DropUnsynced, ToggleTwice, MergeIgnoresAt, CashbackNoFloor, ForwardAckUnapplied, FencesLose,
+		PartDigestsKeysOnly}
 }
 
 // Known reports whether n is a failpoint: a bug, CrashBeforeClaim or a
