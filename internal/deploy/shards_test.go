@@ -545,11 +545,17 @@ func readsGather(t *testing.T, urls []string, cfgs []node.Config, likes map[stri
 		var tr api.Trending
 		// A replica's trending gathers the others' within 2 s; on a
 		// machine loaded with race-detector builds one may miss it and
-		// the answer says partial, honestly. Ask again then: a complete
-		// answer must be exact.
-		for try := 0; try == 0 || tr.Partial && try < 5; try++ {
+		// the answer says partial, honestly. Ask again then, for up to
+		// 30 s (five asks were not always enough in CI: us-2's answers
+		// stayed partial through all five while the package's other
+		// tests ran beside it): a complete answer must be exact.
+		testkit.WaitFor(t, 30*time.Second, func() error {
 			get(u+"/v1/trending?window=all&n=5", &tr)
-		}
+			if tr.Partial {
+				return fmt.Errorf("%s: trending partial", cfgs[i].Replica)
+			}
+			return nil
+		})
 		var gotTop []int
 		for _, it := range tr.Items {
 			gotTop = append(gotTop, int(it.Count))
