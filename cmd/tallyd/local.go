@@ -57,6 +57,8 @@ type localConfig struct {
 	// also matches.
 	PIDFile    string
 	pidFileSet bool
+	// DebugListen serves /debug/pprof/ for the whole process ("" off).
+	DebugListen string
 }
 
 func defaultLocalConfig() localConfig {
@@ -109,6 +111,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 			return err
 		})
 		fs.StringVar(&lc.PIDFile, "pid-file", "", "write the process id to this `file` while running (default <data>/tallyd.pid; \"\": none)")
+		fs.StringVar(&lc.DebugListen, "debug-listen", "", "serve /debug/pprof/ for the whole process on this `address` (empty: off; keep it on loopback)")
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
 	if err := fs.Parse(args); err != nil {
@@ -206,6 +209,14 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	dcfg := lc.deployConfig(log)
 	if err := dcfg.Validate(); err != nil {
 		return usagef("local: %s", oneLine(err))
+	}
+	if lc.DebugListen != "" {
+		dbg, err := process.StartDebug(ctx, lc.DebugListen, log.Named("debug"))
+		if err != nil {
+			return err
+		}
+		defer dbg.Close()
+		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", dbg.Addr())
 	}
 	if lc.PIDFile != "" {
 		remove, err := writePIDFile(lc.PIDFile)
