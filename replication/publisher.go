@@ -424,8 +424,15 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 				return err
 			}
 		}
+		// Only chunks logged before the round began (end): the writer
+		// commits while the merge waits for its fsync, and each of those
+		// commits' chunks would go out as a message of its own (a stream
+		// write and fsync each) rather than merged in the next round.
 		var chunks [][]storage.Event
 		if err := p.cfg.Store.ScanChunks(from, func(events []storage.Event) bool {
+			if events[0].Seq > end {
+				return false
+			}
 			chunks = append(chunks, events)
 			return len(chunks) < p.cfg.Batch
 		}); err != nil {

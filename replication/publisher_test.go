@@ -314,6 +314,84 @@ func TestPublisherRoundLeavesLaterCommitsToTheNext(t *testing.T) {
 	}
 }
 
+// A round sends one message while the writer keeps committing: the
+// commits logged while the round's merge waits for the writer's fsync
+// (each a chunk of its own) wait for the next round's merge, rather than
+// going out one message, one stream write and fsync, each.
+func TestPublisherRoundSendsOneMessageWhileTheWriterCommits(t *testing.T) {
+	ns := startJetStream(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	ctx := context.Background()
+	pub, err := NewPublisher(PublisherConfig{JS: js, Store: st, Replica: "us-1", Region: "us", Linger: time.Second}) // rounds by hand
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	liked := make(chan error, 1)
+	go func() { // one commit per like, each logging a chunk of its own
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				liked <- nil
+				return
+			default:
+			}
+			if _, err := rep.Likes().Like(ctx, "post", fmt.Sprintf("u%d", i)); err != nil {
+				liked <- err
+				return
+			}
+		}
+	}()
+	msgs := func() uint64 {
+		s, err := js.Stream(ctx, EventsStream("us"))
+		if err != nil {
+			return 0 // not created before the first round
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+	rounds := 0
+	for rounds < 5 {
+		if st.LogLast() <= pub.Status().Published+1 {
+			time.Sleep(time.Millisecond) // let several commits gather
+			continue
+		}
+		before := msgs()
+		if err := pub.catchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := msgs() - before; got != 1 {
+			t.Fatalf("round %d sent %d messages while the writer committed, want 1", rounds+1, got)
+		}
+		rounds++
+	}
+	close(stop)
+	if err := <-liked; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The publisher's own JSON encoding of an event is json.Marshal's of
 // eventJSON, byte for byte, for every type and kind, empty and set
 // optional fields, and strings that JSON must escape.
