@@ -57,6 +57,11 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, dst any) err
 	if r.ContentLength > limit {
 		return tooLarge(limit)
 	}
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		// No body (most single likes and increments): no decoder, whose
+		// buffer was a tenth of what a like allocated.
+		return errEmptyBody
+	}
 	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
