@@ -59,6 +59,8 @@ type localConfig struct {
 	pidFileSet bool
 	// DebugListen serves /debug/pprof/ for the whole process ("" off).
 	DebugListen string
+	// MinProcs raises GOMAXPROCS to at least this, as serve's min_procs.
+	MinProcs int
 }
 
 func defaultLocalConfig() localConfig {
@@ -72,6 +74,7 @@ func defaultLocalConfig() localConfig {
 		RESPPort:   6381,
 		Durability: "fsync",
 		LogLevel:   "info",
+		MinProcs:   tallynode.DefaultConfig().MinProcs,
 		Dashboard:  dashboardAddr{Addr: dashboard.DefaultAddr},
 		Milestones: "10^k",
 		Sequences: cliutil.ListFlag[tallynode.SequenceConfig]{Parse: tallynode.ParseSequence, List: []tallynode.SequenceConfig{
@@ -111,6 +114,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 			return err
 		})
 		fs.StringVar(&lc.PIDFile, "pid-file", "", "write the process id to this `file` while running (default <data>/tallyd.pid; \"\": none)")
+		fs.IntVar(&lc.MinProcs, "min-procs", lc.MinProcs, "raise GOMAXPROCS to at least `N` (0 or 1 leave it), as serve's --min-procs")
 		fs.StringVar(&lc.DebugListen, "debug-listen", "", "serve /debug/pprof/ for the whole process on this `address` (empty: off; keep it on loopback)")
 		fs.Var(&lc.Dashboard, "dashboard", "serve the dashboard on `addr` (\"\": none; with --port 0, a free port unless given)")
 	})
@@ -203,7 +207,10 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if hclog.LevelFromString(lc.LogLevel) == hclog.NoLevel {
 		return usagef("local: --log-level %q: want trace, debug, info, warn or error", lc.LogLevel)
 	}
-	process.RaiseProcs(log, tallynode.DefaultConfig().MinProcs)
+	if lc.MinProcs < 0 {
+		return usagef("local: --min-procs %d: want 0 or more", lc.MinProcs)
+	}
+	process.RaiseProcs(log, lc.MinProcs)
 	process.LogTuning(log)
 
 	dcfg := lc.deployConfig(log)

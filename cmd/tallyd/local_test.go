@@ -144,6 +144,30 @@ func TestLocalFlagsMakeTheDeployment(t *testing.T) {
 	}
 }
 
+// --min-procs and --debug-listen, as serve has them: the default raises
+// GOMAXPROCS to node's default, a negative one is a usage error before
+// anything starts.
+func TestLocalMinProcsAndDebugListen(t *testing.T) {
+	lc, err := parseLocal(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.MinProcs != tallynode.DefaultConfig().MinProcs || lc.DebugListen != "" {
+		t.Errorf("defaults: min procs %d, debug listen %q", lc.MinProcs, lc.DebugListen)
+	}
+	lc, err = parseLocal([]string{"--min-procs", "1", "--debug-listen", "127.0.0.1:6060"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.MinProcs != 1 || lc.DebugListen != "127.0.0.1:6060" {
+		t.Errorf("min procs %d, debug listen %q", lc.MinProcs, lc.DebugListen)
+	}
+	code, _, stderr := runArgs(t, "local", "--data", t.TempDir(), "--port", "0", "--min-procs", "-1")
+	if code != 2 || !strings.Contains(stderr, "--min-procs -1") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
 // A replica setting local cannot run is a usage error, before anything
 // starts.
 func TestLocalInvalidReplicaSetting(t *testing.T) {
