@@ -214,7 +214,8 @@ bench: build
 ## round. Run it before and after a change to the write path. About 3 min
 ## (5 rounds x 3 contestants x 10 s). Installs wrk and Redis if missing.
 ## BASE="693822d 687486b" VARIANTS=off SERVER_CPUS=0,1 GOMAXPROCS=1 also work;
-## VARIANTS=nats adds the tree attached to NATS (tallyd local), and
+## VARIANTS=nats adds the tree attached to NATS (tallyd local),
+## VARIANTS=reads its reads of a like count beside Redis's GET, and
 ## SERVE=local runs every tally contestant so (old against new there).
 bench-regress:
 	bash scripts/bench-regress.sh

@@ -35,6 +35,12 @@
 #                --replicas 3 --copies 2`, every like sent to us-1, likes
 #                of 1,000 items: a third of them forwarded to a holder
 #                (two copies: 0.5x head-one is the ideal)
+#   head-reads   (VARIANTS=reads) `tallyd local --regions us` (attached
+#                to NATS) answering `GET /v1/likes/item<0..999>` (each
+#                item liked once before the round): reads, not likes;
+#                its figures are reads/s and CPU per read
+#   redis-get    (VARIANTS=reads, PEER=redis) Redis's GET of 1,000
+#                counters (redis-benchmark -r 1000), the read beside it
 #   redis        (PEER=redis) Redis with appendfsync always running the
 #                like-with-dedup Lua script (SADD, then INCR if added), by
 #                redis-benchmark with the same connection count
@@ -46,7 +52,8 @@
 #   CONNS         connections (wrk) or clients (Redis)       (50)
 #   SERVER_CPUS   CPUs the servers are pinned to             (0)
 #   CLIENT_CPUS   CPUs the load generators are pinned to     (1)
-#   VARIANTS      any of off, p1, lists, log, nats, forwarded  ()
+#   VARIANTS      any of off, p1, lists, log, nats, forwarded,
+#                 reads                                      ()
 #   PEER          "redis" adds Redis                         (redis)
 #   HEAD_FLAGS    extra flags for the working tree's server  ()
 #   SERVE         "local" runs the working tree and every BASE
@@ -135,6 +142,7 @@ done <<-'VARIANTS'
 	nats head-nats @local
 	forwarded head-one @local @items
 	forwarded head-sharded @local3 @items
+	reads head-reads @local @reads
 VARIANTS
 for c in $BASE; do
 	sha=$(git rev-parse --short "$c^{commit}") || die "BASE: $c is not a commit"
@@ -147,6 +155,7 @@ for c in $BASE; do
 	flags[$sha]=$base_flags
 done
 [[ $PEER == redis ]] && contestants+=(redis)
+[[ $PEER == redis && " $VARIANTS " == *" reads "* ]] && contestants+=(redis-get)
 
 # ---- one round of one contestant ----------------------------------------
 
@@ -201,6 +210,14 @@ run_tally() {
 		  return wrk.format("PUT", "/v1/likes/$item/$name.r$round." .. math.random(0, 999999999))
 		end
 	EOF
+	if [[ ${flags[$name]} == *@reads* ]]; then
+		# Each of the 1,000 items liked once (ten at a time), then reads.
+		seq 0 999 | xargs -P 10 -I{} curl -fsS -o /dev/null -X PUT "http://127.0.0.1:$port/v1/likes/item{}/seed" ||
+			die "$name: seeding the items failed"
+		cat >"$lua" <<-'EOF'
+			function request() return wrk.format("GET", "/v1/likes/item" .. math.random(0, 999)) end
+		EOF
+	fi
 	local cpu0 cpu1
 	cpu0=$(cpu_ticks)
 	taskset -c "$CLIENT_CPUS" wrk -t 1 -c "$CONNS" -d "${DURATION}s" --latency -s "$lua" \
@@ -248,6 +265,31 @@ run_redis() {
 	awk -F'"' 'NR == 2 { printf "%.0f %.2f -\n", $4, $14 }' "$out" >"$WORK/result"
 }
 
+# run_redis_get ROUND: Redis GET of 1,000 counters; writes "gets_per_sec
+# p99_ms" to $WORK/result.
+run_redis_get() {
+	local round=$1 port dir=$WORK/redis-get-$1 out=$LOGDIR/redis-get.r$1.csv rps n
+	port=$(free_port)
+	mkdir -p "$dir"
+	printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" "save \"\"" "appendonly yes" \
+		"appendfsync always" "logfile $LOGDIR/redis-get.r$round.log" >"$dir/redis.conf"
+	taskset -c "$SERVER_CPUS" redis-server "$dir/redis.conf" &
+	server_pid=$!
+	wait_for redis "$server_pid" redis-cli -p "$port" ping
+	for i in $(seq 0 999); do printf 'INCR key:%012d\n' "$i"; done | redis-cli -p "$port" >/dev/null
+	bench() {
+		taskset -c "$CLIENT_CPUS" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNS" -n "$1" -r 1000 --csv GET key:__rand_int__
+	}
+	rps=$(bench 100000 | awk -F'"' '$2 ~ /^GET/ { print int($4) }')
+	[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "redis GET probe failed"
+	n=$((rps * DURATION))
+	bench "$n" >"$out" || die "redis-benchmark failed: see $out"
+	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+	stop_server
+	rm -rf "$dir"
+	awk -F'"' '$2 ~ /^GET/ { printf "%.0f %.2f -\n", $4, $14 }' "$out" >"$WORK/result"
+}
+
 # ---- the run ------------------------------------------------------------
 
 say "contestants: ${contestants[*]} (tallyd $SERVE); $ROUNDS rounds of $DURATION s; server on CPU $SERVER_CPUS, load on CPU $CLIENT_CPUS; GOMAXPROCS=${GOMAXPROCS:-unset}"
@@ -258,6 +300,8 @@ for round in $(seq "$ROUNDS"); do
 		name=${contestants[$(((i + round - 1) % n))]}
 		if [[ $name == redis ]]; then
 			run_redis "$round"
+		elif [[ $name == redis-get ]]; then
+			run_redis_get "$round"
 		else
 			run_tally "$name" "$round"
 		fi
@@ -287,4 +331,5 @@ for name in "${contestants[@]}"; do
 		'BEGIN { printf "%-10s %-40s %9d %9d %6.0f%% %8.2fms %7.2fx %10s\n", c, rounds, med, worst, 100 * worst / med, p99, med / hm, cpu }'
 done
 echo
+[[ " $VARIANTS " == *" reads "* ]] && echo "head-reads and redis-get: reads/s and server CPU per read, not likes"
 echo "rounds: $CSV; wrk and redis-benchmark outputs and server logs: $LOGDIR"
