@@ -448,10 +448,12 @@ func (p *Publisher) catchUp(ctx context.Context) error {
 		p.sent = max(p.sent, chunks[len(chunks)-1][len(chunks[len(chunks)-1])-1].Seq)
 		futures := make([]jetstream.PubAckFuture, 0, len(chunks))
 		var perr error
-		var body []byte
 		for _, events := range chunks {
 			id := fmt.Sprintf("%s.%s.%d", p.cfg.Replica, p.cfg.Store.LogID(), events[0].Seq)
-			body = AppendEventsJSON(body[:0], p.cfg.Region, p.cfg.Replica, p.cfg.Store.LogID(), events)
+			// A body of its own per message: nats.go keeps it until the
+			// acknowledgement, to send again under the same id if the
+			// stream's server answers "no responders".
+			body := AppendEventsJSON(make([]byte, 0, 256*len(events)), p.cfg.Region, p.cfg.Replica, p.cfg.Store.LogID(), events)
 			f, err := p.cfg.JS.PublishAsync(subject, body, jetstream.WithMsgID(id))
 			if err != nil {
 				perr = fmt.Errorf("publish events from %d: %w", events[0].Seq, err)

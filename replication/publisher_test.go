@@ -392,6 +392,77 @@ func TestPublisherRoundSendsOneMessageWhileTheWriterCommits(t *testing.T) {
 	}
 }
 
+// keepPublished records each message body a publisher hands to
+// PublishAsync, and a copy of it as it was then.
+type keepPublished struct {
+	jetstream.JetStream
+	handed, copies [][]byte
+}
+
+func (k *keepPublished) PublishAsync(subject string, data []byte, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	k.handed = append(k.handed, data)
+	k.copies = append(k.copies, bytes.Clone(data))
+	return k.JetStream.PublishAsync(subject, data, opts...)
+}
+
+// A body handed to PublishAsync stays as it was: nats.go keeps it to send
+// again, under the same message id, when the stream's server answers "no
+// responders" (a leader change, a restart), so a body the publisher
+// reused for its next chunk would be stored in that chunk's place, and
+// the events it held lost from the stream.
+func TestPublisherKeepsEachBodyUntilAcknowledged(t *testing.T) {
+	ns := startJetStream(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rep.Close()
+	ctx := context.Background()
+	// More events than one chunk holds, so that one round sends several
+	// messages of about the same size.
+	n := 3*storage.LogChunk + 7
+	ops := make([]region.Op, n)
+	for i := range ops {
+		ops[i] = region.Op{Kind: region.OpLike, Item: "post", User: fmt.Sprintf("user%06d", i)}
+	}
+	if _, err := rep.Do(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	keep := &keepPublished{JetStream: js}
+	pub, err := NewPublisher(PublisherConfig{JS: keep, Store: st, Replica: "us-1", Region: "us"}) // rounds by hand
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.catchUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(keep.handed) < 3 {
+		t.Fatalf("the round sent %d messages, want several", len(keep.handed))
+	}
+	for i := range keep.handed {
+		if !bytes.Equal(keep.handed[i], keep.copies[i]) {
+			t.Errorf("message %d of %d changed after it was handed to PublishAsync", i+1, len(keep.handed))
+		}
+	}
+	if evs := streamEvents(t, js, "us"); len(evs) != n {
+		t.Fatalf("the stream holds %d events, want %d", len(evs), n)
+	}
+}
+
 // The publisher's own JSON encoding of an event is json.Marshal's of
 // eventJSON, byte for byte, for every type and kind, empty and set
 // optional fields, and strings that JSON must escape.
