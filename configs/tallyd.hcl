@@ -55,6 +55,12 @@ listen = "127.0.0.1:8080"
 # loss. Opt-in only; tallyd warns at startup and /v1/status reports it.
 durability = "fsync"
 
+# Hold a WAL fsync until this long after the previous one (at most 100ms), so
+# the commits of that time share it: for replicas whose load comes a message
+# at a time, such as a sharded region's replicas sharing one disk. A lone
+# replica under many clients already shares its fsyncs. Default: 0.
+# wal_min_sync_interval = "2ms"
+
 # Bearer tokens. If set, write routes need `Authorization: Bearer <write_token>`
 # (the admin token works there too), admin routes need the admin token, and
 # every other route under /v1/, whatever its method, needs the read token

@@ -77,6 +77,14 @@ type Config struct {
 	// or "none" (acknowledge before the fsync: a power loss may lose
 	// acknowledged writes; /v1/status says so).
 	Durability string `hcl:"durability,optional"`
+	// WALMinSyncInterval makes a commit's WAL fsync wait until at least
+	// this long after the previous one, as a Go duration, so that the
+	// commits of that time share it. For a replica whose load comes a
+	// message at a time (each replica of a sharded region on one disk:
+	// docs/performance.md) rather than from many clients at once, whose
+	// commits already share fsyncs. Default "" (0: sync as soon as the
+	// previous sync ends); at most 100ms.
+	WALMinSyncInterval string `hcl:"wal_min_sync_interval,optional"`
 	// WriteToken, if set, is required as a bearer token on write routes.
 	// Prefer the TALLY_WRITE_TOKEN environment variable to a file or flag.
 	WriteToken string `hcl:"write_token,optional"`

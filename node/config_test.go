@@ -38,6 +38,31 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	}
 }
 
+// wal_min_sync_interval is empty (0) by default and takes a duration
+// from 0 to 100ms; anything else is refused by name.
+func TestWALMinSyncInterval(t *testing.T) {
+	if v := DefaultConfig().WALMinSyncInterval; v != "" {
+		t.Errorf("default %q, want empty", v)
+	}
+	for _, tc := range []struct {
+		v  string
+		ok bool
+	}{
+		{"", true}, {"0", true}, {"500us", true}, {"2ms", true}, {"100ms", true},
+		{"101ms", false}, {"1s", false}, {"-1ms", false}, {"soon", false},
+	} {
+		c := validConfig()
+		c.WALMinSyncInterval = tc.v
+		err := c.Validate()
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: err %v, want ok=%v", tc.v, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "wal_min_sync_interval") {
+			t.Errorf("%q: error %q does not name wal_min_sync_interval", tc.v, err)
+		}
+	}
+}
+
 // lease_reclaim_after is off by default, must exceed lease_ttl when set
 // (as alloc.Config.Validate demands), and reaches the holder's config.
 func TestLeaseReclaimAfter(t *testing.T) {

@@ -71,6 +71,11 @@ func (c Config) validateHost(p *problems) {
 	if c.MinProcs < 0 || c.MinProcs > 1024 {
 		p.bad("min_procs %d: want 0 to 1024", c.MinProcs)
 	}
+	if c.WALMinSyncInterval != "" {
+		if v, err := time.ParseDuration(c.WALMinSyncInterval); err != nil || v < 0 || v > 100*time.Millisecond {
+			p.bad("wal_min_sync_interval %q: want a duration from 0 to 100ms, such as 1ms", c.WALMinSyncInterval)
+		}
+	}
 }
 
 // validateListeners checks the other listeners (debug, RESP), the

@@ -146,6 +146,8 @@ func (n *Node) openStore(cfg Config, undo *undoStack) error {
 		Durability: cfg.durability(),
 		Logger:     n.log.Named("pebble"),
 		Registerer: n.registry,
+		// Validated: "" or a duration from 0 to 100ms.
+		WALMinSyncInterval: duration(cfg.WALMinSyncInterval),
 	})
 	if err != nil {
 		return err

@@ -42,6 +42,7 @@ func bindFlags(fs *flag.FlagSet, c *tallynode.Config, configFile *string) {
 	fs.IntVar(&c.RESPMaxConnectionsPerAddress, "resp-max-connections-per-address", c.RESPMaxConnectionsPerAddress, "RESP connections open at `most` from one client address; its next is refused")
 	fs.IntVar(&c.MinProcs, "min-procs", c.MinProcs, "raise GOMAXPROCS to at least `n` (0 or 1: leave it): with one, a WAL fsync stalls the HTTP side")
 	fs.StringVar(&c.Durability, "durability", c.Durability, "`mode`: fsync (ack after WAL fsync) or none (unsafe on power loss)")
+	fs.StringVar(&c.WALMinSyncInterval, "wal-min-sync-interval", c.WALMinSyncInterval, "hold a WAL fsync until this long after the last one, so more commits share it (`duration`, at most 100ms; empty: 0)")
 	fs.StringVar(&c.WriteToken, "write-token", c.WriteToken, "bearer `token` required on write routes (env "+envWriteToken+", or a file named by "+envWriteToken+cliutil.FileSuffix+")")
 	fs.StringVar(&c.AdminToken, "admin-token", c.AdminToken, "bearer `token` required on admin routes (env "+envAdminToken+", or a file named by "+envAdminToken+cliutil.FileSuffix+")")
 	fs.StringVar(&c.ReadToken, "read-token", c.ReadToken, "bearer `token` required on reads under /v1/ (env "+envReadToken+", or a file named by "+envReadToken+cliutil.FileSuffix+"); each token flag takes several tokens separated by spaces, all valid")

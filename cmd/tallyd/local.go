@@ -41,16 +41,18 @@ type localConfig struct {
 	RESPPort    int
 	respPortSet bool
 	Durability  string
-	LogLevel    string
-	LogJSON     bool
-	WriteToken  string
-	AdminToken  string
-	Dashboard   dashboardAddr // see dashboard.go
-	Milestones  string
-	Sequences   cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
-	Approx      cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
-	Hot         cliutil.ListFlag[tallynode.HotConfig]      // the first --hot replaces the defaults
-	Limits      []tallynode.LimitConfig
+	// WALMinSyncInterval is every replica's wal_min_sync_interval.
+	WALMinSyncInterval string
+	LogLevel           string
+	LogJSON            bool
+	WriteToken         string
+	AdminToken         string
+	Dashboard          dashboardAddr // see dashboard.go
+	Milestones         string
+	Sequences          cliutil.ListFlag[tallynode.SequenceConfig] // the first --sequence replaces the defaults
+	Approx             cliutil.ListFlag[tallynode.ApproxConfig]   // the first --approx replaces the defaults
+	Hot                cliutil.ListFlag[tallynode.HotConfig]      // the first --hot replaces the defaults
+	Limits             []tallynode.LimitConfig
 	// PIDFile is where the process writes its PID while it runs (""
 	// none); by default <DataDir>/tallyd.pid, so the deployment can be
 	// stopped by its PID rather than by a name another user's process
@@ -98,6 +100,7 @@ func parseLocal(args []string, getenv func(string) string, help io.Writer) (loca
 		fs.IntVar(&lc.NATSPort, "nats-port", lc.NATSPort, "NATS client `port` of the first region; the others follow consecutively (0: any free ports)")
 		fs.IntVar(&lc.RESPPort, "resp-port", lc.RESPPort, "Redis protocol (RESP) `port` of the first region; the others follow consecutively (0: off)")
 		fs.StringVar(&lc.Durability, "durability", lc.Durability, "`mode`: fsync or none")
+		fs.StringVar(&lc.WALMinSyncInterval, "wal-min-sync-interval", "", "every replica's wal_min_sync_interval: hold a WAL fsync until this long after the last one (`duration`, at most 100ms)")
 		fs.StringVar(&lc.LogLevel, "log-level", lc.LogLevel, "log `level`: trace, debug, info, warn, error")
 		bindLogJSON(fs, &lc.LogJSON)
 		fs.StringVar(&lc.WriteToken, "write-token", getenv(envWriteToken), "bearer `token` for write routes (env "+envWriteToken+")")
@@ -179,6 +182,7 @@ func (lc localConfig) deployConfig(log hclog.Logger) deploy.Config {
 	d.Regions, d.DataDir, d.Port, d.NATSPort = lc.Regions, lc.DataDir, lc.Port, lc.NATSPort
 	d.Replicas, d.Copies = lc.Replicas, lc.Copies
 	d.Durability, d.LogLevel = lc.Durability, lc.LogLevel
+	d.WALMinSyncInterval = lc.WALMinSyncInterval
 	switch {
 	case lc.RESPPort == 0: // off
 	case lc.Port == 0 && !lc.respPortSet:

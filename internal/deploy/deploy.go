@@ -66,6 +66,8 @@ type Config struct {
 	// Durability, LogLevel, WriteToken and AdminToken are every replica's
 	// (see node.Config). Defaults as node.DefaultConfig.
 	Durability, LogLevel, WriteToken, AdminToken string
+	// WALMinSyncInterval is every replica's (node.Config); "" is 0.
+	WALMinSyncInterval string
 	// Milestones is every replica's milestone rule (node.Config), the
 	// allocator living in the first region; "" numbers nothing.
 	Milestones string
@@ -163,6 +165,7 @@ func (c Config) NodeConfigs(clientURL func(region string) string) ([]node.Config
 		if c.Durability != "" {
 			cfg.Durability = c.Durability
 		}
+		cfg.WALMinSyncInterval = c.WALMinSyncInterval
 		if c.LogLevel != "" {
 			cfg.LogLevel = c.LogLevel
 		}
