@@ -27,6 +27,34 @@ func startJetStream(t *testing.T) *server.Server {
 }
 
 // streamEvents reads every message of the region's stream.
+// loggingReplica starts a JetStream server and replica us-1 of region us
+// with its event log on, and returns a JetStream client of the server,
+// the replica's store and the replica; all stop with the test.
+func loggingReplica(t *testing.T) (jetstream.JetStream, *storage.Store, *region.Replica) {
+	t.Helper()
+	ns := startJetStream(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rep.Close() })
+	return js, st, rep
+}
+
 func streamEvents(t *testing.T, js jetstream.JetStream, region string) []eventJSON {
 	t.Helper()
 	ctx := context.Background()
@@ -154,26 +182,7 @@ func TestPublisherShipsTheLogOnce(t *testing.T) {
 // predecessor may have sent, so the resend under the old ids is dropped
 // whole and the new commits follow.
 func TestPublisherMergesCommitsIntoOneMessage(t *testing.T) {
-	ns := startJetStream(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rep.Close()
+	js, st, rep := loggingReplica(t)
 	ctx := context.Background()
 	like := func(from, to int) {
 		for i := from; i < to; i++ { // one commit each
@@ -262,26 +271,7 @@ func (d *duringPublish) PublishAsync(subject string, data []byte, opts ...jetstr
 // out as one more message, one more stream write and fsync, as soon as
 // the round's acknowledgement is in.
 func TestPublisherRoundLeavesLaterCommitsToTheNext(t *testing.T) {
-	ns := startJetStream(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rep.Close()
+	js, st, rep := loggingReplica(t)
 	ctx := context.Background()
 	like := func(from, to int) {
 		for i := from; i < to; i++ { // one commit each
@@ -319,26 +309,7 @@ func TestPublisherRoundLeavesLaterCommitsToTheNext(t *testing.T) {
 // (each a chunk of its own) wait for the next round's merge, rather than
 // going out one message, one stream write and fsync, each.
 func TestPublisherRoundSendsOneMessageWhileTheWriterCommits(t *testing.T) {
-	ns := startJetStream(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rep.Close()
+	js, st, rep := loggingReplica(t)
 	ctx := context.Background()
 	pub, err := NewPublisher(PublisherConfig{JS: js, Store: st, Replica: "us-1", Region: "us", Linger: time.Second}) // rounds by hand
 	if err != nil {
@@ -411,26 +382,7 @@ func (k *keepPublished) PublishAsync(subject string, data []byte, opts ...jetstr
 // reused for its next chunk would be stored in that chunk's place, and
 // the events it held lost from the stream.
 func TestPublisherKeepsEachBodyUntilAcknowledged(t *testing.T) {
-	ns := startJetStream(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := storage.Open(storage.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	rep, err := region.New(region.Config{Region: "us", Replica: "us-1", Store: st, EventLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rep.Close()
+	js, st, rep := loggingReplica(t)
 	ctx := context.Background()
 	// More events than one chunk holds, so that one round sends several
 	// messages of about the same size.
