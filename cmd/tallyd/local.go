@@ -221,14 +221,11 @@ func (c *cli) local(ctx context.Context, args []string) error {
 	if err := dcfg.Validate(); err != nil {
 		return usagef("local: %s", oneLine(err))
 	}
-	if lc.DebugListen != "" {
-		dbg, err := process.StartDebug(ctx, lc.DebugListen, log.Named("debug"))
-		if err != nil {
-			return err
-		}
-		defer dbg.Close()
-		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", dbg.Addr())
+	stopDebug, err := c.startDebug(ctx, lc.DebugListen, log)
+	if err != nil {
+		return err
 	}
+	defer stopDebug()
 	if lc.PIDFile != "" {
 		remove, err := writePIDFile(lc.PIDFile)
 		if err != nil {

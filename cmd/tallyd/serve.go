@@ -36,14 +36,11 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	process.RaiseProcs(log, cfg.MinProcs)
 	process.LogTuning(log)
 
-	if cfg.DebugListen != "" {
-		d, err := process.StartDebug(ctx, cfg.DebugListen, log.Named("debug"))
-		if err != nil {
-			return err
-		}
-		defer d.Close()
-		fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", d.Addr())
+	stopDebug, err := c.startDebug(ctx, cfg.DebugListen, log)
+	if err != nil {
+		return err
 	}
+	defer stopDebug()
 	n, err := tallynode.Start(ctx, cfg, tallynode.Options{Logger: log, Version: version.Version(), Getenv: c.getenv})
 	if err != nil {
 		return err
@@ -111,4 +108,18 @@ func warnUnsafe(log hclog.Logger, cfg tallynode.Config) {
 		log.Warn("insecure_open_admin: admin routes (block list, audit, budget handoff, links) need no token: "+
 			"anyone reaching the listener can use them", "listen", cfg.Listen)
 	}
+}
+
+// startDebug serves /debug/pprof/ on addr for serve and local ("": off)
+// and says where; the returned func stops it.
+func (c *cli) startDebug(ctx context.Context, addr string, log hclog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	d, err := process.StartDebug(ctx, addr, log.Named("debug"))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(c.stdout, "debug (pprof) on %s\n", d.Addr())
+	return d.Close, nil
 }
