@@ -238,56 +238,38 @@ run_tally() {
 # SADD added them.
 LIKE_LUA="if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then return redis.call('INCR', KEYS[2]) end return tonumber(redis.call('GET', KEYS[2]))"
 
-# run_redis ROUND: writes "likes_per_sec p99_ms" to $WORK/result. redis-benchmark takes a
-# request count, not a time: a 2 s probe sizes the run to about DURATION.
+# run_redis NAME ROUND: Redis with appendfsync always, loaded by
+# redis-benchmark: the like script (NAME redis) or GET of 1,000 counters
+# (NAME redis-get). Writes "per_sec p99_ms" to $WORK/result.
+# redis-benchmark takes a request count, not a time: a short probe sizes
+# the run to about DURATION.
 run_redis() {
-	local round=$1 port dir=$WORK/redis-$1 out=$LOGDIR/redis.r$1.csv sha n rps
+	local name=$1 round=$2 port dir=$WORK/$1-$2 out=$LOGDIR/$1.r$2.csv n rps args
 	port=$(free_port)
 	mkdir -p "$dir"
 	printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" "save \"\"" "appendonly yes" \
-		"appendfsync always" "logfile $LOGDIR/redis.r$round.log" >"$dir/redis.conf"
+		"appendfsync always" "logfile $LOGDIR/$name.r$round.log" >"$dir/redis.conf"
 	taskset -c "$SERVER_CPUS" redis-server "$dir/redis.conf" &
 	server_pid=$!
 	wait_for redis "$server_pid" redis-cli -p "$port" ping
-	sha=$(redis-cli -p "$port" SCRIPT LOAD "$LIKE_LUA")
+	if [[ $name == redis ]]; then
+		args=(-r 1000000000 EVALSHA "$(redis-cli -p "$port" SCRIPT LOAD "$LIKE_LUA")" 2 likes:hot count:hot __rand_int__)
+	else
+		for i in $(seq 0 999); do printf 'INCR key:%012d\n' "$i"; done | redis-cli -p "$port" >/dev/null
+		args=(-r 1000 GET key:__rand_int__)
+	fi
 	bench() {
-		taskset -c "$CLIENT_CPUS" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNS" -n "$1" -r 1000000000 \
-			--csv EVALSHA "$sha" 2 likes:hot count:hot __rand_int__
+		taskset -c "$CLIENT_CPUS" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNS" -n "$1" --csv "${args[@]}"
 	}
-	rps=$(bench 40000 | awk -F'"' 'NR == 2 { print int($4) }')
-	[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "redis probe failed"
-	n=$((rps * DURATION))
-	bench "$n" >"$out" || die "redis-benchmark failed: see $out"
-	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-	stop_server
-	rm -rf "$dir"
 	# "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms",...
-	awk -F'"' 'NR == 2 { printf "%.0f %.2f -\n", $4, $14 }' "$out" >"$WORK/result"
-}
-
-# run_redis_get ROUND: Redis GET of 1,000 counters; writes "gets_per_sec
-# p99_ms" to $WORK/result.
-run_redis_get() {
-	local round=$1 port dir=$WORK/redis-get-$1 out=$LOGDIR/redis-get.r$1.csv rps n
-	port=$(free_port)
-	mkdir -p "$dir"
-	printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" "save \"\"" "appendonly yes" \
-		"appendfsync always" "logfile $LOGDIR/redis-get.r$round.log" >"$dir/redis.conf"
-	taskset -c "$SERVER_CPUS" redis-server "$dir/redis.conf" &
-	server_pid=$!
-	wait_for redis "$server_pid" redis-cli -p "$port" ping
-	for i in $(seq 0 999); do printf 'INCR key:%012d\n' "$i"; done | redis-cli -p "$port" >/dev/null
-	bench() {
-		taskset -c "$CLIENT_CPUS" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CONNS" -n "$1" -r 1000 --csv GET key:__rand_int__
-	}
-	rps=$(bench 100000 | awk -F'"' '$2 ~ /^GET/ { print int($4) }')
-	[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "redis GET probe failed"
+	rps=$(bench 40000 | awk -F'"' 'NR == 2 { print int($4) }')
+	[[ $rps =~ ^[0-9]+$ && $rps -gt 0 ]] || die "$name probe failed"
 	n=$((rps * DURATION))
 	bench "$n" >"$out" || die "redis-benchmark failed: see $out"
 	redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 	stop_server
 	rm -rf "$dir"
-	awk -F'"' '$2 ~ /^GET/ { printf "%.0f %.2f -\n", $4, $14 }' "$out" >"$WORK/result"
+	awk -F'"' 'NR == 2 { printf "%.0f %.2f -\n", $4, $14 }' "$out" >"$WORK/result"
 }
 
 # ---- the run ------------------------------------------------------------
@@ -298,10 +280,8 @@ n=${#contestants[@]}
 for round in $(seq "$ROUNDS"); do
 	for i in $(seq 0 $((n - 1))); do
 		name=${contestants[$(((i + round - 1) % n))]}
-		if [[ $name == redis ]]; then
-			run_redis "$round"
-		elif [[ $name == redis-get ]]; then
-			run_redis_get "$round"
+		if [[ $name == redis || $name == redis-get ]]; then
+			run_redis "$name" "$round"
 		else
 			run_tally "$name" "$round"
 		fi
