@@ -225,8 +225,64 @@ var _ = [1]struct{}{}[SubSegments^1<<6]
 // (SubSegmentOf) and its entry hash, the entry's share of the segment's
 // digest. It reads keys and values but decodes nothing.
 func (s *Store) SegmentHashes(segment int, fn func(key []byte, sub int, hash uint64)) error {
+	return s.eachEntry(segment, "hash", func(key, val []byte) {
+		fn(key, SubSegmentOf(key), entryHash(key, val))
+	})
+}
+
+// SegmentEntries is SegmentHashes with each entry's stored value too
+// (valid during the call only), for a caller that looks inside some.
+func (s *Store) SegmentEntries(segment int, fn func(key, val []byte, sub int, hash uint64)) error {
+	return s.eachEntry(segment, "hash", func(key, val []byte) {
+		fn(key, val, SubSegmentOf(key), entryHash(key, val))
+	})
+}
+
+// SegmentRecord decodes the record a stored replicated key and value hold
+// (SegmentEntries): a like record, a keyed record or a spend. ok is false
+// for every other entry, and for a value that does not decode.
+func SegmentRecord(key, val []byte) (rec crdt.Record, ok bool) {
+	if _, ok := segmentOfKey(key); !ok {
+		return nil, false
+	}
+	rest := key[5:] // past the segment prefix
+	if len(rest) < 3 || rest[1] != '/' {
+		return nil, false
+	}
+	var err error
+	switch rest[0] {
+	case prefixRecord:
+		rec, err = crdt.DecodeLikeRecord(val)
+	case prefixKeyed:
+		name, _, found := strings.Cut(string(rest[2:]), "/")
+		if !found {
+			return nil, false
+		}
+		if k, _ := keyedKind(name); k == Budgets {
+			rec, err = crdt.DecodeSpend(val)
+		} else {
+			rec, err = crdt.DecodeKeyedRecord(val)
+		}
+	default:
+		return nil, false
+	}
+	return rec, err == nil
+}
+
+// EntrySizes calls fn with the entry hash and stored size (key and value
+// bytes) of every entry of a segment: what a tool that measures repair
+// compares before and after it.
+func (s *Store) EntrySizes(segment int, fn func(hash uint64, size int)) error {
+	return s.eachEntry(segment, "size", func(key, val []byte) {
+		fn(entryHash(key, val), len(key)+len(val))
+	})
+}
+
+// eachEntry calls fn with every stored key and value of a segment, in key
+// order, valid during the call only; what names the caller in errors.
+func (s *Store) eachEntry(segment int, what string, fn func(key, val []byte)) error {
 	if segment < 0 || segment >= Segments {
-		return fmt.Errorf("hash segment %d: out of range", segment)
+		return fmt.Errorf("%s segment %d: out of range", what, segment)
 	}
 	if s.closed.Load() {
 		return ErrClosed
@@ -234,17 +290,16 @@ func (s *Store) SegmentHashes(segment int, fn func(key []byte, sub int, hash uin
 	prefix := segmentPrefix(segment)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return fmt.Errorf("hash segment %d: %w", segment, err)
+		return fmt.Errorf("%s segment %d: %w", what, segment, err)
 	}
 	for it.First(); it.Valid(); it.Next() {
-		key := it.Key()
-		fn(key, SubSegmentOf(key), entryHash(key, it.Value()))
+		fn(it.Key(), it.Value())
 	}
 	if err := it.Error(); err != nil {
-		return errors.Join(fmt.Errorf("hash segment %d: %w", segment, err), it.Close())
+		return errors.Join(fmt.Errorf("%s segment %d: %w", what, segment, err), it.Close())
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("hash segment %d: %w", segment, err)
+		return fmt.Errorf("%s segment %d: %w", what, segment, err)
 	}
 	return nil
 }
@@ -474,4 +529,33 @@ func segmentOfRest(rest []byte) (int, error) {
 		return RegisterSegment(rest[0], body), nil
 	}
 	return 0, errors.New("unknown replicated key")
+}
+
+// EntryWriter is the replica whose entry a stored replicated key holds,
+// for the keys that hold one writer's entry (a vector's or a sketch
+// page's), as SegmentHashes passes them; ok is false for the others
+// (records, which hold several writers' parts, flags and type metadata).
+// The writer is a slice of key.
+func EntryWriter(key []byte) (writer []byte, ok bool) {
+	if _, ok := segmentOfKey(key); !ok {
+		return nil, false
+	}
+	rest := key[5:] // past the segment prefix
+	switch {
+	case len(rest) > 2 && rest[0] == prefixVector && rest[1] == '/':
+		// v/<kind>/<item>/<replica>
+		i := bytes.LastIndexByte(rest, '/')
+		if i <= 3 || i == len(rest)-1 {
+			return nil, false
+		}
+		return rest[i+1:], true
+	case len(rest) > 2 && rest[0] == prefixSketch && rest[1] == '/':
+		// k/<kind>/<name>/<replica>/<page>
+		if _, _, _, _, ok := parseSketchKey(rest[2:]); !ok {
+			return nil, false
+		}
+		body := rest[:len(rest)-3]
+		return body[bytes.LastIndexByte(body, '/')+1:], true
+	}
+	return nil, false
 }

@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -298,4 +300,87 @@ func TestSegmentHashesFoldToDigest(t *testing.T) {
 	if err := s.SegmentHashes(Segments, func([]byte, int, uint64) {}); err == nil {
 		t.Fatal("segment out of range: no error")
 	}
+}
+
+// EntryWriter names, for every stored key SegmentEntries passes, the
+// replica the scan of the same key reports: a vector entry's or a sketch
+// page's writer, and nothing for a record; SegmentRecord decodes the
+// records the scan reports, and nothing else.
+func TestEntryWriterIsTheScannedWriter(t *testing.T) {
+	s, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.NewBatch()
+	var page crdt.HLLPage
+	page[3] = 7
+	for i := range 300 {
+		item, writer := fmt.Sprintf("item%d", i%60), fmt.Sprintf("r%d", i/60)
+		b.PutVectorEntry(Likes, item, writer, crdt.PN{}, crdt.PN{P: uint64(i + 1)})
+		b.PutSketchPage(Uniques, item, writer, i%crdt.HLLPages, nil, &page)
+		b.PutLikeRecord(item, fmt.Sprintf("u%d", i), nil, &crdt.LikeRecord{Liked: true, HLC: crdt.HLC(i + 1), Origin: writer, Contrib: crdt.Vector{{Replica: writer, PN: crdt.PN{P: 1}}}})
+		b.PutKeyedRecord(item, fmt.Sprintf("k%d", i), nil, &crdt.KeyedRecord{HLC: crdt.HLC(i + 1), Origin: writer, Amount: 3, Contrib: crdt.Vector{{Replica: writer, PN: crdt.PN{P: 3}}}})
+	}
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	var vectors, sketches, records int
+	for seg := range Segments {
+		var hashed []string // writers in key order, "" for no writer
+		var decoded []crdt.Record
+		if err := s.SegmentEntries(seg, func(key, val []byte, _ int, _ uint64) {
+			w, ok := EntryWriter(key)
+			if !ok {
+				w = nil
+			}
+			hashed = append(hashed, string(w))
+			if rec, ok := SegmentRecord(key, val); ok {
+				decoded = append(decoded, rec)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var scanned []string
+		var recs []crdt.Record
+		if _, err := s.ScanSegment(seg, nil, 1<<30, SegmentVisitor{
+			Vector: func(_ Kind, _, replica string, _ crdt.PN) { scanned = append(scanned, replica); vectors++ },
+			Sketch: func(_ Kind, _, replica string, _ int, _ *crdt.HLLPage) {
+				scanned = append(scanned, replica)
+				sketches++
+			},
+			Record: func(_, _ string, rec crdt.Record) { scanned = append(scanned, ""); recs = append(recs, rec); records++ },
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(hashed, scanned) {
+			t.Fatalf("segment %d: EntryWriter says %q, the scan %q", seg, hashed, scanned)
+		}
+		if !reflect.DeepEqual(decoded, recs) {
+			t.Fatalf("segment %d: SegmentRecord decoded %v, the scan %v", seg, decoded, recs)
+		}
+	}
+	if vectors != 300 || sketches != 300 || records != 600 {
+		t.Fatalf("scanned %d vector entries, %d sketch pages, %d records; want 300, 300 and 600", vectors, sketches, records)
+	}
+}
+
+// EntryWriter and SegmentRecord never panic, a writer EntryWriter finds
+// is a nonempty part of the key, and SegmentRecord decodes only
+// replicated keys.
+func FuzzEntryWriter(f *testing.F) {
+	f.Add([]byte("b0a1/v/l/item1/us-1"))
+	f.Add([]byte("b0a1/h/u/item1/us-1/0f"))
+	f.Add([]byte("b0a1/r/item1/alice"))
+	f.Add([]byte("b0a1/v/l//"))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		w, ok := EntryWriter(key)
+		if ok && (len(w) == 0 || !bytes.Contains(key, w)) {
+			t.Fatalf("EntryWriter(%q) = %q", key, w)
+		}
+		if _, ok := SegmentRecord(key, key[min(len(key), 5):]); ok && !bytes.HasPrefix(key, []byte{prefixSegment}) {
+			t.Fatalf("SegmentRecord decoded %q, not a replicated key", key)
+		}
+	})
 }
