@@ -46,14 +46,15 @@ func shardDigests(d []uint64, ss *shard.Set, out []uint64) []uint64 {
 
 // servePage answers a peer's request on the page subject: a page of a
 // whole segment (PageRequest), a segment's part digests (PartsRequest) or
-// the entries of some parts the peer lacks (DiffRequest). An empty reply
+// the entries of some parts the peer lacks (DiffRequest, with or without
+// For). An empty reply
 // means failure.
 func (r *Replicator) servePage(data []byte) []byte {
 	if len(data) >= 2 {
 		switch data[1] {
 		case typePartsReq:
 			return r.serveParts(data)
-		case typeDiffReq:
+		case typeDiffReq, typeOwnDiffReq:
 			return r.serveDiff(data)
 		}
 	}
@@ -105,6 +106,35 @@ func (r *Replicator) pageVisitor(pg *Page) storage.SegmentVisitor {
 	}
 }
 
+// givingTo wraps a page visitor so that it sees only what asker takes
+// from this replica in shard s (givesTo): one writer's entries of those
+// writers, records cut to their parts. Flags and type metadata pass as
+// they are.
+func (r *Replicator) givingTo(asker string, s int, v storage.SegmentVisitor) storage.SegmentVisitor {
+	gives := func(owner string) bool { return r.givesTo(r.self, owner, asker, s) }
+	vector, record, sketch := v.Vector, v.Record, v.Sketch
+	v.Vector = func(k storage.Kind, item, replica string, e crdt.PN) {
+		if gives(replica) {
+			vector(k, item, replica, e)
+		}
+	}
+	v.Sketch = func(k storage.Kind, name, replica string, page int, p *crdt.HLLPage) {
+		if gives(replica) {
+			sketch(k, name, replica, page, p)
+		}
+	}
+	v.Record = func(item, user string, rec crdt.Record) {
+		out, cut, ok := restrictRecord(rec, gives)
+		switch {
+		case !ok || !cut:
+			record(item, user, rec)
+		case !out.Empty():
+			record(item, user, out)
+		}
+	}
+	return v
+}
+
 // serveParts answers a PartsRequest with the digests of the segment's
 // parts, from a scan of its keys and values.
 func (r *Replicator) serveParts(data []byte) []byte {
@@ -133,6 +163,9 @@ func (r *Replicator) serveDiff(data []byte) []byte {
 	slices.Sort(have)
 	var pg Page
 	v := r.pageVisitor(&pg)
+	if q.For != "" {
+		v = r.givingTo(q.For, storage.SegmentShard(q.Segment), v)
+	}
 	v.Keep = func(sub int, h uint64) bool {
 		if q.Parts&(1<<sub) == 0 {
 			return false

@@ -56,7 +56,14 @@ func NetFaultsFromEnv(getenv func(string) string) (Faults, error) {
 // either held or lacking. A part where a replica holds an older value of
 // a key, and nothing else differs, compares equal and is not asked for:
 // the segment differs on every round and the stale entry stays, unless
-// the fast path brings a newer value.
+// the fast path brings a newer value. Under it every differing segment is
+// compared by parts, however small (pullParts asks a small one's
+// difference at once otherwise, and the digests would not matter).
+//
+// diffs-without-relays: a diff page for a request naming its asker
+// carries the sender's and the asker's entries only (givesTo), not those
+// of a replica that left the shard or was retired: a replica recovering
+// from an empty store, or joining the shard, never gets them.
 
 // gossipIncrements reports whether the gossip-increments bug is on.
 func (r *Replicator) gossipIncrements() bool {
@@ -101,13 +108,23 @@ func (r *Replicator) trustRetiredRelays() bool {
 	return r.cfg.Failpoints.On(failpoint.TrustRetiredRelays)
 }
 
+// keysOnlyParts reports whether the bug PartDigestsKeysOnly is on.
+func (r *Replicator) keysOnlyParts() bool {
+	return r.cfg.Failpoints.On(failpoint.PartDigestsKeysOnly)
+}
+
 // partHash is an entry's share of its part's digest: its entry hash h,
 // or, under the bug part-digests-keys-only, a hash of its key alone.
 func (r *Replicator) partHash(key []byte, h uint64) uint64 {
-	if !r.cfg.Failpoints.On(failpoint.PartDigestsKeysOnly) {
+	if !r.keysOnlyParts() {
 		return h
 	}
 	f := fnv.New64a()
 	f.Write(key)
 	return f.Sum64()
+}
+
+// diffsWithoutRelays reports whether the bug DiffsWithoutRelays is on.
+func (r *Replicator) diffsWithoutRelays() bool {
+	return r.cfg.Failpoints.On(failpoint.DiffsWithoutRelays)
 }

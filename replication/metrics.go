@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		aeRounds:       c("antientropy_rounds_total", "Anti-entropy rounds."),
 		aeErrors:       c("antientropy_errors_total", "Anti-entropy syncs with a peer that failed."),
 		aeSegments:     c("antientropy_buckets_pulled_total", "Differing anti-entropy segments pulled from peers."), // name kept for dashboards
-		aeParts:        c("antientropy_parts_pulled_total", "Differing parts of segments pulled from peers (each segment has 64)."),
+		aeParts:        c("antientropy_parts_pulled_total", "Differing parts of segments compared by part digests and pulled from peers (each segment has 64)."),
 		aeEntries:      c("antientropy_entries_pulled_total", "Entries, records and sketch pages received in anti-entropy pages."),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tally_replication_refused_total",

@@ -226,3 +226,176 @@ func TestServeDiffLeavesOutHeld(t *testing.T) {
 		t.Fatalf("part %d: got %d entries, want %d", ents[0].sub, got, want)
 	}
 }
+
+// leftView is a ShardView in which every replica holds every shard, but
+// left, which holds none; joiner joins every shard.
+type leftView struct{ left, joiner string }
+
+func (v *leftView) Holds(replica string, _ int) bool { return replica != v.left }
+func (v *leftView) Joins(replica string, _ int) bool { return replica == v.joiner }
+
+// storedHashes is the set of the entry hashes of n's store.
+func storedHashes(t *testing.T, n *scenarioNode) map[uint64]bool {
+	t.Helper()
+	out := map[uint64]bool{}
+	for seg := range storage.Segments {
+		if err := n.store.SegmentHashes(seg, func(_ []byte, _ int, h uint64) { out[h] = true }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// A difference is asked for by name (DiffRequest.For), and the peer
+// sends what the asker takes from it and nothing else: its own entries,
+// and the state of a replica that left the shard, which only a holder
+// can give. a, b and c write and compare until equal; then c leaves
+// every shard and d joins them. d pulls from a exactly a's and c's
+// entries (not b's, which it would refuse from a), then from b exactly
+// b's, and holds everything.
+func TestDiffPagesCarryWhatTheAskerTakes(t *testing.T) {
+	ctx := context.Background()
+	view := &leftView{}
+	s := newScenario(t)
+	s.tweak = func(c *Config) { c.Shards = view }
+	s.names = []string{"a", "b", "c"}
+	var nodes []*scenarioNode
+	for _, name := range s.names {
+		nodes = append(nodes, s.open(name))
+	}
+	s.clock.Advance(2 * scenarioHeartbeat)
+	s.heartbeats()
+	s.antiEntropy(ctx, nodes)
+	wrote := map[string]int{}
+	var byC map[uint64]bool // the hashes of c's own entries
+	for i, n := range nodes {
+		before := storedHashes(t, n)
+		likeOn(t, s, n, "by-"+n.name, 20+10*i)
+		after := storedHashes(t, n)
+		for h := range before {
+			delete(after, h)
+		}
+		wrote[n.name] = len(after)
+		if n.name == "c" {
+			byC = after
+		}
+	}
+	s.antiEntropy(ctx, nodes)
+	s.antiEntropy(ctx, nodes)
+	s.heartbeats() // the writes' deltas go now, before d listens
+	for _, n := range nodes[1:] {
+		if got, want := n.store.Root(), nodes[0].store.Root(); got != want {
+			t.Fatalf("%s's root %x, a's %x: the three did not converge", n.name, got, want)
+		}
+	}
+
+	view.left, view.joiner = "c", "d"
+	s.names = append(s.names, "d")
+	asks := &diffAsks{}
+	s.tweak = func(c *Config) {
+		c.Shards = view
+		if c.Replica.ID() == "d" {
+			asks.Transport = c.Transport
+			c.Transport = asks
+		}
+	}
+	d := s.open("d")
+	s.clock.Advance(2 * scenarioHeartbeat)
+	s.heartbeats()
+	entries := func() int { return int(testutil.ToFloat64(d.rep.m.aeEntries)) }
+	before := entries()
+	d.rep.exchange(ctx, d.rep.peers["a"])
+	if e := d.rep.peers["a"].lastErr; e != "" {
+		t.Fatalf("d's exchange with a: %s", e)
+	}
+	if got, want := entries()-before, wrote["a"]+wrote["c"]; got != want {
+		t.Fatalf("d pulled %d entries from a; a wrote %d and c, which left, %d (b wrote %d)", got, wrote["a"], wrote["c"], wrote["b"])
+	}
+	// c holds everything; d, only b's entries not.
+	if m := missing(t, d, s.nodes["c"]); len(m) != wrote["b"] {
+		t.Fatalf("d lacks %d of c's entries after pulling from a, want b's %d", len(m), wrote["b"])
+	}
+	before = entries()
+	asks.have = nil
+	d.rep.exchange(ctx, d.rep.peers["b"])
+	if got, want := entries()-before, wrote["b"]; got != want {
+		t.Fatalf("d pulled %d entries from b, which wrote %d", got, want)
+	}
+	// d holds a's entries and c's, and nothing of b's: it tells b of
+	// c's only, which b may give it as relays. Of a's b can send
+	// nothing, and listing them would only cost bytes.
+	if len(asks.have) == 0 {
+		t.Fatal("d listed no hash to b: it holds c's entries, which b may give")
+	}
+	for _, h := range asks.have {
+		if !byC[h] {
+			t.Fatalf("d listed to b the hash %x of an entry c did not write", h)
+		}
+	}
+	for _, n := range nodes {
+		if m := missing(t, d, n); len(m) != 0 {
+			t.Fatalf("d lacks %d of %s's entries", len(m), n.name)
+		}
+	}
+}
+
+// diffAsks keeps the hashes a replica's diff requests list.
+type diffAsks struct {
+	Transport
+	have []uint64
+}
+
+func (t *diffAsks) Request(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	if q, err := DecodeDiffRequest(data); err == nil {
+		t.have = append(t.have, q.Have...)
+	}
+	return t.Transport.Request(ctx, subject, data)
+}
+
+// legacyDiffs is a peer that predates diff requests naming their asker:
+// it answers them with nothing, as a failed decode does.
+type legacyDiffs struct {
+	Transport
+	asked int // requests naming their asker
+}
+
+func (t *legacyDiffs) Respond(subject string, h func([]byte) []byte) (func() error, error) {
+	if !strings.HasSuffix(subject, ".page") {
+		return t.Transport.Respond(subject, h)
+	}
+	return t.Transport.Respond(subject, func(data []byte) []byte {
+		if len(data) >= 2 && data[1] == typeOwnDiffReq {
+			t.asked++
+			return nil
+		}
+		return h(data)
+	})
+}
+
+// A peer that predates diff requests naming their asker is asked for
+// every entry instead, once it answered one with nothing, and not asked
+// so again while it runs.
+func TestRepairFallsBackToPlainDiffs(t *testing.T) {
+	var legacy *legacyDiffs
+	s := recoveredTrio(t, func(tr Transport) Transport {
+		legacy = &legacyDiffs{Transport: tr}
+		return legacy
+	})
+	a, b := s.nodes["a"], s.nodes["b"]
+	likeOn(t, s, b, "alice", 10)
+	a.rep.exchange(context.Background(), a.rep.peers["b"])
+	if got, want := a.store.Root(), b.store.Root(); got != want {
+		t.Fatalf("a's root %x, b's %x after the pull", got, want)
+	}
+	if legacy.asked != 1 {
+		t.Fatalf("legacy peer asked %d requests naming the asker, want 1", legacy.asked)
+	}
+	likeOn(t, s, b, "bob", 20)
+	a.rep.exchange(context.Background(), a.rep.peers["b"])
+	if got, want := a.store.Root(), b.store.Root(); got != want {
+		t.Fatalf("second pull: a's root %x, b's %x", got, want)
+	}
+	if legacy.asked != 1 {
+		t.Fatalf("legacy peer asked %d requests naming the asker after being known, want still 1", legacy.asked)
+	}
+}

@@ -169,6 +169,11 @@ type peer struct {
 	// downgrade, so then it is not known again.
 	parts    partsSupport
 	partsInc uint64
+	// plainDiffs is set when, in incarnation plainDiffsInc, it answered
+	// a DiffRequest naming its asker with nothing and one without with a
+	// page: it predates them, and its differences are asked for whole.
+	plainDiffs    bool
+	plainDiffsInc uint64
 }
 
 // New builds a Replicator; Start runs it.

@@ -40,6 +40,11 @@ const (
 	typeParts    = 8
 	typeDiffReq  = 9
 	typeDiffPage = 10
+	// A diff request naming its asker (typeOwnDiffReq) is answered with
+	// only what the asker may take from the peer (DiffRequest.For); a
+	// peer that predates it answers nothing, and the asker sends
+	// typeDiffReq instead.
+	typeOwnDiffReq = 11
 )
 
 // ErrBadMessage wraps every wire decoding failure.

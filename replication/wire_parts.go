@@ -29,11 +29,35 @@ type Parts struct {
 // identically. Have may leave out some of the asker's entries (it is
 // bounded); the peer then sends them too, which costs bytes, not
 // correctness.
+//
+// With For set (the asker's replica id), the peer sends only what the
+// asker may take from it (replication/authority.go): its own entries and
+// parts of records, the asker's, and those of replicas that write the
+// segment's shard no more. Everything else the asker would refuse, and
+// gets from its writer. Without For (typeDiffReq, all there was before),
+// it sends every entry.
 type DiffRequest struct {
 	Segment int
+	For     string   // the asker; "" for every entry
 	Parts   uint64   // bit p: part p of the segment differs
 	Have    []uint64 // entry hashes the asker holds in those parts
 	After   []byte   // resume after this storage key; nil from the start
+}
+
+// PageAsk names what a request on the page subject asks for, by its type
+// byte alone: "parts" (a segment's part digests), "diff" (the entries of
+// some parts, with or without For) or "page" (a page of a whole segment,
+// or something unreadable). Tools that count the wire use it.
+func PageAsk(data []byte) string {
+	if len(data) >= 2 {
+		switch data[1] {
+		case typePartsReq:
+			return "parts"
+		case typeDiffReq, typeOwnDiffReq:
+			return "diff"
+		}
+	}
+	return "page"
 }
 
 // maxPageBytes bounds a compressed page's decoded size (a page is about
@@ -96,11 +120,18 @@ func DecodeParts(p []byte) (*Parts, error) {
 	return ps, r.finish("parts")
 }
 
-// AppendDiffRequest encodes q: the segment, the parts as 8 bytes, the
-// hashes (a count, then 8 bytes each) and the cursor.
+// AppendDiffRequest encodes q: the segment, the asker if For is set
+// (typeOwnDiffReq), the parts as 8 bytes, the hashes (a count, then 8
+// bytes each) and the cursor.
 func AppendDiffRequest(b []byte, q *DiffRequest) []byte {
-	b = append(b, wireV1, typeDiffReq)
-	b = binary.AppendUvarint(b, uint64(q.Segment))
+	if q.For == "" {
+		b = append(b, wireV1, typeDiffReq)
+		b = binary.AppendUvarint(b, uint64(q.Segment))
+	} else {
+		b = append(b, wireV1, typeOwnDiffReq)
+		b = binary.AppendUvarint(b, uint64(q.Segment))
+		b = appendStr(b, q.For)
+	}
 	b = binary.LittleEndian.AppendUint64(b, q.Parts)
 	b = binary.AppendUvarint(b, uint64(len(q.Have)))
 	for _, h := range q.Have {
@@ -112,8 +143,16 @@ func AppendDiffRequest(b []byte, q *DiffRequest) []byte {
 // DecodeDiffRequest decodes an AppendDiffRequest encoding.
 func DecodeDiffRequest(p []byte) (*DiffRequest, error) {
 	r := reader{b: p}
-	r.header(typeDiffReq)
-	q := &DiffRequest{Segment: r.segment(), Parts: r.u64()}
+	typ := byte(typeDiffReq)
+	if len(p) >= 2 && p[1] == typeOwnDiffReq {
+		typ = typeOwnDiffReq
+	}
+	r.header(typ)
+	q := &DiffRequest{Segment: r.segment()}
+	if typ == typeOwnDiffReq {
+		q.For = r.id()
+	}
+	q.Parts = r.u64()
 	n := r.count()
 	if r.err == nil && n*8 > len(r.b) {
 		r.fail("truncated hashes")

@@ -451,6 +451,7 @@ func FuzzDecodeDiff(f *testing.F) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	f.Add(AppendDiffRequest(nil, &DiffRequest{Segment: 7, Parts: 1<<63 | 5, Have: []uint64{1, 2, 3}, After: []byte("b007/r/a/b")}))
 	f.Add(AppendDiffRequest(nil, &DiffRequest{Segment: 0, Parts: 1}))
+	f.Add(AppendDiffRequest(nil, &DiffRequest{Segment: 9, For: "eu-2", Parts: 3, Have: []uint64{4}, After: []byte("b009/v/l/x/us-1")}))
 	big := &Page{Next: []byte("k")}
 	for i := range 50 {
 		big.Entries = append(big.Entries, Entry{Kind: storage.Likes, Item: fmt.Sprintf("item%d", i), Replica: "us-1", PN: crdt.PN{P: uint64(i)}})

@@ -38,7 +38,7 @@ var AllFaults = []string{FaultPartition, FaultLoss, FaultFlap, FaultKill, FaultW
 var Bugs = []string{"gossip-increments", "ack-before-commit", "no-reconcile", "trust-relays", "clock-follows-wall", "lists-local-only", "keys-not-reconciled", "log-skips-increments", "buckets-at-arrival", "sketch-merge-stored-only", "spend-without-rights", "block-not-reconciled", "approx-coin-twice",
 	"trust-retired-relays", "give-what-is-asked", "clock-follows-peers", "estimate-unbounded", BugAckUnheld, BugDropUnsynced,
 	"toggle-applies-twice", "merge-ignores-client-time", "cashback-no-floor", BugSplitTwoParts, BugForwardAckUnapplied, BugAssignOverwrites,
-	BugPartDigestsKeysOnly}
+	BugPartDigestsKeysOnly, BugDiffsWithoutRelays}
 
 // BugAssignOverwrites is the deliberate bug of the shard map's writer,
 // played by the harness itself (no process runs with it): once a move
@@ -80,6 +80,13 @@ const BugSplitTwoParts = "split-user-two-parts"
 // part's digest hashes its entries' keys, not their values, so a replica
 // holding an older value of a key never asks for the newer one.
 const BugPartDigestsKeysOnly = "part-digests-keys-only"
+
+// BugDiffsWithoutRelays is the deliberate bug of diff requests naming
+// their asker: the peer sends its own and the asker's entries only, not
+// those of a replica that left the shard, which a replica recovering from
+// an empty store (or joining the shard) takes from a holder's page and
+// from nowhere else.
+const BugDiffsWithoutRelays = "diffs-without-relays"
 
 // Config describes one chaos run. The zero value of every field but Binary
 // means its default (see DefaultConfig).

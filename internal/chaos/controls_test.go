@@ -4,7 +4,11 @@ package chaos
 // one per deliberate bug, each with the workload and faults it was tuned
 // with.
 
-import "time"
+import (
+	"time"
+
+	"github.com/tally-dev/tally/node"
+)
 
 // forgeOnly is the tweak of a control whose bug only a malicious region
 // shows: no other fault, and one forge episode by ap, 2 s in, lasting dur
@@ -398,5 +402,26 @@ var negativeControls = []negativeControl{
 			}
 		},
 		kind: KindValueMismatch, prefix: "",
+	},
+	{
+		// Diff pages for their asker without relays: us-1 is drained
+		// 3 s into the run (its entries of the shards it leaves reach
+		// their new holders from us-1 itself, while it still holds
+		// them), and once every replica took the settled map, us-2
+		// loses its disk. Recovering from nothing, us-2 can take
+		// us-1's entries of the shards us-1 left only as relays from
+		// their holders' pages, and under the bug no page carries
+		// them: us-2 reads those keys short of the model.
+		bug: BugDiffsWithoutRelays,
+		tweak: func(c *Config) {
+			c.Faults = []string{FaultMove, FaultWipe}
+			c.Replicas, c.Copies, c.Milestones = 3, 2, MilestonesOff
+			c.LikeWeight, c.PairWeight, c.IncrWeight, c.UniqueWeight = 50, 0, 50, 0
+			c.Schedule = []Episode{
+				{Index: 1, Kind: KindMove, At: 3 * time.Second, Dur: 100 * time.Millisecond, Region: "us", Drain: "us-1"},
+				{Index: 2, Kind: KindWipe, At: 4 * time.Second, Dur: time.Second, Region: "us", Replica: "us-2", Step: node.MoveDrop},
+			}
+		},
+		kind: KindValueMismatch, prefix: "counter/",
 	},
 }

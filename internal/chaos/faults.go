@@ -214,6 +214,13 @@ func (x *executor) do(ctx context.Context, rec *EpisodeRecord) error {
 		poll.Sleep(ctx, e.Dur)
 		return x.restart(ctx, rec, p)
 	case KindWipe:
+		if e.Step != "" {
+			killed, err := x.awaitStep(ctx, e)
+			if err != nil {
+				return err
+			}
+			killed() // the move goes on: the wipe strikes now
+		}
 		return x.wipe(ctx, rec)
 	case KindClock:
 		return x.stepClock(ctx, e)

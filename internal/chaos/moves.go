@@ -74,7 +74,7 @@ func (x *executor) move(ctx context.Context, rec *EpisodeRecord) error {
 		if k.Kind == KindMove {
 			break // the kills after it strike that move
 		}
-		if k.Kind == KindKill && k.Step != "" {
+		if (k.Kind == KindKill || k.Kind == KindWipe) && k.Step != "" {
 			steps.killed[k.Step] = make(chan struct{})
 		}
 	}
@@ -171,7 +171,7 @@ func (s *moveSteps) reach(step string, m shard.Map) {
 }
 
 // awaitStep waits until the latest move of e.Region takes e.Step (at
-// most moveWait), for a kill aimed at it; the kill calls killed once it
+// most moveWait), for a kill (or wipe) aimed at it; the kill calls killed once it
 // struck, which lets the move go on.
 func (x *executor) awaitStep(ctx context.Context, e Episode) (killed func(), err error) {
 	x.mu.Lock()

@@ -80,7 +80,7 @@ type Episode struct {
 	// shard (0: the run's Copies), or the replica Drain serving none.
 	Copies int    `json:"copies,omitempty"`
 	Drain  string `json:"drain,omitempty"`
-	// Step aims a kill at a step of a shard move: once
+	// Step aims a kill (or a wipe) at a step of a shard move: once
 	// the episode starts, it waits until the latest move of Region (an
 	// earlier move episode) takes that step (node.MoveJoin, MoveSwitch,
 	// MoveSettle or MoveDrop: right after the step's map is stored, or
@@ -127,6 +127,9 @@ func (e Episode) describe() string {
 		}
 	case KindWipe:
 		what = "kill -9 and wipe " + e.Region
+		if e.Step != "" {
+			what += " at the move's " + e.Step + " step"
+		}
 	case KindNATS:
 		what = "restart nats of " + e.Region
 	case KindPause:
@@ -181,10 +184,10 @@ func (e Episode) validate(regions []string, replicas int) error {
 	}
 	if e.Step != "" {
 		switch {
-		case e.Kind != KindKill:
-			return fmt.Errorf("%s: only a kill is aimed at a move's step", e.Kind)
+		case e.Kind != KindKill && e.Kind != KindWipe:
+			return fmt.Errorf("%s: only a kill or a wipe is aimed at a move's step", e.Kind)
 		case !slices.Contains([]string{node.MoveJoin, node.MoveSwitch, node.MoveSettle, node.MoveDrop}, e.Step):
-			return fmt.Errorf("kill: unknown move step %q", e.Step)
+			return fmt.Errorf("%s: unknown move step %q", e.Kind, e.Step)
 		}
 	}
 	if e.At < 0 || e.Dur <= 0 {

@@ -40,6 +40,7 @@
 //	forwarded-ack-unapplied    node         a holder answers a forwarded write as served without applying it
 //	fences-lose                region       a merged fence orders by HLC and origin alone, so a called-off purchase ends paid
 //	part-digests-keys-only     replication  a part's digest hashes keys, not values: a stale entry is never repaired
+//	diffs-without-relays       replication  a diff page for its asker leaves out what the asker takes as a relay only
 //	crash-before-claim         milestone    the process kills itself (SIGKILL) just before its first milestone claim
 //	cashback:<step>            node         the process kills itself as a cross-shard cashback is about to take <step>
 //	                                        (journaled, pool, merchant, fence, call_off, user, done)

@@ -39,6 +39,7 @@ const (
 	ForwardAckUnapplied Name = "forwarded-ack-unapplied"
 	FencesLose          Name = "fences-lose"
 	PartDigestsKeysOnly Name = "part-digests-keys-only"
+	DiffsWithoutRelays  Name = "diffs-without-relays"
 	CrashBeforeClaim    Name = "crash-before-claim"
 )
 
@@ -59,7 +60,7 @@ func Bugs() []Name {
 		ListsLocalOnly, KeysNotReconciled, LogSkipsIncrements, SlotsAtArrival, SketchStoredOnly, SpendWithoutRights,
 		BlockNotReconciled, ApproxCoinTwice, GiveWhatIsAsked, ClockFollowsPeers, EstimateUnbounded, AckUnheld,
 		SplitTwoParts, DropUnsynced, ToggleTwice, MergeIgnoresAt, CashbackNoFloor, ForwardAckUnapplied, FencesLose,
-		PartDigestsKeysOnly}
+		PartDigestsKeysOnly, DiffsWithoutRelays}
 }
 
 // Known reports whether n is a failpoint: a bug, CrashBeforeClaim or a
