@@ -60,6 +60,12 @@ func printSim(out io.Writer, r simResult) error {
 		c.Region, secs(c.Seconds), c.Rate, c.CutLikes, c.RestLikes, c.Touched)
 	fmt.Fprintf(out, "  after the heal every replicator converged in %s, and %d touched items read exact at every holder in %s\n",
 		secs(c.ConvergedSeconds), c.Checked, secs(c.ExactSeconds))
+	if c.DifferingBytes > 0 {
+		fmt.Fprintf(out, "  entries the heal brought (at every replica, held after and not before): %d, %d bytes stored;\n", c.DifferingEntries, c.DifferingBytes)
+		fmt.Fprintf(out, "  anti-entropy bytes per byte of them: %.1f (pages alone %.1f)\n",
+			float64(c.Wire.AE())/float64(c.DifferingBytes), float64(c.Wire.Pages)/float64(c.DifferingBytes))
+	}
+	printPages(out, c.Wire)
 
 	if m := r.Move; m != nil {
 		fmt.Fprintf(out, "\nmove: %s from %d to %d copies (%d shard copies gain a holder, nothing written meanwhile): every joining replica synced in %s;\n",
@@ -68,6 +74,7 @@ func printSim(out io.Writer, r simResult) error {
 			m.StoredBytes, m.Wire.total())
 		fmt.Fprintf(out, "  (segment pages %d, digests %d, fast path %d); %d items checked at their new holders\n",
 			m.Wire.Pages, m.Wire.Digests, m.Wire.Delivered, m.Checked)
+		printPages(out, m.Wire)
 		fmt.Fprintf(out, "  per GB of shard data at this rate: %.0f s, %.2f GB on the wire\n", m.SecondsPerGB, m.WireBytesPerGB/1e9)
 	}
 
@@ -124,4 +131,10 @@ func printSim(out io.Writer, r simResult) error {
 			m.SecondsPerGB, m.WireBytesPerGB/1e9)
 	}
 	return nil
+}
+
+// printPages prints what a phase's segment page bytes were made of.
+func printPages(out io.Writer, w wireBytes) {
+	fmt.Fprintf(out, "  segment pages by what was asked: part digests %d, diff requests %d, diff answers %d, whole segments %d\n",
+		w.PageParts, w.PageDiffAsks, w.PageDiffs, w.PageWhole)
 }

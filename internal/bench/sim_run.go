@@ -104,6 +104,11 @@ type simCut struct {
 	ExactSeconds     float64   `json:"exact_seconds"`
 	Checked          int       `json:"items_checked"`
 	Wire             wireBytes `json:"wire_until_converged"`
+	// The entries the heal had to bring: summed over every replica,
+	// those it held once converged and not when the heal began, and
+	// their stored bytes (key and value).
+	DifferingEntries int64 `json:"differing_entries"`
+	DifferingBytes   int64 `json:"differing_entry_bytes"`
 }
 
 // simVector is one item's vector written by Writers replicas.
@@ -477,6 +482,10 @@ func (d *simDeployment) runCut(ctx context.Context, res *simCut, out io.Writer) 
 	res.Checked = len(touched)
 	want := func(k int) int64 { return cfg.want(k) + int64(len(extra[k])) }
 
+	held, err := d.entryHashes()
+	if err != nil {
+		return fmt.Errorf("bench sim: before the heal: %w", err)
+	}
 	w0 := d.wire.snapshot()
 	healed := time.Now()
 	d.net.HealAll()
@@ -487,6 +496,9 @@ func (d *simDeployment) runCut(ctx context.Context, res *simCut, out io.Writer) 
 	}
 	res.ConvergedSeconds = time.Since(healed).Seconds()
 	res.Wire = d.wire.snapshot().since(w0)
+	if res.DifferingEntries, res.DifferingBytes, err = d.newEntries(held); err != nil {
+		return fmt.Errorf("bench sim: after the heal: %w", err)
+	}
 	if err := d.waitExact(ctx, healed, touched, want); err != nil {
 		return fmt.Errorf("bench sim: after the heal: %w", err)
 	}
@@ -494,6 +506,40 @@ func (d *simDeployment) runCut(ctx context.Context, res *simCut, out io.Writer) 
 	fmt.Fprintf(out, "  %d likes on the cut side, %d on the other, %d items touched; healed: converged in %s, %d items exact at every holder in %s\n",
 		res.CutLikes, res.RestLikes, res.Touched, secs(res.ConvergedSeconds), res.Checked, secs(res.ExactSeconds))
 	return nil
+}
+
+// entryHashes is, for each replica, the entry hashes of its store,
+// sorted.
+func (d *simDeployment) entryHashes() ([][]uint64, error) {
+	out := make([][]uint64, len(d.nodes))
+	for i, n := range d.nodes {
+		for seg := range storage.Segments {
+			if err := n.store.EntrySizes(seg, func(h uint64, _ int) { out[i] = append(out[i], h) }); err != nil {
+				return nil, fmt.Errorf("%s: %w", n.id, err)
+			}
+		}
+		slices.Sort(out[i])
+	}
+	return out, nil
+}
+
+// newEntries counts, over every replica, the entries of its store whose
+// hash is not in held (entryHashes, taken earlier), and their stored
+// bytes: what came since (an entry that changed counts as new).
+func (d *simDeployment) newEntries(held [][]uint64) (entries, size int64, err error) {
+	for i, n := range d.nodes {
+		for seg := range storage.Segments {
+			if err := n.store.EntrySizes(seg, func(h uint64, sz int) {
+				if _, ok := slices.BinarySearch(held[i], h); !ok {
+					entries++
+					size += int64(sz)
+				}
+			}); err != nil {
+				return 0, 0, fmt.Errorf("%s: %w", n.id, err)
+			}
+		}
+	}
+	return entries, size, nil
 }
 
 // simCutWriters are the concurrent writers of each side of the cut.

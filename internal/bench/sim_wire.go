@@ -22,6 +22,10 @@ type wireCounter struct {
 	digests, digestMsgs atomic.Int64
 	pages, pageMsgs     atomic.Int64
 	other               atomic.Int64
+	// The page bytes by what was asked (replication.PageAsk): part
+	// digests both ways, diff requests (the hashes the asker holds),
+	// their answers, and whole-segment pages both ways.
+	parts, diffAsks, diffPages, whole atomic.Int64
 }
 
 // wireBytes is a snapshot of a wireCounter, or the difference of two.
@@ -35,6 +39,10 @@ type wireBytes struct {
 	Pages         int64 `json:"ae_page_bytes"`
 	PageMsgs      int64 `json:"ae_page_exchanges"`
 	Other         int64 `json:"ae_other_bytes"`
+	PageParts     int64 `json:"ae_page_parts_bytes"`
+	PageDiffAsks  int64 `json:"ae_page_diff_request_bytes"`
+	PageDiffs     int64 `json:"ae_page_diff_answer_bytes"`
+	PageWhole     int64 `json:"ae_page_whole_bytes"`
 }
 
 func (c *wireCounter) snapshot() wireBytes {
@@ -43,6 +51,7 @@ func (c *wireCounter) snapshot() wireBytes {
 		Delivered: c.delivered.Load(), DeliveredMsgs: c.deliveredMsgs.Load(),
 		Digests: c.digests.Load(), DigestMsgs: c.digestMsgs.Load(),
 		Pages: c.pages.Load(), PageMsgs: c.pageMsgs.Load(), Other: c.other.Load(),
+		PageParts: c.parts.Load(), PageDiffAsks: c.diffAsks.Load(), PageDiffs: c.diffPages.Load(), PageWhole: c.whole.Load(),
 	}
 }
 
@@ -53,6 +62,8 @@ func (w wireBytes) since(o wireBytes) wireBytes {
 		Delivered: w.Delivered - o.Delivered, DeliveredMsgs: w.DeliveredMsgs - o.DeliveredMsgs,
 		Digests: w.Digests - o.Digests, DigestMsgs: w.DigestMsgs - o.DigestMsgs,
 		Pages: w.Pages - o.Pages, PageMsgs: w.PageMsgs - o.PageMsgs, Other: w.Other - o.Other,
+		PageParts: w.PageParts - o.PageParts, PageDiffAsks: w.PageDiffAsks - o.PageDiffAsks,
+		PageDiffs: w.PageDiffs - o.PageDiffs, PageWhole: w.PageWhole - o.PageWhole,
 	}
 }
 
@@ -99,6 +110,15 @@ func (t *countingTransport) Request(ctx context.Context, subject string, data []
 	case strings.HasSuffix(subject, ".page"):
 		t.c.pages.Add(n)
 		t.c.pageMsgs.Add(1)
+		switch replication.PageAsk(data) {
+		case "parts":
+			t.c.parts.Add(n)
+		case "diff":
+			t.c.diffAsks.Add(int64(len(data)))
+			t.c.diffPages.Add(int64(len(reply)))
+		default:
+			t.c.whole.Add(n)
+		}
 	default:
 		t.c.other.Add(n)
 	}
