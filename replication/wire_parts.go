@@ -44,22 +44,6 @@ type DiffRequest struct {
 	After   []byte   // resume after this storage key; nil from the start
 }
 
-// PageAsk names what a request on the page subject asks for, by its type
-// byte alone: "parts" (a segment's part digests), "diff" (the entries of
-// some parts, with or without For) or "page" (a page of a whole segment,
-// or something unreadable). Tools that count the wire use it.
-func PageAsk(data []byte) string {
-	if len(data) >= 2 {
-		switch data[1] {
-		case typePartsReq:
-			return "parts"
-		case typeDiffReq, typeOwnDiffReq:
-			return "diff"
-		}
-	}
-	return "page"
-}
-
 // maxPageBytes bounds a compressed page's decoded size (a page is about
 // half of MaxMessageBytes; this is far above any configured one).
 const maxPageBytes = 64 << 20

@@ -22,9 +22,9 @@ type wireCounter struct {
 	digests, digestMsgs atomic.Int64
 	pages, pageMsgs     atomic.Int64
 	other               atomic.Int64
-	// The page bytes by what was asked (replication.PageAsk): part
-	// digests both ways, diff requests (the hashes the asker holds),
-	// their answers, and whole-segment pages both ways.
+	// The page bytes by what was asked: part digests both ways, diff
+	// requests (the hashes the asker holds), their answers, and
+	// whole-segment pages both ways.
 	parts, diffAsks, diffPages, whole atomic.Int64
 }
 
@@ -110,10 +110,10 @@ func (t *countingTransport) Request(ctx context.Context, subject string, data []
 	case strings.HasSuffix(subject, ".page"):
 		t.c.pages.Add(n)
 		t.c.pageMsgs.Add(1)
-		switch replication.PageAsk(data) {
-		case "parts":
+		switch {
+		case isPartsRequest(data):
 			t.c.parts.Add(n)
-		case "diff":
+		case isDiffRequest(data):
 			t.c.diffAsks.Add(int64(len(data)))
 			t.c.diffPages.Add(int64(len(reply)))
 		default:
@@ -127,4 +127,18 @@ func (t *countingTransport) Request(ctx context.Context, subject string, data []
 
 func (t *countingTransport) Respond(subject string, h func([]byte) []byte) (func() error, error) {
 	return t.inner.Respond(subject, h)
+}
+
+// isPartsRequest and isDiffRequest tell what a request on the page
+// subject asks for by decoding it, so the count works at any commit
+// that has the messages (a comparison with an older one builds this
+// file there).
+func isPartsRequest(data []byte) bool {
+	_, err := replication.DecodePartsRequest(data)
+	return err == nil
+}
+
+func isDiffRequest(data []byte) bool {
+	_, err := replication.DecodeDiffRequest(data)
+	return err == nil
 }
