@@ -47,8 +47,7 @@ func shardDigests(d []uint64, ss *shard.Set, out []uint64) []uint64 {
 // servePage answers a peer's request on the page subject: a page of a
 // whole segment (PageRequest), a segment's part digests (PartsRequest) or
 // the entries of some parts the peer lacks (DiffRequest, with or without
-// For). An empty reply
-// means failure.
+// For). An empty reply means failure.
 func (r *Replicator) servePage(data []byte) []byte {
 	if len(data) >= 2 {
 		switch data[1] {

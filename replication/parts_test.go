@@ -411,3 +411,57 @@ func TestRepairFallsBackToPlainDiffs(t *testing.T) {
 		t.Fatalf("legacy peer asked %d requests naming the asker after being known, want still %d", n, first)
 	}
 }
+
+// Naming an asker gives nothing a request without a name does not: a
+// request naming another replica (any process on the NATS account can
+// send one, a compromised replica naming its peer) gets a subset of the
+// plain answer, the named replica's entries and the sender's.
+func TestDiffForAnotherAskerGivesNoMore(t *testing.T) {
+	s := recoveredTrio(t, nil)
+	a, b, c := s.nodes["a"], s.nodes["b"], s.nodes["c"]
+	likeOn(t, s, a, "by-a", 30)
+	likeOn(t, s, b, "by-b", 30)
+	likeOn(t, s, c, "by-c", 30)
+	ctx := context.Background()
+	for _, n := range []*scenarioNode{a, b, c} {
+		for _, p := range []string{"a", "b", "c"} {
+			if p != n.name {
+				n.rep.exchange(ctx, n.rep.peers[p])
+			}
+		}
+	}
+	page := func(seg int, asker string) map[string]bool {
+		t.Helper()
+		pg, err := DecodeDiffPage(a.rep.servePage(AppendDiffRequest(nil, &DiffRequest{Segment: seg, For: asker, Parts: ^uint64(0)})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, e := range pg.Entries {
+			out[fmt.Sprintf("v %c %s %s %+v", e.Kind, e.Item, e.Replica, e.PN)] = true
+		}
+		for _, r := range pg.Records {
+			for _, e := range r.Rec.Contributions() {
+				out[fmt.Sprintf("r %s %s %s %+v", r.Item, r.User, e.Replica, e.PN)] = true
+			}
+		}
+		return out
+	}
+	named, checked := 0, 0
+	for seg := range storage.Segments {
+		plain := page(seg, "")
+		for k := range page(seg, "c") {
+			named++
+			if !plain[k] {
+				t.Fatalf("segment %d: a request naming c got %q, which the plain answer has not", seg, k)
+			}
+			if !strings.Contains(k, " a ") && !strings.Contains(k, " c ") {
+				t.Fatalf("segment %d: a request naming c got %q, neither a's nor c's", seg, k)
+			}
+		}
+		checked += len(plain)
+	}
+	if named == 0 || named >= checked {
+		t.Fatalf("named answers held %d entries, plain ones %d: want some, and fewer", named, checked)
+	}
+}
