@@ -168,3 +168,20 @@ func TestPartDigestsKeysOnlyBugOnlyInChaosBuild(t *testing.T) {
 		t.Fatalf("chaos build %t: roots equal %t after the repair", buildtags.Chaos, equal)
 	}
 }
+
+// The bug diffs-without-relays leaves out of a diff page for its asker
+// the state of replicas that left the shard: in a chaos build, a replica
+// joining the shards another left never gets that replica's entries from
+// the holders (joinAfterLeave); otherwise it gets them from the first.
+func TestDiffsWithoutRelaysOnlyInChaosBuild(t *testing.T) {
+	j := joinAfterLeave(t, func(c *Config) { c.Failpoints = testkit.Armed(t, failpoint.DiffsWithoutRelays) })
+	j.d.rep.exchange(context.Background(), j.d.rep.peers["a"])
+	lacks := len(missing(t, j.d, j.s.nodes["c"])) // c's own entries, and b's
+	want := j.wrote["b"]
+	if buildtags.Chaos {
+		want += j.wrote["c"]
+	}
+	if lacks != want {
+		t.Fatalf("chaos build %t: d lacks %d of c's entries after pulling from a, want %d", buildtags.Chaos, lacks, want)
+	}
+}

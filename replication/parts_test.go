@@ -248,18 +248,32 @@ func storedHashes(t *testing.T, n *scenarioNode) map[uint64]bool {
 	return out
 }
 
-// A difference is asked for by name (DiffRequest.For), and the peer
-// sends what the asker takes from it and nothing else: its own entries,
-// and the state of a replica that left the shard, which only a holder
-// can give. a, b and c write and compare until equal; then c leaves
-// every shard and d joins them. d pulls from a exactly a's and c's
-// entries (not b's, which it would refuse from a), then from b exactly
-// b's, and holds everything.
-func TestDiffPagesCarryWhatTheAskerTakes(t *testing.T) {
+// joinAfter is joinAfterLeave's deployment: a, b and c converged after
+// writing (wrote: how many entries each wrote; byC: the hashes of c's),
+// then c left every shard and d, with an empty store and its diff
+// requests recorded in asks, joined them all.
+type joinAfter struct {
+	s     *scenario
+	nodes []*scenarioNode // a, b, c
+	d     *scenarioNode
+	wrote map[string]int
+	byC   map[uint64]bool
+	asks  *diffAsks
+}
+
+// joinAfterLeave builds a joinAfter; arm, if set, adjusts every
+// replica's Config.
+func joinAfterLeave(t *testing.T, arm func(*Config)) joinAfter {
+	t.Helper()
 	ctx := context.Background()
 	view := &leftView{}
 	s := newScenario(t)
-	s.tweak = func(c *Config) { c.Shards = view }
+	s.tweak = func(c *Config) {
+		c.Shards = view
+		if arm != nil {
+			arm(c)
+		}
+	}
 	s.names = []string{"a", "b", "c"}
 	var nodes []*scenarioNode
 	for _, name := range s.names {
@@ -269,7 +283,7 @@ func TestDiffPagesCarryWhatTheAskerTakes(t *testing.T) {
 	s.heartbeats()
 	s.antiEntropy(ctx, nodes)
 	wrote := map[string]int{}
-	var byC map[uint64]bool // the hashes of c's own entries
+	var byC map[uint64]bool
 	for i, n := range nodes {
 		before := storedHashes(t, n)
 		likeOn(t, s, n, "by-"+n.name, 20+10*i)
@@ -296,6 +310,9 @@ func TestDiffPagesCarryWhatTheAskerTakes(t *testing.T) {
 	asks := &diffAsks{}
 	s.tweak = func(c *Config) {
 		c.Shards = view
+		if arm != nil {
+			arm(c)
+		}
 		if c.Replica.ID() == "d" {
 			asks.Transport = c.Transport
 			c.Transport = asks
@@ -304,6 +321,20 @@ func TestDiffPagesCarryWhatTheAskerTakes(t *testing.T) {
 	d := s.open("d")
 	s.clock.Advance(2 * scenarioHeartbeat)
 	s.heartbeats()
+	return joinAfter{s: s, nodes: nodes, d: d, wrote: wrote, byC: byC, asks: asks}
+}
+
+// A difference is asked for by name (DiffRequest.For), and the peer
+// sends what the asker takes from it and nothing else: its own entries,
+// and the state of a replica that left the shard, which only a holder
+// can give. a, b and c write and compare until equal; then c leaves
+// every shard and d joins them. d pulls from a exactly a's and c's
+// entries (not b's, which it would refuse from a), then from b exactly
+// b's, and holds everything.
+func TestDiffPagesCarryWhatTheAskerTakes(t *testing.T) {
+	ctx := context.Background()
+	j := joinAfterLeave(t, nil)
+	s, d, wrote, byC, asks, nodes := j.s, j.d, j.wrote, j.byC, j.asks, j.nodes
 	entries := func() int { return int(testutil.ToFloat64(d.rep.m.aeEntries)) }
 	before := entries()
 	d.rep.exchange(ctx, d.rep.peers["a"])
