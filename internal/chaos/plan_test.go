@@ -183,10 +183,10 @@ func TestShardedConfigValidate(t *testing.T) {
 		{Kind: KindKill, Region: "us", Replica: "us-4", At: time.Second, Dur: time.Second},
 		{Kind: KindIsolate, Region: "us", Replica: "us-1", At: time.Second, Dur: time.Second},
 		{Kind: KindKill, Region: "us", Replica: "us-1", At: time.Second, Dur: time.Second, Step: "sync"},
-		{Kind: KindWipe, Region: "us", Replica: "us-1", At: time.Second, Dur: time.Second, Step: node.MoveJoin},
+		{Kind: KindPause, Region: "us", Replica: "us-1", At: time.Second, Dur: time.Second, Step: node.MoveJoin},
 	}
 	err := bad.Validate()
-	for _, want := range []string{"copies 4", `fault "forge"`, `no replica "us-4"`, "only kill, wipe and pause", `unknown move step "sync"`, "only a kill is aimed"} {
+	for _, want := range []string{"copies 4", `fault "forge"`, `no replica "us-4"`, "only kill, wipe and pause", `unknown move step "sync"`, "only a kill or a wipe is aimed"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want an error naming %q, got %v", want, err)
 		}
