@@ -225,7 +225,7 @@ var _ = [1]struct{}{}[SubSegments^1<<6]
 // (SubSegmentOf) and its entry hash, the entry's share of the segment's
 // digest. It reads keys and values but decodes nothing.
 func (s *Store) SegmentHashes(segment int, fn func(key []byte, sub int, hash uint64)) error {
-	return s.eachEntry(segment, "hash", func(key, val []byte) {
+	return s.eachEntry(segment, func(key, val []byte) {
 		fn(key, SubSegmentOf(key), entryHash(key, val))
 	})
 }
@@ -233,56 +233,56 @@ func (s *Store) SegmentHashes(segment int, fn func(key []byte, sub int, hash uin
 // SegmentEntries is SegmentHashes with each entry's stored value too
 // (valid during the call only), for a caller that looks inside some.
 func (s *Store) SegmentEntries(segment int, fn func(key, val []byte, sub int, hash uint64)) error {
-	return s.eachEntry(segment, "hash", func(key, val []byte) {
+	return s.eachEntry(segment, func(key, val []byte) {
 		fn(key, val, SubSegmentOf(key), entryHash(key, val))
 	})
 }
 
 // SegmentRecord decodes the record a stored replicated key and value hold
 // (SegmentEntries): a like record, a keyed record or a spend. ok is false
-// for every other entry, and for a value that does not decode.
+// for every other entry, and for one that does not decode.
 func SegmentRecord(key, val []byte) (rec crdt.Record, ok bool) {
 	if _, ok := segmentOfKey(key); !ok {
 		return nil, false
 	}
 	rest := key[5:] // past the segment prefix
-	if len(rest) < 3 || rest[1] != '/' {
+	if len(rest) < 3 || (rest[0] != prefixRecord && rest[0] != prefixKeyed) || rest[1] != '/' {
 		return nil, false
 	}
-	var err error
-	switch rest[0] {
-	case prefixRecord:
-		rec, err = crdt.DecodeLikeRecord(val)
-	case prefixKeyed:
-		name, _, found := strings.Cut(string(rest[2:]), "/")
-		if !found {
-			return nil, false
-		}
-		if k, _ := keyedKind(name); k == Budgets {
-			rec, err = crdt.DecodeSpend(val)
-		} else {
-			rec, err = crdt.DecodeKeyedRecord(val)
-		}
-	default:
-		return nil, false
-	}
+	_, _, rec, err := decodeRecordEntry(rest, val)
 	return rec, err == nil
 }
 
-// EntrySizes calls fn with the entry hash and stored size (key and value
-// bytes) of every entry of a segment: what a tool that measures repair
-// compares before and after it.
-func (s *Store) EntrySizes(segment int, fn func(hash uint64, size int)) error {
-	return s.eachEntry(segment, "size", func(key, val []byte) {
-		fn(entryHash(key, val), len(key)+len(val))
-	})
+// decodeRecordEntry decodes a record stored under rest (a replicated key
+// past its segment prefix, of a like record or a keyed record) and val:
+// its name (the item, or the counter's or budget's key) and sub (the user,
+// or the idempotency key), as a page carries them.
+func decodeRecordEntry(rest, val []byte) (name, sub string, r crdt.Record, err error) {
+	name, sub, ok := strings.Cut(string(rest[2:]), "/")
+	if rest[0] == prefixRecord {
+		if !ok {
+			return "", "", nil, fmt.Errorf("malformed record key")
+		}
+		r, err = crdt.DecodeLikeRecord(val)
+		return name, sub, r, err
+	}
+	if !ok {
+		return "", "", nil, fmt.Errorf("malformed keyed record key")
+	}
+	k, key := keyedKind(name)
+	if k == Budgets {
+		r, err = crdt.DecodeSpend(val)
+	} else {
+		r, err = crdt.DecodeKeyedRecord(val)
+	}
+	return key, sub, r, err
 }
 
 // eachEntry calls fn with every stored key and value of a segment, in key
-// order, valid during the call only; what names the caller in errors.
-func (s *Store) eachEntry(segment int, what string, fn func(key, val []byte)) error {
+// order, valid during the call only.
+func (s *Store) eachEntry(segment int, fn func(key, val []byte)) error {
 	if segment < 0 || segment >= Segments {
-		return fmt.Errorf("%s segment %d: out of range", what, segment)
+		return fmt.Errorf("hash segment %d: out of range", segment)
 	}
 	if s.closed.Load() {
 		return ErrClosed
@@ -290,16 +290,16 @@ func (s *Store) eachEntry(segment int, what string, fn func(key, val []byte)) er
 	prefix := segmentPrefix(segment)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
-		return fmt.Errorf("%s segment %d: %w", what, segment, err)
+		return fmt.Errorf("hash segment %d: %w", segment, err)
 	}
 	for it.First(); it.Valid(); it.Next() {
 		fn(it.Key(), it.Value())
 	}
 	if err := it.Error(); err != nil {
-		return errors.Join(fmt.Errorf("%s segment %d: %w", what, segment, err), it.Close())
+		return errors.Join(fmt.Errorf("hash segment %d: %w", segment, err), it.Close())
 	}
 	if err := it.Close(); err != nil {
-		return fmt.Errorf("%s segment %d: %w", what, segment, err)
+		return fmt.Errorf("hash segment %d: %w", segment, err)
 	}
 	return nil
 }
@@ -362,36 +362,13 @@ func visit(rest, val []byte, v SegmentVisitor) error {
 		if v.Vector != nil {
 			v.Vector(Kind(parts[0][0]), parts[1], parts[2], e)
 		}
-	case len(rest) > 2 && rest[0] == prefixRecord && rest[1] == '/':
-		item, user, ok := strings.Cut(string(rest[2:]), "/")
-		if !ok {
-			return fmt.Errorf("malformed record key")
-		}
-		r, err := crdt.DecodeLikeRecord(val)
+	case len(rest) > 2 && (rest[0] == prefixRecord || rest[0] == prefixKeyed) && rest[1] == '/':
+		name, sub, r, err := decodeRecordEntry(rest, val)
 		if err != nil {
 			return err
 		}
 		if v.Record != nil {
-			v.Record(item, user, r)
-		}
-	case len(rest) > 2 && rest[0] == prefixKeyed && rest[1] == '/':
-		name, idem, ok := strings.Cut(string(rest[2:]), "/")
-		if !ok {
-			return fmt.Errorf("malformed keyed record key")
-		}
-		var r crdt.Record
-		var err error
-		k, key := keyedKind(name)
-		if k == Budgets {
-			r, err = crdt.DecodeSpend(val)
-		} else {
-			r, err = crdt.DecodeKeyedRecord(val)
-		}
-		if err != nil {
-			return err
-		}
-		if v.Record != nil {
-			v.Record(key, idem, r)
+			v.Record(name, sub, r)
 		}
 	case len(rest) > 2 && rest[0] == prefixSketch && rest[1] == '/':
 		k, name, replica, page, ok := parseSketchKey(rest[2:])

@@ -514,7 +514,7 @@ func (d *simDeployment) entryHashes() ([][]uint64, error) {
 	out := make([][]uint64, len(d.nodes))
 	for i, n := range d.nodes {
 		for seg := range storage.Segments {
-			if err := n.store.EntrySizes(seg, func(h uint64, _ int) { out[i] = append(out[i], h) }); err != nil {
+			if err := n.store.SegmentHashes(seg, func(_ []byte, _ int, h uint64) { out[i] = append(out[i], h) }); err != nil {
 				return nil, fmt.Errorf("%s: %w", n.id, err)
 			}
 		}
@@ -529,10 +529,10 @@ func (d *simDeployment) entryHashes() ([][]uint64, error) {
 func (d *simDeployment) newEntries(held [][]uint64) (entries, size int64, err error) {
 	for i, n := range d.nodes {
 		for seg := range storage.Segments {
-			if err := n.store.EntrySizes(seg, func(h uint64, sz int) {
+			if err := n.store.SegmentEntries(seg, func(key, val []byte, _ int, h uint64) {
 				if _, ok := slices.BinarySearch(held[i], h); !ok {
 					entries++
-					size += int64(sz)
+					size += int64(len(key) + len(val))
 				}
 			}); err != nil {
 				return 0, 0, fmt.Errorf("%s: %w", n.id, err)
