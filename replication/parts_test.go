@@ -14,26 +14,38 @@ import (
 	"github.com/tally-dev/tally/storage"
 )
 
-// legacyPages is a peer that predates part digests: its page subject
-// answers only whole-segment page requests, and nothing (as a failed
-// decode does) to the others.
-type legacyPages struct {
+// legacyPeer is a peer that predates some request on the page subject:
+// it answers those for which unread is true with nothing, as a failed
+// decode does, and counts them (several pulls may ask at once).
+type legacyPeer struct {
 	Transport
-	asked int // requests it could not read
+	unread func(data []byte) bool
+	asked  atomic.Int32
 }
 
-func (t *legacyPages) Respond(subject string, h func([]byte) []byte) (func() error, error) {
+func (t *legacyPeer) Respond(subject string, h func([]byte) []byte) (func() error, error) {
 	if !strings.HasSuffix(subject, ".page") {
 		return t.Transport.Respond(subject, h)
 	}
 	return t.Transport.Respond(subject, func(data []byte) []byte {
-		if _, err := DecodePageRequest(data); err != nil {
-			t.asked++
+		if t.unread(data) {
+			t.asked.Add(1)
 			return nil
 		}
 		return h(data)
 	})
 }
+
+// predatesParts reads only whole-segment page requests, as a peer before
+// part digests did.
+func predatesParts(data []byte) bool {
+	_, err := DecodePageRequest(data)
+	return err != nil
+}
+
+// predatesNamedDiffs reads everything but diff requests naming their
+// asker.
+func predatesNamedDiffs(data []byte) bool { return len(data) >= 2 && data[1] == typeOwnDiffReq }
 
 // recoveredTrio starts a, b and c, recovered and in sync, with b's
 // transport wrapped by wrapB if set.
@@ -123,9 +135,9 @@ func TestRepairSkipsWhatWeHold(t *testing.T) {
 // A peer that does not answer part digests has its differing segments
 // pulled whole, and is not asked for parts again.
 func TestRepairFallsBackToWholeSegments(t *testing.T) {
-	var legacy *legacyPages
+	var legacy *legacyPeer
 	s := recoveredTrio(t, func(tr Transport) Transport {
-		legacy = &legacyPages{Transport: tr}
+		legacy = &legacyPeer{Transport: tr, unread: predatesParts}
 		return legacy
 	})
 	a, b := s.nodes["a"], s.nodes["b"]
@@ -134,8 +146,8 @@ func TestRepairFallsBackToWholeSegments(t *testing.T) {
 	if got, want := a.store.Root(), b.store.Root(); got != want {
 		t.Fatalf("a's root %x, b's %x after the pull", got, want)
 	}
-	if legacy.asked != 1 {
-		t.Fatalf("legacy peer asked %d requests it cannot read, want 1 (then whole segments)", legacy.asked)
+	if n := legacy.asked.Load(); n != 1 {
+		t.Fatalf("legacy peer asked %d requests it cannot read, want 1 (then whole segments)", n)
 	}
 	if a.rep.partsOf("b") != partsNo {
 		t.Fatal("b not marked as pulled whole")
@@ -145,8 +157,8 @@ func TestRepairFallsBackToWholeSegments(t *testing.T) {
 	if got, want := a.store.Root(), b.store.Root(); got != want {
 		t.Fatalf("second pull: a's root %x, b's %x", got, want)
 	}
-	if legacy.asked != 1 {
-		t.Fatalf("legacy peer asked %d unreadable requests after being known, want still 1", legacy.asked)
+	if n := legacy.asked.Load(); n != 1 {
+		t.Fatalf("legacy peer asked %d unreadable requests after being known, want still 1", n)
 	}
 }
 
@@ -393,34 +405,14 @@ func (t *diffAsks) Request(ctx context.Context, subject string, data []byte) ([]
 	return t.Transport.Request(ctx, subject, data)
 }
 
-// legacyDiffs is a peer that predates diff requests naming their asker:
-// it answers them with nothing, as a failed decode does.
-type legacyDiffs struct {
-	Transport
-	asked atomic.Int32 // requests naming their asker
-}
-
-func (t *legacyDiffs) Respond(subject string, h func([]byte) []byte) (func() error, error) {
-	if !strings.HasSuffix(subject, ".page") {
-		return t.Transport.Respond(subject, h)
-	}
-	return t.Transport.Respond(subject, func(data []byte) []byte {
-		if len(data) >= 2 && data[1] == typeOwnDiffReq {
-			t.asked.Add(1)
-			return nil
-		}
-		return h(data)
-	})
-}
-
 // A peer that predates diff requests naming their asker is asked for
 // every entry instead, once it answered one with nothing, and not asked
 // so again while it runs. (The segments pulled at once when it first
 // answers nothing may each have asked it once.)
 func TestRepairFallsBackToPlainDiffs(t *testing.T) {
-	var legacy *legacyDiffs
+	var legacy *legacyPeer
 	s := recoveredTrio(t, func(tr Transport) Transport {
-		legacy = &legacyDiffs{Transport: tr}
+		legacy = &legacyPeer{Transport: tr, unread: predatesNamedDiffs}
 		return legacy
 	})
 	a, b := s.nodes["a"], s.nodes["b"]
