@@ -154,8 +154,8 @@ type ownEntry struct {
 	key  []byte
 	sub  int
 	hash uint64
-	// theirs: the peer may send something of this entry to a
-	// DiffRequest naming us (mayGive).
+	// theirs: the peer may send something of this entry (mayGive, if
+	// our requests name us; else every entry).
 	theirs bool
 }
 
@@ -197,20 +197,17 @@ func (r *Replicator) pullParts(ctx context.Context, id string, seg int) error {
 	var ours [storage.SubSegments]uint64
 	var own []ownEntry
 	sh := storage.SegmentShard(seg)
-	mine := 0 // our entries the peer may give us
+	named := r.diffsFor(id) != "" // else the peer sends every entry
+	have := 0                     // our entries whose hashes we list
 	if err := r.cfg.Store.SegmentEntries(seg, func(key, val []byte, sub int, h uint64) {
 		ours[sub] ^= r.partHash(key, h)
-		theirs := r.mayGive(id, sh, key, val)
+		theirs := !named || r.mayGive(id, sh, key, val)
 		if theirs {
-			mine++
+			have++
 		}
 		own = append(own, ownEntry{key: slices.Clone(key), sub: sub, hash: h, theirs: theirs})
 	}); err != nil {
 		return fmt.Errorf("repair segment %d: %w", seg, err)
-	}
-	have := len(own)
-	if r.diffsFor(id) != "" {
-		have = mine
 	}
 	nonzero := 0
 	for _, x := range ours {
